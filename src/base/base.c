@@ -1,0 +1,137 @@
+/* base.c: error messages, logging, allocation, clocks and CPU features. */
+#include "base/base.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char err_msg[1024];
+
+int pa_error(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+void pa_error_prefix(const char *fmt, ...) {
+  char prefix[512], old[sizeof err_msg];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  memcpy(old, err_msg, sizeof old);
+  snprintf(err_msg, sizeof err_msg, "%s: %s", prefix, old);
+}
+
+const char *pa_last_error(void) { return err_msg[0] ? err_msg : "unknown error"; }
+
+static int log_level = -1;
+
+int pa_log_level(void) {
+  if (log_level < 0) {
+    const char *e = getenv("PASADA_LOG");
+    log_level = 0;
+    if (e && !strcmp(e, "info")) log_level = 1;
+    if (e && !strcmp(e, "debug")) log_level = 2;
+  }
+  return log_level;
+}
+
+void pa_log(int level, const char *fmt, ...) {
+  if (level > pa_log_level()) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+void *pa_alloc(size_t size) {
+  void *p = NULL;
+  if (size == 0) size = 1;
+  size = (size + 63) & ~(size_t)63;
+  if (posix_memalign(&p, 64, size) != 0) return NULL;
+  return p;
+}
+
+void *pa_calloc(size_t n, size_t size) {
+  uint64_t total;
+  if (!pa_mul_u64(n, size, &total) || total > SIZE_MAX - 64) return NULL;
+  void *p = pa_alloc((size_t)total);
+  if (p) memset(p, 0, (size_t)total);
+  return p;
+}
+
+void pa_free(void *p) { free(p); }
+
+char *pa_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+double pa_time_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static pa_cpu_features cpu;
+static int cpu_done;
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+static uint64_t xgetbv0(void) {
+  uint32_t a, d;
+  __asm__ volatile("xgetbv" : "=a"(a), "=d"(d) : "c"(0));
+  return ((uint64_t)d << 32) | a;
+}
+#endif
+
+const pa_cpu_features *pa_cpu(void) {
+  if (cpu_done) return &cpu;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    bool osxsave = c & (1u << 27);
+    uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+    bool ymm = (xcr0 & 6) == 6, zmm = (xcr0 & 0xe6) == 0xe6;
+    cpu.fma = ymm && (c & (1u << 12));
+    cpu.f16c = ymm && (c & (1u << 29));
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+      cpu.avx2 = ymm && (b & (1u << 5));
+      cpu.avx512f = zmm && (b & (1u << 16));
+      cpu.avx512dq = zmm && (b & (1u << 17));
+      cpu.avx512bw = zmm && (b & (1u << 30));
+      cpu.avx512vl = zmm && (b & (1u << 31));
+      cpu.avx512vnni = zmm && (c & (1u << 11));
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+      cpu.avxvnni = ymm && (a & (1u << 4));
+      cpu.avx512bf16 = zmm && (a & (1u << 5));
+    }
+  }
+  /* PASADA_CPU=scalar|avx2 caps the path (tests and comparisons). */
+  const char *cap = getenv("PASADA_CPU");
+  if (cap && !strcmp(cap, "scalar")) memset(&cpu, 0, sizeof cpu);
+  if (cap && !strcmp(cap, "avx2")) {
+    cpu.avx512f = cpu.avx512bw = cpu.avx512vl = cpu.avx512dq = false;
+    cpu.avx512vnni = cpu.avx512bf16 = false;
+  }
+#endif
+  cpu_done = 1;
+  return &cpu;
+}
+
+const char *pa_cpu_describe(void) {
+  const pa_cpu_features *f = pa_cpu();
+  if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) return "AVX512_VNNI";
+  if (f->avx512f && f->avx512bw && f->avx512vl) return "AVX512";
+  if (f->avx2 && f->fma) return "AVX2";
+  return "scalar";
+}

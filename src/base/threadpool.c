@@ -1,0 +1,108 @@
+/* threadpool.c: fork-join worker pool with a spinning wait (then yielding)
+ * between jobs. One job at a time: the caller publishes (fn, arg), bumps a
+ * generation counter, does its own share, and waits for the others. */
+#include "base/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "base/base.h"
+
+struct pa_pool {
+  int n;
+  pthread_t *threads;
+  pa_pool_fn fn;
+  void *arg;
+  _Alignas(64) atomic_uint generation;
+  _Alignas(64) atomic_int remaining;
+  _Alignas(64) atomic_int stop;
+};
+
+typedef struct {
+  pa_pool *pool;
+  int ith;
+} worker_arg;
+
+static void *worker_main(void *p) {
+  worker_arg wa = *(worker_arg *)p;
+  free(p);
+  pa_pool *pool = wa.pool;
+  unsigned seen = 0;
+  for (;;) {
+    unsigned g;
+    int spins = 0;
+    while ((g = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
+      if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return NULL;
+      if (++spins > 20000) sched_yield();
+#if defined(__x86_64__)
+      else __builtin_ia32_pause();
+#endif
+    }
+    seen = g;
+    if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return NULL;
+    pool->fn(pool->arg, wa.ith, pool->n);
+    atomic_fetch_sub_explicit(&pool->remaining, 1, memory_order_acq_rel);
+  }
+}
+
+pa_pool *pa_pool_create(int n_threads) {
+  if (n_threads < 1) n_threads = 1;
+  pa_pool *pool = pa_calloc(1, sizeof *pool);
+  if (!pool) return NULL;
+  pool->n = n_threads;
+  pool->threads = calloc((size_t)n_threads, sizeof(pthread_t));
+  if (!pool->threads) {
+    pa_free(pool);
+    return NULL;
+  }
+  for (int i = 1; i < n_threads; i++) {
+    worker_arg *wa = malloc(sizeof *wa);
+    if (!wa) break;
+    wa->pool = pool;
+    wa->ith = i;
+    if (pthread_create(&pool->threads[i], NULL, worker_main, wa) != 0) {
+      free(wa);
+      pool->n = i; /* run with the threads we got */
+      break;
+    }
+  }
+  return pool;
+}
+
+void pa_pool_free(pa_pool *pool) {
+  if (!pool) return;
+  atomic_store(&pool->stop, 1);
+  atomic_fetch_add(&pool->generation, 1);
+  for (int i = 1; i < pool->n; i++) pthread_join(pool->threads[i], NULL);
+  free(pool->threads);
+  pa_free(pool);
+}
+
+int pa_pool_size(const pa_pool *pool) { return pool ? pool->n : 1; }
+
+void pa_pool_run(pa_pool *pool, pa_pool_fn fn, void *arg) {
+  if (!pool || pool->n == 1) {
+    fn(arg, 0, 1);
+    return;
+  }
+  pool->fn = fn;
+  pool->arg = arg;
+  atomic_store_explicit(&pool->remaining, pool->n - 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+  fn(arg, 0, pool->n);
+  int spins = 0;
+  while (atomic_load_explicit(&pool->remaining, memory_order_acquire) > 0) {
+    if (++spins > 20000) sched_yield();
+#if defined(__x86_64__)
+    else __builtin_ia32_pause();
+#endif
+  }
+}
+
+void pa_split(long n, int ith, int nth, long *lo, long *hi) {
+  long per = n / nth, extra = n % nth;
+  *lo = ith * per + (ith < extra ? ith : extra);
+  *hi = *lo + per + (ith < extra ? 1 : 0);
+}

@@ -1,0 +1,55 @@
+/* kernels.h: the op interface the model code is written against.
+ *
+ * Matrix products dispatch on the weight type: activations are converted
+ * once per op to the weight type's vec_dot_type (quant/quant.h), then each
+ * output is one fused dequantize-and-dot over a weight row. A backend is a
+ * table of function pointers filled once at start-up; the scalar reference
+ * table is the specification SIMD tables are tested against. Element-wise
+ * ops work on float rows. */
+#ifndef PASADA_KERNELS_H
+#define PASADA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "quant/quant.h"
+
+/* out[0] = dot(weight row w (n elements of the weight type),
+ *              activation row x (n elements of that type's vec_dot_type)). */
+typedef void (*pa_vec_dot_fn)(int64_t n, float *out, const void *w, const void *x);
+/* Converts n floats to a row of an activation type (Q8_0, Q8_1, Q8_K, F32, F16...). */
+typedef void (*pa_quantize_row_fn)(const float *x, void *y, int64_t n);
+
+typedef struct {
+  const char *name; /* "scalar", "avx2", "avx512", "avx512_vnni" */
+  pa_vec_dot_fn vec_dot[PA_TYPE_COUNT];          /* indexed by weight type */
+  pa_quantize_row_fn quantize_row[PA_TYPE_COUNT]; /* indexed by activation type */
+} pa_cpu_kernels;
+
+const pa_cpu_kernels *pa_kernels_reference(void); /* plain C, every type */
+const pa_cpu_kernels *pa_kernels_best(void);      /* best for this CPU (pa_cpu()) */
+/* Forces a table (verify and tests); NULL restores the best. */
+void pa_kernels_set(const pa_cpu_kernels *k);
+const pa_cpu_kernels *pa_kernels_current(void);
+
+/* A weight matrix: `rows` rows of `cols` elements of `type`, row stride
+ * pa_row_size(type, cols) bytes. */
+typedef struct {
+  pa_type type;
+  int64_t rows, cols;
+  const void *data;
+} pa_matrix;
+
+/* y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens, r < rows.
+ * x is n_tokens rows of `cols` floats (stride x_stride floats); y has stride
+ * y_stride floats. `work` is scratch of at least pa_matmul_work_size bytes.
+ * Runs on the pool's threads (rows split between them). */
+size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens);
+void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
+               int64_t y_stride, int64_t n_tokens, void *work);
+
+/* Dequantizes row `r` of W into out (cols floats). */
+void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out);
+
+#endif

@@ -1,0 +1,83 @@
+/* quant.h: the tensor types of GGUF (GGML numbering), their block layouts,
+ * and one traits table (block size, bytes per block, reference dequantize
+ * and quantize, the activation type their dot products take).
+ * The scalar functions here are the specification every SIMD kernel is
+ * tested against. Block layouts are the GGUF on-disk format. */
+#ifndef PASADA_QUANT_H
+#define PASADA_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  PA_TYPE_F32 = 0,
+  PA_TYPE_F16 = 1,
+  PA_TYPE_Q4_0 = 2,
+  PA_TYPE_Q4_1 = 3,
+  PA_TYPE_Q5_0 = 6,
+  PA_TYPE_Q5_1 = 7,
+  PA_TYPE_Q8_0 = 8,
+  PA_TYPE_Q8_1 = 9,
+  PA_TYPE_Q2_K = 10,
+  PA_TYPE_Q3_K = 11,
+  PA_TYPE_Q4_K = 12,
+  PA_TYPE_Q5_K = 13,
+  PA_TYPE_Q6_K = 14,
+  PA_TYPE_Q8_K = 15,
+  PA_TYPE_BF16 = 30,
+  PA_TYPE_COUNT = 40 /* table size; unknown numbers have no traits */
+} pa_type;
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK8_0 32
+#define QK8_1 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+typedef uint16_t pa_f16;  /* IEEE half, raw bits */
+typedef uint16_t pa_bf16; /* bfloat16, raw bits */
+
+typedef struct { pa_f16 d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
+typedef struct { pa_f16 d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
+typedef struct { pa_f16 d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; } block_q5_0;
+typedef struct { pa_f16 d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; } block_q5_1;
+typedef struct { pa_f16 d; int8_t qs[QK8_0]; } block_q8_0;
+/* activation type of Q4_1/Q5_1 dots: s = d * sum(qs) */
+typedef struct { pa_f16 d, s; int8_t qs[QK8_1]; } block_q8_1;
+typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; pa_f16 d, dmin; } block_q2_K;
+typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; pa_f16 d; } block_q3_K;
+typedef struct { pa_f16 d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K;
+typedef struct { pa_f16 d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K;
+typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; pa_f16 d; } block_q6_K;
+/* activation type of K-quant dots: bsums[i] = sum of qs[16*i .. 16*i+15] */
+typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+
+typedef void (*pa_to_float_fn)(const void *src, float *dst, int64_t n);
+typedef void (*pa_from_float_fn)(const float *src, void *dst, int64_t n);
+
+typedef struct {
+  const char *name;     /* "Q4_K" */
+  int64_t block_size;   /* elements per block */
+  size_t type_size;     /* bytes per block */
+  bool quantized;
+  pa_to_float_fn to_float;     /* reference dequantize; n a multiple of block_size */
+  pa_from_float_fn from_float; /* reference quantize; NULL when not provided */
+  pa_type vec_dot_type;        /* type activations are converted to for dot products */
+} pa_type_traits;
+
+/* NULL for a type number without traits (unknown or unsupported). */
+const pa_type_traits *pa_type_get(uint32_t type);
+const char *pa_type_name(uint32_t type); /* "?" when unknown */
+/* Bytes of a row of n elements; n must be a multiple of the block size. */
+size_t pa_row_size(pa_type type, int64_t n);
+
+float pa_f16_to_f32(pa_f16 h);
+pa_f16 pa_f32_to_f16(float f); /* round to nearest even */
+float pa_bf16_to_f32(pa_bf16 h);
+pa_bf16 pa_f32_to_bf16(float f); /* round to nearest even; NaN kept quiet */
+
+#endif

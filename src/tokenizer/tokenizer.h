@@ -1,0 +1,105 @@
+/* tokenizer.h: text <-> token ids from a GGUF file's tokenizer.ggml.* data.
+ *
+ * Two models: byte-level BPE ("gpt2", with the pre-tokenizer that
+ * tokenizer.ggml.pre names) and SentencePiece-style ("llama": scores,
+ * byte fallback). Special/control tokens are matched in the text when
+ * parse_special is set. Decoding is streamed through pa_detok, which never
+ * emits a partial UTF-8 character. */
+#ifndef PASADA_TOKENIZER_H
+#define PASADA_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/gguf.h"
+
+typedef struct pa_tokenizer pa_tokenizer;
+
+/* Token attributes from tokenizer.ggml.token_type. */
+enum {
+  PA_TOKEN_NORMAL = 1,
+  PA_TOKEN_UNKNOWN = 2,
+  PA_TOKEN_CONTROL = 3,
+  PA_TOKEN_USER_DEFINED = 4,
+  PA_TOKEN_UNUSED = 5,
+  PA_TOKEN_BYTE = 6
+};
+
+/* Validates and loads the vocabulary (tokens, scores, types, merges, special
+ * ids, add_bos/add_eos flags, pre-tokenizer). Errors name the key at fault
+ * (mismatched array lengths, special ids out of range, unknown model or
+ * pre-tokenizer). */
+int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out);
+void pa_tokenizer_free(pa_tokenizer *t);
+
+int32_t pa_tokenizer_n_vocab(const pa_tokenizer *t);
+int32_t pa_tokenizer_bos(const pa_tokenizer *t); /* -1 when none */
+int32_t pa_tokenizer_eos(const pa_tokenizer *t);
+bool pa_tokenizer_add_bos(const pa_tokenizer *t);
+bool pa_tokenizer_add_eos(const pa_tokenizer *t);
+/* End of generation: eos, eot (<|im_end|>, <end_of_turn>, <|eot_id|>...). */
+bool pa_tokenizer_is_eog(const pa_tokenizer *t, int32_t id);
+/* Looks up a token by its exact text; -1 when absent. */
+int32_t pa_tokenizer_find(const pa_tokenizer *t, const char *text);
+const char *pa_tokenizer_model_name(const pa_tokenizer *t); /* "gpt2" / "llama" */
+const char *pa_tokenizer_pre_name(const pa_tokenizer *t);
+int pa_tokenizer_token_type(const pa_tokenizer *t, int32_t id);
+
+/* Tokenizes `len` bytes of `text`. add_special: prepend BOS / append EOS as
+ * the model's flags say. parse_special: text of control/user-defined tokens
+ * becomes those tokens (otherwise it is plain text). *out is malloc'd (caller
+ * frees), *n_out its length. */
+int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_special,
+                bool parse_special, int32_t **out, size_t *n_out);
+
+/* The bytes a token decodes to when it follows `prev` in a stream
+ * (prev = -1 at the start: a SentencePiece leading space is kept as the
+ * original tokenizer keeps it). Control tokens decode to "" unless
+ * render_special. Writes up to cap bytes to buf, returns the full length. */
+size_t pa_token_to_piece(const pa_tokenizer *t, int32_t id, bool render_special, char *buf,
+                         size_t cap);
+
+/* Detokenizes a whole sequence into a malloc'd NUL-terminated string. */
+char *pa_detokenize(const pa_tokenizer *t, const int32_t *ids, size_t n, bool render_special);
+
+/* Streaming detokenizer: holds back bytes of an incomplete UTF-8 character. */
+typedef struct {
+  const pa_tokenizer *tok;
+  bool render_special;
+  int32_t prev;
+  char pending[8];
+  int n_pending;
+} pa_detok;
+void pa_detok_init(pa_detok *d, const pa_tokenizer *t, bool render_special);
+/* Appends the complete characters now available to buf (cap bytes),
+ * returns bytes written. cap of 256 always suffices for one token. */
+size_t pa_detok_push(pa_detok *d, int32_t id, char *buf, size_t cap);
+/* Flushes what is left (invalid trailing bytes become U+FFFD). */
+size_t pa_detok_flush(pa_detok *d, char *buf, size_t cap);
+
+/* ---- chat templates ---- */
+typedef enum {
+  PA_CHAT_NONE = 0,
+  PA_CHAT_CHATML, /* SmolLM2, Qwen */
+  PA_CHAT_GEMMA,
+  PA_CHAT_LLAMA3,
+} pa_chat_template;
+
+typedef struct {
+  const char *role; /* "system", "user", "assistant" */
+  const char *content;
+} pa_chat_message;
+
+/* Picks the template from tokenizer.chat_template (by recognising its
+ * markers) or, when the file has none, from the architecture. Returns an
+ * error naming the template when it is not recognised. */
+int pa_chat_detect(const gguf_file *f, const char *arch, pa_chat_template *out);
+int pa_chat_from_name(const char *name, pa_chat_template *out); /* "chatml", "gemma", "llama3" */
+const char *pa_chat_name(pa_chat_template t);
+/* Renders messages (and the assistant's opening when add_generation_prompt)
+ * into a malloc'd string. */
+char *pa_chat_render(pa_chat_template t, const pa_chat_message *msgs, size_t n,
+                     bool add_generation_prompt);
+
+#endif
