@@ -47,6 +47,9 @@ const char *pasada_model_arch(const pasada_model *model);
 /* Writes a human-readable description (architecture, hyper-parameters,
  * tokenizer, tensor types with counts and bytes) to `f` (a FILE*). */
 void pasada_model_print_info(const pasada_model *model, void *file);
+/* The model's GGUF file (metadata access for tools). */
+struct gguf_file;
+const struct gguf_file *pasada_model_gguf(const pasada_model *model);
 
 /* ---- contexts and batches ---- */
 typedef struct {
@@ -80,6 +83,118 @@ const float *pasada_get_logits(const pasada_context *ctx, int32_t i);
 /* Drops sequence `seq` from position `p0` on (p0 = 0: the whole sequence). */
 void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);
 int32_t pasada_seq_length(const pasada_context *ctx, int32_t seq);
+
+/* ==== text and sampling ====
+ * Text <-> tokens through a model's tokenizer (pasada_model_tokenizer), chat
+ * templates, and the token sampler. Strings and arrays these functions
+ * return are malloc'd: release them with pasada_text_free (or free). */
+
+/* ---- tokenizer ---- */
+int32_t pasada_tokenizer_n_vocab(const pasada_tokenizer *tok);
+int32_t pasada_tokenizer_bos(const pasada_tokenizer *tok); /* -1 when none */
+int32_t pasada_tokenizer_eos(const pasada_tokenizer *tok); /* -1 when none */
+bool pasada_tokenizer_add_bos(const pasada_tokenizer *tok); /* the model's add_bos flag */
+bool pasada_tokenizer_add_eos(const pasada_tokenizer *tok); /* the model's add_eos flag */
+/* End of generation: eos and the end-of-turn tokens (<|im_end|>, <end_of_turn>...). */
+bool pasada_tokenizer_is_eog(const pasada_tokenizer *tok, int32_t id);
+/* The id of the token whose text is exactly `text`; -1 when absent. */
+int32_t pasada_tokenizer_find(const pasada_tokenizer *tok, const char *text);
+
+/* Tokenizes `len` bytes of `text` into a malloc'd array (*out, *n_out).
+ * add_special: prepend BOS / append EOS as the model's flags say.
+ * parse_special: the text of control tokens becomes those tokens (otherwise
+ * it is tokenized as plain text). */
+int pasada_tokenize(const pasada_tokenizer *tok, const char *text, size_t len, bool add_special,
+                    bool parse_special, int32_t **out, size_t *n_out);
+/* The bytes of one token on its own (a SentencePiece leading space kept);
+ * control tokens are "" unless render_special. Writes at most cap bytes,
+ * returns the full length (no NUL terminator). */
+size_t pasada_token_to_piece(const pasada_tokenizer *tok, int32_t id, bool render_special,
+                             char *buf, size_t cap);
+/* A whole sequence as a malloc'd NUL-terminated string; NULL on failure. */
+char *pasada_detokenize(const pasada_tokenizer *tok, const int32_t *ids, size_t n,
+                        bool render_special);
+void pasada_text_free(void *p);
+
+/* Streaming detokenizer: push tokens one at a time as they are generated; it
+ * returns only complete UTF-8 characters, holding back the bytes of a
+ * character split across tokens. */
+typedef struct pasada_detok pasada_detok;
+#define PASADA_DETOK_PIECE_MAX 256 /* a buffer this large always holds one push */
+int pasada_detok_create(const pasada_tokenizer *tok, bool render_special, pasada_detok **out);
+void pasada_detok_free(pasada_detok *d);
+/* Writes the text now complete to buf (at most cap bytes); returns its length. */
+size_t pasada_detok_push(pasada_detok *d, int32_t id, char *buf, size_t cap);
+/* Writes what is held back (an incomplete character becomes U+FFFD). */
+size_t pasada_detok_flush(pasada_detok *d, char *buf, size_t cap);
+/* Starts a new stream (drops what is held back). */
+void pasada_detok_reset(pasada_detok *d);
+
+/* ---- chat templates ---- */
+typedef enum {
+  PASADA_CHAT_NONE = 0,
+  PASADA_CHAT_CHATML, /* <|im_start|>role ... <|im_end|>: SmolLM2, Qwen */
+  PASADA_CHAT_GEMMA,  /* <start_of_turn>user ... <end_of_turn> */
+  PASADA_CHAT_LLAMA3, /* <|start_header_id|>role<|end_header_id|> ... <|eot_id|> */
+} pasada_chat_template;
+
+typedef struct {
+  const char *role; /* "system", "user" or "assistant" */
+  const char *content;
+} pasada_chat_message;
+
+/* The model's template, recognised from tokenizer.chat_template or, when the
+ * file has none, from its architecture. Fails (naming it) when unrecognised. */
+int pasada_chat_detect(const pasada_model *model, pasada_chat_template *out);
+/* "chatml", "gemma", "llama3". */
+int pasada_chat_from_name(const char *name, pasada_chat_template *out);
+const char *pasada_chat_name(pasada_chat_template tmpl);
+/* The conversation as text for the model (a malloc'd string; NULL on
+ * failure), ending with the assistant's opening when add_generation_prompt. */
+char *pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n,
+                         bool add_generation_prompt);
+
+/* ---- sampler ----
+ * Each call to pasada_sampler_sample runs, in order: the penalties over the
+ * last repeat_last_n accepted tokens (repetition: a positive logit is
+ * divided by repeat_penalty, a negative one multiplied; then
+ * logit -= count * frequency_penalty + (count > 0) * presence_penalty),
+ * top-k, top-p (over the top-k candidates, renormalised), min-p (keep the
+ * tokens with p >= min_p * p_max), temperature, and a draw from the
+ * sampler's own seeded generator (xoshiro256**). temp <= 0 is greedy: the
+ * highest logit after the penalties, ties to the lowest id. A value of 0
+ * disables top_k; 1 disables top_p; 0 disables min_p. */
+#define PASADA_SEED_RANDOM UINT64_MAX /* seed from the clock */
+
+typedef struct {
+  float temp;              /* 0.8 */
+  int32_t top_k;           /* 40 */
+  float top_p;             /* 0.95 */
+  float min_p;             /* 0.05 */
+  float repeat_penalty;    /* 1.0 (off) */
+  int32_t repeat_last_n;   /* 64; 0: no penalties; -1: every accepted token */
+  float presence_penalty;  /* 0 */
+  float frequency_penalty; /* 0 */
+  uint64_t seed;           /* PASADA_SEED_RANDOM */
+} pasada_sampler_params;
+
+pasada_sampler_params pasada_sampler_default_params(void);
+/* Checks the parameters (PASADA_ERR_ARG naming the field) and sizes every
+ * buffer for n_vocab, so sampling never allocates. */
+int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
+                          pasada_sampler **out);
+void pasada_sampler_free(pasada_sampler *s);
+/* Picks a token from n_vocab logits (n_vocab must be the sampler's); -1 on
+ * error. The token is not accepted: call pasada_sampler_accept with it (and
+ * with the prompt's tokens, for the penalties to see them). */
+int32_t pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_vocab);
+/* Appends a token to the penalty window; ids outside the vocabulary are ignored. */
+void pasada_sampler_accept(pasada_sampler *s, int32_t token);
+/* Empties the penalty window and restarts the generator from the seed, so a
+ * reset sampler repeats its draws. */
+void pasada_sampler_reset(pasada_sampler *s);
+/* The seed in use (the drawn one when the parameters said PASADA_SEED_RANDOM). */
+uint64_t pasada_sampler_seed(const pasada_sampler *s);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,15 @@ void pa_error_prefix(const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, err_msg, sizeof old);
-  snprintf(err_msg, sizeof err_msg, "%s: %s", prefix, old);
+  size_t n = strlen(prefix);
+  if (n > sizeof err_msg - 3) n = sizeof err_msg - 3;
+  memcpy(err_msg, prefix, n);
+  memcpy(err_msg + n, ": ", 2);
+  size_t rest = sizeof err_msg - n - 3;
+  size_t m = strlen(old);
+  if (m > rest) m = rest;
+  memcpy(err_msg + n + 2, old, m);
+  err_msg[n + 2 + m] = 0;
 }
 
 const char *pa_last_error(void) { return err_msg[0] ? err_msg : "unknown error"; }

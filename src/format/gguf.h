@@ -32,6 +32,11 @@ typedef enum {
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
+/* Reader limits (see gguf_read.c and docs/gguf.md). */
+#define GGUF_MAX_ALIGNMENT (1u << 20) /* general.alignment: a power of two up to 1 MiB */
+#define GGUF_MAX_ARRAY_DEPTH 8        /* arrays of arrays nest at most this deep */
+#define GGUF_MAX_KEY_LEN 65535        /* bytes; keys are also non-empty, no control bytes */
+#define GGUF_MAX_NAME_LEN 1024        /* bytes of a tensor name (same rules as keys) */
 
 /* A string inside the mapping: not NUL-terminated. */
 typedef struct {
@@ -95,7 +100,7 @@ typedef struct gguf_file {
  * message (pa_last_error) names the file and what is wrong with it.
  * Checks include: magic, version (2 or 3), counts against the bytes left,
  * string lengths, value and element types, nested arrays (depth-limited),
- * duplicate keys, general.alignment (a power of two, 1..2^16? see gguf.c),
+ * duplicate keys, general.alignment (uint32, a power of two, 1..GGUF_MAX_ALIGNMENT),
  * duplicate tensor names, dims (1..4, each >= 1 and product without overflow),
  * known tensor types, row length a multiple of the type's block size,
  * offsets aligned and tensor data inside the file. */

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef enum {
   PA_TYPE_F32 = 0,
@@ -79,5 +80,76 @@ float pa_f16_to_f32(pa_f16 h);
 pa_f16 pa_f32_to_f16(float f); /* round to nearest even */
 float pa_bf16_to_f32(pa_bf16 h);
 pa_bf16 pa_f32_to_bf16(float f); /* round to nearest even; NaN kept quiet */
+
+/* The scalar reference kernels behind the traits table, by type. Each takes
+ * n elements (a multiple of the block size). Callers normally go through
+ * pa_type_get(type)->to_float / ->from_float; these names exist so kernels
+ * and tests can call one directly. */
+void pa_dequantize_f32(const void *src, float *dst, int64_t n);
+void pa_dequantize_f16(const void *src, float *dst, int64_t n);
+void pa_dequantize_bf16(const void *src, float *dst, int64_t n);
+void pa_dequantize_q4_0(const void *src, float *dst, int64_t n);
+void pa_dequantize_q4_1(const void *src, float *dst, int64_t n);
+void pa_dequantize_q5_0(const void *src, float *dst, int64_t n);
+void pa_dequantize_q5_1(const void *src, float *dst, int64_t n);
+void pa_dequantize_q8_0(const void *src, float *dst, int64_t n);
+void pa_dequantize_q8_1(const void *src, float *dst, int64_t n);
+void pa_dequantize_q2_K(const void *src, float *dst, int64_t n);
+void pa_dequantize_q3_K(const void *src, float *dst, int64_t n);
+void pa_dequantize_q4_K(const void *src, float *dst, int64_t n);
+void pa_dequantize_q5_K(const void *src, float *dst, int64_t n);
+void pa_dequantize_q6_K(const void *src, float *dst, int64_t n);
+void pa_dequantize_q8_K(const void *src, float *dst, int64_t n);
+
+void pa_quantize_f32(const float *src, void *dst, int64_t n);
+void pa_quantize_f16(const float *src, void *dst, int64_t n);
+void pa_quantize_bf16(const float *src, void *dst, int64_t n);
+void pa_quantize_q4_0(const float *src, void *dst, int64_t n);
+void pa_quantize_q4_1(const float *src, void *dst, int64_t n);
+void pa_quantize_q5_0(const float *src, void *dst, int64_t n);
+void pa_quantize_q5_1(const float *src, void *dst, int64_t n);
+void pa_quantize_q8_0(const float *src, void *dst, int64_t n);
+void pa_quantize_q8_1(const float *src, void *dst, int64_t n);
+void pa_quantize_q2_K(const float *src, void *dst, int64_t n);
+void pa_quantize_q3_K(const float *src, void *dst, int64_t n);
+void pa_quantize_q4_K(const float *src, void *dst, int64_t n);
+void pa_quantize_q5_K(const float *src, void *dst, int64_t n);
+void pa_quantize_q6_K(const float *src, void *dst, int64_t n);
+void pa_quantize_q8_K(const float *src, void *dst, int64_t n);
+
+/* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K
+ * block's 12 packed scale bytes. */
+static inline void pa_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+/* Helpers of the reference kernels. */
+/* An fp16 field read with memcpy: blocks inside a mapped file need not be
+ * aligned for the compiler's idea of a uint16_t. */
+static inline float pa_load_f16(const pa_f16 *p) {
+  pa_f16 h;
+  memcpy(&h, p, sizeof h);
+  return pa_f16_to_f32(h);
+}
+static inline void pa_store_f16(pa_f16 *p, float f) {
+  pa_f16 h = pa_f32_to_f16(f);
+  memcpy(p, &h, sizeof h);
+}
+/* Files whose float arithmetic must be bit-exact with other implementations
+ * (the reference kernels) start with PA_NO_FP_CONTRACT, so that a build for
+ * an FMA-capable target cannot fuse a*b+c into one rounding. */
+#if defined(__clang__)
+#define PA_NO_FP_CONTRACT _Pragma("STDC FP_CONTRACT OFF")
+#elif defined(__GNUC__)
+#define PA_NO_FP_CONTRACT _Pragma("GCC optimize(\"fp-contract=off\")")
+#else
+#define PA_NO_FP_CONTRACT
+#endif
 
 #endif

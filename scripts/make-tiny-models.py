@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""make-tiny-models.py: tiny random models and their reference logits, for the
+architecture parity tests (tests/e2e/test_arch_parity.py).
+
+For each architecture (llama, gemma3, qwen2, qwen3) this builds a tiny, seeded,
+randomly initialised model with transformers' own configuration and model
+classes, converts it to an F32 GGUF file with gguf.GGUFWriter (the converter is
+below, written from the documented llama.cpp conventions), runs transformers
+on fixed token sequences, and writes
+
+    tests/fixtures/tiny/<arch>.gguf         the model
+    tests/fixtures/tiny/<arch>.logits.npz   ids<i> (int32), logits<i> (float32, n x vocab)
+
+It then checks the GGUF file on its own: an independent numpy forward pass that
+reads only the GGUF (tests/e2e/test_arch_parity.py: reference_forward) must
+reproduce the transformers logits, so the files encode the same model under
+llama.cpp's conventions before pasada is ever compared against them.
+
+Needs the heavy reference venv (torch, transformers); see docs/parity.md.
+Usage: make-tiny-models.py [--out tests/fixtures/tiny]
+"""
+import argparse
+import importlib.util
+import pathlib
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+import gguf
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SEED = 20240611
+SEQ_LENGTHS = (7, 24, 32)
+
+# Shared shape: small, but with GQA (4 query heads over 2 kv heads) and sizes
+# that are neither tiny powers of two everywhere nor equal to each other.
+COMMON = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+              num_key_value_heads=2, head_dim=16, max_position_embeddings=128,
+              rms_norm_eps=1e-6)
+
+# Per-architecture choices, each exercising what the family adds.
+ARCHS = {
+    # llama: separate output matrix (untied), rotate-half Q/K permuted to
+    # GGML's adjacent-pair RoPE in the GGUF.
+    "llama": dict(vocab=270, layers=3, tied=False, rope_theta=10000.0),
+    # gemma3: 6 layers so the default pattern gives 5 sliding + 1 global layer;
+    # window 8 is far shorter than the 24/32-token sequences; local RoPE base
+    # 1e4 vs global 1e6; (1 + w) norms; q/k norms; post-attention/post-ffn
+    # norms; sqrt(hidden) embedding scale; GELU(tanh); tied output.
+    "gemma3": dict(vocab=283, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0,
+                   sliding_window=8),
+    # qwen2: q/k/v biases; untied output; large RoPE base.
+    "qwen2": dict(vocab=297, layers=2, tied=False, rope_theta=1e6),
+    # qwen3: per-head q/k RMS norms; head_dim 32, so the attention width
+    # (4 x 32 = 128) differs from the hidden size (64), as in real Qwen3; tied.
+    "qwen3": dict(vocab=262, layers=2, tied=True, rope_theta=1e6, head_dim=32),
+}
+
+BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
+
+
+def make_config(arch, spec):
+    common = dict(COMMON)
+    if "head_dim" in spec:
+        common["head_dim"] = spec["head_dim"]
+    common.update(vocab_size=spec["vocab"], num_hidden_layers=spec["layers"],
+                  tie_word_embeddings=spec["tied"], bos_token_id=BOS_ID, eos_token_id=EOS_ID,
+                  pad_token_id=None)
+    rope = {"rope_type": "default", "rope_theta": spec["rope_theta"]}
+    if arch == "llama":
+        return transformers.LlamaConfig(**common, rope_parameters=rope)
+    if arch == "qwen2":
+        return transformers.Qwen2Config(**common, rope_parameters=rope)
+    if arch == "qwen3":
+        return transformers.Qwen3Config(**common, rope_parameters=rope)
+    if arch == "gemma3":
+        return transformers.Gemma3TextConfig(
+            **common, query_pre_attn_scalar=common["head_dim"], sliding_window=spec["sliding_window"],
+            rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": spec["rope_theta"]},
+                             "sliding_attention": {"rope_type": "default",
+                                                   "rope_theta": spec["rope_local"]}},
+            final_logit_softcapping=None, attn_logit_softcapping=None)
+    raise ValueError(arch)
+
+
+def model_class(arch):
+    return {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
+            "qwen3": transformers.Qwen3ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM}[arch]
+
+
+def randomize(model, arch, gen):
+    """Overwrites every parameter with seeded random values. Matrices get
+    std 1/sqrt(fan_in) so activations stay O(1) through the layers; the
+    embedding std is chosen so logits are spread (not flat, not one-hot); norm
+    weights are random so their convention ((1 + w) for Gemma) is tested;
+    biases are random so their addition is tested."""
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if name.endswith("norm.weight"):
+                if arch == "gemma3":  # Gemma scales by (1 + w)
+                    p.copy_((torch.rand(p.shape, generator=gen) - 0.5) * 0.8)
+                else:
+                    p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            elif "embed_tokens" in name:
+                std = 0.3 if arch == "gemma3" else 0.4
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+            elif p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[1]))
+            else:
+                raise RuntimeError(f"unexpected parameter {name}")
+        if not model.config.tie_word_embeddings:
+            # Scale the untied head like the tied ones so logits have a similar spread.
+            model.lm_head.weight.mul_(0.4 * np.sqrt(model.config.hidden_size))
+
+
+# ---- the converter: HF state dict -> GGUF, llama.cpp naming and conventions ----
+
+def permute_rope(w, n_head):
+    """HF stores Q/K rows per head as [first halves | second halves] (rotate-half
+    RoPE); GGML's 'normal' RoPE rotates adjacent pairs, so llama conversions
+    interleave the two halves of each head's rows."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def byte_tokens():
+    """The 256 GPT-2 byte-level tokens, in byte order: printable bytes stand for
+    themselves, the others are shifted to code points from 256 on."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    mapping, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            mapping[b] = chr(b)
+        else:
+            mapping[b] = chr(256 + n)
+            n += 1
+    return [mapping[b] for b in range(256)]
+
+
+def tokenizer_vocab(vocab_size):
+    """256 byte tokens, <|bos|>, <|eos|>, then merged tokens up to vocab_size.
+    Each merge joins two existing tokens, so the merges list is valid BPE."""
+    tokens = byte_tokens() + ["<|bos|>", "<|eos|>"]
+    types = [1] * 256 + [3, 3]  # normal, then control
+    merges = []
+    pairs = [("Ġ", c) for c in "tasowcbpfmdhilnre"] + \
+            [tuple(p) for p in "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le".split()]
+    for a, b in pairs:
+        if len(tokens) >= vocab_size:
+            break
+        tokens.append(a + b)
+        types.append(1)
+        merges.append(f"{a} {b}")
+    if len(tokens) != vocab_size:
+        raise RuntimeError(f"not enough merges for vocab {vocab_size}")
+    return tokens, types, merges
+
+
+def write_gguf(path, arch, cfg, spec, sd):
+    n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    head_dim = cfg.head_dim
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"pasada tiny {arch}")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(spec["rope_theta"])
+    w.add_vocab_size(cfg.vocab_size)
+    if arch == "gemma3":
+        w.add_sliding_window(spec["sliding_window"])
+
+    tokens, types, merges = tokenizer_vocab(cfg.vocab_size)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(BOS_ID)
+    w.add_eos_token_id(EOS_ID)
+    w.add_add_bos_token(False)
+
+    def t(name):
+        return sd[name].detach().to(torch.float32).numpy()
+
+    def norm(name):
+        x = t(name)
+        return x + 1.0 if arch == "gemma3" else x  # GGUF stores Gemma's (1 + w)
+
+    w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
+    for i in range(cfg.num_hidden_layers):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        q, k = t(p + "self_attn.q_proj.weight"), t(p + "self_attn.k_proj.weight")
+        if arch == "llama":
+            q, k = permute_rope(q, n_head), permute_rope(k, n_head_kv)
+        w.add_tensor(b + "attn_norm.weight", norm(p + "input_layernorm.weight"))
+        w.add_tensor(b + "attn_q.weight", q)
+        w.add_tensor(b + "attn_k.weight", k)
+        w.add_tensor(b + "attn_v.weight", t(p + "self_attn.v_proj.weight"))
+        if arch == "qwen2":
+            for x in "qkv":
+                w.add_tensor(b + f"attn_{x}.bias", t(p + f"self_attn.{x}_proj.bias"))
+        if arch in ("qwen3", "gemma3"):
+            w.add_tensor(b + "attn_q_norm.weight", norm(p + "self_attn.q_norm.weight"))
+            w.add_tensor(b + "attn_k_norm.weight", norm(p + "self_attn.k_norm.weight"))
+        w.add_tensor(b + "attn_output.weight", t(p + "self_attn.o_proj.weight"))
+        if arch == "gemma3":
+            w.add_tensor(b + "post_attention_norm.weight", norm(p + "post_attention_layernorm.weight"))
+            w.add_tensor(b + "ffn_norm.weight", norm(p + "pre_feedforward_layernorm.weight"))
+            w.add_tensor(b + "post_ffw_norm.weight", norm(p + "post_feedforward_layernorm.weight"))
+        else:
+            w.add_tensor(b + "ffn_norm.weight", norm(p + "post_attention_layernorm.weight"))
+        w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
+        w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
+        w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
+    w.add_tensor("output_norm.weight", norm("model.norm.weight"))
+    if not cfg.tie_word_embeddings:
+        w.add_tensor("output.weight", t("lm_head.weight"))
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def check_sensitivity(checker, arch, gguf_path, arrays):
+    """Each convention the fixture is meant to test must move the logits far
+    beyond the 1e-4 tolerance when it is got wrong, on the longest sequence."""
+    ids, ref = arrays["ids2"], arrays["logits2"]
+    variants = {"rope pairs (normal vs neox)": dict(neox=(arch != "llama") is False)}
+    if arch == "gemma3":
+        variants.update({"no sliding window": dict(window=10 ** 9),
+                         "window off by one": dict(window=9),
+                         "local RoPE base = global": dict(local_base=1e6),
+                         "all layers global": dict(swa_pattern=1)})
+    for what, kw in variants.items():
+        err = checker.relative_error(checker.reference_forward(gguf_path, ids, **kw), ref)
+        print(f"  sensitivity {arch}: {what}: rel err {err:.2e}")
+        if err < 1e-2:
+            raise SystemExit(f"{arch}: the fixture does not detect '{what}' (rel err {err:.2e})")
+
+
+def load_test_module():
+    path = ROOT / "tests" / "e2e" / "test_arch_parity.py"
+    spec = importlib.util.spec_from_file_location("test_arch_parity", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "tiny"))
+    args = ap.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(2)
+    checker = load_test_module()
+
+    for k, (arch, spec) in enumerate(ARCHS.items()):
+        gen = torch.Generator().manual_seed(SEED + k)
+        cfg = make_config(arch, spec)
+        cfg._attn_implementation = "eager"
+        model = model_class(arch)(cfg).to(torch.float32).eval()
+        randomize(model, arch, gen)
+        if cfg.tie_word_embeddings:
+            assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+        if arch == "gemma3":
+            kinds = cfg.layer_types
+            assert kinds.count("sliding_attention") == 5 and kinds[5] == "full_attention", kinds
+
+        rng = np.random.default_rng(SEED + 100 + k)
+        arrays = {}
+        for i, n in enumerate(SEQ_LENGTHS):
+            # Draw sequences until the reference has no near-tie for the top
+            # token anywhere (gap >= 1e-3 of max |logit|, ten times what the
+            # 1e-4 tolerance could flip), so "argmax identical" is a fair test.
+            for _ in range(50):
+                ids = rng.integers(0, cfg.vocab_size, size=n).astype(np.int32)
+                ids[0] = BOS_ID
+                with torch.no_grad():
+                    logits = model(torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
+                top2 = np.sort(logits, axis=-1)[:, -2:]
+                if np.min(top2[:, 1] - top2[:, 0]) >= 1e-3 * np.max(np.abs(logits)):
+                    break
+            else:
+                raise SystemExit(f"{arch}: no tie-free sequence of length {n}")
+            arrays[f"ids{i}"] = ids
+            arrays[f"logits{i}"] = logits.astype(np.float32)
+
+        gguf_path = out / f"{arch}.gguf"
+        write_gguf(gguf_path, arch, cfg, spec, model.state_dict())
+        np.savez_compressed(out / f"{arch}.logits.npz", **arrays)
+
+        # Self-check of the fixture: GGUF + llama.cpp conventions == transformers.
+        for i in range(len(SEQ_LENGTHS)):
+            ref = arrays[f"logits{i}"]
+            got = checker.reference_forward(gguf_path, arrays[f"ids{i}"])
+            err = checker.relative_error(got, ref)
+            p = np.exp(ref - ref.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            print(f"{arch} seq{i} n={len(arrays[f'ids{i}'])}: logit std {ref.std():.2f}, "
+                  f"mean top-1 prob {p.max(-1).mean():.2f}, numpy-from-GGUF rel err {err:.2e}")
+            if err > 1e-5:
+                raise SystemExit(f"{arch}: the GGUF file does not reproduce transformers (rel err {err:.2e})")
+        check_sensitivity(checker, arch, gguf_path, arrays)
+        print(f"wrote {gguf_path} ({gguf_path.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+/* context.c: contexts (KV cache, scratch, thread pool) and pasada_decode:
+ * validates a batch, runs the architecture's forward pass, keeps the
+ * sequences' lengths. Everything the forward pass needs is allocated here,
+ * once; a decode step allocates nothing (the logits buffer grows only when a
+ * batch asks for more rows than any before). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "model/model.h"
+
+pasada_context_params pasada_context_default_params(void) {
+  pasada_context_params p = {.n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .n_threads = 0};
+  return p;
+}
+
+void pasada_context_free(pasada_context *c) {
+  if (!c) return;
+  pa_pool_free(c->pool);
+  if (c->k_cache)
+    for (int l = 0; l < c->model->hp.n_layer; l++) pa_free(c->k_cache[l]);
+  if (c->v_cache)
+    for (int l = 0; l < c->model->hp.n_layer; l++) pa_free(c->v_cache[l]);
+  free(c->k_cache);
+  free(c->v_cache);
+  free(c->seq_len);
+  pa_scratch *s = &c->s;
+  void *p[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->h1, s->h2, s->rope_cos, s->rope_sin,
+               s->rope_cos_swa, s->rope_sin_swa, s->scores, s->work, s->out_rows};
+  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) pa_free(p[i]);
+  pa_free(c->logits);
+  free(c->row_of);
+  pa_free(c);
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+int pasada_context_create(pasada_model *m, const pasada_context_params *params, pasada_context **out) {
+  *out = NULL;
+  if (m->vocab_only) return pa_error(PASADA_ERR_ARG, "the model was loaded vocabulary-only");
+  pasada_context_params p = params ? *params : pasada_context_default_params();
+  const pa_hparams *hp = &m->hp;
+  if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+  if (p.n_ctx > (1 << 22)) return pa_error(PASADA_ERR_ARG, "context size %d is too large", p.n_ctx);
+  if (p.n_seq_max <= 0 || p.n_seq_max > 1024)
+    return pa_error(PASADA_ERR_ARG, "n_seq_max %d is out of range [1, 1024]", p.n_seq_max);
+  if (p.n_batch <= 0) p.n_batch = 512;
+  if (p.n_batch > 65536) p.n_batch = 65536;
+  if (p.n_threads <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    p.n_threads = n > 0 ? (int32_t)n : 1;
+  }
+  if (p.n_threads > 256) p.n_threads = 256;
+
+  struct pa_context *c = pa_calloc(1, sizeof *c);
+  if (!c) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  c->model = m;
+  c->n_ctx = p.n_ctx;
+  c->n_seq_max = p.n_seq_max;
+  c->n_batch = p.n_batch;
+  c->n_threads = p.n_threads;
+  int64_t B = p.n_batch, E = hp->n_embd, F = hp->n_ff;
+  int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
+  int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
+  int64_t kv_elems_k = (int64_t)p.n_seq_max * p.n_ctx * K, kv_elems_v = (int64_t)p.n_seq_max * p.n_ctx * VV;
+
+  c->pool = pa_pool_create(p.n_threads);
+  c->k_cache = calloc((size_t)hp->n_layer, sizeof(float *));
+  c->v_cache = calloc((size_t)hp->n_layer, sizeof(float *));
+  c->seq_len = calloc((size_t)p.n_seq_max, sizeof(int32_t));
+  c->row_of = malloc((size_t)B * sizeof(int32_t));
+  bool ok = c->pool && c->k_cache && c->v_cache && c->seq_len && c->row_of;
+  for (int l = 0; ok && l < hp->n_layer; l++) {
+    c->k_cache[l] = pa_alloc((size_t)kv_elems_k * sizeof(float));
+    c->v_cache[l] = pa_alloc((size_t)kv_elems_v * sizeof(float));
+    ok = c->k_cache[l] && c->v_cache[l];
+  }
+  pa_scratch *s = &c->s;
+  if (ok) {
+    s->x = pa_alloc((size_t)(B * E) * sizeof(float));
+    s->xb = pa_alloc((size_t)(B * max_sz((size_t)E, (size_t)O)) * sizeof(float));
+    s->q = pa_alloc((size_t)(B * Q) * sizeof(float));
+    s->k = pa_alloc((size_t)(B * K) * sizeof(float));
+    s->v = pa_alloc((size_t)(B * VV) * sizeof(float));
+    s->att = pa_alloc((size_t)(B * O) * sizeof(float));
+    s->h1 = pa_alloc((size_t)(B * max_sz((size_t)F, (size_t)E)) * sizeof(float));
+    s->h2 = pa_alloc((size_t)(B * F) * sizeof(float));
+    size_t rt = (size_t)(B * (hp->rope_dim / 2)) * sizeof(float);
+    s->rope_cos = pa_alloc(rt);
+    s->rope_sin = pa_alloc(rt);
+    s->rope_cos_swa = pa_alloc(rt);
+    s->rope_sin_swa = pa_alloc(rt);
+    s->scores = pa_alloc((size_t)p.n_threads * (size_t)p.n_ctx * sizeof(float));
+    s->out_rows = pa_alloc((size_t)B * sizeof(int32_t));
+    /* the largest activation scratch any matrix product of the model needs */
+    size_t work = 0;
+    const pa_matrix *mats[] = {&m->output, &m->tok_embd};
+    for (int i = 0; i < 2; i++) work = max_sz(work, pa_matmul_work_size(mats[i], B));
+    for (int l = 0; l < hp->n_layer; l++) {
+      const pa_layer *L = &m->layers[l];
+      const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+      for (int i = 0; i < 7; i++) work = max_sz(work, pa_matmul_work_size(lm[i], B));
+    }
+    s->work = pa_alloc(work);
+    ok = s->x && s->xb && s->q && s->k && s->v && s->att && s->h1 && s->h2 && s->rope_cos &&
+         s->rope_sin && s->rope_cos_swa && s->rope_sin_swa && s->scores && s->out_rows && s->work;
+  }
+  if (!ok) {
+    pasada_context_free(c);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory creating a context of %d positions x %d sequences",
+                    p.n_ctx, p.n_seq_max);
+  }
+  *out = c;
+  return PASADA_OK;
+}
+
+int32_t pasada_context_n_ctx(const pasada_context *c) { return c->n_ctx; }
+
+void pasada_seq_truncate(pasada_context *c, int32_t seq, int32_t p0) {
+  if (seq < 0 || seq >= c->n_seq_max || p0 < 0) return;
+  if (p0 < c->seq_len[seq]) c->seq_len[seq] = p0;
+}
+
+int32_t pasada_seq_length(const pasada_context *c, int32_t seq) {
+  if (seq < 0 || seq >= c->n_seq_max) return 0;
+  return c->seq_len[seq];
+}
+
+int pasada_decode(pasada_context *c, const pasada_batch *b) {
+  const pa_hparams *hp = &c->model->hp;
+  if (!b || b->n_tokens <= 0 || !b->token || !b->pos || !b->seq_id)
+    return pa_error(PASADA_ERR_ARG, "empty or incomplete batch");
+  if (b->n_tokens > c->n_batch)
+    return pa_error(PASADA_ERR_ARG, "batch of %d tokens exceeds the context's batch size %d", b->n_tokens,
+                    c->n_batch);
+  /* Each sequence's positions must continue its cache: validate with a
+   * running length per sequence, committed only if the whole batch is good. */
+  int32_t n_out = 0;
+  for (int32_t i = 0; i < b->n_tokens; i++) {
+    int32_t t = b->token[i], s = b->seq_id[i];
+    if (t < 0 || t >= hp->n_vocab)
+      return pa_error(PASADA_ERR_ARG, "token id %d at batch index %d is out of range [0, %d)", t, i,
+                      hp->n_vocab);
+    if (s < 0 || s >= c->n_seq_max)
+      return pa_error(PASADA_ERR_ARG, "sequence id %d is out of range [0, %d)", s, c->n_seq_max);
+  }
+  for (int32_t i = 0; i < b->n_tokens; i++) {
+    int32_t s = b->seq_id[i], expect = c->seq_len[s];
+    for (int32_t j = 0; j < i; j++) expect += b->seq_id[j] == s;
+    if (b->pos[i] != expect)
+      return pa_error(PASADA_ERR_ARG, "token %d of sequence %d has position %d, expected %d", i, s,
+                      b->pos[i], expect);
+    if (b->pos[i] >= c->n_ctx)
+      return pa_error(PASADA_ERR_CONTEXT_FULL, "sequence %d is full: position %d, context size %d", s,
+                      b->pos[i], c->n_ctx);
+  }
+  for (int32_t i = 0; i < b->n_tokens; i++) {
+    bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
+    c->row_of[i] = want ? n_out : -1;
+    if (want) c->s.out_rows[n_out++] = i;
+  }
+  c->row_of_n = b->n_tokens;
+  if (n_out > c->cap_logits) {
+    pa_free(c->logits);
+    c->logits = pa_alloc((size_t)n_out * (size_t)hp->n_vocab * sizeof(float));
+    c->cap_logits = c->logits ? n_out : 0;
+    if (!c->logits) return pa_error(PASADA_ERR_NOMEM, "out of memory for %d rows of logits", n_out);
+  }
+  c->n_logits = n_out;
+  pa_fwd_batch fb = {.n = b->n_tokens, .token = b->token, .pos = b->pos, .seq = b->seq_id,
+                     .n_out = n_out, .out_idx = c->s.out_rows};
+  if (hp->arch == PA_ARCH_GEMMA3)
+    pa_forward_gemma3(c, &fb);
+  else
+    pa_forward_llama(c, &fb);
+  for (int32_t i = 0; i < b->n_tokens; i++) {
+    int32_t s = b->seq_id[i];
+    if (b->pos[i] + 1 > c->seq_len[s]) c->seq_len[s] = b->pos[i] + 1;
+  }
+  return PASADA_OK;
+}
+
+const float *pasada_get_logits(const pasada_context *c, int32_t i) {
+  if (i < 0) i += c->row_of_n;
+  if (i < 0 || i >= c->row_of_n || c->row_of[i] < 0) return NULL;
+  return c->logits + (size_t)c->row_of[i] * (size_t)c->model->hp.n_vocab;
+}

@@ -1,0 +1,46 @@
+/* gemma3.c: the forward pass of Gemma 3. Differences from Llama: embeddings
+ * scaled by sqrt(n_embd); per-head RMS norms of q and k; norms after the
+ * attention and the FFN as well as before (the GGUF weights already hold
+ * Gemma's 1 + w); GELU (tanh) gating; layers alternate between sliding-window
+ * attention with a local RoPE base and global attention with the long one.
+ *   x = embed(tokens) * sqrt(n_embd)
+ *   per layer: x += postnorm(Wo · attention(...)),  window and RoPE base by layer
+ *              x += postnorm(W_down · (gelu(W_gate·n) * (W_up·n)))
+ *   logits = W_out · rmsnorm(x)        (W_out tied to the embeddings)        */
+#include <math.h>
+
+#include "kernels/ops.h"
+#include "model/model.h"
+
+void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
+  const struct pa_model *m = c->model;
+  const pa_hparams *hp = &m->hp;
+  const int32_t n = b->n;
+  const int64_t E = hp->n_embd;
+  pa_scratch *s = &c->s;
+
+  pa_embed(c, b, hp->embed_scale);
+  pa_rope_prepare(c, b);
+  for (int l = 0; l < hp->n_layer; l++) {
+    const pa_layer *L = &m->layers[l];
+    const bool local = hp->swa_layer[l];
+    /* attention block */
+    pa_norm_rows(c, s->xb, s->x, L->attn_norm, n, E);
+    pa_linear(c, &L->wq, s->xb, s->q, n);
+    pa_linear(c, &L->wk, s->xb, s->k, n);
+    pa_linear(c, &L->wv, s->xb, s->v, n);
+    pa_head_norm(c, s->q, L->q_norm, n, hp->n_head);
+    pa_head_norm(c, s->k, L->k_norm, n, hp->n_head_kv);
+    pa_rope_apply(c, b, local);
+    pa_attention(c, b, l, local ? hp->sliding_window : 0);
+    pa_linear(c, &L->wo, s->att, s->xb, n);
+    pa_norm_rows(c, s->xb, s->xb, L->post_attn_norm, n, E);
+    pa_add(s->x, s->xb, (int64_t)n * E);
+    /* feed-forward block */
+    pa_norm_rows(c, s->xb, s->x, L->ffn_norm, n, E);
+    pa_ffn(c, L, s->xb, s->xb, n);
+    pa_norm_rows(c, s->xb, s->xb, L->post_ffn_norm, n, E);
+    pa_add(s->x, s->xb, (int64_t)n * E);
+  }
+  pa_output(c, b);
+}

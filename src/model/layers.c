@@ -1,0 +1,139 @@
+/* layers.c: the building blocks every architecture's forward pass uses:
+ * embedding lookup, norms, linear layers, RoPE, attention over the KV cache,
+ * the gated FFN and the output head. Work is split over the context's
+ * thread pool; nothing here allocates. */
+#include <math.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+
+void pa_embed(struct pa_context *c, const pa_fwd_batch *b, float scale) {
+  int64_t E = c->model->hp.n_embd;
+  for (int32_t t = 0; t < b->n; t++) {
+    float *x = c->s.x + t * E;
+    pa_matrix_get_row(&c->model->tok_embd, b->token[t], x);
+    if (scale != 1.0f) pa_scale(x, scale, E);
+  }
+}
+
+void pa_norm_rows(struct pa_context *c, float *out, const float *in, const float *w, int32_t n_tok,
+                  int64_t n) {
+  for (int32_t t = 0; t < n_tok; t++) pa_rmsnorm(out + t * n, in + t * n, w, n, c->model->hp.norm_eps);
+}
+
+void pa_linear(struct pa_context *c, const pa_matrix *w, const float *x, float *y, int32_t n_tok) {
+  pa_matmul(c->pool, w, x, w->cols, y, w->rows, n_tok, c->s.work);
+}
+
+void pa_add_bias(float *y, const float *bias, int32_t n_tok, int64_t n) {
+  if (!bias) return;
+  for (int32_t t = 0; t < n_tok; t++) pa_add(y + t * n, bias, n);
+}
+
+void pa_head_norm(struct pa_context *c, float *x, const float *w, int32_t n_tok, int n_heads) {
+  int hd = c->model->hp.head_dim;
+  for (int64_t i = 0; i < (int64_t)n_tok * n_heads; i++)
+    pa_rmsnorm(x + i * hd, x + i * hd, w, hd, c->model->hp.norm_eps);
+}
+
+void pa_rope_prepare(struct pa_context *c, const pa_fwd_batch *b) {
+  const pa_hparams *hp = &c->model->hp;
+  int half = hp->rope_dim / 2;
+  for (int32_t t = 0; t < b->n; t++) {
+    pa_rope_table(c->s.rope_cos + t * half, c->s.rope_sin + t * half, hp->rope_dim, b->pos[t],
+                  hp->rope_base, hp->rope_freq_scale, c->model->rope_freqs);
+    if (hp->sliding_window)
+      pa_rope_table(c->s.rope_cos_swa + t * half, c->s.rope_sin_swa + t * half, hp->rope_dim, b->pos[t],
+                    hp->rope_base_swa, hp->rope_freq_scale_swa, NULL);
+  }
+}
+
+void pa_rope_apply(struct pa_context *c, const pa_fwd_batch *b, bool swa) {
+  const pa_hparams *hp = &c->model->hp;
+  int half = hp->rope_dim / 2;
+  const float *ct = swa ? c->s.rope_cos_swa : c->s.rope_cos;
+  const float *st = swa ? c->s.rope_sin_swa : c->s.rope_sin;
+  int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
+  for (int32_t t = 0; t < b->n; t++) {
+    pa_rope(c->s.q + t * Q, hp->n_head, hp->head_dim, hp->rope_dim, ct + t * half, st + t * half,
+            hp->rope_neox);
+    pa_rope(c->s.k + t * K, hp->n_head_kv, hp->head_dim, hp->rope_dim, ct + t * half, st + t * half,
+            hp->rope_neox);
+  }
+}
+
+typedef struct {
+  struct pa_context *c;
+  const pa_fwd_batch *b;
+  int layer;
+  int32_t window;
+} attn_job;
+
+static void attention_worker(void *arg, int ith, int nth) {
+  attn_job *j = arg;
+  struct pa_context *c = j->c;
+  const pa_hparams *hp = &c->model->hp;
+  const int hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
+  const int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)hp->n_head_kv * hd;
+  const int64_t VV = (int64_t)hp->n_head_kv * hdv, O = (int64_t)hp->n_head * hdv;
+  const float *kc = c->k_cache[j->layer], *vc = c->v_cache[j->layer];
+  float *scores = c->s.scores + (size_t)ith * (size_t)c->n_ctx;
+  long lo, hi;
+  pa_split((long)j->b->n * hp->n_head, ith, nth, &lo, &hi);
+  for (long item = lo; item < hi; item++) {
+    int32_t t = (int32_t)(item / hp->n_head);
+    int h = (int)(item % hp->n_head), g = h / group;
+    int32_t pos = j->b->pos[t], seq = j->b->seq[t];
+    int32_t first = 0;
+    if (j->window > 0 && pos - j->window + 1 > 0) first = pos - j->window + 1;
+    const float *q = c->s.q + t * Q + (int64_t)h * hd;
+    const float *kseq = kc + (int64_t)seq * c->n_ctx * K + (int64_t)g * hd;
+    const float *vseq = vc + (int64_t)seq * c->n_ctx * VV + (int64_t)g * hdv;
+    int32_t n = pos - first + 1;
+    for (int32_t p = 0; p < n; p++)
+      scores[p] = pa_dot_f32(q, kseq + (int64_t)(first + p) * K, hd) * hp->attn_scale;
+    pa_softmax(scores, n);
+    float *out = c->s.att + t * O + (int64_t)h * hdv;
+    memset(out, 0, (size_t)hdv * sizeof(float));
+    for (int32_t p = 0; p < n; p++) pa_axpy(out, scores[p], vseq + (int64_t)(first + p) * VV, hdv);
+  }
+}
+
+void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_t window) {
+  const pa_hparams *hp = &c->model->hp;
+  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
+  float *kc = c->k_cache[layer], *vc = c->v_cache[layer];
+  for (int32_t t = 0; t < b->n; t++) {
+    int64_t row = (int64_t)b->seq[t] * c->n_ctx + b->pos[t];
+    memcpy(kc + row * K, c->s.k + t * K, (size_t)K * sizeof(float));
+    memcpy(vc + row * VV, c->s.v + t * VV, (size_t)VV * sizeof(float));
+  }
+  attn_job j = {.c = c, .b = b, .layer = layer, .window = window};
+  pa_pool_run(c->pool, attention_worker, &j);
+}
+
+void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, float *out, int32_t n_tok) {
+  int64_t F = c->model->hp.n_ff;
+  pa_linear(c, &L->w_gate, x, c->s.h1, n_tok);
+  pa_linear(c, &L->w_up, x, c->s.h2, n_tok);
+  if (c->model->hp.act == PA_ACT_SILU)
+    pa_silu_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F);
+  else
+    pa_gelu_tanh_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F);
+  pa_linear(c, &L->w_down, c->s.h1, out, n_tok);
+}
+
+void pa_output(struct pa_context *c, const pa_fwd_batch *b) {
+  const struct pa_model *m = c->model;
+  int64_t E = m->hp.n_embd;
+  if (b->n_out == 0) return;
+  /* gather the output tokens' hidden states, normalised, into xb */
+  for (int32_t i = 0; i < b->n_out; i++)
+    pa_rmsnorm(c->s.xb + i * E, c->s.x + (int64_t)b->out_idx[i] * E, m->output_norm, E, m->hp.norm_eps);
+  for (int32_t i0 = 0; i0 < b->n_out; i0 += c->n_batch) {
+    int32_t n = b->n_out - i0 < c->n_batch ? b->n_out - i0 : c->n_batch;
+    pa_linear(c, &m->output, c->s.xb + i0 * E, c->logits + (size_t)i0 * m->hp.n_vocab, n);
+  }
+}

@@ -1,0 +1,44 @@
+/* llama.c: the forward pass of the Llama family: Llama 2/3, Mistral,
+ * TinyLlama, SmolLM2 (arch "llama"), Qwen2 (adds q/k/v biases) and Qwen3
+ * (adds per-head RMS norms of q and k). Pre-norm decoder:
+ *   x = embed(tokens)
+ *   per layer: x += Wo · attention(rope(Wq·n), rope(Wk·n), Wv·n),  n = rmsnorm(x)
+ *              x += W_down · (silu(W_gate·n) * (W_up·n)),            n = rmsnorm(x)
+ *   logits = W_out · rmsnorm(x)                                              */
+#include "kernels/ops.h"
+#include "model/model.h"
+
+void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
+  const struct pa_model *m = c->model;
+  const pa_hparams *hp = &m->hp;
+  const int32_t n = b->n;
+  const int64_t E = hp->n_embd;
+  pa_scratch *s = &c->s;
+
+  pa_embed(c, b, 1.0f);
+  pa_rope_prepare(c, b);
+  for (int l = 0; l < hp->n_layer; l++) {
+    const pa_layer *L = &m->layers[l];
+    /* attention block */
+    pa_norm_rows(c, s->xb, s->x, L->attn_norm, n, E);
+    pa_linear(c, &L->wq, s->xb, s->q, n);
+    pa_linear(c, &L->wk, s->xb, s->k, n);
+    pa_linear(c, &L->wv, s->xb, s->v, n);
+    pa_add_bias(s->q, L->bq, n, L->wq.rows); /* qwen2 */
+    pa_add_bias(s->k, L->bk, n, L->wk.rows);
+    pa_add_bias(s->v, L->bv, n, L->wv.rows);
+    if (L->q_norm) { /* qwen3 */
+      pa_head_norm(c, s->q, L->q_norm, n, hp->n_head);
+      pa_head_norm(c, s->k, L->k_norm, n, hp->n_head_kv);
+    }
+    pa_rope_apply(c, b, false);
+    pa_attention(c, b, l, 0);
+    pa_linear(c, &L->wo, s->att, s->xb, n);
+    pa_add(s->x, s->xb, (int64_t)n * E);
+    /* feed-forward block */
+    pa_norm_rows(c, s->xb, s->x, L->ffn_norm, n, E);
+    pa_ffn(c, L, s->xb, s->xb, n);
+    pa_add(s->x, s->xb, (int64_t)n * E);
+  }
+  pa_output(c, b);
+}

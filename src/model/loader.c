@@ -1,0 +1,259 @@
+/* loader.c: from a validated GGUF file to a model: the architecture's
+ * hyper-parameters (checked for sane ranges and mutual consistency) and its
+ * weight tensors (checked for presence, shape and a supported type). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "model/model.h"
+
+static int key_u32(struct pa_model *m, const char *suffix, bool required, uint32_t *out) {
+  char key[256];
+  snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+  return gguf_get_u32(m->gguf, key, required, out);
+}
+
+static int key_f32(struct pa_model *m, const char *suffix, bool required, float *out) {
+  char key[256];
+  snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+  return gguf_get_f32(m->gguf, key, required, out);
+}
+
+static int check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    return pa_error(PASADA_ERR_FORMAT, "hyper-parameter %s = %lld is out of range [%lld, %lld]",
+                    what, (long long)v, (long long)lo, (long long)hi);
+  return PASADA_OK;
+}
+
+int pa_model_load_hparams(struct pa_model *m) {
+  pa_hparams *hp = &m->hp;
+  const char *a = m->arch_name;
+  if (!strcmp(a, "llama")) hp->arch = PA_ARCH_LLAMA;
+  else if (!strcmp(a, "qwen2")) hp->arch = PA_ARCH_QWEN2;
+  else if (!strcmp(a, "qwen3")) hp->arch = PA_ARCH_QWEN3;
+  else if (!strcmp(a, "gemma3")) hp->arch = PA_ARCH_GEMMA3;
+  else
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "architecture '%s' is not supported (supported: llama, qwen2, qwen3, gemma3)", a);
+
+  uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
+  int rc;
+  if ((rc = key_u32(m, "block_count", true, &n_layer)) ||
+      (rc = key_u32(m, "embedding_length", true, &n_embd)) ||
+      (rc = key_u32(m, "attention.head_count", true, &n_head)) ||
+      (rc = key_u32(m, "feed_forward_length", true, &n_ff)))
+    return rc;
+  n_ctx = 4096;
+  if ((rc = key_u32(m, "context_length", false, &n_ctx))) return rc;
+  uint32_t n_head_kv = n_head;
+  if ((rc = key_u32(m, "attention.head_count_kv", false, &n_head_kv))) return rc;
+  if ((rc = check_range("block_count", n_layer, 1, PA_MAX_LAYERS)) ||
+      (rc = check_range("embedding_length", n_embd, 1, 1 << 16)) ||
+      (rc = check_range("attention.head_count", n_head, 1, 1024)) ||
+      (rc = check_range("attention.head_count_kv", n_head_kv, 1, n_head)) ||
+      (rc = check_range("feed_forward_length", n_ff, 1, 1 << 18)) ||
+      (rc = check_range("context_length", n_ctx, 1, 1 << 24)))
+    return rc;
+  if (n_head % n_head_kv)
+    return pa_error(PASADA_ERR_FORMAT, "attention.head_count %u is not a multiple of head_count_kv %u",
+                    n_head, n_head_kv);
+  uint32_t head_dim = n_embd / n_head, head_dim_v;
+  if ((rc = key_u32(m, "attention.key_length", false, &head_dim))) return rc;
+  head_dim_v = head_dim;
+  if ((rc = key_u32(m, "attention.value_length", false, &head_dim_v))) return rc;
+  if ((rc = check_range("attention.key_length", head_dim, 2, 1024)) ||
+      (rc = check_range("attention.value_length", head_dim_v, 1, 1024)))
+    return rc;
+  if (head_dim % 2) return pa_error(PASADA_ERR_FORMAT, "attention.key_length %u is odd", head_dim);
+  uint32_t rope_dim = head_dim;
+  if ((rc = key_u32(m, "rope.dimension_count", false, &rope_dim))) return rc;
+  if (rope_dim % 2 || rope_dim > head_dim || rope_dim == 0)
+    return pa_error(PASADA_ERR_FORMAT, "rope.dimension_count %u must be even and at most the head size %u",
+                    rope_dim, head_dim);
+
+  hp->n_layer = (int32_t)n_layer;
+  hp->n_embd = (int32_t)n_embd;
+  hp->n_head = (int32_t)n_head;
+  hp->n_head_kv = (int32_t)n_head_kv;
+  hp->head_dim = (int32_t)head_dim;
+  hp->head_dim_v = (int32_t)head_dim_v;
+  hp->n_ff = (int32_t)n_ff;
+  hp->n_ctx_train = (int32_t)n_ctx;
+  hp->rope_dim = (int32_t)rope_dim;
+
+  hp->norm_eps = 1e-5f;
+  if ((rc = key_f32(m, "attention.layer_norm_rms_epsilon", false, &hp->norm_eps))) return rc;
+  if (!(hp->norm_eps > 0 && hp->norm_eps < 1))
+    return pa_error(PASADA_ERR_FORMAT, "attention.layer_norm_rms_epsilon %g is out of range (0, 1)",
+                    hp->norm_eps);
+  hp->rope_base = 10000.0f;
+  if ((rc = key_f32(m, "rope.freq_base", false, &hp->rope_base))) return rc;
+  if (!(hp->rope_base > 1 && hp->rope_base < 1e12f))
+    return pa_error(PASADA_ERR_FORMAT, "rope.freq_base %g is out of range", hp->rope_base);
+  hp->rope_freq_scale = 1.0f;
+  char *scaling = NULL;
+  char key[256];
+  snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+  if ((rc = gguf_get_string(m->gguf, key, false, &scaling))) return rc;
+  if (scaling && strcmp(scaling, "none") != 0) {
+    if (strcmp(scaling, "linear") != 0) {
+      rc = pa_error(PASADA_ERR_UNSUPPORTED, "rope scaling type '%s' is not supported (linear only)", scaling);
+      free(scaling);
+      return rc;
+    }
+    float factor = 1.0f;
+    if ((rc = key_f32(m, "rope.scaling.factor", false, &factor))) {
+      free(scaling);
+      return rc;
+    }
+    if (!(factor >= 1.0f && factor <= 1024.0f)) {
+      free(scaling);
+      return pa_error(PASADA_ERR_FORMAT, "rope.scaling.factor %g is out of range", factor);
+    }
+    hp->rope_freq_scale = 1.0f / factor;
+  }
+  free(scaling);
+  hp->rope_base_swa = hp->rope_base;
+  hp->rope_freq_scale_swa = hp->rope_freq_scale;
+  hp->rope_neox = hp->arch != PA_ARCH_LLAMA;
+  hp->attn_scale = 1.0f / sqrtf((float)head_dim);
+  hp->embed_scale = 1.0f;
+  hp->act = PA_ACT_SILU;
+
+  if (hp->arch == PA_ARCH_GEMMA3) {
+    hp->act = PA_ACT_GELU_TANH;
+    hp->embed_scale = sqrtf((float)n_embd);
+    /* Gemma 3's local layers keep the original base and no scaling. */
+    hp->rope_base_swa = 10000.0f;
+    hp->rope_freq_scale_swa = 1.0f;
+    if ((rc = key_f32(m, "rope.freq_base_swa", false, &hp->rope_base_swa))) return rc;
+    /* query_pre_attn_scalar is the head size in every Gemma 3 but the 27B,
+     * where it is n_embd / n_head. */
+    if (n_layer == 62) hp->attn_scale = 1.0f / sqrtf((float)n_embd / (float)n_head);
+    uint32_t window = 0;
+    if ((rc = key_u32(m, "attention.sliding_window", true, &window))) return rc;
+    if ((rc = check_range("attention.sliding_window", window, 1, 1 << 24))) return rc;
+    hp->sliding_window = (int32_t)window;
+    uint32_t period = 6;
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+    const gguf_value *pat = gguf_get(m->gguf, key);
+    if (pat && pat->type == GGUF_TYPE_ARRAY && pat->arr.elem_type == GGUF_TYPE_BOOL) {
+      if (pat->arr.count != n_layer)
+        return pa_error(PASADA_ERR_FORMAT, "%s has %llu entries for %u layers", key,
+                        (unsigned long long)pat->arr.count, n_layer);
+      for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = gguf_arr_i64(pat, i) != 0;
+    } else {
+      if ((rc = gguf_get_u32(m->gguf, key, false, &period))) return rc;
+      if (period == 0) period = 1;
+      for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = (i + 1) % period != 0;
+    }
+  }
+  return PASADA_OK;
+}
+
+/* ---- weights ---- */
+
+static int find_tensor(struct pa_model *m, const char *name, bool required, const gguf_tensor **out) {
+  *out = gguf_get_tensor(m->gguf, name);
+  if (!*out && required)
+    return pa_error(PASADA_ERR_FORMAT, "required tensor '%s' is missing", name);
+  return PASADA_OK;
+}
+
+static int check_shape(const gguf_tensor *t, int64_t cols, int64_t rows) {
+  bool ok = t->ne[0] == cols && t->ne[1] == rows && t->ne[2] == 1 && t->ne[3] == 1;
+  if (!ok)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", t->name,
+                    (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                    (long long)t->ne[3], (long long)cols, (long long)rows);
+  return PASADA_OK;
+}
+
+/* A matrix of `rows` rows of `cols` elements, used through pa_matmul. */
+static int get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_t rows, bool required,
+                      pa_matrix *out) {
+  const gguf_tensor *t;
+  int rc = find_tensor(m, name, required, &t);
+  if (rc || !t) return rc;
+  if ((rc = check_shape(t, cols, rows))) return rc;
+  const pa_cpu_kernels *k = pa_kernels_reference();
+  const pa_type_traits *tr = pa_type_get(t->type);
+  if (!tr || t->type >= PA_TYPE_COUNT || !k->vec_dot[t->type] || !tr->to_float)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has type %s, which matrix products do not support",
+                    name, pa_type_name(t->type));
+  if ((uintptr_t)t->data % 4)
+    return pa_error(PASADA_ERR_FORMAT, "tensor '%s' data is not 4-byte aligned", name);
+  out->type = (pa_type)t->type;
+  out->cols = cols;
+  out->rows = rows;
+  out->data = t->data;
+  return PASADA_OK;
+}
+
+/* A vector (norm weights, biases), copied to floats. */
+static int get_vector(struct pa_model *m, const char *name, int64_t n, bool required, float **out) {
+  const gguf_tensor *t;
+  *out = NULL;
+  int rc = find_tensor(m, name, required, &t);
+  if (rc || !t) return rc;
+  if ((rc = check_shape(t, n, 1))) return rc;
+  const pa_type_traits *tr = pa_type_get(t->type);
+  if (!tr || !tr->to_float)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s", name,
+                    pa_type_name(t->type));
+  float *v = pa_calloc((size_t)n, sizeof(float));
+  if (!v) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+  tr->to_float(t->data, v, n);
+  *out = v;
+  return PASADA_OK;
+}
+
+int pa_model_load_weights(struct pa_model *m) {
+  pa_hparams *hp = &m->hp;
+  int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
+  int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
+  int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
+  int rc;
+  if ((rc = get_matrix(m, "token_embd.weight", E, V, true, &m->tok_embd))) return rc;
+  if ((rc = get_vector(m, "output_norm.weight", E, true, &m->output_norm))) return rc;
+  if ((rc = get_matrix(m, "output.weight", E, V, false, &m->output))) return rc;
+  if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+  if ((rc = get_vector(m, "rope_freqs.weight", hp->rope_dim / 2, false, &m->rope_freqs))) return rc;
+
+  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
+  if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
+  bool qk_norm = hp->arch == PA_ARCH_QWEN3 || hp->arch == PA_ARCH_GEMMA3;
+  bool bias = hp->arch == PA_ARCH_QWEN2;
+  bool post = hp->arch == PA_ARCH_GEMMA3;
+  for (int i = 0; i < hp->n_layer; i++) {
+    pa_layer *L = &m->layers[i];
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+    if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
+        (rc = get_matrix(m, NAME("attn_q.weight"), E, Q, true, &L->wq)) ||
+        (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
+        (rc = get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv)) ||
+        (rc = get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
+        (rc = get_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) ||
+        (rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
+        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
+      return rc;
+    if (qk_norm && ((rc = get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
+                    (rc = get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm))))
+      return rc;
+    if (bias && ((rc = get_vector(m, NAME("attn_q.bias"), Q, false, &L->bq)) ||
+                 (rc = get_vector(m, NAME("attn_k.bias"), K, false, &L->bk)) ||
+                 (rc = get_vector(m, NAME("attn_v.bias"), VV, false, &L->bv))))
+      return rc;
+    if (post && ((rc = get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->post_attn_norm)) ||
+                 (rc = get_vector(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm))))
+      return rc;
+#undef NAME
+  }
+  return PASADA_OK;
+}

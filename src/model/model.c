@@ -1,0 +1,145 @@
+/* model.c: the public model API: load (GGUF → hyper-parameters, weights,
+ * tokenizer), free, accessors and the `info` report. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "model/model.h"
+
+const char *pasada_last_error(void) { return pa_last_error(); }
+
+pasada_model_params pasada_model_default_params(void) {
+  pasada_model_params p = {.vocab_only = false};
+  return p;
+}
+
+void pasada_model_free(pasada_model *m) {
+  if (!m) return;
+  if (m->layers) {
+    for (int i = 0; i < m->hp.n_layer; i++) {
+      pa_layer *L = &m->layers[i];
+      float *v[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->post_attn_norm,
+                    L->post_ffn_norm, L->bq, L->bk, L->bv};
+      for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
+    }
+    pa_free(m->layers);
+  }
+  pa_free(m->output_norm);
+  pa_free(m->rope_freqs);
+  pa_tokenizer_free(m->tok);
+  gguf_close(m->gguf);
+  free(m->arch_name);
+  pa_free(m);
+}
+
+static int load(struct pa_model *m, const char *path, bool vocab_only) {
+  int rc = gguf_open(path, &m->gguf);
+  if (rc) return rc;
+  if ((rc = gguf_get_string(m->gguf, "general.architecture", !vocab_only, &m->arch_name))) return rc;
+  if (!m->arch_name) m->arch_name = pa_strdup("unknown");
+  if ((rc = pa_tokenizer_load(m->gguf, &m->tok))) return rc;
+  m->vocab_only = vocab_only;
+  if (vocab_only) return PASADA_OK;
+  if ((rc = pa_model_load_hparams(m))) return rc;
+  const gguf_tensor *emb = gguf_get_tensor(m->gguf, "token_embd.weight");
+  if (!emb) return pa_error(PASADA_ERR_FORMAT, "required tensor 'token_embd.weight' is missing");
+  if (emb->ne[1] < pa_tokenizer_n_vocab(m->tok) || emb->ne[1] > (1 << 24))
+    return pa_error(PASADA_ERR_FORMAT, "token_embd.weight has %lld rows for a vocabulary of %d tokens",
+                    (long long)emb->ne[1], pa_tokenizer_n_vocab(m->tok));
+  m->hp.n_vocab = (int32_t)emb->ne[1];
+  return pa_model_load_weights(m);
+}
+
+int pasada_model_load(const char *path, const pasada_model_params *params, pasada_model **out) {
+  *out = NULL;
+  struct pa_model *m = pa_calloc(1, sizeof *m);
+  if (!m) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  bool vocab_only = params && params->vocab_only;
+  int rc = load(m, path, vocab_only);
+  if (rc) {
+    /* gguf errors already name the file; name it for the others */
+    const char *msg = pa_last_error();
+    if (strncmp(msg, path, strlen(path)) != 0) pa_error_prefix("%s", path);
+    pasada_model_free(m);
+    return rc;
+  }
+  *out = m;
+  return PASADA_OK;
+}
+
+const pasada_tokenizer *pasada_model_tokenizer(const pasada_model *m) { return m->tok; }
+const struct gguf_file *pasada_model_gguf(const pasada_model *m) { return m->gguf; }
+int32_t pasada_model_n_vocab(const pasada_model *m) {
+  return m->vocab_only ? pa_tokenizer_n_vocab(m->tok) : m->hp.n_vocab;
+}
+int32_t pasada_model_n_ctx_train(const pasada_model *m) { return m->hp.n_ctx_train; }
+const char *pasada_model_arch(const pasada_model *m) { return m->arch_name; }
+
+static void fmt_bytes(char *buf, size_t cap, double b) {
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) b /= 1024, i++;
+  snprintf(buf, cap, "%.2f %s", b, u[i]);
+}
+
+void pasada_model_print_info(const pasada_model *m, void *file) {
+  FILE *f = file;
+  const gguf_file *g = m->gguf;
+  char *name = NULL;
+  gguf_get_string(g, "general.name", false, &name);
+  fprintf(f, "file:            %s\n", g->path ? g->path : "?");
+  fprintf(f, "gguf version:    %u (%llu metadata keys, %llu tensors, alignment %llu)\n", g->version,
+          (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
+          (unsigned long long)g->alignment);
+  fprintf(f, "name:            %s\n", name ? name : "(none)");
+  free(name);
+  fprintf(f, "architecture:    %s\n", m->arch_name);
+  if (!m->vocab_only) {
+    const pa_hparams *h = &m->hp;
+    fprintf(f, "layers:          %d\n", h->n_layer);
+    fprintf(f, "embedding:       %d\n", h->n_embd);
+    fprintf(f, "feed-forward:    %d\n", h->n_ff);
+    fprintf(f, "heads:           %d (kv heads %d, head size %d, value size %d)\n", h->n_head,
+            h->n_head_kv, h->head_dim, h->head_dim_v);
+    fprintf(f, "context (train): %d\n", h->n_ctx_train);
+    fprintf(f, "rope:            %s, dims %d, base %g, freq scale %g", h->rope_neox ? "neox" : "normal",
+            h->rope_dim, h->rope_base, h->rope_freq_scale);
+    if (h->sliding_window) fprintf(f, ", local base %g", h->rope_base_swa);
+    fprintf(f, "\n");
+    if (h->sliding_window) {
+      int n_swa = 0;
+      for (int i = 0; i < h->n_layer; i++) n_swa += h->swa_layer[i];
+      fprintf(f, "sliding window:  %d tokens on %d of %d layers\n", h->sliding_window, n_swa, h->n_layer);
+    }
+    fprintf(f, "norm epsilon:    %g\n", h->norm_eps);
+    fprintf(f, "activation:      %s\n", h->act == PA_ACT_SILU ? "silu (gated)" : "gelu-tanh (gated)");
+    fprintf(f, "vocab (embd):    %d%s\n", h->n_vocab,
+            m->output.data == m->tok_embd.data ? " (output tied to embeddings)" : "");
+  }
+  fprintf(f, "tokenizer:       %s (pre-tokenizer %s), %d tokens, bos %d, eos %d, add bos %s\n",
+          pa_tokenizer_model_name(m->tok), pa_tokenizer_pre_name(m->tok), pa_tokenizer_n_vocab(m->tok),
+          pa_tokenizer_bos(m->tok), pa_tokenizer_eos(m->tok), pa_tokenizer_add_bos(m->tok) ? "yes" : "no");
+  /* tensor types: count and bytes */
+  uint64_t count[PA_TYPE_COUNT] = {0}, bytes[PA_TYPE_COUNT] = {0}, elems = 0, total = 0;
+  for (uint64_t i = 0; i < g->n_tensors; i++) {
+    const gguf_tensor *t = &g->tensors[i];
+    if (t->type < PA_TYPE_COUNT) {
+      count[t->type]++;
+      bytes[t->type] += t->nbytes;
+    }
+    total += t->nbytes;
+    elems += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+  }
+  char b[32];
+  fmt_bytes(b, sizeof b, (double)total);
+  fprintf(f, "tensors:         %llu, %.1f M parameters, %s", (unsigned long long)g->n_tensors,
+          (double)elems / 1e6, b);
+  if (elems) fprintf(f, " (%.2f bits per weight)", 8.0 * (double)total / (double)elems);
+  fprintf(f, "\n");
+  for (int t = 0; t < PA_TYPE_COUNT; t++) {
+    if (!count[t]) continue;
+    fmt_bytes(b, sizeof b, (double)bytes[t]);
+    fprintf(f, "  %-6s %5llu tensors  %12s\n", pa_type_name((uint32_t)t), (unsigned long long)count[t], b);
+  }
+}

@@ -1,0 +1,124 @@
+/* model.h: a loaded model (hyper-parameters, weights inside the mapped GGUF
+ * file, tokenizer) and a context (KV cache, scratch, thread pool) that runs
+ * batched forward passes. Each architecture family has one file with its
+ * forward pass (llama.c serves llama, qwen2, qwen3; gemma3.c); they share the
+ * building blocks of layers.c. */
+#ifndef PASADA_MODEL_H
+#define PASADA_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "format/gguf.h"
+#include "kernels/kernels.h"
+#include "pasada.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_GEMMA3 } pa_arch;
+typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
+
+#define PA_MAX_LAYERS 512
+
+typedef struct {
+  pa_arch arch;
+  int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, head_dim_v, n_ff, n_vocab, n_ctx_train;
+  int32_t rope_dim;
+  bool rope_neox;       /* rotate halves (qwen, gemma) rather than adjacent pairs (llama) */
+  float rope_base;      /* global layers */
+  float rope_base_swa;  /* sliding-window layers */
+  float rope_freq_scale, rope_freq_scale_swa; /* 1/linear scaling factor */
+  float norm_eps;
+  float attn_scale;     /* applied to q.k */
+  float embed_scale;    /* embeddings multiplied by this (gemma: sqrt(n_embd)) */
+  int32_t sliding_window;  /* 0: none */
+  bool swa_layer[PA_MAX_LAYERS];
+  pa_activation act;
+} pa_hparams;
+
+typedef struct {
+  pa_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  float *attn_norm, *ffn_norm;            /* always present */
+  float *q_norm, *k_norm;                 /* per-head RMS norm weights (qwen3, gemma3) */
+  float *post_attn_norm, *post_ffn_norm;  /* gemma3 */
+  float *bq, *bk, *bv;                    /* qwen2 */
+} pa_layer;
+
+struct pa_model {
+  gguf_file *gguf;
+  pa_tokenizer *tok;
+  char *arch_name;
+  bool vocab_only;
+  pa_hparams hp;
+  pa_matrix tok_embd, output;
+  float *output_norm;
+  float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
+  pa_layer *layers;
+};
+
+/* Scratch of one forward pass, sized for n_batch tokens. */
+typedef struct {
+  float *x, *xb, *q, *k, *v, *att, *h1, *h2;
+  float *rope_cos, *rope_sin;         /* [n_batch][rope_dim/2] per base */
+  float *rope_cos_swa, *rope_sin_swa;
+  float *scores;                      /* [n_threads][n_ctx] */
+  void *work;                         /* matmul activation scratch */
+  int32_t *out_rows;                  /* batch index of each logits row */
+} pa_scratch;
+
+struct pa_context {
+  struct pa_model *model;
+  int32_t n_ctx, n_seq_max, n_batch, n_threads;
+  pa_pool *pool;
+  /* KV cache: per layer [seq][pos][n_head_kv*head_dim] floats */
+  float **k_cache, **v_cache;
+  int32_t *seq_len;
+  pa_scratch s;
+  /* logits of the last batch: n_logits rows of n_vocab; row_of[i] = row of
+   * batch token i or -1 */
+  float *logits;
+  int32_t n_logits, cap_logits;
+  int32_t *row_of;
+  int32_t row_of_n;
+};
+
+/* The batch as the forward pass sees it (validated by pasada_decode). */
+typedef struct {
+  int32_t n;
+  const int32_t *token, *pos, *seq;
+  int32_t n_out;          /* tokens whose logits are computed */
+  const int32_t *out_idx; /* their batch indices */
+} pa_fwd_batch;
+
+int pa_model_load_hparams(struct pa_model *m);
+int pa_model_load_weights(struct pa_model *m);
+
+void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);
+void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
+
+/* ---- shared building blocks (layers.c) ---- */
+/* x[t] = embedding of token[t] * scale */
+void pa_embed(struct pa_context *ctx, const pa_fwd_batch *b, float scale);
+/* out[t] = rmsnorm(in[t]) * w for every token; rows of n floats */
+void pa_norm_rows(struct pa_context *ctx, float *out, const float *in, const float *w, int32_t n_tok,
+                  int64_t n);
+/* y = W x over n_tok rows (strides are the row lengths) */
+void pa_linear(struct pa_context *ctx, const pa_matrix *w, const float *x, float *y, int32_t n_tok);
+/* adds a bias to every row */
+void pa_add_bias(float *y, const float *bias, int32_t n_tok, int64_t n);
+/* Per-head RMS norm of q/k rows (n_heads heads of head_dim) */
+void pa_head_norm(struct pa_context *ctx, float *x, const float *w, int32_t n_tok, int n_heads);
+/* Fills the RoPE tables for the batch's positions. */
+void pa_rope_prepare(struct pa_context *ctx, const pa_fwd_batch *b);
+/* Rotates q and k of the batch; swa selects the sliding-window tables. */
+void pa_rope_apply(struct pa_context *ctx, const pa_fwd_batch *b, bool swa);
+/* Writes k, v into the cache of layer l, then causal (windowed when
+ * window > 0) attention of every batch token over its sequence; result in
+ * ctx->s.att ([n_tok][n_head*head_dim_v]). */
+void pa_attention(struct pa_context *ctx, const pa_fwd_batch *b, int layer, int32_t window);
+/* Gated FFN: h = act(W_gate x) * (W_up x); out = W_down h */
+void pa_ffn(struct pa_context *ctx, const pa_layer *L, const float *x, float *out, int32_t n_tok);
+/* Final norm and output projection for the batch's output tokens. */
+void pa_output(struct pa_context *ctx, const pa_fwd_batch *b);
+
+#endif

@@ -1,0 +1,416 @@
+/* sampler.c: picks the next token from a row of logits: penalties, top-k,
+ * top-p, min-p, temperature, then a draw from a seeded xoshiro256**.
+ *
+ * Built for 262144-token vocabularies: nothing sorts the whole vocabulary in
+ * the common case. Top-k is a bounded heap over one pass of the logits;
+ * top-p without top-k sorts a growing prefix until it holds the wanted mass;
+ * min-p needs no order at all (a threshold on the logit). */
+#include "runtime/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+typedef struct {
+  float logit;
+  int32_t id;
+} pa_cand;
+
+struct pa_sampler {
+  pasada_sampler_params p;
+  int32_t n_vocab;
+  uint64_t seed; /* the one in use (drawn when p.seed is PASADA_SEED_RANDOM) */
+  uint64_t rng[4];
+
+  /* Penalty window: a ring of the last repeat_last_n accepted tokens (a
+   * growing array when repeat_last_n is -1) and each token's count in it. */
+  int32_t *window;
+  int32_t window_cap, window_len, window_head;
+  int32_t *counts; /* n_vocab */
+
+  float *work;   /* n_vocab: the penalised copy of the logits */
+  pa_cand *cand; /* n_vocab: candidates that survive truncation */
+  float *prob;   /* n_vocab: their probabilities, same order */
+};
+
+/* ---- generator: splitmix64 expands the seed, xoshiro256** draws ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t s[4]) {
+  uint64_t result = rotl64(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl64(s[3], 45);
+  return result;
+}
+
+static void rng_seed(pa_sampler *s) {
+  uint64_t x = s->seed;
+  for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+}
+
+double pa_sampler_uniform(pa_sampler *s) {
+  return (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53; /* 53 random mantissa bits */
+}
+
+/* ---- parameters, lifetime ---- */
+
+pasada_sampler_params pasada_sampler_default_params(void) {
+  pasada_sampler_params p = {
+      .temp = 0.8f,
+      .top_k = 40,
+      .top_p = 0.95f,
+      .min_p = 0.05f,
+      .repeat_penalty = 1.0f,
+      .repeat_last_n = 64,
+      .presence_penalty = 0.0f,
+      .frequency_penalty = 0.0f,
+      .seed = PASADA_SEED_RANDOM,
+  };
+  return p;
+}
+
+static int check_params(const pasada_sampler_params *p) {
+  if (!isfinite(p->temp)) return pa_error(PASADA_ERR_ARG, "sampler: temp is not a finite number");
+  if (p->top_k < 0) return pa_error(PASADA_ERR_ARG, "sampler: top_k %d is negative", p->top_k);
+  if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
+    return pa_error(PASADA_ERR_ARG, "sampler: top_p %g is outside [0, 1]", (double)p->top_p);
+  if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+    return pa_error(PASADA_ERR_ARG, "sampler: min_p %g is outside [0, 1]", (double)p->min_p);
+  if (!(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty))
+    return pa_error(PASADA_ERR_ARG, "sampler: repeat_penalty %g must be a positive number",
+                    (double)p->repeat_penalty);
+  if (p->repeat_last_n < -1)
+    return pa_error(PASADA_ERR_ARG, "sampler: repeat_last_n %d must be -1, 0 or positive",
+                    p->repeat_last_n);
+  if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+    return pa_error(PASADA_ERR_ARG, "sampler: presence and frequency penalties must be finite");
+  return PASADA_OK;
+}
+
+static uint64_t random_seed(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  x ^= (uint64_t)getpid() << 32;
+  uint64_t seed = splitmix64(&x);
+  return seed == PASADA_SEED_RANDOM ? 0 : seed;
+}
+
+int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
+                          pasada_sampler **out) {
+  *out = NULL;
+  pasada_sampler_params p = params ? *params : pasada_sampler_default_params();
+  int st = check_params(&p);
+  if (st) return st;
+  if (n_vocab <= 0) return pa_error(PASADA_ERR_ARG, "sampler: n_vocab %d must be positive", n_vocab);
+
+  pa_sampler *s = calloc(1, sizeof *s);
+  if (!s) return pa_error(PASADA_ERR_NOMEM, "sampler: out of memory");
+  s->p = p;
+  s->n_vocab = n_vocab;
+  s->seed = p.seed == PASADA_SEED_RANDOM ? random_seed() : p.seed;
+  s->window_cap = p.repeat_last_n > 0 ? p.repeat_last_n : (p.repeat_last_n < 0 ? 256 : 0);
+  s->counts = pa_calloc((size_t)n_vocab, sizeof *s->counts);
+  s->work = pa_calloc((size_t)n_vocab, sizeof *s->work);
+  s->cand = pa_calloc((size_t)n_vocab, sizeof *s->cand);
+  s->prob = pa_calloc((size_t)n_vocab, sizeof *s->prob);
+  s->window = s->window_cap ? malloc((size_t)s->window_cap * sizeof *s->window) : NULL;
+  if (!s->counts || !s->work || !s->cand || !s->prob || (s->window_cap && !s->window)) {
+    pasada_sampler_free(s);
+    return pa_error(PASADA_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", n_vocab);
+  }
+  rng_seed(s);
+  *out = s;
+  return PASADA_OK;
+}
+
+void pasada_sampler_free(pasada_sampler *s) {
+  if (!s) return;
+  pa_free(s->counts);
+  pa_free(s->work);
+  pa_free(s->cand);
+  pa_free(s->prob);
+  free(s->window);
+  free(s);
+}
+
+uint64_t pasada_sampler_seed(const pasada_sampler *s) { return s->seed; }
+
+void pasada_sampler_reset(pasada_sampler *s) {
+  for (int32_t i = 0; i < s->window_len; i++) s->counts[s->window[i]] = 0;
+  s->window_len = 0;
+  s->window_head = 0;
+  rng_seed(s);
+}
+
+void pasada_sampler_accept(pasada_sampler *s, int32_t token) {
+  if (token < 0 || token >= s->n_vocab || s->p.repeat_last_n == 0) return;
+  if (s->p.repeat_last_n < 0) { /* unbounded: append, growing the array */
+    if (s->window_len == s->window_cap) {
+      if (s->window_cap > INT32_MAX / 2) return;
+      int32_t cap = s->window_cap * 2;
+      int32_t *w = realloc(s->window, (size_t)cap * sizeof *w);
+      if (!w) return; /* the penalty then misses this token; sampling still works */
+      s->window = w;
+      s->window_cap = cap;
+    }
+    s->window[s->window_len++] = token;
+  } else if (s->window_len < s->window_cap) {
+    s->window[s->window_len++] = token;
+  } else { /* full ring: the oldest token leaves the window */
+    s->counts[s->window[s->window_head]]--;
+    s->window[s->window_head] = token;
+    s->window_head = (s->window_head + 1) % s->window_cap;
+  }
+  s->counts[token]++;
+}
+
+/* ---- penalties ---- */
+
+static bool penalties_active(const pa_sampler *s) {
+  return s->window_len > 0 &&
+         (s->p.repeat_penalty != 1.0f || s->p.presence_penalty != 0.0f ||
+          s->p.frequency_penalty != 0.0f);
+}
+
+void pa_sampler_penalize(pa_sampler *s, float *logits, int32_t n_vocab) {
+  const float rep = s->p.repeat_penalty, pres = s->p.presence_penalty,
+              freq = s->p.frequency_penalty;
+  /* Each distinct token is penalised once: its count is negated while it is
+   * done, then restored in a second pass over the window. */
+  for (int32_t i = 0; i < s->window_len; i++) {
+    int32_t t = s->window[i];
+    int32_t c = s->counts[t];
+    if (c <= 0 || t >= n_vocab) continue;
+    float l = logits[t];
+    if (rep != 1.0f) l = l > 0.0f ? l / rep : l * rep;
+    l -= (float)c * freq + pres;
+    logits[t] = l;
+    s->counts[t] = -c;
+  }
+  for (int32_t i = 0; i < s->window_len; i++) {
+    int32_t t = s->window[i];
+    if (s->counts[t] < 0) s->counts[t] = -s->counts[t];
+  }
+}
+
+/* ---- candidate selection ---- */
+
+/* a ranks above b: higher logit, ties to the lower id. */
+static inline bool cand_better(pa_cand a, pa_cand b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+static int cand_cmp_desc(const void *pa, const void *pb) {
+  pa_cand a = *(const pa_cand *)pa, b = *(const pa_cand *)pb;
+  return cand_better(a, b) ? -1 : cand_better(b, a) ? 1 : 0;
+}
+
+/* Min-heap on "better": the root is the worst of the kept candidates. */
+static void heap_sift_down(pa_cand *h, int32_t n, int32_t i) {
+  for (;;) {
+    int32_t l = 2 * i + 1, r = l + 1, w = i;
+    if (l < n && cand_better(h[w], h[l])) w = l;
+    if (r < n && cand_better(h[w], h[r])) w = r;
+    if (w == i) return;
+    pa_cand t = h[i];
+    h[i] = h[w];
+    h[w] = t;
+    i = w;
+  }
+}
+
+static void heap_sift_up(pa_cand *h, int32_t i) {
+  while (i > 0) {
+    int32_t parent = (i - 1) / 2;
+    if (!cand_better(h[parent], h[i])) return;
+    pa_cand t = h[i];
+    h[i] = h[parent];
+    h[parent] = t;
+    i = parent;
+  }
+}
+
+/* Writes the m best of n logits to out, best first. One pass with a heap of
+ * m: O(n log m), and for m << n almost every logit costs one comparison.
+ * NaN logits rank as -infinity. */
+static void select_top(const float *logits, int32_t n, int32_t m, pa_cand *out) {
+  int32_t len = 0;
+  for (int32_t i = 0; i < n; i++) {
+    float l = logits[i];
+    if (len < m) {
+      out[len] = (pa_cand){isnan(l) ? -INFINITY : l, i};
+      heap_sift_up(out, len++);
+    } else if (l > out[0].logit) { /* ids ascend, so an equal logit never ranks higher */
+      out[0] = (pa_cand){l, i};
+      heap_sift_down(out, m, 0);
+    }
+  }
+  qsort(out, (size_t)m, sizeof *out, cand_cmp_desc);
+}
+
+static int32_t argmax(const float *logits, int32_t n) {
+  int32_t best = 0;
+  float best_l = -INFINITY;
+  for (int32_t i = 0; i < n; i++)
+    if (logits[i] > best_l) best_l = logits[i], best = i; /* strict: ties keep the lower id */
+  return best;
+}
+
+/* Runs penalties and truncation; leaves the m surviving candidates in
+ * s->cand[0..m) with their probabilities (temperature applied, summing to 1)
+ * in s->prob[0..m). */
+static int32_t prepare(pa_sampler *s, const float *logits, int32_t n) {
+  const pasada_sampler_params *p = &s->p;
+  const float *l = logits;
+  if (penalties_active(s)) {
+    memcpy(s->work, logits, (size_t)n * sizeof *logits);
+    pa_sampler_penalize(s, s->work, n);
+    l = s->work;
+  }
+
+  int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+  if (p->temp <= 0.0f || k == 1) {
+    int32_t best = argmax(l, n);
+    s->cand[0] = (pa_cand){l[best], best};
+    s->prob[0] = 1.0f;
+    return 1;
+  }
+
+  pa_cand *c = s->cand;
+  bool use_top_p = p->top_p < 1.0f;
+  int32_t m;
+  float max_l;
+  if (k < n) {
+    select_top(l, n, k, c);
+    max_l = c[0].logit;
+    m = k;
+    if (use_top_p && isfinite(max_l)) { /* mass over the top-k set, renormalised */
+      double z = 0.0;
+      for (int32_t i = 0; i < k; i++) z += exp((double)c[i].logit - max_l);
+      double cum = 0.0;
+      for (int32_t i = 0; i < k; i++) {
+        cum += exp((double)c[i].logit - max_l) / z;
+        if (cum >= p->top_p) {
+          m = i + 1;
+          break;
+        }
+      }
+    }
+    if (p->min_p > 0.0f) {
+      float thr = max_l + logf(p->min_p);
+      while (m > 1 && c[m - 1].logit < thr) m--;
+    }
+  } else {
+    int32_t best = argmax(l, n);
+    max_l = l[best];
+    if (!isfinite(max_l)) { /* everything masked (or broken): fall back to greedy */
+      c[0] = (pa_cand){max_l, best};
+      s->prob[0] = 1.0f;
+      return 1;
+    }
+    float thr = p->min_p > 0.0f ? max_l + logf(p->min_p) : -INFINITY;
+    if (!use_top_p) { /* no order needed: keep every token above the min-p threshold */
+      m = 0;
+      for (int32_t i = 0; i < n; i++)
+        if (l[i] >= thr && l[i] > -INFINITY) c[m++] = (pa_cand){l[i], i};
+    } else {
+      /* Top-p over the whole vocabulary: the normaliser needs every logit,
+       * but only the prefix holding top_p of the mass needs sorting. Sort a
+       * prefix, and grow it (x4) until it holds the mass or min-p cuts it. */
+      double z = 0.0;
+      int32_t n_above = 0; /* tokens that pass min-p: they are the sorted order's first n_above */
+      for (int32_t i = 0; i < n; i++) {
+        if (l[i] > -INFINITY) z += exp((double)l[i] - max_l); /* NaN skipped too */
+        n_above += l[i] >= thr;
+      }
+      int64_t cap = 64;
+      for (;;) {
+        int32_t want = cap < n_above ? (int32_t)cap : n_above;
+        select_top(l, n, want, c);
+        double cum = 0.0;
+        int32_t cut = -1;
+        for (int32_t i = 0; i < want; i++) {
+          cum += exp((double)c[i].logit - max_l) / z;
+          if (cum >= p->top_p) {
+            cut = i + 1;
+            break;
+          }
+        }
+        m = want;
+        if (cut > 0) {
+          m = cut;
+          break;
+        }
+        if (want == n_above) break;
+        cap *= 4;
+      }
+    }
+  }
+  if (m < 1) m = 1;
+
+  double inv_t = 1.0 / p->temp, sum = 0.0;
+  for (int32_t i = 0; i < m; i++) {
+    double w = exp(((double)c[i].logit - max_l) * inv_t);
+    s->prob[i] = (float)w;
+    sum += w;
+  }
+  if (!(sum > 0.0) || !isfinite(sum)) { /* degenerate weights: keep the best candidate */
+    int32_t best = 0;
+    for (int32_t i = 1; i < m; i++)
+      if (cand_better(c[i], c[best])) best = i;
+    c[0] = c[best];
+    s->prob[0] = 1.0f;
+    return 1;
+  }
+  for (int32_t i = 0; i < m; i++) s->prob[i] = (float)(s->prob[i] / sum);
+  return m;
+}
+
+static int check_call(const pa_sampler *s, const float *logits, int32_t n_vocab) {
+  if (!logits) return pa_error(PASADA_ERR_ARG, "sampler: no logits");
+  if (n_vocab != s->n_vocab)
+    return pa_error(PASADA_ERR_ARG, "sampler: %d logits given, the sampler was made for %d",
+                    n_vocab, s->n_vocab);
+  return PASADA_OK;
+}
+
+int32_t pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_vocab) {
+  if (check_call(s, logits, n_vocab)) return -1;
+  int32_t m = prepare(s, logits, n_vocab);
+  if (m == 1) return s->cand[0].id;
+  double r = pa_sampler_uniform(s), cum = 0.0;
+  for (int32_t i = 0; i < m; i++) {
+    cum += s->prob[i];
+    if (r < cum) return s->cand[i].id;
+  }
+  for (int32_t i = m - 1; i > 0; i--) /* rounding left r above the total */
+    if (s->prob[i] > 0.0f) return s->cand[i].id;
+  return s->cand[0].id;
+}
+
+int pa_sampler_distribution(pa_sampler *s, const float *logits, int32_t n_vocab, float *probs) {
+  int st = check_call(s, logits, n_vocab);
+  if (st) return st;
+  int32_t m = prepare(s, logits, n_vocab);
+  memset(probs, 0, (size_t)n_vocab * sizeof *probs);
+  for (int32_t i = 0; i < m; i++) probs[s->cand[i].id] = s->prob[i];
+  return PASADA_OK;
+}

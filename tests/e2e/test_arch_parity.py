@@ -1,0 +1,228 @@
+"""Architecture parity: pasada's forward pass against transformers on tiny random models.
+
+The fixtures in tests/fixtures/tiny/ (made by scripts/make-tiny-models.py) are,
+per architecture (llama, gemma3, qwen2, qwen3), an F32 GGUF file of a tiny
+randomly initialised transformers model and the logits transformers computed
+for three token sequences (lengths 7, 24, 32). pasada_eval runs the same
+sequences two ways: the whole prompt in one batch ("logits") and one token per
+decode call through the KV cache ("logits-steps"). Both must match.
+
+Error measure, per sequence:
+    relative error = max |pasada - hf| / max |hf|
+over the whole (n_tokens x n_vocab) logit array of that sequence; it must be
+<= 1e-4, and the argmax must be identical at every position.
+
+Besides pasada, a plain numpy forward pass that reads only the GGUF file
+(reference_forward below, written from llama.cpp's conventions) is checked
+against the same logits: it proves the committed GGUF files encode the
+transformers models faithfully (Q/K permutation, Gemma's stored 1 + w, tied
+output, ...), so a pasada failure is pasada's. It needs no binary, so it also
+guards the fixtures where pasada is not built. See docs/parity.md.
+"""
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import gguf
+
+from conftest import BUILD, FIXTURES
+
+TINY = FIXTURES / "tiny"
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
+TOLERANCE = 1e-4
+
+
+def relative_error(got, ref):
+    """max |got - ref| / max |ref| over the whole array."""
+    return float(np.max(np.abs(np.asarray(got, np.float64) - ref)) / np.max(np.abs(ref)))
+
+
+def load_fixture(arch):
+    data = np.load(TINY / f"{arch}.logits.npz")
+    n = len([k for k in data.files if k.startswith("ids")])
+    return [(data[f"ids{i}"], data[f"logits{i}"]) for i in range(n)]
+
+
+# ---- an independent numpy reference that reads only the GGUF file ----
+
+def _field(reader, key, default=None):
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    part = f.parts[f.data[0]]
+    if f.types[0] == gguf.GGUFValueType.STRING:
+        return bytes(part).decode("utf-8")
+    return part[0].item()
+
+
+def _rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def _rope(x, pos, base, neox):
+    """x: (n_tokens, n_heads, head_dim). GGML 'normal' RoPE rotates adjacent
+    pairs (2i, 2i+1); 'neox' rotates (i, i + head_dim/2)."""
+    d = x.shape[-1]
+    inv_freq = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    ang = pos[:, None].astype(np.float64) * inv_freq[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    if neox:
+        a, b = x[..., : d // 2], x[..., d // 2:]
+    else:
+        a, b = x[..., 0::2], x[..., 1::2]
+    ra, rb = a * cos - b * sin, a * sin + b * cos
+    if neox:
+        return np.concatenate([ra, rb], axis=-1)
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = ra, rb
+    return out
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def reference_forward(path, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6):
+    """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
+    `ids` at positions 0..n-1, from the GGUF alone, in float64. Supports the
+    F32 tiny models of llama, gemma3, qwen2 and qwen3. The keyword arguments
+    override conventions (RoPE style, Gemma's window, local RoPE base and
+    layer pattern); make-tiny-models.py uses them to show each one matters."""
+    r = gguf.GGUFReader(str(path))
+    arch = _field(r, "general.architecture")
+    T = {t.name: np.asarray(t.data, dtype=np.float64).reshape([int(s) for s in reversed(t.shape)])
+         for t in r.tensors}
+    n_layer = _field(r, f"{arch}.block_count")
+    n_embd = _field(r, f"{arch}.embedding_length")
+    n_head = _field(r, f"{arch}.attention.head_count")
+    n_head_kv = _field(r, f"{arch}.attention.head_count_kv")
+    head_dim = _field(r, f"{arch}.attention.key_length", n_embd // n_head)
+    eps = _field(r, f"{arch}.attention.layer_norm_rms_epsilon")
+    base = _field(r, f"{arch}.rope.freq_base", 10000.0)
+    if window is None:
+        window = _field(r, f"{arch}.attention.sliding_window")
+    if neox is None:
+        neox = arch != "llama"
+    gemma = arch == "gemma3"
+
+    ids = np.asarray(ids)
+    n = len(ids)
+    pos = np.arange(n)
+    x = T["token_embd.weight"][ids]
+    if gemma:
+        x = x * np.sqrt(n_embd)
+    causal = pos[None, :] <= pos[:, None]  # [query, key]
+    for il in range(n_layer):
+        b = f"blk.{il}."
+        # Gemma 3: every 6th layer is global, the others use the sliding window
+        # and the local RoPE base 10000.
+        swa = gemma and (il + 1) % swa_pattern != 0
+        h = _rms_norm(x, T[b + "attn_norm.weight"], eps)
+        q = h @ T[b + "attn_q.weight"].T
+        k = h @ T[b + "attn_k.weight"].T
+        v = h @ T[b + "attn_v.weight"].T
+        if b + "attn_q.bias" in T:
+            q, k, v = q + T[b + "attn_q.bias"], k + T[b + "attn_k.bias"], v + T[b + "attn_v.bias"]
+        q = q.reshape(n, n_head, head_dim)
+        k = k.reshape(n, n_head_kv, head_dim)
+        v = v.reshape(n, n_head_kv, head_dim)
+        if b + "attn_q_norm.weight" in T:
+            q = _rms_norm(q, T[b + "attn_q_norm.weight"], eps)
+            k = _rms_norm(k, T[b + "attn_k_norm.weight"], eps)
+        rope_base = local_base if swa else base
+        q, k = _rope(q, pos, rope_base, neox), _rope(k, pos, rope_base, neox)
+        mask = causal & ((pos[:, None] - pos[None, :]) < window) if swa else causal
+        group = n_head // n_head_kv
+        att = np.empty((n, n_head, head_dim))
+        for hd in range(n_head):
+            s = q[:, hd, :] @ k[:, hd // group, :].T / np.sqrt(head_dim)
+            s = np.where(mask, s, -np.inf)
+            p = np.exp(s - s.max(axis=-1, keepdims=True))
+            p /= p.sum(axis=-1, keepdims=True)
+            att[:, hd, :] = p @ v[:, hd // group, :]
+        o = att.reshape(n, n_head * head_dim) @ T[b + "attn_output.weight"].T
+        if gemma:
+            o = _rms_norm(o, T[b + "post_attention_norm.weight"], eps)
+        x = x + o
+        h = _rms_norm(x, T[b + "ffn_norm.weight"], eps)
+        gate = h @ T[b + "ffn_gate.weight"].T
+        act = _gelu_tanh(gate) if gemma else _silu(gate)
+        f = (act * (h @ T[b + "ffn_up.weight"].T)) @ T[b + "ffn_down.weight"].T
+        if gemma:
+            f = _rms_norm(f, T[b + "post_ffw_norm.weight"], eps)
+        x = x + f
+    x = _rms_norm(x, T["output_norm.weight"], eps)
+    out = T.get("output.weight", T["token_embd.weight"])
+    return x @ out.T
+
+
+# ---- running pasada ----
+
+def run_eval(mode, model, prompts, out_dir):
+    """Runs pasada_eval MODE and returns one (n x n_vocab) array per prompt."""
+    exe = BUILD / "pasada_eval"
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing: build the project first (PASADA_BUILD_DIR={BUILD})")
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ids_file = out_dir / "ids.txt"
+    ids_file.write_text("".join(" ".join(str(int(t)) for t in p) + "\n" for p in prompts))
+    proc = subprocess.run([str(exe), mode, str(model), str(ids_file), str(out_dir), "-t", "2"],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"pasada_eval {mode} failed ({proc.returncode}): {proc.stderr.strip()}")
+    results = []
+    for i, p in enumerate(prompts):
+        raw = np.fromfile(out_dir / f"prompt{i}.f32", dtype="<f4")
+        assert raw.size % len(p) == 0, f"prompt{i}.f32 has {raw.size} floats for {len(p)} tokens"
+        results.append(raw.reshape(len(p), -1))
+    return results
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fixture_gguf_reproduces_transformers(arch):
+    """The committed GGUF, read by the numpy reference, gives transformers' logits."""
+    for i, (ids, ref) in enumerate(load_fixture(arch)):
+        err = relative_error(reference_forward(TINY / f"{arch}.gguf", ids), ref)
+        assert err <= 1e-5, f"{arch} seq{i}: numpy reference rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("mode", ["logits", "logits-steps"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_arch_parity(arch, mode, tmp_path):
+    fixture = load_fixture(arch)
+    got = run_eval(mode, TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path)
+    failures = []
+    for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
+        assert out.shape == ref.shape, f"{arch} seq{i}: shape {out.shape}, expected {ref.shape}"
+        err = relative_error(out, ref)
+        # First position whose own error is above tolerance: tells the causal
+        # story (e.g. only past the sliding window, or from position 1 on).
+        per_pos = np.max(np.abs(out - ref), axis=1) / np.max(np.abs(ref))
+        bad = np.nonzero(per_pos > TOLERANCE)[0]
+        argmax_diff = np.nonzero(out.argmax(1) != ref.argmax(1))[0]
+        print(f"\n  {arch:6s} {mode:12s} seq{i} n={len(ids):2d}: rel err {err:.2e}, "
+              f"argmax mismatches {len(argmax_diff)}"
+              + (f", first position over tolerance {bad[0]}" if len(bad) else ""), end="")
+        if err > TOLERANCE or len(argmax_diff):
+            failures.append(f"seq{i} (n={len(ids)}): rel err {err:.2e}, positions over tolerance "
+                            f"{bad.tolist()[:8]}, argmax mismatches at {argmax_diff.tolist()[:8]}")
+    print()
+    assert not failures, f"{arch} {mode}: " + "; ".join(failures)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_batched_and_stepwise_agree(arch, tmp_path):
+    """The one-batch prefill and the token-by-token KV-cache path give the same logits."""
+    prompts = [ids for ids, _ in load_fixture(arch)]
+    batched = run_eval("logits", TINY / f"{arch}.gguf", prompts, tmp_path / "batched")
+    steps = run_eval("logits-steps", TINY / f"{arch}.gguf", prompts, tmp_path / "steps")
+    for i, (a, b) in enumerate(zip(batched, steps)):
+        err = relative_error(b, a)
+        assert err <= TOLERANCE, f"{arch} seq{i}: batched vs stepwise rel err {err:.2e}"
