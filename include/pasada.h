@@ -57,6 +57,8 @@ typedef struct {
   int32_t n_seq_max; /* sequences that can be live at once */
   int32_t n_batch;   /* most tokens in one forward pass */
   int32_t n_threads; /* 0: all cores */
+  int32_t kv_block_size; /* positions per KV block (0: 16) */
+  int64_t kv_blocks;     /* blocks in the pool (0: enough for n_seq_max full sequences) */
 } pasada_context_params;
 
 pasada_context_params pasada_context_default_params(void);
@@ -80,9 +82,34 @@ int pasada_decode(pasada_context *ctx, const pasada_batch *batch);
 /* Logits of the i-th token of the last batch that asked for them, n_vocab
  * floats; NULL if that token's logits were not requested. */
 const float *pasada_get_logits(const pasada_context *ctx, int32_t i);
-/* Drops sequence `seq` from position `p0` on (p0 = 0: the whole sequence). */
+/* Drops sequence `seq` from position `p0` on (p0 = 0: the whole sequence,
+ * whose KV blocks go back to the pool or to the prefix cache). */
 void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);
 int32_t pasada_seq_length(const pasada_context *ctx, int32_t seq);
+
+/* ---- paged KV cache and prefix reuse ----
+ * The KV cache is a pool of fixed-size blocks (kv_block_size positions each);
+ * every sequence has a block table. Full blocks of a sequence's prompt are
+ * registered in a prefix cache keyed by the tokens they hold (and all tokens
+ * before them); blocks no sequence uses stay cached until the pool needs
+ * them, then the least recently used go first. */
+typedef struct {
+  int32_t block_size;      /* positions per block */
+  int32_t n_blocks;        /* in the pool */
+  int32_t n_free;          /* neither used by a sequence nor cached */
+  int32_t n_cached;        /* unused by any sequence but holding a reusable prefix */
+  int64_t bytes;           /* memory of the whole pool */
+} pasada_kv_stats;
+void pasada_kv_get_stats(const pasada_context *ctx, pasada_kv_stats *out);
+/* Blocks a sequence of length n_tokens needs, and whether that many can be
+ * taken now (free + evictable cached blocks), for admission control. */
+int32_t pasada_kv_blocks_needed(const pasada_context *ctx, int32_t n_tokens);
+int32_t pasada_kv_blocks_available(const pasada_context *ctx);
+/* For an empty sequence `seq`: attaches the longest cached prefix of
+ * tokens[0..n) (whole blocks only, and never all n tokens, so at least one
+ * token is left to decode for logits). Returns the number of positions now
+ * cached; decoding continues at that position. */
+int32_t pasada_seq_reuse_prefix(pasada_context *ctx, int32_t seq, const int32_t *tokens, int32_t n);
 
 /* ==== text and sampling ====
  * Text <-> tokens through a model's tokenizer (pasada_model_tokenizer), chat
@@ -195,6 +222,33 @@ void pasada_sampler_accept(pasada_sampler *s, int32_t token);
 void pasada_sampler_reset(pasada_sampler *s);
 /* The seed in use (the drawn one when the parameters said PASADA_SEED_RANDOM). */
 uint64_t pasada_sampler_seed(const pasada_sampler *s);
+
+/* ==== bench support ====
+ * What `pasada bench` needs to turn timings into fractions of the machine's
+ * limits: the bytes and multiply-adds one token costs (src/tools/model_stats.c). */
+typedef struct {
+  int32_t n_layer;
+  int64_t n_params_layers;     /* elements of every layer matrix (q, k, v, o, gate, up, down) */
+  int64_t n_params_output;     /* elements of the output matrix (the embedding when tied) */
+  int64_t bytes_layers;        /* bytes of those layer matrices */
+  int64_t bytes_output;        /* bytes of the output matrix */
+  int64_t bytes_embd_row;      /* bytes of one row of token_embd */
+  int64_t bytes_file_tensors;  /* bytes of every tensor in the file */
+  /* the weight type of most layer-matrix bytes ("Q4_K"); mixed is true when
+   * layer matrices come in more than one type */
+  char main_type[16];
+  bool mixed;
+  char output_type[16];        /* type of the output matrix */
+  /* the layer matrices' dot products run on 8-bit integers (activations are
+   * quantized to Q8_0/Q8_1/Q8_K), so the int8-dot peak is their ceiling */
+  bool int8_dot;
+} pasada_model_stats;
+void pasada_model_get_stats(const pasada_model *model, pasada_model_stats *out);
+/* For one token at position `pos` (attending over positions 0..pos): the
+ * attention FLOPs (q.k and p.v, 2 per multiply-add, every layer and head) and
+ * the (layer, position) KV rows it reads, sliding windows taken into account. */
+void pasada_model_attention_cost(const pasada_model *model, int64_t pos, double *flops,
+                                 int64_t *kv_rows);
 
 #ifdef __cplusplus
 }

@@ -251,6 +251,31 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
             raise SystemExit(f"{arch}: the fixture does not detect '{what}' (rel err {err:.2e})")
 
 
+def check_with_llama_cpp(arch, gguf_path, arrays):
+    """When llama-cpp-python is installed, llama.cpp itself must load the GGUF
+    (tokenizer metadata included) and give transformers' logits: the converter
+    then follows llama.cpp's conventions, not just our reading of them."""
+    try:
+        import llama_cpp
+    except ImportError:
+        print("  (llama-cpp-python not installed: llama.cpp cross-check skipped)")
+        return
+    llm = llama_cpp.Llama(model_path=str(gguf_path), n_ctx=64, n_batch=64, n_ubatch=64, n_threads=2,
+                          logits_all=True, flash_attn=False, type_k=0, type_v=0, verbose=False)
+    for i in range(len(SEQ_LENGTHS)):
+        ids, ref = arrays[f"ids{i}"], arrays[f"logits{i}"]
+        llm.reset()
+        llm.eval([int(t) for t in ids])
+        got = np.array(llm.scores[: len(ids)], dtype=np.float32)
+        err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+        print(f"  llama.cpp {llama_cpp.__version__} on {arch} seq{i}: rel err {err:.2e}")
+        # 1e-3, not 1e-4: ggml's CPU GELU reads an F16 table, which moves the
+        # gemma3 logits by about 2e-4; a wrong convention costs 1e-2 or more.
+        if err > 1e-3:
+            raise SystemExit(f"{arch}: llama.cpp disagrees with transformers on the GGUF (rel err {err:.2e})")
+    del llm
+
+
 def load_test_module():
     path = ROOT / "tests" / "e2e" / "test_arch_parity.py"
     spec = importlib.util.spec_from_file_location("test_arch_parity", path)
@@ -316,6 +341,7 @@ def main():
             if err > 1e-5:
                 raise SystemExit(f"{arch}: the GGUF file does not reproduce transformers (rel err {err:.2e})")
         check_sensitivity(checker, arch, gguf_path, arrays)
+        check_with_llama_cpp(arch, gguf_path, arrays)
         print(f"wrote {gguf_path} ({gguf_path.stat().st_size} bytes)")
 
 

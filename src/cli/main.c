@@ -1,12 +1,46 @@
-/* main.c: the pasada command line: sub-command dispatch and argument parsing. */
+/* main.c: the pasada command line: sub-command dispatch, --help and
+ * --version. Each sub-command parses its own options (cmd_*.c). */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
+
+static const char MAIN_HELP[] =
+    "usage: pasada <command> [options]\n"
+    "\n"
+    "pasada runs large language models stored as GGUF files.\n"
+    "\n"
+    "commands:\n"
+    "  run        generate text from a prompt, streamed to stdout\n"
+    "  chat       an interactive conversation on stdin/stdout\n"
+    "  info       describe a model file\n"
+    "  tokenize   print the token ids of a text\n"
+    "\n"
+    "options:\n"
+    "  -h, --help       show this help\n"
+    "  --version        show the version\n"
+    "\n"
+    "'pasada <command> --help' tells a command's options.\n"
+    "exit status: 0 success, 1 runtime error, 2 usage error\n";
+
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: pasada <command> [options]\n");
-    return 2;
+  if (argc < 2) return cli_usage(NULL, "no command given");
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    fputs(MAIN_HELP, stdout);
+    return CLI_OK;
   }
-  fprintf(stderr, "pasada: unknown command '%s'\n", argv[1]);
-  return 2;
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+    printf("pasada %s\n", PASADA_VERSION);
+    return CLI_OK;
+  }
+  static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+  } commands[] = {
+      {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}};
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  if (cmd[0] == '-') return cli_usage(NULL, "unknown option '%s'", cmd);
+  return cli_usage(NULL, "unknown command '%s'", cmd);
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -82,10 +83,25 @@ static void arena_free(gguf_internal *in) {
 }
 
 /* ---- hash tables of keys and tensor names ---- */
+/* FNV-1a from a per-process random basis, then a finalizer: a crafted file
+ * cannot aim many names at one bucket to make opening it quadratic. */
+static uint64_t hash_basis(void) {
+  static _Atomic uint64_t basis;
+  uint64_t b = basis;
+  if (b == 0) {
+    if (getentropy(&b, sizeof b) != 0) b = (uint64_t)(uintptr_t)&basis ^ (uint64_t)time(NULL);
+    b |= 1;
+    basis = b;
+  }
+  return b;
+}
+
 static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  uint64_t h = hash_basis();
   for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
 }
 
 /* Allocates a table with room for n entries at load <= 1/2. n is bounded by
@@ -433,9 +449,9 @@ static int parse(reader *r, gguf_file *f) {
   if (!pa_mul_u64(f->n_kv, 14, &kv_min) || !pa_mul_u64(f->n_tensors, 33, &t_min) ||
       !pa_add_u64(kv_min, t_min, &total) || total > left(r))
     return pa_error(PASADA_ERR_FORMAT,
-                    "%s: header: %" PRIu64 " metadata entries and %" PRIu64
-                    " tensors cannot fit in the %" PRIu64 " bytes that follow the header",
-                    r->file, f->n_kv, f->n_tensors, left(r));
+                    "%s: truncated or corrupt header: %" PRIu64 " metadata entries and %" PRIu64
+                    " tensors cannot fit in the %" PRIu64 " bytes after the header (file size %" PRIu64 ")",
+                    r->file, f->n_kv, f->n_tensors, left(r), r->size);
   f->kv = arena_alloc(r->in, f->n_kv * sizeof(gguf_kv));
   f->tensors = arena_alloc(r->in, f->n_tensors * sizeof(gguf_tensor));
   r->in->tensor_table = table_new(r->in, f->n_tensors, &r->in->tensor_mask);

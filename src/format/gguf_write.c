@@ -245,7 +245,7 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
   if (!tr) return pa_error(PASADA_ERR_ARG, "gguf writer: tensor '%s': unknown type %u", name, type);
   if (n_dims < 1 || n_dims > GGUF_MAX_DIMS)
     return pa_error(PASADA_ERR_ARG, "gguf writer: tensor '%s': %u dimensions", name, n_dims);
-  uint64_t rows = 1, need;
+  uint64_t rows = 1, need = 0;
   for (uint32_t d = 0; d < n_dims; d++) {
     if (ne[d] < 1) return pa_error(PASADA_ERR_ARG, "gguf writer: tensor '%s': dimension %u < 1", name, d);
     if (d > 0 && !pa_mul_u64(rows, (uint64_t)ne[d], &rows))

@@ -33,6 +33,16 @@ const pa_cpu_kernels *pa_kernels_best(void);      /* best for this CPU (pa_cpu()
 void pa_kernels_set(const pa_cpu_kernels *k);
 const pa_cpu_kernels *pa_kernels_current(void);
 
+/* Each SIMD table on its own (tests, bench, verify): NULL when this CPU, as
+ * capped by PASADA_CPU, lacks its instructions. Types without a SIMD kernel
+ * hold the reference function, so every table is complete. */
+const pa_cpu_kernels *pa_kernels_avx2(void);        /* AVX2 + FMA + F16C */
+const pa_cpu_kernels *pa_kernels_avx512(void);      /* AVX-512 F/BW/VL (+ the above) */
+const pa_cpu_kernels *pa_kernels_avx512_vnni(void); /* ... + VNNI (vpdpbusd) */
+/* Overwrite the entries a SIMD file implements (avx2.c, avx512.c). */
+void pa_kernels_fill_avx2(pa_cpu_kernels *k);
+void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
+
 /* A weight matrix: `rows` rows of `cols` elements of `type`, row stride
  * pa_row_size(type, cols) bytes. */
 typedef struct {

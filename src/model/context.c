@@ -18,13 +18,7 @@ pasada_context_params pasada_context_default_params(void) {
 void pasada_context_free(pasada_context *c) {
   if (!c) return;
   pa_pool_free(c->pool);
-  if (c->k_cache)
-    for (int l = 0; l < c->model->hp.n_layer; l++) pa_free(c->k_cache[l]);
-  if (c->v_cache)
-    for (int l = 0; l < c->model->hp.n_layer; l++) pa_free(c->v_cache[l]);
-  free(c->k_cache);
-  free(c->v_cache);
-  free(c->seq_len);
+  pa_kv_free(&c->kv);
   pa_scratch *s = &c->s;
   void *p[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->h1, s->h2, s->rope_cos, s->rope_sin,
                s->rope_cos_swa, s->rope_sin_swa, s->scores, s->work, s->out_rows};
@@ -63,18 +57,13 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   int64_t B = p.n_batch, E = hp->n_embd, F = hp->n_ff;
   int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
   int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
-  int64_t kv_elems_k = (int64_t)p.n_seq_max * p.n_ctx * K, kv_elems_v = (int64_t)p.n_seq_max * p.n_ctx * VV;
 
   c->pool = pa_pool_create(p.n_threads);
-  c->k_cache = calloc((size_t)hp->n_layer, sizeof(float *));
-  c->v_cache = calloc((size_t)hp->n_layer, sizeof(float *));
-  c->seq_len = calloc((size_t)p.n_seq_max, sizeof(int32_t));
   c->row_of = malloc((size_t)B * sizeof(int32_t));
-  bool ok = c->pool && c->k_cache && c->v_cache && c->seq_len && c->row_of;
-  for (int l = 0; ok && l < hp->n_layer; l++) {
-    c->k_cache[l] = pa_alloc((size_t)kv_elems_k * sizeof(float));
-    c->v_cache[l] = pa_alloc((size_t)kv_elems_v * sizeof(float));
-    ok = c->k_cache[l] && c->v_cache[l];
+  bool ok = c->pool && c->row_of;
+  if (ok && pa_kv_init(&c->kv, hp->n_layer, K, VV, p.n_seq_max, p.n_ctx, p.kv_block_size, p.kv_blocks)) {
+    pasada_context_free(c);
+    return PASADA_ERR_NOMEM; /* message set by pa_kv_init */
   }
   pa_scratch *s = &c->s;
   if (ok) {
@@ -119,12 +108,35 @@ int32_t pasada_context_n_ctx(const pasada_context *c) { return c->n_ctx; }
 
 void pasada_seq_truncate(pasada_context *c, int32_t seq, int32_t p0) {
   if (seq < 0 || seq >= c->n_seq_max || p0 < 0) return;
-  if (p0 < c->seq_len[seq]) c->seq_len[seq] = p0;
+  pa_kv_truncate(&c->kv, seq, p0);
 }
 
 int32_t pasada_seq_length(const pasada_context *c, int32_t seq) {
   if (seq < 0 || seq >= c->n_seq_max) return 0;
-  return c->seq_len[seq];
+  return c->kv.len[seq];
+}
+
+void pasada_kv_get_stats(const pasada_context *c, pasada_kv_stats *out) {
+  const pa_kv_cache *kv = &c->kv;
+  out->block_size = kv->block_size;
+  out->n_blocks = kv->n_blocks;
+  out->n_free = kv->n_free;
+  out->n_cached = kv->n_evictable;
+  out->bytes = (int64_t)kv->n_blocks * kv->block_size * (kv->k_row + kv->v_row) * kv->n_layer *
+               (int64_t)sizeof(float);
+}
+
+int32_t pasada_kv_blocks_needed(const pasada_context *c, int32_t n_tokens) {
+  if (n_tokens <= 0) return 0;
+  return (n_tokens + c->kv.block_size - 1) / c->kv.block_size;
+}
+
+int32_t pasada_kv_blocks_available(const pasada_context *c) { return pa_kv_available(&c->kv); }
+
+int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
+  if (seq < 0 || seq >= c->n_seq_max || !tokens || n <= 0) return 0;
+  if (n > c->n_ctx) n = c->n_ctx;
+  return pa_kv_reuse_prefix(&c->kv, seq, tokens, n);
 }
 
 int pasada_decode(pasada_context *c, const pasada_batch *b) {
@@ -146,7 +158,7 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
       return pa_error(PASADA_ERR_ARG, "sequence id %d is out of range [0, %d)", s, c->n_seq_max);
   }
   for (int32_t i = 0; i < b->n_tokens; i++) {
-    int32_t s = b->seq_id[i], expect = c->seq_len[s];
+    int32_t s = b->seq_id[i], expect = c->kv.len[s];
     for (int32_t j = 0; j < i; j++) expect += b->seq_id[j] == s;
     if (b->pos[i] != expect)
       return pa_error(PASADA_ERR_ARG, "token %d of sequence %d has position %d, expected %d", i, s,
@@ -168,16 +180,15 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
     if (!c->logits) return pa_error(PASADA_ERR_NOMEM, "out of memory for %d rows of logits", n_out);
   }
   c->n_logits = n_out;
+  int rc = pa_kv_reserve(&c->kv, b->n_tokens, b->seq_id, b->pos);
+  if (rc) return rc;
   pa_fwd_batch fb = {.n = b->n_tokens, .token = b->token, .pos = b->pos, .seq = b->seq_id,
                      .n_out = n_out, .out_idx = c->s.out_rows};
   if (hp->arch == PA_ARCH_GEMMA3)
     pa_forward_gemma3(c, &fb);
   else
     pa_forward_llama(c, &fb);
-  for (int32_t i = 0; i < b->n_tokens; i++) {
-    int32_t s = b->seq_id[i];
-    if (b->pos[i] + 1 > c->seq_len[s]) c->seq_len[s] = b->pos[i] + 1;
-  }
+  pa_kv_commit(&c->kv, b->n_tokens, b->token, b->seq_id, b->pos);
   return PASADA_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "format/gguf.h"
 #include "kernels/kernels.h"
 #include "pasada.h"
+#include "runtime/kv_cache.h"
 #include "tokenizer/tokenizer.h"
 
 typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_GEMMA3 } pa_arch;
@@ -70,9 +71,7 @@ struct pa_context {
   struct pa_model *model;
   int32_t n_ctx, n_seq_max, n_batch, n_threads;
   pa_pool *pool;
-  /* KV cache: per layer [seq][pos][n_head_kv*head_dim] floats */
-  float **k_cache, **v_cache;
-  int32_t *seq_len;
+  pa_kv_cache kv; /* paged: block pool, block tables, prefix cache */
   pa_scratch s;
   /* logits of the last batch: n_logits rows of n_vocab; row_of[i] = row of
    * batch token i or -1 */

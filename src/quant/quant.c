@@ -45,15 +45,15 @@ static const pa_type_traits type_traits[PA_TYPE_COUNT] = {
     TRAITS(PA_TYPE_Q8_1, "Q8_1", QK8_1, sizeof(block_q8_1), true, pa_dequantize_q8_1,
            pa_quantize_q8_1, PA_TYPE_Q8_1),
     TRAITS(PA_TYPE_Q2_K, "Q2_K", QK_K, sizeof(block_q2_K), true, pa_dequantize_q2_K,
-           NULL /* TODO pa_quantize_q2_K */, PA_TYPE_Q8_K),
+           pa_quantize_q2_K, PA_TYPE_Q8_K),
     TRAITS(PA_TYPE_Q3_K, "Q3_K", QK_K, sizeof(block_q3_K), true, pa_dequantize_q3_K,
-           NULL /* TODO pa_quantize_q3_K */, PA_TYPE_Q8_K),
+           pa_quantize_q3_K, PA_TYPE_Q8_K),
     TRAITS(PA_TYPE_Q4_K, "Q4_K", QK_K, sizeof(block_q4_K), true, pa_dequantize_q4_K,
-           NULL /* TODO pa_quantize_q4_K */, PA_TYPE_Q8_K),
+           pa_quantize_q4_K, PA_TYPE_Q8_K),
     TRAITS(PA_TYPE_Q5_K, "Q5_K", QK_K, sizeof(block_q5_K), true, pa_dequantize_q5_K,
-           NULL /* TODO pa_quantize_q5_K */, PA_TYPE_Q8_K),
+           pa_quantize_q5_K, PA_TYPE_Q8_K),
     TRAITS(PA_TYPE_Q6_K, "Q6_K", QK_K, sizeof(block_q6_K), true, pa_dequantize_q6_K,
-           NULL /* TODO pa_quantize_q6_K */, PA_TYPE_Q8_K),
+           pa_quantize_q6_K, PA_TYPE_Q8_K),
     TRAITS(PA_TYPE_Q8_K, "Q8_K", QK_K, sizeof(block_q8_K), true, pa_dequantize_q8_K,
            pa_quantize_q8_K, PA_TYPE_Q8_K),
 };
@@ -123,7 +123,7 @@ pa_f16 pa_f32_to_f16(float f) {
   if (ax >= 0x477FF000u) return (pa_f16)(sign | 0x7C00);
   uint32_t exp = ax >> 23;
   if (exp >= 113) { /* normal half; a carry out of the mantissa bumps the exponent */
-    uint32_t bits = ((exp - 112) << 23 | (ax & 0x7FFFFF)) ;
+    uint32_t bits = (exp - 112) << 23 | (ax & 0x7FFFFF);
     return (pa_f16)(sign | shift_round_even(bits, 13));
   }
   /* Subnormal half (or zero): in units of 2^-24 the value is

@@ -84,7 +84,12 @@ pa_bf16 pa_f32_to_bf16(float f); /* round to nearest even; NaN kept quiet */
 /* The scalar reference kernels behind the traits table, by type. Each takes
  * n elements (a multiple of the block size). Callers normally go through
  * pa_type_get(type)->to_float / ->from_float; these names exist so kernels
- * and tests can call one directly. */
+ * and tests can call one directly. Block pointers must be 2-byte aligned
+ * (4 for Q8_K), which GGUF tensor data always is (every block size is even
+ * and tensor offsets are aligned); F16/BF16 rows may be at any address.
+ * Dequantization is bit-exact with ggml and the `gguf` package; the
+ * quantizers write the same bytes as ggml's reference (quantize_row_*_ref,
+ * no importance matrix). */
 void pa_dequantize_f32(const void *src, float *dst, int64_t n);
 void pa_dequantize_f16(const void *src, float *dst, int64_t n);
 void pa_dequantize_bf16(const void *src, float *dst, int64_t n);

@@ -35,7 +35,15 @@ struct pa_sampler {
   float *work;   /* n_vocab: the penalised copy of the logits */
   pa_cand *cand; /* n_vocab: candidates that survive truncation */
   float *prob;   /* n_vocab: their probabilities, same order */
+  double *bucket_mass; /* PA_TOP_P_BUCKETS: top-p over the whole vocabulary */
 };
+
+/* Top-p without top-k buckets the logits by distance to the maximum, so only
+ * the tokens of the bucket where the mass crosses top_p need sorting. */
+#define PA_TOP_P_BUCKETS 4096
+/* Scans go by blocks of this many logits; a block whose maximum cannot
+ * change the result is skipped after one vectorised pass. */
+#define PA_SCAN_BLOCK 64
 
 /* ---- generator: splitmix64 expands the seed, xoshiro256** draws ---- */
 
@@ -131,8 +139,10 @@ int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
   s->work = pa_calloc((size_t)n_vocab, sizeof *s->work);
   s->cand = pa_calloc((size_t)n_vocab, sizeof *s->cand);
   s->prob = pa_calloc((size_t)n_vocab, sizeof *s->prob);
+  s->bucket_mass = pa_calloc(PA_TOP_P_BUCKETS, sizeof *s->bucket_mass);
   s->window = s->window_cap ? malloc((size_t)s->window_cap * sizeof *s->window) : NULL;
-  if (!s->counts || !s->work || !s->cand || !s->prob || (s->window_cap && !s->window)) {
+  if (!s->counts || !s->work || !s->cand || !s->prob || !s->bucket_mass ||
+      (s->window_cap && !s->window)) {
     pasada_sampler_free(s);
     return pa_error(PASADA_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", n_vocab);
   }
@@ -147,6 +157,7 @@ void pasada_sampler_free(pasada_sampler *s) {
   pa_free(s->work);
   pa_free(s->cand);
   pa_free(s->prob);
+  pa_free(s->bucket_mass);
   free(s->window);
   free(s);
 }
@@ -248,30 +259,119 @@ static void heap_sift_up(pa_cand *h, int32_t i) {
   }
 }
 
+/* The largest of n logits, NaN ignored. Eight independent lanes so the
+ * compiler vectorises it without -ffast-math. */
+static float block_max(const float *l, int32_t n) {
+  float lane[8];
+  for (int j = 0; j < 8; j++) lane[j] = -INFINITY;
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) lane[j] = l[i + j] > lane[j] ? l[i + j] : lane[j];
+  float r = -INFINITY;
+  for (int j = 0; j < 8; j++) r = lane[j] > r ? lane[j] : r;
+  for (; i < n; i++) r = l[i] > r ? l[i] : r;
+  return r;
+}
+
+/* Index of the largest logit, ties to the lowest id; 0 when none is above
+ * -infinity. Finds the best block first, then the first match inside it. */
+static int32_t argmax(const float *l, int32_t n) {
+  float best = -INFINITY;
+  int32_t best_block = -1;
+  for (int32_t b = 0; b < n; b += PA_SCAN_BLOCK) {
+    int32_t len = n - b < PA_SCAN_BLOCK ? n - b : PA_SCAN_BLOCK;
+    float m = block_max(l + b, len);
+    if (m > best) best = m, best_block = b; /* strict: ties keep the earlier block */
+  }
+  if (best_block < 0) return 0;
+  for (int32_t i = best_block;; i++)
+    if (l[i] == best) return i;
+}
+
 /* Writes the m best of n logits to out, best first. One pass with a heap of
- * m: O(n log m), and for m << n almost every logit costs one comparison.
- * NaN logits rank as -infinity. */
-static void select_top(const float *logits, int32_t n, int32_t m, pa_cand *out) {
-  int32_t len = 0;
-  for (int32_t i = 0; i < n; i++) {
-    float l = logits[i];
-    if (len < m) {
-      out[len] = (pa_cand){isnan(l) ? -INFINITY : l, i};
-      heap_sift_up(out, len++);
-    } else if (l > out[0].logit) { /* ids ascend, so an equal logit never ranks higher */
-      out[0] = (pa_cand){l, i};
-      heap_sift_down(out, m, 0);
+ * m: O(n log m), and once the heap is full a block whose maximum does not
+ * beat the heap's worst is skipped whole. NaN logits rank as -infinity. */
+static void select_top(const float *l, int32_t n, int32_t m, pa_cand *out) {
+  for (int32_t i = 0; i < m; i++) {
+    out[i] = (pa_cand){isnan(l[i]) ? -INFINITY : l[i], i};
+    heap_sift_up(out, i);
+  }
+  for (int32_t b = m; b < n; b += PA_SCAN_BLOCK) {
+    int32_t end = n - b < PA_SCAN_BLOCK ? n : b + PA_SCAN_BLOCK;
+    if (!(block_max(l + b, end - b) > out[0].logit)) continue;
+    for (int32_t i = b; i < end; i++) {
+      if (l[i] > out[0].logit) { /* ids ascend, so an equal logit never ranks higher */
+        out[0] = (pa_cand){l[i], i};
+        heap_sift_down(out, m, 0);
+      }
     }
   }
   qsort(out, (size_t)m, sizeof *out, cand_cmp_desc);
 }
 
-static int32_t argmax(const float *logits, int32_t n) {
-  int32_t best = 0;
-  float best_l = -INFINITY;
-  for (int32_t i = 0; i < n; i++)
-    if (logits[i] > best_l) best_l = logits[i], best = i; /* strict: ties keep the lower id */
-  return best;
+/* Top-p over the whole vocabulary, then min-p (logit >= thr): writes the
+ * survivors to s->cand and returns their count. The normaliser needs every
+ * weight, but only the bucket where the cumulative mass crosses top_p needs
+ * sorting: the tokens of the buckets above it are all kept, in any order.
+ * Buckets are equal slices of [max_l - range, max_l] (range at most 40:
+ * exp(-40) is far below what float sums resolve); lower logits share the
+ * last one. */
+static int32_t top_p_full(pa_sampler *s, const float *l, int32_t n, float max_l, float thr) {
+  float lo = max_l;
+  for (int32_t i = 0; i < n; i++) lo = l[i] < lo ? l[i] : lo; /* NaN ignored */
+  float range = max_l - lo > 40.0f ? 40.0f : max_l - lo;
+  const int32_t last = PA_TOP_P_BUCKETS - 1;
+  const float scale = range > 0.0f ? (float)last / range : 0.0f, floor_l = max_l - range;
+  double *mass = s->bucket_mass;
+  memset(mass, 0, PA_TOP_P_BUCKETS * sizeof *mass);
+
+  double z = 0.0;
+  for (int32_t i = 0; i < n; i++) {
+    float x = l[i];
+    if (!(x > -INFINITY)) continue; /* -inf and NaN weigh nothing */
+    int32_t b = x >= floor_l ? (int32_t)((max_l - x) * scale) : last;
+    double w = expf(x - max_l);
+    mass[b < last ? b : last] += w;
+    z += w;
+  }
+  const double top_p = s->p.top_p;
+  double cum = 0.0;
+  int32_t cross = last;
+  for (int32_t b = 0; b < PA_TOP_P_BUCKETS; b++) {
+    if (cum + mass[b] / z >= top_p) {
+      cross = b;
+      break;
+    }
+    cum += mass[b] / z;
+  }
+
+  /* Tokens of the buckets above `cross` that pass min-p go to the front;
+   * those of `cross` itself to the back, to be sorted. */
+  pa_cand *c = s->cand;
+  int32_t above = 0, at = n;
+  for (int32_t i = 0; i < n; i++) {
+    float x = l[i];
+    if (!(x > -INFINITY)) continue;
+    int32_t b = x >= floor_l ? (int32_t)((max_l - x) * scale) : last;
+    b = b < last ? b : last;
+    if (b < cross) {
+      if (x >= thr) c[above++] = (pa_cand){x, i};
+    } else if (b == cross) {
+      c[--at] = (pa_cand){x, i};
+    }
+  }
+  int32_t n_at = n - at;
+  qsort(c + at, (size_t)n_at, sizeof *c, cand_cmp_desc);
+  int32_t kept = 0;
+  while (kept < n_at) {
+    pa_cand t = c[at + kept];
+    if (t.logit < thr) break; /* min-p cuts first */
+    kept++;
+    cum += expf(t.logit - max_l) / z;
+    if (cum >= top_p) break;
+  }
+  memmove(c + above, c + at, (size_t)kept * sizeof *c);
+  return above + kept;
 }
 
 /* Runs penalties and truncation; leaves the m surviving candidates in
@@ -285,24 +385,24 @@ static int32_t prepare(pa_sampler *s, const float *logits, int32_t n) {
     pa_sampler_penalize(s, s->work, n);
     l = s->work;
   }
+  pa_cand *c = s->cand;
 
   int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-  if (p->temp <= 0.0f || k == 1) {
+  float max_l = k < n || p->temp <= 0.0f ? 0.0f : block_max(l, n);
+  if (p->temp <= 0.0f || k == 1 || (k == n && !isfinite(max_l))) {
+    /* greedy; also the fallback when every logit is masked (or broken) */
     int32_t best = argmax(l, n);
-    s->cand[0] = (pa_cand){l[best], best};
+    c[0] = (pa_cand){l[best], best};
     s->prob[0] = 1.0f;
     return 1;
   }
 
-  pa_cand *c = s->cand;
-  bool use_top_p = p->top_p < 1.0f;
   int32_t m;
-  float max_l;
-  if (k < n) {
+  if (k < n) { /* top-k, then top-p over the k renormalised, then min-p */
     select_top(l, n, k, c);
     max_l = c[0].logit;
     m = k;
-    if (use_top_p && isfinite(max_l)) { /* mass over the top-k set, renormalised */
+    if (p->top_p < 1.0f && isfinite(max_l)) {
       double z = 0.0;
       for (int32_t i = 0; i < k; i++) z += exp((double)c[i].logit - max_l);
       double cum = 0.0;
@@ -319,57 +419,22 @@ static int32_t prepare(pa_sampler *s, const float *logits, int32_t n) {
       while (m > 1 && c[m - 1].logit < thr) m--;
     }
   } else {
-    int32_t best = argmax(l, n);
-    max_l = l[best];
-    if (!isfinite(max_l)) { /* everything masked (or broken): fall back to greedy */
-      c[0] = (pa_cand){max_l, best};
-      s->prob[0] = 1.0f;
-      return 1;
-    }
     float thr = p->min_p > 0.0f ? max_l + logf(p->min_p) : -INFINITY;
-    if (!use_top_p) { /* no order needed: keep every token above the min-p threshold */
+    if (p->top_p < 1.0f) {
+      m = top_p_full(s, l, n, max_l, thr);
+    } else { /* no order needed: every token above the min-p threshold */
       m = 0;
       for (int32_t i = 0; i < n; i++)
         if (l[i] >= thr && l[i] > -INFINITY) c[m++] = (pa_cand){l[i], i};
-    } else {
-      /* Top-p over the whole vocabulary: the normaliser needs every logit,
-       * but only the prefix holding top_p of the mass needs sorting. Sort a
-       * prefix, and grow it (x4) until it holds the mass or min-p cuts it. */
-      double z = 0.0;
-      int32_t n_above = 0; /* tokens that pass min-p: they are the sorted order's first n_above */
-      for (int32_t i = 0; i < n; i++) {
-        if (l[i] > -INFINITY) z += exp((double)l[i] - max_l); /* NaN skipped too */
-        n_above += l[i] >= thr;
-      }
-      int64_t cap = 64;
-      for (;;) {
-        int32_t want = cap < n_above ? (int32_t)cap : n_above;
-        select_top(l, n, want, c);
-        double cum = 0.0;
-        int32_t cut = -1;
-        for (int32_t i = 0; i < want; i++) {
-          cum += exp((double)c[i].logit - max_l) / z;
-          if (cum >= p->top_p) {
-            cut = i + 1;
-            break;
-          }
-        }
-        m = want;
-        if (cut > 0) {
-          m = cut;
-          break;
-        }
-        if (want == n_above) break;
-        cap *= 4;
-      }
     }
   }
   if (m < 1) m = 1;
 
-  double inv_t = 1.0 / p->temp, sum = 0.0;
+  const float inv_t = 1.0f / p->temp;
+  double sum = 0.0;
   for (int32_t i = 0; i < m; i++) {
-    double w = exp(((double)c[i].logit - max_l) * inv_t);
-    s->prob[i] = (float)w;
+    float w = expf((c[i].logit - max_l) * inv_t);
+    s->prob[i] = w;
     sum += w;
   }
   if (!(sum > 0.0) || !isfinite(sum)) { /* degenerate weights: keep the best candidate */

@@ -53,17 +53,20 @@ int pa_tokenizer_token_type(const pa_tokenizer *t, int32_t id);
 int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_special,
                 bool parse_special, int32_t **out, size_t *n_out);
 
-/* The bytes a token decodes to when it follows `prev` in a stream
- * (prev = -1 at the start: a SentencePiece leading space is kept as the
- * original tokenizer keeps it). Control tokens decode to "" unless
- * render_special. Writes up to cap bytes to buf, returns the full length. */
+/* The bytes a token decodes to on its own (a piece may be part of a UTF-8
+ * character). Control tokens decode to "" unless render_special. Writes up
+ * to cap bytes to buf (no NUL), returns the full length. The one
+ * position-dependent rule, dropping the leading space an add_space_prefix
+ * vocabulary puts before the first word (as Hugging Face's decoder does), is
+ * applied by pa_detok and pa_detokenize, which know the position. */
 size_t pa_token_to_piece(const pa_tokenizer *t, int32_t id, bool render_special, char *buf,
                          size_t cap);
 
 /* Detokenizes a whole sequence into a malloc'd NUL-terminated string. */
 char *pa_detokenize(const pa_tokenizer *t, const int32_t *ids, size_t n, bool render_special);
 
-/* Streaming detokenizer: holds back bytes of an incomplete UTF-8 character. */
+/* Streaming detokenizer: holds back bytes of an incomplete UTF-8 character.
+ * prev is -1 until the stream has produced its first byte. */
 typedef struct {
   const pa_tokenizer *tok;
   bool render_special;
@@ -73,7 +76,8 @@ typedef struct {
 } pa_detok;
 void pa_detok_init(pa_detok *d, const pa_tokenizer *t, bool render_special);
 /* Appends the complete characters now available to buf (cap bytes),
- * returns bytes written. cap of 256 always suffices for one token. */
+ * returns bytes written. pa_detok_max_output(t) bytes always suffice for one
+ * token (about 3x the longest token); a smaller cap truncates. */
 size_t pa_detok_push(pa_detok *d, int32_t id, char *buf, size_t cap);
 /* Flushes what is left (invalid trailing bytes become U+FFFD). */
 size_t pa_detok_flush(pa_detok *d, char *buf, size_t cap);
@@ -92,14 +96,52 @@ typedef struct {
 } pa_chat_message;
 
 /* Picks the template from tokenizer.chat_template (by recognising its
- * markers) or, when the file has none, from the architecture. Returns an
- * error naming the template when it is not recognised. */
+ * markers: <|im_start|> chatml, <start_of_turn> gemma, <|start_header_id|>
+ * llama3) or, when the file has none, from the architecture (gemma*: gemma;
+ * qwen2/qwen3: chatml; llama with an <|im_start|> token: chatml). Otherwise
+ * an error naming the issue and suggesting --chat-template. arch NULL:
+ * general.architecture. */
 int pa_chat_detect(const gguf_file *f, const char *arch, pa_chat_template *out);
 int pa_chat_from_name(const char *name, pa_chat_template *out); /* "chatml", "gemma", "llama3" */
 const char *pa_chat_name(pa_chat_template t);
 /* Renders messages (and the assistant's opening when add_generation_prompt)
- * into a malloc'd string. */
+ * into a malloc'd string, in the family's plain form (no default system
+ * prompt). NULL on error (pa_last_error says why, e.g. Gemma's roles must
+ * alternate user/assistant).
+ *
+ * BOS: templates that start with the BOS token (Gemma, Llama 3) are rendered
+ * WITHOUT it; tokenize the result with add_special = true (and parse_special
+ * = true) so the tokenizer adds the one BOS the model's add_bos flag asks
+ * for. That gives the ids Hugging Face's apply_chat_template(tokenize=True)
+ * gives, with BOS never doubled. */
 char *pa_chat_render(pa_chat_template t, const pa_chat_message *msgs, size_t n,
                      bool add_generation_prompt);
+
+/* What a file's template adds to its family's plain form. */
+typedef struct {
+  pa_chat_template kind;
+  /* chatml: a system turn inserted when the first message is not "system"
+   * (SmolLM2: "You are a helpful AI assistant named SmolLM, ..."); "" none. */
+  char default_system[512];
+  /* llama3: the 3.1+ system header "Cutting Knowledge Date: December 2023\n
+   * Today Date: <date>\n\n"; "" = the 3.0 form without it. */
+  char date[32];
+} pa_chat_format;
+
+/* pa_chat_detect, plus the default system prompt of a chatml template and
+ * the dated header of a Llama 3.1+ template ("26 Jul 2024"), read from
+ * tokenizer.chat_template. arch NULL: general.architecture. */
+int pa_chat_detect_format(const gguf_file *f, const char *arch, pa_chat_format *out);
+/* The plain form of a family (what pa_chat_from_name gives). */
+pa_chat_format pa_chat_format_plain(pa_chat_template t);
+char *pa_chat_render_format(const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
+                            bool add_generation_prompt);
+
+/* ---- additions for tools and tests ---- */
+/* The token's text exactly as the file spells it (NULL when id is out of
+ * range). */
+const char *pa_tokenizer_token_text(const pa_tokenizer *t, int32_t id);
+/* An upper bound of what one pa_detok_push can write (bytes). */
+size_t pa_detok_max_output(const pa_tokenizer *t);
 
 #endif

@@ -173,7 +173,7 @@ def run_eval(mode, model, prompts, out_dir):
     out_dir.mkdir(parents=True, exist_ok=True)
     ids_file = out_dir / "ids.txt"
     ids_file.write_text("".join(" ".join(str(int(t)) for t in p) + "\n" for p in prompts))
-    proc = subprocess.run([str(exe), mode, str(model), str(ids_file), str(out_dir), "-t", "2"],
+    proc = subprocess.run([str(exe), mode, str(model), str(ids_file), str(out_dir)],
                           capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(f"pasada_eval {mode} failed ({proc.returncode}): {proc.stderr.strip()}")

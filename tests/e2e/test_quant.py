@@ -5,8 +5,12 @@ Python package (an independent implementation of the same formats).
 (b) tensors of the two real models, dequantized by quant_tool (through our
     GGUF reader) and by gguf's GGUFReader + dequantize: bit-exact;
 (c) random float data quantized by quant_tool and by gguf.quants.quantize,
-    for every type the package can quantize: byte-identical."""
+    for every type the package can quantize: byte-identical; for the types
+    it cannot (K-quants, Q8_K, Q8_1), against committed bytes written by
+    llama.cpp's reference quantizers (scripts/make-quant-fixtures.py)."""
+import pathlib
 import subprocess
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -14,6 +18,8 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFReader
 from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
+
+QUANT_FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "quant"
 
 # Offsets of the fp16 fields (scales, mins, sums) inside each block type.
 F16_FIELDS = {
@@ -170,3 +176,54 @@ def special_floats():
     r = rng.integers(0, 1 << 32, size=20000, dtype=np.uint64).astype(np.uint32)
     r = r[(r & 0x7F800000) != 0x7F800000].view(np.float32)
     return np.concatenate([f, r]).astype(np.float32)
+
+
+# Types whose reference bytes come from llama.cpp (see the module docstring).
+LLAMA_CPP_QUANTIZERS = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.Q8_K, T.Q8_1]
+
+
+@pytest.mark.parametrize("qtype", LLAMA_CPP_QUANTIZERS, ids=lambda t: t.name)
+def test_quantize_matches_llama_cpp(build_dir, tmp_path, qtype):
+    fixtures = QUANT_FIXTURES
+    ref_path = fixtures / f"{qtype.name.lower().replace('_k', '_K')}.bin"
+    if not ref_path.exists():
+        pytest.fail(f"{ref_path} is missing: see scripts/make-quant-fixtures.py")
+    run_tool(build_dir, "quant", qtype.name, fixtures / "input.f32", tmp_path / "out.bin")
+    ours = np.fromfile(tmp_path / "out.bin", dtype=np.uint8)
+    ref = np.fromfile(ref_path, dtype=np.uint8)
+    assert ours.shape == ref.shape
+    size = type_size(qtype)
+    bad = np.nonzero((ours != ref).reshape(-1, size).any(axis=1))[0]
+    assert bad.size == 0, f"{qtype.name}: {bad.size} blocks differ, first {bad[0]}"
+
+
+def pick_tensors(path, per_type=3, max_elements=32 << 20):
+    """Up to `per_type` tensors of each type in the file: the smallest, the
+    largest that fits `max_elements`, and one in between."""
+    by_type = defaultdict(list)
+    reader = GGUFReader(path)
+    for t in reader.tensors:
+        by_type[t.tensor_type].append(t)
+    picked = []
+    for tensors in by_type.values():
+        tensors.sort(key=lambda t: int(t.n_elements))
+        fit = [t for t in tensors if int(t.n_elements) <= max_elements] or tensors[:1]
+        chosen = {id(t): t for t in (fit[0], fit[len(fit) // 2], fit[-1])}
+        picked.extend(list(chosen.values())[:per_type])
+    return picked
+
+
+@pytest.mark.parametrize("model", ["smollm2", "gemma3"])
+def test_dequantize_model_tensors(build_dir, tmp_path, request, model):
+    path = request.getfixturevalue(model)
+    seen = set()
+    for t in pick_tensors(path):
+        out = tmp_path / "out.f32"
+        run_tool(build_dir, "dequant-tensor", path, t.name, out)
+        ours = np.fromfile(out, dtype=np.float32)
+        ref = dequantize(t.data, t.tensor_type)
+        assert_same_floats(ours, ref, f"{path.name}: {t.name} ({t.tensor_type.name})")
+        seen.add(t.tensor_type.name)
+    expected = {"smollm2": {"Q4_1", "Q8_0", "F32"},
+                "gemma3": {"Q5_0", "Q4_K", "Q6_K", "Q8_0", "F32"}}[model]
+    assert expected <= seen, f"types not covered: {expected - seen}"

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base.h"
+#include "format/gguf.h"
 #include "quant/quant.h"
 
 static int fail(const char *fmt, const char *arg) {
@@ -108,6 +110,36 @@ static int cmd_quant(const pa_type_traits *tr, const char *in, const char *out) 
   return rc;
 }
 
+/* Dequantizes a whole tensor of a GGUF file, read through our own reader. */
+static int cmd_dequant_tensor(const char *path, const char *name, const char *out) {
+  gguf_file *f;
+  if (gguf_open(path, &f) != 0) return fail("%s", pa_last_error());
+  int rc = 1;
+  const gguf_tensor *t = gguf_get_tensor(f, name);
+  const pa_type_traits *tr = t ? pa_type_get(t->type) : NULL;
+  if (t == NULL) {
+    fail("no tensor named %s", name);
+  } else if (tr == NULL) {
+    fail("tensor %s has a type without traits", name);
+  } else {
+    int64_t n = 1;
+    for (uint32_t i = 0; i < GGUF_MAX_DIMS; i++) n *= t->ne[i]; /* checked by the reader */
+    float *dst = malloc((size_t)n * sizeof(float) + 1);
+    if (dst == NULL) {
+      fail("out of memory for %s", name);
+    } else if ((uint64_t)(n / tr->block_size) * tr->type_size != t->nbytes) {
+      fail("tensor %s: byte size does not match its shape", name);
+      free(dst);
+    } else {
+      tr->to_float(t->data, dst, n);
+      rc = write_file(out, dst, (size_t)n * sizeof(float));
+      free(dst);
+    }
+  }
+  gguf_close(f);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr,
@@ -123,5 +155,6 @@ int main(int argc, char **argv) {
     if (tr == NULL) return fail("unknown type %s", argv[2]);
     return cmd[0] == 'd' ? cmd_dequant(tr, argv[3], argv[4]) : cmd_quant(tr, argv[3], argv[4]);
   }
+  if (strcmp(cmd, "dequant-tensor") == 0) return cmd_dequant_tensor(argv[2], argv[3], argv[4]);
   return fail("unknown command %s", cmd);
 }

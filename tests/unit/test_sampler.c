@@ -38,7 +38,7 @@ static pasada_sampler *make(pasada_sampler_params p, int32_t n) {
   pasada_sampler *s = NULL;
   int st = pasada_sampler_create(&p, n, &s);
   if (st) {
-    fprintf(stderr, "pasada_sampler_create: %s\n", pasada_last_error());
+    fprintf(stderr, "pasada_sampler_create: %s\n", pa_last_error());
     exit(1);
   }
   return s;
@@ -100,7 +100,7 @@ static double compare_to_reference(pasada_sampler_params p, const float *l, int3
   float *got = malloc((size_t)n * sizeof *got);
   double *want = malloc((size_t)n * sizeof *want);
   int st = pa_sampler_distribution(s, l, n, got);
-  CHECK(st == PASADA_OK, "%s", pasada_last_error());
+  CHECK(st == PASADA_OK, "%s", pa_last_error());
   reference(&p, l, n, want);
   double worst = 0;
   *support_mismatch = 0;
@@ -369,8 +369,8 @@ static void test_errors(void) {
   pasada_sampler_params p = pasada_sampler_default_params();
   p.top_p = 1.5f;
   CHECK(pasada_sampler_create(&p, 10, &s) == PASADA_ERR_ARG && !s, "top_p > 1 rejected");
-  CHECK(strstr(pasada_last_error(), "top_p") != NULL, "message names the field: %s",
-        pasada_last_error());
+  CHECK(strstr(pa_last_error(), "top_p") != NULL, "message names the field: %s",
+        pa_last_error());
   p = pasada_sampler_default_params();
   p.repeat_penalty = 0.0f;
   CHECK(pasada_sampler_create(&p, 10, &s) == PASADA_ERR_ARG, "repeat_penalty 0 rejected");

@@ -1,0 +1,116 @@
+/* bench_kernels.c: decode-shaped matmul speed (one token, a ~64 MB weight
+ * matrix) per weight type and kernel table, in GB/s of weights streamed.
+ * Not a test. Build after the library (build-kern/libpasada.a):
+ *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build-kern/libpasada.a \
+ *      -lpcre2-8 -lpthread -lm -o build-kern/bench_kernels
+ *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+
+static uint64_t rng_state = 88172645463325252ULL;
+static uint64_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+/* Random payload; every 16-bit word that could be a scale is set to a sane
+ * fp16 value by sweeping with the block stride (scales sit at fixed block
+ * offsets; other bytes stay random). */
+static void fill(pa_type type, uint8_t *p, size_t bytes) {
+  const pa_type_traits *t = pa_type_get(type);
+  if (!t->quantized) {
+    if (type == PA_TYPE_F32) {
+      for (size_t i = 0; i + 4 <= bytes; i += 4) {
+        float f = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+        memcpy(p + i, &f, 4);
+      }
+    } else {
+      for (size_t i = 0; i + 2 <= bytes; i += 2) {
+        float f = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+        uint16_t h = type == PA_TYPE_F16 ? pa_f32_to_f16(f) : pa_f32_to_bf16(f);
+        memcpy(p + i, &h, 2);
+      }
+    }
+    return;
+  }
+  for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng();
+  /* overwrite every fp16 scale field with 0.01: a reference dequantize of
+   * one zeroed block tells where they are is overkill; the known offsets: */
+  size_t offs[2] = {0, 2};
+  int nf = 1;
+  switch (type) {
+    case PA_TYPE_Q4_1: case PA_TYPE_Q5_1: case PA_TYPE_Q4_K: case PA_TYPE_Q5_K: nf = 2; break;
+    case PA_TYPE_Q2_K: offs[0] = 80; offs[1] = 82; nf = 2; break;
+    case PA_TYPE_Q3_K: offs[0] = 108; break;
+    case PA_TYPE_Q6_K: offs[0] = 208; break;
+    default: break;
+  }
+  const uint16_t h = pa_f32_to_f16(0.01f);
+  for (size_t b = 0; b + t->type_size <= bytes; b += t->type_size)
+    for (int k = 0; k < nf; k++) memcpy(p + b + offs[k], &h, 2);
+}
+
+int main(int argc, char **argv) {
+  const int threads = argc > 1 ? atoi(argv[1]) : 1;
+  const double mb = argc > 2 ? atof(argv[2]) : 64.0;
+  const char *all[] = {"Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K", "Q4_0", "Q5_K", "Q5_1",
+                       "Q2_K", "Q3_K", "F32", "F16", "BF16"};
+  const char **names = argc > 3 ? (const char **)argv + 3 : all;
+  const int n_names = argc > 3 ? argc - 3 : (int)(sizeof all / sizeof all[0]);
+  pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
+  const pa_cpu_kernels *tabs[] = {pa_kernels_reference(), pa_kernels_avx2(), pa_kernels_avx512(),
+                                  pa_kernels_avx512_vnni()};
+  printf("cpu %s, %d thread(s), ~%.0f MB of weights, GB/s of weights per decode matmul\n",
+         pa_cpu_describe(), threads, mb);
+  printf("%-6s", "type");
+  for (int k = 0; k < 4; k++)
+    if (tabs[k]) printf(" %12s", tabs[k]->name);
+  printf("\n");
+  for (int ni = 0; ni < n_names; ni++) {
+    pa_type type = PA_TYPE_COUNT;
+    for (int t = 0; t < PA_TYPE_COUNT; t++)
+      if (pa_type_get(t) && !strcmp(pa_type_name(t), names[ni])) type = (pa_type)t;
+    if (type == PA_TYPE_COUNT) continue;
+    const int64_t cols = 4096;
+    const size_t row = pa_row_size(type, cols);
+    const int64_t rows = (int64_t)(mb * 1048576.0 / (double)row);
+    const size_t bytes = row * (size_t)rows;
+    uint8_t *w = pa_alloc(bytes);
+    fill(type, w, bytes);
+    pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
+    float *x = pa_alloc(sizeof(float) * cols), *y = pa_alloc(sizeof(float) * (size_t)rows);
+    for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+    void *work = pa_alloc(pa_matmul_work_size(&m, 1) + 64);
+    printf("%-6s", names[ni]);
+    for (int k = 0; k < 4; k++) {
+      if (!tabs[k]) continue;
+      pa_kernels_set(tabs[k]);
+      pa_matmul(pool, &m, x, cols, y, rows, 1, work); /* warm-up */
+      double best = 1e30;
+      const int reps = k == 0 ? 2 : (mb < 8 ? 200 : 20);
+      for (int r = 0; r < reps; r++) {
+        double t0 = pa_time_s();
+        pa_matmul(pool, &m, x, cols, y, rows, 1, work);
+        double dt = pa_time_s() - t0;
+        if (dt < best) best = dt;
+      }
+      printf(" %12.2f", (double)bytes / best / 1e9);
+      fflush(stdout);
+    }
+    printf("\n");
+    pa_free(w);
+    pa_free(x);
+    pa_free(y);
+    pa_free(work);
+  }
+  pa_kernels_set(NULL);
+  pa_pool_free(pool);
+  return 0;
+}

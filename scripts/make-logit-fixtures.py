@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""make-logit-fixtures.py: llama.cpp's logits and greedy continuations on the
+real models, for tests/e2e/test_logit_parity.py.
+
+For each model (SmolLM2-135M-Instruct Q4_1, gemma-3-270m Q4_K_M) this runs
+llama.cpp (through llama-cpp-python, on the same GGUF file pasada loads) over
+five varied prompts and writes tests/fixtures/logits/<model>.npz with
+
+    prompt_ids, prompt_offsets   the prompts' token ids (llama.cpp's tokenizer,
+                                 BOS added where the model asks for it), concatenated
+    topk_ids, topk_logprobs      per prompt position: the K most likely tokens and
+                                 their log-probabilities (log-softmax over the full vocab)
+    rest_logprob                 per position: log of the probability outside the top K
+    argmax                       per position: llama.cpp's top token
+    greedy_ids, greedy_gap       per prompt: 64 greedy tokens (temperature 0, no stop
+                                 at EOS) and llama.cpp's top-1 minus top-2 logit at
+                                 each step
+    model_sha256, model_bytes, llama_cpp_version, K, prompts (texts)
+
+Full logits are not kept: gemma's vocabulary has 262144 tokens.
+Needs the heavy reference venv (llama-cpp-python); see docs/parity.md.
+Usage: make-logit-fixtures.py [--models DIR] [--out tests/fixtures/logits] [-k K]
+"""
+import argparse
+import hashlib
+import os
+import pathlib
+
+import numpy as np
+import llama_cpp
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+N_GREEDY = 64
+N_THREADS = 2
+
+MODELS = {
+    "smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "gemma3": "gemma-3-270m-q4_k_m.gguf",
+}
+
+CHAT = {
+    "smollm2": ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                "Hugging Face<|im_end|>\n<|im_start|>user\nGive me three tips for staying "
+                "focused while studying.<|im_end|>\n<|im_start|>assistant\n"),
+    "gemma3": ("<start_of_turn>user\nGive me three tips for staying focused while studying."
+               "<end_of_turn>\n<start_of_turn>model\n"),
+}
+
+# Five kinds of text: prose, code, a chat turn with the model's special tokens,
+# a number pattern, and mixed-language text with punctuation and CJK.
+PROMPTS = [
+    "The printing press, introduced in Europe by Johannes Gutenberg around 1440, changed "
+    "how knowledge spread. Within a few decades",
+    "def binary_search(items, target):\n    lo, hi = 0, len(items) - 1\n    while lo <= hi:\n"
+    "        mid = (lo + hi) // 2\n",
+    None,  # the chat turn, per model
+    "Fibonacci numbers: 1, 1, 2, 3, 5, 8, 13, 21, 34, 55,",
+    "Le petit prince demanda : « S'il vous plaît… dessine-moi un mouton ! » "
+    "En japonais, on dit 羊 (hitsuji). In English, the word is",
+]
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def log_softmax(x):
+    x = np.asarray(x, np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def make(name, path, out, k):
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_batch=256, n_ubatch=256,
+                          n_threads=N_THREADS, n_threads_batch=N_THREADS, logits_all=True,
+                          flash_attn=False, verbose=False)
+    texts = [CHAT[name] if t is None else t for t in PROMPTS]
+    prompts = [llm.tokenize(t.encode("utf-8"), add_bos=True, special=True) for t in texts]
+
+    ids, offsets, topk_ids, topk_lp, rest_lp, amax = [], [0], [], [], [], []
+    greedy_ids, greedy_gap = [], []
+    for t, p in zip(texts, prompts):
+        assert 20 <= len(p) <= 60, f"{name}: prompt of {len(p)} tokens: {t!r}"
+        llm.reset()
+        llm.eval(p)
+        logits = np.array(llm.scores[: len(p)], dtype=np.float32)
+        lp = log_softmax(logits)
+        order = np.argsort(-lp, axis=-1, kind="stable")[:, :k]
+        top = np.take_along_axis(lp, order, axis=-1)
+        mask = np.ones_like(lp, dtype=bool)
+        np.put_along_axis(mask, order, False, axis=-1)
+        rest = np.where(mask, lp, -np.inf)
+        rmax = rest.max(axis=-1, keepdims=True)
+        rest = (rmax + np.log(np.exp(rest - rmax).sum(axis=-1, keepdims=True)))[:, 0]
+        ids += p
+        offsets.append(len(ids))
+        topk_ids.append(order.astype(np.int32))
+        topk_lp.append(top.astype(np.float32))
+        rest_lp.append(rest.astype(np.float32))
+        amax.append(np.argmax(logits, axis=-1).astype(np.int32))
+
+        # Greedy: the prompt was decoded in one batch; then one token per step.
+        gen, gaps = [], []
+        last = logits[-1]
+        for step in range(N_GREEDY):
+            tok = int(np.argmax(last))
+            top2 = np.sort(last)[-2:]
+            gen.append(tok)
+            gaps.append(float(top2[1] - top2[0]))
+            if step == N_GREEDY - 1:
+                break
+            llm.eval([tok])
+            last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        greedy_ids.append(gen)
+        greedy_gap.append(gaps)
+        mass = np.exp(top.astype(np.float64)).sum(axis=-1)
+        print(f"{name}: {len(p):2d} tokens, top-{k} mass mean {mass.mean():.4f} min {mass.min():.4f}; "
+              f"greedy: {llm.detokenize(gen).decode('utf-8', 'replace')[:70]!r}")
+
+    arrays = dict(
+        prompt_ids=np.array(ids, np.int32), prompt_offsets=np.array(offsets, np.int32),
+        topk_ids=np.concatenate(topk_ids), topk_logprobs=np.concatenate(topk_lp),
+        rest_logprob=np.concatenate(rest_lp), argmax=np.concatenate(amax),
+        greedy_ids=np.array(greedy_ids, np.int32), greedy_gap=np.array(greedy_gap, np.float32),
+        model_file=np.array(path.name), model_sha256=np.array(sha256(path)),
+        model_bytes=np.array(os.path.getsize(path), np.int64),
+        llama_cpp_version=np.array(llama_cpp.__version__), K=np.array(k, np.int32),
+        prompts=np.array(texts))
+    dest = out / f"{name}.npz"
+    np.savez_compressed(dest, **arrays)
+    mass = np.exp(arrays["topk_logprobs"].astype(np.float64)).sum(axis=-1)
+    print(f"wrote {dest} ({dest.stat().st_size} bytes): {len(ids)} positions, "
+          f"top-{k} mass mean {mass.mean():.5f}, min {mass.min():.5f}")
+    del llm
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=os.path.expanduser(
+        os.environ.get("PASADA_MODELS_DIR", "~/.cache/pasada/models")))
+    ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "logits"))
+    ap.add_argument("-k", type=int, default=128, help="top tokens kept per position")
+    args = ap.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, file in MODELS.items():
+        make(name, pathlib.Path(args.models) / file, out, args.k)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""make-malformed-gguf.py: the corpus of crafted GGUF files that pasada must
+reject with one clear error line (tests/e2e/test_malformed.py, the unit test
+test_gguf and the fuzzer's seeds).
+
+Writes, deterministically and with the standard library only:
+
+    tests/fixtures/tiny-llama-valid.gguf   a tiny but complete llama model
+                                           (seeded random F32 weights, GPT-2
+                                           style byte-level BPE vocabulary)
+    tests/fixtures/malformed/*.gguf        one file per defect, named for it
+
+File-name prefixes say who must reject the file:
+    tok-*    valid GGUF; the tokenizer loader must reject it
+    model-*  valid GGUF; the model loader must reject it
+    others   the GGUF reader (src/format/gguf_read.c) must reject it
+Format-level files derive from a small model-like base (about 1 KB); tok-
+and model- files derive from the complete tiny model so that only their one
+defect is wrong.
+
+Usage: make-malformed-gguf.py [--root REPO]
+"""
+import argparse
+import pathlib
+import random
+import struct
+
+# GGUF value types
+U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
+FMT = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL: "?",
+       U64: "Q", I64: "q", F64: "d"}
+# GGML tensor types used here
+GGML_F32, GGML_Q8_0 = 0, 8
+
+
+def gstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def enc_value(t, v):
+    if t == STR:
+        return gstr(v)
+    if t == ARR:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(enc_value(et, x) for x in items)
+    return struct.pack("<" + FMT[t], v)
+
+
+def kv(key, t, v):
+    """One encoded metadata entry."""
+    return (key, gstr(key) + struct.pack("<I", t) + enc_value(t, v))
+
+
+def raw_kv(key, payload):
+    """A hand-made entry: key string then payload bytes as given."""
+    return (key, gstr(key) + payload)
+
+
+class Tensor:
+    def __init__(self, name, ne, ggml_type, data):
+        self.name, self.ne, self.type, self.data = name, list(ne), ggml_type, data
+        self.offset = None  # None: the natural aligned offset
+        self.n_dims = None  # None: len(ne)
+
+    def info(self, offset):
+        n = len(self.ne) if self.n_dims is None else self.n_dims
+        return (gstr(self.name) + struct.pack("<I", n) +
+                b"".join(struct.pack("<Q", d) for d in self.ne) +
+                struct.pack("<IQ", self.type, offset if self.offset is None else self.offset))
+
+
+def pad_to(n, a):
+    return (a - n % a) % a
+
+
+def build(kvs, tensors, version=3, magic=b"GGUF", n_tensors=None, n_kv=None, alignment=32):
+    """Returns (bytes, layout) where layout has the section boundaries."""
+    head = magic + struct.pack("<IQQ", version, len(tensors) if n_tensors is None else n_tensors,
+                               len(kvs) if n_kv is None else n_kv)
+    meta = b"".join(e for _, e in kvs)
+    offsets, off = [], 0
+    for t in tensors:
+        offsets.append(off)
+        off += len(t.data) + pad_to(len(t.data), alignment)
+    table = b"".join(t.info(o) for t, o in zip(tensors, offsets))
+    out = head + meta + table
+    layout = {"header": len(head), "meta_end": len(head) + len(meta), "table_end": len(out)}
+    out += b"\0" * pad_to(len(out), alignment)
+    layout["data"] = len(out)
+    layout["offsets"] = offsets
+    for t in tensors:
+        out += t.data + b"\0" * pad_to(len(t.data), alignment)
+    return out, layout
+
+
+def f32_data(rng, n, around=0.0, spread=0.2):
+    vals = []
+    for _ in range(n):
+        x = rng.uniform(-spread, spread)
+        if abs(x) < 1e-3:
+            x = 1e-3 if x >= 0 else -1e-3
+        vals.append(around + x)
+    return struct.pack("<%df" % n, *vals)
+
+
+# ---------------------------------------------------------------- the models
+def gpt2_byte_tokens():
+    """The 256 byte-level tokens in GPT-2's byte-to-unicode order: printable
+    Latin-1 bytes stand for themselves, the rest map to U+0100 onwards."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) +
+                 list(range(0xAE, 0xFF + 1)))
+    chars, extra = list(printable), 0
+    for b in range(256):
+        if b not in printable:
+            chars.append(256 + extra)
+            extra += 1
+    return [chr(c) for c in chars]
+
+
+MERGES = ["t h", "h e", "i n", "e r", "a n", "r e", "o n", "a t", "e n", "n d", "e s", "o r",
+          "i s", "i t", "h i", "Ġ t", "Ġ a", "Ġ s", "Ġ w", "Ġ o", "Ġ c", "Ġ h", "Ġ i",
+          "Ġt he", "Ġa nd", "Ġi s", "Ġi t", "Ġh i", "Ġo n"]
+
+N_EMBD, N_FF, N_HEAD, N_HEAD_KV, N_CTX = 32, 64, 4, 2, 64
+
+
+def vocab():
+    tokens = gpt2_byte_tokens() + [m.replace(" ", "") for m in MERGES] + ["<|endoftext|>"]
+    assert len(set(tokens)) == len(tokens)
+    return tokens
+
+
+def tiny_llama():
+    """(kvs, tensors) of the complete tiny llama model."""
+    rng = random.Random(20240611)
+    tokens = vocab()
+    n_vocab, eot = len(tokens), len(tokens) - 1
+    kvs = [
+        kv("general.architecture", STR, "llama"),
+        kv("general.name", STR, "tiny-llama-test"),
+        kv("general.file_type", U32, 0),
+        kv("llama.context_length", U32, N_CTX),
+        kv("llama.embedding_length", U32, N_EMBD),
+        kv("llama.block_count", U32, 1),
+        kv("llama.feed_forward_length", U32, N_FF),
+        kv("llama.attention.head_count", U32, N_HEAD),
+        kv("llama.attention.head_count_kv", U32, N_HEAD_KV),
+        kv("llama.rope.dimension_count", U32, N_EMBD // N_HEAD),
+        kv("llama.rope.freq_base", F32, 10000.0),
+        kv("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
+        kv("llama.vocab_size", U32, n_vocab),
+        kv("tokenizer.ggml.model", STR, "gpt2"),
+        kv("tokenizer.ggml.pre", STR, "default"),
+        kv("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+        kv("tokenizer.ggml.scores", ARR, (F32, [0.0] * n_vocab)),
+        kv("tokenizer.ggml.token_type", ARR, (I32, [1] * n_vocab)),
+        kv("tokenizer.ggml.merges", ARR, (STR, MERGES)),
+        kv("tokenizer.ggml.bos_token_id", U32, eot),
+        kv("tokenizer.ggml.eos_token_id", U32, eot),
+    ]
+    kv_dim = N_EMBD // N_HEAD * N_HEAD_KV
+
+    def w(name, ne, around=0.0):
+        n = 1
+        for d in ne:
+            n *= d
+        return Tensor(name, ne, GGML_F32, f32_data(rng, n, around))
+
+    tensors = [
+        w("token_embd.weight", [N_EMBD, n_vocab]),
+        w("blk.0.attn_norm.weight", [N_EMBD], 1.0),
+        w("blk.0.attn_q.weight", [N_EMBD, N_EMBD]),
+        w("blk.0.attn_k.weight", [N_EMBD, kv_dim]),
+        w("blk.0.attn_v.weight", [N_EMBD, kv_dim]),
+        w("blk.0.attn_output.weight", [N_EMBD, N_EMBD]),
+        w("blk.0.ffn_norm.weight", [N_EMBD], 1.0),
+        w("blk.0.ffn_gate.weight", [N_EMBD, N_FF]),
+        w("blk.0.ffn_up.weight", [N_EMBD, N_FF]),
+        w("blk.0.ffn_down.weight", [N_FF, N_EMBD]),
+        w("output_norm.weight", [N_EMBD], 1.0),
+        w("output.weight", [N_EMBD, n_vocab]),
+    ]
+    return kvs, tensors
+
+
+def small_base():
+    """(kvs, tensors) of the small model-like file the format defects start from."""
+    rng = random.Random(7)
+    kvs = [
+        kv("general.architecture", STR, "llama"),
+        kv("general.name", STR, "malformed-base"),
+        kv("general.alignment", U32, 32),
+        kv("llama.block_count", U32, 1),
+        kv("llama.embedding_length", U32, N_EMBD),
+        kv("llama.rope.freq_base", F32, 10000.0),
+        kv("tokenizer.ggml.tokens", ARR, (STR, ["a", "b", "c", "<s>"])),
+        kv("tokenizer.ggml.token_type", ARR, (I32, [1, 1, 1, 3])),
+    ]
+    q8 = b""
+    for _ in range(2):  # two Q8_0 blocks: f16 scale (0.01) + 32 int8
+        q8 += struct.pack("<H", 0x211F) + bytes(rng.randrange(256) for _ in range(32))
+    tensors = [
+        Tensor("blk.0.attn_norm.weight", [N_EMBD], GGML_F32, f32_data(rng, N_EMBD, 1.0)),
+        Tensor("token_embd.weight", [N_EMBD, 4], GGML_F32, f32_data(rng, N_EMBD * 4)),
+        Tensor("blk.0.attn_q.weight", [32, 2], GGML_Q8_0, q8),
+    ]
+    return kvs, tensors
+
+
+# ------------------------------------------------------------------ defects
+def replace_kv(kvs, key, entry):
+    return [entry if k == key else (k, e) for k, e in kvs]
+
+
+def drop_kv(kvs, key):
+    return [(k, e) for k, e in kvs if k != key]
+
+
+def tensor_variant(tensors, which, **changes):
+    out = []
+    for t in tensors:
+        c = Tensor(t.name, t.ne, t.type, t.data)
+        c.offset, c.n_dims = t.offset, t.n_dims
+        if t.name == which:
+            for k, v in changes.items():
+                setattr(c, k, v)
+        out.append(c)
+    return out
+
+
+def nested(depth):
+    v = (U8, [1])
+    for _ in range(depth - 1):
+        v = (ARR, [v])
+    return v
+
+
+def format_cases():
+    kvs, ts = small_base()
+    base, lay = build(kvs, ts)
+    starts, at = {}, lay["header"]
+    for key, entry in kvs:
+        starts[key] = at
+        at += len(entry)
+    cases = {}
+
+    def add(name, data):
+        assert name not in cases, name
+        cases[name] = data
+
+    def with_kv(key, entry):
+        return build(replace_kv(kvs, key, entry), ts)[0]
+
+    def with_tensor(which, **ch):
+        return build(kvs, tensor_variant(ts, which, **ch))[0]
+
+    # header
+    add("empty", b"")
+    add("truncated-magic", base[:2])
+    add("bad-magic", b"GGML" + base[4:])
+    add("bad-magic-zeros", b"\0" * len(base))
+    add("version-1", build(kvs, ts, version=1)[0])
+    add("version-99", build(kvs, ts, version=99)[0])
+    add("version-big-endian", build(kvs, ts, version=3 << 24)[0])
+    add("header-truncated-version", base[:6])
+    add("header-truncated-tensor-count", base[:12])
+    add("header-truncated-kv-count", base[:20])
+    add("kv-count-huge", build(kvs, ts, n_kv=2**64 - 1)[0])
+    add("kv-count-too-large", build(kvs, ts, n_kv=60)[0])
+    add("kv-count-one-too-many", build(kvs, ts, n_kv=len(kvs) + 1)[0])
+    add("tensor-count-huge", build(kvs, ts, n_tensors=2**62)[0])
+    add("tensor-count-one-too-many", build(kvs, ts, n_tensors=len(ts) + 1)[0])
+    # metadata
+    add("metadata-truncated-in-key-length", base[:lay["header"] + 5])
+    tok = starts["tokenizer.ggml.tokens"]
+    tok_values = tok + len(gstr("tokenizer.ggml.tokens")) + 4 + 4 + 8
+    add("metadata-truncated-in-key", base[:tok + 8 + 5])
+    add("metadata-truncated-in-string-value", base[:tok_values + 3 * 9 + 8 + 1])
+    add("metadata-truncated-in-array", base[:lay["meta_end"] - 6])
+    add("key-empty", build([kv("", U32, 1)] + kvs, ts)[0])
+    add("key-length-huge", build([raw_kv("x", b"")] + kvs, ts)[0].replace(
+        gstr("x"), struct.pack("<Q", 2**63) + b"x", 1))
+    add("key-control-byte", build([kv("general.na\nme", U32, 1)] + kvs, ts)[0])
+    add("key-duplicate", build(kvs + [kv("llama.block_count", U32, 2)], ts)[0])
+    add("string-length-huge", with_kv("general.name", raw_kv(
+        "general.name", struct.pack("<IQ", STR, 2**64 - 1) + b"abc")))
+    add("string-length-near-2-64", with_kv("general.name", raw_kv(
+        "general.name", struct.pack("<IQ", STR, 2**64 - 16) + b"abc")))
+    add("value-type-unknown", with_kv("llama.block_count", raw_kv(
+        "llama.block_count", struct.pack("<II", 13, 1))))
+    add("value-type-huge", with_kv("llama.block_count", raw_kv(
+        "llama.block_count", struct.pack("<II", 0x80000000, 1))))
+    add("array-element-type-unknown", with_kv("tokenizer.ggml.token_type", raw_kv(
+        "tokenizer.ggml.token_type", struct.pack("<IIQ", ARR, 13, 4) + b"\1" * 16)))
+    add("array-element-type-huge", with_kv("tokenizer.ggml.token_type", raw_kv(
+        "tokenizer.ggml.token_type", struct.pack("<IIQ", ARR, 0xFFFFFFFF, 4) + b"\1" * 16)))
+    add("array-count-huge", with_kv("tokenizer.ggml.token_type", raw_kv(
+        "tokenizer.ggml.token_type", struct.pack("<IIQ", ARR, I32, 2**62 + 1) + b"\1" * 16)))
+    add("array-count-past-end", with_kv("tokenizer.ggml.token_type", raw_kv(
+        "tokenizer.ggml.token_type", struct.pack("<IIQ", ARR, I32, 100000) + b"\1" * 16)))
+    add("array-string-count-huge", with_kv("tokenizer.ggml.tokens", raw_kv(
+        "tokenizer.ggml.tokens", struct.pack("<IIQ", ARR, STR, 2**61) + gstr("a"))))
+    add("array-string-element-length-huge", with_kv("tokenizer.ggml.tokens", raw_kv(
+        "tokenizer.ggml.tokens", struct.pack("<IIQ", ARR, STR, 2) + gstr("a") +
+        struct.pack("<Q", 2**64 - 2) + b"b")))
+    add("array-nested-count-huge", with_kv("tokenizer.ggml.tokens", raw_kv(
+        "tokenizer.ggml.tokens", struct.pack("<IIQ", ARR, ARR, 2**60) +
+        struct.pack("<IQ", U8, 0))))
+    add("array-nested-too-deep", with_kv("tokenizer.ggml.tokens", kv(
+        "tokenizer.ggml.tokens", ARR, nested(64))))
+    add("alignment-zero", with_kv("general.alignment", kv("general.alignment", U32, 0)))
+    add("alignment-not-power-of-two", with_kv("general.alignment", kv("general.alignment", U32, 48)))
+    add("alignment-huge", with_kv("general.alignment", kv("general.alignment", U32, 2**31)))
+    add("alignment-wrong-type-u64", with_kv("general.alignment", kv("general.alignment", U64, 32)))
+    add("alignment-wrong-type-string", with_kv("general.alignment",
+                                               kv("general.alignment", STR, "32")))
+    # tensor table
+    add("tensor-table-truncated", base[:lay["meta_end"] + 20])
+    add("tensor-table-truncated-in-dims", base[:lay["meta_end"] + len(gstr(ts[0].name)) + 4 + 3])
+    add("tensor-table-truncated-in-offset", base[:lay["table_end"] - 3])
+    add("tensor-name-empty", with_tensor("token_embd.weight", name=""))
+    add("tensor-name-length-huge", build(kvs, ts)[0].replace(
+        gstr("token_embd.weight"), struct.pack("<Q", 2**64 - 5) + b"token_embd.weight", 1))
+    add("tensor-name-duplicate", with_tensor("token_embd.weight", name="blk.0.attn_norm.weight"))
+    add("tensor-ndims-0", with_tensor("blk.0.attn_norm.weight", ne=[], n_dims=0))
+    add("tensor-ndims-5", with_tensor("token_embd.weight", ne=[32, 4, 1, 1, 1]))
+    add("tensor-ndims-huge", with_tensor("token_embd.weight", n_dims=2**31))
+    add("tensor-dim-zero", with_tensor("token_embd.weight", ne=[32, 0]))
+    add("tensor-dim-negative", with_tensor("token_embd.weight", ne=[32, 2**64 - 4]))
+    add("tensor-dims-product-overflows-u64", with_tensor(
+        "token_embd.weight", ne=[32, 2**40, 2**40]))
+    add("tensor-dims-product-overflows-i64", with_tensor(
+        "token_embd.weight", ne=[2**32, 2**31]))
+    add("tensor-bytes-overflow", with_tensor("token_embd.weight", ne=[2**62]))
+    add("tensor-type-unknown", with_tensor("token_embd.weight", type=4))
+    add("tensor-type-huge", with_tensor("token_embd.weight", type=0xFFFFFFFF))
+    add("tensor-row-not-multiple-of-block", with_tensor("blk.0.attn_q.weight", ne=[48, 2]))
+    add("tensor-offset-past-end", with_tensor("blk.0.attn_q.weight", offset=1 << 20))
+    add("tensor-offset-near-2-64", with_tensor("blk.0.attn_q.weight", offset=2**64 - 32))
+    add("tensor-offset-misaligned", with_tensor("blk.0.attn_q.weight", offset=lay["offsets"][2] + 4))
+    # tensor data
+    last_end = lay["data"] + lay["offsets"][2] + len(ts[2].data)
+    add("tensor-data-truncated", base[:last_end - 10])
+    add("tensor-data-missing", base[:lay["table_end"]])
+    add("tensor-data-section-half", base[:lay["data"] + (last_end - lay["data"]) // 2])
+    return cases
+
+
+def model_cases():
+    """Valid GGUF files the tokenizer or the model loader must reject."""
+    kvs, ts = tiny_llama()
+    n_vocab = len(vocab())
+    cases = {}
+
+    def k(key, t, v):
+        return build(replace_kv(kvs, key, kv(key, t, v)), ts)[0]
+
+    cases["tok-scores-length-mismatch"] = k("tokenizer.ggml.scores", ARR, (F32, [0.0] * (n_vocab - 3)))
+    cases["tok-token-type-length-mismatch"] = k("tokenizer.ggml.token_type", ARR, (I32, [1] * (n_vocab + 5)))
+    cases["tok-tokens-wrong-type"] = k("tokenizer.ggml.tokens", ARR, (U32, list(range(n_vocab))))
+    cases["tok-tokens-missing"] = build(drop_kv(kvs, "tokenizer.ggml.tokens"), ts)[0]
+    cases["tok-bos-id-out-of-range"] = k("tokenizer.ggml.bos_token_id", U32, n_vocab)
+    cases["tok-eos-id-out-of-range"] = k("tokenizer.ggml.eos_token_id", U32, 0xFFFFFFFF)
+    cases["tok-merges-wrong-type"] = k("tokenizer.ggml.merges", ARR, (I32, [1, 2, 3]))
+    cases["tok-merges-not-an-array"] = k("tokenizer.ggml.merges", STR, "t h")
+    cases["tok-model-unknown"] = k("tokenizer.ggml.model", STR, "no-such-tokenizer")
+    cases["model-missing-block-count"] = build(drop_kv(kvs, "llama.block_count"), ts)[0]
+    cases["model-head-count-zero"] = k("llama.attention.head_count", U32, 0)
+    cases["model-head-count-kv-not-dividing"] = k("llama.attention.head_count_kv", U32, 3)
+    cases["model-attn-q-wrong-shape"] = build(kvs, tensor_variant(
+        ts, "blk.0.attn_q.weight", ne=[N_EMBD, N_EMBD // 2],
+        data=f32_data(random.Random(1), N_EMBD * N_EMBD // 2)))[0]
+    cases["model-token-embd-wrong-shape"] = build(kvs, tensor_variant(
+        ts, "token_embd.weight", ne=[N_EMBD, n_vocab - 1],
+        data=f32_data(random.Random(2), N_EMBD * (n_vocab - 1))))[0]
+    cases["model-missing-ffn-down"] = build(kvs, [t for t in ts if t.name != "blk.0.ffn_down.weight"])[0]
+    cases["model-block-count-too-large"] = k("llama.block_count", U32, 1000000)
+    return cases
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=pathlib.Path(__file__).resolve().parents[1], type=pathlib.Path)
+    args = ap.parse_args()
+    fixtures = args.root / "tests" / "fixtures"
+    out = fixtures / "malformed"
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.gguf"):
+        old.unlink()
+    valid, _ = build(*tiny_llama())
+    (fixtures / "tiny-llama-valid.gguf").write_bytes(valid)
+    cases = {**format_cases(), **model_cases()}
+    for name, data in sorted(cases.items()):
+        (out / (name + ".gguf")).write_bytes(data)
+    print(f"wrote {fixtures / 'tiny-llama-valid.gguf'} ({len(valid)} bytes) and "
+          f"{len(cases)} files in {out}")
+
+
+if __name__ == "__main__":
+    main()

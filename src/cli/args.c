@@ -1,0 +1,276 @@
+/* args.c: the CLI's plumbing: one-line error and usage messages, strict
+ * number parsing, reading prompts from files and streams, growable arrays,
+ * and the generation options `run` and `chat` share. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* ---- messages ---- */
+
+int cli_fail(const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  for (char *p = msg; *p; p++) /* the message stays on one line */
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  fflush(stdout); /* streamed text first, so the error is not in the middle of it */
+  fprintf(stderr, "pasada: error: %s\n", msg);
+  return CLI_RUNTIME_ERROR;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  for (char *p = msg; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  if (cmd) {
+    fprintf(stderr, "pasada %s: %s\n", cmd, msg);
+    fprintf(stderr, "try 'pasada %s --help'\n", cmd);
+  } else {
+    fprintf(stderr, "pasada: %s\n", msg);
+    fprintf(stderr, "try 'pasada --help'\n");
+  }
+  return CLI_USAGE_ERROR;
+}
+
+int cli_getopt_error(const char *cmd, int opt, char **argv) {
+  const char *arg = optind > 0 ? argv[optind - 1] : "?";
+  if (opt == ':') return cli_usage(cmd, "option '%s' needs a value", arg);
+  if (optopt > 0 && optopt < 256 && strncmp(arg, "--", 2) != 0) /* a short option */
+    return cli_usage(cmd, "unknown option '-%c'", optopt);
+  return cli_usage(cmd, "unknown option '%s'", arg);
+}
+
+/* ---- numbers ---- */
+
+bool cli_parse_i32(const char *s, int32_t min, int32_t max, int32_t *out) {
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end || v < min || v > max) return false;
+  *out = (int32_t)v;
+  return true;
+}
+
+bool cli_parse_u64(const char *s, uint64_t *out) {
+  if (!s || !*s || *s == '-' || *s == '+') return false;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end) return false;
+  *out = (uint64_t)v;
+  return true;
+}
+
+bool cli_parse_float(const char *s, float min, float max, float *out) {
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  float v = strtof(s, &end);
+  if (errno || *end || !isfinite(v) || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+/* ---- reading prompts ---- */
+
+int cli_read_stream(FILE *f, const char *name, char **out, size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) return cli_fail("out of memory reading %s", name);
+  for (;;) {
+    if (cap - n < 4096) {
+      char *b = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+      if (!b) {
+        free(buf);
+        return cli_fail("out of memory reading %s", name);
+      }
+      buf = b;
+      cap *= 2;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
+  }
+  if (ferror(f)) {
+    free(buf);
+    return cli_fail("%s: read error: %s", name, strerror(errno));
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  return CLI_OK;
+}
+
+int cli_read_file(const char *path, char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return cli_fail("%s: %s", path, strerror(errno));
+  int rc = cli_read_stream(f, path, out, len);
+  fclose(f);
+  return rc;
+}
+
+/* ---- growable arrays ---- */
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return true;
+  size_t c = *cap ? *cap : 64;
+  while (c < need) {
+    if (c > SIZE_MAX / 2 / elem) return false;
+    c *= 2;
+  }
+  void *q = realloc(*p, c * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = c;
+  return true;
+}
+
+bool cli_tokens_push(cli_tokens *t, const int32_t *ids, size_t n) {
+  if (!grow((void **)&t->v, &t->cap, t->n + n, sizeof *t->v)) return false;
+  if (n) memcpy(t->v + t->n, ids, n * sizeof *ids);
+  t->n += n;
+  return true;
+}
+
+void cli_tokens_free(cli_tokens *t) {
+  free(t->v);
+  *t = (cli_tokens){0};
+}
+
+bool cli_text_append(cli_text *t, const char *s, size_t n) {
+  if (!grow((void **)&t->s, &t->cap, t->n + n + 1, 1)) return false;
+  if (n) memcpy(t->s + t->n, s, n);
+  t->n += n;
+  t->s[t->n] = '\0';
+  return true;
+}
+
+void cli_text_free(cli_text *t) {
+  free(t->s);
+  *t = (cli_text){0};
+}
+
+/* ---- generation options ---- */
+
+const char CLI_GEN_HELP[] =
+    "model and context:\n"
+    "  -m, --model FILE          GGUF model to load (required)\n"
+    "  -t, --threads N           worker threads (default 0: all cores)\n"
+    "  -c, --ctx-size N          context length in tokens (default 0: the model's\n"
+    "                            training context, at most 4096)\n"
+    "sampling:\n"
+    "  --temp T                  temperature (default 0.8; 0: greedy, always the most\n"
+    "                            likely token)\n"
+    "  --top-k K                 keep the K most likely tokens (default 40; 0: off)\n"
+    "  --top-p P                 keep the smallest set holding probability P\n"
+    "                            (default 0.95; 1: off)\n"
+    "  --min-p P                 drop tokens less likely than P times the most likely\n"
+    "                            (default 0.05; 0: off)\n"
+    "  --repeat-penalty R        divide positive logits (multiply negative ones) of the\n"
+    "                            tokens in the last --repeat-last-n by R (default 1: off)\n"
+    "  --repeat-last-n N         tokens the penalties look back on (default 64; 0: off;\n"
+    "                            -1: all)\n"
+    "  --presence-penalty P      subtract P from the logit of every token seen there\n"
+    "                            (default 0)\n"
+    "  --frequency-penalty F     subtract F times its count there (default 0)\n"
+    "  --seed S                  seed of the sampler: the same seed, model and options\n"
+    "                            give the same text (default: random; -1: random)\n"
+    "output:\n"
+    "  --no-stats                do not print the statistics line(s) on stderr\n"
+    "  --verbose                 print the model, context and sampler settings on stderr\n"
+    "  -h, --help                show this help\n";
+
+void cli_gen_defaults(cli_gen_options *o, int32_t n_predict) {
+  *o = (cli_gen_options){0};
+  o->sampling = pasada_sampler_default_params();
+  o->n_predict = n_predict;
+}
+
+int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o) {
+  pasada_sampler_params *sp = &o->sampling;
+  switch (opt) {
+  case 'm':
+    o->model_path = arg;
+    return 1;
+  case 'n':
+    if (!cli_parse_i32(arg, -1, INT32_MAX, &o->n_predict))
+      return cli_usage(cmd, "-n wants a token count (-1: no limit), not '%s'", arg);
+    return 1;
+  case 't':
+    if (!cli_parse_i32(arg, 0, 1024, &o->n_threads))
+      return cli_usage(cmd, "-t wants a thread count in [0, 1024], not '%s'", arg);
+    return 1;
+  case 'c':
+    if (!cli_parse_i32(arg, 0, 1 << 22, &o->n_ctx))
+      return cli_usage(cmd, "-c wants a context length in [0, 4194304], not '%s'", arg);
+    return 1;
+  case OPT_TEMP:
+    if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))
+      return cli_usage(cmd, "--temp wants a number >= 0, not '%s'", arg);
+    return 1;
+  case OPT_TOP_K:
+    if (!cli_parse_i32(arg, 0, INT32_MAX, &sp->top_k))
+      return cli_usage(cmd, "--top-k wants a count >= 0, not '%s'", arg);
+    return 1;
+  case OPT_TOP_P:
+    if (!cli_parse_float(arg, 0.0f, 1.0f, &sp->top_p))
+      return cli_usage(cmd, "--top-p wants a number in [0, 1], not '%s'", arg);
+    return 1;
+  case OPT_MIN_P:
+    if (!cli_parse_float(arg, 0.0f, 1.0f, &sp->min_p))
+      return cli_usage(cmd, "--min-p wants a number in [0, 1], not '%s'", arg);
+    return 1;
+  case OPT_REPEAT_PENALTY:
+    if (!cli_parse_float(arg, 1e-6f, 1000.0f, &sp->repeat_penalty))
+      return cli_usage(cmd, "--repeat-penalty wants a number > 0, not '%s'", arg);
+    return 1;
+  case OPT_REPEAT_LAST_N:
+    if (!cli_parse_i32(arg, -1, INT32_MAX, &sp->repeat_last_n))
+      return cli_usage(cmd, "--repeat-last-n wants a count >= -1, not '%s'", arg);
+    return 1;
+  case OPT_PRESENCE_PENALTY:
+    if (!cli_parse_float(arg, -1000.0f, 1000.0f, &sp->presence_penalty))
+      return cli_usage(cmd, "--presence-penalty wants a number, not '%s'", arg);
+    return 1;
+  case OPT_FREQUENCY_PENALTY:
+    if (!cli_parse_float(arg, -1000.0f, 1000.0f, &sp->frequency_penalty))
+      return cli_usage(cmd, "--frequency-penalty wants a number, not '%s'", arg);
+    return 1;
+  case OPT_SEED:
+    if (!strcmp(arg, "-1"))
+      sp->seed = PASADA_SEED_RANDOM;
+    else if (!cli_parse_u64(arg, &sp->seed))
+      return cli_usage(cmd, "--seed wants a number in [0, 2^64) or -1, not '%s'", arg);
+    return 1;
+  case OPT_CHAT_TEMPLATE: {
+    pasada_chat_template t;
+    if (pasada_chat_from_name(arg, &t) != PASADA_OK)
+      return cli_usage(cmd, "unknown chat template '%s' (known: chatml, gemma, llama3)", arg);
+    o->chat_template = arg;
+    return 1;
+  }
+  case OPT_SYSTEM:
+    o->system = arg;
+    return 1;
+  case OPT_NO_STATS:
+    o->no_stats = true;
+    return 1;
+  case OPT_VERBOSE:
+    o->verbose = true;
+    return 1;
+  default:
+    return 0;
+  }
+}

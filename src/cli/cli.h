@@ -1,0 +1,162 @@
+/* cli.h: what the sub-commands of the `pasada` command line share: exit
+ * codes and their one-line messages, argument helpers, the generation
+ * options of `run` and `chat`, and a session (model, context, sampler,
+ * streaming detokenizer) with prefill and streamed generation. The CLI uses
+ * only the public API (pasada.h). */
+#ifndef PASADA_CLI_H
+#define PASADA_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pasada.h"
+
+#define PASADA_VERSION "0.1.0"
+
+/* Exit codes. */
+enum { CLI_OK = 0, CLI_RUNTIME_ERROR = 1, CLI_USAGE_ERROR = 2 };
+
+/* Prints "pasada: error: <message>" on one line of stderr (newlines in the
+ * message become spaces) and returns CLI_RUNTIME_ERROR. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "pasada CMD: <message>" and "try 'pasada CMD --help'" on stderr and
+ * returns CLI_USAGE_ERROR. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The usage error for what getopt_long rejected at argv[optind - 1]. */
+int cli_getopt_error(const char *cmd, int opt, char **argv);
+
+/* Strict number parsing: the whole string, in range. */
+bool cli_parse_i32(const char *s, int32_t min, int32_t max, int32_t *out);
+bool cli_parse_u64(const char *s, uint64_t *out);
+bool cli_parse_float(const char *s, float min, float max, float *out);
+
+/* Reads a whole file (or stream) into a malloc'd NUL-terminated buffer;
+ * returns CLI_OK or prints the error and returns CLI_RUNTIME_ERROR. */
+int cli_read_file(const char *path, char **out, size_t *len);
+int cli_read_stream(FILE *f, const char *name, char **out, size_t *len);
+
+/* ---- growable arrays ---- */
+typedef struct {
+  int32_t *v;
+  size_t n, cap;
+} cli_tokens;
+typedef struct {
+  char *s; /* NUL-terminated */
+  size_t n, cap;
+} cli_text;
+bool cli_tokens_push(cli_tokens *t, const int32_t *ids, size_t n);
+void cli_tokens_free(cli_tokens *t);
+bool cli_text_append(cli_text *t, const char *s, size_t n);
+void cli_text_free(cli_text *t);
+
+/* ---- generation options (run, chat) ---- */
+typedef struct {
+  const char *model_path;
+  pasada_sampler_params sampling;
+  int32_t n_predict; /* -1: until end of generation or a full context */
+  int32_t n_threads; /* 0: all cores */
+  int32_t n_ctx;     /* 0: the model's training context, at most 4096 */
+  const char *chat_template; /* NULL: detect from the model */
+  const char *system;
+  bool no_stats, verbose;
+} cli_gen_options;
+
+/* getopt_long ids of the options run and chat share (beyond single letters). */
+enum {
+  OPT_TEMP = 1000,
+  OPT_TOP_K,
+  OPT_TOP_P,
+  OPT_MIN_P,
+  OPT_REPEAT_PENALTY,
+  OPT_REPEAT_LAST_N,
+  OPT_PRESENCE_PENALTY,
+  OPT_FREQUENCY_PENALTY,
+  OPT_SEED,
+  OPT_CHAT,
+  OPT_CHAT_TEMPLATE,
+  OPT_SYSTEM,
+  OPT_NO_STATS,
+  OPT_VERBOSE,
+  OPT_RAW,
+  OPT_VOCAB_ONLY,
+};
+
+#define CLI_GEN_LONG_OPTIONS                                                              \
+  {"model", required_argument, 0, 'm'}, {"n-predict", required_argument, 0, 'n'},         \
+      {"threads", required_argument, 0, 't'}, {"ctx-size", required_argument, 0, 'c'},    \
+      {"temp", required_argument, 0, OPT_TEMP}, {"top-k", required_argument, 0, OPT_TOP_K}, \
+      {"top-p", required_argument, 0, OPT_TOP_P}, {"min-p", required_argument, 0, OPT_MIN_P}, \
+      {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},                       \
+      {"repeat-last-n", required_argument, 0, OPT_REPEAT_LAST_N},                         \
+      {"presence-penalty", required_argument, 0, OPT_PRESENCE_PENALTY},                   \
+      {"frequency-penalty", required_argument, 0, OPT_FREQUENCY_PENALTY},                 \
+      {"seed", required_argument, 0, OPT_SEED},                                           \
+      {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},                         \
+      {"system", required_argument, 0, OPT_SYSTEM}, {"no-stats", no_argument, 0, OPT_NO_STATS}, \
+      {"verbose", no_argument, 0, OPT_VERBOSE}, {"help", no_argument, 0, 'h'}
+
+/* The --help text of the shared options. */
+extern const char CLI_GEN_HELP[];
+
+void cli_gen_defaults(cli_gen_options *o, int32_t n_predict);
+/* Handles one shared option: 1 when handled, 0 when `opt` is not one of
+ * them, CLI_USAGE_ERROR (after printing) when its value is bad. */
+int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o);
+
+/* ---- session: everything generation needs, for one sequence ---- */
+typedef struct {
+  pasada_model *model;
+  const pasada_tokenizer *tok;
+  pasada_context *ctx;
+  pasada_sampler *sampler;
+  pasada_detok *detok;
+  int32_t n_ctx, n_batch, n_vocab;
+  int32_t pos; /* tokens in the KV cache of sequence 0 */
+  double load_s;
+  bool stdout_tty;
+} cli_session;
+
+/* Loads the model and creates the context, sampler and detokenizer; prints
+ * the error and returns CLI_RUNTIME_ERROR on failure. */
+int cli_session_open(cli_session *s, const cli_gen_options *o);
+void cli_session_close(cli_session *s);
+
+/* The chat template the options name or the model declares; prints the
+ * error (suggesting --chat-template) and returns non-zero on failure. */
+int cli_session_template(cli_session *s, const cli_gen_options *o, pasada_chat_template *out);
+
+/* Tokenizes text meant as a prompt: special-token text is parsed, BOS is
+ * prepended when the model wants one and the text did not already start with
+ * it, EOS is never appended. Prints the error and returns non-zero on failure. */
+int cli_tokenize_prompt(cli_session *s, const char *text, size_t len, cli_tokens *out);
+
+/* Feeds n tokens to sequence 0 from position s->pos on, in batches of at
+ * most n_batch; only the last token's logits are computed. Prints the error
+ * and returns non-zero on failure. */
+int cli_prefill(cli_session *s, const int32_t *tokens, int32_t n);
+
+typedef struct {
+  int32_t n_generated;
+  double seconds;
+  bool hit_eog, hit_context_end;
+} cli_gen_result;
+
+/* Samples from the last logits and streams the text to stdout (flushed per
+ * token) until end of generation, n_predict tokens (-1: no limit) or a full
+ * context. Every generated token that was fed back is appended to `fed`
+ * (when not NULL): the last one is not fed, as nothing would read its
+ * logits. The text goes to `reply` too (when not NULL). Prints the error and
+ * returns non-zero on failure. */
+int cli_generate(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *reply,
+                 cli_gen_result *r);
+
+/* ---- sub-commands: argv[0] is the sub-command's name ---- */
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+#endif

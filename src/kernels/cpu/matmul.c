@@ -1,0 +1,138 @@
+/* matmul.c: y = W x over the thread pool, for any weight type, with the
+ * current kernel table; and the row dequantizer.
+ *
+ * Ceilings (the numbers this code is judged against; see bench/kernels/):
+ * - Decode (one token) reads every weight byte once per token: it is
+ *   memory-bound, at best bytes(W) / bandwidth per matrix. The dev machine
+ *   (2 Sapphire Rapids cores, AVX-512 VNNI) streams roughly 40-90 GB/s from
+ *   one core (noisy VM; big L3), so one thread's inner loop is the limit
+ *   long before DRAM is: a Q4 block of 32 weights must be consumed in about
+ *   2 cycles to keep up, hence int8 dots (vpdpbusd / pmaddubsw) on whole
+ *   blocks with the scales applied once per block.
+ * - Activations are quantized once per call (Q8_0/Q8_1/Q8_K, 1/8 the size
+ *   of the weights per token) and stay in L1/L2 while rows stream past.
+ * - Prefill (many tokens) could reuse each weight block across tokens; here
+ *   a block of 16 rows stays in cache while every token uses it, which is a
+ *   tiling, not yet a GEMM kernel (a later issue). */
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "kernels/kernels.h"
+
+/* Rows per thread come in multiples of this, so two threads never write
+ * the same 64-byte line of y (16 floats). */
+#define ROW_GRAIN 16
+/* Rows whose weights stay in cache while all tokens pass over them. */
+#define ROW_BLOCK 16
+
+typedef struct {
+  const pa_cpu_kernels *k;
+  const pa_matrix *w;
+  const float *x;
+  int64_t x_stride; /* floats */
+  float *y;
+  int64_t y_stride; /* floats */
+  int64_t n_tokens;
+  pa_type vt;            /* activation type of the dot products */
+  void *work;            /* quantized activations, n_tokens rows */
+  size_t xq_row;         /* bytes per quantized activation row */
+  atomic_int quantized;  /* threads done quantizing */
+} matmul_job;
+
+size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens) {
+  const pa_type_traits *t = pa_type_get(w->type);
+  if (!t || n_tokens <= 0) return 0;
+  if (t->vec_dot_type == PA_TYPE_F32) return 0; /* x is used in place */
+  return (size_t)n_tokens * pa_row_size(t->vec_dot_type, w->cols);
+}
+
+/* This thread's share of the activation blocks (all tokens laid end to
+ * end), so that a one-token decode also splits its quantization. */
+static void quantize_share(matmul_job *j, int ith, int nth) {
+  const int64_t bs = pa_type_get(j->vt)->block_size;
+  const int64_t nb = j->w->cols / bs; /* blocks per token */
+  const size_t bbytes = pa_type_get(j->vt)->type_size;
+  long lo, hi;
+  pa_split((long)(nb * j->n_tokens), ith, nth, &lo, &hi);
+  pa_quantize_row_fn quantize = j->k->quantize_row[j->vt];
+  while (lo < hi) {
+    const int64_t t = lo / nb, b0 = lo % nb;
+    const int64_t b1 = (hi - t * nb) < nb ? (hi - t * nb) : nb;
+    quantize(j->x + t * j->x_stride + b0 * bs, (uint8_t *)j->work + t * j->xq_row + b0 * bbytes,
+             (b1 - b0) * bs);
+    lo = t * nb + b1;
+  }
+}
+
+/* All threads wait until every thread has quantized its share. */
+static void wait_quantized(matmul_job *j, int nth) {
+  atomic_fetch_add_explicit(&j->quantized, 1, memory_order_acq_rel);
+  int spins = 0;
+  while (atomic_load_explicit(&j->quantized, memory_order_acquire) < nth) {
+    if (++spins > 20000) sched_yield();
+#if defined(__x86_64__)
+    else __builtin_ia32_pause();
+#endif
+  }
+}
+
+static void matmul_thread(void *arg, int ith, int nth) {
+  matmul_job *j = arg;
+  const pa_matrix *w = j->w;
+  const uint8_t *xq;
+  size_t xq_stride;
+  if (j->vt == PA_TYPE_F32) {
+    xq = (const uint8_t *)j->x;
+    xq_stride = (size_t)j->x_stride * sizeof(float);
+  } else {
+    quantize_share(j, ith, nth);
+    if (nth > 1) wait_quantized(j, nth);
+    xq = j->work;
+    xq_stride = j->xq_row;
+  }
+
+  long lo, hi;
+  pa_split((long)((w->rows + ROW_GRAIN - 1) / ROW_GRAIN), ith, nth, &lo, &hi);
+  const int64_t r_begin = lo * ROW_GRAIN;
+  const int64_t r_end = hi * ROW_GRAIN < w->rows ? hi * ROW_GRAIN : w->rows;
+  const size_t w_row = pa_row_size(w->type, w->cols);
+  const uint8_t *wd = w->data;
+  const pa_vec_dot_fn dot = j->k->vec_dot[w->type];
+
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += ROW_BLOCK) {
+    const int64_t r1 = r0 + ROW_BLOCK < r_end ? r0 + ROW_BLOCK : r_end;
+    for (int64_t t = 0; t < j->n_tokens; t++) {
+      const uint8_t *xt = xq + (size_t)t * xq_stride;
+      float *yt = j->y + t * j->y_stride;
+      for (int64_t r = r0; r < r1; r++) dot(w->cols, &yt[r], wd + (size_t)r * w_row, xt);
+    }
+  }
+}
+
+void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
+               int64_t y_stride, int64_t n_tokens, void *work) {
+  const pa_type_traits *t = pa_type_get(w->type);
+  if (!t || n_tokens <= 0 || w->rows <= 0) return;
+  matmul_job j = {
+      .k = pa_kernels_current(),
+      .w = w,
+      .x = x,
+      .x_stride = x_stride,
+      .y = y,
+      .y_stride = y_stride,
+      .n_tokens = n_tokens,
+      .vt = t->vec_dot_type,
+      .work = work,
+      .xq_row = pa_row_size(t->vec_dot_type, w->cols),
+  };
+  atomic_init(&j.quantized, 0);
+  pa_pool_run(pool, matmul_thread, &j);
+}
+
+void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out) {
+  const pa_type_traits *t = pa_type_get(w->type);
+  const size_t row = pa_row_size(w->type, w->cols);
+  t->to_float((const uint8_t *)w->data + (size_t)r * row, out, w->cols);
+}

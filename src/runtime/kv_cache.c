@@ -1,0 +1,250 @@
+/* kv_cache.c: the paged KV cache with prefix reuse (see kv_cache.h). */
+#include "runtime/kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+static uint64_t hash_block(uint64_t parent, const int32_t *tokens, int32_t n) {
+  uint64_t h = parent ^ 0x9e3779b97f4a7c15ull;
+  for (int32_t i = 0; i < n; i++) {
+    h ^= (uint64_t)(uint32_t)tokens[i];
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h ? h : 1;
+}
+
+int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int64_t k_row, int64_t v_row, int32_t n_seq,
+               int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
+  memset(kv, 0, sizeof *kv);
+  if (block_size <= 0) block_size = 16;
+  int32_t per_seq = (n_ctx + block_size - 1) / block_size;
+  if (n_blocks <= 0) n_blocks = (int64_t)per_seq * n_seq;
+  if (n_blocks > (1 << 26)) return pa_error(PASADA_ERR_ARG, "too many KV blocks (%lld)", (long long)n_blocks);
+  kv->n_layer = n_layer;
+  kv->block_size = block_size;
+  kv->n_blocks = (int32_t)n_blocks;
+  kv->n_seq = n_seq;
+  kv->n_ctx = n_ctx;
+  kv->max_blocks_per_seq = per_seq;
+  kv->k_row = k_row;
+  kv->v_row = v_row;
+  kv->k = calloc((size_t)n_layer, sizeof(float *));
+  kv->v = calloc((size_t)n_layer, sizeof(float *));
+  size_t nb = (size_t)n_blocks;
+  kv->ref = calloc(nb, sizeof(int32_t));
+  kv->registered = calloc(nb, 1);
+  kv->hash = calloc(nb, sizeof(uint64_t));
+  kv->parent_hash = calloc(nb, sizeof(uint64_t));
+  kv->lru = calloc(nb, sizeof(uint64_t));
+  kv->tokens = calloc(nb * (size_t)block_size, sizeof(int32_t));
+  kv->free_list = malloc(nb * sizeof(int32_t));
+  kv->map_cap = 16;
+  while (kv->map_cap < 2 * nb) kv->map_cap *= 2;
+  kv->map = malloc((size_t)kv->map_cap * sizeof(int32_t));
+  kv->table = calloc((size_t)n_seq, sizeof(int32_t *));
+  kv->len = calloc((size_t)n_seq, sizeof(int32_t));
+  kv->n_seq_blocks = calloc((size_t)n_seq, sizeof(int32_t));
+  bool ok = kv->k && kv->v && kv->ref && kv->registered && kv->hash && kv->parent_hash && kv->lru &&
+            kv->tokens && kv->free_list && kv->map && kv->table && kv->len && kv->n_seq_blocks;
+  for (int32_t s = 0; ok && s < n_seq; s++) ok = (kv->table[s] = malloc((size_t)per_seq * sizeof(int32_t)));
+  for (int32_t l = 0; ok && l < n_layer; l++) {
+    kv->k[l] = pa_alloc(nb * (size_t)block_size * (size_t)k_row * sizeof(float));
+    kv->v[l] = pa_alloc(nb * (size_t)block_size * (size_t)v_row * sizeof(float));
+    ok = kv->k[l] && kv->v[l];
+  }
+  if (!ok) {
+    pa_kv_free(kv);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory for a KV cache of %lld blocks of %d positions",
+                    (long long)n_blocks, block_size);
+  }
+  for (int32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;
+  kv->n_free = kv->n_blocks;
+  for (uint32_t i = 0; i < kv->map_cap; i++) kv->map[i] = -1;
+  return PASADA_OK;
+}
+
+void pa_kv_free(pa_kv_cache *kv) {
+  if (kv->k)
+    for (int32_t l = 0; l < kv->n_layer; l++) pa_free(kv->k[l]);
+  if (kv->v)
+    for (int32_t l = 0; l < kv->n_layer; l++) pa_free(kv->v[l]);
+  if (kv->table)
+    for (int32_t s = 0; s < kv->n_seq; s++) free(kv->table[s]);
+  void *p[] = {kv->k, kv->v, kv->ref, kv->registered, kv->hash, kv->parent_hash, kv->lru,
+               kv->tokens, kv->free_list, kv->map, kv->table, kv->len, kv->n_seq_blocks};
+  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+  memset(kv, 0, sizeof *kv);
+}
+
+/* ---- prefix map ---- */
+static int32_t map_find(const pa_kv_cache *kv, uint64_t h) {
+  uint32_t mask = kv->map_cap - 1;
+  for (uint32_t i = (uint32_t)h & mask, n = 0; n < kv->map_cap; i = (i + 1) & mask, n++) {
+    int32_t b = kv->map[i];
+    if (b == -1) return -1;
+    if (b >= 0 && kv->hash[b] == h) return b;
+  }
+  return -1;
+}
+
+static void map_insert(pa_kv_cache *kv, int32_t block) {
+  uint32_t mask = kv->map_cap - 1;
+  for (uint32_t i = (uint32_t)kv->hash[block] & mask;; i = (i + 1) & mask)
+    if (kv->map[i] < 0) {
+      kv->map[i] = block;
+      return;
+    }
+}
+
+static void map_remove(pa_kv_cache *kv, int32_t block) {
+  uint32_t mask = kv->map_cap - 1;
+  for (uint32_t i = (uint32_t)kv->hash[block] & mask, n = 0; n < kv->map_cap; i = (i + 1) & mask, n++) {
+    if (kv->map[i] == -1) return;
+    if (kv->map[i] == block) {
+      kv->map[i] = -2;
+      return;
+    }
+  }
+}
+
+static void unregister(pa_kv_cache *kv, int32_t b) {
+  if (!kv->registered[b]) return;
+  map_remove(kv, b);
+  kv->registered[b] = 0;
+  if (kv->ref[b] == 0) kv->n_evictable--;
+}
+
+/* ---- block allocation ---- */
+int32_t pa_kv_available(const pa_kv_cache *kv) { return kv->n_free + kv->n_evictable; }
+
+static int32_t take_block(pa_kv_cache *kv) {
+  int32_t b = -1;
+  if (kv->n_free > 0) {
+    b = kv->free_list[--kv->n_free];
+  } else {
+    uint64_t best = UINT64_MAX;
+    for (int32_t i = 0; i < kv->n_blocks; i++)
+      if (kv->ref[i] == 0 && kv->registered[i] && kv->lru[i] < best) best = kv->lru[i], b = i;
+    if (b < 0) return -1;
+    unregister(kv, b);
+  }
+  kv->ref[b] = 1;
+  return b;
+}
+
+static void release_block(pa_kv_cache *kv, int32_t b) {
+  if (--kv->ref[b] > 0) return;
+  if (kv->registered[b]) {
+    kv->lru[b] = ++kv->clock;
+    kv->n_evictable++;
+  } else {
+    kv->free_list[kv->n_free++] = b;
+  }
+}
+
+int pa_kv_reserve(pa_kv_cache *kv, int32_t n, const int32_t *seq, const int32_t *pos) {
+  /* blocks needed = for each sequence, blocks up to its largest position */
+  int64_t need = 0;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t s = seq[i], nb = pos[i] / kv->block_size + 1;
+    bool last = true; /* count each sequence once, at its largest position */
+    for (int32_t j = i + 1; j < n; j++)
+      if (seq[j] == s && pos[j] >= pos[i]) last = false;
+    if (last && nb > kv->n_seq_blocks[s]) need += nb - kv->n_seq_blocks[s];
+  }
+  if (need > pa_kv_available(kv))
+    return pa_error(PASADA_ERR_CONTEXT_FULL, "the KV cache is full: %lld blocks needed, %d available",
+                    (long long)need, pa_kv_available(kv));
+  for (int32_t i = 0; i < n; i++) {
+    int32_t s = seq[i], nb = pos[i] / kv->block_size + 1;
+    while (kv->n_seq_blocks[s] < nb) kv->table[s][kv->n_seq_blocks[s]++] = take_block(kv);
+  }
+  return PASADA_OK;
+}
+
+void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_t *seq,
+                  const int32_t *pos) {
+  const int32_t bs = kv->block_size;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t s = seq[i], p = pos[i], b = kv->table[s][p / bs];
+    kv->tokens[(int64_t)b * bs + p % bs] = token[i];
+    if (p + 1 > kv->len[s]) kv->len[s] = p + 1;
+  }
+  /* register the blocks that are now full, in order along each sequence */
+  for (int32_t i = 0; i < n; i++) {
+    int32_t s = seq[i], p = pos[i];
+    if ((p + 1) % bs != 0 || p + 1 > kv->len[s]) continue;
+    int32_t bi = p / bs, b = kv->table[s][bi];
+    if (kv->registered[b]) continue;
+    uint64_t parent = bi == 0 ? 0 : kv->hash[kv->table[s][bi - 1]];
+    if (bi > 0 && !kv->registered[kv->table[s][bi - 1]]) continue; /* chain broken */
+    uint64_t h = hash_block(parent, kv->tokens + (int64_t)b * bs, bs);
+    if (map_find(kv, h) >= 0) continue; /* an identical block is cached already */
+    kv->hash[b] = h;
+    kv->parent_hash[b] = parent;
+    kv->registered[b] = 1;
+    map_insert(kv, b);
+  }
+}
+
+void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0) {
+  const int32_t bs = kv->block_size;
+  if (p0 >= kv->len[seq]) return;
+  int32_t keep = (p0 + bs - 1) / bs; /* blocks holding positions < p0 */
+  while (kv->n_seq_blocks[seq] > keep) release_block(kv, kv->table[seq][--kv->n_seq_blocks[seq]]);
+  kv->len[seq] = p0;
+  if (p0 % bs == 0) return;
+  /* the last kept block will be written again from p0 on: it must be ours alone */
+  int32_t b = kv->table[seq][keep - 1];
+  if (kv->ref[b] == 1) {
+    unregister(kv, b);
+    return;
+  }
+  int32_t nb = take_block(kv);
+  if (nb < 0) { /* no block to copy into: drop the partial block instead */
+    release_block(kv, b);
+    kv->n_seq_blocks[seq]--;
+    kv->len[seq] = (keep - 1) * bs;
+    return;
+  }
+  size_t rows = (size_t)(p0 % bs);
+  for (int32_t l = 0; l < kv->n_layer; l++) {
+    memcpy(kv->k[l] + (int64_t)nb * bs * kv->k_row, kv->k[l] + (int64_t)b * bs * kv->k_row,
+           rows * (size_t)kv->k_row * sizeof(float));
+    memcpy(kv->v[l] + (int64_t)nb * bs * kv->v_row, kv->v[l] + (int64_t)b * bs * kv->v_row,
+           rows * (size_t)kv->v_row * sizeof(float));
+  }
+  memcpy(kv->tokens + (int64_t)nb * bs, kv->tokens + (int64_t)b * bs, rows * sizeof(int32_t));
+  release_block(kv, b);
+  kv->table[seq][keep - 1] = nb;
+}
+
+int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n) {
+  const int32_t bs = kv->block_size;
+  if (kv->len[seq] != 0 || n <= 1) return kv->len[seq];
+  uint64_t parent = 0;
+  int32_t nb = 0;
+  /* whole blocks only, and leave at least one token to decode */
+  while ((nb + 1) * bs <= n - 1 && nb < kv->max_blocks_per_seq) {
+    const int32_t *tk = tokens + (int64_t)nb * bs;
+    uint64_t h = hash_block(parent, tk, bs);
+    int32_t b = map_find(kv, h);
+    if (b < 0 || kv->parent_hash[b] != parent ||
+        memcmp(kv->tokens + (int64_t)b * bs, tk, (size_t)bs * sizeof(int32_t)) != 0)
+      break;
+    if (kv->ref[b] == 0) kv->n_evictable--;
+    kv->ref[b]++;
+    kv->lru[b] = ++kv->clock;
+    kv->table[seq][nb++] = b;
+    parent = h;
+  }
+  kv->n_seq_blocks[seq] = nb;
+  kv->len[seq] = nb * bs;
+  return kv->len[seq];
+}

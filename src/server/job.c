@@ -1,0 +1,115 @@
+/* job.c: the life of a job (one request between the HTTP thread and the
+ * scheduler): creation, reference counting, and the output the scheduler
+ * produces into it (text, logprobs, the finish). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server.h"
+
+double srv_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int64_t srv_unix_time(void) { return (int64_t)time(NULL); }
+
+bool srv_fail(srv_error *e, int status, const char *type, const char *code, const char *param,
+              const char *fmt, ...) {
+  e->status = status;
+  e->type = type;
+  e->code = code;
+  snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->message, sizeof e->message, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+srv_job *srv_job_create(void) {
+  srv_job *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, NULL);
+  atomic_init(&j->cancelled, false);
+  atomic_init(&j->refs, 1);
+  j->seq = -1;
+  j->next_token = -1;
+  j->created = srv_unix_time();
+  return j;
+}
+
+void srv_job_retain(srv_job *j) { atomic_fetch_add(&j->refs, 1); }
+
+void srv_request_clear(srv_request *r) {
+  free(r->prompt);
+  for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+  free(r->model);
+  memset(r, 0, sizeof *r);
+}
+
+void srv_job_release(srv_job *j) {
+  if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
+  srv_request_clear(&j->req);
+  pasada_sampler_free(j->sampler);
+  pasada_detok_free(j->detok);
+  free(j->text);
+  free(j->lp);
+  free(j->held);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->cv);
+  free(j);
+}
+
+static bool grow(void **buf, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return true;
+  size_t c = *cap ? *cap : 64;
+  while (c < need) c *= 2;
+  void *p = realloc(*buf, c * elem);
+  if (!p) return false;
+  *buf = p;
+  *cap = c;
+  return true;
+}
+
+bool srv_job_emit(srv_job *j, const char *text, size_t n, const srv_token_logprob *lp) {
+  bool ok = true;
+  pthread_mutex_lock(&j->mu);
+  if (n && grow((void **)&j->text, &j->cap_text, j->n_text + n + 1, 1)) {
+    memcpy(j->text + j->n_text, text, n);
+    j->n_text += n;
+    j->text[j->n_text] = 0;
+  } else if (n) {
+    ok = false;
+  }
+  if (lp && grow((void **)&j->lp, &j->cap_lp, j->n_lp + 1, sizeof *j->lp)) j->lp[j->n_lp++] = *lp;
+  else if (lp) ok = false;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  return ok;
+}
+
+void srv_job_finish(srv_job *j, srv_finish why, const srv_error *err) {
+  pthread_mutex_lock(&j->mu);
+  if (j->finish == SRV_PENDING) {
+    j->finish = why;
+    if (why == SRV_FINISH_ERROR && err) j->error = *err;
+    j->t_done = srv_now();
+  }
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+}
+
+const char *srv_finish_name(srv_finish f) {
+  switch (f) {
+  case SRV_FINISH_STOP: return "stop";
+  case SRV_FINISH_LENGTH: return "length";
+  case SRV_FINISH_CANCELLED: return "cancelled";
+  case SRV_FINISH_ERROR: return "error";
+  default: return "pending";
+  }
+}

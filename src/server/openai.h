@@ -1,0 +1,47 @@
+/* openai.h: the OpenAI API's JSON on both sides of the scheduler: request
+ * bodies validated into srv_request (every field checked here, at the
+ * border), and jobs rendered into responses, stream chunks and errors. */
+#ifndef PASADA_SERVER_OPENAI_H
+#define PASADA_SERVER_OPENAI_H
+
+#include "server/server.h"
+
+/* What the request mapping needs to know about the loaded model. */
+typedef struct {
+  const pasada_tokenizer *tok;
+  pasada_chat_template tmpl;
+  const char *name; /* listed by /v1/models */
+  int64_t created;  /* when the model was loaded */
+  int32_t n_ctx, n_vocab;
+} srv_model_info;
+
+/* Parses a /v1/chat/completions (SRV_CHAT) or /v1/completions body. On
+ * failure fills err (status 400 and the field at fault) and returns false. */
+bool srv_openai_parse(const srv_model_info *mi, srv_kind kind, const char *body, size_t len,
+                      srv_request *req, srv_error *err);
+
+/* Each returns a malloc'd NUL-terminated string (NULL when out of memory). */
+char *srv_openai_error_json(const srv_error *e);
+/* The whole response of a finished job (non-streaming). */
+char *srv_openai_response(const srv_model_info *mi, srv_job *j);
+/* GET /v1/models */
+char *srv_openai_models(const srv_model_info *mi);
+/* POST /tokenize and /detokenize: the response body, or NULL with err set. */
+char *srv_openai_tokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *err);
+char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t len,
+                            srv_error *err);
+
+/* Streaming: the state of one SSE response, advanced by srv_stream_next. */
+typedef struct {
+  size_t text_off, lp_off; /* what was already sent of the job's output */
+  size_t text_offset_total; /* completions' text_offset of the next token */
+  bool sent_role, sent_end;
+} srv_stream;
+
+/* Renders into out every SSE event the job's output allows now (content
+ * chunks, then at the finish the final chunk, the usage chunk and
+ * "data: [DONE]"). The caller holds no lock. Returns true once the
+ * stream is complete. */
+bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_buf *out);
+
+#endif

@@ -1,0 +1,455 @@
+/* scheduler.c: continuous batching over the engine's paged KV cache.
+ *
+ * One thread owns the context. Each step: drop cancelled jobs (their blocks
+ * go back at once), admit waiting jobs while a slot and enough KV blocks are
+ * free (after attaching any cached prefix of their prompt), build one batch
+ * of every generating sequence's next token plus up to prefill_chunk prompt
+ * tokens of the prefilling ones (oldest first), decode it, then sample each
+ * sequence that has logits with its own sampler and append its text to its
+ * job. Admission reserves the blocks a job can ever need (prompt + max
+ * tokens), so a running sequence never runs out of cache half-way. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/scheduler.h"
+
+struct srv_sched {
+  const pasada_tokenizer *tok;
+  pasada_context *ctx;
+  srv_metrics *metrics;
+  int32_t n_vocab, n_ctx, n_slots, prefill_chunk, max_queue;
+  int32_t pool_blocks;
+
+  pthread_t thread;
+  bool started;
+
+  /* shared with the HTTP threads, under mu */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  srv_job *queue_head, *queue_tail;
+  int queue_len;
+  bool draining;
+  double drain_deadline;
+
+  /* scheduler thread only */
+  srv_job **slot;
+  uint64_t *slot_order; /* admission order, for oldest-first prefill */
+  uint64_t n_admitted;
+  int n_running;
+  int32_t cap_batch;
+  int32_t *b_token, *b_pos, *b_seq;
+  int8_t *b_want;
+};
+
+int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_seq_max,
+                     const srv_sched_params *p, srv_metrics *metrics, srv_sched **out) {
+  *out = NULL;
+  srv_sched *s = calloc(1, sizeof *s);
+  if (!s) return PASADA_ERR_NOMEM;
+  s->tok = pasada_model_tokenizer(model);
+  s->ctx = ctx;
+  s->metrics = metrics;
+  s->n_vocab = pasada_model_n_vocab(model);
+  s->n_ctx = pasada_context_n_ctx(ctx);
+  s->n_slots = n_seq_max;
+  s->prefill_chunk = p->prefill_chunk > 0 ? p->prefill_chunk : 256;
+  s->max_queue = p->max_queue;
+  pasada_kv_stats kv;
+  pasada_kv_get_stats(ctx, &kv);
+  s->pool_blocks = kv.n_blocks;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->cap_batch = n_seq_max + s->prefill_chunk;
+  s->slot = calloc((size_t)n_seq_max, sizeof *s->slot);
+  s->slot_order = calloc((size_t)n_seq_max, sizeof *s->slot_order);
+  s->b_token = malloc((size_t)s->cap_batch * sizeof(int32_t));
+  s->b_pos = malloc((size_t)s->cap_batch * sizeof(int32_t));
+  s->b_seq = malloc((size_t)s->cap_batch * sizeof(int32_t));
+  s->b_want = malloc((size_t)s->cap_batch);
+  if (!s->slot || !s->slot_order || !s->b_token || !s->b_pos || !s->b_seq || !s->b_want) {
+    srv_sched_free(s);
+    return PASADA_ERR_NOMEM;
+  }
+  srv_metrics_gauges(metrics, 0, 0, &kv);
+  *out = s;
+  return PASADA_OK;
+}
+
+void srv_sched_free(srv_sched *s) {
+  if (!s) return;
+  free(s->slot);
+  free(s->slot_order);
+  free(s->b_token);
+  free(s->b_pos);
+  free(s->b_seq);
+  free(s->b_want);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  free(s);
+}
+
+srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j) {
+  pthread_mutex_lock(&s->mu);
+  srv_submit_result r = SRV_SUBMIT_OK;
+  if (s->draining) r = SRV_SUBMIT_SHUTTING_DOWN;
+  else if (s->queue_len >= s->max_queue) r = SRV_SUBMIT_QUEUE_FULL;
+  if (r == SRV_SUBMIT_OK) {
+    srv_job_retain(j);
+    j->t_submit = srv_now();
+    j->next = NULL;
+    if (s->queue_tail) s->queue_tail->next = j;
+    else s->queue_head = j;
+    s->queue_tail = j;
+    s->queue_len++;
+    pthread_cond_signal(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return r;
+}
+
+void srv_sched_cancel(srv_sched *s, srv_job *j) {
+  atomic_store(&j->cancelled, true);
+  pthread_mutex_lock(&s->mu);
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_shutdown(srv_sched *s, double grace) {
+  pthread_mutex_lock(&s->mu);
+  if (!s->draining) {
+    s->draining = true;
+    s->drain_deadline = srv_now() + (grace > 0 ? grace : 0);
+  }
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_join(srv_sched *s) {
+  if (s->started) pthread_join(s->thread, NULL);
+  s->started = false;
+}
+
+/* ---- a job's end ---- */
+
+/* Releases the text held back for stop strings at the end of generation
+ * (after flushing the detokenizer): a stop string may still complete. */
+static void release_held(srv_job *j) {
+  char piece[PASADA_DETOK_PIECE_MAX];
+  size_t n = pasada_detok_flush(j->detok, piece, sizeof piece);
+  srv_buf b = {.p = j->held, .n = j->n_held, .cap = j->cap_held};
+  srv_buf_append(&b, piece, n);
+  j->held = b.p, j->n_held = b.n, j->cap_held = b.cap;
+  bool matched;
+  size_t k = srv_stop_scan(j->held, j->n_held, j->req.stop, j->req.n_stop, &matched);
+  srv_job_emit(j, j->held, matched ? k : j->n_held, NULL);
+  j->n_held = 0;
+}
+
+static void finish_slot(srv_sched *s, int i, srv_finish why, const srv_error *err) {
+  srv_job *j = s->slot[i];
+  if (why == SRV_FINISH_LENGTH) release_held(j);
+  srv_job_finish(j, why, err);
+  srv_metrics_job_done(s->metrics, why, j->req.n_prompt, j->n_cached, j->n_generated,
+                       srv_now() - j->t_submit);
+  pasada_seq_truncate(s->ctx, i, 0);
+  s->slot[i] = NULL;
+  s->n_running--;
+  srv_job_release(j);
+}
+
+static void finish_waiting(srv_sched *s, srv_job *j, srv_finish why, const srv_error *err) {
+  srv_job_finish(j, why, err);
+  srv_metrics_job_done(s->metrics, why, 0, 0, 0, srv_now() - j->t_submit);
+  srv_job_release(j);
+}
+
+/* ---- admission ---- */
+
+static int32_t final_length(const srv_sched *s, const srv_job *j) {
+  int64_t n = (int64_t)j->req.n_prompt + j->req.max_tokens;
+  return n < s->n_ctx ? (int32_t)n : s->n_ctx;
+}
+
+/* Blocks the running sequences may still take before they finish. */
+static int64_t blocks_reserved(const srv_sched *s) {
+  int64_t r = 0;
+  for (int i = 0; i < s->n_slots; i++) {
+    const srv_job *j = s->slot[i];
+    if (!j) continue;
+    int32_t more = pasada_kv_blocks_needed(s->ctx, final_length(s, j)) -
+                   pasada_kv_blocks_needed(s->ctx, pasada_seq_length(s->ctx, i));
+    if (more > 0) r += more;
+  }
+  return r;
+}
+
+/* Tries to start `j` in free slot i; false (and nothing attached) when its
+ * blocks are not available yet. */
+static bool admit(srv_sched *s, int i, srv_job *j) {
+  int32_t cached = pasada_seq_reuse_prefix(s->ctx, i, j->req.prompt, j->req.n_prompt);
+  if (cached < 0) cached = 0;
+  int64_t need = (int64_t)pasada_kv_blocks_needed(s->ctx, final_length(s, j)) -
+                 pasada_kv_blocks_needed(s->ctx, cached);
+  if (need > s->pool_blocks) need = s->pool_blocks; /* never wait forever: it may still fit */
+  int64_t avail = (int64_t)pasada_kv_blocks_available(s->ctx) - blocks_reserved(s);
+  if (need > avail && s->n_running > 0) {
+    pasada_seq_truncate(s->ctx, i, 0);
+    return false;
+  }
+  s->slot[i] = j;
+  s->slot_order[i] = s->n_admitted++;
+  s->n_running++;
+  j->seq = i;
+  j->n_fed = cached;
+  j->next_token = -1;
+  pthread_mutex_lock(&j->mu);
+  j->n_cached = cached;
+  pthread_mutex_unlock(&j->mu);
+  return true;
+}
+
+/* Drops cancelled waiting jobs, fails them all when draining, and admits
+ * from the head of the queue (first come, first served). */
+static void admit_waiting(srv_sched *s, bool draining) {
+  pthread_mutex_lock(&s->mu);
+  srv_job **link = &s->queue_head, *prev = NULL;
+  while (*link) {
+    srv_job *j = *link;
+    bool cancelled = atomic_load(&j->cancelled);
+    if (!cancelled && !draining) {
+      prev = j;
+      link = &j->next;
+      continue;
+    }
+    *link = j->next;
+    if (s->queue_tail == j) s->queue_tail = prev;
+    s->queue_len--;
+    srv_error e;
+    srv_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+    finish_waiting(s, j, cancelled ? SRV_FINISH_CANCELLED : SRV_FINISH_ERROR, &e);
+  }
+  while (s->queue_head && s->n_running < s->n_slots) {
+    int i = 0;
+    while (s->slot[i]) i++;
+    srv_job *j = s->queue_head;
+    if (!admit(s, i, j)) break;
+    s->queue_head = j->next;
+    if (!s->queue_head) s->queue_tail = NULL;
+    s->queue_len--;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- sampling ---- */
+
+/* The token's log-probability under the model (log-softmax of the raw
+ * logits) and the n most likely tokens, ties to the lowest id. */
+static void compute_logprobs(const float *logits, int32_t n_vocab, int32_t token, int n,
+                             srv_token_logprob *out) {
+  float mx = logits[0];
+  for (int32_t v = 1; v < n_vocab; v++)
+    if (logits[v] > mx) mx = logits[v];
+  double sum = 0;
+  for (int32_t v = 0; v < n_vocab; v++) sum += exp((double)(logits[v] - mx));
+  double lse = (double)mx + log(sum);
+  out->token = token;
+  out->logprob = (float)((double)logits[token] - lse);
+  out->n_top = 0;
+  for (int32_t v = 0; v < n_vocab && n > 0; v++) {
+    float l = logits[v];
+    int k = out->n_top;
+    if (k == n && l <= out->top_logprob[k - 1]) continue;
+    if (k < n) out->n_top++;
+    else k--; /* replace the smallest */
+    while (k > 0 && out->top_logprob[k - 1] < l) {
+      out->top_logprob[k] = out->top_logprob[k - 1];
+      out->top_token[k] = out->top_token[k - 1];
+      k--;
+    }
+    out->top_logprob[k] = l;
+    out->top_token[k] = v;
+  }
+  for (int k = 0; k < out->n_top; k++) out->top_logprob[k] = (float)((double)out->top_logprob[k] - lse);
+}
+
+/* Samples the next token of slot i from its logits and delivers its text. */
+static void on_logits(srv_sched *s, int i, const float *logits) {
+  srv_job *j = s->slot[i];
+  srv_token_logprob lp;
+  int32_t tok = pasada_sampler_sample(j->sampler, logits, s->n_vocab);
+  if (tok < 0) {
+    srv_error e;
+    srv_fail(&e, 500, "server_error", NULL, NULL, "sampling failed: %s", pasada_last_error());
+    finish_slot(s, i, SRV_FINISH_ERROR, &e);
+    return;
+  }
+  pasada_sampler_accept(j->sampler, tok);
+  if (j->req.logprobs) compute_logprobs(logits, s->n_vocab, tok, j->req.top_logprobs, &lp);
+  double now = srv_now();
+  j->n_generated++;
+  if (j->n_generated == 1) {
+    j->t_first = now;
+    srv_metrics_ttft(s->metrics, now - j->t_submit);
+  } else {
+    srv_metrics_itl(s->metrics, now - j->t_last);
+  }
+  j->t_last = now;
+  if (pasada_tokenizer_is_eog(s->tok, tok)) {
+    release_held(j);
+    finish_slot(s, i, SRV_FINISH_STOP, NULL);
+    return;
+  }
+  char piece[PASADA_DETOK_PIECE_MAX];
+  size_t n = pasada_detok_push(j->detok, tok, piece, sizeof piece);
+  srv_buf b = {.p = j->held, .n = j->n_held, .cap = j->cap_held};
+  srv_buf_append(&b, piece, n);
+  j->held = b.p, j->n_held = b.n, j->cap_held = b.cap;
+  bool matched = false;
+  size_t k = srv_stop_scan(j->held ? j->held : "", j->n_held, j->req.stop, j->req.n_stop, &matched);
+  srv_job_emit(j, j->held, k, j->req.logprobs ? &lp : NULL);
+  if (matched) {
+    j->n_held = 0;
+    finish_slot(s, i, SRV_FINISH_STOP, NULL);
+    return;
+  }
+  if (k < j->n_held) memmove(j->held, j->held + k, j->n_held - k);
+  j->n_held -= k;
+  if (j->n_generated >= j->req.max_tokens || j->n_fed >= s->n_ctx) {
+    finish_slot(s, i, SRV_FINISH_LENGTH, NULL);
+    return;
+  }
+  j->next_token = tok;
+}
+
+/* ---- one step ---- */
+
+/* The running job admitted last: the one to give up when the cache is full. */
+static int newest_slot(const srv_sched *s) {
+  int best = -1;
+  for (int i = 0; i < s->n_slots; i++)
+    if (s->slot[i] && (best < 0 || s->slot_order[i] > s->slot_order[best])) best = i;
+  return best;
+}
+
+static void run_step(srv_sched *s) {
+  int32_t n = 0;
+  /* every generating sequence's next token */
+  for (int i = 0; i < s->n_slots; i++) {
+    srv_job *j = s->slot[i];
+    if (!j || j->next_token < 0) continue;
+    s->b_token[n] = j->next_token;
+    s->b_pos[n] = j->n_fed;
+    s->b_seq[n] = i;
+    s->b_want[n] = 1;
+    n++;
+  }
+  /* prompt chunks, oldest admission first (a sequence at most once) */
+  int32_t budget = s->prefill_chunk;
+  uint64_t after = 0; /* admission order already served */
+  bool first = true;
+  while (budget > 0) {
+    int best = -1;
+    for (int i = 0; i < s->n_slots; i++) {
+      srv_job *j = s->slot[i];
+      if (!j || j->next_token >= 0 || j->n_fed >= j->req.n_prompt) continue;
+      if (!first && s->slot_order[i] <= after) continue;
+      if (best < 0 || s->slot_order[i] < s->slot_order[best]) best = i;
+    }
+    if (best < 0) break;
+    first = false;
+    after = s->slot_order[best];
+    srv_job *j = s->slot[best];
+    int32_t k = j->req.n_prompt - j->n_fed;
+    if (k > budget) k = budget;
+    for (int32_t t = 0; t < k; t++) {
+      int32_t p = j->n_fed + t;
+      s->b_token[n] = j->req.prompt[p];
+      s->b_pos[n] = p;
+      s->b_seq[n] = best;
+      s->b_want[n] = p == j->req.n_prompt - 1;
+      n++;
+    }
+    budget -= k;
+  }
+  if (n == 0) return;
+
+  pasada_batch batch = {.n_tokens = n, .token = s->b_token, .pos = s->b_pos, .seq_id = s->b_seq,
+                        .want_logits = s->b_want};
+  double t0 = srv_now();
+  int rc = pasada_decode(s->ctx, &batch);
+  if (rc == PASADA_ERR_CONTEXT_FULL) {
+    /* The reservation should prevent this; if the cache still runs out,
+     * give up the newest sequence rather than corrupt or stall the rest. */
+    int v = newest_slot(s);
+    srv_job *j = s->slot[v];
+    if (j->n_generated > 0) {
+      finish_slot(s, v, SRV_FINISH_LENGTH, NULL);
+    } else {
+      srv_error e;
+      srv_fail(&e, 503, "server_error", "kv_cache_full", NULL,
+               "the KV cache has no room for this request now (%s)", pasada_last_error());
+      finish_slot(s, v, SRV_FINISH_ERROR, &e);
+    }
+    return;
+  }
+  if (rc != PASADA_OK) {
+    srv_error e;
+    srv_fail(&e, 500, "server_error", NULL, NULL, "decode failed: %s", pasada_last_error());
+    for (int32_t t = 0; t < n; t++)
+      if (s->slot[s->b_seq[t]]) finish_slot(s, s->b_seq[t], SRV_FINISH_ERROR, &e);
+    return;
+  }
+  srv_metrics_step(s->metrics, n, srv_now() - t0);
+  for (int32_t t = 0; t < n; t++) s->slot[s->b_seq[t]]->n_fed++;
+  for (int32_t t = 0; t < n; t++) {
+    if (!s->b_want[t]) continue;
+    const float *logits = pasada_get_logits(s->ctx, t);
+    if (logits && s->slot[s->b_seq[t]]) on_logits(s, s->b_seq[t], logits);
+  }
+}
+
+static void publish_gauges(srv_sched *s) {
+  pasada_kv_stats kv;
+  pasada_kv_get_stats(s->ctx, &kv);
+  pthread_mutex_lock(&s->mu);
+  int q = s->queue_len;
+  pthread_mutex_unlock(&s->mu);
+  srv_metrics_gauges(s->metrics, q, s->n_running, &kv);
+}
+
+static void *sched_main(void *arg) {
+  srv_sched *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    while (!s->draining && s->n_running == 0 && !s->queue_head) {
+      pthread_mutex_unlock(&s->mu);
+      publish_gauges(s);
+      pthread_mutex_lock(&s->mu);
+      if (s->draining || s->queue_head) break;
+      pthread_cond_wait(&s->cv, &s->mu);
+    }
+    bool draining = s->draining;
+    bool past_deadline = draining && srv_now() >= s->drain_deadline;
+    pthread_mutex_unlock(&s->mu);
+
+    for (int i = 0; i < s->n_slots; i++) {
+      srv_job *j = s->slot[i];
+      if (!j) continue;
+      if (atomic_load(&j->cancelled)) finish_slot(s, i, SRV_FINISH_CANCELLED, NULL);
+      else if (past_deadline) finish_slot(s, i, SRV_FINISH_LENGTH, NULL);
+    }
+    admit_waiting(s, draining);
+    if (draining && s->n_running == 0) break;
+    run_step(s);
+    publish_gauges(s);
+  }
+  publish_gauges(s);
+  return NULL;
+}
+
+int srv_sched_start(srv_sched *s) {
+  if (pthread_create(&s->thread, NULL, sched_main, s) != 0) return PASADA_ERR_NOMEM;
+  s->started = true;
+  return PASADA_OK;
+}

@@ -1,0 +1,163 @@
+/* server.h: the types `pasada serve` shares between its modules: the
+ * configuration, a validated request, and a job (one request's life between
+ * the HTTP thread that received it and the scheduler thread that runs it).
+ * The server uses only the public API (pasada.h) of the engine. */
+#ifndef PASADA_SERVER_H
+#define PASADA_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pasada.h"
+
+#define SRV_MAX_STOP 16         /* stop strings per request */
+#define SRV_MAX_STOP_LEN 256    /* bytes per stop string */
+#define SRV_MAX_TOP_LOGPROBS 20 /* OpenAI's limit for top_logprobs */
+
+typedef struct {
+  const char *model_path;
+  const char *model_alias;   /* the name /v1/models lists (NULL: the file's) */
+  const char *chat_template; /* "chatml", "gemma", "llama3"; NULL: the model's */
+  const char *host;
+  int port;                  /* 0: any free port (printed at start) */
+  int parallel;              /* sequences decoded together */
+  int n_ctx;                 /* positions per sequence */
+  int n_threads;             /* compute threads (0: all cores) */
+  int prefill_chunk;         /* most prompt tokens in one step */
+  int kv_block_size;         /* 0: the engine's default */
+  int64_t kv_blocks;         /* 0: from kv_memory_mib, else the engine's default */
+  int64_t kv_memory_mib;
+  int max_queue;             /* requests waiting for admission before 429 */
+  size_t max_body;           /* bytes of a request body before 413 */
+  int max_connections;
+  const char *api_key;       /* NULL: no authentication */
+  double shutdown_grace;     /* seconds running requests may go on after SIGTERM */
+  bool verbose;
+} srv_config;
+
+/* An error in the OpenAI shape {"error": {message, type, param, code}}. */
+typedef struct {
+  int status;       /* HTTP status */
+  const char *type; /* "invalid_request_error", "server_error", ... */
+  const char *code; /* NULL or a short machine-readable code */
+  char param[64];   /* the offending field; "" when none */
+  char message[512];
+} srv_error;
+
+/* Fills `e` and returns false, so validators can `return srv_fail(...)`. */
+bool srv_fail(srv_error *e, int status, const char *type, const char *code, const char *param,
+              const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+typedef enum { SRV_CHAT = 0, SRV_COMPLETION = 1 } srv_kind;
+
+/* A request after validation: everything the scheduler needs, in engine terms. */
+typedef struct {
+  srv_kind kind;
+  bool stream;
+  bool include_usage; /* stream_options.include_usage */
+  int32_t *prompt;    /* malloc'd token ids */
+  int32_t n_prompt;
+  int32_t max_tokens; /* already clamped to the context */
+  pasada_sampler_params sampling;
+  char *stop[SRV_MAX_STOP];
+  int n_stop;
+  bool logprobs;
+  int top_logprobs;
+  char *model; /* the name echoed back */
+} srv_request;
+
+typedef enum {
+  SRV_PENDING = 0,
+  SRV_FINISH_STOP,      /* end-of-generation token or a stop string */
+  SRV_FINISH_LENGTH,    /* max_tokens, the context's end, or shutdown */
+  SRV_FINISH_CANCELLED, /* the client went away */
+  SRV_FINISH_ERROR      /* see job->error */
+} srv_finish;
+
+typedef struct {
+  int32_t token;
+  float logprob;
+  int32_t n_top;
+  int32_t top_token[SRV_MAX_TOP_LOGPROBS];
+  float top_logprob[SRV_MAX_TOP_LOGPROBS];
+} srv_token_logprob;
+
+/* A job is reference counted: the HTTP side holds one reference for the
+ * life of its connection's request, the scheduler one from submission until
+ * it finishes the job. The scheduler only appends to the output (text,
+ * logprobs, finish) under `mu` and never waits for the client; the HTTP
+ * thread reads at its own pace, so a slow client costs the scheduler
+ * nothing. */
+typedef struct srv_job {
+  srv_request req;
+  pasada_sampler *sampler; /* owned: the request's own seed and penalties */
+  pasada_detok *detok;     /* owned */
+  char id[48];
+  int64_t created; /* unix seconds */
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char *text; /* released output text (stop strings already cut) */
+  size_t n_text, cap_text;
+  srv_token_logprob *lp;
+  size_t n_lp, cap_lp;
+  int32_t n_cached;    /* prompt positions reused from the prefix cache */
+  int32_t n_generated; /* sampled tokens, end-of-generation included */
+  srv_finish finish;
+  srv_error error;
+  double t_submit, t_first, t_done; /* monotonic seconds */
+
+  atomic_bool cancelled;
+  atomic_int refs;
+
+  /* scheduler-private from here on */
+  struct srv_job *next; /* the waiting queue */
+  int32_t seq;          /* -1 while waiting */
+  int32_t n_fed;        /* positions in the cache (prompt, then generated) */
+  int32_t next_token;   /* the sampled token to feed next step; -1 while prefilling */
+  char *held;           /* text held back: it may be the start of a stop string */
+  size_t n_held, cap_held;
+  double t_last;        /* the previous token's time (inter-token latency) */
+} srv_job;
+
+/* job.c */
+srv_job *srv_job_create(void);
+void srv_job_retain(srv_job *j);
+void srv_job_release(srv_job *j);
+void srv_request_clear(srv_request *r);
+/* Scheduler side: appends released text (and one logprob entry when lp is
+ * non-NULL), and wakes the reader. Returns false when out of memory. */
+bool srv_job_emit(srv_job *j, const char *text, size_t n, const srv_token_logprob *lp);
+/* Scheduler side: marks the job finished (err only for SRV_FINISH_ERROR). */
+void srv_job_finish(srv_job *j, srv_finish why, const srv_error *err);
+const char *srv_finish_name(srv_finish f); /* "stop", "length", ... */
+
+/* text.c */
+/* How many bytes of text[0..n) can be released now given the stop strings:
+ * everything before a match (*matched = true), else everything except the
+ * longest tail that could be the beginning of a stop string. */
+size_t srv_stop_scan(const char *text, size_t n, char *const *stops, int n_stop, bool *matched);
+/* Copies at most n bytes to a NUL-terminated malloc'd string with every
+ * invalid UTF-8 sequence replaced by U+FFFD (JSON needs valid UTF-8). */
+char *srv_utf8_sanitize(const char *s, size_t n);
+/* Whether s[0..n) is valid UTF-8. */
+bool srv_utf8_valid(const char *s, size_t n);
+
+/* A growable byte buffer (always NUL-terminated when non-empty). */
+typedef struct {
+  char *p;
+  size_t n, cap;
+  bool failed; /* an allocation failed: the content is incomplete */
+} srv_buf;
+void srv_buf_append(srv_buf *b, const char *s, size_t n);
+void srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void srv_buf_consume(srv_buf *b, size_t n); /* drops the first n bytes */
+void srv_buf_free(srv_buf *b);
+
+double srv_now(void);       /* monotonic seconds */
+int64_t srv_unix_time(void);
+
+#endif

@@ -1,0 +1,275 @@
+/* bpe.c: byte-level BPE (tokenizer.ggml.model "gpt2").
+ *
+ * Each pre-token's bytes start as single-byte tokens; then the adjacent pair
+ * of lowest merge rank is merged, leftmost first on ties, until no pair has a
+ * merge (Hugging Face's BPE). Merges are looked up by token-id pair in a hash
+ * table built once at load, and the candidates sit in a binary heap, so a
+ * word of n bytes costs O(n log n) however long it is. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "format/gguf.h"
+#include "tokenizer/tokenizer_internal.h"
+
+/* ---- the GPT-2 byte <-> code point map ----
+ * Printable Latin-1 bytes (! to ~, ¡ to ¬, ® to ÿ) stand for themselves; the
+ * other 68 bytes map, in order, to U+0100 onwards. */
+static bool byte_is_printable(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+uint32_t pa_gpt2_byte_to_cp(uint8_t b) {
+  if (byte_is_printable(b)) return b;
+  uint32_t n = 0;
+  for (int i = 0; i < b; i++) n += !byte_is_printable(i);
+  return 0x100 + n;
+}
+
+int pa_gpt2_cp_to_byte(uint32_t cp) {
+  if (cp < 0x100) return byte_is_printable((int)cp) ? (int)cp : -1;
+  if (cp >= 0x100 + 68) return -1;
+  uint32_t n = cp - 0x100;
+  for (int b = 0; b < 256; b++)
+    if (!byte_is_printable(b) && n-- == 0) return b;
+  return -1;
+}
+
+/* ---- merge table ---- */
+
+static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l << 32 | (uint32_t)r) + 1; }
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  return x;
+}
+
+static bool merge_find(const pa_merge_table *m, int32_t l, int32_t r, int32_t *rank,
+                       int32_t *result) {
+  if (!m->keys) return false;
+  uint64_t key = pair_key(l, r);
+  for (uint64_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
+    if (m->keys[i] == 0) return false;
+    if (m->keys[i] == key) {
+      *rank = m->rank[i];
+      *result = m->result[i];
+      return true;
+    }
+  }
+}
+
+int pa_bpe_build_merges(pa_tokenizer *t, const void *value) {
+  const gguf_value *merges = value;
+  uint64_t n = merges->arr.count;
+  if (n >= INT32_MAX) return pa_error(PASADA_ERR_FORMAT, "tokenizer.ggml.merges is too long");
+  uint64_t cap = 16;
+  while (cap < n * 2) cap <<= 1;
+  pa_merge_table *m = &t->merges;
+  m->keys = calloc(cap, sizeof *m->keys);
+  m->rank = malloc(cap * sizeof *m->rank);
+  m->result = malloc(cap * sizeof *m->result);
+  if (!m->keys || !m->rank || !m->result)
+    return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for merges");
+  m->mask = cap - 1;
+  char *buf = NULL;
+  size_t buf_cap = 0;
+  for (uint64_t k = 0; k < n; k++) {
+    const gguf_str *s = &merges->arr.strs[k];
+    const char *sp = s->len > 1 ? memchr(s->ptr + 1, ' ', s->len - 1) : NULL;
+    if (!sp) {
+      free(buf);
+      return pa_error(PASADA_ERR_FORMAT,
+                      "tokenizer.ggml.merges[%llu] is not two tokens separated by a space",
+                      (unsigned long long)k);
+    }
+    size_t ln = (size_t)(sp - s->ptr), rn = s->len - ln - 1;
+    int32_t l = pa_table_find(t, s->ptr, ln), r = pa_table_find(t, sp + 1, rn);
+    if (ln + rn > buf_cap) {
+      buf_cap = (ln + rn) * 2;
+      char *nb = realloc(buf, buf_cap);
+      if (!nb) {
+        free(buf);
+        return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for merges");
+      }
+      buf = nb;
+    }
+    memcpy(buf, s->ptr, ln);
+    memcpy(buf + ln, sp + 1, rn);
+    int32_t res = l >= 0 && r >= 0 ? pa_table_find(t, buf, ln + rn) : -1;
+    if (res < 0) {
+      free(buf);
+      return pa_error(PASADA_ERR_FORMAT,
+                      "tokenizer.ggml.merges[%llu] '%.*s' %s", (unsigned long long)k,
+                      (int)(s->len > 80 ? 80 : s->len), s->ptr,
+                      l < 0 || r < 0 ? "names a part that is not a token"
+                                     : "merges into a string that is not a token");
+    }
+    uint64_t key = pair_key(l, r), i = mix64(key) & m->mask;
+    while (m->keys[i] != 0 && m->keys[i] != key) i = (i + 1) & m->mask;
+    if (m->keys[i] == 0) { /* a repeated pair keeps its first (lowest) rank */
+      m->keys[i] = key;
+      m->rank[i] = (int32_t)k;
+      m->result[i] = res;
+    }
+  }
+  free(buf);
+  /* Single bytes: the token spelled by each byte's code point. */
+  for (int b = 0; b < 256; b++) {
+    char u[4];
+    size_t un = pa_utf8_encode(pa_gpt2_byte_to_cp((uint8_t)b), u);
+    t->byte_token[b] = pa_table_find(t, u, un);
+  }
+  return PASADA_OK;
+}
+
+void pa_bpe_free(pa_tokenizer *t) {
+  free(t->merges.keys);
+  free(t->merges.rank);
+  free(t->merges.result);
+  memset(&t->merges, 0, sizeof t->merges);
+}
+
+/* ---- encoding ---- */
+
+typedef struct {
+  int32_t id, prev, next;
+} symbol;
+
+typedef struct {
+  int32_t rank, left, right, left_id, right_id;
+} candidate;
+
+typedef struct {
+  const pa_tokenizer *t;
+  pa_ids *out;
+  symbol *sym;
+  candidate *heap;
+  size_t sym_cap, heap_n, heap_cap;
+  char *spelled; /* the byte-level spelling of a word (ignore_merges) */
+  size_t spelled_cap;
+} bpe_state;
+
+static bool cand_less(const candidate *a, const candidate *b) {
+  return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static int heap_push(bpe_state *st, candidate c) {
+  if (st->heap_n == st->heap_cap) {
+    size_t cap = st->heap_cap ? st->heap_cap * 2 : 64;
+    candidate *h = realloc(st->heap, cap * sizeof *h);
+    if (!h) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
+    st->heap = h;
+    st->heap_cap = cap;
+  }
+  size_t i = st->heap_n++;
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (!cand_less(&c, &st->heap[parent])) break;
+    st->heap[i] = st->heap[parent];
+    i = parent;
+  }
+  st->heap[i] = c;
+  return PASADA_OK;
+}
+
+static candidate heap_pop(bpe_state *st) {
+  candidate top = st->heap[0], last = st->heap[--st->heap_n];
+  size_t i = 0, n = st->heap_n;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && cand_less(&st->heap[c + 1], &st->heap[c])) c++;
+    if (!cand_less(&st->heap[c], &last)) break;
+    st->heap[i] = st->heap[c];
+    i = c;
+  }
+  if (n) st->heap[i] = last;
+  return top;
+}
+
+static int try_pair(bpe_state *st, int32_t left) {
+  if (left < 0) return PASADA_OK;
+  int32_t right = st->sym[left].next;
+  if (right < 0) return PASADA_OK;
+  int32_t rank, result;
+  if (!merge_find(&st->t->merges, st->sym[left].id, st->sym[right].id, &rank, &result))
+    return PASADA_OK;
+  candidate c = {rank, left, right, st->sym[left].id, st->sym[right].id};
+  return heap_push(st, c);
+}
+
+/* ignore_merges: a word that is a token as a whole is that token. */
+static int32_t whole_word(bpe_state *st, const char *s, size_t len) {
+  if (len * 2 > st->spelled_cap) {
+    size_t cap = len * 2 + 16;
+    char *b = realloc(st->spelled, cap);
+    if (!b) return -1;
+    st->spelled = b;
+    st->spelled_cap = cap;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++)
+    n += pa_utf8_encode(pa_gpt2_byte_to_cp((uint8_t)s[i]), st->spelled + n);
+  return pa_table_find(st->t, st->spelled, n);
+}
+
+static int bpe_word(void *ctx, const char *s, size_t len) {
+  bpe_state *st = ctx;
+  const pa_tokenizer *t = st->t;
+  if (t->ignore_merges) {
+    int32_t id = whole_word(st, s, len);
+    if (id >= 0) return pa_ids_push(st->out, id);
+  }
+  if (len > st->sym_cap) {
+    symbol *sym = realloc(st->sym, len * sizeof *sym);
+    if (!sym) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
+    st->sym = sym;
+    st->sym_cap = len;
+  }
+  int32_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    int32_t id = t->byte_token[(uint8_t)s[i]];
+    if (id < 0) id = t->unk; /* a vocabulary without this byte */
+    if (id < 0) continue;
+    st->sym[n] = (symbol){id, n - 1, -1};
+    if (n > 0) st->sym[n - 1].next = n;
+    n++;
+  }
+  st->heap_n = 0;
+  for (int32_t i = 0; i + 1 < n; i++) {
+    int rc = try_pair(st, i);
+    if (rc) return rc;
+  }
+  while (st->heap_n > 0) {
+    candidate c = heap_pop(st);
+    symbol *l = &st->sym[c.left];
+    if (l->id != c.left_id || l->next != c.right || st->sym[c.right].id != c.right_id) continue;
+    int32_t rank, result;
+    merge_find(&t->merges, c.left_id, c.right_id, &rank, &result);
+    symbol *r = &st->sym[c.right];
+    l->id = result;
+    l->next = r->next;
+    if (r->next >= 0) st->sym[r->next].prev = c.left;
+    r->id = -1; /* dead: no candidate will match it again */
+    r->next = -1;
+    int rc = try_pair(st, l->prev);
+    if (!rc) rc = try_pair(st, c.left);
+    if (rc) return rc;
+  }
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = st->sym[i].next) {
+    int rc = pa_ids_push(st->out, st->sym[i].id);
+    if (rc) return rc;
+  }
+  return PASADA_OK;
+}
+
+int pa_bpe_encode(const pa_tokenizer *t, const char *text, size_t len, pa_ids *out) {
+  bpe_state st = {.t = t, .out = out};
+  int rc = pa_pretok_split(t->pretok, text, len, bpe_word, &st);
+  free(st.sym);
+  free(st.heap);
+  free(st.spelled);
+  return rc;
+}

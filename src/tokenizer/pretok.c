@@ -1,0 +1,168 @@
+/* pretok.c: pre-tokenizers of byte-level BPE vocabularies.
+ *
+ * tokenizer.ggml.pre names how the text is cut into words before the merges
+ * run. Each name maps to one or more regexes applied in sequence (each splits
+ * the pieces the previous one produced; matches and the gaps between them
+ * both become pieces, as Hugging Face's Split with "isolated" behaviour).
+ * The regexes are the ones the original tokenizers publish; PCRE2 runs them
+ * with Unicode properties (UTF + UCP), JIT-compiled when available. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "tokenizer/tokenizer_internal.h"
+
+/* GPT-2 (also the word splitter of Hugging Face's ByteLevel pre-tokenizer). */
+#define RE_GPT2 \
+  "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+/* Llama 3 (tiktoken cl100k): digits in groups of up to three. */
+#define RE_LLAMA3                                                                         \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                \
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen 2: as Llama 3 with single digits. */
+#define RE_QWEN2                                                                          \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"                     \
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Every digit alone (Hugging Face's Digits(individual_digits=true)). */
+#define RE_DIGIT "\\p{N}"
+
+static const struct {
+  const char *names; /* space-separated names of tokenizer.ggml.pre */
+  const char *regex[PA_PRETOK_MAX_REGEX];
+  bool ignore_merges;
+} pretok_table[] = {
+    {"default gpt2", {RE_GPT2}, false},
+    {"llama-bpe llama3 llama-v3", {RE_LLAMA3}, true},
+    {"qwen2 deepseek-r1-qwen", {RE_QWEN2}, false},
+    {"smollm starcoder refact codeshell command-r", {RE_DIGIT, RE_GPT2}, false},
+};
+
+struct pa_pretok {
+  pcre2_code *code[PA_PRETOK_MAX_REGEX];
+  int n_code;
+};
+
+const char *pa_pretok_supported(void) {
+  return "default, gpt2, llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, "
+         "starcoder, refact, codeshell, command-r";
+}
+
+static bool name_in(const char *names, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = names; *p;) {
+    const char *end = strchr(p, ' ');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n && memcmp(p, name, n) == 0) return true;
+    p += len + (end ? 1 : 0);
+  }
+  return false;
+}
+
+int pa_pretok_create(const char *pre_name, pa_pretok **out, bool *ignore_merges) {
+  *out = NULL;
+  size_t row = sizeof pretok_table / sizeof pretok_table[0];
+  for (size_t i = 0; i < sizeof pretok_table / sizeof pretok_table[0]; i++)
+    if (name_in(pretok_table[i].names, pre_name)) row = i;
+  if (row == sizeof pretok_table / sizeof pretok_table[0])
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "tokenizer.ggml.pre '%.60s' is not a supported pre-tokenizer (supported: %s)",
+                    pre_name, pa_pretok_supported());
+  pa_pretok *p = calloc(1, sizeof *p);
+  if (!p) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
+  for (int k = 0; k < PA_PRETOK_MAX_REGEX && pretok_table[row].regex[k]; k++) {
+    int err;
+    PCRE2_SIZE at;
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pretok_table[row].regex[k], PCRE2_ZERO_TERMINATED,
+                                     PCRE2_UTF | PCRE2_UCP, &err, &at, NULL);
+    if (!code) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(err, msg, sizeof msg);
+      pa_pretok_free(p);
+      return pa_error(PASADA_ERR_UNSUPPORTED, "pre-tokenizer '%s': regex error at %zu: %s",
+                      pre_name, (size_t)at, (const char *)msg);
+    }
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
+    p->code[p->n_code++] = code;
+  }
+  *ignore_merges = pretok_table[row].ignore_merges;
+  *out = p;
+  return PASADA_OK;
+}
+
+void pa_pretok_free(pa_pretok *p) {
+  if (!p) return;
+  for (int k = 0; k < p->n_code; k++) pcre2_code_free(p->code[k]);
+  free(p);
+}
+
+typedef struct {
+  const pa_pretok *p;
+  pcre2_match_data *md;
+  pa_pretok_emit emit;
+  void *ctx;
+} split_state;
+
+/* Splits s[0..len) (valid UTF-8) with regex `level` and hands each piece to
+ * the next level; past the last level, pieces go to emit. */
+static int split(split_state *st, int level, const char *s, size_t len) {
+  if (len == 0) return 0;
+  if (level == st->p->n_code) return st->emit(st->ctx, s, len);
+  size_t pos = 0;
+  while (pos < len) {
+    int rc = pcre2_match(st->p->code[level], (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, st->md,
+                         NULL);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof msg);
+      return pa_error(PASADA_ERR_ARG, "pre-tokenizer: %s", (const char *)msg);
+    }
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
+    size_t ms = ov[0], me = ov[1];
+    if (me <= ms) { /* empty match: none of our patterns has one; skip a char */
+      size_t step = pa_utf8_lead_len((unsigned char)s[ms < len ? ms : len - 1]);
+      me = ms + step > len ? len : ms + step;
+      if (ms > pos) {
+        int e = split(st, level + 1, s + pos, ms - pos);
+        if (e) return e;
+      }
+      int e = split(st, level + 1, s + ms, me - ms);
+      if (e) return e;
+      pos = me;
+      continue;
+    }
+    int e;
+    if (ms > pos && (e = split(st, level + 1, s + pos, ms - pos))) return e;
+    if ((e = split(st, level + 1, s + ms, me - ms))) return e;
+    pos = me;
+  }
+  return pos < len ? split(st, level + 1, s + pos, len - pos) : 0;
+}
+
+int pa_pretok_split(const pa_pretok *p, const char *text, size_t len, pa_pretok_emit emit,
+                    void *ctx) {
+  split_state st = {p, NULL, emit, ctx};
+  st.md = pcre2_match_data_create(4, NULL);
+  if (!st.md) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
+  /* PCRE2 in UTF mode needs valid UTF-8: runs of valid text go through the
+   * regexes; each invalid byte is a pre-token of its own (byte-level BPE can
+   * still encode it, so nothing is lost). */
+  int rc = 0;
+  size_t run = 0, i = 0;
+  const unsigned char *u = (const unsigned char *)text;
+  while (i < len && rc == 0) {
+    int n = pa_utf8_valid_len(u + i, len - i);
+    if (n > 0) {
+      i += (size_t)n;
+      continue;
+    }
+    if (i > run) rc = split(&st, 0, text + run, i - run);
+    if (rc == 0) rc = emit(ctx, text + i, 1);
+    run = ++i;
+  }
+  if (rc == 0 && len > run) rc = split(&st, 0, text + run, len - run);
+  pcre2_match_data_free(st.md);
+  return rc;
+}

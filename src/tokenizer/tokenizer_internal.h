@@ -1,0 +1,149 @@
+/* tokenizer_internal.h: the loaded vocabulary shared by the tokenizer's files
+ * (vocab.c loads and validates it; bpe.c, spm.c, pretok.c, special.c encode;
+ * detok.c decodes). Nothing here is part of the engine's interface. After
+ * pa_tokenizer_load returns, the struct is read-only, so any number of threads
+ * may tokenize and detokenize at once (each call owns its scratch memory). */
+#ifndef PASADA_TOKENIZER_INTERNAL_H
+#define PASADA_TOKENIZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer/tokenizer.h"
+
+typedef enum { PA_TOK_BPE = 1, PA_TOK_SPM = 2 } pa_tok_kind;
+
+#define PA_PRETOK_MAX_REGEX 3
+#define PA_EOG_MAX 16
+
+/* Open-addressing table from a byte string to a token id (stored texts). */
+typedef struct {
+  int32_t *slots; /* token id or -1 */
+  uint64_t mask;
+} pa_str_table;
+
+/* Merge table of byte-level BPE: (left id, right id) -> rank and result id. */
+typedef struct {
+  uint64_t *keys; /* ((uint64_t)left << 32 | right) + 1; 0 = empty */
+  int32_t *rank;
+  int32_t *result;
+  uint64_t mask;
+} pa_merge_table;
+
+/* Trie of the tokens matched whole in the text before the model runs:
+ * control (and unknown) tokens when parse_special, user-defined always. */
+typedef struct {
+  int32_t first_child, next_sibling;
+  int32_t token; /* -1 when no token ends here */
+  uint8_t byte;
+  bool needs_parse_special;
+} pa_trie_node;
+
+typedef struct {
+  pa_trie_node *nodes;
+  int32_t n_nodes, cap_nodes;
+  int32_t root_child[256]; /* children of the root, by first byte */
+} pa_special_trie;
+
+typedef struct pa_pretok pa_pretok; /* pretok.c */
+
+struct pa_tokenizer {
+  pa_tok_kind kind;
+  char model_name[32];
+  char pre_name[64];
+  int32_t n_vocab;
+
+  /* Token texts exactly as the file spells them, in one arena. */
+  char *text_arena;
+  uint64_t *text_off;
+  uint32_t *text_len;
+  float *scores; /* NULL for BPE without scores */
+  uint8_t *types;
+  pa_str_table by_text;
+
+  /* What each token decodes to (bytes): byte-level decoded for BPE, with
+   * "▁" -> ' ' and <0xNN> -> byte for SPM; control tokens keep their text. */
+  char *piece_arena;
+  uint64_t *piece_off;
+  uint32_t *piece_len;
+  uint32_t max_piece_len;
+
+  int32_t bos, eos, unk, pad, sep, eot, eom;
+  bool add_bos, add_eos, add_space_prefix;
+  int32_t eog[PA_EOG_MAX];
+  int n_eog;
+
+  pa_special_trie special;
+
+  /* BPE */
+  pa_merge_table merges;
+  int32_t byte_token[256]; /* token of each single byte (-1 when missing) */
+  bool ignore_merges;      /* a pre-token that is itself a token is kept whole */
+  pa_pretok *pretok;
+
+  /* SPM */
+  int32_t byte_fallback[256]; /* <0xNN> tokens (-1 when missing) */
+};
+
+/* Growable id vector used by the encoders. */
+typedef struct {
+  int32_t *v;
+  size_t n, cap;
+} pa_ids;
+int pa_ids_push(pa_ids *ids, int32_t id);
+
+/* vocab.c */
+uint64_t pa_hash_bytes(const char *s, size_t n);
+int32_t pa_table_find(const pa_tokenizer *t, const char *s, size_t n);
+
+/* special.c */
+int pa_special_build(pa_tokenizer *t);
+void pa_special_free(pa_special_trie *trie);
+/* Finds the leftmost-longest special token in text[from..len). On success
+ * sets *at, *match_len and returns the token id; -1 when none. */
+int32_t pa_special_next(const pa_tokenizer *t, const char *text, size_t len, size_t from,
+                        bool parse_special, size_t *at, size_t *match_len);
+
+/* pretok.c: the pre-tokenizer regexes of byte-level BPE vocabularies. */
+int pa_pretok_create(const char *pre_name, pa_pretok **out, bool *ignore_merges);
+void pa_pretok_free(pa_pretok *p);
+/* Calls emit(ctx, start, len) for each pre-token of text[0..len), in order;
+ * stops at and returns the first non-zero value emit returns. */
+typedef int (*pa_pretok_emit)(void *ctx, const char *s, size_t len);
+int pa_pretok_split(const pa_pretok *p, const char *text, size_t len, pa_pretok_emit emit,
+                    void *ctx);
+const char *pa_pretok_supported(void); /* "default, gpt2, ..." for error messages */
+
+/* bpe.c */
+int pa_bpe_build_merges(pa_tokenizer *t, const void *merges_value /* gguf_value */);
+void pa_bpe_free(pa_tokenizer *t);
+int pa_bpe_encode(const pa_tokenizer *t, const char *text, size_t len, pa_ids *out);
+/* The GPT-2 byte <-> code point map. */
+uint32_t pa_gpt2_byte_to_cp(uint8_t b);
+int pa_gpt2_cp_to_byte(uint32_t cp); /* -1 when cp is not in the map */
+
+/* spm.c */
+int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_start,
+                  pa_ids *out);
+
+/* detok.c */
+int pa_pieces_build(pa_tokenizer *t);
+
+/* UTF-8 helpers. */
+/* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when the bytes
+ * there do not start a valid, complete sequence. */
+int pa_utf8_valid_len(const unsigned char *s, size_t n);
+/* Length of a UTF-8 character from its lead byte (1 for invalid leads). */
+static inline int pa_utf8_lead_len(unsigned char c) {
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) return 2;
+  if ((c & 0xF0) == 0xE0) return 3;
+  if ((c & 0xF8) == 0xF0) return 4;
+  return 1;
+}
+size_t pa_utf8_encode(uint32_t cp, char *out); /* 1..4 bytes */
+/* Decodes one character at s[0..n); returns its length (0 when invalid). */
+int pa_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+
+#endif

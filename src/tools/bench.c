@@ -1,0 +1,371 @@
+/* bench.c: the runs of `pasada bench`. Measures the machine's ceilings (in a
+ * child process, so their buffer never counts in the benchmark's peak RSS),
+ * loads the model, then repeats: a seeded random prompt decoded in batches
+ * (pp), then greedy generation one token per pasada_decode (tg), each timed
+ * on its own. Derives achieved bandwidth and arithmetic rates from the
+ * model's per-token costs (model_stats.c). Uses only the public API. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "pasada.h"
+#include "tools/bench.h"
+
+void pa_bench_default_params(pa_bench_params *p) {
+  memset(p, 0, sizeof *p);
+  p->n_prompt = 512;
+  p->n_gen = 128;
+  p->repeats = 3;
+  p->n_batch = 512;
+  p->seed = 1234;
+  p->price_per_hour = -1;
+  p->progress = true;
+}
+
+#define PROGRESS(p, ...)                     \
+  do {                                       \
+    if ((p)->progress) {                     \
+      fprintf(stderr, "bench: " __VA_ARGS__); \
+      fflush(stderr);                        \
+    }                                        \
+  } while (0)
+
+void pa_bench_read_rss(uint64_t *rss, uint64_t *hwm) {
+  *rss = *hwm = 0;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return;
+  char line[256];
+  unsigned long long kb;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) *rss = (uint64_t)kb * 1024;
+    if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) *hwm = (uint64_t)kb * 1024;
+  }
+  fclose(f);
+}
+
+/* ---- ceilings in a child process ---- */
+
+typedef struct {
+  int status;
+  char message[512];
+  pa_bench_ceilings ceil;
+} ceilings_reply;
+
+static int write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int read_all(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* The probes allocate a buffer larger than the caches; running them in a
+ * child keeps it out of the benchmark's VmHWM. Falls back to running here
+ * when fork is unavailable. The isa names are string literals, at the same
+ * address in both processes. */
+static int measure_ceilings(int n_threads, pa_bench_ceilings *out) {
+  int fds[2];
+  if (pipe(fds) != 0) return pa_bench_measure_ceilings(n_threads, 0, out);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return pa_bench_measure_ceilings(n_threads, 0, out);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    ceilings_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.status = pa_bench_measure_ceilings(n_threads, 0, &rep.ceil);
+    if (rep.status) snprintf(rep.message, sizeof rep.message, "%s", pa_last_error());
+    int rc = write_all(fds[1], &rep, sizeof rep);
+    _exit(rc ? 1 : 0);
+  }
+  close(fds[1]);
+  ceilings_reply rep;
+  int rc = read_all(fds[0], &rep, sizeof rep);
+  close(fds[0]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (rc) return pa_error(PASADA_ERR_IO, "the ceiling probes' process ended without an answer");
+  if (rep.status) return pa_error(rep.status, "%s", rep.message);
+  *out = rep.ceil;
+  return PASADA_OK;
+}
+
+/* ---- the model runs ---- */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int32_t argmax(const float *x, int32_t n) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < n; i++)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+typedef struct {
+  pasada_context *ctx;
+  int32_t n_vocab, n_batch;
+  int32_t *tok, *pos, *seq; /* n_batch each */
+} runner;
+
+/* Decodes tokens[0..n) at positions start.. of sequence 0 in batches. */
+static int decode_prompt(runner *rn, const int32_t *tokens, int32_t n, int32_t start) {
+  for (int32_t i = 0; i < n; i += rn->n_batch) {
+    int32_t m = n - i < rn->n_batch ? n - i : rn->n_batch;
+    for (int32_t j = 0; j < m; j++) {
+      rn->tok[j] = tokens[i + j];
+      rn->pos[j] = start + i + j;
+      rn->seq[j] = 0;
+    }
+    pasada_batch b = {.n_tokens = m, .token = rn->tok, .pos = rn->pos, .seq_id = rn->seq};
+    int rc = pasada_decode(rn->ctx, &b);
+    if (rc) return rc;
+  }
+  return PASADA_OK;
+}
+
+/* Greedy generation of n tokens at positions start.., the first one picked
+ * from the prompt's logits, or `first` when there was no prompt. */
+static int generate(runner *rn, int32_t n, int32_t start, int32_t first) {
+  int32_t token = first;
+  for (int32_t i = 0; i < n; i++) {
+    const float *logits = i > 0 || start > 0 ? pasada_get_logits(rn->ctx, -1) : NULL;
+    if (logits) token = argmax(logits, rn->n_vocab);
+    int32_t pos = start + i, seq = 0;
+    pasada_batch b = {.n_tokens = 1, .token = &token, .pos = &pos, .seq_id = &seq};
+    int rc = pasada_decode(rn->ctx, &b);
+    if (rc) return rc;
+  }
+  return PASADA_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static pa_bench_rate summarize(double *rates, int n) {
+  pa_bench_rate r = {0, 0, 0};
+  if (n <= 0) return r;
+  qsort(rates, (size_t)n, sizeof *rates, cmp_double);
+  r.min = rates[0];
+  r.max = rates[n - 1];
+  r.median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+  return r;
+}
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+static int check_params(const pa_bench_params *p) {
+  if (!p->model_path) return pa_error(PASADA_ERR_ARG, "no model given (-m)");
+  if (p->n_prompt < 0 || p->n_gen < 0 || (p->n_prompt == 0 && p->n_gen == 0))
+    return pa_error(PASADA_ERR_ARG, "nothing to measure: -p and -n are both 0");
+  if (p->repeats < 1) return pa_error(PASADA_ERR_ARG, "repeats must be at least 1");
+  if (p->n_batch < 1) return pa_error(PASADA_ERR_ARG, "batch size must be at least 1");
+  return PASADA_OK;
+}
+
+/* Per-token costs and the rates derived from them. */
+static void derive(const pasada_model *model, const pasada_model_stats *st, const pa_bench_params *p,
+                   double kv_bytes_per_row, pa_bench_result *r) {
+  /* pp: every layer matrix for every prompt token, the output matrix for the
+   * last one only (the others' logits are not computed), attention */
+  double attn = 0;
+  for (int64_t pos = 0; pos < p->n_prompt; pos++) {
+    double f;
+    pasada_model_attention_cost(model, pos, &f, NULL);
+    attn += f;
+  }
+  r->pp_flops_per_run = 2.0 * (double)st->n_params_layers * p->n_prompt +
+                        (p->n_prompt ? 2.0 * (double)st->n_params_output : 0) + attn;
+  if (p->n_prompt && r->pp.median > 0) {
+    r->pp_gflops = r->pp_flops_per_run * r->pp.median / p->n_prompt / 1e9;
+    if (r->have_ceilings && r->ceil.fma_gflops > 0) r->pp_pct_fma = 100 * r->pp_gflops / r->ceil.fma_gflops;
+    if (r->have_ceilings && st->int8_dot && r->ceil.int8_gops > 0)
+      r->pp_pct_int8 = 100 * r->pp_gflops / r->ceil.int8_gops;
+  }
+  /* tg: every layer matrix, the output matrix and one embedding row per
+   * token, plus the KV rows attention reads at that token's position */
+  r->tg_weight_bytes = (double)(st->bytes_layers + st->bytes_output + st->bytes_embd_row);
+  double rows = 0;
+  for (int64_t i = 0; i < p->n_gen; i++) {
+    int64_t kv_rows;
+    pasada_model_attention_cost(model, p->n_prompt + i, NULL, &kv_rows);
+    rows += (double)kv_rows;
+  }
+  if (p->n_gen) {
+    r->tg_kv_bytes = rows / p->n_gen * kv_bytes_per_row;
+    r->tg_avg_ctx = p->n_prompt + (p->n_gen + 1) / 2.0;
+  }
+  if (p->n_gen && r->tg.median > 0) {
+    r->tg_gbs = (r->tg_weight_bytes + r->tg_kv_bytes) * r->tg.median / 1e9;
+    if (r->have_ceilings && r->ceil.read_gbs > 0) r->tg_pct_bw = 100 * r->tg_gbs / r->ceil.read_gbs;
+  }
+  r->pp_usd_per_mtok = r->tg_usd_per_mtok = -1;
+  if (p->price_per_hour >= 0) {
+    if (r->pp.median > 0) r->pp_usd_per_mtok = p->price_per_hour / 3600.0 / r->pp.median * 1e6;
+    if (r->tg.median > 0) r->tg_usd_per_mtok = p->price_per_hour / 3600.0 / r->tg.median * 1e6;
+  }
+}
+
+int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
+  memset(r, 0, sizeof *r);
+  int rc = check_params(p);
+  if (rc) return rc;
+  int32_t n_threads = p->n_threads;
+  if (n_threads <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    n_threads = n > 0 ? (int32_t)n : 1;
+  }
+  if (n_threads > 256) return pa_error(PASADA_ERR_ARG, "thread count %d is above 256", n_threads);
+  r->n_threads = n_threads;
+  r->cpu_path = pa_cpu_describe();
+  snprintf(r->model_name, sizeof r->model_name, "%s", base_name(p->model_path));
+
+  /* fail on a missing model before spending seconds on the probes */
+  if (access(p->model_path, R_OK) != 0)
+    return pa_error(PASADA_ERR_IO, "%s: cannot open: %s", p->model_path, strerror(errno));
+
+  if (!p->skip_ceilings) {
+    PROGRESS(p, "measuring ceilings on %d thread%s...\n", n_threads, n_threads > 1 ? "s" : "");
+    if ((rc = measure_ceilings(n_threads, &r->ceil))) return rc;
+    r->have_ceilings = true;
+    PROGRESS(p, "read %.1f GB/s (%.0f MiB buffer), fp32 FMA %.1f GFLOP/s (%s), int8 dot %.1f GOP/s (%s)\n",
+             r->ceil.read_gbs, (double)r->ceil.read_bytes / (1 << 20), r->ceil.fma_gflops,
+             r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
+  }
+
+  PROGRESS(p, "loading %s\n", p->model_path);
+  pasada_model *model = NULL;
+  pasada_context *ctx = NULL;
+  runner rn = {0};
+  int32_t *prompt = NULL;
+  double *pp_rates = NULL, *tg_rates = NULL;
+  if ((rc = pasada_model_load(p->model_path, NULL, &model))) return rc;
+  pasada_model_stats st;
+  pasada_model_get_stats(model, &st);
+  snprintf(r->arch, sizeof r->arch, "%s", pasada_model_arch(model));
+  memcpy(r->main_type, st.main_type, sizeof r->main_type);
+  memcpy(r->output_type, st.output_type, sizeof r->output_type);
+  r->mixed = st.mixed;
+  r->int8_dot = st.int8_dot;
+  r->n_params_layers = st.n_params_layers;
+  r->n_params_output = st.n_params_output;
+  r->weight_bytes_file = (uint64_t)st.bytes_file_tensors;
+
+  pasada_context_params cp = pasada_context_default_params();
+  int64_t need = (int64_t)p->n_prompt + p->n_gen + 1;
+  if (need > pasada_model_n_ctx_train(model) && pasada_model_n_ctx_train(model) > 0)
+    PROGRESS(p, "note: %lld positions exceed the model's training context %d\n", (long long)need,
+             pasada_model_n_ctx_train(model));
+  if (need > (1 << 22)) {
+    rc = pa_error(PASADA_ERR_ARG, "-p + -n = %lld positions is too many", (long long)need - 1);
+    goto done;
+  }
+  cp.n_ctx = (int32_t)need;
+  cp.n_seq_max = 1;
+  cp.n_batch = p->n_prompt > 0 && p->n_prompt < p->n_batch ? p->n_prompt : p->n_batch;
+  cp.n_threads = n_threads;
+  if ((rc = pasada_context_create(model, &cp, &ctx))) goto done;
+  r->n_batch = cp.n_batch;
+  r->n_ctx = pasada_context_n_ctx(ctx);
+  pasada_kv_stats kvs;
+  pasada_kv_get_stats(ctx, &kvs);
+  r->kv_bytes = (uint64_t)kvs.bytes;
+  double kv_bytes_per_row = 0; /* one position of one layer, K and V */
+  if (kvs.n_blocks > 0 && kvs.block_size > 0 && st.n_layer > 0)
+    kv_bytes_per_row = (double)kvs.bytes / ((double)kvs.n_blocks * kvs.block_size * st.n_layer);
+
+  rn.ctx = ctx;
+  rn.n_vocab = pasada_model_n_vocab(model);
+  rn.n_batch = cp.n_batch;
+  rn.tok = malloc((size_t)rn.n_batch * sizeof(int32_t));
+  rn.pos = malloc((size_t)rn.n_batch * sizeof(int32_t));
+  rn.seq = malloc((size_t)rn.n_batch * sizeof(int32_t));
+  prompt = malloc(((size_t)p->n_prompt + 1) * sizeof(int32_t));
+  pp_rates = calloc((size_t)p->repeats, sizeof(double));
+  tg_rates = calloc((size_t)p->repeats, sizeof(double));
+  if (!rn.tok || !rn.pos || !rn.seq || !prompt || !pp_rates || !tg_rates) {
+    rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+
+  /* Warm-up: touches every weight page (the file is mapped lazily) and lets
+   * the threads and caches settle; not timed. */
+  {
+    uint64_t s = p->seed ^ 0xabcdefull;
+    int32_t n_warm = p->n_prompt < 16 ? p->n_prompt : 16;
+    if (n_warm > rn.n_batch) n_warm = rn.n_batch;
+    for (int32_t i = 0; i < n_warm; i++) prompt[i] = (int32_t)(splitmix64(&s) % (uint64_t)rn.n_vocab);
+    PROGRESS(p, "warm-up\n");
+    if (n_warm && (rc = decode_prompt(&rn, prompt, n_warm, 0))) goto done;
+    int32_t n_gen_warm = p->n_gen < 2 ? p->n_gen : 2;
+    if ((rc = generate(&rn, n_gen_warm, n_warm, 0))) goto done;
+    pasada_seq_truncate(ctx, 0, 0);
+  }
+
+  for (int rep = 0; rep < p->repeats; rep++) {
+    uint64_t s = p->seed + (uint64_t)rep * 0x1000193ull;
+    for (int32_t i = 0; i < p->n_prompt; i++) prompt[i] = (int32_t)(splitmix64(&s) % (uint64_t)rn.n_vocab);
+    int32_t first = (int32_t)(splitmix64(&s) % (uint64_t)rn.n_vocab);
+    pasada_seq_truncate(ctx, 0, 0);
+    double t0 = pa_time_s();
+    if (p->n_prompt && (rc = decode_prompt(&rn, prompt, p->n_prompt, 0))) goto done;
+    double t1 = pa_time_s();
+    if (p->n_gen && (rc = generate(&rn, p->n_gen, p->n_prompt, first))) goto done;
+    double t2 = pa_time_s();
+    pp_rates[rep] = p->n_prompt && t1 > t0 ? p->n_prompt / (t1 - t0) : 0;
+    tg_rates[rep] = p->n_gen && t2 > t1 ? p->n_gen / (t2 - t1) : 0;
+    if (rep == p->repeats - 1) pa_bench_read_rss(&r->rss_bytes, &r->hwm_bytes);
+    PROGRESS(p, "run %d/%d: pp%d %.2f tok/s, tg%d %.2f tok/s\n", rep + 1, p->repeats, p->n_prompt,
+             pp_rates[rep], p->n_gen, tg_rates[rep]);
+  }
+  pasada_seq_truncate(ctx, 0, 0);
+  if (p->n_prompt) r->pp = summarize(pp_rates, p->repeats);
+  if (p->n_gen) r->tg = summarize(tg_rates, p->repeats);
+  derive(model, &st, p, kv_bytes_per_row, r);
+  double budget = (double)r->weight_bytes_file + (double)r->kv_bytes;
+  r->rss_over_budget = budget > 0 ? (double)r->rss_bytes / budget : 0;
+
+done:
+  free(rn.tok);
+  free(rn.pos);
+  free(rn.seq);
+  free(prompt);
+  free(pp_rates);
+  free(tg_rates);
+  pasada_context_free(ctx);
+  pasada_model_free(model);
+  return rc;
+}

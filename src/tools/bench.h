@@ -1,0 +1,96 @@
+/* bench.h: `pasada bench`: prompt-processing (pp) and generation (tg)
+ * throughput of a model, set against the machine's own ceilings measured on
+ * the same threads (read bandwidth, FMA peak, int8-dot peak).
+ * bench_ceilings.c measures the ceilings, bench.c runs the model and
+ * derives the figures, bench_report.c prints them (table or JSON). */
+#ifndef PASADA_BENCH_H
+#define PASADA_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- machine ceilings (bench_ceilings.c) ---- */
+typedef struct {
+  int n_threads;
+  double read_gbs;        /* best pass, 1e9 bytes/s, every thread streaming its part */
+  uint64_t read_bytes;    /* size of the buffer streamed (far above the caches) */
+  double fma_gflops;      /* fp32 FMA, independent chains in registers */
+  const char *fma_isa;    /* "avx512", "avx2", "scalar" */
+  double int8_gops;       /* 8-bit multiply-adds counted as 2 ops */
+  const char *int8_isa;   /* "avx512_vnni", "avx_vnni", "avx2", "scalar" */
+} pa_bench_ceilings;
+
+/* Measures the three ceilings on n_threads threads. buffer_bytes 0 picks the
+ * read buffer's size: max(1 GiB, 4 x the last-level cache), capped at a
+ * quarter of the available memory. Returns a pasada_status (message set). */
+int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_ceilings *out);
+
+/* ---- the benchmark (bench.c) ---- */
+typedef struct {
+  const char *model_path;
+  int32_t n_prompt;      /* pp tokens (0: no pp; tg then starts at position 0) */
+  int32_t n_gen;         /* tg tokens (0: no tg) */
+  int32_t n_threads;     /* 0: every online core */
+  int32_t repeats;
+  int32_t n_batch;       /* tokens per pasada_decode during pp */
+  uint64_t seed;         /* prompt token ids */
+  double price_per_hour; /* < 0: no cost figures */
+  bool skip_ceilings;
+  bool progress;         /* lines on stderr while it runs */
+} pa_bench_params;
+
+void pa_bench_default_params(pa_bench_params *p);
+
+typedef struct {
+  double min, median, max; /* tok/s over the repeats */
+} pa_bench_rate;
+
+typedef struct {
+  /* conditions */
+  char model_name[256];
+  char arch[32];
+  char main_type[16], output_type[16];
+  bool mixed, int8_dot;
+  const char *cpu_path; /* the best kernel path of this CPU (pa_cpu_describe) */
+  int32_t n_threads, n_batch, n_ctx;
+  int64_t n_params_layers, n_params_output;
+  uint64_t weight_bytes_file; /* every tensor in the file */
+  /* ceilings (zero when skipped) */
+  pa_bench_ceilings ceil;
+  bool have_ceilings;
+  /* prompt processing */
+  pa_bench_rate pp;
+  double pp_flops_per_run;       /* layer matmuls x tokens, output x 1, attention */
+  double pp_gflops;              /* at the median rate */
+  double pp_pct_fma, pp_pct_int8; /* of the measured peaks (int8: quantized weights only) */
+  /* generation */
+  pa_bench_rate tg;
+  double tg_weight_bytes;        /* per token: layer + output matrices, one embedding row */
+  double tg_kv_bytes;            /* per token: KV read at the average context length */
+  double tg_avg_ctx;
+  double tg_gbs;                 /* at the median rate */
+  double tg_pct_bw;
+  /* memory */
+  uint64_t rss_bytes;            /* VmRSS right after the last generation */
+  uint64_t hwm_bytes;            /* VmHWM: peak */
+  uint64_t kv_bytes;             /* the whole KV pool */
+  double rss_over_budget;        /* rss / (weights in file + KV pool) */
+  /* cost per million tokens at price_per_hour (< 0 when not asked) */
+  double pp_usd_per_mtok, tg_usd_per_mtok;
+} pa_bench_result;
+
+/* Runs the whole benchmark. Returns a pasada_status; on failure the reason
+ * is in pasada_last_error(). */
+int pa_bench_run(const pa_bench_params *p, pa_bench_result *r);
+
+/* ---- reports (bench_report.c) ---- */
+void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_result *r);
+/* Exactly one JSON object and a newline; returns 0, or -1 if out of memory. */
+int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result *r);
+
+/* /proc/self/status fields in bytes (0 when unreadable). */
+void pa_bench_read_rss(uint64_t *rss, uint64_t *hwm);
+
+#endif

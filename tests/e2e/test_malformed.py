@@ -1,0 +1,102 @@
+"""Malformed GGUF files through the CLI: every file of the corpus
+(tests/fixtures/malformed, made by scripts/make-malformed-gguf.py) must make
+`pasada info FILE` and `pasada run -m FILE -p hi -n 1` exit with status 1 and
+print exactly one line on stderr, starting "pasada: ", with no sanitizer
+report, on the release build and on the AddressSanitizer + UBSan build.
+
+Files named tok-* and model-* are valid GGUF with one defect the tokenizer or
+the model loader must catch; their line must name what is wrong (HINTS). The
+others are caught by the GGUF reader; their line must name the file. The valid
+tiny model the corpus derives from must be accepted."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import ASAN_BUILD, BUILD, FIXTURES
+
+MALFORMED = FIXTURES / "malformed"
+VALID = FIXTURES / "tiny-llama-valid.gguf"
+CORPUS = sorted(p.name for p in MALFORMED.glob("*.gguf"))
+
+# What the one line must mention (any of, case-insensitive) for files that
+# only a later loader can reject: proof they fail for their own defect.
+HINTS = {
+    "tok-scores-length-mismatch": ["scores"],
+    "tok-token-type-length-mismatch": ["token_type"],
+    "tok-tokens-wrong-type": ["tokenizer.ggml.tokens"],
+    "tok-tokens-missing": ["tokenizer.ggml.tokens"],
+    "tok-bos-id-out-of-range": ["bos"],
+    "tok-eos-id-out-of-range": ["eos"],
+    "tok-merges-wrong-type": ["merges"],
+    "tok-merges-not-an-array": ["merges"],
+    "tok-model-unknown": ["no-such-tokenizer", "tokenizer.ggml.model"],
+    "model-missing-block-count": ["block_count"],
+    "model-head-count-zero": ["head_count"],
+    "model-head-count-kv-not-dividing": ["head_count"],
+    "model-attn-q-wrong-shape": ["attn_q"],
+    "model-token-embd-wrong-shape": ["token_embd"],
+    "model-missing-ffn-down": ["ffn_down"],
+    "model-block-count-too-large": ["blk.1.", "block_count"],
+}
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
+                   "runtime error:", "SUMMARY: ")
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
+COMMANDS = {
+    "info": lambda path: ["info", str(path)],
+    "run": lambda path: ["run", "-m", str(path), "-p", "hi", "-n", "1"],
+}
+
+
+def test_corpus_is_complete():
+    assert len(CORPUS) >= 40, "run scripts/make-malformed-gguf.py"
+    missing = set(HINTS) - {name[:-5] for name in CORPUS}
+    assert not missing, f"HINTS names files that are not in the corpus: {missing}"
+
+
+def binary(kind):
+    path = (BUILD if kind == "release" else ASAN_BUILD) / "pasada"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run scripts/test (it builds what tests need)")
+    return path
+
+
+def run_cli(kind, args):
+    env = dict(os.environ, **SAN_ENV) if kind == "asan" else None
+    return subprocess.run([str(binary(kind)), *args], capture_output=True, text=True,
+                          errors="replace", timeout=120, env=env)
+
+
+@pytest.mark.parametrize("kind", ["release", "asan"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("name", CORPUS)
+def test_malformed_rejected(kind, command, name):
+    path = MALFORMED / name
+    res = run_cli(kind, COMMANDS[command](path))
+    where = f"pasada {command} {name} ({kind}): exit {res.returncode}\nstderr:\n{res.stderr[-3000:]}"
+    assert not any(m in res.stderr for m in SANITIZER_MARKS), "sanitizer report: " + where
+    assert res.returncode == 1, where
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and res.stderr.endswith("\n"), "expected one line: " + where
+    line = lines[0]
+    assert line.startswith("pasada: "), where
+    stem = name[:-5]
+    if stem in HINTS:
+        assert any(h.lower() in line.lower() for h in HINTS[stem]), \
+            f"the message does not say what is wrong (expected one of {HINTS[stem]}): " + where
+    elif stem.startswith(("tok-", "model-")):
+        pytest.fail(f"{name}: add the words its message must contain to HINTS")
+    else:
+        assert name in line, "the message does not name the file: " + where
+
+
+@pytest.mark.parametrize("kind", ["release", "asan"])
+def test_valid_tiny_model_accepted(kind):
+    res = run_cli(kind, ["info", str(VALID)])
+    assert res.returncode == 0, f"pasada info {VALID.name} ({kind}): {res.stderr[-3000:]}"
+    assert not any(m in res.stderr for m in SANITIZER_MARKS), res.stderr[-3000:]
+    # The corpus's tok-*/model-* files must fail for their one defect, so the
+    # base they are made from must also run.
+    res = run_cli(kind, COMMANDS["run"](VALID))
+    assert res.returncode == 0, f"pasada run -m {VALID.name} ({kind}): {res.stderr[-3000:]}"
+    assert not any(m in res.stderr for m in SANITIZER_MARKS), res.stderr[-3000:]

@@ -1,0 +1,370 @@
+/* test_kernels.c: the CPU kernel tables against their specification.
+ *
+ * 1. Every SIMD vec_dot against the reference vec_dot on random rows of
+ *    awkward lengths. Bound: |simd - ref| <= 1e-5 * M, M = sum_i |x_i| *
+ *    (|w_i| + |w0_i|), where w0 is the row with its quant payload zeroed
+ *    (the block offsets: -8d, m, -dmin*m...). Every float term either path
+ *    adds is at most M in size, and both round each term and each partial
+ *    sum to float (~6e-8 relative), so 1e-5 leaves room for long rows.
+ *    The int8 paths agree far more closely: their integer sums are exact.
+ * 2. Every SIMD activation quantizer against the reference: identical bytes
+ *    (both round x * (1/d) to nearest even; a test row is made of ties).
+ * 3. The reference vec_dot against dequantize(w) . dequantize(x) in double:
+ *    same bound, plus for Q4_1/Q5_1 the rounding of Q8_1's s = d * sum(q)
+ *    to fp16 (|m * s| * 2^-10 per block), which dequantized rows lack.
+ * 4. pa_matmul with 1, 2, 3 threads, 1, 3, 17 tokens, 37 rows, strided x
+ *    and y, with each table, against a double loop over dequantized weights
+ *    and the same quantized activations (reference quantizer), same bound.
+ * Returns 0 when all pass; prints each failure with type, n and path. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+
+static int failures;
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static uint64_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static float rnd_unit(void) { return (float)((double)(rng() >> 11) / 9007199254740992.0); } /* [0,1) */
+static float rnd_sym(void) { return 2.0f * rnd_unit() - 1.0f; }
+
+static const pa_type weight_types[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0,
+                                       PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0,
+                                       PA_TYPE_Q2_K, PA_TYPE_Q3_K, PA_TYPE_Q4_K, PA_TYPE_Q5_K,
+                                       PA_TYPE_Q6_K};
+#define N_WEIGHT_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
+
+/* Where a block keeps its fp16 scales, and its quant payload (bytes that
+ * are zeroed to find the block offsets). */
+typedef struct {
+  pa_type type;
+  int n_f16;
+  size_t f16_at[2];
+  int n_payload;
+  size_t payload_at[2], payload_size[2];
+} block_shape;
+
+#define F16S(a) 1, {a, 0}
+#define F16S2(a, b) 2, {a, b}
+#define PAY(s, f) 1, {offsetof(s, f), 0}, {sizeof(((s *)0)->f), 0}
+#define PAY2(s, f, g) 2, {offsetof(s, f), offsetof(s, g)}, {sizeof(((s *)0)->f), sizeof(((s *)0)->g)}
+static const block_shape shapes[] = {
+    {PA_TYPE_Q4_0, F16S(offsetof(block_q4_0, d)), PAY(block_q4_0, qs)},
+    {PA_TYPE_Q4_1, F16S2(offsetof(block_q4_1, d), offsetof(block_q4_1, m)), PAY(block_q4_1, qs)},
+    {PA_TYPE_Q5_0, F16S(offsetof(block_q5_0, d)), PAY2(block_q5_0, qh, qs)},
+    {PA_TYPE_Q5_1, F16S2(offsetof(block_q5_1, d), offsetof(block_q5_1, m)), PAY2(block_q5_1, qh, qs)},
+    {PA_TYPE_Q8_0, F16S(offsetof(block_q8_0, d)), PAY(block_q8_0, qs)},
+    {PA_TYPE_Q2_K, F16S2(offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)), PAY(block_q2_K, qs)},
+    {PA_TYPE_Q3_K, F16S(offsetof(block_q3_K, d)), PAY2(block_q3_K, hmask, qs)},
+    {PA_TYPE_Q4_K, F16S2(offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)), PAY(block_q4_K, qs)},
+    {PA_TYPE_Q5_K, F16S2(offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)), PAY2(block_q5_K, qh, qs)},
+    {PA_TYPE_Q6_K, F16S(offsetof(block_q6_K, d)), PAY2(block_q6_K, ql, qh)},
+};
+
+static const block_shape *shape_of(pa_type t) {
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    if (shapes[i].type == t) return &shapes[i];
+  return NULL;
+}
+
+static void put_f16(uint8_t *p, float f) {
+  pa_f16 h = pa_f32_to_f16(f);
+  memcpy(p, &h, 2);
+}
+
+/* A random row of n elements of `type` into dst (pa_row_size bytes). */
+static void random_weights(pa_type type, int64_t n, uint8_t *dst) {
+  const pa_type_traits *t = pa_type_get(type);
+  if (!t->quantized) {
+    float *f = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) f[i] = rnd_sym();
+    f[rng() % (uint64_t)n] = 0.75f; /* never all zeros */
+    t->from_float(f, dst, n);
+    free(f);
+    return;
+  }
+  const size_t bytes = pa_row_size(type, n);
+  for (size_t i = 0; i < bytes; i++) dst[i] = (uint8_t)rng();
+  const block_shape *s = shape_of(type);
+  for (int64_t b = 0; b < n / t->block_size; b++) {
+    uint8_t *blk = dst + (size_t)b * t->type_size;
+    for (int k = 0; k < s->n_f16; k++) {
+      /* magnitudes 1e-3 .. 1e-1, either sign */
+      float mag = 1e-3f * powf(100.0f, rnd_unit());
+      put_f16(blk + s->f16_at[k], (rng() & 1) ? mag : -mag);
+    }
+  }
+}
+
+/* Dequantized row and the block offsets (payload zeroed), as floats. */
+static void dequantize_with_offsets(pa_type type, int64_t n, const uint8_t *row, float *w, float *w0) {
+  const pa_type_traits *t = pa_type_get(type);
+  t->to_float(row, w, n);
+  const block_shape *s = shape_of(type);
+  if (!s) {
+    memset(w0, 0, (size_t)n * sizeof(float));
+    return;
+  }
+  const size_t bytes = pa_row_size(type, n);
+  uint8_t *z = pa_alloc(bytes);
+  memcpy(z, row, bytes);
+  for (int64_t b = 0; b < n / t->block_size; b++)
+    for (int k = 0; k < s->n_payload; k++)
+      memset(z + (size_t)b * t->type_size + s->payload_at[k], 0, s->payload_size[k]);
+  t->to_float(z, w0, n);
+  pa_free(z);
+}
+
+static void random_floats(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = rnd_sym() * (1.0f + 4.0f * (float)((rng() & 63) == 0));
+  x[rng() % (uint64_t)n] = -1.5f;
+}
+
+/* The extra error allowance of Q4_1/Q5_1: sum over blocks |m| * |s| * 2^-10. */
+static double min_term_allowance(pa_type type, int64_t n, const uint8_t *w, const uint8_t *xq) {
+  if (type != PA_TYPE_Q4_1 && type != PA_TYPE_Q5_1) return 0.0;
+  const pa_type_traits *t = pa_type_get(type);
+  double sum = 0.0;
+  for (int64_t b = 0; b < n / 32; b++) {
+    pa_f16 m, s;
+    memcpy(&m, w + (size_t)b * t->type_size + 2, 2); /* m follows d in both */
+    memcpy(&s, xq + (size_t)b * sizeof(block_q8_1) + offsetof(block_q8_1, s), 2);
+    sum += fabs((double)pa_f16_to_f32(m) * pa_f16_to_f32(s)) * (1.0 / 1024.0);
+  }
+  return sum;
+}
+
+static const pa_cpu_kernels *tables[4];
+static int n_tables;
+
+static int64_t sizes_for(pa_type type, int64_t out[8]) {
+  const pa_type_traits *t = pa_type_get(type);
+  if (!t->quantized) {
+    const int64_t s[] = {1, 7, 33, 1000, 4096 + 13};
+    memcpy(out, s, sizeof s);
+    return 5;
+  }
+  const int64_t mult[] = {1, 3, 7, 13};
+  for (int i = 0; i < 4; i++) out[i] = t->block_size * mult[i];
+  return 4;
+}
+
+/* Tests 1 and 3 for one type and one length. */
+static void check_vec_dot(pa_type type, int64_t n) {
+  const pa_type_traits *t = pa_type_get(type);
+  const pa_type vt = t->vec_dot_type;
+  const pa_type_traits *vtt = pa_type_get(vt);
+  const pa_cpu_kernels *ref = pa_kernels_reference();
+  uint8_t *w = pa_alloc(pa_row_size(type, n));
+  uint8_t *xq = pa_alloc(pa_row_size(vt, n) + sizeof(float) * (size_t)n);
+  float *x = pa_alloc(sizeof(float) * (size_t)n), *xd = pa_alloc(sizeof(float) * (size_t)n);
+  float *wd = pa_alloc(sizeof(float) * (size_t)n), *w0 = pa_alloc(sizeof(float) * (size_t)n);
+  for (int trial = 0; trial < 4; trial++) {
+    random_weights(type, n, w);
+    random_floats(x, n);
+    ref->quantize_row[vt](x, xq, n);
+    vtt->to_float(xq, xd, n);
+    dequantize_with_offsets(type, n, w, wd, w0);
+    double exact = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+      exact += (double)wd[i] * xd[i];
+      mag += fabs((double)xd[i]) * (fabs((double)wd[i]) + fabs((double)w0[i]));
+    }
+    const double tol = 1e-5 * mag + 1e-30;
+    float want;
+    ref->vec_dot[type](n, &want, w, xq);
+    const double tol3 = tol + min_term_allowance(type, n, w, xq);
+    if (!(fabs(want - exact) <= tol3)) {
+      printf("FAIL ref-vs-dequant type=%s n=%lld path=scalar: ref %.9g, dequant dot %.9g, tol %.3g\n",
+             t->name, (long long)n, want, exact, tol3);
+      failures++;
+    }
+    for (int k = 1; k < n_tables; k++) {
+      float got;
+      tables[k]->vec_dot[type](n, &got, w, xq);
+      if (!(fabs((double)got - want) <= tol)) {
+        printf("FAIL vec_dot type=%s n=%lld path=%s: got %.9g, ref %.9g, |diff| %.3g > tol %.3g\n",
+               t->name, (long long)n, tables[k]->name, got, want, fabs((double)got - want), tol);
+        failures++;
+      }
+    }
+  }
+  pa_free(w);
+  pa_free(xq);
+  pa_free(x);
+  pa_free(xd);
+  pa_free(wd);
+  pa_free(w0);
+}
+
+/* Test 2 for one activation type. */
+static void check_quantizer(pa_type vt) {
+  const pa_type_traits *t = pa_type_get(vt);
+  const pa_cpu_kernels *ref = pa_kernels_reference();
+  const int64_t n = t->block_size * 37;
+  float *x = pa_alloc(sizeof(float) * (size_t)n);
+  const size_t bytes = pa_row_size(vt, n);
+  uint8_t *want = pa_alloc(bytes), *got = pa_alloc(bytes);
+  for (int trial = 0; trial < 4; trial++) {
+    random_floats(x, n);
+    if (trial == 1) /* a zero block, then blocks of exact ties: max 127 gives d = 1 */
+      for (int64_t i = 0; i < n; i++)
+        x[i] = i < t->block_size ? 0.0f : (i % 7 == 0 ? 127.0f : (float)((int)(rng() % 253) - 126) + 0.5f);
+    if (trial == 2) /* tiny and huge magnitudes (fp16 subnormal and large scales) */
+      for (int64_t i = 0; i < n; i++) x[i] *= (i / t->block_size) % 2 ? 1e-6f : 3e3f;
+    ref->quantize_row[vt](x, want, n);
+    for (int k = 1; k < n_tables; k++) {
+      memset(got, 0xAB, bytes);
+      tables[k]->quantize_row[vt](x, got, n);
+      if (memcmp(got, want, bytes) != 0) {
+        size_t first = 0;
+        while (got[first] == want[first]) first++;
+        printf("FAIL quantize type=%s n=%lld path=%s trial=%d: bytes differ from offset %zu (block %zu)\n",
+               t->name, (long long)n, tables[k]->name, trial, first, first / t->type_size);
+        failures++;
+      }
+    }
+  }
+  pa_free(x);
+  pa_free(want);
+  pa_free(got);
+}
+
+/* Test 4 for one weight type, with the table currently set. */
+static void check_matmul(pa_type type, pa_pool **pools, const char *path) {
+  const pa_type_traits *t = pa_type_get(type);
+  const pa_type vt = t->vec_dot_type;
+  const pa_type_traits *vtt = pa_type_get(vt);
+  const int64_t rows = 37, cols = t->quantized ? t->block_size * 3 : 45;
+  const int64_t max_tok = 17, x_stride = cols + 5, y_stride = rows + 3;
+  const size_t row_bytes = pa_row_size(type, cols);
+  uint8_t *wdata = pa_alloc(row_bytes * (size_t)rows);
+  float *wd = pa_alloc(sizeof(float) * (size_t)(rows * cols));
+  float *w0 = pa_alloc(sizeof(float) * (size_t)(rows * cols));
+  for (int64_t r = 0; r < rows; r++) {
+    random_weights(type, cols, wdata + (size_t)r * row_bytes);
+    dequantize_with_offsets(type, cols, wdata + (size_t)r * row_bytes, wd + r * cols, w0 + r * cols);
+  }
+  const pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = wdata};
+  float *x = pa_alloc(sizeof(float) * (size_t)(max_tok * x_stride));
+  float *y = pa_alloc(sizeof(float) * (size_t)(max_tok * y_stride));
+  float *xd = pa_alloc(sizeof(float) * (size_t)(max_tok * cols));
+  uint8_t *xq = pa_alloc(pa_row_size(vt, cols) + 4 * (size_t)cols);
+  for (int64_t tk = 0; tk < max_tok; tk++) {
+    random_floats(x + tk * x_stride, cols);
+    pa_kernels_reference()->quantize_row[vt](x + tk * x_stride, xq, cols);
+    vtt->to_float(xq, xd + tk * cols, cols);
+  }
+  /* get_row gives the dequantized row */
+  float *row = pa_alloc(sizeof(float) * (size_t)cols);
+  pa_matrix_get_row(&m, 5, row);
+  if (memcmp(row, wd + 5 * cols, sizeof(float) * (size_t)cols) != 0) {
+    printf("FAIL get_row type=%s\n", t->name);
+    failures++;
+  }
+  const int64_t toks[] = {1, 3, 17};
+  for (int p = 0; p < 3; p++)
+    for (int ti = 0; ti < 3; ti++) {
+      const int64_t nt = toks[ti];
+      void *work = pa_alloc(pa_matmul_work_size(&m, nt));
+      for (int64_t i = 0; i < max_tok * y_stride; i++) y[i] = -12345.0f;
+      pa_matmul(pools[p], &m, x, x_stride, y, y_stride, nt, work);
+      for (int64_t tk = 0; tk < max_tok; tk++)
+        for (int64_t r = 0; r < y_stride; r++) {
+          const float got = y[tk * y_stride + r];
+          if (tk >= nt || r >= rows) {
+            if (got != -12345.0f) {
+              printf("FAIL matmul type=%s path=%s threads=%d tokens=%lld: wrote outside y at [%lld][%lld]\n",
+                     t->name, path, p + 1, (long long)nt, (long long)tk, (long long)r);
+              failures++;
+            }
+            continue;
+          }
+          double exact = 0.0, mag = 0.0;
+          const float *xr = xd + tk * cols;
+          for (int64_t c = 0; c < cols; c++) {
+            exact += (double)wd[r * cols + c] * xr[c];
+            mag += fabs((double)xr[c]) * (fabs((double)wd[r * cols + c]) + fabs((double)w0[r * cols + c]));
+          }
+          double tol = 1e-5 * mag + 1e-30;
+          if (vt == PA_TYPE_Q8_1) {
+            pa_kernels_reference()->quantize_row[vt](x + tk * x_stride, xq, cols);
+            tol += min_term_allowance(type, cols, wdata + (size_t)r * row_bytes, xq);
+          }
+          if (!(fabs(got - exact) <= tol)) {
+            printf("FAIL matmul type=%s n=%lld path=%s threads=%d tokens=%lld y[%lld][%lld]: got %.9g, want "
+                   "%.9g, tol %.3g\n",
+                   t->name, (long long)cols, path, p + 1, (long long)nt, (long long)tk, (long long)r, got,
+                   exact, tol);
+            failures++;
+          }
+        }
+      pa_free(work);
+    }
+  pa_free(row);
+  pa_free(wdata);
+  pa_free(wd);
+  pa_free(w0);
+  pa_free(x);
+  pa_free(y);
+  pa_free(xd);
+  pa_free(xq);
+}
+
+int main(void) {
+  tables[n_tables++] = pa_kernels_reference();
+  const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
+  for (int i = 0; i < 3; i++)
+    if (simd[i]) tables[n_tables++] = simd[i];
+  printf("cpu: %s; best table: %s; testing:", pa_cpu_describe(), pa_kernels_best()->name);
+  for (int k = 0; k < n_tables; k++) printf(" %s", tables[k]->name);
+  printf("\n");
+
+  for (int k = 0; k < n_tables; k++)
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) {
+      const pa_type vt = pa_type_get(weight_types[i])->vec_dot_type;
+      if (!tables[k]->vec_dot[weight_types[i]] || !tables[k]->quantize_row[vt]) {
+        printf("FAIL table %s lacks type %s\n", tables[k]->name, pa_type_name(weight_types[i]));
+        failures++;
+      }
+    }
+  if (failures) return 1;
+
+  for (int i = 0; i < N_WEIGHT_TYPES; i++) {
+    int64_t sizes[8];
+    const int64_t ns = sizes_for(weight_types[i], sizes);
+    for (int64_t s = 0; s < ns; s++) check_vec_dot(weight_types[i], sizes[s]);
+  }
+  const pa_type acts[] = {PA_TYPE_Q8_0, PA_TYPE_Q8_1, PA_TYPE_Q8_K};
+  for (int i = 0; i < 3; i++) check_quantizer(acts[i]);
+
+  pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
+  for (int k = 0; k < n_tables; k++) {
+    pa_kernels_set(tables[k]);
+    if (pa_kernels_current() != tables[k]) {
+      printf("FAIL pa_kernels_set(%s) not current\n", tables[k]->name);
+      failures++;
+    }
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) check_matmul(weight_types[i], pools, tables[k]->name);
+  }
+  pa_kernels_set(NULL);
+  if (pa_kernels_current() != pa_kernels_best()) {
+    printf("FAIL pa_kernels_set(NULL) does not restore the best table\n");
+    failures++;
+  }
+  pa_pool_free(pools[1]);
+  pa_pool_free(pools[2]);
+
+  printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
+  return failures ? 1 : 0;
+}
