@@ -74,6 +74,21 @@ def log_softmax(x):
     return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
+def no_extra_buffers():
+    """Loads models without ggml's extra CPU buffer types (AMX, weight repacking).
+    The AMX path of the build faults with SIGILL where the CPU advertises AMX but
+    the (virtual) machine does not enable its tile state; the plain kernels
+    compute the same quantized dot products."""
+    default = llama_cpp.llama_cpp.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    llama_cpp.llama_cpp.llama_model_default_params = params
+
+
 def make(name, path, out, k):
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_batch=256, n_ubatch=256,
                           n_threads=N_THREADS, n_threads_batch=N_THREADS, logits_all=True,
@@ -147,6 +162,7 @@ def main():
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    no_extra_buffers()
     for name, file in MODELS.items():
         make(name, pathlib.Path(args.models) / file, out, args.k)
 

@@ -5,14 +5,21 @@ renderings for tests/e2e/test_tokenizer.py.
 Needs the heavy venv (transformers, tokenizers, sentencepiece, gguf, jinja2); CI never runs it:
     /root/.cache/pasada/ref-venv/bin/python scripts/make-tokenizer-fixtures.py [MODELS_DIR]
 
-The reference is each model's original tokenizer as transformers rebuilds it from the GGUF
-metadata (AutoTokenizer.from_pretrained(dir, gguf_file=name)). Every id list is also checked
-against a second reference built independently from the same metadata, and the script stops
-if the two disagree anywhere:
-  * SmolLM2: a `tokenizers` BPE with SmolLM2's published pipeline (Digits(individual_digits)
-    then ByteLevel), which transformers' GGUF path does not set up (it uses plain ByteLevel);
+The first reference is each model's tokenizer as transformers rebuilds it from the GGUF
+metadata (AutoTokenizer.from_pretrained(dir, gguf_file=name)). Every id list is also computed
+by a second reference built independently from the same metadata, closer to the original:
+  * SmolLM2: a `tokenizers` BPE with SmolLM2's own pipeline, Digits(individual_digits=True)
+    then ByteLevel (llama.cpp's "smollm" pre-tokenizer: \p{N} then the GPT-2 regex).
+    transformers' GGUF path sets up plain ByteLevel, without the digit split, so it differs
+    where a number character touches a space or a newline (" ½" -> "Ġ½"; "2\n\n1." splits
+    the newlines "\n","\n" instead of "\n\n"; "𝟏𝟐𝟑" merges across digits).
   * Gemma 3: the `sentencepiece` library running a ModelProto made from the GGUF's pieces,
-    scores and types (the form Gemma's tokenizer.model has).
+    scores and types (what Gemma's tokenizer.model is: SentencePiece BPE, byte fallback, no
+    dummy prefix). transformers' GGUF path turns the user-defined space runs ("  " .. 31
+    spaces) into BPE merges, so a run longer than 31 spaces splits differently (40 spaces:
+    16+24 instead of SentencePiece's greedy 31+9).
+The fixture's ids are the independent reference's (they equal transformers' everywhere else);
+cases where transformers differs keep its ids under "transformers_ids", for the record.
 Gemma 3's GGUF has no chat template, so the official Gemma 3 template (google/gemma-3-*-it,
 tokenizer_config.json) is set on the tokenizer and rendered by transformers (jinja2).
 """
@@ -225,8 +232,12 @@ def smollm2_independent(path):
     ])
     tk.decoder = decoders.ByteLevel()
     tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3])
-    tk.encode_special_tokens = True
-    return lambda s: tk.encode(s, add_special_tokens=False).ids
+
+    def encode(s, parse_special):
+        tk.encode_special_tokens = not parse_special
+        return tk.encode(s, add_special_tokens=False).ids
+
+    return encode
 
 
 def gemma3_independent(path):
@@ -252,7 +263,26 @@ def gemma3_independent(path):
         p.score = sc
         p.type = 2 if i == 3 else ty  # <unk> is CONTROL in the GGUF, UNKNOWN in SentencePiece
     sp = spm.SentencePieceProcessor(model_proto=m.SerializeToString())
-    return lambda s: sp.encode(s)
+    # SentencePiece never reads control tokens in the text; with parse_special the text is cut
+    # at them first (leftmost-longest, as Hugging Face's added-token matcher) and each stretch
+    # encoded on its own.
+    controls = sorted({t for t, ty in zip(tokens, types) if ty == 3}, key=len, reverse=True)
+    by_text = {t: i for i, t in reversed(list(enumerate(tokens)))}
+
+    def encode(s, parse_special):
+        if not parse_special:
+            return sp.encode(s)
+        ids, start, i = [], 0, 0
+        while i < len(s):
+            hit = next((c for c in controls if s.startswith(c, i)), None) if s[i] == "<" or s[i] == "[" else None
+            if hit is None:
+                i += 1
+                continue
+            ids += sp.encode(s[start:i]) + [by_text[hit]]
+            i = start = i + len(hit)
+        return ids + sp.encode(s[start:])
+
+    return encode
 
 
 def hf_encode(tok, s, parse_special):
@@ -274,13 +304,15 @@ def build(name, independent):
     strings.append(long_text(strings))
     cases, disagreements = [], []
     for s in strings:
-        ids = hf_encode(tok, s, parse_special=False)
-        ids_special = hf_encode(tok, s, parse_special=True)
-        ref = other(s)
-        if list(ref) != list(ids):
-            disagreements.append({"text": s, "transformers": ids, "independent": list(ref)})
-        decoded = tok.backend_tokenizer.decode(ids, skip_special_tokens=False)
-        cases.append({"text": s, "ids": ids, "ids_special": ids_special, "decoded": decoded})
+        case = {"text": s}
+        for key, parse_special in [("ids", False), ("ids_special", True)]:
+            hf, ref = hf_encode(tok, s, parse_special), list(other(s, parse_special))
+            case[key] = ref
+            if hf != ref:
+                case["transformers_" + key] = hf
+                disagreements.append({"text": s, "parse_special": parse_special, "transformers": hf, "independent": ref})
+        case["decoded"] = tok.backend_tokenizer.decode(case["ids"], skip_special_tokens=False)
+        cases.append(case)
     chats = []
     for messages, gen in CONVERSATIONS:
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
@@ -300,17 +332,15 @@ def build(name, independent):
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    failed = False
     for name, independent in [(SMOLLM2, smollm2_independent), (GEMMA3, gemma3_independent)]:
         doc, disagreements = build(name, independent)
         out = OUT / ("smollm2.json" if name == SMOLLM2 else "gemma3.json")
         out.write_text(json.dumps(doc, ensure_ascii=True, indent=1) + "\n")
         print(f"{out.relative_to(ROOT)}: {len(doc['cases'])} strings, {len(doc['chat'])} chats, "
-              f"{len(disagreements)} disagreements with the independent reference")
+              f"{len(disagreements)} id lists where transformers' GGUF rebuild differs (kept as transformers_ids)")
         for d in disagreements[:20]:
-            print("  DISAGREE", json.dumps(d, ensure_ascii=False)[:400])
-        failed |= bool(disagreements)
-    sys.exit(1 if failed else 0)
+            print("  differs:", json.dumps(d, ensure_ascii=False)[:300])
+
 
 
 if __name__ == "__main__":

@@ -3,10 +3,14 @@
  * generation counter, does its own share, and waits for the others. */
 #include "base/threadpool.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -18,7 +22,19 @@ struct pa_pool {
   _Alignas(64) atomic_uint generation;
   _Alignas(64) atomic_int remaining;
   _Alignas(64) atomic_int stop;
+  atomic_int sleepers;
 };
+
+/* After this many pause-spins a waiting worker sleeps on a futex, so an
+ * idle or oversubscribed machine does not burn a core per worker. */
+#define SPIN_LIMIT 50000
+
+static void futex_wait(atomic_uint *addr, unsigned expected) {
+  syscall(SYS_futex, (unsigned *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+static void futex_wake_all(atomic_uint *addr) {
+  syscall(SYS_futex, (unsigned *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
 
 typedef struct {
   pa_pool *pool;
@@ -35,9 +51,14 @@ static void *worker_main(void *p) {
     int spins = 0;
     while ((g = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
       if (atomic_load_explicit(&pool->stop, memory_order_relaxed)) return NULL;
-      if (++spins > 20000) sched_yield();
+      if (++spins > SPIN_LIMIT) {
+        atomic_fetch_add(&pool->sleepers, 1);
+        futex_wait(&pool->generation, seen);
+        atomic_fetch_sub(&pool->sleepers, 1);
+        spins = 0;
+      }
 #if defined(__x86_64__)
-      else __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
     }
     seen = g;
@@ -75,6 +96,7 @@ void pa_pool_free(pa_pool *pool) {
   if (!pool) return;
   atomic_store(&pool->stop, 1);
   atomic_fetch_add(&pool->generation, 1);
+  futex_wake_all(&pool->generation);
   for (int i = 1; i < pool->n; i++) pthread_join(pool->threads[i], NULL);
   free(pool->threads);
   pa_free(pool);
@@ -90,11 +112,12 @@ void pa_pool_run(pa_pool *pool, pa_pool_fn fn, void *arg) {
   pool->fn = fn;
   pool->arg = arg;
   atomic_store_explicit(&pool->remaining, pool->n - 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0) futex_wake_all(&pool->generation);
   fn(arg, 0, pool->n);
   int spins = 0;
   while (atomic_load_explicit(&pool->remaining, memory_order_acquire) > 0) {
-    if (++spins > 20000) sched_yield();
+    if (++spins > SPIN_LIMIT) sched_yield();
 #if defined(__x86_64__)
     else __builtin_ia32_pause();
 #endif

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,8 @@ static uint64_t hash_basis(void) {
   if (b == 0) {
     if (getentropy(&b, sizeof b) != 0) b = (uint64_t)(uintptr_t)&basis ^ (uint64_t)time(NULL);
     b |= 1;
-    basis = b;
+    uint64_t unset = 0; /* the first thread's basis wins, for every table */
+    if (!atomic_compare_exchange_strong(&basis, &unset, b)) b = unset;
   }
   return b;
 }

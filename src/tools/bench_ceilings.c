@@ -197,7 +197,7 @@ __attribute__((target("avx512f,avx512vnni"))) static double int8_avx512vnni(int6
 }
 
 /* int8 dot, AVX-VNNI (VEX, 256-bit): 32 multiply-adds per instruction. */
-#define DP256(r) "{vex} vpdpbusd %%ymm1, %%ymm0, %%ymm" #r "\n\t"
+#define DP256(r) "%{vex%} vpdpbusd %%ymm1, %%ymm0, %%ymm" #r "\n\t"
 __attribute__((target("avx2,avxvnni"))) static double int8_avxvnni(int64_t iters, uint64_t *sink) {
   int32_t a = 0x05050505, b = 0x03fd03fd;
   int64_t n = iters;

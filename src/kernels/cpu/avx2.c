@@ -326,10 +326,12 @@ static AVX2 void dot_q2_K(int64_t n, float *out, const void *w, const void *x) {
     const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0F)));
     const int msum = scaled_bsums(b[i].bsums, m16);
     __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       const __m256i both = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
                              : _mm256_permute2x128_si256(sc16, sc16, 0x00);
       const __m256i qs = load256(a[i].qs + 32 * h);
+#pragma GCC unroll 4
       for (int k = 0; k < 4; k++) {
         const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), _mm256_set1_epi8(3));
         const __m256i p = _mm256_maddubs_epi16(q, load256(b[i].qs + 128 * h + 32 * k));
@@ -366,10 +368,12 @@ static AVX2 void dot_q3_K(int64_t n, float *out, const void *w, const void *x) {
     const int corr = 4 * scaled_bsums(b[i].bsums, sc16);
     const __m256i hm = load256(a[i].hmask);
     __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       const __m256i both = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
                              : _mm256_permute2x128_si256(sc16, sc16, 0x00);
       const __m256i qs = load256(a[i].qs + 32 * h);
+#pragma GCC unroll 4
       for (int k = 0; k < 4; k++) {
         const int bit = 4 * h + k;
         __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), _mm256_set1_epi8(3));
@@ -417,6 +421,7 @@ static inline AVX2 __m256i k4_superblock(const uint8_t scales[12], const uint8_t
   const __m256i mask4 = _mm256_set1_epi8(0x0F);
   __m256i qhv = qh ? load256(qh) : _mm256_setzero_si256();
   __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
   for (int c = 0; c < 4; c++) {
     const __m256i q = load256(qs + 32 * c);
     __m256i lo = _mm256_and_si256(q, mask4);
@@ -475,6 +480,7 @@ static AVX2 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
     /* values are q - 32 with q in 0..63: the 32 comes off via bsums */
     const int corr = 32 * scaled_bsums(b[i].bsums, sc16);
     __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       const __m256i both = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
                              : _mm256_permute2x128_si256(sc16, sc16, 0x00);
@@ -487,6 +493,7 @@ static AVX2 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mask4),
                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), mask2)),
       };
+#pragma GCC unroll 4
       for (int k = 0; k < 4; k++) {
         const __m256i p = _mm256_maddubs_epi16(q[k], load256(b[i].qs + 128 * h + 32 * k));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(both, 2 * k)));

@@ -1,0 +1,258 @@
+/* cmd_serve.c: `pasada serve`: argument parsing, start-up (HTTP first, so
+ * /health can say "loading"; then the model, the context and the
+ * scheduler) and the orderly shutdown on SIGINT / SIGTERM. */
+#include "cli/cmd_serve.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/http.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: pasada serve -m MODEL [options]\n"
+          "  -m, --model PATH        GGUF model to serve\n"
+          "  --host HOST             address to listen on (default 127.0.0.1)\n"
+          "  --port N                port (default 8080; 0 picks a free one)\n"
+          "  --parallel N            sequences decoded together (default 4)\n"
+          "  --ctx N                 positions per sequence (default 4096; 0: the model's)\n"
+          "  --threads N             compute threads (default: all cores)\n"
+          "  --prefill-chunk N       most prompt tokens per step (default 256)\n"
+          "  --kv-block-size N       positions per KV block (default: the engine's, 16)\n"
+          "  --kv-blocks N           KV blocks in the pool (default: parallel full sequences)\n"
+          "  --kv-memory MIB         size the KV pool by memory instead\n"
+          "  --max-queue N           requests waiting for room before 429 (default 64)\n"
+          "  --max-body BYTES        request body limit before 413 (default 4194304)\n"
+          "  --max-connections N     open connections (default 256)\n"
+          "  --api-key KEY           require 'Authorization: Bearer KEY' (or $PASADA_API_KEY)\n"
+          "  --alias NAME            the model name /v1/models lists (default: the file's)\n"
+          "  --chat-template NAME    chatml, gemma or llama3 (default: the model's)\n"
+          "  --shutdown-grace S      on SIGTERM, let running requests go on S seconds (default 0)\n"
+          "  -v, --verbose           log HTTP library messages\n");
+}
+
+static bool parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) {
+    fprintf(stderr, "pasada serve: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, s);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+static bool parse_args(int argc, char **argv, srv_config *c) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      c->verbose = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "pasada serve: unknown option or missing value: %s\n", a);
+      return false;
+    }
+    const char *v = argv[++i];
+    long long n = 0;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
+    else if (!strcmp(a, "--host")) c->host = v;
+    else if (!strcmp(a, "--api-key")) c->api_key = v;
+    else if (!strcmp(a, "--alias")) c->model_alias = v;
+    else if (!strcmp(a, "--chat-template")) c->chat_template = v;
+    else if (!strcmp(a, "--port")) {
+      if (!parse_int(a, v, 0, 65535, &n)) return false;
+      c->port = (int)n;
+    } else if (!strcmp(a, "--parallel")) {
+      if (!parse_int(a, v, 1, 1024, &n)) return false;
+      c->parallel = (int)n;
+    } else if (!strcmp(a, "--ctx")) {
+      if (!parse_int(a, v, 0, 1 << 22, &n)) return false;
+      c->n_ctx = (int)n;
+    } else if (!strcmp(a, "--threads")) {
+      if (!parse_int(a, v, 0, 1024, &n)) return false;
+      c->n_threads = (int)n;
+    } else if (!strcmp(a, "--prefill-chunk")) {
+      if (!parse_int(a, v, 1, 65536, &n)) return false;
+      c->prefill_chunk = (int)n;
+    } else if (!strcmp(a, "--kv-block-size")) {
+      if (!parse_int(a, v, 1, 4096, &n)) return false;
+      c->kv_block_size = (int)n;
+    } else if (!strcmp(a, "--kv-blocks")) {
+      if (!parse_int(a, v, 1, 1LL << 40, &n)) return false;
+      c->kv_blocks = n;
+    } else if (!strcmp(a, "--kv-memory")) {
+      if (!parse_int(a, v, 1, 1LL << 30, &n)) return false;
+      c->kv_memory_mib = n;
+    } else if (!strcmp(a, "--max-queue")) {
+      if (!parse_int(a, v, 0, 1 << 20, &n)) return false;
+      c->max_queue = (int)n;
+    } else if (!strcmp(a, "--max-body")) {
+      if (!parse_int(a, v, 1024, 1LL << 32, &n)) return false;
+      c->max_body = (size_t)n;
+    } else if (!strcmp(a, "--max-connections")) {
+      if (!parse_int(a, v, 1, 65536, &n)) return false;
+      c->max_connections = (int)n;
+    } else if (!strcmp(a, "--shutdown-grace")) {
+      if (!parse_int(a, v, 0, 86400, &n)) return false;
+      c->shutdown_grace = (double)n;
+    } else {
+      fprintf(stderr, "pasada serve: unknown option %s (see pasada serve --help)\n", a);
+      return false;
+    }
+  }
+  if (!c->model_path) {
+    fprintf(stderr, "pasada serve: a model is required (-m MODEL)\n");
+    return false;
+  }
+  return true;
+}
+
+/* The model's name as /v1/models lists it: the file name without .gguf. */
+static char *model_name(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t n = strlen(base);
+  if (n > 5 && !strcmp(base + n - 5, ".gguf")) n -= 5;
+  char *s = malloc(n + 1);
+  if (s) {
+    memcpy(s, base, n);
+    s[n] = 0;
+  }
+  return s;
+}
+
+static int create_context(pasada_model *model, const srv_config *cfg, pasada_context **ctx) {
+  pasada_context_params cp = pasada_context_default_params();
+  cp.n_ctx = cfg->n_ctx;
+  cp.n_seq_max = cfg->parallel;
+  cp.n_batch = cfg->parallel + cfg->prefill_chunk;
+  cp.n_threads = cfg->n_threads;
+  cp.kv_block_size = cfg->kv_block_size;
+  cp.kv_blocks = cfg->kv_blocks;
+  int rc = pasada_context_create(model, &cp, ctx);
+  if (rc != PASADA_OK || cfg->kv_blocks > 0 || cfg->kv_memory_mib <= 0) return rc;
+  /* Size the pool by memory: learn a block's size, then create it again. */
+  pasada_kv_stats kv;
+  pasada_kv_get_stats(*ctx, &kv);
+  pasada_context_free(*ctx);
+  *ctx = NULL;
+  int64_t per_block = kv.n_blocks > 0 ? kv.bytes / kv.n_blocks : 0;
+  if (per_block <= 0) {
+    fprintf(stderr, "pasada serve: cannot size the KV pool by memory\n");
+    return PASADA_ERR_ARG;
+  }
+  cp.kv_blocks = cfg->kv_memory_mib * 1024 * 1024 / per_block;
+  if (cp.kv_blocks < 1) cp.kv_blocks = 1;
+  return pasada_context_create(model, &cp, ctx);
+}
+
+int cmd_serve(int argc, char **argv) {
+  srv_config cfg = {.host = "127.0.0.1",
+                    .port = 8080,
+                    .parallel = 4,
+                    .n_ctx = 4096,
+                    .prefill_chunk = 256,
+                    .max_queue = 64,
+                    .max_body = 4u << 20,
+                    .max_connections = 256};
+  cfg.api_key = getenv("PASADA_API_KEY");
+  if (!parse_args(argc, argv, &cfg)) return 2;
+
+  /* Signals go to sigwait below only: every thread started from here on
+   * inherits the mask. A vanished client must not kill the process. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  srv_state st = {.cfg = &cfg};
+  atomic_init(&st.ready, false);
+  atomic_init(&st.shutting_down, false);
+  atomic_init(&st.active, 0);
+  st.metrics = srv_metrics_create();
+  srv_http *http = NULL;
+  if (!st.metrics || srv_http_start(&st, &http) != PASADA_OK) return 1;
+  fprintf(stderr, "pasada serve: listening on http://%s:%d\n", cfg.host, srv_http_port(http));
+
+  int status = 1;
+  pasada_model *model = NULL;
+  pasada_context *ctx = NULL;
+  srv_sched *sched = NULL;
+  char *name = cfg.model_alias ? strdup(cfg.model_alias) : model_name(cfg.model_path);
+  pasada_model_params mp = pasada_model_default_params();
+  if (pasada_model_load(cfg.model_path, &mp, &model) != PASADA_OK) {
+    fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
+    goto out;
+  }
+  if (create_context(model, &cfg, &ctx) != PASADA_OK) {
+    fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
+    goto out;
+  }
+  srv_model_info *mi = &st.mi;
+  mi->tok = pasada_model_tokenizer(model);
+  mi->name = name ? name : "model";
+  mi->created = srv_unix_time();
+  mi->n_ctx = pasada_context_n_ctx(ctx);
+  mi->n_vocab = pasada_model_n_vocab(model);
+  int rc = cfg.chat_template ? pasada_chat_from_name(cfg.chat_template, &mi->tmpl)
+                             : pasada_chat_detect(model, &mi->tmpl);
+  if (rc != PASADA_OK) {
+    if (cfg.chat_template) {
+      fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
+      goto out;
+    }
+    fprintf(stderr, "pasada serve: warning: %s; /v1/chat/completions will fail\n",
+            pasada_last_error());
+    mi->tmpl = PASADA_CHAT_NONE;
+  }
+  srv_sched_params sp = {.prefill_chunk = cfg.prefill_chunk, .max_queue = cfg.max_queue};
+  if (srv_sched_create(model, ctx, cfg.parallel, &sp, st.metrics, &sched) != PASADA_OK ||
+      srv_sched_start(sched) != PASADA_OK) {
+    fprintf(stderr, "pasada serve: cannot start the scheduler\n");
+    goto out;
+  }
+  st.sched = sched;
+  pasada_kv_stats kv;
+  pasada_kv_get_stats(ctx, &kv);
+  atomic_store(&st.ready, true);
+  fprintf(stderr,
+          "pasada serve: ready: model %s (%s), context %d x %d sequences, KV pool %d blocks of %d "
+          "(%.1f MiB), chat template %s\n",
+          mi->name, pasada_model_arch(model), mi->n_ctx, cfg.parallel, kv.n_blocks, kv.block_size,
+          (double)kv.bytes / (1 << 20), pasada_chat_name(mi->tmpl));
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  fprintf(stderr, "pasada serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  status = 0;
+
+out:
+  /* Stop accepting, end the running requests (their streams get a final
+   * chunk and [DONE]), let the connections deliver them, then stop. */
+  srv_http_quiesce(http, &st);
+  if (sched) {
+    srv_sched_shutdown(sched, cfg.shutdown_grace);
+    srv_sched_join(sched);
+  }
+  if (!srv_http_wait_idle(&st, 10.0))
+    fprintf(stderr, "pasada serve: some clients did not read their responses in time\n");
+  srv_http_stop(http);
+  srv_sched_free(sched);
+  pasada_context_free(ctx);
+  pasada_model_free(model);
+  srv_metrics_free(st.metrics);
+  free(name);
+  if (status == 0) fprintf(stderr, "pasada serve: stopped\n");
+  return status;
+}

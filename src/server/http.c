@@ -1,0 +1,509 @@
+/* http.c: routes, authentication, body limits and response writing on
+ * libmicrohttpd with one thread per connection. A generation request is
+ * validated here (openai.c), queued to the scheduler, then either waited on
+ * (non-streaming) or streamed: the content reader waits on the job for new
+ * output and renders it as SSE at the client's pace. Both waits poll the
+ * socket, so a client that hangs up has its job cancelled within ~100 ms. */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/http.h"
+
+#define WAIT_SLICE_MS 100      /* how often a waiting thread checks the socket */
+#define STREAM_PING_S 15.0     /* an SSE comment after this long without output */
+#define DISCARD_FACTOR 16      /* over-limit bodies up to this x the limit are read, then 413 */
+
+struct srv_http {
+  struct MHD_Daemon *daemon;
+  int port;
+};
+
+typedef enum {
+  R_NOT_FOUND = 0,
+  R_HEALTH,
+  R_METRICS,
+  R_MODELS,
+  R_CHAT,
+  R_COMPLETIONS,
+  R_TOKENIZE,
+  R_DETOKENIZE
+} route;
+
+static const struct {
+  const char *path;
+  route r;
+  const char *method;
+} ROUTES[] = {
+    {"/health", R_HEALTH, "GET"},
+    {"/metrics", R_METRICS, "GET"},
+    {"/v1/models", R_MODELS, "GET"},
+    {"/models", R_MODELS, "GET"},
+    {"/v1/chat/completions", R_CHAT, "POST"},
+    {"/chat/completions", R_CHAT, "POST"},
+    {"/v1/completions", R_COMPLETIONS, "POST"},
+    {"/completions", R_COMPLETIONS, "POST"},
+    {"/tokenize", R_TOKENIZE, "POST"},
+    {"/detokenize", R_DETOKENIZE, "POST"},
+};
+
+/* One request on a connection (MHD's *con_cls). */
+typedef struct {
+  route r;
+  const char *endpoint; /* metrics label: the canonical path, or "other" */
+  bool bad_method;
+  srv_buf body;
+  uint64_t received;
+  bool too_large;
+  bool responded;
+  srv_job *job; /* our reference while the request lives */
+} http_req;
+
+/* ---- responses ---- */
+
+static enum MHD_Result send_body(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
+                                 const char *content_type, char *body) {
+  static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                            "\"param\":null,\"code\":null}}";
+  struct MHD_Response *resp;
+  if (body) {
+    resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+  } else {
+    status = 500;
+    content_type = "application/json";
+    resp = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+  }
+  if (!resp) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  if (status == 429) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (atomic_load(&st->shutting_down) || r->too_large)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+  MHD_destroy_response(resp);
+  srv_metrics_request(st->metrics, r->endpoint, status);
+  r->responded = true;
+  return ret;
+}
+
+static enum MHD_Result send_json(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
+                                 char *json) {
+  return send_body(st, c, r, status, "application/json", json);
+}
+
+static enum MHD_Result send_error(srv_state *st, struct MHD_Connection *c, http_req *r,
+                                  const srv_error *e) {
+  return send_json(st, c, r, e->status, srv_openai_error_json(e));
+}
+
+static enum MHD_Result fail(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
+                            const char *type, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static enum MHD_Result fail(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
+                            const char *type, const char *code, const char *fmt, ...) {
+  srv_error e;
+  srv_fail(&e, status, type, code, NULL, "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e.message, sizeof e.message, fmt, ap);
+  va_end(ap);
+  return send_error(st, c, r, &e);
+}
+
+/* ---- client liveness ---- */
+
+/* True when the peer has closed its side of the connection. */
+static bool client_gone(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!ci) return false;
+  struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+  if (p.revents & POLLIN) {
+    char ch;
+    return recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  }
+  return false;
+}
+
+static void deadline_in(struct timespec *ts, int ms) {
+  clock_gettime(CLOCK_REALTIME, ts);
+  ts->tv_nsec += (long)ms * 1000000L;
+  ts->tv_sec += ts->tv_nsec / 1000000000L;
+  ts->tv_nsec %= 1000000000L;
+}
+
+/* Waits until the job has output past (text_off, lp_off) (unless
+ * only_finish) or has finished. False when the client hung up meanwhile (the
+ * job is then cancelled). Also returns true after max_wait_s without news
+ * (the stream then sends a ping). */
+static bool wait_output(srv_state *st, struct MHD_Connection *c, srv_job *j, bool only_finish,
+                        size_t text_off, size_t lp_off, double max_wait_s) {
+  double t0 = srv_now();
+  pthread_mutex_lock(&j->mu);
+  while (j->finish == SRV_PENDING &&
+         (only_finish || (j->n_text == text_off && j->n_lp == lp_off))) {
+    struct timespec ts;
+    deadline_in(&ts, WAIT_SLICE_MS);
+    if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) != ETIMEDOUT) continue;
+    pthread_mutex_unlock(&j->mu);
+    if (client_gone(c)) {
+      srv_sched_cancel(st->sched, j);
+      return false;
+    }
+    if (srv_now() - t0 >= max_wait_s) return true;
+    pthread_mutex_lock(&j->mu);
+  }
+  pthread_mutex_unlock(&j->mu);
+  return true;
+}
+
+/* ---- streaming ---- */
+
+typedef struct {
+  srv_state *st;
+  struct MHD_Connection *conn;
+  srv_job *job;
+  srv_stream stream;
+  srv_buf out;
+  bool done;
+} stream_ctx;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  stream_ctx *sc = cls;
+  srv_job *j = sc->job;
+  for (;;) {
+    if (sc->out.n > 0) {
+      size_t n = sc->out.n < max ? sc->out.n : max;
+      memcpy(buf, sc->out.p, n);
+      srv_buf_consume(&sc->out, n);
+      return (ssize_t)n;
+    }
+    if (sc->done) return MHD_CONTENT_READER_END_OF_STREAM;
+    if (client_gone(sc->conn)) {
+      srv_sched_cancel(sc->st->sched, j);
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    bool first = j->req.kind == SRV_CHAT && !sc->stream.sent_role;
+    if (!first) {
+      size_t text_off = sc->stream.text_off, lp_off = sc->stream.lp_off;
+      if (!wait_output(sc->st, sc->conn, j, false, text_off, lp_off, STREAM_PING_S))
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+      pthread_mutex_lock(&j->mu);
+      bool news = j->finish != SRV_PENDING || j->n_text != text_off || j->n_lp != lp_off;
+      pthread_mutex_unlock(&j->mu);
+      if (!news) {
+        srv_buf_append(&sc->out, ": ping\n\n", 8);
+        continue;
+      }
+    }
+    sc->done = srv_stream_next(&sc->st->mi, j, &sc->stream, &sc->out);
+    if (sc->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+  }
+}
+
+static void stream_free(void *cls) {
+  stream_ctx *sc = cls;
+  pthread_mutex_lock(&sc->job->mu);
+  bool finished = sc->job->finish != SRV_PENDING;
+  pthread_mutex_unlock(&sc->job->mu);
+  if (!finished) srv_sched_cancel(sc->st->sched, sc->job);
+  srv_job_release(sc->job);
+  srv_buf_free(&sc->out);
+  free(sc);
+}
+
+/* ---- generation ---- */
+
+static void make_id(srv_job *j) {
+  static atomic_uint_fast64_t counter;
+  uint64_t x = atomic_fetch_add(&counter, 1) + (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  snprintf(j->id, sizeof j->id, "%s-%016llx", j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+           (unsigned long long)x);
+}
+
+static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, http_req *r,
+                                       srv_kind kind) {
+  srv_error e;
+  srv_request req;
+  if (!srv_openai_parse(&st->mi, kind, r->body.p ? r->body.p : "", r->body.n, &req, &e))
+    return send_error(st, c, r, &e);
+  srv_job *j = srv_job_create();
+  if (!j) {
+    srv_request_clear(&req);
+    return fail(st, c, r, 500, "server_error", NULL, "out of memory");
+  }
+  j->req = req;
+  r->job = j;
+  make_id(j);
+  if (pasada_sampler_create(&j->req.sampling, st->mi.n_vocab, &j->sampler) != PASADA_OK)
+    return fail(st, c, r, 400, "invalid_request_error", NULL, "%s", pasada_last_error());
+  if (pasada_detok_create(st->mi.tok, false, &j->detok) != PASADA_OK)
+    return fail(st, c, r, 500, "server_error", NULL, "%s", pasada_last_error());
+
+  switch (srv_sched_submit(st->sched, j)) {
+  case SRV_SUBMIT_QUEUE_FULL:
+    srv_metrics_rejected(st->metrics, "queue_full");
+    return fail(st, c, r, 429, "rate_limit_error", "queue_full",
+                "the server is busy: the request queue is full, retry later");
+  case SRV_SUBMIT_SHUTTING_DOWN:
+    return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+  case SRV_SUBMIT_OK: break;
+  }
+
+  if (j->req.stream) {
+    stream_ctx *sc = calloc(1, sizeof *sc);
+    if (!sc) {
+      srv_sched_cancel(st->sched, j);
+      return MHD_NO;
+    }
+    sc->st = st;
+    sc->conn = c;
+    sc->job = j;
+    srv_job_retain(j);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, sc, stream_free);
+    if (!resp) {
+      stream_free(sc);
+      return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    srv_metrics_request(st->metrics, r->endpoint, 200);
+    r->responded = true;
+    return ret;
+  }
+
+  for (;;) {
+    if (!wait_output(st, c, j, true, 0, 0, 1e30)) {
+      srv_metrics_request(st->metrics, r->endpoint, 499); /* client closed the request */
+      return MHD_NO;
+    }
+    pthread_mutex_lock(&j->mu);
+    srv_finish f = j->finish;
+    e = j->error;
+    pthread_mutex_unlock(&j->mu);
+    if (f == SRV_FINISH_ERROR) return send_error(st, c, r, &e);
+    if (f == SRV_FINISH_CANCELLED) return MHD_NO;
+    if (f != SRV_PENDING) break;
+  }
+  return send_json(st, c, r, 200, srv_openai_response(&st->mi, j));
+}
+
+/* ---- dispatch ---- */
+
+static bool authorized(const srv_state *st, struct MHD_Connection *c) {
+  const char *key = st->cfg->api_key;
+  if (!key || !*key) return true;
+  const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+  h += 7;
+  size_t a = strlen(h), b = strlen(key);
+  unsigned char diff = (unsigned char)(a != b);
+  for (size_t i = 0; i < b; i++) diff |= (unsigned char)(key[i] ^ (i < a ? h[i] : 0));
+  return diff == 0;
+}
+
+static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_req *r) {
+  if (r->too_large)
+    return fail(st, c, r, 413, "invalid_request_error", "body_too_large",
+                "the request body is larger than the limit of %s bytes", "");
+  if (r->r == R_NOT_FOUND)
+    return fail(st, c, r, 404, "invalid_request_error", "not_found", "no such endpoint");
+  if (r->bad_method)
+    return fail(st, c, r, 405, "invalid_request_error", "method_not_allowed",
+                "method not allowed on this endpoint");
+  if (r->r == R_HEALTH) {
+    bool ready = atomic_load(&st->ready), down = atomic_load(&st->shutting_down);
+    const char *s = down ? "shutting_down" : ready ? "ok" : "loading";
+    char *body = malloc(64);
+    if (body) snprintf(body, 64, "{\"status\":\"%s\"}", s);
+    return send_json(st, c, r, ready && !down ? 200 : 503, body);
+  }
+  if (!authorized(st, c))
+    return fail(st, c, r, 401, "invalid_request_error", "invalid_api_key",
+                "incorrect or missing API key (send 'Authorization: Bearer KEY')");
+  if (r->r == R_METRICS)
+    return send_body(st, c, r, 200, "text/plain; version=0.0.4; charset=utf-8",
+                     srv_metrics_render(st->metrics));
+  if (!atomic_load(&st->ready))
+    return fail(st, c, r, 503, "server_error", "loading", "the model is still loading");
+  if (atomic_load(&st->shutting_down) && (r->r == R_CHAT || r->r == R_COMPLETIONS))
+    return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+  srv_error e;
+  char *out;
+  switch (r->r) {
+  case R_MODELS: return send_json(st, c, r, 200, srv_openai_models(&st->mi));
+  case R_CHAT: return handle_generate(st, c, r, SRV_CHAT);
+  case R_COMPLETIONS: return handle_generate(st, c, r, SRV_COMPLETION);
+  case R_TOKENIZE:
+    out = srv_openai_tokenize(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
+    return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+  case R_DETOKENIZE:
+    out = srv_openai_detokenize(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
+    return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+  default: return MHD_NO;
+  }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
+  srv_state *st = cls;
+  http_req *r = *con_cls;
+  size_t limit = st->cfg->max_body;
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r) return MHD_NO;
+    *con_cls = r;
+    atomic_fetch_add(&st->active, 1);
+    r->endpoint = "other";
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
+      if (strcmp(url, ROUTES[i].path) != 0) continue;
+      r->r = ROUTES[i].r;
+      r->endpoint = ROUTES[i].path;
+      if (r->endpoint[1] != 'v' && (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MODELS))
+        r->endpoint = ROUTES[i - 1].path; /* the /v1 spelling */
+      r->bad_method = strcmp(method, ROUTES[i].method) != 0;
+      break;
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+      unsigned long long n = strtoull(cl, NULL, 10);
+      if (n > limit) r->too_large = true;
+      /* far too large: answer at once and close rather than read it all */
+      if (n / DISCARD_FACTOR > limit) return dispatch(st, c, r);
+    }
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    size_t n = *upload_size;
+    *upload_size = 0;
+    if (r->responded) return MHD_YES;
+    r->received += n;
+    if (r->received > limit && !r->too_large) {
+      r->too_large = true;
+      srv_buf_free(&r->body);
+    }
+    if (r->too_large) {
+      if (r->received / DISCARD_FACTOR > limit) return dispatch(st, c, r);
+      return MHD_YES;
+    }
+    srv_buf_append(&r->body, upload, n);
+    if (r->body.failed)
+      return fail(st, c, r, 500, "server_error", NULL, "out of memory for the body");
+    return MHD_YES;
+  }
+  if (r->responded) return MHD_YES;
+  return dispatch(st, c, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode why) {
+  srv_state *st = cls;
+  http_req *r = *con_cls;
+  if (!r) return;
+  if (r->job) {
+    pthread_mutex_lock(&r->job->mu);
+    bool finished = r->job->finish != SRV_PENDING;
+    pthread_mutex_unlock(&r->job->mu);
+    if (!finished && st->sched) srv_sched_cancel(st->sched, r->job);
+    srv_job_release(r->job);
+  }
+  srv_buf_free(&r->body);
+  free(r);
+  *con_cls = NULL;
+  atomic_fetch_sub(&st->active, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  srv_state *st = cls;
+  if (!st->cfg->verbose) return;
+  fprintf(stderr, "pasada serve: http: ");
+  vfprintf(stderr, fmt, ap);
+}
+
+int srv_http_start(srv_state *st, srv_http **out) {
+  *out = NULL;
+  const srv_config *cfg = st->cfg;
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+  struct addrinfo *ai = NULL;
+  char port[16];
+  snprintf(port, sizeof port, "%d", cfg->port);
+  int rc = getaddrinfo(cfg->host, port, &hints, &ai);
+  if (rc != 0) {
+    fprintf(stderr, "pasada serve: cannot resolve host '%s': %s\n", cfg->host, gai_strerror(rc));
+    return PASADA_ERR_ARG;
+  }
+  struct sockaddr_storage addr;
+  memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+  bool v6 = ai->ai_family == AF_INET6;
+  freeaddrinfo(ai);
+
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  if (v6) flags |= MHD_USE_IPv6;
+  struct MHD_Daemon *d = MHD_start_daemon(
+      flags, (uint16_t)cfg->port, NULL, NULL, on_request, st, MHD_OPTION_SOCK_ADDR,
+      (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, st,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 256),
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, st,
+      MHD_OPTION_END);
+  if (!d) {
+    fprintf(stderr, "pasada serve: cannot listen on %s:%d: %s\n", cfg->host, cfg->port,
+            strerror(errno));
+    return PASADA_ERR_IO;
+  }
+  srv_http *h = calloc(1, sizeof *h);
+  if (!h) {
+    MHD_stop_daemon(d);
+    return PASADA_ERR_NOMEM;
+  }
+  h->daemon = d;
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+  h->port = info ? info->port : cfg->port;
+  *out = h;
+  return PASADA_OK;
+}
+
+int srv_http_port(const srv_http *h) { return h->port; }
+
+void srv_http_quiesce(srv_http *h, srv_state *st) {
+  atomic_store(&st->shutting_down, true);
+  MHD_socket fd = MHD_quiesce_daemon(h->daemon);
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+bool srv_http_wait_idle(srv_state *st, double timeout_s) {
+  double t0 = srv_now();
+  while (atomic_load(&st->active) > 0) {
+    if (srv_now() - t0 > timeout_s) return false;
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return true;
+}
+
+void srv_http_stop(srv_http *h) {
+  if (!h) return;
+  MHD_stop_daemon(h->daemon);
+  free(h);
+}

@@ -1,0 +1,443 @@
+"""The `pasada` command line end to end: help and exit codes, one-line
+errors, `run` (greedy and seeded reproducibility, chat templates, stats,
+context limits), `tokenize` (special tokens, prompt sources, vocabulary-only
+files), `info`, and `chat` (the KV cache kept across turns: the second turn
+prefills only its new tokens)."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+
+TINY_LLAMA = FIXTURES / "tiny" / "llama.gguf"  # has no chat template
+MISSING = "/nonexistent/dir/model.gguf"
+
+STATS_RE = re.compile(r"^pasada: load ([\d.]+) s \| prompt (\d+) tokens, ([\d.]+) tok/s \| "
+                      r"generated (\d+) tokens, ([\d.]+) tok/s", re.M)
+TURN_RE = re.compile(r"^pasada: turn (\d+) \| prefilled (\d+) tokens \(reused (\d+) cached\), "
+                     r"[\d.]+ tok/s \| generated (\d+) tokens", re.M)
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "SUMMARY: ")
+
+
+def cli(binary, *args, input=None, timeout=600, env=None):
+    """Runs pasada; stdin is empty (not a terminal) unless `input` is given."""
+    kw = dict(input=input) if input is not None else dict(stdin=subprocess.DEVNULL)
+    return subprocess.run([str(binary), *map(str, args)], capture_output=True, timeout=timeout,
+                          env=env, **kw)
+
+
+def text(b):
+    return b.decode("utf-8", errors="replace")
+
+
+def ids_of(res):
+    assert res.returncode == 0, text(res.stderr)
+    lines = text(res.stdout).splitlines()
+    assert len(lines) == 1, res.stdout
+    return [int(x) for x in lines[0].split()] if lines[0] else []
+
+
+def assert_runtime_error(res, *must_contain):
+    err = text(res.stderr)
+    assert res.returncode == 1, f"exit {res.returncode}: {err}"
+    lines = err.splitlines()
+    assert len(lines) == 1 and err.endswith("\n"), f"expected one line: {err!r}"
+    assert lines[0].startswith("pasada: error: "), err
+    for s in must_contain:
+        assert str(s) in lines[0], f"{s!r} not in {lines[0]!r}"
+
+
+def assert_usage_error(res, cmd):
+    err = text(res.stderr)
+    assert res.returncode == 2, f"exit {res.returncode}: {err}"
+    lines = err.splitlines()
+    assert len(lines) == 2, f"expected a reason and a hint: {err!r}"
+    assert lines[0].startswith("pasada"), err
+    hint = f"try 'pasada {cmd} --help'" if cmd else "try 'pasada --help'"
+    assert lines[1] == hint, err
+
+
+# ---- help, version, exit codes ----
+
+COMMANDS = ["run", "chat", "info", "tokenize"]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["help"], *[[c, "--help"] for c in COMMANDS],
+                                  *[[c, "-h"] for c in COMMANDS]])
+def test_help_exits_0(pasada_bin, args):
+    res = cli(pasada_bin, *args)
+    assert res.returncode == 0, text(res.stderr)
+    assert text(res.stdout).startswith("usage: pasada"), res.stdout
+    assert res.stderr == b""
+
+
+def test_version(pasada_bin):
+    res = cli(pasada_bin, "--version")
+    assert res.returncode == 0
+    assert re.fullmatch(r"pasada \d+\.\d+\.\d+\n", text(res.stdout))
+
+
+def test_run_help_lists_the_options(pasada_bin):
+    out = text(cli(pasada_bin, "run", "--help").stdout)
+    for opt in ["-m", "-p", "-f", "-n", "--temp", "--top-k", "--top-p", "--min-p",
+                "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--seed", "-t",
+                "-c", "--chat", "--chat-template", "--system", "--no-stats"]:
+        assert re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", out), f"{opt} not in run --help"
+
+
+OPTION_VALUES = {
+    "-n": "4", "--n-predict": "4", "-t": "1", "--threads": "1", "-c": "64", "--ctx-size": "64",
+    "--temp": "0.5", "--top-k": "5", "--top-p": "0.9", "--min-p": "0.1",
+    "--repeat-penalty": "1.1", "--repeat-last-n": "32", "--presence-penalty": "0.5",
+    "--frequency-penalty": "0.5", "--seed": "7", "--chat-template": "chatml",
+    "--system": "be brief", "-p": "x", "--prompt": "x",
+}
+FLAGS = {"--chat", "--no-stats", "--verbose", "--raw", "--vocab-only"}
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_help_tells_the_truth(pasada_bin, cmd, tmp_path):
+    """Every option a command's --help lists is accepted with a valid value:
+    parsing succeeds and the command fails only on the missing model (exit 1,
+    not the usage error's 2)."""
+    prompt_file = tmp_path / "prompt.txt"
+    prompt_file.write_text("x")
+    values = dict(OPTION_VALUES, **{"-f": prompt_file, "--file": prompt_file})
+    help_text = text(cli(pasada_bin, cmd, "--help").stdout)
+    options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-z])(?![\w-])", help_text))
+    assert options, help_text
+    for opt in sorted(options):
+        if opt in ("-h", "--help"):
+            continue
+        assert opt in values or opt in FLAGS or opt in ("-m", "--model"), \
+            f"{cmd} --help lists {opt}: add a value for it to this test"
+        arg = [opt] if opt in FLAGS else [opt, values.get(opt, MISSING)]
+        if cmd == "info":
+            args = ["info", *arg] if opt in ("-m", "--model") else ["info", *arg, MISSING]
+        else:
+            args = [cmd, "-m", MISSING, *arg]
+            if cmd in ("run", "tokenize") and opt not in ("-p", "--prompt", "-f", "--file"):
+                args += ["-p", "x"]
+        res = cli(pasada_bin, *args)
+        assert res.returncode == 1, f"pasada {' '.join(map(str, args))}: {text(res.stderr)}"
+        assert_runtime_error(res, MISSING)
+
+
+@pytest.mark.parametrize("args,cmd", [
+    ([], None),
+    (["bogus"], None),
+    (["--bogus"], None),
+    (["run"], "run"),
+    (["run", "-m"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--bogus"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "-z"], "run"),
+    (["run", "-m", "{smol}", "-p", "a", "-f", "b"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--temp", "hot"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--temp", "-1"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "-n", "-2"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "-n", "12abc"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--top-p", "1.5"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--seed", "abc"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--chat-template", "nope"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "extra"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--no-stats=1"], "run"),
+    (["chat"], "chat"),
+    (["chat", "-m", "{smol}", "--top-k", "-3"], "chat"),
+    (["chat", "-m", "{smol}", "stray"], "chat"),
+    (["info"], "info"),
+    (["info", "a.gguf", "b.gguf"], "info"),
+    (["info", "--bogus", "a.gguf"], "info"),
+    (["tokenize", "-p", "x"], "tokenize"),
+    (["tokenize", "-m", "{smol}", "-p", "x", "--raw=yes"], "tokenize"),
+    (["tokenize", "-m", "{smol}", "-p", "a", "-f", "b"], "tokenize"),
+])
+def test_usage_errors_exit_2(pasada_bin, smollm2, args, cmd):
+    args = [a.format(smol=smollm2) for a in args]
+    assert_usage_error(cli(pasada_bin, *args), cmd)
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "-m", MISSING, "-p", "hi"],
+    ["chat", "-m", MISSING],
+    ["info", MISSING],
+    ["tokenize", "-m", MISSING, "-p", "hi"],
+])
+def test_missing_model_is_one_line(pasada_bin, args):
+    assert_runtime_error(cli(pasada_bin, *args), MISSING)
+
+
+def test_missing_prompt_file_is_one_line(pasada_bin, smollm2):
+    assert_runtime_error(cli(pasada_bin, "run", "-m", smollm2, "-f", "/nonexistent/prompt.txt"),
+                         "/nonexistent/prompt.txt")
+
+
+# ---- run ----
+
+def run_text(pasada_bin, model, *args, input=None):
+    res = cli(pasada_bin, "run", "-m", model, *args, input=input)
+    assert res.returncode == 0, text(res.stderr)
+    return text(res.stdout), text(res.stderr)
+
+
+def test_run_greedy_is_deterministic(pasada_bin, smollm2):
+    args = ["-p", "The three primary colors are", "-n", "24", "--temp", "0", "--no-stats"]
+    a, err = run_text(pasada_bin, smollm2, *args)
+    b, _ = run_text(pasada_bin, smollm2, *args)
+    assert a.strip(), "no text generated"
+    assert a == b
+    assert err == ""
+
+
+def test_run_seed_reproduces_sampling(pasada_bin, smollm2):
+    base = ["-p", "Once upon a time", "-n", "24", "--temp", "1.2", "--top-k", "0", "--top-p",
+            "1", "--min-p", "0", "--no-stats"]
+    a, _ = run_text(pasada_bin, smollm2, *base, "--seed", "1234")
+    b, _ = run_text(pasada_bin, smollm2, *base, "--seed", "1234")
+    assert a.strip() and a == b
+    others = {run_text(pasada_bin, smollm2, *base, "--seed", s)[0] for s in ("1", "2", "3")}
+    assert len(others | {a}) > 1, "different seeds all gave the same text"
+
+
+@pytest.mark.parametrize("model", ["smollm2", "gemma3"])
+def test_run_chat_answers(pasada_bin, request, model):
+    path = request.getfixturevalue(model)
+    out, err = run_text(pasada_bin, path, "--chat", "-p", "What is the capital of France?",
+                        "-n", "24", "--temp", "0")
+    assert out.strip(), f"empty answer; stderr: {err}"
+    assert "<|im_start|>" not in out and "<start_of_turn>" not in out
+    m = STATS_RE.search(err)
+    assert m and 0 < int(m.group(4)) <= 24, err
+
+
+def test_run_chat_stops_at_end_of_turn(pasada_bin, smollm2):
+    out, err = run_text(pasada_bin, smollm2, "--chat", "-p", "What is the capital of France?",
+                        "-n", "-1", "-c", "512", "--temp", "0")
+    m = STATS_RE.search(err)
+    assert m, err
+    assert int(m.group(4)) < 400, "generation did not stop at the end of the turn"
+    assert "context full" not in err
+    assert "Paris" in out
+
+
+def test_run_chat_without_template_says_what_to_do(pasada_bin):
+    res = cli(pasada_bin, "run", "-m", TINY_LLAMA, "--chat", "-p", "hi", "-n", "2")
+    assert_runtime_error(res, "--chat-template", TINY_LLAMA)
+    res = cli(pasada_bin, "run", "-m", TINY_LLAMA, "--chat-template", "chatml", "-p", "hi",
+              "-n", "2")
+    assert res.returncode == 0, text(res.stderr)
+
+
+def test_run_stats_line(pasada_bin, smollm2):
+    prompt = "The quick brown fox jumps over the lazy dog."
+    out, err = run_text(pasada_bin, smollm2, "-p", prompt, "-n", "8", "--temp", "0")
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    m = STATS_RE.match(lines[0])
+    assert m, err
+    n_prompt = len(ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-p", prompt)))
+    assert int(m.group(2)) == n_prompt
+    assert int(m.group(4)) == 8
+    assert float(m.group(3)) > 0 and float(m.group(5)) > 0
+    _, err = run_text(pasada_bin, smollm2, "-p", prompt, "-n", "8", "--temp", "0", "--no-stats")
+    assert err == ""
+
+
+def test_run_prompt_sources_agree(pasada_bin, smollm2, tmp_path):
+    prompt = "Here is a list of fruits:\n1."
+    f = tmp_path / "prompt.txt"
+    f.write_text(prompt)
+    args = ["-n", "12", "--temp", "0", "--no-stats"]
+    a, _ = run_text(pasada_bin, smollm2, "-p", prompt, *args)
+    b, _ = run_text(pasada_bin, smollm2, "-f", f, *args)
+    c, _ = run_text(pasada_bin, smollm2, *args, input=prompt.encode())
+    assert a == b == c and a.strip()
+
+
+def test_run_prompt_longer_than_context(pasada_bin, smollm2):
+    prompt = " ".join(["word"] * 80)
+    n = len(ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-p", prompt)))
+    assert n > 32
+    assert_runtime_error(cli(pasada_bin, "run", "-m", smollm2, "-c", "32", "-p", prompt),
+                         f"{n} tokens", "32")
+
+
+def test_run_stops_when_context_is_full(pasada_bin, smollm2):
+    out, err = run_text(pasada_bin, smollm2, "-c", "24", "-p", "Once upon a time", "-n", "-1",
+                        "--temp", "0")
+    m = STATS_RE.search(err)
+    assert m and "stopped: context full" in err, err
+    # every position is used, and the last token sampled is printed too
+    assert int(m.group(2)) + int(m.group(4)) == 24 + 1, err
+    assert out.strip()
+
+
+def test_run_empty_prompt_without_bos(pasada_bin, smollm2):
+    # SmolLM2 adds no BOS: an empty prompt gives nothing to start from
+    assert_runtime_error(cli(pasada_bin, "run", "-m", smollm2, "-p", ""), "empty")
+
+
+# ---- tokenize ----
+
+def test_tokenize_special_tokens_and_raw(pasada_bin, smollm2):
+    s = "<|im_start|>user\nHello<|im_end|>"
+    im_start = ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-p", "<|im_start|>"))
+    assert len(im_start) == 1
+    default = ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-p", s))
+    raw = ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "--raw", "-p", s))
+    assert default[0] == im_start[0]
+    assert im_start[0] not in raw
+    assert len(raw) > len(default)
+
+
+def test_tokenize_adds_bos_per_model_flag(pasada_bin, gemma3):
+    default = ids_of(cli(pasada_bin, "tokenize", "-m", gemma3, "-p", "Hello world"))
+    raw = ids_of(cli(pasada_bin, "tokenize", "-m", gemma3, "--raw", "-p", "Hello world"))
+    assert default == [2] + raw  # gemma3: add_bos_token, BOS id 2
+    turn = ids_of(cli(pasada_bin, "tokenize", "-m", gemma3, "-p", "<start_of_turn>"))
+    assert len(turn) == 2 and turn[0] == 2
+
+
+def test_tokenize_prompt_sources_agree(pasada_bin, smollm2, tmp_path):
+    data = "Hello, world!\nSecond line \u2014 \u00fcn\u00efc\u00f6de \u2713 \U0001F600\n\tend  ".encode()
+    f = tmp_path / "text.txt"
+    f.write_bytes(data)
+    from_file = ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-f", f))
+    from_stdin = ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, input=data))
+    from_arg = ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-p", data.decode()))
+    assert from_file == from_stdin == from_arg
+    assert len(from_file) > 10
+
+
+def test_tokenize_empty_text(pasada_bin, smollm2):
+    assert ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "--raw", "-p", "")) == []
+
+
+def write_vocab_only(src, dst):
+    """Copies the tokenizer.* metadata of `src` into a GGUF without tensors."""
+    import gguf
+    reader = gguf.GGUFReader(str(src))
+    writer = gguf.GGUFWriter(str(dst), arch="llama")
+    for key, field in reader.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, field.contents(), vtype, sub_type=sub)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_tokenize_vocab_only_file(pasada_bin, smollm2, tmp_path):
+    vocab = tmp_path / "smollm2-vocab.gguf"
+    write_vocab_only(smollm2, vocab)
+    assert vocab.stat().st_size < smollm2.stat().st_size // 10
+    s = "<|im_start|>user\nVocabulary-only files tokenize the same. \u00e9\u00e8"
+    for extra in ([], ["--raw"]):
+        want = ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, *extra, "-p", s))
+        got = ids_of(cli(pasada_bin, "tokenize", "-m", vocab, *extra, "-p", s))
+        assert got == want
+    res = cli(pasada_bin, "info", "--vocab-only", vocab)
+    assert res.returncode == 0, text(res.stderr)
+    assert "49152" in text(res.stdout)
+    # running needs the tensors: a clear one-line error
+    assert_runtime_error(cli(pasada_bin, "run", "-m", vocab, "-p", "hi"))
+
+
+# ---- info ----
+
+@pytest.mark.parametrize("model", ["smollm2", "gemma3"])
+def test_info(pasada_bin, request, model):
+    path = request.getfixturevalue(model)
+    res = cli(pasada_bin, "info", path)
+    assert res.returncode == 0, text(res.stderr)
+    out = text(res.stdout).lower()
+    assert ("gemma3" if model == "gemma3" else "llama") in out
+    assert "tensors" in out
+    assert cli(pasada_bin, "info", "-m", path).stdout == res.stdout
+
+
+# ---- chat ----
+
+def chat(pasada_bin, model, lines, *args):
+    res = cli(pasada_bin, "chat", "-m", model, "--temp", "0", *args,
+              input="".join(l + "\n" for l in lines).encode())
+    assert res.returncode == 0, text(res.stderr)
+    err = text(res.stderr)
+    turns = [tuple(int(g) for g in m.groups()) for m in TURN_RE.finditer(err)]
+    return text(res.stdout), err, turns
+
+
+def test_chat_keeps_the_cache_between_turns(pasada_bin, smollm2):
+    out, err, turns = chat(pasada_bin, smollm2, ["My name is Ana.", "What is my name?"], "-n",
+                           "32")
+    assert [t[0] for t in turns] == [1, 2], err
+    (_, pre1, reused1, gen1), (_, pre2, reused2, gen2) = turns
+    assert reused1 == 0 and pre1 > 0
+    assert gen1 > 0 and gen2 > 0 and out.strip()
+    assert "> " not in err, "the prompt is for terminals only"
+    # The second turn reuses the whole first prompt and the answer (but for
+    # its last token, never fed back) and prefills only the new message with
+    # the template's markers around it.
+    assert reused2 >= pre1 + gen1 - 1, turns
+    suffix = "<|im_end|>\n<|im_start|>user\nWhat is my name?<|im_end|>\n<|im_start|>assistant\n"
+    n_suffix = len(ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-p", suffix)))
+    n_message = len(ids_of(cli(pasada_bin, "tokenize", "-m", smollm2, "-p", "What is my name?")))
+    assert n_message <= pre2 <= n_suffix + 2, turns
+
+
+def test_chat_gemma_keeps_the_cache(pasada_bin, gemma3):
+    out, err, turns = chat(pasada_bin, gemma3, ["Hello!", "Tell me a color."], "-n", "8")
+    assert len(turns) == 2, err
+    assert turns[1][2] >= turns[0][1], turns
+    assert turns[1][1] < turns[1][2], turns
+
+
+def test_chat_reset_and_eof(pasada_bin, smollm2):
+    out, err, turns = chat(pasada_bin, smollm2, ["Hi", "/reset", "Hi"], "-n", "6")
+    assert len(turns) == 2, err
+    assert "conversation reset" in err
+    assert turns[1][2] == 0 and turns[1][1] == turns[0][1], turns
+    # the same conversation after a reset gives the same answer
+    answers = [l for l in out.split("\n") if l]
+    assert len(answers) == 2 and answers[0] == answers[1], out
+
+
+def test_chat_system_message(pasada_bin, smollm2):
+    _, err, turns = chat(pasada_bin, smollm2, ["Hi"], "-n", "4", "--system", "Be brief.")
+    _, _, plain = chat(pasada_bin, smollm2, ["Hi"], "-n", "4")
+    assert turns[0][1] > plain[0][1], "the system message should lengthen the prompt"
+
+
+def test_chat_outgrows_the_context(pasada_bin, smollm2):
+    msgs = [f"Please remember item number {i}: a red apple and a green pear." for i in range(5)]
+    msgs.append(" ".join(["long"] * 200))  # alone larger than the context
+    msgs.append("Thanks.")
+    out, err, turns = chat(pasada_bin, smollm2, msgs, "-c", "96", "-n", "16")
+    assert "dropped" in err, err
+    assert "ignored" in err, err
+    assert len(turns) == len(msgs) - 1, err
+
+
+def test_chat_under_sanitizers(asan_build_dir, smollm2):
+    binary = asan_build_dir / "pasada"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run scripts/test")
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1")
+    msgs = ["Hi there.", "Name a fruit.", "/reset", " ".join(["long"] * 100), "Bye."]
+    res = cli(binary, "chat", "-m", smollm2, "-c", "64", "-n", "12", "--temp", "0.7",
+              "--seed", "5", "--repeat-penalty", "1.1",
+              input="".join(m + "\n" for m in msgs).encode(), env=env)
+    err = text(res.stderr)
+    assert not any(m in err for m in SANITIZER_MARKS), err[-3000:]
+    assert res.returncode == 0, err[-3000:]
+    res = cli(binary, "run", "-m", smollm2, "-p", "Hello", "-n", "6", "--top-k", "0",
+              "--top-p", "0.9", env=env)
+    err = text(res.stderr)
+    assert not any(m in err for m in SANITIZER_MARKS), err[-3000:]
+    assert res.returncode == 0, err[-3000:]
+    res = cli(binary, "tokenize", "-m", smollm2, "-p", "<|im_start|>hé", env=env)
+    assert res.returncode == 0 and not any(m in text(res.stderr) for m in SANITIZER_MARKS)
