@@ -8,18 +8,24 @@ five varied prompts and writes tests/fixtures/logits/<model>.npz with
 
     prompt_ids, prompt_offsets   the prompts' token ids (llama.cpp's tokenizer,
                                  BOS added where the model asks for it), concatenated
-    topk_ids, topk_logprobs      per prompt position: the K most likely tokens and
-                                 their log-probabilities (log-softmax over the full vocab)
-    rest_logprob                 per position: log of the probability outside the top K
+    top_offsets, top_ids,        per prompt position p, entries top_offsets[p] to
+    top_logprobs                 top_offsets[p+1]: llama.cpp's most likely tokens, in
+                                 order, and their log-probabilities (log-softmax over the
+                                 full vocabulary); as many as it takes to hold MASS of the
+                                 probability, at least K_MIN and at most K_MAX
+    rest_logprob                 per position: log of the probability outside those tokens
     argmax                       per position: llama.cpp's top token
     greedy_ids, greedy_gap       per prompt: 64 greedy tokens (temperature 0, no stop
                                  at EOS) and llama.cpp's top-1 minus top-2 logit at
                                  each step
-    model_sha256, model_bytes, llama_cpp_version, K, prompts (texts)
+    model_sha256, model_bytes, llama_cpp_version, mass, k_min, k_max, prompts (texts)
 
-Full logits are not kept: gemma's vocabulary has 262144 tokens.
+Full logits are not kept: gemma's vocabulary has 262144 tokens. A fixed top-K
+would not do either: these small models' distributions have long tails (the
+top 128 tokens hold only 94-95% of the probability on average), so the set is
+sized per position to hold MASS of it (mean about 0.99 with the cap).
 Needs the heavy reference venv (llama-cpp-python); see docs/parity.md.
-Usage: make-logit-fixtures.py [--models DIR] [--out tests/fixtures/logits] [-k K]
+Usage: make-logit-fixtures.py [--models DIR] [--out tests/fixtures/logits]
 """
 import argparse
 import hashlib
@@ -32,6 +38,7 @@ import llama_cpp
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 N_GREEDY = 64
 N_THREADS = 2
+MASS, K_MIN, K_MAX = 0.99, 128, 4096
 
 MODELS = {
     "smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -42,8 +49,8 @@ CHAT = {
     "smollm2": ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
                 "Hugging Face<|im_end|>\n<|im_start|>user\nGive me three tips for staying "
                 "focused while studying.<|im_end|>\n<|im_start|>assistant\n"),
-    "gemma3": ("<start_of_turn>user\nGive me three tips for staying focused while studying."
-               "<end_of_turn>\n<start_of_turn>model\n"),
+    "gemma3": ("<start_of_turn>user\nYou are a patient tutor. Give me three tips for staying "
+               "focused while studying.<end_of_turn>\n<start_of_turn>model\n"),
 }
 
 # Five kinds of text: prose, code, a chat turn with the model's special tokens,
@@ -89,14 +96,27 @@ def no_extra_buffers():
     llama_cpp.llama_cpp.llama_model_default_params = params
 
 
-def make(name, path, out, k):
+def top_set(lp):
+    """For one position's log-probs: the most likely tokens, in order, until
+    they hold MASS of the probability (K_MIN..K_MAX of them), their log-probs,
+    and the log of the probability left outside them."""
+    order = np.argsort(-lp, kind="stable")
+    cum = np.cumsum(np.exp(lp[order]))
+    k = int(np.clip(np.searchsorted(cum, MASS) + 1, K_MIN, K_MAX))
+    rest = lp[order[k:]]
+    m = rest.max()
+    return order[:k], lp[order[:k]], m + np.log(np.exp(rest - m).sum())
+
+
+def make(name, path, out):
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_batch=256, n_ubatch=256,
                           n_threads=N_THREADS, n_threads_batch=N_THREADS, logits_all=True,
                           flash_attn=False, verbose=False)
     texts = [CHAT[name] if t is None else t for t in PROMPTS]
     prompts = [llm.tokenize(t.encode("utf-8"), add_bos=True, special=True) for t in texts]
 
-    ids, offsets, topk_ids, topk_lp, rest_lp, amax = [], [0], [], [], [], []
+    ids, offsets = [], [0]
+    top_offsets, top_ids, top_lp, rest_lp, amax = [0], [], [], [], []
     greedy_ids, greedy_gap = [], []
     for t, p in zip(texts, prompts):
         assert 20 <= len(p) <= 60, f"{name}: prompt of {len(p)} tokens: {t!r}"
@@ -104,18 +124,14 @@ def make(name, path, out, k):
         llm.eval(p)
         logits = np.array(llm.scores[: len(p)], dtype=np.float32)
         lp = log_softmax(logits)
-        order = np.argsort(-lp, axis=-1, kind="stable")[:, :k]
-        top = np.take_along_axis(lp, order, axis=-1)
-        mask = np.ones_like(lp, dtype=bool)
-        np.put_along_axis(mask, order, False, axis=-1)
-        rest = np.where(mask, lp, -np.inf)
-        rmax = rest.max(axis=-1, keepdims=True)
-        rest = (rmax + np.log(np.exp(rest - rmax).sum(axis=-1, keepdims=True)))[:, 0]
+        for row in lp:
+            tid, tlp, rest = top_set(row)
+            top_ids.append(tid.astype(np.int32))
+            top_lp.append(tlp.astype(np.float32))
+            rest_lp.append(rest)
+            top_offsets.append(top_offsets[-1] + len(tid))
         ids += p
         offsets.append(len(ids))
-        topk_ids.append(order.astype(np.int32))
-        topk_lp.append(top.astype(np.float32))
-        rest_lp.append(rest.astype(np.float32))
         amax.append(np.argmax(logits, axis=-1).astype(np.int32))
 
         # Greedy: the prompt was decoded in one batch; then one token per step.
@@ -132,24 +148,26 @@ def make(name, path, out, k):
             last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
         greedy_ids.append(gen)
         greedy_gap.append(gaps)
-        mass = np.exp(top.astype(np.float64)).sum(axis=-1)
-        print(f"{name}: {len(p):2d} tokens, top-{k} mass mean {mass.mean():.4f} min {mass.min():.4f}; "
-              f"greedy: {llm.detokenize(gen).decode('utf-8', 'replace')[:70]!r}")
+        print(f"{name}: {len(p):2d} tokens; greedy: "
+              f"{llm.detokenize(gen).decode('utf-8', 'replace')[:70]!r}")
 
     arrays = dict(
         prompt_ids=np.array(ids, np.int32), prompt_offsets=np.array(offsets, np.int32),
-        topk_ids=np.concatenate(topk_ids), topk_logprobs=np.concatenate(topk_lp),
-        rest_logprob=np.concatenate(rest_lp), argmax=np.concatenate(amax),
+        top_offsets=np.array(top_offsets, np.int64), top_ids=np.concatenate(top_ids),
+        top_logprobs=np.concatenate(top_lp), rest_logprob=np.array(rest_lp, np.float32),
+        argmax=np.concatenate(amax),
         greedy_ids=np.array(greedy_ids, np.int32), greedy_gap=np.array(greedy_gap, np.float32),
         model_file=np.array(path.name), model_sha256=np.array(sha256(path)),
         model_bytes=np.array(os.path.getsize(path), np.int64),
-        llama_cpp_version=np.array(llama_cpp.__version__), K=np.array(k, np.int32),
-        prompts=np.array(texts))
+        llama_cpp_version=np.array(llama_cpp.__version__), mass=np.array(MASS),
+        k_min=np.array(K_MIN), k_max=np.array(K_MAX), prompts=np.array(texts))
     dest = out / f"{name}.npz"
     np.savez_compressed(dest, **arrays)
-    mass = np.exp(arrays["topk_logprobs"].astype(np.float64)).sum(axis=-1)
-    print(f"wrote {dest} ({dest.stat().st_size} bytes): {len(ids)} positions, "
-          f"top-{k} mass mean {mass.mean():.5f}, min {mass.min():.5f}")
+    captured = 1.0 - np.exp(arrays["rest_logprob"].astype(np.float64))
+    sizes = np.diff(arrays["top_offsets"])
+    print(f"wrote {dest} ({dest.stat().st_size} bytes): {len(ids)} positions, {sizes.sum()} top "
+          f"entries (median {int(np.median(sizes))} per position), captured mass mean "
+          f"{captured.mean():.5f}, min {captured.min():.5f}")
     del llm
 
 
@@ -158,13 +176,12 @@ def main():
     ap.add_argument("--models", default=os.path.expanduser(
         os.environ.get("PASADA_MODELS_DIR", "~/.cache/pasada/models")))
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "logits"))
-    ap.add_argument("-k", type=int, default=128, help="top tokens kept per position")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     no_extra_buffers()
     for name, file in MODELS.items():
-        make(name, pathlib.Path(args.models) / file, out, args.k)
+        make(name, pathlib.Path(args.models) / file, out)
 
 
 if __name__ == "__main__":

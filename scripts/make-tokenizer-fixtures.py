@@ -20,9 +20,16 @@ by a second reference built independently from the same metadata, closer to the 
     16+24 instead of SentencePiece's greedy 31+9).
 The fixture's ids are the independent reference's (they equal transformers' everywhere else);
 cases where transformers differs keep its ids under "transformers_ids", for the record.
+Each case: "text", "ids" (special-token text kept as text), "ids_special" (parsed as special
+tokens; absent when equal to "ids"), "decoded" (the reference's decoding of "ids"; absent when
+equal to "text"). The SmolLM2 fixture also has "ids_pre_<name>" (absent when equal to "ids"):
+its vocabulary behind the pre-tokenizers of other families (gpt2, llama-bpe, qwen2), built
+with `tokenizers` from the regexes transformers carries, to test those regexes on a real
+vocabulary.
 Gemma 3's GGUF has no chat template, so the official Gemma 3 template (google/gemma-3-*-it,
 tokenizer_config.json) is set on the tokenizer and rendered by transformers (jinja2).
 """
+import functools
 import json
 import pathlib
 import sys
@@ -126,6 +133,7 @@ def tricky_strings():
         "𝕳𝖊𝖑𝖑𝖔 𝔀𝓸𝓻𝓵𝓭", "𝒜ℬ𝒞", "🀄🃏", "\U0010FFFD", "\U0001F9D1\u200D\U0001F680",
         "zero\u200bwidth", "soft\u00adhyphen", "bidi \u202ertl override\u202c", "\ufeffBOM start",
         "nbsp\u00a0here", "em\u2003space", "ideographic\u3000space", "line\u2028sep",
+        "mongolian\u180evowel sep", "next\u0085line", " \u00a0 \u2009x", "\u3000\u3000twice",
         "\x00nul", "bell\x07", "esc\x1b[31mred\x1b[0m", "del\x7f", "\x1c\x1d\x1e\x1f",
         "\U0001F600" * 20,
         # code
@@ -179,13 +187,13 @@ def tricky_strings():
 
 
 def long_text(strings):
-    """One ~20 KB string mixing everything, to check long inputs against the reference."""
+    """One ~8 KB string mixing everything, to check long inputs against the reference."""
     parts, n = [], 0
     for i in range(10000):
         p = strings[(i * 7919) % len(strings)]
         parts.append(p)
         n += len(p.encode())
-        if n > 20000:
+        if n > 8000:
             break
     return " ".join(parts)
 
@@ -205,6 +213,7 @@ CONVERSATIONS = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
 def read_vocab(path):
     r = gguf.GGUFReader(str(path))
 
@@ -217,6 +226,39 @@ def read_vocab(path):
         return [f.parts[i][0].item() for i in f.data]
 
     return arr("tokenizer.ggml.tokens"), arr("tokenizer.ggml.scores"), arr("tokenizer.ggml.token_type"), arr("tokenizer.ggml.merges")
+
+
+def byte_level_variant(path, split, ignore_merges):
+    """SmolLM2's vocabulary and merges behind another family's pre-tokenizer: plain GPT-2
+    ByteLevel (split None) or a Split regex then ByteLevel, as the Llama 3 and Qwen 2
+    tokenizer.json files have them. The regexes come from transformers, not from pasada."""
+    from tokenizers import AddedToken, Regex, Tokenizer, models, pre_tokenizers
+
+    tokens, _, types, merges = read_vocab(path)
+    bpe = models.BPE(vocab={t: i for i, t in enumerate(tokens)},
+                     merges=[tuple(m.split(" ", 1)) for m in merges], ignore_merges=ignore_merges)
+    tk = Tokenizer(bpe)
+    if split is None:
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        tk.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3])
+    tk.encode_special_tokens = True
+    return lambda s: tk.encode(s, add_special_tokens=False).ids
+
+
+def pre_variants(path):
+    """{tokenizer.ggml.pre name: encoder} run on SmolLM2's vocabulary (pasada: tok_tool --pre)."""
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS as splits
+
+    return {
+        "gpt2": byte_level_variant(path, None, False),
+        "llama-bpe": byte_level_variant(path, splits["llama-bpe"], True),
+        "qwen2": byte_level_variant(path, splits["qwen2"], False),
+    }
 
 
 def smollm2_independent(path):
@@ -300,6 +342,7 @@ def build(name, independent):
     if name == GEMMA3:
         tok.chat_template = GEMMA3_TEMPLATE
     other = independent(path)
+    variants = pre_variants(path) if name == SMOLLM2 else {}
     strings = tricky_strings()
     strings.append(long_text(strings))
     cases, disagreements = [], []
@@ -308,26 +351,57 @@ def build(name, independent):
         for key, parse_special in [("ids", False), ("ids_special", True)]:
             hf, ref = hf_encode(tok, s, parse_special), list(other(s, parse_special))
             case[key] = ref
-            if hf != ref:
-                case["transformers_" + key] = hf
+            if hf != ref:  # the long text only notes it: its id lists would be most of the file
+                case["transformers_" + key] = hf if len(s) < 1000 else "differs"
                 disagreements.append({"text": s, "parse_special": parse_special, "transformers": hf, "independent": ref})
-        case["decoded"] = tok.backend_tokenizer.decode(case["ids"], skip_special_tokens=False)
+        for pre, encode in variants.items():  # stored where they differ from "ids"
+            ids = encode(s)
+            if ids != case["ids"]:
+                case["ids_pre_" + pre] = ids
+        decoded = tok.backend_tokenizer.decode(case["ids"], skip_special_tokens=False)
+        # Kept small: ids_special only where special-token text made a difference, decoded
+        # only where it is not the text itself.
+        if case["ids_special"] == case["ids"] and case.get("transformers_ids_special") == case.get("transformers_ids"):
+            del case["ids_special"]
+            case.pop("transformers_ids_special", None)
+        if decoded != s:
+            case["decoded"] = decoded
         cases.append(case)
     chats = []
     for messages, gen in CONVERSATIONS:
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
-        ids = tok(text, add_special_tokens=False)["input_ids"]
-        chats.append({"messages": messages, "add_generation_prompt": gen, "text": text, "ids": ids})
+        hf, ref = tok(text, add_special_tokens=False)["input_ids"], list(other(text, True))
+        chat = {"messages": messages, "add_generation_prompt": gen, "text": text, "ids": ref}
+        if hf != ref:
+            chat["transformers_ids"] = hf
+            disagreements.append({"chat": text, "transformers": hf, "independent": ref})
+        chats.append(chat)
     doc = {
         "model": name,
         "reference": "transformers %s GGUF tokenizer (AutoTokenizer.from_pretrained(dir, gguf_file=...))"
         % __import__("transformers").__version__,
         "independent_reference": "tokenizers Digits+ByteLevel BPE" if name == SMOLLM2 else "sentencepiece BPE ModelProto",
         "bos_text": tok.bos_token if name == GEMMA3 else "",
+        "pre_variants": sorted(variants),
         "cases": cases,
         "chat": chats,
     }
     return doc, disagreements
+
+
+def dump(doc):
+    """JSON with one case or chat per line: small, and diffs stay readable."""
+    lines = ["{"]
+    for i, (key, value) in enumerate(doc.items()):
+        end = "," if i + 1 < len(doc) else ""
+        if isinstance(value, list):
+            items = [" " + json.dumps(v, ensure_ascii=True) for v in value]
+            lines.append(f" {json.dumps(key)}: [")
+            lines.append(",\n".join(items))
+            lines.append(" ]" + end)
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=True)}{end}")
+    return "\n".join(lines) + "\n}\n"
 
 
 def main():
@@ -335,7 +409,7 @@ def main():
     for name, independent in [(SMOLLM2, smollm2_independent), (GEMMA3, gemma3_independent)]:
         doc, disagreements = build(name, independent)
         out = OUT / ("smollm2.json" if name == SMOLLM2 else "gemma3.json")
-        out.write_text(json.dumps(doc, ensure_ascii=True, indent=1) + "\n")
+        out.write_text(dump(doc))
         print(f"{out.relative_to(ROOT)}: {len(doc['cases'])} strings, {len(doc['chat'])} chats, "
               f"{len(disagreements)} id lists where transformers' GGUF rebuild differs (kept as transformers_ids)")
         for d in disagreements[:20]:

@@ -3,7 +3,8 @@
  * Not a test. Build after the library (build-kern/libpasada.a):
  *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build-kern/libpasada.a \
  *      -lpcre2-8 -lpthread -lm -o build-kern/bench_kernels
- *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0) */
+ *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
+ *   build-kern/bench_kernels [threads] shapes   (the default models' matrices) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +58,69 @@ static void fill(pa_type type, uint8_t *p, size_t bytes) {
     for (int k = 0; k < nf; k++) memcpy(p + b + offs[k], &h, 2);
 }
 
+/* One matrix, decode (one token): best GB/s of weights over reps runs. */
+static double bench_one(pa_pool *pool, pa_type type, int64_t rows, int64_t cols, int reps) {
+  const size_t row = pa_row_size(type, cols), bytes = row * (size_t)rows;
+  uint8_t *w = pa_alloc(bytes);
+  fill(type, w, bytes);
+  pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
+  float *x = pa_alloc(sizeof(float) * (size_t)cols), *y = pa_alloc(sizeof(float) * (size_t)rows);
+  for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+  void *work = pa_alloc(pa_matmul_work_size(&m, 1) + 64);
+  pa_matmul(pool, &m, x, cols, y, rows, 1, work);
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t0 = pa_time_s();
+    pa_matmul(pool, &m, x, cols, y, rows, 1, work);
+    double dt = pa_time_s() - t0;
+    if (dt < best) best = dt;
+  }
+  pa_free(w);
+  pa_free(x);
+  pa_free(y);
+  pa_free(work);
+  return (double)bytes / best / 1e9;
+}
+
+/* The matrices of SmolLM2-135M (Q4_1 + Q8_0 output) and gemma-3-270m
+ * (Q4_K_M: Q5_0, Q4_K, Q6_K, Q8_0 output): type, cols, rows. */
+static void bench_shapes(pa_pool *pool) {
+  static const struct { pa_type type; int64_t cols, rows; const char *what; } shapes[] = {
+      {PA_TYPE_Q4_1, 576, 576, "smollm q/o"},        {PA_TYPE_Q4_1, 576, 1536, "smollm gate/up"},
+      {PA_TYPE_Q4_1, 1536, 576, "smollm down"},      {PA_TYPE_Q8_0, 576, 49152, "smollm output"},
+      {PA_TYPE_Q5_0, 640, 1024, "gemma q"},          {PA_TYPE_Q5_0, 640, 2048, "gemma gate/up"},
+      {PA_TYPE_Q4_K, 1024, 640, "gemma o"},          {PA_TYPE_Q6_K, 2048, 640, "gemma down"},
+      {PA_TYPE_Q8_0, 640, 262144, "gemma output"},
+  };
+  const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
+  printf("%-16s %-5s %6s %7s %8s", "matrix", "type", "cols", "rows", "MB");
+  for (int k = 0; k < 3; k++)
+    if (tabs[k]) printf(" %12s", tabs[k]->name);
+  printf("   (GB/s)\n");
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const double mb = (double)pa_row_size(shapes[i].type, shapes[i].cols) * (double)shapes[i].rows / 1048576.0;
+    printf("%-16s %-5s %6lld %7lld %8.2f", shapes[i].what, pa_type_name(shapes[i].type),
+           (long long)shapes[i].cols, (long long)shapes[i].rows, mb);
+    for (int k = 0; k < 3; k++) {
+      if (!tabs[k]) continue;
+      pa_kernels_set(tabs[k]);
+      printf(" %12.2f", bench_one(pool, shapes[i].type, shapes[i].rows, shapes[i].cols, mb < 8 ? 300 : 15));
+      fflush(stdout);
+    }
+    printf("\n");
+  }
+  pa_kernels_set(NULL);
+}
+
 int main(int argc, char **argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 1;
+  if (argc > 2 && !strcmp(argv[2], "shapes")) {
+    pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
+    printf("cpu %s, %d thread(s), decode (one token)\n", pa_cpu_describe(), threads);
+    bench_shapes(pool);
+    pa_pool_free(pool);
+    return 0;
+  }
   const double mb = argc > 2 ? atof(argv[2]) : 64.0;
   const char *all[] = {"Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K", "Q4_0", "Q5_K", "Q5_1",
                        "Q2_K", "Q3_K", "F32", "F16", "BF16"};

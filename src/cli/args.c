@@ -201,76 +201,76 @@ void cli_gen_defaults(cli_gen_options *o, int32_t n_predict) {
 int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o) {
   pasada_sampler_params *sp = &o->sampling;
   switch (opt) {
-  case 'm':
-    o->model_path = arg;
-    return 1;
-  case 'n':
-    if (!cli_parse_i32(arg, -1, INT32_MAX, &o->n_predict))
-      return cli_usage(cmd, "-n wants a token count (-1: no limit), not '%s'", arg);
-    return 1;
-  case 't':
-    if (!cli_parse_i32(arg, 0, 1024, &o->n_threads))
-      return cli_usage(cmd, "-t wants a thread count in [0, 1024], not '%s'", arg);
-    return 1;
-  case 'c':
-    if (!cli_parse_i32(arg, 0, 1 << 22, &o->n_ctx))
-      return cli_usage(cmd, "-c wants a context length in [0, 4194304], not '%s'", arg);
-    return 1;
-  case OPT_TEMP:
-    if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))
-      return cli_usage(cmd, "--temp wants a number >= 0, not '%s'", arg);
-    return 1;
-  case OPT_TOP_K:
-    if (!cli_parse_i32(arg, 0, INT32_MAX, &sp->top_k))
-      return cli_usage(cmd, "--top-k wants a count >= 0, not '%s'", arg);
-    return 1;
-  case OPT_TOP_P:
-    if (!cli_parse_float(arg, 0.0f, 1.0f, &sp->top_p))
-      return cli_usage(cmd, "--top-p wants a number in [0, 1], not '%s'", arg);
-    return 1;
-  case OPT_MIN_P:
-    if (!cli_parse_float(arg, 0.0f, 1.0f, &sp->min_p))
-      return cli_usage(cmd, "--min-p wants a number in [0, 1], not '%s'", arg);
-    return 1;
-  case OPT_REPEAT_PENALTY:
-    if (!cli_parse_float(arg, 1e-6f, 1000.0f, &sp->repeat_penalty))
-      return cli_usage(cmd, "--repeat-penalty wants a number > 0, not '%s'", arg);
-    return 1;
-  case OPT_REPEAT_LAST_N:
-    if (!cli_parse_i32(arg, -1, INT32_MAX, &sp->repeat_last_n))
-      return cli_usage(cmd, "--repeat-last-n wants a count >= -1, not '%s'", arg);
-    return 1;
-  case OPT_PRESENCE_PENALTY:
-    if (!cli_parse_float(arg, -1000.0f, 1000.0f, &sp->presence_penalty))
-      return cli_usage(cmd, "--presence-penalty wants a number, not '%s'", arg);
-    return 1;
-  case OPT_FREQUENCY_PENALTY:
-    if (!cli_parse_float(arg, -1000.0f, 1000.0f, &sp->frequency_penalty))
-      return cli_usage(cmd, "--frequency-penalty wants a number, not '%s'", arg);
-    return 1;
-  case OPT_SEED:
-    if (!strcmp(arg, "-1"))
-      sp->seed = PASADA_SEED_RANDOM;
-    else if (!cli_parse_u64(arg, &sp->seed))
-      return cli_usage(cmd, "--seed wants a number in [0, 2^64) or -1, not '%s'", arg);
-    return 1;
-  case OPT_CHAT_TEMPLATE: {
-    pasada_chat_template t;
-    if (pasada_chat_from_name(arg, &t) != PASADA_OK)
-      return cli_usage(cmd, "unknown chat template '%s' (known: chatml, gemma, llama3)", arg);
-    o->chat_template = arg;
-    return 1;
-  }
-  case OPT_SYSTEM:
-    o->system = arg;
-    return 1;
-  case OPT_NO_STATS:
-    o->no_stats = true;
-    return 1;
-  case OPT_VERBOSE:
-    o->verbose = true;
-    return 1;
-  default:
-    return 0;
+    case 'm':
+      o->model_path = arg;
+      return 1;
+    case 'n':
+      if (!cli_parse_i32(arg, -1, INT32_MAX, &o->n_predict))
+        return cli_usage(cmd, "-n wants a token count (-1: no limit), not '%s'", arg);
+      return 1;
+    case 't':
+      if (!cli_parse_i32(arg, 0, 1024, &o->n_threads))
+        return cli_usage(cmd, "-t wants a thread count in [0, 1024], not '%s'", arg);
+      return 1;
+    case 'c':
+      if (!cli_parse_i32(arg, 0, 1 << 22, &o->n_ctx))
+        return cli_usage(cmd, "-c wants a context length in [0, 4194304], not '%s'", arg);
+      return 1;
+    case OPT_TEMP:
+      if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))
+        return cli_usage(cmd, "--temp wants a number >= 0, not '%s'", arg);
+      return 1;
+    case OPT_TOP_K:
+      if (!cli_parse_i32(arg, 0, INT32_MAX, &sp->top_k))
+        return cli_usage(cmd, "--top-k wants a count >= 0, not '%s'", arg);
+      return 1;
+    case OPT_TOP_P:
+      if (!cli_parse_float(arg, 0.0f, 1.0f, &sp->top_p))
+        return cli_usage(cmd, "--top-p wants a number in [0, 1], not '%s'", arg);
+      return 1;
+    case OPT_MIN_P:
+      if (!cli_parse_float(arg, 0.0f, 1.0f, &sp->min_p))
+        return cli_usage(cmd, "--min-p wants a number in [0, 1], not '%s'", arg);
+      return 1;
+    case OPT_REPEAT_PENALTY:
+      if (!cli_parse_float(arg, 1e-6f, 1000.0f, &sp->repeat_penalty))
+        return cli_usage(cmd, "--repeat-penalty wants a number > 0, not '%s'", arg);
+      return 1;
+    case OPT_REPEAT_LAST_N:
+      if (!cli_parse_i32(arg, -1, INT32_MAX, &sp->repeat_last_n))
+        return cli_usage(cmd, "--repeat-last-n wants a count >= -1, not '%s'", arg);
+      return 1;
+    case OPT_PRESENCE_PENALTY:
+      if (!cli_parse_float(arg, -1000.0f, 1000.0f, &sp->presence_penalty))
+        return cli_usage(cmd, "--presence-penalty wants a number, not '%s'", arg);
+      return 1;
+    case OPT_FREQUENCY_PENALTY:
+      if (!cli_parse_float(arg, -1000.0f, 1000.0f, &sp->frequency_penalty))
+        return cli_usage(cmd, "--frequency-penalty wants a number, not '%s'", arg);
+      return 1;
+    case OPT_SEED:
+      if (!strcmp(arg, "-1"))
+        sp->seed = PASADA_SEED_RANDOM;
+      else if (!cli_parse_u64(arg, &sp->seed))
+        return cli_usage(cmd, "--seed wants a number in [0, 2^64) or -1, not '%s'", arg);
+      return 1;
+    case OPT_CHAT_TEMPLATE: {
+      pasada_chat_template t;
+      if (pasada_chat_from_name(arg, &t) != PASADA_OK)
+        return cli_usage(cmd, "unknown chat template '%s' (known: chatml, gemma, llama3)", arg);
+      o->chat_template = arg;
+      return 1;
+    }
+    case OPT_SYSTEM:
+      o->system = arg;
+      return 1;
+    case OPT_NO_STATS:
+      o->no_stats = true;
+      return 1;
+    case OPT_VERBOSE:
+      o->verbose = true;
+      return 1;
+    default:
+      return 0;
   }
 }

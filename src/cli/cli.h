@@ -56,9 +56,9 @@ void cli_text_free(cli_text *t);
 typedef struct {
   const char *model_path;
   pasada_sampler_params sampling;
-  int32_t n_predict; /* -1: until end of generation or a full context */
-  int32_t n_threads; /* 0: all cores */
-  int32_t n_ctx;     /* 0: the model's training context, at most 4096 */
+  int32_t n_predict;         /* -1: until end of generation or a full context */
+  int32_t n_threads;         /* 0: all cores */
+  int32_t n_ctx;             /* 0: the model's training context, at most 4096 */
   const char *chat_template; /* NULL: detect from the model */
   const char *system;
   bool no_stats, verbose;
@@ -84,19 +84,27 @@ enum {
   OPT_VOCAB_ONLY,
 };
 
-#define CLI_GEN_LONG_OPTIONS                                                              \
-  {"model", required_argument, 0, 'm'}, {"n-predict", required_argument, 0, 'n'},         \
-      {"threads", required_argument, 0, 't'}, {"ctx-size", required_argument, 0, 'c'},    \
-      {"temp", required_argument, 0, OPT_TEMP}, {"top-k", required_argument, 0, OPT_TOP_K}, \
-      {"top-p", required_argument, 0, OPT_TOP_P}, {"min-p", required_argument, 0, OPT_MIN_P}, \
-      {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},                       \
-      {"repeat-last-n", required_argument, 0, OPT_REPEAT_LAST_N},                         \
-      {"presence-penalty", required_argument, 0, OPT_PRESENCE_PENALTY},                   \
-      {"frequency-penalty", required_argument, 0, OPT_FREQUENCY_PENALTY},                 \
-      {"seed", required_argument, 0, OPT_SEED},                                           \
-      {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},                         \
-      {"system", required_argument, 0, OPT_SYSTEM}, {"no-stats", no_argument, 0, OPT_NO_STATS}, \
-      {"verbose", no_argument, 0, OPT_VERBOSE}, {"help", no_argument, 0, 'h'}
+/* clang-format off */
+#define CLI_GEN_LONG_OPTIONS                                          \
+  {"model", required_argument, 0, 'm'},                               \
+  {"n-predict", required_argument, 0, 'n'},                           \
+  {"threads", required_argument, 0, 't'},                             \
+  {"ctx-size", required_argument, 0, 'c'},                            \
+  {"temp", required_argument, 0, OPT_TEMP},                           \
+  {"top-k", required_argument, 0, OPT_TOP_K},                         \
+  {"top-p", required_argument, 0, OPT_TOP_P},                         \
+  {"min-p", required_argument, 0, OPT_MIN_P},                         \
+  {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},       \
+  {"repeat-last-n", required_argument, 0, OPT_REPEAT_LAST_N},         \
+  {"presence-penalty", required_argument, 0, OPT_PRESENCE_PENALTY},   \
+  {"frequency-penalty", required_argument, 0, OPT_FREQUENCY_PENALTY}, \
+  {"seed", required_argument, 0, OPT_SEED},                           \
+  {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},         \
+  {"system", required_argument, 0, OPT_SYSTEM},                       \
+  {"no-stats", no_argument, 0, OPT_NO_STATS},                         \
+  {"verbose", no_argument, 0, OPT_VERBOSE},                           \
+  {"help", no_argument, 0, 'h'}
+/* clang-format on */
 
 /* The --help text of the shared options. */
 extern const char CLI_GEN_HELP[];

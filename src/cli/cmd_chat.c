@@ -128,19 +128,19 @@ int cmd_chat(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc, argv, ":m:n:t:c:h", opts, NULL)) != -1) {
     switch (c) {
-    case 'h':
-      fputs(CHAT_HELP, stdout);
-      fputs(CLI_GEN_HELP, stdout);
-      fputs(EXIT_HELP, stdout);
-      return CLI_OK;
-    case '?':
-    case ':':
-      return cli_getopt_error(cmd, c, argv);
-    default: {
-      int r = cli_gen_option(cmd, c, optarg, &o);
-      if (r == CLI_USAGE_ERROR) return r;
-      if (r == 0) return cli_usage(cmd, "unhandled option '%s'", argv[optind - 1]);
-    }
+      case 'h':
+        fputs(CHAT_HELP, stdout);
+        fputs(CLI_GEN_HELP, stdout);
+        fputs(EXIT_HELP, stdout);
+        return CLI_OK;
+      case '?':
+      case ':':
+        return cli_getopt_error(cmd, c, argv);
+      default: {
+        int r = cli_gen_option(cmd, c, optarg, &o);
+        if (r == CLI_USAGE_ERROR) return r;
+        if (r == 0) return cli_usage(cmd, "unhandled option '%s'", argv[optind - 1]);
+      }
     }
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -237,8 +237,9 @@ int cmd_chat(int argc, char **argv) {
       break;
     }
     if (r.hit_context_end)
-      fprintf(stderr, "pasada: the context is full (%d tokens): the answer was cut; the oldest "
-                      "turns will be dropped\n",
+      fprintf(stderr,
+              "pasada: the context is full (%d tokens): the answer was cut; the oldest "
+              "turns will be dropped\n",
               s.n_ctx);
     if (!o.no_stats)
       fprintf(stderr,

@@ -32,17 +32,17 @@ int cmd_info(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
     switch (c) {
-    case 'h':
-      fputs(INFO_HELP, stdout);
-      return CLI_OK;
-    case 'm':
-      path = optarg;
-      break;
-    case OPT_VOCAB_ONLY:
-      vocab_only = true;
-      break;
-    default:
-      return cli_getopt_error(cmd, c, argv);
+      case 'h':
+        fputs(INFO_HELP, stdout);
+        return CLI_OK;
+      case 'm':
+        path = optarg;
+        break;
+      case OPT_VOCAB_ONLY:
+        vocab_only = true;
+        break;
+      default:
+        return cli_getopt_error(cmd, c, argv);
     }
   }
   if (optind < argc) {

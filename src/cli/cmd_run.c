@@ -53,28 +53,28 @@ int cmd_run(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:f:n:t:c:h", opts, NULL)) != -1) {
     switch (c) {
-    case 'h':
-      fputs(RUN_HELP, stdout);
-      fputs(CLI_GEN_HELP, stdout);
-      fputs(EXIT_HELP, stdout);
-      return CLI_OK;
-    case 'p':
-      prompt = optarg;
-      break;
-    case 'f':
-      file = optarg;
-      break;
-    case OPT_CHAT:
-      chat = true;
-      break;
-    case '?':
-    case ':':
-      return cli_getopt_error(cmd, c, argv);
-    default: {
-      int r = cli_gen_option(cmd, c, optarg, &o);
-      if (r == CLI_USAGE_ERROR) return r;
-      if (r == 0) return cli_usage(cmd, "unhandled option '%s'", argv[optind - 1]);
-    }
+      case 'h':
+        fputs(RUN_HELP, stdout);
+        fputs(CLI_GEN_HELP, stdout);
+        fputs(EXIT_HELP, stdout);
+        return CLI_OK;
+      case 'p':
+        prompt = optarg;
+        break;
+      case 'f':
+        file = optarg;
+        break;
+      case OPT_CHAT:
+        chat = true;
+        break;
+      case '?':
+      case ':':
+        return cli_getopt_error(cmd, c, argv);
+      default: {
+        int r = cli_gen_option(cmd, c, optarg, &o);
+        if (r == CLI_USAGE_ERROR) return r;
+        if (r == 0) return cli_usage(cmd, "unhandled option '%s'", argv[optind - 1]);
+      }
     }
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -128,9 +128,10 @@ int cmd_run(int argc, char **argv) {
     goto done;
   }
   if (toks.n > (size_t)s.n_ctx) {
-    rc = cli_fail("the prompt is %zu tokens but the context holds %d: shorten it or raise -c "
-                  "(the model was trained on %d)",
-                  toks.n, s.n_ctx, pasada_model_n_ctx_train(s.model));
+    rc = cli_fail(
+        "the prompt is %zu tokens but the context holds %d: shorten it or raise -c "
+        "(the model was trained on %d)",
+        toks.n, s.n_ctx, pasada_model_n_ctx_train(s.model));
     goto done;
   }
 
@@ -150,8 +151,7 @@ int cmd_run(int argc, char **argv) {
             "pasada: load %.2f s | prompt %zu tokens, %.1f tok/s | generated %d tokens, "
             "%.1f tok/s%s\n",
             s.load_s, toks.n, per_s((int64_t)toks.n, prefill_s), r.n_generated,
-            per_s(r.n_generated, r.seconds),
-            r.hit_context_end ? " | stopped: context full" : "");
+            per_s(r.n_generated, r.seconds), r.hit_context_end ? " | stopped: context full" : "");
 
 done:
   cli_tokens_free(&toks);

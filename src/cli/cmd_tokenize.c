@@ -29,12 +29,10 @@ static const char TOKENIZE_HELP[] =
     "exit status: 0 success, 1 runtime error, 2 usage error\n";
 
 int cmd_tokenize(int argc, char **argv) {
-  static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                       {"prompt", required_argument, 0, 'p'},
-                                       {"file", required_argument, 0, 'f'},
-                                       {"raw", no_argument, 0, OPT_RAW},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+  static const struct option opts[] = {
+      {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
+      {"file", required_argument, 0, 'f'},  {"raw", no_argument, 0, OPT_RAW},
+      {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
   const char *cmd = "tokenize", *model_path = NULL, *prompt = NULL, *file = NULL;
   bool raw = false;
   opterr = 0;
@@ -42,23 +40,23 @@ int cmd_tokenize(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:f:h", opts, NULL)) != -1) {
     switch (c) {
-    case 'h':
-      fputs(TOKENIZE_HELP, stdout);
-      return CLI_OK;
-    case 'm':
-      model_path = optarg;
-      break;
-    case 'p':
-      prompt = optarg;
-      break;
-    case 'f':
-      file = optarg;
-      break;
-    case OPT_RAW:
-      raw = true;
-      break;
-    default:
-      return cli_getopt_error(cmd, c, argv);
+      case 'h':
+        fputs(TOKENIZE_HELP, stdout);
+        return CLI_OK;
+      case 'm':
+        model_path = optarg;
+        break;
+      case 'p':
+        prompt = optarg;
+        break;
+      case 'f':
+        file = optarg;
+        break;
+      case OPT_RAW:
+        raw = true;
+        break;
+      default:
+        return cli_getopt_error(cmd, c, argv);
     }
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -87,7 +85,8 @@ int cmd_tokenize(int argc, char **argv) {
   int32_t *ids = NULL;
   size_t n = 0;
   int rc = CLI_OK;
-  if (pasada_tokenize(pasada_model_tokenizer(model), text, len, !raw, !raw, &ids, &n) != PASADA_OK) {
+  if (pasada_tokenize(pasada_model_tokenizer(model), text, len, !raw, !raw, &ids, &n) !=
+      PASADA_OK) {
     rc = cli_fail("%s", pasada_last_error());
   } else {
     for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);

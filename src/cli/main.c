@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_bench.h"
+#include "cmd_serve.h"
 
 static const char MAIN_HELP[] =
     "usage: pasada <command> [options]\n"
@@ -15,6 +17,8 @@ static const char MAIN_HELP[] =
     "  chat       an interactive conversation on stdin/stdout\n"
     "  info       describe a model file\n"
     "  tokenize   print the token ids of a text\n"
+    "  serve      an OpenAI-compatible HTTP server (pasada serve --help)\n"
+    "  bench      prompt and generation speed against this machine's limits\n"
     "\n"
     "options:\n"
     "  -h, --help       show this help\n"
@@ -38,7 +42,8 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(int, char **);
   } commands[] = {
-      {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}};
+      {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize},
+      {"serve", cmd_serve}, {"bench", cmd_bench}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
   if (cmd[0] == '-') return cli_usage(NULL, "unknown option '%s'", cmd);

@@ -77,9 +77,10 @@ int cli_session_template(cli_session *s, const cli_gen_options *o, pasada_chat_t
                     o->model_path, why);
   }
   if (*out == PASADA_CHAT_NONE)
-    return cli_fail("%s: the model has no chat template; name one with --chat-template "
-                    "(chatml, gemma, llama3)",
-                    o->model_path);
+    return cli_fail(
+        "%s: the model has no chat template; name one with --chat-template "
+        "(chatml, gemma, llama3)",
+        o->model_path);
   return CLI_OK;
 }
 
@@ -111,8 +112,8 @@ int cli_prefill(cli_session *s, const int32_t *tokens, int32_t n) {
   for (int32_t done = 0; done < n;) {
     int32_t len = n - done < s->n_batch ? n - done : s->n_batch;
     for (int32_t i = 0; i < len; i++) pos[i] = s->pos + i;
-    pasada_batch b = {.n_tokens = len, .token = tokens + done, .pos = pos, .seq_id = seq,
-                      .want_logits = NULL};
+    pasada_batch b = {
+        .n_tokens = len, .token = tokens + done, .pos = pos, .seq_id = seq, .want_logits = NULL};
     if (pasada_decode(s->ctx, &b) != PASADA_OK) {
       rc = cli_fail("%s", pasada_last_error());
       break;
@@ -164,8 +165,8 @@ int cli_generate(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *r
       r->hit_context_end = true;
       break;
     }
-    pasada_batch b = {.n_tokens = 1, .token = &tok, .pos = &s->pos, .seq_id = &seq,
-                      .want_logits = NULL};
+    pasada_batch b = {
+        .n_tokens = 1, .token = &tok, .pos = &s->pos, .seq_id = &seq, .want_logits = NULL};
     if (pasada_decode(s->ctx, &b) != PASADA_OK) {
       rc = cli_fail("%s", pasada_last_error());
       break;

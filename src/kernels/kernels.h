@@ -43,6 +43,20 @@ const pa_cpu_kernels *pa_kernels_avx512_vnni(void); /* ... + VNNI (vpdpbusd) */
 void pa_kernels_fill_avx2(pa_cpu_kernels *k);
 void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
 
+/* The fast path pa_matmul takes for 32-element block types (Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0) when a table has it: the same dot as vec_dot, given
+ * besides the quantized activation row x (nb blocks) what depends on x
+ * alone, prepared once per token instead of once per weight row:
+ * xs[b] = d of block b as a float, and xs[nb + b] = sum of its quants (Q8_0)
+ * or its s (Q8_1), as a float. See pa_prepare_x_sums. */
+typedef void (*pa_vec_dot_xs_fn)(int64_t n, float *out, const void *w, const void *x, const float *xs);
+/* NULL when table k has no such kernel for the type. */
+pa_vec_dot_xs_fn pa_kernels_vec_dot_xs(const pa_cpu_kernels *k, pa_type type);
+/* For an activation row (or part of one) of type Q8_0 or Q8_1 of n
+ * elements: d[b] and sums[b] as described above, b < n / 32. */
+void pa_prepare_x_sums(pa_type act_type, const void *x, int64_t n, float *d, float *sums);
+void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *table, int vnni); /* indexed by weight type */
+
 /* A weight matrix: `rows` rows of `cols` elements of `type`, row stride
  * pa_row_size(type, cols) bytes. */
 typedef struct {

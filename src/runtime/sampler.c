@@ -8,6 +8,7 @@
 #include "runtime/sampler.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,9 +33,9 @@ struct pa_sampler {
   int32_t window_cap, window_len, window_head;
   int32_t *counts; /* n_vocab */
 
-  float *work;   /* n_vocab: the penalised copy of the logits */
-  pa_cand *cand; /* n_vocab: candidates that survive truncation */
-  float *prob;   /* n_vocab: their probabilities, same order */
+  float *work;         /* n_vocab: the penalised copy of the logits */
+  pa_cand *cand;       /* n_vocab: candidates that survive truncation */
+  float *prob;         /* n_vocab: their probabilities, same order */
   double *bucket_mass; /* PA_TOP_P_BUCKETS: top-p over the whole vocabulary */
 };
 
@@ -112,11 +113,15 @@ static int check_params(const pasada_sampler_params *p) {
   return PASADA_OK;
 }
 
+/* Clock, process id and a process-wide counter: samplers made in the same
+ * instant (a server's concurrent requests) still draw different seeds. */
 static uint64_t random_seed(void) {
+  static _Atomic uint64_t made;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   x ^= (uint64_t)getpid() << 32;
+  x += atomic_fetch_add(&made, 1) * 0xd1b54a32d192ed03ull;
   uint64_t seed = splitmix64(&x);
   return seed == PASADA_SEED_RANDOM ? 0 : seed;
 }
@@ -127,7 +132,9 @@ int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
   pasada_sampler_params p = params ? *params : pasada_sampler_default_params();
   int st = check_params(&p);
   if (st) return st;
-  if (n_vocab <= 0) return pa_error(PASADA_ERR_ARG, "sampler: n_vocab %d must be positive", n_vocab);
+  if (p.repeat_last_n > (1 << 22)) p.repeat_last_n = -1; /* longer than any context: all tokens */
+  if (n_vocab <= 0)
+    return pa_error(PASADA_ERR_ARG, "sampler: n_vocab %d must be positive", n_vocab);
 
   pa_sampler *s = calloc(1, sizeof *s);
   if (!s) return pa_error(PASADA_ERR_NOMEM, "sampler: out of memory");
@@ -196,9 +203,8 @@ void pasada_sampler_accept(pasada_sampler *s, int32_t token) {
 /* ---- penalties ---- */
 
 static bool penalties_active(const pa_sampler *s) {
-  return s->window_len > 0 &&
-         (s->p.repeat_penalty != 1.0f || s->p.presence_penalty != 0.0f ||
-          s->p.frequency_penalty != 0.0f);
+  return s->window_len > 0 && (s->p.repeat_penalty != 1.0f || s->p.presence_penalty != 0.0f ||
+                               s->p.frequency_penalty != 0.0f);
 }
 
 void pa_sampler_penalize(pa_sampler *s, float *logits, int32_t n_vocab) {

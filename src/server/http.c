@@ -114,7 +114,7 @@ static enum MHD_Result fail(srv_state *st, struct MHD_Connection *c, http_req *r
 static enum MHD_Result fail(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
                             const char *type, const char *code, const char *fmt, ...) {
   srv_error e;
-  srv_fail(&e, status, type, code, NULL, "");
+  srv_fail(&e, status, type, code, NULL, "-");
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(e.message, sizeof e.message, fmt, ap);
@@ -325,7 +325,7 @@ static bool authorized(const srv_state *st, struct MHD_Connection *c) {
 static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_req *r) {
   if (r->too_large)
     return fail(st, c, r, 413, "invalid_request_error", "body_too_large",
-                "the request body is larger than the limit of %s bytes", "");
+                "the request body is larger than the limit of %zu bytes", st->cfg->max_body);
   if (r->r == R_NOT_FOUND)
     return fail(st, c, r, 404, "invalid_request_error", "not_found", "no such endpoint");
   if (r->bad_method)
@@ -404,7 +404,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       srv_buf_free(&r->body);
     }
     if (r->too_large) {
-      if (r->received / DISCARD_FACTOR > limit) return dispatch(st, c, r);
+      /* far too large, with no length announced: MHD cannot answer in the
+       * middle of an upload, so the connection is closed */
+      if (r->received / DISCARD_FACTOR > limit) {
+        srv_metrics_request(st->metrics, r->endpoint, 413);
+        r->responded = true;
+        return MHD_NO;
+      }
       return MHD_YES;
     }
     srv_buf_append(&r->body, upload, n);
@@ -462,11 +468,11 @@ int srv_http_start(srv_state *st, srv_http **out) {
                    MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (v6) flags |= MHD_USE_IPv6;
   struct MHD_Daemon *d = MHD_start_daemon(
-      flags, (uint16_t)cfg->port, NULL, NULL, on_request, st, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, st,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 256),
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, st,
-      MHD_OPTION_END);
+      flags, (uint16_t)cfg->port, NULL, NULL, on_request, st, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+      st, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
+      on_completed, st, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 256),
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
   if (!d) {
     fprintf(stderr, "pasada serve: cannot listen on %s:%d: %s\n", cfg->host, cfg->port,
             strerror(errno));

@@ -60,15 +60,6 @@ static bool get_float(const cJSON *obj, const char *name, double lo, double hi, 
   return true;
 }
 
-static char *dup_n(const char *s, size_t n) {
-  char *p = malloc(n + 1);
-  if (p) {
-    memcpy(p, s, n);
-    p[n] = 0;
-  }
-  return p;
-}
-
 /* ---- the fields both endpoints share ---- */
 
 static bool parse_stop(const cJSON *root, srv_request *r, srv_error *e) {

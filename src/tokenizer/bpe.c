@@ -37,7 +37,9 @@ int pa_gpt2_cp_to_byte(uint32_t cp) {
 
 /* ---- merge table ---- */
 
-static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l << 32 | (uint32_t)r) + 1; }
+static uint64_t pair_key(int32_t l, int32_t r) {
+  return ((uint64_t)(uint32_t)l << 32 | (uint32_t)r) + 1;
+}
 
 static uint64_t mix64(uint64_t x) {
   x ^= x >> 31;
@@ -100,9 +102,8 @@ int pa_bpe_build_merges(pa_tokenizer *t, const void *value) {
     int32_t res = l >= 0 && r >= 0 ? pa_table_find(t, buf, ln + rn) : -1;
     if (res < 0) {
       free(buf);
-      return pa_error(PASADA_ERR_FORMAT,
-                      "tokenizer.ggml.merges[%llu] '%.*s' %s", (unsigned long long)k,
-                      (int)(s->len > 80 ? 80 : s->len), s->ptr,
+      return pa_error(PASADA_ERR_FORMAT, "tokenizer.ggml.merges[%llu] '%.*s' %s",
+                      (unsigned long long)k, (int)(s->len > 80 ? 80 : s->len), s->ptr,
                       l < 0 || r < 0 ? "names a part that is not a token"
                                      : "merges into a string that is not a token");
     }
@@ -231,7 +232,8 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
   int32_t n = 0;
   for (size_t i = 0; i < len; i++) {
     int32_t id = t->byte_token[(uint8_t)s[i]];
-    if (id < 0) id = t->unk; /* a vocabulary without this byte */
+    /* A vocabulary without this byte (SmolLM2 lacks 0x1D): the byte is
+     * dropped, as Hugging Face's BPE without an unk_token does. */
     if (id < 0) continue;
     st->sym[n] = (symbol){id, n - 1, -1};
     if (n > 0) st->sym[n - 1].next = n;

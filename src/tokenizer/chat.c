@@ -83,8 +83,8 @@ static const char *role_of(const pa_chat_message *m) { return m->role ? m->role 
 
 /* ---- the families ---- */
 
-static void render_chatml(sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs,
-                          size_t n, bool add_gen) {
+static void render_chatml(sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
+                          bool add_gen) {
   for (size_t i = 0; i < n; i++) {
     if (i == 0 && fmt->default_system[0] && strcmp(role_of(&msgs[0]), "system") != 0) {
       sb_str(b, "<|im_start|>system\n");
@@ -110,8 +110,9 @@ static int render_gemma(sbuf *b, const pa_chat_message *msgs, size_t n, bool add
   for (size_t i = 0; i < n; i++) {
     const char *role = role_of(&msgs[i]);
     if ((strcmp(role, "user") == 0) != (i % 2 == 0))
-      return pa_error(PASADA_ERR_ARG, "gemma chat template: conversation roles must alternate "
-                                      "user/assistant/user/assistant/... (message %zu is '%s')",
+      return pa_error(PASADA_ERR_ARG,
+                      "gemma chat template: conversation roles must alternate "
+                      "user/assistant/user/assistant/... (message %zu is '%s')",
                       i + (system ? 1 : 0), role);
     sb_str(b, "<start_of_turn>");
     sb_str(b, strcmp(role, "assistant") == 0 ? "model" : role);
@@ -135,8 +136,8 @@ static void llama3_turn(sbuf *b, const char *role, const char *content) {
   sb_str(b, "<|eot_id|>");
 }
 
-static void render_llama3(sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs,
-                          size_t n, bool add_gen) {
+static void render_llama3(sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
+                          bool add_gen) {
   if (fmt->date[0]) { /* 3.1+: a system turn always, with the knowledge dates */
     const char *system = "";
     if (n > 0 && strcmp(role_of(&msgs[0]), "system") == 0) {
@@ -191,8 +192,11 @@ int pa_chat_from_name(const char *name, pa_chat_template *out) {
   static const struct {
     const char *name;
     pa_chat_template t;
-  } names[] = {{"chatml", PA_CHAT_CHATML}, {"gemma", PA_CHAT_GEMMA}, {"gemma3", PA_CHAT_GEMMA},
-               {"llama3", PA_CHAT_LLAMA3}, {"llama-3", PA_CHAT_LLAMA3}};
+  } names[] = {{"chatml", PA_CHAT_CHATML},
+               {"gemma", PA_CHAT_GEMMA},
+               {"gemma3", PA_CHAT_GEMMA},
+               {"llama3", PA_CHAT_LLAMA3},
+               {"llama-3", PA_CHAT_LLAMA3}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (name && strcmp(name, names[i].name) == 0) {
       *out = names[i].t;
@@ -219,9 +223,12 @@ static void find_default_system(const char *tmpl, char *out, size_t cap) {
   static const char head[] = "<|im_start|>system";
   for (const char *p = strstr(tmpl, head); p; p = strstr(p + 1, head)) {
     const char *q = p + sizeof head - 1;
-    if (q[0] == '\n') q += 1;
-    else if (q[0] == '\\' && q[1] == 'n') q += 2;
-    else continue;
+    if (q[0] == '\n')
+      q += 1;
+    else if (q[0] == '\\' && q[1] == 'n')
+      q += 2;
+    else
+      continue;
     const char *end = strstr(q, "<|im_end|>");
     if (!end || end == q) continue;
     /* A literal: no quote, no expression, no statement inside. */
@@ -266,7 +273,8 @@ int pa_chat_detect_format(const gguf_file *f, const char *arch, pa_chat_format *
       out->kind = PA_CHAT_GEMMA;
     } else if (strstr(tmpl, "<|start_header_id|>")) {
       out->kind = PA_CHAT_LLAMA3;
-      if (strstr(tmpl, "Cutting Knowledge Date")) snprintf(out->date, sizeof out->date, "26 Jul 2024");
+      if (strstr(tmpl, "Cutting Knowledge Date"))
+        snprintf(out->date, sizeof out->date, "26 Jul 2024");
     } else {
       free(tmpl);
       return pa_error(PASADA_ERR_UNSUPPORTED,

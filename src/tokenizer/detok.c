@@ -21,8 +21,10 @@ static int byte_token_value(const char *s, uint32_t n) {
   int v = 0;
   for (int i = 3; i < 5; i++) {
     char c = s[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                   : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }
@@ -128,7 +130,8 @@ static size_t utf8_prefix(const unsigned char *s, size_t n, size_t *need) {
   unsigned char c = s[0];
   unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
   if (c < 0x80) return *need = 1, 1;
-  if (c >= 0xC2 && c <= 0xDF) *need = 2;
+  if (c >= 0xC2 && c <= 0xDF)
+    *need = 2;
   else if (c >= 0xE0 && c <= 0xEF) {
     *need = 3;
     if (c == 0xE0) lo = 0xA0;
@@ -236,6 +239,11 @@ size_t pa_detok_flush(pa_detok *d, char *buf, size_t cap) {
 }
 
 char *pa_detokenize(const pa_tokenizer *t, const int32_t *ids, size_t n, bool render_special) {
+  return pa_detokenize_len(t, ids, n, render_special, NULL);
+}
+
+char *pa_detokenize_len(const pa_tokenizer *t, const int32_t *ids, size_t n, bool render_special,
+                        size_t *out_len) {
   size_t step = pa_detok_max_output(t), cap = step * 2 + 16, len = 0;
   char *s = malloc(cap);
   if (!s) return NULL;
@@ -255,5 +263,6 @@ char *pa_detokenize(const pa_tokenizer *t, const int32_t *ids, size_t n, bool re
                  : pa_detok_flush(&d, s + len, cap - len - 1);
   }
   s[len] = '\0';
+  if (out_len) *out_len = len;
   return s;
 }

@@ -15,15 +15,14 @@
 #include "tokenizer/tokenizer_internal.h"
 
 /* GPT-2 (also the word splitter of Hugging Face's ByteLevel pre-tokenizer). */
-#define RE_GPT2 \
-  "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 /* Llama 3 (tiktoken cl100k): digits in groups of up to three. */
-#define RE_LLAMA3                                                                         \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                \
+#define RE_LLAMA3                                                                                  \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                         \
   "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Qwen 2: as Llama 3 with single digits. */
-#define RE_QWEN2                                                                          \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"                     \
+#define RE_QWEN2                                                                                   \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"                              \
   "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Every digit alone (Hugging Face's Digits(individual_digits=true)). */
 #define RE_DIGIT "\\p{N}"
@@ -111,8 +110,8 @@ static int split(split_state *st, int level, const char *s, size_t len) {
   if (level == st->p->n_code) return st->emit(st->ctx, s, len);
   size_t pos = 0;
   while (pos < len) {
-    int rc = pcre2_match(st->p->code[level], (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, st->md,
-                         NULL);
+    int rc =
+        pcre2_match(st->p->code[level], (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, st->md, NULL);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];

@@ -67,8 +67,26 @@ int pa_special_build(pa_tokenizer *t) {
     bool user = ty == PA_TOKEN_USER_DEFINED;
     bool control = ty == PA_TOKEN_CONTROL || ty == PA_TOKEN_UNKNOWN || named_special;
     if ((!user && !control) || t->text_len[id] == 0) continue;
-    if (insert(trie, t->text_arena + t->text_off[id], t->text_len[id], id, !user))
-      return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for special tokens");
+    const char *s = t->text_arena + t->text_off[id];
+    size_t n = t->text_len[id];
+    /* SentencePiece matches on text whose spaces are "▁" already
+     * (tokenize.c), so a piece spelled with spaces is stored that way. */
+    char *spelled = NULL;
+    if (t->kind == PA_TOK_SPM && memchr(s, ' ', n)) {
+      if (!(spelled = malloc(n * 3))) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
+      size_t k = 0;
+      for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ')
+          memcpy(spelled + k, "\xE2\x96\x81", 3), k += 3;
+        else
+          spelled[k++] = s[i];
+      }
+      s = spelled;
+      n = k;
+    }
+    int rc = insert(trie, s, n, id, !user);
+    free(spelled);
+    if (rc) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for special tokens");
   }
   return PASADA_OK;
 }

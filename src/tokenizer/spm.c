@@ -100,15 +100,16 @@ static int emit_symbol(const pa_tokenizer *t, const char *s, uint32_t len, pa_id
   return PASADA_OK;
 }
 
-int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_start,
-                  pa_ids *out) {
+int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_start, pa_ids *out) {
   static const char space_mark[3] = {(char)0xE2, (char)0x96, (char)0x81}; /* U+2581 */
   if (len == 0) return PASADA_OK;
+  size_t n_spaces = 0;
+  for (size_t i = 0; i < len; i++) n_spaces += text[i] == ' ';
   if (len > (UINT32_MAX - 3) / 3)
     return pa_error(PASADA_ERR_ARG, "tokenizer: text of %zu bytes is too long", len);
   bool prefix = at_start && t->add_space_prefix;
   size_t n_norm = 0;
-  char *norm = malloc(len * 3 + 3);
+  char *norm = malloc(len + 2 * n_spaces + 3);
   symbol *sym = malloc((len + 1) * sizeof *sym);
   if (!norm || !sym) {
     free(norm);

@@ -2,6 +2,7 @@
  * special.c), hands each stretch of ordinary text to the model's encoder
  * (bpe.c or spm.c), and adds BOS/EOS when asked. Also the UTF-8 helpers the
  * tokenizer files share. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,22 @@ int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_sp
   if (!text && len) return pa_error(PASADA_ERR_ARG, "pa_tokenize: NULL text");
   pa_ids ids = {0};
   int rc = PASADA_OK;
+  /* SentencePiece matches its user-defined pieces after spaces became "▁"
+   * (so "▁▁" in the text is the "  " piece too): normalize first. */
+  char *norm = NULL;
+  if (t->kind == PA_TOK_SPM && len > 0) {
+    if (len > (SIZE_MAX - 1) / 3 || !(norm = malloc(len * 3 + 1)))
+      return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for %zu bytes", len);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+      if (text[i] == ' ')
+        memcpy(norm + n, "\xE2\x96\x81", 3), n += 3;
+      else
+        norm[n++] = text[i];
+    }
+    text = norm;
+    len = n;
+  }
   if (add_special && t->add_bos) rc = pa_ids_push(&ids, t->bos);
   for (size_t pos = 0; !rc && pos < len;) {
     size_t at = len, match_len = 0;
@@ -89,6 +106,7 @@ int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_sp
     pos = at + match_len;
   }
   if (!rc && add_special && t->add_eos) rc = pa_ids_push(&ids, t->eos);
+  free(norm);
   if (rc) {
     free(ids.v);
     return rc;

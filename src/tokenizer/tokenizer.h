@@ -141,6 +141,9 @@ char *pa_chat_render_format(const pa_chat_format *fmt, const pa_chat_message *ms
 /* The token's text exactly as the file spells it (NULL when id is out of
  * range). */
 const char *pa_tokenizer_token_text(const pa_tokenizer *t, int32_t id);
+/* pa_detokenize, also giving the length (the text may contain NUL bytes). */
+char *pa_detokenize_len(const pa_tokenizer *t, const int32_t *ids, size_t n, bool render_special,
+                        size_t *len);
 /* An upper bound of what one pa_detok_push can write (bytes). */
 size_t pa_detok_max_output(const pa_tokenizer *t);
 

@@ -124,8 +124,7 @@ uint32_t pa_gpt2_byte_to_cp(uint8_t b);
 int pa_gpt2_cp_to_byte(uint32_t cp); /* -1 when cp is not in the map */
 
 /* spm.c */
-int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_start,
-                  pa_ids *out);
+int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_start, pa_ids *out);
 
 /* detok.c */
 int pa_pieces_build(pa_tokenizer *t);

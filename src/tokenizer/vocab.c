@@ -91,8 +91,8 @@ static int get_array(const gguf_file *f, const char *key, bool required, char ki
     return PASADA_OK;
   }
   if (v->type != GGUF_TYPE_ARRAY)
-    return pa_error(PASADA_ERR_FORMAT, "%s: key '%s' has type %s, expected an array", fname(f),
-                    key, gguf_type_name(v->type));
+    return pa_error(PASADA_ERR_FORMAT, "%s: key '%s' has type %s, expected an array", fname(f), key,
+                    gguf_type_name(v->type));
   gguf_type et = v->arr.elem_type;
   bool is_int = et == GGUF_TYPE_UINT8 || et == GGUF_TYPE_INT8 || et == GGUF_TYPE_UINT16 ||
                 et == GGUF_TYPE_INT16 || et == GGUF_TYPE_UINT32 || et == GGUF_TYPE_INT32 ||
@@ -102,9 +102,11 @@ static int get_array(const gguf_file *f, const char *key, bool required, char ki
                           : (is_int || et == GGUF_TYPE_FLOAT32 || et == GGUF_TYPE_FLOAT64) &&
                                 (v->arr.raw || v->arr.count == 0);
   if (!ok)
-    return pa_error(PASADA_ERR_FORMAT, "%s: key '%s' is an array of %s, expected %s", fname(f),
-                    key, gguf_type_name(et),
-                    kind == 's' ? "strings" : kind == 'i' ? "integers" : "numbers");
+    return pa_error(PASADA_ERR_FORMAT, "%s: key '%s' is an array of %s, expected %s", fname(f), key,
+                    gguf_type_name(et),
+                    kind == 's'   ? "strings"
+                    : kind == 'i' ? "integers"
+                                  : "numbers");
   *out = v;
   return PASADA_OK;
 }
@@ -248,8 +250,8 @@ static void add_eog(pa_tokenizer *t, int32_t id) {
  * families we know, whatever their declared type. */
 static void build_eog(pa_tokenizer *t) {
   static const char *const markers[] = {
-      "<|eot_id|>", "<|im_end|>",      "<|end|>",       "<end_of_turn>", "<|endoftext|>",
-      "<|eom_id|>", "<|end_of_text|>", "<EOT>",         "<|return|>",    "<|call|>",
+      "<|eot_id|>", "<|im_end|>",      "<|end|>", "<end_of_turn>", "<|endoftext|>",
+      "<|eom_id|>", "<|end_of_text|>", "<EOT>",   "<|return|>",    "<|call|>",
   };
   add_eog(t, t->eos);
   add_eog(t, t->eot);

@@ -253,26 +253,25 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   r->cpu_path = pa_cpu_describe();
   snprintf(r->model_name, sizeof r->model_name, "%s", base_name(p->model_path));
 
-  /* fail on a missing model before spending seconds on the probes */
-  if (access(p->model_path, R_OK) != 0)
-    return pa_error(PASADA_ERR_IO, "%s: cannot open: %s", p->model_path, strerror(errno));
-
-  if (!p->skip_ceilings) {
-    PROGRESS(p, "measuring ceilings on %d thread%s...\n", n_threads, n_threads > 1 ? "s" : "");
-    if ((rc = measure_ceilings(n_threads, &r->ceil))) return rc;
-    r->have_ceilings = true;
-    PROGRESS(p, "read %.1f GB/s (%.0f MiB buffer), fp32 FMA %.1f GFLOP/s (%s), int8 dot %.1f GOP/s (%s)\n",
-             r->ceil.read_gbs, (double)r->ceil.read_bytes / (1 << 20), r->ceil.fma_gflops,
-             r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
-  }
-
-  PROGRESS(p, "loading %s\n", p->model_path);
+  /* The model first (mapping and validating it is quick), so a bad file
+   * fails before seconds of probes; the probes run before any weight is
+   * touched and before the context's threads exist. */
   pasada_model *model = NULL;
   pasada_context *ctx = NULL;
   runner rn = {0};
   int32_t *prompt = NULL;
   double *pp_rates = NULL, *tg_rates = NULL;
   if ((rc = pasada_model_load(p->model_path, NULL, &model))) return rc;
+  PROGRESS(p, "loaded %s (%s)\n", p->model_path, pasada_model_arch(model));
+
+  if (!p->skip_ceilings) {
+    PROGRESS(p, "measuring ceilings on %d thread%s...\n", n_threads, n_threads > 1 ? "s" : "");
+    if ((rc = measure_ceilings(n_threads, &r->ceil))) goto done;
+    r->have_ceilings = true;
+    PROGRESS(p, "read %.1f GB/s (%.0f MiB buffer), fp32 FMA %.1f GFLOP/s (%s), int8 dot %.1f GOP/s (%s)\n",
+             r->ceil.read_gbs, (double)r->ceil.read_bytes / (1 << 20), r->ceil.fma_gflops,
+             r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
+  }
   pasada_model_stats st;
   pasada_model_get_stats(model, &st);
   snprintf(r->arch, sizeof r->arch, "%s", pasada_model_arch(model));

@@ -1,7 +1,9 @@
 /* tok_tool: drives the tokenizer of a GGUF file for the end-to-end tests.
  *
  *   tok_tool MODEL.gguf info        one JSON line: model, pre, n_vocab, specials, chat format
- *   tok_tool MODEL.gguf serve       requests on stdin, one per line, one answer line each:
+ *   tok_tool MODEL.gguf serve [--pre NAME]
+ *                                   requests on stdin, one per line, one answer line each
+ *                                   (--pre: as if tokenizer.ggml.pre were NAME):
  *     enc  "TEXT"      ids, no BOS/EOS, special-token text stays text   -> [1, 2]
  *     encs "TEXT"      ids, no BOS/EOS, special-token text -> specials  -> [1, 2]
  *     enca "TEXT"      ids with BOS/EOS as the model says, specials on  -> [1, 2]
@@ -28,8 +30,10 @@ static int hex4(const char *p, unsigned *v) {
   *v = 0;
   for (int i = 0; i < 4; i++) {
     char c = p[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (d < 0) return -1;
     *v = *v * 16 + (unsigned)d;
   }
@@ -76,8 +80,7 @@ static char *read_json_string(const char **p, size_t *len) {
       if (hex4(s + 1, &cp)) goto bad;
       s += 5;
       if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (s[0] != '\\' || s[1] != 'u' || hex4(s + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-          goto bad;
+        if (s[0] != '\\' || s[1] != 'u' || hex4(s + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF) goto bad;
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         s += 6;
       } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
@@ -102,10 +105,14 @@ static void write_json_string(const char *s, size_t n) {
   putchar('"');
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') printf("\\%c", c);
-    else if (c == '\n') fputs("\\n", stdout);
-    else if (c < 0x20 || c == 0x7F) printf("\\u%04x", c);
-    else putchar(c);
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", stdout);
+    else if (c < 0x20 || c == 0x7F)
+      printf("\\u%04x", c);
+    else
+      putchar(c);
   }
   putchar('"');
 }
@@ -158,9 +165,12 @@ static void do_encode(const pa_tokenizer *t, const char *arg, bool add_special,
 static void do_decode(const pa_tokenizer *t, const char *arg, bool render_special) {
   int32_t *ids;
   size_t n = read_ids(arg, &ids);
-  char *s = pa_detokenize(t, ids, n, render_special);
-  if (!s) write_error("detokenize failed");
-  else write_json_string(s, strlen(s)), putchar('\n');
+  size_t len;
+  char *s = pa_detokenize_len(t, ids, n, render_special, &len);
+  if (!s)
+    write_error("detokenize failed");
+  else
+    write_json_string(s, len), putchar('\n');
   free(s);
   free(ids);
 }
@@ -259,12 +269,24 @@ static void do_info(const pa_tokenizer *t, const gguf_file *f) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: tok_tool MODEL.gguf info|serve\n");
+    fprintf(stderr, "usage: tok_tool MODEL.gguf info|serve [--pre NAME]\n");
     return 2;
   }
   gguf_file *f;
   pa_tokenizer *t;
-  if (gguf_open(argv[1], &f) || pa_tokenizer_load(f, &t)) {
+  if (gguf_open(argv[1], &f)) {
+    fprintf(stderr, "tok_tool: %s\n", pa_last_error());
+    return 1;
+  }
+  /* --pre NAME: read the vocabulary as if tokenizer.ggml.pre said NAME, to run
+   * the pre-tokenizers of other families on a real vocabulary. */
+  if (argc >= 5 && strcmp(argv[3], "--pre") == 0) {
+    for (uint64_t i = 0; i < f->n_kv; i++)
+      if (strcmp(f->kv[i].key, "tokenizer.ggml.pre") == 0 &&
+          f->kv[i].value.type == GGUF_TYPE_STRING)
+        f->kv[i].value.str = (gguf_str){argv[4], strlen(argv[4])};
+  }
+  if (pa_tokenizer_load(f, &t)) {
     fprintf(stderr, "tok_tool: %s\n", pa_last_error());
     return 1;
   }
@@ -280,17 +302,28 @@ int main(int argc, char **argv) {
     while ((got = getline(&line, &cap, stdin)) > 0) {
       if (line[got - 1] == '\n') line[--got] = '\0';
       char *arg = strchr(line, ' ');
-      if (arg) *arg++ = '\0';
-      else arg = line + got;
-      if (strcmp(line, "enc") == 0) do_encode(t, arg, false, false);
-      else if (strcmp(line, "encs") == 0) do_encode(t, arg, false, true);
-      else if (strcmp(line, "enca") == 0) do_encode(t, arg, true, true);
-      else if (strcmp(line, "dec") == 0) do_decode(t, arg, false);
-      else if (strcmp(line, "decs") == 0) do_decode(t, arg, true);
-      else if (strcmp(line, "stream") == 0) do_stream(t, arg);
-      else if (strcmp(line, "chat") == 0) do_chat(t, &fmt, arg);
-      else if (strcmp(line, "time") == 0) do_time(t, arg);
-      else write_error("unknown request");
+      if (arg)
+        *arg++ = '\0';
+      else
+        arg = line + got;
+      if (strcmp(line, "enc") == 0)
+        do_encode(t, arg, false, false);
+      else if (strcmp(line, "encs") == 0)
+        do_encode(t, arg, false, true);
+      else if (strcmp(line, "enca") == 0)
+        do_encode(t, arg, true, true);
+      else if (strcmp(line, "dec") == 0)
+        do_decode(t, arg, false);
+      else if (strcmp(line, "decs") == 0)
+        do_decode(t, arg, true);
+      else if (strcmp(line, "stream") == 0)
+        do_stream(t, arg);
+      else if (strcmp(line, "chat") == 0)
+        do_chat(t, &fmt, arg);
+      else if (strcmp(line, "time") == 0)
+        do_time(t, arg);
+      else
+        write_error("unknown request");
       fflush(stdout);
     }
     free(line);

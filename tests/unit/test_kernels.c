@@ -12,7 +12,7 @@
  * 3. The reference vec_dot against dequantize(w) . dequantize(x) in double:
  *    same bound, plus for Q4_1/Q5_1 the rounding of Q8_1's s = d * sum(q)
  *    to fp16 (|m * s| * 2^-10 per block), which dequantized rows lack.
- * 4. pa_matmul with 1, 2, 3 threads, 1, 3, 17 tokens, 37 rows, strided x
+ * 4. pa_matmul with 1, 2, 3 threads, 1, 3, 17 tokens, 37 and 5 rows, strided x
  *    and y, with each table, against a double loop over dequantized weights
  *    and the same quantized activations (reference quantizer), same bound.
  * Returns 0 when all pass; prints each failure with type, n and path. */
@@ -154,9 +154,10 @@ static int64_t sizes_for(pa_type type, int64_t out[8]) {
     memcpy(out, s, sizeof s);
     return 5;
   }
-  const int64_t mult[] = {1, 3, 7, 13};
-  for (int i = 0; i < 4; i++) out[i] = t->block_size * mult[i];
-  return 4;
+  /* 8 and 16 blocks end a SIMD group of 8 exactly at the end of the row */
+  const int64_t mult[] = {1, 3, 7, 8, 13, 16};
+  for (int i = 0; i < 6; i++) out[i] = t->block_size * mult[i];
+  return 6;
 }
 
 /* Tests 1 and 3 for one type and one length. */
@@ -165,8 +166,10 @@ static void check_vec_dot(pa_type type, int64_t n) {
   const pa_type vt = t->vec_dot_type;
   const pa_type_traits *vtt = pa_type_get(vt);
   const pa_cpu_kernels *ref = pa_kernels_reference();
-  uint8_t *w = pa_alloc(pa_row_size(type, n));
-  uint8_t *xq = pa_alloc(pa_row_size(vt, n) + sizeof(float) * (size_t)n);
+  /* exact sizes (malloc, not the rounded-up pa_alloc): under ASan a kernel
+   * reading past the end of a row fails here */
+  uint8_t *w = malloc(pa_row_size(type, n));
+  uint8_t *xq = malloc(vt == PA_TYPE_F32 ? sizeof(float) * (size_t)n : pa_row_size(vt, n));
   float *x = pa_alloc(sizeof(float) * (size_t)n), *xd = pa_alloc(sizeof(float) * (size_t)n);
   float *wd = pa_alloc(sizeof(float) * (size_t)n), *w0 = pa_alloc(sizeof(float) * (size_t)n);
   for (int trial = 0; trial < 4; trial++) {
@@ -197,10 +200,24 @@ static void check_vec_dot(pa_type type, int64_t n) {
                t->name, (long long)n, tables[k]->name, got, want, fabs((double)got - want), tol);
         failures++;
       }
+      /* the matmul fast path with prepared activation scales and sums */
+      const pa_vec_dot_xs_fn dot_xs = pa_kernels_vec_dot_xs(tables[k], type);
+      if (dot_xs) {
+        const int64_t nb = n / 32;
+        float *xs = malloc(sizeof(float) * 2 * (size_t)nb);
+        pa_prepare_x_sums(vt, xq, n, xs, xs + nb);
+        dot_xs(n, &got, w, xq, xs);
+        if (!(fabs((double)got - want) <= tol)) {
+          printf("FAIL vec_dot_xs type=%s n=%lld path=%s: got %.9g, ref %.9g, |diff| %.3g > tol %.3g\n",
+                 t->name, (long long)n, tables[k]->name, got, want, fabs((double)got - want), tol);
+          failures++;
+        }
+        free(xs);
+      }
     }
   }
-  pa_free(w);
-  pa_free(xq);
+  free(w);
+  free(xq);
   pa_free(x);
   pa_free(xd);
   pa_free(wd);
@@ -241,11 +258,12 @@ static void check_quantizer(pa_type vt) {
 }
 
 /* Test 4 for one weight type, with the table currently set. */
-static void check_matmul(pa_type type, pa_pool **pools, const char *path) {
+static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char *path) {
   const pa_type_traits *t = pa_type_get(type);
   const pa_type vt = t->vec_dot_type;
   const pa_type_traits *vtt = pa_type_get(vt);
-  const int64_t rows = 37, cols = t->quantized ? t->block_size * 3 : 45;
+  /* 11 blocks of 32: one group of 8 in the SIMD loops, and a tail */
+  const int64_t cols = !t->quantized ? 45 : t->block_size == 32 ? 32 * 11 : QK_K * 3;
   const int64_t max_tok = 17, x_stride = cols + 5, y_stride = rows + 3;
   const size_t row_bytes = pa_row_size(type, cols);
   uint8_t *wdata = pa_alloc(row_bytes * (size_t)rows);
@@ -267,8 +285,8 @@ static void check_matmul(pa_type type, pa_pool **pools, const char *path) {
   }
   /* get_row gives the dequantized row */
   float *row = pa_alloc(sizeof(float) * (size_t)cols);
-  pa_matrix_get_row(&m, 5, row);
-  if (memcmp(row, wd + 5 * cols, sizeof(float) * (size_t)cols) != 0) {
+  pa_matrix_get_row(&m, rows / 2, row);
+  if (memcmp(row, wd + rows / 2 * cols, sizeof(float) * (size_t)cols) != 0) {
     printf("FAIL get_row type=%s\n", t->name);
     failures++;
   }
@@ -355,7 +373,12 @@ int main(void) {
       printf("FAIL pa_kernels_set(%s) not current\n", tables[k]->name);
       failures++;
     }
-    for (int i = 0; i < N_WEIGHT_TYPES; i++) check_matmul(weight_types[i], pools, tables[k]->name);
+    /* 37 rows: not a multiple of 16; 5 rows: threads without rows still
+     * quantize their share of the activations and meet at the barrier */
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) {
+      check_matmul(weight_types[i], 37, pools, tables[k]->name);
+      check_matmul(weight_types[i], 5, pools, tables[k]->name);
+    }
   }
   pa_kernels_set(NULL);
   if (pa_kernels_current() != pa_kernels_best()) {

@@ -12,14 +12,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      failures++;                                                          \
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      failures++;                                                              \
       fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fputc('\n', stderr);                                                 \
-    }                                                                      \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fputc('\n', stderr);                                                     \
+    }                                                                          \
   } while (0)
 
 /* The test's own generator, independent of the sampler's. */
@@ -229,9 +229,9 @@ static void test_truncation(void) {
     float top_p, min_p;
     int kept; /* the first `kept` ids survive */
   } cases[] = {
-      {0, 0.75f, 0.0f, 2},  {0, 0.85f, 0.0f, 3}, {0, 0.4f, 0.0f, 1},  {0, 1.0f, 0.0f, 4},
-      {0, 1.0f, 0.2f, 3},   {0, 1.0f, 0.7f, 1},  {0, 1.0f, 0.5f, 2},  {3, 1.0f, 0.0f, 3},
-      {3, 0.75f, 0.0f, 2},  {2, 1.0f, 0.2f, 2},  {3, 1.0f, 0.2f, 3},  {0, 0.85f, 0.4f, 2},
+      {0, 0.75f, 0.0f, 2},  {0, 0.85f, 0.0f, 3}, {0, 0.4f, 0.0f, 1}, {0, 1.0f, 0.0f, 4},
+      {0, 1.0f, 0.2f, 3},   {0, 1.0f, 0.7f, 1},  {0, 1.0f, 0.5f, 2}, {3, 1.0f, 0.0f, 3},
+      {3, 0.75f, 0.0f, 2},  {2, 1.0f, 0.2f, 2},  {3, 1.0f, 0.2f, 3}, {0, 0.85f, 0.4f, 2},
       {3, 0.99f, 0.05f, 3}, {0, 0.0f, 0.0f, 1},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -369,8 +369,7 @@ static void test_errors(void) {
   pasada_sampler_params p = pasada_sampler_default_params();
   p.top_p = 1.5f;
   CHECK(pasada_sampler_create(&p, 10, &s) == PASADA_ERR_ARG && !s, "top_p > 1 rejected");
-  CHECK(strstr(pa_last_error(), "top_p") != NULL, "message names the field: %s",
-        pa_last_error());
+  CHECK(strstr(pa_last_error(), "top_p") != NULL, "message names the field: %s", pa_last_error());
   p = pasada_sampler_default_params();
   p.repeat_penalty = 0.0f;
   CHECK(pasada_sampler_create(&p, 10, &s) == PASADA_ERR_ARG, "repeat_penalty 0 rejected");

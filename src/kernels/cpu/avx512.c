@@ -1,4 +1,543 @@
-/* avx512.c: placeholder while the AVX-512 kernels are written. */
+/* avx512.c: the AVX-512 kernel tables (F/BW/VL, and the same kernels with
+ * VNNI's vpdpbusd/vpdpwssd when the CPU has them), and the prepared-
+ * activation variants pa_matmul takes for 32-element blocks. Built for
+ * baseline x86-64 like avx2.c: functions carry target attributes and are
+ * reached only through dispatch.c.
+ *
+ * The 32-block and Q4_K/Q5_K dots stay 256 bits wide: on Intel cores
+ * 512-bit uops shut the vector ALU of port 1, and these loops are bound by
+ * ALU uops, not by width. What AVX-512 adds there is cheaper bookkeeping:
+ * the fp16 scales of 8 blocks come from one or two permutes and one
+ * conversion, each block then reads its product of scales by a broadcast
+ * load (no shuffle uop), the fifth bits of Q5 become a k-mask, and the last
+ * partial group uses masked loads instead of a scalar tail. Q6_K and the
+ * float dots, which need more work per byte, are 512 bits wide.
+ *
+ * VNNI and non-VNNI tables share one body per kernel: `vnni` is a constant
+ * of each always-inlined body. vpdpbusd/vpdpwssd are emitted with inline
+ * asm so that the shared bodies need no VNNI target (GCC refuses to inline
+ * a VNNI intrinsic into a function without it, even in dead code).
+ * With VNNI the 4-bit kernels skip the shift of high nibbles: they multiply
+ * (q << 4) and take the 16 out of those lanes at the end (vpdpbusd sums
+ * four products in 32 bits, so 240 * 127 cannot saturate; pmaddubsw's
+ * 16-bit pair sums could, so the non-VNNI path shifts). */
+#include <immintrin.h>
+#include <string.h>
+
 #include "kernels/kernels.h"
 
-void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni) { (void)k; (void)vnni; }
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define BODY static inline __attribute__((always_inline)) AVX512
+
+/* ---- helpers ---- */
+
+BODY __m256i dpbusd(__m256i acc, __m256i u, __m256i s, const int vnni) {
+  if (vnni) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
+    return acc;
+  }
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+
+/* acc += pairs of int16 products (pmaddwd), fused with VNNI. */
+BODY __m256i dpwssd(__m256i acc, __m256i a, __m256i b, const int vnni) {
+  if (vnni) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+    return acc;
+  }
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+
+BODY float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+BODY float f16_at(const void *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 16 bytes in both 128-bit lanes (a pure load). */
+BODY __m256i bcast128(const void *p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)); }
+
+/* The fp16 scales of up to 8 consecutive blocks, gathered by permutes
+ * from 64-byte windows. Windows are placed so that for 8 whole blocks they
+ * never reach past them; `avail` (bytes readable from p) masks the part of
+ * a window beyond a last, partial group (masked loads do not fault and read
+ * zeros). Dword permutes (one uop) take (d, m) or (d, s) pairs, which sit
+ * at 4-byte aligned offsets; word permutes take the lone d of the others. */
+#define ALL_AVAILABLE (1 << 30)
+
+BODY __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+
+BODY __m512i window(const uint8_t *p, int64_t avail) {
+  if (avail >= 64) return load512(p);
+  return _mm512_maskz_loadu_epi8(avail <= 0 ? 0 : ((__mmask64)1 << avail) - 1, p);
+}
+
+/* 8 (d, m) / (d, s) pairs at p + k * stride, as 16 floats (pair k in lanes
+ * 2k, 2k + 1). stride is 20 (Q4_1), 24 (Q5_1) or 36 (Q8_1). */
+BODY __m512 f16_pairs8(const uint8_t *p, const int stride, const int64_t avail) {
+  __m512i v;
+  if (stride == 20) { /* windows at blocks 0 and 4: dwords 0, 5, 10, 15 of each */
+    v = _mm512_permutex2var_epi32(window(p, avail), _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0),
+                                  window(p + 80, avail - 80));
+  } else if (stride == 24) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 144, 168 */
+    const __m512i a = _mm512_maskz_permutex2var_epi32(
+        0x3F, window(p, avail), _mm512_setr_epi32(0, 6, 12, 18, 24, 30, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutexvar_epi32(
+        0xC0, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 4, 10, 0, 0, 0, 0, 0, 0, 0, 0), window(p + 128, avail - 128));
+    v = _mm512_or_si512(a, b);
+  } else { /* 36: blocks 0..3 in bytes 0..127, 4..7 in 144..271 */
+    const __m512i idx = _mm512_setr_epi32(0, 9, 18, 27, 0, 9, 18, 27, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i a = _mm512_maskz_permutex2var_epi32(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b =
+        _mm512_maskz_permutex2var_epi32(0xF0, window(p + 144, avail - 144), idx, window(p + 208, avail - 208));
+    v = _mm512_or_si512(a, b);
+  }
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+}
+
+/* 8 lone fp16 scales at p + k * stride, as 8 floats. stride is 18 (Q4_0),
+ * 22 (Q5_0) or 34 (Q8_0). */
+BODY __m256 f16_singles8(const uint8_t *p, const int stride, const int64_t avail) {
+  __m512i v;
+  if (stride == 18) { /* all 8 in bytes 0..127 */
+    v = _mm512_permutex2var_epi16(window(p, avail),
+                                  _mm512_setr_epi32(9 << 16, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54, 0, 0, 0, 0, 0,
+                                                    0, 0, 0, 0, 0, 0, 0),
+                                  window(p + 64, avail - 64));
+  } else if (stride == 22) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 132, 154 */
+    const __m512i a = _mm512_maskz_permutex2var_epi16(
+        0x3F, window(p, avail),
+        _mm512_setr_epi32(11 << 16, 33 << 16 | 22, 55 << 16 | 44, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutexvar_epi16(
+        0xC0, _mm512_setr_epi32(0, 0, 0, 21 << 16 | 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), window(p + 112, avail - 112));
+    v = _mm512_or_si512(a, b);
+  } else { /* 34: blocks 0..3 in bytes 0..127, 4..7 in 136..263 */
+    const __m512i idx = _mm512_setr_epi32(17 << 16, 51 << 16 | 34, 17 << 16, 51 << 16 | 34, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0, 0, 0);
+    const __m512i a = _mm512_maskz_permutex2var_epi16(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b =
+        _mm512_maskz_permutex2var_epi16(0xF0, window(p + 136, avail - 136), idx, window(p + 200, avail - 200));
+    v = _mm512_or_si512(a, b);
+  }
+  return _mm256_cvtph_ps(_mm512_castsi512_si128(v));
+}
+
+/* ---- 32-element blocks. A group of (up to) 8 blocks: scales first, into
+ * a small array each block reads by a broadcast load, then the integer
+ * dots, one fma per block. ---- */
+
+/* Q4_0/Q4_1 weights as unsigned bytes in the order of the activations: low
+ * nibbles (elements 0..15), then high nibbles (16..31); with VNNI the high
+ * ones stay in place (16x). */
+BODY __m256i q4_bytes(const uint8_t *qs, const int vnni) {
+  const __m256i v = bcast128(qs);
+  if (vnni) return _mm256_and_si256(v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
+                                                          (long long)0xF0F0F0F0F0F0F0F0ULL,
+                                                          (long long)0xF0F0F0F0F0F0F0F0ULL));
+  return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
+}
+
+/* Q5 weights as unsigned bytes 0..31: nibbles plus 16 where the bit is set. */
+BODY __m256i q5_bytes(const uint8_t *qs, const uint8_t *qh) {
+  uint32_t bits;
+  memcpy(&bits, qh, 4);
+  const __m256i v = _mm256_and_si256(_mm256_srlv_epi64(bcast128(qs), _mm256_setr_epi64x(0, 0, 4, 4)),
+                                     _mm256_set1_epi8(0x0F));
+  return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
+}
+
+/* Kinds of 32-block kernels sharing one loop. */
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+
+/* The integer sums of one block (8 int32 lanes): w is the weight block, x
+ * the activation block's 32 quants. Unless `exact`, the offsets of Q4_0 and
+ * Q5_0 (8 and 16 times sum x) are left to the caller. */
+BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, const int exact, const int vnni) {
+  const __m256i y = load256(x), zero = _mm256_setzero_si256();
+  switch (kind) {
+    case K_Q4_0:
+    case K_Q4_1: {
+      const __m256i q = q4_bytes(w + (kind == K_Q4_0 ? 2 : 4), vnni);
+      if (kind == K_Q4_1 || !exact) return dpbusd(zero, q, y, vnni);
+      if (!vnni) /* 16-bit pair sums: subtract before widening */
+        return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(_mm256_set1_epi8(8), y)),
+                                 _mm256_set1_epi16(1));
+      const __m256i eight = _mm256_setr_epi64x(0x0808080808080808, 0x0808080808080808,
+                                               (long long)0x8080808080808080ULL, (long long)0x8080808080808080ULL);
+      return _mm256_sub_epi32(dpbusd(zero, q, y, 1), dpbusd(zero, eight, y, 1));
+    }
+    case K_Q5_0:
+    case K_Q5_1: {
+      const __m256i q = q5_bytes(w + (kind == K_Q5_0 ? 6 : 8), w + (kind == K_Q5_0 ? 2 : 4));
+      if (kind == K_Q5_1 || !exact) return dpbusd(zero, q, y, vnni);
+      const __m256i sixteen = _mm256_set1_epi8(16);
+      if (!vnni)
+        return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(sixteen, y)),
+                                 _mm256_set1_epi16(1));
+      return _mm256_sub_epi32(dpbusd(zero, q, y, 1), dpbusd(zero, sixteen, y, 1));
+    }
+    default: { /* Q8_0: |w| against x with w's sign (|w| <= 128, |x| <= 127) */
+      const __m256i q = load256(w + 2);
+      return dpbusd(zero, _mm256_abs_epi8(q), _mm256_sign_epi8(y, q), vnni);
+    }
+  }
+}
+
+/* State of one 32-block dot. */
+typedef struct {
+  __m256 acc[4];
+  __m512 acc_ms;  /* vec_dot of Q4_1/Q5_1: odd lanes sum m * s */
+  __m256 acc_off; /* prepared: sum m * s (pairs) or d * d * sum x (Q4_0, Q5_0) */
+} dot32_state;
+
+/* One group of r blocks (r = 8 unless `full` is 0) at block i. xs is NULL
+ * for vec_dot (scales from the activation blocks, offsets in the integer
+ * sums) or the prepared floats of pa_vec_dot_xs_fn. */
+BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const int wsize, const uint8_t *xg,
+                      const int xsize, const float *xd, const float *xsum, const int prepared, const int full,
+                      const int r, const int vnni) {
+  const int pairs = kind == K_Q4_1 || kind == K_Q5_1, offset = kind == K_Q4_0 || kind == K_Q5_0;
+  const int64_t w_avail = full ? ALL_AVAILABLE : (int64_t)r * wsize;
+  const int64_t x_avail = full ? ALL_AVAILABLE : (int64_t)r * xsize;
+  const __mmask8 lanes = full ? 0xFF : (__mmask8)((1u << r) - 1);
+  float sc[16];
+  int step = 1;
+  if (prepared) {
+    __m256 dd;
+    if (pairs) { /* (d, m) pairs -> d in the low half, m in the high */
+      const __m512 dm = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15),
+                                              f16_pairs8(wg, wsize, w_avail));
+      dd = _mm256_mul_ps(_mm512_castps512_ps256(dm), _mm256_maskz_loadu_ps(lanes, xd));
+      st->acc_off = _mm256_fmadd_ps(_mm512_extractf32x8_ps(dm, 1), _mm256_maskz_loadu_ps(lanes, xsum), st->acc_off);
+    } else {
+      dd = _mm256_mul_ps(f16_singles8(wg, wsize, w_avail), _mm256_maskz_loadu_ps(lanes, xd));
+      if (offset) st->acc_off = _mm256_fmadd_ps(dd, _mm256_maskz_loadu_ps(lanes, xsum), st->acc_off);
+    }
+    _mm256_storeu_ps(sc, dd);
+  } else if (pairs) {
+    const __m512 dm = _mm512_mul_ps(f16_pairs8(wg, wsize, w_avail), f16_pairs8(xg, xsize, x_avail));
+    st->acc_ms = _mm512_add_ps(st->acc_ms, dm);
+    _mm512_storeu_ps(sc, dm);
+    step = 2;
+  } else {
+    _mm256_storeu_ps(sc, _mm256_mul_ps(f16_singles8(wg, wsize, w_avail), f16_singles8(xg, xsize, x_avail)));
+  }
+  /* Make the compiler read sc back from memory: a broadcast load costs no
+   * ALU uop, the in-register shuffles GCC would use instead cost two. */
+  __asm__("" : "+m"(sc));
+  const int x_q = pairs ? 4 : 2;
+  if (full) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+      const __m256i s = block_sums(kind, wg + k * wsize, xg + k * xsize + x_q, !prepared, vnni);
+      st->acc[k & 3] = _mm256_fmadd_ps(_mm256_set1_ps(sc[step * k]), _mm256_cvtepi32_ps(s), st->acc[k & 3]);
+    }
+  } else {
+    for (int k = 0; k < r; k++) {
+      const __m256i s = block_sums(kind, wg + k * wsize, xg + k * xsize + x_q, !prepared, vnni);
+      st->acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[step * k]), _mm256_cvtepi32_ps(s), st->acc[0]);
+    }
+  }
+}
+
+BODY float dot32(const int kind, int64_t nb, const uint8_t *w, const int wsize, const uint8_t *x, const int xsize,
+                 const float *xs, const int prepared, const int vnni) {
+  dot32_state st = {{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()},
+                    _mm512_setzero_ps(),
+                    _mm256_setzero_ps()};
+  const float *xd = prepared ? xs : NULL, *xsum = prepared ? xs + nb : NULL;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8)
+    dot32_group(&st, kind, w + i * wsize, wsize, x + i * xsize, xsize, prepared ? xd + i : NULL,
+                prepared ? xsum + i : NULL, prepared, 1, 8, vnni);
+  if (i < nb)
+    dot32_group(&st, kind, w + i * wsize, wsize, x + i * xsize, xsize, prepared ? xd + i : NULL,
+                prepared ? xsum + i : NULL, prepared, 0, (int)(nb - i), vnni);
+  __m256 all = _mm256_add_ps(_mm256_add_ps(st.acc[0], st.acc[1]), _mm256_add_ps(st.acc[2], st.acc[3]));
+  /* with VNNI the 4-bit kernels' lanes 4..7 carry their high nibbles times 16 */
+  if (vnni && (kind == K_Q4_0 || kind == K_Q4_1))
+    all = _mm256_mul_ps(all, _mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
+  float sum = hsum256(all);
+  if (kind == K_Q4_1 || kind == K_Q5_1)
+    sum += prepared ? hsum256(st.acc_off) : _mm512_reduce_add_ps(_mm512_maskz_mov_ps(0xAAAA, st.acc_ms));
+  else if (prepared && kind == K_Q4_0)
+    sum -= 8.0f * hsum256(st.acc_off);
+  else if (prepared && kind == K_Q5_0)
+    sum -= 16.0f * hsum256(st.acc_off);
+  return sum;
+}
+
+/* vec_dot and the prepared (matmul) variant, without and with VNNI. */
+static AVX512 void dot_q4_0(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), NULL, 0, 0);
+}
+static AVX512 void dot_q4_0_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), NULL, 0, 1);
+}
+static AVX512 void dot_q4_0_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 0);
+}
+static AVX512 void dot_q4_0_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 1);
+}
+static AVX512 void dot_q4_1(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), NULL, 0, 0);
+}
+static AVX512 void dot_q4_1_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), NULL, 0, 1);
+}
+static AVX512 void dot_q4_1_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 0);
+}
+static AVX512 void dot_q4_1_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 1);
+}
+static AVX512 void dot_q5_0(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), NULL, 0, 0);
+}
+static AVX512 void dot_q5_0_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), NULL, 0, 1);
+}
+static AVX512 void dot_q5_0_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 0);
+}
+static AVX512 void dot_q5_0_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 1);
+}
+static AVX512 void dot_q5_1(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), NULL, 0, 0);
+}
+static AVX512 void dot_q5_1_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), NULL, 0, 1);
+}
+static AVX512 void dot_q5_1_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 0);
+}
+static AVX512 void dot_q5_1_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 1);
+}
+static AVX512 void dot_q8_0(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), NULL, 0, 0);
+}
+static AVX512 void dot_q8_0_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), NULL, 0, 1);
+}
+static AVX512 void dot_q8_0_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 0);
+}
+static AVX512 void dot_q8_0_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+  *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 1);
+}
+
+void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {
+  t[PA_TYPE_Q4_0] = vnni ? dot_q4_0_xs_vnni : dot_q4_0_xs;
+  t[PA_TYPE_Q4_1] = vnni ? dot_q4_1_xs_vnni : dot_q4_1_xs;
+  t[PA_TYPE_Q5_0] = vnni ? dot_q5_0_xs_vnni : dot_q5_0_xs;
+  t[PA_TYPE_Q5_1] = vnni ? dot_q5_1_xs_vnni : dot_q5_1_xs;
+  t[PA_TYPE_Q8_0] = vnni ? dot_q8_0_xs_vnni : dot_q8_0_xs;
+}
+
+/* ---- K-quants against Q8_K. Sub-block scales multiply 16-bit pair sums
+ * of pmaddubsw with vpdpwssd (pmaddwd + add without VNNI); the scale words
+ * come by broadcast loads from a small array, or by one dword permute. ---- */
+
+BODY __m512 zero512(void) { return _mm512_setzero_ps(); }
+
+/* Q4_K/Q5_K scales and mins of 8 sub-blocks as bytes (see quant.h). */
+static inline void k4_scales(const uint8_t s[12], uint32_t sc[2], uint32_t m[2]) {
+  uint32_t u[3];
+  memcpy(u, s, 12);
+  sc[0] = u[0] & 0x3F3F3F3F;
+  m[0] = u[1] & 0x3F3F3F3F;
+  sc[1] = (u[2] & 0x0F0F0F0F) | ((u[0] >> 6) & 0x03030303) << 4;
+  m[1] = ((u[2] >> 4) & 0x0F0F0F0F) | ((u[1] >> 6) & 0x03030303) << 4;
+}
+
+/* 8 bytes as 8 dwords, each holding the byte in both 16-bit halves: the
+ * operand vpdpwssd multiplies a pair of int16 sums with. */
+BODY __m256i scale_words(uint32_t lo, uint32_t hi) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)hi, (int)lo));
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* sum over sub-blocks j of m_j * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes:
+ * the mins, each doubled into a pair of words, against the 16 bsums. */
+BODY __m256i k4_min_sums(uint32_t m_lo, uint32_t m_hi, const int16_t *bsums, const int vnni) {
+  const __m128i m8 = _mm_set_epi32(0, 0, (int)m_hi, (int)m_lo);
+  const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+  return dpwssd(_mm256_setzero_si256(), load256(bsums), m16, vnni);
+}
+
+BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_qh, const block_q8_K *b,
+                  const int vnni) {
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+  uint32_t scw[8];
+  for (int64_t i = 0; i < nsb; i++) {
+    /* Q4_K and Q5_K share d, dmin, scales; qh (Q5_K) sits before qs */
+    const uint8_t *blk = w + i * wsize;
+    const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
+    uint32_t sc[2], m[2];
+    k4_scales(scales, sc, m);
+    _mm256_storeu_si256((__m256i *)scw, scale_words(sc[0], sc[1]));
+    __asm__("" : "+m"(scw)); /* read back by broadcast loads */
+    const __m256i mins = k4_min_sums(m[0], m[1], b[i].bsums, vnni);
+    const __m256i mask4 = _mm256_set1_epi8(0x0F);
+    const __m256i qhv = has_qh ? load256(qh) : _mm256_setzero_si256();
+    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+      const __m256i q = load256(qs + 32 * c);
+      __m256i lo = _mm256_and_si256(q, mask4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask4);
+      if (has_qh) { /* fifth bit of sub-block j: bit j of qh[l] */
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c)))), lo, sixteen);
+        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c + 1)))), hi,
+                                  sixteen);
+      }
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * c));
+      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * c + 32));
+      sum0 = dpwssd(sum0, p_lo, _mm256_set1_epi32((int)scw[2 * c]), vnni);
+      sum1 = dpwssd(sum1, p_hi, _mm256_set1_epi32((int)scw[2 * c + 1]), vnni);
+    }
+    const float dx = b[i].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk)), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk + 2)), _mm256_cvtepi32_ps(mins), acc_min);
+  }
+  return hsum256(_mm256_sub_ps(acc, acc_min));
+}
+
+static AVX512 void dot_q4_K(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_k4(n / QK_K, w, sizeof(block_q4_K), 0, x, 0);
+}
+static AVX512 void dot_q4_K_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_k4(n / QK_K, w, sizeof(block_q4_K), 0, x, 1);
+}
+static AVX512 void dot_q5_K(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_k4(n / QK_K, w, sizeof(block_q5_K), 1, x, 0);
+}
+static AVX512 void dot_q5_K_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_k4(n / QK_K, w, sizeof(block_q5_K), 1, x, 1);
+}
+
+/* Q6_K in 512 bits: the 64 bytes of ql of a half hold its 128 values' low
+ * nibbles (elements 0..63 low, 64..127 high), and one copy of qh in each
+ * 256-bit half gives both halves' top bits with one variable shift. */
+BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
+  if (vnni) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+    return acc;
+  }
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+
+BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
+  __m512 acc = zero512();
+  const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x30);
+  /* word shifts putting qh bits (2k, 2k+1) at bits 4, 5 for k = 0, 1 (left)
+   * and k = 2, 3 (right); qh is duplicated in the two 256-bit halves */
+  const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  for (int64_t i = 0; i < nsb; i++) {
+    /* scales as dwords of two equal words; 128-bit lane j of the products
+     * of a quarter covers scale group 4 * quarter + j */
+    const __m512i s16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)a[i].scales));
+    const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(s16, 16));
+    /* values are q - 32 with q in 0..63: the 32 comes off via bsums */
+    const __m512i bs = _mm512_cvtepi16_epi32(load256(b[i].bsums));
+    const int corr = 32 * _mm512_reduce_add_epi32(_mm512_mullo_epi32(bs, s16));
+    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      const __m512i l = _mm512_loadu_si512(a[i].ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(load256(a[i].qh + 32 * h));
+      const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, mask4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2));
+      const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), mask4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(qh, shr), mask2));
+      const __m512i p_lo = _mm512_maddubs_epi16(q_lo, _mm512_loadu_si512(b[i].qs + 128 * h));
+      const __m512i p_hi = _mm512_maddubs_epi16(q_hi, _mm512_loadu_si512(b[i].qs + 128 * h + 64));
+      const __m512i idx_lo = _mm512_setr_epi32(8 * h, 8 * h, 8 * h, 8 * h, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 1,
+                                               8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 3, 8 * h + 3,
+                                               8 * h + 3, 8 * h + 3);
+      const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
+      sum0 = dpwssd512(sum0, p_lo, _mm512_permutexvar_epi32(idx_lo, scw), vnni);
+      sum1 = dpwssd512(sum1, p_hi, _mm512_permutexvar_epi32(idx_hi, scw), vnni);
+    }
+    const __m512i total = _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1), _mm512_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                                          0, 0, 0, 0, 0, 0, 0));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_at(&a[i].d)), _mm512_cvtepi32_ps(total), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+static AVX512 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_q6_K_body(n / QK_K, w, x, 0);
+}
+static AVX512 void dot_q6_K_vnni(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_q6_K_body(n / QK_K, w, x, 1);
+}
+
+/* ---- float weights, 512 bits wide (these are bound by loads, not ALU
+ * uops); the last partial vector is a masked load, which cannot fault. ---- */
+
+BODY __m512 f32x16(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+BODY __m512 f16x16(const uint8_t *p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+BODY __m512 bf16x16(const uint8_t *p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+enum { F_F32, F_F16, F_BF16 };
+
+BODY __m512 load_w16(const int kind, const uint8_t *w, int64_t i, __mmask16 m) {
+  return kind == F_F32 ? f32x16((const float *)w + i, m) : kind == F_F16 ? f16x16(w + 2 * i, m) : bf16x16(w + 2 * i, m);
+}
+
+BODY float dot_float(const int kind, int64_t n, const uint8_t *w, const float *x) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    s0 = _mm512_fmadd_ps(load_w16(kind, w, i, 0xFFFF), _mm512_loadu_ps(x + i), s0);
+    s1 = _mm512_fmadd_ps(load_w16(kind, w, i + 16, 0xFFFF), _mm512_loadu_ps(x + i + 16), s1);
+    s2 = _mm512_fmadd_ps(load_w16(kind, w, i + 32, 0xFFFF), _mm512_loadu_ps(x + i + 32), s2);
+    s3 = _mm512_fmadd_ps(load_w16(kind, w, i + 48, 0xFFFF), _mm512_loadu_ps(x + i + 48), s3);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    s0 = _mm512_fmadd_ps(load_w16(kind, w, i, m), f32x16(x + i, m), s0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+static AVX512 void dot_f32(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_float(F_F32, n, w, x);
+}
+static AVX512 void dot_f16(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_float(F_F16, n, w, x);
+}
+static AVX512 void dot_bf16(int64_t n, float *out, const void *w, const void *x) {
+  *out = dot_float(F_BF16, n, w, x);
+}
+
+void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni) {
+  k->vec_dot[PA_TYPE_F32] = dot_f32;
+  k->vec_dot[PA_TYPE_F16] = dot_f16;
+  k->vec_dot[PA_TYPE_BF16] = dot_bf16;
+  k->vec_dot[PA_TYPE_Q4_0] = vnni ? dot_q4_0_vnni : dot_q4_0;
+  k->vec_dot[PA_TYPE_Q4_1] = vnni ? dot_q4_1_vnni : dot_q4_1;
+  k->vec_dot[PA_TYPE_Q5_0] = vnni ? dot_q5_0_vnni : dot_q5_0;
+  k->vec_dot[PA_TYPE_Q5_1] = vnni ? dot_q5_1_vnni : dot_q5_1;
+  k->vec_dot[PA_TYPE_Q8_0] = vnni ? dot_q8_0_vnni : dot_q8_0;
+  k->vec_dot[PA_TYPE_Q4_K] = vnni ? dot_q4_K_vnni : dot_q4_K;
+  k->vec_dot[PA_TYPE_Q5_K] = vnni ? dot_q5_K_vnni : dot_q5_K;
+  k->vec_dot[PA_TYPE_Q6_K] = vnni ? dot_q6_K_vnni : dot_q6_K;
+}

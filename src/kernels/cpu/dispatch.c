@@ -4,11 +4,13 @@
  * (which honours PASADA_CPU=scalar|avx2) and can be forced for tests. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "base/base.h"
 #include "kernels/kernels.h"
 
 static pa_cpu_kernels table_avx2, table_avx512, table_avx512_vnni;
+static pa_vec_dot_xs_fn xs_avx512[PA_TYPE_COUNT], xs_avx512_vnni[PA_TYPE_COUNT];
 static bool has_avx2, has_avx512, has_avx512_vnni;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -30,6 +32,9 @@ static void tables_init(void) {
   table_avx512_vnni = table_avx2;
   table_avx512_vnni.name = "avx512_vnni";
   pa_kernels_fill_avx512(&table_avx512_vnni, 1);
+
+  pa_kernels_fill_avx512_xs(xs_avx512, 0);
+  pa_kernels_fill_avx512_xs(xs_avx512_vnni, 1);
 }
 
 const pa_cpu_kernels *pa_kernels_avx2(void) {
@@ -62,4 +67,36 @@ void pa_kernels_set(const pa_cpu_kernels *k) { atomic_store(&forced, k); }
 const pa_cpu_kernels *pa_kernels_current(void) {
   const pa_cpu_kernels *k = atomic_load_explicit(&forced, memory_order_relaxed);
   return k ? k : pa_kernels_best();
+}
+
+pa_vec_dot_xs_fn pa_kernels_vec_dot_xs(const pa_cpu_kernels *k, pa_type type) {
+  pthread_once(&tables_once, tables_init);
+  if ((unsigned)type >= PA_TYPE_COUNT) return NULL;
+  if (k == &table_avx512) return xs_avx512[type];
+  if (k == &table_avx512_vnni) return xs_avx512_vnni[type];
+  return NULL;
+}
+
+void pa_prepare_x_sums(pa_type act_type, const void *x, int64_t n, float *d_out, float *sums) {
+  const int64_t nb = n / 32;
+  if (act_type == PA_TYPE_Q8_1) {
+    const block_q8_1 *b = x;
+    for (int64_t i = 0; i < nb; i++) {
+      pa_f16 d, s;
+      memcpy(&d, &b[i].d, 2);
+      memcpy(&s, &b[i].s, 2);
+      d_out[i] = pa_f16_to_f32(d);
+      sums[i] = pa_f16_to_f32(s);
+    }
+    return;
+  }
+  const block_q8_0 *b = x;
+  for (int64_t i = 0; i < nb; i++) {
+    pa_f16 d;
+    memcpy(&d, &b[i].d, 2);
+    int sum = 0;
+    for (int l = 0; l < 32; l++) sum += b[i].qs[l];
+    d_out[i] = pa_f16_to_f32(d);
+    sums[i] = (float)sum;
+  }
 }

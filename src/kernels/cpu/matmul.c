@@ -15,6 +15,7 @@
  *   a block of 16 rows stays in cache while every token uses it, which is a
  *   tiling, not yet a GEMM kernel (a later issue). */
 #include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -38,14 +39,28 @@ typedef struct {
   pa_type vt;            /* activation type of the dot products */
   void *work;            /* quantized activations, n_tokens rows */
   size_t xq_row;         /* bytes per quantized activation row */
+  float *xs;             /* per token 2 * nb floats (pa_vec_dot_xs_fn), or NULL */
+  pa_vec_dot_xs_fn dot_xs;
   atomic_int quantized;  /* threads done quantizing */
 } matmul_job;
+
+/* Activation types whose rows also get per-block float scales and sums. */
+static bool has_x_sums(pa_type vt) { return vt == PA_TYPE_Q8_0 || vt == PA_TYPE_Q8_1; }
+
+/* Bytes of the quantized rows, rounded up so that the sums that follow
+ * them are aligned. */
+static size_t xq_bytes(pa_type vt, int64_t cols, int64_t n_tokens) {
+  return ((size_t)n_tokens * pa_row_size(vt, cols) + 63) & ~(size_t)63;
+}
 
 size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens) {
   const pa_type_traits *t = pa_type_get(w->type);
   if (!t || n_tokens <= 0) return 0;
-  if (t->vec_dot_type == PA_TYPE_F32) return 0; /* x is used in place */
-  return (size_t)n_tokens * pa_row_size(t->vec_dot_type, w->cols);
+  const pa_type vt = t->vec_dot_type;
+  if (vt == PA_TYPE_F32) return 0; /* x is used in place */
+  size_t size = xq_bytes(vt, w->cols, n_tokens);
+  if (has_x_sums(vt)) size += (size_t)n_tokens * 2 * (size_t)(w->cols / 32) * sizeof(float) + 64;
+  return size;
 }
 
 /* This thread's share of the activation blocks (all tokens laid end to
@@ -60,8 +75,12 @@ static void quantize_share(matmul_job *j, int ith, int nth) {
   while (lo < hi) {
     const int64_t t = lo / nb, b0 = lo % nb;
     const int64_t b1 = (hi - t * nb) < nb ? (hi - t * nb) : nb;
-    quantize(j->x + t * j->x_stride + b0 * bs, (uint8_t *)j->work + t * j->xq_row + b0 * bbytes,
-             (b1 - b0) * bs);
+    uint8_t *xq = (uint8_t *)j->work + t * j->xq_row + b0 * bbytes;
+    quantize(j->x + t * j->x_stride + b0 * bs, xq, (b1 - b0) * bs);
+    if (j->xs) {
+      float *xs = j->xs + t * 2 * nb;
+      pa_prepare_x_sums(j->vt, xq, (b1 - b0) * bs, xs + b0, xs + nb + b0);
+    }
     lo = t * nb + b1;
   }
 }
@@ -106,7 +125,12 @@ static void matmul_thread(void *arg, int ith, int nth) {
     for (int64_t t = 0; t < j->n_tokens; t++) {
       const uint8_t *xt = xq + (size_t)t * xq_stride;
       float *yt = j->y + t * j->y_stride;
-      for (int64_t r = r0; r < r1; r++) dot(w->cols, &yt[r], wd + (size_t)r * w_row, xt);
+      if (j->dot_xs) {
+        const float *xs = j->xs + t * 2 * (w->cols / 32);
+        for (int64_t r = r0; r < r1; r++) j->dot_xs(w->cols, &yt[r], wd + (size_t)r * w_row, xt, xs);
+      } else {
+        for (int64_t r = r0; r < r1; r++) dot(w->cols, &yt[r], wd + (size_t)r * w_row, xt);
+      }
     }
   }
 }
@@ -127,6 +151,13 @@ void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stri
       .work = work,
       .xq_row = pa_row_size(t->vec_dot_type, w->cols),
   };
+  if (has_x_sums(j.vt)) {
+    j.dot_xs = pa_kernels_vec_dot_xs(j.k, w->type);
+    if (j.dot_xs) { /* floats after the quantized rows, 64-byte aligned whatever work is */
+      const uintptr_t at = (uintptr_t)work + xq_bytes(j.vt, w->cols, n_tokens);
+      j.xs = (float *)((at + 63) & ~(uintptr_t)63);
+    }
+  }
   atomic_init(&j.quantized, 0);
   pa_pool_run(pool, matmul_thread, &j);
 }

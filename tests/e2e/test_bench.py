@@ -1,0 +1,125 @@
+"""`pasada bench`: the JSON report has every field with sane values, the table
+prints, bad arguments exit 2 and runtime failures exit 1, each with one line
+on stderr. Functional only: no assertion on speed."""
+import json
+import subprocess
+
+import pytest
+
+
+def run(pasada_bin, *args, timeout=300):
+    return subprocess.run([str(pasada_bin), "bench", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def report(pasada_bin, smollm2):
+    res = run(pasada_bin, "-m", smollm2, "-p", 32, "-n", 8, "-r", 1, "-t", 2, "--json",
+              "--price-per-hour", "1.5")
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def test_json_is_one_object_on_stdout(report):
+    lines = report.stdout.strip().splitlines()
+    assert len(lines) == 1
+    assert isinstance(json.loads(lines[0]), dict)
+    assert "bench:" in report.stderr  # progress goes to stderr
+
+
+def test_json_fields_and_values(report, smollm2):
+    r = json.loads(report.stdout)
+    assert r["model"] == smollm2.name
+    assert r["arch"] == "llama"
+    assert r["threads"] == 2 and r["repeats"] == 1
+    assert r["weights"]["main_type"] == "Q4_1"
+    assert r["weights"]["int8_dot"] is True
+    for key in ("file_tensor_bytes", "params_layers", "params_output"):
+        assert r["weights"][key] > 0
+
+    c = r["ceilings"]
+    assert c["threads"] == 2
+    for key in ("read_gbs", "read_buffer_bytes", "fma_gflops", "int8_gops"):
+        assert c[key] > 0, key
+    assert c["fma_isa"] in ("avx512", "avx2", "scalar")
+    assert c["int8_isa"] in ("avx512_vnni", "avx_vnni", "avx2", "scalar")
+
+    pp = r["pp"]
+    assert pp["tokens"] == 32
+    assert 0 < pp["tok_s"]["min"] <= pp["tok_s"]["median"] <= pp["tok_s"]["max"]
+    for key in ("flops_per_run", "gflops", "pct_fma_peak", "pct_int8_peak", "usd_per_mtok"):
+        assert pp[key] > 0, key
+
+    tg = r["tg"]
+    assert tg["tokens"] == 8
+    assert 0 < tg["tok_s"]["min"] <= tg["tok_s"]["median"] <= tg["tok_s"]["max"]
+    for key in ("weight_bytes_per_token", "kv_bytes_per_token", "avg_context", "gbs", "pct_read_bw",
+                "usd_per_mtok"):
+        assert tg[key] > 0, key
+    # a token reads at least every layer matrix
+    assert tg["weight_bytes_per_token"] < r["weights"]["file_tensor_bytes"] * 1.01
+
+    m = r["memory"]
+    for key in ("rss_bytes", "hwm_bytes", "kv_bytes", "weights_bytes", "rss_over_weights_plus_kv"):
+        assert m[key] > 0, key
+    assert m["hwm_bytes"] >= m["rss_bytes"]
+    assert r["price_per_hour"] == 1.5
+
+
+def test_table_and_no_ceilings(pasada_bin, smollm2):
+    res = run(pasada_bin, "-m", smollm2, "-p", 16, "-n", 4, "-r", 1, "-t", 1, "--no-ceilings", "-q")
+    assert res.returncode == 0, res.stderr
+    assert "pp16" in res.stdout and "tg4" in res.stdout
+    assert res.stderr == ""  # -q: no progress
+
+
+def test_json_without_ceilings_or_pp(pasada_bin, smollm2):
+    res = run(pasada_bin, "-m", smollm2, "-p", 0, "-n", 4, "-r", 1, "-t", 1, "--no-ceilings", "--json", "-q")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["ceilings"] is None and r["pp"] is None
+    assert r["tg"]["tok_s"]["median"] > 0
+    assert r["tg"]["pct_read_bw"] is None
+
+
+def test_help(pasada_bin):
+    res = run(pasada_bin, "--help")
+    assert res.returncode == 0
+    for opt in ("-m", "-p", "-n", "-t", "-r", "--json", "--price-per-hour"):
+        assert opt in res.stdout
+
+
+@pytest.mark.parametrize("args", [
+    [],                                    # no model
+    ["-m"],                                # option without its value
+    ["-m", "x.gguf", "--frobnicate"],      # unknown option
+    ["-m", "x.gguf", "-p", "abc"],
+    ["-m", "x.gguf", "-n", "-1"],
+    ["-m", "x.gguf", "-t", "0"],
+    ["-m", "x.gguf", "-r", "0"],
+    ["-m", "x.gguf", "-p", "0", "-n", "0"],
+    ["-m", "x.gguf", "--price-per-hour", "cheap"],
+    ["-m", "x.gguf", "stray"],
+])
+def test_bad_arguments_exit_2(pasada_bin, args):
+    res = run(pasada_bin, *args)
+    assert res.returncode == 2, res.stderr
+    assert res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_missing_model_exits_1(pasada_bin, tmp_path):
+    missing = tmp_path / "nope.gguf"
+    res = run(pasada_bin, "-m", missing, "-p", 8, "-n", 2, "-r", 1)
+    assert res.returncode == 1
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(missing) in lines[0]
+
+
+def test_invalid_model_exits_1(pasada_bin, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    res = run(pasada_bin, "-m", bad, "-p", 8, "-n", 2, "-r", 1, "--no-ceilings", "-q")
+    assert res.returncode == 1
+    assert len(res.stderr.strip().splitlines()) == 1
