@@ -59,6 +59,8 @@ typedef struct {
   int32_t n_threads; /* 0: all cores */
   int32_t kv_block_size; /* positions per KV block (0: 16) */
   int64_t kv_blocks;     /* blocks in the pool (0: enough for n_seq_max full sequences) */
+  bool reference_path;   /* plain reference path: weights dequantized to F32, activations
+                            not quantized, scalar sums in double (slow; verify and tests) */
 } pasada_context_params;
 
 pasada_context_params pasada_context_default_params(void);

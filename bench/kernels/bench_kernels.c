@@ -47,11 +47,25 @@ static void fill(pa_type type, uint8_t *p, size_t bytes) {
   size_t offs[2] = {0, 2};
   int nf = 1;
   switch (type) {
-    case PA_TYPE_Q4_1: case PA_TYPE_Q5_1: case PA_TYPE_Q4_K: case PA_TYPE_Q5_K: nf = 2; break;
-    case PA_TYPE_Q2_K: offs[0] = 80; offs[1] = 82; nf = 2; break;
-    case PA_TYPE_Q3_K: offs[0] = 108; break;
-    case PA_TYPE_Q6_K: offs[0] = 208; break;
-    default: break;
+    case PA_TYPE_Q4_1:
+    case PA_TYPE_Q5_1:
+    case PA_TYPE_Q4_K:
+    case PA_TYPE_Q5_K:
+      nf = 2;
+      break;
+    case PA_TYPE_Q2_K:
+      offs[0] = 80;
+      offs[1] = 82;
+      nf = 2;
+      break;
+    case PA_TYPE_Q3_K:
+      offs[0] = 108;
+      break;
+    case PA_TYPE_Q6_K:
+      offs[0] = 208;
+      break;
+    default:
+      break;
   }
   const uint16_t h = pa_f32_to_f16(0.01f);
   for (size_t b = 0; b + t->type_size <= bytes; b += t->type_size)
@@ -85,11 +99,15 @@ static double bench_one(pa_pool *pool, pa_type type, int64_t rows, int64_t cols,
 /* The matrices of SmolLM2-135M (Q4_1 + Q8_0 output) and gemma-3-270m
  * (Q4_K_M: Q5_0, Q4_K, Q6_K, Q8_0 output): type, cols, rows. */
 static void bench_shapes(pa_pool *pool) {
-  static const struct { pa_type type; int64_t cols, rows; const char *what; } shapes[] = {
-      {PA_TYPE_Q4_1, 576, 576, "smollm q/o"},        {PA_TYPE_Q4_1, 576, 1536, "smollm gate/up"},
-      {PA_TYPE_Q4_1, 1536, 576, "smollm down"},      {PA_TYPE_Q8_0, 576, 49152, "smollm output"},
-      {PA_TYPE_Q5_0, 640, 1024, "gemma q"},          {PA_TYPE_Q5_0, 640, 2048, "gemma gate/up"},
-      {PA_TYPE_Q4_K, 1024, 640, "gemma o"},          {PA_TYPE_Q6_K, 2048, 640, "gemma down"},
+  static const struct {
+    pa_type type;
+    int64_t cols, rows;
+    const char *what;
+  } shapes[] = {
+      {PA_TYPE_Q4_1, 576, 576, "smollm q/o"},      {PA_TYPE_Q4_1, 576, 1536, "smollm gate/up"},
+      {PA_TYPE_Q4_1, 1536, 576, "smollm down"},    {PA_TYPE_Q8_0, 576, 49152, "smollm output"},
+      {PA_TYPE_Q5_0, 640, 1024, "gemma q"},        {PA_TYPE_Q5_0, 640, 2048, "gemma gate/up"},
+      {PA_TYPE_Q4_K, 1024, 640, "gemma o"},        {PA_TYPE_Q6_K, 2048, 640, "gemma down"},
       {PA_TYPE_Q8_0, 640, 262144, "gemma output"},
   };
   const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
@@ -98,13 +116,15 @@ static void bench_shapes(pa_pool *pool) {
     if (tabs[k]) printf(" %12s", tabs[k]->name);
   printf("   (GB/s)\n");
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    const double mb = (double)pa_row_size(shapes[i].type, shapes[i].cols) * (double)shapes[i].rows / 1048576.0;
+    const double mb =
+        (double)pa_row_size(shapes[i].type, shapes[i].cols) * (double)shapes[i].rows / 1048576.0;
     printf("%-16s %-5s %6lld %7lld %8.2f", shapes[i].what, pa_type_name(shapes[i].type),
            (long long)shapes[i].cols, (long long)shapes[i].rows, mb);
     for (int k = 0; k < 3; k++) {
       if (!tabs[k]) continue;
       pa_kernels_set(tabs[k]);
-      printf(" %12.2f", bench_one(pool, shapes[i].type, shapes[i].rows, shapes[i].cols, mb < 8 ? 300 : 15));
+      printf(" %12.2f",
+             bench_one(pool, shapes[i].type, shapes[i].rows, shapes[i].cols, mb < 8 ? 300 : 15));
       fflush(stdout);
     }
     printf("\n");
@@ -122,8 +142,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   const double mb = argc > 2 ? atof(argv[2]) : 64.0;
-  const char *all[] = {"Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K", "Q4_0", "Q5_K", "Q5_1",
-                       "Q2_K", "Q3_K", "F32", "F16", "BF16"};
+  const char *all[] = {"Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K", "Q4_0", "Q5_K",
+                       "Q5_1", "Q2_K", "Q3_K", "F32",  "F16",  "BF16"};
   const char **names = argc > 3 ? (const char **)argv + 3 : all;
   const int n_names = argc > 3 ? argc - 3 : (int)(sizeof all / sizeof all[0]);
   pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;

@@ -5,6 +5,9 @@
 
 #include "cli.h"
 #include "cmd_bench.h"
+#include "cmd_kld.h"
+#include "cmd_perplexity.h"
+#include "cmd_quantize.h"
 #include "cmd_serve.h"
 
 static const char MAIN_HELP[] =
@@ -19,6 +22,9 @@ static const char MAIN_HELP[] =
     "  tokenize   print the token ids of a text\n"
     "  serve      an OpenAI-compatible HTTP server (pasada serve --help)\n"
     "  bench      prompt and generation speed against this machine's limits\n"
+    "  perplexity perplexity of a model on a text, with its standard error\n"
+    "  kld        a quantized model against its base: KL divergence, top-1, size, speed\n"
+    "  quantize   convert a GGUF file's weights to another type (Q4_K_M, Q8_0...)\n"
     "\n"
     "options:\n"
     "  -h, --help       show this help\n"
@@ -43,7 +49,8 @@ int main(int argc, char **argv) {
     int (*fn)(int, char **);
   } commands[] = {
       {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize},
-      {"serve", cmd_serve}, {"bench", cmd_bench}};
+      {"serve", cmd_serve}, {"bench", cmd_bench},
+      {"perplexity", cmd_perplexity}, {"kld", cmd_kld}, {"quantize", cmd_quantize}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
   if (cmd[0] == '-') return cli_usage(NULL, "unknown option '%s'", cmd);

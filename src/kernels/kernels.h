@@ -73,6 +73,13 @@ size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens);
 void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
                int64_t y_stride, int64_t n_tokens, void *work);
 
+/* The reference path's product (kernels/cpu/exact.c): weights dequantized
+ * to F32, activations not quantized, double sums. work: at least
+ * pa_matmul_exact_work_size bytes for a pool of n_threads. */
+size_t pa_matmul_exact_work_size(const pa_matrix *w, int n_threads);
+void pa_matmul_exact(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
+                     int64_t y_stride, int64_t n_tokens, void *work);
+
 /* Dequantizes row `r` of W into out (cols floats). */
 void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out);
 

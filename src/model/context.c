@@ -54,6 +54,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->n_seq_max = p.n_seq_max;
   c->n_batch = p.n_batch;
   c->n_threads = p.n_threads;
+  c->reference_path = p.reference_path;
   int64_t B = p.n_batch, E = hp->n_embd, F = hp->n_ff;
   int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
   int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
@@ -90,7 +91,9 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
       const pa_layer *L = &m->layers[l];
       const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
       for (int i = 0; i < 7; i++) work = max_sz(work, pa_matmul_work_size(lm[i], B));
+      for (int i = 0; i < 7; i++) work = max_sz(work, pa_matmul_exact_work_size(lm[i], p.n_threads));
     }
+    for (int i = 0; i < 2; i++) work = max_sz(work, pa_matmul_exact_work_size(mats[i], p.n_threads));
     s->work = pa_alloc(work);
     ok = s->x && s->xb && s->q && s->k && s->v && s->att && s->h1 && s->h2 && s->rope_cos &&
          s->rope_sin && s->rope_cos_swa && s->rope_sin_swa && s->scores && s->out_rows && s->work;

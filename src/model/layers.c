@@ -24,6 +24,10 @@ void pa_norm_rows(struct pa_context *c, float *out, const float *in, const float
 }
 
 void pa_linear(struct pa_context *c, const pa_matrix *w, const float *x, float *y, int32_t n_tok) {
+  if (c->reference_path) {
+    pa_matmul_exact(c->pool, w, x, w->cols, y, w->rows, n_tok, c->s.work);
+    return;
+  }
   pa_matmul(c->pool, w, x, w->cols, y, w->rows, n_tok, c->s.work);
 }
 

@@ -70,6 +70,7 @@ typedef struct {
 struct pa_context {
   struct pa_model *model;
   int32_t n_ctx, n_seq_max, n_batch, n_threads;
+  bool reference_path; /* pa_matmul_exact instead of the fast kernels */
   pa_pool *pool;
   pa_kv_cache kv; /* paged: block pool, block tables, prefix cache */
   pa_scratch s;

@@ -19,20 +19,20 @@ static bool byte_is_printable(int b) {
   return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
 
+/* The 68 others, in order: 0x00-0x20 (33), 0x7F-0xA0 (34), 0xAD (1). */
 uint32_t pa_gpt2_byte_to_cp(uint8_t b) {
   if (byte_is_printable(b)) return b;
-  uint32_t n = 0;
-  for (int i = 0; i < b; i++) n += !byte_is_printable(i);
-  return 0x100 + n;
+  if (b <= 0x20) return 0x100 + b;
+  if (b <= 0xA0) return 0x100 + 33 + (b - 0x7F);
+  return 0x100 + 67; /* 0xAD */
 }
 
 int pa_gpt2_cp_to_byte(uint32_t cp) {
   if (cp < 0x100) return byte_is_printable((int)cp) ? (int)cp : -1;
-  if (cp >= 0x100 + 68) return -1;
   uint32_t n = cp - 0x100;
-  for (int b = 0; b < 256; b++)
-    if (!byte_is_printable(b) && n-- == 0) return b;
-  return -1;
+  if (n < 33) return (int)n;
+  if (n < 67) return (int)(0x7F + n - 33);
+  return n == 67 ? 0xAD : -1;
 }
 
 /* ---- merge table ---- */

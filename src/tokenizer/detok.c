@@ -31,8 +31,8 @@ static int byte_token_value(const char *s, uint32_t n) {
   return v;
 }
 
-/* Writes the decoded bytes of token `id` to out (at most 4 bytes per input
- * byte), returns their count. */
+/* Writes the decoded bytes of token `id` to out (never more than its
+ * spelling), returns their count. */
 static size_t decode_token(const pa_tokenizer *t, int32_t id, char *out) {
   const char *s = t->text_arena + t->text_off[id];
   uint32_t n = t->text_len[id];
@@ -77,6 +77,23 @@ static size_t decode_token(const pa_tokenizer *t, int32_t id, char *out) {
   return o;
 }
 
+/* The most one push of this piece can write: its bytes, plus 2 more for each
+ * byte outside a complete character within it (it may turn into U+FFFD),
+ * plus up to 3 held-back bytes of earlier tokens, each possibly U+FFFD. */
+static size_t push_output_bound(const unsigned char *p, size_t n) {
+  size_t loose = 0;
+  for (size_t i = 0; i < n;) {
+    int k = pa_utf8_valid_len(p + i, n - i);
+    if (k > 0) {
+      i += (size_t)k;
+    } else {
+      loose++;
+      i++;
+    }
+  }
+  return n + 2 * loose + 9;
+}
+
 int pa_pieces_build(pa_tokenizer *t) {
   uint64_t total = 0;
   for (int32_t id = 0; id < t->n_vocab; id++) total += t->text_len[id];
@@ -87,12 +104,13 @@ int pa_pieces_build(pa_tokenizer *t) {
     return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for pieces");
   /* A decoded token is never longer than its spelling. */
   uint64_t off = 0;
-  t->max_piece_len = 0;
+  t->max_push_output = 0;
   for (int32_t id = 0; id < t->n_vocab; id++) {
     size_t n = decode_token(t, id, t->piece_arena + off);
     t->piece_off[id] = off;
     t->piece_len[id] = (uint32_t)n;
-    if (n > t->max_piece_len) t->max_piece_len = (uint32_t)n;
+    size_t bound = push_output_bound((const unsigned char *)t->piece_arena + off, n);
+    if (bound > t->max_push_output) t->max_push_output = bound;
     off += n;
   }
   return PASADA_OK;
@@ -115,10 +133,7 @@ size_t pa_token_to_piece(const pa_tokenizer *t, int32_t id, bool render_special,
   return n;
 }
 
-size_t pa_detok_max_output(const pa_tokenizer *t) {
-  /* Every held or new byte may turn into U+FFFD (3 bytes). */
-  return 3 * ((size_t)t->max_piece_len + 4);
-}
+size_t pa_detok_max_output(const pa_tokenizer *t) { return t->max_push_output; }
 
 /* ---- UTF-8 assembly ---- */
 

@@ -108,7 +108,7 @@ typedef struct {
 static int split(split_state *st, int level, const char *s, size_t len) {
   if (len == 0) return 0;
   if (level == st->p->n_code) return st->emit(st->ctx, s, len);
-  size_t pos = 0;
+  size_t pos = 0, gap = 0; /* gap: start of the text no match has covered yet */
   while (pos < len) {
     int rc =
         pcre2_match(st->p->code[level], (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, st->md, NULL);
@@ -120,24 +120,16 @@ static int split(split_state *st, int level, const char *s, size_t len) {
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
     size_t ms = ov[0], me = ov[1];
-    if (me <= ms) { /* empty match: none of our patterns has one; skip a char */
-      size_t step = pa_utf8_lead_len((unsigned char)s[ms < len ? ms : len - 1]);
-      me = ms + step > len ? len : ms + step;
-      if (ms > pos) {
-        int e = split(st, level + 1, s + pos, ms - pos);
-        if (e) return e;
-      }
-      int e = split(st, level + 1, s + ms, me - ms);
-      if (e) return e;
-      pos = me;
+    if (me <= ms) { /* an empty match (none of our patterns has one): step over a character */
+      pos = ms + (size_t)pa_utf8_lead_len((unsigned char)s[ms < len ? ms : len - 1]);
       continue;
     }
     int e;
-    if (ms > pos && (e = split(st, level + 1, s + pos, ms - pos))) return e;
+    if (ms > gap && (e = split(st, level + 1, s + gap, ms - gap))) return e;
     if ((e = split(st, level + 1, s + ms, me - ms))) return e;
-    pos = me;
+    pos = gap = me;
   }
-  return pos < len ? split(st, level + 1, s + pos, len - pos) : 0;
+  return gap < len ? split(st, level + 1, s + gap, len - gap) : 0;
 }
 
 int pa_pretok_split(const pa_pretok *p, const char *text, size_t len, pa_pretok_emit emit,

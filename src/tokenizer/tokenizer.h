@@ -46,10 +46,13 @@ const char *pa_tokenizer_model_name(const pa_tokenizer *t); /* "gpt2" / "llama" 
 const char *pa_tokenizer_pre_name(const pa_tokenizer *t);
 int pa_tokenizer_token_type(const pa_tokenizer *t, int32_t id);
 
-/* Tokenizes `len` bytes of `text`. add_special: prepend BOS / append EOS as
- * the model's flags say. parse_special: text of control/user-defined tokens
- * becomes those tokens (otherwise it is plain text). *out is malloc'd (caller
- * frees), *n_out its length. */
+/* Tokenizes `len` bytes of `text` (any bytes: invalid UTF-8 is encoded
+ * byte by byte where the vocabulary can). add_special: prepend BOS / append
+ * EOS as the model's flags say. parse_special: the text of control tokens
+ * becomes those tokens (otherwise it is plain text); user-defined tokens are
+ * always matched whole, as Hugging Face and llama.cpp do. Matching is
+ * leftmost-longest. *out is malloc'd (caller frees; never NULL on success),
+ * *n_out its length. Thread-safe: the tokenizer is read-only after load. */
 int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_special,
                 bool parse_special, int32_t **out, size_t *n_out);
 
@@ -77,7 +80,9 @@ typedef struct {
 void pa_detok_init(pa_detok *d, const pa_tokenizer *t, bool render_special);
 /* Appends the complete characters now available to buf (cap bytes),
  * returns bytes written. pa_detok_max_output(t) bytes always suffice for one
- * token (about 3x the longest token); a smaller cap truncates. */
+ * token (computed at load from the vocabulary: about the longest token, more
+ * where tokens hold loose bytes that may become U+FFFD; 90 for SmolLM2, 57
+ * for Gemma 3); a smaller cap truncates. */
 size_t pa_detok_push(pa_detok *d, int32_t id, char *buf, size_t cap);
 /* Flushes what is left (invalid trailing bytes become U+FFFD). */
 size_t pa_detok_flush(pa_detok *d, char *buf, size_t cap);

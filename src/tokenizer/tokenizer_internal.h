@@ -67,7 +67,7 @@ struct pa_tokenizer {
   char *piece_arena;
   uint64_t *piece_off;
   uint32_t *piece_len;
-  uint32_t max_piece_len;
+  size_t max_push_output; /* the most one pa_detok_push can write */
 
   int32_t bos, eos, unk, pad, sep, eot, eom;
   bool add_bos, add_eos, add_space_prefix;

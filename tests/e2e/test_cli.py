@@ -182,7 +182,7 @@ def run_text(pasada_bin, model, *args, input=None):
 
 
 def test_run_greedy_is_deterministic(pasada_bin, smollm2):
-    args = ["-p", "The three primary colors are", "-n", "24", "--temp", "0", "--no-stats"]
+    args = ["-p", "The three primary colors are", "-n", "16", "--temp", "0", "--no-stats"]
     a, err = run_text(pasada_bin, smollm2, *args)
     b, _ = run_text(pasada_bin, smollm2, *args)
     assert a.strip(), "no text generated"
@@ -191,12 +191,12 @@ def test_run_greedy_is_deterministic(pasada_bin, smollm2):
 
 
 def test_run_seed_reproduces_sampling(pasada_bin, smollm2):
-    base = ["-p", "Once upon a time", "-n", "24", "--temp", "1.2", "--top-k", "0", "--top-p",
+    base = ["-p", "Once upon a time", "-n", "12", "--temp", "1.5", "--top-k", "0", "--top-p",
             "1", "--min-p", "0", "--no-stats"]
     a, _ = run_text(pasada_bin, smollm2, *base, "--seed", "1234")
     b, _ = run_text(pasada_bin, smollm2, *base, "--seed", "1234")
     assert a.strip() and a == b
-    others = {run_text(pasada_bin, smollm2, *base, "--seed", s)[0] for s in ("1", "2", "3")}
+    others = {run_text(pasada_bin, smollm2, *base, "--seed", s)[0] for s in ("1", "2")}
     assert len(others | {a}) > 1, "different seeds all gave the same text"
 
 
@@ -248,7 +248,7 @@ def test_run_prompt_sources_agree(pasada_bin, smollm2, tmp_path):
     prompt = "Here is a list of fruits:\n1."
     f = tmp_path / "prompt.txt"
     f.write_text(prompt)
-    args = ["-n", "12", "--temp", "0", "--no-stats"]
+    args = ["-n", "8", "--temp", "0", "--no-stats"]
     a, _ = run_text(pasada_bin, smollm2, "-p", prompt, *args)
     b, _ = run_text(pasada_bin, smollm2, "-f", f, *args)
     c, _ = run_text(pasada_bin, smollm2, *args, input=prompt.encode())
@@ -373,7 +373,7 @@ def chat(pasada_bin, model, lines, *args):
 
 def test_chat_keeps_the_cache_between_turns(pasada_bin, smollm2):
     out, err, turns = chat(pasada_bin, smollm2, ["My name is Ana.", "What is my name?"], "-n",
-                           "32")
+                           "16")
     assert [t[0] for t in turns] == [1, 2], err
     (_, pre1, reused1, gen1), (_, pre2, reused2, gen2) = turns
     assert reused1 == 0 and pre1 > 0
@@ -416,7 +416,7 @@ def test_chat_outgrows_the_context(pasada_bin, smollm2):
     msgs = [f"Please remember item number {i}: a red apple and a green pear." for i in range(5)]
     msgs.append(" ".join(["long"] * 200))  # alone larger than the context
     msgs.append("Thanks.")
-    out, err, turns = chat(pasada_bin, smollm2, msgs, "-c", "96", "-n", "16")
+    out, err, turns = chat(pasada_bin, smollm2, msgs, "-c", "96", "-n", "10")
     assert "dropped" in err, err
     assert "ignored" in err, err
     assert len(turns) == len(msgs) - 1, err

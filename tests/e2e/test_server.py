@@ -462,10 +462,17 @@ def test_disconnect_while_waiting_nonstream(server):
                        "temperature": 0}).encode()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
               % len(data) + data)
-    time.sleep(0.5)
+    deadline = time.time() + 60
+    while server.metrics()["pasada_running_sequences"] != 1:
+        assert time.time() < deadline
+        time.sleep(0.05)
     s.close()
+    deadline = time.time() + 10
+    while delta(server.metrics(), before, 'pasada_requests_finished_total{reason="cancelled"}') != 1:
+        assert time.time() < deadline, "the job was not cancelled"
+        time.sleep(0.05)
     after = server.wait_idle(timeout=5)
-    assert delta(after, before, 'pasada_requests_finished_total{reason="cancelled"}') == 1
+    assert delta(after, before, 'pasada_requests_total{endpoint="/v1/completions",status="499"}') == 1
 
 
 # ---- continuous batching: batched output equals output alone ----
@@ -545,7 +552,7 @@ def test_long_prompt_prefill_interleaves(server, client):
 
     def stream_a():
         for chunk in client.completions.create(model="m", prompt="1, 2, 3, 4, 5, 6,",
-                                               max_tokens=80, temperature=0, stream=True):
+                                               max_tokens=40, temperature=0, stream=True):
             if chunk.choices and chunk.choices[0].text:
                 stamps.append(time.perf_counter())
                 if len(stamps) == 2:
@@ -554,14 +561,14 @@ def test_long_prompt_prefill_interleaves(server, client):
     t = threading.Thread(target=stream_a)
     t.start()
     assert first.wait(120)
-    long_prompt = "The wind moved slowly over the hills and the valley below. " * 36
+    long_prompt = "The wind moved slowly over the hills and the valley below. " * 26
     t0 = time.perf_counter()
     r = client.completions.create(model="m", prompt=long_prompt, max_tokens=1, temperature=0)
     t1 = time.perf_counter()
     t.join(300)
-    assert r.usage.prompt_tokens > 6 * 64  # at least 7 chunks of 64
+    assert r.usage.prompt_tokens > 4 * 64  # at least 5 chunks of 64
     during = [s for s in stamps if t0 < s < t1]
-    assert len(during) >= 4, (len(during), len(stamps))
+    assert len(during) >= 3, (len(during), len(stamps))
 
 
 # ---- prefix reuse ----

@@ -199,9 +199,12 @@ int main(int argc, char **argv) {
   bool steps = strcmp(mode, "logits-steps") == 0;
   if (!greedy && !steps && strcmp(mode, "logits") != 0) usage();
   int32_t n_threads = 0;
+  bool reference_path = false;
   for (int i = 5; i < argc; i++) {
     if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
       n_threads = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--reference") == 0) {
+      reference_path = true; /* F32-dequantized weights, unquantized activations */
     } else {
       usage();
     }
@@ -228,6 +231,7 @@ int main(int argc, char **argv) {
   cp.n_seq_max = 1;
   if (cp.n_batch < longest) cp.n_batch = longest;
   cp.n_threads = n_threads;
+  cp.reference_path = reference_path;
   pasada_context *ctx;
   if (pasada_context_create(model, &cp, &ctx) != PASADA_OK) die("context");
 

@@ -12,7 +12,7 @@
  * 3. The reference vec_dot against dequantize(w) . dequantize(x) in double:
  *    same bound, plus for Q4_1/Q5_1 the rounding of Q8_1's s = d * sum(q)
  *    to fp16 (|m * s| * 2^-10 per block), which dequantized rows lack.
- * 4. pa_matmul with 1, 2, 3 threads, 1, 3, 17 tokens, 37 and 5 rows, strided x
+ * 4. pa_matmul with 1, 2, 3 threads, 1, 3, 17, 49 tokens, 37 and 5 rows, strided x
  *    and y, with each table, against a double loop over dequantized weights
  *    and the same quantized activations (reference quantizer), same bound.
  * Returns 0 when all pass; prints each failure with type, n and path. */
@@ -35,7 +35,9 @@ static uint64_t rng(void) {
   rng_state ^= rng_state << 17;
   return rng_state;
 }
-static float rnd_unit(void) { return (float)((double)(rng() >> 11) / 9007199254740992.0); } /* [0,1) */
+static float rnd_unit(void) {
+  return (float)((double)(rng() >> 11) / 9007199254740992.0);
+} /* [0,1) */
 static float rnd_sym(void) { return 2.0f * rnd_unit() - 1.0f; }
 
 static const pa_type weight_types[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0,
@@ -54,20 +56,26 @@ typedef struct {
   size_t payload_at[2], payload_size[2];
 } block_shape;
 
-#define F16S(a) 1, {a, 0}
-#define F16S2(a, b) 2, {a, b}
-#define PAY(s, f) 1, {offsetof(s, f), 0}, {sizeof(((s *)0)->f), 0}
-#define PAY2(s, f, g) 2, {offsetof(s, f), offsetof(s, g)}, {sizeof(((s *)0)->f), sizeof(((s *)0)->g)}
+#define F16S(a) \
+  1, { a, 0 }
+#define F16S2(a, b) \
+  2, { a, b }
+#define PAY(s, f) \
+  1, {offsetof(s, f), 0}, { sizeof(((s *)0)->f), 0 }
+#define PAY2(s, f, g) \
+  2, {offsetof(s, f), offsetof(s, g)}, { sizeof(((s *)0)->f), sizeof(((s *)0)->g) }
 static const block_shape shapes[] = {
     {PA_TYPE_Q4_0, F16S(offsetof(block_q4_0, d)), PAY(block_q4_0, qs)},
     {PA_TYPE_Q4_1, F16S2(offsetof(block_q4_1, d), offsetof(block_q4_1, m)), PAY(block_q4_1, qs)},
     {PA_TYPE_Q5_0, F16S(offsetof(block_q5_0, d)), PAY2(block_q5_0, qh, qs)},
-    {PA_TYPE_Q5_1, F16S2(offsetof(block_q5_1, d), offsetof(block_q5_1, m)), PAY2(block_q5_1, qh, qs)},
+    {PA_TYPE_Q5_1, F16S2(offsetof(block_q5_1, d), offsetof(block_q5_1, m)),
+     PAY2(block_q5_1, qh, qs)},
     {PA_TYPE_Q8_0, F16S(offsetof(block_q8_0, d)), PAY(block_q8_0, qs)},
     {PA_TYPE_Q2_K, F16S2(offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)), PAY(block_q2_K, qs)},
     {PA_TYPE_Q3_K, F16S(offsetof(block_q3_K, d)), PAY2(block_q3_K, hmask, qs)},
     {PA_TYPE_Q4_K, F16S2(offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)), PAY(block_q4_K, qs)},
-    {PA_TYPE_Q5_K, F16S2(offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)), PAY2(block_q5_K, qh, qs)},
+    {PA_TYPE_Q5_K, F16S2(offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)),
+     PAY2(block_q5_K, qh, qs)},
     {PA_TYPE_Q6_K, F16S(offsetof(block_q6_K, d)), PAY2(block_q6_K, ql, qh)},
 };
 
@@ -107,7 +115,8 @@ static void random_weights(pa_type type, int64_t n, uint8_t *dst) {
 }
 
 /* Dequantized row and the block offsets (payload zeroed), as floats. */
-static void dequantize_with_offsets(pa_type type, int64_t n, const uint8_t *row, float *w, float *w0) {
+static void dequantize_with_offsets(pa_type type, int64_t n, const uint8_t *row, float *w,
+                                    float *w0) {
   const pa_type_traits *t = pa_type_get(type);
   t->to_float(row, w, n);
   const block_shape *s = shape_of(type);
@@ -188,8 +197,9 @@ static void check_vec_dot(pa_type type, int64_t n) {
     ref->vec_dot[type](n, &want, w, xq);
     const double tol3 = tol + min_term_allowance(type, n, w, xq);
     if (!(fabs(want - exact) <= tol3)) {
-      printf("FAIL ref-vs-dequant type=%s n=%lld path=scalar: ref %.9g, dequant dot %.9g, tol %.3g\n",
-             t->name, (long long)n, want, exact, tol3);
+      printf(
+          "FAIL ref-vs-dequant type=%s n=%lld path=scalar: ref %.9g, dequant dot %.9g, tol %.3g\n",
+          t->name, (long long)n, want, exact, tol3);
       failures++;
     }
     for (int k = 1; k < n_tables; k++) {
@@ -208,8 +218,10 @@ static void check_vec_dot(pa_type type, int64_t n) {
         pa_prepare_x_sums(vt, xq, n, xs, xs + nb);
         dot_xs(n, &got, w, xq, xs);
         if (!(fabs((double)got - want) <= tol)) {
-          printf("FAIL vec_dot_xs type=%s n=%lld path=%s: got %.9g, ref %.9g, |diff| %.3g > tol %.3g\n",
-                 t->name, (long long)n, tables[k]->name, got, want, fabs((double)got - want), tol);
+          printf(
+              "FAIL vec_dot_xs type=%s n=%lld path=%s: got %.9g, ref %.9g, |diff| %.3g > tol "
+              "%.3g\n",
+              t->name, (long long)n, tables[k]->name, got, want, fabs((double)got - want), tol);
           failures++;
         }
         free(xs);
@@ -236,7 +248,8 @@ static void check_quantizer(pa_type vt) {
     random_floats(x, n);
     if (trial == 1) /* a zero block, then blocks of exact ties: max 127 gives d = 1 */
       for (int64_t i = 0; i < n; i++)
-        x[i] = i < t->block_size ? 0.0f : (i % 7 == 0 ? 127.0f : (float)((int)(rng() % 253) - 126) + 0.5f);
+        x[i] = i < t->block_size ? 0.0f
+                                 : (i % 7 == 0 ? 127.0f : (float)((int)(rng() % 253) - 126) + 0.5f);
     if (trial == 2) /* tiny and huge magnitudes (fp16 subnormal and large scales) */
       for (int64_t i = 0; i < n; i++) x[i] *= (i / t->block_size) % 2 ? 1e-6f : 3e3f;
     ref->quantize_row[vt](x, want, n);
@@ -246,8 +259,10 @@ static void check_quantizer(pa_type vt) {
       if (memcmp(got, want, bytes) != 0) {
         size_t first = 0;
         while (got[first] == want[first]) first++;
-        printf("FAIL quantize type=%s n=%lld path=%s trial=%d: bytes differ from offset %zu (block %zu)\n",
-               t->name, (long long)n, tables[k]->name, trial, first, first / t->type_size);
+        printf(
+            "FAIL quantize type=%s n=%lld path=%s trial=%d: bytes differ from offset %zu (block "
+            "%zu)\n",
+            t->name, (long long)n, tables[k]->name, trial, first, first / t->type_size);
         failures++;
       }
     }
@@ -264,14 +279,15 @@ static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char
   const pa_type_traits *vtt = pa_type_get(vt);
   /* 11 blocks of 32: one group of 8 in the SIMD loops, and a tail */
   const int64_t cols = !t->quantized ? 45 : t->block_size == 32 ? 32 * 11 : QK_K * 3;
-  const int64_t max_tok = 17, x_stride = cols + 5, y_stride = rows + 3;
+  const int64_t max_tok = 49, x_stride = cols + 5, y_stride = rows + 3;
   const size_t row_bytes = pa_row_size(type, cols);
   uint8_t *wdata = pa_alloc(row_bytes * (size_t)rows);
   float *wd = pa_alloc(sizeof(float) * (size_t)(rows * cols));
   float *w0 = pa_alloc(sizeof(float) * (size_t)(rows * cols));
   for (int64_t r = 0; r < rows; r++) {
     random_weights(type, cols, wdata + (size_t)r * row_bytes);
-    dequantize_with_offsets(type, cols, wdata + (size_t)r * row_bytes, wd + r * cols, w0 + r * cols);
+    dequantize_with_offsets(type, cols, wdata + (size_t)r * row_bytes, wd + r * cols,
+                            w0 + r * cols);
   }
   const pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = wdata};
   float *x = pa_alloc(sizeof(float) * (size_t)(max_tok * x_stride));
@@ -290,9 +306,10 @@ static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char
     printf("FAIL get_row type=%s\n", t->name);
     failures++;
   }
-  const int64_t toks[] = {1, 3, 17};
+  /* 49 tokens pass the size above which threads split the quantization */
+  const int64_t toks[] = {1, 3, 17, 49};
   for (int p = 0; p < 3; p++)
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < 4; ti++) {
       const int64_t nt = toks[ti];
       void *work = pa_alloc(pa_matmul_work_size(&m, nt));
       for (int64_t i = 0; i < max_tok * y_stride; i++) y[i] = -12345.0f;
@@ -302,8 +319,10 @@ static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char
           const float got = y[tk * y_stride + r];
           if (tk >= nt || r >= rows) {
             if (got != -12345.0f) {
-              printf("FAIL matmul type=%s path=%s threads=%d tokens=%lld: wrote outside y at [%lld][%lld]\n",
-                     t->name, path, p + 1, (long long)nt, (long long)tk, (long long)r);
+              printf(
+                  "FAIL matmul type=%s path=%s threads=%d tokens=%lld: wrote outside y at "
+                  "[%lld][%lld]\n",
+                  t->name, path, p + 1, (long long)nt, (long long)tk, (long long)r);
               failures++;
             }
             continue;
@@ -312,7 +331,8 @@ static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char
           const float *xr = xd + tk * cols;
           for (int64_t c = 0; c < cols; c++) {
             exact += (double)wd[r * cols + c] * xr[c];
-            mag += fabs((double)xr[c]) * (fabs((double)wd[r * cols + c]) + fabs((double)w0[r * cols + c]));
+            mag += fabs((double)xr[c]) *
+                   (fabs((double)wd[r * cols + c]) + fabs((double)w0[r * cols + c]));
           }
           double tol = 1e-5 * mag + 1e-30;
           if (vt == PA_TYPE_Q8_1) {
@@ -320,10 +340,12 @@ static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char
             tol += min_term_allowance(type, cols, wdata + (size_t)r * row_bytes, xq);
           }
           if (!(fabs(got - exact) <= tol)) {
-            printf("FAIL matmul type=%s n=%lld path=%s threads=%d tokens=%lld y[%lld][%lld]: got %.9g, want "
-                   "%.9g, tol %.3g\n",
-                   t->name, (long long)cols, path, p + 1, (long long)nt, (long long)tk, (long long)r, got,
-                   exact, tol);
+            printf(
+                "FAIL matmul type=%s n=%lld path=%s threads=%d tokens=%lld y[%lld][%lld]: got "
+                "%.9g, want "
+                "%.9g, tol %.3g\n",
+                t->name, (long long)cols, path, p + 1, (long long)nt, (long long)tk, (long long)r,
+                got, exact, tol);
             failures++;
           }
         }

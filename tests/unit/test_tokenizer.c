@@ -156,6 +156,19 @@ static void test_bpe_merge_order(void) {
   n = encode(t, "c a", false, ids, 64);
   int32_t want4b[] = {id_of(t, "c"), id_of(t, " a")};
   CHECK(same(ids, n, want4b, 2), "c a -> c, ' a' (n=%zu)", n);
+  /* Every byte maps to its GPT-2 spelling (the map written independently
+   * above), and back. */
+  for (int b = 1; b < 256; b++) {
+    char raw[2] = {(char)b, 0};
+    int32_t *one;
+    size_t n1;
+    rc = pa_tokenize(t, raw, 1, false, false, &one, &n1);
+    CHECK(rc == 0 && n1 == 1 && one[0] == id_of(t, raw), "byte 0x%02x", b);
+    char piece[8];
+    CHECK(rc == 0 && pa_token_to_piece(t, one[0], false, piece, 8) == 1 && piece[0] == raw[0],
+          "byte 0x%02x decodes back", b);
+    if (!rc) free(one);
+  }
   /* Bytes with no merges stay single bytes, even invalid UTF-8. */
   n = encode(t, "\xff\xfe", false, ids, 64);
   int32_t want5[] = {id_of(t, "\xff"), id_of(t, "\xfe")};

@@ -70,7 +70,7 @@ static inline AVX2 __m256i bits_to_bytes(const uint8_t *p) {
   memcpy(&bits, p, 4);
   __m256i v = _mm256_set1_epi32((int)bits);
   v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                                0x0101010101010101, 0x0000000000000000));
+                                               0x0101010101010101, 0x0000000000000000));
   const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
   return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
@@ -87,7 +87,8 @@ static AVX2 void dot_f32(int64_t n, float *out, const void *w, const void *x) {
     s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
     s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
   float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   for (; i < n; i++) sum += a[i] * b[i];
   *out = sum;
@@ -113,7 +114,8 @@ static AVX2 void dot_f16(int64_t n, float *out, const void *w, const void *x) {
     s2 = _mm256_fmadd_ps(load_f16x8(a + 2 * i + 32), _mm256_loadu_ps(b + i + 16), s2);
     s3 = _mm256_fmadd_ps(load_f16x8(a + 2 * i + 48), _mm256_loadu_ps(b + i + 24), s3);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(load_f16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(load_f16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
   float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   for (; i < n; i++) sum += f16_at(a + 2 * i) * b[i];
   *out = sum;
@@ -130,7 +132,8 @@ static AVX2 void dot_bf16(int64_t n, float *out, const void *w, const void *x) {
     s2 = _mm256_fmadd_ps(load_bf16x8(a + 2 * i + 32), _mm256_loadu_ps(b + i + 16), s2);
     s3 = _mm256_fmadd_ps(load_bf16x8(a + 2 * i + 48), _mm256_loadu_ps(b + i + 24), s3);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(load_bf16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(load_bf16x8(a + 2 * i), _mm256_loadu_ps(b + i), s0);
   float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   for (; i < n; i++) {
     uint16_t h;
@@ -152,7 +155,8 @@ static AVX2 void dot_bf16(int64_t n, float *out, const void *w, const void *x) {
 static inline AVX2 __m256i q4_0_sums(const block_q4_0 *a, const block_q8_0 *b) {
   const __m256i q = nibbles(a->qs), y = load256(b->qs);
   /* sum (q - 8) y = sum q y - 8 sum y, both as 16-bit pair sums */
-  const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(_mm256_set1_epi8(8), y));
+  const __m256i p =
+      _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(_mm256_set1_epi8(8), y));
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
@@ -254,17 +258,22 @@ static AVX2 void dot_q4_1(int64_t n, float *out, const void *w, const void *x) {
   for (; i + 4 <= nb; i += 4) {
     const __m128 dm0 = dm_pair(&a[i].d, &b[i].d), dm1 = dm_pair(&a[i + 1].d, &b[i + 1].d);
     const __m128 dm2 = dm_pair(&a[i + 2].d, &b[i + 2].d), dm3 = dm_pair(&a[i + 3].d, &b[i + 3].d);
-    __m256 s0 = _mm256_mul_ps(_mm256_broadcastss_ps(dm0), _mm256_cvtepi32_ps(q4_1_sums(&a[i], &b[i])));
-    __m256 s1 = _mm256_mul_ps(_mm256_broadcastss_ps(dm1), _mm256_cvtepi32_ps(q4_1_sums(&a[i + 1], &b[i + 1])));
-    s0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm2), _mm256_cvtepi32_ps(q4_1_sums(&a[i + 2], &b[i + 2])), s0);
-    s1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm3), _mm256_cvtepi32_ps(q4_1_sums(&a[i + 3], &b[i + 3])), s1);
+    __m256 s0 =
+        _mm256_mul_ps(_mm256_broadcastss_ps(dm0), _mm256_cvtepi32_ps(q4_1_sums(&a[i], &b[i])));
+    __m256 s1 = _mm256_mul_ps(_mm256_broadcastss_ps(dm1),
+                              _mm256_cvtepi32_ps(q4_1_sums(&a[i + 1], &b[i + 1])));
+    s0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm2),
+                         _mm256_cvtepi32_ps(q4_1_sums(&a[i + 2], &b[i + 2])), s0);
+    s1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm3),
+                         _mm256_cvtepi32_ps(q4_1_sums(&a[i + 3], &b[i + 3])), s1);
     acc0 = _mm256_add_ps(acc0, s0);
     acc1 = _mm256_add_ps(acc1, s1);
     acc_m = _mm_add_ps(acc_m, _mm_add_ps(_mm_add_ps(dm0, dm1), _mm_add_ps(dm2, dm3)));
   }
   for (; i < nb; i++) {
     const __m128 dm = dm_pair(&a[i].d, &b[i].d);
-    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm), _mm256_cvtepi32_ps(q4_1_sums(&a[i], &b[i])), acc0);
+    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm), _mm256_cvtepi32_ps(q4_1_sums(&a[i], &b[i])),
+                           acc0);
     acc_m = _mm_add_ps(acc_m, dm);
   }
   *out = hsum_ps(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_movehdup_ps(acc_m));
@@ -280,17 +289,22 @@ static AVX2 void dot_q5_1(int64_t n, float *out, const void *w, const void *x) {
   for (; i + 4 <= nb; i += 4) {
     const __m128 dm0 = dm_pair(&a[i].d, &b[i].d), dm1 = dm_pair(&a[i + 1].d, &b[i + 1].d);
     const __m128 dm2 = dm_pair(&a[i + 2].d, &b[i + 2].d), dm3 = dm_pair(&a[i + 3].d, &b[i + 3].d);
-    __m256 s0 = _mm256_mul_ps(_mm256_broadcastss_ps(dm0), _mm256_cvtepi32_ps(q5_1_sums(&a[i], &b[i])));
-    __m256 s1 = _mm256_mul_ps(_mm256_broadcastss_ps(dm1), _mm256_cvtepi32_ps(q5_1_sums(&a[i + 1], &b[i + 1])));
-    s0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm2), _mm256_cvtepi32_ps(q5_1_sums(&a[i + 2], &b[i + 2])), s0);
-    s1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm3), _mm256_cvtepi32_ps(q5_1_sums(&a[i + 3], &b[i + 3])), s1);
+    __m256 s0 =
+        _mm256_mul_ps(_mm256_broadcastss_ps(dm0), _mm256_cvtepi32_ps(q5_1_sums(&a[i], &b[i])));
+    __m256 s1 = _mm256_mul_ps(_mm256_broadcastss_ps(dm1),
+                              _mm256_cvtepi32_ps(q5_1_sums(&a[i + 1], &b[i + 1])));
+    s0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm2),
+                         _mm256_cvtepi32_ps(q5_1_sums(&a[i + 2], &b[i + 2])), s0);
+    s1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm3),
+                         _mm256_cvtepi32_ps(q5_1_sums(&a[i + 3], &b[i + 3])), s1);
     acc0 = _mm256_add_ps(acc0, s0);
     acc1 = _mm256_add_ps(acc1, s1);
     acc_m = _mm_add_ps(acc_m, _mm_add_ps(_mm_add_ps(dm0, dm1), _mm_add_ps(dm2, dm3)));
   }
   for (; i < nb; i++) {
     const __m128 dm = dm_pair(&a[i].d, &b[i].d);
-    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm), _mm256_cvtepi32_ps(q5_1_sums(&a[i], &b[i])), acc0);
+    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(dm), _mm256_cvtepi32_ps(q5_1_sums(&a[i], &b[i])),
+                           acc0);
     acc_m = _mm_add_ps(acc_m, dm);
   }
   *out = hsum_ps(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_movehdup_ps(acc_m));
@@ -303,10 +317,10 @@ static AVX2 void dot_q5_1(int64_t n, float *out, const void *w, const void *x) {
  * (g even): the scales of two groups of 16 inside 32 elements. */
 static inline AVX2 __m256i pair_scales(__m256i both, int g) {
   const char lo = (char)(2 * g), hi = (char)(2 * g + 2);
-  const __m256i idx = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
-                                       lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi,
-                                       hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi,
-                                       hi + 1);
+  const __m256i idx =
+      _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
+                       lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi,
+                       hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
   return _mm256_shuffle_epi8(both, idx);
 }
 
@@ -323,7 +337,8 @@ static AVX2 void dot_q2_K(int64_t n, float *out, const void *w, const void *x) {
   for (int64_t i = 0; i < n / QK_K; i++) {
     const __m128i sc8 = _mm_loadu_si128((const __m128i *)a[i].scales);
     const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(0x0F)));
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0F)));
+    const __m256i m16 =
+        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0F)));
     const int msum = scaled_bsums(b[i].bsums, m16);
     __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 2
@@ -431,7 +446,8 @@ static inline AVX2 __m256i k4_superblock(const uint8_t scales[12], const uint8_t
       hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qhv, 3), _mm256_set1_epi8(0x10)));
       qhv = _mm256_srli_epi16(qhv, 2);
     }
-    const __m256i s_lo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
+    const __m256i s_lo =
+        _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * 2 * c)));
     const __m256i s_hi =
         _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
     const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b->qs + 64 * c));
@@ -487,9 +503,12 @@ static AVX2 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
       const __m256i l0 = load256(a[i].ql + 64 * h), l1 = load256(a[i].ql + 64 * h + 32);
       const __m256i qh = load256(a[i].qh + 32 * h);
       const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, mask4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), mask2)),
-          _mm256_or_si256(_mm256_and_si256(l1, mask4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), mask2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mask4), _mm256_and_si256(qh, mask2)),
+          _mm256_or_si256(_mm256_and_si256(l0, mask4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), mask2)),
+          _mm256_or_si256(_mm256_and_si256(l1, mask4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), mask2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mask4),
+                          _mm256_and_si256(qh, mask2)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mask4),
                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), mask2)),
       };
@@ -511,7 +530,8 @@ static AVX2 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
 static inline AVX2 float max_abs(const float *x, int n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 m = _mm256_setzero_ps();
-  for (int l = 0; l < n; l += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + l)));
+  for (int l = 0; l < n; l += 8)
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + l)));
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
@@ -566,7 +586,8 @@ static AVX2 void quantize_q8_K(const float *x, void *vy, int64_t n) {
      * those by pmaddwd, then two hadds make sums of 16 */
     for (int c = 0; c < QK_K / 64; c++) {
       const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-      const __m256i s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(y[i].qs + 64 * c)), ones16);
+      const __m256i s0 =
+          _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(y[i].qs + 64 * c)), ones16);
       const __m256i s1 =
           _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(y[i].qs + 64 * c + 32)), ones16);
       /* s0 lanes: [4 sums of 4 (elements 0..15) | 4 sums (16..31)] */

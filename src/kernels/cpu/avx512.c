@@ -64,7 +64,9 @@ BODY float f16_at(const void *p) {
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* 16 bytes in both 128-bit lanes (a pure load). */
-BODY __m256i bcast128(const void *p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)); }
+BODY __m256i bcast128(const void *p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+}
 
 /* The fp16 scales of up to 8 consecutive blocks, gathered by permutes
  * from 64-byte windows. Windows are placed so that for 8 whole blocks they
@@ -86,20 +88,24 @@ BODY __m512i window(const uint8_t *p, int64_t avail) {
 BODY __m512 f16_pairs8(const uint8_t *p, const int stride, const int64_t avail) {
   __m512i v;
   if (stride == 20) { /* windows at blocks 0 and 4: dwords 0, 5, 10, 15 of each */
-    v = _mm512_permutex2var_epi32(window(p, avail), _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0),
-                                  window(p + 80, avail - 80));
+    v = _mm512_permutex2var_epi32(
+        window(p, avail), _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 80, avail - 80));
   } else if (stride == 24) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 144, 168 */
     const __m512i a = _mm512_maskz_permutex2var_epi32(
-        0x3F, window(p, avail), _mm512_setr_epi32(0, 6, 12, 18, 24, 30, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        0x3F, window(p, avail),
+        _mm512_setr_epi32(0, 6, 12, 18, 24, 30, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
         window(p + 64, avail - 64));
     const __m512i b = _mm512_maskz_permutexvar_epi32(
-        0xC0, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 4, 10, 0, 0, 0, 0, 0, 0, 0, 0), window(p + 128, avail - 128));
+        0xC0, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 4, 10, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 128, avail - 128));
     v = _mm512_or_si512(a, b);
   } else { /* 36: blocks 0..3 in bytes 0..127, 4..7 in 144..271 */
     const __m512i idx = _mm512_setr_epi32(0, 9, 18, 27, 0, 9, 18, 27, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i a = _mm512_maskz_permutex2var_epi32(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
-    const __m512i b =
-        _mm512_maskz_permutex2var_epi32(0xF0, window(p + 144, avail - 144), idx, window(p + 208, avail - 208));
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi32(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutex2var_epi32(0xF0, window(p + 144, avail - 144), idx,
+                                                      window(p + 208, avail - 208));
     v = _mm512_or_si512(a, b);
   }
   return _mm512_cvtph_ps(_mm512_castsi512_si256(v));
@@ -110,24 +116,28 @@ BODY __m512 f16_pairs8(const uint8_t *p, const int stride, const int64_t avail) 
 BODY __m256 f16_singles8(const uint8_t *p, const int stride, const int64_t avail) {
   __m512i v;
   if (stride == 18) { /* all 8 in bytes 0..127 */
-    v = _mm512_permutex2var_epi16(window(p, avail),
-                                  _mm512_setr_epi32(9 << 16, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54, 0, 0, 0, 0, 0,
-                                                    0, 0, 0, 0, 0, 0, 0),
-                                  window(p + 64, avail - 64));
-  } else if (stride == 22) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 132, 154 */
-    const __m512i a = _mm512_maskz_permutex2var_epi16(
-        0x3F, window(p, avail),
-        _mm512_setr_epi32(11 << 16, 33 << 16 | 22, 55 << 16 | 44, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+    v = _mm512_permutex2var_epi16(
+        window(p, avail),
+        _mm512_setr_epi32(9 << 16, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54, 0, 0, 0, 0, 0, 0, 0,
+                          0, 0, 0, 0, 0),
         window(p + 64, avail - 64));
+  } else if (stride == 22) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 132, 154 */
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi16(0x3F, window(p, avail),
+                                        _mm512_setr_epi32(11 << 16, 33 << 16 | 22, 55 << 16 | 44, 0,
+                                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                        window(p + 64, avail - 64));
     const __m512i b = _mm512_maskz_permutexvar_epi16(
-        0xC0, _mm512_setr_epi32(0, 0, 0, 21 << 16 | 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), window(p + 112, avail - 112));
+        0xC0, _mm512_setr_epi32(0, 0, 0, 21 << 16 | 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 112, avail - 112));
     v = _mm512_or_si512(a, b);
   } else { /* 34: blocks 0..3 in bytes 0..127, 4..7 in 136..263 */
-    const __m512i idx = _mm512_setr_epi32(17 << 16, 51 << 16 | 34, 17 << 16, 51 << 16 | 34, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          0, 0, 0);
-    const __m512i a = _mm512_maskz_permutex2var_epi16(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
-    const __m512i b =
-        _mm512_maskz_permutex2var_epi16(0xF0, window(p + 136, avail - 136), idx, window(p + 200, avail - 200));
+    const __m512i idx = _mm512_setr_epi32(17 << 16, 51 << 16 | 34, 17 << 16, 51 << 16 | 34, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi16(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutex2var_epi16(0xF0, window(p + 136, avail - 136), idx,
+                                                      window(p + 200, avail - 200));
     v = _mm512_or_si512(a, b);
   }
   return _mm256_cvtph_ps(_mm512_castsi512_si128(v));
@@ -142,18 +152,20 @@ BODY __m256 f16_singles8(const uint8_t *p, const int stride, const int64_t avail
  * ones stay in place (16x). */
 BODY __m256i q4_bytes(const uint8_t *qs, const int vnni) {
   const __m256i v = bcast128(qs);
-  if (vnni) return _mm256_and_si256(v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
-                                                          (long long)0xF0F0F0F0F0F0F0F0ULL,
-                                                          (long long)0xF0F0F0F0F0F0F0F0ULL));
-  return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
+  if (vnni)
+    return _mm256_and_si256(
+        v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
+                              (long long)0xF0F0F0F0F0F0F0F0ULL, (long long)0xF0F0F0F0F0F0F0F0ULL));
+  return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
+                          _mm256_set1_epi8(0x0F));
 }
 
 /* Q5 weights as unsigned bytes 0..31: nibbles plus 16 where the bit is set. */
 BODY __m256i q5_bytes(const uint8_t *qs, const uint8_t *qh) {
   uint32_t bits;
   memcpy(&bits, qh, 4);
-  const __m256i v = _mm256_and_si256(_mm256_srlv_epi64(bcast128(qs), _mm256_setr_epi64x(0, 0, 4, 4)),
-                                     _mm256_set1_epi8(0x0F));
+  const __m256i v = _mm256_and_si256(
+      _mm256_srlv_epi64(bcast128(qs), _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
   return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
 }
 
@@ -162,8 +174,10 @@ enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 
 /* The integer sums of one block (8 int32 lanes): w is the weight block, x
  * the activation block's 32 quants. Unless `exact`, the offsets of Q4_0 and
- * Q5_0 (8 and 16 times sum x) are left to the caller. */
-BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, const int exact, const int vnni) {
+ * Q5_0 (8 and 16 times sum x), and with VNNI that of Q8_0 read as unsigned
+ * (128 times sum x), are left to the caller (see block_offset). */
+BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, const int exact,
+                        const int vnni) {
   const __m256i y = load256(x), zero = _mm256_setzero_si256();
   switch (kind) {
     case K_Q4_0:
@@ -171,10 +185,12 @@ BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, cons
       const __m256i q = q4_bytes(w + (kind == K_Q4_0 ? 2 : 4), vnni);
       if (kind == K_Q4_1 || !exact) return dpbusd(zero, q, y, vnni);
       if (!vnni) /* 16-bit pair sums: subtract before widening */
-        return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(_mm256_set1_epi8(8), y)),
+        return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, y),
+                                                  _mm256_maddubs_epi16(_mm256_set1_epi8(8), y)),
                                  _mm256_set1_epi16(1));
-      const __m256i eight = _mm256_setr_epi64x(0x0808080808080808, 0x0808080808080808,
-                                               (long long)0x8080808080808080ULL, (long long)0x8080808080808080ULL);
+      const __m256i eight =
+          _mm256_setr_epi64x(0x0808080808080808, 0x0808080808080808,
+                             (long long)0x8080808080808080ULL, (long long)0x8080808080808080ULL);
       return _mm256_sub_epi32(dpbusd(zero, q, y, 1), dpbusd(zero, eight, y, 1));
     }
     case K_Q5_0:
@@ -183,15 +199,24 @@ BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, cons
       if (kind == K_Q5_1 || !exact) return dpbusd(zero, q, y, vnni);
       const __m256i sixteen = _mm256_set1_epi8(16);
       if (!vnni)
-        return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(sixteen, y)),
-                                 _mm256_set1_epi16(1));
+        return _mm256_madd_epi16(
+            _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(sixteen, y)),
+            _mm256_set1_epi16(1));
       return _mm256_sub_epi32(dpbusd(zero, q, y, 1), dpbusd(zero, sixteen, y, 1));
     }
-    default: { /* Q8_0: |w| against x with w's sign (|w| <= 128, |x| <= 127) */
+    default: { /* Q8_0 */
       const __m256i q = load256(w + 2);
+      if (vnni && !exact) /* w + 128 = w ^ 0x80 as unsigned; 128 sum x is the caller's */
+        return dpbusd(zero, _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), y, 1);
+      /* |w| against x with w's sign (|w| <= 128, |x| <= 127: pairs fit 16 bits) */
       return dpbusd(zero, _mm256_abs_epi8(q), _mm256_sign_epi8(y, q), vnni);
     }
   }
+}
+
+/* What the prepared path subtracts per block, times d * d * sum x. */
+BODY float block_offset(const int kind, const int vnni) {
+  return kind == K_Q4_0 ? 8.0f : kind == K_Q5_0 ? 16.0f : kind == K_Q8_0 && vnni ? 128.0f : 0.0f;
 }
 
 /* State of one 32-block dot. */
@@ -204,10 +229,10 @@ typedef struct {
 /* One group of r blocks (r = 8 unless `full` is 0) at block i. xs is NULL
  * for vec_dot (scales from the activation blocks, offsets in the integer
  * sums) or the prepared floats of pa_vec_dot_xs_fn. */
-BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const int wsize, const uint8_t *xg,
-                      const int xsize, const float *xd, const float *xsum, const int prepared, const int full,
-                      const int r, const int vnni) {
-  const int pairs = kind == K_Q4_1 || kind == K_Q5_1, offset = kind == K_Q4_0 || kind == K_Q5_0;
+BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const int wsize,
+                      const uint8_t *xg, const int xsize, const float *xd, const float *xsum,
+                      const int prepared, const int full, const int r, const int vnni) {
+  const int pairs = kind == K_Q4_1 || kind == K_Q5_1, offset = block_offset(kind, vnni) != 0.0f;
   const int64_t w_avail = full ? ALL_AVAILABLE : (int64_t)r * wsize;
   const int64_t x_avail = full ? ALL_AVAILABLE : (int64_t)r * xsize;
   const __mmask8 lanes = full ? 0xFF : (__mmask8)((1u << r) - 1);
@@ -216,13 +241,16 @@ BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const 
   if (prepared) {
     __m256 dd;
     if (pairs) { /* (d, m) pairs -> d in the low half, m in the high */
-      const __m512 dm = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15),
-                                              f16_pairs8(wg, wsize, w_avail));
+      const __m512 dm = _mm512_permutexvar_ps(
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15),
+          f16_pairs8(wg, wsize, w_avail));
       dd = _mm256_mul_ps(_mm512_castps512_ps256(dm), _mm256_maskz_loadu_ps(lanes, xd));
-      st->acc_off = _mm256_fmadd_ps(_mm512_extractf32x8_ps(dm, 1), _mm256_maskz_loadu_ps(lanes, xsum), st->acc_off);
+      st->acc_off = _mm256_fmadd_ps(_mm512_extractf32x8_ps(dm, 1),
+                                    _mm256_maskz_loadu_ps(lanes, xsum), st->acc_off);
     } else {
       dd = _mm256_mul_ps(f16_singles8(wg, wsize, w_avail), _mm256_maskz_loadu_ps(lanes, xd));
-      if (offset) st->acc_off = _mm256_fmadd_ps(dd, _mm256_maskz_loadu_ps(lanes, xsum), st->acc_off);
+      if (offset)
+        st->acc_off = _mm256_fmadd_ps(dd, _mm256_maskz_loadu_ps(lanes, xsum), st->acc_off);
     }
     _mm256_storeu_ps(sc, dd);
   } else if (pairs) {
@@ -231,7 +259,8 @@ BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const 
     _mm512_storeu_ps(sc, dm);
     step = 2;
   } else {
-    _mm256_storeu_ps(sc, _mm256_mul_ps(f16_singles8(wg, wsize, w_avail), f16_singles8(xg, xsize, x_avail)));
+    _mm256_storeu_ps(
+        sc, _mm256_mul_ps(f16_singles8(wg, wsize, w_avail), f16_singles8(xg, xsize, x_avail)));
   }
   /* Make the compiler read sc back from memory: a broadcast load costs no
    * ALU uop, the in-register shuffles GCC would use instead cost two. */
@@ -241,7 +270,8 @@ BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const 
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
       const __m256i s = block_sums(kind, wg + k * wsize, xg + k * xsize + x_q, !prepared, vnni);
-      st->acc[k & 3] = _mm256_fmadd_ps(_mm256_set1_ps(sc[step * k]), _mm256_cvtepi32_ps(s), st->acc[k & 3]);
+      st->acc[k & 3] =
+          _mm256_fmadd_ps(_mm256_set1_ps(sc[step * k]), _mm256_cvtepi32_ps(s), st->acc[k & 3]);
     }
   } else {
     for (int k = 0; k < r; k++) {
@@ -251,11 +281,12 @@ BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const 
   }
 }
 
-BODY float dot32(const int kind, int64_t nb, const uint8_t *w, const int wsize, const uint8_t *x, const int xsize,
-                 const float *xs, const int prepared, const int vnni) {
-  dot32_state st = {{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()},
-                    _mm512_setzero_ps(),
-                    _mm256_setzero_ps()};
+BODY float dot32(const int kind, int64_t nb, const uint8_t *w, const int wsize, const uint8_t *x,
+                 const int xsize, const float *xs, const int prepared, const int vnni) {
+  dot32_state st = {
+      {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()},
+      _mm512_setzero_ps(),
+      _mm256_setzero_ps()};
   const float *xd = prepared ? xs : NULL, *xsum = prepared ? xs + nb : NULL;
   int64_t i = 0;
   for (; i + 8 <= nb; i += 8)
@@ -264,17 +295,17 @@ BODY float dot32(const int kind, int64_t nb, const uint8_t *w, const int wsize, 
   if (i < nb)
     dot32_group(&st, kind, w + i * wsize, wsize, x + i * xsize, xsize, prepared ? xd + i : NULL,
                 prepared ? xsum + i : NULL, prepared, 0, (int)(nb - i), vnni);
-  __m256 all = _mm256_add_ps(_mm256_add_ps(st.acc[0], st.acc[1]), _mm256_add_ps(st.acc[2], st.acc[3]));
+  __m256 all =
+      _mm256_add_ps(_mm256_add_ps(st.acc[0], st.acc[1]), _mm256_add_ps(st.acc[2], st.acc[3]));
   /* with VNNI the 4-bit kernels' lanes 4..7 carry their high nibbles times 16 */
   if (vnni && (kind == K_Q4_0 || kind == K_Q4_1))
     all = _mm256_mul_ps(all, _mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
   float sum = hsum256(all);
   if (kind == K_Q4_1 || kind == K_Q5_1)
-    sum += prepared ? hsum256(st.acc_off) : _mm512_reduce_add_ps(_mm512_maskz_mov_ps(0xAAAA, st.acc_ms));
-  else if (prepared && kind == K_Q4_0)
-    sum -= 8.0f * hsum256(st.acc_off);
-  else if (prepared && kind == K_Q5_0)
-    sum -= 16.0f * hsum256(st.acc_off);
+    sum += prepared ? hsum256(st.acc_off)
+                    : _mm512_reduce_add_ps(_mm512_maskz_mov_ps(0xAAAA, st.acc_ms));
+  else if (prepared && block_offset(kind, vnni) != 0.0f)
+    sum -= block_offset(kind, vnni) * hsum256(st.acc_off);
   return sum;
 }
 
@@ -285,10 +316,12 @@ static AVX512 void dot_q4_0(int64_t n, float *out, const void *w, const void *x)
 static AVX512 void dot_q4_0_vnni(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), NULL, 0, 1);
 }
-static AVX512 void dot_q4_0_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q4_0_xs(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
   *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 0);
 }
-static AVX512 void dot_q4_0_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q4_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
+                                    const float *xs) {
   *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 1);
 }
 static AVX512 void dot_q4_1(int64_t n, float *out, const void *w, const void *x) {
@@ -297,10 +330,12 @@ static AVX512 void dot_q4_1(int64_t n, float *out, const void *w, const void *x)
 static AVX512 void dot_q4_1_vnni(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), NULL, 0, 1);
 }
-static AVX512 void dot_q4_1_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q4_1_xs(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
   *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 0);
 }
-static AVX512 void dot_q4_1_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q4_1_xs_vnni(int64_t n, float *out, const void *w, const void *x,
+                                    const float *xs) {
   *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 1);
 }
 static AVX512 void dot_q5_0(int64_t n, float *out, const void *w, const void *x) {
@@ -309,10 +344,12 @@ static AVX512 void dot_q5_0(int64_t n, float *out, const void *w, const void *x)
 static AVX512 void dot_q5_0_vnni(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), NULL, 0, 1);
 }
-static AVX512 void dot_q5_0_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q5_0_xs(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
   *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 0);
 }
-static AVX512 void dot_q5_0_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q5_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
+                                    const float *xs) {
   *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 1);
 }
 static AVX512 void dot_q5_1(int64_t n, float *out, const void *w, const void *x) {
@@ -321,10 +358,12 @@ static AVX512 void dot_q5_1(int64_t n, float *out, const void *w, const void *x)
 static AVX512 void dot_q5_1_vnni(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), NULL, 0, 1);
 }
-static AVX512 void dot_q5_1_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q5_1_xs(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
   *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 0);
 }
-static AVX512 void dot_q5_1_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q5_1_xs_vnni(int64_t n, float *out, const void *w, const void *x,
+                                    const float *xs) {
   *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 1);
 }
 static AVX512 void dot_q8_0(int64_t n, float *out, const void *w, const void *x) {
@@ -333,10 +372,12 @@ static AVX512 void dot_q8_0(int64_t n, float *out, const void *w, const void *x)
 static AVX512 void dot_q8_0_vnni(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), NULL, 0, 1);
 }
-static AVX512 void dot_q8_0_xs(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q8_0_xs(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
   *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 0);
 }
-static AVX512 void dot_q8_0_xs_vnni(int64_t n, float *out, const void *w, const void *x, const float *xs) {
+static AVX512 void dot_q8_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
+                                    const float *xs) {
   *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 1);
 }
 
@@ -379,8 +420,8 @@ BODY __m256i k4_min_sums(uint32_t m_lo, uint32_t m_hi, const int16_t *bsums, con
   return dpwssd(_mm256_setzero_si256(), load256(bsums), m16, vnni);
 }
 
-BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_qh, const block_q8_K *b,
-                  const int vnni) {
+BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_qh,
+                  const block_q8_K *b, const int vnni) {
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   uint32_t scw[8];
   for (int64_t i = 0; i < nsb; i++) {
@@ -398,12 +439,15 @@ BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
       const __m256i q = load256(qs + 32 * c);
-      __m256i lo = _mm256_and_si256(q, mask4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask4);
+      __m256i lo = _mm256_and_si256(q, mask4),
+              hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask4);
       if (has_qh) { /* fifth bit of sub-block j: bit j of qh[l] */
         const __m256i sixteen = _mm256_set1_epi8(16);
-        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c)))), lo, sixteen);
-        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c + 1)))), hi,
-                                  sixteen);
+        lo = _mm256_mask_add_epi8(
+            lo, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c)))), lo, sixteen);
+        hi = _mm256_mask_add_epi8(
+            hi, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c + 1)))), hi,
+            sixteen);
       }
       const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * c));
       const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * c + 32));
@@ -411,8 +455,10 @@ BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_
       sum1 = dpwssd(sum1, p_hi, _mm256_set1_epi32((int)scw[2 * c + 1]), vnni);
     }
     const float dx = b[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk)), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk + 2)), _mm256_cvtepi32_ps(mins), acc_min);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk)),
+                          _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
+    acc_min =
+        _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk + 2)), _mm256_cvtepi32_ps(mins), acc_min);
   }
   return hsum256(_mm256_sub_ps(acc, acc_min));
 }
@@ -452,7 +498,8 @@ BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, 
     /* scales as dwords of two equal words; 128-bit lane j of the products
      * of a quarter covers scale group 4 * quarter + j */
     const __m512i s16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)a[i].scales));
-    const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(s16, 16));
+    const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)),
+                                        _mm512_slli_epi32(s16, 16));
     /* values are q - 32 with q in 0..63: the 32 comes off via bsums */
     const __m512i bs = _mm512_cvtepi16_epi32(load256(b[i].bsums));
     const int corr = 32 * _mm512_reduce_add_epi32(_mm512_mullo_epi32(bs, s16));
@@ -461,20 +508,22 @@ BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, 
     for (int h = 0; h < 2; h++) {
       const __m512i l = _mm512_loadu_si512(a[i].ql + 64 * h);
       const __m512i qh = _mm512_broadcast_i64x4(load256(a[i].qh + 32 * h));
-      const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, mask4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2));
+      const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, mask4),
+                                           _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2));
       const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), mask4),
                                            _mm512_and_si512(_mm512_srlv_epi16(qh, shr), mask2));
       const __m512i p_lo = _mm512_maddubs_epi16(q_lo, _mm512_loadu_si512(b[i].qs + 128 * h));
       const __m512i p_hi = _mm512_maddubs_epi16(q_hi, _mm512_loadu_si512(b[i].qs + 128 * h + 64));
-      const __m512i idx_lo = _mm512_setr_epi32(8 * h, 8 * h, 8 * h, 8 * h, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 1,
-                                               8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 3, 8 * h + 3,
-                                               8 * h + 3, 8 * h + 3);
+      const __m512i idx_lo = _mm512_setr_epi32(
+          8 * h, 8 * h, 8 * h, 8 * h, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 2,
+          8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 3, 8 * h + 3, 8 * h + 3, 8 * h + 3);
       const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
       sum0 = dpwssd512(sum0, p_lo, _mm512_permutexvar_epi32(idx_lo, scw), vnni);
       sum1 = dpwssd512(sum1, p_hi, _mm512_permutexvar_epi32(idx_hi, scw), vnni);
     }
-    const __m512i total = _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1), _mm512_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                                                          0, 0, 0, 0, 0, 0, 0));
+    const __m512i total =
+        _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1),
+                         _mm512_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
     acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_at(&a[i].d)), _mm512_cvtepi32_ps(total), acc);
   }
   return _mm512_reduce_add_ps(acc);
@@ -491,15 +540,20 @@ static AVX512 void dot_q6_K_vnni(int64_t n, float *out, const void *w, const voi
  * uops); the last partial vector is a masked load, which cannot fault. ---- */
 
 BODY __m512 f32x16(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-BODY __m512 f16x16(const uint8_t *p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+BODY __m512 f16x16(const uint8_t *p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
 BODY __m512 bf16x16(const uint8_t *p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
 enum { F_F32, F_F16, F_BF16 };
 
 BODY __m512 load_w16(const int kind, const uint8_t *w, int64_t i, __mmask16 m) {
-  return kind == F_F32 ? f32x16((const float *)w + i, m) : kind == F_F16 ? f16x16(w + 2 * i, m) : bf16x16(w + 2 * i, m);
+  return kind == F_F32   ? f32x16((const float *)w + i, m)
+         : kind == F_F16 ? f16x16(w + 2 * i, m)
+                         : bf16x16(w + 2 * i, m);
 }
 
 BODY float dot_float(const int kind, int64_t n, const uint8_t *w, const float *x) {

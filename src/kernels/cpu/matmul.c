@@ -1,19 +1,28 @@
 /* matmul.c: y = W x over the thread pool, for any weight type, with the
  * current kernel table; and the row dequantizer.
  *
- * Ceilings (the numbers this code is judged against; see bench/kernels/):
- * - Decode (one token) reads every weight byte once per token: it is
- *   memory-bound, at best bytes(W) / bandwidth per matrix. The dev machine
- *   (2 Sapphire Rapids cores, AVX-512 VNNI) streams roughly 40-90 GB/s from
- *   one core (noisy VM; big L3), so one thread's inner loop is the limit
- *   long before DRAM is: a Q4 block of 32 weights must be consumed in about
- *   2 cycles to keep up, hence int8 dots (vpdpbusd / pmaddubsw) on whole
- *   blocks with the scales applied once per block.
- * - Activations are quantized once per call (Q8_0/Q8_1/Q8_K, 1/8 the size
- *   of the weights per token) and stay in L1/L2 while rows stream past.
- * - Prefill (many tokens) could reuse each weight block across tokens; here
- *   a block of 16 rows stays in cache while every token uses it, which is a
- *   tiling, not yet a GEMM kernel (a later issue). */
+ * Ceilings (the numbers this code is judged against; bench/kernels/):
+ * - The dev machine: 2 Sapphire Rapids cores with AVX-512 VNNI, ~2.7 GHz
+ *   as seen by one thread, shared with other workloads.
+ * - Decode (one token) reads every weight byte once per token, so it is
+ *   memory-bound at best: time >= bytes(W) / bandwidth. A streaming read
+ *   of a fresh 64 MB buffer gave one thread 2-5 GB/s on this (loaded) VM
+ *   and a quiet Sapphire Rapids core gives roughly 20-30 GB/s; so the
+ *   kernels must consume a 32-weight Q4 block (18-20 bytes) in ~2 cycles
+ *   for one thread to keep up. Measured with the weights in L2 (one thread,
+ *   avx512_vnni table): Q4_1 ~17-20 GB/s, Q8_0 ~23-25, Q5_0 ~11-14,
+ *   Q4_K ~13-16, Q6_K ~19-21 (avx2 table: 9-12, 15-20, 6-8, 10-12, 17-19).
+ *   The kernels are therefore still the limit on one core; two cores
+ *   reach a quiet machine's DRAM bandwidth for the 8-bit and 6-bit types.
+ * - Int8 dots (vpdpbusd, or pmaddubsw + pmaddwd) on whole blocks with one
+ *   float multiply per block; for 32-element blocks what depends on the
+ *   activations alone (their scales and sums) is prepared once per token
+ *   (pa_vec_dot_xs_fn) rather than once per weight row.
+ * - Activations are quantized once per call (Q8_0/Q8_1/Q8_K, ~1.1 bytes
+ *   per element per token) and stay in L1/L2 while weight rows stream by.
+ * - Prefill (many tokens) could reuse each weight block across tokens from
+ *   registers; here a block of 16 rows stays in cache while every token
+ *   uses it, a tiling, not yet a GEMM kernel (a later issue). */
 #include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -27,6 +36,10 @@
 #define ROW_GRAIN 16
 /* Rows whose weights stay in cache while all tokens pass over them. */
 #define ROW_BLOCK 16
+/* Activations of fewer elements than this (all tokens) are quantized by the
+ * calling thread before the others start: for a decode step that is a few
+ * hundred nanoseconds, less than the barrier a split would need. */
+#define SPLIT_QUANTIZE_MIN 16384
 
 typedef struct {
   const pa_cpu_kernels *k;
@@ -36,12 +49,13 @@ typedef struct {
   float *y;
   int64_t y_stride; /* floats */
   int64_t n_tokens;
-  pa_type vt;            /* activation type of the dot products */
-  void *work;            /* quantized activations, n_tokens rows */
-  size_t xq_row;         /* bytes per quantized activation row */
-  float *xs;             /* per token 2 * nb floats (pa_vec_dot_xs_fn), or NULL */
+  pa_type vt;    /* activation type of the dot products */
+  void *work;    /* quantized activations, n_tokens rows */
+  size_t xq_row; /* bytes per quantized activation row */
+  float *xs;     /* per token 2 * nb floats (pa_vec_dot_xs_fn), or NULL */
   pa_vec_dot_xs_fn dot_xs;
-  atomic_int quantized;  /* threads done quantizing */
+  bool split_quantize;  /* threads quantize their shares, then meet */
+  atomic_int quantized; /* threads done quantizing */
 } matmul_job;
 
 /* Activation types whose rows also get per-block float scales and sums. */
@@ -92,7 +106,8 @@ static void wait_quantized(matmul_job *j, int nth) {
   while (atomic_load_explicit(&j->quantized, memory_order_acquire) < nth) {
     if (++spins > 20000) sched_yield();
 #if defined(__x86_64__)
-    else __builtin_ia32_pause();
+    else
+      __builtin_ia32_pause();
 #endif
   }
 }
@@ -106,8 +121,10 @@ static void matmul_thread(void *arg, int ith, int nth) {
     xq = (const uint8_t *)j->x;
     xq_stride = (size_t)j->x_stride * sizeof(float);
   } else {
-    quantize_share(j, ith, nth);
-    if (nth > 1) wait_quantized(j, nth);
+    if (j->split_quantize) {
+      quantize_share(j, ith, nth);
+      if (nth > 1) wait_quantized(j, nth);
+    }
     xq = j->work;
     xq_stride = j->xq_row;
   }
@@ -127,7 +144,8 @@ static void matmul_thread(void *arg, int ith, int nth) {
       float *yt = j->y + t * j->y_stride;
       if (j->dot_xs) {
         const float *xs = j->xs + t * 2 * (w->cols / 32);
-        for (int64_t r = r0; r < r1; r++) j->dot_xs(w->cols, &yt[r], wd + (size_t)r * w_row, xt, xs);
+        for (int64_t r = r0; r < r1; r++)
+          j->dot_xs(w->cols, &yt[r], wd + (size_t)r * w_row, xt, xs);
       } else {
         for (int64_t r = r0; r < r1; r++) dot(w->cols, &yt[r], wd + (size_t)r * w_row, xt);
       }
@@ -159,6 +177,10 @@ void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stri
     }
   }
   atomic_init(&j.quantized, 0);
+  if (j.vt != PA_TYPE_F32) {
+    j.split_quantize = pa_pool_size(pool) > 1 && n_tokens * w->cols >= SPLIT_QUANTIZE_MIN;
+    if (!j.split_quantize) quantize_share(&j, 0, 1);
+  }
   pa_pool_run(pool, matmul_thread, &j);
 }
 

@@ -219,8 +219,8 @@ static void dot_q4_K(int64_t n, float *out, const void *w, const void *x) {
   const block_q8_K *b = x;
   double sum = 0.0;
   for (int64_t i = 0; i < n / QK_K; i++)
-    sum += dot_k4_superblock(a[i].scales, a[i].qs, NULL, f16_at(&a[i].d), f16_at(&a[i].dmin),
-                             &b[i]);
+    sum +=
+        dot_k4_superblock(a[i].scales, a[i].qs, NULL, f16_at(&a[i].d), f16_at(&a[i].dmin), &b[i]);
   *out = (float)sum;
 }
 
@@ -324,10 +324,18 @@ static const pa_cpu_kernels reference = {
     .name = "scalar",
     .vec_dot =
         {
-            [PA_TYPE_F32] = dot_f32,   [PA_TYPE_F16] = dot_f16,   [PA_TYPE_BF16] = dot_bf16,
-            [PA_TYPE_Q4_0] = dot_q4_0, [PA_TYPE_Q4_1] = dot_q4_1, [PA_TYPE_Q5_0] = dot_q5_0,
-            [PA_TYPE_Q5_1] = dot_q5_1, [PA_TYPE_Q8_0] = dot_q8_0, [PA_TYPE_Q2_K] = dot_q2_K,
-            [PA_TYPE_Q3_K] = dot_q3_K, [PA_TYPE_Q4_K] = dot_q4_K, [PA_TYPE_Q5_K] = dot_q5_K,
+            [PA_TYPE_F32] = dot_f32,
+            [PA_TYPE_F16] = dot_f16,
+            [PA_TYPE_BF16] = dot_bf16,
+            [PA_TYPE_Q4_0] = dot_q4_0,
+            [PA_TYPE_Q4_1] = dot_q4_1,
+            [PA_TYPE_Q5_0] = dot_q5_0,
+            [PA_TYPE_Q5_1] = dot_q5_1,
+            [PA_TYPE_Q8_0] = dot_q8_0,
+            [PA_TYPE_Q2_K] = dot_q2_K,
+            [PA_TYPE_Q3_K] = dot_q3_K,
+            [PA_TYPE_Q4_K] = dot_q4_K,
+            [PA_TYPE_Q5_K] = dot_q5_K,
             [PA_TYPE_Q6_K] = dot_q6_K,
         },
     .quantize_row =

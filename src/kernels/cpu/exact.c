@@ -1,0 +1,45 @@
+/* exact.c: the matrix product of the plain reference path used by `verify`
+ * and the parity tests: weights dequantized to F32 row by row (the traits'
+ * reference to_float), activations kept in F32 (no 8-bit quantization),
+ * sums in double. Slow by design: it is the yardstick the fast path is
+ * measured against. */
+#include "base/base.h"
+#include "kernels/kernels.h"
+
+typedef struct {
+  const pa_matrix *w;
+  const float *x;
+  int64_t x_stride;
+  float *y;
+  int64_t y_stride, n_tokens;
+  float *rows; /* [nth][cols] */
+} exact_job;
+
+static void exact_worker(void *arg, int ith, int nth) {
+  exact_job *j = arg;
+  const pa_type_traits *tr = pa_type_get(j->w->type);
+  const size_t rs = pa_row_size(j->w->type, j->w->cols);
+  float *row = j->rows + (size_t)ith * (size_t)j->w->cols;
+  long lo, hi;
+  pa_split((long)j->w->rows, ith, nth, &lo, &hi);
+  for (long r = lo; r < hi; r++) {
+    tr->to_float((const char *)j->w->data + (size_t)r * rs, row, j->w->cols);
+    for (int64_t t = 0; t < j->n_tokens; t++) {
+      const float *x = j->x + t * j->x_stride;
+      double s = 0.0;
+      for (int64_t c = 0; c < j->w->cols; c++) s += (double)row[c] * x[c];
+      j->y[t * j->y_stride + r] = (float)s;
+    }
+  }
+}
+
+size_t pa_matmul_exact_work_size(const pa_matrix *w, int n_threads) {
+  return (size_t)n_threads * (size_t)w->cols * sizeof(float);
+}
+
+void pa_matmul_exact(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
+                     int64_t y_stride, int64_t n_tokens, void *work) {
+  exact_job j = {.w = w, .x = x, .x_stride = x_stride, .y = y, .y_stride = y_stride,
+                 .n_tokens = n_tokens, .rows = work};
+  pa_pool_run(pool, exact_worker, &j);
+}
