@@ -182,6 +182,11 @@ const char *pasada_chat_name(pasada_chat_template tmpl);
  * failure), ending with the assistant's opening when add_generation_prompt. */
 char *pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n,
                          bool add_generation_prompt);
+/* Like pasada_chat_render, with what the model's own template adds to its
+ * family's plain form when tmpl is the model's family (SmolLM2's default
+ * system prompt, Llama 3.1's dated header). */
+char *pasada_chat_render_model(const pasada_model *model, pasada_chat_template tmpl,
+                               const pasada_chat_message *msgs, size_t n, bool add_generation_prompt);
 
 /* ---- sampler ----
  * Each call to pasada_sampler_sample runs, in order: the penalties over the

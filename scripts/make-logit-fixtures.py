@@ -39,6 +39,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 N_GREEDY = 64
 N_THREADS = 2
 MASS, K_MIN, K_MAX = 0.99, 128, 4096
+GGML_TYPE_F32 = 0
+# The reference: llama.cpp's defaults on CPU (F16 KV cache), flash attention off.
+REFERENCE = dict(flash_attn=False)
+# Other settings under which llama.cpp is just as correct; how far they move
+# its own logits is the noise floor the test holds pasada's distance against.
+SIBLINGS = {
+    "f32_kv": dict(flash_attn=False, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32),
+    "flash_attn": dict(flash_attn=True),
+}
 
 MODELS = {
     "smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -108,32 +117,18 @@ def top_set(lp):
     return order[:k], lp[order[:k]], m + np.log(np.exp(rest - m).sum())
 
 
-def make(name, path, out):
+def run_llama_cpp(path, prompts, **config):
+    """llama.cpp under one configuration: per prompt, the logits of every
+    prompt position (one batch) and the greedy continuation with llama.cpp's
+    top-1 minus top-2 logit at each step."""
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_batch=256, n_ubatch=256,
                           n_threads=N_THREADS, n_threads_batch=N_THREADS, logits_all=True,
-                          flash_attn=False, verbose=False)
-    texts = [CHAT[name] if t is None else t for t in PROMPTS]
-    prompts = [llm.tokenize(t.encode("utf-8"), add_bos=True, special=True) for t in texts]
-
-    ids, offsets = [], [0]
-    top_offsets, top_ids, top_lp, rest_lp, amax = [0], [], [], [], []
-    greedy_ids, greedy_gap = [], []
-    for t, p in zip(texts, prompts):
-        assert 20 <= len(p) <= 60, f"{name}: prompt of {len(p)} tokens: {t!r}"
+                          verbose=False, **config)
+    results = []
+    for p in prompts:
         llm.reset()
         llm.eval(p)
         logits = np.array(llm.scores[: len(p)], dtype=np.float32)
-        lp = log_softmax(logits)
-        for row in lp:
-            tid, tlp, rest = top_set(row)
-            top_ids.append(tid.astype(np.int32))
-            top_lp.append(tlp.astype(np.float32))
-            rest_lp.append(rest)
-            top_offsets.append(top_offsets[-1] + len(tid))
-        ids += p
-        offsets.append(len(ids))
-        amax.append(np.argmax(logits, axis=-1).astype(np.int32))
-
         # Greedy: the prompt was decoded in one batch; then one token per step.
         gen, gaps = [], []
         last = logits[-1]
@@ -146,21 +141,92 @@ def make(name, path, out):
                 break
             llm.eval([tok])
             last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        greedy_ids.append(gen)
-        greedy_gap.append(gaps)
+        results.append((logits, gen, gaps))
+    del llm
+    return results
+
+
+def partition_kl(ref_top_ids, ref_top_lp, ref_rest, lq):
+    """KL(ref || q) over {each of ref's top tokens} + {the rest}; lq: q's full log-probs.
+    The same measure as tests/e2e/test_logit_parity.py uses."""
+    mask = np.ones(lq.shape, dtype=bool)
+    mask[ref_top_ids] = False
+    rest = lq[mask]
+    m = rest.max()
+    q_rest = m + np.log(np.exp(rest - m).sum())
+    kl = np.sum(np.exp(ref_top_lp) * (ref_top_lp - lq[ref_top_ids]))
+    return float(kl + np.exp(ref_rest) * (ref_rest - q_rest))
+
+
+def first_divergence(a, b):
+    d = [j for j in range(len(a)) if a[j] != b[j]]
+    return d[0] if d else None
+
+
+def make(name, path, out):
+    tok = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    texts = [CHAT[name] if t is None else t for t in PROMPTS]
+    prompts = [tok.tokenize(t.encode("utf-8"), add_bos=True, special=True) for t in texts]
+    for t, p in zip(texts, prompts):
+        assert 20 <= len(p) <= 60, f"{name}: prompt of {len(p)} tokens: {t!r}"
+
+    ref = run_llama_cpp(path, prompts, **REFERENCE)
+    ids, offsets = [], [0]
+    top_offsets, top_ids, top_lp, rest_lp, amax = [0], [], [], [], []
+    for p, (logits, gen, _) in zip(prompts, ref):
+        for row in log_softmax(logits):
+            tid, tlp, rest = top_set(row)
+            top_ids.append(tid.astype(np.int32))
+            top_lp.append(tlp.astype(np.float32))
+            rest_lp.append(rest)
+            top_offsets.append(top_offsets[-1] + len(tid))
+        ids += p
+        offsets.append(len(ids))
+        amax.append(np.argmax(logits, axis=-1).astype(np.int32))
         print(f"{name}: {len(p):2d} tokens; greedy: "
-              f"{llm.detokenize(gen).decode('utf-8', 'replace')[:70]!r}")
+              f"{tok.detokenize(gen).decode('utf-8', 'replace')[:70]!r}")
 
     arrays = dict(
         prompt_ids=np.array(ids, np.int32), prompt_offsets=np.array(offsets, np.int32),
         top_offsets=np.array(top_offsets, np.int64), top_ids=np.concatenate(top_ids),
         top_logprobs=np.concatenate(top_lp), rest_logprob=np.array(rest_lp, np.float32),
         argmax=np.concatenate(amax),
-        greedy_ids=np.array(greedy_ids, np.int32), greedy_gap=np.array(greedy_gap, np.float32),
+        greedy_ids=np.array([g for _, g, _ in ref], np.int32),
+        greedy_gap=np.array([gp for _, _, gp in ref], np.float32),
         model_file=np.array(path.name), model_sha256=np.array(sha256(path)),
         model_bytes=np.array(os.path.getsize(path), np.int64),
         llama_cpp_version=np.array(llama_cpp.__version__), mass=np.array(MASS),
-        k_min=np.array(K_MIN), k_max=np.array(K_MAX), prompts=np.array(texts))
+        k_min=np.array(K_MIN), k_max=np.array(K_MAX), prompts=np.array(texts),
+        siblings=np.array(list(SIBLINGS)))
+
+    # The noise floor: llama.cpp against itself under other correct settings,
+    # measured exactly as the test measures pasada.
+    for sib, config in SIBLINGS.items():
+        res = run_llama_cpp(path, prompts, **config)
+        kl, sib_amax = [], []
+        for i, (logits, _, _) in enumerate(res):
+            for j, row in enumerate(log_softmax(logits)):
+                k = offsets[i] + j
+                e = slice(top_offsets[k], top_offsets[k + 1])
+                kl.append(partition_kl(arrays["top_ids"][e], arrays["top_logprobs"][e].astype(np.float64),
+                                       rest_lp[k], row))
+            sib_amax.append(np.argmax(logits, axis=-1).astype(np.int32))
+        kl = np.array(kl)
+        sib_amax = np.concatenate(sib_amax)
+        arrays[f"sibling_{sib}_kl"] = kl.astype(np.float32)
+        arrays[f"sibling_{sib}_argmax"] = sib_amax
+        arrays[f"sibling_{sib}_greedy"] = np.array([g for _, g, _ in res], np.int32)
+        mism = np.nonzero(sib_amax != arrays["argmax"])[0]
+        gaps = [float(arrays["top_logprobs"][top_offsets[k]] - arrays["top_logprobs"][top_offsets[k] + 1])
+                for k in mism]
+        div = []
+        for i, (_, g, _) in enumerate(res):
+            d = first_divergence(g, arrays["greedy_ids"][i])
+            div.append("=" if d is None else f"{d}@{arrays['greedy_gap'][i][d]:.3f}")
+        print(f"  sibling {sib}: KL mean {kl.mean():.2e} median {np.median(kl):.2e} max {kl.max():.2e}; "
+              f"top-1 mismatches {len(mism)}/{len(kl)} at gaps {[round(x, 3) for x in gaps]}; "
+              f"greedy divergence (step@gap) {div}")
+
     dest = out / f"{name}.npz"
     np.savez_compressed(dest, **arrays)
     captured = 1.0 - np.exp(arrays["rest_logprob"].astype(np.float64))
@@ -168,7 +234,6 @@ def make(name, path, out):
     print(f"wrote {dest} ({dest.stat().st_size} bytes): {len(ids)} positions, {sizes.sum()} top "
           f"entries (median {int(np.median(sizes))} per position), captured mass mean "
           f"{captured.mean():.5f}, min {captured.min():.5f}")
-    del llm
 
 
 def main():

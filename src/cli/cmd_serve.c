@@ -39,7 +39,8 @@ static bool parse_int(const char *opt, const char *s, long long lo, long long hi
   errno = 0;
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v < lo || v > hi) {
-    fprintf(stderr, "pasada serve: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, s);
+    fprintf(stderr, "pasada serve: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi,
+            s);
     return false;
   }
   *out = v;
@@ -63,11 +64,16 @@ static bool parse_args(int argc, char **argv, srv_config *c) {
     }
     const char *v = argv[++i];
     long long n = 0;
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
-    else if (!strcmp(a, "--host")) c->host = v;
-    else if (!strcmp(a, "--api-key")) c->api_key = v;
-    else if (!strcmp(a, "--alias")) c->model_alias = v;
-    else if (!strcmp(a, "--chat-template")) c->chat_template = v;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+      c->model_path = v;
+    else if (!strcmp(a, "--host"))
+      c->host = v;
+    else if (!strcmp(a, "--api-key"))
+      c->api_key = v;
+    else if (!strcmp(a, "--alias"))
+      c->model_alias = v;
+    else if (!strcmp(a, "--chat-template"))
+      c->chat_template = v;
     else if (!strcmp(a, "--port")) {
       if (!parse_int(a, v, 0, 65535, &n)) return false;
       c->port = (int)n;

@@ -118,3 +118,13 @@ char *pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *m
   return pa_chat_render((pa_chat_template)tmpl, (const pa_chat_message *)msgs, n,
                         add_generation_prompt);
 }
+
+char *pasada_chat_render_model(const pasada_model *model, pasada_chat_template tmpl,
+                               const pasada_chat_message *msgs, size_t n, bool add_generation_prompt) {
+  pa_chat_format fmt = pa_chat_format_plain((pa_chat_template)tmpl);
+  pa_chat_format own;
+  if (model && pa_chat_detect_format(pasada_model_gguf(model), pasada_model_arch(model), &own) == PASADA_OK &&
+      own.kind == (pa_chat_template)tmpl)
+    fmt = own;
+  return pa_chat_render_format(&fmt, (const pa_chat_message *)msgs, n, add_generation_prompt);
+}

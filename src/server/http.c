@@ -20,9 +20,9 @@
 
 #include "server/http.h"
 
-#define WAIT_SLICE_MS 100      /* how often a waiting thread checks the socket */
-#define STREAM_PING_S 15.0     /* an SSE comment after this long without output */
-#define DISCARD_FACTOR 16      /* over-limit bodies up to this x the limit are read, then 413 */
+#define WAIT_SLICE_MS 100  /* how often a waiting thread checks the socket */
+#define STREAM_PING_S 15.0 /* an SSE comment after this long without output */
+#define DISCARD_FACTOR 16  /* over-limit bodies up to this x the limit are read, then 413 */
 
 struct srv_http {
   struct MHD_Daemon *daemon;
@@ -73,8 +73,9 @@ typedef struct {
 
 static enum MHD_Result send_body(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
                                  const char *content_type, char *body) {
-  static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
-                            "\"param\":null,\"code\":null}}";
+  static const char oom[] =
+      "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+      "\"param\":null,\"code\":null}}";
   struct MHD_Response *resp;
   if (body) {
     resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
@@ -126,7 +127,8 @@ static enum MHD_Result fail(srv_state *st, struct MHD_Connection *c, http_req *r
 
 /* True when the peer has closed its side of the connection. */
 static bool client_gone(struct MHD_Connection *c) {
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (!ci) return false;
   struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
   if (poll(&p, 1, 0) <= 0) return false;
@@ -276,8 +278,8 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
     sc->conn = c;
     sc->job = j;
     srv_job_retain(j);
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, sc, stream_free);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                  stream_read, sc, stream_free);
     if (!resp) {
       stream_free(sc);
       return MHD_NO;
@@ -385,7 +387,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       r->bad_method = strcmp(method, ROUTES[i].method) != 0;
       break;
     }
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
       unsigned long long n = strtoull(cl, NULL, 10);
       if (n > limit) r->too_large = true;
@@ -450,7 +453,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 int srv_http_start(srv_state *st, srv_http **out) {
   *out = NULL;
   const srv_config *cfg = st->cfg;
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
   struct addrinfo *ai = NULL;
   char port[16];
   snprintf(port, sizeof port, "%d", cfg->port);
@@ -469,8 +473,8 @@ int srv_http_start(srv_state *st, srv_http **out) {
   if (v6) flags |= MHD_USE_IPv6;
   struct MHD_Daemon *d = MHD_start_daemon(
       flags, (uint16_t)cfg->port, NULL, NULL, on_request, st, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-      st, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-      on_completed, st, MHD_OPTION_CONNECTION_LIMIT,
+      st, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+      st, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 256),
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
   if (!d) {

@@ -86,8 +86,10 @@ bool srv_job_emit(srv_job *j, const char *text, size_t n, const srv_token_logpro
   } else if (n) {
     ok = false;
   }
-  if (lp && grow((void **)&j->lp, &j->cap_lp, j->n_lp + 1, sizeof *j->lp)) j->lp[j->n_lp++] = *lp;
-  else if (lp) ok = false;
+  if (lp && grow((void **)&j->lp, &j->cap_lp, j->n_lp + 1, sizeof *j->lp))
+    j->lp[j->n_lp++] = *lp;
+  else if (lp)
+    ok = false;
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
   return ok;

@@ -172,7 +172,8 @@ char *srv_metrics_render(srv_metrics *m) {
                    (unsigned long long)m->finished[i]);
   counter(&b, "pasada_requests_rejected_queue_full_total",
           "Requests answered 429 because the waiting queue was full.", m->rejected_queue_full);
-  counter(&b, "pasada_prompt_tokens_total", "Prompt tokens of finished requests.", m->prompt_tokens);
+  counter(&b, "pasada_prompt_tokens_total", "Prompt tokens of finished requests.",
+          m->prompt_tokens);
   counter(&b, "pasada_generation_tokens_total", "Tokens generated (sampled).", m->generated_tokens);
   counter(&b, "pasada_prefix_cache_hit_tokens_total",
           "Prompt tokens whose KV entries came from the prefix cache.", m->cached_tokens);
@@ -183,7 +184,8 @@ char *srv_metrics_render(srv_metrics *m) {
   srv_buf_printf(&b, "pasada_scheduler_step_seconds_total %.17g\n", m->step_seconds);
   hist(&b, "pasada_time_to_first_token_seconds", "From submission to the first sampled token.",
        &m->ttft);
-  hist(&b, "pasada_inter_token_latency_seconds", "Between successive tokens of a request.", &m->itl);
+  hist(&b, "pasada_inter_token_latency_seconds", "Between successive tokens of a request.",
+       &m->itl);
   hist(&b, "pasada_request_duration_seconds", "From submission to the finish.", &m->e2e);
   gauge(&b, "pasada_queue_depth", "Requests waiting for admission.", m->queue_depth);
   gauge(&b, "pasada_running_sequences", "Sequences in the running batch.", m->running);

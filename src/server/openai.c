@@ -10,8 +10,7 @@
 
 #include "server/openai.h"
 
-#define BAD(e, param, ...) \
-  srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
+#define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
 /* ---- field readers: absent and null leave *out alone and succeed ---- */
 
@@ -168,7 +167,8 @@ static bool message_text(const cJSON *content, int i, srv_buf *out, srv_error *e
     srv_buf_append(out, content->valuestring, strlen(content->valuestring));
     return true;
   }
-  if (!cJSON_IsArray(content)) return BAD(e, param, "'%s' must be a string or an array of parts", param);
+  if (!cJSON_IsArray(content))
+    return BAD(e, param, "'%s' must be a string or an array of parts", param);
   const cJSON *part;
   int k = 0;
   cJSON_ArrayForEach(part, content) {
@@ -185,8 +185,7 @@ static bool message_text(const cJSON *content, int i, srv_buf *out, srv_error *e
   return true;
 }
 
-static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request *r,
-                       srv_error *e) {
+static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request *r, srv_error *e) {
   const cJSON *msgs = field(root, "messages");
   if (!msgs) return BAD(e, "messages", "'messages' is required");
   if (!cJSON_IsArray(msgs)) return BAD(e, "messages", "'messages' must be an array");
@@ -237,8 +236,9 @@ static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request 
   char *prompt = NULL;
   if (ok) {
     prompt = pasada_chat_render(mi->tmpl, cm, (size_t)n, true);
-    if (!prompt) ok = srv_fail(e, 500, "server_error", NULL, NULL, "the chat template failed: %s",
-                               pasada_last_error());
+    if (!prompt)
+      ok = srv_fail(e, 500, "server_error", NULL, NULL, "the chat template failed: %s",
+                    pasada_last_error());
   }
   if (ok) ok = tokenize_prompt(mi, prompt, strlen(prompt), "messages", r, e);
   pasada_text_free(prompt);
@@ -341,10 +341,14 @@ char *srv_openai_error_json(const srv_error *e) {
   cJSON *err = cJSON_AddObjectToObject(root, "error");
   cJSON_AddStringToObject(err, "message", e->message);
   cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
-  if (e->param[0]) cJSON_AddStringToObject(err, "param", e->param);
-  else cJSON_AddNullToObject(err, "param");
-  if (e->code) cJSON_AddStringToObject(err, "code", e->code);
-  else cJSON_AddNullToObject(err, "code");
+  if (e->param[0])
+    cJSON_AddStringToObject(err, "param", e->param);
+  else
+    cJSON_AddNullToObject(err, "param");
+  if (e->code)
+    cJSON_AddStringToObject(err, "code", e->code);
+  else
+    cJSON_AddNullToObject(err, "code");
   return print_and_delete(root);
 }
 
@@ -365,7 +369,8 @@ static cJSON *token_json(const srv_model_info *mi, int32_t id, char *piece, size
 
 static cJSON *bytes_json(const char *piece, size_t n) {
   cJSON *a = cJSON_CreateArray();
-  for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)piece[i]));
+  for (size_t i = 0; i < n; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)piece[i]));
   return a;
 }
 
@@ -543,9 +548,13 @@ bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_b
     } else {
       cJSON_AddStringToObject(c, "text", text ? text : "");
     }
-    if (lp && chat) cJSON_AddItemToObject(c, "logprobs", chat_logprobs(mi, lp, n_lp));
-    else if (lp) cJSON_AddItemToObject(c, "logprobs", completion_logprobs(mi, lp, n_lp, &st->text_offset_total));
-    else cJSON_AddNullToObject(c, "logprobs");
+    if (lp && chat)
+      cJSON_AddItemToObject(c, "logprobs", chat_logprobs(mi, lp, n_lp));
+    else if (lp)
+      cJSON_AddItemToObject(c, "logprobs",
+                            completion_logprobs(mi, lp, n_lp, &st->text_offset_total));
+    else
+      cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddNullToObject(c, "finish_reason");
     sse(out, root);
   }
@@ -559,8 +568,10 @@ bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_b
     free(e);
   } else {
     cJSON *root = chunk(j, &c);
-    if (chat) cJSON_AddObjectToObject(c, "delta");
-    else cJSON_AddStringToObject(c, "text", "");
+    if (chat)
+      cJSON_AddObjectToObject(c, "delta");
+    else
+      cJSON_AddStringToObject(c, "text", "");
     cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", srv_finish_name(finish));
     sse(out, root);
@@ -625,8 +636,7 @@ char *srv_openai_tokenize(const srv_model_info *mi, const char *body, size_t len
   return out;
 }
 
-char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t len,
-                            srv_error *e) {
+char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *e) {
   cJSON *root = cJSON_ParseWithLength(body, len);
   if (!root || !cJSON_IsObject(root)) {
     cJSON_Delete(root);
@@ -638,8 +648,10 @@ char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t l
   int n = cJSON_IsArray(tokens) ? cJSON_GetArraySize(tokens) : -1;
   int32_t *ids = n >= 0 ? malloc((size_t)(n > 0 ? n : 1) * sizeof *ids) : NULL;
   bool ok = ids != NULL;
-  if (n < 0) BAD(e, "tokens", "'tokens' must be an array of token ids");
-  else if (!ids) srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+  if (n < 0)
+    BAD(e, "tokens", "'tokens' must be an array of token ids");
+  else if (!ids)
+    srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
   int k = 0;
   const cJSON *t;
   if (ok) cJSON_ArrayForEach(t, tokens) {
@@ -653,7 +665,8 @@ char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t l
   if (ok) {
     char *text = pasada_detokenize(mi->tok, ids, (size_t)k, false);
     if (!text) {
-      srv_fail(e, 500, "server_error", NULL, NULL, "detokenization failed: %s", pasada_last_error());
+      srv_fail(e, 500, "server_error", NULL, NULL, "detokenization failed: %s",
+               pasada_last_error());
     } else {
       cJSON *r = cJSON_CreateObject();
       cJSON_AddItemToObject(r, "content", text_json(text, strlen(text)));

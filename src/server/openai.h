@@ -28,12 +28,11 @@ char *srv_openai_response(const srv_model_info *mi, srv_job *j);
 char *srv_openai_models(const srv_model_info *mi);
 /* POST /tokenize and /detokenize: the response body, or NULL with err set. */
 char *srv_openai_tokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *err);
-char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t len,
-                            srv_error *err);
+char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *err);
 
 /* Streaming: the state of one SSE response, advanced by srv_stream_next. */
 typedef struct {
-  size_t text_off, lp_off; /* what was already sent of the job's output */
+  size_t text_off, lp_off;  /* what was already sent of the job's output */
   size_t text_offset_total; /* completions' text_offset of the next token */
   bool sent_role, sent_end;
 } srv_stream;

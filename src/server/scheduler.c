@@ -92,14 +92,18 @@ void srv_sched_free(srv_sched *s) {
 srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j) {
   pthread_mutex_lock(&s->mu);
   srv_submit_result r = SRV_SUBMIT_OK;
-  if (s->draining) r = SRV_SUBMIT_SHUTTING_DOWN;
-  else if (s->queue_len >= s->max_queue) r = SRV_SUBMIT_QUEUE_FULL;
+  if (s->draining)
+    r = SRV_SUBMIT_SHUTTING_DOWN;
+  else if (s->queue_len >= s->max_queue)
+    r = SRV_SUBMIT_QUEUE_FULL;
   if (r == SRV_SUBMIT_OK) {
     srv_job_retain(j);
     j->t_submit = srv_now();
     j->next = NULL;
-    if (s->queue_tail) s->queue_tail->next = j;
-    else s->queue_head = j;
+    if (s->queue_tail)
+      s->queue_tail->next = j;
+    else
+      s->queue_head = j;
     s->queue_tail = j;
     s->queue_len++;
     pthread_cond_signal(&s->cv);
@@ -260,8 +264,10 @@ static void compute_logprobs(const float *logits, int32_t n_vocab, int32_t token
     float l = logits[v];
     int k = out->n_top;
     if (k == n && l <= out->top_logprob[k - 1]) continue;
-    if (k < n) out->n_top++;
-    else k--; /* replace the smallest */
+    if (k < n)
+      out->n_top++;
+    else
+      k--; /* replace the smallest */
     while (k > 0 && out->top_logprob[k - 1] < l) {
       out->top_logprob[k] = out->top_logprob[k - 1];
       out->top_token[k] = out->top_token[k - 1];
@@ -270,7 +276,8 @@ static void compute_logprobs(const float *logits, int32_t n_vocab, int32_t token
     out->top_logprob[k] = l;
     out->top_token[k] = v;
   }
-  for (int k = 0; k < out->n_top; k++) out->top_logprob[k] = (float)((double)out->top_logprob[k] - lse);
+  for (int k = 0; k < out->n_top; k++)
+    out->top_logprob[k] = (float)((double)out->top_logprob[k] - lse);
 }
 
 /* Samples the next token of slot i from its logits and delivers its text. */
@@ -374,7 +381,10 @@ static void run_step(srv_sched *s) {
   }
   if (n == 0) return;
 
-  pasada_batch batch = {.n_tokens = n, .token = s->b_token, .pos = s->b_pos, .seq_id = s->b_seq,
+  pasada_batch batch = {.n_tokens = n,
+                        .token = s->b_token,
+                        .pos = s->b_pos,
+                        .seq_id = s->b_seq,
                         .want_logits = s->b_want};
   double t0 = srv_now();
   int rc = pasada_decode(s->ctx, &batch);
@@ -436,8 +446,10 @@ static void *sched_main(void *arg) {
     for (int i = 0; i < s->n_slots; i++) {
       srv_job *j = s->slot[i];
       if (!j) continue;
-      if (atomic_load(&j->cancelled)) finish_slot(s, i, SRV_FINISH_CANCELLED, NULL);
-      else if (past_deadline) finish_slot(s, i, SRV_FINISH_LENGTH, NULL);
+      if (atomic_load(&j->cancelled))
+        finish_slot(s, i, SRV_FINISH_CANCELLED, NULL);
+      else if (past_deadline)
+        finish_slot(s, i, SRV_FINISH_LENGTH, NULL);
     }
     admit_waiting(s, draining);
     if (draining && s->n_running == 0) break;

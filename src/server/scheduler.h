@@ -24,7 +24,11 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
 int srv_sched_start(srv_sched *s);
 void srv_sched_free(srv_sched *s);
 
-typedef enum { SRV_SUBMIT_OK = 0, SRV_SUBMIT_QUEUE_FULL, SRV_SUBMIT_SHUTTING_DOWN } srv_submit_result;
+typedef enum {
+  SRV_SUBMIT_OK = 0,
+  SRV_SUBMIT_QUEUE_FULL,
+  SRV_SUBMIT_SHUTTING_DOWN
+} srv_submit_result;
 /* Queues a validated job (the scheduler takes its own reference). */
 srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j);
 /* Marks the job cancelled; the scheduler frees its sequence at the next step. */

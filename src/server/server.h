@@ -22,19 +22,19 @@ typedef struct {
   const char *model_alias;   /* the name /v1/models lists (NULL: the file's) */
   const char *chat_template; /* "chatml", "gemma", "llama3"; NULL: the model's */
   const char *host;
-  int port;                  /* 0: any free port (printed at start) */
-  int parallel;              /* sequences decoded together */
-  int n_ctx;                 /* positions per sequence */
-  int n_threads;             /* compute threads (0: all cores) */
-  int prefill_chunk;         /* most prompt tokens in one step */
-  int kv_block_size;         /* 0: the engine's default */
-  int64_t kv_blocks;         /* 0: from kv_memory_mib, else the engine's default */
+  int port;          /* 0: any free port (printed at start) */
+  int parallel;      /* sequences decoded together */
+  int n_ctx;         /* positions per sequence */
+  int n_threads;     /* compute threads (0: all cores) */
+  int prefill_chunk; /* most prompt tokens in one step */
+  int kv_block_size; /* 0: the engine's default */
+  int64_t kv_blocks; /* 0: from kv_memory_mib, else the engine's default */
   int64_t kv_memory_mib;
-  int max_queue;             /* requests waiting for admission before 429 */
-  size_t max_body;           /* bytes of a request body before 413 */
+  int max_queue;   /* requests waiting for admission before 429 */
+  size_t max_body; /* bytes of a request body before 413 */
   int max_connections;
-  const char *api_key;       /* NULL: no authentication */
-  double shutdown_grace;     /* seconds running requests may go on after SIGTERM */
+  const char *api_key;   /* NULL: no authentication */
+  double shutdown_grace; /* seconds running requests may go on after SIGTERM */
   bool verbose;
 } srv_config;
 
@@ -120,7 +120,7 @@ typedef struct srv_job {
   int32_t next_token;   /* the sampled token to feed next step; -1 while prefilling */
   char *held;           /* text held back: it may be the start of a stop string */
   size_t n_held, cap_held;
-  double t_last;        /* the previous token's time (inter-token latency) */
+  double t_last; /* the previous token's time (inter-token latency) */
 } srv_job;
 
 /* job.c */
@@ -157,7 +157,7 @@ void srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(prin
 void srv_buf_consume(srv_buf *b, size_t n); /* drops the first n bytes */
 void srv_buf_free(srv_buf *b);
 
-double srv_now(void);       /* monotonic seconds */
+double srv_now(void); /* monotonic seconds */
 int64_t srv_unix_time(void);
 
 #endif

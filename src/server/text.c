@@ -43,10 +43,14 @@ static size_t utf8_char(const unsigned char *s, size_t n) {
   if (c < 0x80) return 1;
   size_t len;
   unsigned cp, min;
-  if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f, min = 0x80;
-  else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f, min = 0x800;
-  else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
+  if ((c & 0xe0) == 0xc0)
+    len = 2, cp = c & 0x1f, min = 0x80;
+  else if ((c & 0xf0) == 0xe0)
+    len = 3, cp = c & 0x0f, min = 0x800;
+  else if ((c & 0xf8) == 0xf0)
+    len = 4, cp = c & 0x07, min = 0x10000;
+  else
+    return 0;
   if (len > n) return 0;
   for (size_t i = 1; i < len; i++) {
     if ((s[i] & 0xc0) != 0x80) return 0;
