@@ -18,6 +18,10 @@ five varied prompts and writes tests/fixtures/logits/<model>.npz with
     greedy_ids, greedy_gap       per prompt: 64 greedy tokens (temperature 0, no stop
                                  at EOS) and llama.cpp's top-1 minus top-2 logit at
                                  each step
+    sibling_<s>_kl, _argmax,     the same runs under the SIBLINGS settings (F32 KV cache;
+    _margin, _greedy             flash attention): per position their KL to the reference
+                                 (measured as the test measures pasada), argmax, and logit
+                                 margin between the reference's top two tokens; greedy ids
     model_sha256, model_bytes, llama_cpp_version, mass, k_min, k_max, prompts (texts)
 
 Full logits are not kept: gemma's vocabulary has 262144 tokens. A fixed top-K
@@ -203,18 +207,22 @@ def make(name, path, out):
     # measured exactly as the test measures pasada.
     for sib, config in SIBLINGS.items():
         res = run_llama_cpp(path, prompts, **config)
-        kl, sib_amax = [], []
+        kl, sib_amax, margin = [], [], []
         for i, (logits, _, _) in enumerate(res):
             for j, row in enumerate(log_softmax(logits)):
                 k = offsets[i] + j
                 e = slice(top_offsets[k], top_offsets[k + 1])
                 kl.append(partition_kl(arrays["top_ids"][e], arrays["top_logprobs"][e].astype(np.float64),
                                        rest_lp[k], row))
+                # The sibling's logit margin between the reference's top two tokens.
+                t1, t2 = arrays["top_ids"][top_offsets[k]], arrays["top_ids"][top_offsets[k] + 1]
+                margin.append(float(logits[j][t1]) - float(logits[j][t2]))
             sib_amax.append(np.argmax(logits, axis=-1).astype(np.int32))
         kl = np.array(kl)
         sib_amax = np.concatenate(sib_amax)
         arrays[f"sibling_{sib}_kl"] = kl.astype(np.float32)
         arrays[f"sibling_{sib}_argmax"] = sib_amax
+        arrays[f"sibling_{sib}_margin"] = np.array(margin, np.float32)
         arrays[f"sibling_{sib}_greedy"] = np.array([g for _, g, _ in res], np.int32)
         mism = np.nonzero(sib_amax != arrays["argmax"])[0]
         gaps = [float(arrays["top_logprobs"][top_offsets[k]] - arrays["top_logprobs"][top_offsets[k] + 1])
@@ -223,6 +231,10 @@ def make(name, path, out):
         for i, (_, g, _) in enumerate(res):
             d = first_divergence(g, arrays["greedy_ids"][i])
             div.append("=" if d is None else f"{d}@{arrays['greedy_gap'][i][d]:.3f}")
+        ref_margin = np.array([arrays["top_logprobs"][top_offsets[k]] - arrays["top_logprobs"][top_offsets[k] + 1]
+                               for k in range(len(kl))], np.float64)
+        shift = np.abs(np.array(margin) - ref_margin)
+        print(f"  sibling {sib}: top-2 margin moves by median {np.median(shift):.3f}, max {shift.max():.3f}")
         print(f"  sibling {sib}: KL mean {kl.mean():.2e} median {np.median(kl):.2e} max {kl.max():.2e}; "
               f"top-1 mismatches {len(mism)}/{len(kl)} at gaps {[round(x, 3) for x in gaps]}; "
               f"greedy divergence (step@gap) {div}")

@@ -11,10 +11,13 @@ on fixed token sequences, and writes
     tests/fixtures/tiny/<arch>.gguf         the model
     tests/fixtures/tiny/<arch>.logits.npz   ids<i> (int32), logits<i> (float32, n x vocab)
 
-It then checks the GGUF file on its own: an independent numpy forward pass that
-reads only the GGUF (tests/e2e/test_arch_parity.py: reference_forward) must
-reproduce the transformers logits, so the files encode the same model under
-llama.cpp's conventions before pasada is ever compared against them.
+It then checks the GGUF file on its own, before pasada is ever compared with
+it: an independent numpy forward pass that reads only the GGUF
+(tests/e2e/test_arch_parity.py: reference_forward) must reproduce the
+transformers logits; getting any convention wrong in that pass (RoPE pairing,
+Gemma's window, local RoPE base, layer pattern) must move them by > 1e-2; and,
+when llama-cpp-python is installed, llama.cpp itself must load the file and
+agree with transformers.
 
 Needs the heavy reference venv (torch, transformers); see docs/parity.md.
 Usage: make-tiny-models.py [--out tests/fixtures/tiny]

@@ -11,45 +11,47 @@
 #include "tools/quantize.h"
 
 static void help(FILE *out) {
-  fputs("usage: pasada quantize IN OUT --type TYPE [options]\n"
-        "       pasada quantize IN --type TYPE --dry-run\n"
-        "\n"
-        "Writes OUT, a copy of the GGUF file IN whose weight matrices are converted to\n"
-        "TYPE. Every metadata key is kept (the tokenizer included); general.file_type\n"
-        "and general.quantization_version are set. Any input type works: quantized\n"
-        "tensors are dequantized to floats first (which adds the two errors up).\n"
-        "Norms, 1-D tensors and a few small tensors stay as they are; a tensor already\n"
-        "in its target type is copied byte for byte. The rules (after llama.cpp's):\n"
-        "  - the output matrix (the token embedding when tied) becomes Q6_K for every\n"
-        "    quantized TYPE but Q8_0, or Q8_0 when its rows do not fit TYPE's blocks;\n"
-        "  - _M mixes: attn_v and ffn_down of the first and last eighth of the layers\n"
-        "    and of every third layer between them become Q6_K;\n"
-        "  - a row length that is not a multiple of 256 turns Q4_K into Q5_0, Q5_K\n"
-        "    into Q5_1 and Q6_K into Q8_0 (F16 if not a multiple of 32 either).\n"
-        "The file is written to OUT.tmp, then renamed to OUT: a failed run leaves no\n"
-        "OUT. A progress bar goes to stderr (lines when stderr is not a terminal).\n"
-        "\n"
-        "types:\n",
-        out);
+  fputs(
+      "usage: pasada quantize IN OUT --type TYPE [options]\n"
+      "       pasada quantize IN --type TYPE --dry-run\n"
+      "\n"
+      "Writes OUT, a copy of the GGUF file IN whose weight matrices are converted to\n"
+      "TYPE. Every metadata key is kept (the tokenizer included); general.file_type\n"
+      "and general.quantization_version are set. Any input type works: quantized\n"
+      "tensors are dequantized to floats first (which adds the two errors up).\n"
+      "Norms, 1-D tensors and a few small tensors stay as they are; a tensor already\n"
+      "in its target type is copied byte for byte. The rules (after llama.cpp's):\n"
+      "  - the output matrix (the token embedding when tied) becomes Q6_K for every\n"
+      "    quantized TYPE but Q8_0, or Q8_0 when its rows do not fit TYPE's blocks;\n"
+      "  - _M mixes: attn_v and ffn_down of the first and last eighth of the layers\n"
+      "    and of every third layer between them become Q6_K;\n"
+      "  - a row length that is not a multiple of 256 turns Q4_K into Q5_0, Q5_K\n"
+      "    into Q5_1 and Q6_K into Q8_0 (F16 if not a multiple of 32 either).\n"
+      "The file is written to OUT.tmp, then renamed to OUT: a failed run leaves no\n"
+      "OUT. A progress bar goes to stderr (lines when stderr is not a terminal).\n"
+      "\n"
+      "types:\n",
+      out);
   size_t n;
   const pa_quant_preset *p = pa_quant_presets(&n);
   for (size_t i = 0; i < n; i++) fprintf(out, "  %-8s %s\n", p[i].name, p[i].about);
-  fputs("\n"
-        "options:\n"
-        "  --type TYPE        output type (required; case does not matter)\n"
-        "  --dry-run          print the plan (each tensor: name, shape, from -> to type,\n"
-        "                     MiB, rule) and the output's exact size; write nothing\n"
-        "  --pure             every quantizable matrix in TYPE: no mix, no Q6_K output\n"
-        "                     (row-length fallbacks still apply)\n"
-        "  -t, --threads N    threads converting rows (default: every online core);\n"
-        "                     the output's bytes do not depend on it\n"
-        "  -v, --verbose      print the per-tensor table after a real run too\n"
-        "  -q, --quiet        no progress on stderr\n"
-        "  --json             one JSON object on stdout instead of the tables\n"
-        "  -h, --help         show this help\n"
-        "\n"
-        "exit status: 0 success, 1 runtime error, 2 usage error\n",
-        out);
+  fputs(
+      "\n"
+      "options:\n"
+      "  --type TYPE        output type (required; case does not matter)\n"
+      "  --dry-run          print the plan (each tensor: name, shape, from -> to type,\n"
+      "                     MiB, rule) and the output's exact size; write nothing\n"
+      "  --pure             every quantizable matrix in TYPE: no mix, no Q6_K output\n"
+      "                     (row-length fallbacks still apply)\n"
+      "  -t, --threads N    threads converting rows (default: every online core);\n"
+      "                     the output's bytes do not depend on it\n"
+      "  -v, --verbose      print the per-tensor table after a real run too\n"
+      "  -q, --quiet        no progress on stderr\n"
+      "  --json             one JSON object on stdout instead of the tables\n"
+      "  -h, --help         show this help\n"
+      "\n"
+      "exit status: 0 success, 1 runtime error, 2 usage error\n",
+      out);
 }
 
 typedef struct {

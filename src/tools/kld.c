@@ -19,12 +19,12 @@
 
 typedef struct {
   int32_t n_vocab, n_scored;
-  float *lp_base;      /* n_scored x n_vocab: BASE's log-probs of this window */
-  int32_t *top_base;   /* BASE's argmax per row */
-  double *nll_base;    /* BASE's NLL per row */
-  float *lq;           /* QUANT's log-probs of one row */
-  double *kl;          /* every scored token's KL, for the percentiles */
-  int64_t n;           /* tokens compared so far */
+  float *lp_base;    /* n_scored x n_vocab: BASE's log-probs of this window */
+  int32_t *top_base; /* BASE's argmax per row */
+  double *nll_base;  /* BASE's NLL per row */
+  float *lq;         /* QUANT's log-probs of one row */
+  double *kl;        /* every scored token's KL, for the percentiles */
+  int64_t n;         /* tokens compared so far */
   int64_t agree;
   double nb, nb2, nq, nq2, d, d2, kl_sum, kl_sum2;
 } kld_state;
@@ -95,7 +95,8 @@ int pa_kld_run(const pa_kld_params *p, pa_kld_result *r) {
   if ((rc = pa_eval_model_open(p->base_path, &p->eval, &mb))) goto done;
   if ((rc = pa_eval_model_open(p->quant_path, &p->eval, &mq))) goto done;
   if (mb.n_vocab != mq.n_vocab) {
-    rc = pa_error(PASADA_ERR_ARG, "BASE has %d tokens in its vocabulary and QUANT %d: not the same model",
+    rc = pa_error(PASADA_ERR_ARG,
+                  "BASE has %d tokens in its vocabulary and QUANT %d: not the same model",
                   mb.n_vocab, mq.n_vocab);
     goto done;
   }
@@ -103,7 +104,8 @@ int pa_kld_run(const pa_kld_params *p, pa_kld_result *r) {
   if ((rc = pa_eval_tokenize(&mq, text, len, &tokens_q, &n_tokens_q))) goto done;
   if (n_tokens != n_tokens_q || memcmp(tokens, tokens_q, n_tokens * sizeof *tokens) ||
       mb.add_bos != mq.add_bos || (mb.add_bos && mb.bos != mq.bos)) {
-    rc = pa_error(PASADA_ERR_ARG, "BASE and QUANT tokenize the text differently: not the same model");
+    rc = pa_error(PASADA_ERR_ARG,
+                  "BASE and QUANT tokenize the text differently: not the same model");
     goto done;
   }
   if ((rc = pa_eval_n_windows(n_tokens, &p->eval, &r->n_windows))) goto done;
@@ -123,7 +125,8 @@ int pa_kld_run(const pa_kld_params *p, pa_kld_result *r) {
   s.lq = pa_alloc((size_t)s.n_vocab * sizeof(float));
   s.kl = malloc((size_t)r->n_windows * rows * sizeof(double));
   if (!s.lp_base || !s.top_base || !s.nll_base || !s.lq || !s.kl) {
-    rc = pa_error(PASADA_ERR_NOMEM, "out of memory for %zu rows of %d log-probabilities", rows, s.n_vocab);
+    rc = pa_error(PASADA_ERR_NOMEM, "out of memory for %zu rows of %d log-probabilities", rows,
+                  s.n_vocab);
     goto done;
   }
   bool tty = isatty(2);
@@ -137,10 +140,10 @@ int pa_kld_run(const pa_kld_params *p, pa_kld_result *r) {
     if ((rc = pa_eval_window(&mq, &p->eval, window, quant_row, &s))) goto done;
     if (p->progress) {
       double el = pa_time_s() - t0;
-      fprintf(stderr, "%s[%d/%d] KL %.6f  top-1 %.2f%%  ppl %.4f -> %.4f  %.0f s left%s", tty ? "\r" : "",
-              w + 1, r->n_windows, s.kl_sum / (double)s.n, 100.0 * (double)s.agree / (double)s.n,
-              exp(s.nb / (double)s.n), exp(s.nq / (double)s.n), el / (w + 1) * (r->n_windows - w - 1),
-              tty ? "   " : "\n");
+      fprintf(stderr, "%s[%d/%d] KL %.6f  top-1 %.2f%%  ppl %.4f -> %.4f  %.0f s left%s",
+              tty ? "\r" : "", w + 1, r->n_windows, s.kl_sum / (double)s.n,
+              100.0 * (double)s.agree / (double)s.n, exp(s.nb / (double)s.n),
+              exp(s.nq / (double)s.n), el / (w + 1) * (r->n_windows - w - 1), tty ? "   " : "\n");
       if (tty && w + 1 == r->n_windows) fputc('\n', stderr);
     }
   }
@@ -210,13 +213,14 @@ void pa_kld_print_table(FILE *out, const pa_kld_result *r) {
   snprintf(v1, sizeof v1, "%.4f +/- %.4f", b->ppl, b->ppl_se);
   snprintf(v2, sizeof v2, "%.4f +/- %.4f", q->ppl, q->ppl_se);
   pct(c3, sizeof c3, b->ppl, q->ppl);
-  fprintf(out, "%-16s %-26s %-26s %s (ln ratio %.5f +/- %.5f)\n", "perplexity", v1, v2, c3, r->ln_ratio,
-          r->ln_ratio_se);
-  fprintf(out, "\n%-16s mean %.6f +/- %.6f   median %.6f   99%% %.6f   max %.6f nats\n", "KL(base||quant)",
-          r->kl_mean, r->kl_se, r->kl_median, r->kl_p99, r->kl_max);
-  fprintf(out, "%-16s %.3f%% +/- %.3f%% of scored tokens\n", "top-1 agree", 100.0 * r->top1, 100.0 * r->top1_se);
-  fprintf(out, "%-16s %.1f s, %d threads (speed: tokens per second of decoding the windows)\n", "time",
-          r->seconds, r->n_threads);
+  fprintf(out, "%-16s %-26s %-26s %s (ln ratio %.5f +/- %.5f)\n", "perplexity", v1, v2, c3,
+          r->ln_ratio, r->ln_ratio_se);
+  fprintf(out, "\n%-16s mean %.6f +/- %.6f   median %.6f   99%% %.6f   max %.6f nats\n",
+          "KL(base||quant)", r->kl_mean, r->kl_se, r->kl_median, r->kl_p99, r->kl_max);
+  fprintf(out, "%-16s %.3f%% +/- %.3f%% of scored tokens\n", "top-1 agree", 100.0 * r->top1,
+          100.0 * r->top1_se);
+  fprintf(out, "%-16s %.1f s, %d threads (speed: tokens per second of decoding the windows)\n",
+          "time", r->seconds, r->n_threads);
 }
 
 static void side_json(cJSON *o, const pa_kld_side *s) {
@@ -254,10 +258,12 @@ int pa_kld_print_json(FILE *out, const pa_kld_result *r) {
   cJSON_AddNumberToObject(root, "ln_ppl_ratio", r->ln_ratio);
   cJSON_AddNumberToObject(root, "ln_ppl_ratio_se", r->ln_ratio_se);
   cJSON_AddNumberToObject(root, "ppl_change", r->quant.ppl - r->base.ppl);
-  cJSON_AddNumberToObject(root, "size_ratio",
-                          r->base.file_bytes ? (double)r->quant.file_bytes / (double)r->base.file_bytes : 0);
-  cJSON_AddNumberToObject(root, "speed_ratio",
-                          r->base.tokens_per_s > 0 ? r->quant.tokens_per_s / r->base.tokens_per_s : 0);
+  cJSON_AddNumberToObject(
+      root, "size_ratio",
+      r->base.file_bytes ? (double)r->quant.file_bytes / (double)r->base.file_bytes : 0);
+  cJSON_AddNumberToObject(
+      root, "speed_ratio",
+      r->base.tokens_per_s > 0 ? r->quant.tokens_per_s / r->base.tokens_per_s : 0);
   cJSON_AddNumberToObject(root, "seconds", r->seconds);
   char *s = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);

@@ -22,10 +22,10 @@ typedef struct {
 typedef struct {
   char name[256];
   uint64_t file_bytes;
-  int64_t n_params;     /* elements of every tensor in the file */
+  int64_t n_params; /* elements of every tensor in the file */
   double bits_per_weight;
   double ppl, ppl_se, nll_mean, nll_se;
-  double tokens_per_s;  /* windows decoded per second of pasada_decode */
+  double tokens_per_s; /* windows decoded per second of pasada_decode */
 } pa_kld_side;
 
 typedef struct {
@@ -35,8 +35,8 @@ typedef struct {
   int32_t n_windows, n_ctx, n_threads;
   int64_t n_scored;
   double kl_mean, kl_se, kl_median, kl_p99, kl_max; /* nats */
-  double top1, top1_se;          /* fraction of scored tokens whose argmax agree */
-  double ln_ratio, ln_ratio_se;  /* mean of nll_quant - nll_base = ln(ppl_q / ppl_b) */
+  double top1, top1_se;         /* fraction of scored tokens whose argmax agree */
+  double ln_ratio, ln_ratio_se; /* mean of nll_quant - nll_base = ln(ppl_q / ppl_b) */
   double seconds;
 } pa_kld_result;
 

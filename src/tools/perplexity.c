@@ -74,7 +74,8 @@ int pa_eval_window(pa_eval_model *m, const pa_eval_params *p, const int32_t *win
                    pa_eval_row_fn fn, void *user) {
   int32_t n_ctx = p->n_ctx, first = pa_eval_first(n_ctx), last = n_ctx - 2;
   int32_t n_batch = p->n_batch > 0 && p->n_batch < n_ctx ? p->n_batch : n_ctx;
-  int32_t *tok = malloc((size_t)n_batch * sizeof *tok), *pos = malloc((size_t)n_batch * sizeof *pos);
+  int32_t *tok = malloc((size_t)n_batch * sizeof *tok),
+          *pos = malloc((size_t)n_batch * sizeof *pos);
   int32_t *seq = calloc((size_t)n_batch, sizeof *seq);
   int8_t *want = malloc((size_t)n_batch);
   int rc = PASADA_OK;
@@ -217,7 +218,8 @@ int pa_ppl_run(const pa_ppl_params *p, pa_ppl_result *r) {
   r->n_text_tokens = n_tokens;
   r->n_windows = n_windows;
   r->n_ctx = p->eval.n_ctx;
-  r->n_batch = p->eval.n_batch > 0 && p->eval.n_batch < p->eval.n_ctx ? p->eval.n_batch : p->eval.n_ctx;
+  r->n_batch =
+      p->eval.n_batch > 0 && p->eval.n_batch < p->eval.n_ctx ? p->eval.n_batch : p->eval.n_ctx;
   r->n_threads = p->eval.n_threads;
   if (r->n_threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -227,8 +229,8 @@ int pa_ppl_run(const pa_ppl_params *p, pa_ppl_result *r) {
   bool tty = isatty(2);
   double t0 = pa_time_s();
   if (!rc && p->progress)
-    fprintf(stderr, "perplexity: %zu tokens, %d windows of %d (%d scored each)\n", n_tokens, n_windows,
-            p->eval.n_ctx, pa_eval_n_scored(p->eval.n_ctx));
+    fprintf(stderr, "perplexity: %zu tokens, %d windows of %d (%d scored each)\n", n_tokens,
+            n_windows, p->eval.n_ctx, pa_eval_n_scored(p->eval.n_ctx));
   for (int32_t w = 0; w < n_windows && !rc; w++) {
     acc.window_sum = 0;
     rc = pa_eval_window(&m, &p->eval, tokens + (size_t)w * (size_t)p->eval.n_ctx, ppl_row, &acc);
@@ -238,9 +240,9 @@ int pa_ppl_run(const pa_ppl_params *p, pa_ppl_result *r) {
       double mean, se, el = pa_time_s() - t0;
       pa_mean_se(acc.sum, acc.sum2, acc.n, &mean, &se);
       double eta = el / (w + 1) * (n_windows - w - 1);
-      fprintf(stderr, "%s[%d/%d] ppl %.4f +/- %.4f  %.0f tok/s  %.0f s left%s", tty ? "\r" : "", w + 1,
-              n_windows, exp(mean), exp(mean) * se, (double)m.decode_tokens / m.decode_seconds, eta,
-              tty ? "   " : "\n");
+      fprintf(stderr, "%s[%d/%d] ppl %.4f +/- %.4f  %.0f tok/s  %.0f s left%s", tty ? "\r" : "",
+              w + 1, n_windows, exp(mean), exp(mean) * se,
+              (double)m.decode_tokens / m.decode_seconds, eta, tty ? "   " : "\n");
       if (tty && w + 1 == n_windows) fputc('\n', stderr);
     }
   }
@@ -264,12 +266,12 @@ void pa_ppl_result_free(pa_ppl_result *r) {
 void pa_ppl_print_table(FILE *out, const pa_ppl_result *r) {
   fprintf(out, "model       %s\n", r->model_name);
   fprintf(out, "text        %s: %zu tokens\n", r->text_name, r->n_text_tokens);
-  fprintf(out, "windows     %d of %d tokens, the last %d of each scored: %lld tokens\n", r->n_windows,
-          r->n_ctx, pa_eval_n_scored(r->n_ctx), (long long)r->n_scored);
+  fprintf(out, "windows     %d of %d tokens, the last %d of each scored: %lld tokens\n",
+          r->n_windows, r->n_ctx, pa_eval_n_scored(r->n_ctx), (long long)r->n_scored);
   fprintf(out, "perplexity  %.4f +/- %.4f\n", r->ppl, r->ppl_se);
   fprintf(out, "nll         %.6f +/- %.6f nats per token\n", r->nll_mean, r->nll_se);
-  fprintf(out, "time        %.1f s, %.1f tok/s (%d threads, batch %d)\n", r->seconds, r->tokens_per_s,
-          r->n_threads, r->n_batch);
+  fprintf(out, "time        %.1f s, %.1f tok/s (%d threads, batch %d)\n", r->seconds,
+          r->tokens_per_s, r->n_threads, r->n_batch);
 }
 
 int pa_ppl_print_json(FILE *out, const pa_ppl_result *r) {
@@ -290,7 +292,8 @@ int pa_ppl_print_json(FILE *out, const pa_ppl_result *r) {
   cJSON_AddNumberToObject(root, "seconds", r->seconds);
   cJSON_AddNumberToObject(root, "tokens_per_s", r->tokens_per_s);
   cJSON *w = cJSON_AddArrayToObject(root, "window_nll");
-  for (int32_t i = 0; w && i < r->n_windows; i++) cJSON_AddItemToArray(w, cJSON_CreateNumber(r->window_nll[i]));
+  for (int32_t i = 0; w && i < r->n_windows; i++)
+    cJSON_AddItemToArray(w, cJSON_CreateNumber(r->window_nll[i]));
   char *s = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
   if (!s) return -1;

@@ -86,11 +86,11 @@ typedef struct {
   size_t n_text_tokens;
   int32_t n_windows, n_ctx, n_batch, n_threads;
   int64_t n_scored;
-  double nll_mean;   /* mean negative log-likelihood per scored token (nats) */
-  double nll_se;     /* its standard error */
-  double ppl;        /* exp(nll_mean) */
-  double ppl_se;     /* ppl * nll_se (propagated) */
-  double seconds;    /* the evaluation, without loading and tokenizing */
+  double nll_mean; /* mean negative log-likelihood per scored token (nats) */
+  double nll_se;   /* its standard error */
+  double ppl;      /* exp(nll_mean) */
+  double ppl_se;   /* ppl * nll_se (propagated) */
+  double seconds;  /* the evaluation, without loading and tokenizing */
   double tokens_per_s;
   double *window_nll; /* n_windows sums of the window's scored NLL (malloc'd) */
   char model_name[256], text_name[256];

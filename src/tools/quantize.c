@@ -23,10 +23,14 @@
  * "all Q4_K" or "all Q5_K" ftype: those presets carry the _S number, the
  * nearest (llama.cpp only shows it as a label). */
 static const pa_quant_preset presets[] = {
-    {"Q4_K_M", PA_TYPE_Q4_K, PA_MIX_K_M, 15, "Q4_K; half of attn_v and ffn_down in Q6_K; output Q6_K"},
-    {"Q5_K_M", PA_TYPE_Q5_K, PA_MIX_K_M, 17, "Q5_K; half of attn_v and ffn_down in Q6_K; output Q6_K"},
-    {"Q4_K", PA_TYPE_Q4_K, PA_MIX_NONE, 14, "4.5 bits per weight, 256-element super-blocks; output Q6_K"},
-    {"Q5_K", PA_TYPE_Q5_K, PA_MIX_NONE, 16, "5.5 bits per weight, 256-element super-blocks; output Q6_K"},
+    {"Q4_K_M", PA_TYPE_Q4_K, PA_MIX_K_M, 15,
+     "Q4_K; half of attn_v and ffn_down in Q6_K; output Q6_K"},
+    {"Q5_K_M", PA_TYPE_Q5_K, PA_MIX_K_M, 17,
+     "Q5_K; half of attn_v and ffn_down in Q6_K; output Q6_K"},
+    {"Q4_K", PA_TYPE_Q4_K, PA_MIX_NONE, 14,
+     "4.5 bits per weight, 256-element super-blocks; output Q6_K"},
+    {"Q5_K", PA_TYPE_Q5_K, PA_MIX_NONE, 16,
+     "5.5 bits per weight, 256-element super-blocks; output Q6_K"},
     {"Q6_K", PA_TYPE_Q6_K, PA_MIX_NONE, 18, "6.56 bits per weight, 256-element super-blocks"},
     {"Q8_0", PA_TYPE_Q8_0, PA_MIX_NONE, 7, "8.5 bits per weight, 32-element blocks"},
     {"Q4_0", PA_TYPE_Q4_0, PA_MIX_NONE, 2, "4.5 bits per weight, 32-element blocks; output Q6_K"},
@@ -62,12 +66,12 @@ static bool ends_with(const char *s, const char *suffix) {
  * why the tensor is kept. */
 static const char *kept_reason(const gguf_tensor *t) {
   static const char *const excluded[] = {
-      "_norm.weight",         /* norms */
-      "ffn_gate_inp.weight",  /* MoE routers */
-      "altup",                /* Gemma 3n: tiny */
+      "_norm.weight",        /* norms */
+      "ffn_gate_inp.weight", /* MoE routers */
+      "altup",               /* Gemma 3n: tiny */
       "laurel",
       "per_layer_model_proj",
-      "ssm_conv1d.weight",    /* Mamba */
+      "ssm_conv1d.weight", /* Mamba */
       "shortconv.conv.weight",
       "time_mix_first.weight", /* RWKV */
       "time_mix_w0.weight",
@@ -84,7 +88,7 @@ static const char *kept_reason(const gguf_tensor *t) {
       "time_mix_decay_w1.weight",
       "time_mix_decay_w2.weight",
       "time_mix_lerp_fused.weight",
-      "attn_rel_b.weight",    /* T5 relative position bias */
+      "attn_rel_b.weight", /* T5 relative position bias */
   };
   if (!ends_with(t->name, "weight")) return "not a weight";
   if (t->n_dims < 2) return "1-D";
@@ -130,12 +134,10 @@ static int64_t rank_of(const gguf_file *f, size_t self, const char *kind, int64_
  * elements (llama.cpp's fallbacks for K-quants). */
 static pa_type fallback_of(pa_type t) {
   switch (t) {
-  case PA_TYPE_Q4_K: return PA_TYPE_Q5_0;
-  case PA_TYPE_Q5_K: return PA_TYPE_Q5_1;
-  case PA_TYPE_Q6_K: return PA_TYPE_Q8_0;
-  case PA_TYPE_Q2_K:
-  case PA_TYPE_Q3_K: return PA_TYPE_Q4_0;
-  default: return PA_TYPE_F16;
+    case PA_TYPE_Q4_K: return PA_TYPE_Q5_0;
+    case PA_TYPE_Q5_K: return PA_TYPE_Q5_1;
+    case PA_TYPE_Q6_K: return PA_TYPE_Q8_0;
+    default: return PA_TYPE_F16;
   }
 }
 
@@ -149,8 +151,8 @@ static pa_type choose_type(const gguf_file *f, size_t i, const pa_quant_preset *
   snprintf(why, why_len, "%s", p->name);
   *fell_back = false;
   if (!pure && base->quantized) {
-    bool is_output = !strcmp(t->name, "output.weight") ||
-                     (!has_output && !strcmp(t->name, "token_embd.weight"));
+    bool is_output =
+        !strcmp(t->name, "output.weight") || (!has_output && !strcmp(t->name, "token_embd.weight"));
     int64_t n = 0, r;
     if (is_output) {
       /* the output matrix (or the embedding, when tied) weighs most on the logits */
@@ -199,16 +201,17 @@ static uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 /* Bytes gguf_writer_write spends on a value (without its type tag). */
 static uint64_t value_size(const gguf_value *v) {
   switch (v->type) {
-  case GGUF_TYPE_STRING: return 8 + v->str.len;
-  case GGUF_TYPE_ARRAY: {
-    uint64_t n = 12;
-    size_t es = gguf_type_size(v->arr.elem_type);
-    if (es) return n + v->arr.count * es;
-    for (uint64_t i = 0; i < v->arr.count; i++)
-      n += v->arr.elem_type == GGUF_TYPE_STRING ? 8 + v->arr.strs[i].len : value_size(&v->arr.items[i]);
-    return n;
-  }
-  default: return gguf_type_size(v->type);
+    case GGUF_TYPE_STRING: return 8 + v->str.len;
+    case GGUF_TYPE_ARRAY: {
+      uint64_t n = 12;
+      size_t es = gguf_type_size(v->arr.elem_type);
+      if (es) return n + v->arr.count * es;
+      for (uint64_t i = 0; i < v->arr.count; i++)
+        n += v->arr.elem_type == GGUF_TYPE_STRING ? 8 + v->arr.strs[i].len
+                                                  : value_size(&v->arr.items[i]);
+      return n;
+    }
+    default: return gguf_type_size(v->type);
   }
 }
 
@@ -249,7 +252,8 @@ int pa_quant_plan_make(const gguf_file *f, const pa_quant_preset *preset, bool p
   out->preset = preset;
   out->pure = pure;
   out->items = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *out->items);
-  if (!out->items) return pa_error(PASADA_ERR_NOMEM, "out of memory planning %" PRIu64 " tensors", f->n_tensors);
+  if (!out->items)
+    return pa_error(PASADA_ERR_NOMEM, "out of memory planning %" PRIu64 " tensors", f->n_tensors);
   out->n_items = f->n_tensors;
   bool has_output = gguf_find_tensor(f, "output.weight") >= 0;
   for (size_t i = 0; i < f->n_tensors; i++) {
@@ -279,8 +283,9 @@ int pa_quant_plan_make(const gguf_file *f, const pa_quant_preset *preset, bool p
         out->n_requant += pa_type_get(t->type)->quantized;
       }
     }
-    it->bytes_out = it->convert ? (uint64_t)pa_row_size((pa_type)it->to, t->ne[0]) * (uint64_t)(nel / t->ne[0])
-                                : t->nbytes;
+    it->bytes_out =
+        it->convert ? (uint64_t)pa_row_size((pa_type)it->to, t->ne[0]) * (uint64_t)(nel / t->ne[0])
+                    : t->nbytes;
     out->in_tensor_bytes += t->nbytes;
     out->out_tensor_bytes += it->bytes_out;
   }
@@ -359,7 +364,8 @@ int pa_quant_write(const gguf_file *f, const pa_quant_plan *plan, const char *ou
   memcpy(tmp, out_path, len);
   memcpy(tmp + len, ".tmp", 5);
 
-  for (uint64_t i = 0; i < f->n_kv && !rc; i++) rc = gguf_writer_set_value(w, f->kv[i].key, &f->kv[i].value);
+  for (uint64_t i = 0; i < f->n_kv && !rc; i++)
+    rc = gguf_writer_set_value(w, f->kv[i].key, &f->kv[i].value);
   if (!rc) rc = gguf_writer_set_u32(w, SET_KEYS[0], plan->preset->file_type);
   if (!rc) rc = gguf_writer_set_u32(w, SET_KEYS[1], 2); /* the K-quant block layouts' version */
   if (progress) progress(user, 0, total);
@@ -419,12 +425,16 @@ static const char *file_name(const char *path) {
   return s ? s + 1 : path;
 }
 
-void pa_quant_print_plan(FILE *out, const gguf_file *f, const pa_quant_plan *plan, bool per_tensor) {
+void pa_quant_print_plan(FILE *out, const gguf_file *f, const pa_quant_plan *plan,
+                         bool per_tensor) {
   const pa_quant_preset *p = plan->preset;
-  double bpw_in = plan->n_elements ? 8.0 * (double)plan->in_tensor_bytes / (double)plan->n_elements : 0;
-  double bpw_out = plan->n_elements ? 8.0 * (double)plan->out_tensor_bytes / (double)plan->n_elements : 0;
+  double bpw_in =
+      plan->n_elements ? 8.0 * (double)plan->in_tensor_bytes / (double)plan->n_elements : 0;
+  double bpw_out =
+      plan->n_elements ? 8.0 * (double)plan->out_tensor_bytes / (double)plan->n_elements : 0;
   if (per_tensor) {
-    fprintf(out, "%-36s %-18s %-6s    %-6s %10s  %s\n", "tensor", "shape", "from", "to", "MiB", "rule");
+    fprintf(out, "%-36s %-18s %-6s    %-6s %10s  %s\n", "tensor", "shape", "from", "to", "MiB",
+            "rule");
     for (size_t i = 0; i < plan->n_items; i++) {
       const pa_quant_item *it = &plan->items[i];
       char shape[64];
@@ -442,14 +452,19 @@ void pa_quant_print_plan(FILE *out, const gguf_file *f, const pa_quant_plan *pla
     bytes[plan->items[i].to] += plan->items[i].bytes_out;
     count[plan->items[i].to]++;
   }
-  fprintf(out, "input     %s: %" PRIu64 " tensors, %.2f M parameters, %.2f MiB (%.2f bits per weight)\n",
-          file_name(f->path), f->n_tensors, (double)plan->n_elements / 1e6, mib(plan->in_file_bytes), bpw_in);
-  fprintf(out, "output    %s%s: %zu tensors converted (%zu from quantized types, %zu row-length fallbacks), %zu copied\n",
+  fprintf(out,
+          "input     %s: %" PRIu64 " tensors, %.2f M parameters, %.2f MiB (%.2f bits per weight)\n",
+          file_name(f->path), f->n_tensors, (double)plan->n_elements / 1e6,
+          mib(plan->in_file_bytes), bpw_in);
+  fprintf(out,
+          "output    %s%s: %zu tensors converted (%zu from quantized types, %zu row-length "
+          "fallbacks), %zu copied\n",
           p->name, plan->pure ? " (pure)" : "", plan->n_convert, plan->n_requant, plan->n_fallback,
           plan->n_items - plan->n_convert);
   fprintf(out, "types    ");
   for (int t = 0; t < PA_TYPE_COUNT; t++)
-    if (count[t]) fprintf(out, " %s: %zu (%.2f MiB)", pa_type_name((uint32_t)t), count[t], mib(bytes[t]));
+    if (count[t])
+      fprintf(out, " %s: %zu (%.2f MiB)", pa_type_name((uint32_t)t), count[t], mib(bytes[t]));
   fputc('\n', out);
   fprintf(out, "size      %.2f MiB -> %.2f MiB (%" PRIu64 " bytes, %.2f bits per weight)\n",
           mib(plan->in_file_bytes), mib(plan->out_file_bytes), plan->out_file_bytes, bpw_out);

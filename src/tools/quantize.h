@@ -22,8 +22,8 @@ typedef enum {
 } pa_quant_mix;
 
 typedef struct {
-  const char *name;   /* "Q4_K_M", as given to --type */
-  pa_type type;       /* the type most matrices get */
+  const char *name; /* "Q4_K_M", as given to --type */
+  pa_type type;     /* the type most matrices get */
   pa_quant_mix mix;
   uint32_t file_type; /* general.file_type written (llama.cpp's llama_ftype number) */
   const char *about;  /* one line for --help */
@@ -39,8 +39,8 @@ typedef struct {
   const gguf_tensor *src; /* in the input file */
   uint32_t to;            /* output type (src->type when copied) */
   uint64_t bytes_out;
-  bool convert;           /* false: the bytes are copied unchanged */
-  char why[64];           /* the rule that chose `to`, for the report */
+  bool convert; /* false: the bytes are copied unchanged */
+  char why[64]; /* the rule that chose `to`, for the report */
 } pa_quant_item;
 
 typedef struct {
@@ -49,7 +49,7 @@ typedef struct {
   pa_quant_item *items; /* one per input tensor, in the input's order */
   size_t n_items;
   size_t n_convert, n_fallback, n_requant; /* requant: from an already quantized type */
-  uint64_t in_file_bytes, out_file_bytes; /* whole files (the output's computed exactly) */
+  uint64_t in_file_bytes, out_file_bytes;  /* whole files (the output's computed exactly) */
   uint64_t in_tensor_bytes, out_tensor_bytes;
   int64_t n_elements;
 } pa_quant_plan;
