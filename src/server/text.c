@@ -70,9 +70,29 @@ bool srv_utf8_valid(const char *s, size_t n) {
   return true;
 }
 
+/* Bytes in the maximal subpart of an ill-formed sequence at s[0..n) (Unicode
+ * ch. 3, "U+FFFD substitution of maximal subparts"): a valid lead byte and
+ * the continuation bytes that could still have completed it. */
+static size_t utf8_bad_run(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t len = (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3
+                                            : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+  if (len == 0) return 1;
+  size_t k = 1;
+  for (; k < len && k < n; k++) {
+    unsigned lo = 0x80, hi = 0xbf; /* the second byte's range depends on the lead */
+    if (k == 1 && c == 0xe0) lo = 0xa0;
+    if (k == 1 && c == 0xed) hi = 0x9f;
+    if (k == 1 && c == 0xf0) lo = 0x90;
+    if (k == 1 && c == 0xf4) hi = 0x8f;
+    if (s[k] < lo || s[k] > hi) break;
+  }
+  return k;
+}
+
 char *srv_utf8_sanitize(const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
-  char *out = malloc(n * 3 + 1); /* each bad byte becomes 3 bytes */
+  char *out = malloc(n * 3 + 1); /* at worst each byte becomes U+FFFD (3 bytes) */
   if (!out) return NULL;
   size_t o = 0;
   for (size_t i = 0; i < n;) {
@@ -84,7 +104,7 @@ char *srv_utf8_sanitize(const char *s, size_t n) {
     } else {
       memcpy(out + o, "\xef\xbf\xbd", 3);
       o += 3;
-      i++;
+      i += utf8_bad_run(u + i, n - i);
     }
   }
   out[o] = 0;
