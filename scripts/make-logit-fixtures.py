@@ -22,6 +22,11 @@ five varied prompts and writes tests/fixtures/logits/<model>.npz with
     _margin, _greedy             flash attention): per position their KL to the reference
                                  (measured as the test measures pasada), argmax, and logit
                                  margin between the reference's top two tokens; greedy ids
+    exact_top_ids,               per position: the 128 top tokens of the model's exact math
+    exact_top_logits,            (weights dequantized, activations in float64, no 8-bit
+    exact_logsumexp              activation quantization; the numpy forward pass of
+                                 tests/e2e/test_arch_parity.py), their logits, and the
+                                 log-sum-exp of all logits (the log-softmax normaliser)
     model_sha256, model_bytes, llama_cpp_version, mass, k_min, k_max, prompts (texts)
 
 Full logits are not kept: gemma's vocabulary has 262144 tokens. A fixed top-K
@@ -33,8 +38,10 @@ Usage: make-logit-fixtures.py [--models DIR] [--out tests/fixtures/logits]
 """
 import argparse
 import hashlib
+import importlib.util
 import os
 import pathlib
+import sys
 
 import numpy as np
 import llama_cpp
@@ -43,6 +50,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 N_GREEDY = 64
 N_THREADS = 2
 MASS, K_MIN, K_MAX = 0.99, 128, 4096
+K_EXACT = 128
 GGML_TYPE_F32 = 0
 # The reference: llama.cpp's defaults on CPU (F16 KV cache), flash attention off.
 REFERENCE = dict(flash_attn=False)
@@ -162,6 +170,16 @@ def partition_kl(ref_top_ids, ref_top_lp, ref_rest, lq):
     return float(kl + np.exp(ref_rest) * (ref_rest - q_rest))
 
 
+def exact_reference():
+    """tests/e2e/test_arch_parity.py as a module: its numpy forward pass."""
+    path = ROOT / "tests" / "e2e" / "test_arch_parity.py"
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location("test_arch_parity", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def first_divergence(a, b):
     d = [j for j in range(len(a)) if a[j] != b[j]]
     return d[0] if d else None
@@ -175,6 +193,7 @@ def make(name, path, out):
         assert 20 <= len(p) <= 60, f"{name}: prompt of {len(p)} tokens: {t!r}"
 
     ref = run_llama_cpp(path, prompts, **REFERENCE)
+    run_logits = [logits for logits, _, _ in ref]
     ids, offsets = [], [0]
     top_offsets, top_ids, top_lp, rest_lp, amax = [0], [], [], [], []
     for p, (logits, gen, _) in zip(prompts, ref):
@@ -238,6 +257,26 @@ def make(name, path, out):
         print(f"  sibling {sib}: KL mean {kl.mean():.2e} median {np.median(kl):.2e} max {kl.max():.2e}; "
               f"top-1 mismatches {len(mism)}/{len(kl)} at gaps {[round(x, 3) for x in gaps]}; "
               f"greedy divergence (step@gap) {div}")
+
+    # The model's exact math: weights dequantized, activations in float64 (no
+    # 8-bit activation quantization), by the numpy reference the tiny-model
+    # tests validate against transformers. pasada's reference path must match it.
+    exact = exact_reference()
+    model = exact.load_reference_model(path)
+    ex_ids, ex_logits, ex_lse = [], [], []
+    for p in prompts:
+        logits = exact.reference_forward(model, p)
+        order = np.argsort(-logits, axis=-1, kind="stable")[:, :K_EXACT]
+        ex_ids.append(order.astype(np.int32))
+        ex_logits.append(np.take_along_axis(logits, order, axis=-1).astype(np.float32))
+        m = logits.max(axis=-1, keepdims=True)
+        ex_lse.append((m + np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)))[:, 0])
+        ref_lp = log_softmax(run_logits[len(ex_ids) - 1])
+        kl_exact = (np.exp(ref_lp) * (ref_lp - (logits - ex_lse[-1][:, None]))).sum(axis=-1)
+        print(f"  exact reference, prompt {len(ex_ids) - 1}: KL(llama.cpp || exact) mean {kl_exact.mean():.2e}")
+    del model
+    arrays.update(exact_top_ids=np.concatenate(ex_ids), exact_top_logits=np.concatenate(ex_logits),
+                  exact_logsumexp=np.concatenate(ex_lse).astype(np.float64))
 
     dest = out / f"{name}.npz"
     np.savez_compressed(dest, **arrays)

@@ -259,13 +259,14 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
     return fail(st, c, r, 500, "server_error", NULL, "%s", pasada_last_error());
 
   switch (srv_sched_submit(st->sched, j)) {
-  case SRV_SUBMIT_QUEUE_FULL:
-    srv_metrics_rejected(st->metrics, "queue_full");
-    return fail(st, c, r, 429, "rate_limit_error", "queue_full",
-                "the server is busy: the request queue is full, retry later");
-  case SRV_SUBMIT_SHUTTING_DOWN:
-    return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
-  case SRV_SUBMIT_OK: break;
+    case SRV_SUBMIT_QUEUE_FULL:
+      srv_metrics_rejected(st->metrics, "queue_full");
+      return fail(st, c, r, 429, "rate_limit_error", "queue_full",
+                  "the server is busy: the request queue is full, retry later");
+    case SRV_SUBMIT_SHUTTING_DOWN:
+      return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+    case SRV_SUBMIT_OK:
+      break;
   }
 
   if (j->req.stream) {
@@ -353,16 +354,20 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
   srv_error e;
   char *out;
   switch (r->r) {
-  case R_MODELS: return send_json(st, c, r, 200, srv_openai_models(&st->mi));
-  case R_CHAT: return handle_generate(st, c, r, SRV_CHAT);
-  case R_COMPLETIONS: return handle_generate(st, c, r, SRV_COMPLETION);
-  case R_TOKENIZE:
-    out = srv_openai_tokenize(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
-    return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
-  case R_DETOKENIZE:
-    out = srv_openai_detokenize(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
-    return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
-  default: return MHD_NO;
+    case R_MODELS:
+      return send_json(st, c, r, 200, srv_openai_models(&st->mi));
+    case R_CHAT:
+      return handle_generate(st, c, r, SRV_CHAT);
+    case R_COMPLETIONS:
+      return handle_generate(st, c, r, SRV_COMPLETION);
+    case R_TOKENIZE:
+      out = srv_openai_tokenize(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
+      return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    case R_DETOKENIZE:
+      out = srv_openai_detokenize(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
+      return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    default:
+      return MHD_NO;
   }
 }
 
@@ -494,7 +499,9 @@ int srv_http_start(srv_state *st, srv_http **out) {
   return PASADA_OK;
 }
 
-int srv_http_port(const srv_http *h) { return h->port; }
+int srv_http_port(const srv_http *h) {
+  return h->port;
+}
 
 void srv_http_quiesce(srv_http *h, srv_state *st) {
   atomic_store(&st->shutting_down, true);

@@ -15,7 +15,9 @@ double srv_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int64_t srv_unix_time(void) { return (int64_t)time(NULL); }
+int64_t srv_unix_time(void) {
+  return (int64_t)time(NULL);
+}
 
 bool srv_fail(srv_error *e, int status, const char *type, const char *code, const char *param,
               const char *fmt, ...) {
@@ -43,7 +45,9 @@ srv_job *srv_job_create(void) {
   return j;
 }
 
-void srv_job_retain(srv_job *j) { atomic_fetch_add(&j->refs, 1); }
+void srv_job_retain(srv_job *j) {
+  atomic_fetch_add(&j->refs, 1);
+}
 
 void srv_request_clear(srv_request *r) {
   free(r->prompt);
@@ -108,10 +112,15 @@ void srv_job_finish(srv_job *j, srv_finish why, const srv_error *err) {
 
 const char *srv_finish_name(srv_finish f) {
   switch (f) {
-  case SRV_FINISH_STOP: return "stop";
-  case SRV_FINISH_LENGTH: return "length";
-  case SRV_FINISH_CANCELLED: return "cancelled";
-  case SRV_FINISH_ERROR: return "error";
-  default: return "pending";
+    case SRV_FINISH_STOP:
+      return "stop";
+    case SRV_FINISH_LENGTH:
+      return "length";
+    case SRV_FINISH_CANCELLED:
+      return "cancelled";
+    case SRV_FINISH_ERROR:
+      return "error";
+    default:
+      return "pending";
   }
 }

@@ -75,8 +75,10 @@ bool srv_utf8_valid(const char *s, size_t n) {
  * the continuation bytes that could still have completed it. */
 static size_t utf8_bad_run(const unsigned char *s, size_t n) {
   unsigned c = s[0];
-  size_t len = (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3
-                                            : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+  size_t len = (c >= 0xc2 && c <= 0xdf)   ? 2
+               : (c >= 0xe0 && c <= 0xef) ? 3
+               : (c >= 0xf0 && c <= 0xf4) ? 4
+                                          : 0;
   if (len == 0) return 1;
   size_t k = 1;
   for (; k < len && k < n; k++) {

@@ -88,16 +88,30 @@ def _silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def reference_forward(path, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6):
-    """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
-    `ids` at positions 0..n-1, from the GGUF alone, in float64. Supports the
-    F32 tiny models of llama, gemma3, qwen2 and qwen3. The keyword arguments
-    override conventions (RoPE style, Gemma's window, local RoPE base and
-    layer pattern); make-tiny-models.py uses them to show each one matters."""
+def load_reference_model(path):
+    """The GGUF's metadata reader and its tensors as float32 arrays (quantized
+    types dequantized by the gguf package), for reference_forward."""
     r = gguf.GGUFReader(str(path))
+    T = {}
+    for t in r.tensors:
+        shape = [int(s) for s in reversed(t.shape)]
+        if t.tensor_type == gguf.GGMLQuantizationType.F32:
+            T[t.name] = np.asarray(t.data, dtype=np.float32).reshape(shape)
+        else:
+            T[t.name] = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
+    return r, T
+
+
+def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6):
+    """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
+    `ids` at positions 0..n-1, from the GGUF alone (a path, or what
+    load_reference_model returned): weights as stored (quantized ones
+    dequantized), every activation in float64. Supports llama, gemma3, qwen2
+    and qwen3 as pasada reads them. The keyword arguments override conventions
+    (RoPE style, Gemma's window, local RoPE base and layer pattern);
+    make-tiny-models.py uses them to show each one matters."""
+    r, T = load_reference_model(model) if isinstance(model, (str, pathlib.Path)) else model
     arch = _field(r, "general.architecture")
-    T = {t.name: np.asarray(t.data, dtype=np.float64).reshape([int(s) for s in reversed(t.shape)])
-         for t in r.tensors}
     n_layer = _field(r, f"{arch}.block_count")
     n_embd = _field(r, f"{arch}.embedding_length")
     n_head = _field(r, f"{arch}.attention.head_count")
@@ -114,7 +128,7 @@ def reference_forward(path, ids, neox=None, window=None, local_base=10000.0, swa
     ids = np.asarray(ids)
     n = len(ids)
     pos = np.arange(n)
-    x = T["token_embd.weight"][ids]
+    x = T["token_embd.weight"][ids].astype(np.float64)
     if gemma:
         x = x * np.sqrt(n_embd)
     causal = pos[None, :] <= pos[:, None]  # [query, key]

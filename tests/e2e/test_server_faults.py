@@ -48,7 +48,7 @@ def test_queue_overflow_then_normal_service(pasada_bin, smollm2):
         def one(i):
             try:
                 text, finish, _ = stream_text(client.completions.create(
-                    model="m", prompt=f"{i}, " + COUNTING, max_tokens=8, temperature=0,
+                    model="m", prompt=f"{i}, " + COUNTING, max_tokens=16, temperature=0,
                     stream=True), chat=False)
                 results.append(("ok", finish))
             except openai.RateLimitError as e:

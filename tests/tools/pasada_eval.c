@@ -3,9 +3,9 @@
  * the logits at every position (batched prefill or one token per step), or
  * greedy continuations. Uses only include/pasada.h.
  *
- *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS]
- *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS]
- *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS]
+ *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference]
+ *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference]
+ *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS] [--reference]
  *
  * IDS_FILE holds one prompt per line as space-separated token ids (blank lines
  * are skipped). The logits modes write OUT_DIR/prompt<i>.f32: n_tokens x n_vocab
@@ -13,9 +13,11 @@
  * that wants every token's logits; "logits-steps" feeds it one token per decode
  * call, so the KV-cache path is exercised. "greedy" decodes the prompt in one
  * batch, then one token per step, and prints one line per prompt with the N
- * argmax tokens (lowest id on ties); it stops only at N. Errors print
- * pasada_last_error() and exit 1. */
+ * argmax tokens (lowest id on ties); it stops only at N. --reference runs the
+ * context's plain reference path (weights dequantized to F32, activations not
+ * quantized). Errors print pasada_last_error() and exit 1. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,33 +39,35 @@ static void die(const char *what) {
   exit(1);
 }
 
-static void fail(const char *fmt, const char *arg) {
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fprintf(stderr, "pasada_eval: ");
-  fprintf(stderr, fmt, arg);
+  vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
+  va_end(ap);
   exit(1);
 }
 
 static void *xrealloc(void *p, size_t n) {
   void *q = realloc(p, n);
-  if (!q) fail("out of memory%s", "");
+  if (!q) fail("out of memory");
   return q;
 }
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage: pasada_eval logits|logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS]\n"
-          "       pasada_eval greedy MODEL IDS_FILE N [-t THREADS]\n");
+  fprintf(
+      stderr,
+      "usage: pasada_eval logits|logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference]\n"
+      "       pasada_eval greedy MODEL IDS_FILE N [-t THREADS] [--reference]\n");
   exit(1);
 }
 
 /* Reads IDS_FILE; every id must lie in [0, n_vocab). */
 static prompt_list read_prompts(const char *path, int32_t n_vocab) {
   FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "pasada_eval: %s: %s\n", path, strerror(errno));
-    exit(1);
-  }
+  if (!f) fail("%s: %s", path, strerror(errno));
   prompt_list list = {0};
   char *line = NULL;
   size_t cap = 0;
@@ -79,11 +83,8 @@ static prompt_list read_prompts(const char *path, int32_t n_vocab) {
       char *end;
       errno = 0;
       long v = strtol(s, &end, 10);
-      if (end == s || errno || v < 0 || v >= n_vocab || (*end && !strchr(" \t\r\n", *end))) {
-        fprintf(stderr, "pasada_eval: %s:%d: bad token id (vocabulary has %d tokens)\n", path,
-                line_no, (int)n_vocab);
-        exit(1);
-      }
+      if (end == s || errno || v < 0 || v >= n_vocab || (*end && !strchr(" \t\r\n", *end)))
+        fail("%s:%d: bad token id (vocabulary has %d tokens)", path, line_no, (int)n_vocab);
       if (p.n == p_cap) {
         p_cap = p_cap ? 2 * p_cap : 64;
         p.ids = xrealloc(p.ids, (size_t)p_cap * sizeof *p.ids);
@@ -113,7 +114,8 @@ static void decode(pasada_context *ctx, const int32_t *tokens, int32_t n, int32_
     seq[i] = 0;
     want[i] = all_logits || i == n - 1;
   }
-  pasada_batch batch = {.n_tokens = n, .token = tokens, .pos = pos, .seq_id = seq, .want_logits = want};
+  pasada_batch batch = {
+      .n_tokens = n, .token = tokens, .pos = pos, .seq_id = seq, .want_logits = want};
   if (pasada_decode(ctx, &batch) != PASADA_OK) die("decode");
   free(pos);
   free(seq);
