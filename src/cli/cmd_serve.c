@@ -206,6 +206,7 @@ int cmd_serve(int argc, char **argv) {
     goto out;
   }
   srv_model_info *mi = &st.mi;
+  mi->model = model;
   mi->tok = pasada_model_tokenizer(model);
   mi->name = name ? name : "model";
   mi->created = srv_unix_time();

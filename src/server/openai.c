@@ -235,7 +235,7 @@ static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request 
   }
   char *prompt = NULL;
   if (ok) {
-    prompt = pasada_chat_render(mi->tmpl, cm, (size_t)n, true);
+    prompt = pasada_chat_render_model(mi->model, mi->tmpl, cm, (size_t)n, true);
     if (!prompt)
       ok = srv_fail(e, 500, "server_error", NULL, NULL, "the chat template failed: %s",
                     pasada_last_error());

@@ -8,6 +8,7 @@
 
 /* What the request mapping needs to know about the loaded model. */
 typedef struct {
+  const pasada_model *model; /* for the chat template's own additions */
   const pasada_tokenizer *tok;
   pasada_chat_template tmpl;
   const char *name; /* listed by /v1/models */

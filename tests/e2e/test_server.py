@@ -175,7 +175,7 @@ def test_health_models_metrics(server, client):
 
 
 def test_chat_nonstream_and_stream(client):
-    kw = dict(model="anything", messages=chat_msgs("What is the capital of France?"),
+    kw = dict(model="anything", messages=chat_msgs("Which city is the capital of France?"),
               max_tokens=12, temperature=0)
     r = client.chat.completions.create(**kw)
     c = r.choices[0]
@@ -197,10 +197,10 @@ def test_chat_nonstream_and_stream(client):
 
 
 def test_text_parts_and_roles(client):
-    parts = [{"type": "text", "text": "What is the capital "}, {"type": "text", "text": "of France?"}]
+    parts = [{"type": "text", "text": "Which city is the capital "}, {"type": "text", "text": "of France?"}]
     a = client.chat.completions.create(model="m", messages=[{"role": "user", "content": parts}],
                                        max_tokens=8, temperature=0)
-    b = client.chat.completions.create(model="m", messages=chat_msgs("What is the capital of France?"),
+    b = client.chat.completions.create(model="m", messages=chat_msgs("Which city is the capital of France?"),
                                        max_tokens=8, temperature=0)
     assert a.choices[0].message.content == b.choices[0].message.content
     conv = [{"role": "system", "content": "You are terse."},
