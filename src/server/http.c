@@ -153,19 +153,24 @@ static void deadline_in(struct timespec *ts, int ms) {
  * (the stream then sends a ping). */
 static bool wait_output(srv_state *st, struct MHD_Connection *c, srv_job *j, bool only_finish,
                         size_t text_off, size_t lp_off, double max_wait_s) {
-  double t0 = srv_now();
+  double t0 = srv_now(), checked = t0;
   pthread_mutex_lock(&j->mu);
   while (j->finish == SRV_PENDING &&
          (only_finish || (j->n_text == text_off && j->n_lp == lp_off))) {
     struct timespec ts;
     deadline_in(&ts, WAIT_SLICE_MS);
-    if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) != ETIMEDOUT) continue;
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    /* by the clock, not on timeouts only: a job producing tokens faster
+     * than the slice wakes us before every timeout */
+    double now = srv_now();
+    if (now - checked < WAIT_SLICE_MS * 1e-3) continue;
+    checked = now;
     pthread_mutex_unlock(&j->mu);
     if (client_gone(c)) {
       srv_sched_cancel(st->sched, j);
       return false;
     }
-    if (srv_now() - t0 >= max_wait_s) return true;
+    if (now - t0 >= max_wait_s) return true;
     pthread_mutex_lock(&j->mu);
   }
   pthread_mutex_unlock(&j->mu);
