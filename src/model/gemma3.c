@@ -41,6 +41,7 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
     pa_ffn(c, L, s->xb, s->xb, n);
     pa_norm_rows(c, s->xb, s->xb, L->post_ffn_norm, n, E);
     pa_add(s->x, s->xb, (int64_t)n * E);
+    pa_layer_done(c, l, n);
   }
   pa_output(c, b);
 }

@@ -39,6 +39,7 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
     pa_norm_rows(c, s->xb, s->x, L->ffn_norm, n, E);
     pa_ffn(c, L, s->xb, s->xb, n);
     pa_add(s->x, s->xb, (int64_t)n * E);
+    pa_layer_done(c, l, n);
   }
   pa_output(c, b);
 }

@@ -67,8 +67,15 @@ typedef struct {
   int32_t *out_rows;                  /* batch index of each logits row */
 } pa_scratch;
 
+/* Called after each layer with the residual stream x ([n_tok][n_embd]) of
+ * the batch: pasada verify compares these between the fast and the
+ * reference path. NULL (the default) costs one branch per layer. */
+typedef void (*pa_layer_hook)(void *user, int layer, const float *x, int32_t n_tok, int64_t n_embd);
+
 struct pa_context {
   struct pa_model *model;
+  pa_layer_hook layer_hook;
+  void *layer_hook_user;
   int32_t n_ctx, n_seq_max, n_batch, n_threads;
   bool reference_path; /* pa_matmul_exact instead of the fast kernels */
   pa_pool *pool;
@@ -118,6 +125,10 @@ void pa_rope_apply(struct pa_context *ctx, const pa_fwd_batch *b, bool swa);
 void pa_attention(struct pa_context *ctx, const pa_fwd_batch *b, int layer, int32_t window);
 /* Gated FFN: h = act(W_gate x) * (W_up x); out = W_down h */
 void pa_ffn(struct pa_context *ctx, const pa_layer *L, const float *x, float *out, int32_t n_tok);
+/* Reports layer l's output to the context's layer hook, if any. */
+static inline void pa_layer_done(struct pa_context *c, int l, int32_t n_tok) {
+  if (c->layer_hook) c->layer_hook(c->layer_hook_user, l, c->s.x, n_tok, c->model->hp.n_embd);
+}
 /* Final norm and output projection for the batch's output tokens. */
 void pa_output(struct pa_context *ctx, const pa_fwd_batch *b);
 
