@@ -15,6 +15,22 @@ typedef struct {
   float *rows; /* [nth][cols] */
 } exact_job;
 
+/* Eight partial sums in double (a fixed order, so the same inputs give the
+ * same bits): the rounding error is far below float's, and the independent
+ * chains run ~8x faster than one. Compiled also for AVX2 and AVX-512
+ * (picked at load time): the wider the vectors, the less the yardstick
+ * costs; FMA contraction may change the last bits between machines, far
+ * below what verify and the parity tests resolve. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static double dot_double(const float *a, const float *b, int64_t n) {
+  double s[8] = {0};
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int k = 0; k < 8; k++) s[k] += (double)a[c + k] * (double)b[c + k];
+  for (; c < n; c++) s[0] += (double)a[c] * (double)b[c];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 static void exact_worker(void *arg, int ith, int nth) {
   exact_job *j = arg;
   const pa_type_traits *tr = pa_type_get(j->w->type);
@@ -26,9 +42,7 @@ static void exact_worker(void *arg, int ith, int nth) {
     tr->to_float((const char *)j->w->data + (size_t)r * rs, row, j->w->cols);
     for (int64_t t = 0; t < j->n_tokens; t++) {
       const float *x = j->x + t * j->x_stride;
-      double s = 0.0;
-      for (int64_t c = 0; c < j->w->cols; c++) s += (double)row[c] * x[c];
-      j->y[t * j->y_stride + r] = (float)s;
+      j->y[t * j->y_stride + r] = (float)dot_double(row, x, j->w->cols);
     }
   }
 }
