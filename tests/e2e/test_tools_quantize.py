@@ -24,6 +24,8 @@ top-1 0.97 on these prompts; the quantized files gave 3.5e-3 to 9.1e-3 and
 one llama.cpp read is far off: pasada's Q4_0 file scored against llama.cpp's
 numbers for the Q4_K file gives KL 0.44, top-1 0.78. Tighten KL_MAX and
 TOP1_MIN with the engine's parity.
+Each quantized file also passes `pasada verify` (quantize, load, verify: the
+round trip for every output type).
 Run with pytest -s to see the numbers. See docs/tools.md.
 """
 import hashlib
@@ -118,6 +120,10 @@ def test_quantized_file_agrees_with_llama_cpp(qtype, pasada_bin, build_dir, sour
         "scripts/make-quantize-fixtures.py)"
 
     logits = pasada_logits(build_dir, out, prompts(), tmp_path)
+    # The round trip: the quantized file loads and its fast path still
+    # computes what the file means (pasada verify, reference path, defaults).
+    v = run(pasada_bin, "verify", "-m", out, "-n", "8", "-q", "--json")
+    assert json.loads(v.stdout)["pass"], v.stdout
     out.unlink()
     offs = DATA[f"{qtype}_top_offsets"]
     ids, lps, rest = DATA[f"{qtype}_top_ids"].astype(np.int64), DATA[f"{qtype}_top_logprobs"], DATA[f"{qtype}_rest_logprob"]
