@@ -146,48 +146,15 @@ typedef struct {
   const pa_tokenizer *t;
   pa_ids *out;
   symbol *sym;
-  candidate *heap;
-  size_t sym_cap, heap_n, heap_cap;
+  pa_heap heap; /* of candidate */
+  size_t sym_cap;
   char *spelled; /* the byte-level spelling of a word (ignore_merges) */
   size_t spelled_cap;
 } bpe_state;
 
-static bool cand_less(const candidate *a, const candidate *b) {
+static bool cand_less(const void *pa, const void *pb) {
+  const candidate *a = pa, *b = pb;
   return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static int heap_push(bpe_state *st, candidate c) {
-  if (st->heap_n == st->heap_cap) {
-    size_t cap = st->heap_cap ? st->heap_cap * 2 : 64;
-    candidate *h = realloc(st->heap, cap * sizeof *h);
-    if (!h) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
-    st->heap = h;
-    st->heap_cap = cap;
-  }
-  size_t i = st->heap_n++;
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (!cand_less(&c, &st->heap[parent])) break;
-    st->heap[i] = st->heap[parent];
-    i = parent;
-  }
-  st->heap[i] = c;
-  return PASADA_OK;
-}
-
-static candidate heap_pop(bpe_state *st) {
-  candidate top = st->heap[0], last = st->heap[--st->heap_n];
-  size_t i = 0, n = st->heap_n;
-  for (;;) {
-    size_t c = 2 * i + 1;
-    if (c >= n) break;
-    if (c + 1 < n && cand_less(&st->heap[c + 1], &st->heap[c])) c++;
-    if (!cand_less(&st->heap[c], &last)) break;
-    st->heap[i] = st->heap[c];
-    i = c;
-  }
-  if (n) st->heap[i] = last;
-  return top;
 }
 
 static int try_pair(bpe_state *st, int32_t left) {
@@ -198,7 +165,7 @@ static int try_pair(bpe_state *st, int32_t left) {
   if (!merge_find(&st->t->merges, st->sym[left].id, st->sym[right].id, &rank, &result))
     return PASADA_OK;
   candidate c = {rank, left, right, st->sym[left].id, st->sym[right].id};
-  return heap_push(st, c);
+  return pa_heap_push(&st->heap, &c);
 }
 
 /* ignore_merges: a word that is a token as a whole is that token. */
@@ -239,13 +206,14 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
     if (n > 0) st->sym[n - 1].next = n;
     n++;
   }
-  st->heap_n = 0;
+  st->heap.n = 0;
   for (int32_t i = 0; i + 1 < n; i++) {
     int rc = try_pair(st, i);
     if (rc) return rc;
   }
-  while (st->heap_n > 0) {
-    candidate c = heap_pop(st);
+  while (st->heap.n > 0) {
+    candidate c;
+    pa_heap_pop(&st->heap, &c);
     symbol *l = &st->sym[c.left];
     if (l->id != c.left_id || l->next != c.right || st->sym[c.right].id != c.right_id) continue;
     int32_t rank, result;
@@ -268,10 +236,10 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
 }
 
 int pa_bpe_encode(const pa_tokenizer *t, const char *text, size_t len, pa_ids *out) {
-  bpe_state st = {.t = t, .out = out};
+  bpe_state st = {.t = t, .out = out, .heap = {.size = sizeof(candidate), .before = cand_less}};
   int rc = pa_pretok_split(t->pretok, text, len, bpe_word, &st);
   free(st.sym);
-  free(st.heap);
+  pa_heap_free(&st.heap);
   free(st.spelled);
   return rc;
 }

@@ -28,8 +28,7 @@ typedef struct {
   const pa_tokenizer *t;
   const char *text;
   symbol *sym;
-  candidate *heap;
-  size_t heap_n, heap_cap;
+  pa_heap heap; /* of candidate */
 } spm_state;
 
 static bool mergeable(const pa_tokenizer *t, int32_t id) {
@@ -37,42 +36,9 @@ static bool mergeable(const pa_tokenizer *t, int32_t id) {
 }
 
 /* Higher score first; on equal scores the leftmost pair. */
-static bool cand_before(const candidate *a, const candidate *b) {
+static bool cand_before(const void *pa, const void *pb) {
+  const candidate *a = pa, *b = pb;
   return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static int heap_push(spm_state *st, candidate c) {
-  if (st->heap_n == st->heap_cap) {
-    size_t cap = st->heap_cap ? st->heap_cap * 2 : 64;
-    candidate *h = realloc(st->heap, cap * sizeof *h);
-    if (!h) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
-    st->heap = h;
-    st->heap_cap = cap;
-  }
-  size_t i = st->heap_n++;
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (!cand_before(&c, &st->heap[parent])) break;
-    st->heap[i] = st->heap[parent];
-    i = parent;
-  }
-  st->heap[i] = c;
-  return PASADA_OK;
-}
-
-static candidate heap_pop(spm_state *st) {
-  candidate top = st->heap[0], last = st->heap[--st->heap_n];
-  size_t i = 0, n = st->heap_n;
-  for (;;) {
-    size_t c = 2 * i + 1;
-    if (c >= n) break;
-    if (c + 1 < n && cand_before(&st->heap[c + 1], &st->heap[c])) c++;
-    if (!cand_before(&st->heap[c], &last)) break;
-    st->heap[i] = st->heap[c];
-    i = c;
-  }
-  if (n) st->heap[i] = last;
-  return top;
 }
 
 static int try_pair(spm_state *st, int32_t left) {
@@ -83,7 +49,7 @@ static int try_pair(spm_state *st, int32_t left) {
   int32_t id = pa_table_find(st->t, st->text + st->sym[left].start, len);
   if (!mergeable(st->t, id)) return PASADA_OK;
   candidate c = {st->t->scores[id], left, right, len};
-  return heap_push(st, c);
+  return pa_heap_push(&st->heap, &c);
 }
 
 static int emit_symbol(const pa_tokenizer *t, const char *s, uint32_t len, pa_ids *out) {
@@ -137,11 +103,12 @@ int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_s
     n++;
     i += (size_t)cl;
   }
-  spm_state st = {t, norm, sym, NULL, 0, 0};
+  spm_state st = {.t = t, .text = norm, .sym = sym, .heap = {.size = sizeof(candidate), .before = cand_before}};
   int rc = PASADA_OK;
   for (int32_t i = 0; i + 1 < n && !rc; i++) rc = try_pair(&st, i);
-  while (!rc && st.heap_n > 0) {
-    candidate c = heap_pop(&st);
+  while (!rc && st.heap.n > 0) {
+    candidate c;
+    pa_heap_pop(&st.heap, &c);
     symbol *l = &sym[c.left], *r = &sym[c.right];
     if (l->len == 0 || r->len == 0 || l->next != c.right || l->len + r->len != c.len) continue;
     l->len += r->len;
@@ -153,7 +120,7 @@ int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_s
   }
   for (int32_t i = n > 0 ? 0 : -1; i >= 0 && !rc; i = sym[i].next)
     rc = emit_symbol(t, norm + sym[i].start, sym[i].len, out);
-  free(st.heap);
+  pa_heap_free(&st.heap);
   free(sym);
   free(norm);
   return rc;

@@ -145,4 +145,15 @@ size_t pa_utf8_encode(uint32_t cp, char *out); /* 1..4 bytes */
 /* Decodes one character at s[0..n); returns its length (0 when invalid). */
 int pa_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 
+/* ---- a binary heap of fixed-size items (heap.c): merge candidates, the
+ * one before() says goes first on top ---- */
+typedef struct {
+  void *v;
+  size_t n, cap, size; /* items held, room, bytes per item */
+  bool (*before)(const void *a, const void *b);
+} pa_heap;
+int pa_heap_push(pa_heap *h, const void *item); /* PASADA_ERR_NOMEM (message set) */
+void pa_heap_pop(pa_heap *h, void *top);         /* h->n > 0 */
+void pa_heap_free(pa_heap *h);
+
 #endif
