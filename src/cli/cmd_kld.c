@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "cmd_kld.h"
+#include "cmd_perplexity.h"
 #include "tools/kld.h"
 
 static const char KLD_HELP[] =
@@ -42,17 +43,13 @@ static const char KLD_HELP[] =
     "\n"
     "exit status: 0 success, 1 runtime error, 2 usage error\n";
 
-enum { OPT_BASE = 2200, OPT_CHUNKS, OPT_JSON };
+enum { OPT_BASE = 2200, OPT_JSON };
 
 int cmd_kld(int argc, char **argv) {
   static const struct option opts[] = {{"base", required_argument, 0, OPT_BASE},
                                        {"model", required_argument, 0, 'm'},
                                        {"file", required_argument, 0, 'f'},
-                                       {"ctx", required_argument, 0, 'c'},
-                                       {"ctx-size", required_argument, 0, 'c'},
-                                       {"batch", required_argument, 0, 'b'},
-                                       {"chunks", required_argument, 0, OPT_CHUNKS},
-                                       {"threads", required_argument, 0, 't'},
+                                       CLI_EVAL_OPTIONS,
                                        {"quiet", no_argument, 0, 'q'},
                                        {"json", no_argument, 0, OPT_JSON},
                                        {"help", no_argument, 0, 'h'},
@@ -63,7 +60,7 @@ int cmd_kld(int argc, char **argv) {
   opterr = 0;
   optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":m:f:c:b:t:qh", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":m:f:qh" CLI_EVAL_SHORT, opts, NULL)) != -1) {
     switch (c) {
       case 'h': fputs(KLD_HELP, stdout); return CLI_OK;
       case OPT_BASE: p.base_path = optarg; break;
@@ -71,23 +68,10 @@ int cmd_kld(int argc, char **argv) {
       case 'f': p.text_path = optarg; break;
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;
-      case 'c':
-        if (!cli_parse_i32(optarg, 16, 1 << 20, &p.eval.n_ctx) || p.eval.n_ctx % 2)
-          return cli_usage(cmd, "--ctx: '%s' is not an even token count in [16, 1048576]", optarg);
-        break;
-      case 'b':
-        if (!cli_parse_i32(optarg, 1, 1 << 20, &p.eval.n_batch))
-          return cli_usage(cmd, "--batch: '%s' is not a token count in [1, 1048576]", optarg);
-        break;
-      case OPT_CHUNKS:
-        if (!cli_parse_i32(optarg, 1, INT32_MAX, &p.eval.n_chunks))
-          return cli_usage(cmd, "--chunks: '%s' is not a positive count", optarg);
-        break;
-      case 't':
-        if (!cli_parse_i32(optarg, 1, 256, &p.eval.n_threads))
-          return cli_usage(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
-        break;
-      default: return cli_getopt_error(cmd, c, argv);
+      default: {
+        int rc = cli_eval_option(cmd, c, argv, &p.eval);
+        if (rc != CLI_OK) return rc;
+      }
     }
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);

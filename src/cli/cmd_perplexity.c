@@ -36,16 +36,12 @@ static const char PPL_HELP[] =
     "\n"
     "exit status: 0 success, 1 runtime error, 2 usage error\n";
 
-enum { OPT_CHUNKS = 2100, OPT_JSON };
+enum { OPT_JSON = 2100 };
 
 int cmd_perplexity(int argc, char **argv) {
   static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                        {"file", required_argument, 0, 'f'},
-                                       {"ctx", required_argument, 0, 'c'},
-                                       {"ctx-size", required_argument, 0, 'c'},
-                                       {"batch", required_argument, 0, 'b'},
-                                       {"chunks", required_argument, 0, OPT_CHUNKS},
-                                       {"threads", required_argument, 0, 't'},
+                                       CLI_EVAL_OPTIONS,
                                        {"quiet", no_argument, 0, 'q'},
                                        {"json", no_argument, 0, OPT_JSON},
                                        {"help", no_argument, 0, 'h'},
@@ -56,30 +52,17 @@ int cmd_perplexity(int argc, char **argv) {
   opterr = 0;
   optind = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":m:f:c:b:t:qh", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":m:f:qh" CLI_EVAL_SHORT, opts, NULL)) != -1) {
     switch (c) {
       case 'h': fputs(PPL_HELP, stdout); return CLI_OK;
       case 'm': p.model_path = optarg; break;
       case 'f': p.text_path = optarg; break;
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;
-      case 'c':
-        if (!cli_parse_i32(optarg, 16, 1 << 20, &p.eval.n_ctx) || p.eval.n_ctx % 2)
-          return cli_usage(cmd, "--ctx: '%s' is not an even token count in [16, 1048576]", optarg);
-        break;
-      case 'b':
-        if (!cli_parse_i32(optarg, 1, 1 << 20, &p.eval.n_batch))
-          return cli_usage(cmd, "--batch: '%s' is not a token count in [1, 1048576]", optarg);
-        break;
-      case OPT_CHUNKS:
-        if (!cli_parse_i32(optarg, 1, INT32_MAX, &p.eval.n_chunks))
-          return cli_usage(cmd, "--chunks: '%s' is not a positive count", optarg);
-        break;
-      case 't':
-        if (!cli_parse_i32(optarg, 1, 256, &p.eval.n_threads))
-          return cli_usage(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
-        break;
-      default: return cli_getopt_error(cmd, c, argv);
+      default: {
+        int rc = cli_eval_option(cmd, c, argv, &p.eval);
+        if (rc != CLI_OK) return rc;
+      }
     }
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
@@ -97,4 +80,26 @@ int cmd_perplexity(int argc, char **argv) {
   pa_ppl_result_free(&r);
   if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_fail("writing to stdout failed");
   return rc;
+}
+
+int cli_eval_option(const char *cmd, int opt, char **argv, pa_eval_params *e) {
+  switch (opt) {
+    case 'c':
+      if (!cli_parse_i32(optarg, 16, 1 << 20, &e->n_ctx) || e->n_ctx % 2)
+        return cli_usage(cmd, "--ctx: '%s' is not an even token count in [16, 1048576]", optarg);
+      return CLI_OK;
+    case 'b':
+      if (!cli_parse_i32(optarg, 1, 1 << 20, &e->n_batch))
+        return cli_usage(cmd, "--batch: '%s' is not a token count in [1, 1048576]", optarg);
+      return CLI_OK;
+    case CLI_OPT_CHUNKS:
+      if (!cli_parse_i32(optarg, 1, INT32_MAX, &e->n_chunks))
+        return cli_usage(cmd, "--chunks: '%s' is not a positive count", optarg);
+      return CLI_OK;
+    case 't':
+      if (!cli_parse_i32(optarg, 1, 256, &e->n_threads))
+        return cli_usage(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
+      return CLI_OK;
+    default: return cli_getopt_error(cmd, opt, argv);
+  }
 }
