@@ -7,6 +7,7 @@
 #include "cmd_bench.h"
 #include "cmd_kld.h"
 #include "cmd_perplexity.h"
+#include "cmd_profile.h"
 #include "cmd_quantize.h"
 #include "cmd_serve.h"
 #include "cmd_verify.h"
@@ -27,6 +28,7 @@ static const char MAIN_HELP[] =
     "  kld        a quantized model against its base: KL divergence, top-1, size, speed\n"
     "  quantize   convert a GGUF file's weights to another type (Q4_K_M, Q8_0...)\n"
     "  verify     the fast path against the reference path, layer by layer\n"
+    "  profile    time per op, per layer, per phase, against this machine's limits\n"
     "\n"
     "options:\n"
     "  -h, --help       show this help\n"
@@ -52,7 +54,8 @@ int main(int argc, char **argv) {
   } commands[] = {
       {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize},
       {"serve", cmd_serve}, {"bench", cmd_bench},
-      {"perplexity", cmd_perplexity}, {"kld", cmd_kld}, {"quantize", cmd_quantize}, {"verify", cmd_verify}};
+      {"perplexity", cmd_perplexity}, {"kld", cmd_kld}, {"quantize", cmd_quantize}, {"verify", cmd_verify},
+      {"profile", cmd_profile}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
   if (cmd[0] == '-') return cli_usage(NULL, "unknown option '%s'", cmd);

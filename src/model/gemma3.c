@@ -19,28 +19,28 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
   const int64_t E = hp->n_embd;
   pa_scratch *s = &c->s;
 
-  pa_embed(c, b, hp->embed_scale);
-  pa_rope_prepare(c, b);
+  PA_PROF(c, b, PA_OP_EMBED, -1, n, pa_embed(c, b, hp->embed_scale));
+  PA_PROF(c, b, PA_OP_ROPE_TABLE, -1, n, pa_rope_prepare(c, b));
   for (int l = 0; l < hp->n_layer; l++) {
     const pa_layer *L = &m->layers[l];
     const bool local = hp->swa_layer[l];
-    /* attention block */
-    pa_norm_rows(c, s->xb, s->x, L->attn_norm, n, E);
-    pa_linear(c, &L->wq, s->xb, s->q, n);
-    pa_linear(c, &L->wk, s->xb, s->k, n);
-    pa_linear(c, &L->wv, s->xb, s->v, n);
-    pa_head_norm(c, s->q, L->q_norm, n, hp->n_head);
-    pa_head_norm(c, s->k, L->k_norm, n, hp->n_head_kv);
-    pa_rope_apply(c, b, local);
-    pa_attention(c, b, l, local ? hp->sliding_window : 0);
-    pa_linear(c, &L->wo, s->att, s->xb, n);
-    pa_norm_rows(c, s->xb, s->xb, L->post_attn_norm, n, E);
-    pa_add(s->x, s->xb, (int64_t)n * E);
+    /* attention block (PA_PROF: `pasada profile` times each op when on) */
+    PA_PROF(c, b, PA_OP_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->x, L->attn_norm, n, E));
+    PA_PROF(c, b, PA_OP_Q, l, n, pa_linear(c, &L->wq, s->xb, s->q, n));
+    PA_PROF(c, b, PA_OP_K, l, n, pa_linear(c, &L->wk, s->xb, s->k, n));
+    PA_PROF(c, b, PA_OP_V, l, n, pa_linear(c, &L->wv, s->xb, s->v, n));
+    PA_PROF(c, b, PA_OP_Q_NORM, l, n, pa_head_norm(c, s->q, L->q_norm, n, hp->n_head));
+    PA_PROF(c, b, PA_OP_K_NORM, l, n, pa_head_norm(c, s->k, L->k_norm, n, hp->n_head_kv));
+    PA_PROF(c, b, PA_OP_ROPE, l, n, pa_rope_apply(c, b, local));
+    PA_PROF(c, b, PA_OP_ATTENTION, l, n, pa_attention(c, b, l, local ? hp->sliding_window : 0));
+    PA_PROF(c, b, PA_OP_O, l, n, pa_linear(c, &L->wo, s->att, s->xb, n));
+    PA_PROF(c, b, PA_OP_POST_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_attn_norm, n, E));
+    PA_PROF(c, b, PA_OP_ATTN_RESIDUAL, l, n, pa_add(s->x, s->xb, (int64_t)n * E));
     /* feed-forward block */
-    pa_norm_rows(c, s->xb, s->x, L->ffn_norm, n, E);
+    PA_PROF(c, b, PA_OP_FFN_NORM, l, n, pa_norm_rows(c, s->xb, s->x, L->ffn_norm, n, E));
     pa_ffn(c, L, s->xb, s->xb, n);
-    pa_norm_rows(c, s->xb, s->xb, L->post_ffn_norm, n, E);
-    pa_add(s->x, s->xb, (int64_t)n * E);
+    PA_PROF(c, b, PA_OP_POST_FFN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_ffn_norm, n, E));
+    PA_PROF(c, b, PA_OP_FFN_RESIDUAL, l, n, pa_add(s->x, s->xb, (int64_t)n * E));
     pa_layer_done(c, l, n);
   }
   pa_output(c, b);

@@ -70,24 +70,36 @@ void pa_rope_apply(struct pa_context *c, const pa_fwd_batch *b, bool swa) {
 
 void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, float *out, int32_t n_tok) {
   int64_t F = c->model->hp.n_ff;
-  pa_linear(c, &L->w_gate, x, c->s.h1, n_tok);
-  pa_linear(c, &L->w_up, x, c->s.h2, n_tok);
-  if (c->model->hp.act == PA_ACT_SILU)
-    pa_silu_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F);
-  else
-    pa_gelu_tanh_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F);
-  pa_linear(c, &L->w_down, c->s.h1, out, n_tok);
+  int l = (int)(L - c->model->layers); /* for the profiler */
+  PA_PROF(c, NULL, PA_OP_GATE, l, n_tok, pa_linear(c, &L->w_gate, x, c->s.h1, n_tok));
+  PA_PROF(c, NULL, PA_OP_UP, l, n_tok, pa_linear(c, &L->w_up, x, c->s.h2, n_tok));
+  if (c->model->hp.act == PA_ACT_SILU) {
+    PA_PROF(c, NULL, PA_OP_ACT, l, n_tok, pa_silu_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F));
+  } else {
+    PA_PROF(c, NULL, PA_OP_ACT, l, n_tok, pa_gelu_tanh_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F));
+  }
+  PA_PROF(c, NULL, PA_OP_DOWN, l, n_tok, pa_linear(c, &L->w_down, c->s.h1, out, n_tok));
 }
 
-void pa_output(struct pa_context *c, const pa_fwd_batch *b) {
+/* the output tokens' hidden states, normalised, gathered into xb */
+static void output_norm(struct pa_context *c, const pa_fwd_batch *b) {
   const struct pa_model *m = c->model;
   int64_t E = m->hp.n_embd;
-  if (b->n_out == 0) return;
-  /* gather the output tokens' hidden states, normalised, into xb */
   for (int32_t i = 0; i < b->n_out; i++)
     pa_rmsnorm(c->s.xb + i * E, c->s.x + (int64_t)b->out_idx[i] * E, m->output_norm, E, m->hp.norm_eps);
+}
+
+static void output_logits(struct pa_context *c, const pa_fwd_batch *b) {
+  const struct pa_model *m = c->model;
+  int64_t E = m->hp.n_embd;
   for (int32_t i0 = 0; i0 < b->n_out; i0 += c->n_batch) {
     int32_t n = b->n_out - i0 < c->n_batch ? b->n_out - i0 : c->n_batch;
     pa_linear(c, &m->output, c->s.xb + i0 * E, c->logits + (size_t)i0 * m->hp.n_vocab, n);
   }
+}
+
+void pa_output(struct pa_context *c, const pa_fwd_batch *b) {
+  if (b->n_out == 0) return;
+  PA_PROF(c, b, PA_OP_OUTPUT_NORM, -1, b->n_out, output_norm(c, b));
+  PA_PROF(c, b, PA_OP_OUTPUT, -1, b->n_out, output_logits(c, b));
 }

@@ -62,7 +62,7 @@ typedef struct {
   float *x, *xb, *q, *k, *v, *att, *h1, *h2;
   float *rope_cos, *rope_sin;         /* [n_batch][rope_dim/2] per base */
   float *rope_cos_swa, *rope_sin_swa;
-  float *scores;                      /* [n_threads][n_ctx] */
+  float *scores;                      /* attention scratch (pa_attention_scratch_size, model/attention.h) */
   void *work;                         /* matmul activation scratch */
   int32_t *out_rows;                  /* batch index of each logits row */
 } pa_scratch;
@@ -72,10 +72,13 @@ typedef struct {
  * reference path. NULL (the default) costs one branch per layer. */
 typedef void (*pa_layer_hook)(void *user, int layer, const float *x, int32_t n_tok, int64_t n_embd);
 
+struct pa_profiler; /* `pasada profile` (tools/profile.c) */
+
 struct pa_context {
   struct pa_model *model;
   pa_layer_hook layer_hook;
   void *layer_hook_user;
+  struct pa_profiler *prof; /* NULL (the default): profiling off, one branch per op */
   int32_t n_ctx, n_seq_max, n_batch, n_threads;
   bool reference_path; /* pa_matmul_exact instead of the fast kernels */
   pa_pool *pool;
@@ -131,5 +134,32 @@ static inline void pa_layer_done(struct pa_context *c, int l, int32_t n_tok) {
 }
 /* Final norm and output projection for the batch's output tokens. */
 void pa_output(struct pa_context *ctx, const pa_fwd_batch *b);
+
+/* ---- profiling hooks (`pasada profile`, tools/profile.c) ----
+ * PA_PROF(c, b, op, layer, n_tok, stmt) runs stmt; when c->prof is set it
+ * also records stmt's start and end time as op `op` of `layer` (-1: none)
+ * over n_tok tokens of batch b. Off, it costs one predictable branch. */
+typedef enum {
+  PA_OP_EMBED, PA_OP_ROPE_TABLE,
+  PA_OP_ATTN_NORM, PA_OP_Q, PA_OP_K, PA_OP_V, PA_OP_QKV_BIAS, PA_OP_Q_NORM, PA_OP_K_NORM,
+  PA_OP_ROPE, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
+  PA_OP_FFN_NORM, PA_OP_GATE, PA_OP_UP, PA_OP_ACT, PA_OP_DOWN, PA_OP_POST_FFN_NORM,
+  PA_OP_FFN_RESIDUAL, PA_OP_OUTPUT_NORM, PA_OP_OUTPUT,
+  PA_OP_TOKENIZE, PA_OP_SAMPLE, /* timed by the profile driver around the public API */
+  PA_OP_COUNT
+} pa_prof_op;
+int64_t pa_prof_now_ns(void);
+void pa_prof_record(struct pa_context *c, const pa_fwd_batch *b, pa_prof_op op, int layer, int32_t n_tok,
+                    int64_t t0_ns);
+#define PA_PROF(c, b, op, layer, n_tok, ...)                         \
+  do {                                                               \
+    if (__builtin_expect((c)->prof != NULL, 0)) {                    \
+      int64_t pa_prof_t0_ = pa_prof_now_ns();                        \
+      __VA_ARGS__;                                                   \
+      pa_prof_record((c), (b), (op), (layer), (n_tok), pa_prof_t0_); \
+    } else {                                                         \
+      __VA_ARGS__;                                                   \
+    }                                                                \
+  } while (0)
 
 #endif

@@ -1,0 +1,1160 @@
+/* profile.c: `pasada profile` (profile.h). Three parts:
+ *  - the recorder behind PA_PROF (model.h): pa_prof_record adds an op's
+ *    time, the thread pool's barrier idle time since the last record, its
+ *    tokens (and, for attention, the positions attended) to a slot per
+ *    (phase, op, layer), and, when a trace is wanted, appends the op's start
+ *    and end to a buffer allocated before the run;
+ *  - the driver: loads the model, measures the machine's ceilings once
+ *    (bench_ceilings.c), warms up, then prefill (tokenize a built-in text,
+ *    decode its first N tokens in batches) and decode (sample, decode one
+ *    token, N times), each phase timed on the wall clock;
+ *  - the reports: per (op, layer) and per op name, bytes moved and FLOPs
+ *    (a cost model of the forward pass in llama.c / gemma3.c / layers.c /
+ *    attention.c: the least traffic each op needs), achieved rates, the time
+ *    each would take at the ceilings, a verdict, and the gap; as a table,
+ *    JSON (cJSON), Chrome trace-event JSON and an SVG chart. */
+#include "tools/profile.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "model/model.h"
+#include "pasada.h"
+#include "tools/bench.h"
+
+/* ==== the recorder ==== */
+
+typedef struct {
+  int64_t ns;       /* wall time of the op on the calling thread */
+  uint64_t idle_ns; /* thread-ns idle at the thread pool's barriers inside it */
+  int64_t calls, tokens;
+  double span; /* attention: positions attended, summed over tokens */
+} prof_slot;
+
+enum { EV_STEP = PA_OP_COUNT, EV_PHASE }; /* trace-only events: a decode call, a phase */
+
+typedef struct {
+  int64_t t0, t1;
+  uint64_t idle_ns;
+  int32_t n_tok;
+  int16_t op, layer;
+  uint8_t phase;
+} prof_event;
+
+struct pa_profiler {
+  const struct pa_model *model;
+  int n_layer;
+  int phase; /* 0 prefill, 1 decode */
+  prof_slot *slots; /* [2][PA_OP_COUNT][n_layer + 1]; layer -1 at index 0 */
+  uint64_t last_idle;
+  prof_event *ev; /* NULL: no trace */
+  size_t n_ev, cap_ev, dropped;
+};
+
+int64_t pa_prof_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static prof_slot *slot_of(struct pa_profiler *p, int phase, int op, int layer) {
+  return &p->slots[((size_t)phase * PA_OP_COUNT + (size_t)op) * (size_t)(p->n_layer + 1) + (size_t)(layer + 1)];
+}
+
+/* Positions the batch's tokens attend to in layer l (as pa_attention does). */
+static double attention_span(const struct pa_model *m, const pa_fwd_batch *b, int l) {
+  const pa_hparams *hp = &m->hp;
+  int32_t window = hp->arch == PA_ARCH_GEMMA3 && hp->swa_layer[l] ? hp->sliding_window : 0;
+  double span = 0;
+  for (int32_t t = 0; t < b->n; t++) {
+    int32_t pos = b->pos[t], first = 0;
+    if (window > 0 && pos - window + 1 > 0) first = pos - window + 1;
+    span += pos - first + 1;
+  }
+  return span;
+}
+
+static void push_event(struct pa_profiler *p, int64_t t0, int64_t t1, uint64_t idle, int32_t n_tok, int op,
+                       int layer) {
+  if (!p->ev) return;
+  if (p->n_ev == p->cap_ev) {
+    p->dropped++;
+    return;
+  }
+  prof_event *e = &p->ev[p->n_ev++];
+  e->t0 = t0;
+  e->t1 = t1;
+  e->idle_ns = idle;
+  e->n_tok = n_tok;
+  e->op = (int16_t)op;
+  e->layer = (int16_t)layer;
+  e->phase = (uint8_t)p->phase;
+}
+
+void pa_prof_record(struct pa_context *c, const pa_fwd_batch *b, pa_prof_op op, int layer, int32_t n_tok,
+                    int64_t t0) {
+  int64_t t1 = pa_prof_now_ns();
+  struct pa_profiler *p = c->prof;
+  uint64_t idle = pa_pool_idle_ns(c->pool), d_idle = idle - p->last_idle;
+  p->last_idle = idle;
+  if ((unsigned)op >= PA_OP_COUNT || layer < -1 || layer >= p->n_layer) return;
+  prof_slot *s = slot_of(p, p->phase, op, layer);
+  s->ns += t1 - t0;
+  s->idle_ns += d_idle;
+  s->calls++;
+  s->tokens += n_tok;
+  if (op == PA_OP_ATTENTION && b && layer >= 0) s->span += attention_span(p->model, b, layer);
+  push_event(p, t0, t1, d_idle, n_tok, op, layer);
+}
+
+/* ==== op names and the cost model ==== */
+
+static const struct {
+  const char *name, *kind;
+  bool parallel; /* runs on the thread pool (else on the calling thread alone) */
+} OPS[PA_OP_COUNT] = {
+    [PA_OP_EMBED] = {"token_embd", "embed", false},
+    [PA_OP_ROPE_TABLE] = {"rope_table", "rope", false},
+    [PA_OP_ATTN_NORM] = {"attn_norm", "norm", false},
+    [PA_OP_Q] = {"attn_q", "matmul", true},
+    [PA_OP_K] = {"attn_k", "matmul", true},
+    [PA_OP_V] = {"attn_v", "matmul", true},
+    [PA_OP_QKV_BIAS] = {"attn_qkv_bias", "add", false},
+    [PA_OP_Q_NORM] = {"attn_q_norm", "norm", false},
+    [PA_OP_K_NORM] = {"attn_k_norm", "norm", false},
+    [PA_OP_ROPE] = {"rope", "rope", false},
+    [PA_OP_ATTENTION] = {"attention", "attention", true},
+    [PA_OP_O] = {"attn_output", "matmul", true},
+    [PA_OP_POST_ATTN_NORM] = {"post_attention_norm", "norm", false},
+    [PA_OP_ATTN_RESIDUAL] = {"attn_residual", "add", false},
+    [PA_OP_FFN_NORM] = {"ffn_norm", "norm", false},
+    [PA_OP_GATE] = {"ffn_gate", "matmul", true},
+    [PA_OP_UP] = {"ffn_up", "matmul", true},
+    [PA_OP_ACT] = {"ffn_act", "activation", false},
+    [PA_OP_DOWN] = {"ffn_down", "matmul", true},
+    [PA_OP_POST_FFN_NORM] = {"post_ffw_norm", "norm", false},
+    [PA_OP_FFN_RESIDUAL] = {"ffn_residual", "add", false},
+    [PA_OP_OUTPUT_NORM] = {"output_norm", "norm", false},
+    [PA_OP_OUTPUT] = {"output", "matmul", true},
+    [PA_OP_TOKENIZE] = {"tokenize", "tokenization", false},
+    [PA_OP_SAMPLE] = {"sample", "sampling", false},
+};
+
+static const char *PHASE_NAME[2] = {"prefill", "decode"};
+
+static void op_label(char *buf, size_t cap, int op, int layer) {
+  if (op == EV_STEP)
+    snprintf(buf, cap, "pasada_decode");
+  else if (op == EV_PHASE)
+    snprintf(buf, cap, "phase");
+  else if (layer >= 0)
+    snprintf(buf, cap, "blk.%d.%s", layer, OPS[op].name);
+  else
+    snprintf(buf, cap, "%s", OPS[op].name);
+}
+
+static const pa_matrix *matrix_of(const struct pa_model *m, int op, int layer) {
+  if (op == PA_OP_OUTPUT) return &m->output;
+  if (layer < 0) return NULL;
+  const pa_layer *L = &m->layers[layer];
+  switch (op) {
+  case PA_OP_Q: return &L->wq;
+  case PA_OP_K: return &L->wk;
+  case PA_OP_V: return &L->wv;
+  case PA_OP_O: return &L->wo;
+  case PA_OP_GATE: return &L->w_gate;
+  case PA_OP_UP: return &L->w_up;
+  case PA_OP_DOWN: return &L->w_down;
+  default: return NULL;
+  }
+}
+
+static bool int8_dot(pa_type t) {
+  const pa_type_traits *tr = pa_type_get((uint32_t)t);
+  pa_type d = tr ? tr->vec_dot_type : PA_TYPE_F32;
+  return d == PA_TYPE_Q8_0 || d == PA_TYPE_Q8_1 || d == PA_TYPE_Q8_K;
+}
+
+/* Bytes an op must move at least (weights once per call, activations read
+ * and written once, the KV rows attention reads) and its floating-point
+ * operations (a multiply-add is 2; element-wise ops counted per element). */
+static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot *s, double text_bytes,
+                    double *bytes, double *flops) {
+  const pa_hparams *hp = &m->hp;
+  double E = hp->n_embd, hd = hp->head_dim, hdv = hp->head_dim_v;
+  double Q = hp->n_head * hd, K = hp->n_head_kv * hd, VV = hp->n_head_kv * hdv, O = hp->n_head * hdv;
+  double F = hp->n_ff, half = hp->rope_dim / 2, bases = hp->sliding_window ? 2 : 1;
+  double T = (double)s->tokens, C = (double)s->calls;
+  double b = 0, f = 0;
+  const pa_matrix *w = matrix_of(m, op, layer);
+  if (w) {
+    double rows = (double)w->rows, cols = (double)w->cols;
+    b = C * (double)pa_row_size(w->type, w->cols) * rows + T * (rows + cols) * 4;
+    f = 2 * rows * cols * T;
+  } else {
+    switch (op) {
+    case PA_OP_EMBED:
+      b = T * ((double)pa_row_size(m->tok_embd.type, m->tok_embd.cols) + E * 4);
+      f = T * E;
+      break;
+    case PA_OP_ROPE_TABLE: /* a power, a product, a cosine and a sine per entry */
+      b = T * half * 8 * bases;
+      f = T * half * 4 * bases;
+      break;
+    case PA_OP_ATTN_NORM:
+    case PA_OP_FFN_NORM:
+    case PA_OP_POST_ATTN_NORM:
+    case PA_OP_POST_FFN_NORM:
+    case PA_OP_OUTPUT_NORM:
+      b = T * E * 8 + C * E * 4;
+      f = 4 * T * E;
+      break;
+    case PA_OP_Q_NORM:
+      b = T * Q * 8 + C * hd * 4;
+      f = 4 * T * Q;
+      break;
+    case PA_OP_K_NORM:
+      b = T * K * 8 + C * hd * 4;
+      f = 4 * T * K;
+      break;
+    case PA_OP_QKV_BIAS:
+      b = T * (Q + K + VV) * 8 + C * (Q + K + VV) * 4;
+      f = T * (Q + K + VV);
+      break;
+    case PA_OP_ROPE:
+      b = T * (Q + K) * 8 + T * half * 8;
+      f = 3.0 * T * (hp->n_head + hp->n_head_kv) * hp->rope_dim;
+      break;
+    case PA_OP_ATTENTION: /* KV rows read once; the new rows stored; q read, output written */
+      b = s->span * (K + VV) * 4 + T * (K + VV) * 8 + T * (Q + O) * 4;
+      f = s->span * 2 * hp->n_head * (hd + hdv);
+      break;
+    case PA_OP_ATTN_RESIDUAL:
+    case PA_OP_FFN_RESIDUAL:
+      b = T * E * 12;
+      f = T * E;
+      break;
+    case PA_OP_ACT: /* silu(g)*u: ~6 ops per element; gelu_tanh(g)*u: ~10 */
+      b = T * F * 12;
+      f = T * F * (hp->act == PA_ACT_SILU ? 6 : 10);
+      break;
+    case PA_OP_TOKENIZE: /* no floating point: only its bytes */
+      b = text_bytes + T * 4;
+      break;
+    case PA_OP_SAMPLE: /* reads the logits; its work is sorting, not counted as FLOPs */
+      b = C * hp->n_vocab * 4;
+      break;
+    default: break;
+    }
+  }
+  *bytes = b;
+  *flops = f;
+}
+
+/* ==== results ==== */
+
+#define FAR_BELOW 0.1  /* both ceilings would take under a tenth of the time */
+#define TINY_CALL 50e-6 /* seconds per call */
+
+typedef struct {
+  char name[64];
+  const char *kind;
+  int op, layer; /* op -1: the engine's overhead */
+  int64_t calls, tokens;
+  double time_s, idle_s, bytes, flops;
+  double t_mem, t_comp, roof, gap; /* seconds at the ceilings (0 without them) */
+  const char *verdict;             /* NULL without ceilings */
+  double sort_key;                 /* the gap, or the time without ceilings */
+} prof_row;
+
+typedef struct {
+  int32_t tokens, decode_calls;
+  double wall_s, ops_s, idle_s;
+  double self_s; /* the profiler's own cost in the phase, estimated (calibrate) */
+  prof_row *rows; /* per (op, layer), largest gap first (time without ceilings) */
+  int n_rows;
+  prof_row *names; /* per op name over every layer, plus the engine overhead; same order */
+  int n_names;
+  double *layer_s; /* [n_layer] */
+} prof_phase;
+
+struct pa_profile_result {
+  pa_profile_params p;
+  char model_name[256], arch[32];
+  const char *cpu_path;
+  int32_t n_threads, n_batch, n_ctx, n_layer;
+  bool have_ceilings;
+  pa_bench_ceilings ceil;
+  prof_phase ph[2];
+  prof_event *ev;
+  size_t n_ev, dropped;
+  int64_t t_origin;
+  double record_ns, clock_ns; /* the profiler's own costs (calibrate) */
+};
+
+void pa_profile_default_params(pa_profile_params *p) {
+  memset(p, 0, sizeof *p);
+  p->n_prompt = 512;
+  p->n_gen = 64;
+  p->n_batch = 512;
+  p->seed = 1234;
+  p->top = 20;
+  p->progress = true;
+}
+
+void pa_profile_free(pa_profile_result *r) {
+  if (!r) return;
+  for (int i = 0; i < 2; i++) {
+    free(r->ph[i].rows);
+    free(r->ph[i].names);
+    free(r->ph[i].layer_s);
+  }
+  free(r->ev);
+  free(r);
+}
+
+double pa_profile_coverage(const pa_profile_result *r, int phase) {
+  const prof_phase *ph = &r->ph[phase];
+  return ph->wall_s > 0 ? ph->ops_s / ph->wall_s : 0;
+}
+
+static double max2(double a, double b) { return a > b ? a : b; }
+
+/* memory- or compute-bound: within FAR_BELOW of the nearer ceiling (the one
+ * that takes longer), named after it. Further from both: overhead-bound when
+ * the op is tiny (under TINY_CALL a call), does no counted FLOPs, or leaves
+ * the threads idle at its barriers half the time; otherwise compute-bound
+ * (its own instructions are the limit: slow code, not the memory). */
+static const char *verdict_of(const prof_row *w, int n_threads) {
+  if (w->time_s <= 0) return "-";
+  if (w->roof >= FAR_BELOW * w->time_s) return w->t_mem >= w->t_comp ? "memory" : "compute";
+  double per_call = w->calls > 0 ? w->time_s / (double)w->calls : w->time_s;
+  double idle = w->idle_s / (w->time_s * n_threads);
+  if (per_call < TINY_CALL || w->flops <= 0 || idle >= 0.5) return "overhead";
+  return "compute";
+}
+
+/* the seconds an op would take at the ceilings; ops on the calling thread
+ * alone get one thread's share of them */
+static void apply_ceilings(const pa_profile_result *r, const struct pa_model *m, prof_row *w, bool parallel) {
+  if (!r->have_ceilings) return;
+  double share = parallel ? 1.0 : 1.0 / r->ceil.n_threads;
+  double bw = r->ceil.read_gbs * 1e9 * share, fma = r->ceil.fma_gflops * 1e9 * share;
+  double i8 = r->ceil.int8_gops * 1e9 * share;
+  const pa_matrix *mat = w->op >= 0 ? matrix_of(m, w->op, w->layer) : NULL;
+  double comp = mat && int8_dot(mat->type) && i8 > 0 ? i8 : fma;
+  w->t_mem = bw > 0 ? w->bytes / bw : 0;
+  w->t_comp = comp > 0 ? w->flops / comp : 0;
+  w->roof = max2(w->t_mem, w->t_comp);
+  w->gap = w->time_s - w->roof;
+  w->verdict = verdict_of(w, r->n_threads);
+}
+
+static int cmp_rows(const void *a, const void *b) {
+  const prof_row *x = a, *y = b;
+  return x->sort_key < y->sort_key ? 1 : x->sort_key > y->sort_key ? -1 : 0;
+}
+
+/* The profiler's own costs, measured in-process after the run on a scratch
+ * profiler: one op record (a clock read before the op, pa_prof_record
+ * after), and one clock read (the thread pool reads the clock twice on the
+ * caller and once on each worker per run while timing). */
+static void calibrate(pa_profile_result *r, const struct pa_model *m) {
+  enum { BATCHES = 20, K = 1000 }; /* the fastest batch: a preemption does not count */
+  struct pa_profiler scratch = {.model = m, .n_layer = r->n_layer};
+  scratch.slots = calloc((size_t)2 * PA_OP_COUNT * (size_t)(r->n_layer + 1), sizeof(prof_slot));
+  if (!scratch.slots || r->n_layer < 1) {
+    free(scratch.slots);
+    return;
+  }
+  struct pa_context fake;
+  memset(&fake, 0, sizeof fake);
+  fake.prof = &scratch;
+  int64_t best_rec = INT64_MAX, best_clk = INT64_MAX;
+  volatile int64_t sink = 0;
+  for (int bt = 0; bt < BATCHES; bt++) {
+    int64_t t0 = pa_prof_now_ns();
+    for (int k = 0; k < K; k++) {
+      int64_t t = pa_prof_now_ns();
+      pa_prof_record(&fake, NULL, PA_OP_ATTN_NORM, k % r->n_layer, 1, t);
+    }
+    int64_t t1 = pa_prof_now_ns();
+    for (int k = 0; k < K; k++) sink += pa_prof_now_ns();
+    int64_t t2 = pa_prof_now_ns();
+    if (t1 - t0 < best_rec) best_rec = t1 - t0;
+    if (t2 - t1 < best_clk) best_clk = t2 - t1;
+  }
+  (void)sink;
+  r->record_ns = (double)best_rec / K;
+  r->clock_ns = (double)best_clk / K;
+  free(scratch.slots);
+}
+
+static int build_phase(pa_profile_result *r, const struct pa_model *m, struct pa_profiler *pr, int phase,
+                       double text_bytes) {
+  prof_phase *ph = &r->ph[phase];
+  int L = r->n_layer;
+  ph->rows = calloc((size_t)PA_OP_COUNT * (size_t)(L + 1), sizeof(prof_row));
+  ph->names = calloc(PA_OP_COUNT + 1, sizeof(prof_row));
+  ph->layer_s = calloc((size_t)(L > 0 ? L : 1), sizeof(double));
+  if (!ph->rows || !ph->names || !ph->layer_s) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  for (int op = 0; op < PA_OP_COUNT; op++) {
+    prof_row agg = {0};
+    for (int l = -1; l < L; l++) {
+      const prof_slot *s = slot_of(pr, phase, op, l);
+      if (!s->calls) continue;
+      prof_row *w = &ph->rows[ph->n_rows++];
+      op_label(w->name, sizeof w->name, op, l);
+      w->kind = OPS[op].kind;
+      w->op = op;
+      w->layer = l;
+      w->calls = s->calls;
+      w->tokens = s->tokens;
+      w->time_s = (double)s->ns * 1e-9;
+      w->idle_s = (double)s->idle_ns * 1e-9;
+      op_cost(m, op, l, s, text_bytes, &w->bytes, &w->flops);
+      apply_ceilings(r, m, w, OPS[op].parallel);
+      ph->ops_s += w->time_s;
+      ph->idle_s += w->idle_s;
+      if (l >= 0) ph->layer_s[l] += w->time_s;
+      agg.calls += w->calls;
+      agg.tokens += w->tokens;
+      agg.time_s += w->time_s;
+      agg.idle_s += w->idle_s;
+      agg.bytes += w->bytes;
+      agg.flops += w->flops;
+      agg.t_mem += w->t_mem;
+      agg.t_comp += w->t_comp;
+      agg.roof += w->roof;
+      agg.gap += w->gap;
+    }
+    if (!agg.calls) continue;
+    snprintf(agg.name, sizeof agg.name, "%s", OPS[op].name);
+    agg.kind = OPS[op].kind;
+    agg.op = op;
+    agg.layer = -1;
+    if (r->have_ceilings) agg.verdict = verdict_of(&agg, r->n_threads);
+    ph->names[ph->n_names++] = agg;
+  }
+  prof_row *ov = &ph->names[ph->n_names++];
+  snprintf(ov->name, sizeof ov->name, "(engine overhead)");
+  ov->kind = "overhead";
+  ov->op = -1;
+  ov->layer = -1;
+  ov->calls = ph->decode_calls;
+  ov->tokens = ph->tokens;
+  ov->time_s = ph->wall_s - ph->ops_s;
+  ov->gap = ov->time_s;
+  if (r->have_ceilings) ov->verdict = "overhead";
+  for (int k = 0; k < ph->n_rows; k++) { /* the profiler's own share of the wall time */
+    const prof_row *w = &ph->rows[k];
+    bool pool = OPS[w->op].parallel && r->n_threads > 1;
+    ph->self_s += (double)w->calls * (r->record_ns + (pool ? 3 * r->clock_ns : 0)) * 1e-9;
+  }
+  for (int k = 0; k < ph->n_rows; k++) ph->rows[k].sort_key = r->have_ceilings ? ph->rows[k].gap : ph->rows[k].time_s;
+  for (int k = 0; k < ph->n_names; k++)
+    ph->names[k].sort_key = r->have_ceilings ? ph->names[k].gap : ph->names[k].time_s;
+  qsort(ph->rows, (size_t)ph->n_rows, sizeof(prof_row), cmp_rows);
+  qsort(ph->names, (size_t)ph->n_names, sizeof(prof_row), cmp_rows);
+  return PASADA_OK;
+}
+
+/* ==== the driver ==== */
+
+#define PROGRESS(p, ...)                        \
+  do {                                          \
+    if ((p)->progress) {                        \
+      fprintf(stderr, "profile: " __VA_ARGS__); \
+      fflush(stderr);                           \
+    }                                           \
+  } while (0)
+
+/* The prompt: ordinary English prose, repeated as often as -p needs. */
+static const char PARAGRAPH[] =
+    "The lighthouse keeper climbed the narrow stairs every evening at dusk, counting the steps "
+    "as her father had taught her: one hundred and twelve, never more and never fewer. From the "
+    "lamp room she could see the fishing boats returning to the harbour, their sails patched "
+    "with canvas of every colour, and beyond them the grey line where the sea met the sky. She "
+    "trimmed the wick, polished the great lens until it shone, and wrote in the log the wind, "
+    "the weather and the names of the ships that passed in the night.\n\n";
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+static int check_params(const pa_profile_params *p) {
+  if (!p->model_path) return pa_error(PASADA_ERR_ARG, "no model given (-m)");
+  if (p->n_prompt < 1) return pa_error(PASADA_ERR_ARG, "the prompt needs at least 1 token (-p)");
+  if (p->n_gen < 0) return pa_error(PASADA_ERR_ARG, "negative token count (-n)");
+  if (p->n_batch < 1) return pa_error(PASADA_ERR_ARG, "batch size must be at least 1");
+  if (p->n_threads < 0 || p->n_threads > 256)
+    return pa_error(PASADA_ERR_ARG, "thread count %d is out of range [1, 256]", p->n_threads);
+  return PASADA_OK;
+}
+
+typedef struct {
+  pasada_model *model;
+  pasada_context *ctx;
+  pasada_sampler *sampler;
+  int32_t *tok, *pos, *seq;
+  int32_t *text_tokens;
+  char *text;
+} run_state;
+
+static int decode_tokens(run_state *st, int32_t n_batch, const int32_t *tokens, int32_t n, int32_t start,
+                         struct pa_profiler *prof) {
+  for (int32_t i = 0; i < n; i += n_batch) {
+    int32_t m = n - i < n_batch ? n - i : n_batch;
+    for (int32_t j = 0; j < m; j++) {
+      st->tok[j] = tokens[i + j];
+      st->pos[j] = start + i + j;
+      st->seq[j] = 0;
+    }
+    pasada_batch b = {.n_tokens = m, .token = st->tok, .pos = st->pos, .seq_id = st->seq};
+    int64_t t0 = pa_prof_now_ns();
+    int rc = pasada_decode(st->ctx, &b);
+    if (rc) return rc;
+    if (prof) push_event(prof, t0, pa_prof_now_ns(), 0, m, EV_STEP, -1);
+  }
+  return PASADA_OK;
+}
+
+int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
+  *out = NULL;
+  int rc = check_params(p);
+  if (rc) return rc;
+  pa_profile_result *r = calloc(1, sizeof *r);
+  if (!r) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  r->p = *p;
+  int32_t n_threads = p->n_threads;
+  if (n_threads <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    n_threads = n > 0 ? (int32_t)(n > 256 ? 256 : n) : 1;
+  }
+  r->n_threads = n_threads;
+  r->cpu_path = pa_cpu_describe();
+  snprintf(r->model_name, sizeof r->model_name, "%s", base_name(p->model_path));
+
+  run_state st = {0};
+  struct pa_profiler *prof = NULL;
+  if ((rc = pasada_model_load(p->model_path, NULL, &st.model))) goto fail;
+  const struct pa_model *m = st.model;
+  snprintf(r->arch, sizeof r->arch, "%s", pasada_model_arch(st.model));
+  r->n_layer = m->hp.n_layer;
+  PROGRESS(p, "loaded %s (%s, %d layers)\n", p->model_path, r->arch, r->n_layer);
+
+  /* the probes run before the context's threads exist and before any
+   * weight is touched */
+  if (!p->skip_ceilings && !p->off) {
+    PROGRESS(p, "measuring this machine's ceilings once, on %d thread%s (read bandwidth, fp32 FMA, int8 dot)...\n",
+             n_threads, n_threads > 1 ? "s" : "");
+    if ((rc = pa_bench_measure_ceilings(n_threads, 0, &r->ceil))) goto fail;
+    r->have_ceilings = true;
+    PROGRESS(p, "read %.1f GB/s, fp32 FMA %.1f GFLOP/s (%s), int8 dot %.1f GOP/s (%s)\n", r->ceil.read_gbs,
+             r->ceil.fma_gflops, r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
+  }
+
+  int64_t need = (int64_t)p->n_prompt + p->n_gen + 1;
+  if (need > (1 << 22)) {
+    rc = pa_error(PASADA_ERR_ARG, "-p + -n = %lld positions is too many", (long long)need - 1);
+    goto fail;
+  }
+  pasada_context_params cp = pasada_context_default_params();
+  cp.n_ctx = (int32_t)need;
+  cp.n_seq_max = 1;
+  cp.n_batch = p->n_prompt < p->n_batch ? p->n_prompt : p->n_batch;
+  cp.n_threads = n_threads;
+  if ((rc = pasada_context_create(st.model, &cp, &st.ctx))) goto fail;
+  r->n_batch = cp.n_batch;
+  r->n_ctx = pasada_context_n_ctx(st.ctx);
+  int32_t n_vocab = pasada_model_n_vocab(st.model);
+  pasada_sampler_params sp = pasada_sampler_default_params();
+  sp.seed = p->seed;
+  if ((rc = pasada_sampler_create(&sp, n_vocab, &st.sampler))) goto fail;
+  st.tok = malloc((size_t)r->n_batch * sizeof(int32_t));
+  st.pos = malloc((size_t)r->n_batch * sizeof(int32_t));
+  st.seq = malloc((size_t)r->n_batch * sizeof(int32_t));
+  if (!st.tok || !st.pos || !st.seq) {
+    rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+    goto fail;
+  }
+
+  /* the text: about 1.1 x n_prompt tokens of the paragraph repeated (the
+   * bytes per token measured on one copy), cut at a space, so tokenization
+   * is timed on about the text the prompt needs */
+  const pasada_tokenizer *tk = pasada_model_tokenizer(st.model);
+  int32_t *probe = NULL;
+  size_t n_probe = 0, plen = strlen(PARAGRAPH);
+  if ((rc = pasada_tokenize(tk, PARAGRAPH, plen, false, false, &probe, &n_probe))) goto fail;
+  pasada_text_free(probe);
+  size_t want = (size_t)((double)p->n_prompt * (double)plen / (double)(n_probe ? n_probe : 1) * 1.1) + 32;
+  st.text = malloc(want + plen + 1);
+  if (!st.text) {
+    rc = pa_error(PASADA_ERR_NOMEM, "out of memory for the prompt text");
+    goto fail;
+  }
+  size_t text_len = 0;
+  while (text_len < want) {
+    memcpy(st.text + text_len, PARAGRAPH, plen);
+    text_len += plen;
+  }
+  if (text_len > want) {
+    text_len = want;
+    while (text_len > 1 && st.text[text_len - 1] != ' ') text_len--;
+  }
+  st.text[text_len] = 0;
+  double text_bytes = (double)text_len;
+
+  /* warm-up, not timed: touches the weights (mapped lazily), the caches,
+   * the threads and the sampler */
+  {
+    int32_t n_warm = p->n_prompt < 16 ? p->n_prompt : 16;
+    if (n_warm > r->n_batch) n_warm = r->n_batch;
+    int32_t *wt = NULL;
+    size_t n_wt = 0;
+    if ((rc = pasada_tokenize(tk, PARAGRAPH, plen, true, false, &wt, &n_wt))) goto fail;
+    if ((int64_t)n_wt < n_warm) n_warm = (int32_t)n_wt;
+    PROGRESS(p, "warm-up\n");
+    rc = n_warm > 0 ? decode_tokens(&st, r->n_batch, wt, n_warm, 0, NULL) : PASADA_OK;
+    for (int32_t i = 0; !rc && i < 2 && n_warm > 0 && n_warm + i < r->n_ctx; i++) {
+      int32_t t = pasada_sampler_sample(st.sampler, pasada_get_logits(st.ctx, -1), n_vocab);
+      if (t < 0) t = wt[0];
+      rc = decode_tokens(&st, 1, &t, 1, n_warm + i, NULL);
+    }
+    pasada_text_free(wt);
+    if (rc) goto fail;
+    pasada_seq_truncate(st.ctx, 0, 0);
+    pasada_sampler_reset(st.sampler);
+  }
+
+  /* the profiler: slots, and the event buffer sized for every op of the run */
+  if (!p->off) {
+    prof = calloc(1, sizeof *prof);
+    if (!prof) {
+      rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+      goto fail;
+    }
+    prof->model = m;
+    prof->n_layer = r->n_layer;
+    prof->slots = calloc((size_t)2 * PA_OP_COUNT * (size_t)(r->n_layer + 1), sizeof(prof_slot));
+    if (!prof->slots) {
+      rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+      goto fail;
+    }
+    if (p->keep_events) {
+      size_t forwards = (size_t)(p->n_prompt + r->n_batch - 1) / (size_t)r->n_batch + (size_t)p->n_gen;
+      size_t per_forward = 6 + (size_t)r->n_layer * 20;
+      prof->cap_ev = forwards * (per_forward + 1) + (size_t)p->n_gen + 4;
+      prof->ev = malloc(prof->cap_ev * sizeof(prof_event));
+      if (!prof->ev) {
+        rc = pa_error(PASADA_ERR_NOMEM, "out of memory for %zu trace events", prof->cap_ev);
+        goto fail;
+      }
+    }
+  }
+
+  /* ---- the run ---- */
+  PROGRESS(p, "prefill: %d tokens in batches of %d%s\n", p->n_prompt, r->n_batch,
+           p->off ? " (profiler off)" : "");
+  pasada_context *ctx = st.ctx;
+  if (prof) {
+    ctx->prof = prof;
+    pa_pool_set_timing(ctx->pool, true);
+    prof->last_idle = pa_pool_idle_ns(ctx->pool);
+  }
+  int64_t T0 = pa_prof_now_ns();
+  r->t_origin = T0;
+  size_t n_text_tokens = 0;
+  int64_t t = pa_prof_now_ns();
+  rc = pasada_tokenize(tk, st.text, (size_t)text_bytes, true, false, &st.text_tokens, &n_text_tokens);
+  if (!rc && prof) pa_prof_record(ctx, NULL, PA_OP_TOKENIZE, -1, (int32_t)n_text_tokens, t);
+  if (!rc && n_text_tokens == 0) rc = pa_error(PASADA_ERR_ARG, "the prompt text gave no tokens");
+  if (!rc && n_text_tokens < (size_t)p->n_prompt) { /* never seen: repeat the tokens */
+    int32_t *more = realloc(st.text_tokens, (size_t)p->n_prompt * sizeof(int32_t));
+    if (!more) {
+      rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+    } else {
+      for (size_t i = n_text_tokens; i < (size_t)p->n_prompt; i++) more[i] = more[i % n_text_tokens];
+      st.text_tokens = more;
+    }
+  }
+  if (!rc) rc = decode_tokens(&st, r->n_batch, st.text_tokens, p->n_prompt, 0, prof);
+  int64_t T1 = pa_prof_now_ns();
+  if (prof) {
+    push_event(prof, T0, T1, 0, p->n_prompt, EV_PHASE, -1);
+    prof->phase = 1;
+  }
+  if (!rc && p->n_gen) PROGRESS(p, "decode: %d tokens, one per step\n", p->n_gen);
+  for (int32_t i = 0; !rc && i < p->n_gen; i++) {
+    t = pa_prof_now_ns();
+    int32_t tok = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
+    if (tok < 0) {
+      char why[256];
+      snprintf(why, sizeof why, "%s", pa_last_error());
+      rc = pa_error(PASADA_ERR_ARG, "sampling failed: %s", why);
+      break;
+    }
+    pasada_sampler_accept(st.sampler, tok);
+    if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, 1, t);
+    rc = decode_tokens(&st, 1, &tok, 1, p->n_prompt + i, prof);
+  }
+  int64_t T2 = pa_prof_now_ns();
+  if (prof) {
+    if (p->n_gen) push_event(prof, T1, T2, 0, p->n_gen, EV_PHASE, -1);
+    ctx->prof = NULL;
+    pa_pool_set_timing(ctx->pool, false);
+  }
+  if (rc) goto fail;
+
+  r->ph[0].tokens = p->n_prompt;
+  r->ph[0].decode_calls = (p->n_prompt + r->n_batch - 1) / r->n_batch;
+  r->ph[0].wall_s = (double)(T1 - T0) * 1e-9;
+  r->ph[1].tokens = p->n_gen;
+  r->ph[1].decode_calls = p->n_gen;
+  r->ph[1].wall_s = (double)(T2 - T1) * 1e-9;
+  if (prof) {
+    calibrate(r, m);
+    for (int ph = 0; ph < 2; ph++)
+      if ((rc = build_phase(r, m, prof, ph, text_bytes))) goto fail;
+    r->ev = prof->ev;
+    r->n_ev = prof->n_ev;
+    r->dropped = prof->dropped;
+    prof->ev = NULL;
+  }
+  rc = PASADA_OK;
+  *out = r;
+  r = NULL;
+fail:
+  if (prof) {
+    free(prof->slots);
+    free(prof->ev);
+    free(prof);
+  }
+  free(st.tok);
+  free(st.pos);
+  free(st.seq);
+  free(st.text);
+  pasada_text_free(st.text_tokens);
+  pasada_sampler_free(st.sampler);
+  pasada_context_free(st.ctx);
+  pasada_model_free(st.model);
+  pa_profile_free(r);
+  return rc;
+}
+
+/* ==== the table ==== */
+
+static double ms(double s) { return s * 1e3; }
+
+static void rates(char *gbs, char *gfl, char *pct, size_t cap, const pa_profile_result *r, const prof_row *w) {
+  snprintf(gbs, cap, "-");
+  snprintf(gfl, cap, "-");
+  snprintf(pct, cap, "-");
+  if (w->op < 0 || w->time_s <= 0) return;
+  snprintf(gbs, cap, "%.2f", w->bytes / w->time_s / 1e9);
+  if (w->flops > 0) snprintf(gfl, cap, "%.2f", w->flops / w->time_s / 1e9);
+  if (r->have_ceilings) snprintf(pct, cap, "%.1f%%", 100 * w->roof / w->time_s);
+}
+
+static void print_op_table(FILE *f, const pa_profile_result *r, const prof_phase *ph, const prof_row *rows,
+                           int n, int limit) {
+  fprintf(f, "%-24s %7s %10s %6s %6s %8s %9s %6s %-9s %9s\n", "op", "calls", "time ms", "%wall", "idle%",
+          "GB/s", "GFLOP/s", "%ceil", "bound", "gap ms");
+  for (int i = 0; i < n && i < limit; i++) {
+    const prof_row *w = &rows[i];
+    char gbs[32], gfl[32], pct[32], idle[32] = "-", gap[32] = "-";
+    rates(gbs, gfl, pct, sizeof gbs, r, w);
+    if (w->op >= 0 && OPS[w->op].parallel && w->time_s > 0 && r->n_threads > 1)
+      snprintf(idle, sizeof idle, "%.1f%%", 100 * w->idle_s / (w->time_s * r->n_threads));
+    if (r->have_ceilings || w->op < 0) snprintf(gap, sizeof gap, "%.3f", ms(w->gap));
+    fprintf(f, "%-24s %7lld %10.3f %5.1f%% %6s %8s %9s %6s %-9s %9s\n", w->name, (long long)w->calls,
+            ms(w->time_s), ph->wall_s > 0 ? 100 * w->time_s / ph->wall_s : 0, idle, gbs, gfl, pct,
+            w->verdict ? w->verdict : "-", gap);
+  }
+}
+
+void pa_profile_print_table(FILE *f, const pa_profile_result *r) {
+  const pa_profile_params *p = &r->p;
+  fprintf(f, "model     %s (%s, %d layers)\n", r->model_name, r->arch, r->n_layer);
+  fprintf(f, "setup     %d thread%s, batch %d, context %d, kernels %s, sampler seed %llu\n", r->n_threads,
+          r->n_threads > 1 ? "s" : "", r->n_batch, r->n_ctx, r->cpu_path, (unsigned long long)p->seed);
+  if (r->have_ceilings)
+    fprintf(f, "ceilings  read %.1f GB/s | fp32 FMA %.1f GFLOP/s (%s) | int8 dot %.1f GOP/s (%s)\n",
+            r->ceil.read_gbs, r->ceil.fma_gflops, r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
+  else if (!p->off)
+    fprintf(f, "ceilings  not measured (--no-ceilings): no %%ceil, verdict or gap\n");
+  fprintf(f, "\n%-8s %7s %11s %11s %8s %12s %8s %10s\n", "phase", "tokens", "wall ms", "ops ms", "covered",
+          "overhead ms", "idle%", "tok/s");
+  for (int i = 0; i < 2; i++) {
+    const prof_phase *ph = &r->ph[i];
+    if (i == 1 && p->n_gen == 0) continue;
+    double tps = ph->wall_s > 0 ? ph->tokens / ph->wall_s : 0;
+    if (p->off) {
+      fprintf(f, "%-8s %7d %11.3f %11s %8s %12s %8s %10.2f\n", PHASE_NAME[i], ph->tokens, ms(ph->wall_s), "-",
+              "-", "-", "-", tps);
+      continue;
+    }
+    double par = 0; /* time of the ops that run on the pool */
+    for (int k = 0; k < ph->n_names; k++)
+      if (ph->names[k].op >= 0 && OPS[ph->names[k].op].parallel) par += ph->names[k].time_s;
+    char idle[32] = "-";
+    if (par > 0 && r->n_threads > 1) snprintf(idle, sizeof idle, "%.1f%%", 100 * ph->idle_s / (par * r->n_threads));
+    fprintf(f, "%-8s %7d %11.3f %11.3f %7.1f%% %12.3f %8s %10.2f\n", PHASE_NAME[i], ph->tokens, ms(ph->wall_s),
+            ms(ph->ops_s), 100 * pa_profile_coverage(r, i), ms(ph->wall_s - ph->ops_s), idle, tps);
+  }
+  if (p->off) {
+    fprintf(f, "\nprofiler off (--off): phase wall times only\n");
+    return;
+  }
+  fprintf(f, "profiler  its own cost, measured here: %.0f ns per op recorded; est. %.3f ms of prefill (%.2f%%)",
+          r->record_ns, ms(r->ph[0].self_s), r->ph[0].wall_s > 0 ? 100 * r->ph[0].self_s / r->ph[0].wall_s : 0);
+  if (p->n_gen)
+    fprintf(f, ", %.3f ms of decode (%.2f%%)", ms(r->ph[1].self_s),
+            r->ph[1].wall_s > 0 ? 100 * r->ph[1].self_s / r->ph[1].wall_s : 0);
+  fprintf(f, "\n");
+  for (int i = 0; i < 2; i++) {
+    const prof_phase *ph = &r->ph[i];
+    if (i == 1 && p->n_gen == 0) continue;
+    fprintf(f, "\n%s: ops by name over every layer, %s\n", PHASE_NAME[i],
+            r->have_ceilings ? "largest gap to the ceilings first" : "longest first");
+    print_op_table(f, r, ph, ph->names, ph->n_names, ph->n_names);
+  }
+  fprintf(f, "\nper layer: every op with that layer index\n%-6s %12s %12s\n", "layer", "prefill ms",
+          p->n_gen ? "decode ms" : "");
+  for (int l = 0; l < r->n_layer; l++) {
+    fprintf(f, "%-6d %12.3f", l, ms(r->ph[0].layer_s[l]));
+    if (p->n_gen)
+      fprintf(f, " %12.3f", ms(r->ph[1].layer_s[l]));
+    fprintf(f, "\n");
+  }
+  for (int i = 0; i < 2; i++) {
+    const prof_phase *ph = &r->ph[i];
+    if (i == 1 && p->n_gen == 0) continue;
+    int top = p->top < ph->n_rows ? p->top : ph->n_rows;
+    fprintf(f, "\n%s: the %d single ops (weight or op, layer) with the %s (--top N; --json lists all)\n",
+            PHASE_NAME[i], top, r->have_ceilings ? "largest gaps" : "longest times");
+    print_op_table(f, r, ph, ph->rows, ph->n_rows, top);
+  }
+  fprintf(f,
+          "\nnotes  time: the calling thread's, barrier waits included; idle%%: the pool threads' time idle at\n"
+          "       the op's barriers. bytes: the least traffic the op needs. %%ceil: time at the nearer ceiling /\n"
+          "       time (over 100%%: cached data, faster than the DRAM read ceiling). bound: memory or compute\n"
+          "       within %.0fx of that ceiling; further from both: overhead (under %.0f us a call, no FLOPs counted,\n"
+          "       or idle >= 50%%), else compute (the op's own instructions). Ops off the thread pool (norms,\n"
+          "       RoPE, activation, adds, embedding, sampling, tokenization) get one thread's share of the ceilings.\n",
+          1 / FAR_BELOW, TINY_CALL * 1e6);
+}
+
+/* ==== JSON ==== */
+
+static void add_num_or_null(cJSON *o, const char *key, bool present, double v) {
+  if (present && isfinite(v))
+    cJSON_AddNumberToObject(o, key, v);
+  else
+    cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *row_json(const pa_profile_result *r, const prof_row *w) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "name", w->name);
+  cJSON_AddStringToObject(o, "kind", w->kind);
+  if (w->layer >= 0)
+    cJSON_AddNumberToObject(o, "layer", w->layer);
+  else
+    cJSON_AddNullToObject(o, "layer");
+  cJSON_AddNumberToObject(o, "calls", (double)w->calls);
+  cJSON_AddNumberToObject(o, "tokens", (double)w->tokens);
+  cJSON_AddNumberToObject(o, "time_s", w->time_s);
+  bool op = w->op >= 0;
+  add_num_or_null(o, "barrier_idle_s", op, w->idle_s / r->n_threads);
+  add_num_or_null(o, "bytes", op, w->bytes);
+  add_num_or_null(o, "flops", op, w->flops);
+  add_num_or_null(o, "gbs", op && w->time_s > 0, w->bytes / w->time_s / 1e9);
+  add_num_or_null(o, "gflops", op && w->time_s > 0, w->flops / w->time_s / 1e9);
+  bool c = r->have_ceilings && op;
+  add_num_or_null(o, "time_at_bandwidth_s", c, w->t_mem);
+  add_num_or_null(o, "time_at_compute_s", c, w->t_comp);
+  add_num_or_null(o, "pct_of_ceiling", c && w->time_s > 0, 100 * w->roof / w->time_s);
+  add_num_or_null(o, "gap_s", r->have_ceilings || !op, w->gap);
+  if (w->verdict)
+    cJSON_AddStringToObject(o, "bound", w->verdict);
+  else
+    cJSON_AddNullToObject(o, "bound");
+  return o;
+}
+
+int pa_profile_print_json(FILE *f, const pa_profile_result *r) {
+  const pa_profile_params *p = &r->p;
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return -1;
+  cJSON_AddStringToObject(root, "model", r->model_name);
+  cJSON_AddStringToObject(root, "path", p->model_path);
+  cJSON_AddStringToObject(root, "arch", r->arch);
+  cJSON_AddNumberToObject(root, "layers", r->n_layer);
+  cJSON_AddNumberToObject(root, "threads", r->n_threads);
+  cJSON_AddNumberToObject(root, "n_batch", r->n_batch);
+  cJSON_AddNumberToObject(root, "n_ctx", r->n_ctx);
+  cJSON_AddNumberToObject(root, "seed", (double)p->seed);
+  cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");
+  cJSON_AddBoolToObject(root, "profiler", !p->off);
+  if (!p->off) {
+    cJSON_AddNumberToObject(root, "profiler_record_ns", r->record_ns);
+    cJSON_AddNumberToObject(root, "clock_read_ns", r->clock_ns);
+  }
+  if (r->have_ceilings) {
+    cJSON *c = cJSON_AddObjectToObject(root, "ceilings");
+    if (c) {
+      cJSON_AddNumberToObject(c, "threads", r->ceil.n_threads);
+      cJSON_AddNumberToObject(c, "read_gbs", r->ceil.read_gbs);
+      cJSON_AddNumberToObject(c, "fma_gflops", r->ceil.fma_gflops);
+      cJSON_AddStringToObject(c, "fma_isa", r->ceil.fma_isa);
+      cJSON_AddNumberToObject(c, "int8_gops", r->ceil.int8_gops);
+      cJSON_AddStringToObject(c, "int8_isa", r->ceil.int8_isa);
+    }
+  } else {
+    cJSON_AddNullToObject(root, "ceilings");
+  }
+  cJSON *phases = cJSON_AddObjectToObject(root, "phases");
+  for (int i = 0; phases && i < 2; i++) {
+    const prof_phase *ph = &r->ph[i];
+    if (i == 1 && p->n_gen == 0) {
+      cJSON_AddNullToObject(phases, PHASE_NAME[i]);
+      continue;
+    }
+    cJSON *o = cJSON_AddObjectToObject(phases, PHASE_NAME[i]);
+    if (!o) continue;
+    cJSON_AddNumberToObject(o, "tokens", ph->tokens);
+    cJSON_AddNumberToObject(o, "decode_calls", ph->decode_calls);
+    cJSON_AddNumberToObject(o, "wall_s", ph->wall_s);
+    cJSON_AddNumberToObject(o, "tok_s", ph->wall_s > 0 ? ph->tokens / ph->wall_s : 0);
+    if (p->off) continue;
+    cJSON_AddNumberToObject(o, "ops_s", ph->ops_s);
+    cJSON_AddNumberToObject(o, "overhead_s", ph->wall_s - ph->ops_s);
+    cJSON_AddNumberToObject(o, "coverage", pa_profile_coverage(r, i));
+    cJSON_AddNumberToObject(o, "barrier_idle_s", ph->idle_s / r->n_threads);
+    cJSON_AddNumberToObject(o, "profiler_cost_s", ph->self_s);
+    cJSON *names = cJSON_AddArrayToObject(o, "by_name");
+    for (int k = 0; names && k < ph->n_names; k++) cJSON_AddItemToArray(names, row_json(r, &ph->names[k]));
+    cJSON *ops = cJSON_AddArrayToObject(o, "ops");
+    for (int k = 0; ops && k < ph->n_rows; k++) cJSON_AddItemToArray(ops, row_json(r, &ph->rows[k]));
+    cJSON *layers = cJSON_AddArrayToObject(o, "layers_s");
+    for (int l = 0; layers && l < r->n_layer; l++) cJSON_AddItemToArray(layers, cJSON_CreateNumber(ph->layer_s[l]));
+  }
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  if (!text) return -1;
+  fprintf(f, "%s\n", text);
+  cJSON_free(text);
+  return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+}
+
+/* ==== Chrome trace-event JSON ==== */
+
+/* a JSON string body: the names here are ASCII identifiers, the model's
+ * file name is escaped */
+static void json_escaped(FILE *f, const char *s) {
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+}
+
+int pa_profile_write_trace(FILE *f, const pa_profile_result *r) {
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"");
+  json_escaped(f, r->model_name);
+  fprintf(f, "\",\"threads\":%d,\"dropped_events\":%zu},\"traceEvents\":[\n", r->n_threads, r->dropped);
+  fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"pasada profile ");
+  json_escaped(f, r->model_name);
+  fprintf(f, "\"}},\n");
+  static const char *TID_NAME[4] = {"", "ops", "pasada_decode calls", "phases"};
+  for (int t = 1; t <= 3; t++)
+    fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n", t,
+            TID_NAME[t]);
+  for (size_t i = 0; i < r->n_ev; i++) {
+    const prof_event *e = &r->ev[i];
+    char name[64];
+    const char *cat;
+    int tid;
+    if (e->op == EV_PHASE) {
+      snprintf(name, sizeof name, "%s", PHASE_NAME[e->phase]);
+      cat = "phase";
+      tid = 3;
+    } else if (e->op == EV_STEP) {
+      op_label(name, sizeof name, e->op, e->layer);
+      cat = "step";
+      tid = 2;
+    } else {
+      op_label(name, sizeof name, e->op, e->layer);
+      cat = OPS[e->op].kind;
+      tid = 1;
+    }
+    fprintf(f, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+               "\"args\":{\"phase\":\"%s\",\"tokens\":%d",
+            name, cat, tid, (double)(e->t0 - r->t_origin) / 1e3, (double)(e->t1 - e->t0) / 1e3,
+            PHASE_NAME[e->phase], e->n_tok);
+    if (e->layer >= 0) fprintf(f, ",\"layer\":%d", e->layer);
+    if (tid == 1 && OPS[e->op].parallel)
+      fprintf(f, ",\"barrier_idle_us\":%.3f", (double)e->idle_ns / 1e3 / r->n_threads);
+    fprintf(f, "}}%s\n", i + 1 < r->n_ev ? "," : "");
+  }
+  fprintf(f, "]}\n");
+  return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+}
+
+/* ==== SVG ==== */
+
+static const char *kind_color(const char *kind) {
+  static const struct {
+    const char *kind, *color;
+  } K[] = {{"matmul", "#756bb1"},     {"attention", "#31a354"},    {"norm", "#a1d99b"},
+           {"rope", "#fdae6b"},       {"activation", "#e7ba52"},   {"add", "#9ecae1"},
+           {"embed", "#8c6d31"},      {"tokenization", "#e377c2"}, {"sampling", "#17becf"},
+           {"overhead", "#bdbdbd"}};
+  for (size_t i = 0; i < sizeof K / sizeof K[0]; i++)
+    if (!strcmp(kind, K[i].kind)) return K[i].color;
+  return "#888888";
+}
+
+static const char *KINDS[] = {"matmul", "attention", "norm",         "rope",     "activation",
+                              "add",    "embed",     "tokenization", "sampling", "overhead"};
+#define N_KINDS (sizeof KINDS / sizeof KINDS[0])
+
+static const char *verdict_color(const char *v) {
+  if (!v) return "#9e9ac8";
+  if (!strcmp(v, "memory")) return "#3182bd";
+  if (!strcmp(v, "compute")) return "#e6550d";
+  return "#969696";
+}
+
+static void svg_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<')
+      fputs("&lt;", f);
+    else if (*s == '>')
+      fputs("&gt;", f);
+    else if (*s == '&')
+      fputs("&amp;", f);
+    else if (*s == '"')
+      fputs("&quot;", f);
+    else if ((unsigned char)*s >= 0x20)
+      fputc(*s, f);
+  }
+}
+
+static int cmp_time_desc(const void *a, const void *b) {
+  const prof_row *x = a, *y = b;
+  return x->time_s < y->time_s ? 1 : x->time_s > y->time_s ? -1 : 0;
+}
+
+#define SVG_BARS 12
+
+int pa_profile_write_svg(FILE *f, const pa_profile_result *r) {
+  const int W = 1100, X0 = 190, BW = 520;
+  int n_phases = r->p.n_gen ? 2 : 1;
+  const int BLOCK = 98 + SVG_BARS * 22; /* one phase: title, stacked bar, op bars */
+  int H = 80 + n_phases * BLOCK + 60;
+  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+             "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
+  fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+  fprintf(f, "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">pasada profile: ");
+  svg_text(f, r->model_name);
+  fprintf(f, "</text>\n<text x=\"20\" y=\"52\" fill=\"#444\">%s, %d layers, %d thread%s, kernels %s. ", r->arch,
+          r->n_layer, r->n_threads, r->n_threads > 1 ? "s" : "", r->cpu_path);
+  fprintf(f, "Bars: share of each phase's wall time; op bars coloured by what bounds them.</text>\n");
+  int y = 80;
+  for (int i = 0; i < n_phases; i++) {
+    const prof_phase *ph = &r->ph[i];
+    int y_block = y;
+    fprintf(f, "<text x=\"20\" y=\"%d\" font-size=\"15\" font-weight=\"bold\">%s: %d tokens, %.1f ms "
+               "(%.2f tok/s), ops cover %.1f%%</text>\n",
+            y + 16, PHASE_NAME[i], ph->tokens, ms(ph->wall_s), ph->wall_s > 0 ? ph->tokens / ph->wall_s : 0,
+            100 * pa_profile_coverage(r, i));
+    y += 28;
+    /* stacked bar by kind */
+    double by_kind[N_KINDS] = {0};
+    for (int k = 0; k < ph->n_names; k++)
+      for (size_t j = 0; j < N_KINDS; j++)
+        if (!strcmp(ph->names[k].kind, KINDS[j])) by_kind[j] += ph->names[k].time_s > 0 ? ph->names[k].time_s : 0;
+    double total = 0;
+    for (size_t j = 0; j < N_KINDS; j++) total += by_kind[j];
+    fprintf(f, "<text x=\"20\" y=\"%d\">by kind of op</text>\n", y + 18);
+    double x = X0;
+    for (size_t j = 0; j < N_KINDS; j++) {
+      if (by_kind[j] <= 0 || total <= 0) continue;
+      double w = (W - X0 - 20) * by_kind[j] / total;
+      fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"26\" fill=\"%s\"><title>%s: %.3f ms "
+                 "(%.1f%%)</title></rect>\n",
+              x, y, w, kind_color(KINDS[j]), KINDS[j], ms(by_kind[j]), 100 * by_kind[j] / total);
+      char label[64];
+      snprintf(label, sizeof label, "%s %.0f%%", KINDS[j], 100 * by_kind[j] / total);
+      if (w > 7.0 * (double)strlen(label) + 8)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"white\">%s %.0f%%</text>\n", x + 4, y + 17, KINDS[j],
+                100 * by_kind[j] / total);
+      x += w;
+    }
+    y += 40;
+    /* the longest ops by name */
+    prof_row sorted[PA_OP_COUNT + 1];
+    int n = ph->n_names;
+    memcpy(sorted, ph->names, (size_t)n * sizeof(prof_row));
+    qsort(sorted, (size_t)n, sizeof(prof_row), cmp_time_desc);
+    double longest = n > 0 && sorted[0].time_s > 0 ? sorted[0].time_s : 1;
+    for (int k = 0; k < n && k < SVG_BARS; k++) {
+      const prof_row *w = &sorted[k];
+      double bw = w->time_s > 0 ? BW * w->time_s / longest : 0;
+      fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", X0 - 8, y + 13);
+      svg_text(f, w->name);
+      fprintf(f, "</text>\n<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"16\" fill=\"%s\"/>\n", X0, y, bw,
+              w->op < 0 ? kind_color("overhead") : verdict_color(w->verdict));
+      fprintf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"#222\">%.2f ms, %.1f%%", X0 + bw + 6, y + 13, ms(w->time_s),
+              ph->wall_s > 0 ? 100 * w->time_s / ph->wall_s : 0);
+      if (w->verdict && w->op >= 0 && w->time_s > 0 && w->roof > w->time_s)
+        fprintf(f, ", %s-bound, above the DRAM ceiling (cached)", w->verdict);
+      else if (w->verdict && w->op >= 0 && w->time_s > 0)
+        fprintf(f, ", %s-bound at %.0f%% of its ceiling", w->verdict, 100 * w->roof / w->time_s);
+      else if (w->op < 0)
+        fprintf(f, ", engine overhead");
+      fprintf(f, "</text>\n");
+      y += 22;
+    }
+    y = y_block + BLOCK;
+  }
+  /* legends */
+  y += 10;
+  fprintf(f, "<text x=\"20\" y=\"%d\" font-weight=\"bold\">kinds</text>\n", y);
+  int lx = 70;
+  for (size_t j = 0; j < N_KINDS; j++) {
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+            lx, y - 10, kind_color(KINDS[j]), lx + 16, y, KINDS[j]);
+    lx += 30 + 7 * (int)strlen(KINDS[j]);
+  }
+  y += 22;
+  fprintf(f, "<text x=\"20\" y=\"%d\" font-weight=\"bold\">bound</text>\n", y);
+  const char *V[] = {"memory", "compute", "overhead"};
+  lx = 70;
+  for (int j = 0; j < 3; j++) {
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+            lx, y - 10, verdict_color(V[j]), lx + 16, y, V[j]);
+    lx += 90;
+  }
+  if (!r->have_ceilings)
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">not "
+               "measured (--no-ceilings)</text>\n",
+            lx, y - 10, verdict_color(NULL), lx + 16, y);
+  fprintf(f, "</svg>\n");
+  return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+}
