@@ -57,6 +57,30 @@ pa_vec_dot_xs_fn pa_kernels_vec_dot_xs(const pa_cpu_kernels *k, pa_type type);
 void pa_prepare_x_sums(pa_type act_type, const void *x, int64_t n, float *d, float *sums);
 void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *table, int vnni); /* indexed by weight type */
 
+/* Matrix-matrix kernels (prefill, batched decode), for the weight types
+ * a table has one for. pa_matmul unpacks a panel of weight rows once
+ * (pack_w, w_size bytes per row), packs each token's quantized activation
+ * row once (pack_x, x_size bytes per token; x_size NULL: tiles read the
+ * quantized rows as they are), then calls tile for `rows` x `tokens` at a
+ * time: y[t * ldy + r] = dot(row wp[r], token xp[t]), with exactly the
+ * bits the table's one-token path (vec_dot, or pa_vec_dot_xs_fn where the
+ * table has one) gives that row and token; so results never depend on the
+ * batch. Pointers may repeat (edge tiles); ldy >= rows; packed rows are
+ * 64-byte aligned (w_size and x_size are multiples of 64). */
+typedef struct {
+  int rows, tokens; /* tile shape */
+  size_t (*w_size)(int64_t cols);
+  void (*pack_w)(int64_t cols, const void *w, void *wp);
+  size_t (*x_size)(int64_t cols);
+  void (*pack_x)(int64_t cols, const void *xq, void *xp);
+  void (*tile)(int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp, float *y,
+               int64_t ldy);
+} pa_gemm_kernel;
+/* NULL when table k has no GEMM kernel for the type. */
+const pa_gemm_kernel *pa_kernels_gemm(const pa_cpu_kernels *k, pa_type type);
+void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **table, int vnni); /* by weight type */
+void pa_kernels_fill_avx2_gemm(const pa_gemm_kernel **table);
+
 /* A weight matrix: `rows` rows of `cols` elements of `type`, row stride
  * pa_row_size(type, cols) bytes. */
 typedef struct {

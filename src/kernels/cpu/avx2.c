@@ -8,10 +8,15 @@
  * offset of a signed format is taken off through the activation sums), or
  * |w| <= 128 against activations in [-127, 127], which the quantizers
  * guarantee. Each block's integer sum is scaled once, in float. */
+#include "kernels/kernels.h"
+
+/* No floating-point contraction: the GEMM kernels (gemm_avx2.c) repeat
+ * these kernels' arithmetic bit for bit, which needs every multiply and add
+ * to be the one written, in both files. */
+PA_NO_FP_CONTRACT
+
 #include <immintrin.h>
 #include <string.h>
-
-#include "kernels/kernels.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 

@@ -21,10 +21,15 @@
  * (q << 4) and take the 16 out of those lanes at the end (vpdpbusd sums
  * four products in 32 bits, so 240 * 127 cannot saturate; pmaddubsw's
  * 16-bit pair sums could, so the non-VNNI path shifts). */
+#include "kernels/kernels.h"
+
+/* No floating-point contraction: the GEMM kernels (gemm_avx512.c) repeat
+ * these kernels' arithmetic bit for bit, which needs every multiply and add
+ * to be the one written, in both files. */
+PA_NO_FP_CONTRACT
+
 #include <immintrin.h>
 #include <string.h>
-
-#include "kernels/kernels.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX512

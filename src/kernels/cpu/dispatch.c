@@ -11,6 +11,8 @@
 
 static pa_cpu_kernels table_avx2, table_avx512, table_avx512_vnni;
 static pa_vec_dot_xs_fn xs_avx512[PA_TYPE_COUNT], xs_avx512_vnni[PA_TYPE_COUNT];
+static const pa_gemm_kernel *gemm_avx2[PA_TYPE_COUNT], *gemm_avx512[PA_TYPE_COUNT],
+    *gemm_avx512_vnni[PA_TYPE_COUNT];
 static bool has_avx2, has_avx512, has_avx512_vnni;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -35,6 +37,10 @@ static void tables_init(void) {
 
   pa_kernels_fill_avx512_xs(xs_avx512, 0);
   pa_kernels_fill_avx512_xs(xs_avx512_vnni, 1);
+
+  pa_kernels_fill_avx2_gemm(gemm_avx2);
+  pa_kernels_fill_avx512_gemm(gemm_avx512, 0);
+  pa_kernels_fill_avx512_gemm(gemm_avx512_vnni, 1);
 }
 
 const pa_cpu_kernels *pa_kernels_avx2(void) {
@@ -74,6 +80,15 @@ pa_vec_dot_xs_fn pa_kernels_vec_dot_xs(const pa_cpu_kernels *k, pa_type type) {
   if ((unsigned)type >= PA_TYPE_COUNT) return NULL;
   if (k == &table_avx512) return xs_avx512[type];
   if (k == &table_avx512_vnni) return xs_avx512_vnni[type];
+  return NULL;
+}
+
+const pa_gemm_kernel *pa_kernels_gemm(const pa_cpu_kernels *k, pa_type type) {
+  pthread_once(&tables_once, tables_init);
+  if ((unsigned)type >= PA_TYPE_COUNT) return NULL;
+  if (k == &table_avx2) return gemm_avx2[type];
+  if (k == &table_avx512) return gemm_avx512[type];
+  if (k == &table_avx512_vnni) return gemm_avx512_vnni[type];
   return NULL;
 }
 

@@ -20,9 +20,37 @@
  *   (pa_vec_dot_xs_fn) rather than once per weight row.
  * - Activations are quantized once per call (Q8_0/Q8_1/Q8_K, ~1.1 bytes
  *   per element per token) and stay in L1/L2 while weight rows stream by.
- * - Prefill (many tokens) could reuse each weight block across tokens from
- *   registers; here a block of 16 rows stays in cache while every token
- *   uses it, a tiling, not yet a GEMM kernel (a later issue). */
+ * - Prefill and batched decode (n_tokens >= GEMM_MIN_TOKENS, types with a
+ *   pa_gemm_kernel: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K in the avx2,
+ *   avx512 and avx512_vnni tables) go through matrix-matrix kernels
+ *   (gemm_avx512.c, gemm_avx2.c): each thread unpacks a panel of its rows
+ *   once (the bytes the int8 dot takes, scales as floats) into a stack
+ *   buffer that stays in L1/L2, activations are packed once per token, and
+ *   a register tile of 4 rows x 4 tokens (AVX-512, 32-element blocks; 2 x 4
+ *   for K-quants and AVX2) accumulates while the tokens' blocks pass.
+ *   Every (row, token) gets the bits of the one-token kernel (same integer
+ *   lanes, same float operations in the same order: see those files), so
+ *   outputs never depend on the batch and either path may serve any
+ *   n_tokens; tests/unit/test_gemm.c checks it bit for bit.
+ * - Ceiling of that scheme: the int8 peak is one 512-bit vpdpbusd (64
+ *   multiply-adds) per port per cycle on ports 0 and 5, ~1.1-1.3 TOP/s for
+ *   2 cores here (pasada bench, quiet machine; ~2.2 GHz under AVX-512).
+ *   Reproducing the one-token arithmetic costs a conversion, a multiply of
+ *   scales and an fma per 8-lane block sum besides the dot: 4 uops per two
+ *   blocks and token, so at most 1/4 of that peak (~140 GOP/s per core),
+ *   K-quants ~14 uops per 256 weights and token (~150 GOP/s). llvm-mca puts
+ *   the inner loops at those bounds. Measured (one thread, 512 tokens,
+ *   this loaded VM, best of 10; GOP/s, one-token path -> GEMM): Q4_1
+ *   576 cols 47 -> 107, Q4_1 1536 cols 60 -> 128, Q5_0 640/2048 cols 34/40
+ *   -> 104/127, Q8_0 and Q4_0 2048 cols 58/61 -> 133, Q4_K 55 -> 150,
+ *   Q5_K 48 -> 150, Q6_K 51 -> 137; two threads ~1.9x that. AVX2 table:
+ *   1.6-2.5x its one-token path (45-85 GOP/s). Below 4 tokens the one-token
+ *   path is as fast (the weights are used too few times to repay the
+ *   unpacking), so it keeps them.
+ * - A faster GEMM needs other arithmetic (whole-block integer sums before
+ *   any float work, e.g. weights and activations interleaved so that one
+ *   lane sums one block); the one-token kernels would have to change with
+ *   it, since both paths must agree bit for bit. */
 #include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -40,6 +68,14 @@
  * calling thread before the others start: for a decode step that is a few
  * hundred nanoseconds, less than the barrier a split would need. */
 #define SPLIT_QUANTIZE_MIN 16384
+/* GEMM path: the stack buffer a thread unpacks its weight panel into
+ * (matrices whose rows do not fit a tile's worth keep the one-token path),
+ * the panel size aimed at (rows that stay in L1 while every token passes),
+ * and the fewest tokens worth it. */
+#define GEMM_PANEL_BYTES (96 * 1024)
+#define GEMM_PANEL_TARGET (32 * 1024)
+#define GEMM_MIN_TOKENS 4
+#define GEMM_MAX_TILE 64 /* rows x tokens of a tile */
 
 typedef struct {
   const pa_cpu_kernels *k;
@@ -54,6 +90,9 @@ typedef struct {
   size_t xq_row; /* bytes per quantized activation row */
   float *xs;     /* per token 2 * nb floats (pa_vec_dot_xs_fn), or NULL */
   pa_vec_dot_xs_fn dot_xs;
+  const pa_gemm_kernel *gemm; /* the GEMM path, or NULL */
+  uint8_t *xp;                /* packed activations (gemm->x_size), or NULL */
+  size_t xp_row;              /* bytes per packed row */
   bool split_quantize;  /* threads quantize their shares, then meet */
   atomic_int quantized; /* threads done quantizing */
 } matmul_job;
@@ -67,13 +106,34 @@ static size_t xq_bytes(pa_type vt, int64_t cols, int64_t n_tokens) {
   return ((size_t)n_tokens * pa_row_size(vt, cols) + 63) & ~(size_t)63;
 }
 
+static size_t xs_bytes(pa_type vt, int64_t cols, int64_t n_tokens) {
+  return has_x_sums(vt) ? (size_t)n_tokens * 2 * (size_t)(cols / 32) * sizeof(float) + 64 : 0;
+}
+
+/* Bytes of a packed activation row, the most any table's GEMM kernel for
+ * the type needs (the work size does not depend on the table). */
+static size_t gemm_x_row_max(const pa_matrix *w) {
+  const pa_cpu_kernels *tables[] = {pa_kernels_avx2(), pa_kernels_avx512(),
+                                    pa_kernels_avx512_vnni()};
+  size_t most = 0;
+  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+    const pa_gemm_kernel *g = tables[i] ? pa_kernels_gemm(tables[i], w->type) : NULL;
+    if (g && g->x_size) {
+      const size_t n = g->x_size(w->cols);
+      if (n > most) most = n;
+    }
+  }
+  return most;
+}
+
 size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens) {
   const pa_type_traits *t = pa_type_get(w->type);
   if (!t || n_tokens <= 0) return 0;
   const pa_type vt = t->vec_dot_type;
   if (vt == PA_TYPE_F32) return 0; /* x is used in place */
-  size_t size = xq_bytes(vt, w->cols, n_tokens);
-  if (has_x_sums(vt)) size += (size_t)n_tokens * 2 * (size_t)(w->cols / 32) * sizeof(float) + 64;
+  size_t size = xq_bytes(vt, w->cols, n_tokens) + xs_bytes(vt, w->cols, n_tokens);
+  const size_t xp_row = gemm_x_row_max(w);
+  if (xp_row) size += (size_t)n_tokens * xp_row + 64;
   return size;
 }
 
@@ -99,6 +159,18 @@ static void quantize_share(matmul_job *j, int ith, int nth) {
   }
 }
 
+/* The GEMM path's quantization: whole tokens, each packed for the kernel. */
+static void quantize_share_gemm(matmul_job *j, int ith, int nth) {
+  long lo, hi;
+  pa_split((long)j->n_tokens, ith, nth, &lo, &hi);
+  pa_quantize_row_fn quantize = j->k->quantize_row[j->vt];
+  for (long t = lo; t < hi; t++) {
+    uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
+    quantize(j->x + t * j->x_stride, xq, j->w->cols);
+    if (j->xp) j->gemm->pack_x(j->w->cols, xq, j->xp + (size_t)t * j->xp_row);
+  }
+}
+
 /* All threads wait until every thread has quantized its share. */
 static void wait_quantized(matmul_job *j, int nth) {
   atomic_fetch_add_explicit(&j->quantized, 1, memory_order_acq_rel);
@@ -112,6 +184,45 @@ static void wait_quantized(matmul_job *j, int nth) {
   }
 }
 
+/* Rows [r_begin, r_end) for every token, by the GEMM kernel: panels of
+ * rows unpacked into a stack buffer, then tiles of rows x tokens. */
+static void gemm_rows(const matmul_job *j, int64_t r_begin, int64_t r_end) {
+  const pa_gemm_kernel *g = j->gemm;
+  const pa_matrix *w = j->w;
+  _Alignas(64) uint8_t panel[GEMM_PANEL_BYTES];
+  const size_t w_row = pa_row_size(w->type, w->cols), wp_row = g->w_size(w->cols);
+  int64_t rp = (int64_t)(GEMM_PANEL_TARGET / wp_row) / g->rows * g->rows;
+  if (rp < g->rows) rp = g->rows; /* pa_matmul checked that this fits */
+  const uint8_t *xbase = j->xp ? j->xp : (const uint8_t *)j->work;
+  const size_t x_row = j->xp ? j->xp_row : j->xq_row;
+  const uint8_t *wptr[GEMM_MAX_TILE], *xptr[GEMM_MAX_TILE];
+  float out[GEMM_MAX_TILE];
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += rp) {
+    const int64_t r1 = r0 + rp < r_end ? r0 + rp : r_end;
+    for (int64_t r = r0; r < r1; r++)
+      g->pack_w(w->cols, (const uint8_t *)w->data + (size_t)r * w_row,
+                panel + (size_t)(r - r0) * wp_row);
+    for (int64_t t0 = 0; t0 < j->n_tokens; t0 += g->tokens) {
+      const int nt = (int)(j->n_tokens - t0 < g->tokens ? j->n_tokens - t0 : g->tokens);
+      for (int t = 0; t < g->tokens; t++)
+        xptr[t] = xbase + (size_t)(t0 + (t < nt ? t : nt - 1)) * x_row;
+      for (int64_t ra = r0; ra < r1; ra += g->rows) {
+        const int nr = (int)(r1 - ra < g->rows ? r1 - ra : g->rows);
+        for (int r = 0; r < g->rows; r++)
+          wptr[r] = panel + (size_t)(ra - r0 + (r < nr ? r : nr - 1)) * wp_row;
+        float *y = j->y + t0 * j->y_stride + ra;
+        if (nr == g->rows && nt == g->tokens) {
+          g->tile(w->cols, wptr, xptr, y, j->y_stride);
+        } else { /* an edge tile: through a buffer, so nothing outside y is written */
+          g->tile(w->cols, wptr, xptr, out, g->rows);
+          for (int t = 0; t < nt; t++)
+            for (int r = 0; r < nr; r++) y[t * j->y_stride + r] = out[t * g->rows + r];
+        }
+      }
+    }
+  }
+}
+
 static void matmul_thread(void *arg, int ith, int nth) {
   matmul_job *j = arg;
   const pa_matrix *w = j->w;
@@ -122,7 +233,10 @@ static void matmul_thread(void *arg, int ith, int nth) {
     xq_stride = (size_t)j->x_stride * sizeof(float);
   } else {
     if (j->split_quantize) {
-      quantize_share(j, ith, nth);
+      if (j->gemm)
+        quantize_share_gemm(j, ith, nth);
+      else
+        quantize_share(j, ith, nth);
       if (nth > 1) wait_quantized(j, nth);
     }
     xq = j->work;
@@ -133,6 +247,10 @@ static void matmul_thread(void *arg, int ith, int nth) {
   pa_split((long)((w->rows + ROW_GRAIN - 1) / ROW_GRAIN), ith, nth, &lo, &hi);
   const int64_t r_begin = lo * ROW_GRAIN;
   const int64_t r_end = hi * ROW_GRAIN < w->rows ? hi * ROW_GRAIN : w->rows;
+  if (j->gemm) {
+    if (r_begin < r_end) gemm_rows(j, r_begin, r_end);
+    return;
+  }
   const size_t w_row = pa_row_size(w->type, w->cols);
   const uint8_t *wd = w->data;
   const pa_vec_dot_fn dot = j->k->vec_dot[w->type];
@@ -169,7 +287,17 @@ void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stri
       .work = work,
       .xq_row = pa_row_size(t->vec_dot_type, w->cols),
   };
-  if (has_x_sums(j.vt)) {
+  const pa_gemm_kernel *g = pa_kernels_gemm(j.k, w->type);
+  if (g && n_tokens >= GEMM_MIN_TOKENS && g->rows * g->tokens <= GEMM_MAX_TILE &&
+      (size_t)g->rows * g->w_size(w->cols) <= GEMM_PANEL_BYTES) {
+    j.gemm = g;
+    if (g->x_size) { /* packed rows after the quantized rows and their sums, 64-byte aligned */
+      const uintptr_t at = (uintptr_t)work + xq_bytes(j.vt, w->cols, n_tokens) +
+                           xs_bytes(j.vt, w->cols, n_tokens);
+      j.xp = (uint8_t *)((at + 63) & ~(uintptr_t)63);
+      j.xp_row = g->x_size(w->cols);
+    }
+  } else if (has_x_sums(j.vt)) {
     j.dot_xs = pa_kernels_vec_dot_xs(j.k, w->type);
     if (j.dot_xs) { /* floats after the quantized rows, 64-byte aligned whatever work is */
       const uintptr_t at = (uintptr_t)work + xq_bytes(j.vt, w->cols, n_tokens);
@@ -179,7 +307,12 @@ void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stri
   atomic_init(&j.quantized, 0);
   if (j.vt != PA_TYPE_F32) {
     j.split_quantize = pa_pool_size(pool) > 1 && n_tokens * w->cols >= SPLIT_QUANTIZE_MIN;
-    if (!j.split_quantize) quantize_share(&j, 0, 1);
+    if (!j.split_quantize) {
+      if (j.gemm)
+        quantize_share_gemm(&j, 0, 1);
+      else
+        quantize_share(&j, 0, 1);
+    }
   }
   pa_pool_run(pool, matmul_thread, &j);
 }

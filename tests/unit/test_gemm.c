@@ -1,0 +1,299 @@
+/* test_gemm.c: the matrix-matrix path of pa_matmul (prefill, batched
+ * decode) against the one-token path and the reference.
+ *
+ * For every kernel table this CPU has (scalar, avx2, avx512, avx512_vnni,
+ * each forced with pa_kernels_set), every weight type, awkward shapes
+ * (rows not a multiple of any tile; cols = 32 k with k odd, so 32-element
+ * rows end in a partial group of 8 blocks, or 256 k for K-quants) and
+ * thread pools of 1, 2 and 3 threads:
+ * (a) determinism: for batches of 1..37 tokens cut at different places
+ *     from a pool of random tokens, each token's outputs are bitwise equal
+ *     to those of a one-token call on that token alone (with 1 thread);
+ *     nothing outside y's rows and tokens is written (every batch size
+ *     where the table has a GEMM kernel for the type, a few elsewhere);
+ * (b) the one-token results agree with the scalar reference table's
+ *     vec_dot on the same quantized activations, |got - ref| <= 1e-5 * M
+ *     with M = sum |x_i| (|w_i| + |w0_i|) (w0: the row with its quant
+ *     payload zeroed, i.e. the block offsets), as in test_kernels.c.
+ * It also prints which (table, type) pairs have a GEMM kernel, and fails
+ * if the AVX-512 tables lack one for the types they are meant to have.
+ * Returns 0 when all pass. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+
+static int failures;
+
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+static uint64_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static float rnd_unit(void) { return (float)((double)(rng() >> 11) / 9007199254740992.0); }
+static float rnd_sym(void) { return 2.0f * rnd_unit() - 1.0f; }
+
+/* Where a block keeps its fp16 scales and its quant payload. */
+typedef struct {
+  pa_type type;
+  int n_f16;
+  size_t f16_at[2];
+  int n_payload;
+  size_t payload_at[2], payload_size[2];
+} block_shape;
+
+#define F16S(a) \
+  1, { a, 0 }
+#define F16S2(a, b) \
+  2, { a, b }
+#define PAY(s, f) \
+  1, {offsetof(s, f), 0}, { sizeof(((s *)0)->f), 0 }
+#define PAY2(s, f, g) \
+  2, {offsetof(s, f), offsetof(s, g)}, { sizeof(((s *)0)->f), sizeof(((s *)0)->g) }
+static const block_shape shapes[] = {
+    {PA_TYPE_Q4_0, F16S(offsetof(block_q4_0, d)), PAY(block_q4_0, qs)},
+    {PA_TYPE_Q4_1, F16S2(offsetof(block_q4_1, d), offsetof(block_q4_1, m)), PAY(block_q4_1, qs)},
+    {PA_TYPE_Q5_0, F16S(offsetof(block_q5_0, d)), PAY2(block_q5_0, qh, qs)},
+    {PA_TYPE_Q5_1, F16S2(offsetof(block_q5_1, d), offsetof(block_q5_1, m)),
+     PAY2(block_q5_1, qh, qs)},
+    {PA_TYPE_Q8_0, F16S(offsetof(block_q8_0, d)), PAY(block_q8_0, qs)},
+    {PA_TYPE_Q2_K, F16S2(offsetof(block_q2_K, d), offsetof(block_q2_K, dmin)), PAY(block_q2_K, qs)},
+    {PA_TYPE_Q3_K, F16S(offsetof(block_q3_K, d)), PAY2(block_q3_K, hmask, qs)},
+    {PA_TYPE_Q4_K, F16S2(offsetof(block_q4_K, d), offsetof(block_q4_K, dmin)), PAY(block_q4_K, qs)},
+    {PA_TYPE_Q5_K, F16S2(offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)),
+     PAY2(block_q5_K, qh, qs)},
+    {PA_TYPE_Q6_K, F16S(offsetof(block_q6_K, d)), PAY2(block_q6_K, ql, qh)},
+};
+
+static const block_shape *shape_of(pa_type t) {
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    if (shapes[i].type == t) return &shapes[i];
+  return NULL;
+}
+
+/* A random row: random bytes, then sane fp16 scales of either sign
+ * (magnitudes 1e-3 .. 1e-1); float types from random floats. */
+static void random_weights(pa_type type, int64_t n, uint8_t *dst) {
+  const pa_type_traits *t = pa_type_get(type);
+  if (!t->quantized) {
+    float *f = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) f[i] = rnd_sym();
+    f[rng() % (uint64_t)n] = 0.75f;
+    t->from_float(f, dst, n);
+    free(f);
+    return;
+  }
+  const size_t bytes = pa_row_size(type, n);
+  for (size_t i = 0; i < bytes; i++) dst[i] = (uint8_t)rng();
+  const block_shape *s = shape_of(type);
+  for (int64_t b = 0; b < n / t->block_size; b++) {
+    uint8_t *blk = dst + (size_t)b * t->type_size;
+    for (int k = 0; k < s->n_f16; k++) {
+      const float mag = 1e-3f * powf(100.0f, rnd_unit());
+      const pa_f16 h = pa_f32_to_f16((rng() & 1) ? mag : -mag);
+      memcpy(blk + s->f16_at[k], &h, 2);
+    }
+  }
+}
+
+/* The dequantized row and its block offsets (payload zeroed). */
+static void dequantize_with_offsets(pa_type type, int64_t n, const uint8_t *row, float *w,
+                                    float *w0) {
+  const pa_type_traits *t = pa_type_get(type);
+  t->to_float(row, w, n);
+  const block_shape *s = shape_of(type);
+  if (!s) {
+    memset(w0, 0, (size_t)n * sizeof(float));
+    return;
+  }
+  const size_t bytes = pa_row_size(type, n);
+  uint8_t *z = malloc(bytes);
+  memcpy(z, row, bytes);
+  for (int64_t b = 0; b < n / t->block_size; b++)
+    for (int k = 0; k < s->n_payload; k++)
+      memset(z + (size_t)b * t->type_size + s->payload_at[k], 0, s->payload_size[k]);
+  t->to_float(z, w0, n);
+  free(z);
+}
+
+static void random_floats(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = rnd_sym() * (1.0f + 4.0f * (float)((rng() & 63) == 0));
+  x[rng() % (uint64_t)n] = -1.5f; /* never all zeros */
+}
+
+#define POOL_TOKENS 40
+#define MAX_BATCH 37
+#define SENTINEL -12345.0f
+
+static const pa_cpu_kernels *tables[4];
+static int n_tables;
+
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* One weight type and shape, with the table currently set. */
+static void check(pa_type type, int64_t rows, int64_t cols, pa_pool **pools, const char *path) {
+  const pa_type_traits *t = pa_type_get(type);
+  const pa_type vt = t->vec_dot_type;
+  const size_t row_bytes = pa_row_size(type, cols);
+  const int64_t x_stride = cols + 3, y_stride = rows + 5;
+  uint8_t *wdata = pa_alloc(row_bytes * (size_t)rows);
+  float *wd = malloc(sizeof(float) * (size_t)cols), *w0 = malloc(sizeof(float) * (size_t)cols);
+  for (int64_t r = 0; r < rows; r++) random_weights(type, cols, wdata + (size_t)r * row_bytes);
+  const pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = wdata};
+  float *x = malloc(sizeof(float) * (size_t)(POOL_TOKENS * x_stride));
+  for (int64_t k = 0; k < POOL_TOKENS; k++) random_floats(x + k * x_stride, cols);
+
+  /* each token alone, one thread: the outputs every batch must reproduce */
+  float *alone = malloc(sizeof(float) * (size_t)(POOL_TOKENS * rows));
+  {
+    void *work = malloc(pa_matmul_work_size(&m, 1) + 1);
+    for (int64_t k = 0; k < POOL_TOKENS; k++)
+      pa_matmul(NULL, &m, x + k * x_stride, x_stride, alone + k * rows, rows, 1, work);
+    free(work);
+  }
+
+  /* (b) against the reference vec_dot on the same quantized activations */
+  const size_t xq_bytes = vt == PA_TYPE_F32 ? sizeof(float) * (size_t)cols : pa_row_size(vt, cols);
+  uint8_t *xq = malloc(xq_bytes);
+  float *xd = malloc(sizeof(float) * (size_t)cols);
+  for (int64_t k = 0; k < POOL_TOKENS; k += 3) {
+    pa_kernels_reference()->quantize_row[vt](x + k * x_stride, xq, cols);
+    pa_type_get(vt)->to_float(xq, xd, cols);
+    for (int64_t r = 0; r < rows; r++) {
+      const uint8_t *wr = wdata + (size_t)r * row_bytes;
+      float want;
+      pa_kernels_reference()->vec_dot[type](cols, &want, wr, xq);
+      dequantize_with_offsets(type, cols, wr, wd, w0);
+      double mag = 0.0;
+      for (int64_t c = 0; c < cols; c++)
+        mag += fabs((double)xd[c]) * (fabs((double)wd[c]) + fabs((double)w0[c]));
+      const double tol = 1e-5 * mag + 1e-30;
+      const float got = alone[k * rows + r];
+      if (!(fabs((double)got - want) <= tol)) {
+        printf("FAIL ref type=%s cols=%lld path=%s y[%lld][%lld]: got %.9g, ref %.9g, tol %.3g\n",
+               t->name, (long long)cols, path, (long long)k, (long long)r, got, want, tol);
+        failures++;
+      }
+    }
+  }
+
+  /* (a) batches of every size 1..MAX_BATCH, from varying starts, on 1-3 threads */
+  float *y = malloc(sizeof(float) * (size_t)(MAX_BATCH * y_stride));
+  void *work = malloc(pa_matmul_work_size(&m, MAX_BATCH) + 1);
+  int reported = 0;
+  /* every batch size where the table has a GEMM kernel for the type; a few
+   * elsewhere (the one-token path then serves every batch) */
+  const int has_gemm = pa_kernels_gemm(pa_kernels_current(), type) != NULL;
+  for (int p = 0; p < 3; p++)
+    for (int64_t n = 1; n <= MAX_BATCH; n += has_gemm ? 1 : n < 4 ? 1 : 11) {
+      const int64_t start = (int64_t)(rng() % (uint64_t)(POOL_TOKENS - n + 1));
+      for (int64_t i = 0; i < MAX_BATCH * y_stride; i++) y[i] = SENTINEL;
+      pa_matmul(pools[p], &m, x + start * x_stride, x_stride, y, y_stride, n, work);
+      for (int64_t tk = 0; tk < MAX_BATCH; tk++)
+        for (int64_t r = 0; r < y_stride; r++) {
+          const float got = y[tk * y_stride + r];
+          if (tk >= n || r >= rows) {
+            if (bits_of(got) != bits_of(SENTINEL) && reported++ < 5) {
+              printf("FAIL type=%s path=%s threads=%d tokens=%lld: wrote outside y at [%lld][%lld]\n",
+                     t->name, path, p + 1, (long long)n, (long long)tk, (long long)r);
+              failures++;
+            }
+            continue;
+          }
+          const float want = alone[(start + tk) * rows + r];
+          if (bits_of(got) != bits_of(want) && reported++ < 5) {
+            printf(
+                "FAIL batch type=%s rows=%lld cols=%lld path=%s threads=%d tokens=%lld "
+                "y[%lld][%lld]: %.9g (0x%08x), alone %.9g (0x%08x)\n",
+                t->name, (long long)rows, (long long)cols, path, p + 1, (long long)n,
+                (long long)tk, (long long)r, got, bits_of(got), want, bits_of(want));
+            failures++;
+          }
+        }
+    }
+  free(y);
+  free(work);
+  free(xq);
+  free(xd);
+  free(alone);
+  free(x);
+  free(wd);
+  free(w0);
+  pa_free(wdata);
+}
+
+static const pa_type weight_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1,
+                                       PA_TYPE_Q8_0, PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K,
+                                       PA_TYPE_Q2_K, PA_TYPE_Q3_K, PA_TYPE_F16,  PA_TYPE_BF16,
+                                       PA_TYPE_F32};
+#define N_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
+
+/* The types each AVX-512 table must have a GEMM kernel for. */
+static const pa_type avx512_gemm_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0,
+                                            PA_TYPE_Q5_1, PA_TYPE_Q8_0};
+
+int main(void) {
+  tables[n_tables++] = pa_kernels_reference();
+  const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
+  for (int i = 0; i < 3; i++)
+    if (simd[i]) tables[n_tables++] = simd[i];
+  printf("cpu: %s; GEMM kernels:", pa_cpu_describe());
+  for (int k = 0; k < n_tables; k++) {
+    printf(" %s[", tables[k]->name);
+    for (int i = 0; i < N_TYPES; i++)
+      if (pa_kernels_gemm(tables[k], weight_types[i]))
+        printf(" %s", pa_type_name(weight_types[i]));
+    printf(" ]");
+  }
+  printf("\n");
+  for (int i = 1; i <= 2; i++) {
+    const pa_cpu_kernels *tk = simd[i];
+    if (!tk) continue;
+    for (size_t j = 0; j < sizeof avx512_gemm_types / sizeof avx512_gemm_types[0]; j++)
+      if (!pa_kernels_gemm(tk, avx512_gemm_types[j])) {
+        printf("FAIL table %s has no GEMM kernel for %s\n", tk->name,
+               pa_type_name(avx512_gemm_types[j]));
+        failures++;
+      }
+  }
+
+  pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
+  for (int k = 0; k < n_tables; k++) {
+    pa_kernels_set(tables[k]);
+    for (int i = 0; i < N_TYPES; i++) {
+      const pa_type type = weight_types[i];
+      const pa_type_traits *t = pa_type_get(type);
+      if (!t->quantized) { /* one shape: these have no GEMM kernel of their own yet */
+        check(type, 21, 45, pools, tables[k]->name);
+        continue;
+      }
+      if (t->block_size == 32) {
+        /* k odd: 3 (no full group), 11 and 19 (a group and a tail), 41 */
+        const int64_t ks[] = {3, 11, 19, 41};
+        const int64_t rs[] = {37, 5, 70, 19};
+        for (int s = 0; s < 4; s++) check(type, rs[s], 32 * ks[s], pools, tables[k]->name);
+      } else {
+        const int64_t ks[] = {1, 3, 5};
+        const int64_t rs[] = {37, 70, 6};
+        for (int s = 0; s < 3; s++) check(type, rs[s], QK_K * ks[s], pools, tables[k]->name);
+      }
+    }
+  }
+  pa_kernels_set(NULL);
+  pa_pool_free(pools[1]);
+  pa_pool_free(pools[2]);
+
+  printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
+  return failures ? 1 : 0;
+}
