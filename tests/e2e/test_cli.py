@@ -212,7 +212,8 @@ def test_run_chat_answers(pasada_bin, request, model):
 
 
 def test_run_chat_stops_at_end_of_turn(pasada_bin, smollm2):
-    out, err = run_text(pasada_bin, smollm2, "--chat", "-p", "Which city is the capital of France?",
+    out, err = run_text(pasada_bin, smollm2, "--chat", "-p",
+                        "What is the capital city of France? Answer in one word.",
                         "-n", "-1", "-c", "512", "--temp", "0")
     m = STATS_RE.search(err)
     assert m, err

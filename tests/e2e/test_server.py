@@ -175,7 +175,10 @@ def test_health_models_metrics(server, client):
 
 
 def test_chat_nonstream_and_stream(client):
-    kw = dict(model="anything", messages=chat_msgs("Which city is the capital of France?"),
+    # llama.cpp answers this one "The capital city of France is Paris." too; on
+    # "Which city is the capital of France?" both engines answer (greedily)
+    # "Le Grand Château...": a 135M model, chaotic at rounding level.
+    kw = dict(model="anything", messages=chat_msgs("What is the capital city of France? Answer in one word."),
               max_tokens=12, temperature=0)
     r = client.chat.completions.create(**kw)
     c = r.choices[0]
