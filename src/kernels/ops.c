@@ -1,7 +1,12 @@
-/* ops.c: plain C float ops (see ops.h). */
+/* ops.c: plain C float ops (see ops.h), and the choice of the SIMD
+ * element-wise table (src/kernels/cpu/ops_avx2.c, ops_avx512.c). */
 #include "kernels/ops.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "base/base.h"
 
 void pa_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
   double ss = 0.0;
@@ -45,31 +50,99 @@ void pa_rope(float *x, int n_heads, int head_dim, int rope_dim, const float *cos
   }
 }
 
+/* ---- exp and the gates: plain C twins of ops_avx2.c / ops_avx512.c ---- */
+
+static inline float bits_to_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* The algorithm of ops.h, one element: no FMA (baseline x86-64 has none). */
+static inline float exp_plain(float x) {
+  float xc = PA_EXP_HI < x ? PA_EXP_HI : x; /* NaN stays NaN */
+  xc = xc < -88.0f ? -88.0f : xc;
+  const float magic = 12582912.0f;          /* 1.5 * 2^23: adding it rounds to an integer */
+  float n = (xc * PA_EXP_LOG2E + magic) - magic;
+  float r = xc - n * PA_EXP_C1;
+  r = r - n * PA_EXP_C2;
+  float p = PA_EXP_P0;
+  p = p * r + PA_EXP_P1;
+  p = p * r + PA_EXP_P2;
+  p = p * r + PA_EXP_P3;
+  p = p * r + PA_EXP_P4;
+  p = p * r + PA_EXP_P5;
+  p = p * (r * r) + r + 1.0f;
+  /* n is in [-127, 127] here (NaN aside): 2^n from its exponent bits;
+   * n = -127 only when x < PA_EXP_LO, which gives 0 below */
+  int32_t e = (n >= -127.0f && n <= 127.0f ? (int32_t)n : 0) + 127;
+  float y = p * bits_to_f32((uint32_t)(e > 0 ? e : 0) << 23);
+  return x < PA_EXP_LO ? 0.0f : y;
+}
+
+static void exp_plain_rows(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = exp_plain(x[i]);
+}
+
+static void silu_mul_plain(float *gate, const float *up, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float g = gate[i];
+    gate[i] = g / (1.0f + exp_plain(-g)) * up[i];
+  }
+}
+
+static void gelu_tanh_mul_plain(float *gate, const float *up, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float g = gate[i];
+    float z = g * (PA_GELU_K1 + PA_GELU_K2 * (g * g));
+    gate[i] = g / (1.0f + exp_plain(z)) * up[i];
+  }
+}
+
+static const pa_ops_kernels table_plain = {"plain", exp_plain_rows, silu_mul_plain, gelu_tanh_mul_plain};
+static const pa_ops_kernels table_avx2 = {"avx2", pa_exp_avx2, pa_silu_mul_avx2, pa_gelu_tanh_mul_avx2};
+static const pa_ops_kernels table_avx512 = {"avx512", pa_exp_avx512, pa_silu_mul_avx512,
+                                            pa_gelu_tanh_mul_avx512};
+
+const pa_ops_kernels *pa_ops_plain(void) { return &table_plain; }
+
+const pa_ops_kernels *pa_ops_avx2(void) {
+  const pa_cpu_features *f = pa_cpu();
+  return f->avx2 && f->fma ? &table_avx2 : NULL;
+}
+
+const pa_ops_kernels *pa_ops_avx512(void) {
+  const pa_cpu_features *f = pa_cpu();
+  return f->avx2 && f->fma && f->avx512f ? &table_avx512 : NULL;
+}
+
+static _Atomic(const pa_ops_kernels *) best;
+
+const pa_ops_kernels *pa_ops_best(void) {
+  const pa_ops_kernels *k = atomic_load_explicit(&best, memory_order_relaxed);
+  if (k) return k;
+  k = pa_ops_avx512();
+  if (!k) k = pa_ops_avx2();
+  if (!k) k = pa_ops_plain();
+  atomic_store_explicit(&best, k, memory_order_relaxed);
+  return k;
+}
+
+void pa_exp(float *y, const float *x, int64_t n) { pa_ops_best()->exp(y, x, n); }
+void pa_silu_mul(float *gate, const float *up, int64_t n) { pa_ops_best()->silu_mul(gate, up, n); }
+void pa_gelu_tanh_mul(float *gate, const float *up, int64_t n) {
+  pa_ops_best()->gelu_tanh_mul(gate, up, n);
+}
+
 void pa_softmax(float *x, int64_t n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+  for (int64_t i = 0; i < n; i++) x[i] -= mx;
+  pa_exp(x, x, n);
   double sum = 0.0;
-  for (int64_t i = 0; i < n; i++) {
-    x[i] = expf(x[i] - mx);
-    sum += x[i];
-  }
+  for (int64_t i = 0; i < n; i++) sum += x[i];
   float inv = (float)(1.0 / sum);
   for (int64_t i = 0; i < n; i++) x[i] *= inv;
-}
-
-void pa_silu_mul(float *gate, const float *up, int64_t n) {
-  for (int64_t i = 0; i < n; i++) {
-    float g = gate[i];
-    gate[i] = g / (1.0f + expf(-g)) * up[i];
-  }
-}
-
-void pa_gelu_tanh_mul(float *gate, const float *up, int64_t n) {
-  const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-  for (int64_t i = 0; i < n; i++) {
-    float g = gate[i];
-    gate[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
-  }
 }
 
 void pa_add(float *x, const float *y, int64_t n) {

@@ -1,7 +1,14 @@
 /* ops.h: the element-wise and row-wise float ops of the forward pass
  * (norms, RoPE, activations, softmax, residual adds). Plain C written so the
  * compiler vectorizes it; they are a small share of the time next to the
- * matrix products and attention. */
+ * matrix products and attention.
+ *
+ * The transcendental ones (exp, and the SiLU / GELU-tanh gates built on it)
+ * have SIMD versions chosen at run time like the matmul tables (pa_cpu(),
+ * which honours PASADA_CPU=scalar|avx2). Every table computes the same
+ * algorithm (see pa_ops_kernels), so they agree to rounding; within one table
+ * an element's result depends only on its input, never on where it sits in
+ * the array or on the array's length (SIMD tails are masked, not scalar). */
 #ifndef PASADA_OPS_H
 #define PASADA_OPS_H
 
@@ -22,9 +29,63 @@ void pa_softmax(float *x, int64_t n);
 /* gate[i] = act(gate[i]) * up[i] */
 void pa_silu_mul(float *gate, const float *up, int64_t n);
 void pa_gelu_tanh_mul(float *gate, const float *up, int64_t n);
+/* y[i] = exp(x[i]); y may alias x. */
+void pa_exp(float *y, const float *x, int64_t n);
 void pa_add(float *x, const float *y, int64_t n); /* x += y */
 void pa_scale(float *x, float s, int64_t n);
 float pa_dot_f32(const float *a, const float *b, int64_t n);
 void pa_axpy(float *y, float a, const float *x, int64_t n); /* y += a*x */
+
+/* ---- the vectorized element-wise kernels, one table per instruction set ----
+ * exp(x): n = round(x * log2 e), r = x - n ln2 (Cody-Waite, two constants),
+ * exp(r) by a degree-7 polynomial (Cephes' expf coefficients), times 2^n
+ * built in the exponent bits. Inputs above 88 are taken as 88 (exp(88) =
+ * 1.65e38: no infinities); inputs below -87.3365 give 0 (the true value is
+ * below FLT_MIN = 1.18e-38); NaN gives NaN. Relative error against double
+ * exp over [-87.3, 88]: about 8e-8 (one ulp) in every table; tests/unit/
+ * test_ops.c checks 2e-7.
+ * silu_mul: gate = g / (1 + exp(-g)) * up; relative error about 2e-7
+ * (checked: 1e-6).
+ * gelu_tanh_mul: gate = g / (1 + exp(-2u)) * up, u = sqrt(2/pi) (g + 0.044715 g^3),
+ * which is 0.5 g (1 + tanh(u)) rewritten without tanh (and without its
+ * cancellation for negative u). Relative error: about half of 1e-6 +
+ * 2.5e-7 |2u| (checked at that bound); the second term, the rounding of u
+ * magnified by exp, matters only for g < -2, where the result is below 2%
+ * of |g|. */
+typedef struct {
+  const char *name; /* "plain", "avx2", "avx512" */
+  void (*exp)(float *y, const float *x, int64_t n);
+  void (*silu_mul)(float *gate, const float *up, int64_t n);
+  void (*gelu_tanh_mul)(float *gate, const float *up, int64_t n);
+} pa_ops_kernels;
+
+const pa_ops_kernels *pa_ops_plain(void);  /* plain C, any CPU */
+const pa_ops_kernels *pa_ops_avx2(void);   /* AVX2 + FMA; NULL when the CPU (as capped) lacks them */
+const pa_ops_kernels *pa_ops_avx512(void); /* AVX-512 F + the above; NULL likewise */
+const pa_ops_kernels *pa_ops_best(void);   /* what pa_exp, pa_silu_mul... use */
+
+/* The SIMD bodies (src/kernels/cpu/ops_avx2.c, ops_avx512.c); call them only
+ * through the tables above, which check the CPU. */
+void pa_exp_avx2(float *y, const float *x, int64_t n);
+void pa_silu_mul_avx2(float *gate, const float *up, int64_t n);
+void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n);
+void pa_exp_avx512(float *y, const float *x, int64_t n);
+void pa_silu_mul_avx512(float *gate, const float *up, int64_t n);
+void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n);
+
+/* The constants every table shares. */
+#define PA_EXP_HI 88.0f
+#define PA_EXP_LO -87.33654f
+#define PA_EXP_LOG2E 1.44269504088896341f
+#define PA_EXP_C1 0.693359375f
+#define PA_EXP_C2 -2.12194440e-4f
+#define PA_EXP_P0 1.9875691500e-4f
+#define PA_EXP_P1 1.3981999507e-3f
+#define PA_EXP_P2 8.3334519073e-3f
+#define PA_EXP_P3 4.1665795894e-2f
+#define PA_EXP_P4 1.6666665459e-1f
+#define PA_EXP_P5 5.0000001201e-1f
+#define PA_GELU_K1 -1.5957691216057308f   /* -2 sqrt(2/pi) */
+#define PA_GELU_K2 -0.07135481627260025f  /* -2 sqrt(2/pi) * 0.044715 */
 
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "model/attention.h"
 #include "model/model.h"
 
 pasada_context_params pasada_context_default_params(void) {
@@ -81,7 +82,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     s->rope_sin = pa_alloc(rt);
     s->rope_cos_swa = pa_alloc(rt);
     s->rope_sin_swa = pa_alloc(rt);
-    s->scores = pa_alloc((size_t)p.n_threads * (size_t)p.n_ctx * sizeof(float));
+    s->scores = pa_alloc(pa_attention_scratch_size(p.n_threads, p.n_batch, p.n_seq_max, hp));
     s->out_rows = pa_alloc((size_t)B * sizeof(int32_t));
     /* the largest activation scratch any matrix product of the model needs */
     size_t work = 0;

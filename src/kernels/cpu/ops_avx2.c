@@ -1,0 +1,82 @@
+/* ops_avx2.c: exp, SiLU and GELU-tanh gates over float rows with AVX2 and
+ * FMA (8 lanes), the algorithm of ops.h. Built for baseline x86-64: the
+ * functions carry target attributes and are reached only through
+ * pa_ops_avx2() (kernels/ops.c), which checks the CPU. The last partial
+ * vector goes through a padded copy, so an element's bits never depend on
+ * where it sits. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/ops.h"
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define BODY static inline __attribute__((always_inline)) AVX2
+
+BODY __m256 exp8(__m256 x) {
+  __m256 xc = _mm256_min_ps(_mm256_set1_ps(PA_EXP_HI), x); /* NaN: the second operand */
+  xc = _mm256_max_ps(_mm256_set1_ps(-88.0f), xc);
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(PA_EXP_LOG2E)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(PA_EXP_C1), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(PA_EXP_C2), r);
+  __m256 p = _mm256_set1_ps(PA_EXP_P0);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PA_EXP_P1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PA_EXP_P2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PA_EXP_P3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PA_EXP_P4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PA_EXP_P5));
+  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+  e = _mm256_max_epi32(e, _mm256_setzero_si256());
+  __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+  __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(PA_EXP_LO), _CMP_LT_OQ);
+  return _mm256_andnot_ps(under, y);
+}
+
+BODY __m256 silu8(__m256 g) {
+  __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+  return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+BODY __m256 gelu8(__m256 g) {
+  __m256 k = _mm256_fmadd_ps(_mm256_set1_ps(PA_GELU_K2), _mm256_mul_ps(g, g), _mm256_set1_ps(PA_GELU_K1));
+  __m256 e = exp8(_mm256_mul_ps(g, k));
+  return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+AVX2 void pa_exp_avx2(float *y, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    float b[8] = {0};
+    memcpy(b, x + i, (size_t)(n - i) * sizeof(float));
+    _mm256_storeu_ps(b, exp8(_mm256_loadu_ps(b)));
+    memcpy(y + i, b, (size_t)(n - i) * sizeof(float));
+  }
+}
+
+AVX2 void pa_silu_mul_avx2(float *gate, const float *up, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+  if (i < n) {
+    float g[8] = {0}, u[8] = {0};
+    memcpy(g, gate + i, (size_t)(n - i) * sizeof(float));
+    memcpy(u, up + i, (size_t)(n - i) * sizeof(float));
+    _mm256_storeu_ps(g, _mm256_mul_ps(silu8(_mm256_loadu_ps(g)), _mm256_loadu_ps(u)));
+    memcpy(gate + i, g, (size_t)(n - i) * sizeof(float));
+  }
+}
+
+AVX2 void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(gelu8(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+  if (i < n) {
+    float g[8] = {0}, u[8] = {0};
+    memcpy(g, gate + i, (size_t)(n - i) * sizeof(float));
+    memcpy(u, up + i, (size_t)(n - i) * sizeof(float));
+    _mm256_storeu_ps(g, _mm256_mul_ps(gelu8(_mm256_loadu_ps(g)), _mm256_loadu_ps(u)));
+    memcpy(gate + i, g, (size_t)(n - i) * sizeof(float));
+  }
+}

@@ -1,0 +1,70 @@
+/* ops_avx512.c: exp, SiLU and GELU-tanh gates over float rows with
+ * AVX-512 (16 lanes), the algorithm of ops.h with FMA. Built for baseline
+ * x86-64: the functions carry target attributes and are reached only through
+ * pa_ops_avx512() (kernels/ops.c), which checks the CPU. The tail is a
+ * masked vector, so an element's bits never depend on where it sits. */
+#include <immintrin.h>
+
+#include "kernels/ops.h"
+
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define BODY static inline __attribute__((always_inline)) AVX512
+
+BODY __m512 exp16(__m512 x) {
+  __m512 xc = _mm512_min_ps(_mm512_set1_ps(PA_EXP_HI), x); /* NaN: the second operand */
+  xc = _mm512_max_ps(_mm512_set1_ps(-88.0f), xc);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(PA_EXP_LOG2E)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(PA_EXP_C1), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(PA_EXP_C2), r);
+  __m512 p = _mm512_set1_ps(PA_EXP_P0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PA_EXP_P1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PA_EXP_P2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PA_EXP_P3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PA_EXP_P4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PA_EXP_P5));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+  e = _mm512_max_epi32(e, _mm512_setzero_si512());
+  __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(e, 23)));
+  __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(PA_EXP_LO), _CMP_LT_OQ);
+  return _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
+}
+
+BODY __m512 silu16(__m512 g) {
+  __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+BODY __m512 gelu16(__m512 g) {
+  __m512 k = _mm512_fmadd_ps(_mm512_set1_ps(PA_GELU_K2), _mm512_mul_ps(g, g), _mm512_set1_ps(PA_GELU_K1));
+  __m512 e = exp16(_mm512_mul_ps(g, k));
+  return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+static inline __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
+AVX512 void pa_exp_avx512(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+AVX512 void pa_silu_mul_avx512(float *gate, const float *up, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = tail_mask(n - i);
+    __m512 g = silu16(_mm512_maskz_loadu_ps(m, gate + i));
+    _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+AVX512 void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = tail_mask(n - i);
+    __m512 g = gelu16(_mm512_maskz_loadu_ps(m, gate + i));
+    _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
