@@ -1,7 +1,7 @@
 """`pasada perplexity` and `pasada kld` on the real model and the evaluation text.
 
 - perplexity: SmolLM2-135M-Instruct Q4_1 on Pride and Prejudice (the text of
-  scripts/fetch-eval-text), windows of 512 tokens, the first N_WINDOWS of
+  scripts/fetch-eval-text), windows of 512 tokens, the first N_WINDOWS (16) of
   them: within PPL_TOLERANCE (0.5%) of llama.cpp's value on the same windows
   (tests/fixtures/perplexity/smollm2.json, made by
   scripts/make-perplexity-fixtures.py with llama-cpp-python), and on the same
@@ -24,7 +24,12 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 FIXTURE = FIXTURES / "perplexity" / "smollm2.json"
-N_WINDOWS = 4
+# All 16 windows of the fixture (4080 scored tokens): on the first 4 alone
+# the value moves by up to 0.7% with rounding-level changes of the kernels
+# (8-bit activations amplify them; the AVX-512, AVX2 and scalar tables give
+# +0.73%, +0.28%, +0.21% there), on 16 by at most 0.34% (+0.34%, +0.11%,
+# +0.09%; llama.cpp's value is the reference).
+N_WINDOWS = 16
 PPL_TOLERANCE = 0.005
 
 
