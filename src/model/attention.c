@@ -224,8 +224,7 @@ static size_t per_thread_size(const pa_hparams *hp) {
          pa_attn_work_size(rows, hp->head_dim_v);
 }
 
-static attn_scratch scratch_layout(void *base, int32_t n_threads, int32_t n_batch, int32_t n_seq_max,
-                                   const pa_hparams *hp) {
+static attn_scratch scratch_layout(void *base, int32_t n_batch, int32_t n_seq_max, const pa_hparams *hp) {
   attn_scratch a;
   char *p = base;
   a.order = (int32_t *)p;
@@ -235,7 +234,6 @@ static attn_scratch scratch_layout(void *base, int32_t n_threads, int32_t n_batc
   p += align64(((size_t)n_batch * 3 + (size_t)n_seq_max + 1) * sizeof(int32_t));
   a.threads = p;
   a.per_thread = per_thread_size(hp);
-  (void)n_threads;
   return a;
 }
 
@@ -302,7 +300,7 @@ void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_
   /* the reference path takes the plain twin, as its products take exact.c */
   attn_job j = {.c = c, .b = b, .kt = c->reference_path ? pa_attn_plain() : pa_attn_current(),
                 .layer = layer, .window = window};
-  j.sc = scratch_layout(c->s.scores, c->n_threads, c->n_batch, c->n_seq_max, hp);
+  j.sc = scratch_layout(c->s.scores, c->n_batch, c->n_seq_max, hp);
   /* tokens in sequence order (stable: within a sequence, ascending positions) */
   int32_t *count = j.sc.count;
   memset(count, 0, ((size_t)c->n_seq_max + 1) * sizeof(int32_t));
