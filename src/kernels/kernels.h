@@ -97,6 +97,32 @@ size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens);
 void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
                int64_t y_stride, int64_t n_tokens, void *work);
 
+/* Products of the same activations in one pool job: outs[m].y = outs[m].w x
+ * for m < n_outs (<= PA_MATMUL_MAX_OUTS), e.g. attention's q, k and v. When
+ * the matrices share their columns, their activation type and (for 4+
+ * tokens) their GEMM kernel, x is quantized once and one job covers every
+ * row of every matrix; otherwise each product runs as its own job. Each
+ * output has exactly the bits pa_matmul gives it. work: at least the
+ * largest pa_matmul_work_size of the matrices. */
+#define PA_MATMUL_MAX_OUTS 3
+typedef struct {
+  const pa_matrix *w;
+  float *y;
+  int64_t y_stride; /* floats */
+} pa_matmul_out;
+void pa_matmul_multi(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+                     int64_t x_stride, int64_t n_tokens, void *work);
+
+/* The gated feed-forward's first half in one job: h = gate W_gate x,
+ * h_up = W_up x, then h = fn(h, h_up) row range by row range as each is
+ * computed (fn: pa_silu_mul or pa_gelu_tanh_mul, element-wise, so its bits do
+ * not depend on the ranges). gate and up have the same shape; h and h_up
+ * n_tokens rows of stride h_stride floats. */
+typedef void (*pa_gate_fn)(float *gate, const float *up, int64_t n);
+void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+                     const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
+                     int64_t n_tokens, void *work);
+
 /* The reference path's product (kernels/cpu/exact.c): weights dequantized
  * to F32, activations not quantized, double sums. work: at least
  * pa_matmul_exact_work_size bytes for a pool of n_threads. */

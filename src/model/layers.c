@@ -31,6 +31,18 @@ void pa_linear(struct pa_context *c, const pa_matrix *w, const float *x, float *
   pa_matmul(c->pool, w, x, w->cols, y, w->rows, n_tok, c->s.work);
 }
 
+void pa_qkv(struct pa_context *c, const pa_layer *L, const float *x, int32_t n_tok) {
+  if (c->reference_path) {
+    pa_linear(c, &L->wq, x, c->s.q, n_tok);
+    pa_linear(c, &L->wk, x, c->s.k, n_tok);
+    pa_linear(c, &L->wv, x, c->s.v, n_tok);
+    return;
+  }
+  const pa_matmul_out outs[3] = {
+      {&L->wq, c->s.q, L->wq.rows}, {&L->wk, c->s.k, L->wk.rows}, {&L->wv, c->s.v, L->wv.rows}};
+  pa_matmul_multi(c->pool, outs, 3, x, L->wq.cols, n_tok, c->s.work);
+}
+
 void pa_add_bias(float *y, const float *bias, int32_t n_tok, int64_t n) {
   if (!bias) return;
   for (int32_t t = 0; t < n_tok; t++) pa_add(y + t * n, bias, n);
@@ -71,12 +83,17 @@ void pa_rope_apply(struct pa_context *c, const pa_fwd_batch *b, bool swa) {
 void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, float *out, int32_t n_tok) {
   int64_t F = c->model->hp.n_ff;
   int l = (int)(L - c->model->layers); /* for the profiler */
-  PA_PROF(c, NULL, PA_OP_GATE, l, n_tok, pa_linear(c, &L->w_gate, x, c->s.h1, n_tok));
-  PA_PROF(c, NULL, PA_OP_UP, l, n_tok, pa_linear(c, &L->w_up, x, c->s.h2, n_tok));
-  if (c->model->hp.act == PA_ACT_SILU) {
-    PA_PROF(c, NULL, PA_OP_ACT, l, n_tok, pa_silu_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F));
+  const bool silu = c->model->hp.act == PA_ACT_SILU;
+  if (c->reference_path) {
+    PA_PROF(c, NULL, PA_OP_GATE_UP, l, n_tok, {
+      pa_linear(c, &L->w_gate, x, c->s.h1, n_tok);
+      pa_linear(c, &L->w_up, x, c->s.h2, n_tok);
+      (silu ? pa_silu_mul : pa_gelu_tanh_mul)(c->s.h1, c->s.h2, (int64_t)n_tok * F);
+    });
   } else {
-    PA_PROF(c, NULL, PA_OP_ACT, l, n_tok, pa_gelu_tanh_mul(c->s.h1, c->s.h2, (int64_t)n_tok * F));
+    PA_PROF(c, NULL, PA_OP_GATE_UP, l, n_tok,
+            pa_matmul_gated(c->pool, &L->w_gate, &L->w_up, silu ? pa_silu_mul : pa_gelu_tanh_mul, x,
+                            L->w_gate.cols, c->s.h1, c->s.h2, F, n_tok, c->s.work));
   }
   PA_PROF(c, NULL, PA_OP_DOWN, l, n_tok, pa_linear(c, &L->w_down, c->s.h1, out, n_tok));
 }

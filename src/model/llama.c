@@ -28,9 +28,7 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
     const pa_layer *L = &m->layers[l];
     /* attention block (PA_PROF: `pasada profile` times each op when on) */
     PA_PROF(c, b, PA_OP_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->x, L->attn_norm, n, E));
-    PA_PROF(c, b, PA_OP_Q, l, n, pa_linear(c, &L->wq, s->xb, s->q, n));
-    PA_PROF(c, b, PA_OP_K, l, n, pa_linear(c, &L->wk, s->xb, s->k, n));
-    PA_PROF(c, b, PA_OP_V, l, n, pa_linear(c, &L->wv, s->xb, s->v, n));
+    PA_PROF(c, b, PA_OP_QKV, l, n, pa_qkv(c, L, s->xb, n));
     if (L->bq || L->bk || L->bv) PA_PROF(c, b, PA_OP_QKV_BIAS, l, n, add_qkv_bias(c, L, n)); /* qwen2 */
     if (L->q_norm) { /* qwen3 */
       PA_PROF(c, b, PA_OP_Q_NORM, l, n, pa_head_norm(c, s->q, L->q_norm, n, hp->n_head));

@@ -114,6 +114,9 @@ void pa_norm_rows(struct pa_context *ctx, float *out, const float *in, const flo
                   int64_t n);
 /* y = W x over n_tok rows (strides are the row lengths) */
 void pa_linear(struct pa_context *ctx, const pa_matrix *w, const float *x, float *y, int32_t n_tok);
+/* q, k, v = Wq x, Wk x, Wv x into ctx->s.q/k/v: one pool job when the
+ * three matrices can share it (kernels.h, pa_matmul_multi) */
+void pa_qkv(struct pa_context *ctx, const pa_layer *L, const float *x, int32_t n_tok);
 /* adds a bias to every row */
 void pa_add_bias(float *y, const float *bias, int32_t n_tok, int64_t n);
 /* Per-head RMS norm of q/k rows (n_heads heads of head_dim) */
@@ -126,7 +129,8 @@ void pa_rope_apply(struct pa_context *ctx, const pa_fwd_batch *b, bool swa);
  * window > 0) attention of every batch token over its sequence; result in
  * ctx->s.att ([n_tok][n_head*head_dim_v]). */
 void pa_attention(struct pa_context *ctx, const pa_fwd_batch *b, int layer, int32_t window);
-/* Gated FFN: h = act(W_gate x) * (W_up x); out = W_down h */
+/* Gated FFN: h = act(W_gate x) * (W_up x) (one pool job with the
+ * activation fused, kernels.h pa_matmul_gated); out = W_down h */
 void pa_ffn(struct pa_context *ctx, const pa_layer *L, const float *x, float *out, int32_t n_tok);
 /* Reports layer l's output to the context's layer hook, if any. */
 static inline void pa_layer_done(struct pa_context *c, int l, int32_t n_tok) {
@@ -141,9 +145,9 @@ void pa_output(struct pa_context *ctx, const pa_fwd_batch *b);
  * over n_tok tokens of batch b. Off, it costs one predictable branch. */
 typedef enum {
   PA_OP_EMBED, PA_OP_ROPE_TABLE,
-  PA_OP_ATTN_NORM, PA_OP_Q, PA_OP_K, PA_OP_V, PA_OP_QKV_BIAS, PA_OP_Q_NORM, PA_OP_K_NORM,
+  PA_OP_ATTN_NORM, PA_OP_QKV, PA_OP_QKV_BIAS, PA_OP_Q_NORM, PA_OP_K_NORM,
   PA_OP_ROPE, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
-  PA_OP_FFN_NORM, PA_OP_GATE, PA_OP_UP, PA_OP_ACT, PA_OP_DOWN, PA_OP_POST_FFN_NORM,
+  PA_OP_FFN_NORM, PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM,
   PA_OP_FFN_RESIDUAL, PA_OP_OUTPUT_NORM, PA_OP_OUTPUT,
   PA_OP_TOKENIZE, PA_OP_SAMPLE, /* timed by the profile driver around the public API */
   PA_OP_COUNT

@@ -122,9 +122,7 @@ static const struct {
     [PA_OP_EMBED] = {"token_embd", "embed", false},
     [PA_OP_ROPE_TABLE] = {"rope_table", "rope", false},
     [PA_OP_ATTN_NORM] = {"attn_norm", "norm", false},
-    [PA_OP_Q] = {"attn_q", "matmul", true},
-    [PA_OP_K] = {"attn_k", "matmul", true},
-    [PA_OP_V] = {"attn_v", "matmul", true},
+    [PA_OP_QKV] = {"attn_qkv", "matmul", true},
     [PA_OP_QKV_BIAS] = {"attn_qkv_bias", "add", false},
     [PA_OP_Q_NORM] = {"attn_q_norm", "norm", false},
     [PA_OP_K_NORM] = {"attn_k_norm", "norm", false},
@@ -134,9 +132,7 @@ static const struct {
     [PA_OP_POST_ATTN_NORM] = {"post_attention_norm", "norm", false},
     [PA_OP_ATTN_RESIDUAL] = {"attn_residual", "add", false},
     [PA_OP_FFN_NORM] = {"ffn_norm", "norm", false},
-    [PA_OP_GATE] = {"ffn_gate", "matmul", true},
-    [PA_OP_UP] = {"ffn_up", "matmul", true},
-    [PA_OP_ACT] = {"ffn_act", "activation", false},
+    [PA_OP_GATE_UP] = {"ffn_gate_up", "matmul", true},
     [PA_OP_DOWN] = {"ffn_down", "matmul", true},
     [PA_OP_POST_FFN_NORM] = {"post_ffw_norm", "norm", false},
     [PA_OP_FFN_RESIDUAL] = {"ffn_residual", "add", false},
@@ -159,20 +155,27 @@ static void op_label(char *buf, size_t cap, int op, int layer) {
     snprintf(buf, cap, "%s", OPS[op].name);
 }
 
-static const pa_matrix *matrix_of(const struct pa_model *m, int op, int layer) {
-  if (op == PA_OP_OUTPUT) return &m->output;
-  if (layer < 0) return NULL;
+/* The weight matrices an op multiplies by (q, k and v are one op, as are
+ * gate and up with the activation); their number. */
+static int matrices_of(const struct pa_model *m, int op, int layer, const pa_matrix *out[3]) {
+  if (op == PA_OP_OUTPUT) {
+    out[0] = &m->output;
+    return 1;
+  }
+  if (layer < 0) return 0;
   const pa_layer *L = &m->layers[layer];
   switch (op) {
-  case PA_OP_Q: return &L->wq;
-  case PA_OP_K: return &L->wk;
-  case PA_OP_V: return &L->wv;
-  case PA_OP_O: return &L->wo;
-  case PA_OP_GATE: return &L->w_gate;
-  case PA_OP_UP: return &L->w_up;
-  case PA_OP_DOWN: return &L->w_down;
-  default: return NULL;
+  case PA_OP_QKV: out[0] = &L->wq, out[1] = &L->wk, out[2] = &L->wv; return 3;
+  case PA_OP_O: out[0] = &L->wo; return 1;
+  case PA_OP_GATE_UP: out[0] = &L->w_gate, out[1] = &L->w_up; return 2;
+  case PA_OP_DOWN: out[0] = &L->w_down; return 1;
+  default: return 0;
   }
+}
+
+static const pa_matrix *matrix_of(const struct pa_model *m, int op, int layer) {
+  const pa_matrix *mats[3];
+  return matrices_of(m, op, layer, mats) ? mats[0] : NULL;
 }
 
 static bool int8_dot(pa_type t) {
@@ -192,11 +195,17 @@ static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot
   double F = hp->n_ff, half = hp->rope_dim / 2, bases = hp->sliding_window ? 2 : 1;
   double T = (double)s->tokens, C = (double)s->calls;
   double b = 0, f = 0;
-  const pa_matrix *w = matrix_of(m, op, layer);
-  if (w) {
-    double rows = (double)w->rows, cols = (double)w->cols;
-    b = C * (double)pa_row_size(w->type, w->cols) * rows + T * (rows + cols) * 4;
-    f = 2 * rows * cols * T;
+  const pa_matrix *mats[3];
+  const int n_mats = matrices_of(m, op, layer, mats);
+  if (n_mats > 0) { /* the activations read once, each output written once */
+    b = T * (double)mats[0]->cols * 4;
+    for (int i = 0; i < n_mats; i++) {
+      double rows = (double)mats[i]->rows, cols = (double)mats[i]->cols;
+      b += C * (double)pa_row_size(mats[i]->type, mats[i]->cols) * rows + T * rows * 4;
+      f += 2 * rows * cols * T;
+    }
+    if (op == PA_OP_GATE_UP) /* silu(g)*u: ~6 ops per element; gelu_tanh(g)*u: ~10 */
+      f += T * F * (hp->act == PA_ACT_SILU ? 6 : 10);
   } else {
     switch (op) {
     case PA_OP_EMBED:
@@ -239,10 +248,6 @@ static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot
     case PA_OP_FFN_RESIDUAL:
       b = T * E * 12;
       f = T * E;
-      break;
-    case PA_OP_ACT: /* silu(g)*u: ~6 ops per element; gelu_tanh(g)*u: ~10 */
-      b = T * F * 12;
-      f = T * F * (hp->act == PA_ACT_SILU ? 6 : 10);
       break;
     case PA_OP_TOKENIZE: /* no floating point: only its bytes */
       b = text_bytes + T * 4;

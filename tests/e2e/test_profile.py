@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES
 
 BOUNDS = {"memory", "compute", "overhead"}
-LAYER_MATMULS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+LAYER_MATMULS = ("attn_qkv", "attn_output", "ffn_gate_up", "ffn_down")
 
 
 def run(pasada_bin, *args, timeout=600):
@@ -77,7 +77,7 @@ def test_json_structure(smol, smollm2):
     assert pre["tokens"] == 48 and dec["tokens"] == 12 and dec["decode_calls"] == 12
     assert len(pre["layers_s"]) == 30 and all(t > 0 for t in pre["layers_s"])
     names = {o["name"] for o in dec["by_name"]}
-    for n in LAYER_MATMULS + ("attention", "attn_norm", "ffn_norm", "rope", "ffn_act", "attn_residual",
+    for n in LAYER_MATMULS + ("attention", "attn_norm", "ffn_norm", "rope", "attn_residual",
                               "ffn_residual", "token_embd", "rope_table", "output_norm", "output", "sample",
                               "(engine overhead)"):
         assert n in names, n
@@ -93,8 +93,8 @@ def test_json_structure(smol, smollm2):
             # the gap is the time minus the larger of the two ceiling times
             roof = max(o["time_at_bandwidth_s"], o["time_at_compute_s"])
             assert o["gap_s"] == pytest.approx(o["time_s"] - roof, rel=1e-6, abs=1e-12)
-    # a decode step reads every weight of a layer matrix once
-    assert ops["blk.0.ffn_up"]["bytes"] > 576 * 1536 * 0.5 * 12
+    # a decode step reads every weight of a layer's matrices once (gate and up: two)
+    assert ops["blk.0.ffn_gate_up"]["bytes"] > 2 * 576 * 1536 * 0.5 * 12
     for ph in (pre, dec):
         for o in ph["ops"] + ph["by_name"]:
             assert o["bound"] in BOUNDS
@@ -125,14 +125,14 @@ def test_trace_is_chrome_trace_json(smol):
     # one event per op call
     calls = sum(o["calls"] for p in ("prefill", "decode") for o in r["phases"][p]["ops"])
     assert len(ops) == calls
-    assert any(e["name"] == "blk.3.ffn_up" for e in ops)
+    assert any(e["name"] == "blk.3.ffn_gate_up" for e in ops)
 
 
 def test_svg_is_well_formed(smol):
     root = ET.parse(smol["svg"]).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
-    assert "prefill" in texts and "decode" in texts and "ffn_up" in texts
+    assert "prefill" in texts and "decode" in texts and "ffn_gate_up" in texts
     assert len(list(root.iter("{http://www.w3.org/2000/svg}rect"))) > 20
 
 

@@ -51,9 +51,7 @@
  *   any float work, e.g. weights and activations interleaved so that one
  *   lane sums one block); the one-token kernels would have to change with
  *   it, since both paths must agree bit for bit. */
-#include <sched.h>
 #include <stdbool.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -76,25 +74,33 @@
 #define GEMM_PANEL_TARGET (32 * 1024)
 #define GEMM_MIN_TOKENS 4
 #define GEMM_MAX_TILE 64 /* rows x tokens of a tile */
+/* Tasks per thread of a product job: claimed dynamically (base/threadpool.h),
+ * so a thread the OS delays leaves its share to the others. */
+#define TASKS_PER_THREAD 4
 
+/* One pool job: up to PA_MATMUL_MAX_OUTS matrices over the same
+ * activations (quantized once), their rows cut into tasks of whole
+ * ROW_GRAIN groups; or, gated, two matrices of the same shape whose tasks
+ * cover the same rows of both, then apply the gate to those rows. */
 typedef struct {
   const pa_cpu_kernels *k;
-  const pa_matrix *w;
+  int n_mats;
+  const pa_matrix *w[PA_MATMUL_MAX_OUTS];
+  float *y[PA_MATMUL_MAX_OUTS];
+  int64_t y_stride[PA_MATMUL_MAX_OUTS]; /* floats */
+  pa_vec_dot_xs_fn dot_xs[PA_MATMUL_MAX_OUTS]; /* per matrix, or NULL: vec_dot */
+  int task0[PA_MATMUL_MAX_OUTS + 1];           /* matrix m's tasks: [task0[m], task0[m + 1]) */
+  pa_gate_fn gate;                             /* gated: y[0] = gate(y[0], y[1]) per task */
   const float *x;
   int64_t x_stride; /* floats */
-  float *y;
-  int64_t y_stride; /* floats */
-  int64_t n_tokens;
+  int64_t n_tokens, cols;
   pa_type vt;    /* activation type of the dot products */
   void *work;    /* quantized activations, n_tokens rows */
   size_t xq_row; /* bytes per quantized activation row */
   float *xs;     /* per token 2 * nb floats (pa_vec_dot_xs_fn), or NULL */
-  pa_vec_dot_xs_fn dot_xs;
-  const pa_gemm_kernel *gemm; /* the GEMM path, or NULL */
+  const pa_gemm_kernel *gemm; /* the GEMM path (the same kernel for every matrix), or NULL */
   uint8_t *xp;                /* packed activations (gemm->x_size), or NULL */
   size_t xp_row;              /* bytes per packed row */
-  bool split_quantize;  /* threads quantize their shares, then meet */
-  atomic_int quantized; /* threads done quantizing */
 } matmul_job;
 
 /* Activation types whose rows also get per-block float scales and sums. */
@@ -137,11 +143,11 @@ size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens) {
   return size;
 }
 
-/* This thread's share of the activation blocks (all tokens laid end to
- * end), so that a one-token decode also splits its quantization. */
-static void quantize_share(matmul_job *j, int ith, int nth) {
+/* Share ith of nth of the activation blocks (all tokens laid end to end),
+ * so that a one-token decode also splits its quantization. */
+static void quantize_share(const matmul_job *j, int ith, int nth) {
   const int64_t bs = pa_type_get(j->vt)->block_size;
-  const int64_t nb = j->w->cols / bs; /* blocks per token */
+  const int64_t nb = j->cols / bs; /* blocks per token */
   const size_t bbytes = pa_type_get(j->vt)->type_size;
   long lo, hi;
   pa_split((long)(nb * j->n_tokens), ith, nth, &lo, &hi);
@@ -160,41 +166,37 @@ static void quantize_share(matmul_job *j, int ith, int nth) {
 }
 
 /* The GEMM path's quantization: whole tokens, each packed for the kernel. */
-static void quantize_share_gemm(matmul_job *j, int ith, int nth) {
+static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
   long lo, hi;
   pa_split((long)j->n_tokens, ith, nth, &lo, &hi);
   pa_quantize_row_fn quantize = j->k->quantize_row[j->vt];
   for (long t = lo; t < hi; t++) {
     uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
-    quantize(j->x + t * j->x_stride, xq, j->w->cols);
-    if (j->xp) j->gemm->pack_x(j->w->cols, xq, j->xp + (size_t)t * j->xp_row);
+    quantize(j->x + t * j->x_stride, xq, j->cols);
+    if (j->xp) j->gemm->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
   }
 }
 
-/* All threads wait until every thread has quantized its share. */
-static void wait_quantized(matmul_job *j, int nth) {
-  atomic_fetch_add_explicit(&j->quantized, 1, memory_order_acq_rel);
-  int spins = 0;
-  while (atomic_load_explicit(&j->quantized, memory_order_acquire) < nth) {
-    if (++spins > 20000) sched_yield();
-#if defined(__x86_64__)
-    else
-      __builtin_ia32_pause();
-#endif
-  }
+static void quantize_task(void *arg, int ith, int nth) {
+  const matmul_job *j = arg;
+  if (j->gemm)
+    quantize_share_gemm(j, ith, nth);
+  else
+    quantize_share(j, ith, nth);
 }
 
-/* Rows [r_begin, r_end) for every token, by the GEMM kernel: panels of
- * rows unpacked into a stack buffer, then tiles of rows x tokens. */
-static void gemm_rows(const matmul_job *j, int64_t r_begin, int64_t r_end) {
+/* Rows [r_begin, r_end) of matrix m for every token, by the GEMM kernel:
+ * panels of rows unpacked into a stack buffer, then tiles of rows x tokens. */
+static void gemm_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end) {
   const pa_gemm_kernel *g = j->gemm;
-  const pa_matrix *w = j->w;
+  const pa_matrix *w = j->w[m];
   _Alignas(64) uint8_t panel[GEMM_PANEL_BYTES];
   const size_t w_row = pa_row_size(w->type, w->cols), wp_row = g->w_size(w->cols);
   int64_t rp = (int64_t)(GEMM_PANEL_TARGET / wp_row) / g->rows * g->rows;
-  if (rp < g->rows) rp = g->rows; /* pa_matmul checked that this fits */
+  if (rp < g->rows) rp = g->rows; /* job_init checked that this fits */
   const uint8_t *xbase = j->xp ? j->xp : (const uint8_t *)j->work;
   const size_t x_row = j->xp ? j->xp_row : j->xq_row;
+  const int64_t ys = j->y_stride[m];
   const uint8_t *wptr[GEMM_MAX_TILE], *xptr[GEMM_MAX_TILE];
   float out[GEMM_MAX_TILE];
   for (int64_t r0 = r_begin; r0 < r_end; r0 += rp) {
@@ -210,60 +212,37 @@ static void gemm_rows(const matmul_job *j, int64_t r_begin, int64_t r_end) {
         const int nr = (int)(r1 - ra < g->rows ? r1 - ra : g->rows);
         for (int r = 0; r < g->rows; r++)
           wptr[r] = panel + (size_t)(ra - r0 + (r < nr ? r : nr - 1)) * wp_row;
-        float *y = j->y + t0 * j->y_stride + ra;
+        float *y = j->y[m] + t0 * ys + ra;
         if (nr == g->rows && nt == g->tokens) {
-          g->tile(w->cols, wptr, xptr, y, j->y_stride);
+          g->tile(w->cols, wptr, xptr, y, ys);
         } else { /* an edge tile: through a buffer, so nothing outside y is written */
           g->tile(w->cols, wptr, xptr, out, g->rows);
           for (int t = 0; t < nt; t++)
-            for (int r = 0; r < nr; r++) y[t * j->y_stride + r] = out[t * g->rows + r];
+            for (int r = 0; r < nr; r++) y[t * ys + r] = out[t * g->rows + r];
         }
       }
     }
   }
 }
 
-static void matmul_thread(void *arg, int ith, int nth) {
-  matmul_job *j = arg;
-  const pa_matrix *w = j->w;
-  const uint8_t *xq;
-  size_t xq_stride;
-  if (j->vt == PA_TYPE_F32) {
-    xq = (const uint8_t *)j->x;
-    xq_stride = (size_t)j->x_stride * sizeof(float);
-  } else {
-    if (j->split_quantize) {
-      if (j->gemm)
-        quantize_share_gemm(j, ith, nth);
-      else
-        quantize_share(j, ith, nth);
-      if (nth > 1) wait_quantized(j, nth);
-    }
-    xq = j->work;
-    xq_stride = j->xq_row;
-  }
-
-  long lo, hi;
-  pa_split((long)((w->rows + ROW_GRAIN - 1) / ROW_GRAIN), ith, nth, &lo, &hi);
-  const int64_t r_begin = lo * ROW_GRAIN;
-  const int64_t r_end = hi * ROW_GRAIN < w->rows ? hi * ROW_GRAIN : w->rows;
-  if (j->gemm) {
-    if (r_begin < r_end) gemm_rows(j, r_begin, r_end);
-    return;
-  }
+/* Rows [r_begin, r_end) of matrix m for every token, one dot per output. */
+static void dot_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end) {
+  const pa_matrix *w = j->w[m];
+  const uint8_t *xq = j->vt == PA_TYPE_F32 ? (const uint8_t *)j->x : (const uint8_t *)j->work;
+  const size_t xq_stride =
+      j->vt == PA_TYPE_F32 ? (size_t)j->x_stride * sizeof(float) : j->xq_row;
   const size_t w_row = pa_row_size(w->type, w->cols);
   const uint8_t *wd = w->data;
   const pa_vec_dot_fn dot = j->k->vec_dot[w->type];
-
+  const pa_vec_dot_xs_fn dot_xs = j->dot_xs[m];
   for (int64_t r0 = r_begin; r0 < r_end; r0 += ROW_BLOCK) {
     const int64_t r1 = r0 + ROW_BLOCK < r_end ? r0 + ROW_BLOCK : r_end;
     for (int64_t t = 0; t < j->n_tokens; t++) {
       const uint8_t *xt = xq + (size_t)t * xq_stride;
-      float *yt = j->y + t * j->y_stride;
-      if (j->dot_xs) {
+      float *yt = j->y[m] + t * j->y_stride[m];
+      if (dot_xs) {
         const float *xs = j->xs + t * 2 * (w->cols / 32);
-        for (int64_t r = r0; r < r1; r++)
-          j->dot_xs(w->cols, &yt[r], wd + (size_t)r * w_row, xt, xs);
+        for (int64_t r = r0; r < r1; r++) dot_xs(w->cols, &yt[r], wd + (size_t)r * w_row, xt, xs);
       } else {
         for (int64_t r = r0; r < r1; r++) dot(w->cols, &yt[r], wd + (size_t)r * w_row, xt);
       }
@@ -271,50 +250,148 @@ static void matmul_thread(void *arg, int ith, int nth) {
   }
 }
 
+static void rows_of(const matmul_job *j, int m, int64_t r0, int64_t r1) {
+  if (r0 >= r1) return;
+  if (j->gemm)
+    gemm_rows(j, m, r0, r1);
+  else
+    dot_rows(j, m, r0, r1);
+}
+
+static void matmul_task(void *arg, int task, int n_tasks) {
+  const matmul_job *j = arg;
+  (void)n_tasks;
+  int m = 0;
+  while (task >= j->task0[m + 1]) m++;
+  const int64_t rows = j->w[m]->rows;
+  long lo, hi;
+  pa_split((long)((rows + ROW_GRAIN - 1) / ROW_GRAIN), task - j->task0[m],
+           j->task0[m + 1] - j->task0[m], &lo, &hi);
+  const int64_t r0 = lo * ROW_GRAIN, r1 = hi * ROW_GRAIN < rows ? hi * ROW_GRAIN : rows;
+  rows_of(j, m, r0, r1);
+  if (j->gate && r0 < r1) {
+    rows_of(j, 1, r0, r1);
+    for (int64_t t = 0; t < j->n_tokens; t++)
+      j->gate(j->y[0] + t * j->y_stride[0] + r0, j->y[1] + t * j->y_stride[1] + r0, r1 - r0);
+  }
+}
+
+/* Sets up the job for outs[0..n) over x; false when they cannot share one
+ * (columns, activation type or GEMM kernel differ). */
+static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const float *x,
+                     int64_t x_stride, int64_t n_tokens, void *work) {
+  const pa_type_traits *t = pa_type_get(outs[0].w->type);
+  if (!t || n < 1 || n > PA_MATMUL_MAX_OUTS) return false;
+  *j = (matmul_job){.k = pa_kernels_current(), .n_mats = n, .x = x, .x_stride = x_stride,
+                    .n_tokens = n_tokens, .cols = outs[0].w->cols, .vt = t->vec_dot_type,
+                    .work = work, .xq_row = pa_row_size(t->vec_dot_type, outs[0].w->cols)};
+  const pa_gemm_kernel *g = pa_kernels_gemm(j->k, outs[0].w->type);
+  const bool use_gemm = g && n_tokens >= GEMM_MIN_TOKENS && g->rows * g->tokens <= GEMM_MAX_TILE &&
+                        (size_t)g->rows * g->w_size(j->cols) <= GEMM_PANEL_BYTES;
+  for (int m = 0; m < n; m++) {
+    const pa_matrix *w = outs[m].w;
+    const pa_type_traits *tm = pa_type_get(w->type);
+    if (!tm || w->cols != j->cols || tm->vec_dot_type != j->vt || w->rows <= 0) return false;
+    if (use_gemm ? pa_kernels_gemm(j->k, w->type) != g : false) return false;
+    j->w[m] = w;
+    j->y[m] = outs[m].y;
+    j->y_stride[m] = outs[m].y_stride;
+  }
+  if (use_gemm) {
+    j->gemm = g;
+    if (g->x_size) { /* packed rows after the quantized rows and their sums, 64-byte aligned */
+      const uintptr_t at = (uintptr_t)work + xq_bytes(j->vt, j->cols, n_tokens) +
+                           xs_bytes(j->vt, j->cols, n_tokens);
+      j->xp = (uint8_t *)((at + 63) & ~(uintptr_t)63);
+      j->xp_row = g->x_size(j->cols);
+    }
+  } else if (has_x_sums(j->vt)) {
+    bool any = false;
+    for (int m = 0; m < n; m++) any |= (j->dot_xs[m] = pa_kernels_vec_dot_xs(j->k, j->w[m]->type)) != NULL;
+    if (any) { /* floats after the quantized rows, 64-byte aligned whatever work is */
+      const uintptr_t at = (uintptr_t)work + xq_bytes(j->vt, j->cols, n_tokens);
+      j->xs = (float *)((at + 63) & ~(uintptr_t)63);
+    }
+  }
+  return true;
+}
+
+/* Quantizes the activations (split over the pool when they are many), then
+ * runs the products: ~TASKS_PER_THREAD tasks per thread, shared between the
+ * matrices by their rows. */
+static void job_run(pa_pool *pool, matmul_job *j) {
+  const int nth = pa_pool_size(pool);
+  if (j->vt != PA_TYPE_F32) {
+    if (nth > 1 && j->n_tokens * j->cols >= SPLIT_QUANTIZE_MIN)
+      pa_pool_run(pool, quantize_task, j);
+    else
+      quantize_task(j, 0, 1);
+  }
+  const int n = j->gate ? 1 : j->n_mats; /* gated: the tasks cut the shared rows */
+  int64_t grains[PA_MATMUL_MAX_OUTS], total = 0;
+  for (int m = 0; m < n; m++) total += grains[m] = (j->w[m]->rows + ROW_GRAIN - 1) / ROW_GRAIN;
+  const int64_t want = nth > 1 ? (int64_t)nth * TASKS_PER_THREAD : 1;
+  j->task0[0] = 0;
+  for (int m = 0; m < n; m++) {
+    int64_t tm = (want * grains[m] + total - 1) / total;
+    if (tm > grains[m]) tm = grains[m];
+    if (tm < 1) tm = 1;
+    j->task0[m + 1] = j->task0[m] + (int)tm;
+  }
+  for (int m = n; m < PA_MATMUL_MAX_OUTS; m++) j->task0[m + 1] = j->task0[n];
+  pa_pool_run_tasks(pool, matmul_task, j, j->task0[n]);
+}
+
 void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
                int64_t y_stride, int64_t n_tokens, void *work) {
-  const pa_type_traits *t = pa_type_get(w->type);
-  if (!t || n_tokens <= 0 || w->rows <= 0) return;
-  matmul_job j = {
-      .k = pa_kernels_current(),
-      .w = w,
-      .x = x,
-      .x_stride = x_stride,
-      .y = y,
-      .y_stride = y_stride,
-      .n_tokens = n_tokens,
-      .vt = t->vec_dot_type,
-      .work = work,
-      .xq_row = pa_row_size(t->vec_dot_type, w->cols),
-  };
-  const pa_gemm_kernel *g = pa_kernels_gemm(j.k, w->type);
-  if (g && n_tokens >= GEMM_MIN_TOKENS && g->rows * g->tokens <= GEMM_MAX_TILE &&
-      (size_t)g->rows * g->w_size(w->cols) <= GEMM_PANEL_BYTES) {
-    j.gemm = g;
-    if (g->x_size) { /* packed rows after the quantized rows and their sums, 64-byte aligned */
-      const uintptr_t at = (uintptr_t)work + xq_bytes(j.vt, w->cols, n_tokens) +
-                           xs_bytes(j.vt, w->cols, n_tokens);
-      j.xp = (uint8_t *)((at + 63) & ~(uintptr_t)63);
-      j.xp_row = g->x_size(w->cols);
-    }
-  } else if (has_x_sums(j.vt)) {
-    j.dot_xs = pa_kernels_vec_dot_xs(j.k, w->type);
-    if (j.dot_xs) { /* floats after the quantized rows, 64-byte aligned whatever work is */
-      const uintptr_t at = (uintptr_t)work + xq_bytes(j.vt, w->cols, n_tokens);
-      j.xs = (float *)((at + 63) & ~(uintptr_t)63);
-    }
+  const pa_matmul_out out = {w, y, y_stride};
+  pa_matmul_multi(pool, &out, 1, x, x_stride, n_tokens, work);
+}
+
+void pa_matmul_multi(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+                     int64_t x_stride, int64_t n_tokens, void *work) {
+  if (n_tokens <= 0 || n_outs <= 0) return;
+  matmul_job j;
+  if (job_init(&j, outs, n_outs, x, x_stride, n_tokens, work)) {
+    job_run(pool, &j);
+    return;
   }
-  atomic_init(&j.quantized, 0);
-  if (j.vt != PA_TYPE_F32) {
-    j.split_quantize = pa_pool_size(pool) > 1 && n_tokens * w->cols >= SPLIT_QUANTIZE_MIN;
-    if (!j.split_quantize) {
-      if (j.gemm)
-        quantize_share_gemm(&j, 0, 1);
-      else
-        quantize_share(&j, 0, 1);
-    }
+  for (int m = 0; m < n_outs; m++) /* one job each */
+    if (pa_type_get(outs[m].w->type) && outs[m].w->rows > 0 &&
+        job_init(&j, &outs[m], 1, x, x_stride, n_tokens, work))
+      job_run(pool, &j);
+}
+
+/* The gate applied on its own (pa_matmul_gated when the two products
+ * cannot share a job): tokens split over the pool. */
+typedef struct {
+  pa_gate_fn fn;
+  float *h;
+  const float *h_up;
+  int64_t stride, rows, n_tokens;
+} gate_job;
+
+static void gate_task(void *arg, int ith, int nth) {
+  const gate_job *g = arg;
+  long lo, hi;
+  pa_split((long)g->n_tokens, ith, nth, &lo, &hi);
+  for (long t = lo; t < hi; t++) g->fn(g->h + t * g->stride, g->h_up + t * g->stride, g->rows);
+}
+
+void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+                     const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
+                     int64_t n_tokens, void *work) {
+  if (n_tokens <= 0) return;
+  const pa_matmul_out outs[2] = {{gate, h, h_stride}, {up, h_up, h_stride}};
+  matmul_job j;
+  if (gate->rows == up->rows && job_init(&j, outs, 2, x, x_stride, n_tokens, work)) {
+    j.gate = fn;
+    job_run(pool, &j);
+    return;
   }
-  pa_pool_run(pool, matmul_thread, &j);
+  pa_matmul_multi(pool, outs, 2, x, x_stride, n_tokens, work); /* two jobs */
+  gate_job gj = {fn, h, h_up, h_stride, gate->rows, n_tokens};
+  pa_pool_run(pool, gate_task, &gj);
 }
 
 void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out) {
