@@ -25,16 +25,9 @@
 #include "base/base.h"
 #include "model/attention.h"
 #include "model/model.h"
+#include "test_util.h"
 
 static int failures;
-static uint64_t rng_state;
-
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
 /* uniform in (-a, a), never 0 */
 static float rnd_sym(float a) {
   for (;;) {
@@ -259,11 +252,7 @@ static void check_batch(const shape *sh, int n_threads) {
 }
 
 int main(void) {
-  const char *env = getenv("PASADA_TEST_SEED");
-  uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)clock();
-  if (!seed) seed = 1;
-  rng_state = seed;
-  printf("test_attention: seed %llu (PASADA_TEST_SEED replays)\n", (unsigned long long)seed);
+  test_seed("test_attention");
   const pa_attn_kernels *tables[] = {pa_attn_plain(), pa_attn_avx2(), pa_attn_avx512()};
   for (int k = 0; k < 3; k++) {
     if (!tables[k]) continue;

@@ -27,17 +27,9 @@
 #include <time.h>
 
 #include "kernels/ops.h"
+#include "test_util.h"
 
 static int failures;
-static uint64_t rng_state;
-
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static double rnd_unit(void) { return (double)(rng() >> 11) / 9007199254740992.0; } /* [0,1) */
 /* uniform in [lo, hi), never exactly 0 */
 static float rnd_range(double lo, double hi) {
   for (;;) {
@@ -163,11 +155,7 @@ static void check_softmax(void) {
 }
 
 int main(void) {
-  const char *env = getenv("PASADA_TEST_SEED");
-  uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)clock();
-  if (!seed) seed = 1;
-  rng_state = seed;
-  printf("test_ops: seed %llu (PASADA_TEST_SEED replays)\n", (unsigned long long)seed);
+  test_seed("test_ops");
   const pa_ops_kernels *tables[] = {pa_ops_plain(), pa_ops_avx2(), pa_ops_avx512()};
   for (int t = 0; t < 3; t++) {
     const pa_ops_kernels *k = tables[t];

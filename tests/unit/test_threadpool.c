@@ -22,6 +22,7 @@
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "test_util.h"
 
 static int failures;
 
@@ -35,14 +36,7 @@ static int failures;
     }                                \
   } while (0)
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static float rnd(void) { return (float)((double)(rng() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+static float rnd(void) { return (float)rnd_unit() * 2.0f - 1.0f; }
 
 /* ---- (a) the pool ---- */
 
@@ -195,6 +189,7 @@ static void test_multi(const pa_pool *const *pools, const pa_type types[3], int6
 }
 
 int main(void) {
+  test_seed("test_threadpool");
   test_pool();
   const pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
   const pa_cpu_kernels *tabs[] = {pa_kernels_reference(), pa_kernels_avx2(), pa_kernels_avx512(),

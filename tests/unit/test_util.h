@@ -1,0 +1,35 @@
+/* test_util.h: what the C unit tests share: a seeded xorshift generator
+ * whose seed is fresh each run (time and clock) unless PASADA_TEST_SEED
+ * replays one, printed so that a failure can be reproduced. Header-only:
+ * each test is one executable. */
+#ifndef PASADA_TEST_UTIL_H
+#define PASADA_TEST_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+
+static inline uint64_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+/* uniform in [0, 1) */
+static inline double rnd_unit(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
+
+/* Seeds rng from PASADA_TEST_SEED or the clock and prints the seed. */
+static inline uint64_t test_seed(const char *test) {
+  const char *env = getenv("PASADA_TEST_SEED");
+  uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)clock();
+  if (!seed) seed = 1;
+  rng_state = seed;
+  printf("%s: seed %llu (PASADA_TEST_SEED replays)\n", test, (unsigned long long)seed);
+  return seed;
+}
+
+#endif
