@@ -128,10 +128,19 @@ const pa_ops_kernels *pa_ops_best(void) {
   return k;
 }
 
-void pa_exp(float *y, const float *x, int64_t n) { pa_ops_best()->exp(y, x, n); }
-void pa_silu_mul(float *gate, const float *up, int64_t n) { pa_ops_best()->silu_mul(gate, up, n); }
+static _Atomic(const pa_ops_kernels *) forced;
+
+void pa_ops_set(const pa_ops_kernels *k) { atomic_store_explicit(&forced, k, memory_order_relaxed); }
+
+const pa_ops_kernels *pa_ops_current(void) {
+  const pa_ops_kernels *k = atomic_load_explicit(&forced, memory_order_relaxed);
+  return k ? k : pa_ops_best();
+}
+
+void pa_exp(float *y, const float *x, int64_t n) { pa_ops_current()->exp(y, x, n); }
+void pa_silu_mul(float *gate, const float *up, int64_t n) { pa_ops_current()->silu_mul(gate, up, n); }
 void pa_gelu_tanh_mul(float *gate, const float *up, int64_t n) {
-  pa_ops_best()->gelu_tanh_mul(gate, up, n);
+  pa_ops_current()->gelu_tanh_mul(gate, up, n);
 }
 
 void pa_softmax(float *x, int64_t n) {

@@ -62,7 +62,11 @@ typedef struct {
 const pa_ops_kernels *pa_ops_plain(void);  /* plain C, any CPU */
 const pa_ops_kernels *pa_ops_avx2(void);   /* AVX2 + FMA; NULL when the CPU (as capped) lacks them */
 const pa_ops_kernels *pa_ops_avx512(void); /* AVX-512 F + the above; NULL likewise */
-const pa_ops_kernels *pa_ops_best(void);   /* what pa_exp, pa_silu_mul... use */
+const pa_ops_kernels *pa_ops_best(void);   /* the fastest this CPU has */
+/* What pa_exp, pa_silu_mul... use: the forced table (verify --kernels), or
+ * the best (NULL restores it). */
+void pa_ops_set(const pa_ops_kernels *k);
+const pa_ops_kernels *pa_ops_current(void);
 
 /* The SIMD bodies (src/kernels/cpu/ops_avx2.c, ops_avx512.c); call them only
  * through the tables above, which check the CPU. */

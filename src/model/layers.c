@@ -88,7 +88,8 @@ void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, float *out,
     PA_PROF(c, NULL, PA_OP_GATE_UP, l, n_tok, {
       pa_linear(c, &L->w_gate, x, c->s.h1, n_tok);
       pa_linear(c, &L->w_up, x, c->s.h2, n_tok);
-      (silu ? pa_silu_mul : pa_gelu_tanh_mul)(c->s.h1, c->s.h2, (int64_t)n_tok * F);
+      const pa_ops_kernels *plain = pa_ops_plain(); /* the reference path's twin */
+      (silu ? plain->silu_mul : plain->gelu_tanh_mul)(c->s.h1, c->s.h2, (int64_t)n_tok * F);
     });
   } else {
     PA_PROF(c, NULL, PA_OP_GATE_UP, l, n_tok,

@@ -14,6 +14,8 @@
 
 #include "base/base.h"
 #include "format/gguf.h"
+#include "kernels/ops.h"
+#include "model/attention.h"
 #include "model/model.h"
 #include "tools/perplexity.h"
 
@@ -275,6 +277,22 @@ static void compare_logits(verify_state *s, pa_verify_result *r, const float *a,
   r->n_positions++;
 }
 
+/* The fast path's tables: --kernels NAME picks the matrix products' table
+ * and the attention and element-wise tables of the same instruction set
+ * (scalar: the plain ones; avx512_vnni: the AVX-512 ones); NULL restores
+ * the best of each. */
+static void force_tables(const pa_cpu_kernels *k) {
+  pa_kernels_set(k);
+  if (!k) {
+    pa_attn_set(NULL);
+    pa_ops_set(NULL);
+    return;
+  }
+  const bool plain = k == pa_kernels_reference(), avx2 = k == pa_kernels_avx2();
+  pa_attn_set(plain ? pa_attn_plain() : avx2 ? pa_attn_avx2() : pa_attn_avx512());
+  pa_ops_set(plain ? pa_ops_plain() : avx2 ? pa_ops_avx2() : pa_ops_avx512());
+}
+
 static int run_prompt(verify_state *s, const pa_verify_params *p, pa_verify_result *r, int32_t i,
                       const logits_file *lf, int32_t *pos, int32_t *seq, int8_t *want) {
   const int32_t *ids = s->tokens + s->offsets[i];
@@ -284,9 +302,9 @@ static int run_prompt(verify_state *s, const pa_verify_params *p, pa_verify_resu
   if (s->ref) pasada_seq_truncate(s->ref, 0, 0);
   for (int32_t p0 = 0; p0 < n; p0 += s->chunk) {
     const int32_t m = n - p0 < s->chunk ? n - p0 : s->chunk;
-    pa_kernels_set(p->kernels);
+    force_tables(p->kernels);
     int rc = decode_chunk(s->fast, ids + p0, p0, m, pos, seq, want);
-    pa_kernels_set(NULL);
+    force_tables(NULL);
     if (!rc && s->ref) rc = decode_chunk(s->ref, ids + p0, p0, m, pos, seq, want);
     if (rc) return rc;
     if (s->ref) {
