@@ -394,11 +394,10 @@ void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {
   t[PA_TYPE_Q8_0] = vnni ? dot_q8_0_xs_vnni : dot_q8_0_xs;
 }
 
-/* ---- K-quants against Q8_K. Sub-block scales multiply 16-bit pair sums
- * of pmaddubsw with vpdpwssd (pmaddwd + add without VNNI); the scale words
- * come by broadcast loads from a small array, or by one dword permute. ---- */
-
-BODY __m512 zero512(void) { return _mm512_setzero_ps(); }
+/* ---- K-quants against Q8_K, in the canonical order of gemm_avx512.c's
+ * header ("K-quants"): per super-block exact int32 sums (isum: scales times
+ * sub-block dots; imin: mins times bsums), then two fmas in float. Any
+ * instructions giving the same integers will do; these use 512 bits. ---- */
 
 /* Q4_K/Q5_K scales and mins of 8 sub-blocks as bytes (see quant.h). */
 static inline void k4_scales(const uint8_t s[12], uint32_t sc[2], uint32_t m[2]) {
@@ -410,62 +409,96 @@ static inline void k4_scales(const uint8_t s[12], uint32_t sc[2], uint32_t m[2])
   m[1] = ((u[2] >> 4) & 0x0F0F0F0F) | ((u[1] >> 6) & 0x03030303) << 4;
 }
 
-/* 8 bytes as 8 dwords, each holding the byte in both 16-bit halves: the
- * operand vpdpwssd multiplies a pair of int16 sums with. */
-BODY __m256i scale_words(uint32_t lo, uint32_t hi) {
-  const __m256i v = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)hi, (int)lo));
-  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+BODY __m512i dpbusd512_0(__m512i u, __m512i s, const int vnni) {
+  if (vnni) {
+    __m512i acc;
+    __asm__("vpxord %0, %0, %0\n\tvpdpbusd %2, %1, %0" : "=&v"(acc) : "v"(u), "v"(s));
+    return acc;
+  }
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
 }
 
-/* sum over sub-blocks j of m_j * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes:
- * the mins, each doubled into a pair of words, against the 16 bsums. */
-BODY __m256i k4_min_sums(uint32_t m_lo, uint32_t m_hi, const int16_t *bsums, const int vnni) {
-  const __m128i m8 = _mm_set_epi32(0, 0, (int)m_hi, (int)m_lo);
-  const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-  return dpwssd(_mm256_setzero_si256(), load256(bsums), m16, vnni);
+/* acc += pairs of int16 products (pmaddwd), fused with VNNI. */
+BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
+  if (vnni) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+    return acc;
+  }
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
+
+/* Word indices into 8 scale words (repeated in each 128-bit lane), for half
+ * h of a super-block (sub-blocks 4h .. 4h + 3). VNNI: the pack of the dword
+ * sums of low (sub-blocks 4h, 4h + 2) and high (4h + 1, 4h + 3) nibbles
+ * holds in 128-bit lane k words of sub-block 4h + 2 (k / 2) then + 1.
+ * Without: pmaddubsw's words, the low ones 4h then 4h + 2 by 256-bit halves
+ * (hi: + 1). */
+static const uint16_t k4_idx_vnni[2][32] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3},
+    {4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7}};
+static const uint16_t k4_idx_lo[2][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6}};
 
 BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_qh,
                   const block_q8_K *b, const int vnni) {
-  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-  uint32_t scw[8];
+  __m128 acc = _mm_setzero_ps(); /* lane 0: acc, lane 1: accm */
+  const __m512i mask4 = _mm512_set1_epi8(0x0F);
   for (int64_t i = 0; i < nsb; i++) {
     /* Q4_K and Q5_K share d, dmin, scales; qh (Q5_K) sits before qs */
     const uint8_t *blk = w + i * wsize;
     const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
     uint32_t sc[2], m[2];
     k4_scales(scales, sc, m);
-    _mm256_storeu_si256((__m256i *)scw, scale_words(sc[0], sc[1]));
-    __asm__("" : "+m"(scw)); /* read back by broadcast loads */
-    const __m256i mins = k4_min_sums(m[0], m[1], b[i].bsums, vnni);
-    const __m256i mask4 = _mm256_set1_epi8(0x0F);
-    const __m256i qhv = has_qh ? load256(qh) : _mm256_setzero_si256();
-    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-      const __m256i q = load256(qs + 32 * c);
-      __m256i lo = _mm256_and_si256(q, mask4),
-              hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask4);
+    const __m512i scw =
+        _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+    const __m512i qhv = has_qh ? _mm512_broadcast_i64x4(load256(qh)) : _mm512_setzero_si512();
+    __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      const __m512i q = load512(qs + 64 * h);
+      /* low nibbles: sub-blocks 4h (bytes 0..31), 4h + 2; high: 4h + 1, 4h + 3 */
+      __m512i lo = _mm512_and_si512(q, mask4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask4);
       if (has_qh) { /* fifth bit of sub-block j: bit j of qh[l] */
-        const __m256i sixteen = _mm256_set1_epi8(16);
-        lo = _mm256_mask_add_epi8(
-            lo, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c)))), lo, sixteen);
-        hi = _mm256_mask_add_epi8(
-            hi, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c + 1)))), hi,
-            sixteen);
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        const __m512i blo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))),
+                                               _mm256_set1_epi8((char)(1 << (4 * h + 2))), 1);
+        const __m512i bhi = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 1))),
+                                               _mm256_set1_epi8((char)(1 << (4 * h + 3))), 1);
+        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qhv, blo), lo, sixteen);
+        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qhv, bhi), hi, sixteen);
       }
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * c));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * c + 32));
-      sum0 = dpwssd(sum0, p_lo, _mm256_set1_epi32((int)scw[2 * c]), vnni);
-      sum1 = dpwssd(sum1, p_hi, _mm256_set1_epi32((int)scw[2 * c + 1]), vnni);
+      const __m512i x0 = load512(b[i].qs + 128 * h), x1 = load512(b[i].qs + 128 * h + 64);
+      const __m512i xl = _mm512_shuffle_i64x2(x0, x1, 0x44), xh = _mm512_shuffle_i64x2(x0, x1, 0xEE);
+      if (vnni) { /* dword sums (<= 4 * 31 * 127) fit the pack's 16 bits */
+        const __m512i p =
+            _mm512_packs_epi32(dpbusd512_0(lo, xl, 1), dpbusd512_0(hi, xh, 1));
+        const __m512i s = _mm512_permutexvar_epi16(load512(k4_idx_vnni[h]), scw);
+        isum = dpwssd512(isum, p, s, 1);
+      } else {
+        const __m512i slo = _mm512_permutexvar_epi16(load512(k4_idx_lo[h]), scw);
+        const __m512i shi = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(load512(k4_idx_lo[h]), _mm512_set1_epi16(1)), scw);
+        isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, xl), slo));
+        isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xh), shi));
+      }
     }
-    const float dx = b[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk)),
-                          _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
-    acc_min =
-        _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk + 2)), _mm256_cvtepi32_ps(mins), acc_min);
+    /* the mins, each doubled into a pair of words, against the 16 bsums */
+    const __m128i m8 = _mm_set_epi32(0, 0, (int)m[1], (int)m[0]);
+    const __m256i mn = _mm256_madd_epi16(load256(b[i].bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+    /* isum and imin in lanes 0 and 1 */
+    const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+    __m256i t = _mm256_add_epi32(_mm256_permute2x128_si256(i8, mn, 0x20),
+                                 _mm256_permute2x128_si256(i8, mn, 0x31));
+    t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0x4E));
+    t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0xB1));
+    const __m128i v = _mm_unpacklo_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    int32_t dm;
+    memcpy(&dm, blk, 4);
+    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(dm)), _mm_set1_ps(b[i].d));
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(v), dd, acc);
   }
-  return hsum256(_mm256_sub_ps(acc, acc_min));
+  return _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
 }
 
 static AVX512 void dot_q4_K(int64_t n, float *out, const void *w, const void *x) {
@@ -484,16 +517,8 @@ static AVX512 void dot_q5_K_vnni(int64_t n, float *out, const void *w, const voi
 /* Q6_K in 512 bits: the 64 bytes of ql of a half hold its 128 values' low
  * nibbles (elements 0..63 low, 64..127 high), and one copy of qh in each
  * 256-bit half gives both halves' top bits with one variable shift. */
-BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
-  if (vnni) {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
-    return acc;
-  }
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-}
-
 BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
-  __m512 acc = zero512();
+  __m128 acc = _mm_setzero_ps();
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x30);
   /* word shifts putting qh bits (2k, 2k+1) at bits 4, 5 for k = 0, 1 (left)
    * and k = 2, 3 (right); qh is duplicated in the two 256-bit halves */
@@ -529,9 +554,11 @@ BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, 
     const __m512i total =
         _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1),
                          _mm512_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_at(&a[i].d)), _mm512_cvtepi32_ps(total), acc);
+    const int isum = _mm512_reduce_add_epi32(total);
+    acc = _mm_fmadd_ss(_mm_cvtepi32_ps(_mm_cvtsi32_si128(isum)),
+                       _mm_set_ss(f16_at(&a[i].d) * b[i].d), acc);
   }
-  return _mm512_reduce_add_ps(acc);
+  return _mm_cvtss_f32(acc);
 }
 
 static AVX512 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
