@@ -420,17 +420,17 @@ static void permute_sb(const uint8_t *in, uint8_t *out) {
 
 /* Packed Q8_K rows: per super-block q (256, permuted), then
  * Q4_K/Q5_K (320 bytes): the 8 sums of 32 quants (int16) at 256, d at 272;
- * Q6_K (576 bytes): offsets at 256, d at 512: with VNNI, dword l of chunk c
- *   is -32 times the sum of the 4 quants it covers (the start of that
- *   lane's vpdpbusd, so that q - 32 is what multiplies); without, word w of
- *   half h is 32 times the sum of the 4 quants word w of chunks 2h, 2h + 1
- *   covers (taken off pmaddubsw's sums). */
+ * Q6_K (448 bytes): offsets (128) at 256, d at 384: with VNNI, dword l of
+ *   half h is -32 times the sum of the 8 quants lane l of chunks 2h, 2h + 1
+ *   covers (the start of that lane's vpdpbusd, so that q - 32 is what
+ *   multiplies); without, word w of half h is 32 times the sum of the 4
+ *   quants word w of chunks 2h, 2h + 1 covers (taken off pmaddubsw's). */
 #define XK4_REC 320
 #define XK4_BS 256
 #define XK4_D 272
-#define XK6_REC 576
+#define XK6_REC 448
 #define XK6_OFF 256
-#define XK6_D 512
+#define XK6_D 384
 static size_t xk4_size(int64_t cols) { return (size_t)(cols / QK_K) * XK4_REC; }
 static size_t xk6_size(int64_t cols) { return (size_t)(cols / QK_K) * XK6_REC; }
 
@@ -449,8 +449,11 @@ BODY void pack_xk(const int kind, const int vnni, int64_t cols, const void *xq, 
     } else {
       if (vnni) {
         int32_t *off = (int32_t *)(rec + XK6_OFF);
-        for (int l = 0; l < 64; l++)
-          off[l] = -32 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+        for (int h = 0; h < 2; h++)
+          for (int l = 0; l < 16; l++) {
+            const int8_t *a = q + 128 * h + 4 * l, *c = a + 64;
+            off[16 * h + l] = -32 * (a[0] + a[1] + a[2] + a[3] + c[0] + c[1] + c[2] + c[3]);
+          }
       } else {
         int16_t *off = (int16_t *)(rec + XK6_OFF);
         for (int h = 0; h < 2; h++)
@@ -604,8 +607,9 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
 #pragma GCC unroll 8
     for (int t = 0; t < GEMM_KT; t++) xr[t] = xp[t] + i * xrec;
     __m512i p[8]; /* p[r + 4u]: row r, tokens 2u, 2u + 1 */
-    if (vnni && kind != 6) {
-      /* dword sums of up to 16 (Q4_K) or 8 (Q5_K) products fit 16 bits */
+    if (vnni) {
+      /* dword sums of up to 16 (Q4_K) or 8 (Q5_K; Q6_K, from its offsets)
+       * products fit 16 bits */
       const int per = kind == 4 ? 4 : 2;
 #pragma GCC unroll 2
       for (int c0 = 0; c0 < 4; c0 += per) {
@@ -620,39 +624,18 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
             const __m512i x = load512(xr[t] + 64 * c);
 #pragma GCC unroll 4
             for (int r = 0; r < GEMM_KR; r++)
-              s[r][t] = c == c0 ? dpbusd512_0(wq[r], xr[t] + 64 * c) : dpbusd512(s[r][t], wq[r], x);
+              s[r][t] = c != c0    ? dpbusd512(s[r][t], wq[r], x)
+                        : kind == 6 ? dpbusd512(load512(xr[t] + XK6_OFF + 32 * c0), wq[r], x)
+                                    : dpbusd512_0(wq[r], xr[t] + 64 * c);
           }
         }
 #pragma GCC unroll 4
         for (int r = 0; r < GEMM_KR; r++) {
-          const __m512i sw = load512(wr[r] + K4_S);
+          const __m512i sw = load512(wr[r] + (kind == 6 ? K6_S + 32 * c0 : K4_S));
 #pragma GCC unroll 2
           for (int u = 0; u < 2; u++) {
             const __m512i pk = _mm512_packs_epi32(s[r][2 * u], s[r][2 * u + 1]);
             p[r + 4 * u] = c0 == 0 ? _mm512_madd_epi16(pk, sw) : dpwssd512(p[r + 4 * u], pk, sw, 1);
-          }
-        }
-      }
-    } else if (vnni) { /* Q6_K: q - 32 against x, 4 products a dword, fresh per chunk */
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; c++) {
-        __m512i s[GEMM_KR][GEMM_KT], wq[GEMM_KR];
-#pragma GCC unroll 4
-        for (int r = 0; r < GEMM_KR; r++) wq[r] = load512(wr[r] + 64 * c);
-#pragma GCC unroll 4
-        for (int t = 0; t < GEMM_KT; t++) {
-          const __m512i x = load512(xr[t] + 64 * c);
-#pragma GCC unroll 4
-          for (int r = 0; r < GEMM_KR; r++)
-            s[r][t] = dpbusd512(load512(xr[t] + XK6_OFF + 64 * c), wq[r], x);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < GEMM_KR; r++) {
-          const __m512i sw = load512(wr[r] + K6_S + 64 * (c / 2));
-#pragma GCC unroll 2
-          for (int u = 0; u < 2; u++) {
-            const __m512i pk = _mm512_packs_epi32(s[r][2 * u], s[r][2 * u + 1]);
-            p[r + 4 * u] = c == 0 ? _mm512_madd_epi16(pk, sw) : dpwssd512(p[r + 4 * u], pk, sw, 1);
           }
         }
       }
