@@ -427,76 +427,102 @@ BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
   return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
 
-/* Word indices into 8 scale words (repeated in each 128-bit lane), for half
- * h of a super-block (sub-blocks 4h .. 4h + 3). VNNI: the pack of the dword
- * sums of low (sub-blocks 4h, 4h + 2) and high (4h + 1, 4h + 3) nibbles
- * holds in 128-bit lane k words of sub-block 4h + 2 (k / 2) then + 1.
- * Without: pmaddubsw's words, the low ones 4h then 4h + 2 by 256-bit halves
- * (hi: + 1). */
+/* Word indices into 8 scale words (repeated in each 128-bit lane). Chunk c
+ * of 64 elements gives dword sums of sub-blocks 2c (lanes 0..7) and 2c + 1
+ * (8..15). VNNI: the pack of chunks 2h and 2h + 1 holds in 128-bit lane k
+ * words of sub-blocks 4h + (k / 2), then 4h + 2 + (k / 2). Without:
+ * pmaddubsw's words of chunk c, sub-block 2c then 2c + 1 by 256-bit halves. */
 static const uint16_t k4_idx_vnni[2][32] = {
-    {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3},
-    {4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7}};
-static const uint16_t k4_idx_lo[2][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
-    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6}};
+    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
+    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+
+/* One Q4_K/Q5_K super-block's integers: *isum as 16 lanes, *imin as 8. */
+BODY void k4_ints(const uint8_t *blk, const int has_qh, const block_q8_K *b, const int vnni,
+                  __m512i *isum, __m256i *imin) {
+  const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
+  uint32_t sc[2], m[2];
+  k4_scales(scales, sc, m);
+  const __m512i scw =
+      _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+  const __m512i qhv = has_qh ? _mm512_broadcast_i64x4(load256(qh)) : _mm512_setzero_si512();
+  const __m512i mask4 = _mm512_set1_epi8(0x0F);
+  /* the 32 bytes of a chunk in both halves: low nibbles, then high */
+  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  __m512i d[4], acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; c++) {
+    __m512i q = _mm512_and_si512(
+        _mm512_srlv_epi16(_mm512_broadcast_i64x4(load256(qs + 32 * c)), shift), mask4);
+    if (has_qh) /* fifth bit of sub-block j: bit j of qh[l] */
+      q = _mm512_mask_add_epi8(
+          q,
+          _mm512_test_epi8_mask(qhv, _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                                        _mm256_set1_epi8((char)(2 << (2 * c))), 1)),
+          q, _mm512_set1_epi8(16));
+    const __m512i x = load512(b->qs + 64 * c);
+    if (vnni) { /* dword sums (<= 4 * 31 * 127) fit the pack's 16 bits */
+      d[c] = dpbusd512_0(q, x, 1);
+      if (c & 1) {
+        const __m512i s = _mm512_permutexvar_epi16(load512(k4_idx_vnni[c / 2]), scw);
+        acc = dpwssd512(acc, _mm512_packs_epi32(d[c - 1], d[c]), s, 1);
+      }
+    } else {
+      const __m512i s = _mm512_permutexvar_epi16(
+          _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1),
+          scw);
+      acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), s));
+    }
+  }
+  *isum = acc;
+  /* the mins, each doubled into a pair of words, against the 16 bsums */
+  const __m128i m8 = _mm_set_epi32(0, 0, (int)m[1], (int)m[0]);
+  *imin = _mm256_madd_epi16(load256(b->bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+}
+
+/* Totals of two super-blocks' lanes: (isum a, imin a, isum b, imin b). */
+BODY __m128i k_totals2(__m512i ia, __m256i ma, __m512i ib, __m256i mb) {
+  const __m512i x = _mm512_add_epi32(_mm512_shuffle_i64x2(ia, ib, 0x44), _mm512_shuffle_i64x2(ia, ib, 0xEE));
+  const __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(ma), mb, 1);
+  __m512i z = _mm512_add_epi32(_mm512_shuffle_i64x2(x, y, 0x88), _mm512_shuffle_i64x2(x, y, 0xDD));
+  z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, 0x4E));
+  z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, 0xB1)); /* ia, ib, ma, mb in lanes 0, 4, 8, 12 */
+  return _mm512_castsi512_si128(
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), z));
+}
+
+/* The float steps of two super-blocks (or one, b = NULL): lanes 0, 1 of
+ * acc are acc and accm. dm: (d, dmin) fp16 pairs; Q6_K passes imin = 0. */
+BODY __m128 k_float2(__m128 acc, __m128i tot, const void *dma, float dxa, const void *dmb,
+                     float dxb) {
+  int32_t ha, hb = 0;
+  memcpy(&ha, dma, 4);
+  if (dmb) memcpy(&hb, dmb, 4);
+  const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(ha), _mm_cvtsi32_si128(hb))),
+                               _mm_setr_ps(dxa, dxa, dxb, dxb));
+  const __m128 v = _mm_cvtepi32_ps(tot);
+  acc = _mm_fmadd_ps(v, dd, acc);
+  if (dmb) acc = _mm_fmadd_ps(_mm_movehl_ps(v, v), _mm_movehl_ps(dd, dd), acc);
+  return acc;
+}
 
 BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_qh,
                   const block_q8_K *b, const int vnni) {
   __m128 acc = _mm_setzero_ps(); /* lane 0: acc, lane 1: accm */
-  const __m512i mask4 = _mm512_set1_epi8(0x0F);
-  for (int64_t i = 0; i < nsb; i++) {
-    /* Q4_K and Q5_K share d, dmin, scales; qh (Q5_K) sits before qs */
-    const uint8_t *blk = w + i * wsize;
-    const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
-    uint32_t sc[2], m[2];
-    k4_scales(scales, sc, m);
-    const __m512i scw =
-        _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
-    const __m512i qhv = has_qh ? _mm512_broadcast_i64x4(load256(qh)) : _mm512_setzero_si512();
-    __m512i isum = _mm512_setzero_si512();
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-      const __m512i q = load512(qs + 64 * h);
-      /* low nibbles: sub-blocks 4h (bytes 0..31), 4h + 2; high: 4h + 1, 4h + 3 */
-      __m512i lo = _mm512_and_si512(q, mask4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask4);
-      if (has_qh) { /* fifth bit of sub-block j: bit j of qh[l] */
-        const __m512i sixteen = _mm512_set1_epi8(16);
-        const __m512i blo = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))),
-                                               _mm256_set1_epi8((char)(1 << (4 * h + 2))), 1);
-        const __m512i bhi = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 1))),
-                                               _mm256_set1_epi8((char)(1 << (4 * h + 3))), 1);
-        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qhv, blo), lo, sixteen);
-        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qhv, bhi), hi, sixteen);
-      }
-      const __m512i x0 = load512(b[i].qs + 128 * h), x1 = load512(b[i].qs + 128 * h + 64);
-      const __m512i xl = _mm512_shuffle_i64x2(x0, x1, 0x44), xh = _mm512_shuffle_i64x2(x0, x1, 0xEE);
-      if (vnni) { /* dword sums (<= 4 * 31 * 127) fit the pack's 16 bits */
-        const __m512i p =
-            _mm512_packs_epi32(dpbusd512_0(lo, xl, 1), dpbusd512_0(hi, xh, 1));
-        const __m512i s = _mm512_permutexvar_epi16(load512(k4_idx_vnni[h]), scw);
-        isum = dpwssd512(isum, p, s, 1);
-      } else {
-        const __m512i slo = _mm512_permutexvar_epi16(load512(k4_idx_lo[h]), scw);
-        const __m512i shi = _mm512_permutexvar_epi16(
-            _mm512_add_epi16(load512(k4_idx_lo[h]), _mm512_set1_epi16(1)), scw);
-        isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, xl), slo));
-        isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xh), shi));
-      }
-    }
-    /* the mins, each doubled into a pair of words, against the 16 bsums */
-    const __m128i m8 = _mm_set_epi32(0, 0, (int)m[1], (int)m[0]);
-    const __m256i mn = _mm256_madd_epi16(load256(b[i].bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
-    /* isum and imin in lanes 0 and 1 */
-    const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-    __m256i t = _mm256_add_epi32(_mm256_permute2x128_si256(i8, mn, 0x20),
-                                 _mm256_permute2x128_si256(i8, mn, 0x31));
-    t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0x4E));
-    t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0xB1));
-    const __m128i v = _mm_unpacklo_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-    int32_t dm;
-    memcpy(&dm, blk, 4);
-    const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(dm)), _mm_set1_ps(b[i].d));
-    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(v), dd, acc);
+  int64_t i = 0;
+  for (; i + 2 <= nsb; i += 2) {
+    __m512i ia, ib;
+    __m256i ma, mb;
+    k4_ints(w + i * wsize, has_qh, &b[i], vnni, &ia, &ma);
+    k4_ints(w + (i + 1) * wsize, has_qh, &b[i + 1], vnni, &ib, &mb);
+    acc = k_float2(acc, k_totals2(ia, ma, ib, mb), w + i * wsize, b[i].d, w + (i + 1) * wsize,
+                   b[i + 1].d);
+  }
+  if (i < nsb) {
+    __m512i ia;
+    __m256i ma;
+    k4_ints(w + i * wsize, has_qh, &b[i], vnni, &ia, &ma);
+    acc = k_float2(acc, k_totals2(ia, ma, _mm512_setzero_si512(), _mm256_setzero_si256()),
+                   w + i * wsize, b[i].d, NULL, 0.0f);
   }
   return _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
 }
@@ -517,46 +543,56 @@ static AVX512 void dot_q5_K_vnni(int64_t n, float *out, const void *w, const voi
 /* Q6_K in 512 bits: the 64 bytes of ql of a half hold its 128 values' low
  * nibbles (elements 0..63 low, 64..127 high), and one copy of qh in each
  * 256-bit half gives both halves' top bits with one variable shift. */
-BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
-  __m128 acc = _mm_setzero_ps();
+/* One Q6_K super-block's isum as 16 lanes. */
+BODY __m512i q6_ints(const block_q6_K *a, const block_q8_K *b, const int vnni) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x30);
   /* word shifts putting qh bits (2k, 2k+1) at bits 4, 5 for k = 0, 1 (left)
    * and k = 2, 3 (right); qh is duplicated in the two 256-bit halves */
   const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  for (int64_t i = 0; i < nsb; i++) {
-    /* scales as dwords of two equal words; 128-bit lane j of the products
-     * of a quarter covers scale group 4 * quarter + j */
-    const __m512i s16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)a[i].scales));
-    const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)),
-                                        _mm512_slli_epi32(s16, 16));
-    /* values are q - 32 with q in 0..63: the 32 comes off via bsums */
-    const __m512i bs = _mm512_cvtepi16_epi32(load256(b[i].bsums));
-    const int corr = 32 * _mm512_reduce_add_epi32(_mm512_mullo_epi32(bs, s16));
-    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+  /* scales as dwords of two equal words; 128-bit lane j of the products
+   * of a quarter covers scale group 4 * quarter + j */
+  const __m128i sc8 = _mm_loadu_si128((const __m128i *)a->scales);
+  const __m512i s16 = _mm512_cvtepi8_epi32(sc8);
+  const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)),
+                                      _mm512_slli_epi32(s16, 16));
+  __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-      const __m512i l = _mm512_loadu_si512(a[i].ql + 64 * h);
-      const __m512i qh = _mm512_broadcast_i64x4(load256(a[i].qh + 32 * h));
-      const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, mask4),
-                                           _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2));
-      const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), mask4),
-                                           _mm512_and_si512(_mm512_srlv_epi16(qh, shr), mask2));
-      const __m512i p_lo = _mm512_maddubs_epi16(q_lo, _mm512_loadu_si512(b[i].qs + 128 * h));
-      const __m512i p_hi = _mm512_maddubs_epi16(q_hi, _mm512_loadu_si512(b[i].qs + 128 * h + 64));
-      const __m512i idx_lo = _mm512_setr_epi32(
-          8 * h, 8 * h, 8 * h, 8 * h, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 2,
-          8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 3, 8 * h + 3, 8 * h + 3, 8 * h + 3);
-      const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
-      sum0 = dpwssd512(sum0, p_lo, _mm512_permutexvar_epi32(idx_lo, scw), vnni);
-      sum1 = dpwssd512(sum1, p_hi, _mm512_permutexvar_epi32(idx_hi, scw), vnni);
-    }
-    const __m512i total =
-        _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1),
-                         _mm512_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
-    const int isum = _mm512_reduce_add_epi32(total);
-    acc = _mm_fmadd_ss(_mm_cvtepi32_ps(_mm_cvtsi32_si128(isum)),
-                       _mm_set_ss(f16_at(&a[i].d) * b[i].d), acc);
+  for (int h = 0; h < 2; h++) {
+    const __m512i l = _mm512_loadu_si512(a->ql + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(load256(a->qh + 32 * h));
+    const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, mask4),
+                                         _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2));
+    const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), mask4),
+                                         _mm512_and_si512(_mm512_srlv_epi16(qh, shr), mask2));
+    const __m512i p_lo = _mm512_maddubs_epi16(q_lo, _mm512_loadu_si512(b->qs + 128 * h));
+    const __m512i p_hi = _mm512_maddubs_epi16(q_hi, _mm512_loadu_si512(b->qs + 128 * h + 64));
+    const __m512i idx_lo = _mm512_setr_epi32(
+        8 * h, 8 * h, 8 * h, 8 * h, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 2,
+        8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 3, 8 * h + 3, 8 * h + 3, 8 * h + 3);
+    const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
+    sum0 = dpwssd512(sum0, p_lo, _mm512_permutexvar_epi32(idx_lo, scw), vnni);
+    sum1 = dpwssd512(sum1, p_hi, _mm512_permutexvar_epi32(idx_hi, scw), vnni);
+  }
+  /* values are q - 32 with q in 0..63: 32 sum_g sc_g bsums_g comes off */
+  const __m256i corr = _mm256_slli_epi32(
+      _mm256_madd_epi16(load256(b->bsums), _mm256_cvtepi8_epi16(sc8)), 5);
+  return _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1), _mm512_zextsi256_si512(corr));
+}
+
+BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
+  __m128 acc = _mm_setzero_ps(); /* lane 0 (lane 1 takes 0 times 0) */
+  const __m256i zero = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 2 <= nsb; i += 2) {
+    const __m128i tot = k_totals2(q6_ints(&a[i], &b[i], vnni), zero, q6_ints(&a[i + 1], &b[i + 1], vnni), zero);
+    const uint32_t da = a[i].d, db = a[i + 1].d; /* (d, 0) as fp16 pairs */
+    acc = k_float2(acc, tot, &da, b[i].d, &db, b[i + 1].d);
+  }
+  if (i < nsb) {
+    const uint32_t da = a[i].d;
+    acc = k_float2(acc, k_totals2(q6_ints(&a[i], &b[i], vnni), zero, _mm512_setzero_si512(), zero),
+                   &da, b[i].d, NULL, 0.0f);
   }
   return _mm_cvtss_f32(acc);
 }
