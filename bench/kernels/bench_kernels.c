@@ -4,7 +4,10 @@
  *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build-kern/libpasada.a \
  *      -lpcre2-8 -lpthread -lm -o build-kern/bench_kernels
  *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
- *   build-kern/bench_kernels [threads] shapes   (the default models' matrices) */
+ *   build-kern/bench_kernels [threads] shapes   (the default models' matrices)
+ *   build-kern/bench_kernels [threads] gemm [tokens] [types...]
+ *     prefill-shaped: a 2048 x 2048 matrix against `tokens` (512) tokens,
+ *     GOP/s (2 rows cols tokens / time, best of 5) per SIMD table */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,8 +135,64 @@ static void bench_shapes(pa_pool *pool) {
   pa_kernels_set(NULL);
 }
 
+/* Prefill-shaped: rows x cols weights against n_tokens tokens, GOP/s. */
+static void bench_gemm(pa_pool *pool, int64_t n_tokens, const char **names, int n_names) {
+  const int64_t rows = 2048, cols = 2048;
+  const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
+  printf("%-6s", "type");
+  for (int k = 0; k < 3; k++)
+    if (tabs[k]) printf(" %12s", tabs[k]->name);
+  printf("   (GOP/s, %lld x %lld, %lld tokens)\n", (long long)rows, (long long)cols,
+         (long long)n_tokens);
+  for (int ni = 0; ni < n_names; ni++) {
+    pa_type type = PA_TYPE_COUNT;
+    for (int t = 0; t < PA_TYPE_COUNT; t++)
+      if (pa_type_get(t) && !strcmp(pa_type_name(t), names[ni])) type = (pa_type)t;
+    if (type == PA_TYPE_COUNT) continue;
+    const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+    uint8_t *w = pa_alloc(bytes);
+    fill(type, w, bytes);
+    pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
+    float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
+    float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
+    for (int64_t i = 0; i < cols * n_tokens; i++)
+      x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+    void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
+    printf("%-6s", names[ni]);
+    for (int k = 0; k < 3; k++) {
+      if (!tabs[k]) continue;
+      pa_kernels_set(tabs[k]);
+      pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work); /* warm-up */
+      double best = 1e30;
+      for (int r = 0; r < 5; r++) {
+        double t0 = pa_time_s();
+        pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+        double dt = pa_time_s() - t0;
+        if (dt < best) best = dt;
+      }
+      printf(" %12.1f", 2.0 * (double)rows * (double)cols * (double)n_tokens / best / 1e9);
+      fflush(stdout);
+    }
+    printf("\n");
+    pa_free(w);
+    pa_free(x);
+    pa_free(y);
+    pa_free(work);
+  }
+  pa_kernels_set(NULL);
+}
+
 int main(int argc, char **argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 1;
+  if (argc > 2 && !strcmp(argv[2], "gemm")) {
+    pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
+    const char *kq[] = {"Q4_K", "Q5_K", "Q6_K"};
+    const int64_t n_tokens = argc > 3 ? atoi(argv[3]) : 512;
+    printf("cpu %s, %d thread(s), prefill (GEMM)\n", pa_cpu_describe(), threads);
+    bench_gemm(pool, n_tokens, argc > 4 ? (const char **)argv + 4 : kq, argc > 4 ? argc - 4 : 3);
+    pa_pool_free(pool);
+    return 0;
+  }
   if (argc > 2 && !strcmp(argv[2], "shapes")) {
     pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
     printf("cpu %s, %d thread(s), decode (one token)\n", pa_cpu_describe(), threads);

@@ -241,7 +241,8 @@ static const pa_type weight_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0,
 
 /* The types each AVX-512 table must have a GEMM kernel for. */
 static const pa_type avx512_gemm_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0,
-                                            PA_TYPE_Q5_1, PA_TYPE_Q8_0};
+                                            PA_TYPE_Q5_1, PA_TYPE_Q8_0, PA_TYPE_Q4_K,
+                                            PA_TYPE_Q5_K, PA_TYPE_Q6_K};
 
 int main(void) {
   tables[n_tables++] = pa_kernels_reference();

@@ -463,39 +463,48 @@ static inline AVX2 __m256i k4_superblock(const uint8_t scales[12], const uint8_t
   return sumi;
 }
 
+/* Q4_K/Q5_K in the canonical K-quant order (gemm_avx512.c's header): per
+ * super-block the exact isum and imin, then two fmas (lanes 0 and 1). */
+static inline AVX2 __m128 k4_step(__m128 acc, __m256i sumi, int msum, const void *dm, float dx) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  const __m128i v = _mm_unpacklo_epi32(s, _mm_cvtsi32_si128(msum)); /* isum, imin */
+  int32_t h;
+  memcpy(&h, dm, 4); /* d, dmin */
+  const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)), _mm_set1_ps(dx));
+  return _mm_fmadd_ps(_mm_cvtepi32_ps(v), dd, acc);
+}
+
 static AVX2 void dot_q4_K(int64_t n, float *out, const void *w, const void *x) {
   const block_q4_K *a = w;
   const block_q8_K *b = x;
-  __m256 acc = _mm256_setzero_ps();
-  float acc_min = 0.0f;
+  __m128 acc = _mm_setzero_ps();
   for (int64_t i = 0; i < n / QK_K; i++) {
     int msum;
     const __m256i sumi = k4_superblock(a[i].scales, a[i].qs, NULL, &b[i], &msum);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * f16_at(&a[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-    acc_min += b[i].d * f16_at(&a[i].dmin) * (float)msum;
+    acc = k4_step(acc, sumi, msum, &a[i].d, b[i].d);
   }
-  *out = hsum_ps(acc) - acc_min;
+  *out = _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
 }
 
 static AVX2 void dot_q5_K(int64_t n, float *out, const void *w, const void *x) {
   const block_q5_K *a = w;
   const block_q8_K *b = x;
-  __m256 acc = _mm256_setzero_ps();
-  float acc_min = 0.0f;
+  __m128 acc = _mm_setzero_ps();
   for (int64_t i = 0; i < n / QK_K; i++) {
     int msum;
     const __m256i sumi = k4_superblock(a[i].scales, a[i].qs, a[i].qh, &b[i], &msum);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * f16_at(&a[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-    acc_min += b[i].d * f16_at(&a[i].dmin) * (float)msum;
+    acc = k4_step(acc, sumi, msum, &a[i].d, b[i].d);
   }
-  *out = hsum_ps(acc) - acc_min;
+  *out = _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
 }
 
 static AVX2 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
   const block_q6_K *a = w;
   const block_q8_K *b = x;
   const __m256i mask4 = _mm256_set1_epi8(0x0F), mask2 = _mm256_set1_epi8(0x30);
-  __m256 acc = _mm256_setzero_ps();
+  __m128 acc = _mm_setzero_ps();
   for (int64_t i = 0; i < n / QK_K; i++) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
     /* values are q - 32 with q in 0..63: the 32 comes off via bsums */
@@ -523,10 +532,12 @@ static AVX2 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(both, 2 * k)));
       }
     }
-    const __m256i total = _mm256_sub_epi32(sumi, _mm256_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * f16_at(&a[i].d)), _mm256_cvtepi32_ps(total), acc);
+    /* canonical K-quant order (gemm_avx512.c's header) */
+    const int isum = hsum_epi32(sumi) - corr;
+    acc = _mm_fmadd_ss(_mm_cvtepi32_ps(_mm_cvtsi32_si128(isum)),
+                       _mm_set_ss(f16_at(&a[i].d) * b[i].d), acc);
   }
-  *out = hsum_ps(acc);
+  *out = _mm_cvtss_f32(acc);
 }
 
 /* ---- activation quantizers: same arithmetic as ref.c (x * (1/d) rounded

@@ -394,11 +394,10 @@ void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {
   t[PA_TYPE_Q8_0] = vnni ? dot_q8_0_xs_vnni : dot_q8_0_xs;
 }
 
-/* ---- K-quants against Q8_K. Sub-block scales multiply 16-bit pair sums
- * of pmaddubsw with vpdpwssd (pmaddwd + add without VNNI); the scale words
- * come by broadcast loads from a small array, or by one dword permute. ---- */
-
-BODY __m512 zero512(void) { return _mm512_setzero_ps(); }
+/* ---- K-quants against Q8_K, in the canonical order of gemm_avx512.c's
+ * header ("K-quants"): per super-block exact int32 sums (isum: scales times
+ * sub-block dots; imin: mins times bsums), then two fmas in float. Any
+ * instructions giving the same integers will do; these use 512 bits. ---- */
 
 /* Q4_K/Q5_K scales and mins of 8 sub-blocks as bytes (see quant.h). */
 static inline void k4_scales(const uint8_t s[12], uint32_t sc[2], uint32_t m[2]) {
@@ -410,62 +409,122 @@ static inline void k4_scales(const uint8_t s[12], uint32_t sc[2], uint32_t m[2])
   m[1] = ((u[2] >> 4) & 0x0F0F0F0F) | ((u[1] >> 6) & 0x03030303) << 4;
 }
 
-/* 8 bytes as 8 dwords, each holding the byte in both 16-bit halves: the
- * operand vpdpwssd multiplies a pair of int16 sums with. */
-BODY __m256i scale_words(uint32_t lo, uint32_t hi) {
-  const __m256i v = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)hi, (int)lo));
-  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+BODY __m512i dpbusd512_0(__m512i u, __m512i s, const int vnni) {
+  if (vnni) {
+    __m512i acc;
+    __asm__("vpxord %0, %0, %0\n\tvpdpbusd %2, %1, %0" : "=&v"(acc) : "v"(u), "v"(s));
+    return acc;
+  }
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
 }
 
-/* sum over sub-blocks j of m_j * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes:
- * the mins, each doubled into a pair of words, against the 16 bsums. */
-BODY __m256i k4_min_sums(uint32_t m_lo, uint32_t m_hi, const int16_t *bsums, const int vnni) {
-  const __m128i m8 = _mm_set_epi32(0, 0, (int)m_hi, (int)m_lo);
-  const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-  return dpwssd(_mm256_setzero_si256(), load256(bsums), m16, vnni);
+/* acc += pairs of int16 products (pmaddwd), fused with VNNI. */
+BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
+  if (vnni) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+    return acc;
+  }
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+
+/* Word indices into 8 scale words (repeated in each 128-bit lane). Chunk c
+ * of 64 elements gives dword sums of sub-blocks 2c (lanes 0..7) and 2c + 1
+ * (8..15). VNNI: the pack of chunks 2h and 2h + 1 holds in 128-bit lane k
+ * words of sub-blocks 4h + (k / 2), then 4h + 2 + (k / 2). Without:
+ * pmaddubsw's words of chunk c, sub-block 2c then 2c + 1 by 256-bit halves. */
+static const uint16_t k4_idx_vnni[2][32] = {
+    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
+    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+
+/* One Q4_K/Q5_K super-block's integers: *isum as 16 lanes, *imin as 8. */
+BODY void k4_ints(const uint8_t *blk, const int has_qh, const block_q8_K *b, const int vnni,
+                  __m512i *isum, __m256i *imin) {
+  const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
+  uint32_t sc[2], m[2];
+  k4_scales(scales, sc, m);
+  const __m512i scw =
+      _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+  const __m512i qhv = has_qh ? _mm512_broadcast_i64x4(load256(qh)) : _mm512_setzero_si512();
+  const __m512i mask4 = _mm512_set1_epi8(0x0F);
+  /* the 32 bytes of a chunk in both halves: low nibbles, then high */
+  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  __m512i d[4], acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; c++) {
+    __m512i q = _mm512_and_si512(
+        _mm512_srlv_epi16(_mm512_broadcast_i64x4(load256(qs + 32 * c)), shift), mask4);
+    if (has_qh) /* fifth bit of sub-block j: bit j of qh[l] */
+      q = _mm512_mask_add_epi8(
+          q,
+          _mm512_test_epi8_mask(qhv, _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                                        _mm256_set1_epi8((char)(2 << (2 * c))), 1)),
+          q, _mm512_set1_epi8(16));
+    const __m512i x = load512(b->qs + 64 * c);
+    if (vnni) { /* dword sums (<= 4 * 31 * 127) fit the pack's 16 bits */
+      d[c] = dpbusd512_0(q, x, 1);
+      if (c & 1) {
+        const __m512i s = _mm512_permutexvar_epi16(load512(k4_idx_vnni[c / 2]), scw);
+        acc = dpwssd512(acc, _mm512_packs_epi32(d[c - 1], d[c]), s, 1);
+      }
+    } else {
+      const __m512i s = _mm512_permutexvar_epi16(
+          _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1),
+          scw);
+      acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), s));
+    }
+  }
+  *isum = acc;
+  /* the mins, each doubled into a pair of words, against the 16 bsums */
+  const __m128i m8 = _mm_set_epi32(0, 0, (int)m[1], (int)m[0]);
+  *imin = _mm256_madd_epi16(load256(b->bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+}
+
+/* Totals of two super-blocks' lanes: (isum a, imin a, isum b, imin b). */
+BODY __m128i k_totals2(__m512i ia, __m256i ma, __m512i ib, __m256i mb) {
+  const __m512i x = _mm512_add_epi32(_mm512_shuffle_i64x2(ia, ib, 0x44), _mm512_shuffle_i64x2(ia, ib, 0xEE));
+  const __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(ma), mb, 1);
+  __m512i z = _mm512_add_epi32(_mm512_shuffle_i64x2(x, y, 0x88), _mm512_shuffle_i64x2(x, y, 0xDD));
+  z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, 0x4E));
+  z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, 0xB1)); /* ia, ib, ma, mb in lanes 0, 4, 8, 12 */
+  return _mm512_castsi512_si128(
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), z));
+}
+
+/* The float steps of two super-blocks (or one, b = NULL): lanes 0, 1 of
+ * acc are acc and accm. dm: (d, dmin) fp16 pairs; Q6_K passes imin = 0. */
+BODY __m128 k_float2(__m128 acc, __m128i tot, const void *dma, float dxa, const void *dmb,
+                     float dxb) {
+  int32_t ha, hb = 0;
+  memcpy(&ha, dma, 4);
+  if (dmb) memcpy(&hb, dmb, 4);
+  const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(ha), _mm_cvtsi32_si128(hb))),
+                               _mm_setr_ps(dxa, dxa, dxb, dxb));
+  const __m128 v = _mm_cvtepi32_ps(tot);
+  acc = _mm_fmadd_ps(v, dd, acc);
+  if (dmb) acc = _mm_fmadd_ps(_mm_movehl_ps(v, v), _mm_movehl_ps(dd, dd), acc);
+  return acc;
 }
 
 BODY float dot_k4(int64_t nsb, const uint8_t *w, const int wsize, const int has_qh,
                   const block_q8_K *b, const int vnni) {
-  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-  uint32_t scw[8];
-  for (int64_t i = 0; i < nsb; i++) {
-    /* Q4_K and Q5_K share d, dmin, scales; qh (Q5_K) sits before qs */
-    const uint8_t *blk = w + i * wsize;
-    const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
-    uint32_t sc[2], m[2];
-    k4_scales(scales, sc, m);
-    _mm256_storeu_si256((__m256i *)scw, scale_words(sc[0], sc[1]));
-    __asm__("" : "+m"(scw)); /* read back by broadcast loads */
-    const __m256i mins = k4_min_sums(m[0], m[1], b[i].bsums, vnni);
-    const __m256i mask4 = _mm256_set1_epi8(0x0F);
-    const __m256i qhv = has_qh ? load256(qh) : _mm256_setzero_si256();
-    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-      const __m256i q = load256(qs + 32 * c);
-      __m256i lo = _mm256_and_si256(q, mask4),
-              hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask4);
-      if (has_qh) { /* fifth bit of sub-block j: bit j of qh[l] */
-        const __m256i sixteen = _mm256_set1_epi8(16);
-        lo = _mm256_mask_add_epi8(
-            lo, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c)))), lo, sixteen);
-        hi = _mm256_mask_add_epi8(
-            hi, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c + 1)))), hi,
-            sixteen);
-      }
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(b[i].qs + 64 * c));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(b[i].qs + 64 * c + 32));
-      sum0 = dpwssd(sum0, p_lo, _mm256_set1_epi32((int)scw[2 * c]), vnni);
-      sum1 = dpwssd(sum1, p_hi, _mm256_set1_epi32((int)scw[2 * c + 1]), vnni);
-    }
-    const float dx = b[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk)),
-                          _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
-    acc_min =
-        _mm256_fmadd_ps(_mm256_set1_ps(dx * f16_at(blk + 2)), _mm256_cvtepi32_ps(mins), acc_min);
+  __m128 acc = _mm_setzero_ps(); /* lane 0: acc, lane 1: accm */
+  int64_t i = 0;
+  for (; i + 2 <= nsb; i += 2) {
+    __m512i ia, ib;
+    __m256i ma, mb;
+    k4_ints(w + i * wsize, has_qh, &b[i], vnni, &ia, &ma);
+    k4_ints(w + (i + 1) * wsize, has_qh, &b[i + 1], vnni, &ib, &mb);
+    acc = k_float2(acc, k_totals2(ia, ma, ib, mb), w + i * wsize, b[i].d, w + (i + 1) * wsize,
+                   b[i + 1].d);
   }
-  return hsum256(_mm256_sub_ps(acc, acc_min));
+  if (i < nsb) {
+    __m512i ia;
+    __m256i ma;
+    k4_ints(w + i * wsize, has_qh, &b[i], vnni, &ia, &ma);
+    acc = k_float2(acc, k_totals2(ia, ma, _mm512_setzero_si512(), _mm256_setzero_si256()),
+                   w + i * wsize, b[i].d, NULL, 0.0f);
+  }
+  return _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
 }
 
 static AVX512 void dot_q4_K(int64_t n, float *out, const void *w, const void *x) {
@@ -484,54 +543,58 @@ static AVX512 void dot_q5_K_vnni(int64_t n, float *out, const void *w, const voi
 /* Q6_K in 512 bits: the 64 bytes of ql of a half hold its 128 values' low
  * nibbles (elements 0..63 low, 64..127 high), and one copy of qh in each
  * 256-bit half gives both halves' top bits with one variable shift. */
-BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
-  if (vnni) {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
-    return acc;
-  }
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-}
-
-BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
-  __m512 acc = zero512();
+/* One Q6_K super-block's isum as 16 lanes. */
+BODY __m512i q6_ints(const block_q6_K *a, const block_q8_K *b, const int vnni) {
   const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x30);
   /* word shifts putting qh bits (2k, 2k+1) at bits 4, 5 for k = 0, 1 (left)
    * and k = 2, 3 (right); qh is duplicated in the two 256-bit halves */
   const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
   const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  for (int64_t i = 0; i < nsb; i++) {
-    /* scales as dwords of two equal words; 128-bit lane j of the products
-     * of a quarter covers scale group 4 * quarter + j */
-    const __m512i s16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)a[i].scales));
-    const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)),
-                                        _mm512_slli_epi32(s16, 16));
-    /* values are q - 32 with q in 0..63: the 32 comes off via bsums */
-    const __m512i bs = _mm512_cvtepi16_epi32(load256(b[i].bsums));
-    const int corr = 32 * _mm512_reduce_add_epi32(_mm512_mullo_epi32(bs, s16));
-    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+  /* scales as dwords of two equal words; 128-bit lane j of the products
+   * of a quarter covers scale group 4 * quarter + j */
+  const __m128i sc8 = _mm_loadu_si128((const __m128i *)a->scales);
+  const __m512i s16 = _mm512_cvtepi8_epi32(sc8);
+  const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)),
+                                      _mm512_slli_epi32(s16, 16));
+  __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-      const __m512i l = _mm512_loadu_si512(a[i].ql + 64 * h);
-      const __m512i qh = _mm512_broadcast_i64x4(load256(a[i].qh + 32 * h));
-      const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, mask4),
-                                           _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2));
-      const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), mask4),
-                                           _mm512_and_si512(_mm512_srlv_epi16(qh, shr), mask2));
-      const __m512i p_lo = _mm512_maddubs_epi16(q_lo, _mm512_loadu_si512(b[i].qs + 128 * h));
-      const __m512i p_hi = _mm512_maddubs_epi16(q_hi, _mm512_loadu_si512(b[i].qs + 128 * h + 64));
-      const __m512i idx_lo = _mm512_setr_epi32(
-          8 * h, 8 * h, 8 * h, 8 * h, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 2,
-          8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 3, 8 * h + 3, 8 * h + 3, 8 * h + 3);
-      const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
-      sum0 = dpwssd512(sum0, p_lo, _mm512_permutexvar_epi32(idx_lo, scw), vnni);
-      sum1 = dpwssd512(sum1, p_hi, _mm512_permutexvar_epi32(idx_hi, scw), vnni);
-    }
-    const __m512i total =
-        _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1),
-                         _mm512_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(b[i].d * f16_at(&a[i].d)), _mm512_cvtepi32_ps(total), acc);
+  for (int h = 0; h < 2; h++) {
+    const __m512i l = _mm512_loadu_si512(a->ql + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(load256(a->qh + 32 * h));
+    const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, mask4),
+                                         _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2));
+    const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), mask4),
+                                         _mm512_and_si512(_mm512_srlv_epi16(qh, shr), mask2));
+    const __m512i p_lo = _mm512_maddubs_epi16(q_lo, _mm512_loadu_si512(b->qs + 128 * h));
+    const __m512i p_hi = _mm512_maddubs_epi16(q_hi, _mm512_loadu_si512(b->qs + 128 * h + 64));
+    const __m512i idx_lo = _mm512_setr_epi32(
+        8 * h, 8 * h, 8 * h, 8 * h, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 1, 8 * h + 2,
+        8 * h + 2, 8 * h + 2, 8 * h + 2, 8 * h + 3, 8 * h + 3, 8 * h + 3, 8 * h + 3);
+    const __m512i idx_hi = _mm512_add_epi32(idx_lo, _mm512_set1_epi32(4));
+    sum0 = dpwssd512(sum0, p_lo, _mm512_permutexvar_epi32(idx_lo, scw), vnni);
+    sum1 = dpwssd512(sum1, p_hi, _mm512_permutexvar_epi32(idx_hi, scw), vnni);
   }
-  return _mm512_reduce_add_ps(acc);
+  /* values are q - 32 with q in 0..63: 32 sum_g sc_g bsums_g comes off */
+  const __m256i corr = _mm256_slli_epi32(
+      _mm256_madd_epi16(load256(b->bsums), _mm256_cvtepi8_epi16(sc8)), 5);
+  return _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1), _mm512_zextsi256_si512(corr));
+}
+
+BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
+  __m128 acc = _mm_setzero_ps(); /* lane 0 (lane 1 takes 0 times 0) */
+  const __m256i zero = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 2 <= nsb; i += 2) {
+    const __m128i tot = k_totals2(q6_ints(&a[i], &b[i], vnni), zero, q6_ints(&a[i + 1], &b[i + 1], vnni), zero);
+    const uint32_t da = a[i].d, db = a[i + 1].d; /* (d, 0) as fp16 pairs */
+    acc = k_float2(acc, tot, &da, b[i].d, &db, b[i + 1].d);
+  }
+  if (i < nsb) {
+    const uint32_t da = a[i].d;
+    acc = k_float2(acc, k_totals2(q6_ints(&a[i], &b[i], vnni), zero, _mm512_setzero_si512(), zero),
+                   &da, b[i].d, NULL, 0.0f);
+  }
+  return _mm_cvtss_f32(acc);
 }
 
 static AVX512 void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {

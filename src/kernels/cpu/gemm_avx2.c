@@ -16,8 +16,9 @@
  * acc0 += s0, acc1 += s1; the blocks after the last whole group go into acc0
  * by fma; Q4_1/Q5_1 add up m s per group as ((0 + 1) + (2 + 3)). Here the
  * s of a tile live in registers, acc0 and acc1 in memory (one add each per
- * group). K-quants: the same super-block integer lanes, then the same fma
- * (and, for Q4_K/Q5_K, the same scalar min term). */
+ * group). K-quants: the canonical order of gemm_avx512.c's header (exact
+ * int32 isum and imin per super-block, then two fmas), with the 8 (row,
+ * token) pairs of a tile in the lanes of one vector. */
 #include "kernels/kernels.h"
 
 PA_NO_FP_CONTRACT
@@ -426,20 +427,22 @@ static AVX2 void pack_w_q6_K(int64_t cols, const void *w, void *wp) {
   }
 }
 
-/* kind: 4 (Q4_K/Q5_K: avx2.c's dot_q4_K/dot_q5_K) or 6 (dot_q6_K). */
+/* The 4 tokens' totals of row r's vectors v[0..3] (8 or 4 int32 lanes). */
+BODY __m128i hsum4x8(const __m256i *v) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+BODY __m128i hsum4x4(const __m128i *v) {
+  return _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
+}
+
+/* kind: 4 (Q4_K/Q5_K) or 6 (Q6_K), in the canonical K-quant order
+ * (gemm_avx512.c's header): the exact isum (and imin) of the 8 (row, token)
+ * pairs in lane 4 r + t, then the float steps on 8 lanes at once. */
 BODY void tile_k(const int kind, int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp,
                  float *out, int64_t ldy) {
   const int64_t nsb = cols / QK_K;
-  __m256 acc[GEMM_KR][GEMM_KT];
-  float acc_min[GEMM_KR][GEMM_KT];
-#pragma GCC unroll 8
-  for (int r = 0; r < GEMM_KR; r++)
-#pragma GCC unroll 8
-    for (int t = 0; t < GEMM_KT; t++) {
-      acc[r][t] = _mm256_setzero_ps();
-      acc_min[r][t] = 0.0f;
-    }
-  __asm__("" : "+m"(acc)); /* in memory: one fma per super-block */
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
   for (int64_t i = 0; i < nsb; i++) {
     const uint8_t *wr[GEMM_KR], *xr[GEMM_KT];
 #pragma GCC unroll 8
@@ -463,34 +466,46 @@ BODY void tile_k(const int kind, int64_t cols, const uint8_t *const *wp, const u
         }
       }
     }
+    __m128i tot[GEMM_KR], mins[GEMM_KR];
 #pragma GCC unroll 8
-    for (int t = 0; t < GEMM_KT; t++) {
-      const float dx = *(const float *)(xr[t] + XK_D);
+    for (int r = 0; r < GEMM_KR; r++) {
+      if (kind == 6) { /* values are q - 32: 32 sum_g sc_g bsums_g comes off */
 #pragma GCC unroll 8
-      for (int r = 0; r < GEMM_KR; r++) {
-        __m256i total = isum[r][t];
-        if (kind == 6) { /* values are q - 32: the 32 comes off via bsums, in lane 0 */
-          const int corr = 32 * hsum_epi32(_mm256_madd_epi16(load256(xr[t] + XK_BSUMS),
-                                                             load256(wr[r] + KW_M)));
-          total = _mm256_sub_epi32(total, _mm256_setr_epi32(corr, 0, 0, 0, 0, 0, 0, 0));
-        } else {
-          __m128i ms = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(xr[t] + XK_BS8)),
-                                      _mm_loadu_si128((const __m128i *)(wr[r] + KW_M)));
-          ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0x4E));
-          ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0xB1));
-          const float dmin = *(const float *)(wr[r] + KW_DMIN);
-          acc_min[r][t] += dx * dmin * (float)_mm_cvtsi128_si32(ms);
-        }
-        const float d = *(const float *)(wr[r] + KW_D);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * d), _mm256_cvtepi32_ps(total), acc[r][t]);
+        for (int t = 0; t < GEMM_KT; t++)
+          isum[r][t] = _mm256_sub_epi32(
+              isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(load256(xr[t] + XK_BSUMS),
+                                                              load256(wr[r] + KW_M)),
+                                            5));
+      } else {
+        __m128i ms[GEMM_KT];
+#pragma GCC unroll 8
+        for (int t = 0; t < GEMM_KT; t++)
+          ms[t] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(xr[t] + XK_BS8)),
+                                 _mm_loadu_si128((const __m128i *)(wr[r] + KW_M)));
+        mins[r] = hsum4x4(ms);
       }
+      tot[r] = hsum4x8(isum[r]);
+    }
+    const __m128 dx4 = _mm_setr_ps(*(const float *)(xr[0] + XK_D), *(const float *)(xr[1] + XK_D),
+                                   *(const float *)(xr[2] + XK_D), *(const float *)(xr[3] + XK_D));
+    const __m256 dx = _mm256_setr_m128(dx4, dx4);
+    const __m256 dw = _mm256_setr_m128(_mm_set1_ps(*(const float *)(wr[0] + KW_D)),
+                                       _mm_set1_ps(*(const float *)(wr[1] + KW_D)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_setr_m128i(tot[0], tot[1])),
+                          _mm256_mul_ps(dw, dx), acc);
+    if (kind != 6) {
+      const __m256 dmin = _mm256_setr_m128(_mm_set1_ps(*(const float *)(wr[0] + KW_DMIN)),
+                                           _mm_set1_ps(*(const float *)(wr[1] + KW_DMIN)));
+      accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_setr_m128i(mins[0], mins[1])),
+                             _mm256_mul_ps(dmin, dx), accm);
     }
   }
+  float res[8];
+  _mm256_storeu_ps(res, kind == 6 ? acc : _mm256_sub_ps(acc, accm));
 #pragma GCC unroll 8
   for (int r = 0; r < GEMM_KR; r++)
 #pragma GCC unroll 8
-    for (int t = 0; t < GEMM_KT; t++)
-      out[t * ldy + r] = kind == 6 ? hsum_ps(acc[r][t]) : hsum_ps(acc[r][t]) - acc_min[r][t];
+    for (int t = 0; t < GEMM_KT; t++) out[t * ldy + r] = res[4 * r + t];
 }
 
 #define GEMMK(name, kind, pack)                                                                 \

@@ -28,8 +28,26 @@
  * (d, d) pairs. The per-block offsets (8, 16 or 128 times d_w d_x sum x, or
  * m s) are an 8-lane chain of their own, as in the one-token kernel.
  *
- * K-quants: the same integer lanes per super-block, then the same fma into
- * the same 8 or 16 float lanes. */
+ * K-quants (Q4_K, Q5_K, Q6_K against Q8_K) have one canonical order,
+ * shared by both paths of every SIMD table (avx512.c, avx2.c, gemm_avx2.c
+ * point here). Per super-block i, in order, from acc = accm = 0:
+ *   isum = sum_j sc_j dot_j          exact int32 (Q6_K: sum_g sc_g
+ *                                    (dot_g - 32 bsum_g), the -32 exact too)
+ *   imin = sum_j m_j (bsums[2j] + bsums[2j+1])   exact int32 (Q4_K, Q5_K)
+ *   acc  = fmaf((float)isum, d_w * d_x, acc)     d_w: the fp16 d as float,
+ *   accm = fmaf((float)imin, dmin_w * d_x, accm)    d_x: Q8_K's d; products
+ *                                                   rounded to float
+ * and the result is acc - accm (Q6_K: acc). The integers are exact, so each
+ * path computes them however is fastest for it (lanes, instructions, order
+ * of the integer additions) and only the float steps above must match. The
+ * tiles here keep all the integer work of a super-block dense: both rows
+ * and tokens packed once in a permuted order where every 32-bit lane of
+ * every 64-byte chunk belongs to one sub-block, so vpdpbusd sums a lane
+ * over all chunks (16-bit safe: <= 16 products of 15 x 127, 8 of 31 x 127,
+ * 8 of 32 x 127 for Q6_K's q - 32), two tokens' lanes are packed to 16 bits
+ * and pmaddwd applies the sub-block scales exactly; a transposed reduction
+ * leaves the 16 (row, token) isums of a 4 x 4 tile in one vector, and the
+ * float steps are a few 16-lane operations per super-block and tile. */
 #include "kernels/kernels.h"
 
 PA_NO_FP_CONTRACT
@@ -385,134 +403,149 @@ BODY void tile32(const int kind, const int vnni, int64_t cols, const uint8_t *co
 
 /* ================= K-quants against Q8_K ================= */
 
-/* Tile shape: integer and float accumulators per (row, token) in
- * registers, the weights and scale words of GEMM_KR rows. */
-#define GEMM_KR 2
+/* Tile: 4 rows x 4 tokens. Per super-block the integer sums of the 16
+ * (row, token) pairs end in one vector (lane 4 r + t), so the canonical
+ * float work (header) is a few 16-lane operations per tile. */
+#define GEMM_KR 4
 #define GEMM_KT 4
 
-/* Packed Q8_K row, one 384-byte record per super-block: qs (256), then 64
- * bytes of which the second half holds bsums (the operand that puts the
- * min sums of Q4_K/Q5_K in the high 8 lanes), d (float) at 320. */
-#define XK_REC 384
-#define XK_BSUMS 288
-#define XK_D 320
-static size_t xk_size(int64_t cols) { return (size_t)(cols / QK_K) * XK_REC; }
+/* Weights and activations of a super-block are packed permuted, the same
+ * way for both: 64-byte chunk c holds in qword s the elements 32 s + 8 c
+ * .. + 7, so dword lane l of every chunk belongs to sub-block l / 2 (Q4_K,
+ * Q5_K) and the dot lanes of all chunks may be summed before the scales. */
+static void permute_sb(const uint8_t *in, uint8_t *out) {
+  for (int c = 0; c < 4; c++)
+    for (int s = 0; s < 8; s++) memcpy(out + 64 * c + 8 * s, in + 8 * (4 * s + c), 8);
+}
 
-static AVX512 void pack_x_q8_K(int64_t cols, const void *xq, void *xp) {
+/* Packed Q8_K rows: per super-block q (256, permuted), then
+ * Q4_K/Q5_K (320 bytes): the 8 sums of 32 quants (int16) at 256, d at 272;
+ * Q6_K (448 bytes): offsets (128) at 256, d at 384: with VNNI, dword l of
+ *   half h is -32 times the sum of the 8 quants lane l of chunks 2h, 2h + 1
+ *   covers (the start of that lane's vpdpbusd, so that q - 32 is what
+ *   multiplies); without, word w of half h is 32 times the sum of the 4
+ *   quants word w of chunks 2h, 2h + 1 covers (taken off pmaddubsw's). */
+#define XK4_REC 320
+#define XK4_BS 256
+#define XK4_D 272
+#define XK6_REC 448
+#define XK6_OFF 256
+#define XK6_D 384
+static size_t xk4_size(int64_t cols) { return (size_t)(cols / QK_K) * XK4_REC; }
+static size_t xk6_size(int64_t cols) { return (size_t)(cols / QK_K) * XK6_REC; }
+
+BODY void pack_xk(const int kind, const int vnni, int64_t cols, const void *xq, void *xp) {
   const block_q8_K *b = xq;
+  const size_t rec_size = kind == 6 ? XK6_REC : XK4_REC;
   for (int64_t i = 0; i < cols / QK_K; i++) {
-    uint8_t *rec = (uint8_t *)xp + i * XK_REC;
-    memcpy(rec, b[i].qs, QK_K);
-    memset(rec + QK_K, 0, 32);
-    memcpy(rec + XK_BSUMS, b[i].bsums, 32);
-    memcpy(rec + XK_D, &b[i].d, 4);
-    memset(rec + XK_D + 4, 0, XK_REC - XK_D - 4);
+    uint8_t *rec = (uint8_t *)xp + i * rec_size;
+    memset(rec, 0, rec_size);
+    permute_sb((const uint8_t *)b[i].qs, rec);
+    const int8_t *q = (const int8_t *)rec;
+    if (kind != 6) {
+      int16_t *bs = (int16_t *)(rec + XK4_BS);
+      for (int j = 0; j < 8; j++) bs[j] = (int16_t)(b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+      memcpy(rec + XK4_D, &b[i].d, 4);
+    } else {
+      if (vnni) {
+        int32_t *off = (int32_t *)(rec + XK6_OFF);
+        for (int h = 0; h < 2; h++)
+          for (int l = 0; l < 16; l++) {
+            const int8_t *a = q + 128 * h + 4 * l, *c = a + 64;
+            off[16 * h + l] = -32 * (a[0] + a[1] + a[2] + a[3] + c[0] + c[1] + c[2] + c[3]);
+          }
+      } else {
+        int16_t *off = (int16_t *)(rec + XK6_OFF);
+        for (int h = 0; h < 2; h++)
+          for (int w = 0; w < 32; w++) {
+            const int8_t *a = q + 128 * h + 2 * w, *c = a + 64;
+            off[32 * h + w] = (int16_t)(32 * (a[0] + a[1] + c[0] + c[1]));
+          }
+      }
+      memcpy(rec + XK6_D, &b[i].d, 4);
+    }
   }
 }
 
-/* Packed Q4_K/Q5_K row, one 640-byte record per super-block: q (256, the
- * values 0..31 in element order); four 64-byte scale operands, one per 64
- * elements: the scale of sub-block 2c in both words of dwords 0..7, of 2c+1
- * in 8..15 (what vpdpwssd multiplies pmaddubsw's pair sums with); 64 bytes
- * whose words 16..31 are the mins, each twice (against bsums: the min sums
- * land in lanes 8..15); d (8 floats) and dmin (8 floats). */
-#define K4_REC 640
+/* Packed Q4_K/Q5_K row, 384 bytes per super-block: q (256, values 0..31,
+ * permuted); scale words (64) at 256: with VNNI what multiplies the pack of
+ * two tokens' dword sums (128-bit lane k: sub-blocks 2k, 2k, 2k+1, 2k+1,
+ * twice), without it pmaddubsw's words (word w: sub-block w / 4); the 8
+ * mins (int16) at 320; d and dmin (floats) at 336. */
+#define K4_REC 384
 #define K4_S 256
-#define K4_M 512
-#define K4_DD 576
+#define K4_M 320
+#define K4_D 336
 static size_t k4_size(int64_t cols) { return (size_t)(cols / QK_K) * K4_REC; }
 
-BODY void pack_k4(const int has_qh, int64_t cols, const void *w, void *wp) {
+BODY void pack_k4(const int has_qh, const int vnni, int64_t cols, const void *w, void *wp) {
   const size_t bs = has_qh ? sizeof(block_q5_K) : sizeof(block_q4_K);
   for (int64_t i = 0; i < cols / QK_K; i++) {
     const uint8_t *blk = (const uint8_t *)w + i * bs;
     const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
     uint8_t *rec = (uint8_t *)wp + i * K4_REC;
-    const __m256i qhv = has_qh ? load256(qh) : _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-      const __m256i q = load256(qs + 32 * c);
-      __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
-      if (has_qh) {
-        lo = _mm256_mask_add_epi8(
-            lo, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c)))), lo,
-            _mm256_set1_epi8(16));
-        hi = _mm256_mask_add_epi8(
-            hi, _mm256_test_epi8_mask(qhv, _mm256_set1_epi8((char)(1 << (2 * c + 1)))), hi,
-            _mm256_set1_epi8(16));
+    memset(rec, 0, K4_REC);
+    _Alignas(64) uint8_t v[QK_K]; /* values in element order */
+    for (int c = 0; c < 4; c++)
+      for (int l = 0; l < 32; l++) {
+        v[64 * c + l] = qs[32 * c + l] & 0x0F;
+        v[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+        if (has_qh) {
+          v[64 * c + l] += (uint8_t)(((qh[l] >> (2 * c)) & 1) << 4);
+          v[64 * c + 32 + l] += (uint8_t)(((qh[l] >> (2 * c + 1)) & 1) << 4);
+        }
       }
-      _mm256_storeu_si256((__m256i *)(rec + 64 * c), lo);
-      _mm256_storeu_si256((__m256i *)(rec + 64 * c + 32), hi);
-    }
+    permute_sb(v, rec);
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; j++) pa_get_scale_min_k4(j, scales, &sc[j], &m[j]);
-    for (int c = 0; c < 4; c++) {
-      uint32_t *sw = (uint32_t *)(rec + K4_S + 64 * c);
-      for (int l = 0; l < 8; l++) {
-        sw[l] = (uint32_t)sc[2 * c] * 0x10001u;
-        sw[8 + l] = (uint32_t)sc[2 * c + 1] * 0x10001u;
-      }
-    }
-    uint16_t *mw = (uint16_t *)(rec + K4_M);
-    for (int l = 0; l < 16; l++) mw[l] = 0;
-    for (int j = 0; j < 8; j++) mw[16 + 2 * j] = mw[17 + 2 * j] = m[j];
-    float *dd = (float *)(rec + K4_DD);
+    int16_t *sw = (int16_t *)(rec + K4_S), *mw = (int16_t *)(rec + K4_M);
+    for (int x = 0; x < 32; x++) sw[x] = vnni ? sc[2 * (x / 8) + (x % 4) / 2] : sc[x / 4];
+    for (int j = 0; j < 8; j++) mw[j] = m[j];
     uint16_t h;
+    float d[2];
     memcpy(&h, blk, 2);
-    const float d = _cvtsh_ss(h);
+    d[0] = _cvtsh_ss(h);
     memcpy(&h, blk + 2, 2);
-    const float dmin = _cvtsh_ss(h);
-    for (int l = 0; l < 8; l++) {
-      dd[l] = d;
-      dd[8 + l] = dmin;
-    }
+    d[1] = _cvtsh_ss(h);
+    memcpy(rec + K4_D, d, 8);
   }
 }
 
-/* Packed Q6_K row, one 640-byte record per super-block: q (256, values
- * 0..63 in element order); four 64-byte scale operands, one per 64
- * elements (the scale of elements 64k + 16j .. + 15 in both words of dwords
- * 4j .. 4j + 3, as dot_q6_K_body permutes them); the 16 scales as int16;
- * d (16 floats) at 576. */
-#define K6_REC 640
+/* Packed Q6_K row, 448 bytes per super-block: q (256, values 0..63,
+ * permuted); two 64-byte scale operands at 256 (for chunks 0, 1 and 2, 3:
+ * group of 16 g of each word as laid out, VNNI: the pack of two tokens'
+ * dword sums, 128-bit lane k word j: 4k + 2 ((j % 4) / 2) + c / 2; without:
+ * pmaddubsw's words summed over two chunks, word w: 2 (w / 4) + c / 2);
+ * d (float) at 384. */
+#define K6_REC 448
 #define K6_S 256
-#define K6_SC16 512
-#define K6_D 576
+#define K6_D 384
 static size_t k6_size(int64_t cols) { return (size_t)(cols / QK_K) * K6_REC; }
 
-static AVX512 void pack_w_q6_K(int64_t cols, const void *w, void *wp) {
+BODY void pack_k6(const int vnni, int64_t cols, const void *w, void *wp) {
   const block_q6_K *a = w;
-  const __m512i mask4 = _mm512_set1_epi8(0x0F), mask2 = _mm512_set1_epi8(0x30);
-  /* as dot_q6_K_body: qh bits (2k, 2k+1) to bits 4, 5 */
-  const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-  const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   for (int64_t i = 0; i < cols / QK_K; i++) {
     uint8_t *rec = (uint8_t *)wp + i * K6_REC;
-    for (int h = 0; h < 2; h++) {
-      const __m512i l = load512(a[i].ql + 64 * h);
-      const __m512i qh = _mm512_broadcast_i64x4(load256(a[i].qh + 32 * h));
-      _mm512_storeu_si512(rec + 128 * h,
-                          _mm512_or_si512(_mm512_and_si512(l, mask4),
-                                          _mm512_and_si512(_mm512_sllv_epi16(qh, shl), mask2)));
-      _mm512_storeu_si512(rec + 128 * h + 64,
-                          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), mask4),
-                                          _mm512_and_si512(_mm512_srlv_epi16(qh, shr), mask2)));
-    }
-    const __m512i s16 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)a[i].scales));
-    const __m512i scw = _mm512_or_si512(_mm512_and_si512(s16, _mm512_set1_epi32(0xFFFF)),
-                                        _mm512_slli_epi32(s16, 16));
-    for (int k = 0; k < 4; k++) {
-      const __m512i idx = _mm512_add_epi32(
-          _mm512_set1_epi32(4 * k),
-          _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-      _mm512_storeu_si512(rec + K6_S + 64 * k, _mm512_permutexvar_epi32(idx, scw));
-    }
-    _mm256_storeu_si256((__m256i *)(rec + K6_SC16),
-                        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales)));
-    memset(rec + K6_SC16 + 32, 0, K6_D - K6_SC16 - 32);
+    memset(rec, 0, K6_REC);
+    _Alignas(64) uint8_t v[QK_K];
+    for (int h = 0; h < 2; h++)
+      for (int l = 0; l < 32; l++) {
+        const uint8_t *ql = a[i].ql + 64 * h, *qh = a[i].qh + 32 * h;
+        uint8_t *o = v + 128 * h;
+        o[l] = (uint8_t)((ql[l] & 0x0F) | ((qh[l] & 3) << 4));
+        o[l + 32] = (uint8_t)((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4));
+        o[l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+        o[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+      }
+    permute_sb(v, rec);
+    int16_t *sw = (int16_t *)(rec + K6_S);
+    for (int hc = 0; hc < 2; hc++)
+      for (int x = 0; x < 32; x++)
+        sw[32 * hc + x] = a[i].scales[vnni ? 4 * (x / 8) + 2 * ((x % 4) / 2) + hc : 2 * (x / 4) + hc];
     uint16_t h;
     memcpy(&h, &a[i].d, 2);
-    _mm512_storeu_ps(rec + K6_D, _mm512_set1_ps(_cvtsh_ss(h)));
+    const float d = _cvtsh_ss(h);
+    memcpy(rec + K6_D, &d, 4);
   }
 }
 
@@ -525,130 +558,197 @@ BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
   return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
 
-/* The same from zero (with VNNI: from a zero idiom, not a register copy). */
-BODY __m512i dpwssd512_0(__m512i a, const void *b, const int vnni) {
-  if (vnni) {
-    __m512i acc;
-    __asm__("vpxord %0, %0, %0\n\tvpdpwssd %2, %1, %0"
-            : "=&v"(acc)
-            : "v"(a), "m"(*(const __m512i *)b));
-    return acc;
-  }
-  return _mm512_madd_epi16(a, load512(b));
+/* acc += u . s by groups of 4 bytes (VNNI only). */
+BODY __m512i dpbusd512(__m512i acc, __m512i u, __m512i s) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
+  return acc;
 }
 
-/* Q6_K's 32 sum_g bsums[g] scales[g] for GEMM_KR = 2 rows and 4 tokens:
- * the dot products of 16 words as pmaddwd pairs, then a transposed
- * reduction. c[8 r + t] for row r, token t. */
-BODY void q6_corr4(const uint8_t *const *wr, const uint8_t *const *xr, int32_t *c) {
-  const __m512i sc = _mm512_inserti64x4(_mm512_castsi256_si512(load256(wr[0] + K6_SC16)),
-                                        load256(wr[1] + K6_SC16), 1);
-  __m512i s[4];
+/* The same from zero (a zero idiom, no uop on a port). */
+BODY __m512i dpbusd512_0(__m512i u, const void *s) {
+  __m512i acc;
+  __asm__("vpxord %0, %0, %0\n\tvpdpbusd %2, %1, %0" : "=&v"(acc) : "v"(u), "m"(*(const __m512i *)s));
+  return acc;
+}
+
+/* Two pairs' 16 lanes each -> one vector, 128-bit lane k: (a, a, b, b). */
+BODY __m512i fold_pair(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+/* p[r + 4 u] holds (row r, token 2u) and (row r, token 2u + 1) as fold_pair
+ * lays them out; returns each pair's total in lane 4 r + t. */
+BODY __m512i reduce_pairs(const __m512i *p) {
+  __m512i q[4], rr[2];
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; k++) { /* 128-bit lanes 0, 1: row 0; 2, 3: row 1 */
-    const __m512i m = _mm512_madd_epi16(_mm512_broadcast_i64x4(load256(xr[k] + XK_BSUMS)), sc);
-    s[k] = _mm512_add_epi32(m, _mm512_shuffle_i64x2(m, m, 0xB1));
-  }
-  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]),
-                                      _mm512_unpackhi_epi32(s[0], s[1]));
-  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]),
-                                      _mm512_unpackhi_epi32(s[2], s[3]));
-  const __m512i all = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-  _mm512_storeu_si512(c, _mm512_slli_epi32(all, 5));
+  for (int m = 0; m < 4; m++)
+    q[m] = _mm512_add_epi32(_mm512_shuffle_i64x2(p[2 * m], p[2 * m + 1], 0x44),
+                            _mm512_shuffle_i64x2(p[2 * m], p[2 * m + 1], 0xEE));
+#pragma GCC unroll 2
+  for (int n = 0; n < 2; n++) /* 128-bit lane k: p[4n + k] */
+    rr[n] = _mm512_add_epi32(_mm512_shuffle_i64x2(q[2 * n], q[2 * n + 1], 0x88),
+                             _mm512_shuffle_i64x2(q[2 * n], q[2 * n + 1], 0xDD));
+  const __m512 a = _mm512_castsi512_ps(rr[0]), b = _mm512_castsi512_ps(rr[1]);
+  return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                          _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
-/* kind: 4 (Q4_K/Q5_K: dot_k4) or 6 (Q6_K: dot_q6_K_body). */
+/* kind 4 (Q4_K), 5 (Q5_K), 6 (Q6_K): the canonical order of the header. */
 BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
                  const uint8_t *const *xp, float *out, int64_t ldy) {
   const int64_t nsb = cols / QK_K;
-  const size_t wrec = kind == 6 ? K6_REC : K4_REC, srec = kind == 6 ? K6_S : K4_S;
-  __m512 acc[GEMM_KR][GEMM_KT];
-#pragma GCC unroll 8
-  for (int r = 0; r < GEMM_KR; r++)
-#pragma GCC unroll 8
-    for (int t = 0; t < GEMM_KT; t++) acc[r][t] = _mm512_setzero_ps();
+  const size_t wrec = kind == 6 ? K6_REC : K4_REC, xrec = kind == 6 ? XK6_REC : XK4_REC;
+  const size_t xd = kind == 6 ? XK6_D : XK4_D;
+  __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
   for (int64_t i = 0; i < nsb; i++) {
     const uint8_t *wr[GEMM_KR], *xr[GEMM_KT];
 #pragma GCC unroll 8
     for (int r = 0; r < GEMM_KR; r++) wr[r] = wp[r] + i * wrec;
 #pragma GCC unroll 8
-    for (int t = 0; t < GEMM_KT; t++) xr[t] = xp[t] + i * XK_REC;
-    __m512i isum[GEMM_KR][GEMM_KT];
+    for (int t = 0; t < GEMM_KT; t++) xr[t] = xp[t] + i * xrec;
+    __m512i p[8]; /* p[r + 4u]: row r, tokens 2u, 2u + 1 */
+    if (vnni) {
+      /* dword sums of up to 16 (Q4_K) or 8 (Q5_K; Q6_K, from its offsets)
+       * products fit 16 bits */
+      const int per = kind == 4 ? 4 : 2;
+#pragma GCC unroll 2
+      for (int c0 = 0; c0 < 4; c0 += per) {
+        __m512i s[GEMM_KR][GEMM_KT];
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-      __m512i wq[GEMM_KR], ws[GEMM_KR];
-#pragma GCC unroll 8
-      for (int r = 0; r < GEMM_KR; r++) {
-        wq[r] = load512(wr[r] + 64 * c);
-        ws[r] = load512(wr[r] + srec + 64 * c);
-      }
-#pragma GCC unroll 8
-      for (int t = 0; t < GEMM_KT; t++) {
-        const __m512i x = load512(xr[t] + 64 * c);
-#pragma GCC unroll 8
+        for (int c = c0; c < c0 + per; c++) {
+          __m512i wq[GEMM_KR];
+#pragma GCC unroll 4
+          for (int r = 0; r < GEMM_KR; r++) wq[r] = load512(wr[r] + 64 * c);
+#pragma GCC unroll 4
+          for (int t = 0; t < GEMM_KT; t++) {
+            const __m512i x = load512(xr[t] + 64 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < GEMM_KR; r++)
+              s[r][t] = c != c0    ? dpbusd512(s[r][t], wq[r], x)
+                        : kind == 6 ? dpbusd512(load512(xr[t] + XK6_OFF + 32 * c0), wq[r], x)
+                                    : dpbusd512_0(wq[r], xr[t] + 64 * c);
+          }
+        }
+#pragma GCC unroll 4
         for (int r = 0; r < GEMM_KR; r++) {
-          const __m512i p = _mm512_maddubs_epi16(wq[r], x);
-          isum[r][t] = c == 0 ? _mm512_madd_epi16(p, ws[r]) : dpwssd512(isum[r][t], p, ws[r], vnni);
+          const __m512i sw = load512(wr[r] + (kind == 6 ? K6_S + 32 * c0 : K4_S));
+#pragma GCC unroll 2
+          for (int u = 0; u < 2; u++) {
+            const __m512i pk = _mm512_packs_epi32(s[r][2 * u], s[r][2 * u + 1]);
+            p[r + 4 * u] = c0 == 0 ? _mm512_madd_epi16(pk, sw) : dpwssd512(p[r + 4 * u], pk, sw, 1);
+          }
         }
       }
-    }
-    _Alignas(64) int32_t corr[GEMM_KT / 4][16];
-    if (kind == 6)
+    } else { /* pmaddubsw's words: Q4_K/Q5_K summed over 4 chunks (8 products,
+              * <= 8 * 31 * 127), Q6_K over 2 (less 32 times the quants) */
+      __m512i ws[GEMM_KR][GEMM_KT];
+      const int per = kind == 6 ? 2 : 4;
+#pragma GCC unroll 2
+      for (int c0 = 0; c0 < 4; c0 += per) {
+        __m512i w16[GEMM_KR][GEMM_KT];
 #pragma GCC unroll 4
-      for (int t = 0; t < GEMM_KT; t += 4) q6_corr4(wr, xr + t, corr[t / 4]);
-#pragma GCC unroll 8
-    for (int t = 0; t < GEMM_KT; t++) {
-      const __m512 dx = _mm512_set1_ps(*(const float *)(xr[t] + XK_D));
-#pragma GCC unroll 8
-      for (int r = 0; r < GEMM_KR; r++) {
-        __m512i total;
-        __m512 sc;
-        if (kind == 6) {
-          /* values are q - 32: 32 sum_g bsums[g] scales[g] comes off lane 0 */
-          total = _mm512_mask_sub_epi32(isum[r][t], 1, isum[r][t],
-                                        _mm512_set1_epi32(corr[t / 4][8 * r + t % 4]));
-          sc = _mm512_mul_ps(dx, _mm512_load_ps((const float *)(wr[r] + K6_D)));
-        } else {
-          /* lanes 0..7: the two halves' sums (sub-blocks 2c and 2c + 1);
-           * lanes 8..15: the min sums */
-          const __m512i mins = dpwssd512_0(load512(xr[t] + QK_K), wr[r] + K4_M, vnni);
-          const __m512i hi = _mm512_shuffle_i64x2(isum[r][t], mins, 0xEE);
-          total = _mm512_mask_add_epi32(hi, 0x00FF, hi, isum[r][t]);
-          sc = _mm512_mul_ps(dx, _mm512_load_ps((const float *)(wr[r] + K4_DD)));
+        for (int c = c0; c < c0 + per; c++) {
+          __m512i wq[GEMM_KR];
+#pragma GCC unroll 4
+          for (int r = 0; r < GEMM_KR; r++) wq[r] = load512(wr[r] + 64 * c);
+#pragma GCC unroll 4
+          for (int t = 0; t < GEMM_KT; t++) {
+            const __m512i x = load512(xr[t] + 64 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < GEMM_KR; r++) {
+              const __m512i m = _mm512_maddubs_epi16(wq[r], x);
+              w16[r][t] = c == c0 ? m : _mm512_add_epi16(w16[r][t], m);
+            }
+          }
         }
-        acc[r][t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(total), acc[r][t]);
+#pragma GCC unroll 4
+        for (int r = 0; r < GEMM_KR; r++) {
+          const __m512i sw = load512(wr[r] + (kind == 6 ? K6_S + 64 * (c0 / 2) : K4_S));
+#pragma GCC unroll 4
+          for (int t = 0; t < GEMM_KT; t++) {
+            __m512i v = w16[r][t];
+            if (kind == 6) v = _mm512_sub_epi16(v, load512(xr[t] + XK6_OFF + 64 * (c0 / 2)));
+            ws[r][t] = c0 == 0 ? _mm512_madd_epi16(v, sw) : dpwssd512(ws[r][t], v, sw, 0);
+          }
+        }
       }
+#pragma GCC unroll 4
+      for (int r = 0; r < GEMM_KR; r++)
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; u++) p[r + 4 * u] = fold_pair(ws[r][2 * u], ws[r][2 * u + 1]);
+    }
+    const __m512i isum = reduce_pairs(p);
+    /* scales in lane 4 r + t: d_w of row r, d_x of token t */
+    const __m512 dx = _mm512_broadcast_f32x4(
+        _mm_setr_ps(*(const float *)(xr[0] + xd), *(const float *)(xr[1] + xd),
+                    *(const float *)(xr[2] + xd), *(const float *)(xr[3] + xd)));
+    if (kind == 6) {
+      const __m512 dw = _mm512_permutexvar_ps(
+          _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+          _mm512_castps128_ps512(_mm_setr_ps(
+              *(const float *)(wr[0] + K6_D), *(const float *)(wr[1] + K6_D),
+              *(const float *)(wr[2] + K6_D), *(const float *)(wr[3] + K6_D))));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc);
+    } else {
+      /* (d, dmin) of the 4 rows, then the min sums: 128-bit lane r holds
+       * row r's mins against each token's 8 sums of 32, reduced to lane t */
+      const __m256 dm = _mm256_setr_m128(
+          _mm_castpd_ps(_mm_loadh_pd(_mm_load_sd((const double *)(wr[0] + K4_D)),
+                                     (const double *)(wr[1] + K4_D))),
+          _mm_castpd_ps(_mm_loadh_pd(_mm_load_sd((const double *)(wr[2] + K4_D)),
+                                     (const double *)(wr[3] + K4_D))));
+      const __m512 dw = _mm512_permutexvar_ps(
+          _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), _mm512_castps256_ps512(dm));
+      const __m512 dmin = _mm512_permutexvar_ps(
+          _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), _mm512_castps256_ps512(dm));
+      __m512i mv = _mm512_castsi128_si512(_mm_load_si128((const __m128i *)(wr[0] + K4_M)));
+      mv = _mm512_inserti32x4(mv, _mm_load_si128((const __m128i *)(wr[1] + K4_M)), 1);
+      mv = _mm512_inserti32x4(mv, _mm_load_si128((const __m128i *)(wr[2] + K4_M)), 2);
+      mv = _mm512_inserti32x4(mv, _mm_load_si128((const __m128i *)(wr[3] + K4_M)), 3);
+      __m512i v[GEMM_KT];
+#pragma GCC unroll 4
+      for (int t = 0; t < GEMM_KT; t++)
+        v[t] = _mm512_madd_epi16(
+            mv, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(xr[t] + XK4_BS))));
+      const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+      const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+      const __m512i imin = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc);
+      accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dx), accm);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < GEMM_KR; r++)
-#pragma GCC unroll 8
-    for (int t = 0; t < GEMM_KT; t++) {
-      if (kind == 6)
-        out[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
-      else
-        out[t * ldy + r] = hsum256(_mm256_sub_ps(_mm512_castps512_ps256(acc[r][t]),
-                                                     _mm512_extractf32x8_ps(acc[r][t], 1)));
-    }
+  const __m512 res = kind == 6 ? acc : _mm512_sub_ps(acc, accm);
+  /* lane 4 r + t -> lane 4 t + r, then token t's rows */
+  const __m512 tr = _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), res);
+#pragma GCC unroll 4
+  for (int t = 0; t < GEMM_KT; t++)
+    _mm512_mask_storeu_ps(out + t * ldy - 4 * t, (__mmask16)(0xF << (4 * t)), tr);
 }
 
-static AVX512 void pack_w_q4_K(int64_t cols, const void *w, void *wp) { pack_k4(0, cols, w, wp); }
-static AVX512 void pack_w_q5_K(int64_t cols, const void *w, void *wp) { pack_k4(1, cols, w, wp); }
+#define GEMMK(name, kind, vnni, wsize, xsize)                                                    \
+  static AVX512 void pack_w_##name(int64_t cols, const void *w, void *wp) {                    \
+    if (kind == 6)                                                                             \
+      pack_k6(vnni, cols, w, wp);                                                              \
+    else                                                                                       \
+      pack_k4(kind == 5, vnni, cols, w, wp);                                                   \
+  }                                                                                            \
+  static AVX512 void pack_x_##name(int64_t cols, const void *xq, void *xp) {                   \
+    pack_xk(kind, vnni, cols, xq, xp);                                                         \
+  }                                                                                            \
+  static AVX512 void tile_##name(int64_t cols, const uint8_t *const *wp,                       \
+                                 const uint8_t *const *xp, float *out, int64_t ldy) {          \
+    tile_k(kind, vnni, cols, wp, xp, out, ldy);                                                \
+  }                                                                                            \
+  static const pa_gemm_kernel gemm_##name = {GEMM_KR, GEMM_KT,       wsize,      pack_w_##name, \
+                                             xsize,   pack_x_##name, tile_##name};
 
-#define GEMMK(name, kind, vnni, pack, size)                                                       \
-  static AVX512 void tile_##name(int64_t cols, const uint8_t *const *wp,                         \
-                                 const uint8_t *const *xp, float *out, int64_t ldy) {                         \
-    tile_k(kind, vnni, cols, wp, xp, out, ldy);                                                       \
-  }                                                                                              \
-  static const pa_gemm_kernel gemm_##name = {GEMM_KR, GEMM_KT,     size,       pack, \
-                                             xk_size, pack_x_q8_K, tile_##name};
-
-GEMMK(q4_K, 4, 0, pack_w_q4_K, k4_size)
-GEMMK(q4_K_vnni, 4, 1, pack_w_q4_K, k4_size)
-GEMMK(q5_K, 4, 0, pack_w_q5_K, k4_size)
-GEMMK(q5_K_vnni, 4, 1, pack_w_q5_K, k4_size)
-GEMMK(q6_K, 6, 0, pack_w_q6_K, k6_size)
-GEMMK(q6_K_vnni, 6, 1, pack_w_q6_K, k6_size)
+GEMMK(q4_K, 4, 0, k4_size, xk4_size)
+GEMMK(q4_K_vnni, 4, 1, k4_size, xk4_size)
+GEMMK(q5_K, 5, 0, k4_size, xk4_size)
+GEMMK(q5_K_vnni, 5, 1, k4_size, xk4_size)
+GEMMK(q6_K, 6, 0, k6_size, xk6_size)
+GEMMK(q6_K_vnni, 6, 1, k6_size, xk6_size)
 
 /* ---- instances ---- */
 
