@@ -32,25 +32,30 @@
  *   lanes, same float operations in the same order: see those files), so
  *   outputs never depend on the batch and either path may serve any
  *   n_tokens; tests/unit/test_gemm.c checks it bit for bit.
- * - Ceiling of that scheme: the int8 peak is one 512-bit vpdpbusd (64
- *   multiply-adds) per port per cycle on ports 0 and 5, ~1.1-1.3 TOP/s for
- *   2 cores here (pasada bench, quiet machine; ~2.2 GHz under AVX-512).
- *   Reproducing the one-token arithmetic costs a conversion, a multiply of
- *   scales and an fma per 8-lane block sum besides the dot: 4 uops per two
- *   blocks and token, so at most 1/4 of that peak (~140 GOP/s per core),
- *   K-quants ~14 uops per 256 weights and token (~150 GOP/s). llvm-mca puts
- *   the inner loops at those bounds. Measured (one thread, 512 tokens,
- *   this loaded VM, best of 10; GOP/s, one-token path -> GEMM): Q4_1
+ * - Ceiling of the 32-element-block scheme: the int8 peak is one 512-bit
+ *   vpdpbusd (64 multiply-adds) per port per cycle on ports 0 and 5,
+ *   ~1.1-1.5 TOP/s for 2 cores here (pasada bench, quiet machine; ~2.2 GHz
+ *   under AVX-512). Reproducing the one-token arithmetic (8 float lanes per
+ *   block) costs a conversion, a multiply of scales and an fma per 8-lane
+ *   block sum besides the dot: 4 uops per two blocks and token, so at most
+ *   1/4 of that peak (~140 GOP/s per core). Measured (one thread, 512
+ *   tokens, a loaded VM, best of 10; GOP/s, one-token path -> GEMM): Q4_1
  *   576 cols 47 -> 107, Q4_1 1536 cols 60 -> 128, Q5_0 640/2048 cols 34/40
- *   -> 104/127, Q8_0 and Q4_0 2048 cols 58/61 -> 133, Q4_K 55 -> 150,
- *   Q5_K 48 -> 150, Q6_K 51 -> 137; two threads ~1.9x that. AVX2 table:
- *   1.6-2.5x its one-token path (45-85 GOP/s). Below 4 tokens the one-token
- *   path is as fast (the weights are used too few times to repay the
- *   unpacking), so it keeps them.
- * - A faster GEMM needs other arithmetic (whole-block integer sums before
- *   any float work, e.g. weights and activations interleaved so that one
- *   lane sums one block); the one-token kernels would have to change with
- *   it, since both paths must agree bit for bit. */
+ *   -> 104/127, Q8_0 and Q4_0 2048 cols 58/61 -> 133. AVX2 table: 1.6-2.5x
+ *   its one-token path (45-85 GOP/s). Below 4 tokens the one-token path is
+ *   as fast (the weights are used too few times to repay the unpacking).
+ * - K-quants (Q4_K, Q5_K, Q6_K) take another canonical arithmetic in both
+ *   paths of every SIMD table (gemm_avx512.c's header): exact int32 sums per
+ *   256-weight super-block (sub-block scales and mins applied in integer),
+ *   then two float fmas per super-block. Integers being exact, the GEMM
+ *   keeps the integer work dense (a permuted packing where each 32-bit lane
+ *   holds one sub-block, pmaddwd for the scales, a transposed reduction)
+ *   and pays a few float operations per super-block and 4 x 4 tile: one
+ *   thread, 2048 x 2048, 512 tokens, AVX-512 VNNI: Q4_K ~157 -> ~265 GOP/s,
+ *   Q5_K ~157 -> ~245, Q6_K ~142 -> ~210 (bench_kernels gemm, loaded VM).
+ * - The same exact-integer scheme would lift the 32-element types: their
+ *   one-token kernels would have to change with it, since both paths must
+ *   agree bit for bit. */
 #include <stdbool.h>
 #include <string.h>
 
