@@ -4,7 +4,9 @@
  *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build-kern/libpasada.a \
  *      -lpcre2-8 -lpthread -lm -o build-kern/bench_kernels
  *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
- *   build-kern/bench_kernels [threads] shapes   (the default models' matrices) */
+ *   build-kern/bench_kernels [threads] shapes   (the default models' matrices)
+ *   build-kern/bench_kernels [threads] gemm TOKENS [types...]   (prefill-shaped:
+ *      GOP/s of TOKENS tokens at once, avx512_vnni table, a few column counts) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,8 +134,68 @@ static void bench_shapes(pa_pool *pool) {
   pa_kernels_set(NULL);
 }
 
+/* Prefill / batched decode: n_tokens tokens through one matrix of `rows` x
+ * `cols`, best GOP/s (2 rows cols n_tokens / time) over reps runs. */
+static double bench_gemm(pa_pool *pool, pa_type type, int64_t rows, int64_t cols,
+                         int64_t n_tokens, int reps) {
+  const size_t row = pa_row_size(type, cols), bytes = row * (size_t)rows;
+  uint8_t *w = pa_alloc(bytes);
+  fill(type, w, bytes);
+  pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
+  float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
+  float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
+  for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+  void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
+  pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t0 = pa_time_s();
+    pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+    double dt = pa_time_s() - t0;
+    if (dt < best) best = dt;
+  }
+  pa_free(w);
+  pa_free(x);
+  pa_free(y);
+  pa_free(work);
+  return 2.0 * (double)rows * (double)cols * (double)n_tokens / best / 1e9;
+}
+
+static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_names, char **names) {
+  const char *all[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"};
+  const int64_t cols[] = {576, 640, 1536, 2048};
+  const int64_t rows = 1024;
+  if (!pa_kernels_avx512_vnni()) return;
+  pa_kernels_set(pa_kernels_avx512_vnni());
+  printf("%-6s", "type");
+  for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) printf(" %8lld", (long long)cols[c]);
+  printf("   (GOP/s, %lld tokens, %lld rows, avx512_vnni)\n", (long long)n_tokens, (long long)rows);
+  for (int ni = 0; ni < (n_names ? n_names : 5); ni++) {
+    const char *name = n_names ? names[ni] : all[ni];
+    pa_type type = PA_TYPE_COUNT;
+    for (int t = 0; t < PA_TYPE_COUNT; t++)
+      if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
+    if (type == PA_TYPE_COUNT) continue;
+    printf("%-6s", name);
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+      const int reps = n_tokens >= 128 ? 5 : 60;
+      printf(" %8.1f", bench_gemm(pool, type, rows, cols[c], n_tokens, reps));
+      fflush(stdout);
+    }
+    printf("\n");
+  }
+  pa_kernels_set(NULL);
+}
+
 int main(int argc, char **argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 1;
+  if (argc > 3 && !strcmp(argv[2], "gemm")) {
+    pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
+    printf("cpu %s, %d thread(s)\n", pa_cpu_describe(), threads);
+    gemm_mode(pool, atoll(argv[3]), argc - 4, argv + 4);
+    pa_pool_free(pool);
+    return 0;
+  }
   if (argc > 2 && !strcmp(argv[2], "shapes")) {
     pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
     printf("cpu %s, %d thread(s), decode (one token)\n", pa_cpu_describe(), threads);
