@@ -22,6 +22,7 @@
  * four products in 32 bits, so 240 * 127 cannot saturate; pmaddubsw's
  * 16-bit pair sums could, so the non-VNNI path shifts). */
 #include "kernels/kernels.h"
+#include "kernels/cpu/blocks32_avx512.h"
 
 /* No floating-point contraction: the GEMM kernels (gemm_avx512.c) repeat
  * these kernels' arithmetic bit for bit, which needs every multiply and add
@@ -387,11 +388,11 @@ static AVX512 void dot_q8_0_xs_vnni(int64_t n, float *out, const void *w, const 
 }
 
 void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {
-  t[PA_TYPE_Q4_0] = vnni ? dot_q4_0_xs_vnni : dot_q4_0_xs;
-  t[PA_TYPE_Q4_1] = vnni ? dot_q4_1_xs_vnni : dot_q4_1_xs;
-  t[PA_TYPE_Q5_0] = vnni ? dot_q5_0_xs_vnni : dot_q5_0_xs;
-  t[PA_TYPE_Q5_1] = vnni ? dot_q5_1_xs_vnni : dot_q5_1_xs;
-  t[PA_TYPE_Q8_0] = vnni ? dot_q8_0_xs_vnni : dot_q8_0_xs;
+  t[PA_TYPE_Q4_0] = vnni ? pa_b32_dot_xs_q4_0 : dot_q4_0_xs;
+  t[PA_TYPE_Q4_1] = vnni ? pa_b32_dot_xs_q4_1 : dot_q4_1_xs;
+  t[PA_TYPE_Q5_0] = vnni ? pa_b32_dot_xs_q5_0 : dot_q5_0_xs;
+  t[PA_TYPE_Q5_1] = vnni ? pa_b32_dot_xs_q5_1 : dot_q5_1_xs;
+  t[PA_TYPE_Q8_0] = vnni ? pa_b32_dot_xs_q8_0 : dot_q8_0_xs;
 }
 
 /* ---- K-quants against Q8_K. Sub-block scales multiply 16-bit pair sums

@@ -31,6 +31,7 @@
  * K-quants: the same integer lanes per super-block, then the same fma into
  * the same 8 or 16 float lanes. */
 #include "kernels/kernels.h"
+#include "kernels/cpu/blocks32_avx512.h"
 
 PA_NO_FP_CONTRACT
 
@@ -684,11 +685,11 @@ GEMM32(q8_0, K_Q8_0, 0, PA_TYPE_Q8_0)
 GEMM32(q8_0_vnni, K_Q8_0, 1, PA_TYPE_Q8_0)
 
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **t, int vnni) {
-  t[PA_TYPE_Q4_0] = vnni ? &gemm_q4_0_vnni : &gemm_q4_0;
-  t[PA_TYPE_Q4_1] = vnni ? &gemm_q4_1_vnni : &gemm_q4_1;
-  t[PA_TYPE_Q5_0] = vnni ? &gemm_q5_0_vnni : &gemm_q5_0;
-  t[PA_TYPE_Q5_1] = vnni ? &gemm_q5_1_vnni : &gemm_q5_1;
-  t[PA_TYPE_Q8_0] = vnni ? &gemm_q8_0_vnni : &gemm_q8_0;
+  t[PA_TYPE_Q4_0] = vnni ? &pa_b32_gemm_q4_0 : &gemm_q4_0;
+  t[PA_TYPE_Q4_1] = vnni ? &pa_b32_gemm_q4_1 : &gemm_q4_1;
+  t[PA_TYPE_Q5_0] = vnni ? &pa_b32_gemm_q5_0 : &gemm_q5_0;
+  t[PA_TYPE_Q5_1] = vnni ? &pa_b32_gemm_q5_1 : &gemm_q5_1;
+  t[PA_TYPE_Q8_0] = vnni ? &pa_b32_gemm_q8_0 : &gemm_q8_0;
   t[PA_TYPE_Q4_K] = vnni ? &gemm_q4_K_vnni : &gemm_q4_K;
   t[PA_TYPE_Q5_K] = vnni ? &gemm_q5_K_vnni : &gemm_q5_K;
   t[PA_TYPE_Q6_K] = vnni ? &gemm_q6_K_vnni : &gemm_q6_K;
