@@ -326,10 +326,6 @@ static AVX512 void dot_q4_0_xs(int64_t n, float *out, const void *w, const void 
                                const float *xs) {
   *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 0);
 }
-static AVX512 void dot_q4_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 1);
-}
 static AVX512 void dot_q4_1(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), NULL, 0, 0);
 }
@@ -339,10 +335,6 @@ static AVX512 void dot_q4_1_vnni(int64_t n, float *out, const void *w, const voi
 static AVX512 void dot_q4_1_xs(int64_t n, float *out, const void *w, const void *x,
                                const float *xs) {
   *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 0);
-}
-static AVX512 void dot_q4_1_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 1);
 }
 static AVX512 void dot_q5_0(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), NULL, 0, 0);
@@ -354,10 +346,6 @@ static AVX512 void dot_q5_0_xs(int64_t n, float *out, const void *w, const void 
                                const float *xs) {
   *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 0);
 }
-static AVX512 void dot_q5_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 1);
-}
 static AVX512 void dot_q5_1(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), NULL, 0, 0);
 }
@@ -368,10 +356,6 @@ static AVX512 void dot_q5_1_xs(int64_t n, float *out, const void *w, const void 
                                const float *xs) {
   *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 0);
 }
-static AVX512 void dot_q5_1_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 1);
-}
 static AVX512 void dot_q8_0(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), NULL, 0, 0);
 }
@@ -381,10 +365,6 @@ static AVX512 void dot_q8_0_vnni(int64_t n, float *out, const void *w, const voi
 static AVX512 void dot_q8_0_xs(int64_t n, float *out, const void *w, const void *x,
                                const float *xs) {
   *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 0);
-}
-static AVX512 void dot_q8_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 1);
 }
 
 void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {

@@ -120,20 +120,100 @@ BODY __m256i w_bytes_exact(const int kind, const uint8_t *blk) {
   return w_bytes_1t(kind, blk);
 }
 
+/* (The next four as in avx512.c.) */
+/* The fp16 scales of up to 8 consecutive blocks, gathered by permutes
+ * from 64-byte windows. Windows are placed so that for 8 whole blocks they
+ * never reach past them; `avail` (bytes readable from p) masks the part of
+ * a window beyond a last, partial group (masked loads do not fault and read
+ * zeros). Dword permutes (one uop) take (d, m) or (d, s) pairs, which sit
+ * at 4-byte aligned offsets; word permutes take the lone d of the others. */
+#define ALL_AVAILABLE (1 << 30)
+
+
+BODY __m512i window(const uint8_t *p, int64_t avail) {
+  if (avail >= 64) return load512(p);
+  return _mm512_maskz_loadu_epi8(avail <= 0 ? 0 : ((__mmask64)1 << avail) - 1, p);
+}
+
+/* 8 (d, m) / (d, s) pairs at p + k * stride, as 16 floats (pair k in lanes
+ * 2k, 2k + 1). stride is 20 (Q4_1), 24 (Q5_1) or 36 (Q8_1). */
+BODY __m512 f16_pairs8(const uint8_t *p, const int stride, const int64_t avail) {
+  __m512i v;
+  if (stride == 20) { /* windows at blocks 0 and 4: dwords 0, 5, 10, 15 of each */
+    v = _mm512_permutex2var_epi32(
+        window(p, avail), _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 80, avail - 80));
+  } else if (stride == 24) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 144, 168 */
+    const __m512i a = _mm512_maskz_permutex2var_epi32(
+        0x3F, window(p, avail),
+        _mm512_setr_epi32(0, 6, 12, 18, 24, 30, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutexvar_epi32(
+        0xC0, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 4, 10, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 128, avail - 128));
+    v = _mm512_or_si512(a, b);
+  } else { /* 36: blocks 0..3 in bytes 0..127, 4..7 in 144..271 */
+    const __m512i idx = _mm512_setr_epi32(0, 9, 18, 27, 0, 9, 18, 27, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi32(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutex2var_epi32(0xF0, window(p + 144, avail - 144), idx,
+                                                      window(p + 208, avail - 208));
+    v = _mm512_or_si512(a, b);
+  }
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+}
+
+/* 8 lone fp16 scales at p + k * stride, as 8 floats. stride is 18 (Q4_0),
+ * 22 (Q5_0) or 34 (Q8_0). */
+BODY __m256 f16_singles8(const uint8_t *p, const int stride, const int64_t avail) {
+  __m512i v;
+  if (stride == 18) { /* all 8 in bytes 0..127 */
+    v = _mm512_permutex2var_epi16(
+        window(p, avail),
+        _mm512_setr_epi32(9 << 16, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54, 0, 0, 0, 0, 0, 0, 0,
+                          0, 0, 0, 0, 0),
+        window(p + 64, avail - 64));
+  } else if (stride == 22) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 132, 154 */
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi16(0x3F, window(p, avail),
+                                        _mm512_setr_epi32(11 << 16, 33 << 16 | 22, 55 << 16 | 44, 0,
+                                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                        window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutexvar_epi16(
+        0xC0, _mm512_setr_epi32(0, 0, 0, 21 << 16 | 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 112, avail - 112));
+    v = _mm512_or_si512(a, b);
+  } else { /* 34: blocks 0..3 in bytes 0..127, 4..7 in 136..263 */
+    const __m512i idx = _mm512_setr_epi32(17 << 16, 51 << 16 | 34, 17 << 16, 51 << 16 | 34, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi16(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutex2var_epi16(0xF0, window(p + 136, avail - 136), idx,
+                                                      window(p + 200, avail - 200));
+    v = _mm512_or_si512(a, b);
+  }
+  return _mm256_cvtph_ps(_mm512_castsi512_si128(v));
+}
+
 /* fp16 scales of 16 blocks at p + k * stride (k < n, zero beyond), as
  * floats; with has_m also the second fp16 (m) of each block. */
 BODY void scales16(const uint8_t *p, const int stride, const int n, const int with_m, __m512 *d,
                    __m512 *m) {
-  _Alignas(64) uint16_t hd[16], hm[16];
-  for (int k = 0; k < 16; k++) {
-    hd[k] = hm[k] = 0;
-    if (k < n) {
-      memcpy(&hd[k], p + (size_t)k * stride, 2);
-      if (with_m) memcpy(&hm[k], p + (size_t)k * stride + 2, 2);
-    }
+  const int64_t avail = n == 16 ? ALL_AVAILABLE : (int64_t)n * stride;
+  if (with_m) {
+    const __m512 a = f16_pairs8(p, stride, avail);
+    const __m512 b = n > 8 ? f16_pairs8(p + 8 * stride, stride, avail - 8 * stride)
+                           : _mm512_setzero_ps();
+    *d = _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+    *m = _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+    return;
   }
-  *d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)hd));
-  if (with_m) *m = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)hm));
+  const __m256 a = f16_singles8(p, stride, avail);
+  const __m256 b = n > 8 ? f16_singles8(p + 8 * stride, stride, avail - 8 * stride)
+                         : _mm256_setzero_ps();
+  *d = _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
 }
 
 /* ---- one token ---- */
@@ -151,31 +231,31 @@ BODY __m256i red2(__m256i u, __m256i w) {
                           _mm256_castps_si256(_mm256_shuffle_ps(uf, wf, 0xDD)));
 }
 
-/* S of the 16 (or n < 16) blocks of a group at w, x, in lanes 0..15. */
-BODY __m512i group_sums_1t(const int kind, const uint8_t *w, const uint8_t *x, const int n) {
+/* One block's dot as 8 lanes, from a zero idiom (no register copy). */
+BODY __m256i block_dot(const int kind, const uint8_t *w, const uint8_t *xq) {
+  __m256i acc;
+  __asm__("vpxord %x0, %x0, %x0\n\tvpdpbusd %2, %1, %0"
+          : "=&v"(acc)
+          : "v"(w_bytes_1t(kind, w)), "m"(*(const __m256i *)xq));
+  return acc;
+}
+
+/* Blocks j0..j0+3 reduced to one lane per block and 128-bit half. */
+BODY __m256i quad_1t(const int kind, const uint8_t *w, const uint8_t *x, const int j0) {
   const int ws = wsize_of(kind), xs = xsize_of(kind), xq = has_m(kind) ? 4 : 2;
-  const __m256i zero = _mm256_setzero_si256();
-  __m256i v[16];
-  if (n == 16) {
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; j++)
-      v[j] = dpbusd256(zero, w_bytes_1t(kind, w + j * ws), load256(x + j * xs + xq));
-  } else {
-    for (int j = 0; j < 16; j++)
-      v[j] = j < n ? dpbusd256(zero, w_bytes_1t(kind, w + j * ws), load256(x + j * xs + xq)) : zero;
-  }
-  __m256i q[4];
-  q[0] = red2(red1(v[0], v[1]), red1(v[2], v[3]));
-  q[1] = n > 4 ? red2(red1(v[4], v[5]), red1(v[6], v[7])) : zero;
-  if (n > 8) {
-    q[2] = red2(red1(v[8], v[9]), red1(v[10], v[11]));
-    q[3] = n > 12 ? red2(red1(v[12], v[13]), red1(v[14], v[15])) : zero;
-  } else {
-    q[2] = q[3] = zero;
-  }
+  const __m256i a = block_dot(kind, w + j0 * ws, x + j0 * xs + xq);
+  const __m256i b = block_dot(kind, w + (j0 + 1) * ws, x + (j0 + 1) * xs + xq);
+  const __m256i ab = red1(a, b);
+  const __m256i c = block_dot(kind, w + (j0 + 2) * ws, x + (j0 + 2) * xs + xq);
+  const __m256i d = block_dot(kind, w + (j0 + 3) * ws, x + (j0 + 3) * xs + xq);
+  return red2(ab, red1(c, d));
+}
+
+/* The last step: four quads (blocks 0-3, 4-7, 8-11, 12-15) -> S in lanes. */
+BODY __m512i quads_to_lanes(const int kind, __m256i q0, __m256i q1, __m256i q2, __m256i q3) {
   /* 128-bit chunks: A = (b0-3 lo, b0-3 hi, b4-7 lo, b4-7 hi), B likewise */
-  __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(q[0]), q[1], 1);
-  __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(q[2]), q[3], 1);
+  __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+  __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1);
   if (kind == K_Q4_0 || kind == K_Q4_1) { /* the high halves carry 16x their sums (exact) */
     const __m512i sh = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
     a = _mm512_srav_epi32(a, sh);
@@ -184,24 +264,51 @@ BODY __m512i group_sums_1t(const int kind, const uint8_t *w, const uint8_t *x, c
   return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x88), _mm512_shuffle_i64x2(a, b, 0xDD));
 }
 
+/* S of the 16 (full) or n < 16 blocks of a group at w, x, in lanes 0..15. */
+BODY __m512i group_sums_1t(const int kind, const uint8_t *w, const uint8_t *x, const int n,
+                           const int full) {
+  if (full)
+    return quads_to_lanes(kind, quad_1t(kind, w, x, 0), quad_1t(kind, w, x, 4),
+                          quad_1t(kind, w, x, 8), quad_1t(kind, w, x, 12));
+  const int ws = wsize_of(kind), xs = xsize_of(kind), xq = has_m(kind) ? 4 : 2;
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i v[16];
+  for (int j = 0; j < 16; j++) v[j] = j < n ? block_dot(kind, w + j * ws, x + j * xs + xq) : zero;
+  __m256i q[4];
+  q[0] = red2(red1(v[0], v[1]), red1(v[2], v[3]));
+  q[1] = n > 4 ? red2(red1(v[4], v[5]), red1(v[6], v[7])) : zero;
+  q[2] = n > 8 ? red2(red1(v[8], v[9]), red1(v[10], v[11])) : zero;
+  q[3] = n > 12 ? red2(red1(v[12], v[13]), red1(v[14], v[15])) : zero;
+  return quads_to_lanes(kind, q[0], q[1], q[2], q[3]);
+}
+
+/* acc += one group (16 blocks, or the n < 16 of a last one) of a row. */
+BODY __m512 group_1t(const int kind, __m512 acc, const uint8_t *w, const uint8_t *x,
+                     const float *xd, const float *xsum, const int n, const int full) {
+  const int ws = wsize_of(kind), shift = offset_shift(kind);
+  const __mmask16 lanes = full ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+  __m512i s = group_sums_1t(kind, w, x, n, full);
+  if (shift >= 0)
+    s = _mm512_sub_epi32(
+        s, _mm512_slli_epi32(_mm512_cvttps_epi32(_mm512_maskz_loadu_ps(lanes, xsum)),
+                             (unsigned)shift));
+  __m512 dw, mw = _mm512_setzero_ps();
+  scales16(w, ws, full ? 16 : n, has_m(kind), &dw, &mw);
+  const __m512 sc = _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(lanes, xd));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
+  if (has_m(kind)) acc = _mm512_fmadd_ps(mw, _mm512_maskz_loadu_ps(lanes, xsum), acc);
+  return acc;
+}
+
 BODY float dot_1t(const int kind, int64_t nb, const uint8_t *w, const uint8_t *x,
                   const float *xs) {
-  const int ws = wsize_of(kind), xsz = xsize_of(kind), shift = offset_shift(kind);
+  const int ws = wsize_of(kind), xsz = xsize_of(kind);
   __m512 acc = _mm512_setzero_ps();
-  for (int64_t b0 = 0; b0 < nb; b0 += 16) {
-    const int n = nb - b0 >= 16 ? 16 : (int)(nb - b0);
-    const __mmask16 lanes = (__mmask16)((1u << n) - 1);
-    __m512i s = group_sums_1t(kind, w + b0 * ws, x + b0 * xsz, n);
-    if (shift >= 0)
-      s = _mm512_sub_epi32(
-          s, _mm512_slli_epi32(_mm512_cvttps_epi32(_mm512_maskz_loadu_ps(lanes, xs + nb + b0)),
-                               (unsigned)shift));
-    __m512 dw, mw = _mm512_setzero_ps();
-    scales16(w + b0 * ws, ws, n, has_m(kind), &dw, &mw);
-    const __m512 sc = _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(lanes, xs + b0));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
-    if (has_m(kind)) acc = _mm512_fmadd_ps(mw, _mm512_maskz_loadu_ps(lanes, xs + nb + b0), acc);
-  }
+  int64_t b0 = 0;
+  for (; b0 + 16 <= nb; b0 += 16)
+    acc = group_1t(kind, acc, w + b0 * ws, x + b0 * xsz, xs + b0, xs + nb + b0, 16, 1);
+  if (b0 < nb)
+    acc = group_1t(kind, acc, w + b0 * ws, x + b0 * xsz, xs + b0, xs + nb + b0, (int)(nb - b0), 0);
   return hsum512(acc);
 }
 

@@ -674,15 +674,10 @@ static AVX512 void pack_x_q8_1(int64_t cols, const void *xq, void *xp) {
 #define pack_x_PA_TYPE_Q8_1 pack_x_q8_1
 
 GEMM32(q4_0, K_Q4_0, 0, PA_TYPE_Q8_0)
-GEMM32(q4_0_vnni, K_Q4_0, 1, PA_TYPE_Q8_0)
 GEMM32(q4_1, K_Q4_1, 0, PA_TYPE_Q8_1)
-GEMM32(q4_1_vnni, K_Q4_1, 1, PA_TYPE_Q8_1)
 GEMM32(q5_0, K_Q5_0, 0, PA_TYPE_Q8_0)
-GEMM32(q5_0_vnni, K_Q5_0, 1, PA_TYPE_Q8_0)
 GEMM32(q5_1, K_Q5_1, 0, PA_TYPE_Q8_1)
-GEMM32(q5_1_vnni, K_Q5_1, 1, PA_TYPE_Q8_1)
 GEMM32(q8_0, K_Q8_0, 0, PA_TYPE_Q8_0)
-GEMM32(q8_0_vnni, K_Q8_0, 1, PA_TYPE_Q8_0)
 
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **t, int vnni) {
   t[PA_TYPE_Q4_0] = vnni ? &pa_b32_gemm_q4_0 : &gemm_q4_0;
