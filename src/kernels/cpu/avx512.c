@@ -315,7 +315,9 @@ BODY float dot32(const int kind, int64_t nb, const uint8_t *w, const int wsize, 
   return sum;
 }
 
-/* vec_dot and the prepared (matmul) variant, without and with VNNI. */
+/* vec_dot and the prepared (matmul) variant, without and with VNNI. The
+ * VNNI table's prepared variants are blocks32_avx512.c's (whole-block
+ * integer sums, the arithmetic its GEMM kernels repeat). */
 static AVX512 void dot_q4_0(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), NULL, 0, 0);
 }

@@ -69,6 +69,8 @@ BODY __m512i interleave_dwords(__m256i a, __m256i b) {
 
 /* ================= 32-element blocks ================= */
 
+/* (The plain AVX-512 table's; the VNNI table takes blocks32_avx512.c's.) */
+
 enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 
 /* Tile shape: GEMM_R rows x GEMM_T tokens, one 512-bit accumulator each
