@@ -5,9 +5,9 @@
  *      -lpcre2-8 -lpthread -lm -o build-kern/bench_kernels
  *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
  *   build-kern/bench_kernels [threads] shapes   (the default models' matrices)
- *   build-kern/bench_kernels [threads] gemm [tokens] [types...]
- *     prefill-shaped: a 2048 x 2048 matrix against `tokens` (512) tokens,
- *     GOP/s (2 rows cols tokens / time, best of 5) per SIMD table */
+ *   build-kern/bench_kernels [threads] gemm [TOKENS] [types...]   (prefill-shaped:
+ *      GOP/s of TOKENS tokens (512) at once through 1024-row matrices of a
+ *      few column counts, per SIMD table; default: every GEMM type) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,49 +135,61 @@ static void bench_shapes(pa_pool *pool) {
   pa_kernels_set(NULL);
 }
 
-/* Prefill-shaped: rows x cols weights against n_tokens tokens, GOP/s. */
-static void bench_gemm(pa_pool *pool, int64_t n_tokens, const char **names, int n_names) {
-  const int64_t rows = 2048, cols = 2048;
+/* Prefill / batched decode: n_tokens tokens through one matrix of `rows` x
+ * `cols`, best GOP/s (2 rows cols n_tokens / time) over reps runs. */
+static double bench_gemm(pa_pool *pool, pa_type type, int64_t rows, int64_t cols,
+                         int64_t n_tokens, int reps) {
+  const size_t row = pa_row_size(type, cols), bytes = row * (size_t)rows;
+  uint8_t *w = pa_alloc(bytes);
+  fill(type, w, bytes);
+  pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
+  float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
+  float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
+  for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+  void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
+  pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t0 = pa_time_s();
+    pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+    double dt = pa_time_s() - t0;
+    if (dt < best) best = dt;
+  }
+  pa_free(w);
+  pa_free(x);
+  pa_free(y);
+  pa_free(work);
+  return 2.0 * (double)rows * (double)cols * (double)n_tokens / best / 1e9;
+}
+
+static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_names, char **names) {
+  const char *all[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"};
+  const int64_t cols[] = {576, 640, 1536, 2048};
+  const int64_t rows = 1024;
   const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
-  printf("%-6s", "type");
+  printf("%-6s %6s", "type", "cols");
   for (int k = 0; k < 3; k++)
     if (tabs[k]) printf(" %12s", tabs[k]->name);
-  printf("   (GOP/s, %lld x %lld, %lld tokens)\n", (long long)rows, (long long)cols,
-         (long long)n_tokens);
-  for (int ni = 0; ni < n_names; ni++) {
+  printf("   (GOP/s, %lld tokens, %lld rows)\n", (long long)n_tokens, (long long)rows);
+  const int n_types = n_names ? n_names : (int)(sizeof all / sizeof all[0]);
+  for (int ni = 0; ni < n_types; ni++) {
+    const char *name = n_names ? names[ni] : all[ni];
     pa_type type = PA_TYPE_COUNT;
     for (int t = 0; t < PA_TYPE_COUNT; t++)
-      if (pa_type_get(t) && !strcmp(pa_type_name(t), names[ni])) type = (pa_type)t;
+      if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
     if (type == PA_TYPE_COUNT) continue;
-    const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
-    uint8_t *w = pa_alloc(bytes);
-    fill(type, w, bytes);
-    pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-    float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
-    float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
-    for (int64_t i = 0; i < cols * n_tokens; i++)
-      x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-    void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
-    printf("%-6s", names[ni]);
-    for (int k = 0; k < 3; k++) {
-      if (!tabs[k]) continue;
-      pa_kernels_set(tabs[k]);
-      pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work); /* warm-up */
-      double best = 1e30;
-      for (int r = 0; r < 5; r++) {
-        double t0 = pa_time_s();
-        pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
-        double dt = pa_time_s() - t0;
-        if (dt < best) best = dt;
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+      if (cols[c] % pa_type_get(type)->block_size) continue; /* K-quants: 256-column rows */
+      printf("%-6s %6lld", name, (long long)cols[c]);
+      for (int k = 0; k < 3; k++) {
+        if (!tabs[k]) continue;
+        pa_kernels_set(tabs[k]);
+        const int reps = n_tokens >= 128 ? 5 : 60;
+        printf(" %12.1f", bench_gemm(pool, type, rows, cols[c], n_tokens, reps));
+        fflush(stdout);
       }
-      printf(" %12.1f", 2.0 * (double)rows * (double)cols * (double)n_tokens / best / 1e9);
-      fflush(stdout);
+      printf("\n");
     }
-    printf("\n");
-    pa_free(w);
-    pa_free(x);
-    pa_free(y);
-    pa_free(work);
   }
   pa_kernels_set(NULL);
 }
@@ -186,10 +198,8 @@ int main(int argc, char **argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 1;
   if (argc > 2 && !strcmp(argv[2], "gemm")) {
     pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
-    const char *kq[] = {"Q4_K", "Q5_K", "Q6_K"};
-    const int64_t n_tokens = argc > 3 ? atoi(argv[3]) : 512;
-    printf("cpu %s, %d thread(s), prefill (GEMM)\n", pa_cpu_describe(), threads);
-    bench_gemm(pool, n_tokens, argc > 4 ? (const char **)argv + 4 : kq, argc > 4 ? argc - 4 : 3);
+    printf("cpu %s, %d thread(s), prefill-shaped (GEMM)\n", pa_cpu_describe(), threads);
+    gemm_mode(pool, argc > 3 ? atoll(argv[3]) : 512, argc > 4 ? argc - 4 : 0, argv + 4);
     pa_pool_free(pool);
     return 0;
   }

@@ -22,6 +22,7 @@
  * four products in 32 bits, so 240 * 127 cannot saturate; pmaddubsw's
  * 16-bit pair sums could, so the non-VNNI path shifts). */
 #include "kernels/kernels.h"
+#include "kernels/cpu/blocks32_avx512.h"
 
 /* No floating-point contraction: the GEMM kernels (gemm_avx512.c) repeat
  * these kernels' arithmetic bit for bit, which needs every multiply and add
@@ -314,7 +315,9 @@ BODY float dot32(const int kind, int64_t nb, const uint8_t *w, const int wsize, 
   return sum;
 }
 
-/* vec_dot and the prepared (matmul) variant, without and with VNNI. */
+/* vec_dot and the prepared (matmul) variant, without and with VNNI. The
+ * VNNI table's prepared variants are blocks32_avx512.c's (whole-block
+ * integer sums, the arithmetic its GEMM kernels repeat). */
 static AVX512 void dot_q4_0(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), NULL, 0, 0);
 }
@@ -324,10 +327,6 @@ static AVX512 void dot_q4_0_vnni(int64_t n, float *out, const void *w, const voi
 static AVX512 void dot_q4_0_xs(int64_t n, float *out, const void *w, const void *x,
                                const float *xs) {
   *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 0);
-}
-static AVX512 void dot_q4_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q4_0, n / 32, w, sizeof(block_q4_0), x, sizeof(block_q8_0), xs, 1, 1);
 }
 static AVX512 void dot_q4_1(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), NULL, 0, 0);
@@ -339,10 +338,6 @@ static AVX512 void dot_q4_1_xs(int64_t n, float *out, const void *w, const void 
                                const float *xs) {
   *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 0);
 }
-static AVX512 void dot_q4_1_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q4_1, n / 32, w, sizeof(block_q4_1), x, sizeof(block_q8_1), xs, 1, 1);
-}
 static AVX512 void dot_q5_0(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), NULL, 0, 0);
 }
@@ -352,10 +347,6 @@ static AVX512 void dot_q5_0_vnni(int64_t n, float *out, const void *w, const voi
 static AVX512 void dot_q5_0_xs(int64_t n, float *out, const void *w, const void *x,
                                const float *xs) {
   *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 0);
-}
-static AVX512 void dot_q5_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q5_0, n / 32, w, sizeof(block_q5_0), x, sizeof(block_q8_0), xs, 1, 1);
 }
 static AVX512 void dot_q5_1(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), NULL, 0, 0);
@@ -367,10 +358,6 @@ static AVX512 void dot_q5_1_xs(int64_t n, float *out, const void *w, const void 
                                const float *xs) {
   *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 0);
 }
-static AVX512 void dot_q5_1_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q5_1, n / 32, w, sizeof(block_q5_1), x, sizeof(block_q8_1), xs, 1, 1);
-}
 static AVX512 void dot_q8_0(int64_t n, float *out, const void *w, const void *x) {
   *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), NULL, 0, 0);
 }
@@ -381,17 +368,13 @@ static AVX512 void dot_q8_0_xs(int64_t n, float *out, const void *w, const void 
                                const float *xs) {
   *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 0);
 }
-static AVX512 void dot_q8_0_xs_vnni(int64_t n, float *out, const void *w, const void *x,
-                                    const float *xs) {
-  *out = dot32(K_Q8_0, n / 32, w, sizeof(block_q8_0), x, sizeof(block_q8_0), xs, 1, 1);
-}
 
 void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {
-  t[PA_TYPE_Q4_0] = vnni ? dot_q4_0_xs_vnni : dot_q4_0_xs;
-  t[PA_TYPE_Q4_1] = vnni ? dot_q4_1_xs_vnni : dot_q4_1_xs;
-  t[PA_TYPE_Q5_0] = vnni ? dot_q5_0_xs_vnni : dot_q5_0_xs;
-  t[PA_TYPE_Q5_1] = vnni ? dot_q5_1_xs_vnni : dot_q5_1_xs;
-  t[PA_TYPE_Q8_0] = vnni ? dot_q8_0_xs_vnni : dot_q8_0_xs;
+  t[PA_TYPE_Q4_0] = vnni ? pa_b32_dot_xs_q4_0 : dot_q4_0_xs;
+  t[PA_TYPE_Q4_1] = vnni ? pa_b32_dot_xs_q4_1 : dot_q4_1_xs;
+  t[PA_TYPE_Q5_0] = vnni ? pa_b32_dot_xs_q5_0 : dot_q5_0_xs;
+  t[PA_TYPE_Q5_1] = vnni ? pa_b32_dot_xs_q5_1 : dot_q5_1_xs;
+  t[PA_TYPE_Q8_0] = vnni ? pa_b32_dot_xs_q8_0 : dot_q8_0_xs;
 }
 
 /* ---- K-quants against Q8_K, in the canonical order of gemm_avx512.c's

@@ -49,6 +49,7 @@
  * leaves the 16 (row, token) isums of a 4 x 4 tile in one vector, and the
  * float steps are a few 16-lane operations per super-block and tile. */
 #include "kernels/kernels.h"
+#include "kernels/cpu/blocks32_avx512.h"
 
 PA_NO_FP_CONTRACT
 
@@ -85,6 +86,8 @@ BODY __m512i interleave_dwords(__m256i a, __m256i b) {
 }
 
 /* ================= 32-element blocks ================= */
+
+/* (The plain AVX-512 table's; the VNNI table takes blocks32_avx512.c's.) */
 
 enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 
@@ -773,22 +776,17 @@ static AVX512 void pack_x_q8_1(int64_t cols, const void *xq, void *xp) {
 #define pack_x_PA_TYPE_Q8_1 pack_x_q8_1
 
 GEMM32(q4_0, K_Q4_0, 0, PA_TYPE_Q8_0)
-GEMM32(q4_0_vnni, K_Q4_0, 1, PA_TYPE_Q8_0)
 GEMM32(q4_1, K_Q4_1, 0, PA_TYPE_Q8_1)
-GEMM32(q4_1_vnni, K_Q4_1, 1, PA_TYPE_Q8_1)
 GEMM32(q5_0, K_Q5_0, 0, PA_TYPE_Q8_0)
-GEMM32(q5_0_vnni, K_Q5_0, 1, PA_TYPE_Q8_0)
 GEMM32(q5_1, K_Q5_1, 0, PA_TYPE_Q8_1)
-GEMM32(q5_1_vnni, K_Q5_1, 1, PA_TYPE_Q8_1)
 GEMM32(q8_0, K_Q8_0, 0, PA_TYPE_Q8_0)
-GEMM32(q8_0_vnni, K_Q8_0, 1, PA_TYPE_Q8_0)
 
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **t, int vnni) {
-  t[PA_TYPE_Q4_0] = vnni ? &gemm_q4_0_vnni : &gemm_q4_0;
-  t[PA_TYPE_Q4_1] = vnni ? &gemm_q4_1_vnni : &gemm_q4_1;
-  t[PA_TYPE_Q5_0] = vnni ? &gemm_q5_0_vnni : &gemm_q5_0;
-  t[PA_TYPE_Q5_1] = vnni ? &gemm_q5_1_vnni : &gemm_q5_1;
-  t[PA_TYPE_Q8_0] = vnni ? &gemm_q8_0_vnni : &gemm_q8_0;
+  t[PA_TYPE_Q4_0] = vnni ? &pa_b32_gemm_q4_0 : &gemm_q4_0;
+  t[PA_TYPE_Q4_1] = vnni ? &pa_b32_gemm_q4_1 : &gemm_q4_1;
+  t[PA_TYPE_Q5_0] = vnni ? &pa_b32_gemm_q5_0 : &gemm_q5_0;
+  t[PA_TYPE_Q5_1] = vnni ? &pa_b32_gemm_q5_1 : &gemm_q5_1;
+  t[PA_TYPE_Q8_0] = vnni ? &pa_b32_gemm_q8_0 : &gemm_q8_0;
   t[PA_TYPE_Q4_K] = vnni ? &gemm_q4_K_vnni : &gemm_q4_K;
   t[PA_TYPE_Q5_K] = vnni ? &gemm_q5_K_vnni : &gemm_q5_K;
   t[PA_TYPE_Q6_K] = vnni ? &gemm_q6_K_vnni : &gemm_q6_K;

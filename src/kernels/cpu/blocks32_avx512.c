@@ -1,0 +1,518 @@
+/* blocks32_avx512.c: 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+ * against Q8_0/Q8_1 activations) for the AVX-512 VNNI table: the prepared
+ * one-token dot (pa_vec_dot_xs_fn) and the GEMM kernel (pa_gemm_kernel),
+ * which give the same bits for every (row, token).
+ *
+ * Canonical arithmetic of one (row, token), blocks b = 0 .. nb - 1 taken in
+ * groups of 16 (lane j of a group: block 16 g + j; lanes past the row's end
+ * hold zeros):
+ *   S_b  = the exact integer dot of block b (offsets such as Q4_0's -8,
+ *          Q5_0's -16 or the +128 that makes Q8_0 weights unsigned for
+ *          vpdpbusd taken off exactly, in integers, with the activation
+ *          block's quant sum);
+ *   acc  = fma(float(S_b), d_w[b] * d_x[b], acc)      16 float lanes, per group
+ *   acc  = fma(m_w[b], s_x[b], acc)                   Q4_1 and Q5_1 only
+ *   out  = hsum16(acc)                                a fixed tree (hsum512)
+ * Integer sums are exact, so each path computes S_b in the lane layout that
+ * suits it:
+ * - GEMM: rows and tokens are packed so that 64 bytes hold dword k of 16
+ *   consecutive blocks (a 16 x 8 dword transpose, once per row per panel
+ *   and once per token); 8 vpdpbusd then give S_b of 16 blocks of one
+ *   (row, token) in one register, followed by one conversion, one product of
+ *   scales and one fma: ~11 uops per 16 blocks instead of ~2 per block.
+ * - One token: each block's dot as 8 lanes of vpdpbusd (256 bits), then a
+ *   transposing reduction of 16 blocks (in-lane shuffles, then 128-bit
+ *   moves) into one register with S_b in lane b, and the same float steps.
+ * Built with floating-point contraction off: every multiply and add is the
+ * one written, in both paths. */
+#include "kernels/cpu/blocks32_avx512.h"
+
+PA_NO_FP_CONTRACT
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define BODY static inline __attribute__((always_inline)) AVX512
+
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+
+BODY int has_m(const int kind) { return kind == K_Q4_1 || kind == K_Q5_1; }
+BODY int wsize_of(const int kind) {
+  return kind == K_Q4_0   ? (int)sizeof(block_q4_0)
+         : kind == K_Q4_1 ? (int)sizeof(block_q4_1)
+         : kind == K_Q5_0 ? (int)sizeof(block_q5_0)
+         : kind == K_Q5_1 ? (int)sizeof(block_q5_1)
+                          : (int)sizeof(block_q8_0);
+}
+BODY int xsize_of(const int kind) {
+  return has_m(kind) ? (int)sizeof(block_q8_1) : (int)sizeof(block_q8_0);
+}
+/* S_b = (dot of the unsigned weight bytes) - (sum x << shift): the offset
+ * of Q4_0 (8), Q5_0 (16) and Q8_0 read as unsigned (128); none for the
+ * Q8_1 kinds (their m s term is a float of its own). */
+BODY int offset_shift(const int kind) {
+  return kind == K_Q4_0 ? 3 : kind == K_Q5_0 ? 4 : kind == K_Q8_0 ? 7 : -1;
+}
+
+/* ---- helpers ---- */
+
+BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+BODY __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+
+BODY __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
+  return acc;
+}
+BODY __m512i dpbusd512(__m512i acc, __m512i u, const void *s) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const __m512i *)s));
+  return acc;
+}
+
+BODY float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+/* The final sum of 16 lanes: i + (i + 8), then hsum256's tree. */
+BODY float hsum512(__m512 v) {
+  return hsum256(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+/* The weight bytes of one block in element order as the one-token dot
+ * takes them: Q4 nibbles with the high ones left in place (16x; divided
+ * out after the reduction), Q5 values 0..31, Q8_0 + 128. */
+BODY __m256i w_bytes_1t(const int kind, const uint8_t *blk) {
+  switch (kind) {
+    case K_Q4_0:
+    case K_Q4_1: {
+      const __m256i v = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128((const __m128i *)(blk + (kind == K_Q4_0 ? 2 : 4))));
+      return _mm256_and_si256(
+          v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
+                                (long long)0xF0F0F0F0F0F0F0F0ULL, (long long)0xF0F0F0F0F0F0F0F0ULL));
+    }
+    case K_Q5_0:
+    case K_Q5_1: {
+      const uint8_t *qh = blk + (kind == K_Q5_0 ? 2 : 4), *qs = blk + (kind == K_Q5_0 ? 6 : 8);
+      uint32_t bits;
+      memcpy(&bits, qh, 4);
+      const __m256i v = _mm256_and_si256(
+          _mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)),
+                            _mm256_setr_epi64x(0, 0, 4, 4)),
+          _mm256_set1_epi8(0x0F));
+      return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
+    }
+    default:
+      return _mm256_xor_si256(load256(blk + 2), _mm256_set1_epi8((char)0x80));
+  }
+}
+
+/* The same bytes with the Q4 high nibbles shifted down (the GEMM's packing). */
+BODY __m256i w_bytes_exact(const int kind, const uint8_t *blk) {
+  if (kind == K_Q4_0 || kind == K_Q4_1) {
+    const __m256i v = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(blk + (kind == K_Q4_0 ? 2 : 4))));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
+                            _mm256_set1_epi8(0x0F));
+  }
+  return w_bytes_1t(kind, blk);
+}
+
+/* (The next four as in avx512.c.) */
+/* The fp16 scales of up to 8 consecutive blocks, gathered by permutes
+ * from 64-byte windows. Windows are placed so that for 8 whole blocks they
+ * never reach past them; `avail` (bytes readable from p) masks the part of
+ * a window beyond a last, partial group (masked loads do not fault and read
+ * zeros). Dword permutes (one uop) take (d, m) or (d, s) pairs, which sit
+ * at 4-byte aligned offsets; word permutes take the lone d of the others. */
+#define ALL_AVAILABLE (1 << 30)
+
+
+BODY __m512i window(const uint8_t *p, int64_t avail) {
+  if (avail >= 64) return load512(p);
+  return _mm512_maskz_loadu_epi8(avail <= 0 ? 0 : ((__mmask64)1 << avail) - 1, p);
+}
+
+/* 8 (d, m) / (d, s) pairs at p + k * stride, as 16 floats (pair k in lanes
+ * 2k, 2k + 1). stride is 20 (Q4_1), 24 (Q5_1) or 36 (Q8_1). */
+BODY __m512 f16_pairs8(const uint8_t *p, const int stride, const int64_t avail) {
+  __m512i v;
+  if (stride == 20) { /* windows at blocks 0 and 4: dwords 0, 5, 10, 15 of each */
+    v = _mm512_permutex2var_epi32(
+        window(p, avail), _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 80, avail - 80));
+  } else if (stride == 24) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 144, 168 */
+    const __m512i a = _mm512_maskz_permutex2var_epi32(
+        0x3F, window(p, avail),
+        _mm512_setr_epi32(0, 6, 12, 18, 24, 30, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutexvar_epi32(
+        0xC0, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 4, 10, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 128, avail - 128));
+    v = _mm512_or_si512(a, b);
+  } else { /* 36: blocks 0..3 in bytes 0..127, 4..7 in 144..271 */
+    const __m512i idx = _mm512_setr_epi32(0, 9, 18, 27, 0, 9, 18, 27, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi32(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutex2var_epi32(0xF0, window(p + 144, avail - 144), idx,
+                                                      window(p + 208, avail - 208));
+    v = _mm512_or_si512(a, b);
+  }
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+}
+
+/* 8 lone fp16 scales at p + k * stride, as 8 floats. stride is 18 (Q4_0),
+ * 22 (Q5_0) or 34 (Q8_0). */
+BODY __m256 f16_singles8(const uint8_t *p, const int stride, const int64_t avail) {
+  __m512i v;
+  if (stride == 18) { /* all 8 in bytes 0..127 */
+    v = _mm512_permutex2var_epi16(
+        window(p, avail),
+        _mm512_setr_epi32(9 << 16, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54, 0, 0, 0, 0, 0, 0, 0,
+                          0, 0, 0, 0, 0),
+        window(p + 64, avail - 64));
+  } else if (stride == 22) { /* blocks 0..5 in bytes 0..127, blocks 6, 7 at 132, 154 */
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi16(0x3F, window(p, avail),
+                                        _mm512_setr_epi32(11 << 16, 33 << 16 | 22, 55 << 16 | 44, 0,
+                                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                        window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutexvar_epi16(
+        0xC0, _mm512_setr_epi32(0, 0, 0, 21 << 16 | 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        window(p + 112, avail - 112));
+    v = _mm512_or_si512(a, b);
+  } else { /* 34: blocks 0..3 in bytes 0..127, 4..7 in 136..263 */
+    const __m512i idx = _mm512_setr_epi32(17 << 16, 51 << 16 | 34, 17 << 16, 51 << 16 | 34, 0, 0, 0,
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i a =
+        _mm512_maskz_permutex2var_epi16(0x0F, window(p, avail), idx, window(p + 64, avail - 64));
+    const __m512i b = _mm512_maskz_permutex2var_epi16(0xF0, window(p + 136, avail - 136), idx,
+                                                      window(p + 200, avail - 200));
+    v = _mm512_or_si512(a, b);
+  }
+  return _mm256_cvtph_ps(_mm512_castsi512_si128(v));
+}
+
+/* fp16 scales of 16 blocks at p + k * stride (k < n, zero beyond), as
+ * floats; with has_m also the second fp16 (m) of each block. */
+BODY void scales16(const uint8_t *p, const int stride, const int n, const int with_m, __m512 *d,
+                   __m512 *m) {
+  const int64_t avail = n == 16 ? ALL_AVAILABLE : (int64_t)n * stride;
+  if (with_m) {
+    const __m512 a = f16_pairs8(p, stride, avail);
+    const __m512 b = n > 8 ? f16_pairs8(p + 8 * stride, stride, avail - 8 * stride)
+                           : _mm512_setzero_ps();
+    *d = _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+    *m = _mm512_permutex2var_ps(
+        a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+    return;
+  }
+  const __m256 a = f16_singles8(p, stride, avail);
+  const __m256 b = n > 8 ? f16_singles8(p + 8 * stride, stride, avail - 8 * stride)
+                         : _mm256_setzero_ps();
+  *d = _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+}
+
+/* ---- one token ---- */
+
+/* Two blocks' 8 lanes each -> 4 lanes each (lanes 0, 1 and 4, 5 of a
+ * 128-bit half... see below): (a0+a2, a1+a3, b0+b2, b1+b3 | a4+a6, ...). */
+BODY __m256i red1(__m256i a, __m256i b) {
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+/* Two red1 results (blocks a, b and c, d) -> one lane per block and half:
+ * (a, b, c, d | a', b', c', d'), the halves still apart. */
+BODY __m256i red2(__m256i u, __m256i w) {
+  const __m256 uf = _mm256_castsi256_ps(u), wf = _mm256_castsi256_ps(w);
+  return _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(uf, wf, 0x88)),
+                          _mm256_castps_si256(_mm256_shuffle_ps(uf, wf, 0xDD)));
+}
+
+/* One block's dot as 8 lanes, from a zero idiom (no register copy). */
+BODY __m256i block_dot(const int kind, const uint8_t *w, const uint8_t *xq) {
+  __m256i acc;
+  __asm__("vpxord %x0, %x0, %x0\n\tvpdpbusd %2, %1, %0"
+          : "=&v"(acc)
+          : "v"(w_bytes_1t(kind, w)), "m"(*(const __m256i *)xq));
+  return acc;
+}
+
+/* Blocks j0..j0+3 reduced to one lane per block and 128-bit half. */
+BODY __m256i quad_1t(const int kind, const uint8_t *w, const uint8_t *x, const int j0) {
+  const int ws = wsize_of(kind), xs = xsize_of(kind), xq = has_m(kind) ? 4 : 2;
+  const __m256i a = block_dot(kind, w + j0 * ws, x + j0 * xs + xq);
+  const __m256i b = block_dot(kind, w + (j0 + 1) * ws, x + (j0 + 1) * xs + xq);
+  const __m256i ab = red1(a, b);
+  const __m256i c = block_dot(kind, w + (j0 + 2) * ws, x + (j0 + 2) * xs + xq);
+  const __m256i d = block_dot(kind, w + (j0 + 3) * ws, x + (j0 + 3) * xs + xq);
+  return red2(ab, red1(c, d));
+}
+
+/* The last step: four quads (blocks 0-3, 4-7, 8-11, 12-15) -> S in lanes. */
+BODY __m512i quads_to_lanes(const int kind, __m256i q0, __m256i q1, __m256i q2, __m256i q3) {
+  /* 128-bit chunks: A = (b0-3 lo, b0-3 hi, b4-7 lo, b4-7 hi), B likewise */
+  __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+  __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1);
+  if (kind == K_Q4_0 || kind == K_Q4_1) { /* the high halves carry 16x their sums (exact) */
+    const __m512i sh = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
+    a = _mm512_srav_epi32(a, sh);
+    b = _mm512_srav_epi32(b, sh);
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x88), _mm512_shuffle_i64x2(a, b, 0xDD));
+}
+
+/* S of the 16 (full) or n < 16 blocks of a group at w, x, in lanes 0..15. */
+BODY __m512i group_sums_1t(const int kind, const uint8_t *w, const uint8_t *x, const int n,
+                           const int full) {
+  if (full)
+    return quads_to_lanes(kind, quad_1t(kind, w, x, 0), quad_1t(kind, w, x, 4),
+                          quad_1t(kind, w, x, 8), quad_1t(kind, w, x, 12));
+  const int ws = wsize_of(kind), xs = xsize_of(kind), xq = has_m(kind) ? 4 : 2;
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i v[16];
+  for (int j = 0; j < 16; j++) v[j] = j < n ? block_dot(kind, w + j * ws, x + j * xs + xq) : zero;
+  __m256i q[4];
+  q[0] = red2(red1(v[0], v[1]), red1(v[2], v[3]));
+  q[1] = n > 4 ? red2(red1(v[4], v[5]), red1(v[6], v[7])) : zero;
+  q[2] = n > 8 ? red2(red1(v[8], v[9]), red1(v[10], v[11])) : zero;
+  q[3] = n > 12 ? red2(red1(v[12], v[13]), red1(v[14], v[15])) : zero;
+  return quads_to_lanes(kind, q[0], q[1], q[2], q[3]);
+}
+
+/* acc += one group (16 blocks, or the n < 16 of a last one) of a row. */
+BODY __m512 group_1t(const int kind, __m512 acc, const uint8_t *w, const uint8_t *x,
+                     const float *xd, const float *xsum, const int n, const int full) {
+  const int ws = wsize_of(kind), shift = offset_shift(kind);
+  const __mmask16 lanes = full ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+  __m512i s = group_sums_1t(kind, w, x, n, full);
+  if (shift >= 0)
+    s = _mm512_sub_epi32(
+        s, _mm512_slli_epi32(_mm512_cvttps_epi32(_mm512_maskz_loadu_ps(lanes, xsum)),
+                             (unsigned)shift));
+  __m512 dw, mw = _mm512_setzero_ps();
+  scales16(w, ws, full ? 16 : n, has_m(kind), &dw, &mw);
+  const __m512 sc = _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(lanes, xd));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
+  if (has_m(kind)) acc = _mm512_fmadd_ps(mw, _mm512_maskz_loadu_ps(lanes, xsum), acc);
+  return acc;
+}
+
+BODY float dot_1t(const int kind, int64_t nb, const uint8_t *w, const uint8_t *x,
+                  const float *xs) {
+  const int ws = wsize_of(kind), xsz = xsize_of(kind);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b0 = 0;
+  for (; b0 + 16 <= nb; b0 += 16)
+    acc = group_1t(kind, acc, w + b0 * ws, x + b0 * xsz, xs + b0, xs + nb + b0, 16, 1);
+  if (b0 < nb)
+    acc = group_1t(kind, acc, w + b0 * ws, x + b0 * xsz, xs + b0, xs + nb + b0, (int)(nb - b0), 0);
+  return hsum512(acc);
+}
+
+AVX512 void pa_b32_dot_xs_q4_0(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
+  *out = dot_1t(K_Q4_0, n / 32, w, x, xs);
+}
+AVX512 void pa_b32_dot_xs_q4_1(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
+  *out = dot_1t(K_Q4_1, n / 32, w, x, xs);
+}
+AVX512 void pa_b32_dot_xs_q5_0(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
+  *out = dot_1t(K_Q5_0, n / 32, w, x, xs);
+}
+AVX512 void pa_b32_dot_xs_q5_1(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
+  *out = dot_1t(K_Q5_1, n / 32, w, x, xs);
+}
+AVX512 void pa_b32_dot_xs_q8_0(int64_t n, float *out, const void *w, const void *x,
+                               const float *xs) {
+  *out = dot_1t(K_Q8_0, n / 32, w, x, xs);
+}
+
+/* ---- GEMM ---- */
+
+/* Tile: GEMM_R rows x GEMM_T tokens (the final transposed sums are
+ * written for 4 x 4). */
+#define GEMM_R 4
+#define GEMM_T 4
+
+/* Packed rows: one record per group of 16 blocks (the last one zero-padded),
+ * 64-byte aligned. Weights (640 bytes): q (8 x 64: vector k holds dword k of
+ * each block's 32 bytes, block j in lane j), d (16 floats), m (16 floats,
+ * Q4_1/Q5_1). Activations (704 bytes): q (the same layout), d (16 floats),
+ * s (16 floats: Q8_1's s), the integer offset -(sum x << shift) (16 int32),
+ * what the one-token kernel gets from pa_prepare_x_sums. */
+#define WREC 640
+#define XREC 704
+#define REC_D 512
+#define REC_M 576
+#define REC_OFF 640
+
+static int64_t groups_of(int64_t cols) { return (cols / 32 + 15) / 16; }
+static size_t w_size(int64_t cols) { return (size_t)groups_of(cols) * WREC; }
+static size_t x_size(int64_t cols) { return (size_t)groups_of(cols) * XREC; }
+
+/* 16 blocks' 32 bytes (v[j]) -> out[k] (k < 8) = dword k of every block,
+ * block j in lane j: a 16 x 8 dword transpose by two-source permutes. */
+BODY void transpose16x8(const __m256i v[16], uint8_t *out) {
+  __m512i z[8], y[4][2], x[2][2][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++)
+    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * i]), v[2 * i + 1], 1);
+  const __m512i i1[2] = {
+      _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27),
+      _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31)};
+  const __m512i i2[2] = {
+      _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29),
+      _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31)};
+  const __m512i i3[2] = {
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+      _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)};
+  for (int i = 0; i < 4; i++) /* blocks 4i..4i+3, dwords 4h..4h+3: lane 4 jj + k' */
+    for (int h = 0; h < 2; h++) y[i][h] = _mm512_permutex2var_epi32(z[2 * i], i1[h], z[2 * i + 1]);
+  for (int i = 0; i < 2; i++) /* blocks 8i..8i+7, dwords 4h+2q, +1: lane 2 jjj + k'' */
+    for (int h = 0; h < 2; h++)
+      for (int q = 0; q < 2; q++)
+        x[i][h][q] = _mm512_permutex2var_epi32(y[2 * i][h], i2[q], y[2 * i + 1][h]);
+  for (int h = 0; h < 2; h++)
+    for (int q = 0; q < 2; q++)
+      for (int r = 0; r < 2; r++)
+        _mm512_store_si512(out + 64 * (4 * h + 2 * q + r),
+                           _mm512_permutex2var_epi32(x[0][h][q], i3[r], x[1][h][q]));
+}
+
+BODY void pack_w32(const int kind, int64_t cols, const void *w, void *wp) {
+  const int64_t nb = cols / 32, ng = groups_of(cols);
+  const int ws = wsize_of(kind);
+  const uint8_t *src = w;
+  for (int64_t g = 0; g < ng; g++) {
+    uint8_t *rec = (uint8_t *)wp + g * WREC;
+    const int n = nb - 16 * g >= 16 ? 16 : (int)(nb - 16 * g);
+    const uint8_t *blk = src + 16 * g * ws;
+    __m256i v[16];
+    for (int j = 0; j < 16; j++)
+      v[j] = j < n ? w_bytes_exact(kind, blk + j * ws) : _mm256_setzero_si256();
+    transpose16x8(v, rec);
+    __m512 d, m = _mm512_setzero_ps();
+    scales16(blk, ws, n, has_m(kind), &d, &m);
+    _mm512_store_ps(rec + REC_D, d);
+    _mm512_store_ps(rec + REC_M, m);
+  }
+}
+
+BODY void pack_x32(const int kind, int64_t cols, const void *xq, void *xp) {
+  const int64_t nb = cols / 32, ng = groups_of(cols);
+  const int xs = xsize_of(kind), xo = has_m(kind) ? 4 : 2, shift = offset_shift(kind);
+  const pa_type act = has_m(kind) ? PA_TYPE_Q8_1 : PA_TYPE_Q8_0;
+  const uint8_t *src = xq;
+  for (int64_t g = 0; g < ng; g++) {
+    uint8_t *rec = (uint8_t *)xp + g * XREC;
+    const int n = nb - 16 * g >= 16 ? 16 : (int)(nb - 16 * g);
+    const uint8_t *blk = src + 16 * g * xs;
+    __m256i v[16];
+    for (int j = 0; j < 16; j++) v[j] = j < n ? load256(blk + j * xs + xo) : _mm256_setzero_si256();
+    transpose16x8(v, rec);
+    float *d = (float *)(rec + REC_D), *s = (float *)(rec + REC_M);
+    int32_t *off = (int32_t *)(rec + REC_OFF);
+    pa_prepare_x_sums(act, blk, 32 * n, d, s);
+    for (int j = n; j < 16; j++) d[j] = s[j] = 0.0f;
+    for (int j = 0; j < 16; j++) {
+      off[j] = shift >= 0 && j < n ? -((int32_t)s[j] * (1 << shift)) : 0;
+      if (shift >= 0) s[j] = 0.0f; /* Q8_0: the sums live on as off */
+    }
+  }
+}
+
+/* lane 4 t + r of the result: hsum512(v[4 r + t]), by the same additions
+ * done for 16 vectors at once (lanes i + (i + 8), then within each 128-bit
+ * quarter 0 + 2, 1 + 3, then the two). */
+BODY __m512 hsum512_x16(const __m512 *v) {
+  __m512 u[8], w[4], x[2];
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; m++) /* lanes 0..7: v[2m] i + i+8; 8..15: v[2m+1] */
+    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * m], v[2 * m + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * m], v[2 * m + 1], 0xEE));
+#pragma GCC unroll 4
+  for (int n = 0; n < 4; n++) /* quarter c: v[4n + c], lanes i + (i + 4) of the 8 */
+    w[n] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * n], u[2 * n + 1], 0x88),
+                         _mm512_shuffle_f32x4(u[2 * n], u[2 * n + 1], 0xDD));
+#pragma GCC unroll 2
+  for (int p = 0; p < 2; p++) /* quarter c: (v[8p + c]: 0+2, 1+3; v[8p + 4 + c]: 0+2, 1+3) */
+    x[p] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  /* quarter c: v[c], v[4 + c], v[8 + c], v[12 + c] */
+  return _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+BODY void tile32(const int kind, int64_t cols, const uint8_t *const *wp,
+                 const uint8_t *const *xp, float *out, int64_t ldy) {
+  const int64_t ng = groups_of(cols);
+  __m512 acc[GEMM_R * GEMM_T];
+#pragma GCC unroll 16
+  for (int i = 0; i < GEMM_R * GEMM_T; i++) acc[i] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; g++) {
+    const uint8_t *wr[GEMM_R], *xr[GEMM_T];
+#pragma GCC unroll 8
+    for (int r = 0; r < GEMM_R; r++) wr[r] = wp[r] + g * WREC;
+#pragma GCC unroll 8
+    for (int t = 0; t < GEMM_T; t++) xr[t] = xp[t] + g * XREC;
+    __m512i s[GEMM_R][GEMM_T];
+#pragma GCC unroll 8
+    for (int r = 0; r < GEMM_R; r++)
+#pragma GCC unroll 8
+      for (int t = 0; t < GEMM_T; t++)
+        s[r][t] = offset_shift(kind) >= 0 ? _mm512_load_si512(xr[t] + REC_OFF)
+                                          : _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+      __m512i wq[GEMM_R];
+#pragma GCC unroll 8
+      for (int r = 0; r < GEMM_R; r++) wq[r] = _mm512_load_si512(wr[r] + 64 * k);
+#pragma GCC unroll 8
+      for (int t = 0; t < GEMM_T; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < GEMM_R; r++) s[r][t] = dpbusd512(s[r][t], wq[r], xr[t] + 64 * k);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < GEMM_R; r++) {
+      const __m512 dw = _mm512_load_ps(wr[r] + REC_D);
+#pragma GCC unroll 8
+      for (int t = 0; t < GEMM_T; t++) {
+        const __m512 sc = _mm512_mul_ps(dw, _mm512_load_ps(xr[t] + REC_D));
+        __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][t]), sc, acc[GEMM_T * r + t]);
+        if (has_m(kind))
+          a = _mm512_fmadd_ps(_mm512_load_ps(wr[r] + REC_M), _mm512_load_ps(xr[t] + REC_M), a);
+        acc[GEMM_T * r + t] = a;
+      }
+    }
+  }
+  const __m512 sums = hsum512_x16(acc); /* lane 4 t + r */
+#pragma GCC unroll 8
+  for (int t = 0; t < GEMM_T; t++)
+    _mm512_mask_storeu_ps(out + t * ldy - 4 * t, (__mmask16)(0xF << (4 * t)), sums);
+}
+
+#define GEMM32(name, kind)                                                                   \
+  static AVX512 void pack_w_##name(int64_t cols, const void *w, void *wp) {                  \
+    pack_w32(kind, cols, w, wp);                                                             \
+  }                                                                                          \
+  static AVX512 void pack_x_##name(int64_t cols, const void *xq, void *xp) {                 \
+    pack_x32(kind, cols, xq, xp);                                                            \
+  }                                                                                          \
+  static AVX512 void tile_##name(int64_t cols, const uint8_t *const *wp,                     \
+                                 const uint8_t *const *xp, float *out, int64_t ldy) {        \
+    tile32(kind, cols, wp, xp, out, ldy);                                                    \
+  }                                                                                          \
+  const pa_gemm_kernel pa_b32_gemm_##name = {GEMM_R, GEMM_T,        w_size,     pack_w_##name, \
+                                             x_size, pack_x_##name, tile_##name};
+
+GEMM32(q4_0, K_Q4_0)
+GEMM32(q4_1, K_Q4_1)
+GEMM32(q5_0, K_Q5_0)
+GEMM32(q5_1, K_Q5_1)
+GEMM32(q8_0, K_Q8_0)
