@@ -45,26 +45,11 @@ BODY __m256i dpbusd(__m256i acc, __m256i u, __m256i s, const int vnni) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 
-/* acc += pairs of int16 products (pmaddwd), fused with VNNI. */
-BODY __m256i dpwssd(__m256i acc, __m256i a, __m256i b, const int vnni) {
-  if (vnni) {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
-    return acc;
-  }
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
-}
-
 BODY float hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-BODY float f16_at(const void *p) {
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
 }
 
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }

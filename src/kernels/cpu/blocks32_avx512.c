@@ -60,10 +60,6 @@ BODY int offset_shift(const int kind) {
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 BODY __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
-BODY __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
-  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
-  return acc;
-}
 BODY __m512i dpbusd512(__m512i acc, __m512i u, const void *s) {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const __m512i *)s));
   return acc;

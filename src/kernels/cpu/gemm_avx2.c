@@ -38,13 +38,6 @@ BODY float hsum_ps(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-BODY int hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-
 BODY float f16_at(const void *p) {
   uint16_t h;
   memcpy(&h, p, 2);

@@ -61,13 +61,6 @@ PA_NO_FP_CONTRACT
 
 /* ---- helpers (the same instruction sequences as avx512.c) ---- */
 
-BODY float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 BODY __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
