@@ -38,9 +38,10 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
  * scratch (about 25 to 40 KiB per token on the small models) stays a few MiB
  * whatever n_batch is. The results are the same bits: every op computes each
  * token's row independently of the others in its pass, and a slice's K and V
- * are in the cache before any later slice attends to them. 128 tokens still
- * amortize the GEMM's weight panels: pp512 runs at the speed of one 512-token
- * pass (measured on SmolLM2 and Gemma 3 270M, 2 threads). */
+ * are in the cache before any later slice attends to them. Measured pp512
+ * against one 512-token pass: the same speed within the noise on SmolLM2 and
+ * Gemma 3 270M (1 and 2 threads), faster on the Llama-1B shape (its FFN
+ * buffers for 512 tokens outgrow the caches); 64 tokens were slower. */
 #define PA_FWD_TOKENS_MAX 128
 
 int pasada_context_create(pasada_model *m, const pasada_context_params *params, pasada_context **out) {
