@@ -43,12 +43,41 @@ int cli_usage(const char *cmd, const char *fmt, ...) {
   return CLI_USAGE_ERROR;
 }
 
-int cli_getopt_error(const char *cmd, int opt, char **argv) {
+int cli_usage_line(const char *cmd, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  for (char *p = msg; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  fprintf(stderr, "pasada %s: %s (see pasada %s --help)\n", cmd, msg, cmd);
+  return CLI_USAGE_ERROR;
+}
+
+/* What getopt_long rejected at argv[optind - 1], in words. */
+static void getopt_problem(int opt, char **argv, char *buf, size_t n) {
   const char *arg = optind > 0 ? argv[optind - 1] : "?";
-  if (opt == ':') return cli_usage(cmd, "option '%s' needs a value", arg);
-  if (optopt > 0 && optopt < 256 && strncmp(arg, "--", 2) != 0) /* a short option */
-    return cli_usage(cmd, "unknown option '-%c'", optopt);
-  return cli_usage(cmd, "unknown option '%s'", arg);
+  if (opt == ':')
+    snprintf(buf, n, "option '%s' needs a value", arg);
+  else if (optopt != 0 && strncmp(arg, "--", 2) == 0 && strchr(arg, '=')) /* a switch given a value */
+    snprintf(buf, n, "option '%.*s' takes no value", (int)(strchr(arg, '=') - arg), arg);
+  else if (optopt > 0 && optopt < 256 && strncmp(arg, "--", 2) != 0) /* a short option */
+    snprintf(buf, n, "unknown option '-%c'", optopt);
+  else
+    snprintf(buf, n, "unknown option '%s'", arg);
+}
+
+int cli_getopt_error(const char *cmd, int opt, char **argv) {
+  char msg[512];
+  getopt_problem(opt, argv, msg, sizeof msg);
+  return cli_usage(cmd, "%s", msg);
+}
+
+int cli_getopt_error_line(const char *cmd, int opt, char **argv) {
+  char msg[512];
+  getopt_problem(opt, argv, msg, sizeof msg);
+  return cli_usage_line(cmd, "%s", msg);
 }
 
 /* ---- numbers ---- */
@@ -70,6 +99,16 @@ bool cli_parse_u64(const char *s, uint64_t *out) {
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || *end) return false;
   *out = (uint64_t)v;
+  return true;
+}
+
+bool cli_parse_double(const char *s, double min, double max, double *out) {
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !isfinite(v) || v < min || v > max) return false;
+  *out = v;
   return true;
 }
 

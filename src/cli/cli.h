@@ -25,13 +25,19 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "pasada CMD: <message>" and "try 'pasada CMD --help'" on stderr and
  * returns CLI_USAGE_ERROR. */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The usage error for what getopt_long rejected at argv[optind - 1]. */
+/* The same on one line: "pasada CMD: <message> (see pasada CMD --help)"
+ * (bench and profile: their usage errors are one line). */
+int cli_usage_line(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The usage error for what getopt_long rejected at argv[optind - 1]
+ * (cli_usage's two lines, or cli_usage_line's one). */
 int cli_getopt_error(const char *cmd, int opt, char **argv);
+int cli_getopt_error_line(const char *cmd, int opt, char **argv);
 
 /* Strict number parsing: the whole string, in range. */
 bool cli_parse_i32(const char *s, int32_t min, int32_t max, int32_t *out);
 bool cli_parse_u64(const char *s, uint64_t *out);
 bool cli_parse_float(const char *s, float min, float max, float *out);
+bool cli_parse_double(const char *s, double min, double max, double *out);
 
 /* Reads a whole file (or stream) into a malloc'd NUL-terminated buffer;
  * returns CLI_OK or prints the error and returns CLI_RUNTIME_ERROR. */

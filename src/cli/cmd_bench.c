@@ -1,12 +1,9 @@
 /* cmd_bench.c: argument parsing for `pasada bench`; the benchmark itself is
  * src/tools/bench.c. Usage errors exit 2, runtime failures 1, each with one
  * line on stderr. */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "cli/cli.h"
 #include "cli/cmd_bench.h"
 #include "pasada.h"
 #include "tools/bench.h"
@@ -39,116 +36,70 @@ static void usage(FILE *f) {
           "  -h, --help              this help\n");
 }
 
-static int bad(const char *fmt, const char *a, const char *b) {
-  fprintf(stderr, "pasada bench: ");
-  fprintf(stderr, fmt, a, b);
-  fprintf(stderr, " (see pasada bench --help)\n");
-  return 2;
-}
-
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-  if (!s || !*s) return false;
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
+enum { OPT_PRICE = 2400, OPT_NO_CEILINGS, OPT_JSON };
 
 int cmd_bench(int argc, char **argv) {
+  static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                       {"prompt", required_argument, 0, 'p'},
+                                       {"gen", required_argument, 0, 'n'},
+                                       {"threads", required_argument, 0, 't'},
+                                       {"repeats", required_argument, 0, 'r'},
+                                       {"batch", required_argument, 0, 'b'},
+                                       {"seed", required_argument, 0, OPT_SEED},
+                                       {"price-per-hour", required_argument, 0, OPT_PRICE},
+                                       {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
+                                       {"json", no_argument, 0, OPT_JSON},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  const char *cmd = "bench";
   pa_bench_params p;
   pa_bench_default_params(&p);
   bool json = false;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(arg, "--json")) {
-      json = true;
-      continue;
-    }
-    if (!strcmp(arg, "--no-ceilings")) {
-      p.skip_ceilings = true;
-      continue;
-    }
-    if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) {
-      p.progress = false;
-      continue;
-    }
-    /* options with a value: "-p 512", "--prompt 512" or "--prompt=512" */
-    char name[64];
-    const char *val = NULL;
-    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-    if (eq) {
-      size_t n = (size_t)(eq - arg);
-      if (n >= sizeof name) return bad("unknown option '%s'%s", arg, "");
-      memcpy(name, arg, n);
-      name[n] = 0;
-      val = eq + 1;
-    } else {
-      snprintf(name, sizeof name, "%s", arg);
-    }
-    const char *opts[][2] = {{"-m", "--model"},   {"-p", "--prompt"}, {"-n", "--gen"},
-                             {"-t", "--threads"}, {"-r", "--repeats"}, {"-b", "--batch"},
-                             {"", "--seed"},      {"", "--price-per-hour"}};
-    int which = -1;
-    for (int k = 0; k < (int)(sizeof opts / sizeof opts[0]); k++)
-      if ((opts[k][0][0] && !strcmp(name, opts[k][0])) || !strcmp(name, opts[k][1])) which = k;
-    if (which < 0) {
-      if (arg[0] == '-') return bad("unknown option '%s'%s", arg, "");
-      return bad("unexpected argument '%s'%s", arg, "");
-    }
-    if (!val) {
-      if (i + 1 >= argc) return bad("%s needs a value%s", name, "");
-      val = argv[++i];
-    }
-    long v = 0;
-    switch (which) {
-    case 0: p.model_path = val; break;
-    case 1:
-      if (!parse_int(val, 0, 1 << 20, &v)) return bad("%s: '%s' is not a token count in [0, 1048576]", name, val);
-      p.n_prompt = (int32_t)v;
-      break;
-    case 2:
-      if (!parse_int(val, 0, 1 << 20, &v)) return bad("%s: '%s' is not a token count in [0, 1048576]", name, val);
-      p.n_gen = (int32_t)v;
-      break;
-    case 3:
-      if (!parse_int(val, 1, 256, &v)) return bad("%s: '%s' is not a thread count in [1, 256]", name, val);
-      p.n_threads = (int32_t)v;
-      break;
-    case 4:
-      if (!parse_int(val, 1, 1000, &v)) return bad("%s: '%s' is not a repeat count in [1, 1000]", name, val);
-      p.repeats = (int32_t)v;
-      break;
-    case 5:
-      if (!parse_int(val, 1, 65536, &v)) return bad("%s: '%s' is not a batch size in [1, 65536]", name, val);
-      p.n_batch = (int32_t)v;
-      break;
-    case 6: {
-      char *end;
-      errno = 0;
-      unsigned long long s = strtoull(val, &end, 10);
-      if (errno || *end || !*val || val[0] == '-') return bad("%s: '%s' is not a seed", name, val);
-      p.seed = (uint64_t)s;
-      break;
-    }
-    case 7: {
-      char *end;
-      errno = 0;
-      double d = strtod(val, &end);
-      if (errno || *end || !*val || !isfinite(d) || d < 0)
-        return bad("%s: '%s' is not a price (a non-negative number)", name, val);
-      p.price_per_hour = d;
-      break;
-    }
+  opterr = 0;
+  optind = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":m:p:n:t:r:b:qh", opts, NULL)) != -1) {
+    switch (c) {
+      case 'h': usage(stdout); return CLI_OK;
+      case 'm': p.model_path = optarg; break;
+      case 'q': p.progress = false; break;
+      case OPT_NO_CEILINGS: p.skip_ceilings = true; break;
+      case OPT_JSON: json = true; break;
+      case 'p':
+        if (!cli_parse_i32(optarg, 0, 1 << 20, &p.n_prompt))
+          return cli_usage_line(cmd, "--prompt: '%s' is not a token count in [0, 1048576]", optarg);
+        break;
+      case 'n':
+        if (!cli_parse_i32(optarg, 0, 1 << 20, &p.n_gen))
+          return cli_usage_line(cmd, "--gen: '%s' is not a token count in [0, 1048576]", optarg);
+        break;
+      case 't':
+        if (!cli_parse_i32(optarg, 1, 256, &p.n_threads))
+          return cli_usage_line(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
+        break;
+      case 'r':
+        if (!cli_parse_i32(optarg, 1, 1000, &p.repeats))
+          return cli_usage_line(cmd, "--repeats: '%s' is not a repeat count in [1, 1000]", optarg);
+        break;
+      case 'b':
+        if (!cli_parse_i32(optarg, 1, 65536, &p.n_batch))
+          return cli_usage_line(cmd, "--batch: '%s' is not a batch size in [1, 65536]", optarg);
+        break;
+      case OPT_SEED:
+        if (!cli_parse_u64(optarg, &p.seed))
+          return cli_usage_line(cmd, "--seed: '%s' is not a seed (an integer in [0, 2^64))", optarg);
+        break;
+      case OPT_PRICE:
+        if (!cli_parse_double(optarg, 0, 1e300, &p.price_per_hour))
+          return cli_usage_line(cmd, "--price-per-hour: '%s' is not a price (a non-negative number)", optarg);
+        break;
+      default: return cli_getopt_error_line(cmd, c, argv);
     }
   }
-  if (!p.model_path) return bad("no model given: use -m MODEL%s%s", "", "");
-  if (p.n_prompt == 0 && p.n_gen == 0) return bad("nothing to measure: -p and -n are both 0%s%s", "", "");
+  if (optind < argc) return cli_usage_line(cmd, "unexpected argument '%s'", argv[optind]);
+  if (!p.model_path) return cli_usage_line(cmd, "no model given: use -m MODEL");
+  if (p.n_prompt == 0 && p.n_gen == 0) return cli_usage_line(cmd, "nothing to measure: -p and -n are both 0");
 
   pa_bench_result r;
   int rc = pa_bench_run(&p, &r);

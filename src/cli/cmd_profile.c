@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "cli/cmd_profile.h"
 #include "pasada.h"
 #include "tools/profile.h"
@@ -48,23 +49,6 @@ static void usage(FILE *f) {
           "  -h, --help              this help\n");
 }
 
-static int bad(const char *fmt, const char *a, const char *b) {
-  fprintf(stderr, "pasada profile: ");
-  fprintf(stderr, fmt, a, b);
-  fprintf(stderr, " (see pasada profile --help)\n");
-  return 2;
-}
-
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-  if (!s || !*s) return false;
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 /* Opens an output file before the run, so a bad path fails at once. */
 static FILE *open_out(const char *what, const char *path) {
   FILE *f = fopen(path, "w");
@@ -72,103 +56,78 @@ static FILE *open_out(const char *what, const char *path) {
   return f;
 }
 
+enum { OPT_TOP = 2500, OPT_TRACE, OPT_SVG, OPT_JSON, OPT_NO_CEILINGS, OPT_OFF };
+
 int cmd_profile(int argc, char **argv) {
+  static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                       {"prompt", required_argument, 0, 'p'},
+                                       {"gen", required_argument, 0, 'n'},
+                                       {"threads", required_argument, 0, 't'},
+                                       {"batch", required_argument, 0, 'b'},
+                                       {"seed", required_argument, 0, OPT_SEED},
+                                       {"top", required_argument, 0, OPT_TOP},
+                                       {"trace", required_argument, 0, OPT_TRACE},
+                                       {"svg", required_argument, 0, OPT_SVG},
+                                       {"json", no_argument, 0, OPT_JSON},
+                                       {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
+                                       {"off", no_argument, 0, OPT_OFF},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  const char *cmd = "profile";
   pa_profile_params p;
   pa_profile_default_params(&p);
   bool json = false;
   const char *trace_path = NULL, *svg_path = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-      usage(stdout);
-      return 0;
-    }
-    if (!strcmp(arg, "--json")) {
-      json = true;
-      continue;
-    }
-    if (!strcmp(arg, "--no-ceilings")) {
-      p.skip_ceilings = true;
-      continue;
-    }
-    if (!strcmp(arg, "--off")) {
-      p.off = true;
-      continue;
-    }
-    if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) {
-      p.progress = false;
-      continue;
-    }
-    /* options with a value: "-p 512", "--prompt 512" or "--prompt=512" */
-    char name[64];
-    const char *val = NULL;
-    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-    if (eq) {
-      size_t n = (size_t)(eq - arg);
-      if (n >= sizeof name) return bad("unknown option '%s'%s", arg, "");
-      memcpy(name, arg, n);
-      name[n] = 0;
-      val = eq + 1;
-    } else {
-      snprintf(name, sizeof name, "%s", arg);
-    }
-    const char *opts[][2] = {{"-m", "--model"}, {"-p", "--prompt"}, {"-n", "--gen"},  {"-t", "--threads"},
-                             {"-b", "--batch"}, {"", "--seed"},     {"", "--top"},    {"", "--trace"},
-                             {"", "--svg"}};
-    int which = -1;
-    for (int k = 0; k < (int)(sizeof opts / sizeof opts[0]); k++)
-      if ((opts[k][0][0] && !strcmp(name, opts[k][0])) || !strcmp(name, opts[k][1])) which = k;
-    if (which < 0) {
-      if (arg[0] == '-') return bad("unknown option '%s'%s", arg, "");
-      return bad("unexpected argument '%s'%s", arg, "");
-    }
-    if (!val) {
-      if (i + 1 >= argc) return bad("%s needs a value%s", name, "");
-      val = argv[++i];
-    }
-    long v = 0;
-    switch (which) {
-    case 0: p.model_path = val; break;
-    case 1:
-      if (!parse_int(val, 1, 1 << 20, &v)) return bad("%s: '%s' is not a token count in [1, 1048576]", name, val);
-      p.n_prompt = (int32_t)v;
-      break;
-    case 2:
-      if (!parse_int(val, 0, 1 << 20, &v)) return bad("%s: '%s' is not a token count in [0, 1048576]", name, val);
-      p.n_gen = (int32_t)v;
-      break;
-    case 3:
-      if (!parse_int(val, 1, 256, &v)) return bad("%s: '%s' is not a thread count in [1, 256]", name, val);
-      p.n_threads = (int32_t)v;
-      break;
-    case 4:
-      if (!parse_int(val, 1, 65536, &v)) return bad("%s: '%s' is not a batch size in [1, 65536]", name, val);
-      p.n_batch = (int32_t)v;
-      break;
-    case 5: {
-      char *end;
-      errno = 0;
-      unsigned long long s = strtoull(val, &end, 10);
-      if (errno || *end || !*val || val[0] == '-') return bad("%s: '%s' is not a seed", name, val);
-      p.seed = (uint64_t)s;
-      break;
-    }
-    case 6:
-      if (!parse_int(val, 0, 1000000, &v)) return bad("%s: '%s' is not a row count in [0, 1000000]", name, val);
-      p.top = (int32_t)v;
-      break;
-    case 7:
-      if (!*val) return bad("%s needs a file name%s", name, "");
-      trace_path = val;
-      break;
-    case 8:
-      if (!*val) return bad("%s needs a file name%s", name, "");
-      svg_path = val;
-      break;
+  opterr = 0;
+  optind = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":m:p:n:t:b:qh", opts, NULL)) != -1) {
+    switch (c) {
+      case 'h': usage(stdout); return CLI_OK;
+      case 'm': p.model_path = optarg; break;
+      case 'q': p.progress = false; break;
+      case OPT_JSON: json = true; break;
+      case OPT_NO_CEILINGS: p.skip_ceilings = true; break;
+      case OPT_OFF: p.off = true; break;
+      case 'p':
+        if (!cli_parse_i32(optarg, 1, 1 << 20, &p.n_prompt))
+          return cli_usage_line(cmd, "--prompt: '%s' is not a token count in [1, 1048576]", optarg);
+        break;
+      case 'n':
+        if (!cli_parse_i32(optarg, 0, 1 << 20, &p.n_gen))
+          return cli_usage_line(cmd, "--gen: '%s' is not a token count in [0, 1048576]", optarg);
+        break;
+      case 't':
+        if (!cli_parse_i32(optarg, 1, 256, &p.n_threads))
+          return cli_usage_line(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
+        break;
+      case 'b':
+        if (!cli_parse_i32(optarg, 1, 65536, &p.n_batch))
+          return cli_usage_line(cmd, "--batch: '%s' is not a batch size in [1, 65536]", optarg);
+        break;
+      case OPT_SEED:
+        if (!cli_parse_u64(optarg, &p.seed))
+          return cli_usage_line(cmd, "--seed: '%s' is not a seed (an integer in [0, 2^64))", optarg);
+        break;
+      case OPT_TOP:
+        if (!cli_parse_i32(optarg, 0, 1000000, &p.top))
+          return cli_usage_line(cmd, "--top: '%s' is not a row count in [0, 1000000]", optarg);
+        break;
+      case OPT_TRACE:
+        if (!*optarg) return cli_usage_line(cmd, "--trace needs a file name");
+        trace_path = optarg;
+        break;
+      case OPT_SVG:
+        if (!*optarg) return cli_usage_line(cmd, "--svg needs a file name");
+        svg_path = optarg;
+        break;
+      default: return cli_getopt_error_line(cmd, c, argv);
     }
   }
-  if (!p.model_path) return bad("no model given: use -m MODEL%s%s", "", "");
-  if (p.off && (trace_path || svg_path)) return bad("--off records nothing to trace or draw%s%s", "", "");
+  if (optind < argc) return cli_usage_line(cmd, "unexpected argument '%s'", argv[optind]);
+  if (!p.model_path) return cli_usage_line(cmd, "no model given: use -m MODEL");
+  if (p.off && (trace_path || svg_path)) return cli_usage_line(cmd, "--off records nothing to trace or draw");
   p.keep_events = trace_path != NULL;
 
   FILE *trace = NULL, *svg = NULL;

@@ -78,8 +78,14 @@ struct pa_context {
   struct pa_model *model;
   pa_layer_hook layer_hook;
   void *layer_hook_user;
+  int32_t fwd_first; /* batch index of the running forward pass's first token: a layer
+                        hook sees tokens [fwd_first, fwd_first + n_tok) of the batch */
   struct pa_profiler *prof; /* NULL (the default): profiling off, one branch per op */
-  int32_t n_ctx, n_seq_max, n_batch, n_threads;
+  int32_t n_ctx, n_seq_max, n_threads;
+  /* pasada_decode accepts batches of up to n_batch_max tokens (the params'
+   * n_batch) and runs them as forward passes of at most n_batch tokens each,
+   * the rows the scratch holds (context.c: kept small to bound memory). */
+  int32_t n_batch_max, n_batch;
   bool reference_path; /* pa_matmul_exact instead of the fast kernels */
   pa_pool *pool;
   pa_kv_cache kv; /* paged: block pool, block tables, prefix cache */

@@ -50,13 +50,14 @@ static uint64_t mix64(uint64_t x) {
 
 static bool merge_find(const pa_merge_table *m, int32_t l, int32_t r, int32_t *rank,
                        int32_t *result) {
-  if (!m->keys) return false;
+  if (!m->slots) return false;
   uint64_t key = pair_key(l, r);
   for (uint64_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
-    if (m->keys[i] == 0) return false;
-    if (m->keys[i] == key) {
-      *rank = m->rank[i];
-      *result = m->result[i];
+    uint32_t s = m->slots[i];
+    if (s == 0) return false;
+    if (m->key[s - 1] == key) {
+      *rank = (int32_t)(s - 1);
+      *result = m->result[s - 1];
       return true;
     }
   }
@@ -69,10 +70,10 @@ int pa_bpe_build_merges(pa_tokenizer *t, const void *value) {
   uint64_t cap = 16;
   while (cap < n * 2) cap <<= 1;
   pa_merge_table *m = &t->merges;
-  m->keys = calloc(cap, sizeof *m->keys);
-  m->rank = malloc(cap * sizeof *m->rank);
-  m->result = malloc(cap * sizeof *m->result);
-  if (!m->keys || !m->rank || !m->result)
+  m->slots = calloc(cap, sizeof *m->slots);
+  m->key = malloc((n ? n : 1) * sizeof *m->key);
+  m->result = malloc((n ? n : 1) * sizeof *m->result);
+  if (!m->slots || !m->key || !m->result)
     return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for merges");
   m->mask = cap - 1;
   char *buf = NULL;
@@ -108,12 +109,10 @@ int pa_bpe_build_merges(pa_tokenizer *t, const void *value) {
                                      : "merges into a string that is not a token");
     }
     uint64_t key = pair_key(l, r), i = mix64(key) & m->mask;
-    while (m->keys[i] != 0 && m->keys[i] != key) i = (i + 1) & m->mask;
-    if (m->keys[i] == 0) { /* a repeated pair keeps its first (lowest) rank */
-      m->keys[i] = key;
-      m->rank[i] = (int32_t)k;
-      m->result[i] = res;
-    }
+    m->key[k] = key;
+    m->result[k] = res;
+    while (m->slots[i] != 0 && m->key[m->slots[i] - 1] != key) i = (i + 1) & m->mask;
+    if (m->slots[i] == 0) m->slots[i] = (uint32_t)k + 1; /* a repeated pair keeps its first (lowest) rank */
   }
   free(buf);
   /* Single bytes: the token spelled by each byte's code point. */
@@ -126,8 +125,8 @@ int pa_bpe_build_merges(pa_tokenizer *t, const void *value) {
 }
 
 void pa_bpe_free(pa_tokenizer *t) {
-  free(t->merges.keys);
-  free(t->merges.rank);
+  free(t->merges.slots);
+  free(t->merges.key);
   free(t->merges.result);
   memset(&t->merges, 0, sizeof t->merges);
 }

@@ -35,7 +35,7 @@ static int byte_token_value(const char *s, uint32_t n) {
  * spelling), returns their count. */
 static size_t decode_token(const pa_tokenizer *t, int32_t id, char *out) {
   const char *s = t->text_arena + t->text_off[id];
-  uint32_t n = t->text_len[id];
+  uint32_t n = (uint32_t)pa_text_len(t, id);
   int ty = t->types[id];
   if (is_special_type(ty) || (t->kind == PA_TOK_BPE && ty == PA_TOKEN_USER_DEFINED)) {
     memcpy(out, s, n);
@@ -96,23 +96,22 @@ static size_t push_output_bound(const unsigned char *p, size_t n) {
 
 int pa_pieces_build(pa_tokenizer *t) {
   uint64_t total = 0;
-  for (int32_t id = 0; id < t->n_vocab; id++) total += t->text_len[id];
+  for (int32_t id = 0; id < t->n_vocab; id++) total += pa_text_len(t, id);
   t->piece_arena = malloc(total ? total : 1);
-  t->piece_off = malloc((size_t)t->n_vocab * sizeof(uint64_t));
-  t->piece_len = malloc((size_t)t->n_vocab * sizeof(uint32_t));
-  if (!t->piece_arena || !t->piece_off || !t->piece_len)
+  t->piece_off = malloc(((size_t)t->n_vocab + 1) * sizeof(uint32_t));
+  if (!t->piece_arena || !t->piece_off)
     return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for pieces");
   /* A decoded token is never longer than its spelling. */
   uint64_t off = 0;
   t->max_push_output = 0;
   for (int32_t id = 0; id < t->n_vocab; id++) {
     size_t n = decode_token(t, id, t->piece_arena + off);
-    t->piece_off[id] = off;
-    t->piece_len[id] = (uint32_t)n;
+    t->piece_off[id] = (uint32_t)off; /* fits: pieces are no longer than the texts */
     size_t bound = push_output_bound((const unsigned char *)t->piece_arena + off, n);
     if (bound > t->max_push_output) t->max_push_output = bound;
     off += n;
   }
+  t->piece_off[t->n_vocab] = (uint32_t)off;
   return PASADA_OK;
 }
 
@@ -121,7 +120,7 @@ static const char *piece_of(const pa_tokenizer *t, int32_t id, bool render_speci
   *n = 0;
   if (id < 0 || id >= t->n_vocab) return "";
   if (is_special_type(t->types[id]) && !render_special) return "";
-  *n = t->piece_len[id];
+  *n = pa_piece_len(t, id);
   return t->piece_arena + t->piece_off[id];
 }
 

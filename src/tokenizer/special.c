@@ -66,9 +66,9 @@ int pa_special_build(pa_tokenizer *t) {
     for (size_t k = 0; k < sizeof named / sizeof named[0]; k++) named_special |= named[k] == id;
     bool user = ty == PA_TOKEN_USER_DEFINED;
     bool control = ty == PA_TOKEN_CONTROL || ty == PA_TOKEN_UNKNOWN || named_special;
-    if ((!user && !control) || t->text_len[id] == 0) continue;
+    if ((!user && !control) || pa_text_len(t, id) == 0) continue;
     const char *s = t->text_arena + t->text_off[id];
-    size_t n = t->text_len[id];
+    size_t n = pa_text_len(t, id);
     /* SentencePiece matches on text whose spaces are "▁" already
      * (tokenize.c), so a piece spelled with spaces is stored that way. */
     char *spelled = NULL;

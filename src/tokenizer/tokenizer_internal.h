@@ -23,11 +23,13 @@ typedef struct {
   uint64_t mask;
 } pa_str_table;
 
-/* Merge table of byte-level BPE: (left id, right id) -> rank and result id. */
+/* Merge table of byte-level BPE: (left id, right id) -> rank and result id.
+ * The merges sit in rank order in dense arrays; the open-addressing slots
+ * hold only a rank (4 bytes a slot rather than 16). */
 typedef struct {
-  uint64_t *keys; /* ((uint64_t)left << 32 | right) + 1; 0 = empty */
-  int32_t *rank;
-  int32_t *result;
+  uint32_t *slots; /* rank + 1 of the merge stored there; 0 = empty */
+  uint64_t *key;   /* [rank] ((uint64_t)left << 32 | right) + 1 */
+  int32_t *result; /* [rank] the merged token */
   uint64_t mask;
 } pa_merge_table;
 
@@ -54,10 +56,11 @@ struct pa_tokenizer {
   char pre_name[64];
   int32_t n_vocab;
 
-  /* Token texts exactly as the file spells them, in one arena. */
+  /* Token texts exactly as the file spells them, in one arena: the text of
+   * id is text_arena[text_off[id] .. text_off[id + 1] - 1), followed by a
+   * NUL (n_vocab + 1 offsets; the arena is checked to fit 32 bits). */
   char *text_arena;
-  uint64_t *text_off;
-  uint32_t *text_len;
+  uint32_t *text_off;
   float *scores; /* NULL for BPE without scores */
   uint8_t *types;
   pa_str_table by_text;
@@ -65,8 +68,7 @@ struct pa_tokenizer {
   /* What each token decodes to (bytes): byte-level decoded for BPE, with
    * "▁" -> ' ' and <0xNN> -> byte for SPM; control tokens keep their text. */
   char *piece_arena;
-  uint64_t *piece_off;
-  uint32_t *piece_len;
+  uint32_t *piece_off; /* n_vocab + 1: piece_arena[piece_off[id] .. piece_off[id + 1]) */
   size_t max_push_output; /* the most one pa_detok_push can write */
 
   int32_t bos, eos, unk, pad, sep, eot, eom;
@@ -85,6 +87,13 @@ struct pa_tokenizer {
   /* SPM */
   int32_t byte_fallback[256]; /* <0xNN> tokens (-1 when missing) */
 };
+
+static inline size_t pa_text_len(const pa_tokenizer *t, int32_t id) {
+  return t->text_off[id + 1] - t->text_off[id] - 1;
+}
+static inline size_t pa_piece_len(const pa_tokenizer *t, int32_t id) {
+  return t->piece_off[id + 1] - t->piece_off[id];
+}
 
 /* Growable id vector used by the encoders. */
 typedef struct {

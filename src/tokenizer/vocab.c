@@ -26,7 +26,7 @@ uint64_t pa_hash_bytes(const char *s, size_t n) {
 }
 
 static bool text_equals(const pa_tokenizer *t, int32_t id, const char *s, size_t n) {
-  return t->text_len[id] == n && memcmp(t->text_arena + t->text_off[id], s, n) == 0;
+  return pa_text_len(t, id) == n && memcmp(t->text_arena + t->text_off[id], s, n) == 0;
 }
 
 int32_t pa_table_find(const pa_tokenizer *t, const char *s, size_t n) {
@@ -49,7 +49,7 @@ static int table_build(pa_tokenizer *t) {
   t->by_text.mask = cap - 1;
   for (int32_t id = 0; id < t->n_vocab; id++) {
     const char *s = t->text_arena + t->text_off[id];
-    size_t n = t->text_len[id];
+    size_t n = pa_text_len(t, id);
     uint64_t i = pa_hash_bytes(s, n) & t->by_text.mask;
     for (;; i = (i + 1) & t->by_text.mask) {
       int32_t other = t->by_text.slots[i];
@@ -141,22 +141,24 @@ static int load_texts(pa_tokenizer *t, const gguf_file *f, const gguf_value *tok
     if (!pa_add_u64(total, tokens->arr.strs[i].len + 1, &total))
       return pa_error(PASADA_ERR_FORMAT, "%s: tokenizer.ggml.tokens too large", fname(f));
   }
+  if (total > UINT32_MAX) /* 32-bit offsets */
+    return pa_error(PASADA_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %" PRIu64 " bytes of text, more than 4 GiB",
+                    fname(f), total);
   t->text_arena = malloc(total ? total : 1);
-  t->text_off = malloc(n * sizeof(uint64_t));
-  t->text_len = malloc(n * sizeof(uint32_t));
+  t->text_off = malloc((n + 1) * sizeof(uint32_t));
   t->types = malloc(n);
-  if (!t->text_arena || !t->text_off || !t->text_len || !t->types)
+  if (!t->text_arena || !t->text_off || !t->types)
     return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for %" PRIu64 " tokens", n);
   uint64_t off = 0;
   for (uint64_t i = 0; i < n; i++) {
     const gguf_str *s = &tokens->arr.strs[i];
     if (s->len) memcpy(t->text_arena + off, s->ptr, s->len);
     t->text_arena[off + s->len] = '\0';
-    t->text_off[i] = off;
-    t->text_len[i] = (uint32_t)s->len;
+    t->text_off[i] = (uint32_t)off;
     t->types[i] = PA_TOKEN_NORMAL;
     off += s->len + 1;
   }
+  t->text_off[n] = (uint32_t)off;
   return PASADA_OK;
 }
 
@@ -332,13 +334,11 @@ void pa_tokenizer_free(pa_tokenizer *t) {
   if (!t) return;
   free(t->text_arena);
   free(t->text_off);
-  free(t->text_len);
   free(t->scores);
   free(t->types);
   free(t->by_text.slots);
   free(t->piece_arena);
   free(t->piece_off);
-  free(t->piece_len);
   pa_special_free(&t->special);
   pa_bpe_free(t);
   pa_pretok_free(t->pretok);

@@ -53,12 +53,14 @@ typedef struct {
   float *buf;    /* [n_layer][cap_tok][E] */
   int32_t cap_tok;
   int64_t E;
+  const pasada_context *ctx; /* a decode may run as several forward passes */
 } capture;
 
 static void capture_hook(void *user, int layer, const float *x, int32_t n_tok, int64_t E) {
   capture *c = user;
-  if (n_tok > c->cap_tok) return; /* cannot happen: chunks are at most cap_tok */
-  memcpy(c->buf + (size_t)layer * (size_t)c->cap_tok * (size_t)E, x,
+  const int32_t first = c->ctx->fwd_first; /* x holds batch tokens [first, first + n_tok) */
+  if (first < 0 || n_tok > c->cap_tok - first) return; /* cannot happen: chunks are at most cap_tok */
+  memcpy(c->buf + ((size_t)layer * (size_t)c->cap_tok + (size_t)first) * (size_t)E, x,
          (size_t)n_tok * (size_t)E * sizeof(float));
 }
 
@@ -417,8 +419,8 @@ int pa_verify_run(const pa_verify_params *p, pa_verify_result *r) {
   want = malloc((size_t)s.chunk);
   bool ok = s.lp_a && s.lp_b && pos && seq && want;
   if (s.ref) {
-    s.cap_fast = (capture){.buf = malloc(cap_bytes), .cap_tok = s.chunk, .E = E};
-    s.cap_ref = (capture){.buf = malloc(cap_bytes), .cap_tok = s.chunk, .E = E};
+    s.cap_fast = (capture){.buf = malloc(cap_bytes), .cap_tok = s.chunk, .E = E, .ctx = s.fast};
+    s.cap_ref = (capture){.buf = malloc(cap_bytes), .cap_tok = s.chunk, .E = E, .ctx = s.ref};
     r->layer_max = calloc((size_t)s.n_layer, sizeof(double));
     r->layer_mean = calloc((size_t)s.n_layer, sizeof(double));
     ok = ok && s.cap_fast.buf && s.cap_ref.buf && r->layer_max && r->layer_mean;

@@ -99,6 +99,14 @@ def test_help(pasada_bin):
     ["-m", "x.gguf", "-r", "0"],
     ["-m", "x.gguf", "-p", "0", "-n", "0"],
     ["-m", "x.gguf", "--price-per-hour", "cheap"],
+    ["-m", "x.gguf", "--price-per-hour", "-1"],
+    ["-m", "x.gguf", "-p", "12x"],
+    ["-m", "x.gguf", "-b", "0"],
+    ["-m", "x.gguf", "--batch=70000"],
+    ["-m", "x.gguf", "-r", "1001"],
+    ["-m", "x.gguf", "--seed", "-3"],
+    ["-m", "x.gguf", "--seed", "seven"],
+    ["-m", "x.gguf", "--json=yes"],        # a switch given a value
     ["-m", "x.gguf", "stray"],
 ])
 def test_bad_arguments_exit_2(pasada_bin, args):
@@ -106,6 +114,24 @@ def test_bad_arguments_exit_2(pasada_bin, args):
     assert res.returncode == 2, res.stderr
     assert res.stdout == ""
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["-b", "0"], ["--batch", "'0'", "batch size"]),
+    (["-b0"], ["--batch", "'0'"]),
+    (["--threads=300"], ["--threads", "'300'", "[1, 256]"]),
+    (["--seed", "-3"], ["--seed", "'-3'"]),
+    (["--frobnicate"], ["unknown option", "--frobnicate"]),
+    (["-x"], ["unknown option", "-x"]),
+    (["-p"], ["-p", "needs a value"]),
+])
+def test_bad_value_message_names_option_and_value(pasada_bin, args, words):
+    res = run(pasada_bin, "-m", "x.gguf", *args)
+    assert res.returncode == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and line.startswith("pasada bench: ") and "--help" in line
+    for w in words:
+        assert w in line, (w, line)
 
 
 def test_missing_model_exits_1(pasada_bin, tmp_path):

@@ -199,6 +199,9 @@ def test_help(pasada_bin):
     ["-m", "x.gguf", "--top", "many"],
     ["-m", "x.gguf", "--trace", ""],
     ["-m", "x.gguf", "--off", "--svg", "x.svg"],
+    ["-m", "x.gguf", "--seed", "seven"],
+    ["-m", "x.gguf", "--batch=70000"],
+    ["-m", "x.gguf", "--json=yes"],        # a switch given a value
     ["-m", "x.gguf", "stray"],
 ])
 def test_bad_arguments_exit_2(pasada_bin, args):
