@@ -6,6 +6,7 @@
  * socket, so a client that hangs up has its job cancelled within ~100 ms. */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -19,6 +20,74 @@
 #include <unistd.h>
 
 #include "server/http.h"
+
+/* ---- libmicrohttpd, loaded when the server starts ----
+ * Linked, it would be mapped by every command along with the TLS libraries
+ * it depends on (~2.4 MiB of RSS, which the memory target of a 135M model
+ * cannot spare); loaded with dlopen, only `pasada serve` pays for it. The
+ * calls below go through this table (the macros keep the library's names in
+ * the code). Its soname first, then the file the build found. */
+static struct {
+  bool loaded;
+  __typeof__(&MHD_start_daemon) start_daemon;
+  __typeof__(&MHD_stop_daemon) stop_daemon;
+  __typeof__(&MHD_quiesce_daemon) quiesce_daemon;
+  __typeof__(&MHD_get_daemon_info) get_daemon_info;
+  __typeof__(&MHD_get_connection_info) get_connection_info;
+  __typeof__(&MHD_lookup_connection_value) lookup_connection_value;
+  __typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
+  __typeof__(&MHD_create_response_from_callback) create_response_from_callback;
+  __typeof__(&MHD_add_response_header) add_response_header;
+  __typeof__(&MHD_queue_response) queue_response;
+  __typeof__(&MHD_destroy_response) destroy_response;
+} mhd;
+
+#ifndef PASADA_MHD_PATH
+#define PASADA_MHD_PATH "libmicrohttpd.so"
+#endif
+
+static int mhd_load(void) {
+  if (mhd.loaded) return PASADA_OK;
+  const char *names[] = {"libmicrohttpd.so.12", PASADA_MHD_PATH};
+  void *lib = NULL;
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) lib = dlopen(names[i], RTLD_NOW);
+  if (!lib) {
+    fprintf(stderr, "pasada serve: cannot load libmicrohttpd (%s): %s\n", PASADA_MHD_PATH, dlerror());
+    return PASADA_ERR_IO;
+  }
+#define MHD_SYM(field, name)                                                                   \
+  if (!(*(void **)&mhd.field = dlsym(lib, #name))) {                                           \
+    fprintf(stderr, "pasada serve: libmicrohttpd lacks %s\n", #name);                         \
+    dlclose(lib);                                                                             \
+    return PASADA_ERR_IO;                                                                     \
+  }
+  MHD_SYM(start_daemon, MHD_start_daemon)
+  MHD_SYM(stop_daemon, MHD_stop_daemon)
+  MHD_SYM(quiesce_daemon, MHD_quiesce_daemon)
+  MHD_SYM(get_daemon_info, MHD_get_daemon_info)
+  MHD_SYM(get_connection_info, MHD_get_connection_info)
+  MHD_SYM(lookup_connection_value, MHD_lookup_connection_value)
+  MHD_SYM(create_response_from_buffer, MHD_create_response_from_buffer)
+  MHD_SYM(create_response_from_callback, MHD_create_response_from_callback)
+  MHD_SYM(add_response_header, MHD_add_response_header)
+  MHD_SYM(queue_response, MHD_queue_response)
+  MHD_SYM(destroy_response, MHD_destroy_response)
+#undef MHD_SYM
+  mhd.loaded = true; /* the library stays loaded for the process's life */
+  return PASADA_OK;
+}
+
+#define MHD_start_daemon mhd.start_daemon
+#define MHD_stop_daemon mhd.stop_daemon
+#define MHD_quiesce_daemon mhd.quiesce_daemon
+#define MHD_get_daemon_info mhd.get_daemon_info
+#define MHD_get_connection_info mhd.get_connection_info
+#define MHD_lookup_connection_value mhd.lookup_connection_value
+#define MHD_create_response_from_buffer mhd.create_response_from_buffer
+#define MHD_create_response_from_callback mhd.create_response_from_callback
+#define MHD_add_response_header mhd.add_response_header
+#define MHD_queue_response mhd.queue_response
+#define MHD_destroy_response mhd.destroy_response
 
 #define WAIT_SLICE_MS 100  /* how often a waiting thread checks the socket */
 #define STREAM_PING_S 15.0 /* an SSE comment after this long without output */
@@ -478,6 +547,7 @@ int srv_http_start(srv_state *st, srv_http **out) {
   bool v6 = ai->ai_family == AF_INET6;
   freeaddrinfo(ai);
 
+  if ((rc = mhd_load()) != PASADA_OK) return rc;
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                    MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (v6) flags |= MHD_USE_IPv6;
