@@ -27,18 +27,11 @@
 #include "base/base.h"
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
+#include "test_util.h"
 
 static int failures;
 
-static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static float rnd_unit(void) { return (float)((double)(rng() >> 11) / 9007199254740992.0); }
-static float rnd_sym(void) { return 2.0f * rnd_unit() - 1.0f; }
+static float rnd_sym(void) { return (float)(2.0 * rnd_unit() - 1.0); }
 
 /* Where a block keeps its fp16 scales and its quant payload. */
 typedef struct {
@@ -245,6 +238,7 @@ static const pa_type avx512_gemm_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_
                                             PA_TYPE_Q5_K, PA_TYPE_Q6_K};
 
 int main(void) {
+  test_seed("test_gemm");
   tables[n_tables++] = pa_kernels_reference();
   const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
   for (int i = 0; i < 3; i++)

@@ -25,20 +25,11 @@
 #include "base/base.h"
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
+#include "test_util.h"
 
 static int failures;
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static float rnd_unit(void) {
-  return (float)((double)(rng() >> 11) / 9007199254740992.0);
-} /* [0,1) */
-static float rnd_sym(void) { return 2.0f * rnd_unit() - 1.0f; }
+static float rnd_sym(void) { return (float)(2.0 * rnd_unit() - 1.0); }
 
 static const pa_type weight_types[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0,
                                        PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0,
@@ -362,6 +353,7 @@ static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char
 }
 
 int main(void) {
+  test_seed("test_kernels");
   tables[n_tables++] = pa_kernels_reference();
   const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
   for (int i = 0; i < 3; i++)
