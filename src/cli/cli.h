@@ -41,6 +41,24 @@ bool cli_parse_double(const char *s, double min, double max, double *out);
 
 /* Reads a whole file (or stream) into a malloc'd NUL-terminated buffer;
  * returns CLI_OK or prints the error and returns CLI_RUNTIME_ERROR. */
+/* The run-shape options `bench` and `profile` share: -p/--prompt,
+ * -n/--gen, -t/--threads, -b/--batch and --seed (OPT_SEED), parsed into the
+ * fields the pointers name (min_prompt: the least -p takes). Returns 1 when
+ * handled, 0 when `opt` is not one of them, CLI_USAGE_ERROR (after
+ * printing) when its value is bad. */
+typedef struct {
+  int32_t *n_prompt, *n_gen, *n_threads, *n_batch;
+  uint64_t *seed;
+  int32_t min_prompt;
+} cli_shape_options;
+int cli_shape_option(const char *cmd, int opt, const char *arg, const cli_shape_options *o);
+/* Their long options, with -m/--model, -q/--quiet and -h/--help. */
+#define CLI_SHAPE_LONG_OPTIONS                                                              \
+  {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},              \
+      {"gen", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},           \
+      {"batch", required_argument, 0, 'b'}, {"seed", required_argument, 0, OPT_SEED},       \
+      {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}
+
 int cli_read_file(const char *path, char **out, size_t *len);
 int cli_read_stream(FILE *f, const char *name, char **out, size_t *len);
 

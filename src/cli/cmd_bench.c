@@ -39,24 +39,18 @@ static void usage(FILE *f) {
 enum { OPT_PRICE = 2400, OPT_NO_CEILINGS, OPT_JSON };
 
 int cmd_bench(int argc, char **argv) {
-  static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                       {"prompt", required_argument, 0, 'p'},
-                                       {"gen", required_argument, 0, 'n'},
-                                       {"threads", required_argument, 0, 't'},
+  static const struct option opts[] = {CLI_SHAPE_LONG_OPTIONS,
                                        {"repeats", required_argument, 0, 'r'},
-                                       {"batch", required_argument, 0, 'b'},
-                                       {"seed", required_argument, 0, OPT_SEED},
                                        {"price-per-hour", required_argument, 0, OPT_PRICE},
                                        {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
                                        {"json", no_argument, 0, OPT_JSON},
-                                       {"quiet", no_argument, 0, 'q'},
-                                       {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *cmd = "bench";
   pa_bench_params p;
   pa_bench_default_params(&p);
   bool json = false;
   opterr = 0;
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 0};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:r:b:qh", opts, NULL)) != -1) {
@@ -66,35 +60,19 @@ int cmd_bench(int argc, char **argv) {
       case 'q': p.progress = false; break;
       case OPT_NO_CEILINGS: p.skip_ceilings = true; break;
       case OPT_JSON: json = true; break;
-      case 'p':
-        if (!cli_parse_i32(optarg, 0, 1 << 20, &p.n_prompt))
-          return cli_usage_line(cmd, "--prompt: '%s' is not a token count in [0, 1048576]", optarg);
-        break;
-      case 'n':
-        if (!cli_parse_i32(optarg, 0, 1 << 20, &p.n_gen))
-          return cli_usage_line(cmd, "--gen: '%s' is not a token count in [0, 1048576]", optarg);
-        break;
-      case 't':
-        if (!cli_parse_i32(optarg, 1, 256, &p.n_threads))
-          return cli_usage_line(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
-        break;
       case 'r':
         if (!cli_parse_i32(optarg, 1, 1000, &p.repeats))
           return cli_usage_line(cmd, "--repeats: '%s' is not a repeat count in [1, 1000]", optarg);
-        break;
-      case 'b':
-        if (!cli_parse_i32(optarg, 1, 65536, &p.n_batch))
-          return cli_usage_line(cmd, "--batch: '%s' is not a batch size in [1, 65536]", optarg);
-        break;
-      case OPT_SEED:
-        if (!cli_parse_u64(optarg, &p.seed))
-          return cli_usage_line(cmd, "--seed: '%s' is not a seed (an integer in [0, 2^64))", optarg);
         break;
       case OPT_PRICE:
         if (!cli_parse_double(optarg, 0, 1e300, &p.price_per_hour))
           return cli_usage_line(cmd, "--price-per-hour: '%s' is not a price (a non-negative number)", optarg);
         break;
-      default: return cli_getopt_error_line(cmd, c, argv);
+      default: {
+        const int rc = cli_shape_option(cmd, c, optarg, &shape);
+        if (rc == 0) return cli_getopt_error_line(cmd, c, argv);
+        if (rc != 1) return rc;
+      }
     }
   }
   if (optind < argc) return cli_usage_line(cmd, "unexpected argument '%s'", argv[optind]);

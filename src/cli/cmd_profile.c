@@ -59,20 +59,13 @@ static FILE *open_out(const char *what, const char *path) {
 enum { OPT_TOP = 2500, OPT_TRACE, OPT_SVG, OPT_JSON, OPT_NO_CEILINGS, OPT_OFF };
 
 int cmd_profile(int argc, char **argv) {
-  static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                       {"prompt", required_argument, 0, 'p'},
-                                       {"gen", required_argument, 0, 'n'},
-                                       {"threads", required_argument, 0, 't'},
-                                       {"batch", required_argument, 0, 'b'},
-                                       {"seed", required_argument, 0, OPT_SEED},
+  static const struct option opts[] = {CLI_SHAPE_LONG_OPTIONS,
                                        {"top", required_argument, 0, OPT_TOP},
                                        {"trace", required_argument, 0, OPT_TRACE},
                                        {"svg", required_argument, 0, OPT_SVG},
                                        {"json", no_argument, 0, OPT_JSON},
                                        {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
                                        {"off", no_argument, 0, OPT_OFF},
-                                       {"quiet", no_argument, 0, 'q'},
-                                       {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *cmd = "profile";
   pa_profile_params p;
@@ -80,6 +73,7 @@ int cmd_profile(int argc, char **argv) {
   bool json = false;
   const char *trace_path = NULL, *svg_path = NULL;
   opterr = 0;
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 1};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:b:qh", opts, NULL)) != -1) {
@@ -90,26 +84,6 @@ int cmd_profile(int argc, char **argv) {
       case OPT_JSON: json = true; break;
       case OPT_NO_CEILINGS: p.skip_ceilings = true; break;
       case OPT_OFF: p.off = true; break;
-      case 'p':
-        if (!cli_parse_i32(optarg, 1, 1 << 20, &p.n_prompt))
-          return cli_usage_line(cmd, "--prompt: '%s' is not a token count in [1, 1048576]", optarg);
-        break;
-      case 'n':
-        if (!cli_parse_i32(optarg, 0, 1 << 20, &p.n_gen))
-          return cli_usage_line(cmd, "--gen: '%s' is not a token count in [0, 1048576]", optarg);
-        break;
-      case 't':
-        if (!cli_parse_i32(optarg, 1, 256, &p.n_threads))
-          return cli_usage_line(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
-        break;
-      case 'b':
-        if (!cli_parse_i32(optarg, 1, 65536, &p.n_batch))
-          return cli_usage_line(cmd, "--batch: '%s' is not a batch size in [1, 65536]", optarg);
-        break;
-      case OPT_SEED:
-        if (!cli_parse_u64(optarg, &p.seed))
-          return cli_usage_line(cmd, "--seed: '%s' is not a seed (an integer in [0, 2^64))", optarg);
-        break;
       case OPT_TOP:
         if (!cli_parse_i32(optarg, 0, 1000000, &p.top))
           return cli_usage_line(cmd, "--top: '%s' is not a row count in [0, 1000000]", optarg);
@@ -122,7 +96,11 @@ int cmd_profile(int argc, char **argv) {
         if (!*optarg) return cli_usage_line(cmd, "--svg needs a file name");
         svg_path = optarg;
         break;
-      default: return cli_getopt_error_line(cmd, c, argv);
+      default: {
+        const int rc = cli_shape_option(cmd, c, optarg, &shape);
+        if (rc == 0) return cli_getopt_error_line(cmd, c, argv);
+        if (rc != 1) return rc;
+      }
     }
   }
   if (optind < argc) return cli_usage_line(cmd, "unexpected argument '%s'", argv[optind]);
