@@ -297,13 +297,15 @@ void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {
  * instructions giving the same integers will do; these use 512 bits. ---- */
 
 /* Q4_K/Q5_K scales and mins of 8 sub-blocks as bytes (see quant.h). */
-static inline void k4_scales(const uint8_t s[12], uint32_t sc[2], uint32_t m[2]) {
+/* The 6-bit scales and mins of a Q4_K/Q5_K super-block, 8 bytes each. */
+static inline void k4_scales(const uint8_t s[12], uint64_t *sc, uint64_t *m) {
   uint32_t u[3];
   memcpy(u, s, 12);
-  sc[0] = u[0] & 0x3F3F3F3F;
-  m[0] = u[1] & 0x3F3F3F3F;
-  sc[1] = (u[2] & 0x0F0F0F0F) | ((u[0] >> 6) & 0x03030303) << 4;
-  m[1] = ((u[2] >> 4) & 0x0F0F0F0F) | ((u[1] >> 6) & 0x03030303) << 4;
+  const uint64_t sc0 = u[0] & 0x3F3F3F3F, m0 = u[1] & 0x3F3F3F3F;
+  const uint64_t sc1 = (u[2] & 0x0F0F0F0F) | ((u[0] >> 6) & 0x03030303) << 4;
+  const uint64_t m1 = ((u[2] >> 4) & 0x0F0F0F0F) | ((u[1] >> 6) & 0x03030303) << 4;
+  *sc = sc0 | sc1 << 32;
+  *m = m0 | m1 << 32;
 }
 
 BODY __m512i dpbusd512_0(__m512i u, __m512i s, const int vnni) {
@@ -324,23 +326,30 @@ BODY __m512i dpwssd512(__m512i acc, __m512i a, __m512i b, const int vnni) {
   return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
 
-/* Word indices into 8 scale words (repeated in each 128-bit lane). Chunk c
- * of 64 elements gives dword sums of sub-blocks 2c (lanes 0..7) and 2c + 1
- * (8..15). VNNI: the pack of chunks 2h and 2h + 1 holds in 128-bit lane k
- * words of sub-blocks 4h + (k / 2), then 4h + 2 + (k / 2). Without:
- * pmaddubsw's words of chunk c, sub-block 2c then 2c + 1 by 256-bit halves. */
-static const uint16_t k4_idx_vnni[2][32] = {
-    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
-    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+/* pshufb indices that widen the 8 scale bytes (in every qword) to the
+ * scale words of a pack. Chunk c of 64 elements gives dword sums of
+ * sub-blocks 2c (lanes 0..7) and 2c + 1 (8..15). VNNI: the pack of chunks
+ * 2h and 2h + 1 holds in 128-bit lane k words of sub-blocks 4h + (k / 2),
+ * then 4h + 2 + (k / 2). Without: pmaddubsw's words of chunk c, sub-block
+ * 2c then 2c + 1 by 256-bit halves. 128: a zero high byte. */
+static const uint8_t k4_shuf_vnni[2][64] = {
+    {0, 128, 0, 128, 0, 128, 0, 128, 2, 128, 2, 128, 2, 128, 2, 128, 0, 128, 0, 128, 0, 128, 0, 128, 2, 128, 2, 128, 2, 128, 2, 128, 1, 128, 1, 128, 1, 128, 1, 128, 3, 128, 3, 128, 3, 128, 3, 128, 1, 128, 1, 128, 1, 128, 1, 128, 3, 128, 3, 128, 3, 128, 3, 128},
+    {4, 128, 4, 128, 4, 128, 4, 128, 6, 128, 6, 128, 6, 128, 6, 128, 4, 128, 4, 128, 4, 128, 4, 128, 6, 128, 6, 128, 6, 128, 6, 128, 5, 128, 5, 128, 5, 128, 5, 128, 7, 128, 7, 128, 7, 128, 7, 128, 5, 128, 5, 128, 5, 128, 5, 128, 7, 128, 7, 128, 7, 128, 7, 128}};
+static const uint8_t k4_shuf[4][64] = {
+    {0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 0, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128, 1, 128},
+    {2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128},
+    {4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128},
+    {6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128}};
+/* the 8 mins, each doubled into a pair of words */
+static const uint8_t k4_shuf_min[32] = {0, 128, 0, 128, 1, 128, 1, 128, 2, 128, 2, 128, 3, 128, 3, 128, 4, 128, 4, 128, 5, 128, 5, 128, 6, 128, 6, 128, 7, 128, 7, 128};
 
 /* One Q4_K/Q5_K super-block's integers: *isum as 16 lanes, *imin as 8. */
 BODY void k4_ints(const uint8_t *blk, const int has_qh, const block_q8_K *b, const int vnni,
                   __m512i *isum, __m256i *imin) {
   const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
-  uint32_t sc[2], m[2];
-  k4_scales(scales, sc, m);
-  const __m512i scw =
-      _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+  uint64_t sc, m;
+  k4_scales(scales, &sc, &m);
+  const __m512i scb = _mm512_set1_epi64((long long)sc);
   const __m512i qhv = has_qh ? _mm512_broadcast_i64x4(load256(qh)) : _mm512_setzero_si512();
   const __m512i mask4 = _mm512_set1_epi8(0x0F);
   /* the 32 bytes of a chunk in both halves: low nibbles, then high */
@@ -360,20 +369,18 @@ BODY void k4_ints(const uint8_t *blk, const int has_qh, const block_q8_K *b, con
     if (vnni) { /* dword sums (<= 4 * 31 * 127) fit the pack's 16 bits */
       d[c] = dpbusd512_0(q, x, 1);
       if (c & 1) {
-        const __m512i s = _mm512_permutexvar_epi16(load512(k4_idx_vnni[c / 2]), scw);
+        const __m512i s = _mm512_shuffle_epi8(scb, load512(k4_shuf_vnni[c / 2]));
         acc = dpwssd512(acc, _mm512_packs_epi32(d[c - 1], d[c]), s, 1);
       }
     } else {
-      const __m512i s = _mm512_permutexvar_epi16(
-          _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1),
-          scw);
+      const __m512i s = _mm512_shuffle_epi8(scb, load512(k4_shuf[c]));
       acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), s));
     }
   }
   *isum = acc;
   /* the mins, each doubled into a pair of words, against the 16 bsums */
-  const __m128i m8 = _mm_set_epi32(0, 0, (int)m[1], (int)m[0]);
-  *imin = _mm256_madd_epi16(load256(b->bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+  *imin = _mm256_madd_epi16(load256(b->bsums),
+                            _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m), load256(k4_shuf_min)));
 }
 
 /* Totals of two super-blocks' lanes: (isum a, imin a, isum b, imin b). */
