@@ -80,24 +80,25 @@ int cli_getopt_error_line(const char *cmd, int opt, char **argv) {
   return cli_usage_line(cmd, "%s", msg);
 }
 
-int cli_shape_option(const char *cmd, int opt, const char *arg, const cli_shape_options *o) {
+int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_options *o) {
+  const char *arg = optarg;
   switch (opt) {
     case 'p':
-      if (cli_parse_i32(arg, o->min_prompt, 1 << 20, o->n_prompt)) return 1;
+      if (cli_parse_i32(arg, o->min_prompt, 1 << 20, o->n_prompt)) return CLI_OK;
       return cli_usage_line(cmd, "--prompt: '%s' is not a token count in [%d, 1048576]", arg, o->min_prompt);
     case 'n':
-      if (cli_parse_i32(arg, 0, 1 << 20, o->n_gen)) return 1;
+      if (cli_parse_i32(arg, 0, 1 << 20, o->n_gen)) return CLI_OK;
       return cli_usage_line(cmd, "--gen: '%s' is not a token count in [0, 1048576]", arg);
     case 't':
-      if (cli_parse_i32(arg, 1, 256, o->n_threads)) return 1;
+      if (cli_parse_i32(arg, 1, 256, o->n_threads)) return CLI_OK;
       return cli_usage_line(cmd, "--threads: '%s' is not a thread count in [1, 256]", arg);
     case 'b':
-      if (cli_parse_i32(arg, 1, 65536, o->n_batch)) return 1;
+      if (cli_parse_i32(arg, 1, 65536, o->n_batch)) return CLI_OK;
       return cli_usage_line(cmd, "--batch: '%s' is not a batch size in [1, 65536]", arg);
     case OPT_SEED:
-      if (cli_parse_u64(arg, o->seed)) return 1;
+      if (cli_parse_u64(arg, o->seed)) return CLI_OK;
       return cli_usage_line(cmd, "--seed: '%s' is not a seed (an integer in [0, 2^64))", arg);
-    default: return 0;
+    default: return cli_getopt_error_line(cmd, opt, argv);
   }
 }
 

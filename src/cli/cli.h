@@ -43,15 +43,16 @@ bool cli_parse_double(const char *s, double min, double max, double *out);
  * returns CLI_OK or prints the error and returns CLI_RUNTIME_ERROR. */
 /* The run-shape options `bench` and `profile` share: -p/--prompt,
  * -n/--gen, -t/--threads, -b/--batch and --seed (OPT_SEED), parsed into the
- * fields the pointers name (min_prompt: the least -p takes). Returns 1 when
- * handled, 0 when `opt` is not one of them, CLI_USAGE_ERROR (after
- * printing) when its value is bad. */
+ * fields the pointers name (min_prompt: the least -p takes); for the
+ * default branch of their getopt switch. Returns CLI_OK when `opt` is one
+ * of them with a good value, otherwise the usage error (exit status, after
+ * printing) for a bad value or an option getopt rejected. */
 typedef struct {
   int32_t *n_prompt, *n_gen, *n_threads, *n_batch;
   uint64_t *seed;
   int32_t min_prompt;
 } cli_shape_options;
-int cli_shape_option(const char *cmd, int opt, const char *arg, const cli_shape_options *o);
+int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_options *o);
 /* Their long options, with -m/--model, -q/--quiet and -h/--help. */
 #define CLI_SHAPE_LONG_OPTIONS                                                              \
   {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},              \

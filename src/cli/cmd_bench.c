@@ -69,9 +69,8 @@ int cmd_bench(int argc, char **argv) {
           return cli_usage_line(cmd, "--price-per-hour: '%s' is not a price (a non-negative number)", optarg);
         break;
       default: {
-        const int rc = cli_shape_option(cmd, c, optarg, &shape);
-        if (rc == 0) return cli_getopt_error_line(cmd, c, argv);
-        if (rc != 1) return rc;
+        const int rc = cli_shape_option(cmd, c, argv, &shape);
+        if (rc != CLI_OK) return rc;
       }
     }
   }

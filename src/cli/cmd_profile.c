@@ -97,9 +97,8 @@ int cmd_profile(int argc, char **argv) {
         svg_path = optarg;
         break;
       default: {
-        const int rc = cli_shape_option(cmd, c, optarg, &shape);
-        if (rc == 0) return cli_getopt_error_line(cmd, c, argv);
-        if (rc != 1) return rc;
+        const int rc = cli_shape_option(cmd, c, argv, &shape);
+        if (rc != CLI_OK) return rc;
       }
     }
   }
