@@ -13,17 +13,7 @@
 #include "base/base.h"
 #include "format/gguf.h"
 #include "quant/quant.h"
-
-static int failures;
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      failures++;                                             \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fputc('\n', stderr);                                    \
-    }                                                         \
-  } while (0)
+#include "test_check.h"
 
 /* ---- a byte builder for crafted files ---- */
 typedef struct {

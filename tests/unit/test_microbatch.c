@@ -8,18 +8,7 @@
 #include <string.h>
 
 #include "pasada.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fputc('\n', stderr);                                                     \
-    }                                                                          \
-  } while (0)
+#include "test_check.h"
 
 enum { N_SEQ = 3, PER_SEQ = 130, N = N_SEQ * PER_SEQ };
 

@@ -11,17 +11,7 @@
 #include <string.h>
 
 #include "quant/quant.h"
-
-static int failures;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fputc('\n', stderr);                                 \
-    }                                                      \
-  } while (0)
+#include "test_check.h"
 
 static uint32_t bits_of(float f) {
   uint32_t u;

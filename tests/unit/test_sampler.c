@@ -9,18 +9,7 @@
 #include "base/base.h"
 #include "pasada.h"
 #include "runtime/sampler.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fputc('\n', stderr);                                                     \
-    }                                                                          \
-  } while (0)
+#include "test_check.h"
 
 /* The test's own generator, independent of the sampler's. */
 static uint64_t test_rng = 12345;

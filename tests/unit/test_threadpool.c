@@ -23,18 +23,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "test_util.h"
-
-static int failures;
-
-#define CHECK(cond, ...)             \
-  do {                               \
-    if (!(cond)) {                   \
-      failures++;                    \
-      fprintf(stderr, "FAIL: ");     \
-      fprintf(stderr, __VA_ARGS__);  \
-      fprintf(stderr, "\n");         \
-    }                                \
-  } while (0)
+#include "test_check.h"
 
 static float rnd(void) { return (float)rnd_unit() * 2.0f - 1.0f; }
 
