@@ -17,16 +17,18 @@
  * with floating-point contraction off, so the compiler cannot fuse a
  * multiply and an add in one file and not in the other.
  *
- * 32-element blocks. The one-token kernel keeps four 8-lane accumulators:
- * acc[k & 3] takes block k of each group of 8, and the blocks of a last,
- * partial group all go to acc[0]. Here two blocks are interleaved by dwords
- * (dword j of block 2p in lane 2j, of block 2p+1 in lane 2j+1), so one
- * 512-bit vpdpbusd gives both blocks' 8 lane sums, and one 512-bit
- * accumulator holds acc[0] (even lanes) and acc[1] (odd lanes); a second
- * pass over the other pairs of each group fills acc[2] and acc[3]. The
- * products of scales d_w * d_x come from one multiply of two broadcast
- * (d, d) pairs. The per-block offsets (8, 16 or 128 times d_w d_x sum x, or
- * m s) are an 8-lane chain of their own, as in the one-token kernel.
+ * 32-element blocks, for the AVX-512 table without VNNI (the VNNI table's
+ * are in blocks32_avx512.c). The one-token kernel keeps four 8-lane
+ * accumulators: acc[k & 3] takes block k of each group of 8, and the blocks
+ * of a last, partial group all go to acc[0]. Here two blocks are
+ * interleaved by dwords (dword j of block 2p in lane 2j, of block 2p+1 in
+ * lane 2j+1), so one 512-bit pmaddubsw + pmaddwd gives both blocks' 8 lane
+ * sums, and one 512-bit accumulator holds acc[0] (even lanes) and acc[1]
+ * (odd lanes); a second pass over the other pairs of each group fills
+ * acc[2] and acc[3]. The products of scales d_w * d_x come from one
+ * multiply of two broadcast (d, d) pairs. The per-block offsets (8 or 16
+ * times d_w d_x sum x, or m s) are an 8-lane chain of their own, as in the
+ * one-token kernel.
  *
  * K-quants (Q4_K, Q5_K, Q6_K against Q8_K) have one canonical order,
  * shared by both paths of every SIMD table (avx512.c, avx2.c, gemm_avx2.c
@@ -113,8 +115,8 @@ static size_t x32_size(int64_t cols) { return (size_t)groups_of(cols) * XREC; }
 BODY int has_m(const int kind) { return kind == K_Q4_1 || kind == K_Q5_1; }
 
 /* What the prepared one-token kernel subtracts per block, times d d sum x. */
-BODY float block_offset(const int kind, const int vnni) {
-  return kind == K_Q4_0 ? 8.0f : kind == K_Q5_0 ? 16.0f : kind == K_Q8_0 && vnni ? 128.0f : 0.0f;
+BODY float block_offset(const int kind) {
+  return kind == K_Q4_0 ? 8.0f : kind == K_Q5_0 ? 16.0f : 0.0f;
 }
 
 BODY int wsize_of(const int kind) {
@@ -125,19 +127,15 @@ BODY int wsize_of(const int kind) {
                           : (int)sizeof(block_q8_0);
 }
 
-/* The 32 unsigned (or, for Q8_0 without VNNI, signed) weight bytes of one
- * block in element order, as avx512.c's block_sums feeds them to its dot
- * when the activations are prepared. */
-BODY __m256i w32_bytes(const int kind, const uint8_t *blk, const int vnni) {
+/* The 32 unsigned (Q8_0: signed) weight bytes of one block in element
+ * order, as avx512.c's block_sums feeds them to its dot without VNNI when
+ * the activations are prepared. */
+BODY __m256i w32_bytes(const int kind, const uint8_t *blk) {
   switch (kind) {
     case K_Q4_0:
     case K_Q4_1: {
       const uint8_t *qs = blk + (kind == K_Q4_0 ? 2 : 4);
       const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-      if (vnni) /* high nibbles stay in place (16x); undone at the end */
-        return _mm256_and_si256(v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
-                                                      (long long)0xF0F0F0F0F0F0F0F0ULL,
-                                                      (long long)0xF0F0F0F0F0F0F0F0ULL));
       return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
                               _mm256_set1_epi8(0x0F));
     }
@@ -152,14 +150,12 @@ BODY __m256i w32_bytes(const int kind, const uint8_t *blk, const int vnni) {
           _mm256_set1_epi8(0x0F));
       return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
     }
-    default: {
-      const __m256i q = load256(blk + 2);
-      return vnni ? _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)) : q;
-    }
+    default:
+      return load256(blk + 2);
   }
 }
 
-BODY void pack_w32(const int kind, const int vnni, int64_t cols, const void *w, void *wp) {
+BODY void pack_w32(const int kind, int64_t cols, const void *w, void *wp) {
   const int64_t nb = cols / 32, ng = groups_of(cols);
   const int ws = wsize_of(kind);
   const uint8_t *src = w;
@@ -169,11 +165,11 @@ BODY void pack_w32(const int kind, const int vnni, int64_t cols, const void *w, 
     uint64_t *neg = (uint64_t *)(rec + REC_NEG);
     for (int p = 0; p < 4; p++) {
       const int64_t b0 = 8 * g + 2 * p, b1 = b0 + 1;
-      const __m256i a = b0 < nb ? w32_bytes(kind, src + b0 * ws, vnni) : _mm256_setzero_si256();
-      const __m256i b = b1 < nb ? w32_bytes(kind, src + b1 * ws, vnni) : _mm256_setzero_si256();
+      const __m256i a = b0 < nb ? w32_bytes(kind, src + b0 * ws) : _mm256_setzero_si256();
+      const __m256i b = b1 < nb ? w32_bytes(kind, src + b1 * ws) : _mm256_setzero_si256();
       __m512i v = interleave_dwords(a, b);
       neg[p] = 0;
-      if (kind == K_Q8_0 && !vnni) {
+      if (kind == K_Q8_0) {
         neg[p] = _mm512_movepi8_mask(v);
         v = _mm512_abs_epi8(v);
       }
@@ -215,13 +211,7 @@ BODY void pack_x32(const pa_type act, int64_t cols, const void *xq, void *xp) {
 
 /* Both blocks' 8 lane sums of one interleaved pair (see block_sums in
  * avx512.c: the same integers lane by lane). */
-BODY __m512i pair_sums(const int kind, const int vnni, __m512i w, const uint8_t *x,
-                       __mmask64 neg) {
-  if (vnni) { /* from a zero idiom (no uop on a port), not a copy of a zero register */
-    __m512i acc;
-    __asm__("vpxord %0, %0, %0\n\tvpdpbusd %2, %1, %0" : "=&v"(acc) : "v"(w), "m"(*(const __m512i *)x));
-    return acc;
-  }
+BODY __m512i pair_sums(const int kind, __m512i w, const uint8_t *x, __mmask64 neg) {
   __m512i xv = load512(x);
   if (kind == K_Q8_0) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
   return _mm512_madd_epi16(_mm512_maddubs_epi16(w, xv), _mm512_set1_epi16(1));
@@ -231,7 +221,7 @@ BODY __m512i pair_sums(const int kind, const int vnni, __m512i w, const uint8_t 
  * lanes interleaved. With `tail`, the pair's blocks are those of a last,
  * partial group and go in turn into acc[0] (even lanes), the second only
  * when `second`. */
-BODY void pair32(const int kind, const int vnni, const uint8_t *const *wr,
+BODY void pair32(const int kind, const uint8_t *const *wr,
                  const uint8_t *const *xr, const int p, const int tail, const int second,
                  __m512 acc[GEMM_R][GEMM_T]) {
   __m512i wq[GEMM_R];
@@ -242,14 +232,14 @@ BODY void pair32(const int kind, const int vnni, const uint8_t *const *wr,
     wq[r] = load512(wr[r] + 64 * p);
     wd[r] = bcast_pair((const float *)(wr[r] + REC_D) + 2 * p);
     neg[r] = 0;
-    if (kind == K_Q8_0 && !vnni) memcpy(&neg[r], wr[r] + REC_NEG + 8 * p, 8);
+    if (kind == K_Q8_0) memcpy(&neg[r], wr[r] + REC_NEG + 8 * p, 8);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < GEMM_T; t++) {
     const __m512 dx = bcast_pair((const float *)(xr[t] + REC_D) + 2 * p);
 #pragma GCC unroll 8
     for (int r = 0; r < GEMM_R; r++) {
-      const __m512 f = _mm512_cvtepi32_ps(pair_sums(kind, vnni, wq[r], xr[t] + 64 * p, neg[r]));
+      const __m512 f = _mm512_cvtepi32_ps(pair_sums(kind, wq[r], xr[t] + 64 * p, neg[r]));
       const __m512 sc = _mm512_mul_ps(wd[r], dx);
       if (!tail) {
         acc[r][t] = _mm512_fmadd_ps(sc, f, acc[r][t]);
@@ -303,7 +293,7 @@ BODY __m512 hsum16_pairs(__m512 ao[GEMM_R][2]) {
                        _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-BODY void tile32(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
+BODY void tile32(const int kind, int64_t cols, const uint8_t *const *wp,
                  const uint8_t *const *xp, float *out, int64_t ldy) {
   const int64_t nb = cols / 32, full = nb / 8, ng = groups_of(cols);
   const uint8_t *wr[GEMM_R], *xr[GEMM_T];
@@ -320,8 +310,8 @@ BODY void tile32(const int kind, const int vnni, int64_t cols, const uint8_t *co
     for (int r = 0; r < GEMM_R; r++) wr[r] = wp[r] + g * WREC;
 #pragma GCC unroll 8
     for (int t = 0; t < GEMM_T; t++) xr[t] = xp[t] + g * XREC;
-    pair32(kind, vnni, wr, xr, 0, 0, 0, acc);
-    pair32(kind, vnni, wr, xr, 2, 0, 0, acc);
+    pair32(kind, wr, xr, 0, 0, 0, acc);
+    pair32(kind, wr, xr, 2, 0, 0, acc);
   }
   if (full < ng) {
 #pragma GCC unroll 8
@@ -329,7 +319,7 @@ BODY void tile32(const int kind, const int vnni, int64_t cols, const uint8_t *co
 #pragma GCC unroll 8
     for (int t = 0; t < GEMM_T; t++) xr[t] = xp[t] + full * XREC;
     const int n = (int)(nb - 8 * full);
-    for (int p = 0; 2 * p < n; p++) pair32(kind, vnni, wr, xr, p, 1, 2 * p + 1 < n, acc);
+    for (int p = 0; 2 * p < n; p++) pair32(kind, wr, xr, p, 1, 2 * p + 1 < n, acc);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < GEMM_R; r++)
@@ -345,8 +335,8 @@ BODY void tile32(const int kind, const int vnni, int64_t cols, const uint8_t *co
     for (int r = 0; r < GEMM_R; r++) wr[r] = wp[r] + g * WREC;
 #pragma GCC unroll 8
     for (int t = 0; t < GEMM_T; t++) xr[t] = xp[t] + g * XREC;
-    pair32(kind, vnni, wr, xr, 1, 0, 0, acc);
-    pair32(kind, vnni, wr, xr, 3, 0, 0, acc);
+    pair32(kind, wr, xr, 1, 0, 0, acc);
+    pair32(kind, wr, xr, 3, 0, 0, acc);
   }
   /* the 16 sums of 8 lanes (even lanes of v) by hsum256's tree, four at
    * a time per step, v[k] for k = 4 t + r */
@@ -355,15 +345,12 @@ BODY void tile32(const int kind, const int vnni, int64_t cols, const uint8_t *co
   for (int r = 0; r < GEMM_R; r++)
 #pragma GCC unroll 8
     for (int t = 0; t < GEMM_T; t++) {
-      __m512 e = _mm512_add_ps(even[r][t], _mm512_add_ps(acc[r][t], _mm512_permute_ps(acc[r][t], 0xB1)));
-      if (vnni && (kind == K_Q4_0 || kind == K_Q4_1)) /* lanes 4..7 of all: 16x */
-        e = _mm512_mul_ps(e, _mm512_setr_ps(1, 1, 1, 1, 1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f,
-                                            0.0625f, 0.0625f, 0.0625f, 0.0625f, 0.0625f));
-      v[4 * t + r] = e;
+      v[4 * t + r] =
+          _mm512_add_ps(even[r][t], _mm512_add_ps(acc[r][t], _mm512_permute_ps(acc[r][t], 0xB1)));
     }
   const __m512 sums = hsum16_even(v);
   /* the offsets: an 8-lane chain over groups, two tokens per register */
-  const float off = block_offset(kind, vnni);
+  const float off = block_offset(kind);
   __m512 result = sums;
   if (has_m(kind) || off != 0.0f) {
     __m512 ao[GEMM_R][2];
@@ -748,13 +735,13 @@ GEMMK(q6_K_vnni, 6, 1, k6_size, xk6_size)
 
 /* ---- instances ---- */
 
-#define GEMM32(name, kind, vnni, act)                                                           \
+#define GEMM32(name, kind, act)                                                                 \
   static AVX512 void pack_w_##name(int64_t cols, const void *w, void *wp) {                     \
-    pack_w32(kind, vnni, cols, w, wp);                                                          \
+    pack_w32(kind, cols, w, wp);                                                                \
   }                                                                                             \
   static AVX512 void tile_##name(int64_t cols, const uint8_t *const *wp,                        \
-                                 const uint8_t *const *xp, float *out, int64_t ldy) {                        \
-    tile32(kind, vnni, cols, wp, xp, out, ldy);                                                 \
+                                 const uint8_t *const *xp, float *out, int64_t ldy) {           \
+    tile32(kind, cols, wp, xp, out, ldy);                                                       \
   }                                                                                             \
   static const pa_gemm_kernel gemm_##name = {GEMM_R,        GEMM_T, w32_size, pack_w_##name, \
                                              x32_size,      pack_x_##act, tile_##name};
@@ -768,11 +755,11 @@ static AVX512 void pack_x_q8_1(int64_t cols, const void *xq, void *xp) {
 #define pack_x_PA_TYPE_Q8_0 pack_x_q8_0
 #define pack_x_PA_TYPE_Q8_1 pack_x_q8_1
 
-GEMM32(q4_0, K_Q4_0, 0, PA_TYPE_Q8_0)
-GEMM32(q4_1, K_Q4_1, 0, PA_TYPE_Q8_1)
-GEMM32(q5_0, K_Q5_0, 0, PA_TYPE_Q8_0)
-GEMM32(q5_1, K_Q5_1, 0, PA_TYPE_Q8_1)
-GEMM32(q8_0, K_Q8_0, 0, PA_TYPE_Q8_0)
+GEMM32(q4_0, K_Q4_0, PA_TYPE_Q8_0)
+GEMM32(q4_1, K_Q4_1, PA_TYPE_Q8_1)
+GEMM32(q5_0, K_Q5_0, PA_TYPE_Q8_0)
+GEMM32(q5_1, K_Q5_1, PA_TYPE_Q8_1)
+GEMM32(q8_0, K_Q8_0, PA_TYPE_Q8_0)
 
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **t, int vnni) {
   t[PA_TYPE_Q4_0] = vnni ? &pa_b32_gemm_q4_0 : &gemm_q4_0;
