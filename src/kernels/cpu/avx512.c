@@ -94,8 +94,9 @@ enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 
 /* The integer sums of one block (8 int32 lanes): w is the weight block, x
  * the activation block's 32 quants. Unless `exact`, the offsets of Q4_0 and
- * Q5_0 (8 and 16 times sum x), and with VNNI that of Q8_0 read as unsigned
- * (128 times sum x), are left to the caller (see block_offset). */
+ * Q5_0 (8 and 16 times sum x) are left to the caller (see block_offset).
+ * The prepared (inexact) path runs only in the table without VNNI: the VNNI
+ * table's prepared dots are blocks32_avx512.c's. */
 BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, const int exact,
                         const int vnni) {
   const __m256i y = load256(x), zero = _mm256_setzero_si256();
@@ -126,8 +127,6 @@ BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, cons
     }
     default: { /* Q8_0 */
       const __m256i q = load256(w + 2);
-      if (vnni && !exact) /* w + 128 = w ^ 0x80 as unsigned; 128 sum x is the caller's */
-        return dpbusd(zero, _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), y, 1);
       /* |w| against x with w's sign (|w| <= 128, |x| <= 127: pairs fit 16 bits) */
       return dpbusd(zero, _mm256_abs_epi8(q), _mm256_sign_epi8(y, q), vnni);
     }
@@ -135,8 +134,8 @@ BODY __m256i block_sums(const int kind, const uint8_t *w, const uint8_t *x, cons
 }
 
 /* What the prepared path subtracts per block, times d * d * sum x. */
-BODY float block_offset(const int kind, const int vnni) {
-  return kind == K_Q4_0 ? 8.0f : kind == K_Q5_0 ? 16.0f : kind == K_Q8_0 && vnni ? 128.0f : 0.0f;
+BODY float block_offset(const int kind) {
+  return kind == K_Q4_0 ? 8.0f : kind == K_Q5_0 ? 16.0f : 0.0f;
 }
 
 /* State of one 32-block dot. */
@@ -152,7 +151,7 @@ typedef struct {
 BODY void dot32_group(dot32_state *st, const int kind, const uint8_t *wg, const int wsize,
                       const uint8_t *xg, const int xsize, const float *xd, const float *xsum,
                       const int prepared, const int full, const int r, const int vnni) {
-  const int pairs = kind == K_Q4_1 || kind == K_Q5_1, offset = block_offset(kind, vnni) != 0.0f;
+  const int pairs = kind == K_Q4_1 || kind == K_Q5_1, offset = block_offset(kind) != 0.0f;
   const int64_t w_avail = full ? ALL_AVAILABLE : (int64_t)r * wsize;
   const int64_t x_avail = full ? ALL_AVAILABLE : (int64_t)r * xsize;
   const __mmask8 lanes = full ? 0xFF : (__mmask8)((1u << r) - 1);
@@ -224,8 +223,8 @@ BODY float dot32(const int kind, int64_t nb, const uint8_t *w, const int wsize, 
   if (kind == K_Q4_1 || kind == K_Q5_1)
     sum += prepared ? hsum256(st.acc_off)
                     : _mm512_reduce_add_ps(_mm512_maskz_mov_ps(0xAAAA, st.acc_ms));
-  else if (prepared && block_offset(kind, vnni) != 0.0f)
-    sum -= block_offset(kind, vnni) * hsum256(st.acc_off);
+  else if (prepared && block_offset(kind) != 0.0f)
+    sum -= block_offset(kind) * hsum256(st.acc_off);
   return sum;
 }
 
