@@ -364,18 +364,17 @@ static size_t x_size(int64_t cols) {
   return (size_t)(groups_of(nb) + halves_of(short_tail(nb))) * XREC;
 }
 
-/* 4 blocks' 32 bytes (v[j]) -> out[k] (k < 8) = dword k of each, block j
- * in dword j: a 4 x 8 dword transpose. */
-BODY void transpose4x8(const __m256i v[4], __m128i out[8]) {
+/* 4 blocks' 32 bytes (v[j]) -> a[k] (k < 4) = (dword k | dword k + 4) of
+ * each, block j in dword j of the 128-bit half: a 4 x 8 dword transpose.
+ * (The callers store the halves straight from these registers: a copy
+ * through an array on the stack costs a failed store forward per vector.) */
+BODY void transpose4x8(const __m256i v[4], __m256i a[4]) {
   const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
   const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-  const __m256i a[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                        _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; k++) { /* a[k] = (dword k | dword k + 4) */
-    out[k] = _mm256_castsi256_si128(a[k]);
-    out[k + 4] = _mm256_extracti128_si256(a[k], 1);
-  }
+  a[0] = _mm256_unpacklo_epi64(t0, t2);
+  a[1] = _mm256_unpackhi_epi64(t0, t2);
+  a[2] = _mm256_unpacklo_epi64(t1, t3);
+  a[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
 /* 16 blocks' 32 bytes (v[j]) -> out[k] (k < 8) = dword k of every block,
@@ -428,12 +427,15 @@ BODY void pack_w32(const int kind, int64_t cols, const void *w, void *wp) {
   uint8_t *rec = (uint8_t *)wp + ng * WREC;
   const uint8_t *blk = src + 16 * ng * ws;
   for (int h = 0; h < H; h++) {
-    __m256i v[4];
-    __m128i q[8];
+    __m256i v[4], a[4];
     for (int j = 0; j < 4; j++)
       v[j] = 4 * h + j < n ? w_bytes_exact(kind, blk + (4 * h + j) * ws) : _mm256_setzero_si256();
-    transpose4x8(v, q);
-    for (int k = 0; k < 8; k++) _mm_store_si128((__m128i *)(rec + 128 * h + 16 * k), q[k]);
+    transpose4x8(v, a);
+    uint8_t *q = rec + 128 * h; /* dwords 0, 1 | 2, 3 | 4, 5 | 6, 7 */
+    _mm256_store_si256((__m256i *)q, _mm256_permute2x128_si256(a[0], a[1], 0x20));
+    _mm256_store_si256((__m256i *)(q + 32), _mm256_permute2x128_si256(a[2], a[3], 0x20));
+    _mm256_store_si256((__m256i *)(q + 64), _mm256_permute2x128_si256(a[0], a[1], 0x31));
+    _mm256_store_si256((__m256i *)(q + 96), _mm256_permute2x128_si256(a[2], a[3], 0x31));
   }
   __m256 d, m;
   scales8(blk, ws, n, has_m(kind), &d, &m);
@@ -479,12 +481,16 @@ BODY void pack_x32(const int kind, int64_t cols, const void *xq, void *xp) {
   x_sums(kind, blk, n, 8, d, s, off);
   for (int h = 0; h < H; h++) {
     uint8_t *rec = (uint8_t *)xp + (ng + h) * XREC;
-    __m256i v[4];
-    __m128i q[8];
+    __m256i v[4], a[4];
     for (int j = 0; j < 4; j++)
       v[j] = 4 * h + j < n ? load256(blk + (4 * h + j) * xs + xo) : _mm256_setzero_si256();
-    transpose4x8(v, q);
-    for (int k = 0; k < 8; k++) _mm512_store_si512(rec + 64 * k, _mm512_broadcast_i32x4(q[k]));
+    transpose4x8(v, a);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+      const __m512i b = _mm512_castsi256_si512(a[k]);
+      _mm512_store_si512(rec + 64 * k, _mm512_shuffle_i64x2(b, b, 0x00));
+      _mm512_store_si512(rec + 64 * (k + 4), _mm512_shuffle_i64x2(b, b, 0x55));
+    }
     _mm512_store_ps(rec + REC_D, _mm512_broadcast_f32x4(_mm_load_ps(d + 4 * h)));
     _mm512_store_ps(rec + REC_M, _mm512_broadcast_f32x4(_mm_load_ps(s + 4 * h)));
     _mm512_store_si512(rec + REC_OFF, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(off + 4 * h))));
