@@ -5,7 +5,7 @@
  *
  * Canonical arithmetic of one (row, token), blocks b = 0 .. nb - 1 taken in
  * groups of 16 (lane j of a group: block 16 g + j; lanes past the row's end
- * hold zeros):
+ * hold zeros), except a short tail (below):
  *   S_b  = the exact integer dot of block b (offsets such as Q4_0's -8,
  *          Q5_0's -16 or the +128 that makes Q8_0 weights unsigned for
  *          vpdpbusd taken off exactly, in integers, with the activation
@@ -13,6 +13,20 @@
  *   acc  = fma(float(S_b), d_w[b] * d_x[b], acc)      16 float lanes, per group
  *   acc  = fma(m_w[b], s_x[b], acc)                   Q4_1 and Q5_1 only
  *   out  = hsum16(acc)                                a fixed tree (hsum512)
+ * Short tail: when n = nb mod 16 is 1..8, the last n blocks are no group
+ * but n' = 4 (n <= 4) or 8 lanes (block j in lane j, zero past n), which
+ * costs at most 4 (n = 1), else 2 times the integer work of the n blocks
+ * instead of 16 / n:
+ *   T_j  = float(S_j) * (d_w[j] * d_x[j])
+ *   T_j  = fma(m_w[j], s_x[j], T_j)                   Q4_1 and Q5_1 only
+ *   u_j  = T_j + T_(j+4) (n' = 8), else T_j            j < 4
+ *   out  = hsum16(acc) + ((u_0 + u_2) + (u_1 + u_3))
+ * (acc: the groups before, all zero when nb < 16). n = 9..15 stays a
+ * zero-padded group of 16. A lane past n has S = 0 and scales d_w = d_x =
+ * m_w = s_x = +0 in both paths (zeros packed or loaded under a mask, never
+ * computed), so T_j = +0 * +0 = +0 and fma(+0, +0, +0) = +0: never -0,
+ * never a NaN from a neighbouring block; and as both paths add the same
+ * lanes in the same tree, even a real -0 term meets the same +0s in both.
  * Integer sums are exact, so each path computes S_b in the lane layout that
  * suits it:
  * - GEMM: rows and tokens are packed so that 64 bytes hold dword k of 16
@@ -20,9 +34,19 @@
  *   and once per token); 8 vpdpbusd then give S_b of 16 blocks of one
  *   (row, token) in one register, followed by one conversion, one product of
  *   scales and one fma: ~11 uops per 16 blocks instead of ~2 per block.
+ *   Short tail: each row's record keeps the n' blocks compact (dword k of
+ *   4 blocks in 16 bytes), so a 512-bit vector holds 4 rows x 4 blocks
+ *   (quarter r: row r; one load and three vinserti32x4 in the tile), and
+ *   each token's tail is packed with its 16-byte pieces repeated in the 4
+ *   quarters; 8 vpdpbusd per token and half (4 blocks) give S of 4 rows,
+ *   the float steps run in that layout, and two shuffle-add steps and a
+ *   permute give lane 4 t + r of (u_0 + u_2) + (u_1 + u_3), added to the
+ *   groups' sums: 32 vpdpbusd per tile for n <= 4 and 64 for 5..8, not 128.
  * - One token: each block's dot as 8 lanes of vpdpbusd (256 bits), then a
  *   transposing reduction of 16 blocks (in-lane shuffles, then 128-bit
- *   moves) into one register with S_b in lane b, and the same float steps.
+ *   moves) into one register with S_b in lane b, and the same float steps;
+ *   the short tail by the same block dots reduced to n' lanes (256 bits),
+ *   its floats in 256 and 128 bits.
  * Built with floating-point contraction off: every multiply and add is the
  * one written, in both paths. */
 #include "kernels/cpu/blocks32_avx512.h"
@@ -406,6 +430,20 @@ BODY void transpose16x8(const __m256i v[16], uint8_t *out) {
                            _mm512_permutex2var_epi32(x[0][h][q], i3[r], x[1][h][q]));
 }
 
+/* One group's record from its gn <= 16 blocks at blk (zero-padded). */
+BODY void pack_w_group(const int kind, const uint8_t *blk, uint8_t *rec, const int gn) {
+  const int ws = wsize_of(kind);
+  __m256i v[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++)
+    v[j] = j < gn ? w_bytes_exact(kind, blk + j * ws) : _mm256_setzero_si256();
+  transpose16x8(v, rec);
+  __m512 d, m = _mm512_setzero_ps();
+  scales16(blk, ws, gn, has_m(kind), &d, &m);
+  _mm512_store_ps(rec + REC_D, d);
+  _mm512_store_ps(rec + REC_M, m);
+}
+
 BODY void pack_w32(const int kind, int64_t cols, const void *w, void *wp) {
   const int64_t nb = cols / 32, ng = groups_of(nb);
   const int ws = wsize_of(kind), n = short_tail(nb), H = halves_of(n);
@@ -414,14 +452,10 @@ BODY void pack_w32(const int kind, int64_t cols, const void *w, void *wp) {
     uint8_t *rec = (uint8_t *)wp + g * WREC;
     const int gn = nb - 16 * g >= 16 ? 16 : (int)(nb - 16 * g);
     const uint8_t *blk = src + 16 * g * ws;
-    __m256i v[16];
-    for (int j = 0; j < 16; j++)
-      v[j] = j < gn ? w_bytes_exact(kind, blk + j * ws) : _mm256_setzero_si256();
-    transpose16x8(v, rec);
-    __m512 d, m = _mm512_setzero_ps();
-    scales16(blk, ws, gn, has_m(kind), &d, &m);
-    _mm512_store_ps(rec + REC_D, d);
-    _mm512_store_ps(rec + REC_M, m);
+    if (gn == 16) /* unrolled, with the block count known */
+      pack_w_group(kind, blk, rec, 16);
+    else
+      pack_w_group(kind, blk, rec, gn);
   }
   if (!H) return;
   uint8_t *rec = (uint8_t *)wp + ng * WREC;
