@@ -185,10 +185,13 @@ int main(void) {
         continue;
       }
       if (t->block_size == 32) {
-        /* k odd: 3 (no full group), 11 and 19 (a group and a tail), 41 */
-        const int64_t ks[] = {3, 11, 19, 41};
-        const int64_t rs[] = {37, 5, 70, 19};
-        for (int s = 0; s < 4; s++) check(type, rs[s], 32 * ks[s], pools, tables[k]->name);
+        /* last groups of 1, 2, 3, 4, 5, 7, 8 blocks (AVX-512 VNNI: the short
+         * tail), 9 and 15 (padded to 16), alone, after one full group of 16
+         * and (41) after two; 16 and 32: none */
+        const int64_t ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 31, 32, 41};
+        const int64_t rs[] = {37, 13, 6, 9, 7, 10, 5, 6, 11, 7, 7, 70, 5, 9, 6, 5, 13, 6, 5, 6, 19};
+        for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++)
+          check(type, rs[s], 32 * ks[s], pools, tables[k]->name);
       } else {
         const int64_t ks[] = {1, 3, 5};
         const int64_t rs[] = {37, 70, 6};
