@@ -3,8 +3,10 @@
  *
  * For every kernel table this CPU has (scalar, avx2, avx512, avx512_vnni,
  * each forced with pa_kernels_set), every weight type, awkward shapes
- * (rows not a multiple of any tile; cols = 32 k with k odd, so 32-element
- * rows end in a partial group of 8 blocks, or 256 k for K-quants) and
+ * (rows not a multiple of any tile; 32-element rows of k blocks ending in
+ * every kind of last group: k mod 16 = 0, 1..8 (the VNNI table's short
+ * tails) and 9..15, with and without full groups before; 256 k for
+ * K-quants) and
  * thread pools of 1, 2 and 3 threads:
  * (a) determinism: for batches of 1..37 tokens cut at different places
  *     from a pool of random tokens, each token's outputs are bitwise equal
