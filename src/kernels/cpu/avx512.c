@@ -295,26 +295,16 @@ void pa_kernels_fill_avx512_xs(pa_vec_dot_xs_fn *t, int vnni) {
  * sub-block dots; imin: mins times bsums), then two fmas in float. Any
  * instructions giving the same integers will do; these use 512 bits. ---- */
 
-/* The 6-bit scales and mins of a Q4_K/Q5_K super-block (12 bytes at s,
- * see quant.h) as bytes: the 8 scales in bytes 0..7, the 8 mins in bytes
- * 8..15 of every 128-bit lane. In vector registers: the scalar unpacking
- * took ~19 integer instructions a super-block, a fifth of the one-token
- * kernel's, on the ports the vector work needs. Reads 16 bytes at s (the
- * 4 after the scales are the block's own quants). */
-BODY __m512i k4_scales(const uint8_t *s) {
-  const __m128i v = _mm_loadu_si128((const __m128i *)s); /* u0 u1 u2 . (dwords) */
-  /* low halves: sub-blocks 0..3 are the low 6 bits of u0 (scales), u1 (mins) */
-  const __m128i lo = _mm_and_si128(v, _mm_set1_epi32(0x3F3F3F3F));
-  /* high halves: u2's nibbles (low: scales, high: mins) | the top 2 bits of
-   * u0 (scales) and u1 (mins), in dwords 2 and 3 */
-  const __m128i u2 = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)),
-                                    _mm_setr_epi32(0, 0, 0, 4));
-  const __m128i top = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 1, 0)), 2);
-  const __m128i hi = _mm_or_si128(_mm_and_si128(u2, _mm_set1_epi32(0x0F0F0F0F)),
-                                  _mm_and_si128(top, _mm_set1_epi32(0x30303030)));
-  /* (lo0 lo1 hi2 hi3) -> scales (lo0, hi2), mins (lo1, hi3) */
-  const __m128i all = _mm_shuffle_epi32(_mm_blend_epi32(lo, hi, 0xC), _MM_SHUFFLE(3, 1, 2, 0));
-  return _mm512_broadcast_i32x4(all);
+/* Q4_K/Q5_K scales and mins of 8 sub-blocks as bytes (see quant.h). */
+/* The 6-bit scales and mins of a Q4_K/Q5_K super-block, 8 bytes each. */
+static inline void k4_scales(const uint8_t s[12], uint64_t *sc, uint64_t *m) {
+  uint32_t u[3];
+  memcpy(u, s, 12);
+  const uint64_t sc0 = u[0] & 0x3F3F3F3F, m0 = u[1] & 0x3F3F3F3F;
+  const uint64_t sc1 = (u[2] & 0x0F0F0F0F) | ((u[0] >> 6) & 0x03030303) << 4;
+  const uint64_t m1 = ((u[2] >> 4) & 0x0F0F0F0F) | ((u[1] >> 6) & 0x03030303) << 4;
+  *sc = sc0 | sc1 << 32;
+  *m = m0 | m1 << 32;
 }
 
 BODY __m512i dpbusd512_0(__m512i u, __m512i s, const int vnni) {
@@ -349,14 +339,16 @@ static const uint8_t k4_shuf[4][64] = {
     {2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 2, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128, 3, 128},
     {4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128, 5, 128},
     {6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 6, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128, 7, 128}};
-/* the 8 mins (bytes 8..15), each doubled into a pair of words */
-static const uint8_t k4_shuf_min[32] = {8, 128, 8, 128, 9, 128, 9, 128, 10, 128, 10, 128, 11, 128, 11, 128, 12, 128, 12, 128, 13, 128, 13, 128, 14, 128, 14, 128, 15, 128, 15, 128};
+/* the 8 mins, each doubled into a pair of words */
+static const uint8_t k4_shuf_min[32] = {0, 128, 0, 128, 1, 128, 1, 128, 2, 128, 2, 128, 3, 128, 3, 128, 4, 128, 4, 128, 5, 128, 5, 128, 6, 128, 6, 128, 7, 128, 7, 128};
 
 /* One Q4_K/Q5_K super-block's integers: *isum as 16 lanes, *imin as 8. */
 BODY void k4_ints(const uint8_t *blk, const int has_qh, const block_q8_K *b, const int vnni,
                   __m512i *isum, __m256i *imin) {
   const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
-  const __m512i scb = k4_scales(scales); /* scales: bytes 0..7, mins 8..15 */
+  uint64_t sc, m;
+  k4_scales(scales, &sc, &m);
+  const __m512i scb = _mm512_set1_epi64((long long)sc);
   const __m512i qhv = has_qh ? _mm512_broadcast_i64x4(load256(qh)) : _mm512_setzero_si512();
   const __m512i mask4 = _mm512_set1_epi8(0x0F);
   /* the 32 bytes of a chunk in both halves: low nibbles, then high */
@@ -387,7 +379,7 @@ BODY void k4_ints(const uint8_t *blk, const int has_qh, const block_q8_K *b, con
   *isum = acc;
   /* the mins, each doubled into a pair of words, against the 16 bsums */
   *imin = _mm256_madd_epi16(load256(b->bsums),
-                            _mm256_shuffle_epi8(_mm512_castsi512_si256(scb), load256(k4_shuf_min)));
+                            _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m), load256(k4_shuf_min)));
 }
 
 /* Totals of two super-blocks' lanes: (isum a, imin a, isum b, imin b). */
