@@ -2,12 +2,14 @@
  * matrix) per weight type and kernel table, in GB/s of weights streamed.
  * Not a test. Build after the library (build-kern/libpasada.a):
  *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build-kern/libpasada.a \
- *      -lpcre2-8 -lpthread -lm -o build-kern/bench_kernels
+ *      -lpcre2-8 -lpthread -lm -ldl -o build-kern/bench_kernels
  *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
  *   build-kern/bench_kernels [threads] shapes   (the default models' matrices)
- *   build-kern/bench_kernels [threads] gemm [TOKENS] [types...]   (prefill-shaped:
- *      GOP/s of TOKENS tokens (512) at once through 1024-row matrices of a
- *      few column counts, per SIMD table; default: every GEMM type) */
+ *   build-kern/bench_kernels [threads] gemm [TOKENS] [types...] [cols...]
+ *      (prefill-shaped: GOP/s of TOKENS tokens (512) at once through
+ *      1024-row matrices of a few column counts (576 .. 14336, or those
+ *      given), per SIMD table (BENCH_TABLE=avx512_vnni: that one only);
+ *      default: every GEMM type) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,11 +164,27 @@ static double bench_gemm(pa_pool *pool, pa_type type, int64_t rows, int64_t cols
   return 2.0 * (double)rows * (double)cols * (double)n_tokens / best / 1e9;
 }
 
-static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_names, char **names) {
+static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) {
   const char *all[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"};
-  const int64_t cols[] = {576, 640, 1536, 2048};
+  /* numbers among the names: the column counts instead of these */
+  int64_t cols[16] = {576, 640, 1536, 2048, 4096, 8192, 14336};
+  size_t n_cols = 7;
+  char *names[16];
+  int n_names = 0, own_cols = 0;
+  for (int i = 0; i < n_args; i++) {
+    if (args[i][0] >= '0' && args[i][0] <= '9') {
+      if (!own_cols++) n_cols = 0;
+      if (n_cols < 16) cols[n_cols++] = atoll(args[i]);
+    } else if (n_names < 16) {
+      names[n_names++] = args[i];
+    }
+  }
   const int64_t rows = 1024;
+  /* BENCH_TABLE=name: that table only */
+  const char *only = getenv("BENCH_TABLE");
   const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
+  for (int k = 0; k < 3; k++)
+    if (only && tabs[k] && strcmp(tabs[k]->name, only)) tabs[k] = NULL;
   printf("%-6s %6s", "type", "cols");
   for (int k = 0; k < 3; k++)
     if (tabs[k]) printf(" %12s", tabs[k]->name);
@@ -178,7 +196,7 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_names, char **names
     for (int t = 0; t < PA_TYPE_COUNT; t++)
       if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
     if (type == PA_TYPE_COUNT) continue;
-    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+    for (size_t c = 0; c < n_cols; c++) {
       if (cols[c] % pa_type_get(type)->block_size) continue; /* K-quants: 256-column rows */
       printf("%-6s %6lld", name, (long long)cols[c]);
       for (int k = 0; k < 3; k++) {

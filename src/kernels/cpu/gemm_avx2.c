@@ -523,3 +523,8 @@ void pa_kernels_fill_avx2_gemm(const pa_gemm_kernel **t) {
   t[PA_TYPE_Q5_K] = &gemm_q5_K;
   t[PA_TYPE_Q6_K] = &gemm_q6_K;
 }
+
+const pa_gemm_parts *pa_gemm_parts_avx2(const pa_gemm_kernel *g) {
+  (void)g;
+  return NULL;
+}

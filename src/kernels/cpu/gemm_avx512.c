@@ -576,13 +576,15 @@ BODY __m512i reduce_pairs(const __m512i *p) {
                           _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
-/* kind 4 (Q4_K), 5 (Q5_K), 6 (Q6_K): the canonical order of the header. */
-BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
-                 const uint8_t *const *xp, float *out, int64_t ldy) {
+/* kind 4 (Q4_K), 5 (Q5_K), 6 (Q6_K): the canonical order of the header,
+ * over the super-blocks of `cols` columns from wp and xp on, continuing
+ * the chains acc and accm (lane 4 r + t: row r, token t). */
+BODY void tile_k_loop(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
+                      const uint8_t *const *xp, __m512 *acc_io, __m512 *accm_io) {
   const int64_t nsb = cols / QK_K;
   const size_t wrec = kind == 6 ? K6_REC : K4_REC, xrec = kind == 6 ? XK6_REC : XK4_REC;
   const size_t xd = kind == 6 ? XK6_D : XK4_D;
-  __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+  __m512 acc = *acc_io, accm = *accm_io;
   for (int64_t i = 0; i < nsb; i++) {
     const uint8_t *wr[GEMM_KR], *xr[GEMM_KT];
 #pragma GCC unroll 8
@@ -700,6 +702,12 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
       accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dx), accm);
     }
   }
+  *acc_io = acc;
+  *accm_io = accm;
+}
+
+/* The results of the chains: out[t * ldy + r]. */
+BODY void tile_k_end(const int kind, __m512 acc, __m512 accm, float *out, int64_t ldy) {
   const __m512 res = kind == 6 ? acc : _mm512_sub_ps(acc, accm);
   /* lane 4 r + t -> lane 4 t + r, then token t's rows */
   const __m512 tr = _mm512_permutexvar_ps(
@@ -707,6 +715,24 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
 #pragma GCC unroll 4
   for (int t = 0; t < GEMM_KT; t++)
     _mm512_mask_storeu_ps(out + t * ldy - 4 * t, (__mmask16)(0xF << (4 * t)), tr);
+}
+
+BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
+                 const uint8_t *const *xp, float *out, int64_t ldy) {
+  __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+  tile_k_loop(kind, vnni, cols, wp, xp, &acc, &accm);
+  tile_k_end(kind, acc, accm, out, ldy);
+}
+
+/* K-blocked: acc[0..15] and acc[16..31] hold the chains between parts (a
+ * store and a load do not change a float's bits). */
+#define K_ACC_FLOATS 32
+BODY void tile_k_part(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
+                      const uint8_t *const *xp, float *acc) {
+  __m512 a = _mm512_load_ps(acc), am = _mm512_load_ps(acc + 16);
+  tile_k_loop(kind, vnni, cols, wp, xp, &a, &am);
+  _mm512_store_ps(acc, a);
+  _mm512_store_ps(acc + 16, am);
 }
 
 #define GEMMK(name, kind, vnni, wsize, xsize)                                                    \
@@ -723,8 +749,17 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
                                  const uint8_t *const *xp, float *out, int64_t ldy) {          \
     tile_k(kind, vnni, cols, wp, xp, out, ldy);                                                \
   }                                                                                            \
+  static AVX512 void tile_part_##name(int64_t cols, const uint8_t *const *wp,                  \
+                                      const uint8_t *const *xp, float *acc) {                  \
+    tile_k_part(kind, vnni, cols, wp, xp, acc);                                                \
+  }                                                                                            \
+  static AVX512 void tile_end_##name(const float *acc, float *out, int64_t ldy) {              \
+    tile_k_end(kind, _mm512_load_ps(acc), _mm512_load_ps(acc + 16), out, ldy);                 \
+  }                                                                                            \
   static const pa_gemm_kernel gemm_##name = {GEMM_KR, GEMM_KT,       wsize,      pack_w_##name, \
-                                             xsize,   pack_x_##name, tile_##name};
+                                             xsize,   pack_x_##name, tile_##name};             \
+  static const pa_gemm_parts parts_##name = {&gemm_##name, QK_K, K_ACC_FLOATS, tile_part_##name, \
+                                             tile_end_##name};
 
 GEMMK(q4_K, 4, 0, k4_size, xk4_size)
 GEMMK(q4_K_vnni, 4, 1, k4_size, xk4_size)
@@ -732,6 +767,14 @@ GEMMK(q5_K, 5, 0, k4_size, xk4_size)
 GEMMK(q5_K_vnni, 5, 1, k4_size, xk4_size)
 GEMMK(q6_K, 6, 0, k6_size, xk6_size)
 GEMMK(q6_K_vnni, 6, 1, k6_size, xk6_size)
+
+const pa_gemm_parts *pa_gemm_parts_avx512(const pa_gemm_kernel *g) {
+  const pa_gemm_parts *all[] = {&parts_q4_K, &parts_q4_K_vnni, &parts_q5_K,
+                                &parts_q5_K_vnni, &parts_q6_K, &parts_q6_K_vnni};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i]->gemm == g) return all[i];
+  return NULL;
+}
 
 /* ---- instances ---- */
 
