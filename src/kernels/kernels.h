@@ -96,6 +96,11 @@ typedef struct {
 /* Those of kernel g from each file's kernels, or NULL. */
 const pa_gemm_parts *pa_gemm_parts_avx512(const pa_gemm_kernel *g);
 const pa_gemm_parts *pa_gemm_parts_avx2(const pa_gemm_kernel *g);
+/* For tests: at most this many tokens per block of pa_matmul's K-blocked
+ * GEMM path (whose weight chunks are unpacked again for every block); 0,
+ * the default: as many as its accumulator buffer holds. Not while a
+ * pa_matmul runs. */
+void pa_matmul_set_gemm_token_block(int64_t tokens);
 /* NULL when table k has no GEMM kernel for the type. */
 const pa_gemm_kernel *pa_kernels_gemm(const pa_cpu_kernels *k, pa_type type);
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **table, int vnni); /* by weight type */

@@ -79,21 +79,20 @@
 #define GEMM_PANEL_TARGET (32 * 1024)
 #define GEMM_MIN_TOKENS 4
 #define GEMM_MAX_TILE 64 /* rows x tokens of a tile */
-/* K-blocked GEMM kernels (tile_part): units (super-blocks) per chunk, the
- * bytes of a panel's part of a chunk, and the floats of the accumulators a
- * thread keeps between chunks (they bound the tokens of a block). */
+/* K-blocked GEMM kernels (pa_gemm_parts): rows longer than GEMM_K_CHUNK
+ * units (super-blocks) are cut into chunks of that many; a thread's panel
+ * holds the chunk of as many rows as fit GEMM_K_PANEL bytes (Q4_K: 16
+ * rows of 1.5 KB, Q6_K: 12 of 1.75 KB), so that it stays in L1 (48 KB)
+ * beside a tile's 4 tokens' chunk (5 KB) while every token passes; the
+ * tiles' float accumulators (GEMM_ACC_FLOATS, 64 KB) carry from chunk to
+ * chunk and bound the tokens of a block (Q4_K: 512). Measured (bench_kernels
+ * gemm, one thread, VNNI, 64 and 512 tokens, 4096 and 14336 columns; a
+ * shared, noisy machine): chunks of 2-8 super-blocks and panels of 16-32 KB
+ * were alike within the noise, 16 or more super-blocks 5-15% slower on
+ * the long rows; token blocks of 64-128 no faster than 512. */
+#define GEMM_K_CHUNK 4
+#define GEMM_K_PANEL (24 * 1024)
 #define GEMM_ACC_FLOATS 16384
-#include <stdlib.h>
-static int64_t gemm_k_chunk(void) {
-  static int64_t v;
-  if (!v) v = getenv("PA_KC") ? atoll(getenv("PA_KC")) : 4;
-  return v;
-}
-static size_t gemm_k_panel(void) {
-  static size_t v;
-  if (!v) v = getenv("PA_KP") ? (size_t)atoll(getenv("PA_KP")) : 24 * 1024;
-  return v;
-}
 /* Tasks per thread of a product job: claimed dynamically (base/threadpool.h),
  * so a thread the OS delays leaves its share to the others. */
 #define TASKS_PER_THREAD 4
@@ -220,6 +219,10 @@ static void quantize_task(void *arg, int ith, int nth) {
     quantize_share(j, ith, nth);
 }
 
+/* Tests: tokens per block of the K-blocked path (0: as many as fit). */
+static int64_t gemm_token_block;
+void pa_matmul_set_gemm_token_block(int64_t tokens) { gemm_token_block = tokens; }
+
 /* Rows of a panel of chunks of kc columns. */
 static const pa_gemm_parts *parts_of(const pa_gemm_kernel *g) {
   const pa_gemm_parts *p = pa_gemm_parts_avx512(g);
@@ -227,7 +230,7 @@ static const pa_gemm_parts *parts_of(const pa_gemm_kernel *g) {
 }
 
 static int64_t chunk_rows(const pa_gemm_kernel *g, int64_t kc) {
-  const int64_t rp = (int64_t)(gemm_k_panel() / g->w_size(kc)) / g->rows * g->rows;
+  const int64_t rp = (int64_t)(GEMM_K_PANEL / g->w_size(kc)) / g->rows * g->rows;
   return rp < g->rows ? g->rows : rp;
 }
 
@@ -248,6 +251,7 @@ static void gemm_rows_chunked(const matmul_job *j, int m, int64_t r_begin, int64
   const int64_t rp = chunk_rows(g, kc); /* job_init checked that they fit */
   const int64_t row_tiles = rp / g->rows;
   int64_t tb = GEMM_ACC_FLOATS / gp->acc_floats / row_tiles * g->tokens; /* tokens per block */
+  if (gemm_token_block > 0 && tb > gemm_token_block) tb = gemm_token_block;
   if (tb > j->n_tokens) tb = j->n_tokens;
   const int64_t ys = j->y_stride[m];
   const uint8_t *wptr[GEMM_MAX_TILE], *xptr[GEMM_MAX_TILE];
@@ -429,9 +433,9 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
    * when they are short enough */
   j->kcols = j->cols;
   const pa_gemm_parts *gp = g ? parts_of(g) : NULL;
-  if (gp && g->x_size && j->cols > gemm_k_chunk() * gp->kblock && j->cols % gp->kblock == 0 &&
-      chunk_rows(g, gemm_k_chunk() * gp->kblock) / g->rows * gp->acc_floats <= GEMM_ACC_FLOATS) {
-    j->kcols = gemm_k_chunk() * gp->kblock;
+  if (gp && g->x_size && j->cols > GEMM_K_CHUNK * gp->kblock && j->cols % gp->kblock == 0 &&
+      chunk_rows(g, GEMM_K_CHUNK * gp->kblock) / g->rows * gp->acc_floats <= GEMM_ACC_FLOATS) {
+    j->kcols = GEMM_K_CHUNK * gp->kblock;
     j->parts = gp;
   }
   const bool use_gemm = g && n_tokens >= GEMM_MIN_TOKENS && g->rows * g->tokens <= GEMM_MAX_TILE &&
