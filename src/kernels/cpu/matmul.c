@@ -53,6 +53,19 @@
  *   and pays a few float operations per super-block and 4 x 4 tile: one
  *   thread, 2048 x 2048, 512 tokens, AVX-512 VNNI: Q4_K ~157 -> ~265 GOP/s,
  *   Q5_K ~157 -> ~245, Q6_K ~142 -> ~210 (bench_kernels gemm, loaded VM).
+ * - K-quant rows longer than 4 super-blocks are K-blocked (AVX-512 and
+ *   AVX2 tables, gemm_rows_chunked, GEMM_K_CHUNK below): a whole-row tile
+ *   walked 4 packed rows and 4 tokens (2.7 KB per super-block: 150 KB at
+ *   14336 columns) from L2, and Q6_K rows of 14336 columns overflowed the
+ *   96 KB panel and fell back to the one-token path. Weights are packed
+ *   with vectors (a fifth of the byte loops' time: at 4-64 tokens the
+ *   packing was a third or more of the total). bench_kernels gemm, 1024
+ *   rows, VNNI, 2 threads, medians of 3 alternated runs on a shared VM
+ *   (GOP/s, before -> after): 64 tokens Q4_K 8192/14336 columns 328/354 ->
+ *   435/346, Q6_K 8192/14336 275/92 -> 340/311; 512 tokens Q4_K 4096/14336
+ *   272/261 -> 443/412, Q6_K 4096/14336 224/101 -> 315/295; 2048 columns
+ *   alike; 4-16 tokens 2-4x (4 tokens, 4096-14336 columns: ~22-40 ->
+ *   ~90-125).
  * - The same exact-integer scheme would lift the 32-element types: their
  *   one-token kernels would have to change with it, since both paths must
  *   agree bit for bit. */
