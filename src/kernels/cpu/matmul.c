@@ -58,8 +58,8 @@
  *   walked 4 packed rows and 4 tokens (2.7 KB per super-block: 150 KB at
  *   14336 columns) from L2, and Q6_K rows of 14336 columns overflowed the
  *   96 KB panel and fell back to the one-token path. Weights are packed
- *   with vectors (a fifth of the byte loops' time: at 4-64 tokens the
- *   packing was a third or more of the total). bench_kernels gemm, 1024
+ *   with vectors (about a third of the byte loops' time; at 4-64 tokens the
+ *   packing had been a third or more of the total). bench_kernels gemm, 1024
  *   rows, VNNI, 2 threads, medians of 3 alternated runs on a shared VM
  *   (GOP/s, before -> after): 64 tokens Q4_K 8192/14336 columns 328/354 ->
  *   435/346, Q6_K 8192/14336 275/92 -> 340/311; 512 tokens Q4_K 4096/14336
