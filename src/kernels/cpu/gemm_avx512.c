@@ -49,7 +49,10 @@
  * 8 of 32 x 127 for Q6_K's q - 32), two tokens' lanes are packed to 16 bits
  * and pmaddwd applies the sub-block scales exactly; a transposed reduction
  * leaves the 16 (row, token) isums of a 4 x 4 tile in one vector, and the
- * float steps are a few 16-lane operations per super-block and tile. */
+ * float steps are a few 16-lane operations per super-block and tile.
+ * Long rows are cut into chunks of super-blocks (pa_gemm_parts: tile_part
+ * runs the same loop over a chunk, acc and accm stored between chunks,
+ * tile_end the final steps), which changes no float operation. */
 #include "kernels/kernels.h"
 #include "kernels/cpu/blocks32_avx512.h"
 
