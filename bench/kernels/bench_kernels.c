@@ -2,12 +2,14 @@
  * matrix) per weight type and kernel table, in GB/s of weights streamed.
  * Not a test. Build after the library (build-kern/libpasada.a):
  *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build-kern/libpasada.a \
- *      -lpcre2-8 -lpthread -lm -o build-kern/bench_kernels
+ *      -lpcre2-8 -lpthread -lm -ldl -o build-kern/bench_kernels
  *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
  *   build-kern/bench_kernels [threads] shapes   (the default models' matrices)
- *   build-kern/bench_kernels [threads] gemm [TOKENS] [types...]   (prefill-shaped:
- *      GOP/s of TOKENS tokens (512) at once through 1024-row matrices of a
- *      few column counts, per SIMD table; default: every GEMM type) */
+ *   build-kern/bench_kernels [threads] gemm [TOKENS] [types...] [cols...]
+ *      (prefill-shaped: GOP/s of TOKENS tokens (512) at once through
+ *      1024-row matrices of a few column counts (576 .. 14336, or those
+ *      given), per SIMD table (BENCH_TABLE=avx512_vnni: that one only);
+ *      default: every GEMM type) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,18 @@ static void bench_shapes(pa_pool *pool) {
   pa_kernels_set(NULL);
 }
 
+/* BENCH_CPUTIME=1: the gemm mode times by the process's CPU time, not the
+ * wall clock (steadier on a shared machine; divide by the threads). */
+#include <time.h>
+static double bench_time(void) {
+  static int cpu = -1;
+  if (cpu < 0) cpu = getenv("BENCH_CPUTIME") && atoi(getenv("BENCH_CPUTIME"));
+  if (!cpu) return pa_time_s();
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Prefill / batched decode: n_tokens tokens through one matrix of `rows` x
  * `cols`, best GOP/s (2 rows cols n_tokens / time) over reps runs. */
 static double bench_gemm(pa_pool *pool, pa_type type, int64_t rows, int64_t cols,
@@ -150,9 +164,9 @@ static double bench_gemm(pa_pool *pool, pa_type type, int64_t rows, int64_t cols
   pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
-    double t0 = pa_time_s();
+    double t0 = bench_time();
     pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
-    double dt = pa_time_s() - t0;
+    double dt = bench_time() - t0;
     if (dt < best) best = dt;
   }
   pa_free(w);
@@ -162,11 +176,27 @@ static double bench_gemm(pa_pool *pool, pa_type type, int64_t rows, int64_t cols
   return 2.0 * (double)rows * (double)cols * (double)n_tokens / best / 1e9;
 }
 
-static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_names, char **names) {
+static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) {
   const char *all[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"};
-  const int64_t cols[] = {576, 640, 1536, 2048};
+  /* numbers among the names: the column counts instead of these */
+  int64_t cols[16] = {576, 640, 1536, 2048, 4096, 8192, 14336};
+  size_t n_cols = 7;
+  char *names[16];
+  int n_names = 0, own_cols = 0;
+  for (int i = 0; i < n_args; i++) {
+    if (args[i][0] >= '0' && args[i][0] <= '9') {
+      if (!own_cols++) n_cols = 0;
+      if (n_cols < 16) cols[n_cols++] = atoll(args[i]);
+    } else if (n_names < 16) {
+      names[n_names++] = args[i];
+    }
+  }
   const int64_t rows = 1024;
+  /* BENCH_TABLE=name: that table only */
+  const char *only = getenv("BENCH_TABLE");
   const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
+  for (int k = 0; k < 3; k++)
+    if (only && tabs[k] && strcmp(tabs[k]->name, only)) tabs[k] = NULL;
   printf("%-6s %6s", "type", "cols");
   for (int k = 0; k < 3; k++)
     if (tabs[k]) printf(" %12s", tabs[k]->name);
@@ -178,7 +208,7 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_names, char **names
     for (int t = 0; t < PA_TYPE_COUNT; t++)
       if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
     if (type == PA_TYPE_COUNT) continue;
-    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+    for (size_t c = 0; c < n_cols; c++) {
       if (cols[c] % pa_type_get(type)->block_size) continue; /* K-quants: 256-column rows */
       printf("%-6s %6lld", name, (long long)cols[c]);
       for (int k = 0; k < 3; k++) {

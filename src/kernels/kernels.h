@@ -76,6 +76,31 @@ typedef struct {
   void (*tile)(int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp, float *y,
                int64_t ldy);
 } pa_gemm_kernel;
+/* The K-blocked entries of some GEMM kernels: the tile over a part of the
+ * rows, so that long rows are cut into chunks of whole `kblock`-element
+ * units that stay in cache while every tile uses them. Packing is then per
+ * unit: pack_w and pack_x of a part of a row give that part of the whole
+ * row's packing, which w_size(c0) (x_size(c0)) bytes in for a part from
+ * column c0. tile_part runs `cols` columns from wp and xp on, continuing
+ * the tile's float accumulators in acc (acc_floats floats, 64-byte
+ * aligned, all zero before a row's first part); tile_end writes what tile
+ * would have written. The accumulators travel through memory unchanged, so
+ * the results are tile's bits wherever the rows are cut. */
+typedef struct {
+  const pa_gemm_kernel *gemm; /* the kernel these extend */
+  int64_t kblock;
+  int acc_floats;
+  void (*tile_part)(int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp, float *acc);
+  void (*tile_end)(const float *acc, float *y, int64_t ldy);
+} pa_gemm_parts;
+/* Those of kernel g from each file's kernels, or NULL. */
+const pa_gemm_parts *pa_gemm_parts_avx512(const pa_gemm_kernel *g);
+const pa_gemm_parts *pa_gemm_parts_avx2(const pa_gemm_kernel *g);
+/* For tests: at most this many tokens per block of pa_matmul's K-blocked
+ * GEMM path (whose weight chunks are unpacked again for every block); 0,
+ * the default: as many as its accumulator buffer holds. Not while a
+ * pa_matmul runs. */
+void pa_matmul_set_gemm_token_block(int64_t tokens);
 /* NULL when table k has no GEMM kernel for the type. */
 const pa_gemm_kernel *pa_kernels_gemm(const pa_cpu_kernels *k, pa_type type);
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **table, int vnni); /* by weight type */

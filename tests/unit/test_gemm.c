@@ -6,7 +6,8 @@
  * (rows not a multiple of any tile; 32-element rows of k blocks ending in
  * every kind of last group: k mod 16 = 0, 1..8 (the VNNI table's short
  * tails) and 9..15, with and without full groups before; 256 k for
- * K-quants) and
+ * K-quants, up to 67 super-blocks so that long rows go through the
+ * K-blocked path) and
  * thread pools of 1, 2 and 3 threads:
  * (a) determinism: for batches of 1..37 tokens cut at different places
  *     from a pool of random tokens, each token's outputs are bitwise equal
@@ -198,6 +199,16 @@ int main(void) {
         const int64_t ks[] = {1, 3, 5};
         const int64_t rs[] = {37, 70, 6};
         for (int s = 0; s < 3; s++) check(type, rs[s], QK_K * ks[s], pools, tables[k]->name);
+        /* long rows, cut into chunks by the K-blocked path (the last one
+         * partial); 4 rows of 67 super-blocks (Q4_K) or 57 (Q6_K) passed
+         * the old whole-row panel's 96 KB. The 57 with token blocks of 6,
+         * so that batches span several blocks and end in partial ones.
+         * (Only where the table has a GEMM kernel for the type.) */
+        if (!pa_kernels_gemm(tables[k], type)) continue;
+        pa_matmul_set_gemm_token_block(6);
+        check(type, 13, QK_K * 57, pools, tables[k]->name);
+        pa_matmul_set_gemm_token_block(0);
+        check(type, 5, QK_K * 67, pools, tables[k]->name);
       }
     }
   }

@@ -432,10 +432,10 @@ BODY __m128i hsum4x4(const __m128i *v) {
 /* kind: 4 (Q4_K/Q5_K) or 6 (Q6_K), in the canonical K-quant order
  * (gemm_avx512.c's header): the exact isum (and imin) of the 8 (row, token)
  * pairs in lane 4 r + t, then the float steps on 8 lanes at once. */
-BODY void tile_k(const int kind, int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp,
-                 float *out, int64_t ldy) {
+BODY void tile_k_loop(const int kind, int64_t cols, const uint8_t *const *wp,
+                      const uint8_t *const *xp, __m256 *acc_io, __m256 *accm_io) {
   const int64_t nsb = cols / QK_K;
-  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  __m256 acc = *acc_io, accm = *accm_io;
   for (int64_t i = 0; i < nsb; i++) {
     const uint8_t *wr[GEMM_KR], *xr[GEMM_KT];
 #pragma GCC unroll 8
@@ -493,6 +493,11 @@ BODY void tile_k(const int kind, int64_t cols, const uint8_t *const *wp, const u
                              _mm256_mul_ps(dmin, dx), accm);
     }
   }
+  *acc_io = acc;
+  *accm_io = accm;
+}
+
+BODY void tile_k_end(const int kind, __m256 acc, __m256 accm, float *out, int64_t ldy) {
   float res[8];
   _mm256_storeu_ps(res, kind == 6 ? acc : _mm256_sub_ps(acc, accm));
 #pragma GCC unroll 8
@@ -501,13 +506,36 @@ BODY void tile_k(const int kind, int64_t cols, const uint8_t *const *wp, const u
     for (int t = 0; t < GEMM_KT; t++) out[t * ldy + r] = res[4 * r + t];
 }
 
+BODY void tile_k(const int kind, int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp,
+                 float *out, int64_t ldy) {
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  tile_k_loop(kind, cols, wp, xp, &acc, &accm);
+  tile_k_end(kind, acc, accm, out, ldy);
+}
+
+/* K-blocked (pa_gemm_parts): acc[0..7] and acc[8..15] hold the chains
+ * between parts. */
+#define K_ACC_FLOATS 16
+
 #define GEMMK(name, kind, pack)                                                                 \
   static AVX2 void tile_##name(int64_t cols, const uint8_t *const *wp,                         \
-                               const uint8_t *const *xp, float *out, int64_t ldy) {                         \
-    tile_k(kind, cols, wp, xp, out, ldy);                                                           \
+                               const uint8_t *const *xp, float *out, int64_t ldy) {            \
+    tile_k(kind, cols, wp, xp, out, ldy);                                                      \
   }                                                                                            \
-  static const pa_gemm_kernel gemm_##name = {GEMM_KR, GEMM_KT,     kw_size,    pack, \
-                                             xk_size, pack_x_q8_K, tile_##name};
+  static AVX2 void tile_part_##name(int64_t cols, const uint8_t *const *wp,                    \
+                                    const uint8_t *const *xp, float *acc) {                    \
+    __m256 a = _mm256_load_ps(acc), am = _mm256_load_ps(acc + 8);                              \
+    tile_k_loop(kind, cols, wp, xp, &a, &am);                                                  \
+    _mm256_store_ps(acc, a);                                                                   \
+    _mm256_store_ps(acc + 8, am);                                                              \
+  }                                                                                            \
+  static AVX2 void tile_end_##name(const float *acc, float *out, int64_t ldy) {                \
+    tile_k_end(kind, _mm256_load_ps(acc), _mm256_load_ps(acc + 8), out, ldy);                  \
+  }                                                                                            \
+  static const pa_gemm_kernel gemm_##name = {GEMM_KR, GEMM_KT,     kw_size,    pack,           \
+                                             xk_size, pack_x_q8_K, tile_##name};               \
+  static const pa_gemm_parts parts_##name = {&gemm_##name, QK_K, K_ACC_FLOATS, tile_part_##name, \
+                                             tile_end_##name};
 
 GEMMK(q4_K, 4, pack_w_q4_K)
 GEMMK(q5_K, 4, pack_w_q5_K)
@@ -522,4 +550,11 @@ void pa_kernels_fill_avx2_gemm(const pa_gemm_kernel **t) {
   t[PA_TYPE_Q4_K] = &gemm_q4_K;
   t[PA_TYPE_Q5_K] = &gemm_q5_K;
   t[PA_TYPE_Q6_K] = &gemm_q6_K;
+}
+
+const pa_gemm_parts *pa_gemm_parts_avx2(const pa_gemm_kernel *g) {
+  const pa_gemm_parts *all[] = {&parts_q4_K, &parts_q5_K, &parts_q6_K};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i]->gemm == g) return all[i];
+  return NULL;
 }

@@ -49,7 +49,10 @@
  * 8 of 32 x 127 for Q6_K's q - 32), two tokens' lanes are packed to 16 bits
  * and pmaddwd applies the sub-block scales exactly; a transposed reduction
  * leaves the 16 (row, token) isums of a 4 x 4 tile in one vector, and the
- * float steps are a few 16-lane operations per super-block and tile. */
+ * float steps are a few 16-lane operations per super-block and tile.
+ * Long rows are cut into chunks of super-blocks (pa_gemm_parts: tile_part
+ * runs the same loop over a chunk, acc and accm stored between chunks,
+ * tile_end the final steps), which changes no float operation. */
 #include "kernels/kernels.h"
 #include "kernels/cpu/blocks32_avx512.h"
 
@@ -461,39 +464,6 @@ BODY void pack_xk(const int kind, const int vnni, int64_t cols, const void *xq, 
 #define K4_D 336
 static size_t k4_size(int64_t cols) { return (size_t)(cols / QK_K) * K4_REC; }
 
-BODY void pack_k4(const int has_qh, const int vnni, int64_t cols, const void *w, void *wp) {
-  const size_t bs = has_qh ? sizeof(block_q5_K) : sizeof(block_q4_K);
-  for (int64_t i = 0; i < cols / QK_K; i++) {
-    const uint8_t *blk = (const uint8_t *)w + i * bs;
-    const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
-    uint8_t *rec = (uint8_t *)wp + i * K4_REC;
-    memset(rec, 0, K4_REC);
-    _Alignas(64) uint8_t v[QK_K]; /* values in element order */
-    for (int c = 0; c < 4; c++)
-      for (int l = 0; l < 32; l++) {
-        v[64 * c + l] = qs[32 * c + l] & 0x0F;
-        v[64 * c + 32 + l] = qs[32 * c + l] >> 4;
-        if (has_qh) {
-          v[64 * c + l] += (uint8_t)(((qh[l] >> (2 * c)) & 1) << 4);
-          v[64 * c + 32 + l] += (uint8_t)(((qh[l] >> (2 * c + 1)) & 1) << 4);
-        }
-      }
-    permute_sb(v, rec);
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) pa_get_scale_min_k4(j, scales, &sc[j], &m[j]);
-    int16_t *sw = (int16_t *)(rec + K4_S), *mw = (int16_t *)(rec + K4_M);
-    for (int x = 0; x < 32; x++) sw[x] = vnni ? sc[2 * (x / 8) + (x % 4) / 2] : sc[x / 4];
-    for (int j = 0; j < 8; j++) mw[j] = m[j];
-    uint16_t h;
-    float d[2];
-    memcpy(&h, blk, 2);
-    d[0] = _cvtsh_ss(h);
-    memcpy(&h, blk + 2, 2);
-    d[1] = _cvtsh_ss(h);
-    memcpy(rec + K4_D, d, 8);
-  }
-}
-
 /* Packed Q6_K row, 448 bytes per super-block: q (256, values 0..63,
  * permuted); two 64-byte scale operands at 256 (for chunks 0, 1 and 2, 3:
  * group of 16 g of each word as laid out, VNNI: the pack of two tokens'
@@ -505,30 +475,109 @@ BODY void pack_k4(const int has_qh, const int vnni, int64_t cols, const void *w,
 #define K6_D 384
 static size_t k6_size(int64_t cols) { return (size_t)(cols / QK_K) * K6_REC; }
 
+/* The permuted order (permute_sb) of a super-block given as four vectors
+ * of two sub-blocks each (qwords 0-3 one, 4-7 the other): i01 and i23
+ * pick, from a and b (qwords 8-15: b's), sub-blocks 0..3's qwords 0, 1 and
+ * 2, 3; c and d hold sub-blocks 4..7 the same way. */
+BODY void store_permuted(uint8_t *rec, __m512i a, __m512i b, __m512i c, __m512i d, __m512i i01,
+                         __m512i i23) {
+  const __m512i u01 = _mm512_permutex2var_epi64(a, i01, b), u23 = _mm512_permutex2var_epi64(a, i23, b);
+  const __m512i v01 = _mm512_permutex2var_epi64(c, i01, d), v23 = _mm512_permutex2var_epi64(c, i23, d);
+  _mm512_store_si512(rec, _mm512_shuffle_i64x2(u01, v01, 0x44));
+  _mm512_store_si512(rec + 64, _mm512_shuffle_i64x2(u01, v01, 0xEE));
+  _mm512_store_si512(rec + 128, _mm512_shuffle_i64x2(u23, v23, 0x44));
+  _mm512_store_si512(rec + 192, _mm512_shuffle_i64x2(u23, v23, 0xEE));
+}
+
+/* Q4_K/Q5_K records, by vectors: the nibbles of qs[0..63] are
+ * sub-blocks 0 and 2 (low), 1 and 3 (high), of qs[64..127] 4..7 alike;
+ * Q5_K's fifth bit of sub-block s is bit s of qh[l]. */
+BODY void pack_k4(const int has_qh, const int vnni, int64_t cols, const void *w, void *wp) {
+  const size_t bs = has_qh ? sizeof(block_q5_K) : sizeof(block_q4_K);
+  const __m512i i01 = _mm512_setr_epi64(0, 8, 4, 12, 1, 9, 5, 13);
+  const __m512i i23 = _mm512_setr_epi64(2, 10, 6, 14, 3, 11, 7, 15);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m256i sidx =
+      vnni ? _mm256_setr_epi8(0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3, 4, 4, 5, 5, 4, 4, 5,
+                              5, 6, 6, 7, 7, 6, 6, 7, 7)
+           : _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5,
+                              5, 6, 6, 6, 6, 7, 7, 7, 7);
+  for (int64_t i = 0; i < cols / QK_K; i++) {
+    const uint8_t *blk = (const uint8_t *)w + i * bs;
+    const uint8_t *scales = blk + 4, *qh = blk + 16, *qs = blk + (has_qh ? 48 : 16);
+    uint8_t *rec = (uint8_t *)wp + i * K4_REC;
+    const __m512i z0 = load512(qs), z1 = load512(qs + 64);
+    __m512i v[4] = {_mm512_and_si512(z0, m4), _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4),
+                    _mm512_and_si512(z1, m4), _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4)};
+    if (has_qh) {
+      const __m512i h = _mm512_broadcast_i64x4(load256(qh));
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; k++) { /* sub-blocks lo, lo + 2 */
+        const int lo = 4 * (k / 2) + k % 2;
+        const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << lo)),
+                                               _mm256_set1_epi8((char)(1 << (lo + 2))), 1);
+        v[k] = _mm512_mask_add_epi8(v[k], _mm512_test_epi8_mask(h, sel), v[k], _mm512_set1_epi8(16));
+      }
+    }
+    store_permuted(rec, v[0], v[1], v[2], v[3], i01, i23);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) pa_get_scale_min_k4(j, scales, &sc[j], &m[j]);
+    __m128i s8, m8;
+    memcpy(&s8, sc, 8);
+    memcpy(&m8, m, 8);
+    s8 = _mm_move_epi64(s8);
+    m8 = _mm_move_epi64(m8);
+    _mm512_store_si512(rec + K4_S, _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(
+                                       _mm256_broadcastsi128_si256(s8), sidx)));
+    uint32_t dd;
+    memcpy(&dd, blk, 4);
+    const __m128 df = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)); /* d, dmin, 0, 0 */
+    _mm512_store_si512(rec + K4_M, _mm512_inserti32x4(_mm512_zextsi128_si512(_mm_cvtepu8_epi16(m8)),
+                                                      _mm_castps_si128(df), 1));
+  }
+}
+
+/* Q6_K records, by vectors: ql[64h ..] gives elements 128h + 0..63
+ * (low nibbles) and + 64..127 (high), qh[32h + l] their two high bits. */
 BODY void pack_k6(const int vnni, int64_t cols, const void *w, void *wp) {
   const block_q6_K *a = w;
+  const __m512i i01 = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13);
+  const __m512i i23 = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+  const __m512i cnt_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  const __m512i cnt_hi =
+      _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+  const __m512i sidx =
+      vnni ? _mm512_set_epi8(15, 15, 13, 13, 15, 15, 13, 13, 11, 11, 9, 9, 11, 11, 9, 9, 7, 7, 5, 5,
+                             7, 7, 5, 5, 3, 3, 1, 1, 3, 3, 1, 1, 14, 14, 12, 12, 14, 14, 12, 12,
+                             10, 10, 8, 8, 10, 10, 8, 8, 6, 6, 4, 4, 6, 6, 4, 4, 2, 2, 0, 0, 2,
+                             2, 0, 0)
+           : _mm512_set_epi8(15, 15, 15, 15, 13, 13, 13, 13, 11, 11, 11, 11, 9, 9, 9, 9, 7, 7, 7,
+                             7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1, 14, 14, 14, 14, 12, 12, 12,
+                             12, 10, 10, 10, 10, 8, 8, 8, 8, 6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2,
+                             0, 0, 0, 0);
   for (int64_t i = 0; i < cols / QK_K; i++) {
     uint8_t *rec = (uint8_t *)wp + i * K6_REC;
-    memset(rec, 0, K6_REC);
-    _Alignas(64) uint8_t v[QK_K];
-    for (int h = 0; h < 2; h++)
-      for (int l = 0; l < 32; l++) {
-        const uint8_t *ql = a[i].ql + 64 * h, *qh = a[i].qh + 32 * h;
-        uint8_t *o = v + 128 * h;
-        o[l] = (uint8_t)((ql[l] & 0x0F) | ((qh[l] & 3) << 4));
-        o[l + 32] = (uint8_t)((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4));
-        o[l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-        o[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-      }
-    permute_sb(v, rec);
-    int16_t *sw = (int16_t *)(rec + K6_S);
-    for (int hc = 0; hc < 2; hc++)
-      for (int x = 0; x < 32; x++)
-        sw[32 * hc + x] = a[i].scales[vnni ? 4 * (x / 8) + 2 * ((x % 4) / 2) + hc : 2 * (x / 4) + hc];
-    uint16_t h;
-    memcpy(&h, &a[i].d, 2);
-    const float d = _cvtsh_ss(h);
-    memcpy(rec + K6_D, &d, 4);
+    __m512i v[4];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      const __m512i zl = load512(a[i].ql + 64 * h);
+      const __m512i q = _mm512_broadcast_i64x4(load256(a[i].qh + 32 * h));
+      const __m512i hl = _mm512_and_si512(_mm512_srlv_epi16(q, cnt_lo), m3);
+      const __m512i hh = _mm512_and_si512(_mm512_srlv_epi16(q, cnt_hi), m3);
+      v[2 * h] = _mm512_or_si512(_mm512_and_si512(zl, m4), _mm512_slli_epi16(hl, 4));
+      v[2 * h + 1] =
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(zl, 4), m4), _mm512_slli_epi16(hh, 4));
+    }
+    store_permuted(rec, v[0], v[1], v[2], v[3], i01, i23);
+    const __m512i sv = _mm512_shuffle_epi8(
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a[i].scales)), sidx);
+    _mm512_store_si512(rec + K6_S, _mm512_cvtepi8_epi16(_mm512_castsi512_si256(sv)));
+    _mm512_store_si512(rec + K6_S + 64, _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(sv, 1)));
+    uint16_t dh;
+    memcpy(&dh, &a[i].d, 2);
+    _mm512_store_si512(rec + K6_D,
+                       _mm512_zextsi128_si512(_mm_castps_si128(_mm_cvtph_ps(_mm_cvtsi32_si128(dh)))));
   }
 }
 
@@ -576,13 +625,15 @@ BODY __m512i reduce_pairs(const __m512i *p) {
                           _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
-/* kind 4 (Q4_K), 5 (Q5_K), 6 (Q6_K): the canonical order of the header. */
-BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
-                 const uint8_t *const *xp, float *out, int64_t ldy) {
+/* kind 4 (Q4_K), 5 (Q5_K), 6 (Q6_K): the canonical order of the header,
+ * over the super-blocks of `cols` columns from wp and xp on, continuing
+ * the chains acc and accm (lane 4 r + t: row r, token t). */
+BODY void tile_k_loop(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
+                      const uint8_t *const *xp, __m512 *acc_io, __m512 *accm_io) {
   const int64_t nsb = cols / QK_K;
   const size_t wrec = kind == 6 ? K6_REC : K4_REC, xrec = kind == 6 ? XK6_REC : XK4_REC;
   const size_t xd = kind == 6 ? XK6_D : XK4_D;
-  __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+  __m512 acc = *acc_io, accm = *accm_io;
   for (int64_t i = 0; i < nsb; i++) {
     const uint8_t *wr[GEMM_KR], *xr[GEMM_KT];
 #pragma GCC unroll 8
@@ -700,6 +751,12 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
       accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, dx), accm);
     }
   }
+  *acc_io = acc;
+  *accm_io = accm;
+}
+
+/* The results of the chains: out[t * ldy + r]. */
+BODY void tile_k_end(const int kind, __m512 acc, __m512 accm, float *out, int64_t ldy) {
   const __m512 res = kind == 6 ? acc : _mm512_sub_ps(acc, accm);
   /* lane 4 r + t -> lane 4 t + r, then token t's rows */
   const __m512 tr = _mm512_permutexvar_ps(
@@ -707,6 +764,24 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
 #pragma GCC unroll 4
   for (int t = 0; t < GEMM_KT; t++)
     _mm512_mask_storeu_ps(out + t * ldy - 4 * t, (__mmask16)(0xF << (4 * t)), tr);
+}
+
+BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
+                 const uint8_t *const *xp, float *out, int64_t ldy) {
+  __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+  tile_k_loop(kind, vnni, cols, wp, xp, &acc, &accm);
+  tile_k_end(kind, acc, accm, out, ldy);
+}
+
+/* K-blocked: acc[0..15] and acc[16..31] hold the chains between parts (a
+ * store and a load do not change a float's bits). */
+#define K_ACC_FLOATS 32
+BODY void tile_k_part(const int kind, const int vnni, int64_t cols, const uint8_t *const *wp,
+                      const uint8_t *const *xp, float *acc) {
+  __m512 a = _mm512_load_ps(acc), am = _mm512_load_ps(acc + 16);
+  tile_k_loop(kind, vnni, cols, wp, xp, &a, &am);
+  _mm512_store_ps(acc, a);
+  _mm512_store_ps(acc + 16, am);
 }
 
 #define GEMMK(name, kind, vnni, wsize, xsize)                                                    \
@@ -723,8 +798,17 @@ BODY void tile_k(const int kind, const int vnni, int64_t cols, const uint8_t *co
                                  const uint8_t *const *xp, float *out, int64_t ldy) {          \
     tile_k(kind, vnni, cols, wp, xp, out, ldy);                                                \
   }                                                                                            \
+  static AVX512 void tile_part_##name(int64_t cols, const uint8_t *const *wp,                  \
+                                      const uint8_t *const *xp, float *acc) {                  \
+    tile_k_part(kind, vnni, cols, wp, xp, acc);                                                \
+  }                                                                                            \
+  static AVX512 void tile_end_##name(const float *acc, float *out, int64_t ldy) {              \
+    tile_k_end(kind, _mm512_load_ps(acc), _mm512_load_ps(acc + 16), out, ldy);                 \
+  }                                                                                            \
   static const pa_gemm_kernel gemm_##name = {GEMM_KR, GEMM_KT,       wsize,      pack_w_##name, \
-                                             xsize,   pack_x_##name, tile_##name};
+                                             xsize,   pack_x_##name, tile_##name};             \
+  static const pa_gemm_parts parts_##name = {&gemm_##name, QK_K, K_ACC_FLOATS, tile_part_##name, \
+                                             tile_end_##name};
 
 GEMMK(q4_K, 4, 0, k4_size, xk4_size)
 GEMMK(q4_K_vnni, 4, 1, k4_size, xk4_size)
@@ -732,6 +816,14 @@ GEMMK(q5_K, 5, 0, k4_size, xk4_size)
 GEMMK(q5_K_vnni, 5, 1, k4_size, xk4_size)
 GEMMK(q6_K, 6, 0, k6_size, xk6_size)
 GEMMK(q6_K_vnni, 6, 1, k6_size, xk6_size)
+
+const pa_gemm_parts *pa_gemm_parts_avx512(const pa_gemm_kernel *g) {
+  const pa_gemm_parts *all[] = {&parts_q4_K, &parts_q4_K_vnni, &parts_q5_K,
+                                &parts_q5_K_vnni, &parts_q6_K, &parts_q6_K_vnni};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i]->gemm == g) return all[i];
+  return NULL;
+}
 
 /* ---- instances ---- */
 

@@ -53,6 +53,19 @@
  *   and pays a few float operations per super-block and 4 x 4 tile: one
  *   thread, 2048 x 2048, 512 tokens, AVX-512 VNNI: Q4_K ~157 -> ~265 GOP/s,
  *   Q5_K ~157 -> ~245, Q6_K ~142 -> ~210 (bench_kernels gemm, loaded VM).
+ * - K-quant rows longer than 4 super-blocks are K-blocked (AVX-512 and
+ *   AVX2 tables, gemm_rows_chunked, GEMM_K_CHUNK below): a whole-row tile
+ *   walked 4 packed rows and 4 tokens (2.7 KB per super-block: 150 KB at
+ *   14336 columns) from L2, and Q6_K rows of 14336 columns overflowed the
+ *   96 KB panel and fell back to the one-token path. Weights are packed
+ *   with vectors (about a third of the byte loops' time; at 4-64 tokens the
+ *   packing had been a third or more of the total). bench_kernels gemm, 1024
+ *   rows, VNNI, 2 threads, medians of 3 alternated runs on a shared VM
+ *   (GOP/s, before -> after): 64 tokens Q4_K 8192/14336 columns 328/354 ->
+ *   435/346, Q6_K 8192/14336 275/92 -> 340/311; 512 tokens Q4_K 4096/14336
+ *   272/261 -> 443/412, Q6_K 4096/14336 224/101 -> 315/295; 2048 columns
+ *   alike; 4-16 tokens 2-4x (4 tokens, 4096-14336 columns: ~22-40 ->
+ *   ~90-125).
  * - The same exact-integer scheme would lift the 32-element types: their
  *   one-token kernels would have to change with it, since both paths must
  *   agree bit for bit. */
@@ -79,6 +92,20 @@
 #define GEMM_PANEL_TARGET (32 * 1024)
 #define GEMM_MIN_TOKENS 4
 #define GEMM_MAX_TILE 64 /* rows x tokens of a tile */
+/* K-blocked GEMM kernels (pa_gemm_parts): rows longer than GEMM_K_CHUNK
+ * units (super-blocks) are cut into chunks of that many; a thread's panel
+ * holds the chunk of as many rows as fit GEMM_K_PANEL bytes (Q4_K: 16
+ * rows of 1.5 KB, Q6_K: 12 of 1.75 KB), so that it stays in L1 (48 KB)
+ * beside a tile's 4 tokens' chunk (5 KB) while every token passes; the
+ * tiles' float accumulators (GEMM_ACC_FLOATS, 64 KB) carry from chunk to
+ * chunk and bound the tokens of a block (Q4_K: 512). Measured (bench_kernels
+ * gemm, one thread, VNNI, 64 and 512 tokens, 4096 and 14336 columns; a
+ * shared, noisy machine): chunks of 2-8 super-blocks and panels of 16-32 KB
+ * were alike within the noise, 16 or more super-blocks 5-15% slower on
+ * the long rows; token blocks of 64-128 no faster than 512. */
+#define GEMM_K_CHUNK 4
+#define GEMM_K_PANEL (24 * 1024)
+#define GEMM_ACC_FLOATS 16384
 /* Tasks per thread of a product job: claimed dynamically (base/threadpool.h),
  * so a thread the OS delays leaves its share to the others. */
 #define TASKS_PER_THREAD 4
@@ -104,8 +131,10 @@ typedef struct {
   size_t xq_row; /* bytes per quantized activation row */
   float *xs;     /* per token 2 * nb floats (pa_vec_dot_xs_fn), or NULL */
   const pa_gemm_kernel *gemm; /* the GEMM path (the same kernel for every matrix), or NULL */
+  const pa_gemm_parts *parts; /* its K-blocked entries, when rows are cut into chunks */
   uint8_t *xp;                /* packed activations (gemm->x_size), or NULL */
   size_t xp_row;              /* bytes per packed row */
+  int64_t kcols;              /* columns per chunk of the packed rows (cols: one chunk) */
 } matmul_job;
 
 /* Activation types whose rows also get per-block float scales and sums. */
@@ -170,6 +199,15 @@ static void quantize_share(const matmul_job *j, int ith, int nth) {
   }
 }
 
+/* Where chunk [c0, c0 + kcols) of token t's packed activations starts:
+ * chunk by chunk, each chunk token by token, so that a chunk's activations
+ * of every token are one stream (one chunk: the tokens' rows in order). */
+static const uint8_t *packed_x(const matmul_job *j, int64_t c0, int64_t t) {
+  const pa_gemm_kernel *g = j->gemm;
+  const int64_t cc = j->cols - c0 < j->kcols ? j->cols - c0 : j->kcols;
+  return j->xp + (size_t)j->n_tokens * (c0 ? g->x_size(c0) : 0) + (size_t)t * g->x_size(cc);
+}
+
 /* The GEMM path's quantization: whole tokens, each packed for the kernel. */
 static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
   long lo, hi;
@@ -178,7 +216,11 @@ static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
   for (long t = lo; t < hi; t++) {
     uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
     quantize(j->x + t * j->x_stride, xq, j->cols);
-    if (j->xp) j->gemm->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
+    if (j->xp)
+      for (int64_t c0 = 0; c0 < j->cols; c0 += j->kcols) {
+        const int64_t cc = j->cols - c0 < j->kcols ? j->cols - c0 : j->kcols;
+        j->gemm->pack_x(cc, xq + pa_row_size(j->vt, c0), (uint8_t *)packed_x(j, c0, t));
+      }
   }
 }
 
@@ -190,10 +232,104 @@ static void quantize_task(void *arg, int ith, int nth) {
     quantize_share(j, ith, nth);
 }
 
+/* Tests: tokens per block of the K-blocked path (0: as many as fit). */
+static int64_t gemm_token_block;
+void pa_matmul_set_gemm_token_block(int64_t tokens) { gemm_token_block = tokens; }
+
+/* The K-blocked entries of kernel g, or NULL. */
+static const pa_gemm_parts *parts_of(const pa_gemm_kernel *g) {
+  const pa_gemm_parts *p = pa_gemm_parts_avx512(g);
+  return p ? p : pa_gemm_parts_avx2(g);
+}
+
+/* Rows of a panel of chunks of kc columns. */
+static int64_t chunk_rows(const pa_gemm_kernel *g, int64_t kc) {
+  const int64_t rp = (int64_t)(GEMM_K_PANEL / g->w_size(kc)) / g->rows * g->rows;
+  return rp < g->rows ? g->rows : rp;
+}
+
+/* gemm_rows_chunked: rows [r_begin, r_end) of matrix m for every token,
+ * rows cut into chunks of j->kcols columns. For each panel of rows and
+ * block of tokens, chunk after chunk: the panel's part of the chunk is
+ * unpacked (into L1), then every tile of the block runs over it (the
+ * tokens' part of the chunk: one stream from L2), the tiles' accumulators
+ * kept in acc between chunks; then every tile writes its results. */
+static __attribute__((noinline)) void gemm_rows_chunked(const matmul_job *j, int m,
+                                                        int64_t r_begin, int64_t r_end) {
+  const pa_gemm_kernel *g = j->gemm;
+  const pa_gemm_parts *gp = j->parts;
+  const pa_matrix *w = j->w[m];
+  _Alignas(64) uint8_t panel[GEMM_K_PANEL];
+  _Alignas(64) float acc[GEMM_ACC_FLOATS];
+  const int64_t kc = j->kcols;
+  const size_t w_row = pa_row_size(w->type, w->cols);
+  const int64_t rp = chunk_rows(g, kc); /* job_init checked that they fit */
+  const int64_t row_tiles = rp / g->rows;
+  int64_t tb = GEMM_ACC_FLOATS / gp->acc_floats / row_tiles * g->tokens; /* tokens per block */
+  if (gemm_token_block > 0 && tb > gemm_token_block) tb = gemm_token_block;
+  if (tb > j->n_tokens) tb = j->n_tokens;
+  const int64_t ys = j->y_stride[m];
+  const uint8_t *wptr[GEMM_MAX_TILE], *xptr[GEMM_MAX_TILE];
+  float out[GEMM_MAX_TILE];
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += rp) {
+    const int64_t r1 = r0 + rp < r_end ? r0 + rp : r_end;
+    for (int64_t b0 = 0; b0 < j->n_tokens; b0 += tb) {
+      const int64_t b1 = b0 + tb < j->n_tokens ? b0 + tb : j->n_tokens;
+      const int64_t token_tiles = (b1 - b0 + g->tokens - 1) / g->tokens;
+      memset(acc, 0, sizeof(float) * (size_t)(token_tiles * row_tiles * gp->acc_floats));
+      for (int64_t c0 = 0; c0 < w->cols; c0 += kc) {
+        const int64_t cc = w->cols - c0 < kc ? w->cols - c0 : kc;
+        const size_t wc_row = g->w_size(cc);
+        for (int64_t r = r0; r < r1; r++)
+          g->pack_w(cc, (const uint8_t *)w->data + (size_t)r * w_row + pa_row_size(w->type, c0),
+                    panel + (size_t)(r - r0) * wc_row);
+        float *a = acc;
+        /* The next token tile's chunk (contiguous) is asked for into L1 a
+         * slice per row tile: with 512 tokens of 4096-14336 columns the
+         * activations come from L3, and their latency showed (2 threads,
+         * 512 tokens, Q4_K/Q6_K: ~250-280 -> ~290-410 GOP/s, noisy). */
+        const size_t xc_tile = (size_t)g->tokens * g->x_size(cc); /* a token tile's chunk */
+        const size_t pf_step = (xc_tile / (size_t)row_tiles + 63) & ~(size_t)63;
+        for (int64_t t0 = b0; t0 < b1; t0 += g->tokens) {
+          const int nt = (int)(b1 - t0 < g->tokens ? b1 - t0 : g->tokens);
+          for (int t = 0; t < g->tokens; t++) xptr[t] = packed_x(j, c0, t0 + (t < nt ? t : nt - 1));
+          const uint8_t *pf = packed_x(j, c0, t0) + xc_tile, *pf_end = pf + xc_tile;
+          for (int64_t ra = r0; ra < r1; ra += g->rows, a += gp->acc_floats) {
+            const int nr = (int)(r1 - ra < g->rows ? r1 - ra : g->rows);
+            for (size_t o = 0; o < pf_step && pf < pf_end; o += 64, pf += 64) __builtin_prefetch(pf);
+            for (int r = 0; r < g->rows; r++)
+              wptr[r] = panel + (size_t)(ra - r0 + (r < nr ? r : nr - 1)) * wc_row;
+            gp->tile_part(cc, wptr, xptr, a);
+          }
+        }
+      }
+      const float *a = acc;
+      for (int64_t t0 = b0; t0 < b1; t0 += g->tokens) {
+        const int nt = (int)(b1 - t0 < g->tokens ? b1 - t0 : g->tokens);
+        for (int64_t ra = r0; ra < r1; ra += g->rows, a += gp->acc_floats) {
+          const int nr = (int)(r1 - ra < g->rows ? r1 - ra : g->rows);
+          float *y = j->y[m] + t0 * ys + ra;
+          if (nr == g->rows && nt == g->tokens) {
+            gp->tile_end(a, y, ys);
+          } else { /* an edge tile: through a buffer, so nothing outside y is written */
+            gp->tile_end(a, out, g->rows);
+            for (int t = 0; t < nt; t++)
+              for (int r = 0; r < nr; r++) y[t * ys + r] = out[t * g->rows + r];
+          }
+        }
+      }
+    }
+  }
+}
+
 /* Rows [r_begin, r_end) of matrix m for every token, by the GEMM kernel:
  * panels of rows unpacked into a stack buffer, then tiles of rows x tokens. */
 static void gemm_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end) {
   const pa_gemm_kernel *g = j->gemm;
+  if (j->kcols < j->cols) {
+    gemm_rows_chunked(j, m, r_begin, r_end);
+    return;
+  }
   const pa_matrix *w = j->w[m];
   _Alignas(64) uint8_t panel[GEMM_PANEL_BYTES];
   const size_t w_row = pa_row_size(w->type, w->cols), wp_row = g->w_size(w->cols);
@@ -316,8 +452,18 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
                     .n_tokens = n_tokens, .cols = outs[0].w->cols, .vt = t->vec_dot_type,
                     .work = work, .xq_row = pa_row_size(t->vec_dot_type, outs[0].w->cols)};
   const pa_gemm_kernel *g = pa_kernels_gemm(j->k, outs[0].w->type);
+  /* columns per chunk: whole rows when the kernel cannot cut them, or
+   * when they are short enough */
+  j->kcols = j->cols;
+  const pa_gemm_parts *gp = g ? parts_of(g) : NULL;
+  if (gp && g->x_size && j->cols > GEMM_K_CHUNK * gp->kblock && j->cols % gp->kblock == 0 &&
+      (size_t)g->rows * g->w_size(GEMM_K_CHUNK * gp->kblock) <= GEMM_K_PANEL &&
+      chunk_rows(g, GEMM_K_CHUNK * gp->kblock) / g->rows * gp->acc_floats <= GEMM_ACC_FLOATS) {
+    j->kcols = GEMM_K_CHUNK * gp->kblock;
+    j->parts = gp;
+  }
   const bool use_gemm = g && n_tokens >= GEMM_MIN_TOKENS && g->rows * g->tokens <= GEMM_MAX_TILE &&
-                        (size_t)g->rows * g->w_size(j->cols) <= GEMM_PANEL_BYTES;
+                        (size_t)g->rows * g->w_size(j->kcols) <= GEMM_PANEL_BYTES;
   for (int m = 0; m < n; m++) {
     const pa_matrix *w = outs[m].w;
     const pa_type_traits *tm = pa_type_get(w->type);
@@ -335,7 +481,11 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
       j->xp = (uint8_t *)((at + 63) & ~(uintptr_t)63);
       j->xp_row = g->x_size(j->cols);
     }
-  } else if (has_x_sums(j->vt)) {
+  } else {
+    j->kcols = j->cols;
+    j->parts = NULL;
+  }
+  if (!use_gemm && has_x_sums(j->vt)) {
     bool any = false;
     for (int m = 0; m < n; m++) any |= (j->dot_xs[m] = pa_kernels_vec_dot_xs(j->k, j->w[m]->type)) != NULL;
     if (any) { /* floats after the quantized rows, 64-byte aligned whatever work is */
