@@ -520,15 +520,21 @@ BODY void pack_k4(const int has_qh, const int vnni, int64_t cols, const void *w,
       }
     }
     store_permuted(rec, v[0], v[1], v[2], v[3], i01, i23);
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) pa_get_scale_min_k4(j, scales, &sc[j], &m[j]);
-    __m128i s8, m8;
-    memcpy(&s8, sc, 8);
-    memcpy(&m8, m, 8);
-    s8 = _mm_move_epi64(s8);
-    m8 = _mm_move_epi64(m8);
+    /* pa_get_scale_min_k4 by dwords (x: the 12 scale bytes, then 4 of
+     * qh or qs, unused): scales 0..3 are bytes 0..3 and mins 0..3 bytes
+     * 4..7, low 6 bits; scales 4..7 the low nibbles of bytes 8..11 with
+     * bytes 0..3's top 2 bits above them, mins 4..7 the high nibbles with
+     * bytes 4..7's. */
+    const __m128i x = _mm_loadu_si128((const __m128i *)scales);
+    const __m128i lo = _mm_and_si128(x, _mm_set1_epi8(63)); /* dwords: sc 0..3, m 0..3 */
+    const __m128i hi = _mm_or_si128(
+        _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(x, 0xAA), _mm_setr_epi32(0, 4, 0, 0)),
+                      _mm_set1_epi8(0x0F)),
+        _mm_and_si128(_mm_srli_epi32(x, 2), _mm_set1_epi8(0x30))); /* sc 4..7, m 4..7 */
+    const __m128i sm = _mm_unpacklo_epi32(lo, hi);                  /* qwords: sc, m */
     _mm512_store_si512(rec + K4_S, _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(
-                                       _mm256_broadcastsi128_si256(s8), sidx)));
+                                       _mm256_broadcastsi128_si256(sm), sidx)));
+    const __m128i m8 = _mm_unpackhi_epi64(sm, sm);
     uint32_t dd;
     memcpy(&dd, blk, 4);
     const __m128 df = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)); /* d, dmin, 0, 0 */

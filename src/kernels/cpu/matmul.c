@@ -65,7 +65,13 @@
  *   435/346, Q6_K 8192/14336 275/92 -> 340/311; 512 tokens Q4_K 4096/14336
  *   272/261 -> 443/412, Q6_K 4096/14336 224/101 -> 315/295; 2048 columns
  *   alike; 4-16 tokens 2-4x (4 tokens, 4096-14336 columns: ~22-40 ->
- *   ~90-125).
+ *   ~90-125). The Q4_K/Q5_K scales and mins are then decoded with xmm ops
+ *   too (they had gone through a scalar loop and the stack): pack_w ~23-31
+ *   -> ~12 ns per super-block, its share of a 64-token Q4_K GEMM (1
+ *   thread, 4096 columns, perf) 19% -> 9%; bench_kernels gemm, 1 thread,
+ *   VNNI, medians of 15 alternated runs, Q4_K/Q5_K 2048/8192 columns: 16
+ *   tokens +21-25%, 64 tokens +2-9%; pasada bench pp256 of the 1B Q4_K_M
+ *   (2 threads, 14 alternated rounds, very noisy): about +2-6%.
  * - The same exact-integer scheme would lift the 32-element types: their
  *   one-token kernels would have to change with it, since both paths must
  *   agree bit for bit. */
