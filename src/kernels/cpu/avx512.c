@@ -54,40 +54,14 @@ BODY float hsum256(__m256 v) {
 
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* 16 bytes in both 128-bit lanes (a pure load). */
-BODY __m256i bcast128(const void *p) {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-}
 
 BODY __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
-#include "kernels/cpu/avx512_scales.h"
+#include "kernels/cpu/avx512_q32.h" /* q4_bytes, q5_bytes, f16_pairs8, f16_singles8 */
 
 /* ---- 32-element blocks. A group of (up to) 8 blocks: scales first, into
  * a small array each block reads by a broadcast load, then the integer
  * dots, one fma per block. ---- */
-
-/* Q4_0/Q4_1 weights as unsigned bytes in the order of the activations: low
- * nibbles (elements 0..15), then high nibbles (16..31); with VNNI the high
- * ones stay in place (16x). */
-BODY __m256i q4_bytes(const uint8_t *qs, const int vnni) {
-  const __m256i v = bcast128(qs);
-  if (vnni)
-    return _mm256_and_si256(
-        v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
-                              (long long)0xF0F0F0F0F0F0F0F0ULL, (long long)0xF0F0F0F0F0F0F0F0ULL));
-  return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
-                          _mm256_set1_epi8(0x0F));
-}
-
-/* Q5 weights as unsigned bytes 0..31: nibbles plus 16 where the bit is set. */
-BODY __m256i q5_bytes(const uint8_t *qs, const uint8_t *qh) {
-  uint32_t bits;
-  memcpy(&bits, qh, 4);
-  const __m256i v = _mm256_and_si256(
-      _mm256_srlv_epi64(bcast128(qs), _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
-  return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
-}
 
 /* Kinds of 32-block kernels sharing one loop. */
 enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };

@@ -84,6 +84,8 @@ BODY int offset_shift(const int kind) {
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 BODY __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
+#include "kernels/cpu/avx512_q32.h" /* q4_bytes, q5_bytes, f16_pairs8, f16_singles8 */
+
 BODY __m512i dpbusd512(__m512i acc, __m512i u, const void *s) {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const __m512i *)s));
   return acc;
@@ -106,24 +108,11 @@ BODY float hsum512(__m512 v) {
 BODY __m256i w_bytes_1t(const int kind, const uint8_t *blk) {
   switch (kind) {
     case K_Q4_0:
-    case K_Q4_1: {
-      const __m256i v = _mm256_broadcastsi128_si256(
-          _mm_loadu_si128((const __m128i *)(blk + (kind == K_Q4_0 ? 2 : 4))));
-      return _mm256_and_si256(
-          v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
-                                (long long)0xF0F0F0F0F0F0F0F0ULL, (long long)0xF0F0F0F0F0F0F0F0ULL));
-    }
+    case K_Q4_1:
+      return q4_bytes(blk + (kind == K_Q4_0 ? 2 : 4), 1);
     case K_Q5_0:
-    case K_Q5_1: {
-      const uint8_t *qh = blk + (kind == K_Q5_0 ? 2 : 4), *qs = blk + (kind == K_Q5_0 ? 6 : 8);
-      uint32_t bits;
-      memcpy(&bits, qh, 4);
-      const __m256i v = _mm256_and_si256(
-          _mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)),
-                            _mm256_setr_epi64x(0, 0, 4, 4)),
-          _mm256_set1_epi8(0x0F));
-      return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
-    }
+    case K_Q5_1:
+      return q5_bytes(blk + (kind == K_Q5_0 ? 6 : 8), blk + (kind == K_Q5_0 ? 2 : 4));
     default:
       return _mm256_xor_si256(load256(blk + 2), _mm256_set1_epi8((char)0x80));
   }
@@ -131,16 +120,10 @@ BODY __m256i w_bytes_1t(const int kind, const uint8_t *blk) {
 
 /* The same bytes with the Q4 high nibbles shifted down (the GEMM's packing). */
 BODY __m256i w_bytes_exact(const int kind, const uint8_t *blk) {
-  if (kind == K_Q4_0 || kind == K_Q4_1) {
-    const __m256i v = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128((const __m128i *)(blk + (kind == K_Q4_0 ? 2 : 4))));
-    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
-                            _mm256_set1_epi8(0x0F));
-  }
+  if (kind == K_Q4_0 || kind == K_Q4_1) return q4_bytes(blk + (kind == K_Q4_0 ? 2 : 4), 0);
   return w_bytes_1t(kind, blk);
 }
 
-#include "kernels/cpu/avx512_scales.h" /* window, f16_pairs8, f16_singles8 */
 
 /* fp16 scales of 16 blocks at p + k * stride (k < n, zero beyond), as
  * floats; with has_m also the second fp16 (m) of each block. */

@@ -69,6 +69,8 @@ PA_NO_FP_CONTRACT
 BODY __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+#include "kernels/cpu/avx512_q32.h" /* q4_bytes, q5_bytes */
+
 /* Two floats at p as (a, b, a, b, ...). */
 BODY __m512 bcast_pair(const float *p) {
   double d;
@@ -136,23 +138,11 @@ BODY int wsize_of(const int kind) {
 BODY __m256i w32_bytes(const int kind, const uint8_t *blk) {
   switch (kind) {
     case K_Q4_0:
-    case K_Q4_1: {
-      const uint8_t *qs = blk + (kind == K_Q4_0 ? 2 : 4);
-      const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-      return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
-                              _mm256_set1_epi8(0x0F));
-    }
+    case K_Q4_1:
+      return q4_bytes(blk + (kind == K_Q4_0 ? 2 : 4), 0);
     case K_Q5_0:
-    case K_Q5_1: {
-      const uint8_t *qh = blk + (kind == K_Q5_0 ? 2 : 4), *qs = blk + (kind == K_Q5_0 ? 6 : 8);
-      uint32_t bits;
-      memcpy(&bits, qh, 4);
-      const __m256i v = _mm256_and_si256(
-          _mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)),
-                            _mm256_setr_epi64x(0, 0, 4, 4)),
-          _mm256_set1_epi8(0x0F));
-      return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
-    }
+    case K_Q5_1:
+      return q5_bytes(blk + (kind == K_Q5_0 ? 6 : 8), blk + (kind == K_Q5_0 ? 2 : 4));
     default:
       return load256(blk + 2);
   }

@@ -1,10 +1,37 @@
-/* avx512_scales.h: gathering the fp16 scales of 32-element blocks with
- * permutes, shared by the AVX-512 kernel files (avx512.c,
- * blocks32_avx512.c). Include it after defining BODY (static inline,
- * always_inline, with the files' AVX-512 target attribute) and load512, and
- * after <immintrin.h>. */
-#ifndef PASADA_AVX512_SCALES_H
-#define PASADA_AVX512_SCALES_H
+/* avx512_q32.h: the parts of 32-element blocks the AVX-512 kernel files
+ * (avx512.c, blocks32_avx512.c, gemm_avx512.c) share: their quants as
+ * unsigned bytes and their fp16 scales gathered with permutes. Include it
+ * after defining BODY (static inline, always_inline, with the files'
+ * AVX-512 target attribute) and load512, and after <immintrin.h> and
+ * <string.h>. */
+#ifndef PASADA_AVX512_Q32_H
+#define PASADA_AVX512_Q32_H
+
+/* Q4_0/Q4_1 quants (16 bytes at qs) as unsigned bytes in element order:
+ * low nibbles (elements 0..15), then high nibbles (16..31); with `in_place`
+ * the high ones stay where they are (16x their value, for a vpdpbusd whose
+ * high half the caller divides by 16). */
+BODY __m256i q4_bytes(const uint8_t *qs, const int in_place) {
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+  if (in_place)
+    return _mm256_and_si256(
+        v, _mm256_setr_epi64x(0x0F0F0F0F0F0F0F0F, 0x0F0F0F0F0F0F0F0F,
+                              (long long)0xF0F0F0F0F0F0F0F0ULL, (long long)0xF0F0F0F0F0F0F0F0ULL));
+  return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
+                          _mm256_set1_epi8(0x0F));
+}
+
+/* Q5_0/Q5_1 quants (16 bytes of nibbles at qs, 32 fifth bits at qh) as
+ * unsigned bytes 0..31 in element order. */
+BODY __m256i q5_bytes(const uint8_t *qs, const uint8_t *qh) {
+  uint32_t bits;
+  memcpy(&bits, qh, 4);
+  const __m256i v = _mm256_and_si256(
+      _mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)),
+                        _mm256_setr_epi64x(0, 0, 4, 4)),
+      _mm256_set1_epi8(0x0F));
+  return _mm256_mask_add_epi8(v, (__mmask32)bits, v, _mm256_set1_epi8(16));
+}
 
 /* The fp16 scales of up to 8 consecutive blocks, gathered by permutes
  * from 64-byte windows. Windows are placed so that for 8 whole blocks they
