@@ -12,14 +12,19 @@
 
 /* ---- messages ---- */
 
+/* fmt's message in buf, on one line (newlines and returns made spaces). */
+static void format_line(char *buf, size_t n, const char *fmt, va_list ap) {
+  vsnprintf(buf, n, fmt, ap);
+  for (char *p = buf; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+}
+
 int cli_fail(const char *fmt, ...) {
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  format_line(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  for (char *p = msg; *p; p++) /* the message stays on one line */
-    if (*p == '\n' || *p == '\r') *p = ' ';
   fflush(stdout); /* streamed text first, so the error is not in the middle of it */
   fprintf(stderr, "pasada: error: %s\n", msg);
   return CLI_RUNTIME_ERROR;
@@ -29,10 +34,8 @@ int cli_usage(const char *cmd, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  format_line(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  for (char *p = msg; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = ' ';
   if (cmd) {
     fprintf(stderr, "pasada %s: %s\n", cmd, msg);
     fprintf(stderr, "try 'pasada %s --help'\n", cmd);
@@ -47,10 +50,8 @@ int cli_usage_line(const char *cmd, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  format_line(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  for (char *p = msg; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = ' ';
   fprintf(stderr, "pasada %s: %s (see pasada %s --help)\n", cmd, msg, cmd);
   return CLI_USAGE_ERROR;
 }
