@@ -77,28 +77,49 @@ static void fill(pa_type type, uint8_t *p, size_t bytes) {
     for (int k = 0; k < nf; k++) memcpy(p + b + offs[k], &h, 2);
 }
 
-/* One matrix, decode (one token): best GB/s of weights over reps runs. */
-static double bench_one(pa_pool *pool, pa_type type, int64_t rows, int64_t cols, int reps) {
-  const size_t row = pa_row_size(type, cols), bytes = row * (size_t)rows;
+/* BENCH_CPUTIME=1: every mode times by the process's CPU time, not the
+ * wall clock (steadier on a shared machine; divide by the threads). */
+#include <time.h>
+static double bench_time(void) {
+  static int cpu = -1;
+  if (cpu < 0) cpu = getenv("BENCH_CPUTIME") && atoi(getenv("BENCH_CPUTIME"));
+  if (!cpu) return pa_time_s();
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* n_tokens tokens through one random `rows` x `cols` matrix of `type`:
+ * the best time of reps runs (after one untimed run). */
+static double best_seconds(pa_pool *pool, pa_type type, int64_t rows, int64_t cols,
+                           int64_t n_tokens, int reps) {
+  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
   uint8_t *w = pa_alloc(bytes);
   fill(type, w, bytes);
   pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-  float *x = pa_alloc(sizeof(float) * (size_t)cols), *y = pa_alloc(sizeof(float) * (size_t)rows);
-  for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-  void *work = pa_alloc(pa_matmul_work_size(&m, 1) + 64);
-  pa_matmul(pool, &m, x, cols, y, rows, 1, work);
+  float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
+  float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
+  for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+  void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
+  pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
-    double t0 = pa_time_s();
-    pa_matmul(pool, &m, x, cols, y, rows, 1, work);
-    double dt = pa_time_s() - t0;
+    double t0 = bench_time();
+    pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+    double dt = bench_time() - t0;
     if (dt < best) best = dt;
   }
   pa_free(w);
   pa_free(x);
   pa_free(y);
   pa_free(work);
-  return (double)bytes / best / 1e9;
+  return best;
+}
+
+/* One matrix, decode (one token): best GB/s of weights over reps runs. */
+static double bench_one(pa_pool *pool, pa_type type, int64_t rows, int64_t cols, int reps) {
+  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+  return (double)bytes / best_seconds(pool, type, rows, cols, 1, reps) / 1e9;
 }
 
 /* The matrices of SmolLM2-135M (Q4_1 + Q8_0 output) and gemma-3-270m
@@ -137,43 +158,12 @@ static void bench_shapes(pa_pool *pool) {
   pa_kernels_set(NULL);
 }
 
-/* BENCH_CPUTIME=1: the gemm mode times by the process's CPU time, not the
- * wall clock (steadier on a shared machine; divide by the threads). */
-#include <time.h>
-static double bench_time(void) {
-  static int cpu = -1;
-  if (cpu < 0) cpu = getenv("BENCH_CPUTIME") && atoi(getenv("BENCH_CPUTIME"));
-  if (!cpu) return pa_time_s();
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Prefill / batched decode: n_tokens tokens through one matrix of `rows` x
  * `cols`, best GOP/s (2 rows cols n_tokens / time) over reps runs. */
 static double bench_gemm(pa_pool *pool, pa_type type, int64_t rows, int64_t cols,
                          int64_t n_tokens, int reps) {
-  const size_t row = pa_row_size(type, cols), bytes = row * (size_t)rows;
-  uint8_t *w = pa_alloc(bytes);
-  fill(type, w, bytes);
-  pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-  float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
-  float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
-  for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-  void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
-  pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
-  double best = 1e30;
-  for (int r = 0; r < reps; r++) {
-    double t0 = bench_time();
-    pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
-    double dt = bench_time() - t0;
-    if (dt < best) best = dt;
-  }
-  pa_free(w);
-  pa_free(x);
-  pa_free(y);
-  pa_free(work);
-  return 2.0 * (double)rows * (double)cols * (double)n_tokens / best / 1e9;
+  return 2.0 * (double)rows * (double)cols * (double)n_tokens /
+         best_seconds(pool, type, rows, cols, n_tokens, reps) / 1e9;
 }
 
 static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) {
