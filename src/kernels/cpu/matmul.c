@@ -460,14 +460,12 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
   const pa_gemm_kernel *g = pa_kernels_gemm(j->k, outs[0].w->type);
   /* columns per chunk: whole rows when the kernel cannot cut them, or
    * when they are short enough */
-  j->kcols = j->cols;
   const pa_gemm_parts *gp = g ? parts_of(g) : NULL;
-  if (gp && g->x_size && j->cols > GEMM_K_CHUNK * gp->kblock && j->cols % gp->kblock == 0 &&
-      (size_t)g->rows * g->w_size(GEMM_K_CHUNK * gp->kblock) <= GEMM_K_PANEL &&
-      chunk_rows(g, GEMM_K_CHUNK * gp->kblock) / g->rows * gp->acc_floats <= GEMM_ACC_FLOATS) {
-    j->kcols = GEMM_K_CHUNK * gp->kblock;
-    j->parts = gp;
-  }
+  const int64_t chunk = gp ? GEMM_K_CHUNK * gp->kblock : 0;
+  const bool chunked = gp && g->x_size && j->cols > chunk && j->cols % gp->kblock == 0 &&
+                       (size_t)g->rows * g->w_size(chunk) <= GEMM_K_PANEL &&
+                       chunk_rows(g, chunk) / g->rows * gp->acc_floats <= GEMM_ACC_FLOATS;
+  j->kcols = chunked ? chunk : j->cols;
   const bool use_gemm = g && n_tokens >= GEMM_MIN_TOKENS && g->rows * g->tokens <= GEMM_MAX_TILE &&
                         (size_t)g->rows * g->w_size(j->kcols) <= GEMM_PANEL_BYTES;
   for (int m = 0; m < n; m++) {
@@ -481,6 +479,7 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
   }
   if (use_gemm) {
     j->gemm = g;
+    j->parts = chunked ? gp : NULL;
     if (g->x_size) { /* packed rows after the quantized rows and their sums, 64-byte aligned */
       const uintptr_t at = (uintptr_t)work + xq_bytes(j->vt, j->cols, n_tokens) +
                            xs_bytes(j->vt, j->cols, n_tokens);
@@ -489,7 +488,6 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
     }
   } else {
     j->kcols = j->cols;
-    j->parts = NULL;
   }
   if (!use_gemm && has_x_sums(j->vt)) {
     bool any = false;
