@@ -9,6 +9,7 @@
 #ifndef PASADA_KERNELS_H
 #define PASADA_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,13 +107,40 @@ const pa_gemm_kernel *pa_kernels_gemm(const pa_cpu_kernels *k, pa_type type);
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **table, int vnni); /* by weight type */
 void pa_kernels_fill_avx2_gemm(const pa_gemm_kernel **table);
 
-/* A weight matrix: `rows` rows of `cols` elements of `type`, row stride
- * pa_row_size(type, cols) bytes. */
+/* How a matrix's bytes are arranged. PA_LAYOUT_ROWS: as in GGUF files,
+ * row after row, row stride pa_row_size(type, cols). PA_LAYOUT_Q4K_X4:
+ * Q4_K rows interleaved four at a time at load (kernels/x4.h), which the
+ * one-token and the batched paths read alike. */
+typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_Q4K_X4 = 1 } pa_layout;
+
+/* A weight matrix: `rows` rows of `cols` elements of `type`, arranged as
+ * `layout` says (zero: PA_LAYOUT_ROWS). */
 typedef struct {
   pa_type type;
   int64_t rows, cols;
   const void *data;
+  pa_layout layout;
 } pa_matrix;
+
+/* Bytes of the matrix's data. */
+size_t pa_matrix_bytes(const pa_matrix *w);
+
+/* The kernels of a row-interleaved layout (kernels/x4.h). Activations are
+ * quantized to Q8_K and each token's row packed once (pack_x, x_size(cols)
+ * bytes); run computes the 4 rows of one group (wg) for nt <= PA_X4_TOKENS
+ * tokens: y[t * ldy + r] = dot(row r of the group, token xp[t]), with the
+ * same bits whatever nt is, so results never depend on the batch. Every
+ * table has one for each layout (the reference where it has no faster);
+ * pa_kernels_x4_fast tells whether it is worth repacking weights for. */
+#define PA_X4_TOKENS 4
+typedef struct {
+  size_t (*x_size)(int64_t cols);
+  void (*pack_x)(int64_t cols, const void *xq, void *xp);
+  void (*run)(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+              int64_t ldy);
+} pa_x4_kernel;
+const pa_x4_kernel *pa_kernels_x4(const pa_cpu_kernels *k, pa_layout layout);
+bool pa_kernels_x4_fast(const pa_cpu_kernels *k, pa_layout layout);
 
 /* y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens, r < rows.
  * x is n_tokens rows of `cols` floats (stride x_stride floats); y has stride

@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "base/base.h"
+#include "kernels/x4.h"
 #include "model/model.h"
 
 static int key_u32(struct pa_model *m, const char *suffix, bool required, uint32_t *out) {
@@ -255,5 +259,68 @@ int pa_model_load_weights(struct pa_model *m) {
       return rc;
 #undef NAME
   }
+  return PASADA_OK;
+}
+
+/* The matrices pa_model_repack may repack, each once (a tied output is
+ * the embedding matrix: repacked as the output, the lookup reads it
+ * through pa_matrix_get_row). An untied embedding matrix is only looked up
+ * a row at a time, so it keeps the file's layout. */
+static int repack_candidates(struct pa_model *m, pa_matrix **out) {
+  int n = 0;
+  for (int i = 0; i < m->hp.n_layer; i++) {
+    pa_layer *L = &m->layers[i];
+    pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++) out[n++] = mats[k];
+  }
+  out[n++] = m->output.data == m->tok_embd.data ? &m->tok_embd : &m->output;
+  return n;
+}
+
+/* Drops the pages of a repacked tensor's bytes from this process (they are
+ * the file's, read-only and never written: a later read faults them in). */
+static void release_pages(const void *data, size_t bytes) {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return;
+  const uintptr_t start = ((uintptr_t)data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+  const uintptr_t end = ((uintptr_t)data + bytes) & ~((uintptr_t)page - 1);
+  if (end > start) (void)madvise((void *)start, end - start, MADV_DONTNEED);
+}
+
+int pa_model_repack(struct pa_model *m) {
+  const char *env = getenv("PASADA_REPACK");
+  if ((env && !strcmp(env, "0")) || !pa_kernels_x4_fast(pa_kernels_best(), PA_LAYOUT_Q4K_X4))
+    return PASADA_OK;
+  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * 7 + 1, sizeof *mats);
+  if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  const int n = repack_candidates(m, mats);
+  size_t total = 0;
+  for (int i = 0; i < n; i++)
+    if (mats[i]->data && mats[i]->layout == PA_LAYOUT_ROWS &&
+        pa_x4_fits(mats[i]->type, mats[i]->rows, mats[i]->cols))
+      total += pa_x4_bytes(mats[i]->rows, mats[i]->cols);
+  if (!total) {
+    pa_free(mats);
+    return PASADA_OK;
+  }
+  uint8_t *dst = pa_alloc(total);
+  if (!dst) {
+    pa_free(mats);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory repacking %zu bytes of weights", total);
+  }
+  const bool tied = m->output.data == m->tok_embd.data;
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    pa_matrix *w = mats[i];
+    if (!w->data || w->layout != PA_LAYOUT_ROWS || !pa_x4_fits(w->type, w->rows, w->cols)) continue;
+    pa_x4_repack(w->cols, w->data, dst + at, 0, w->rows / 4);
+    release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);
+    w->data = dst + at;
+    w->layout = PA_LAYOUT_Q4K_X4;
+    at += pa_x4_bytes(w->rows, w->cols);
+  }
+  if (tied) m->output = m->tok_embd;
+  m->repacked = dst;
+  pa_free(mats);
   return PASADA_OK;
 }

@@ -27,6 +27,7 @@ void pasada_model_free(pasada_model *m) {
     }
     pa_free(m->layers);
   }
+  pa_free(m->repacked);
   pa_free(m->output_norm);
   pa_free(m->rope_freqs);
   pa_tokenizer_free(m->tok);
@@ -66,7 +67,7 @@ static int load(struct pa_model *m, const char *path, bool vocab_only) {
     return pa_error(PASADA_ERR_FORMAT, "token_embd.weight has %lld rows for a vocabulary of %d tokens",
                     (long long)emb->ne[1], pa_tokenizer_n_vocab(m->tok));
   m->hp.n_vocab = (int32_t)emb->ne[1];
-  if ((rc = pa_model_load_weights(m))) return rc;
+  if ((rc = pa_model_load_weights(m)) || (rc = pa_model_repack(m))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;
 }

@@ -55,6 +55,7 @@ struct pa_model {
   float *output_norm;
   float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
   pa_layer *layers;
+  void *repacked; /* the weights repacked at load (kernels/x4.h), or NULL */
 };
 
 /* Scratch of one forward pass, sized for n_batch tokens. */
@@ -108,6 +109,10 @@ typedef struct {
 
 int pa_model_load_hparams(struct pa_model *m);
 int pa_model_load_weights(struct pa_model *m);
+/* Repacks the matrices a faster layout exists for (Q4_K: kernels/x4.h)
+ * when the best kernel table has a fast kernel for it, unless
+ * PASADA_REPACK=0; the file's pages of what was repacked are released. */
+int pa_model_repack(struct pa_model *m);
 
 void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);

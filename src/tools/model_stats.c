@@ -12,7 +12,7 @@
 static void matrix_add(const pa_matrix *w, int64_t *params, int64_t *bytes) {
   if (!w->data) return;
   *params += w->rows * w->cols;
-  *bytes += (int64_t)pa_row_size(w->type, w->cols) * w->rows;
+  *bytes += (int64_t)pa_matrix_bytes(w);
 }
 
 void pasada_model_get_stats(const pasada_model *m, pasada_model_stats *out) {

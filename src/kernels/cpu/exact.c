@@ -39,7 +39,10 @@ static void exact_worker(void *arg, int ith, int nth) {
   long lo, hi;
   pa_split((long)j->w->rows, ith, nth, &lo, &hi);
   for (long r = lo; r < hi; r++) {
-    tr->to_float((const char *)j->w->data + (size_t)r * rs, row, j->w->cols);
+    if (j->w->layout == PA_LAYOUT_ROWS)
+      tr->to_float((const char *)j->w->data + (size_t)r * rs, row, j->w->cols);
+    else
+      pa_matrix_get_row(j->w, r, row);
     for (int64_t t = 0; t < j->n_tokens; t++) {
       const float *x = j->x + t * j->x_stride;
       j->y[t * j->y_stride + r] = (float)dot_double(row, x, j->w->cols);

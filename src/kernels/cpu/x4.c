@@ -1,0 +1,149 @@
+/* x4.c: the Q4_K x4 layout (kernels/x4.h): repacking at load, rows back
+ * to floats, activation packing, and the reference kernel that specifies
+ * the layout's arithmetic. */
+#include <math.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "kernels/x4.h"
+
+PA_NO_FP_CONTRACT
+
+bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols) {
+  return type == PA_TYPE_Q4_K && rows > 0 && rows % 4 == 0 && cols > 0 && cols % QK_K == 0;
+}
+
+size_t pa_x4_bytes(int64_t rows, int64_t cols) {
+  return (size_t)(rows / 4) * (size_t)(cols / QK_K) * PA_X4_REC;
+}
+
+size_t pa_matrix_bytes(const pa_matrix *w) {
+  if (w->layout == PA_LAYOUT_Q4K_X4) return pa_x4_bytes(w->rows, w->cols);
+  return pa_row_size(w->type, w->cols) * (size_t)w->rows;
+}
+
+void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1) {
+  const int64_t nsb = cols / QK_K;
+  const block_q4_K *in = src;
+  uint8_t *out = dst;
+  for (int64_t g = g0; g < g1; g++)
+    for (int64_t b = 0; b < nsb; b++) {
+      uint8_t *rec = out + (size_t)(g * nsb + b) * PA_X4_REC;
+      for (int r = 0; r < 4; r++) {
+        const block_q4_K *blk = &in[(size_t)(4 * g + r) * (size_t)nsb + (size_t)b];
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; j++) pa_get_scale_min_k4(j, blk->scales, &sc[j], &m[j]);
+        for (int p = 0; p < 4; p++) {
+          const int l = 4 * r + p;
+          /* byte j of pair p holds element j of sub-blocks 2p (low) and
+           * 2p + 1 (high) already: only the order of the bytes changes */
+          for (int i = 0; i < 8; i++) memcpy(rec + PA_X4_QS + 64 * i + 4 * l, blk->qs + 32 * p + 4 * i, 4);
+          rec[PA_X4_SC + l] = sc[2 * p];
+          rec[PA_X4_SC + 16 + l] = sc[2 * p + 1];
+          rec[PA_X4_MN + 2 * l] = m[2 * p];
+          rec[PA_X4_MN + 2 * l + 1] = m[2 * p + 1];
+        }
+        memcpy(rec + PA_X4_DM + 2 * r, &blk->d, 2);
+        memcpy(rec + PA_X4_DM + 8 + 2 * r, &blk->dmin, 2);
+      }
+    }
+}
+
+void pa_x4_get_row(const pa_matrix *w, int64_t row, float *out) {
+  const int64_t nsb = w->cols / QK_K, g = row / 4;
+  const int r = (int)(row % 4);
+  const uint8_t *data = w->data;
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *rec = data + (size_t)(g * nsb + b) * PA_X4_REC;
+    pa_f16 hd, hm;
+    memcpy(&hd, rec + PA_X4_DM + 2 * r, 2);
+    memcpy(&hm, rec + PA_X4_DM + 8 + 2 * r, 2);
+    const float d = pa_f16_to_f32(hd), dmin = pa_f16_to_f32(hm);
+    for (int p = 0; p < 4; p++) {
+      const int l = 4 * r + p;
+      for (int h = 0; h < 2; h++) {
+        /* the file's reference dequantizer computes d * sc, dmin * m first */
+        const float ds = d * (float)rec[PA_X4_SC + 16 * h + l];
+        const float dm = dmin * (float)rec[PA_X4_MN + 2 * l + h];
+        float *o = out + b * QK_K + 32 * (2 * p + h);
+        for (int i = 0; i < 8; i++)
+          for (int e = 0; e < 4; e++) {
+            const uint8_t q = rec[PA_X4_QS + 64 * i + 4 * l + e];
+            o[4 * i + e] = ds * (float)(h ? q >> 4 : q & 0x0F) - dm;
+          }
+      }
+    }
+  }
+}
+
+size_t pa_x4_x_size(int64_t cols) { return (size_t)(cols / QK_K) * PA_X4_XREC; }
+
+void pa_x4_pack_x(int64_t cols, const void *xq, void *xp) {
+  const block_q8_K *x = xq;
+  uint8_t *out = xp;
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    uint8_t *rec = out + (size_t)b * PA_X4_XREC;
+    for (int i = 0; i < 8; i++)
+      for (int h = 0; h < 2; h++)
+        for (int p = 0; p < 4; p++)
+          memcpy(rec + 32 * i + 16 * h + 4 * p, x[b].qs + 64 * p + 32 * h + 4 * i, 4);
+    for (int s = 0; s < 8; s++) { /* sub-block s = 2p + h: xs[p][h] */
+      const int16_t sum = (int16_t)(x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
+      memcpy(rec + PA_X4_XS + 2 * s, &sum, 2);
+    }
+    memcpy(rec + PA_X4_XD, &x[b].d, 4);
+    memset(rec + PA_X4_XD + 4, 0, PA_X4_XREC - PA_X4_XD - 4);
+  }
+}
+
+/* The specification (x4.h): one token at a time, the steps in order. */
+static void run_ref(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                    int64_t ldy) {
+  const int64_t nsb = cols / QK_K;
+  for (int t = 0; t < nt; t++) {
+    float acc[16] = {0};
+    for (int64_t b = 0; b < nsb; b++) {
+      const uint8_t *w = wg + (size_t)b * PA_X4_REC, *x = xp[t] + (size_t)b * PA_X4_XREC;
+      float dx, dr[4], mr[4];
+      memcpy(&dx, x + PA_X4_XD, 4);
+      for (int r = 0; r < 4; r++) {
+        pa_f16 hd, hm;
+        memcpy(&hd, w + PA_X4_DM + 2 * r, 2);
+        memcpy(&hm, w + PA_X4_DM + 8 + 2 * r, 2);
+        dr[r] = pa_f16_to_f32(hd);
+        mr[r] = pa_f16_to_f32(hm);
+      }
+      for (int l = 0; l < 16; l++) {
+        const int r = l / 4, p = l % 4;
+        int32_t lo = 0, hi = 0;
+        for (int i = 0; i < 8; i++)
+          for (int e = 0; e < 4; e++) {
+            const uint8_t q = w[PA_X4_QS + 64 * i + 4 * l + e];
+            lo += (int32_t)(q & 0x0F) * (int8_t)x[32 * i + 4 * p + e];
+            hi += (int32_t)(q & 0xF0) * (int8_t)x[32 * i + 16 + 4 * p + e];
+          }
+        int16_t xs0, xs1;
+        memcpy(&xs0, x + PA_X4_XS + 4 * p, 2);
+        memcpy(&xs1, x + PA_X4_XS + 4 * p + 2, 2);
+        const int32_t mi = (int32_t)w[PA_X4_MN + 2 * l] * xs0 + (int32_t)w[PA_X4_MN + 2 * l + 1] * xs1;
+        float v = (float)lo * ((float)w[PA_X4_SC + l] * dr[r]);
+        v = fmaf((float)hi, (float)w[PA_X4_SC + 16 + l] * (dr[r] * 0.0625f), v);
+        v = fmaf(-(float)mi, mr[r], v);
+        acc[l] = fmaf(v, dx, acc[l]);
+      }
+    }
+    for (int r = 0; r < 4; r++)
+      y[t * ldy + r] = (acc[4 * r] + acc[4 * r + 1]) + (acc[4 * r + 2] + acc[4 * r + 3]);
+  }
+}
+
+const pa_x4_kernel pa_x4_q4k_ref = {pa_x4_x_size, pa_x4_pack_x, run_ref};
+
+const pa_x4_kernel *pa_kernels_x4(const pa_cpu_kernels *k, pa_layout layout) {
+  if (layout != PA_LAYOUT_Q4K_X4) return NULL;
+  return k && k == pa_kernels_avx512_vnni() ? &pa_x4_q4k_vnni : &pa_x4_q4k_ref;
+}
+
+bool pa_kernels_x4_fast(const pa_cpu_kernels *k, pa_layout layout) {
+  return pa_kernels_x4(k, layout) != &pa_x4_q4k_ref && pa_kernels_x4(k, layout) != NULL;
+}

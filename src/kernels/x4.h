@@ -1,0 +1,80 @@
+/* x4.h: Q4_K weights interleaved four rows at a time (PA_LAYOUT_Q4K_X4),
+ * the layout the loader repacks Q4_K matrices into when the CPU has a fast
+ * kernel for it, and the one canonical arithmetic every kernel of the
+ * layout follows.
+ *
+ * Why: the GGUF layout puts a row's 8 sub-blocks of 32 weights in 8 lanes
+ * each of a 512-bit int8 dot, so every sub-block sum must be reduced across
+ * lanes (or widened and multiplied by its scale lane by lane) before its
+ * scale applies: in the one-token kernel that costs as many vector
+ * operations as the dot itself. Here each 32-bit lane l = 4 r + p of a
+ * 512-bit vector belongs to one row r (0..3) and one pair p (0..3) of
+ * sub-blocks (2p in the low nibbles, 2p + 1 in the high ones), and the 8
+ * vectors of a super-block walk the 32 elements of those sub-blocks 4 at a
+ * time: every vpdpbusd adds into lanes that already hold one sub-block
+ * each, and one conversion and one fma per vector apply 16 scales at once.
+ *
+ * Group g (rows 4g .. 4g + 3), super-block b: a record of PA_X4_REC bytes
+ * at data + (g * (cols / 256) + b) * PA_X4_REC:
+ *   qs[8][64]  byte 4 l + e of vector i (l = 4 r + p, e = 0..3): low nibble
+ *              = quant of row r, sub-block 2p, element 4 i + e; high nibble
+ *              = the same of sub-block 2p + 1
+ *   sc[2][16]  sc[h][l] = 6-bit scale of row r, sub-block 2p + h
+ *   mn[16][2]  mn[l][h] = 6-bit min of row r, sub-block 2p + h
+ *   dm[8]      fp16: d of rows 0..3, then dmin of rows 0..3
+ * 592 bytes for 4 x 144 of the file: 2.8% more, for scales and mins kept
+ * one per byte (unpacking the 6-bit fields costs the kernel more than the
+ * bytes cost the memory bus).
+ *
+ * A token's activations: its Q8_K row (quant.h) packed per super-block into
+ * PA_X4_XREC bytes:
+ *   xq[8][2][16]  xq[i][h][4 p + e] = x[64 p + 32 h + 4 i + e]
+ *   xs[4][2]      int16 sum of x over sub-block 2p + h
+ *   d             float, the Q8_K block's scale
+ *
+ * The canonical arithmetic (x4.c's reference is the specification; the
+ * SIMD kernels repeat it bit for bit). Per token, 16 float accumulators
+ * acc[l], zero at start; per super-block, with dr, mr = d, dmin of row r
+ * as floats and dx the activation scale:
+ *   lo[l] = sum_{i,e} (qs & 0x0F) * xq[i][0][4p + e]          (int32)
+ *   hi[l] = sum_{i,e} (qs & 0xF0) * xq[i][1][4p + e]          (int32, 16x)
+ *   mi[l] = mn[l][0] * xs[p][0] + mn[l][1] * xs[p][1]        (int32)
+ *   v     = (float)lo[l] * ((float)sc[0][l] * dr)
+ *   v     = fma((float)hi[l], (float)sc[1][l] * (dr * 0.0625f), v)
+ *   v     = fma(-(float)mi[l], mr, v)
+ *   acc[l] = fma(v, dx, acc[l])
+ * and at the end y[r] = (acc[4r] + acc[4r+1]) + (acc[4r+2] + acc[4r+3]).
+ * The integers are exact (|hi| < 2^20 < 2^24), so every path that follows
+ * these float steps gives the same bits for any number of tokens. */
+#ifndef PASADA_X4_H
+#define PASADA_X4_H
+
+#include "kernels/kernels.h"
+
+#define PA_X4_REC 592
+#define PA_X4_XREC 288
+#define PA_X4_QS 0
+#define PA_X4_SC 512
+#define PA_X4_MN 544
+#define PA_X4_DM 576
+#define PA_X4_XS 256
+#define PA_X4_XD 272
+
+/* Whether a matrix of this type and shape can take the layout. */
+bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols);
+/* Bytes of a Q4_K matrix in the layout. */
+size_t pa_x4_bytes(int64_t rows, int64_t cols);
+/* Repacks rows [4 g0, 4 g1) of a Q4_K matrix in file layout (src, all
+ * rows) into the layout (dst, all groups). */
+void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1);
+/* Dequantizes row r (the file's Q4_K values exactly). */
+void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
+
+/* The reference kernel (plain C; every table without a faster one). */
+extern const pa_x4_kernel pa_x4_q4k_ref;
+/* The AVX-512 VNNI kernel (x4_avx512.c). */
+extern const pa_x4_kernel pa_x4_q4k_vnni;
+size_t pa_x4_x_size(int64_t cols);
+void pa_x4_pack_x(int64_t cols, const void *xq, void *xp);
+
+#endif

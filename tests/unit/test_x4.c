@@ -1,0 +1,269 @@
+/* test_x4.c: the Q4_K x4 layout (kernels/x4.h) on fresh random inputs.
+ * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
+ *     equals the file layout's reference dequantization bit for bit;
+ * (b) the reference kernel agrees with the file layout's reference Q4_K
+ *     dot on the same quantized activations, |got - ref| <= 1e-5 * M,
+ *     M = sum |x_i| (|w_i| + |w0_i|) (as test_gemm.c);
+ * (c) the AVX-512 VNNI kernel (where the CPU has it) gives the reference
+ *     kernel's bits, for 1..4 tokens per call;
+ * (d) pa_matmul on a repacked matrix under every kernel table, pools of 1,
+ *     2 and 3 threads and batches of 1..13 tokens: every token's outputs
+ *     are bitwise those of that token alone under the reference table
+ *     (the layout's arithmetic is canonical: batch size, table and
+ *     threads change no bit), and nothing outside y is written;
+ * (e) pa_matmul_multi and pa_matmul_gated take repacked and file-layout
+ *     matrices together (separate jobs) and still give each its bits.
+ * Returns 0 when all pass. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+#include "kernels/x4.h"
+#include "test_util.h"
+#include "test_blocks.h"
+
+static int failures;
+
+#define MAX_BATCH 13
+#define SENTINEL -12345.0f
+
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+typedef struct {
+  int64_t rows, cols;
+  uint8_t *file; /* Q4_K rows */
+  pa_matrix m;   /* repacked */
+} mat;
+
+static void make(mat *a, int64_t rows, int64_t cols) {
+  a->rows = rows;
+  a->cols = cols;
+  const size_t rb = pa_row_size(PA_TYPE_Q4_K, cols);
+  a->file = pa_alloc(rb * (size_t)rows);
+  for (int64_t r = 0; r < rows; r++) random_weights(PA_TYPE_Q4_K, cols, a->file + (size_t)r * rb);
+  uint8_t *p = pa_alloc(pa_x4_bytes(rows, cols));
+  pa_x4_repack(cols, a->file, p, 0, rows / 4);
+  a->m = (pa_matrix){.type = PA_TYPE_Q4_K, .rows = rows, .cols = cols, .data = p,
+                     .layout = PA_LAYOUT_Q4K_X4};
+}
+
+static void drop(mat *a) {
+  pa_free(a->file);
+  pa_free((void *)a->m.data);
+}
+
+/* (a) */
+static void check_rows(const mat *a) {
+  const size_t rb = pa_row_size(PA_TYPE_Q4_K, a->cols);
+  float *want = malloc(sizeof(float) * (size_t)a->cols), *got = malloc(sizeof(float) * (size_t)a->cols);
+  for (int64_t r = 0; r < a->rows; r++) {
+    pa_type_get(PA_TYPE_Q4_K)->to_float(a->file + (size_t)r * rb, want, a->cols);
+    pa_matrix_get_row(&a->m, r, got);
+    for (int64_t c = 0; c < a->cols; c++)
+      if (bits_of(got[c]) != bits_of(want[c])) {
+        printf("FAIL get_row cols=%lld row %lld col %lld: %.9g, file layout %.9g\n", (long long)a->cols,
+               (long long)r, (long long)c, got[c], want[c]);
+        failures++;
+        break;
+      }
+  }
+  free(want);
+  free(got);
+}
+
+/* (b), (c): each group through the kernels directly */
+static void check_kernels(const mat *a) {
+  const int64_t cols = a->cols, nsb = cols / QK_K;
+  const size_t rb = pa_row_size(PA_TYPE_Q4_K, cols), gb = pa_x4_bytes(4, cols);
+  const size_t xq_row = pa_row_size(PA_TYPE_Q8_K, cols), xp_row = pa_x4_x_size(cols);
+  uint8_t *xq = malloc(xq_row * PA_X4_TOKENS), *xp = pa_alloc(xp_row * PA_X4_TOKENS);
+  float *x = malloc(sizeof(float) * (size_t)cols), *xd = malloc(sizeof(float) * (size_t)cols);
+  float *wd = malloc(sizeof(float) * (size_t)cols), *w0 = malloc(sizeof(float) * (size_t)cols);
+  const uint8_t *xptr[PA_X4_TOKENS];
+  for (int t = 0; t < PA_X4_TOKENS; t++) {
+    random_floats(x, cols);
+    pa_kernels_reference()->quantize_row[PA_TYPE_Q8_K](x, xq + t * xq_row, cols);
+    pa_x4_pack_x(cols, xq + t * xq_row, xp + t * xp_row);
+    xptr[t] = xp + t * xp_row;
+  }
+  const pa_x4_kernel *vnni =
+      pa_kernels_avx512_vnni() ? pa_kernels_x4(pa_kernels_avx512_vnni(), PA_LAYOUT_Q4K_X4) : NULL;
+  for (int64_t g = 0; g < a->rows / 4; g++) {
+    const uint8_t *wg = (const uint8_t *)a->m.data + (size_t)g * gb;
+    float ref[4 * PA_X4_TOKENS];
+    pa_x4_q4k_ref.run(cols, wg, xptr, PA_X4_TOKENS, ref, 4);
+    for (int t = 0; t < PA_X4_TOKENS; t++) {
+      pa_type_get(PA_TYPE_Q8_K)->to_float(xq + t * xq_row, xd, cols);
+      for (int r = 0; r < 4; r++) {
+        const uint8_t *wr = a->file + (size_t)(4 * g + r) * rb;
+        float want;
+        pa_kernels_reference()->vec_dot[PA_TYPE_Q4_K](cols, &want, wr, xq + t * xq_row);
+        dequantize_with_offsets(PA_TYPE_Q4_K, cols, wr, wd, w0);
+        double mag = 0.0;
+        for (int64_t c = 0; c < cols; c++)
+          mag += fabs((double)xd[c]) * (fabs((double)wd[c]) + fabs((double)w0[c]));
+        const float got = ref[4 * t + r];
+        if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-30)) {
+          printf("FAIL x4 reference vs Q4_K dot, %lld super-blocks, row %lld token %d: %.9g vs %.9g\n",
+                 (long long)nsb, (long long)(4 * g + r), t, got, want);
+          failures++;
+        }
+      }
+    }
+    if (!vnni) continue;
+    for (int nt = 1; nt <= PA_X4_TOKENS; nt++) {
+      float got[4 * PA_X4_TOKENS];
+      vnni->run(cols, wg, xptr + (PA_X4_TOKENS - nt), nt, got, 4);
+      for (int t = 0; t < nt; t++)
+        for (int r = 0; r < 4; r++) {
+          const float want = ref[4 * (PA_X4_TOKENS - nt + t) + r];
+          if (bits_of(got[4 * t + r]) != bits_of(want)) {
+            printf("FAIL vnni x4 kernel, %lld super-blocks, %d tokens, group %lld row %d token %d: "
+                   "%.9g, reference %.9g\n",
+                   (long long)nsb, nt, (long long)g, r, t, got[4 * t + r], want);
+            failures++;
+          }
+        }
+    }
+  }
+  free(xq);
+  pa_free(xp);
+  free(x);
+  free(xd);
+  free(wd);
+  free(w0);
+}
+
+/* (d) */
+static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **tables, int n_tables) {
+  const int64_t rows = a->rows, cols = a->cols, xs = cols + 3, ys = rows + 5, n_pool = 2 * MAX_BATCH;
+  float *x = malloc(sizeof(float) * (size_t)(n_pool * xs));
+  for (int64_t k = 0; k < n_pool; k++) random_floats(x + k * xs, cols);
+  float *alone = malloc(sizeof(float) * (size_t)(n_pool * rows));
+  void *work = malloc(pa_matmul_work_size(&a->m, MAX_BATCH) + 1);
+  pa_kernels_set(pa_kernels_reference());
+  for (int64_t k = 0; k < n_pool; k++) pa_matmul(NULL, &a->m, x + k * xs, xs, alone + k * rows, rows, 1, work);
+  float *y = malloc(sizeof(float) * (size_t)(MAX_BATCH * ys));
+  for (int k = 0; k < n_tables; k++) {
+    pa_kernels_set(tables[k]);
+    int reported = 0;
+    for (int p = 0; p < 3; p++)
+      for (int64_t n = 1; n <= MAX_BATCH; n++) {
+        const int64_t start = (int64_t)(rng() % (uint64_t)(n_pool - n + 1));
+        for (int64_t i = 0; i < MAX_BATCH * ys; i++) y[i] = SENTINEL;
+        pa_matmul(pools[p], &a->m, x + start * xs, xs, y, ys, n, work);
+        for (int64_t t = 0; t < MAX_BATCH; t++)
+          for (int64_t r = 0; r < ys; r++) {
+            const float got = y[t * ys + r];
+            const bool inside = t < n && r < rows;
+            const float want = inside ? alone[(start + t) * rows + r] : SENTINEL;
+            if (bits_of(got) != bits_of(want) && reported++ < 5) {
+              printf("FAIL x4 matmul table=%s cols=%lld threads=%d tokens=%lld y[%lld][%lld]: %.9g, "
+                     "%s %.9g\n",
+                     tables[k]->name, (long long)cols, p + 1, (long long)n, (long long)t, (long long)r,
+                     got, inside ? "alone (reference table)" : "untouched", want);
+              failures++;
+            }
+          }
+      }
+  }
+  pa_kernels_set(NULL);
+  free(x);
+  free(alone);
+  free(work);
+  free(y);
+}
+
+/* (e): a repacked gate with a file-layout up, and a multi of both kinds */
+static void check_mixed(pa_pool *pool) {
+  const int64_t rows = 24, cols = 512, n = 5;
+  mat a;
+  make(&a, rows, cols);
+  const pa_matrix f = {.type = PA_TYPE_Q4_K, .rows = rows, .cols = cols, .data = a.file};
+  float *x = malloc(sizeof(float) * (size_t)(n * cols));
+  random_floats(x, n * cols);
+  float *want_a = malloc(sizeof(float) * (size_t)(n * rows)), *want_f = malloc(sizeof(float) * (size_t)(n * rows));
+  float *ya = malloc(sizeof(float) * (size_t)(n * rows)), *yf = malloc(sizeof(float) * (size_t)(n * rows));
+  size_t ws = pa_matmul_work_size(&a.m, n);
+  if (pa_matmul_work_size(&f, n) > ws) ws = pa_matmul_work_size(&f, n);
+  void *work = malloc(ws + 1);
+  pa_matmul(pool, &a.m, x, cols, want_a, rows, n, work);
+  pa_matmul(pool, &f, x, cols, want_f, rows, n, work);
+  const pa_matmul_out outs[2] = {{&f, yf, rows}, {&a.m, ya, rows}};
+  pa_matmul_multi(pool, outs, 2, x, cols, n, work);
+  for (int64_t i = 0; i < n * rows; i++)
+    if (bits_of(ya[i]) != bits_of(want_a[i]) || bits_of(yf[i]) != bits_of(want_f[i])) {
+      printf("FAIL matmul_multi of a repacked and a file-layout matrix differs at %lld\n", (long long)i);
+      failures++;
+      break;
+    }
+  pa_matmul_gated(pool, &a.m, &f, pa_silu_mul, x, cols, ya, yf, rows, n, work);
+  for (int64_t i = 0; i < n * rows; i++) {
+    float g = want_a[i];
+    pa_silu_mul(&g, &want_f[i], 1);
+    if (bits_of(ya[i]) != bits_of(g)) {
+      printf("FAIL matmul_gated with a repacked gate differs at %lld: %.9g vs %.9g\n", (long long)i, ya[i], g);
+      failures++;
+      break;
+    }
+  }
+  free(x);
+  free(want_a);
+  free(want_f);
+  free(ya);
+  free(yf);
+  free(work);
+  drop(&a);
+}
+
+int main(void) {
+  test_seed("test_x4");
+  const pa_cpu_kernels *tables[4];
+  int n_tables = 0;
+  tables[n_tables++] = pa_kernels_reference();
+  const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
+  for (int i = 0; i < 3; i++)
+    if (simd[i]) tables[n_tables++] = simd[i];
+  printf("cpu: %s; x4 kernel fast in:", pa_cpu_describe());
+  for (int k = 0; k < n_tables; k++)
+    if (pa_kernels_x4_fast(tables[k], PA_LAYOUT_Q4K_X4)) printf(" %s", tables[k]->name);
+  printf("\n");
+  if (pa_kernels_avx512_vnni() && !pa_kernels_x4_fast(pa_kernels_avx512_vnni(), PA_LAYOUT_Q4K_X4)) {
+    printf("FAIL the avx512_vnni table has no fast x4 kernel\n");
+    failures++;
+  }
+  if (!pa_x4_fits(PA_TYPE_Q4_K, 8, 512) || pa_x4_fits(PA_TYPE_Q4_K, 6, 512) ||
+      pa_x4_fits(PA_TYPE_Q4_K, 8, 320) || pa_x4_fits(PA_TYPE_Q6_K, 8, 512)) {
+    printf("FAIL pa_x4_fits\n");
+    failures++;
+  }
+
+  pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
+  const int64_t ks[] = {1, 2, 3, 5, 16, 57};
+  const int64_t rs[] = {4, 8, 36, 12, 20, 8};
+  for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++) {
+    mat a;
+    make(&a, rs[s], QK_K * ks[s]);
+    check_rows(&a);
+    check_kernels(&a);
+    check_matmul(&a, pools, tables, n_tables);
+    drop(&a);
+  }
+  check_mixed(pools[1]);
+  for (int p = 1; p < 3; p++) pa_pool_free(pools[p]);
+  if (failures) {
+    printf("test_x4: %d failure(s)\n", failures);
+    return 1;
+  }
+  printf("test_x4: all passed\n");
+  return 0;
+}
