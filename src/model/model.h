@@ -55,7 +55,8 @@ struct pa_model {
   float *output_norm;
   float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
   pa_layer *layers;
-  void *repacked; /* the weights repacked at load (kernels/x4.h), or NULL */
+  void *repacked;        /* the weights repacked at load (kernels/x4.h): a mapping, or NULL */
+  size_t repacked_bytes; /* its length */
 };
 
 /* Scratch of one forward pass, sized for n_batch tokens. */
