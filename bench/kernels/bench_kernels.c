@@ -17,7 +17,7 @@
 #include "base/base.h"
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
-#include "kernels/x4.h"
+#include "kernels/layout.h"
 
 static uint64_t rng_state = 88172645463325252ULL;
 static uint64_t rng(void) {
@@ -90,16 +90,18 @@ static double bench_time(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* BENCH_X4=1: Q4_K matrices are repacked into the x4 layout first
- * (kernels/x4.h), as the loader does; *w becomes the repacked copy. */
-static void maybe_x4(pa_matrix *m, uint8_t **w) {
-  if (!getenv("BENCH_X4") || !atoi(getenv("BENCH_X4")) || !pa_x4_fits(m->type, m->rows, m->cols)) return;
-  uint8_t *p = pa_alloc(pa_x4_bytes(m->rows, m->cols));
-  pa_x4_repack(m->cols, *w, p, 0, m->rows / 4);
+/* BENCH_ILV=1: matrices are repacked into the interleaved layout their
+ * type and shape take (kernels/layout.h), as the loader does; *w becomes
+ * the repacked copy. */
+static void maybe_ilv(pa_matrix *m, uint8_t **w) {
+  const pa_layout to = pa_layout_for(m->type, m->rows, m->cols);
+  if (!getenv("BENCH_ILV") || !atoi(getenv("BENCH_ILV")) || to == PA_LAYOUT_ROWS) return;
+  uint8_t *p = pa_alloc(pa_layout_bytes(to, m->type, m->rows, m->cols));
+  pa_layout_repack(to, m->type, m->cols, *w, p, 0, m->rows / pa_layout_group_rows(to));
   pa_free(*w);
   *w = p;
   m->data = p;
-  m->layout = PA_LAYOUT_Q4K_X4;
+  m->layout = to;
 }
 
 /* n_tokens tokens through one random `rows` x `cols` matrix of `type`:
@@ -110,7 +112,7 @@ static double best_seconds(pa_pool *pool, pa_type type, int64_t rows, int64_t co
   uint8_t *w = pa_alloc(bytes);
   fill(type, w, bytes);
   pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-  maybe_x4(&m, &w);
+  maybe_ilv(&m, &w);
   float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
   float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
   for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
@@ -265,12 +267,12 @@ int main(int argc, char **argv) {
     if (type == PA_TYPE_COUNT) continue;
     const int64_t cols = 4096;
     const size_t row = pa_row_size(type, cols);
-    const int64_t rows = (int64_t)(mb * 1048576.0 / (double)row) / 4 * 4;
+    const int64_t rows = (int64_t)(mb * 1048576.0 / (double)row) / 16 * 16;
     size_t bytes = row * (size_t)rows;
     uint8_t *w = pa_alloc(bytes);
     fill(type, w, bytes);
     pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-    maybe_x4(&m, &w);
+    maybe_ilv(&m, &w);
     bytes = pa_matrix_bytes(&m);
     float *x = pa_alloc(sizeof(float) * cols), *y = pa_alloc(sizeof(float) * (size_t)rows);
     for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;

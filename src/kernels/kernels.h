@@ -22,10 +22,38 @@ typedef void (*pa_vec_dot_fn)(int64_t n, float *out, const void *w, const void *
 /* Converts n floats to a row of an activation type (Q8_0, Q8_1, Q8_K, F32, F16...). */
 typedef void (*pa_quantize_row_fn)(const float *x, void *y, int64_t n);
 
+/* How a matrix's bytes are arranged. PA_LAYOUT_ROWS: as in GGUF files,
+ * row after row, row stride pa_row_size(type, cols). The interleaved
+ * layouts (kernels/layout.h), into which the loader repacks weights when
+ * the CPU has fast kernels for them, store groups of rows together so that
+ * each 32-bit lane of a vector belongs to one row: PA_LAYOUT_Q4K_X4, Q4_K
+ * in groups of 4 rows (kernels/x4.h); PA_LAYOUT_B32_X16, Q4_0, Q4_1, Q5_0
+ * and Q8_0 in groups of 16 rows (kernels/x16.h). The one-token and the batched
+ * paths read them alike. */
+typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_Q4K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA_LAYOUT_COUNT } pa_layout;
+
+/* The kernels of an interleaved layout for one weight type. Activations
+ * are quantized to the type's vec_dot_type and each token's row packed
+ * once (pack_x, x_size(cols) bytes); run computes the `rows` rows of one
+ * group (wg) for nt <= `tokens` tokens: y[t * ldy + r] = dot(row r of the
+ * group, token xp[t]), with the same bits whatever nt is, so results never
+ * depend on the batch. Every table has one (its `ilv` entry) for each
+ * (layout, type) the layout takes: the plain C reference where it has no
+ * faster. */
+#define PA_ILV_MAX_TOKENS 8
+typedef struct {
+  int rows, tokens;
+  size_t (*x_size)(int64_t cols);
+  void (*pack_x)(int64_t cols, const void *xq, void *xp);
+  void (*run)(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+              int64_t ldy);
+} pa_ilv_kernel;
+
 typedef struct {
   const char *name; /* "scalar", "avx2", "avx512", "avx512_vnni" */
   pa_vec_dot_fn vec_dot[PA_TYPE_COUNT];          /* indexed by weight type */
   pa_quantize_row_fn quantize_row[PA_TYPE_COUNT]; /* indexed by activation type */
+  const pa_ilv_kernel *ilv[PA_LAYOUT_COUNT][PA_TYPE_COUNT]; /* interleaved layouts' kernels, or NULL */
 } pa_cpu_kernels;
 
 const pa_cpu_kernels *pa_kernels_reference(void); /* plain C, every type */
@@ -43,6 +71,11 @@ const pa_cpu_kernels *pa_kernels_avx512_vnni(void); /* ... + VNNI (vpdpbusd) */
 /* Overwrite the entries a SIMD file implements (avx2.c, avx512.c). */
 void pa_kernels_fill_avx2(pa_cpu_kernels *k);
 void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
+/* k->ilv[layout][type] (NULL when the layout does not take the type), and
+ * whether it is faster than the reference's (worth repacking weights for). */
+const pa_ilv_kernel *pa_kernels_ilv(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
+bool pa_kernels_ilv_fast(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
+void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k); /* layout.c */
 
 /* The fast path pa_matmul takes for 32-element block types (Q4_0, Q4_1,
  * Q5_0, Q5_1, Q8_0) when a table has it: the same dot as vec_dot, given
@@ -107,12 +140,6 @@ const pa_gemm_kernel *pa_kernels_gemm(const pa_cpu_kernels *k, pa_type type);
 void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **table, int vnni); /* by weight type */
 void pa_kernels_fill_avx2_gemm(const pa_gemm_kernel **table);
 
-/* How a matrix's bytes are arranged. PA_LAYOUT_ROWS: as in GGUF files,
- * row after row, row stride pa_row_size(type, cols). PA_LAYOUT_Q4K_X4:
- * Q4_K rows interleaved four at a time at load (kernels/x4.h), which the
- * one-token and the batched paths read alike. */
-typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_Q4K_X4 = 1 } pa_layout;
-
 /* A weight matrix: `rows` rows of `cols` elements of `type`, arranged as
  * `layout` says (zero: PA_LAYOUT_ROWS). */
 typedef struct {
@@ -125,22 +152,7 @@ typedef struct {
 /* Bytes of the matrix's data. */
 size_t pa_matrix_bytes(const pa_matrix *w);
 
-/* The kernels of a row-interleaved layout (kernels/x4.h). Activations are
- * quantized to Q8_K and each token's row packed once (pack_x, x_size(cols)
- * bytes); run computes the 4 rows of one group (wg) for nt <= PA_X4_TOKENS
- * tokens: y[t * ldy + r] = dot(row r of the group, token xp[t]), with the
- * same bits whatever nt is, so results never depend on the batch. Every
- * table has one for each layout (the reference where it has no faster);
- * pa_kernels_x4_fast tells whether it is worth repacking weights for. */
-#define PA_X4_TOKENS 4
-typedef struct {
-  size_t (*x_size)(int64_t cols);
-  void (*pack_x)(int64_t cols, const void *xq, void *xp);
-  void (*run)(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-              int64_t ldy);
-} pa_x4_kernel;
-const pa_x4_kernel *pa_kernels_x4(const pa_cpu_kernels *k, pa_layout layout);
-bool pa_kernels_x4_fast(const pa_cpu_kernels *k, pa_layout layout);
+
 
 /* y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens, r < rows.
  * x is n_tokens rows of `cols` floats (stride x_stride floats); y has stride

@@ -51,6 +51,7 @@
 
 #include "kernels/kernels.h"
 
+#define PA_X4_TOKENS 4 /* tokens per kernel call */
 #define PA_X4_REC 592
 #define PA_X4_XREC 288
 #define PA_X4_QS 0
@@ -71,9 +72,9 @@ void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t g0, int64_t 
 void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
 
 /* The reference kernel (plain C; every table without a faster one). */
-extern const pa_x4_kernel pa_x4_q4k_ref;
+extern const pa_ilv_kernel pa_x4_q4k_ref;
 /* The AVX-512 VNNI kernel (x4_avx512.c). */
-extern const pa_x4_kernel pa_x4_q4k_vnni;
+extern const pa_ilv_kernel pa_x4_q4k_vnni;
 size_t pa_x4_x_size(int64_t cols);
 void pa_x4_pack_x(int64_t cols, const void *xq, void *xp);
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
-#include "kernels/x4.h"
+#include "kernels/layout.h"
 #include "model/model.h"
 
 static int key_u32(struct pa_model *m, const char *suffix, bool required, uint32_t *out) {
@@ -292,29 +292,31 @@ static void release_pages(const void *data, size_t bytes) {
  * one thread, most of it page faults on both sides). */
 typedef struct {
   const pa_matrix *w;
+  pa_layout layout;
   uint8_t *dst;
   int nth, ith;
 } repack_job;
 
 static void *repack_thread(void *arg) {
   const repack_job *j = arg;
-  const int64_t groups = j->w->rows / 4;
+  const int64_t groups = j->w->rows / pa_layout_group_rows(j->layout);
   const int64_t g0 = groups * j->ith / j->nth, g1 = groups * (j->ith + 1) / j->nth;
-  pa_x4_repack(j->w->cols, j->w->data, j->dst, g0, g1);
+  pa_layout_repack(j->layout, j->w->type, j->w->cols, j->w->data, j->dst, g0, g1);
   return NULL;
 }
 
-static void repack_matrix(const pa_matrix *w, uint8_t *dst) {
+static void repack_matrix(const pa_matrix *w, pa_layout layout, uint8_t *dst) {
   enum { MAX_THREADS = 64 };
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 1) n = 1;
   if (n > MAX_THREADS) n = MAX_THREADS;
-  if (n > w->rows / 4) n = w->rows / 4;
+  const int64_t groups = w->rows / pa_layout_group_rows(layout);
+  if (n > groups) n = groups;
   repack_job jobs[MAX_THREADS];
   pthread_t tid[MAX_THREADS];
   bool started[MAX_THREADS] = {false};
   for (int i = 0; i < n; i++) {
-    jobs[i] = (repack_job){w, dst, (int)n, i};
+    jobs[i] = (repack_job){w, layout, dst, (int)n, i};
     if (i > 0) started[i] = pthread_create(&tid[i], NULL, repack_thread, &jobs[i]) == 0;
   }
   repack_thread(&jobs[0]);
@@ -326,18 +328,25 @@ static void repack_matrix(const pa_matrix *w, uint8_t *dst) {
   }
 }
 
+/* The layout matrix w is to be repacked into: an interleaved one it fits
+ * and the best kernel table has a fast kernel for, or PA_LAYOUT_ROWS. */
+static pa_layout target_layout(const pa_matrix *w) {
+  if (!w->data || w->layout != PA_LAYOUT_ROWS) return PA_LAYOUT_ROWS;
+  const pa_layout to = pa_layout_for(w->type, w->rows, w->cols);
+  return to != PA_LAYOUT_ROWS && pa_kernels_ilv_fast(pa_kernels_best(), to, w->type) ? to : PA_LAYOUT_ROWS;
+}
+
 int pa_model_repack(struct pa_model *m) {
   const char *env = getenv("PASADA_REPACK");
-  if ((env && !strcmp(env, "0")) || !pa_kernels_x4_fast(pa_kernels_best(), PA_LAYOUT_Q4K_X4))
-    return PASADA_OK;
+  if (env && !strcmp(env, "0")) return PASADA_OK;
   pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * 7 + 1, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
   size_t total = 0;
-  for (int i = 0; i < n; i++)
-    if (mats[i]->data && mats[i]->layout == PA_LAYOUT_ROWS &&
-        pa_x4_fits(mats[i]->type, mats[i]->rows, mats[i]->cols))
-      total += pa_x4_bytes(mats[i]->rows, mats[i]->cols);
+  for (int i = 0; i < n; i++) {
+    const pa_layout to = target_layout(mats[i]);
+    if (to != PA_LAYOUT_ROWS) total += pa_layout_bytes(to, mats[i]->type, mats[i]->rows, mats[i]->cols);
+  }
   if (!total) {
     pa_free(mats);
     return PASADA_OK;
@@ -358,12 +367,13 @@ int pa_model_repack(struct pa_model *m) {
   size_t at = 0;
   for (int i = 0; i < n; i++) {
     pa_matrix *w = mats[i];
-    if (!w->data || w->layout != PA_LAYOUT_ROWS || !pa_x4_fits(w->type, w->rows, w->cols)) continue;
-    repack_matrix(w, dst + at);
+    const pa_layout to = target_layout(w);
+    if (to == PA_LAYOUT_ROWS) continue;
+    repack_matrix(w, to, dst + at);
     release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);
     w->data = dst + at;
-    w->layout = PA_LAYOUT_Q4K_X4;
-    at += pa_x4_bytes(w->rows, w->cols);
+    w->layout = to;
+    at += pa_layout_bytes(to, w->type, w->rows, w->cols);
   }
   if (tied) m->output = m->tok_embd;
   m->repacked = dst;

@@ -4,7 +4,8 @@
  *   verify_fault MODEL MODE [MAX_TOKENS]
  *
  * Builds a kernel table that is this CPU's best with every weight type's dot
- * product wrapped, then runs pa_verify_run with it and the default
+ * product wrapped, and every interleaved layout's kernel (the path weights
+ * repacked at load take), then runs pa_verify_run with it and the default
  * tolerances, printing the JSON report. MODE:
  *   none   the wrapper calls the real kernel unchanged (must pass)
  *   tail   drops the last block of every row (the classic loop-bound bug)
@@ -33,6 +34,23 @@ static _Thread_local unsigned long calls;
   }
 WRAP(1) WRAP(2) WRAP(3) WRAP(6) WRAP(7) WRAP(8) WRAP(10) WRAP(11) WRAP(12) WRAP(13) WRAP(14) WRAP(30)
 
+/* The same faults in the interleaved layouts' kernels: the last block
+ * (super-block) of every row left out, or every 64th output negated. */
+static const pa_ilv_kernel *real_ilv[PA_LAYOUT_COUNT][PA_TYPE_COUNT];
+static pa_ilv_kernel wrapped_ilv[PA_LAYOUT_COUNT][PA_TYPE_COUNT];
+#define WRAP_ILV(L, T)                                                                          \
+  static void run_##L##_##T(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
+                            float *y, int64_t ldy) {                                           \
+    const pa_ilv_kernel *k = real_ilv[L][T];                                                   \
+    const int64_t bs = pa_type_get((pa_type)(T))->block_size;                                  \
+    k->run(mode == 1 && cols > bs ? cols - bs : cols, wg, xp, nt, y, ldy);                     \
+    if (mode == 2)                                                                             \
+      for (int t = 0; t < nt; t++)                                                             \
+        for (int r = 0; r < k->rows; r++)                                                      \
+          if (calls++ % 64 == 0) y[t * ldy + r] = -y[t * ldy + r];                             \
+  }
+WRAP_ILV(1, 12) WRAP_ILV(2, 2) WRAP_ILV(2, 3) WRAP_ILV(2, 6) WRAP_ILV(2, 8)
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: verify_fault MODEL none|tail|sign [MAX_TOKENS]\n");
@@ -59,6 +77,18 @@ int main(int argc, char **argv) {
       real[t] = broken.vec_dot[t];
       broken.vec_dot[t] = wrappers[t];
     }
+  const struct {
+    int layout, type;
+    void (*run)(int64_t, const uint8_t *, const uint8_t *const *, int, float *, int64_t);
+  } ilv[] = {{1, 12, run_1_12}, {2, 2, run_2_2}, {2, 3, run_2_3}, {2, 6, run_2_6}, {2, 8, run_2_8}};
+  for (size_t i = 0; i < sizeof ilv / sizeof ilv[0]; i++) {
+    const pa_ilv_kernel *k = broken.ilv[ilv[i].layout][ilv[i].type];
+    if (!k) continue;
+    real_ilv[ilv[i].layout][ilv[i].type] = k;
+    wrapped_ilv[ilv[i].layout][ilv[i].type] = *k;
+    wrapped_ilv[ilv[i].layout][ilv[i].type].run = ilv[i].run;
+    broken.ilv[ilv[i].layout][ilv[i].type] = &wrapped_ilv[ilv[i].layout][ilv[i].type];
+  }
   pa_verify_params p = {.model_path = argv[1], .kernels = &broken, .n_batch = 64,
                         .max_tokens = argc > 3 ? atoi(argv[3]) : 32, .tol = pa_verify_default_tol()};
   pa_verify_result r;

@@ -34,6 +34,7 @@ static void tables_init(void) {
   table_avx512_vnni = table_avx2;
   table_avx512_vnni.name = "avx512_vnni";
   pa_kernels_fill_avx512(&table_avx512_vnni, 1);
+  pa_kernels_fill_ilv_vnni(&table_avx512_vnni);
 
   pa_kernels_fill_avx512_xs(xs_avx512, 0);
   pa_kernels_fill_avx512_xs(xs_avx512_vnni, 1);

@@ -80,7 +80,7 @@
 
 #include "base/base.h"
 #include "kernels/kernels.h"
-#include "kernels/x4.h"
+#include "kernels/layout.h"
 
 /* Rows per thread come in multiples of this, so two threads never write
  * the same 64-byte line of y (16 floats). */
@@ -142,7 +142,7 @@ typedef struct {
   uint8_t *xp;                /* packed activations (gemm->x_size), or NULL */
   size_t xp_row;              /* bytes per packed row */
   int64_t kcols;              /* columns per chunk of the packed rows (cols: one chunk) */
-  const pa_x4_kernel *x4;     /* row-interleaved weights (every matrix), or NULL */
+  const pa_ilv_kernel *ilv;   /* interleaved weights (every matrix): their kernel, or NULL */
 } matmul_job;
 
 /* Activation types whose rows also get per-block float scales and sums. */
@@ -180,7 +180,10 @@ size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens) {
   const pa_type vt = t->vec_dot_type;
   if (vt == PA_TYPE_F32) return 0; /* x is used in place */
   size_t size = xq_bytes(vt, w->cols, n_tokens) + xs_bytes(vt, w->cols, n_tokens);
-  const size_t xp_row = w->layout == PA_LAYOUT_ROWS ? gemm_x_row_max(w) : pa_x4_x_size(w->cols);
+  const size_t xp_row =
+      w->layout == PA_LAYOUT_ROWS
+          ? gemm_x_row_max(w)
+          : pa_kernels_ilv(pa_kernels_reference(), w->layout, w->type)->x_size(w->cols);
   if (xp_row) size += (size_t)n_tokens * xp_row + 64;
   return size;
 }
@@ -233,21 +236,21 @@ static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
 }
 
 /* The interleaved layouts' quantization: whole tokens, each packed. */
-static void quantize_share_x4(const matmul_job *j, int ith, int nth) {
+static void quantize_share_ilv(const matmul_job *j, int ith, int nth) {
   long lo, hi;
   pa_split((long)j->n_tokens, ith, nth, &lo, &hi);
   pa_quantize_row_fn quantize = j->k->quantize_row[j->vt];
   for (long t = lo; t < hi; t++) {
     uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
     quantize(j->x + t * j->x_stride, xq, j->cols);
-    j->x4->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
+    j->ilv->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
   }
 }
 
 static void quantize_task(void *arg, int ith, int nth) {
   const matmul_job *j = arg;
-  if (j->x4)
-    quantize_share_x4(j, ith, nth);
+  if (j->ilv)
+    quantize_share_ilv(j, ith, nth);
   else if (j->gemm)
     quantize_share_gemm(j, ith, nth);
   else
@@ -438,28 +441,29 @@ static void dot_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end)
   }
 }
 
-/* Rows [r_begin, r_end) (whole groups of 4) of an interleaved matrix for
- * every token: groups in panels of about X4_PANEL bytes (which stay in L2
+/* Rows [r_begin, r_end) (whole groups) of an interleaved matrix for every
+ * token: groups in panels of about ILV_PANEL bytes (which stay in L2
  * while the tokens pass), the kernel's tokens at a time. One token: the
  * groups stream in order, the bytes PF_DISTANCE ahead asked for as in
  * dot_rows. */
-#define X4_PANEL (128 * 1024)
-static void x4_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end) {
+#define ILV_PANEL (128 * 1024)
+static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end) {
   const pa_matrix *w = j->w[m];
-  const size_t gbytes = pa_x4_bytes(4, w->cols);
-  int64_t pg = (int64_t)(X4_PANEL / gbytes);
+  const pa_ilv_kernel *k = j->ilv;
+  const size_t gbytes = pa_layout_bytes(w->layout, w->type, k->rows, w->cols);
+  int64_t pg = (int64_t)(ILV_PANEL / gbytes);
   if (pg < 1) pg = 1;
   const uint8_t *wd = w->data;
   const int64_t ys = j->y_stride[m];
-  const uint8_t *xptr[PA_X4_TOKENS];
-  for (int64_t g0 = r_begin / 4; g0 < r_end / 4; g0 += pg) {
-    const int64_t g1 = g0 + pg < r_end / 4 ? g0 + pg : r_end / 4;
-    for (int64_t t0 = 0; t0 < j->n_tokens; t0 += PA_X4_TOKENS) {
-      const int nt = (int)(j->n_tokens - t0 < PA_X4_TOKENS ? j->n_tokens - t0 : PA_X4_TOKENS);
+  const uint8_t *xptr[PA_ILV_MAX_TOKENS];
+  for (int64_t g0 = r_begin / k->rows; g0 < r_end / k->rows; g0 += pg) {
+    const int64_t g1 = g0 + pg < r_end / k->rows ? g0 + pg : r_end / k->rows;
+    for (int64_t t0 = 0; t0 < j->n_tokens; t0 += k->tokens) {
+      const int nt = (int)(j->n_tokens - t0 < k->tokens ? j->n_tokens - t0 : k->tokens);
       for (int t = 0; t < nt; t++) xptr[t] = j->xp + (size_t)(t0 + t) * j->xp_row;
       for (int64_t g = g0; g < g1; g++) {
         if (t0 == 0) prefetch_ahead(wd + (size_t)g * gbytes, gbytes);
-        j->x4->run(w->cols, wd + (size_t)g * gbytes, xptr, nt, j->y[m] + t0 * ys + 4 * g, ys);
+        k->run(w->cols, wd + (size_t)g * gbytes, xptr, nt, j->y[m] + t0 * ys + k->rows * g, ys);
       }
     }
   }
@@ -467,8 +471,8 @@ static void x4_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end) 
 
 static void rows_of(const matmul_job *j, int m, int64_t r0, int64_t r1) {
   if (r0 >= r1) return;
-  if (j->x4)
-    x4_rows(j, m, r0, r1);
+  if (j->ilv)
+    ilv_rows(j, m, r0, r1);
   else if (j->gemm)
     gemm_rows(j, m, r0, r1);
   else
@@ -513,12 +517,13 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
       j->y[m] = outs[m].y;
       j->y_stride[m] = outs[m].y_stride;
     }
-    j->x4 = pa_kernels_x4(j->k, layout);
+    j->ilv = pa_kernels_ilv(j->k, layout, outs[0].w->type);
+    if (!j->ilv) return false;
     j->kcols = j->cols;
     const uintptr_t at = (uintptr_t)work + xq_bytes(j->vt, j->cols, n_tokens);
     j->xp = (uint8_t *)((at + 63) & ~(uintptr_t)63);
-    j->xp_row = j->x4->x_size(j->cols);
-    return j->x4 != NULL;
+    j->xp_row = j->ilv->x_size(j->cols);
+    return true;
   }
   const pa_gemm_kernel *g = pa_kernels_gemm(j->k, outs[0].w->type);
   /* columns per chunk: whole rows when the kernel cannot cut them, or
@@ -642,8 +647,8 @@ void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, 
 }
 
 void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out) {
-  if (w->layout == PA_LAYOUT_Q4K_X4) {
-    pa_x4_get_row(w, r, out);
+  if (w->layout != PA_LAYOUT_ROWS) {
+    pa_layout_get_row(w, r, out);
     return;
   }
   const pa_type_traits *t = pa_type_get(w->type);

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/x16.h"
+#include "kernels/x4.h"
 
 /* The quantizers must round exactly like the SIMD versions (x * id, then
  * round to nearest even): a fused multiply-add here would change ties. */
@@ -344,6 +346,14 @@ static const pa_cpu_kernels reference = {
             [PA_TYPE_Q8_0] = quantize_q8_0,
             [PA_TYPE_Q8_1] = quantize_q8_1,
             [PA_TYPE_Q8_K] = quantize_q8_K,
+        },
+    .ilv =
+        {
+            [PA_LAYOUT_Q4K_X4] = {[PA_TYPE_Q4_K] = &pa_x4_q4k_ref},
+            [PA_LAYOUT_B32_X16] = {[PA_TYPE_Q8_0] = &pa_x16_ref_q8_0,
+                                   [PA_TYPE_Q4_0] = &pa_x16_ref_q4_0,
+                                   [PA_TYPE_Q4_1] = &pa_x16_ref_q4_1,
+                                   [PA_TYPE_Q5_0] = &pa_x16_ref_q5_0},
         },
 };
 

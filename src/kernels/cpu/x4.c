@@ -17,11 +17,6 @@ size_t pa_x4_bytes(int64_t rows, int64_t cols) {
   return (size_t)(rows / 4) * (size_t)(cols / QK_K) * PA_X4_REC;
 }
 
-size_t pa_matrix_bytes(const pa_matrix *w) {
-  if (w->layout == PA_LAYOUT_Q4K_X4) return pa_x4_bytes(w->rows, w->cols);
-  return pa_row_size(w->type, w->cols) * (size_t)w->rows;
-}
-
 void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1) {
   const int64_t nsb = cols / QK_K;
   const block_q4_K *in = src;
@@ -137,13 +132,4 @@ static void run_ref(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
   }
 }
 
-const pa_x4_kernel pa_x4_q4k_ref = {pa_x4_x_size, pa_x4_pack_x, run_ref};
-
-const pa_x4_kernel *pa_kernels_x4(const pa_cpu_kernels *k, pa_layout layout) {
-  if (layout != PA_LAYOUT_Q4K_X4) return NULL;
-  return k && k == pa_kernels_avx512_vnni() ? &pa_x4_q4k_vnni : &pa_x4_q4k_ref;
-}
-
-bool pa_kernels_x4_fast(const pa_cpu_kernels *k, pa_layout layout) {
-  return pa_kernels_x4(k, layout) != &pa_x4_q4k_ref && pa_kernels_x4(k, layout) != NULL;
-}
+const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_ref};

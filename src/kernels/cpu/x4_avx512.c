@@ -90,4 +90,4 @@ static VNNI void run_vnni(int64_t cols, const uint8_t *wg, const uint8_t *const 
   }
 }
 
-const pa_x4_kernel pa_x4_q4k_vnni = {pa_x4_x_size, pa_x4_pack_x, run_vnni};
+const pa_ilv_kernel pa_x4_q4k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_vnni};

@@ -1,8 +1,10 @@
-/* test_x4.c: the Q4_K x4 layout (kernels/x4.h) on fresh random inputs.
+/* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K
+ * in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1 and Q8_0 in groups of 16,
+ * kernels/x16.h) on fresh random inputs, for each (layout, type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
  *     equals the file layout's reference dequantization bit for bit;
- * (b) the reference kernel agrees with the file layout's reference Q4_K
- *     dot on the same quantized activations, |got - ref| <= 1e-5 * M,
+ * (b) the reference kernel agrees with the file layout's reference dot
+ *     on the same quantized activations, |got - ref| <= 1e-5 * M,
  *     M = sum |x_i| (|w_i| + |w0_i|) (as test_gemm.c);
  * (c) the AVX-512 VNNI kernel (where the CPU has it) gives the reference
  *     kernel's bits, for 1..4 tokens per call;
@@ -23,7 +25,7 @@
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
-#include "kernels/x4.h"
+#include "kernels/layout.h"
 #include "test_util.h"
 #include "test_blocks.h"
 
@@ -39,21 +41,24 @@ static uint32_t bits_of(float f) {
 }
 
 typedef struct {
+  pa_type type;
+  pa_layout layout;
   int64_t rows, cols;
-  uint8_t *file; /* Q4_K rows */
+  uint8_t *file; /* rows in file layout */
   pa_matrix m;   /* repacked */
 } mat;
 
-static void make(mat *a, int64_t rows, int64_t cols) {
+static void make(mat *a, pa_type type, int64_t rows, int64_t cols) {
+  a->type = type;
+  a->layout = pa_layout_for(type, rows, cols);
   a->rows = rows;
   a->cols = cols;
-  const size_t rb = pa_row_size(PA_TYPE_Q4_K, cols);
+  const size_t rb = pa_row_size(type, cols);
   a->file = pa_alloc(rb * (size_t)rows);
-  for (int64_t r = 0; r < rows; r++) random_weights(PA_TYPE_Q4_K, cols, a->file + (size_t)r * rb);
-  uint8_t *p = pa_alloc(pa_x4_bytes(rows, cols));
-  pa_x4_repack(cols, a->file, p, 0, rows / 4);
-  a->m = (pa_matrix){.type = PA_TYPE_Q4_K, .rows = rows, .cols = cols, .data = p,
-                     .layout = PA_LAYOUT_Q4K_X4};
+  for (int64_t r = 0; r < rows; r++) random_weights(type, cols, a->file + (size_t)r * rb);
+  uint8_t *p = pa_alloc(pa_layout_bytes(a->layout, type, rows, cols));
+  pa_layout_repack(a->layout, type, cols, a->file, p, 0, rows / pa_layout_group_rows(a->layout));
+  a->m = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = p, .layout = a->layout};
 }
 
 static void drop(mat *a) {
@@ -63,14 +68,15 @@ static void drop(mat *a) {
 
 /* (a) */
 static void check_rows(const mat *a) {
-  const size_t rb = pa_row_size(PA_TYPE_Q4_K, a->cols);
+  const size_t rb = pa_row_size(a->type, a->cols);
   float *want = malloc(sizeof(float) * (size_t)a->cols), *got = malloc(sizeof(float) * (size_t)a->cols);
   for (int64_t r = 0; r < a->rows; r++) {
-    pa_type_get(PA_TYPE_Q4_K)->to_float(a->file + (size_t)r * rb, want, a->cols);
+    pa_type_get(a->type)->to_float(a->file + (size_t)r * rb, want, a->cols);
     pa_matrix_get_row(&a->m, r, got);
     for (int64_t c = 0; c < a->cols; c++)
       if (bits_of(got[c]) != bits_of(want[c])) {
-        printf("FAIL get_row cols=%lld row %lld col %lld: %.9g, file layout %.9g\n", (long long)a->cols,
+        printf("FAIL get_row %s cols=%lld row %lld col %lld: %.9g, file layout %.9g\n",
+               pa_type_name(a->type), (long long)a->cols,
                (long long)r, (long long)c, got[c], want[c]);
         failures++;
         break;
@@ -82,54 +88,62 @@ static void check_rows(const mat *a) {
 
 /* (b), (c): each group through the kernels directly */
 static void check_kernels(const mat *a) {
-  const int64_t cols = a->cols, nsb = cols / QK_K;
-  const size_t rb = pa_row_size(PA_TYPE_Q4_K, cols), gb = pa_x4_bytes(4, cols);
-  const size_t xq_row = pa_row_size(PA_TYPE_Q8_K, cols), xp_row = pa_x4_x_size(cols);
-  uint8_t *xq = malloc(xq_row * PA_X4_TOKENS), *xp = pa_alloc(xp_row * PA_X4_TOKENS);
+  const int64_t cols = a->cols;
+  const pa_type vt = pa_type_get(a->type)->vec_dot_type;
+  const pa_ilv_kernel *ref = pa_kernels_ilv(pa_kernels_reference(), a->layout, a->type);
+  const pa_ilv_kernel *vnni =
+      pa_kernels_avx512_vnni() ? pa_kernels_ilv(pa_kernels_avx512_vnni(), a->layout, a->type) : NULL;
+  if (!ref || (pa_kernels_avx512_vnni() && (!vnni || vnni == ref))) {
+    printf("FAIL %s: no reference or no VNNI kernel\n", pa_type_name(a->type));
+    failures++;
+    return;
+  }
+  const int G = ref->rows, T = ref->tokens;
+  const size_t rb = pa_row_size(a->type, cols),
+               gb = pa_layout_bytes(a->layout, a->type, G, cols);
+  const size_t xq_row = pa_row_size(vt, cols), xp_row = ref->x_size(cols);
+  uint8_t *xq = malloc(xq_row * (size_t)T), *xp = pa_alloc(xp_row * (size_t)T);
   float *x = malloc(sizeof(float) * (size_t)cols), *xd = malloc(sizeof(float) * (size_t)cols);
   float *wd = malloc(sizeof(float) * (size_t)cols), *w0 = malloc(sizeof(float) * (size_t)cols);
-  const uint8_t *xptr[PA_X4_TOKENS];
-  for (int t = 0; t < PA_X4_TOKENS; t++) {
+  float *want_t = malloc(sizeof(float) * (size_t)(G * T)), *got = malloc(sizeof(float) * (size_t)(G * T));
+  const uint8_t *xptr[PA_ILV_MAX_TOKENS];
+  for (int t = 0; t < T; t++) {
     random_floats(x, cols);
-    pa_kernels_reference()->quantize_row[PA_TYPE_Q8_K](x, xq + t * xq_row, cols);
-    pa_x4_pack_x(cols, xq + t * xq_row, xp + t * xp_row);
+    pa_kernels_reference()->quantize_row[vt](x, xq + t * xq_row, cols);
+    ref->pack_x(cols, xq + t * xq_row, xp + t * xp_row);
     xptr[t] = xp + t * xp_row;
   }
-  const pa_x4_kernel *vnni =
-      pa_kernels_avx512_vnni() ? pa_kernels_x4(pa_kernels_avx512_vnni(), PA_LAYOUT_Q4K_X4) : NULL;
-  for (int64_t g = 0; g < a->rows / 4; g++) {
+  for (int64_t g = 0; g < a->rows / G; g++) {
     const uint8_t *wg = (const uint8_t *)a->m.data + (size_t)g * gb;
-    float ref[4 * PA_X4_TOKENS];
-    pa_x4_q4k_ref.run(cols, wg, xptr, PA_X4_TOKENS, ref, 4);
-    for (int t = 0; t < PA_X4_TOKENS; t++) {
-      pa_type_get(PA_TYPE_Q8_K)->to_float(xq + t * xq_row, xd, cols);
-      for (int r = 0; r < 4; r++) {
-        const uint8_t *wr = a->file + (size_t)(4 * g + r) * rb;
+    ref->run(cols, wg, xptr, T, want_t, G);
+    for (int t = 0; t < T; t++) {
+      pa_type_get(vt)->to_float(xq + t * xq_row, xd, cols);
+      for (int r = 0; r < G; r++) {
+        const uint8_t *wr = a->file + (size_t)(G * g + r) * rb;
         float want;
-        pa_kernels_reference()->vec_dot[PA_TYPE_Q4_K](cols, &want, wr, xq + t * xq_row);
-        dequantize_with_offsets(PA_TYPE_Q4_K, cols, wr, wd, w0);
+        pa_kernels_reference()->vec_dot[a->type](cols, &want, wr, xq + t * xq_row);
+        dequantize_with_offsets(a->type, cols, wr, wd, w0);
         double mag = 0.0;
         for (int64_t c = 0; c < cols; c++)
           mag += fabs((double)xd[c]) * (fabs((double)wd[c]) + fabs((double)w0[c]));
-        const float got = ref[4 * t + r];
-        if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-30)) {
-          printf("FAIL x4 reference vs Q4_K dot, %lld super-blocks, row %lld token %d: %.9g vs %.9g\n",
-                 (long long)nsb, (long long)(4 * g + r), t, got, want);
+        const float v = want_t[G * t + r];
+        if (!(fabs((double)v - want) <= 1e-5 * mag + 1e-30)) {
+          printf("FAIL %s layout reference vs file dot, %lld cols, row %lld token %d: %.9g vs %.9g\n",
+                 pa_type_name(a->type), (long long)cols, (long long)(G * g + r), t, v, want);
           failures++;
         }
       }
     }
     if (!vnni) continue;
-    for (int nt = 1; nt <= PA_X4_TOKENS; nt++) {
-      float got[4 * PA_X4_TOKENS];
-      vnni->run(cols, wg, xptr + (PA_X4_TOKENS - nt), nt, got, 4);
+    for (int nt = 1; nt <= T; nt++) {
+      vnni->run(cols, wg, xptr + (T - nt), nt, got, G);
       for (int t = 0; t < nt; t++)
-        for (int r = 0; r < 4; r++) {
-          const float want = ref[4 * (PA_X4_TOKENS - nt + t) + r];
-          if (bits_of(got[4 * t + r]) != bits_of(want)) {
-            printf("FAIL vnni x4 kernel, %lld super-blocks, %d tokens, group %lld row %d token %d: "
+        for (int r = 0; r < G; r++) {
+          const float want = want_t[G * (T - nt + t) + r];
+          if (bits_of(got[G * t + r]) != bits_of(want)) {
+            printf("FAIL %s vnni layout kernel, %lld cols, %d tokens, group %lld row %d token %d: "
                    "%.9g, reference %.9g\n",
-                   (long long)nsb, nt, (long long)g, r, t, got[4 * t + r], want);
+                   pa_type_name(a->type), (long long)cols, nt, (long long)g, r, t, got[G * t + r], want);
             failures++;
           }
         }
@@ -141,6 +155,8 @@ static void check_kernels(const mat *a) {
   free(xd);
   free(wd);
   free(w0);
+  free(want_t);
+  free(got);
 }
 
 /* (d) */
@@ -167,9 +183,9 @@ static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **t
             const bool inside = t < n && r < rows;
             const float want = inside ? alone[(start + t) * rows + r] : SENTINEL;
             if (bits_of(got) != bits_of(want) && reported++ < 5) {
-              printf("FAIL x4 matmul table=%s cols=%lld threads=%d tokens=%lld y[%lld][%lld]: %.9g, "
-                     "%s %.9g\n",
-                     tables[k]->name, (long long)cols, p + 1, (long long)n, (long long)t, (long long)r,
+              printf("FAIL %s layout matmul table=%s cols=%lld threads=%d tokens=%lld y[%lld][%lld]: "
+                     "%.9g, %s %.9g\n",
+                     pa_type_name(a->type), tables[k]->name, (long long)cols, p + 1, (long long)n, (long long)t, (long long)r,
                      got, inside ? "alone (reference table)" : "untouched", want);
               failures++;
             }
@@ -184,11 +200,11 @@ static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **t
 }
 
 /* (e): a repacked gate with a file-layout up, and a multi of both kinds */
-static void check_mixed(pa_pool *pool) {
-  const int64_t rows = 24, cols = 512, n = 5;
+static void check_mixed(pa_pool *pool, pa_type type) {
+  const int64_t rows = 48, cols = 512, n = 5;
   mat a;
-  make(&a, rows, cols);
-  const pa_matrix f = {.type = PA_TYPE_Q4_K, .rows = rows, .cols = cols, .data = a.file};
+  make(&a, type, rows, cols);
+  const pa_matrix f = {.type = type, .rows = rows, .cols = cols, .data = a.file};
   float *x = malloc(sizeof(float) * (size_t)(n * cols));
   random_floats(x, n * cols);
   float *want_a = malloc(sizeof(float) * (size_t)(n * rows)), *want_f = malloc(sizeof(float) * (size_t)(n * rows));
@@ -226,44 +242,71 @@ static void check_mixed(pa_pool *pool) {
 }
 
 int main(void) {
-  test_seed("test_x4");
+  test_seed("test_layouts");
   const pa_cpu_kernels *tables[4];
   int n_tables = 0;
   tables[n_tables++] = pa_kernels_reference();
   const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
   for (int i = 0; i < 3; i++)
     if (simd[i]) tables[n_tables++] = simd[i];
-  printf("cpu: %s; x4 kernel fast in:", pa_cpu_describe());
+  printf("cpu: %s; fast Q4_K x4 / Q8_0 x16 kernels in:", pa_cpu_describe());
   for (int k = 0; k < n_tables; k++)
-    if (pa_kernels_x4_fast(tables[k], PA_LAYOUT_Q4K_X4)) printf(" %s", tables[k]->name);
+    if (pa_kernels_ilv_fast(tables[k], PA_LAYOUT_Q4K_X4, PA_TYPE_Q4_K) &&
+        pa_kernels_ilv_fast(tables[k], PA_LAYOUT_B32_X16, PA_TYPE_Q8_0))
+      printf(" %s", tables[k]->name);
   printf("\n");
-  if (pa_kernels_avx512_vnni() && !pa_kernels_x4_fast(pa_kernels_avx512_vnni(), PA_LAYOUT_Q4K_X4)) {
-    printf("FAIL the avx512_vnni table has no fast x4 kernel\n");
+  if (pa_kernels_avx512_vnni() && !pa_kernels_ilv_fast(pa_kernels_avx512_vnni(), PA_LAYOUT_Q4K_X4, PA_TYPE_Q4_K)) {
+    printf("FAIL the avx512_vnni table has no fast Q4_K x4 kernel\n");
     failures++;
   }
-  if (!pa_x4_fits(PA_TYPE_Q4_K, 8, 512) || pa_x4_fits(PA_TYPE_Q4_K, 6, 512) ||
-      pa_x4_fits(PA_TYPE_Q4_K, 8, 320) || pa_x4_fits(PA_TYPE_Q6_K, 8, 512)) {
-    printf("FAIL pa_x4_fits\n");
+  if (pa_layout_for(PA_TYPE_Q4_K, 8, 512) != PA_LAYOUT_Q4K_X4 ||
+      pa_layout_for(PA_TYPE_Q4_K, 6, 512) != PA_LAYOUT_ROWS ||
+      pa_layout_for(PA_TYPE_Q4_K, 8, 320) != PA_LAYOUT_ROWS ||
+      pa_layout_for(PA_TYPE_Q6_K, 8, 512) != PA_LAYOUT_ROWS ||
+      pa_layout_for(PA_TYPE_Q8_0, 24, 64) != PA_LAYOUT_ROWS ||
+      pa_layout_for(PA_TYPE_Q4_1, 32, 576) != PA_LAYOUT_B32_X16) {
+    printf("FAIL pa_layout_for\n");
     failures++;
   }
 
   pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
+  /* Q4_K, groups of 4: rows of 1 to 57 super-blocks */
   const int64_t ks[] = {1, 2, 3, 5, 16, 57};
   const int64_t rs[] = {4, 8, 36, 12, 20, 8};
   for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++) {
     mat a;
-    make(&a, rs[s], QK_K * ks[s]);
+    make(&a, PA_TYPE_Q4_K, rs[s], QK_K * ks[s]);
     check_rows(&a);
     check_kernels(&a);
     check_matmul(&a, pools, tables, n_tables);
     drop(&a);
   }
-  check_mixed(pools[1]);
+  /* the 32-element types, groups of 16: rows of 1 to 131 blocks */
+  const pa_type b32[] = {PA_TYPE_Q8_0, PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0};
+  const int64_t kb[] = {1, 2, 7, 18, 20, 131};
+  const int64_t rb[] = {16, 48, 32, 16, 80, 16};
+  for (int i = 0; i < (int)(sizeof b32 / sizeof b32[0]); i++) {
+    if (pa_layout_for(b32[i], 16, 32) != PA_LAYOUT_B32_X16) {
+      printf("FAIL %s does not take the 16-row layout\n", pa_type_name(b32[i]));
+      failures++;
+      continue;
+    }
+    for (int s = 0; s < (int)(sizeof kb / sizeof kb[0]); s++) {
+      mat a;
+      make(&a, b32[i], rb[s], 32 * kb[s]);
+      check_rows(&a);
+      check_kernels(&a);
+      check_matmul(&a, pools, tables, n_tables);
+      drop(&a);
+    }
+    check_mixed(pools[1], b32[i]);
+  }
+  check_mixed(pools[1], PA_TYPE_Q4_K);
   for (int p = 1; p < 3; p++) pa_pool_free(pools[p]);
   if (failures) {
-    printf("test_x4: %d failure(s)\n", failures);
+    printf("test_layouts: %d failure(s)\n", failures);
     return 1;
   }
-  printf("test_x4: all passed\n");
+  printf("test_layouts: all passed\n");
   return 0;
 }

@@ -1,0 +1,221 @@
+/* x16.c: the 16-row interleaved layout of 32-element block types
+ * (kernels/x16.h): repacking at load, rows back to floats, activation
+ * packing, and the reference kernels that specify the layout's arithmetic. */
+#include <math.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "kernels/x16.h"
+
+PA_NO_FP_CONTRACT
+
+size_t pa_x16_rec(pa_type type) {
+  switch (type) {
+    case PA_TYPE_Q8_0: return 544;
+    case PA_TYPE_Q4_0: return 288;
+    case PA_TYPE_Q4_1: return 320;
+    case PA_TYPE_Q5_0: return 352;
+    default: return 0;
+  }
+}
+
+bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols) {
+  return pa_x16_rec(type) && rows > 0 && rows % 16 == 0 && cols > 0 && cols % 32 == 0;
+}
+
+size_t pa_x16_bytes(pa_type type, int64_t rows, int64_t cols) {
+  return (size_t)(rows / 16) * (size_t)(cols / 32) * pa_x16_rec(type);
+}
+
+void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1) {
+  const int64_t nb = cols / 32;
+  const size_t rec = pa_x16_rec(type), in_size = pa_type_get(type)->type_size;
+  const uint8_t *in = src;
+  uint8_t *out = dst;
+  for (int64_t g = g0; g < g1; g++)
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t *o = out + (size_t)(g * nb + b) * rec;
+      if (type == PA_TYPE_Q5_0) memset(o + 256, 0, 64);
+      for (int l = 0; l < 16; l++) {
+        const uint8_t *blk = in + ((size_t)(16 * g + l) * (size_t)nb + (size_t)b) * in_size;
+        if (type == PA_TYPE_Q8_0) {
+          const block_q8_0 *q = (const block_q8_0 *)blk;
+          for (int i = 0; i < 8; i++)
+            for (int e = 0; e < 4; e++) o[64 * i + 4 * l + e] = (uint8_t)q->qs[4 * i + e] ^ 0x80;
+          memcpy(o + 512 + 2 * l, &q->d, 2);
+        } else if (type == PA_TYPE_Q4_0) {
+          const block_q4_0 *q = (const block_q4_0 *)blk;
+          for (int i = 0; i < 4; i++) memcpy(o + 64 * i + 4 * l, q->qs + 4 * i, 4);
+          memcpy(o + 256 + 2 * l, &q->d, 2);
+        } else if (type == PA_TYPE_Q5_0) {
+          const block_q5_0 *q = (const block_q5_0 *)blk;
+          for (int i = 0; i < 4; i++) memcpy(o + 64 * i + 4 * l, q->qs + 4 * i, 4);
+          const uint32_t qh = (uint32_t)q->qh[0] | (uint32_t)q->qh[1] << 8 | (uint32_t)q->qh[2] << 16 |
+                              (uint32_t)q->qh[3] << 24;
+          for (int i = 0; i < 8; i++) { /* 4 bits of mask i per row: byte (4l + e) / 8 */
+            const uint32_t nib = (qh >> (i < 4 ? 4 * i : 16 + 4 * (i - 4))) & 0xF;
+            o[256 + 8 * i + l / 2] |= (uint8_t)(nib << (4 * (l % 2)));
+          }
+          memcpy(o + 320 + 2 * l, &q->d, 2);
+        } else {
+          const block_q4_1 *q = (const block_q4_1 *)blk;
+          for (int i = 0; i < 4; i++) memcpy(o + 64 * i + 4 * l, q->qs + 4 * i, 4);
+          memcpy(o + 256 + 2 * l, &q->d, 2);
+          memcpy(o + 288 + 2 * l, &q->m, 2);
+        }
+      }
+    }
+}
+
+static float f16_at(const uint8_t *p) {
+  pa_f16 h;
+  memcpy(&h, p, 2);
+  return pa_f16_to_f32(h);
+}
+
+/* The file's reference dequantizers' expressions (dequant.c), exactly. */
+void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
+  const int64_t nb = w->cols / 32, g = row / 16;
+  const int l = (int)(row % 16);
+  const size_t rec = pa_x16_rec(w->type);
+  const uint8_t *data = w->data;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *o = data + (size_t)(g * nb + b) * rec;
+    float *y = out + 32 * b;
+    if (w->type == PA_TYPE_Q8_0) {
+      const float d = f16_at(o + 512 + 2 * l);
+      for (int i = 0; i < 8; i++)
+        for (int e = 0; e < 4; e++) y[4 * i + e] = (float)(int8_t)(o[64 * i + 4 * l + e] ^ 0x80) * d;
+      continue;
+    }
+    if (w->type == PA_TYPE_Q5_0) {
+      const float d = f16_at(o + 320 + 2 * l);
+      for (int i = 0; i < 4; i++)
+        for (int e = 0; e < 4; e++) {
+          const uint8_t q = o[64 * i + 4 * l + e];
+          const int bit = 4 * l + e;
+          const int lo = (q & 0xF) | ((o[256 + 8 * i + bit / 8] >> (bit % 8)) & 1) << 4;
+          const int hi = (q >> 4) | ((o[256 + 8 * (4 + i) + bit / 8] >> (bit % 8)) & 1) << 4;
+          y[4 * i + e] = d * (float)(lo - 16);
+          y[16 + 4 * i + e] = d * (float)(hi - 16);
+        }
+      continue;
+    }
+    const float d = f16_at(o + 256 + 2 * l);
+    for (int i = 0; i < 4; i++)
+      for (int e = 0; e < 4; e++) {
+        const uint8_t q = o[64 * i + 4 * l + e];
+        if (w->type == PA_TYPE_Q4_0) {
+          y[4 * i + e] = d * (float)((q & 0xF) - 8);
+          y[16 + 4 * i + e] = d * (float)((q >> 4) - 8);
+        } else {
+          const float m = f16_at(o + 288 + 2 * l);
+          y[4 * i + e] = d * (float)(q & 0xF) + m;
+          y[16 + 4 * i + e] = d * (float)(q >> 4) + m;
+        }
+      }
+  }
+}
+
+size_t pa_x16_x_size(int64_t cols) { return (size_t)(cols / 32) * PA_X16_XREC; }
+
+/* Q8_0 activations with the offset of weights read unsigned: shift 7
+ * (Q8_0 + 128), 3 (Q4_0's 8) or 4 (Q5_0's 16). */
+static void pack_q8_0(int64_t cols, const void *xq, void *xp, int shift) {
+  const block_q8_0 *x = xq;
+  uint8_t *out = xp;
+  for (int64_t b = 0; b < cols / 32; b++) {
+    uint8_t *o = out + (size_t)b * PA_X16_XREC;
+    memcpy(o, x[b].qs, 32);
+    const float d = pa_f16_to_f32(x[b].d);
+    int32_t sum = 0;
+    for (int k = 0; k < 32; k++) sum += x[b].qs[k];
+    const int32_t off = sum * (1 << shift);
+    memcpy(o + 32, &d, 4);
+    memcpy(o + 36, &off, 4);
+  }
+}
+void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp) { pack_q8_0(cols, xq, xp, 7); }
+void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp) { pack_q8_0(cols, xq, xp, 3); }
+void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp) { pack_q8_0(cols, xq, xp, 4); }
+
+void pa_x16_pack_x_q4_1(int64_t cols, const void *xq, void *xp) {
+  const block_q8_1 *x = xq;
+  uint8_t *out = xp;
+  for (int64_t b = 0; b < cols / 32; b++) {
+    uint8_t *o = out + (size_t)b * PA_X16_XREC;
+    memcpy(o, x[b].qs, 32);
+    const float d = pa_f16_to_f32(x[b].d), s = pa_f16_to_f32(x[b].s);
+    memcpy(o + 32, &d, 4);
+    memcpy(o + 36, &s, 4);
+  }
+}
+
+/* The specification (x16.h): one token at a time, the steps in order. */
+static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,
+                    float *y, int64_t ldy) {
+  const int64_t nb = cols / 32;
+  const size_t rec = pa_x16_rec(type);
+  for (int t = 0; t < nt; t++)
+    for (int l = 0; l < 16; l++) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = wg + (size_t)b * rec, *x = xp[t] + (size_t)b * PA_X16_XREC;
+        const int8_t *xq = (const int8_t *)x;
+        float dx;
+        memcpy(&dx, x + 32, 4);
+        int32_t sum = 0;
+        if (type == PA_TYPE_Q8_0) {
+          for (int i = 0; i < 8; i++)
+            for (int e = 0; e < 4; e++) sum += (int32_t)o[64 * i + 4 * l + e] * xq[4 * i + e];
+        } else {
+          for (int i = 0; i < 4; i++)
+            for (int e = 0; e < 4; e++) {
+              const uint8_t q = o[64 * i + 4 * l + e];
+              int32_t lo = q & 0x0F, hi = q >> 4;
+              if (type == PA_TYPE_Q5_0) {
+                const int bit = 4 * l + e;
+                lo |= ((o[256 + 8 * i + bit / 8] >> (bit % 8)) & 1) << 4;
+                hi |= ((o[256 + 8 * (4 + i) + bit / 8] >> (bit % 8)) & 1) << 4;
+              }
+              sum += lo * xq[4 * i + e] + hi * xq[16 + 4 * i + e];
+            }
+        }
+        const float dl = f16_at(o + (type == PA_TYPE_Q8_0 ? 512 : type == PA_TYPE_Q5_0 ? 320 : 256) + 2 * l);
+        if (type == PA_TYPE_Q4_1) {
+          float s;
+          memcpy(&s, x + 36, 4);
+          acc = fmaf((float)sum, dl * dx, acc);
+          acc = fmaf(f16_at(o + 288 + 2 * l), s, acc);
+        } else {
+          int32_t off;
+          memcpy(&off, x + 36, 4);
+          acc = fmaf((float)(sum - off), dl * dx, acc);
+        }
+      }
+      y[t * ldy + l] = acc;
+    }
+}
+
+static void run_q8_0(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                     int64_t ldy) {
+  run_ref(PA_TYPE_Q8_0, cols, wg, xp, nt, y, ldy);
+}
+static void run_q4_0(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                     int64_t ldy) {
+  run_ref(PA_TYPE_Q4_0, cols, wg, xp, nt, y, ldy);
+}
+static void run_q4_1(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                     int64_t ldy) {
+  run_ref(PA_TYPE_Q4_1, cols, wg, xp, nt, y, ldy);
+}
+
+static void run_q5_0(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                     int64_t ldy) {
+  run_ref(PA_TYPE_Q5_0, cols, wg, xp, nt, y, ldy);
+}
+
+const pa_ilv_kernel pa_x16_ref_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0, run_q8_0};
+const pa_ilv_kernel pa_x16_ref_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0, run_q4_0};
+const pa_ilv_kernel pa_x16_ref_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1, run_q4_1};
+const pa_ilv_kernel pa_x16_ref_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0, run_q5_0};

@@ -1,0 +1,120 @@
+/* x16_avx512.c: the AVX-512 VNNI kernels of the 16-row interleaved layout
+ * (kernels/x16.h), for one to PA_X16_TOKENS tokens at a time. They follow
+ * the layout's canonical arithmetic step for step, so their bits equal the
+ * reference's (x16.c) and do not depend on how many tokens share a call.
+ *
+ * Per group of 16 rows and block: 8 weight vectors (Q8_0: 8 loads; Q4:
+ * 4 loads, the nibbles split with 12 operations), shared by the tokens;
+ * per token 8 vpdpbusd whose activation operand is a 4-byte broadcast
+ * from memory, one add of the two partial sums, the offset (or the Q4_1
+ * min's fma), one conversion, one multiply of scales and one fma:
+ * 12-13 vector operations for 16 x 32 multiply-adds, where the file
+ * layout's kernels spend about as much on each block's scale and lanes as
+ * on its dot. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x16.h"
+
+PA_NO_FP_CONTRACT
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define BODY static inline __attribute__((always_inline)) VNNI
+
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_Q5_0 };
+
+BODY __m512i bcast4(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   float *y, int64_t ldy, const int T) {
+  const int64_t nb = cols / 32;
+  const size_t rec = kind == K_Q8_0 ? 544 : kind == K_Q4_0 ? 288 : kind == K_Q4_1 ? 320 : 352;
+  const size_t d_at = kind == K_Q8_0 ? 512 : kind == K_Q5_0 ? 320 : 256;
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  __m512 acc[PA_X16_TOKENS];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *o = wg + (size_t)b * rec;
+    __m512i w[8];
+    if (kind == K_Q8_0) {
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++) w[i] = _mm512_loadu_si512(o + 64 * i);
+    } else {
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; i++) {
+        const __m512i q = _mm512_loadu_si512(o + 64 * i);
+        w[i] = _mm512_and_si512(q, nib);
+        w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+        if (kind == K_Q5_0) { /* the fifth bits: one k-mask per vector */
+          uint64_t lo, hi;
+          memcpy(&lo, o + 256 + 8 * i, 8);
+          memcpy(&hi, o + 256 + 8 * (4 + i), 8);
+          w[i] = _mm512_mask_add_epi8(w[i], lo, w[i], _mm512_set1_epi8(0x10));
+          w[4 + i] = _mm512_mask_add_epi8(w[4 + i], hi, w[4 + i], _mm512_set1_epi8(0x10));
+        }
+      }
+    }
+    const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + d_at)));
+    const __m512 ml =
+        kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 288))) : dl;
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
+      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      if (kind == K_Q8_0) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 8; i += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, w[i], bcast4(x + 4 * i));
+          s1 = _mm512_dpbusd_epi32(s1, w[i + 1], bcast4(x + 4 * i + 4));
+        }
+      } else {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+          s0 = _mm512_dpbusd_epi32(s0, w[i], bcast4(x + 4 * i));
+          s1 = _mm512_dpbusd_epi32(s1, w[4 + i], bcast4(x + 16 + 4 * i));
+        }
+      }
+      const __m512i sum = _mm512_add_epi32(s0, s1);
+      float dx, s;
+      int32_t off;
+      memcpy(&dx, x + 32, 4);
+      const __m512 dd = _mm512_mul_ps(dl, _mm512_set1_ps(dx));
+      if (kind == K_Q4_1) {
+        memcpy(&s, x + 36, 4);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, acc[t]);
+        acc[t] = _mm512_fmadd_ps(ml, _mm512_set1_ps(s), acc[t]);
+      } else {
+        memcpy(&off, x + 36, 4);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(off))), dd,
+                                 acc[t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+#define RUN(name, kind)                                                                         \
+  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,      \
+                        float *y, int64_t ldy) {                                                \
+    switch (nt) {                                                                               \
+      case 1: run_body(kind, cols, wg, xp, y, ldy, 1); break;                                   \
+      case 2: run_body(kind, cols, wg, xp, y, ldy, 2); break;                                   \
+      case 3: run_body(kind, cols, wg, xp, y, ldy, 3); break;                                   \
+      default: run_body(kind, cols, wg, xp, y, ldy, 4); break;                                  \
+    }                                                                                           \
+  }
+RUN(run_q8_0, K_Q8_0)
+RUN(run_q4_0, K_Q4_0)
+RUN(run_q4_1, K_Q4_1)
+RUN(run_q5_0, K_Q5_0)
+
+const pa_ilv_kernel pa_x16_vnni_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0, run_q8_0};
+const pa_ilv_kernel pa_x16_vnni_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0, run_q4_0};
+const pa_ilv_kernel pa_x16_vnni_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1, run_q4_1};
+const pa_ilv_kernel pa_x16_vnni_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0, run_q5_0};

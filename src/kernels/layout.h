@@ -1,0 +1,26 @@
+/* layout.h: the interleaved weight layouts (pa_layout in kernels.h) as one
+ * interface: which layout a matrix can take, its size, repacking from the
+ * file layout, and rows back to floats. Each layout's own header
+ * (kernels/x4.h, kernels/x16.h) describes its bytes and its canonical
+ * arithmetic. */
+#ifndef PASADA_LAYOUT_H
+#define PASADA_LAYOUT_H
+
+#include "kernels/kernels.h"
+
+/* The interleaved layout a matrix of this type and shape can take, or
+ * PA_LAYOUT_ROWS. */
+pa_layout pa_layout_for(pa_type type, int64_t rows, int64_t cols);
+/* Rows per group of the layout (1 for PA_LAYOUT_ROWS). */
+int pa_layout_group_rows(pa_layout layout);
+/* Bytes of a rows x cols matrix of type in the layout (rows a multiple of
+ * the group). */
+size_t pa_layout_bytes(pa_layout layout, pa_type type, int64_t rows, int64_t cols);
+/* Repacks groups [g0, g1) of a matrix in file layout (src, all rows) into
+ * the layout (dst, all groups). */
+void pa_layout_repack(pa_layout layout, pa_type type, int64_t cols, const void *src, void *dst,
+                      int64_t g0, int64_t g1);
+/* Dequantizes row r of an interleaved matrix (the file's values exactly). */
+void pa_layout_get_row(const pa_matrix *w, int64_t r, float *out);
+
+#endif

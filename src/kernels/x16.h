@@ -1,0 +1,71 @@
+/* x16.h: 32-element block weights (Q4_0, Q4_1, Q5_0, Q8_0) interleaved sixteen
+ * rows at a time (PA_LAYOUT_B32_X16), and the canonical arithmetic every
+ * kernel of the layout follows.
+ *
+ * Why: in the file layout a block's 32 weights fill 8 lanes of a 256-bit
+ * int8 dot (or 16 of 512), so every block's sum has to be reduced across
+ * lanes or carried as 8 float lanes with its scale: conversions, scale
+ * multiplies and fmas per block that cost as much as the dot, and in the
+ * batched path a per-pass unpacking of the weights. Here lane l of a
+ * 512-bit vector is row l of the group, and the vectors of a block walk its
+ * 32 elements 4 at a time: every vpdpbusd adds 4 products into each of 16
+ * rows' block sums, against 4 activation bytes broadcast to all lanes (an
+ * embedded broadcast: no shuffle), and one conversion and one fma apply 16
+ * rows' scales. The tokens of a batch share the weight vectors.
+ *
+ * Group g (rows 16g .. 16g + 15), block b: a record of pa_x16_rec(type)
+ * bytes at data + (g * (cols / 32) + b) * rec, the same bytes as the
+ * file's 16 blocks:
+ *   Q8_0  qs[8][64]: byte 4 l + e of vector i = quant 4 i + e of row l,
+ *         plus 128 (as unsigned); d[16] fp16 at 512.          (544 bytes)
+ *   Q4_0  qs[4][64]: byte 4 l + e of vector i = the file's byte 4 i + e of
+ *         row l (low nibble: element 4 i + e, high: 16 + 4 i + e);
+ *         d[16] fp16 at 256.                                  (288 bytes)
+ *   Q4_1  as Q4_0, then m[16] fp16 at 288.                   (320 bytes)
+ *   Q5_0  qs as Q4_0; then 8 64-bit masks at 256: bit 4 l + e of mask i
+ *         (i < 4) = fifth bit of element 4 i + e of row l, of mask 4 + i
+ *         = that of element 16 + 4 i + e (a k-mask that sets bit 4 of
+ *         the unpacked bytes); d[16] fp16 at 320.             (352 bytes)
+ *
+ * A token's activations: its row of the type's vec_dot_type (Q8_0 or Q8_1)
+ * packed per block into PA_X16_XREC bytes: qs[32] (int8), then the float
+ * d, then a 32-bit word: Q8_0, Q4_0 and Q5_0, the int32 offset off = 128
+ * (Q8_0), 8 (Q4_0) or 16 (Q5_0) times the block's sum of quants; Q4_1, the
+ * float s of the Q8_1 block.
+ *
+ * The canonical arithmetic (x16.c's reference is the specification; the
+ * SIMD kernels repeat it bit for bit). Per token and row l, a float acc,
+ * zero at start; per block, with dl (ml) the row's d (m) as float and dx
+ * the activation's d:
+ *   sum = sum over the block's 32 elements of (unsigned weight byte or
+ *         nibble, with Q5_0's fifth bit) * (activation quant)   (int32)
+ *   Q8_0, Q4_0, Q5_0: acc = fma((float)(sum - off), dl * dx, acc)
+ *   Q4_1:       acc = fma((float)sum, dl * dx, acc); acc = fma(ml, s, acc)
+ * and y[l] = acc. The integers are exact (|sum| < 2^21), so every path
+ * that follows these float steps gives the same bits for any number of
+ * tokens. */
+#ifndef PASADA_X16_H
+#define PASADA_X16_H
+
+#include "kernels/kernels.h"
+
+#define PA_X16_TOKENS 4 /* tokens per kernel call */
+#define PA_X16_XREC 40
+
+bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols);
+size_t pa_x16_rec(pa_type type); /* bytes per group and block; 0: not a layout type */
+size_t pa_x16_bytes(pa_type type, int64_t rows, int64_t cols);
+void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1);
+void pa_x16_get_row(const pa_matrix *w, int64_t r, float *out);
+
+/* The reference kernels (plain C, x16.c) and the AVX-512 VNNI ones
+ * (x16_avx512.c). */
+extern const pa_ilv_kernel pa_x16_ref_q8_0, pa_x16_ref_q4_0, pa_x16_ref_q4_1, pa_x16_ref_q5_0;
+extern const pa_ilv_kernel pa_x16_vnni_q8_0, pa_x16_vnni_q4_0, pa_x16_vnni_q4_1, pa_x16_vnni_q5_0;
+size_t pa_x16_x_size(int64_t cols);
+void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp);
+void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp);
+void pa_x16_pack_x_q4_1(int64_t cols, const void *xq, void *xp);
+void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp);
+
+#endif
