@@ -97,7 +97,7 @@ static void maybe_ilv(pa_matrix *m, uint8_t **w) {
   const pa_layout to = pa_layout_for(m->type, m->rows, m->cols);
   if (!getenv("BENCH_ILV") || !atoi(getenv("BENCH_ILV")) || to == PA_LAYOUT_ROWS) return;
   uint8_t *p = pa_alloc(pa_layout_bytes(to, m->type, m->rows, m->cols));
-  pa_layout_repack(to, m->type, m->cols, *w, p, 0, m->rows / pa_layout_group_rows(to));
+  pa_layout_repack(to, m->type, m->cols, *w, p, m->rows / pa_layout_group_rows(to));
   pa_free(*w);
   *w = p;
   m->data = p;

@@ -41,6 +41,11 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_Q4K_X4 = 1, PA_LAYOUT_B32_X16 = 2, 
  * (layout, type) the layout takes: the plain C reference where it has no
  * faster. */
 #define PA_ILV_MAX_TOKENS 8
+/* How far ahead (bytes) the one-token calls of the SIMD kernels ask for
+ * the weights they will read next (they stream from memory). */
+#ifndef PA_ILV_PREFETCH
+#define PA_ILV_PREFETCH 16384
+#endif
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);

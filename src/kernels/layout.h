@@ -16,10 +16,12 @@ int pa_layout_group_rows(pa_layout layout);
 /* Bytes of a rows x cols matrix of type in the layout (rows a multiple of
  * the group). */
 size_t pa_layout_bytes(pa_layout layout, pa_type type, int64_t rows, int64_t cols);
-/* Repacks groups [g0, g1) of a matrix in file layout (src, all rows) into
- * the layout (dst, all groups). */
+/* Repacks n_groups groups of rows: src, their rows in file layout; dst,
+ * their bytes in the layout (a matrix's groups follow one another in both,
+ * so a part of a matrix is repacked by offsetting both pointers).
+ * PA_LAYOUT_ROWS: a copy of n_groups rows. */
 void pa_layout_repack(pa_layout layout, pa_type type, int64_t cols, const void *src, void *dst,
-                      int64_t g0, int64_t g1);
+                      int64_t n_groups);
 /* Dequantizes row r of an interleaved matrix (the file's values exactly). */
 void pa_layout_get_row(const pa_matrix *w, int64_t r, float *out);
 

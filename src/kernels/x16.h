@@ -49,13 +49,13 @@
 
 #include "kernels/kernels.h"
 
-#define PA_X16_TOKENS 4 /* tokens per kernel call */
+#define PA_X16_TOKENS 8 /* tokens per kernel call */
 #define PA_X16_XREC 40
 
 bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols);
 size_t pa_x16_rec(pa_type type); /* bytes per group and block; 0: not a layout type */
 size_t pa_x16_bytes(pa_type type, int64_t rows, int64_t cols);
-void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1);
+void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups);
 void pa_x16_get_row(const pa_matrix *w, int64_t r, float *out);
 
 /* The reference kernels (plain C, x16.c) and the AVX-512 VNNI ones

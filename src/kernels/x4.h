@@ -65,9 +65,9 @@
 bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols);
 /* Bytes of a Q4_K matrix in the layout. */
 size_t pa_x4_bytes(int64_t rows, int64_t cols);
-/* Repacks rows [4 g0, 4 g1) of a Q4_K matrix in file layout (src, all
- * rows) into the layout (dst, all groups). */
-void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1);
+/* Repacks n_groups groups: src, their 4 * n_groups rows of Q4_K in file
+ * layout; dst, their records. */
+void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t n_groups);
 /* Dequantizes row r (the file's Q4_K values exactly). */
 void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
 

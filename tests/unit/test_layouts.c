@@ -57,7 +57,7 @@ static void make(mat *a, pa_type type, int64_t rows, int64_t cols) {
   a->file = pa_alloc(rb * (size_t)rows);
   for (int64_t r = 0; r < rows; r++) random_weights(type, cols, a->file + (size_t)r * rb);
   uint8_t *p = pa_alloc(pa_layout_bytes(a->layout, type, rows, cols));
-  pa_layout_repack(a->layout, type, cols, a->file, p, 0, rows / pa_layout_group_rows(a->layout));
+  pa_layout_repack(a->layout, type, cols, a->file, p, rows / pa_layout_group_rows(a->layout));
   a->m = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = p, .layout = a->layout};
 }
 

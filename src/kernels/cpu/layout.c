@@ -1,5 +1,7 @@
 /* layout.c: kernels/layout.h over the layouts' own files (x4.c, x16.c),
  * and the tables' entries for their kernels. */
+#include <string.h>
+
 #include "kernels/layout.h"
 #include "kernels/x16.h"
 #include "kernels/x4.h"
@@ -25,9 +27,10 @@ size_t pa_layout_bytes(pa_layout layout, pa_type type, int64_t rows, int64_t col
 size_t pa_matrix_bytes(const pa_matrix *w) { return pa_layout_bytes(w->layout, w->type, w->rows, w->cols); }
 
 void pa_layout_repack(pa_layout layout, pa_type type, int64_t cols, const void *src, void *dst,
-                      int64_t g0, int64_t g1) {
-  if (layout == PA_LAYOUT_Q4K_X4) pa_x4_repack(cols, src, dst, g0, g1);
-  if (layout == PA_LAYOUT_B32_X16) pa_x16_repack(type, cols, src, dst, g0, g1);
+                      int64_t n_groups) {
+  if (layout == PA_LAYOUT_ROWS) memcpy(dst, src, pa_row_size(type, cols) * (size_t)n_groups);
+  if (layout == PA_LAYOUT_Q4K_X4) pa_x4_repack(cols, src, dst, n_groups);
+  if (layout == PA_LAYOUT_B32_X16) pa_x16_repack(type, cols, src, dst, n_groups);
 }
 
 void pa_layout_get_row(const pa_matrix *w, int64_t r, float *out) {

@@ -27,12 +27,12 @@ size_t pa_x16_bytes(pa_type type, int64_t rows, int64_t cols) {
   return (size_t)(rows / 16) * (size_t)(cols / 32) * pa_x16_rec(type);
 }
 
-void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1) {
+void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups) {
   const int64_t nb = cols / 32;
   const size_t rec = pa_x16_rec(type), in_size = pa_type_get(type)->type_size;
   const uint8_t *in = src;
   uint8_t *out = dst;
-  for (int64_t g = g0; g < g1; g++)
+  for (int64_t g = 0; g < n_groups; g++)
     for (int64_t b = 0; b < nb; b++) {
       uint8_t *o = out + (size_t)(g * nb + b) * rec;
       if (type == PA_TYPE_Q5_0) memset(o + 256, 0, 64);

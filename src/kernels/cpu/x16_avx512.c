@@ -36,10 +36,12 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
   const size_t d_at = kind == K_Q8_0 ? 512 : kind == K_Q5_0 ? 320 : 256;
   const __m512i nib = _mm512_set1_epi8(0x0F);
   __m512 acc[PA_X16_TOKENS];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *o = wg + (size_t)b * rec;
+    if (T == 1) /* decode streams the weights: ask for them ahead, a block at a time */
+      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
     __m512i w[8];
     if (kind == K_Q8_0) {
 #pragma GCC unroll 8
@@ -62,24 +64,24 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + d_at)));
     const __m512 ml =
         kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 288))) : dl;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
-      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-      if (kind == K_Q8_0) {
-#pragma GCC unroll 4
-        for (int i = 0; i < 8; i += 2) {
-          s0 = _mm512_dpbusd_epi32(s0, w[i], bcast4(x + 4 * i));
-          s1 = _mm512_dpbusd_epi32(s1, w[i + 1], bcast4(x + 4 * i + 4));
-        }
-      } else {
+      /* vector i's activation bytes: 4 i (Q8_0), 4 i then 16 + 4 (i - 4) (Q4) */
+      __m512i sum;
+      if (T <= 4) { /* two chains of dependent vpdpbusd: few tokens to overlap */
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
           s0 = _mm512_dpbusd_epi32(s0, w[i], bcast4(x + 4 * i));
           s1 = _mm512_dpbusd_epi32(s1, w[4 + i], bcast4(x + 16 + 4 * i));
         }
+        sum = _mm512_add_epi32(s0, s1);
+      } else { /* one chain per token: the tokens' chains overlap */
+        sum = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) sum = _mm512_dpbusd_epi32(sum, w[i], bcast4(x + 4 * i));
       }
-      const __m512i sum = _mm512_add_epi32(s0, s1);
       float dx, s;
       int32_t off;
       memcpy(&dx, x + 32, 4);
@@ -95,7 +97,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
       }
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
@@ -106,7 +108,11 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
       case 1: run_body(kind, cols, wg, xp, y, ldy, 1); break;                                   \
       case 2: run_body(kind, cols, wg, xp, y, ldy, 2); break;                                   \
       case 3: run_body(kind, cols, wg, xp, y, ldy, 3); break;                                   \
-      default: run_body(kind, cols, wg, xp, y, ldy, 4); break;                                  \
+      case 4: run_body(kind, cols, wg, xp, y, ldy, 4); break;                                   \
+      case 5: run_body(kind, cols, wg, xp, y, ldy, 5); break;                                   \
+      case 6: run_body(kind, cols, wg, xp, y, ldy, 6); break;                                   \
+      case 7: run_body(kind, cols, wg, xp, y, ldy, 7); break;                                   \
+      default: run_body(kind, cols, wg, xp, y, ldy, 8); break;                                  \
     }                                                                                           \
   }
 RUN(run_q8_0, K_Q8_0)

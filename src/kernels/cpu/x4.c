@@ -17,11 +17,11 @@ size_t pa_x4_bytes(int64_t rows, int64_t cols) {
   return (size_t)(rows / 4) * (size_t)(cols / QK_K) * PA_X4_REC;
 }
 
-void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t g0, int64_t g1) {
+void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t n_groups) {
   const int64_t nsb = cols / QK_K;
   const block_q4_K *in = src;
   uint8_t *out = dst;
-  for (int64_t g = g0; g < g1; g++)
+  for (int64_t g = 0; g < n_groups; g++)
     for (int64_t b = 0; b < nsb; b++) {
       uint8_t *rec = out + (size_t)(g * nsb + b) * PA_X4_REC;
       for (int r = 0; r < 4; r++) {

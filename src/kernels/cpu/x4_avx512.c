@@ -36,6 +36,8 @@ BODY void run_body(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, fl
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * PA_X4_REC;
+    if (T == 1) /* decode streams the weights: ask for them ahead, a record at a time */
+      for (int c = 0; c < PA_X4_REC; c += 64) _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
     const __m512 dm =
         _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
