@@ -34,6 +34,11 @@ static const char MAIN_HELP[] =
     "  -h, --help       show this help\n"
     "  --version        show the version\n"
     "\n"
+    "environment:\n"
+    "  PASADA_CPU=scalar|avx2  use no SIMD instructions beyond these\n"
+    "  PASADA_REPACK=0  keep weights in the file's layout (no interleaved repacking at load)\n"
+    "  PASADA_LOG=debug|info|quiet  how much to log on stderr\n"
+    "\n"
     "'pasada <command> --help' tells a command's options.\n"
     "exit status: 0 success, 1 runtime error, 2 usage error\n";
 
