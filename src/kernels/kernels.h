@@ -46,6 +46,9 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_Q4K_X4 = 1, PA_LAYOUT_B32_X16 = 2, 
 #ifndef PA_ILV_PREFETCH
 #define PA_ILV_PREFETCH 16384
 #endif
+/* The same for the one-token kernels of the file layout that prefetch for
+ * themselves (pa_kernels_self_prefetch). */
+#define PA_ROW_PREFETCH PA_ILV_PREFETCH
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);
@@ -81,6 +84,9 @@ void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
 const pa_ilv_kernel *pa_kernels_ilv(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
 bool pa_kernels_ilv_fast(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
 void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k); /* layout.c */
+/* Whether table k's one-token kernel for the type asks for the weights
+ * ahead itself (then pa_matmul does not). */
+bool pa_kernels_self_prefetch(const pa_cpu_kernels *k, pa_type type);
 
 /* The fast path pa_matmul takes for 32-element block types (Q4_0, Q4_1,
  * Q5_0, Q5_1, Q8_0) when a table has it: the same dot as vec_dot, given

@@ -116,3 +116,8 @@ void pa_prepare_x_sums(pa_type act_type, const void *x, int64_t n, float *d_out,
     sums[i] = (float)sum;
   }
 }
+
+bool pa_kernels_self_prefetch(const pa_cpu_kernels *k, pa_type type) {
+  pthread_once(&tables_once, tables_init);
+  return (k == &table_avx512 || k == &table_avx512_vnni) && type == PA_TYPE_Q6_K;
+}

@@ -420,6 +420,7 @@ static void dot_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end)
   const uint8_t *wd = w->data;
   const pa_vec_dot_fn dot = j->k->vec_dot[w->type];
   const pa_vec_dot_xs_fn dot_xs = j->dot_xs[m];
+  const bool pf = !pa_kernels_self_prefetch(j->k, w->type);
   for (int64_t r0 = r_begin; r0 < r_end; r0 += ROW_BLOCK) {
     const int64_t r1 = r0 + ROW_BLOCK < r_end ? r0 + ROW_BLOCK : r_end;
     for (int64_t t = 0; t < j->n_tokens; t++) {
@@ -433,7 +434,7 @@ static void dot_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end)
         }
       } else {
         for (int64_t r = r0; r < r1; r++) {
-          if (t == 0) prefetch_ahead(wd + (size_t)r * w_row, w_row);
+          if (t == 0 && pf) prefetch_ahead(wd + (size_t)r * w_row, w_row);
           dot(w->cols, &yt[r], wd + (size_t)r * w_row, xt);
         }
       }
