@@ -219,7 +219,8 @@ static const uint8_t *packed_x(const matmul_job *j, int64_t c0, int64_t t) {
   return j->xp + (size_t)j->n_tokens * (c0 ? g->x_size(c0) : 0) + (size_t)t * g->x_size(cc);
 }
 
-/* The GEMM path's quantization: whole tokens, each packed for the kernel. */
+/* The GEMM and interleaved paths' quantization: whole tokens, each packed
+ * for the kernel (the GEMM's chunk by chunk). */
 static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
   long lo, hi;
   pa_split((long)j->n_tokens, ith, nth, &lo, &hi);
@@ -227,7 +228,9 @@ static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
   for (long t = lo; t < hi; t++) {
     uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
     quantize(j->x + t * j->x_stride, xq, j->cols);
-    if (j->xp)
+    if (j->ilv)
+      j->ilv->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
+    else if (j->xp)
       for (int64_t c0 = 0; c0 < j->cols; c0 += j->kcols) {
         const int64_t cc = j->cols - c0 < j->kcols ? j->cols - c0 : j->kcols;
         j->gemm->pack_x(cc, xq + pa_row_size(j->vt, c0), (uint8_t *)packed_x(j, c0, t));
@@ -235,23 +238,9 @@ static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
   }
 }
 
-/* The interleaved layouts' quantization: whole tokens, each packed. */
-static void quantize_share_ilv(const matmul_job *j, int ith, int nth) {
-  long lo, hi;
-  pa_split((long)j->n_tokens, ith, nth, &lo, &hi);
-  pa_quantize_row_fn quantize = j->k->quantize_row[j->vt];
-  for (long t = lo; t < hi; t++) {
-    uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
-    quantize(j->x + t * j->x_stride, xq, j->cols);
-    j->ilv->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
-  }
-}
-
 static void quantize_task(void *arg, int ith, int nth) {
   const matmul_job *j = arg;
-  if (j->ilv)
-    quantize_share_ilv(j, ith, nth);
-  else if (j->gemm)
+  if (j->ilv || j->gemm)
     quantize_share_gemm(j, ith, nth);
   else
     quantize_share(j, ith, nth);

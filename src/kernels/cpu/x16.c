@@ -197,23 +197,15 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
     }
 }
 
-static void run_q8_0(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                     int64_t ldy) {
-  run_ref(PA_TYPE_Q8_0, cols, wg, xp, nt, y, ldy);
-}
-static void run_q4_0(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                     int64_t ldy) {
-  run_ref(PA_TYPE_Q4_0, cols, wg, xp, nt, y, ldy);
-}
-static void run_q4_1(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                     int64_t ldy) {
-  run_ref(PA_TYPE_Q4_1, cols, wg, xp, nt, y, ldy);
-}
-
-static void run_q5_0(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                     int64_t ldy) {
-  run_ref(PA_TYPE_Q5_0, cols, wg, xp, nt, y, ldy);
-}
+#define RUN(name, type)                                                                    \
+  static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
+                   int64_t ldy) {                                                              \
+    run_ref(type, cols, wg, xp, nt, y, ldy);                                                   \
+  }
+RUN(run_q8_0, PA_TYPE_Q8_0)
+RUN(run_q4_0, PA_TYPE_Q4_0)
+RUN(run_q4_1, PA_TYPE_Q4_1)
+RUN(run_q5_0, PA_TYPE_Q5_0)
 
 const pa_ilv_kernel pa_x16_ref_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0, run_q8_0};
 const pa_ilv_kernel pa_x16_ref_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0, run_q4_0};
