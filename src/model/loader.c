@@ -368,11 +368,12 @@ static void repack_matrix(const pa_matrix *w, pa_layout layout, uint8_t *dst, in
 }
 
 /* The layout matrix w is to be repacked into: an interleaved one it fits
- * and the best kernel table has a fast kernel for, or PA_LAYOUT_ROWS. */
+ * and the current kernel table (the best, unless one is forced: verify
+ * --kernels) has a fast kernel for, or PA_LAYOUT_ROWS. */
 static pa_layout target_layout(const pa_matrix *w) {
   if (!w->data || w->layout != PA_LAYOUT_ROWS) return PA_LAYOUT_ROWS;
   const pa_layout to = pa_layout_for(w->type, w->rows, w->cols);
-  return to != PA_LAYOUT_ROWS && pa_kernels_ilv_fast(pa_kernels_best(), to, w->type) ? to : PA_LAYOUT_ROWS;
+  return to != PA_LAYOUT_ROWS && pa_kernels_ilv_fast(pa_kernels_current(), to, w->type) ? to : PA_LAYOUT_ROWS;
 }
 
 /* Bytes a matrix takes in the repacked mapping (64-byte aligned). */
@@ -414,9 +415,10 @@ int pa_model_repack(struct pa_model *m) {
    * beyond the bytes themselves. */
   const size_t huge = (size_t)2 << 20, len = (total + 4095) / 4096 * 4096;
   uint8_t *map = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) {
+  if (map == MAP_FAILED) { /* not fatal: the file's layout serves too, only slower */
+    pa_log(1, "no memory to repack %zu bytes of weights; keeping the file's layout", total);
     pa_free(mats);
-    return pa_error(PASADA_ERR_NOMEM, "out of memory repacking %zu bytes of weights", total);
+    return PASADA_OK;
   }
   uint8_t *dst = (uint8_t *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
   if (dst > map) munmap(map, (size_t)(dst - map));

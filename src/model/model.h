@@ -112,8 +112,9 @@ int pa_model_load_hparams(struct pa_model *m);
 int pa_model_load_weights(struct pa_model *m);
 /* Repacks the matrices an interleaved layout exists for (kernels/layout.h:
  * Q4_K in groups of 4 rows, Q4_0, Q4_1, Q5_0 and Q8_0 in groups of 16) when the
- * best kernel table has a fast kernel for it, unless PASADA_REPACK=0; the
- * file's pages of what was repacked are released. */
+ * current kernel table (pa_kernels_current) has a fast kernel for it, unless
+ * PASADA_REPACK=0; then the other matrices are copied beside them, and
+ * none of the file's weight pages stays mapped. */
 int pa_model_repack(struct pa_model *m);
 
 void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);

@@ -387,7 +387,11 @@ int pa_verify_run(const pa_verify_params *p, pa_verify_result *r) {
   int8_t *want = NULL;
   double t0 = now_s();
   pasada_model_params mp = pasada_model_default_params();
+  /* weights are repacked at load for the table that will run (kernels/
+   * layout.h): the forced one's layouts, so that it is what gets checked */
+  pa_kernels_set(p->kernels);
   int rc = pasada_model_load(p->model_path, &mp, &s.model);
+  pa_kernels_set(NULL);
   if (rc) return rc;
   s.n_vocab = pasada_model_n_vocab(s.model);
   s.n_layer = s.model->hp.n_layer;
