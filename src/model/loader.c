@@ -305,6 +305,7 @@ typedef struct {
   int fd;            /* the model file, or -1: read through the mapping */
   uint64_t file_off; /* of the matrix's first byte */
   int nth, ith;
+  uint8_t *buf;      /* REPACK_CHUNK bytes of this thread's, or NULL */
 } repack_job;
 
 /* Reads exactly n bytes at off; false on an error or a short file. */
@@ -325,37 +326,38 @@ static void *repack_thread(void *arg) {
   const int64_t g0 = groups * j->ith / j->nth, g1 = groups * (j->ith + 1) / j->nth;
   const size_t src_group = pa_row_size(w->type, w->cols) * (size_t)rows_per;
   const size_t dst_group = pa_layout_bytes(j->layout, w->type, rows_per, w->cols);
-  int64_t per = (int64_t)(REPACK_CHUNK / src_group);
-  if (per < 1) per = 1;
-  /* mapped, not malloc'ed: glibc keeps freed blocks of this size in the
-   * threads' arenas, resident */
-  const size_t buf_len = (size_t)per * src_group;
-  uint8_t *buf = j->fd >= 0 ? mmap(NULL, buf_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                            : MAP_FAILED;
-  if (buf == MAP_FAILED) buf = NULL;
-  for (int64_t g = g0; g < g1; g += per) {
-    const int64_t n = g1 - g < per ? g1 - g : per;
+  const int64_t per = (int64_t)(REPACK_CHUNK / src_group);
+  uint8_t *buf = j->fd >= 0 && per >= 1 ? j->buf : NULL; /* else one group at a time, mapped */
+  const int64_t step = buf ? per : 1;
+  for (int64_t g = g0; g < g1; g += step) {
+    const int64_t n = g1 - g < step ? g1 - g : step;
     const uint8_t *src = (const uint8_t *)w->data + (size_t)g * src_group;
     if (buf && pread_full(j->fd, buf, (size_t)n * src_group, j->file_off + (uint64_t)g * src_group))
       src = buf; /* else the same bytes through the mapping */
     pa_layout_repack(j->layout, w->type, w->cols, src, j->dst + (size_t)g * dst_group, n);
   }
-  if (buf) munmap(buf, buf_len);
   return NULL;
 }
 
-static void repack_matrix(const pa_matrix *w, pa_layout layout, uint8_t *dst, int fd, uint64_t file_off) {
-  enum { MAX_THREADS = 64 };
+enum { REPACK_THREADS = 64 };
+
+static int repack_threads(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  if (n < 1) n = 1;
-  if (n > MAX_THREADS) n = MAX_THREADS;
+  return n < 1 ? 1 : n > REPACK_THREADS ? REPACK_THREADS : (int)n;
+}
+
+/* bufs: repack_threads() chunk buffers (entries may be NULL). */
+static void repack_matrix(const pa_matrix *w, pa_layout layout, uint8_t *dst, int fd, uint64_t file_off,
+                          uint8_t *const *bufs) {
+  enum { MAX_THREADS = REPACK_THREADS };
+  long n = repack_threads();
   const int64_t groups = w->rows / pa_layout_group_rows(layout);
   if (n > groups) n = groups;
   repack_job jobs[MAX_THREADS];
   pthread_t tid[MAX_THREADS];
   bool started[MAX_THREADS] = {false};
   for (int i = 0; i < n; i++) {
-    jobs[i] = (repack_job){w, layout, dst, fd, file_off, (int)n, i};
+    jobs[i] = (repack_job){w, layout, dst, fd, file_off, (int)n, i, bufs[i]};
     if (i > 0) started[i] = pthread_create(&tid[i], NULL, repack_thread, &jobs[i]) == 0;
   }
   repack_thread(&jobs[0]);
@@ -433,17 +435,29 @@ int pa_model_repack(struct pa_model *m) {
     close(fd);
     fd = -1;
   }
+  /* one chunk buffer per thread for the whole load (mapped, not malloc'ed:
+   * glibc would keep freed blocks of this size resident in the threads'
+   * arenas; and mapped once: every new mapping is zeroed page by page,
+   * which was a third of the 8B shape's load) */
+  uint8_t *bufs[REPACK_THREADS] = {NULL};
+  const int nbuf = fd >= 0 ? repack_threads() : 0;
+  for (int i = 0; i < nbuf; i++) {
+    bufs[i] = mmap(NULL, REPACK_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (bufs[i] == MAP_FAILED) bufs[i] = NULL;
+  }
   size_t at = 0;
   for (int i = 0; i < n; i++) {
     pa_matrix *w = mats[i];
     if (!w->data || w->layout != PA_LAYOUT_ROWS) continue;
     const pa_layout to = target_layout(w);
-    repack_matrix(w, to, dst + at, fd, (uint64_t)((const uint8_t *)w->data - g->map));
+    repack_matrix(w, to, dst + at, fd, (uint64_t)((const uint8_t *)w->data - g->map), bufs);
     release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);
     w->data = dst + at;
     w->layout = to;
     at += slot_bytes(w, to);
   }
+  for (int i = 0; i < nbuf; i++)
+    if (bufs[i]) munmap(bufs[i], REPACK_CHUNK);
   if (fd >= 0) close(fd);
   if (tied) m->output = m->tok_embd;
   m->repacked = dst;
