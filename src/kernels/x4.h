@@ -1,4 +1,4 @@
-/* x4.h: Q4_K weights interleaved four rows at a time (PA_LAYOUT_Q4K_X4),
+/* x4.h: Q4_K and Q5_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
  * the layout the loader repacks Q4_K matrices into when the CPU has a fast
  * kernel for it, and the one canonical arithmetic every kernel of the
  * layout follows.
@@ -24,7 +24,11 @@
  *   dm[8]      fp16: d of rows 0..3, then dmin of rows 0..3
  * 592 bytes for 4 x 144 of the file: 2.8% more, for scales and mins kept
  * one per byte (unpacking the 6-bit fields costs the kernel more than the
- * bytes cost the memory bus).
+ * bytes cost the memory bus). Q5_K: the same 592 bytes, then
+ *   qh[16]     64-bit masks at 592: bit 4 l + e of mask 2 i + h = fifth bit
+ *              of row r, sub-block 2p + h, element 4 i + e (a k-mask that
+ *              sets bit 4 of the unpacked bytes)
+ * 720 bytes for 4 x 176 (+2.3%).
  *
  * A token's activations: its Q8_K row (quant.h) packed per super-block into
  * PA_X4_XREC bytes:
@@ -38,9 +42,11 @@
  * as floats and dx the activation scale:
  *   lo[l] = sum_{i,e} (qs & 0x0F) * xq[i][0][4p + e]          (int32)
  *   hi[l] = sum_{i,e} (qs & 0xF0) * xq[i][1][4p + e]          (int32, 16x)
+ *   (Q5_K: the values with their fifth bit, and hi not 16x: (qs >> 4) | bit)
  *   mi[l] = mn[l][0] * xs[p][0] + mn[l][1] * xs[p][1]        (int32)
  *   v     = (float)lo[l] * ((float)sc[0][l] * dr)
  *   v     = fma((float)hi[l], (float)sc[1][l] * (dr * 0.0625f), v)
+ *           (Q5_K: (float)sc[1][l] * dr)
  *   v     = fma(-(float)mi[l], mr, v)
  *   acc[l] = fma(v, dx, acc[l])
  * and at the end y[r] = (acc[4r] + acc[4r+1]) + (acc[4r+2] + acc[4r+3]).
@@ -58,23 +64,27 @@
 #define PA_X4_SC 512
 #define PA_X4_MN 544
 #define PA_X4_DM 576
+#define PA_X4_QH 592
+#define PA_X4_REC5 720
 #define PA_X4_XS 256
 #define PA_X4_XD 272
 
 /* Whether a matrix of this type and shape can take the layout. */
 bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols);
-/* Bytes of a Q4_K matrix in the layout. */
-size_t pa_x4_bytes(int64_t rows, int64_t cols);
-/* Repacks n_groups groups: src, their 4 * n_groups rows of Q4_K in file
- * layout; dst, their records. */
-void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t n_groups);
-/* Dequantizes row r (the file's Q4_K values exactly). */
+/* Bytes per group and super-block (0: a type the layout does not take), and
+ * of a matrix in the layout. */
+size_t pa_x4_rec(pa_type type);
+size_t pa_x4_bytes(pa_type type, int64_t rows, int64_t cols);
+/* Repacks n_groups groups: src, their 4 * n_groups rows in file layout;
+ * dst, their records. */
+void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups);
+/* Dequantizes row r (the file's values exactly). */
 void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
 
 /* The reference kernel (plain C; every table without a faster one). */
-extern const pa_ilv_kernel pa_x4_q4k_ref;
+extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref;
 /* The AVX-512 VNNI kernel (x4_avx512.c). */
-extern const pa_ilv_kernel pa_x4_q4k_vnni;
+extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni;
 size_t pa_x4_x_size(int64_t cols);
 void pa_x4_pack_x(int64_t cols, const void *xq, void *xp);
 

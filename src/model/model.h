@@ -111,7 +111,7 @@ typedef struct {
 int pa_model_load_hparams(struct pa_model *m);
 int pa_model_load_weights(struct pa_model *m);
 /* Repacks the matrices an interleaved layout exists for (kernels/layout.h:
- * Q4_K in groups of 4 rows, Q4_0, Q4_1, Q5_0 and Q8_0 in groups of 16) when the
+ * Q4_K and Q5_K in groups of 4 rows, Q4_0, Q4_1, Q5_0 and Q8_0 in groups of 16) when the
  * current kernel table (pa_kernels_current) has a fast kernel for it, unless
  * PASADA_REPACK=0; then the other matrices are copied beside them, and
  * none of the file's weight pages stays mapped. */

@@ -49,7 +49,7 @@ static pa_ilv_kernel wrapped_ilv[PA_LAYOUT_COUNT][PA_TYPE_COUNT];
         for (int r = 0; r < k->rows; r++)                                                      \
           if (calls++ % 64 == 0) y[t * ldy + r] = -y[t * ldy + r];                             \
   }
-WRAP_ILV(1, 12) WRAP_ILV(2, 2) WRAP_ILV(2, 3) WRAP_ILV(2, 6) WRAP_ILV(2, 8)
+WRAP_ILV(1, 12) WRAP_ILV(1, 13) WRAP_ILV(2, 2) WRAP_ILV(2, 3) WRAP_ILV(2, 6) WRAP_ILV(2, 8)
 
 int main(int argc, char **argv) {
   if (argc < 3) {
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
   const struct {
     int layout, type;
     void (*run)(int64_t, const uint8_t *, const uint8_t *const *, int, float *, int64_t);
-  } ilv[] = {{1, 12, run_1_12}, {2, 2, run_2_2}, {2, 3, run_2_3}, {2, 6, run_2_6}, {2, 8, run_2_8}};
+  } ilv[] = {{1, 12, run_1_12}, {1, 13, run_1_13}, {2, 2, run_2_2}, {2, 3, run_2_3}, {2, 6, run_2_6}, {2, 8, run_2_8}};
   for (size_t i = 0; i < sizeof ilv / sizeof ilv[0]; i++) {
     const pa_ilv_kernel *k = broken.ilv[ilv[i].layout][ilv[i].type];
     if (!k) continue;

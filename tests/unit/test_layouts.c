@@ -1,6 +1,7 @@
 /* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K
- * in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1 and Q8_0 in groups of 16,
- * kernels/x16.h) on fresh random inputs, for each (layout, type):
+ * and Q5_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1, Q5_0 and Q8_0 in
+ * groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
+ * type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
  *     equals the file layout's reference dequantization bit for bit;
  * (b) the reference kernel agrees with the file layout's reference dot
@@ -251,15 +252,15 @@ int main(void) {
     if (simd[i]) tables[n_tables++] = simd[i];
   printf("cpu: %s; fast Q4_K x4 / Q8_0 x16 kernels in:", pa_cpu_describe());
   for (int k = 0; k < n_tables; k++)
-    if (pa_kernels_ilv_fast(tables[k], PA_LAYOUT_Q4K_X4, PA_TYPE_Q4_K) &&
+    if (pa_kernels_ilv_fast(tables[k], PA_LAYOUT_K_X4, PA_TYPE_Q4_K) &&
         pa_kernels_ilv_fast(tables[k], PA_LAYOUT_B32_X16, PA_TYPE_Q8_0))
       printf(" %s", tables[k]->name);
   printf("\n");
-  if (pa_kernels_avx512_vnni() && !pa_kernels_ilv_fast(pa_kernels_avx512_vnni(), PA_LAYOUT_Q4K_X4, PA_TYPE_Q4_K)) {
+  if (pa_kernels_avx512_vnni() && !pa_kernels_ilv_fast(pa_kernels_avx512_vnni(), PA_LAYOUT_K_X4, PA_TYPE_Q4_K)) {
     printf("FAIL the avx512_vnni table has no fast Q4_K x4 kernel\n");
     failures++;
   }
-  if (pa_layout_for(PA_TYPE_Q4_K, 8, 512) != PA_LAYOUT_Q4K_X4 ||
+  if (pa_layout_for(PA_TYPE_Q4_K, 8, 512) != PA_LAYOUT_K_X4 ||
       pa_layout_for(PA_TYPE_Q4_K, 6, 512) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q4_K, 8, 320) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q6_K, 8, 512) != PA_LAYOUT_ROWS ||
@@ -270,17 +271,23 @@ int main(void) {
   }
 
   pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
-  /* Q4_K, groups of 4: rows of 1 to 57 super-blocks */
+  /* Q4_K and Q5_K, groups of 4: rows of 1 to 57 super-blocks */
   const int64_t ks[] = {1, 2, 3, 5, 16, 57};
   const int64_t rs[] = {4, 8, 36, 12, 20, 8};
-  for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++) {
-    mat a;
-    make(&a, PA_TYPE_Q4_K, rs[s], QK_K * ks[s]);
-    check_rows(&a);
-    check_kernels(&a);
-    check_matmul(&a, pools, tables, n_tables);
-    drop(&a);
-  }
+  const pa_type kq[] = {PA_TYPE_Q4_K, PA_TYPE_Q5_K};
+  for (int q = 0; q < 2; q++)
+    for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++) {
+      mat a;
+      make(&a, kq[q], rs[s], QK_K * ks[s]);
+      if (a.layout != PA_LAYOUT_K_X4) {
+        printf("FAIL %s does not take the x4 layout\n", pa_type_name(kq[q]));
+        failures++;
+      }
+      check_rows(&a);
+      check_kernels(&a);
+      check_matmul(&a, pools, tables, n_tables);
+      drop(&a);
+    }
   /* the 32-element types, groups of 16: rows of 1 to 131 blocks */
   const pa_type b32[] = {PA_TYPE_Q8_0, PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0};
   const int64_t kb[] = {1, 2, 7, 18, 20, 131};
@@ -302,6 +309,7 @@ int main(void) {
     check_mixed(pools[1], b32[i]);
   }
   check_mixed(pools[1], PA_TYPE_Q4_K);
+  check_mixed(pools[1], PA_TYPE_Q5_K);
   for (int p = 1; p < 3; p++) pa_pool_free(pools[p]);
   if (failures) {
     printf("test_layouts: %d failure(s)\n", failures);

@@ -7,18 +7,18 @@
 #include "kernels/x4.h"
 
 pa_layout pa_layout_for(pa_type type, int64_t rows, int64_t cols) {
-  if (pa_x4_fits(type, rows, cols)) return PA_LAYOUT_Q4K_X4;
+  if (pa_x4_fits(type, rows, cols)) return PA_LAYOUT_K_X4;
   if (pa_x16_fits(type, rows, cols)) return PA_LAYOUT_B32_X16;
   return PA_LAYOUT_ROWS;
 }
 
 int pa_layout_group_rows(pa_layout layout) {
-  return layout == PA_LAYOUT_Q4K_X4 ? 4 : layout == PA_LAYOUT_B32_X16 ? 16 : 1;
+  return layout == PA_LAYOUT_K_X4 ? 4 : layout == PA_LAYOUT_B32_X16 ? 16 : 1;
 }
 
 size_t pa_layout_bytes(pa_layout layout, pa_type type, int64_t rows, int64_t cols) {
   switch (layout) {
-    case PA_LAYOUT_Q4K_X4: return pa_x4_bytes(rows, cols);
+    case PA_LAYOUT_K_X4: return pa_x4_bytes(type, rows, cols);
     case PA_LAYOUT_B32_X16: return pa_x16_bytes(type, rows, cols);
     default: return pa_row_size(type, cols) * (size_t)rows;
   }
@@ -29,12 +29,12 @@ size_t pa_matrix_bytes(const pa_matrix *w) { return pa_layout_bytes(w->layout, w
 void pa_layout_repack(pa_layout layout, pa_type type, int64_t cols, const void *src, void *dst,
                       int64_t n_groups) {
   if (layout == PA_LAYOUT_ROWS) memcpy(dst, src, pa_row_size(type, cols) * (size_t)n_groups);
-  if (layout == PA_LAYOUT_Q4K_X4) pa_x4_repack(cols, src, dst, n_groups);
+  if (layout == PA_LAYOUT_K_X4) pa_x4_repack(type, cols, src, dst, n_groups);
   if (layout == PA_LAYOUT_B32_X16) pa_x16_repack(type, cols, src, dst, n_groups);
 }
 
 void pa_layout_get_row(const pa_matrix *w, int64_t r, float *out) {
-  if (w->layout == PA_LAYOUT_Q4K_X4) pa_x4_get_row(w, r, out);
+  if (w->layout == PA_LAYOUT_K_X4) pa_x4_get_row(w, r, out);
   if (w->layout == PA_LAYOUT_B32_X16) pa_x16_get_row(w, r, out);
 }
 
@@ -49,7 +49,8 @@ bool pa_kernels_ilv_fast(const pa_cpu_kernels *k, pa_layout layout, pa_type type
 }
 
 void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k) {
-  k->ilv[PA_LAYOUT_Q4K_X4][PA_TYPE_Q4_K] = &pa_x4_q4k_vnni;
+  k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q4_K] = &pa_x4_q4k_vnni;
+  k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q5_K] = &pa_x4_q5k_vnni;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q8_0] = &pa_x16_vnni_q8_0;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_0] = &pa_x16_vnni_q4_0;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_1] = &pa_x16_vnni_q4_1;

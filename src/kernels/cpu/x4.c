@@ -1,6 +1,6 @@
-/* x4.c: the Q4_K x4 layout (kernels/x4.h): repacking at load, rows back
- * to floats, activation packing, and the reference kernel that specifies
- * the layout's arithmetic. */
+/* x4.c: the x4 layout of Q4_K and Q5_K (kernels/x4.h): repacking at load,
+ * rows back to floats, activation packing, and the reference kernels that
+ * specify the layout's arithmetic. */
 #include <math.h>
 #include <string.h>
 
@@ -10,46 +10,83 @@
 PA_NO_FP_CONTRACT
 
 bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols) {
-  return type == PA_TYPE_Q4_K && rows > 0 && rows % 4 == 0 && cols > 0 && cols % QK_K == 0;
+  return pa_x4_rec(type) && rows > 0 && rows % 4 == 0 && cols > 0 && cols % QK_K == 0;
 }
 
-size_t pa_x4_bytes(int64_t rows, int64_t cols) {
-  return (size_t)(rows / 4) * (size_t)(cols / QK_K) * PA_X4_REC;
+size_t pa_x4_rec(pa_type type) {
+  return type == PA_TYPE_Q4_K ? PA_X4_REC : type == PA_TYPE_Q5_K ? PA_X4_REC5 : 0;
 }
 
-void pa_x4_repack(int64_t cols, const void *src, void *dst, int64_t n_groups) {
+size_t pa_x4_bytes(pa_type type, int64_t rows, int64_t cols) {
+  return (size_t)(rows / 4) * (size_t)(cols / QK_K) * pa_x4_rec(type);
+}
+
+/* The fifth bit of element k of sub-block s in a Q5_K super-block's qh, as
+ * its mask bit in a record: mask 2 i + h, bit 4 l + e (x4.h). */
+static void set_qh_bits(uint8_t *rec, const uint8_t *qh, int r) {
+  for (int p = 0; p < 4; p++)
+    for (int h = 0; h < 2; h++)
+      for (int i = 0; i < 8; i++)
+        for (int e = 0; e < 4; e++) {
+          const int s = 2 * p + h, k = 4 * i + e, bit = 4 * (4 * r + p) + e;
+          if ((qh[k] >> s) & 1) rec[PA_X4_QH + 8 * (2 * i + h) + bit / 8] |= (uint8_t)(1u << (bit % 8));
+        }
+}
+
+void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups) {
   const int64_t nsb = cols / QK_K;
-  const block_q4_K *in = src;
+  const bool q5 = type == PA_TYPE_Q5_K;
+  const size_t in_size = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K), rec_size = pa_x4_rec(type);
+  const uint8_t *in = src;
   uint8_t *out = dst;
   for (int64_t g = 0; g < n_groups; g++)
     for (int64_t b = 0; b < nsb; b++) {
-      uint8_t *rec = out + (size_t)(g * nsb + b) * PA_X4_REC;
+      uint8_t *rec = out + (size_t)(g * nsb + b) * rec_size;
+      if (q5) memset(rec + PA_X4_QH, 0, PA_X4_REC5 - PA_X4_QH);
       for (int r = 0; r < 4; r++) {
-        const block_q4_K *blk = &in[(size_t)(4 * g + r) * (size_t)nsb + (size_t)b];
+        /* Q4_K and Q5_K share d, dmin and the scales; Q5_K's qh comes
+         * before its qs */
+        const uint8_t *blk = in + ((size_t)(4 * g + r) * (size_t)nsb + (size_t)b) * in_size;
+        const uint8_t *scales = blk + 4, *qs = blk + (q5 ? 48 : 16);
         uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; j++) pa_get_scale_min_k4(j, blk->scales, &sc[j], &m[j]);
+        for (int j = 0; j < 8; j++) pa_get_scale_min_k4(j, scales, &sc[j], &m[j]);
         for (int p = 0; p < 4; p++) {
           const int l = 4 * r + p;
           /* byte j of pair p holds element j of sub-blocks 2p (low) and
            * 2p + 1 (high) already: only the order of the bytes changes */
-          for (int i = 0; i < 8; i++) memcpy(rec + PA_X4_QS + 64 * i + 4 * l, blk->qs + 32 * p + 4 * i, 4);
+          for (int i = 0; i < 8; i++) memcpy(rec + PA_X4_QS + 64 * i + 4 * l, qs + 32 * p + 4 * i, 4);
           rec[PA_X4_SC + l] = sc[2 * p];
           rec[PA_X4_SC + 16 + l] = sc[2 * p + 1];
           rec[PA_X4_MN + 2 * l] = m[2 * p];
           rec[PA_X4_MN + 2 * l + 1] = m[2 * p + 1];
         }
-        memcpy(rec + PA_X4_DM + 2 * r, &blk->d, 2);
-        memcpy(rec + PA_X4_DM + 8 + 2 * r, &blk->dmin, 2);
+        memcpy(rec + PA_X4_DM + 2 * r, blk, 2);
+        memcpy(rec + PA_X4_DM + 8 + 2 * r, blk + 2, 2);
+        if (q5) set_qh_bits(rec, blk + 16, r);
       }
     }
+}
+
+/* Value e of vector i, lane l, half h of a record: the 4-bit quant, with
+ * Q5_K's fifth bit. */
+static int x4_quant(const uint8_t *rec, bool q5, int i, int l, int e, int h) {
+  const uint8_t q = rec[PA_X4_QS + 64 * i + 4 * l + e];
+  int v = h ? q >> 4 : q & 0x0F;
+  if (q5) {
+    const int bit = 4 * l + e;
+    v |= ((rec[PA_X4_QH + 8 * (2 * i + h) + bit / 8] >> (bit % 8)) & 1) << 4;
+  }
+  return v;
 }
 
 void pa_x4_get_row(const pa_matrix *w, int64_t row, float *out) {
   const int64_t nsb = w->cols / QK_K, g = row / 4;
   const int r = (int)(row % 4);
+  const bool q5 = w->type == PA_TYPE_Q5_K;
+  const size_t rec_size = pa_x4_rec(w->type);
   const uint8_t *data = w->data;
   for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *rec = data + (size_t)(g * nsb + b) * PA_X4_REC;
+    const uint8_t *rec = data + (size_t)(g * nsb + b) * rec_size;
     pa_f16 hd, hm;
     memcpy(&hd, rec + PA_X4_DM + 2 * r, 2);
     memcpy(&hm, rec + PA_X4_DM + 8 + 2 * r, 2);
@@ -62,10 +99,7 @@ void pa_x4_get_row(const pa_matrix *w, int64_t row, float *out) {
         const float dm = dmin * (float)rec[PA_X4_MN + 2 * l + h];
         float *o = out + b * QK_K + 32 * (2 * p + h);
         for (int i = 0; i < 8; i++)
-          for (int e = 0; e < 4; e++) {
-            const uint8_t q = rec[PA_X4_QS + 64 * i + 4 * l + e];
-            o[4 * i + e] = ds * (float)(h ? q >> 4 : q & 0x0F) - dm;
-          }
+          for (int e = 0; e < 4; e++) o[4 * i + e] = ds * (float)x4_quant(rec, q5, i, l, e, h) - dm;
       }
     }
   }
@@ -92,13 +126,15 @@ void pa_x4_pack_x(int64_t cols, const void *xq, void *xp) {
 }
 
 /* The specification (x4.h): one token at a time, the steps in order. */
-static void run_ref(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy) {
+static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,
+                    float *y, int64_t ldy) {
   const int64_t nsb = cols / QK_K;
+  const bool q5 = type == PA_TYPE_Q5_K;
+  const size_t rec_size = pa_x4_rec(type);
   for (int t = 0; t < nt; t++) {
     float acc[16] = {0};
     for (int64_t b = 0; b < nsb; b++) {
-      const uint8_t *w = wg + (size_t)b * PA_X4_REC, *x = xp[t] + (size_t)b * PA_X4_XREC;
+      const uint8_t *w = wg + (size_t)b * rec_size, *x = xp[t] + (size_t)b * PA_X4_XREC;
       float dx, dr[4], mr[4];
       memcpy(&dx, x + PA_X4_XD, 4);
       for (int r = 0; r < 4; r++) {
@@ -113,16 +149,16 @@ static void run_ref(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
         int32_t lo = 0, hi = 0;
         for (int i = 0; i < 8; i++)
           for (int e = 0; e < 4; e++) {
-            const uint8_t q = w[PA_X4_QS + 64 * i + 4 * l + e];
-            lo += (int32_t)(q & 0x0F) * (int8_t)x[32 * i + 4 * p + e];
-            hi += (int32_t)(q & 0xF0) * (int8_t)x[32 * i + 16 + 4 * p + e];
+            const int32_t ql = x4_quant(w, q5, i, l, e, 0), qh = x4_quant(w, q5, i, l, e, 1);
+            lo += ql * (int8_t)x[32 * i + 4 * p + e];
+            hi += (q5 ? qh : qh << 4) * (int8_t)x[32 * i + 16 + 4 * p + e]; /* Q4_K: 16x */
           }
         int16_t xs0, xs1;
         memcpy(&xs0, x + PA_X4_XS + 4 * p, 2);
         memcpy(&xs1, x + PA_X4_XS + 4 * p + 2, 2);
         const int32_t mi = (int32_t)w[PA_X4_MN + 2 * l] * xs0 + (int32_t)w[PA_X4_MN + 2 * l + 1] * xs1;
         float v = (float)lo * ((float)w[PA_X4_SC + l] * dr[r]);
-        v = fmaf((float)hi, (float)w[PA_X4_SC + 16 + l] * (dr[r] * 0.0625f), v);
+        v = fmaf((float)hi, (float)w[PA_X4_SC + 16 + l] * (q5 ? dr[r] : dr[r] * 0.0625f), v);
         v = fmaf(-(float)mi, mr[r], v);
         acc[l] = fmaf(v, dx, acc[l]);
       }
@@ -132,4 +168,14 @@ static void run_ref(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
   }
 }
 
-const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_ref};
+static void run_q4k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                    int64_t ldy) {
+  run_ref(PA_TYPE_Q4_K, cols, wg, xp, nt, y, ldy);
+}
+static void run_q5k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                    int64_t ldy) {
+  run_ref(PA_TYPE_Q5_K, cols, wg, xp, nt, y, ldy);
+}
+
+const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
+const pa_ilv_kernel pa_x4_q5k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};

@@ -1,4 +1,4 @@
-/* x4_avx512.c: the AVX-512 VNNI kernel of the Q4_K x4 layout
+/* x4_avx512.c: the AVX-512 VNNI kernels of the x4 layout (Q4_K, Q5_K)
  * (kernels/x4.h), for one to PA_X4_TOKENS tokens at a time. It follows the
  * layout's canonical arithmetic step for step, so its bits equal the
  * reference's (x4.c) and do not depend on how many tokens share a call.
@@ -24,9 +24,10 @@ PA_NO_FP_CONTRACT
 
 BODY __m512i bcast16(const uint8_t *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
 
-BODY void run_body(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y, int64_t ldy,
-                   const int T) {
+BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
+                   int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
+  const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
@@ -35,9 +36,9 @@ BODY void run_body(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, fl
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *w = wg + (size_t)b * PA_X4_REC;
+    const uint8_t *w = wg + (size_t)b * rec;
     if (T == 1) /* decode streams the weights: ask for them ahead, a record at a time */
-      for (int c = 0; c < PA_X4_REC; c += 64) _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
     const __m512 dm =
         _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
@@ -45,7 +46,7 @@ BODY void run_body(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, fl
         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC)))), dr);
     const __m512 s_hi = _mm512_mul_ps(
         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC + 16)))),
-        _mm512_mul_ps(dr, sixteenth));
+        q5 ? dr : _mm512_mul_ps(dr, sixteenth));
     const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w + PA_X4_MN)));
     __m512i lo[PA_X4_TOKENS], hi[PA_X4_TOKENS];
 #pragma GCC unroll 4
@@ -53,7 +54,17 @@ BODY void run_body(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, fl
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
       const __m512i q = _mm512_loadu_si512(w + PA_X4_QS + 64 * i);
-      const __m512i ql = _mm512_and_si512(q, m_lo), qh = _mm512_and_si512(q, m_hi);
+      __m512i ql = _mm512_and_si512(q, m_lo), qh;
+      if (q5) { /* fifth bits by k-mask; the high values shifted down (not 16x) */
+        uint64_t kl, kh;
+        memcpy(&kl, w + PA_X4_QH + 16 * i, 8);
+        memcpy(&kh, w + PA_X4_QH + 16 * i + 8, 8);
+        qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m_lo);
+        ql = _mm512_mask_add_epi8(ql, kl, ql, _mm512_set1_epi8(16));
+        qh = _mm512_mask_add_epi8(qh, kh, qh, _mm512_set1_epi8(16));
+      } else {
+        qh = _mm512_and_si512(q, m_hi);
+      }
   #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
         const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC + 32 * i;
@@ -82,14 +93,18 @@ BODY void run_body(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, fl
   }
 }
 
-static VNNI void run_vnni(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                          int64_t ldy) {
-  switch (nt) {
-    case 1: run_body(cols, wg, xp, y, ldy, 1); break;
-    case 2: run_body(cols, wg, xp, y, ldy, 2); break;
-    case 3: run_body(cols, wg, xp, y, ldy, 3); break;
-    default: run_body(cols, wg, xp, y, ldy, 4); break;
+#define RUN(name, q5)                                                                       \
+  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,   \
+                        float *y, int64_t ldy) {                                             \
+    switch (nt) {                                                                            \
+      case 1: run_body(q5, cols, wg, xp, y, ldy, 1); break;                                  \
+      case 2: run_body(q5, cols, wg, xp, y, ldy, 2); break;                                  \
+      case 3: run_body(q5, cols, wg, xp, y, ldy, 3); break;                                  \
+      default: run_body(q5, cols, wg, xp, y, ldy, 4); break;                                 \
+    }                                                                                        \
   }
-}
+RUN(run_q4k, 0)
+RUN(run_q5k, 1)
 
-const pa_ilv_kernel pa_x4_q4k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_vnni};
+const pa_ilv_kernel pa_x4_q4k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
+const pa_ilv_kernel pa_x4_q5k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
