@@ -70,15 +70,16 @@ static void drop(mat *a) {
 /* (a) */
 static void check_rows(const mat *a) {
   const size_t rb = pa_row_size(a->type, a->cols);
-  float *want = malloc(sizeof(float) * (size_t)a->cols), *got = malloc(sizeof(float) * (size_t)a->cols);
+  float *want = malloc(sizeof(float) * (size_t)a->cols),
+        *got = malloc(sizeof(float) * (size_t)a->cols);
   for (int64_t r = 0; r < a->rows; r++) {
     pa_type_get(a->type)->to_float(a->file + (size_t)r * rb, want, a->cols);
     pa_matrix_get_row(&a->m, r, got);
     for (int64_t c = 0; c < a->cols; c++)
       if (bits_of(got[c]) != bits_of(want[c])) {
         printf("FAIL get_row %s cols=%lld row %lld col %lld: %.9g, file layout %.9g\n",
-               pa_type_name(a->type), (long long)a->cols,
-               (long long)r, (long long)c, got[c], want[c]);
+               pa_type_name(a->type), (long long)a->cols, (long long)r, (long long)c, got[c],
+               want[c]);
         failures++;
         break;
       }
@@ -92,21 +93,22 @@ static void check_kernels(const mat *a) {
   const int64_t cols = a->cols;
   const pa_type vt = pa_type_get(a->type)->vec_dot_type;
   const pa_ilv_kernel *ref = pa_kernels_ilv(pa_kernels_reference(), a->layout, a->type);
-  const pa_ilv_kernel *vnni =
-      pa_kernels_avx512_vnni() ? pa_kernels_ilv(pa_kernels_avx512_vnni(), a->layout, a->type) : NULL;
+  const pa_ilv_kernel *vnni = pa_kernels_avx512_vnni()
+                                  ? pa_kernels_ilv(pa_kernels_avx512_vnni(), a->layout, a->type)
+                                  : NULL;
   if (!ref || (pa_kernels_avx512_vnni() && (!vnni || vnni == ref))) {
     printf("FAIL %s: no reference or no VNNI kernel\n", pa_type_name(a->type));
     failures++;
     return;
   }
   const int G = ref->rows, T = ref->tokens;
-  const size_t rb = pa_row_size(a->type, cols),
-               gb = pa_layout_bytes(a->layout, a->type, G, cols);
+  const size_t rb = pa_row_size(a->type, cols), gb = pa_layout_bytes(a->layout, a->type, G, cols);
   const size_t xq_row = pa_row_size(vt, cols), xp_row = ref->x_size(cols);
   uint8_t *xq = malloc(xq_row * (size_t)T), *xp = pa_alloc(xp_row * (size_t)T);
   float *x = malloc(sizeof(float) * (size_t)cols), *xd = malloc(sizeof(float) * (size_t)cols);
   float *wd = malloc(sizeof(float) * (size_t)cols), *w0 = malloc(sizeof(float) * (size_t)cols);
-  float *want_t = malloc(sizeof(float) * (size_t)(G * T)), *got = malloc(sizeof(float) * (size_t)(G * T));
+  float *want_t = malloc(sizeof(float) * (size_t)(G * T)),
+        *got = malloc(sizeof(float) * (size_t)(G * T));
   const uint8_t *xptr[PA_ILV_MAX_TOKENS];
   for (int t = 0; t < T; t++) {
     random_floats(x, cols);
@@ -129,8 +131,9 @@ static void check_kernels(const mat *a) {
           mag += fabs((double)xd[c]) * (fabs((double)wd[c]) + fabs((double)w0[c]));
         const float v = want_t[G * t + r];
         if (!(fabs((double)v - want) <= 1e-5 * mag + 1e-30)) {
-          printf("FAIL %s layout reference vs file dot, %lld cols, row %lld token %d: %.9g vs %.9g\n",
-                 pa_type_name(a->type), (long long)cols, (long long)(G * g + r), t, v, want);
+          printf(
+              "FAIL %s layout reference vs file dot, %lld cols, row %lld token %d: %.9g vs %.9g\n",
+              pa_type_name(a->type), (long long)cols, (long long)(G * g + r), t, v, want);
           failures++;
         }
       }
@@ -142,9 +145,11 @@ static void check_kernels(const mat *a) {
         for (int r = 0; r < G; r++) {
           const float want = want_t[G * (T - nt + t) + r];
           if (bits_of(got[G * t + r]) != bits_of(want)) {
-            printf("FAIL %s vnni layout kernel, %lld cols, %d tokens, group %lld row %d token %d: "
-                   "%.9g, reference %.9g\n",
-                   pa_type_name(a->type), (long long)cols, nt, (long long)g, r, t, got[G * t + r], want);
+            printf(
+                "FAIL %s vnni layout kernel, %lld cols, %d tokens, group %lld row %d token %d: "
+                "%.9g, reference %.9g\n",
+                pa_type_name(a->type), (long long)cols, nt, (long long)g, r, t, got[G * t + r],
+                want);
             failures++;
           }
         }
@@ -161,14 +166,17 @@ static void check_kernels(const mat *a) {
 }
 
 /* (d) */
-static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **tables, int n_tables) {
-  const int64_t rows = a->rows, cols = a->cols, xs = cols + 3, ys = rows + 5, n_pool = 2 * MAX_BATCH;
+static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **tables,
+                         int n_tables) {
+  const int64_t rows = a->rows, cols = a->cols, xs = cols + 3, ys = rows + 5,
+                n_pool = 2 * MAX_BATCH;
   float *x = malloc(sizeof(float) * (size_t)(n_pool * xs));
   for (int64_t k = 0; k < n_pool; k++) random_floats(x + k * xs, cols);
   float *alone = malloc(sizeof(float) * (size_t)(n_pool * rows));
   void *work = malloc(pa_matmul_work_size(&a->m, MAX_BATCH) + 1);
   pa_kernels_set(pa_kernels_reference());
-  for (int64_t k = 0; k < n_pool; k++) pa_matmul(NULL, &a->m, x + k * xs, xs, alone + k * rows, rows, 1, work);
+  for (int64_t k = 0; k < n_pool; k++)
+    pa_matmul(NULL, &a->m, x + k * xs, xs, alone + k * rows, rows, 1, work);
   float *y = malloc(sizeof(float) * (size_t)(MAX_BATCH * ys));
   for (int k = 0; k < n_tables; k++) {
     pa_kernels_set(tables[k]);
@@ -184,10 +192,12 @@ static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **t
             const bool inside = t < n && r < rows;
             const float want = inside ? alone[(start + t) * rows + r] : SENTINEL;
             if (bits_of(got) != bits_of(want) && reported++ < 5) {
-              printf("FAIL %s layout matmul table=%s cols=%lld threads=%d tokens=%lld y[%lld][%lld]: "
-                     "%.9g, %s %.9g\n",
-                     pa_type_name(a->type), tables[k]->name, (long long)cols, p + 1, (long long)n, (long long)t, (long long)r,
-                     got, inside ? "alone (reference table)" : "untouched", want);
+              printf(
+                  "FAIL %s layout matmul table=%s cols=%lld threads=%d tokens=%lld y[%lld][%lld]: "
+                  "%.9g, %s %.9g\n",
+                  pa_type_name(a->type), tables[k]->name, (long long)cols, p + 1, (long long)n,
+                  (long long)t, (long long)r, got, inside ? "alone (reference table)" : "untouched",
+                  want);
               failures++;
             }
           }
@@ -208,8 +218,10 @@ static void check_mixed(pa_pool *pool, pa_type type) {
   const pa_matrix f = {.type = type, .rows = rows, .cols = cols, .data = a.file};
   float *x = malloc(sizeof(float) * (size_t)(n * cols));
   random_floats(x, n * cols);
-  float *want_a = malloc(sizeof(float) * (size_t)(n * rows)), *want_f = malloc(sizeof(float) * (size_t)(n * rows));
-  float *ya = malloc(sizeof(float) * (size_t)(n * rows)), *yf = malloc(sizeof(float) * (size_t)(n * rows));
+  float *want_a = malloc(sizeof(float) * (size_t)(n * rows)),
+        *want_f = malloc(sizeof(float) * (size_t)(n * rows));
+  float *ya = malloc(sizeof(float) * (size_t)(n * rows)),
+        *yf = malloc(sizeof(float) * (size_t)(n * rows));
   size_t ws = pa_matmul_work_size(&a.m, n);
   if (pa_matmul_work_size(&f, n) > ws) ws = pa_matmul_work_size(&f, n);
   void *work = malloc(ws + 1);
@@ -219,7 +231,8 @@ static void check_mixed(pa_pool *pool, pa_type type) {
   pa_matmul_multi(pool, outs, 2, x, cols, n, work);
   for (int64_t i = 0; i < n * rows; i++)
     if (bits_of(ya[i]) != bits_of(want_a[i]) || bits_of(yf[i]) != bits_of(want_f[i])) {
-      printf("FAIL matmul_multi of a repacked and a file-layout matrix differs at %lld\n", (long long)i);
+      printf("FAIL matmul_multi of a repacked and a file-layout matrix differs at %lld\n",
+             (long long)i);
       failures++;
       break;
     }
@@ -228,7 +241,8 @@ static void check_mixed(pa_pool *pool, pa_type type) {
     float g = want_a[i];
     pa_silu_mul(&g, &want_f[i], 1);
     if (bits_of(ya[i]) != bits_of(g)) {
-      printf("FAIL matmul_gated with a repacked gate differs at %lld: %.9g vs %.9g\n", (long long)i, ya[i], g);
+      printf("FAIL matmul_gated with a repacked gate differs at %lld: %.9g vs %.9g\n", (long long)i,
+             ya[i], g);
       failures++;
       break;
     }
@@ -256,7 +270,8 @@ int main(void) {
         pa_kernels_ilv_fast(tables[k], PA_LAYOUT_B32_X16, PA_TYPE_Q8_0))
       printf(" %s", tables[k]->name);
   printf("\n");
-  if (pa_kernels_avx512_vnni() && !pa_kernels_ilv_fast(pa_kernels_avx512_vnni(), PA_LAYOUT_K_X4, PA_TYPE_Q4_K)) {
+  if (pa_kernels_avx512_vnni() &&
+      !pa_kernels_ilv_fast(pa_kernels_avx512_vnni(), PA_LAYOUT_K_X4, PA_TYPE_Q4_K)) {
     printf("FAIL the avx512_vnni table has no fast Q4_K x4 kernel\n");
     failures++;
   }

@@ -18,13 +18,18 @@ int pa_layout_group_rows(pa_layout layout) {
 
 size_t pa_layout_bytes(pa_layout layout, pa_type type, int64_t rows, int64_t cols) {
   switch (layout) {
-    case PA_LAYOUT_K_X4: return pa_x4_bytes(type, rows, cols);
-    case PA_LAYOUT_B32_X16: return pa_x16_bytes(type, rows, cols);
-    default: return pa_row_size(type, cols) * (size_t)rows;
+    case PA_LAYOUT_K_X4:
+      return pa_x4_bytes(type, rows, cols);
+    case PA_LAYOUT_B32_X16:
+      return pa_x16_bytes(type, rows, cols);
+    default:
+      return pa_row_size(type, cols) * (size_t)rows;
   }
 }
 
-size_t pa_matrix_bytes(const pa_matrix *w) { return pa_layout_bytes(w->layout, w->type, w->rows, w->cols); }
+size_t pa_matrix_bytes(const pa_matrix *w) {
+  return pa_layout_bytes(w->layout, w->type, w->rows, w->cols);
+}
 
 void pa_layout_repack(pa_layout layout, pa_type type, int64_t cols, const void *src, void *dst,
                       int64_t n_groups) {

@@ -11,11 +11,16 @@ PA_NO_FP_CONTRACT
 
 size_t pa_x16_rec(pa_type type) {
   switch (type) {
-    case PA_TYPE_Q8_0: return 544;
-    case PA_TYPE_Q4_0: return 288;
-    case PA_TYPE_Q4_1: return 320;
-    case PA_TYPE_Q5_0: return 352;
-    default: return 0;
+    case PA_TYPE_Q8_0:
+      return 544;
+    case PA_TYPE_Q4_0:
+      return 288;
+    case PA_TYPE_Q4_1:
+      return 320;
+    case PA_TYPE_Q5_0:
+      return 352;
+    default:
+      return 0;
   }
 }
 
@@ -50,8 +55,8 @@ void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64
         } else if (type == PA_TYPE_Q5_0) {
           const block_q5_0 *q = (const block_q5_0 *)blk;
           for (int i = 0; i < 4; i++) memcpy(o + 64 * i + 4 * l, q->qs + 4 * i, 4);
-          const uint32_t qh = (uint32_t)q->qh[0] | (uint32_t)q->qh[1] << 8 | (uint32_t)q->qh[2] << 16 |
-                              (uint32_t)q->qh[3] << 24;
+          const uint32_t qh = (uint32_t)q->qh[0] | (uint32_t)q->qh[1] << 8 |
+                              (uint32_t)q->qh[2] << 16 | (uint32_t)q->qh[3] << 24;
           for (int i = 0; i < 8; i++) { /* 4 bits of mask i per row: byte (4l + e) / 8 */
             const uint32_t nib = (qh >> (i < 4 ? 4 * i : 16 + 4 * (i - 4))) & 0xF;
             o[256 + 8 * i + l / 2] |= (uint8_t)(nib << (4 * (l % 2)));
@@ -85,7 +90,8 @@ void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
     if (w->type == PA_TYPE_Q8_0) {
       const float d = f16_at(o + 512 + 2 * l);
       for (int i = 0; i < 8; i++)
-        for (int e = 0; e < 4; e++) y[4 * i + e] = (float)(int8_t)(o[64 * i + 4 * l + e] ^ 0x80) * d;
+        for (int e = 0; e < 4; e++)
+          y[4 * i + e] = (float)(int8_t)(o[64 * i + 4 * l + e] ^ 0x80) * d;
       continue;
     }
     if (w->type == PA_TYPE_Q5_0) {
@@ -117,7 +123,9 @@ void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
   }
 }
 
-size_t pa_x16_x_size(int64_t cols) { return (size_t)(cols / 32) * PA_X16_XREC; }
+size_t pa_x16_x_size(int64_t cols) {
+  return (size_t)(cols / 32) * PA_X16_XREC;
+}
 
 /* Q8_0 activations with the offset of weights read unsigned: shift 7
  * (Q8_0 + 128), 3 (Q4_0's 8) or 4 (Q5_0's 16). */
@@ -135,9 +143,15 @@ static void pack_q8_0(int64_t cols, const void *xq, void *xp, int shift) {
     memcpy(o + 36, &off, 4);
   }
 }
-void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp) { pack_q8_0(cols, xq, xp, 7); }
-void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp) { pack_q8_0(cols, xq, xp, 3); }
-void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp) { pack_q8_0(cols, xq, xp, 4); }
+void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp) {
+  pack_q8_0(cols, xq, xp, 7);
+}
+void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp) {
+  pack_q8_0(cols, xq, xp, 3);
+}
+void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp) {
+  pack_q8_0(cols, xq, xp, 4);
+}
 
 void pa_x16_pack_x_q4_1(int64_t cols, const void *xq, void *xp) {
   const block_q8_1 *x = xq;
@@ -181,7 +195,11 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
               sum += lo * xq[4 * i + e] + hi * xq[16 + 4 * i + e];
             }
         }
-        const float dl = f16_at(o + (type == PA_TYPE_Q8_0 ? 512 : type == PA_TYPE_Q5_0 ? 320 : 256) + 2 * l);
+        const float dl = f16_at(o +
+                                (type == PA_TYPE_Q8_0   ? 512
+                                 : type == PA_TYPE_Q5_0 ? 320
+                                                        : 256) +
+                                2 * l);
         if (type == PA_TYPE_Q4_1) {
           float s;
           memcpy(&s, x + 36, 4);
@@ -197,17 +215,21 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
     }
 }
 
-#define RUN(name, type)                                                                    \
+#define RUN(name, type)                                                                         \
   static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
-                   int64_t ldy) {                                                              \
-    run_ref(type, cols, wg, xp, nt, y, ldy);                                                   \
+                   int64_t ldy) {                                                               \
+    run_ref(type, cols, wg, xp, nt, y, ldy);                                                    \
   }
 RUN(run_q8_0, PA_TYPE_Q8_0)
 RUN(run_q4_0, PA_TYPE_Q4_0)
 RUN(run_q4_1, PA_TYPE_Q4_1)
 RUN(run_q5_0, PA_TYPE_Q5_0)
 
-const pa_ilv_kernel pa_x16_ref_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0, run_q8_0};
-const pa_ilv_kernel pa_x16_ref_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0, run_q4_0};
-const pa_ilv_kernel pa_x16_ref_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1, run_q4_1};
-const pa_ilv_kernel pa_x16_ref_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0, run_q5_0};
+const pa_ilv_kernel pa_x16_ref_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
+                                       run_q8_0};
+const pa_ilv_kernel pa_x16_ref_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
+                                       run_q4_0};
+const pa_ilv_kernel pa_x16_ref_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
+                                       run_q4_1};
+const pa_ilv_kernel pa_x16_ref_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
+                                       run_q5_0};

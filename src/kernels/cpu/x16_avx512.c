@@ -41,7 +41,8 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *o = wg + (size_t)b * rec;
     if (T == 1) /* decode streams the weights: ask for them ahead, a block at a time */
-      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+      for (size_t c = 0; c < rec; c += 64)
+        _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
     __m512i w[8];
     if (kind == K_Q8_0) {
 #pragma GCC unroll 8
@@ -92,8 +93,8 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         acc[t] = _mm512_fmadd_ps(ml, _mm512_set1_ps(s), acc[t]);
       } else {
         memcpy(&off, x + 36, 4);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(off))), dd,
-                                 acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(off))),
+                                 dd, acc[t]);
       }
     }
   }
@@ -101,26 +102,46 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
   for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-#define RUN(name, kind)                                                                         \
-  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,      \
-                        float *y, int64_t ldy) {                                                \
-    switch (nt) {                                                                               \
-      case 1: run_body(kind, cols, wg, xp, y, ldy, 1); break;                                   \
-      case 2: run_body(kind, cols, wg, xp, y, ldy, 2); break;                                   \
-      case 3: run_body(kind, cols, wg, xp, y, ldy, 3); break;                                   \
-      case 4: run_body(kind, cols, wg, xp, y, ldy, 4); break;                                   \
-      case 5: run_body(kind, cols, wg, xp, y, ldy, 5); break;                                   \
-      case 6: run_body(kind, cols, wg, xp, y, ldy, 6); break;                                   \
-      case 7: run_body(kind, cols, wg, xp, y, ldy, 7); break;                                   \
-      default: run_body(kind, cols, wg, xp, y, ldy, 8); break;                                  \
-    }                                                                                           \
+#define RUN(name, kind)                                                                    \
+  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
+                        float *y, int64_t ldy) {                                           \
+    switch (nt) {                                                                          \
+      case 1:                                                                              \
+        run_body(kind, cols, wg, xp, y, ldy, 1);                                           \
+        break;                                                                             \
+      case 2:                                                                              \
+        run_body(kind, cols, wg, xp, y, ldy, 2);                                           \
+        break;                                                                             \
+      case 3:                                                                              \
+        run_body(kind, cols, wg, xp, y, ldy, 3);                                           \
+        break;                                                                             \
+      case 4:                                                                              \
+        run_body(kind, cols, wg, xp, y, ldy, 4);                                           \
+        break;                                                                             \
+      case 5:                                                                              \
+        run_body(kind, cols, wg, xp, y, ldy, 5);                                           \
+        break;                                                                             \
+      case 6:                                                                              \
+        run_body(kind, cols, wg, xp, y, ldy, 6);                                           \
+        break;                                                                             \
+      case 7:                                                                              \
+        run_body(kind, cols, wg, xp, y, ldy, 7);                                           \
+        break;                                                                             \
+      default:                                                                             \
+        run_body(kind, cols, wg, xp, y, ldy, 8);                                           \
+        break;                                                                             \
+    }                                                                                      \
   }
 RUN(run_q8_0, K_Q8_0)
 RUN(run_q4_0, K_Q4_0)
 RUN(run_q4_1, K_Q4_1)
 RUN(run_q5_0, K_Q5_0)
 
-const pa_ilv_kernel pa_x16_vnni_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0, run_q8_0};
-const pa_ilv_kernel pa_x16_vnni_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0, run_q4_0};
-const pa_ilv_kernel pa_x16_vnni_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1, run_q4_1};
-const pa_ilv_kernel pa_x16_vnni_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0, run_q5_0};
+const pa_ilv_kernel pa_x16_vnni_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
+                                        run_q8_0};
+const pa_ilv_kernel pa_x16_vnni_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
+                                        run_q4_0};
+const pa_ilv_kernel pa_x16_vnni_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
+                                        run_q4_1};
+const pa_ilv_kernel pa_x16_vnni_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
+                                        run_q5_0};

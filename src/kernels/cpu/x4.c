@@ -29,7 +29,8 @@ static void set_qh_bits(uint8_t *rec, const uint8_t *qh, int r) {
       for (int i = 0; i < 8; i++)
         for (int e = 0; e < 4; e++) {
           const int s = 2 * p + h, k = 4 * i + e, bit = 4 * (4 * r + p) + e;
-          if ((qh[k] >> s) & 1) rec[PA_X4_QH + 8 * (2 * i + h) + bit / 8] |= (uint8_t)(1u << (bit % 8));
+          if ((qh[k] >> s) & 1)
+            rec[PA_X4_QH + 8 * (2 * i + h) + bit / 8] |= (uint8_t)(1u << (bit % 8));
         }
 }
 
@@ -54,7 +55,8 @@ void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_
           const int l = 4 * r + p;
           /* byte j of pair p holds element j of sub-blocks 2p (low) and
            * 2p + 1 (high) already: only the order of the bytes changes */
-          for (int i = 0; i < 8; i++) memcpy(rec + PA_X4_QS + 64 * i + 4 * l, qs + 32 * p + 4 * i, 4);
+          for (int i = 0; i < 8; i++)
+            memcpy(rec + PA_X4_QS + 64 * i + 4 * l, qs + 32 * p + 4 * i, 4);
           rec[PA_X4_SC + l] = sc[2 * p];
           rec[PA_X4_SC + 16 + l] = sc[2 * p + 1];
           rec[PA_X4_MN + 2 * l] = m[2 * p];
@@ -105,7 +107,9 @@ void pa_x4_get_row(const pa_matrix *w, int64_t row, float *out) {
   }
 }
 
-size_t pa_x4_x_size(int64_t cols) { return (size_t)(cols / QK_K) * PA_X4_XREC; }
+size_t pa_x4_x_size(int64_t cols) {
+  return (size_t)(cols / QK_K) * PA_X4_XREC;
+}
 
 void pa_x4_pack_x(int64_t cols, const void *xq, void *xp) {
   const block_q8_K *x = xq;
@@ -156,7 +160,8 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
         int16_t xs0, xs1;
         memcpy(&xs0, x + PA_X4_XS + 4 * p, 2);
         memcpy(&xs1, x + PA_X4_XS + 4 * p + 2, 2);
-        const int32_t mi = (int32_t)w[PA_X4_MN + 2 * l] * xs0 + (int32_t)w[PA_X4_MN + 2 * l + 1] * xs1;
+        const int32_t mi =
+            (int32_t)w[PA_X4_MN + 2 * l] * xs0 + (int32_t)w[PA_X4_MN + 2 * l + 1] * xs1;
         float v = (float)lo * ((float)w[PA_X4_SC + l] * dr[r]);
         v = fmaf((float)hi, (float)w[PA_X4_SC + 16 + l] * (q5 ? dr[r] : dr[r] * 0.0625f), v);
         v = fmaf(-(float)mi, mr[r], v);

@@ -22,10 +22,12 @@ PA_NO_FP_CONTRACT
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) VNNI
 
-BODY __m512i bcast16(const uint8_t *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
+BODY __m512i bcast16(const uint8_t *p) {
+  return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
+}
 
-BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
-                   int64_t ldy, const int T) {
+BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   float *y, int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
@@ -38,19 +40,21 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
     if (T == 1) /* decode streams the weights: ask for them ahead, a record at a time */
-      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+      for (size_t c = 0; c < rec; c += 64)
+        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
     const __m512 dm =
         _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
     const __m512 s_lo = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC)))), dr);
-    const __m512 s_hi = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC + 16)))),
-        q5 ? dr : _mm512_mul_ps(dr, sixteenth));
+        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC)))),
+        dr);
+    const __m512 s_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                          _mm_loadu_si128((const __m128i *)(w + PA_X4_SC + 16)))),
+                                      q5 ? dr : _mm512_mul_ps(dr, sixteenth));
     const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w + PA_X4_MN)));
     __m512i lo[PA_X4_TOKENS], hi[PA_X4_TOKENS];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
+    for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
       const __m512i q = _mm512_loadu_si512(w + PA_X4_QS + 64 * i);
@@ -65,15 +69,15 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
       } else {
         qh = _mm512_and_si512(q, m_hi);
       }
-  #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
         const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC + 32 * i;
         lo[t] = _mm512_dpbusd_epi32(lo[t], ql, bcast16(x));
         hi[t] = _mm512_dpbusd_epi32(hi[t], qh, bcast16(x + 16));
       }
     }
 #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
+    for (int t = 0; t < T; t++) {
       const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC;
       const __m512i mi = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn, bcast16(x + PA_X4_XS));
       float dx;
@@ -88,20 +92,28 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     __m512 a = _mm512_add_ps(acc[t], _mm512_permute_ps(acc[t], 0xB1)); /* l0 + l1, l2 + l3 */
-    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));                   /* (l0 + l1) + (l2 + l3) */
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));                  /* (l0 + l1) + (l2 + l3) */
     _mm_storeu_ps(y + t * ldy, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, a)));
   }
 }
 
-#define RUN(name, q5)                                                                       \
-  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,   \
-                        float *y, int64_t ldy) {                                             \
-    switch (nt) {                                                                            \
-      case 1: run_body(q5, cols, wg, xp, y, ldy, 1); break;                                  \
-      case 2: run_body(q5, cols, wg, xp, y, ldy, 2); break;                                  \
-      case 3: run_body(q5, cols, wg, xp, y, ldy, 3); break;                                  \
-      default: run_body(q5, cols, wg, xp, y, ldy, 4); break;                                 \
-    }                                                                                        \
+#define RUN(name, q5)                                                                      \
+  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
+                        float *y, int64_t ldy) {                                           \
+    switch (nt) {                                                                          \
+      case 1:                                                                              \
+        run_body(q5, cols, wg, xp, y, ldy, 1);                                             \
+        break;                                                                             \
+      case 2:                                                                              \
+        run_body(q5, cols, wg, xp, y, ldy, 2);                                             \
+        break;                                                                             \
+      case 3:                                                                              \
+        run_body(q5, cols, wg, xp, y, ldy, 3);                                             \
+        break;                                                                             \
+      default:                                                                             \
+        run_body(q5, cols, wg, xp, y, ldy, 4);                                             \
+        break;                                                                             \
+    }                                                                                      \
   }
 RUN(run_q4k, 0)
 RUN(run_q5k, 1)
