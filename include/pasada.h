@@ -34,7 +34,9 @@ typedef struct pa_sampler pasada_sampler;
 
 /* ---- models ---- */
 typedef struct {
-  bool vocab_only; /* load the tokenizer only (no tensors needed) */
+  bool vocab_only;       /* load the tokenizer only (no tensors needed) */
+  bool keep_file_layout; /* do not repack weights for this CPU's kernels at load
+                            (a model that will not run: `info`); false: repack */
 } pasada_model_params;
 
 pasada_model_params pasada_model_default_params(void);

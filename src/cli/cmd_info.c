@@ -54,6 +54,7 @@ int cmd_info(int argc, char **argv) {
 
   pasada_model_params mp = pasada_model_default_params();
   mp.vocab_only = vocab_only;
+  mp.keep_file_layout = true; /* described, not run: no repacking */
   pasada_model *model = NULL;
   if (pasada_model_load(path, &mp, &model) != PASADA_OK) return cli_fail("%s", pasada_last_error());
   pasada_model_print_info(model, stdout);

@@ -49,7 +49,7 @@ static void release_metadata_pages(const gguf_file *g) {
   if (start % (uintptr_t)page == 0 && end > start) (void)madvise((void *)start, end - start, MADV_DONTNEED);
 }
 
-static int load(struct pa_model *m, const char *path, bool vocab_only) {
+static int load(struct pa_model *m, const char *path, bool vocab_only, bool repack) {
   int rc = gguf_open(path, &m->gguf);
   if (rc) return rc;
   if ((rc = gguf_get_string(m->gguf, "general.architecture", !vocab_only, &m->arch_name))) return rc;
@@ -67,7 +67,7 @@ static int load(struct pa_model *m, const char *path, bool vocab_only) {
     return pa_error(PASADA_ERR_FORMAT, "token_embd.weight has %lld rows for a vocabulary of %d tokens",
                     (long long)emb->ne[1], pa_tokenizer_n_vocab(m->tok));
   m->hp.n_vocab = (int32_t)emb->ne[1];
-  if ((rc = pa_model_load_weights(m)) || (rc = pa_model_repack(m))) return rc;
+  if ((rc = pa_model_load_weights(m)) || (repack && (rc = pa_model_repack(m)))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;
 }
@@ -77,7 +77,7 @@ int pasada_model_load(const char *path, const pasada_model_params *params, pasad
   struct pa_model *m = pa_calloc(1, sizeof *m);
   if (!m) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   bool vocab_only = params && params->vocab_only;
-  int rc = load(m, path, vocab_only);
+  int rc = load(m, path, vocab_only, !(params && params->keep_file_layout));
   if (rc) {
     /* gguf errors already name the file; name it for the others */
     const char *msg = pa_last_error();
