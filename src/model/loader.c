@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/threadpool.h"
 #include "kernels/layout.h"
 #include "model/model.h"
 
@@ -298,14 +298,14 @@ static void release_pages(const void *data, size_t bytes) {
  * pages (large folios) releasing part of one frees nothing (Gemma 3: 31 MB
  * stayed, RSS 1.17x weights + KV, and the load peaked at 1.8x). */
 #define REPACK_CHUNK ((size_t)4 << 20)
+#define REPACK_THREADS 64
 typedef struct {
   const pa_matrix *w;
   pa_layout layout;
   uint8_t *dst;
   int fd;            /* the model file, or -1: read through the mapping */
   uint64_t file_off; /* of the matrix's first byte */
-  int nth, ith;
-  uint8_t *buf;      /* REPACK_CHUNK bytes of this thread's, or NULL */
+  uint8_t **bufs;    /* REPACK_CHUNK bytes per pool thread (entries may be NULL) */
 } repack_job;
 
 /* Reads exactly n bytes at off; false on an error or a short file. */
@@ -318,16 +318,17 @@ static bool pread_full(int fd, uint8_t *buf, size_t n, uint64_t off) {
   return true;
 }
 
-static void *repack_thread(void *arg) {
+/* Share ith of nth of one matrix's groups (a pool task). */
+static void repack_task(void *arg, int ith, int nth) {
   const repack_job *j = arg;
   const pa_matrix *w = j->w;
   const int rows_per = pa_layout_group_rows(j->layout);
-  const int64_t groups = w->rows / rows_per;
-  const int64_t g0 = groups * j->ith / j->nth, g1 = groups * (j->ith + 1) / j->nth;
+  long g0, g1;
+  pa_split((long)(w->rows / rows_per), ith, nth, &g0, &g1);
   const size_t src_group = pa_row_size(w->type, w->cols) * (size_t)rows_per;
   const size_t dst_group = pa_layout_bytes(j->layout, w->type, rows_per, w->cols);
   const int64_t per = (int64_t)(REPACK_CHUNK / src_group);
-  uint8_t *buf = j->fd >= 0 && per >= 1 ? j->buf : NULL; /* else one group at a time, mapped */
+  uint8_t *buf = j->fd >= 0 && per >= 1 ? j->bufs[ith] : NULL; /* else a group at a time, mapped */
   const int64_t step = buf ? per : 1;
   for (int64_t g = g0; g < g1; g += step) {
     const int64_t n = g1 - g < step ? g1 - g : step;
@@ -335,37 +336,6 @@ static void *repack_thread(void *arg) {
     if (buf && pread_full(j->fd, buf, (size_t)n * src_group, j->file_off + (uint64_t)g * src_group))
       src = buf; /* else the same bytes through the mapping */
     pa_layout_repack(j->layout, w->type, w->cols, src, j->dst + (size_t)g * dst_group, n);
-  }
-  return NULL;
-}
-
-enum { REPACK_THREADS = 64 };
-
-static int repack_threads(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n < 1 ? 1 : n > REPACK_THREADS ? REPACK_THREADS : (int)n;
-}
-
-/* bufs: repack_threads() chunk buffers (entries may be NULL). */
-static void repack_matrix(const pa_matrix *w, pa_layout layout, uint8_t *dst, int fd, uint64_t file_off,
-                          uint8_t *const *bufs) {
-  enum { MAX_THREADS = REPACK_THREADS };
-  long n = repack_threads();
-  const int64_t groups = w->rows / pa_layout_group_rows(layout);
-  if (n > groups) n = groups;
-  repack_job jobs[MAX_THREADS];
-  pthread_t tid[MAX_THREADS];
-  bool started[MAX_THREADS] = {false};
-  for (int i = 0; i < n; i++) {
-    jobs[i] = (repack_job){w, layout, dst, fd, file_off, (int)n, i, bufs[i]};
-    if (i > 0) started[i] = pthread_create(&tid[i], NULL, repack_thread, &jobs[i]) == 0;
-  }
-  repack_thread(&jobs[0]);
-  for (int i = 1; i < n; i++) {
-    if (started[i])
-      pthread_join(tid[i], NULL);
-    else
-      repack_thread(&jobs[i]); /* no thread: this one does its share */
   }
 }
 
@@ -435,12 +405,15 @@ int pa_model_repack(struct pa_model *m) {
     close(fd);
     fd = -1;
   }
-  /* one chunk buffer per thread for the whole load (mapped, not malloc'ed:
-   * glibc would keep freed blocks of this size resident in the threads'
-   * arenas; and mapped once: every new mapping is zeroed page by page,
-   * which was a third of the 8B shape's load) */
+  /* a pool of a thread per core (NULL: this one alone), and one chunk
+   * buffer per thread for the whole load (mapped, not malloc'ed: glibc
+   * would keep freed blocks of this size resident in the threads' arenas;
+   * and mapped once: every new mapping is zeroed page by page, which was a
+   * third of the 8B shape's load) */
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  pa_pool *pool = pa_pool_create(cores < 1 ? 1 : cores > REPACK_THREADS ? REPACK_THREADS : (int)cores);
   uint8_t *bufs[REPACK_THREADS] = {NULL};
-  const int nbuf = fd >= 0 ? repack_threads() : 0;
+  const int nbuf = fd >= 0 ? pa_pool_size(pool) : 0;
   for (int i = 0; i < nbuf; i++) {
     bufs[i] = mmap(NULL, REPACK_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (bufs[i] == MAP_FAILED) bufs[i] = NULL;
@@ -450,7 +423,8 @@ int pa_model_repack(struct pa_model *m) {
     pa_matrix *w = mats[i];
     if (!w->data || w->layout != PA_LAYOUT_ROWS) continue;
     const pa_layout to = target_layout(w);
-    repack_matrix(w, to, dst + at, fd, (uint64_t)((const uint8_t *)w->data - g->map), bufs);
+    repack_job job = {w, to, dst + at, fd, (uint64_t)((const uint8_t *)w->data - g->map), bufs};
+    pa_pool_run(pool, repack_task, &job);
     release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);
     w->data = dst + at;
     w->layout = to;
@@ -458,6 +432,7 @@ int pa_model_repack(struct pa_model *m) {
   }
   for (int i = 0; i < nbuf; i++)
     if (bufs[i]) munmap(bufs[i], REPACK_CHUNK);
+  pa_pool_free(pool);
   if (fd >= 0) close(fd);
   if (tied) m->output = m->tok_embd;
   m->repacked = dst;

@@ -78,6 +78,26 @@ static float f16_at(const uint8_t *p) {
   return pa_f16_to_f32(h);
 }
 
+/* Where the 16 rows' d (fp16) start in a record. */
+static size_t d_at(pa_type type) {
+  return type == PA_TYPE_Q8_0 ? 512 : type == PA_TYPE_Q5_0 ? 320 : 256;
+}
+
+/* The unsigned quant of element k (0..31) of row l in a record, as the
+ * kernels multiply it: Q8_0's byte (quant + 128); Q4's nibble (low: k <
+ * 16), with Q5_0's fifth bit from its mask. */
+static int quant_at(const uint8_t *o, pa_type type, int l, int k) {
+  if (type == PA_TYPE_Q8_0) return o[64 * (k / 4) + 4 * l + k % 4];
+  const int h = k / 16, i = (k % 16) / 4, e = k % 4;
+  const uint8_t q = o[64 * i + 4 * l + e];
+  int v = h ? q >> 4 : q & 0x0F;
+  if (type == PA_TYPE_Q5_0) {
+    const int bit = 4 * l + e;
+    v |= ((o[256 + 8 * (4 * h + i) + bit / 8] >> (bit % 8)) & 1) << 4;
+  }
+  return v;
+}
+
 /* The file's reference dequantizers' expressions (dequant.c), exactly. */
 void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
   const int64_t nb = w->cols / 32, g = row / 16;
@@ -86,40 +106,25 @@ void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
   const uint8_t *data = w->data;
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *o = data + (size_t)(g * nb + b) * rec;
+    const float d = f16_at(o + d_at(w->type) + 2 * l);
     float *y = out + 32 * b;
-    if (w->type == PA_TYPE_Q8_0) {
-      const float d = f16_at(o + 512 + 2 * l);
-      for (int i = 0; i < 8; i++)
-        for (int e = 0; e < 4; e++)
-          y[4 * i + e] = (float)(int8_t)(o[64 * i + 4 * l + e] ^ 0x80) * d;
-      continue;
-    }
-    if (w->type == PA_TYPE_Q5_0) {
-      const float d = f16_at(o + 320 + 2 * l);
-      for (int i = 0; i < 4; i++)
-        for (int e = 0; e < 4; e++) {
-          const uint8_t q = o[64 * i + 4 * l + e];
-          const int bit = 4 * l + e;
-          const int lo = (q & 0xF) | ((o[256 + 8 * i + bit / 8] >> (bit % 8)) & 1) << 4;
-          const int hi = (q >> 4) | ((o[256 + 8 * (4 + i) + bit / 8] >> (bit % 8)) & 1) << 4;
-          y[4 * i + e] = d * (float)(lo - 16);
-          y[16 + 4 * i + e] = d * (float)(hi - 16);
-        }
-      continue;
-    }
-    const float d = f16_at(o + 256 + 2 * l);
-    for (int i = 0; i < 4; i++)
-      for (int e = 0; e < 4; e++) {
-        const uint8_t q = o[64 * i + 4 * l + e];
-        if (w->type == PA_TYPE_Q4_0) {
-          y[4 * i + e] = d * (float)((q & 0xF) - 8);
-          y[16 + 4 * i + e] = d * (float)((q >> 4) - 8);
-        } else {
-          const float m = f16_at(o + 288 + 2 * l);
-          y[4 * i + e] = d * (float)(q & 0xF) + m;
-          y[16 + 4 * i + e] = d * (float)(q >> 4) + m;
-        }
+    for (int k = 0; k < 32; k++) {
+      const int q = quant_at(o, w->type, l, k);
+      switch (w->type) {
+        case PA_TYPE_Q8_0:
+          y[k] = (float)(q - 128) * d;
+          break;
+        case PA_TYPE_Q4_0:
+          y[k] = d * (float)(q - 8);
+          break;
+        case PA_TYPE_Q5_0:
+          y[k] = d * (float)(q - 16);
+          break;
+        default:
+          y[k] = d * (float)q + f16_at(o + 288 + 2 * l);
+          break; /* Q4_1 */
       }
+    }
   }
 }
 
@@ -179,27 +184,8 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
         float dx;
         memcpy(&dx, x + 32, 4);
         int32_t sum = 0;
-        if (type == PA_TYPE_Q8_0) {
-          for (int i = 0; i < 8; i++)
-            for (int e = 0; e < 4; e++) sum += (int32_t)o[64 * i + 4 * l + e] * xq[4 * i + e];
-        } else {
-          for (int i = 0; i < 4; i++)
-            for (int e = 0; e < 4; e++) {
-              const uint8_t q = o[64 * i + 4 * l + e];
-              int32_t lo = q & 0x0F, hi = q >> 4;
-              if (type == PA_TYPE_Q5_0) {
-                const int bit = 4 * l + e;
-                lo |= ((o[256 + 8 * i + bit / 8] >> (bit % 8)) & 1) << 4;
-                hi |= ((o[256 + 8 * (4 + i) + bit / 8] >> (bit % 8)) & 1) << 4;
-              }
-              sum += lo * xq[4 * i + e] + hi * xq[16 + 4 * i + e];
-            }
-        }
-        const float dl = f16_at(o +
-                                (type == PA_TYPE_Q8_0   ? 512
-                                 : type == PA_TYPE_Q5_0 ? 320
-                                                        : 256) +
-                                2 * l);
+        for (int k = 0; k < 32; k++) sum += (int32_t)quant_at(o, type, l, k) * xq[k];
+        const float dl = f16_at(o + d_at(type) + 2 * l);
         if (type == PA_TYPE_Q4_1) {
           float s;
           memcpy(&s, x + 36, 4);
