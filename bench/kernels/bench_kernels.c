@@ -200,11 +200,12 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) 
   const int64_t rows = 1024;
   /* BENCH_TABLE=name: that table only */
   const char *only = getenv("BENCH_TABLE");
-  const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
-  for (int k = 0; k < 3; k++)
+  const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni(),
+                                  pa_kernels_amx()};
+  for (int k = 0; k < 4; k++)
     if (only && tabs[k] && strcmp(tabs[k]->name, only)) tabs[k] = NULL;
   printf("%-6s %6s", "type", "cols");
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < 4; k++)
     if (tabs[k]) printf(" %12s", tabs[k]->name);
   printf("   (GOP/s, %lld tokens, %lld rows)\n", (long long)n_tokens, (long long)rows);
   const int n_types = n_names ? n_names : (int)(sizeof all / sizeof all[0]);
@@ -217,7 +218,7 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) 
     for (size_t c = 0; c < n_cols; c++) {
       if (cols[c] % pa_type_get(type)->block_size) continue; /* K-quants: 256-column rows */
       printf("%-6s %6lld", name, (long long)cols[c]);
-      for (int k = 0; k < 3; k++) {
+      for (int k = 0; k < 4; k++) {
         if (!tabs[k]) continue;
         pa_kernels_set(tabs[k]);
         const int reps = n_tokens >= 128 ? 5 : 60;

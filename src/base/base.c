@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static _Thread_local char err_msg[1024];
 
@@ -118,19 +122,31 @@ const pa_cpu_features *pa_cpu(void) {
       cpu.avx512bw = zmm && (b & (1u << 30));
       cpu.avx512vl = zmm && (b & (1u << 31));
       cpu.avx512vnni = zmm && (c & (1u << 11));
+      /* AMX: tile and int8 units (EDX 24, 25), tile state enabled (XCR0 17, 18) */
+      cpu.amx_int8 = zmm && (d & (1u << 24)) && (d & (1u << 25)) &&
+                     (xcr0 & 0x60000) == 0x60000;
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
       cpu.avxvnni = ymm && (a & (1u << 4));
       cpu.avx512bf16 = zmm && (a & (1u << 5));
     }
   }
-  /* PASADA_CPU=scalar|avx2 caps the path (tests and comparisons). */
+  /* PASADA_CPU=scalar|avx2|avx512_vnni caps the path (tests and comparisons). */
   const char *cap = getenv("PASADA_CPU");
   if (cap && !strcmp(cap, "scalar")) memset(&cpu, 0, sizeof cpu);
   if (cap && !strcmp(cap, "avx2")) {
     cpu.avx512f = cpu.avx512bw = cpu.avx512vl = cpu.avx512dq = false;
-    cpu.avx512vnni = cpu.avx512bf16 = false;
+    cpu.avx512vnni = cpu.avx512bf16 = cpu.amx_int8 = false;
   }
+  if (cap && !strcmp(cap, "avx512_vnni")) cpu.amx_int8 = false;
+#if defined(__linux__) && defined(__x86_64__)
+  /* Linux hands the tile state (8 KB) only to processes that ask for it:
+   * ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18). Without the
+   * grant the first tile instruction would be a SIGILL. */
+  if (cpu.amx_int8 && syscall(SYS_arch_prctl, 0x1023, 18) != 0) cpu.amx_int8 = false;
+#elif defined(__x86_64__)
+  cpu.amx_int8 = false;
+#endif
 #endif
   cpu_done = 1;
   return &cpu;
@@ -138,6 +154,8 @@ const pa_cpu_features *pa_cpu(void) {
 
 const char *pa_cpu_describe(void) {
   const pa_cpu_features *f = pa_cpu();
+  if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->amx_int8)
+    return "AVX512_VNNI+AMX";
   if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) return "AVX512_VNNI";
   if (f->avx512f && f->avx512bw && f->avx512vl) return "AVX512";
   if (f->avx2 && f->fma) return "AVX2";

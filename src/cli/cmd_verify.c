@@ -39,7 +39,7 @@ static const char VERIFY_HELP[] =
     "  -f, --file FILE        prompts, one per line (default: the built-in ones)\n"
     "  --against FILE         compare with the logits in FILE instead of the reference path\n"
     "  --save FILE            write the fast path's logits to FILE\n"
-    "  --kernels NAME         the fast path's kernels: scalar, avx2, avx512, avx512_vnni\n"
+    "  --kernels NAME         the fast path's kernels: scalar, avx2, avx512, avx512_vnni, amx\n"
     "                         (matrix products; attention and element-wise ops of the\n"
     "                         same instruction set; default: the best this CPU has)\n"
     "  -n, --max-tokens N     tokens per prompt at most; longer ones are cut (default 256)\n"
@@ -159,8 +159,11 @@ int cmd_verify(int argc, char **argv) {
       p.kernels = pa_kernels_avx512();
     else if (!strcmp(kernels, "avx512_vnni"))
       p.kernels = pa_kernels_avx512_vnni();
+    else if (!strcmp(kernels, "amx"))
+      p.kernels = pa_kernels_amx();
     else
-      return cli_usage(cmd, "--kernels: '%s' is not one of scalar, avx2, avx512, avx512_vnni", kernels);
+      return cli_usage(cmd, "--kernels: '%s' is not one of scalar, avx2, avx512, avx512_vnni, amx",
+                       kernels);
     if (!p.kernels) return cli_fail("this CPU has no %s instructions (or PASADA_CPU caps them)", kernels);
   }
 

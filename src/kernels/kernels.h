@@ -40,7 +40,7 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  * depend on the batch. Every table has one (its `ilv` entry) for each
  * (layout, type) the layout takes: the plain C reference where it has no
  * faster. */
-#define PA_ILV_MAX_TOKENS 8
+#define PA_ILV_MAX_TOKENS 16
 /* How far ahead (bytes) the one-token calls of the SIMD kernels ask for
  * the weights they will read next (they stream from memory). */
 #ifndef PA_ILV_PREFETCH
@@ -58,7 +58,7 @@ typedef struct {
 } pa_ilv_kernel;
 
 typedef struct {
-  const char *name; /* "scalar", "avx2", "avx512", "avx512_vnni" */
+  const char *name; /* "scalar", "avx2", "avx512", "avx512_vnni", "amx" */
   pa_vec_dot_fn vec_dot[PA_TYPE_COUNT];          /* indexed by weight type */
   pa_quantize_row_fn quantize_row[PA_TYPE_COUNT]; /* indexed by activation type */
   const pa_ilv_kernel *ilv[PA_LAYOUT_COUNT][PA_TYPE_COUNT]; /* interleaved layouts' kernels, or NULL */
@@ -76,6 +76,7 @@ const pa_cpu_kernels *pa_kernels_current(void);
 const pa_cpu_kernels *pa_kernels_avx2(void);        /* AVX2 + FMA + F16C */
 const pa_cpu_kernels *pa_kernels_avx512(void);      /* AVX-512 F/BW/VL (+ the above) */
 const pa_cpu_kernels *pa_kernels_avx512_vnni(void); /* ... + VNNI (vpdpbusd) */
+const pa_cpu_kernels *pa_kernels_amx(void);         /* ... + AMX-INT8 (batches) */
 /* Overwrite the entries a SIMD file implements (avx2.c, avx512.c). */
 void pa_kernels_fill_avx2(pa_cpu_kernels *k);
 void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
@@ -84,6 +85,7 @@ void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
 const pa_ilv_kernel *pa_kernels_ilv(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
 bool pa_kernels_ilv_fast(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
 void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k); /* layout.c */
+void pa_kernels_fill_ilv_amx(pa_cpu_kernels *k);  /* the VNNI ones, then AMX where it has them */
 /* Whether table k's one-token kernel for the type asks for the weights
  * ahead itself (then pa_matmul does not). */
 bool pa_kernels_self_prefetch(const pa_cpu_kernels *k, pa_type type);

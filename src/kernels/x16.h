@@ -50,6 +50,7 @@
 #include "kernels/kernels.h"
 
 #define PA_X16_TOKENS 8 /* tokens per kernel call */
+#define PA_X16_AMX_TOKENS 16 /* tokens per call of the AMX kernels */
 #define PA_X16_XREC 40
 
 bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols);
@@ -62,6 +63,9 @@ void pa_x16_get_row(const pa_matrix *w, int64_t r, float *out);
  * (x16_avx512.c). */
 extern const pa_ilv_kernel pa_x16_ref_q8_0, pa_x16_ref_q4_0, pa_x16_ref_q4_1, pa_x16_ref_q5_0;
 extern const pa_ilv_kernel pa_x16_vnni_q8_0, pa_x16_vnni_q4_0, pa_x16_vnni_q4_1, pa_x16_vnni_q5_0;
+/* The AMX ones (x16_amx.c): batches on the tile unit, fewer than 4 tokens
+ * through the VNNI kernels; the same bits. */
+extern const pa_ilv_kernel pa_x16_amx_q8_0, pa_x16_amx_q4_0, pa_x16_amx_q4_1, pa_x16_amx_q5_0;
 size_t pa_x16_x_size(int64_t cols);
 void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp);
 void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp);

@@ -19,7 +19,7 @@ typedef struct {
   double fma_gflops;      /* fp32 FMA, independent chains in registers */
   const char *fma_isa;    /* "avx512", "avx2", "scalar" */
   double int8_gops;       /* 8-bit multiply-adds counted as 2 ops */
-  const char *int8_isa;   /* "avx512_vnni", "avx_vnni", "avx2", "scalar" */
+  const char *int8_isa;   /* "amx", "avx512_vnni", "avx_vnni", "avx2", "scalar" */
 } pa_bench_ceilings;
 
 /* Measures the three ceilings on n_threads threads. buffer_bytes 0 picks the

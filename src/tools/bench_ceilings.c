@@ -250,6 +250,45 @@ __attribute__((target("avx2"))) static double int8_avx2(int64_t iters, uint64_t 
   *sink += (uint64_t)n;
   return (double)iters * 6 * 32 * 2;
 }
+
+/* AMX int8: four independent tile products (16 x 16 int32 += 16 x 64 int8
+ * times 64 x 16 int8) in flight, 16 * 16 * 64 multiply-adds each. */
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_config;
+
+__attribute__((target("amx-tile,amx-int8"))) static double int8_amx(int64_t iters,
+                                                                     uint64_t *sink) {
+  amx_config c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    c.rows[t] = 16;
+    c.colsb[t] = 64;
+  }
+  __asm__ volatile("" : : "r"(&c) : "memory"); /* gcc 12 drops the stores otherwise */
+  _tile_loadconfig(&c);
+  static const int8_t a[16 * 64] = {1, 2, 3}, b[16 * 64] = {3, 2, 1};
+  _Alignas(64) int32_t out[16 * 16];
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, b, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t i = 0; i < iters; i++) {
+    _tile_dpbssd(0, 4, 5);
+    _tile_dpbssd(1, 4, 5);
+    _tile_dpbssd(2, 4, 5);
+    _tile_dpbssd(3, 4, 5);
+  }
+  _tile_stored(0, out, 64);
+  _tile_release();
+  *sink += (uint64_t)out[0];
+  return (double)iters * 4 * 16 * 16 * 64 * 2;
+}
 #endif
 
 typedef uint64_t (*read_fn)(const uint8_t *, uint64_t);
@@ -282,6 +321,7 @@ static compute_variant pick_fma(void) {
 static compute_variant pick_int8(void) {
 #if defined(__x86_64__)
   const pa_cpu_features *c = pa_cpu();
+  if (c->amx_int8) return (compute_variant){"amx", int8_amx};
   if (c->avx512f && c->avx512vnni) return (compute_variant){"avx512_vnni", int8_avx512vnni};
   if (c->avx2 && c->avxvnni) return (compute_variant){"avx_vnni", int8_avxvnni};
   if (c->avx2) return (compute_variant){"avx2", int8_avx2};

@@ -42,7 +42,7 @@ def test_json_fields_and_values(report, smollm2):
     for key in ("read_gbs", "read_buffer_bytes", "fma_gflops", "int8_gops"):
         assert c[key] > 0, key
     assert c["fma_isa"] in ("avx512", "avx2", "scalar")
-    assert c["int8_isa"] in ("avx512_vnni", "avx_vnni", "avx2", "scalar")
+    assert c["int8_isa"] in ("amx", "avx512_vnni", "avx_vnni", "avx2", "scalar")
 
     pp = r["pp"]
     assert pp["tokens"] == 32

@@ -26,7 +26,7 @@ def verify_json(pasada_bin, model, *args):
     return p.returncode, json.loads(p.stdout)
 
 
-@pytest.mark.parametrize("kernels", ["scalar", "avx2", "avx512", "avx512_vnni"])
+@pytest.mark.parametrize("kernels", ["scalar", "avx2", "avx512", "avx512_vnni", "amx"])
 def test_every_kernel_table_passes(pasada_bin, smollm2, kernels):
     p = run(pasada_bin, "verify", "-m", smollm2, "-n", N, "-q", "--json", "--kernels", kernels, "-b", "7")
     if p.returncode == 1 and "has no" in p.stderr:

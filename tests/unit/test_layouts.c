@@ -32,7 +32,7 @@
 
 static int failures;
 
-#define MAX_BATCH 13
+#define MAX_BATCH 21 /* past one AMX call (16 tokens) */
 #define SENTINEL -12345.0f
 
 static uint32_t bits_of(float f) {
@@ -101,7 +101,22 @@ static void check_kernels(const mat *a) {
     failures++;
     return;
   }
-  const int G = ref->rows, T = ref->tokens;
+  /* the fast kernels: VNNI's, and AMX's (batches; its few-token calls
+   * are VNNI's) where the CPU has them */
+  const pa_ilv_kernel *fast[2] = {vnni, NULL};
+  const char *fast_name[2] = {"vnni", "amx"};
+  if (pa_kernels_amx()) {
+    fast[1] = pa_kernels_ilv(pa_kernels_amx(), a->layout, a->type);
+    if (!fast[1] || fast[1] == ref) {
+      printf("FAIL %s: no AMX-table kernel\n", pa_type_name(a->type));
+      failures++;
+      return;
+    }
+  }
+  const int G = ref->rows;
+  int T = ref->tokens;
+  for (int f = 0; f < 2; f++)
+    if (fast[f] && fast[f]->tokens > T) T = fast[f]->tokens;
   const size_t rb = pa_row_size(a->type, cols), gb = pa_layout_bytes(a->layout, a->type, G, cols);
   const size_t xq_row = pa_row_size(vt, cols), xp_row = ref->x_size(cols);
   uint8_t *xq = malloc(xq_row * (size_t)T), *xp = pa_alloc(xp_row * (size_t)T);
@@ -118,7 +133,9 @@ static void check_kernels(const mat *a) {
   }
   for (int64_t g = 0; g < a->rows / G; g++) {
     const uint8_t *wg = (const uint8_t *)a->m.data + (size_t)g * gb;
-    ref->run(cols, wg, xptr, T, want_t, G);
+    for (int t0 = 0; t0 < T; t0 += ref->tokens)
+      ref->run(cols, wg, xptr + t0, T - t0 < ref->tokens ? T - t0 : ref->tokens, want_t + G * t0,
+               G);
     for (int t = 0; t < T; t++) {
       pa_type_get(vt)->to_float(xq + t * xq_row, xd, cols);
       for (int r = 0; r < G; r++) {
@@ -138,22 +155,31 @@ static void check_kernels(const mat *a) {
         }
       }
     }
-    if (!vnni) continue;
-    for (int nt = 1; nt <= T; nt++) {
-      vnni->run(cols, wg, xptr + (T - nt), nt, got, G);
-      for (int t = 0; t < nt; t++)
-        for (int r = 0; r < G; r++) {
-          const float want = want_t[G * (T - nt + t) + r];
-          if (bits_of(got[G * t + r]) != bits_of(want)) {
-            printf(
-                "FAIL %s vnni layout kernel, %lld cols, %d tokens, group %lld row %d token %d: "
-                "%.9g, reference %.9g\n",
-                pa_type_name(a->type), (long long)cols, nt, (long long)g, r, t, got[G * t + r],
-                want);
-            failures++;
+    /* every token count, the tokens' rows evenly spaced (as matmul packs
+     * them), then in reverse order (not evenly spaced) */
+    for (int f = 0; f < 2; f++)
+      for (int nt = 1; fast[f] && nt <= fast[f]->tokens; nt++)
+        for (int rev = 0; rev < 2; rev++) {
+          const uint8_t *xr[PA_ILV_MAX_TOKENS];
+          int src[PA_ILV_MAX_TOKENS];
+          for (int t = 0; t < nt; t++) {
+            src[t] = rev ? T - 1 - t : T - nt + t;
+            xr[t] = xptr[src[t]];
           }
+          fast[f]->run(cols, wg, xr, nt, got, G);
+          for (int t = 0; t < nt; t++)
+            for (int r = 0; r < G; r++) {
+              const float want = want_t[G * src[t] + r];
+              if (bits_of(got[G * t + r]) != bits_of(want)) {
+                printf(
+                    "FAIL %s %s layout kernel, %lld cols, %d tokens%s, group %lld row %d token "
+                    "%d: %.9g, reference %.9g\n",
+                    pa_type_name(a->type), fast_name[f], (long long)cols, nt,
+                    rev ? " (reversed)" : "", (long long)g, r, t, got[G * t + r], want);
+                failures++;
+              }
+            }
         }
-    }
   }
   free(xq);
   pa_free(xp);
@@ -258,11 +284,12 @@ static void check_mixed(pa_pool *pool, pa_type type) {
 
 int main(void) {
   test_seed("test_layouts");
-  const pa_cpu_kernels *tables[4];
+  const pa_cpu_kernels *tables[5];
   int n_tables = 0;
   tables[n_tables++] = pa_kernels_reference();
-  const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni()};
-  for (int i = 0; i < 3; i++)
+  const pa_cpu_kernels *simd[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni(),
+                                  pa_kernels_amx()};
+  for (int i = 0; i < 4; i++)
     if (simd[i]) tables[n_tables++] = simd[i];
   printf("cpu: %s; fast Q4_K x4 / Q8_0 x16 kernels in:", pa_cpu_describe());
   for (int k = 0; k < n_tables; k++)

@@ -1,7 +1,8 @@
 /* dispatch.c: the CPU kernel tables and the choice among them. Each SIMD
  * table starts as a copy of the reference and its file overwrites what it
  * implements, so a table is always complete; the choice follows pa_cpu()
- * (which honours PASADA_CPU=scalar|avx2) and can be forced for tests. */
+ * (which honours PASADA_CPU=scalar|avx2|avx512_vnni) and can be forced for
+ * tests. The AMX table is the VNNI one with tile kernels for batches. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -9,11 +10,11 @@
 #include "base/base.h"
 #include "kernels/kernels.h"
 
-static pa_cpu_kernels table_avx2, table_avx512, table_avx512_vnni;
+static pa_cpu_kernels table_avx2, table_avx512, table_avx512_vnni, table_amx;
 static pa_vec_dot_xs_fn xs_avx512[PA_TYPE_COUNT], xs_avx512_vnni[PA_TYPE_COUNT];
 static const pa_gemm_kernel *gemm_avx2[PA_TYPE_COUNT], *gemm_avx512[PA_TYPE_COUNT],
     *gemm_avx512_vnni[PA_TYPE_COUNT];
-static bool has_avx2, has_avx512, has_avx512_vnni;
+static bool has_avx2, has_avx512, has_avx512_vnni, has_amx;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void tables_init(void) {
@@ -21,6 +22,7 @@ static void tables_init(void) {
   has_avx2 = f->avx2 && f->fma && f->f16c;
   has_avx512 = has_avx2 && f->avx512f && f->avx512bw && f->avx512vl;
   has_avx512_vnni = has_avx512 && f->avx512vnni;
+  has_amx = has_avx512_vnni && f->amx_int8;
 
   table_avx2 = *pa_kernels_reference();
   table_avx2.name = "avx2";
@@ -35,6 +37,11 @@ static void tables_init(void) {
   table_avx512_vnni.name = "avx512_vnni";
   pa_kernels_fill_avx512(&table_avx512_vnni, 1);
   pa_kernels_fill_ilv_vnni(&table_avx512_vnni);
+
+  /* AMX: the VNNI table with the tile unit's kernels for batches. */
+  table_amx = table_avx512_vnni;
+  table_amx.name = "amx";
+  pa_kernels_fill_ilv_amx(&table_amx);
 
   pa_kernels_fill_avx512_xs(xs_avx512, 0);
   pa_kernels_fill_avx512_xs(xs_avx512_vnni, 1);
@@ -59,8 +66,14 @@ const pa_cpu_kernels *pa_kernels_avx512_vnni(void) {
   return has_avx512_vnni ? &table_avx512_vnni : NULL;
 }
 
+const pa_cpu_kernels *pa_kernels_amx(void) {
+  pthread_once(&tables_once, tables_init);
+  return has_amx ? &table_amx : NULL;
+}
+
 const pa_cpu_kernels *pa_kernels_best(void) {
-  const pa_cpu_kernels *k = pa_kernels_avx512_vnni();
+  const pa_cpu_kernels *k = pa_kernels_amx();
+  if (!k) k = pa_kernels_avx512_vnni();
   if (!k) k = pa_kernels_avx512();
   if (!k) k = pa_kernels_avx2();
   if (!k) k = pa_kernels_reference();
@@ -80,7 +93,7 @@ pa_vec_dot_xs_fn pa_kernels_vec_dot_xs(const pa_cpu_kernels *k, pa_type type) {
   pthread_once(&tables_once, tables_init);
   if ((unsigned)type >= PA_TYPE_COUNT) return NULL;
   if (k == &table_avx512) return xs_avx512[type];
-  if (k == &table_avx512_vnni) return xs_avx512_vnni[type];
+  if (k == &table_avx512_vnni || k == &table_amx) return xs_avx512_vnni[type];
   return NULL;
 }
 
@@ -89,7 +102,7 @@ const pa_gemm_kernel *pa_kernels_gemm(const pa_cpu_kernels *k, pa_type type) {
   if ((unsigned)type >= PA_TYPE_COUNT) return NULL;
   if (k == &table_avx2) return gemm_avx2[type];
   if (k == &table_avx512) return gemm_avx512[type];
-  if (k == &table_avx512_vnni) return gemm_avx512_vnni[type];
+  if (k == &table_avx512_vnni || k == &table_amx) return gemm_avx512_vnni[type];
   return NULL;
 }
 
@@ -119,5 +132,6 @@ void pa_prepare_x_sums(pa_type act_type, const void *x, int64_t n, float *d_out,
 
 bool pa_kernels_self_prefetch(const pa_cpu_kernels *k, pa_type type) {
   pthread_once(&tables_once, tables_init);
-  return (k == &table_avx512 || k == &table_avx512_vnni) && type == PA_TYPE_Q6_K;
+  return (k == &table_avx512 || k == &table_avx512_vnni || k == &table_amx) &&
+         type == PA_TYPE_Q6_K;
 }

@@ -61,3 +61,11 @@ void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_1] = &pa_x16_vnni_q4_1;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q5_0] = &pa_x16_vnni_q5_0;
 }
+
+void pa_kernels_fill_ilv_amx(pa_cpu_kernels *k) {
+  pa_kernels_fill_ilv_vnni(k);
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q8_0] = &pa_x16_amx_q8_0;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_0] = &pa_x16_amx_q4_0;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_1] = &pa_x16_amx_q4_1;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q5_0] = &pa_x16_amx_q5_0;
+}

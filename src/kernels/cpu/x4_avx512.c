@@ -52,9 +52,13 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
                                           _mm_loadu_si128((const __m128i *)(w + PA_X4_SC + 16)))),
                                       q5 ? dr : _mm512_mul_ps(dr, sixteenth));
     const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w + PA_X4_MN)));
-    __m512i lo[PA_X4_TOKENS], hi[PA_X4_TOKENS];
+    /* two chains per sum for few tokens (integer sums: exact in any order),
+     * so the vpdpbusd latency does not bound the one-token kernel */
+    const int NA = T <= 2 ? 2 : 1;
+    __m512i lo[2][PA_X4_TOKENS], hi[2][PA_X4_TOKENS];
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
+    for (int t = 0; t < T; t++)
+      lo[0][t] = hi[0][t] = lo[1][t] = hi[1][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
       const __m512i q = _mm512_loadu_si512(w + PA_X4_QS + 64 * i);
@@ -72,8 +76,9 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
 #pragma GCC unroll 4
       for (int t = 0; t < T; t++) {
         const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC + 32 * i;
-        lo[t] = _mm512_dpbusd_epi32(lo[t], ql, bcast16(x));
-        hi[t] = _mm512_dpbusd_epi32(hi[t], qh, bcast16(x + 16));
+        const int a = NA == 2 ? (i & 1) : 0;
+        lo[a][t] = _mm512_dpbusd_epi32(lo[a][t], ql, bcast16(x));
+        hi[a][t] = _mm512_dpbusd_epi32(hi[a][t], qh, bcast16(x + 16));
       }
     }
 #pragma GCC unroll 4
@@ -82,8 +87,10 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
       const __m512i mi = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn, bcast16(x + PA_X4_XS));
       float dx;
       memcpy(&dx, x + PA_X4_XD, 4);
-      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(lo[t]), s_lo);
-      v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), s_hi, v);
+      const __m512i l = NA == 2 ? _mm512_add_epi32(lo[0][t], lo[1][t]) : lo[0][t];
+      const __m512i h = NA == 2 ? _mm512_add_epi32(hi[0][t], hi[1][t]) : hi[0][t];
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(l), s_lo);
+      v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), s_hi, v);
       v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), mr, v);
       acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx), acc[t]);
     }

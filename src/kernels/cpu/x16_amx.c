@@ -1,0 +1,201 @@
+/* x16_amx.c: the AMX kernels of the 16-row interleaved layout (kernels/x16.h)
+ * for batches: up to PA_X16_AMX_TOKENS tokens a call. They follow the
+ * layout's canonical arithmetic step for step, so their bits equal the
+ * reference's (x16.c) and the VNNI kernels' (x16_avx512.c), whatever the
+ * number of tokens: only the exact int32 block sums come from the tile unit.
+ *
+ * Why: with the VNNI kernels, a batch of tokens costs 8 vpdpbusd per token,
+ * row group and block (512 multiply-adds each), about two thirds of the
+ * vector operations, so prefill and the server's batched steps are bound by
+ * them. One tdpbsud does all of it for 16 tokens and 16 rows: the record's
+ * 8 weight vectors are exactly the B tile of a block (row k: each of the 16
+ * rows' elements 4k .. 4k + 3, unsigned; Q4/Q5 unpacked to bytes first),
+ * and the A tile is the tokens' 32 activation quants (signed), one token per
+ * tile row. What is left per token and block is the canonical float step:
+ * one conversion, the scale's multiply and one or two fmas.
+ *
+ * Per call: one row group, every block, nt tokens. Two blocks are in
+ * flight (tiles 0-2 and 3-5) so that the tile unit and the float steps
+ * overlap. Few tokens go to the VNNI kernel (the same bits): the tile work
+ * per block is fixed, and below AMX_MIN_TOKENS it costs more than the
+ * vpdpbusd it saves.
+ *
+ * The tile configuration is per thread; each call loads it (rows = nt)
+ * and releases the tiles at the end, so no tile state outlives a call. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x16.h"
+
+PA_NO_FP_CONTRACT
+
+#define AMX                                                                          \
+  __attribute__((                                                                    \
+      target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile," \
+             "amx-int8")))
+#define BODY static inline __attribute__((always_inline)) AMX
+
+/* Fewer tokens than this take the VNNI kernel (bench_kernels gemm). */
+#define AMX_MIN_TOKENS 4
+
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_Q5_0 };
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+static AMX void configure(int nt) {
+  tile_config c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int s = 0; s < 2; s++) {
+    c.rows[3 * s + 0] = (uint8_t)nt; /* C: tokens x 16 int32 */
+    c.colsb[3 * s + 0] = 64;
+    c.rows[3 * s + 1] = (uint8_t)nt; /* A: tokens x 32 int8 */
+    c.colsb[3 * s + 1] = 32;
+    c.rows[3 * s + 2] = 8; /* B: 8 x (16 rows x 4 bytes) */
+    c.colsb[3 * s + 2] = 64;
+  }
+  /* gcc 12 takes ldtilecfg's operand for a pointer it does not read and
+   * drops the stores above without this */
+  __asm__ volatile("" : : "r"(&c) : "memory");
+  _tile_loadconfig(&c);
+}
+
+/* The B tile of block o: Q8_0's 8 vectors as they are; Q4/Q5's nibbles
+ * (and fifth bits) unpacked to bytes in wb, rows 0-3 the low nibbles
+ * (elements 4 i + e), rows 4-7 the high ones (16 + 4 i + e). */
+BODY const uint8_t *b_tile(const int kind, const uint8_t *o, uint8_t *wb) {
+  if (kind == K_Q8_0) return o;
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    const __m512i q = _mm512_loadu_si512(o + 64 * i);
+    __m512i lo = _mm512_and_si512(q, nib), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+    if (kind == K_Q5_0) {
+      uint64_t ml, mh;
+      memcpy(&ml, o + 256 + 8 * i, 8);
+      memcpy(&mh, o + 256 + 8 * (4 + i), 8);
+      lo = _mm512_mask_add_epi8(lo, ml, lo, _mm512_set1_epi8(0x10));
+      hi = _mm512_mask_add_epi8(hi, mh, hi, _mm512_set1_epi8(0x10));
+    }
+    _mm512_store_si512(wb + 64 * i, lo);
+    _mm512_store_si512(wb + 64 * (4 + i), hi);
+  }
+  return wb;
+}
+
+/* The canonical float step of one block for every token, from its sums. */
+BODY void finish(const int kind, const int32_t (*c)[16], const uint8_t *o, const uint8_t *x0,
+                 size_t xs, __m512 *acc, const int nt) {
+  const size_t d_at = kind == K_Q8_0 ? 512 : kind == K_Q5_0 ? 320 : 256;
+  const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + d_at)));
+  const __m512 ml =
+      kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 288))) : dl;
+#pragma GCC unroll 16
+  for (int t = 0; t < nt; t++) {
+    const uint8_t *x = x0 + (size_t)t * xs;
+    float dx, s;
+    int32_t off;
+    memcpy(&dx, x + 32, 4);
+    const __m512i sum = _mm512_load_si512(c[t]);
+    const __m512 dd = _mm512_mul_ps(dl, _mm512_set1_ps(dx));
+    if (kind == K_Q4_1) {
+      memcpy(&s, x + 36, 4);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, acc[t]);
+      acc[t] = _mm512_fmadd_ps(ml, _mm512_set1_ps(s), acc[t]);
+    } else {
+      memcpy(&off, x + 36, 4);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(off))),
+                               dd, acc[t]);
+    }
+  }
+}
+
+/* Block b's activations as an A tile: where they lie when the tokens'
+ * rows are evenly spaced (stride *s), else copied into xa (stride XREC). */
+BODY const uint8_t *a_tile(const uint8_t *const *xp, int nt, bool even, int64_t b,
+                           uint8_t (*xa)[PA_X16_XREC]) {
+  if (even) return xp[0] + (size_t)b * PA_X16_XREC;
+  for (int t = 0; t < nt; t++) memcpy(xa[t], xp[t] + (size_t)b * PA_X16_XREC, PA_X16_XREC);
+  return xa[0];
+}
+
+/* One block on the tile unit: its sums for every token into c. Tiles
+ * C, A, B are numbers (constants for the intrinsics). */
+#define TILE_BLOCK(C, A, B, xa, sa, wb, c) \
+  do {                                     \
+    _tile_loadd(A, xa, (long)(sa));        \
+    _tile_loadd(B, wb, 64);                \
+    _tile_zero(C);                         \
+    _tile_dpbsud(C, A, B);                 \
+    _tile_stored(C, c, 64);                \
+  } while (0)
+
+/* Software-pipelined: while block b is on the tile unit, block b + 1's
+ * weights are unpacked and block b - 1's sums (stored one step earlier, so
+ * the store has landed) go through the float step. Two sets of tiles and
+ * buffers alternate. */
+BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   int nt, float *y, int64_t ldy) {
+  const int64_t nb = cols / 32;
+  const size_t rec = kind == K_Q8_0 ? 544 : kind == K_Q4_0 ? 288 : kind == K_Q4_1 ? 320 : 352;
+  /* The A tile is read with one stride: the tokens' packed rows when they
+   * are evenly spaced (matmul's are), else copies of them. */
+  const size_t xs = nt > 1 ? (size_t)(xp[1] - xp[0]) : PA_X16_XREC;
+  bool even = nt == 1 || xp[1] > xp[0];
+  for (int t = 2; t < nt && even; t++) even = xp[t] == xp[0] + (size_t)t * xs;
+  const size_t sa = even ? xs : PA_X16_XREC;
+  _Alignas(64) int32_t c[2][PA_X16_AMX_TOKENS][16];
+  _Alignas(64) uint8_t wb[2][8][64];
+  _Alignas(64) uint8_t xa[2][PA_X16_AMX_TOKENS][PA_X16_XREC];
+  const uint8_t *xb[2], *bt[2];
+  __m512 acc[PA_X16_AMX_TOKENS];
+#pragma GCC unroll 16
+  for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+  configure(nt);
+  bt[0] = b_tile(kind, wg, wb[0][0]);
+  for (int64_t b = 0; b < nb; b++) {
+    const int s = (int)(b & 1);
+    xb[s] = a_tile(xp, nt, even, b, xa[s]);
+    if (s == 0)
+      TILE_BLOCK(0, 1, 2, xb[0], sa, bt[0], c[0]);
+    else
+      TILE_BLOCK(3, 4, 5, xb[1], sa, bt[1], c[1]);
+    if (b + 1 < nb) bt[s ^ 1] = b_tile(kind, wg + (size_t)(b + 1) * rec, wb[s ^ 1][0]);
+    if (b > 0)
+      finish(kind, (const int32_t(*)[16])c[s ^ 1], wg + (size_t)(b - 1) * rec, xb[s ^ 1], sa, acc,
+             nt);
+  }
+  finish(kind, (const int32_t(*)[16])c[(nb - 1) & 1], wg + (size_t)(nb - 1) * rec, xb[(nb - 1) & 1],
+         sa, acc, nt);
+  _tile_release();
+#pragma GCC unroll 16
+  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+#define RUN(name, kind, vnni)                                                             \
+  static AMX void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
+                       float *y, int64_t ldy) {                                           \
+    if (nt < AMX_MIN_TOKENS)                                                              \
+      vnni.run(cols, wg, xp, nt, y, ldy);                                                 \
+    else if (nt == 16)                                                                    \
+      run_body(kind, cols, wg, xp, 16, y, ldy);                                           \
+    else                                                                                  \
+      run_body(kind, cols, wg, xp, nt, y, ldy);                                           \
+  }
+RUN(run_q8_0, K_Q8_0, pa_x16_vnni_q8_0)
+RUN(run_q4_0, K_Q4_0, pa_x16_vnni_q4_0)
+RUN(run_q4_1, K_Q4_1, pa_x16_vnni_q4_1)
+RUN(run_q5_0, K_Q5_0, pa_x16_vnni_q5_0)
+
+const pa_ilv_kernel pa_x16_amx_q8_0 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
+                                       run_q8_0};
+const pa_ilv_kernel pa_x16_amx_q4_0 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
+                                       run_q4_0};
+const pa_ilv_kernel pa_x16_amx_q4_1 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
+                                       run_q4_1};
+const pa_ilv_kernel pa_x16_amx_q5_0 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
+                                       run_q5_0};
