@@ -261,7 +261,10 @@ typedef struct {
 
 __attribute__((target("amx-tile,amx-int8"))) static double int8_amx(int64_t iters,
                                                                      uint64_t *sink) {
-  amx_config c;
+  /* the thread's own tile configuration (the AMX kernels keep theirs
+   * loaded between calls) comes back at the end */
+  amx_config saved, c;
+  _tile_storeconfig(&saved);
   memset(&c, 0, sizeof c);
   c.palette = 1;
   for (int t = 0; t < 8; t++) {
@@ -285,7 +288,8 @@ __attribute__((target("amx-tile,amx-int8"))) static double int8_amx(int64_t iter
     _tile_dpbssd(3, 4, 5);
   }
   _tile_stored(0, out, 64);
-  _tile_release();
+  __asm__ volatile("" : : "r"(&saved) : "memory");
+  _tile_loadconfig(&saved); /* palette 0 (none was loaded): the tiles released */
   *sink += (uint64_t)out[0];
   return (double)iters * 4 * 16 * 16 * 64 * 2;
 }
