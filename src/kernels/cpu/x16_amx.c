@@ -33,6 +33,8 @@
 
 PA_NO_FP_CONTRACT
 
+#include "kernels/cpu/x16_simd.h"
+
 #define AMX                                                                          \
   __attribute__((                                                                    \
       target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile," \
@@ -45,8 +47,6 @@ PA_NO_FP_CONTRACT
  * 8 tokens 2.9 against 3.1-3.2, 12 tokens 3.3-4.2 against 2.3-2.4, 16
  * tokens 3.3-3.5 against 1.4-2.3. */
 #define AMX_MIN_TOKENS 10
-
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_Q5_0 };
 
 typedef struct {
   uint8_t palette, start_row, reserved[14];
@@ -76,54 +76,25 @@ static AMX void configure(int nt) {
   _tile_loadconfig(&c);
 }
 
-/* The B tile of block o: Q8_0's 8 vectors as they are; Q4/Q5's nibbles
- * (and fifth bits) unpacked to bytes in wb, rows 0-3 the low nibbles
- * (elements 4 i + e), rows 4-7 the high ones (16 + 4 i + e). */
+/* The B tile of block o: Q8_0's 8 vectors as they are; Q4/Q5's unpacked
+ * to bytes in wb (x16_unpack's vectors as tile rows). */
 BODY const uint8_t *b_tile(const int kind, const uint8_t *o, uint8_t *wb) {
   if (kind == K_Q8_0) return o;
-  const __m512i nib = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; i++) {
-    const __m512i q = _mm512_loadu_si512(o + 64 * i);
-    __m512i lo = _mm512_and_si512(q, nib), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
-    if (kind == K_Q5_0) {
-      uint64_t ml, mh;
-      memcpy(&ml, o + 256 + 8 * i, 8);
-      memcpy(&mh, o + 256 + 8 * (4 + i), 8);
-      lo = _mm512_mask_add_epi8(lo, ml, lo, _mm512_set1_epi8(0x10));
-      hi = _mm512_mask_add_epi8(hi, mh, hi, _mm512_set1_epi8(0x10));
-    }
-    _mm512_store_si512(wb + 64 * i, lo);
-    _mm512_store_si512(wb + 64 * (4 + i), hi);
-  }
+  __m512i w[8];
+  x16_unpack(kind, o, w);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) _mm512_store_si512(wb + 64 * i, w[i]);
   return wb;
 }
 
 /* The canonical float step of one block for every token, from its sums. */
 BODY void finish(const int kind, const int32_t (*c)[16], const uint8_t *o, const uint8_t *x0,
                  size_t xs, __m512 *acc, const int nt) {
-  const size_t d_at = kind == K_Q8_0 ? 512 : kind == K_Q5_0 ? 320 : 256;
-  const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + d_at)));
-  const __m512 ml =
-      kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 288))) : dl;
+  __m512 dl, ml;
+  x16_scales(kind, o, &dl, &ml);
 #pragma GCC unroll 16
-  for (int t = 0; t < nt; t++) {
-    const uint8_t *x = x0 + (size_t)t * xs;
-    float dx, s;
-    int32_t off;
-    memcpy(&dx, x + 32, 4);
-    const __m512i sum = _mm512_load_si512(c[t]);
-    const __m512 dd = _mm512_mul_ps(dl, _mm512_set1_ps(dx));
-    if (kind == K_Q4_1) {
-      memcpy(&s, x + 36, 4);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, acc[t]);
-      acc[t] = _mm512_fmadd_ps(ml, _mm512_set1_ps(s), acc[t]);
-    } else {
-      memcpy(&off, x + 36, 4);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(off))),
-                               dd, acc[t]);
-    }
-  }
+  for (int t = 0; t < nt; t++)
+    acc[t] = x16_step(kind, _mm512_load_si512(c[t]), dl, ml, x0 + (size_t)t * xs, acc[t]);
 }
 
 /* Block b's activations as an A tile: where they lie when the tokens'
@@ -153,7 +124,7 @@ BODY const uint8_t *a_tile(const uint8_t *const *xp, int nt, bool even, int64_t 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    int nt, float *y, int64_t ldy) {
   const int64_t nb = cols / 32;
-  const size_t rec = kind == K_Q8_0 ? 544 : kind == K_Q4_0 ? 288 : kind == K_Q4_1 ? 320 : 352;
+  const size_t rec = x16_rec(kind);
   /* The A tile is read with one stride: the tokens' packed rows when they
    * are evenly spaced (matmul's are), else copies of them. */
   const size_t xs = nt > 1 ? (size_t)(xp[1] - xp[0]) : PA_X16_XREC;

@@ -18,10 +18,10 @@
 
 PA_NO_FP_CONTRACT
 
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
-#define BODY static inline __attribute__((always_inline)) VNNI
+#include "kernels/cpu/x16_simd.h"
 
-enum { K_Q8_0, K_Q4_0, K_Q4_1, K_Q5_0 };
+#define VNNI X16_VNNI
+#define BODY X16_INLINE
 
 BODY __m512i bcast4(const uint8_t *p) {
   int32_t v;
@@ -32,9 +32,7 @@ BODY __m512i bcast4(const uint8_t *p) {
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    float *y, int64_t ldy, const int T) {
   const int64_t nb = cols / 32;
-  const size_t rec = kind == K_Q8_0 ? 544 : kind == K_Q4_0 ? 288 : kind == K_Q4_1 ? 320 : 352;
-  const size_t d_at = kind == K_Q8_0 ? 512 : kind == K_Q5_0 ? 320 : 256;
-  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const size_t rec = x16_rec(kind);
   __m512 acc[PA_X16_TOKENS];
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -44,27 +42,9 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
       for (size_t c = 0; c < rec; c += 64)
         _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
     __m512i w[8];
-    if (kind == K_Q8_0) {
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; i++) w[i] = _mm512_loadu_si512(o + 64 * i);
-    } else {
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; i++) {
-        const __m512i q = _mm512_loadu_si512(o + 64 * i);
-        w[i] = _mm512_and_si512(q, nib);
-        w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
-        if (kind == K_Q5_0) { /* the fifth bits: one k-mask per vector */
-          uint64_t lo, hi;
-          memcpy(&lo, o + 256 + 8 * i, 8);
-          memcpy(&hi, o + 256 + 8 * (4 + i), 8);
-          w[i] = _mm512_mask_add_epi8(w[i], lo, w[i], _mm512_set1_epi8(0x10));
-          w[4 + i] = _mm512_mask_add_epi8(w[4 + i], hi, w[4 + i], _mm512_set1_epi8(0x10));
-        }
-      }
-    }
-    const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + d_at)));
-    const __m512 ml =
-        kind == K_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 288))) : dl;
+    x16_unpack(kind, o, w);
+    __m512 dl, ml;
+    x16_scales(kind, o, &dl, &ml);
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
@@ -83,19 +63,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) sum = _mm512_dpbusd_epi32(sum, w[i], bcast4(x + 4 * i));
       }
-      float dx, s;
-      int32_t off;
-      memcpy(&dx, x + 32, 4);
-      const __m512 dd = _mm512_mul_ps(dl, _mm512_set1_ps(dx));
-      if (kind == K_Q4_1) {
-        memcpy(&s, x + 36, 4);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, acc[t]);
-        acc[t] = _mm512_fmadd_ps(ml, _mm512_set1_ps(s), acc[t]);
-      } else {
-        memcpy(&off, x + 36, 4);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(off))),
-                                 dd, acc[t]);
-      }
+      acc[t] = x16_step(kind, sum, dl, ml, x, acc[t]);
     }
   }
 #pragma GCC unroll 8
