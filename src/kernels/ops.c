@@ -8,9 +8,18 @@
 
 #include "base/base.h"
 
+/* The sum of squares in 8 independent double chains, joined by a fixed
+ * tree: one chain was bound by the add latency (~1.3 us for a 576-float
+ * row, a few percent of a decode step or a 16-token serving step, on the
+ * calling thread while the pool waits). The chains are exact to well below
+ * the float result's rounding. */
 void pa_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) s[k] += (double)x[i + k] * x[i + k];
+  double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; i < n; i++) ss += (double)x[i] * x[i];
   float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
   if (w)
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
