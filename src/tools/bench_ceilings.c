@@ -16,6 +16,9 @@
 
 #include "base/base.h"
 #include "tools/bench.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/amx.h"
+#endif
 
 /* ---- running one probe on every thread ---- */
 
@@ -253,17 +256,11 @@ __attribute__((target("avx2"))) static double int8_avx2(int64_t iters, uint64_t 
 
 /* AMX int8: four independent tile products (16 x 16 int32 += 16 x 64 int8
  * times 64 x 16 int8) in flight, 16 * 16 * 64 multiply-adds each. */
-typedef struct {
-  uint8_t palette, start_row, reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} amx_config;
-
 __attribute__((target("amx-tile,amx-int8"))) static double int8_amx(int64_t iters,
                                                                      uint64_t *sink) {
   /* the thread's own tile configuration (the AMX kernels keep theirs
    * loaded between calls) comes back at the end */
-  amx_config saved, c;
+  pa_tile_config saved, c;
   _tile_storeconfig(&saved);
   memset(&c, 0, sizeof c);
   c.palette = 1;
@@ -271,8 +268,7 @@ __attribute__((target("amx-tile,amx-int8"))) static double int8_amx(int64_t iter
     c.rows[t] = 16;
     c.colsb[t] = 64;
   }
-  __asm__ volatile("" : : "r"(&c) : "memory"); /* gcc 12 drops the stores otherwise */
-  _tile_loadconfig(&c);
+  pa_tile_load_config(&c);
   static const int8_t a[16 * 64] = {1, 2, 3}, b[16 * 64] = {3, 2, 1};
   _Alignas(64) int32_t out[16 * 16];
   _tile_loadd(4, a, 64);
@@ -288,8 +284,7 @@ __attribute__((target("amx-tile,amx-int8"))) static double int8_amx(int64_t iter
     _tile_dpbssd(3, 4, 5);
   }
   _tile_stored(0, out, 64);
-  __asm__ volatile("" : : "r"(&saved) : "memory");
-  _tile_loadconfig(&saved); /* palette 0 (none was loaded): the tiles released */
+  pa_tile_load_config(&saved); /* palette 0 (none was loaded): the tiles released */
   *sink += (uint64_t)out[0];
   return (double)iters * 4 * 16 * 16 * 64 * 2;
 }

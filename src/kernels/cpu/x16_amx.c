@@ -33,6 +33,7 @@
 
 PA_NO_FP_CONTRACT
 
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/x16_simd.h"
 
 #define AMX                                                                          \
@@ -48,18 +49,12 @@ PA_NO_FP_CONTRACT
  * tokens 3.3-3.5 against 1.4-2.3. */
 #define AMX_MIN_TOKENS 10
 
-typedef struct {
-  uint8_t palette, start_row, reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} tile_config;
-
 static __thread int configured_nt;
 
 static AMX void configure(int nt) {
   if (configured_nt == nt) return;
   configured_nt = nt;
-  tile_config c;
+  pa_tile_config c;
   memset(&c, 0, sizeof c);
   c.palette = 1;
   for (int s = 0; s < 2; s++) {
@@ -70,10 +65,7 @@ static AMX void configure(int nt) {
     c.rows[3 * s + 2] = 8; /* B: 8 x (16 rows x 4 bytes) */
     c.colsb[3 * s + 2] = 64;
   }
-  /* gcc 12 takes ldtilecfg's operand for a pointer it does not read and
-   * drops the stores above without this */
-  __asm__ volatile("" : : "r"(&c) : "memory");
-  _tile_loadconfig(&c);
+  pa_tile_load_config(&c);
 }
 
 /* The B tile of block o: Q8_0's 8 vectors as they are; Q4/Q5's unpacked
@@ -127,8 +119,8 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
   const size_t rec = x16_rec(kind);
   /* The A tile is read with one stride: the tokens' packed rows when they
    * are evenly spaced (matmul's are), else copies of them. */
-  const size_t xs = nt > 1 ? (size_t)(xp[1] - xp[0]) : PA_X16_XREC;
-  bool even = nt == 1 || xp[1] > xp[0];
+  const size_t xs = (size_t)(xp[1] - xp[0]); /* nt >= AMX_MIN_TOKENS */
+  bool even = xp[1] > xp[0];
   for (int t = 2; t < nt && even; t++) even = xp[t] == xp[0] + (size_t)t * xs;
   const size_t sa = even ? xs : PA_X16_XREC;
   _Alignas(64) int32_t c[2][PA_X16_AMX_TOKENS][16];
