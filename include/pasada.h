@@ -54,6 +54,14 @@ struct gguf_file;
 const struct gguf_file *pasada_model_gguf(const pasada_model *model);
 
 /* ---- contexts and batches ---- */
+/* What the KV cache stores: DEFAULT is F16 (half the memory and the bytes
+ * attention reads; values rounded to nearest even) on the fast path and F32
+ * on the reference path. */
+typedef enum { PASADA_KV_DEFAULT = 0, PASADA_KV_F32 = 1, PASADA_KV_F16 = 2 } pasada_kv_type;
+/* "f32" / "f16" -> the type; -1 for anything else */
+int pasada_kv_type_from_name(const char *name);
+const char *pasada_kv_type_name(pasada_kv_type type); /* "f32", "f16", "default" */
+
 typedef struct {
   int32_t n_ctx;     /* positions per sequence (0: min(model's training context, 4096)) */
   int32_t n_seq_max; /* sequences that can be live at once */
@@ -61,6 +69,7 @@ typedef struct {
   int32_t n_threads; /* 0: all cores */
   int32_t kv_block_size; /* positions per KV block (0: 16) */
   int64_t kv_blocks;     /* blocks in the pool (0: enough for n_seq_max full sequences) */
+  pasada_kv_type kv_type; /* the cache's values (PASADA_KV_DEFAULT: see above) */
   bool reference_path;   /* plain reference path: weights dequantized to F32, activations
                             not quantized, scalar sums in double (slow; verify and tests) */
 } pasada_context_params;
@@ -103,6 +112,7 @@ typedef struct {
   int32_t n_free;          /* neither used by a sequence nor cached */
   int32_t n_cached;        /* unused by any sequence but holding a reusable prefix */
   int64_t bytes;           /* memory of the whole pool */
+  pasada_kv_type type;     /* PASADA_KV_F32 or PASADA_KV_F16 */
 } pasada_kv_stats;
 void pasada_kv_get_stats(const pasada_context *ctx, pasada_kv_stats *out);
 /* Blocks a sequence of length n_tokens needs, and whether that many can be

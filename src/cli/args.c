@@ -103,6 +103,13 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
   }
 }
 
+bool cli_parse_kv_type(const char *s, pasada_kv_type *out) {
+  const int t = pasada_kv_type_from_name(s);
+  if (t < 0) return false;
+  *out = (pasada_kv_type)t;
+  return true;
+}
+
 /* ---- numbers ---- */
 
 bool cli_parse_i32(const char *s, int32_t min, int32_t max, int32_t *out) {
@@ -232,6 +239,8 @@ const char CLI_GEN_HELP[] =
     "  -t, --threads N           worker threads (default 0: all cores)\n"
     "  -c, --ctx-size N          context length in tokens (default 0: the model's\n"
     "                            training context, at most 4096)\n"
+    "  --kv-type T               the KV cache's values: f16 (default: half the memory\n"
+    "                            and the bytes attention reads) or f32\n"
     "sampling:\n"
     "  --temp T                  temperature (default 0.8; 0: greedy, always the most\n"
     "                            likely token)\n"
@@ -277,6 +286,9 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
     case 'c':
       if (!cli_parse_i32(arg, 0, 1 << 22, &o->n_ctx))
         return cli_usage(cmd, "-c wants a context length in [0, 4194304], not '%s'", arg);
+      return 1;
+    case OPT_KV_TYPE:
+      if (!cli_parse_kv_type(arg, &o->kv_type)) return cli_usage(cmd, "--kv-type wants f16 or f32, not '%s'", arg);
       return 1;
     case OPT_TEMP:
       if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))

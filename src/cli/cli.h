@@ -87,6 +87,7 @@ typedef struct {
   const char *chat_template; /* NULL: detect from the model */
   const char *system;
   bool no_stats, verbose;
+  pasada_kv_type kv_type;    /* --kv-type */
 } cli_gen_options;
 
 /* getopt_long ids of the options run and chat share (beyond single letters). */
@@ -107,7 +108,14 @@ enum {
   OPT_VERBOSE,
   OPT_RAW,
   OPT_VOCAB_ONLY,
+  OPT_KV_TYPE,
 };
+/* The --kv-type option's help line and parser (run, chat, serve, bench,
+ * profile, perplexity, kld): "f16" or "f32"; false for anything else. */
+#define CLI_KV_TYPE_HELP                                                                 \
+  "      --kv-type T         the KV cache's values: f16 (default: half the memory and\n" \
+  "                          the bytes attention reads) or f32\n"
+bool cli_parse_kv_type(const char *s, pasada_kv_type *out);
 
 /* clang-format off */
 #define CLI_GEN_LONG_OPTIONS                                          \
@@ -115,6 +123,7 @@ enum {
   {"n-predict", required_argument, 0, 'n'},                           \
   {"threads", required_argument, 0, 't'},                             \
   {"ctx-size", required_argument, 0, 'c'},                            \
+  {"kv-type", required_argument, 0, OPT_KV_TYPE},                     \
   {"temp", required_argument, 0, OPT_TEMP},                           \
   {"top-k", required_argument, 0, OPT_TOP_K},                         \
   {"top-p", required_argument, 0, OPT_TOP_P},                         \

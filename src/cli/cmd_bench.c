@@ -30,13 +30,14 @@ static void usage(FILE *f) {
           "  -b, --batch N           tokens per decode call during pp (default 512)\n"
           "      --seed N            seed of the prompt token ids (default 1234)\n"
           "      --price-per-hour P  machine price in $/hour: adds $ per million tokens\n"
+          CLI_KV_TYPE_HELP
           "      --no-ceilings       skip the bandwidth and peak probes\n"
           "      --json              print one JSON object on stdout instead of the table\n"
           "  -q, --quiet             no progress on stderr\n"
           "  -h, --help              this help\n");
 }
 
-enum { OPT_PRICE = 2400, OPT_NO_CEILINGS, OPT_JSON };
+enum { OPT_PRICE = 2400, OPT_NO_CEILINGS, OPT_JSON, OPT_BENCH_KV_TYPE };
 
 int cmd_bench(int argc, char **argv) {
   static const struct option opts[] = {CLI_SHAPE_LONG_OPTIONS,
@@ -44,6 +45,7 @@ int cmd_bench(int argc, char **argv) {
                                        {"price-per-hour", required_argument, 0, OPT_PRICE},
                                        {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
                                        {"json", no_argument, 0, OPT_JSON},
+                                       {"kv-type", required_argument, 0, OPT_BENCH_KV_TYPE},
                                        {0, 0, 0, 0}};
   const char *cmd = "bench";
   pa_bench_params p;
@@ -63,6 +65,10 @@ int cmd_bench(int argc, char **argv) {
       case 'r':
         if (!cli_parse_i32(optarg, 1, 1000, &p.repeats))
           return cli_usage_line(cmd, "--repeats: '%s' is not a repeat count in [1, 1000]", optarg);
+        break;
+      case OPT_BENCH_KV_TYPE:
+        if (!cli_parse_kv_type(optarg, &p.kv_type))
+          return cli_usage_line(cmd, "--kv-type: '%s' is not f16 or f32", optarg);
         break;
       case OPT_PRICE:
         if (!cli_parse_double(optarg, 0, 1e300, &p.price_per_hour))

@@ -36,6 +36,11 @@ static void usage(FILE *f) {
           "  -n, --gen N             decode steps (default 64; 0: prefill only)\n"
           "  -t, --threads N         threads (default: every online core)\n"
           "  -b, --batch N           tokens per decode call during prefill (default 512)\n"
+          CLI_KV_TYPE_HELP
+          "      --parallel N        decode N sequences together, one token each per step\n"
+          "                          with logits for all (a server's step; default 1); the\n"
+          "                          other N-1 prompts are the text shifted by 1..N-1\n"
+          "                          tokens, prefilled untimed\n"
           "      --seed N            the sampler's seed (default 1234)\n"
           "      --top N             single ops listed per phase in the table (default 20)\n"
           "      --trace FILE        write every op as Chrome trace-event JSON (open it in\n"
@@ -56,7 +61,7 @@ static FILE *open_out(const char *what, const char *path) {
   return f;
 }
 
-enum { OPT_TOP = 2500, OPT_TRACE, OPT_SVG, OPT_JSON, OPT_NO_CEILINGS, OPT_OFF };
+enum { OPT_TOP = 2500, OPT_TRACE, OPT_SVG, OPT_JSON, OPT_NO_CEILINGS, OPT_OFF, OPT_PARALLEL, OPT_PROF_KV_TYPE };
 
 int cmd_profile(int argc, char **argv) {
   static const struct option opts[] = {CLI_SHAPE_LONG_OPTIONS,
@@ -66,6 +71,8 @@ int cmd_profile(int argc, char **argv) {
                                        {"json", no_argument, 0, OPT_JSON},
                                        {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
                                        {"off", no_argument, 0, OPT_OFF},
+                                       {"parallel", required_argument, 0, OPT_PARALLEL},
+                                       {"kv-type", required_argument, 0, OPT_PROF_KV_TYPE},
                                        {0, 0, 0, 0}};
   const char *cmd = "profile";
   pa_profile_params p;
@@ -87,6 +94,14 @@ int cmd_profile(int argc, char **argv) {
       case OPT_TOP:
         if (!cli_parse_i32(optarg, 0, 1000000, &p.top))
           return cli_usage_line(cmd, "--top: '%s' is not a row count in [0, 1000000]", optarg);
+        break;
+      case OPT_PROF_KV_TYPE:
+        if (!cli_parse_kv_type(optarg, &p.kv_type))
+          return cli_usage_line(cmd, "--kv-type: '%s' is not f16 or f32", optarg);
+        break;
+      case OPT_PARALLEL:
+        if (!cli_parse_i32(optarg, 1, 1024, &p.n_parallel))
+          return cli_usage_line(cmd, "--parallel: '%s' is not a sequence count in [1, 1024]", optarg);
         break;
       case OPT_TRACE:
         if (!*optarg) return cli_usage_line(cmd, "--trace needs a file name");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "server/http.h"
 
 static void usage(FILE *f) {
@@ -21,9 +22,11 @@ static void usage(FILE *f) {
           "  --ctx N                 positions per sequence (default 4096; 0: the model's)\n"
           "  --threads N             compute threads (default: all cores)\n"
           "  --prefill-chunk N       most prompt tokens per step (default 256)\n"
-          "  --kv-block-size N       positions per KV block (default: the engine's, 16)\n"
+          "  --kv-block-size N       positions per KV block, a multiple of 16 (default 16)\n"
           "  --kv-blocks N           KV blocks in the pool (default: parallel full sequences)\n"
           "  --kv-memory MIB         size the KV pool by memory instead\n"
+          "  --kv-type T             the KV cache's values: f16 (default: half the memory and\n"
+          "                          the bytes attention reads) or f32\n"
           "  --max-queue N           requests waiting for room before 429 (default 64)\n"
           "  --max-body BYTES        request body limit before 413 (default 4194304)\n"
           "  --max-connections N     open connections (default 256)\n"
@@ -90,8 +93,17 @@ static bool parse_args(int argc, char **argv, srv_config *c) {
       if (!parse_int(a, v, 1, 65536, &n)) return false;
       c->prefill_chunk = (int)n;
     } else if (!strcmp(a, "--kv-block-size")) {
-      if (!parse_int(a, v, 1, 4096, &n)) return false;
+      if (!parse_int(a, v, 16, 4096, &n)) return false;
+      if (n % 16) {
+        fprintf(stderr, "pasada serve: --kv-block-size %lld is not a multiple of 16\n", n);
+        return false;
+      }
       c->kv_block_size = (int)n;
+    } else if (!strcmp(a, "--kv-type")) {
+      if (!cli_parse_kv_type(v, &c->kv_type)) {
+        fprintf(stderr, "pasada serve: --kv-type wants f16 or f32, not '%s'\n", v);
+        return false;
+      }
     } else if (!strcmp(a, "--kv-blocks")) {
       if (!parse_int(a, v, 1, 1LL << 40, &n)) return false;
       c->kv_blocks = n;
@@ -144,6 +156,7 @@ static int create_context(pasada_model *model, const srv_config *cfg, pasada_con
   cp.n_threads = cfg->n_threads;
   cp.kv_block_size = cfg->kv_block_size;
   cp.kv_blocks = cfg->kv_blocks;
+  cp.kv_type = cfg->kv_type;
   int rc = pasada_context_create(model, &cp, ctx);
   if (rc != PASADA_OK || cfg->kv_blocks > 0 || cfg->kv_memory_mib <= 0) return rc;
   /* Size the pool by memory: learn a block's size, then create it again. */

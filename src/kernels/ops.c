@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "quant/quant.h"
 
 /* The sum of squares in 8 independent double chains, joined by a fixed
  * tree: one chain was bound by the add latency (~1.3 us for a 576-float
@@ -108,21 +109,31 @@ static void gelu_tanh_mul_plain(float *gate, const float *up, int64_t n) {
   }
 }
 
-static const pa_ops_kernels table_plain = {"plain", exp_plain_rows, silu_mul_plain, gelu_tanh_mul_plain};
-static const pa_ops_kernels table_avx2 = {"avx2", pa_exp_avx2, pa_silu_mul_avx2, pa_gelu_tanh_mul_avx2};
-static const pa_ops_kernels table_avx512 = {"avx512", pa_exp_avx512, pa_silu_mul_avx512,
-                                            pa_gelu_tanh_mul_avx512};
+static void f32_to_f16_plain(uint16_t *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = pa_f32_to_f16(x[i]);
+}
+
+static void f16_to_f32_plain(float *y, const uint16_t *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = pa_f16_to_f32(x[i]);
+}
+
+static const pa_ops_kernels table_plain = {"plain", exp_plain_rows, silu_mul_plain, gelu_tanh_mul_plain,
+                                           f32_to_f16_plain, f16_to_f32_plain};
+static const pa_ops_kernels table_avx2 = {"avx2", pa_exp_avx2, pa_silu_mul_avx2, pa_gelu_tanh_mul_avx2,
+                                          pa_f32_to_f16_avx2, pa_f16_to_f32_avx2};
+static const pa_ops_kernels table_avx512 = {"avx512", pa_exp_avx512, pa_silu_mul_avx512, pa_gelu_tanh_mul_avx512,
+                                            pa_f32_to_f16_avx512, pa_f16_to_f32_avx512};
 
 const pa_ops_kernels *pa_ops_plain(void) { return &table_plain; }
 
 const pa_ops_kernels *pa_ops_avx2(void) {
   const pa_cpu_features *f = pa_cpu();
-  return f->avx2 && f->fma ? &table_avx2 : NULL;
+  return f->avx2 && f->fma && f->f16c ? &table_avx2 : NULL;
 }
 
 const pa_ops_kernels *pa_ops_avx512(void) {
   const pa_cpu_features *f = pa_cpu();
-  return f->avx2 && f->fma && f->avx512f ? &table_avx512 : NULL;
+  return f->avx2 && f->fma && f->f16c && f->avx512f ? &table_avx512 : NULL;
 }
 
 static _Atomic(const pa_ops_kernels *) best;

@@ -57,10 +57,15 @@ typedef struct {
   void (*exp)(float *y, const float *x, int64_t n);
   void (*silu_mul)(float *gate, const float *up, int64_t n);
   void (*gelu_tanh_mul)(float *gate, const float *up, int64_t n);
+  /* IEEE half <-> float, n values (the F16 KV cache): round to nearest even,
+   * overflow to infinity, NaNs stay NaN; exact conversions, so every table
+   * gives the same bits. */
+  void (*f32_to_f16)(uint16_t *y, const float *x, int64_t n);
+  void (*f16_to_f32)(float *y, const uint16_t *x, int64_t n);
 } pa_ops_kernels;
 
 const pa_ops_kernels *pa_ops_plain(void);  /* plain C, any CPU */
-const pa_ops_kernels *pa_ops_avx2(void);   /* AVX2 + FMA; NULL when the CPU (as capped) lacks them */
+const pa_ops_kernels *pa_ops_avx2(void);   /* AVX2 + FMA + F16C; NULL when the CPU (as capped) lacks them */
 const pa_ops_kernels *pa_ops_avx512(void); /* AVX-512 F + the above; NULL likewise */
 const pa_ops_kernels *pa_ops_best(void);   /* the fastest this CPU has */
 /* What pa_exp, pa_silu_mul... use: the forced table (verify --kernels), or
@@ -73,9 +78,13 @@ const pa_ops_kernels *pa_ops_current(void);
 void pa_exp_avx2(float *y, const float *x, int64_t n);
 void pa_silu_mul_avx2(float *gate, const float *up, int64_t n);
 void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n);
+void pa_f32_to_f16_avx2(uint16_t *y, const float *x, int64_t n);
+void pa_f16_to_f32_avx2(float *y, const uint16_t *x, int64_t n);
 void pa_exp_avx512(float *y, const float *x, int64_t n);
 void pa_silu_mul_avx512(float *gate, const float *up, int64_t n);
 void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n);
+void pa_f32_to_f16_avx512(uint16_t *y, const float *x, int64_t n);
+void pa_f16_to_f32_avx512(float *y, const uint16_t *x, int64_t n);
 
 /* The constants every table shares. */
 #define PA_EXP_HI 88.0f

@@ -17,8 +17,21 @@
 
 #include "base/base.h"
 #include "kernels/ops.h"
+#include "quant/quant.h"
 
 /* ---- plain C tile kernels ---- */
+
+/* value d of column j of the tile's K, as a float */
+static float k_value(const pa_attn_tile *t, int32_t j, int32_t d) {
+  const int64_t i = (int64_t)d * t->k_stride + (j & 15);
+  if (t->f16) return pa_f16_to_f32(((const uint16_t *)t->kc[j >> 4])[i]);
+  return ((const float *)t->kc[j >> 4])[i];
+}
+
+static float v_value(const pa_attn_tile *t, int32_t j, int32_t d) {
+  if (t->f16) return pa_f16_to_f32(((const uint16_t *)t->v[j])[d]);
+  return ((const float *)t->v[j])[d];
+}
 
 static void qk_plain(const pa_attn_tile *t) {
   const int32_t hd = t->head_dim;
@@ -26,13 +39,9 @@ static void qk_plain(const pa_attn_tile *t) {
     const float *q = t->q[r];
     float *s = t->s + (int64_t)r * PA_ATTN_TILE;
     for (int32_t j = t->jlo[r]; j < t->jhi[r]; j++) {
-      const float *k = t->k[j];
-      float p[8] = {0};
-      int32_t d = 0;
-      for (; d + 8 <= hd; d += 8)
-        for (int i = 0; i < 8; i++) p[i] += q[d + i] * k[d + i];
-      for (; d < hd; d++) p[0] += q[d] * k[d];
-      s[j] = (((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]))) * t->scale;
+      float p = 0.0f;
+      for (int32_t d = 0; d < hd; d++) p += q[d] * k_value(t, j, d);
+      s[j] = p * t->scale;
     }
   }
 }
@@ -68,13 +77,8 @@ static void pv_plain(const pa_attn_tile *t) {
     const float *s = t->s + (int64_t)r * PA_ATTN_TILE;
     float *acc = t->acc + r * t->acc_stride, a = t->alpha[r];
     for (int32_t d = 0; d < hdv; d++) acc[d] *= a;
-    for (int32_t j = lo; j < hi; j++) {
-      const float *v = t->v[j], e = s[j];
-      int32_t d = 0;
-      for (; d + 16 <= hdv; d += 16) /* a fixed trip count: vectorized at -O2 */
-        for (int i = 0; i < 16; i++) acc[d + i] += e * v[d + i];
-      for (; d < hdv; d++) acc[d] += e * v[d];
-    }
+    for (int32_t j = lo; j < hi; j++)
+      for (int32_t d = 0; d < hdv; d++) acc[d] += s[j] * v_value(t, j, d);
   }
 }
 
@@ -97,14 +101,14 @@ const pa_attn_kernels *pa_attn_plain(void) { return &table_plain; }
 
 const pa_attn_kernels *pa_attn_avx2(void) {
   const pa_cpu_features *f = pa_cpu();
-  if (!(f->avx2 && f->fma)) return NULL;
+  if (!(f->avx2 && f->fma && f->f16c)) return NULL;
   pthread_once(&tables_once, tables_init);
   return &table_avx2;
 }
 
 const pa_attn_kernels *pa_attn_avx512(void) {
   const pa_cpu_features *f = pa_cpu();
-  if (!(f->avx2 && f->fma && f->avx512f)) return NULL;
+  if (!(f->avx2 && f->fma && f->f16c && f->avx512f)) return NULL;
   pthread_once(&tables_once, tables_init);
   return &table_avx512;
 }
@@ -135,7 +139,21 @@ size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim_v) {
          align64(r * PA_ATTN_TILE * sizeof(float)) +                      /* s */
          align64(r * 3 * sizeof(float)) +                                 /* m, l, alpha */
          align64(r * 2 * sizeof(int32_t)) +                               /* jlo, jhi */
-         align64(2 * PA_ATTN_TILE * sizeof(const float *));               /* k, v */
+         align64(PA_ATTN_TILE * sizeof(const void *));                    /* v */
+}
+
+void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1) {
+  const int64_t kb = (int64_t)kv->block_size * kv->head_dim_k * (int64_t)kv->elt;
+  const int64_t vb = (int64_t)kv->head_dim_v * (int64_t)kv->elt;
+  for (int32_t p = p0; p <= p1;) {
+    const int32_t off = p % kv->block_size;
+    const int32_t n_here = kv->block_size - off < p1 - p + 1 ? kv->block_size - off : p1 - p + 1;
+    /* K: the head's whole part of the block (transposed); V: the rows */
+    const uint8_t *k = pa_kv_k_block(kv, layer, seq, p, kv_head), *v = pa_kv_v_at(kv, layer, seq, p, kv_head);
+    for (int64_t i = 0; i < kb; i += 64) __builtin_prefetch(k + i, 0, 3);
+    for (int64_t i = 0; i < n_here * vb; i += 64) __builtin_prefetch(v + i, 0, 3);
+    p += n_here;
+  }
 }
 
 void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, int32_t seq, int kv_head,
@@ -152,7 +170,7 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   w += align64((size_t)n * 3 * sizeof(float));
   int32_t *jlo = (int32_t *)w, *jhi = jlo + n;
   w += align64((size_t)n * 2 * sizeof(int32_t));
-  const float **kp = (const float **)w, **vp = kp + PA_ATTN_TILE;
+  const void **vp = (const void **)w;
 
   int32_t pmin = qr->lo[0], pmax = qr->hi[0];
   for (int32_t r = 0; r < n; r++) {
@@ -163,23 +181,28 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   }
   memset(acc, 0, (size_t)n * (size_t)stride * sizeof(float));
   pa_attn_tile t = {.n_rows = n, .q = qr->q, .jlo = jlo, .jhi = jhi, .s = s, .m = m, .l = l,
-                    .alpha = alpha, .acc = acc, .acc_stride = stride, .k = kp, .v = vp,
-                    .head_dim = head_dim, .head_dim_v = head_dim_v, .scale = scale};
-  const int64_t koff = (int64_t)kv_head * head_dim, voff = (int64_t)kv_head * head_dim_v;
+                    .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size, .v = vp,
+                    .f16 = kv->type == PA_KV_F16, .head_dim = head_dim, .head_dim_v = head_dim_v, .scale = scale};
+  const int64_t vb = (int64_t)head_dim_v * (int64_t)kv->elt;
   for (int32_t base = pmin / PA_ATTN_TILE * PA_ATTN_TILE; base <= pmax; base += PA_ATTN_TILE) {
     const int32_t p0 = base > pmin ? base : pmin;
     const int32_t p1 = base + PA_ATTN_TILE - 1 < pmax ? base + PA_ATTN_TILE - 1 : pmax;
-    /* K and V rows block by block (one table look-up per block) */
-    for (int32_t p = p0; p <= p1;) {
-      const int32_t off = p % kv->block_size, blk = kv->table[seq][p / kv->block_size];
-      const int32_t n_here = kv->block_size - off < p1 - p + 1 ? kv->block_size - off : p1 - p + 1;
-      const int64_t row = (int64_t)blk * kv->block_size + off;
-      const float *k = kv->k[layer] + row * kv->k_row + koff, *v = kv->v[layer] + row * kv->v_row + voff;
-      for (int32_t i = 0; i < n_here; i++) {
-        kp[p - base + i] = k + i * kv->k_row;
-        vp[p - base + i] = v + i * kv->v_row;
+    /* the next tile's values travel while this one is computed */
+    if (p1 < pmax) {
+      const int32_t n1 = p1 + PA_ATTN_TILE < pmax ? p1 + PA_ATTN_TILE : pmax;
+      pa_attn_prefetch(kv, layer, seq, kv_head, p1 + 1, n1);
+    }
+    /* the chunks of 16 positions that hold [p0, p1] (each inside one block,
+     * the block size being a multiple of 16), and the V rows */
+    for (int32_t c = 0; c < PA_ATTN_CHUNKS; c++) {
+      const int32_t c0 = base + 16 * c;
+      if (c0 + 15 < p0 || c0 > p1) {
+        t.kc[c] = NULL;
+        continue;
       }
-      p += n_here;
+      t.kc[c] = pa_kv_k_block(kv, layer, seq, c0, kv_head) + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
+      const uint8_t *v = pa_kv_v_at(kv, layer, seq, c0, kv_head);
+      for (int32_t i = 0; i < 16; i++) vp[16 * c + i] = v + i * vb;
     }
     for (int32_t r = 0; r < n; r++) {
       int32_t a = qr->lo[r] - base, b = qr->hi[r] + 1 - base;
@@ -249,6 +272,7 @@ typedef struct {
   attn_scratch sc;
   int layer;
   int32_t window, n_chunks, split, n_items;
+  bool all_heads; /* an item is a chunk with every KV head (else one head) */
   atomic_int next;
 } attn_job;
 
@@ -269,34 +293,46 @@ static void attention_worker(void *arg, int ith, int nth) {
     int32_t item = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
     if (item >= j->n_items) break;
     /* last chunks (the longest prefixes) first */
-    const int32_t part = item % j->split, g = item / j->split % hp->n_head_kv;
-    const int32_t ch = j->n_chunks - 1 - item / j->split / hp->n_head_kv;
+    const int32_t part = item % j->split, per_chunk = j->all_heads ? 1 : hp->n_head_kv;
+    const int32_t ch = j->n_chunks - 1 - item / j->split / per_chunk;
+    const int32_t g0 = j->all_heads ? 0 : item / j->split % hp->n_head_kv;
+    const int32_t g1 = j->all_heads ? hp->n_head_kv : g0 + 1;
     const int32_t first = j->sc.chunk_first[ch], rows = j->sc.chunk_n[ch] * group;
     const int32_t r0 = (int32_t)((int64_t)rows * part / j->split);
     const int32_t r1 = (int32_t)((int64_t)rows * (part + 1) / j->split);
     if (r0 >= r1) continue;
-    int32_t seq = 0;
-    for (int32_t r = r0; r < r1; r++) {
-      const int32_t t = j->sc.order[first + r / group], h = g * group + r % group;
-      const int32_t pos = j->b->pos[t];
-      seq = j->b->seq[t];
-      q[r - r0] = c->s.q + t * Q + (int64_t)h * hd;
-      out[r - r0] = c->s.att + t * O + (int64_t)h * hdv;
-      lo[r - r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
-      hi[r - r0] = pos;
+    /* the heads one after another: the first reads the chunk's K and V rows
+     * from memory, whole cache lines of every head, the others from cache */
+    for (int32_t g = g0; g < g1; g++) {
+      if (g == g0 || g + 1 < g1) { /* the first tile of this head (then of the next) */
+        const int32_t t = j->sc.order[first + r0 / group], tl = j->sc.order[first + (r1 - 1) / group];
+        const int32_t pos = j->b->pos[t], plast = j->b->pos[tl];
+        const int32_t lo0 = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+        const int32_t end = (lo0 / PA_ATTN_TILE + 1) * PA_ATTN_TILE - 1;
+        if (g == g0) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t], g, lo0, end < plast ? end : plast);
+        if (g + 1 < g1) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t], g + 1, lo0, end < plast ? end : plast);
+      }
+      int32_t seq = 0;
+      for (int32_t r = r0; r < r1; r++) {
+        const int32_t t = j->sc.order[first + r / group], h = g * group + r % group;
+        const int32_t pos = j->b->pos[t];
+        seq = j->b->seq[t];
+        q[r - r0] = c->s.q + t * Q + (int64_t)h * hd;
+        out[r - r0] = c->s.att + t * O + (int64_t)h * hdv;
+        lo[r - r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+        hi[r - r0] = pos;
+      }
+      pa_attn_query qr = {.n_rows = r1 - r0, .q = q, .out = out, .lo = lo, .hi = hi};
+      pa_attn_rows(j->kt, &c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
     }
-    pa_attn_query qr = {.n_rows = r1 - r0, .q = q, .out = out, .lo = lo, .hi = hi};
-    pa_attn_rows(j->kt, &c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
   }
 }
 
 void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_t window) {
   const pa_hparams *hp = &c->model->hp;
   const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
-  for (int32_t t = 0; t < b->n; t++) {
-    memcpy(pa_kv_k(&c->kv, layer, b->seq[t], b->pos[t]), c->s.k + t * K, (size_t)K * sizeof(float));
-    memcpy(pa_kv_v(&c->kv, layer, b->seq[t], b->pos[t]), c->s.v + t * VV, (size_t)VV * sizeof(float));
-  }
+  for (int32_t t = 0; t < b->n; t++)
+    pa_kv_store(&c->kv, layer, b->seq[t], b->pos[t], c->s.k + t * K, c->s.v + t * VV);
   /* the reference path takes the plain twin, as its products take exact.c */
   attn_job j = {.c = c, .b = b, .kt = c->reference_path ? pa_attn_plain() : pa_attn_current(),
                 .layer = layer, .window = window};
@@ -317,8 +353,13 @@ void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_
     }
     start = count[s];
   }
-  /* enough items for every thread to have a few */
-  const int32_t items = j.n_chunks * hp->n_head_kv, want = 3 * c->n_threads;
+  /* enough items for every thread to have a few: with many chunks (many
+   * sequences decoding) an item takes every KV head of its chunk, so the
+   * chunk's K and V rows are streamed from memory once; with fewer, one
+   * head, and with fewer still, part of one head's rows */
+  const int32_t want = 3 * c->n_threads;
+  j.all_heads = j.n_chunks >= want;
+  const int32_t items = j.all_heads ? j.n_chunks : j.n_chunks * hp->n_head_kv;
   const int32_t rows_min = hp->n_head / hp->n_head_kv; /* a one-token chunk */
   j.split = items >= want ? 1 : (want + items - 1) / items;
   if (j.split > rows_min) j.split = rows_min;

@@ -7,23 +7,25 @@
  * window layers, windowed) range of positions [lo, hi], and walks the KV
  * cache in tiles of PA_ATTN_TILE positions, [64k, 64k + 64): the tiles are
  * fixed by position (with the default 16-position blocks a tile is 4 whole
- * blocks, each contiguous), so a tile's K and V rows are read once for all
- * the rows. Per tile and row, flash-attention style: scores s_j = scale *
+ * blocks, each head's rows of a block contiguous), so a tile's K and V rows
+ * are read once for all the rows (an F16 cache's rows are converted to
+ * floats once per tile, exactly, so the kernels see the same values). Per tile and row, flash-attention style: scores s_j = scale *
  * q . k_j, the running maximum m and sum l, the output accumulator rescaled
  * by exp(m_old - m_new) when m grows; no score matrix over the whole
  * sequence. At the end out = acc / l.
  *
  * Determinism: every step of a row depends on that row's data and range
- * only, never on which other rows share the call (the kernels pad partial
- * register blocks by repeating a row or position rather than taking another
- * path, reduce every dot product with the same fixed tree whatever its slot
- * in the register block, sum the weights in lanes fixed by position, and
- * accumulate V in ascending position order), so a token's output has the
+ * only, never on which other rows share the call (each score is one
+ * multiply-add chain over the head dimension in a lane fixed by position,
+ * whatever the register block; the weights are summed in lanes fixed by
+ * position, and V accumulated in ascending position order), so a token's
+ * output has the
  * same bits decoded alone, in a prefill batch or next to other sequences.
  * Different tables (plain, avx2, avx512) agree to rounding only. */
 #ifndef PASADA_ATTENTION_H
 #define PASADA_ATTENTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,7 +36,9 @@
 _Static_assert(PA_ATTN_TILE % 16 == 0, "tiles are whole 16-lane chunks");
 
 /* One tile, as the kernels see it. Columns j in [0, PA_ATTN_TILE) are the
- * positions tile_start + j. */
+ * positions tile_start + j; they come in chunks of 16 (16c .. 16c + 15),
+ * each inside one KV block. */
+#define PA_ATTN_CHUNKS (PA_ATTN_TILE / 16)
 typedef struct {
   int32_t n_rows;
   const float *const *q;    /* [n_rows] query rows of head_dim floats */
@@ -43,7 +47,13 @@ typedef struct {
   float *m, *l, *alpha;     /* [n_rows] running max, running sum, this tile's rescale factor */
   float *acc;               /* [n_rows][acc_stride] output accumulators */
   int64_t acc_stride;
-  const float *const *k, *const *v; /* [PA_ATTN_TILE] K and V rows of the KV head (set where some row reads) */
+  /* K, transposed: value d of column 16c + i is element d * k_stride + i of
+   * kc[c] (set for the chunks some row reads; the chunk's 16 columns are
+   * all readable, those outside a row's range hold anything finite) */
+  const void *kc[PA_ATTN_CHUNKS];
+  int64_t k_stride;
+  const void *const *v; /* [PA_ATTN_TILE] V rows (set where some row reads) */
+  bool f16;             /* K and V hold IEEE halves, else floats */
   int32_t head_dim, head_dim_v;
   float scale;
 } pa_attn_tile;
@@ -51,8 +61,9 @@ typedef struct {
 /* Rows with an empty range are left alone by every function. */
 typedef struct {
   const char *name; /* "plain", "avx2", "avx512" */
-  /* s[r][j] = scale * (q_r . k_j) for j in [jlo_r, jhi_r) (other columns:
-   * anything) */
+  /* s[r][j] = scale * (q_r . k_j) for j in [jlo_r, jhi_r) (other columns
+   * of the tile: anything; each dot product is one multiply-add chain over
+   * d = 0, 1, ... in the SIMD tables) */
   void (*qk)(const pa_attn_tile *t);
   /* the online softmax step: m_r = max(m_r, max_j s[r][j]); alpha_r =
    * exp(m_old - m_r) (1 when m did not grow); s[r][j] = exp(s[r][j] - m_r)
@@ -84,10 +95,12 @@ typedef struct {
 /* Bytes of `work` pa_attn_rows needs for up to n_rows rows. */
 size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim_v);
 /* Attention of the rows over positions of sequence `seq` in layer `layer`
- * of the cache (KV head kv_head: floats [kv_head * head_dim, ...) of each
- * K row, [kv_head * head_dim_v, ...) of each V row). work: 64-byte aligned. */
+ * of the cache, KV head kv_head. work: 64-byte aligned. */
 void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, int32_t seq, int kv_head,
                   int32_t head_dim, int32_t head_dim_v, float scale, const pa_attn_query *qr, void *work);
+
+/* Prefetches KV head kv_head's K and V values of positions p0..p1. */
+void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1);
 
 /* Bytes of the context's attention scratch (pa_scratch.scores) pa_attention
  * needs. */

@@ -77,7 +77,15 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->pool = pa_pool_create(p.n_threads);
   c->row_of = malloc((size_t)p.n_batch * sizeof(int32_t));
   bool ok = c->pool && c->row_of;
-  if (ok && pa_kv_init(&c->kv, hp->n_layer, K, VV, p.n_seq_max, p.n_ctx, p.kv_block_size, p.kv_blocks)) {
+  if (p.kv_type != PASADA_KV_DEFAULT && p.kv_type != PASADA_KV_F32 && p.kv_type != PASADA_KV_F16) {
+    pasada_context_free(c);
+    return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)p.kv_type);
+  }
+  const pa_kv_type kt = p.kv_type == PASADA_KV_F16 || (p.kv_type == PASADA_KV_DEFAULT && !p.reference_path)
+                            ? PA_KV_F16
+                            : PA_KV_F32;
+  if (ok && pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, kt, p.n_seq_max, p.n_ctx,
+                       p.kv_block_size, p.kv_blocks)) {
     pasada_context_free(c);
     return PASADA_ERR_NOMEM; /* message set by pa_kv_init */
   }
@@ -140,8 +148,19 @@ void pasada_kv_get_stats(const pasada_context *c, pasada_kv_stats *out) {
   out->n_blocks = kv->n_blocks;
   out->n_free = kv->n_free;
   out->n_cached = kv->n_evictable;
-  out->bytes = (int64_t)kv->n_blocks * kv->block_size * (kv->k_row + kv->v_row) * kv->n_layer *
-               (int64_t)sizeof(float);
+  out->bytes = (int64_t)kv->n_blocks * kv->block_size * (kv->k_row + kv->v_row) * kv->n_layer * (int64_t)kv->elt;
+  out->type = kv->type == PA_KV_F16 ? PASADA_KV_F16 : PASADA_KV_F32;
+}
+
+int pasada_kv_type_from_name(const char *name) {
+  if (!name) return -1;
+  if (!strcmp(name, "f32")) return PASADA_KV_F32;
+  if (!strcmp(name, "f16")) return PASADA_KV_F16;
+  return -1;
+}
+
+const char *pasada_kv_type_name(pasada_kv_type type) {
+  return type == PASADA_KV_F32 ? "f32" : type == PASADA_KV_F16 ? "f16" : "default";
 }
 
 int32_t pasada_kv_blocks_needed(const pasada_context *c, int32_t n_tokens) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "kernels/ops.h"
 
 static uint64_t hash_block(uint64_t parent, const int32_t *tokens, int32_t n) {
   uint64_t h = parent ^ 0x9e3779b97f4a7c15ull;
@@ -19,23 +20,37 @@ static uint64_t hash_block(uint64_t parent, const int32_t *tokens, int32_t n) {
   return h ? h : 1;
 }
 
-int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int64_t k_row, int64_t v_row, int32_t n_seq,
-               int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
+const char *pa_kv_type_name(pa_kv_type type) { return type == PA_KV_F16 ? "f16" : "f32"; }
+
+int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
+               pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
   memset(kv, 0, sizeof *kv);
+  if (type != PA_KV_F32 && type != PA_KV_F16) return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)type);
+  const int64_t k_row = (int64_t)n_head_kv * head_dim_k, v_row = (int64_t)n_head_kv * head_dim_v;
   if (block_size <= 0) block_size = 16;
+  if (block_size % 16 != 0 || block_size > 4096)
+    return pa_error(PASADA_ERR_ARG, "KV block size %d is not a multiple of 16 in [16, 4096]", block_size);
   int32_t per_seq = (n_ctx + block_size - 1) / block_size;
   if (n_blocks <= 0) n_blocks = (int64_t)per_seq * n_seq;
   if (n_blocks > (1 << 26)) return pa_error(PASADA_ERR_ARG, "too many KV blocks (%lld)", (long long)n_blocks);
+  if ((double)n_blocks * block_size * (double)(k_row + v_row) * (type == PA_KV_F16 ? 2 : 4) > 0x1p50)
+    return pa_error(PASADA_ERR_ARG, "a KV cache of %lld blocks of %d positions is too large", (long long)n_blocks,
+                    block_size);
   kv->n_layer = n_layer;
   kv->block_size = block_size;
   kv->n_blocks = (int32_t)n_blocks;
   kv->n_seq = n_seq;
   kv->n_ctx = n_ctx;
   kv->max_blocks_per_seq = per_seq;
+  kv->n_head_kv = n_head_kv;
+  kv->head_dim_k = head_dim_k;
+  kv->head_dim_v = head_dim_v;
+  kv->type = type;
+  kv->elt = type == PA_KV_F16 ? 2 : 4;
   kv->k_row = k_row;
   kv->v_row = v_row;
-  kv->k = calloc((size_t)n_layer, sizeof(float *));
-  kv->v = calloc((size_t)n_layer, sizeof(float *));
+  kv->k = calloc((size_t)n_layer, sizeof(uint8_t *));
+  kv->v = calloc((size_t)n_layer, sizeof(uint8_t *));
   size_t nb = (size_t)n_blocks;
   kv->ref = calloc(nb, sizeof(int32_t));
   kv->registered = calloc(nb, 1);
@@ -54,8 +69,9 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int64_t k_row, int64_t v_row, i
             kv->tokens && kv->free_list && kv->map && kv->table && kv->len && kv->n_seq_blocks;
   for (int32_t s = 0; ok && s < n_seq; s++) ok = (kv->table[s] = malloc((size_t)per_seq * sizeof(int32_t)));
   for (int32_t l = 0; ok && l < n_layer; l++) {
-    kv->k[l] = pa_alloc(nb * (size_t)block_size * (size_t)k_row * sizeof(float));
-    kv->v[l] = pa_alloc(nb * (size_t)block_size * (size_t)v_row * sizeof(float));
+    /* + 64 bytes: SIMD loads of a last row's tail may read (and drop) past it */
+    kv->k[l] = pa_alloc(nb * (size_t)block_size * (size_t)k_row * kv->elt + 64);
+    kv->v[l] = pa_alloc(nb * (size_t)block_size * (size_t)v_row * kv->elt + 64);
     ok = kv->k[l] && kv->v[l];
   }
   if (!ok) {
@@ -214,11 +230,12 @@ void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0) {
     return;
   }
   size_t rows = (size_t)(p0 % bs);
+  /* the whole block (K is transposed: its positions are not contiguous) */
   for (int32_t l = 0; l < kv->n_layer; l++) {
-    memcpy(kv->k[l] + (int64_t)nb * bs * kv->k_row, kv->k[l] + (int64_t)b * bs * kv->k_row,
-           rows * (size_t)kv->k_row * sizeof(float));
-    memcpy(kv->v[l] + (int64_t)nb * bs * kv->v_row, kv->v[l] + (int64_t)b * bs * kv->v_row,
-           rows * (size_t)kv->v_row * sizeof(float));
+    memcpy(kv->k[l] + (int64_t)nb * bs * kv->k_row * (int64_t)kv->elt,
+           kv->k[l] + (int64_t)b * bs * kv->k_row * (int64_t)kv->elt, (size_t)bs * (size_t)kv->k_row * kv->elt);
+    memcpy(kv->v[l] + (int64_t)nb * bs * kv->v_row * (int64_t)kv->elt,
+           kv->v[l] + (int64_t)b * bs * kv->v_row * (int64_t)kv->elt, (size_t)bs * (size_t)kv->v_row * kv->elt);
   }
   memcpy(kv->tokens + (int64_t)nb * bs, kv->tokens + (int64_t)b * bs, rows * sizeof(int32_t));
   release_block(kv, b);
@@ -247,4 +264,43 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
   kv->n_seq_blocks[seq] = nb;
   kv->len[seq] = nb * bs;
   return kv->len[seq];
+}
+
+/* ---- values ---- */
+
+void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k, const float *v) {
+  const int32_t hk = kv->head_dim_k, hv = kv->head_dim_v, bs = kv->block_size, off = pos % bs;
+  const bool f16 = kv->type == PA_KV_F16;
+  const pa_ops_kernels *ops = pa_ops_current();
+  for (int32_t h = 0; h < kv->n_head_kv; h++) {
+    uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h), *vd = pa_kv_v_at(kv, layer, seq, pos, h);
+    const float *ks = k + (int64_t)h * hk, *vs = v + (int64_t)h * hv;
+    if (f16) {
+      uint16_t buf[256];
+      for (int32_t d0 = 0; d0 < hk; d0 += 256) {
+        const int32_t n = hk - d0 < 256 ? hk - d0 : 256;
+        ops->f32_to_f16(buf, ks + d0, n);
+        for (int32_t d = 0; d < n; d++) ((uint16_t *)(void *)kd)[(int64_t)(d0 + d) * bs + off] = buf[d];
+      }
+      ops->f32_to_f16((uint16_t *)(void *)vd, vs, hv);
+    } else {
+      for (int32_t d = 0; d < hk; d++) ((float *)(void *)kd)[(int64_t)d * bs + off] = ks[d];
+      memcpy(vd, vs, (size_t)hv * sizeof(float));
+    }
+  }
+}
+
+void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h, float *k, float *v) {
+  const uint8_t *ks = pa_kv_k_block(kv, layer, seq, pos, h), *vs = pa_kv_v_at(kv, layer, seq, pos, h);
+  const int32_t bs = kv->block_size, off = pos % bs;
+  if (kv->type == PA_KV_F16) {
+    for (int32_t d = 0; d < kv->head_dim_k; d++) {
+      uint16_t x = ((const uint16_t *)(const void *)ks)[(int64_t)d * bs + off];
+      pa_ops_plain()->f16_to_f32(&k[d], &x, 1);
+    }
+    pa_ops_current()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
+  } else {
+    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = ((const float *)(const void *)ks)[(int64_t)d * bs + off];
+    memcpy(v, vs, (size_t)kv->head_dim_v * sizeof(float));
+  }
 }

@@ -6,17 +6,33 @@
  * is shared only when full and registered; a sequence writes only into
  * blocks it owns alone (truncating into a shared block copies it first).
  * Blocks no sequence uses but that hold a cached prefix are evicted least
- * recently used first when the pool runs out. */
+ * recently used first when the pool runs out.
+ *
+ * Storage: per layer, K and V each [n_blocks][n_head_kv][...] values of the
+ * cache's type (F32, or IEEE half: F16 halves the memory and the bytes
+ * attention reads; values are rounded to nearest even when stored and read
+ * back exactly). One KV head's part of a block is contiguous: V as rows
+ * [block_size][head_dim_v], K transposed, [head_dim_k][block_size] (value d
+ * of the block's position i at d * block_size + i), so attention takes the
+ * scores of 16 positions at a time with vertical multiply-adds and no
+ * horizontal sums. The block size is a multiple of 16. */
 #ifndef PASADA_KV_CACHE_H
 #define PASADA_KV_CACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+typedef enum { PA_KV_F32 = 0, PA_KV_F16 = 1 } pa_kv_type;
 
 typedef struct {
   int32_t n_layer, block_size, n_blocks, n_seq, n_ctx, max_blocks_per_seq;
-  int64_t k_row, v_row; /* floats per position */
-  float **k, **v;       /* per layer: [n_blocks][block_size][k_row or v_row] */
+  int32_t n_head_kv, head_dim_k, head_dim_v;
+  pa_kv_type type;
+  size_t elt;           /* bytes per value: 4 or 2 */
+  int64_t k_row, v_row; /* values per position (every head) */
+  uint8_t **k, **v;     /* per layer: K [n_blocks][n_head_kv][head_dim_k][block_size],
+                           V [n_blocks][n_head_kv][block_size][head_dim_v] */
   /* per block */
   int32_t *ref;         /* sequences using the block */
   uint8_t *registered;  /* in the prefix cache */
@@ -32,8 +48,9 @@ typedef struct {
   uint64_t clock;
 } pa_kv_cache;
 
-int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int64_t k_row, int64_t v_row, int32_t n_seq,
-               int32_t n_ctx, int32_t block_size, int64_t n_blocks);
+int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
+               pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks);
+const char *pa_kv_type_name(pa_kv_type type); /* "f32", "f16" */
 void pa_kv_free(pa_kv_cache *kv);
 
 /* Makes sure every (seq, pos) of the batch has a block, all or nothing:
@@ -47,13 +64,22 @@ void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0);
 int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
 int32_t pa_kv_available(const pa_kv_cache *kv);
 
-static inline float *pa_kv_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos) {
-  int32_t b = kv->table[seq][pos / kv->block_size];
-  return kv->k[layer] + ((int64_t)b * kv->block_size + pos % kv->block_size) * kv->k_row;
+/* KV head h's part of the block holding position pos of sequence seq: K
+ * (transposed, see above) and V (the row of pos itself). */
+static inline uint8_t *pa_kv_k_block(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
+  const int64_t b = kv->table[seq][pos / kv->block_size];
+  return kv->k[layer] + ((b * kv->n_head_kv + h) * kv->block_size * kv->head_dim_k) * (int64_t)kv->elt;
 }
-static inline float *pa_kv_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos) {
-  int32_t b = kv->table[seq][pos / kv->block_size];
-  return kv->v[layer] + ((int64_t)b * kv->block_size + pos % kv->block_size) * kv->v_row;
+static inline uint8_t *pa_kv_v_at(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
+  const int64_t b = kv->table[seq][pos / kv->block_size];
+  return kv->v[layer] +
+         (((b * kv->n_head_kv + h) * kv->block_size + pos % kv->block_size) * kv->head_dim_v) * (int64_t)kv->elt;
 }
+/* Writes position pos of sequence seq in layer `layer`: k_row and v_row
+ * floats (every head, head after head), converted to the cache's type. */
+void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k, const float *v);
+/* Reads KV head h of that position back as floats (head_dim_k and
+ * head_dim_v of them; tests and references). */
+void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h, float *k, float *v);
 
 #endif

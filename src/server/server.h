@@ -30,6 +30,7 @@ typedef struct {
   int kv_block_size; /* 0: the engine's default */
   int64_t kv_blocks; /* 0: from kv_memory_mib, else the engine's default */
   int64_t kv_memory_mib;
+  pasada_kv_type kv_type;
   int max_queue;   /* requests waiting for admission before 429 */
   size_t max_body; /* bytes of a request body before 413 */
   int max_connections;

@@ -294,6 +294,7 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   }
   cp.n_ctx = (int32_t)need;
   cp.n_seq_max = 1;
+  cp.kv_type = p->kv_type;
   cp.n_batch = p->n_prompt > 0 && p->n_prompt < p->n_batch ? p->n_prompt : p->n_batch;
   cp.n_threads = n_threads;
   if ((rc = pasada_context_create(model, &cp, &ctx))) goto done;
@@ -302,6 +303,7 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   pasada_kv_stats kvs;
   pasada_kv_get_stats(ctx, &kvs);
   r->kv_bytes = (uint64_t)kvs.bytes;
+  r->kv_type = pasada_kv_type_name(kvs.type);
   double kv_bytes_per_row = 0; /* one position of one layer, K and V */
   if (kvs.n_blocks > 0 && kvs.block_size > 0 && st.n_layer > 0)
     kv_bytes_per_row = (double)kvs.bytes / ((double)kvs.n_blocks * kvs.block_size * st.n_layer);

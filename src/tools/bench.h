@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pasada.h"
+
 /* ---- machine ceilings (bench_ceilings.c) ---- */
 typedef struct {
   int n_threads;
@@ -37,6 +39,7 @@ typedef struct {
   int32_t n_batch;       /* tokens per pasada_decode during pp */
   uint64_t seed;         /* prompt token ids */
   double price_per_hour; /* < 0: no cost figures */
+  pasada_kv_type kv_type; /* the context's KV cache (PASADA_KV_DEFAULT: the engine's) */
   bool skip_ceilings;
   bool progress;         /* lines on stderr while it runs */
 } pa_bench_params;
@@ -76,6 +79,7 @@ typedef struct {
   uint64_t rss_bytes;            /* VmRSS right after the last generation */
   uint64_t hwm_bytes;            /* VmHWM: peak */
   uint64_t kv_bytes;             /* the whole KV pool */
+  const char *kv_type;           /* its values: "f16", "f32" */
   double rss_over_budget;        /* rss / (weights in file + KV pool) */
   /* cost per million tokens at price_per_hour (< 0 when not asked) */
   double pp_usd_per_mtok, tg_usd_per_mtok;

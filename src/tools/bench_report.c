@@ -54,9 +54,9 @@ void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_resu
     fprintf(f, "tg reads  %.1f MiB per token: %.1f MiB weights + %.2f MiB KV at average context %.0f\n",
             mib((uint64_t)(r->tg_weight_bytes + r->tg_kv_bytes)), mib((uint64_t)r->tg_weight_bytes),
             mib((uint64_t)r->tg_kv_bytes), r->tg_avg_ctx);
-  fprintf(f, "memory    RSS %.0f MiB (peak %.0f MiB); weights %.0f MiB + KV pool %.1f MiB; RSS = %.2f x (weights + KV)\n",
+  fprintf(f, "memory    RSS %.0f MiB (peak %.0f MiB); weights %.0f MiB + KV pool %.1f MiB (%s); RSS = %.2f x (weights + KV)\n",
           mib(r->rss_bytes), mib(r->hwm_bytes), mib(r->weight_bytes_file), mib(r->kv_bytes),
-          r->rss_over_budget);
+          r->kv_type ? r->kv_type : "?", r->rss_over_budget);
   if (p->price_per_hour >= 0) {
     fprintf(f, "cost      at $%.4g/hour:", p->price_per_hour);
     if (r->pp_usd_per_mtok >= 0) fprintf(f, " pp $%.4g", r->pp_usd_per_mtok);
@@ -152,6 +152,7 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
     cJSON_AddNumberToObject(m, "rss_bytes", (double)r->rss_bytes);
     cJSON_AddNumberToObject(m, "hwm_bytes", (double)r->hwm_bytes);
     cJSON_AddNumberToObject(m, "kv_bytes", (double)r->kv_bytes);
+    cJSON_AddStringToObject(m, "kv_type", r->kv_type ? r->kv_type : "?");
     cJSON_AddNumberToObject(m, "weights_bytes", (double)r->weight_bytes_file);
     cJSON_AddNumberToObject(m, "rss_over_weights_plus_kv", r->rss_over_budget);
   }

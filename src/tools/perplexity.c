@@ -25,6 +25,7 @@ int pa_eval_model_open(const char *path, const pa_eval_params *p, pa_eval_model 
   cp.n_seq_max = 1;
   cp.n_batch = p->n_batch > 0 && p->n_batch < p->n_ctx ? p->n_batch : p->n_ctx;
   cp.n_threads = p->n_threads;
+  cp.kv_type = p->kv_type;
   if ((rc = pasada_context_create(out->model, &cp, &out->ctx))) {
     pasada_model_free(out->model);
     out->model = NULL;

@@ -24,6 +24,7 @@ typedef struct {
   int32_t n_batch;   /* tokens per decode call (0: n_ctx; at most n_ctx) */
   int32_t n_threads; /* 0: every online core */
   int32_t n_chunks;  /* windows to evaluate (<= 0: all the text holds) */
+  pasada_kv_type kv_type; /* the context's KV cache (PASADA_KV_DEFAULT: the engine's) */
 } pa_eval_params;
 
 typedef struct {

@@ -188,7 +188,7 @@ static bool int8_dot(pa_type t) {
  * and written once, the KV rows attention reads) and its floating-point
  * operations (a multiply-add is 2; element-wise ops counted per element). */
 static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot *s, double text_bytes,
-                    double *bytes, double *flops) {
+                    double kv_elt, double *bytes, double *flops) {
   const pa_hparams *hp = &m->hp;
   double E = hp->n_embd, hd = hp->head_dim, hdv = hp->head_dim_v;
   double Q = hp->n_head * hd, K = hp->n_head_kv * hd, VV = hp->n_head_kv * hdv, O = hp->n_head * hdv;
@@ -240,8 +240,8 @@ static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot
       b = T * (Q + K) * 8 + T * half * 8;
       f = 3.0 * T * (hp->n_head + hp->n_head_kv) * hp->rope_dim;
       break;
-    case PA_OP_ATTENTION: /* KV rows read once; the new rows stored; q read, output written */
-      b = s->span * (K + VV) * 4 + T * (K + VV) * 8 + T * (Q + O) * 4;
+    case PA_OP_ATTENTION: /* KV rows read once (kv_elt bytes a value); the new rows stored; q read, output written */
+      b = s->span * (K + VV) * kv_elt + T * (K + VV) * (4 + kv_elt) + T * (Q + O) * 4;
       f = s->span * 2 * hp->n_head * (hd + hdv);
       break;
     case PA_OP_ATTN_RESIDUAL:
@@ -294,6 +294,8 @@ struct pa_profile_result {
   char model_name[256], arch[32];
   const char *cpu_path;
   int32_t n_threads, n_batch, n_ctx, n_layer;
+  double kv_elt;       /* bytes per KV cache value */
+  const char *kv_type; /* "f16", "f32" */
   bool have_ceilings;
   pa_bench_ceilings ceil;
   prof_phase ph[2];
@@ -308,6 +310,7 @@ void pa_profile_default_params(pa_profile_params *p) {
   p->n_prompt = 512;
   p->n_gen = 64;
   p->n_batch = 512;
+  p->n_parallel = 1;
   p->seed = 1234;
   p->top = 20;
   p->progress = true;
@@ -423,7 +426,7 @@ static int build_phase(pa_profile_result *r, const struct pa_model *m, struct pa
       w->tokens = s->tokens;
       w->time_s = (double)s->ns * 1e-9;
       w->idle_s = (double)s->idle_ns * 1e-9;
-      op_cost(m, op, l, s, text_bytes, &w->bytes, &w->flops);
+      op_cost(m, op, l, s, text_bytes, r->kv_elt, &w->bytes, &w->flops);
       apply_ceilings(r, m, w, OPS[op].parallel);
       ph->ops_s += w->time_s;
       ph->idle_s += w->idle_s;
@@ -499,6 +502,8 @@ static int check_params(const pa_profile_params *p) {
   if (p->n_prompt < 1) return pa_error(PASADA_ERR_ARG, "the prompt needs at least 1 token (-p)");
   if (p->n_gen < 0) return pa_error(PASADA_ERR_ARG, "negative token count (-n)");
   if (p->n_batch < 1) return pa_error(PASADA_ERR_ARG, "batch size must be at least 1");
+  if (p->n_parallel < 1 || p->n_parallel > 1024)
+    return pa_error(PASADA_ERR_ARG, "parallel sequence count %d is out of range [1, 1024]", p->n_parallel);
   if (p->n_threads < 0 || p->n_threads > 256)
     return pa_error(PASADA_ERR_ARG, "thread count %d is out of range [1, 256]", p->n_threads);
   return PASADA_OK;
@@ -514,13 +519,13 @@ typedef struct {
 } run_state;
 
 static int decode_tokens(run_state *st, int32_t n_batch, const int32_t *tokens, int32_t n, int32_t start,
-                         struct pa_profiler *prof) {
+                         int32_t seq, struct pa_profiler *prof) {
   for (int32_t i = 0; i < n; i += n_batch) {
     int32_t m = n - i < n_batch ? n - i : n_batch;
     for (int32_t j = 0; j < m; j++) {
       st->tok[j] = tokens[i + j];
       st->pos[j] = start + i + j;
-      st->seq[j] = 0;
+      st->seq[j] = seq;
     }
     pasada_batch b = {.n_tokens = m, .token = st->tok, .pos = st->pos, .seq_id = st->seq};
     int64_t t0 = pa_prof_now_ns();
@@ -549,6 +554,8 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
 
   run_state st = {0};
   struct pa_profiler *prof = NULL;
+  int32_t *step_tok = NULL; /* --parallel: each sequence's next token */
+  int8_t *all_logits = NULL;
   if ((rc = pasada_model_load(p->model_path, NULL, &st.model))) goto fail;
   const struct pa_model *m = st.model;
   snprintf(r->arch, sizeof r->arch, "%s", pasada_model_arch(st.model));
@@ -573,12 +580,21 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   }
   pasada_context_params cp = pasada_context_default_params();
   cp.n_ctx = (int32_t)need;
-  cp.n_seq_max = 1;
+  const int32_t np = p->n_parallel;
+  cp.n_seq_max = np;
+  cp.kv_type = p->kv_type;
   cp.n_batch = p->n_prompt < p->n_batch ? p->n_prompt : p->n_batch;
+  if (cp.n_batch < np) cp.n_batch = np;
   cp.n_threads = n_threads;
   if ((rc = pasada_context_create(st.model, &cp, &st.ctx))) goto fail;
   r->n_batch = cp.n_batch;
   r->n_ctx = pasada_context_n_ctx(st.ctx);
+  {
+    pasada_kv_stats kvs;
+    pasada_kv_get_stats(st.ctx, &kvs);
+    r->kv_type = pasada_kv_type_name(kvs.type);
+    r->kv_elt = kvs.type == PASADA_KV_F16 ? 2 : 4;
+  }
   int32_t n_vocab = pasada_model_n_vocab(st.model);
   pasada_sampler_params sp = pasada_sampler_default_params();
   sp.seed = p->seed;
@@ -586,7 +602,9 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   st.tok = malloc((size_t)r->n_batch * sizeof(int32_t));
   st.pos = malloc((size_t)r->n_batch * sizeof(int32_t));
   st.seq = malloc((size_t)r->n_batch * sizeof(int32_t));
-  if (!st.tok || !st.pos || !st.seq) {
+  step_tok = malloc((size_t)np * sizeof(int32_t));
+  all_logits = malloc((size_t)np);
+  if (!st.tok || !st.pos || !st.seq || !step_tok || !all_logits) {
     rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
     goto fail;
   }
@@ -627,11 +645,11 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     if ((rc = pasada_tokenize(tk, PARAGRAPH, plen, true, false, &wt, &n_wt))) goto fail;
     if ((int64_t)n_wt < n_warm) n_warm = (int32_t)n_wt;
     PROGRESS(p, "warm-up\n");
-    rc = n_warm > 0 ? decode_tokens(&st, r->n_batch, wt, n_warm, 0, NULL) : PASADA_OK;
+    rc = n_warm > 0 ? decode_tokens(&st, r->n_batch, wt, n_warm, 0, 0, NULL) : PASADA_OK;
     for (int32_t i = 0; !rc && i < 2 && n_warm > 0 && n_warm + i < r->n_ctx; i++) {
       int32_t t = pasada_sampler_sample(st.sampler, pasada_get_logits(st.ctx, -1), n_vocab);
       if (t < 0) t = wt[0];
-      rc = decode_tokens(&st, 1, &t, 1, n_warm + i, NULL);
+      rc = decode_tokens(&st, 1, &t, 1, n_warm + i, 0, NULL);
     }
     pasada_text_free(wt);
     if (rc) goto fail;
@@ -655,6 +673,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     }
     if (p->keep_events) {
       size_t forwards = (size_t)(p->n_prompt + r->n_batch - 1) / (size_t)r->n_batch + (size_t)p->n_gen;
+      /* (the other sequences' prefills are not recorded) */
       size_t per_forward = 6 + (size_t)r->n_layer * 20;
       prof->cap_ev = forwards * (per_forward + 1) + (size_t)p->n_gen + 4;
       prof->ev = malloc(prof->cap_ev * sizeof(prof_event));
@@ -681,38 +700,83 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   rc = pasada_tokenize(tk, st.text, (size_t)text_bytes, true, false, &st.text_tokens, &n_text_tokens);
   if (!rc && prof) pa_prof_record(ctx, NULL, PA_OP_TOKENIZE, -1, (int32_t)n_text_tokens, t);
   if (!rc && n_text_tokens == 0) rc = pa_error(PASADA_ERR_ARG, "the prompt text gave no tokens");
-  if (!rc && n_text_tokens < (size_t)p->n_prompt) { /* never seen: repeat the tokens */
-    int32_t *more = realloc(st.text_tokens, (size_t)p->n_prompt * sizeof(int32_t));
+  /* sequence s (with --parallel) takes the tokens from s on */
+  const size_t n_need = (size_t)p->n_prompt + (size_t)np - 1;
+  if (!rc && n_text_tokens < n_need) { /* repeat the tokens */
+    int32_t *more = realloc(st.text_tokens, n_need * sizeof(int32_t));
     if (!more) {
       rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
     } else {
-      for (size_t i = n_text_tokens; i < (size_t)p->n_prompt; i++) more[i] = more[i % n_text_tokens];
+      for (size_t i = n_text_tokens; i < n_need; i++) more[i] = more[i % n_text_tokens];
       st.text_tokens = more;
     }
   }
-  if (!rc) rc = decode_tokens(&st, r->n_batch, st.text_tokens, p->n_prompt, 0, prof);
+  if (!rc) rc = decode_tokens(&st, r->n_batch, st.text_tokens, p->n_prompt, 0, 0, prof);
   int64_t T1 = pa_prof_now_ns();
   if (prof) {
     push_event(prof, T0, T1, 0, p->n_prompt, EV_PHASE, -1);
     prof->phase = 1;
   }
-  if (!rc && p->n_gen) PROGRESS(p, "decode: %d tokens, one per step\n", p->n_gen);
-  for (int32_t i = 0; !rc && i < p->n_gen; i++) {
-    t = pa_prof_now_ns();
-    int32_t tok = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
-    if (tok < 0) {
-      char why[256];
-      snprintf(why, sizeof why, "%s", pa_last_error());
-      rc = pa_error(PASADA_ERR_ARG, "sampling failed: %s", why);
-      break;
+  /* --parallel: the other sequences' prompts (shifted by one token each, so
+   * no two are alike), prefilled with the profiler detached; then each
+   * sequence samples its first token from its own logits */
+  if (!rc && np > 1) {
+    PROGRESS(p, "prefill of sequences 2..%d (%d tokens each, not timed)\n", np, p->n_prompt);
+    step_tok[0] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
+    ctx->prof = NULL;
+    for (int32_t s = 1; !rc && s < np; s++) {
+      rc = decode_tokens(&st, r->n_batch, st.text_tokens + s, p->n_prompt, 0, s, NULL);
+      if (!rc) step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
     }
-    pasada_sampler_accept(st.sampler, tok);
-    if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, 1, t);
-    rc = decode_tokens(&st, 1, &tok, 1, p->n_prompt + i, prof);
+    ctx->prof = prof;
+    memset(all_logits, 1, (size_t)np);
+  }
+  int64_t T1b = pa_prof_now_ns(); /* the decode phase starts here */
+  if (!rc && p->n_gen)
+    PROGRESS(p, "decode: %d steps, one token per step%s\n", p->n_gen,
+             np > 1 ? " for each sequence (--parallel)" : "");
+  for (int32_t i = 0; !rc && i < p->n_gen; i++) {
+    if (np == 1) {
+      t = pa_prof_now_ns();
+      int32_t tok = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
+      if (tok < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", pa_last_error());
+        rc = pa_error(PASADA_ERR_ARG, "sampling failed: %s", why);
+        break;
+      }
+      pasada_sampler_accept(st.sampler, tok);
+      if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, 1, t);
+      rc = decode_tokens(&st, 1, &tok, 1, p->n_prompt + i, 0, prof);
+      continue;
+    }
+    /* one forward pass: every sequence's next token, logits for all */
+    if (i > 0) {
+      t = pa_prof_now_ns();
+      for (int32_t s = 0; s < np; s++)
+        step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, s), n_vocab);
+      if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, np, t);
+    }
+    for (int32_t s = 0; s < np; s++) {
+      if (step_tok[s] < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", pa_last_error());
+        rc = pa_error(PASADA_ERR_ARG, "sampling failed: %s", why);
+        break;
+      }
+      st.tok[s] = step_tok[s];
+      st.pos[s] = p->n_prompt + i;
+      st.seq[s] = s;
+    }
+    if (rc) break;
+    pasada_batch b = {.n_tokens = np, .token = st.tok, .pos = st.pos, .seq_id = st.seq, .want_logits = all_logits};
+    const int64_t t0 = pa_prof_now_ns();
+    rc = pasada_decode(ctx, &b);
+    if (!rc && prof) push_event(prof, t0, pa_prof_now_ns(), 0, np, EV_STEP, -1);
   }
   int64_t T2 = pa_prof_now_ns();
   if (prof) {
-    if (p->n_gen) push_event(prof, T1, T2, 0, p->n_gen, EV_PHASE, -1);
+    if (p->n_gen) push_event(prof, T1b, T2, 0, p->n_gen * np, EV_PHASE, -1);
     ctx->prof = NULL;
     pa_pool_set_timing(ctx->pool, false);
   }
@@ -721,9 +785,9 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   r->ph[0].tokens = p->n_prompt;
   r->ph[0].decode_calls = (p->n_prompt + r->n_batch - 1) / r->n_batch;
   r->ph[0].wall_s = (double)(T1 - T0) * 1e-9;
-  r->ph[1].tokens = p->n_gen;
+  r->ph[1].tokens = p->n_gen * np;
   r->ph[1].decode_calls = p->n_gen;
-  r->ph[1].wall_s = (double)(T2 - T1) * 1e-9;
+  r->ph[1].wall_s = (double)(T2 - T1b) * 1e-9;
   if (prof) {
     calibrate(r, m);
     for (int ph = 0; ph < 2; ph++)
@@ -745,6 +809,8 @@ fail:
   free(st.tok);
   free(st.pos);
   free(st.seq);
+  free(step_tok);
+  free(all_logits);
   free(st.text);
   pasada_text_free(st.text_tokens);
   pasada_sampler_free(st.sampler);
@@ -788,8 +854,9 @@ static void print_op_table(FILE *f, const pa_profile_result *r, const prof_phase
 void pa_profile_print_table(FILE *f, const pa_profile_result *r) {
   const pa_profile_params *p = &r->p;
   fprintf(f, "model     %s (%s, %d layers)\n", r->model_name, r->arch, r->n_layer);
-  fprintf(f, "setup     %d thread%s, batch %d, context %d, kernels %s, sampler seed %llu\n", r->n_threads,
-          r->n_threads > 1 ? "s" : "", r->n_batch, r->n_ctx, r->cpu_path, (unsigned long long)p->seed);
+  fprintf(f, "setup     %d thread%s, batch %d, context %d, %d sequence%s, KV %s, kernels %s, sampler seed %llu\n",
+          r->n_threads, r->n_threads > 1 ? "s" : "", r->n_batch, r->n_ctx, p->n_parallel, p->n_parallel > 1 ? "s" : "",
+          r->kv_type, r->cpu_path, (unsigned long long)p->seed);
   if (r->have_ceilings)
     fprintf(f, "ceilings  read %.1f GB/s | fp32 FMA %.1f GFLOP/s (%s) | int8 dot %.1f GOP/s (%s)\n",
             r->ceil.read_gbs, r->ceil.fma_gflops, r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
@@ -906,6 +973,8 @@ int pa_profile_print_json(FILE *f, const pa_profile_result *r) {
   cJSON_AddNumberToObject(root, "layers", r->n_layer);
   cJSON_AddNumberToObject(root, "threads", r->n_threads);
   cJSON_AddNumberToObject(root, "n_batch", r->n_batch);
+  cJSON_AddNumberToObject(root, "n_parallel", p->n_parallel);
+  cJSON_AddStringToObject(root, "kv_type", r->kv_type);
   cJSON_AddNumberToObject(root, "n_ctx", r->n_ctx);
   cJSON_AddNumberToObject(root, "seed", (double)p->seed);
   cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");

@@ -16,12 +16,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pasada.h"
+
 typedef struct {
   const char *model_path;
   int32_t n_prompt;  /* prefill tokens (>= 1) */
   int32_t n_gen;     /* decode steps (0: none) */
   int32_t n_threads; /* 0: every online core */
   int32_t n_batch;   /* tokens per decode call during prefill */
+  pasada_kv_type kv_type; /* the context's KV cache (PASADA_KV_DEFAULT: the engine's) */
+  int32_t n_parallel; /* sequences decoded together in the decode phase (>= 1): a
+                         server's step; sequences 2.. are prefilled untimed */
   uint64_t seed;     /* the sampler's */
   int32_t top;       /* rows of the table's "largest gaps" list */
   bool skip_ceilings; /* no probes: no achieved-vs-ceiling figures nor verdicts */

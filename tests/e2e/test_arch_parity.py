@@ -10,7 +10,10 @@ decode call through the KV cache ("logits-steps"). Both must match.
 Error measure, per sequence:
     relative error = max |pasada - hf| / max |hf|
 over the whole (n_tokens x n_vocab) logit array of that sequence; it must be
-<= 1e-4, and the argmax must be identical at every position.
+<= 1e-4 with an F32 KV cache (--kv-type f32), <= 3e-3 with the default F16
+cache (its values are rounded to 11 significant bits: at position 0 attention
+returns V itself, so the error starts at ~2^-12 relative), and the argmax must
+be identical at every position.
 
 Besides pasada, a plain numpy forward pass that reads only the GGUF file
 (reference_forward below, written from llama.cpp's conventions) is checked
@@ -31,7 +34,7 @@ from conftest import BUILD, FIXTURES
 
 TINY = FIXTURES / "tiny"
 ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
-TOLERANCE = 1e-4
+TOLERANCE = {"f32": 1e-4, "f16": 3e-3}
 
 
 def relative_error(got, ref):
@@ -178,7 +181,7 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
 
 # ---- running pasada ----
 
-def run_eval(mode, model, prompts, out_dir):
+def run_eval(mode, model, prompts, out_dir, extra=()):
     """Runs pasada_eval MODE and returns one (n x n_vocab) array per prompt."""
     exe = BUILD / "pasada_eval"
     if not exe.exists():
@@ -187,7 +190,7 @@ def run_eval(mode, model, prompts, out_dir):
     out_dir.mkdir(parents=True, exist_ok=True)
     ids_file = out_dir / "ids.txt"
     ids_file.write_text("".join(" ".join(str(int(t)) for t in p) + "\n" for p in prompts))
-    proc = subprocess.run([str(exe), mode, str(model), str(ids_file), str(out_dir)],
+    proc = subprocess.run([str(exe), mode, str(model), str(ids_file), str(out_dir), *extra],
                           capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(f"pasada_eval {mode} failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -207,11 +210,13 @@ def test_fixture_gguf_reproduces_transformers(arch):
         assert err <= 1e-5, f"{arch} seq{i}: numpy reference rel err {err:.2e}"
 
 
+@pytest.mark.parametrize("kv", ["f32", "f16"])
 @pytest.mark.parametrize("mode", ["logits", "logits-steps"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_arch_parity(arch, mode, tmp_path):
+def test_arch_parity(arch, mode, kv, tmp_path):
     fixture = load_fixture(arch)
-    got = run_eval(mode, TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path)
+    got = run_eval(mode, TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path, ("--kv-type", kv))
+    tol = TOLERANCE[kv]
     failures = []
     for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
         assert out.shape == ref.shape, f"{arch} seq{i}: shape {out.shape}, expected {ref.shape}"
@@ -219,16 +224,16 @@ def test_arch_parity(arch, mode, tmp_path):
         # First position whose own error is above tolerance: tells the causal
         # story (e.g. only past the sliding window, or from position 1 on).
         per_pos = np.max(np.abs(out - ref), axis=1) / np.max(np.abs(ref))
-        bad = np.nonzero(per_pos > TOLERANCE)[0]
+        bad = np.nonzero(per_pos > tol)[0]
         argmax_diff = np.nonzero(out.argmax(1) != ref.argmax(1))[0]
-        print(f"\n  {arch:6s} {mode:12s} seq{i} n={len(ids):2d}: rel err {err:.2e}, "
+        print(f"\n  {arch:6s} {mode:12s} {kv} seq{i} n={len(ids):2d}: rel err {err:.2e}, "
               f"argmax mismatches {len(argmax_diff)}"
               + (f", first position over tolerance {bad[0]}" if len(bad) else ""), end="")
-        if err > TOLERANCE or len(argmax_diff):
+        if err > tol or len(argmax_diff):
             failures.append(f"seq{i} (n={len(ids)}): rel err {err:.2e}, positions over tolerance "
                             f"{bad.tolist()[:8]}, argmax mismatches at {argmax_diff.tolist()[:8]}")
     print()
-    assert not failures, f"{arch} {mode}: " + "; ".join(failures)
+    assert not failures, f"{arch} {mode} {kv}: " + "; ".join(failures)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -239,4 +244,4 @@ def test_batched_and_stepwise_agree(arch, tmp_path):
     steps = run_eval("logits-steps", TINY / f"{arch}.gguf", prompts, tmp_path / "steps")
     for i, (a, b) in enumerate(zip(batched, steps)):
         err = relative_error(b, a)
-        assert err <= TOLERANCE, f"{arch} seq{i}: batched vs stepwise rel err {err:.2e}"
+        assert err <= TOLERANCE["f32"], f"{arch} seq{i}: batched vs stepwise rel err {err:.2e}"

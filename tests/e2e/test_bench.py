@@ -82,6 +82,20 @@ def test_json_without_ceilings_or_pp(pasada_bin, smollm2):
     assert r["tg"]["pct_read_bw"] is None
 
 
+def test_kv_types(pasada_bin, smollm2):
+    """The default KV cache is F16, half the bytes of --kv-type f32."""
+    pools = {}
+    for kv in (None, "f32"):
+        extra = ["--kv-type", kv] if kv else []
+        res = run(pasada_bin, "-m", smollm2, "-p", 0, "-n", 4, "-r", 1, "-t", 1, "--no-ceilings", "--json", "-q",
+                  *extra)
+        assert res.returncode == 0, res.stderr
+        m = json.loads(res.stdout)["memory"]
+        pools[m["kv_type"]] = m["kv_bytes"]
+    assert set(pools) == {"f16", "f32"}
+    assert pools["f32"] == 2 * pools["f16"]
+
+
 def test_help(pasada_bin):
     res = run(pasada_bin, "--help")
     assert res.returncode == 0
@@ -108,6 +122,7 @@ def test_help(pasada_bin):
     ["-m", "x.gguf", "--seed", "seven"],
     ["-m", "x.gguf", "--json=yes"],        # a switch given a value
     ["-m", "x.gguf", "stray"],
+    ["-m", "x.gguf", "--kv-type", "q4"],
 ])
 def test_bad_arguments_exit_2(pasada_bin, args):
     res = run(pasada_bin, *args)

@@ -208,3 +208,26 @@ def test_admission_waits_for_kv_blocks(pasada_bin, smollm2):
             m['pasada_requests_finished_total{reason="stop"}'] == 5
     finally:
         assert s.stop() == 0, s.stderr
+
+
+def test_kv_options(pasada_bin, smollm2):
+    """--kv-type and --kv-block-size: bad values are one-line usage errors; an
+    F32 cache in 32-position blocks serves and reports its size."""
+    import subprocess
+    for bad in (["--kv-type", "q8"], ["--kv-block-size", "20"], ["--kv-block-size", "8"]):
+        res = subprocess.run([str(pasada_bin), "serve", "-m", str(smollm2), *bad], capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 2, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and bad[0] in res.stderr, res.stderr
+    s = Server(pasada_bin, smollm2, "--threads", 1, "--parallel", 2, "--ctx", 256, "--kv-type", "f32",
+               "--kv-block-size", 32, "--kv-blocks", 16)
+    try:
+        r = s.client().completions.create(model="m", prompt="The capital of France is", max_tokens=2,
+                                          temperature=0)
+        assert r.choices[0].text.strip().startswith("Paris")
+        m = s.wait_idle()
+        assert m["pasada_kv_block_size"] == 32 and m["pasada_kv_blocks_total"] == 16
+        # SmolLM2: 30 layers, 3 KV heads of 64 for K and for V, 4 bytes a value
+        assert m["pasada_kv_bytes"] == 16 * 32 * 30 * (3 * 64 * 2) * 4
+    finally:
+        assert s.stop() == 0, s.stderr

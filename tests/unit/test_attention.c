@@ -3,7 +3,9 @@
  * clock and is printed; PASADA_TEST_SEED=N replays a run), for every kernel
  * table the CPU has (plain, avx2, avx512, as capped by PASADA_CPU), over
  * shapes with head sizes that are and are not multiples of the vector width,
- * block sizes 16, 7 and 64, GQA groups of 1 to 4, sliding windows and none:
+ * block sizes 16, 32 and 64, GQA groups of 1 to 4, sliding windows and none,
+ * with an F32 and with an F16 cache (the exact reference reads the values
+ * the cache holds, so both have the same bound):
  * 1. pa_attn_rows against a double-precision softmax(q K^T * scale) V over
  *    the same float inputs: max |out - exact| <= 1e-5 * max |v| (float dots
  *    of <= 256 terms, ~1 ulp exp, a float sum of <= 300 weights; the
@@ -25,6 +27,7 @@
 #include "base/base.h"
 #include "model/attention.h"
 #include "model/model.h"
+#include "quant/quant.h"
 #include "test_util.h"
 
 static int failures;
@@ -43,7 +46,7 @@ typedef struct {
 static const shape shapes[] = {
     {64, 64, 3, 3, 16, 0},   /* SmolLM2-like */
     {256, 256, 1, 4, 16, 45}, /* gemma3-like, sliding window */
-    {40, 24, 2, 2, 7, 0},     /* head sizes off the vector widths, odd blocks */
+    {40, 24, 2, 2, 32, 0},    /* head sizes off the vector widths, longer blocks */
     {72, 72, 1, 1, 64, 19},   /* no GQA, long blocks, a window inside one tile */
     {8, 12, 2, 1, 16, 0},
 };
@@ -52,7 +55,8 @@ static const shape shapes[] = {
 #define N_CTX 300
 #define N_LAYER 2
 
-static void fill_cache(pa_kv_cache *kv, const shape *sh, const int32_t *len) {
+static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
+  float *k = malloc(sizeof(float) * (size_t)kv->k_row), *v = malloc(sizeof(float) * (size_t)kv->v_row);
   for (int32_t s = 0; s < N_SEQ; s++)
     for (int32_t p = 0; p < len[s]; p++) {
       int32_t seq = s;
@@ -61,20 +65,37 @@ static void fill_cache(pa_kv_cache *kv, const shape *sh, const int32_t *len) {
         exit(1);
       }
       for (int l = 0; l < N_LAYER; l++) {
-        float *k = pa_kv_k(kv, l, s, p), *v = pa_kv_v(kv, l, s, p);
         for (int64_t i = 0; i < kv->k_row; i++) k[i] = rnd_sym(1.0f);
         for (int64_t i = 0; i < kv->v_row; i++) v[i] = rnd_sym(2.0f);
+        pa_kv_store(kv, l, s, p, k, v);
+        /* read back: exact for F32, rounded to nearest even for F16 */
+        for (int32_t h = 0; h < kv->n_head_kv; h++) {
+          float kb[256], vb[256];
+          pa_kv_load(kv, l, s, p, h, kb, vb);
+          for (int32_t i = 0; i < kv->head_dim_k; i++) {
+            const float want = kv->type == PA_KV_F16 ? pa_f16_to_f32(pa_f32_to_f16(k[h * kv->head_dim_k + i]))
+                                                     : k[h * kv->head_dim_k + i];
+            if (kb[i] != want && failures++ < 10) printf("FAIL K read back %g, stored %g\n", kb[i], want);
+          }
+          for (int32_t i = 0; i < kv->head_dim_v; i++) {
+            const float want = kv->type == PA_KV_F16 ? pa_f16_to_f32(pa_f32_to_f16(v[h * kv->head_dim_v + i]))
+                                                     : v[h * kv->head_dim_v + i];
+            if (vb[i] != want && failures++ < 10) printf("FAIL V read back %g, stored %g\n", vb[i], want);
+          }
+        }
       }
     }
-  (void)sh;
+  free(k);
+  free(v);
 }
 
 /* softmax(scale q.k) v over [lo, hi] in double */
 static void exact_row(const pa_kv_cache *kv, int layer, int32_t seq, int g, const shape *sh, float scale,
                       const float *q, int32_t lo, int32_t hi, double *out) {
   double *w = malloc(sizeof(double) * (size_t)(hi - lo + 1)), mx = -INFINITY, sum = 0;
+  float k[256], v[256];
   for (int32_t p = lo; p <= hi; p++) {
-    const float *k = pa_kv_k(kv, layer, seq, p) + (int64_t)g * sh->hd;
+    pa_kv_load(kv, layer, seq, p, g, k, v);
     double d = 0;
     for (int i = 0; i < sh->hd; i++) d += (double)q[i] * k[i];
     w[p - lo] = d * scale;
@@ -83,22 +104,21 @@ static void exact_row(const pa_kv_cache *kv, int layer, int32_t seq, int g, cons
   for (int32_t p = lo; p <= hi; p++) sum += w[p - lo] = exp(w[p - lo] - mx);
   for (int i = 0; i < sh->hdv; i++) out[i] = 0;
   for (int32_t p = lo; p <= hi; p++) {
-    const float *v = pa_kv_v(kv, layer, seq, p) + (int64_t)g * sh->hdv;
+    pa_kv_load(kv, layer, seq, p, g, k, v);
     for (int i = 0; i < sh->hdv; i++) out[i] += w[p - lo] / sum * v[i];
   }
   free(w);
 }
 
 /* Checks 1 and 2 for one shape and table. */
-static void check_rows(const pa_attn_kernels *kt, const shape *sh, double *worst) {
+static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type type, double *worst) {
   pa_kv_cache kv;
   const int32_t len[N_SEQ] = {N_CTX - 3, 70, 5};
-  if (pa_kv_init(&kv, N_LAYER, (int64_t)sh->n_kv * sh->hd, (int64_t)sh->n_kv * sh->hdv, N_SEQ, N_CTX, sh->block,
-                 0)) {
+  if (pa_kv_init(&kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, N_SEQ, N_CTX, sh->block, 0)) {
     printf("FAIL pa_kv_init\n");
     exit(1);
   }
-  fill_cache(&kv, sh, len);
+  fill_cache(&kv, len);
   const float scale = 2.5f / sqrtf((float)sh->hd); /* peaked and flat softmaxes both occur */
   enum { MAXR = 96 };
   const int32_t n_tok = MAXR / sh->group;
@@ -129,8 +149,8 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, double *worst
           for (int i = 0; i < sh->hdv; i++) err = fmax(err, fabs(op[r][i] - ex[i]));
           if (err / vmax > *worst) *worst = err / vmax;
           if (err > 1e-5 * vmax && failures++ < 10)
-            printf("FAIL %s hd %d group %d window %d seq %d row %d: error %.3g\n", kt->name, sh->hd, sh->group,
-                   sh->window, s, r, err);
+            printf("FAIL %s %s hd %d group %d window %d seq %d row %d: error %.3g\n", kt->name,
+                   pa_kv_type_name(type), sh->hd, sh->group, sh->window, s, r, err);
         }
         /* the same rows in groups: all in order, then shuffled subsets */
         for (int trial = 0; trial < 4; trial++) {
@@ -171,7 +191,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, double *worst
 }
 
 /* Check 3: pa_attention on a minimal context. */
-static void check_batch(const shape *sh, int n_threads) {
+static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
   struct pa_model m;
   memset(&m, 0, sizeof m);
   pa_hparams *hp = &m.hp;
@@ -190,7 +210,7 @@ static void check_batch(const shape *sh, int n_threads) {
   c.pool = n_threads > 1 ? pa_pool_create(n_threads) : NULL;
   const int64_t Q = (int64_t)hp->n_head * sh->hd, K = (int64_t)sh->n_kv * sh->hd;
   const int64_t V = (int64_t)sh->n_kv * sh->hdv, O = (int64_t)hp->n_head * sh->hdv;
-  if (pa_kv_init(&c.kv, N_LAYER, K, V, N_SEQ, N_CTX, sh->block, 0)) exit(1);
+  if (pa_kv_init(&c.kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, N_SEQ, N_CTX, sh->block, 0)) exit(1);
   c.s.q = pa_alloc(sizeof(float) * (size_t)(c.n_batch * Q));
   c.s.k = pa_alloc(sizeof(float) * (size_t)(c.n_batch * K));
   c.s.v = pa_alloc(sizeof(float) * (size_t)(c.n_batch * V));
@@ -253,16 +273,28 @@ static void check_batch(const shape *sh, int n_threads) {
 
 int main(void) {
   test_seed("test_attention");
+  {
+    pa_kv_cache bad; /* K is stored in 16-position lanes */
+    if (pa_kv_init(&bad, 1, 1, 8, 8, PA_KV_F16, 1, 64, 7, 0) == PASADA_OK) {
+      printf("FAIL a KV block size of 7 was accepted\n");
+      failures++;
+      pa_kv_free(&bad);
+    }
+  }
   const pa_attn_kernels *tables[] = {pa_attn_plain(), pa_attn_avx2(), pa_attn_avx512()};
   for (int k = 0; k < 3; k++) {
     if (!tables[k]) continue;
     double worst = 0;
-    for (int s = 0; s < N_SHAPES; s++) check_rows(tables[k], &shapes[s], &worst);
-    printf("  %-7s max |out - exact| / max |v|: %.2e\n", tables[k]->name, worst);
-    pa_attn_set(tables[k]);
-    for (int s = 0; s < N_SHAPES; s++) {
-      check_batch(&shapes[s], 1);
-      check_batch(&shapes[s], 2);
+    for (int ty = 0; ty < 2; ty++) {
+      const pa_kv_type type = ty ? PA_KV_F16 : PA_KV_F32;
+      worst = 0;
+      for (int s = 0; s < N_SHAPES; s++) check_rows(tables[k], &shapes[s], type, &worst);
+      printf("  %-7s %s cache: max |out - exact| / max |v|: %.2e\n", tables[k]->name, pa_kv_type_name(type), worst);
+      pa_attn_set(tables[k]);
+      for (int s = 0; s < N_SHAPES; s++) {
+        check_batch(&shapes[s], type, 1);
+        check_batch(&shapes[s], type, 2);
+      }
     }
   }
   pa_attn_set(NULL);

@@ -19,6 +19,11 @@
  *    (SIMD tails are masked or padded, not scalar).
  * 4. Edges: exp(-inf) = 0, exp(NaN) is NaN, exp(x < -87.34) = 0, exp(1e4)
  *    finite; pa_softmax sums to 1.
+ * 5. Half <-> float rows (the F16 KV cache): every table's bits equal the
+ *    scalar conversions of the quant module (round to nearest even) on
+ *    random floats of every magnitude (subnormal halves, overflow to inf,
+ *    ties), specials and every one of the 65536 halves, at lengths 1..40
+ *    (SIMD tails) and offsets 0..3.
  * The largest errors seen are printed (the numbers ops.h documents). */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +32,7 @@
 #include <time.h>
 
 #include "kernels/ops.h"
+#include "quant/quant.h"
 #include "test_util.h"
 
 static int failures;
@@ -154,6 +160,59 @@ static void check_softmax(void) {
   }
 }
 
+/* a float of random bits in a random binade around the half range, sometimes a special */
+static float rnd_half_case(void) {
+  const uint64_t r = rng();
+  uint32_t bits;
+  switch (r % 16) {
+    case 0: return INFINITY;
+    case 1: return -0.0f;
+    case 2: return NAN;
+    case 3: /* exactly halfway between two halves: ties to even */
+      bits = (uint32_t)((113 + (r >> 8) % 30) << 23) | (uint32_t)((r >> 16) & 0x7FE000u) | 0x1000u;
+      break;
+    default: bits = (uint32_t)((90 + (r >> 8) % 60) << 23) | (uint32_t)((r >> 16) & 0x7FFFFFu); break;
+  }
+  if (r & (1ull << 63)) bits |= 0x80000000u;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static void check_f16(const pa_ops_kernels *k) {
+  enum { NH = 4096 };
+  static float x[NH], back[NH], y[NH];
+  static uint16_t h[NH], g[NH];
+  for (int i = 0; i < NH; i++) x[i] = rnd_half_case();
+  k->f32_to_f16(h, x, NH);
+  for (int i = 0; i < NH; i++) {
+    uint16_t want = pa_f32_to_f16(x[i]);
+    const bool nan = isnan(x[i]);
+    if ((nan ? (h[i] & 0x7C00) != 0x7C00 || !(h[i] & 0x3FF) : h[i] != want) && failures++ < 10)
+      printf("FAIL %s f32_to_f16(%a) = 0x%04x, want 0x%04x\n", k->name, (double)x[i], h[i], want);
+  }
+  for (int i = 0; i < 65536 && i < NH * 16; i += NH) {
+    for (int j = 0; j < NH; j++) g[j] = (uint16_t)(i + j);
+    k->f16_to_f32(back, g, NH);
+    for (int j = 0; j < NH; j++) {
+      const float want = pa_f16_to_f32(g[j]);
+      if (memcmp(&back[j], &want, sizeof want) && !(isnan(want) && isnan(back[j])) && failures++ < 10)
+        printf("FAIL %s f16_to_f32(0x%04x) = %a, want %a\n", k->name, g[j], (double)back[j], (double)want);
+    }
+  }
+  /* tails and offsets give the bits of the long call */
+  for (int off = 0; off < 4; off++)
+    for (int n = 1; n <= 40; n++) {
+      uint16_t hh[48];
+      float ff[48];
+      k->f32_to_f16(hh, x + off, n);
+      k->f16_to_f32(ff, h + off, n);
+      k->f16_to_f32(y, h, 48);
+      if ((memcmp(hh, h + off, (size_t)n * 2) || memcmp(ff, y + off, (size_t)n * 4)) && failures++ < 10)
+        printf("FAIL %s half rows of %d values at offset %d differ from the long call\n", k->name, n, off);
+    }
+}
+
 int main(void) {
   test_seed("test_ops");
   const pa_ops_kernels *tables[] = {pa_ops_plain(), pa_ops_avx2(), pa_ops_avx512()};
@@ -171,6 +230,7 @@ int main(void) {
     }
     check_placement(k);
     check_edges(k);
+    check_f16(k);
     printf("  %-7s max relative error vs double: exp %.2e; silu_mul, gelu_tanh_mul: %.2f, %.2f of the bound\n",
            k->name, we, ws, wg);
   }

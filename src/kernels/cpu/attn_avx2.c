@@ -2,10 +2,10 @@
  * attention.h). Built for baseline x86-64: functions carry target attributes
  * and are reached only through pa_attn_avx2(), which checks the CPU.
  *
- * The shapes of attn_avx512.c at half the width: qk in blocks of 2 rows x 4
- * positions (8 accumulators over 8-float chunks of head_dim, one transpose-
- * reduction with the same tree for every slot: lanes i and i+4, i+2, i+1),
- * softmax over 8-column chunks fixed by position, pv in blocks of 2 rows x
+ * The shapes of attn_avx512.c at half the width: qk in blocks of up to 4
+ * rows x one chunk of 16 positions (two 8-column halves of the transposed K,
+ * one vertical multiply-add per row, half and d), softmax over 8-column
+ * chunks fixed by position, pv in blocks of 2 rows x
  * 32 floats of head_dim_v with V rows in ascending position. Partial blocks
  * repeat a row or position instead of taking another path. */
 #include <immintrin.h>
@@ -15,80 +15,83 @@
 #include "kernels/ops.h"
 #include "model/attention.h"
 
-#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX2
 
 BODY __m256i lanes_below(int32_t n) { /* lanes 0..n-1 all ones */
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* a[2c + i]: the dot of row i and position c. Returns lane 4i + c = its sum. */
-BODY __m256 reduce8(const __m256 *a) {
-  __m256 b[4], c[2];
-#pragma GCC unroll 4
-  for (int m = 0; m < 4; m++) /* (i, i+4) */
-    b[m] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * m], a[2 * m + 1], 0x20),
-                         _mm256_permute2f128_ps(a[2 * m], a[2 * m + 1], 0x31));
-#pragma GCC unroll 2
-  for (int n = 0; n < 2; n++) { /* (i, i+2) */
-    __m256d x = _mm256_castps_pd(b[2 * n]), y = _mm256_castps_pd(b[2 * n + 1]);
-    c[n] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
-  }
-  /* (i, i+1) */
-  return _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm256_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+/* value d of 8 columns (16h .. 16h + 7 of the chunk, h = 0 or 1) */
+BODY __m256 load_k(const void *kc, int64_t i, bool f16) {
+  if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)kc + i)));
+  return _mm256_loadu_ps((const float *)kc + i);
 }
 
-AVX2 static void qk_avx2(const pa_attn_tile *t) {
+/* 8 floats of a V row from element d, lanes from `n` on zero (an F16 row's
+ * load may read past the row, into the cache's padding) */
+BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, bool f16) {
+  if (n <= 0) return _mm256_setzero_ps();
+  if (f16)
+    return _mm256_and_ps(_mm256_castsi256_ps(m), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)v + d))));
+  return _mm256_maskload_ps((const float *)v + d, m);
+}
+
+/* Scores of rows r0 .. r0 + NR - 1 over the 16 columns of chunk c: NR x 2
+ * accumulators of 8 columns, one multiply-add per d (a chain over d in the
+ * column's lane, the same whatever NR). */
+BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, const bool f16) {
   const int32_t hd = t->head_dim;
+  const int64_t ks = t->k_stride;
+  const void *kc = t->kc[c];
+  __m256 acc[4][2];
+  const float *q[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; i++) {
+    q[i] = t->q[r0 + i];
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  }
+  for (int32_t d = 0; d < hd; d++) {
+    const __m256 k0 = load_k(kc, d * ks, f16), k1 = load_k(kc, d * ks + 8, f16);
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) {
+      const __m256 qb = _mm256_broadcast_ss(q[i] + d);
+      acc[i][0] = _mm256_fmadd_ps(qb, k0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(qb, k1, acc[i][1]);
+    }
+  }
   const __m256 scale = _mm256_set1_ps(t->scale);
-  for (int32_t r0 = 0; r0 < t->n_rows; r0 += 2) {
-    const int32_t nr = t->n_rows - r0 < 2 ? t->n_rows - r0 : 2;
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; i++) {
+    float *s = t->s + (int64_t)(r0 + i) * PA_ATTN_TILE + 16 * c;
+    _mm256_storeu_ps(s, _mm256_mul_ps(acc[i][0], scale));
+    _mm256_storeu_ps(s + 8, _mm256_mul_ps(acc[i][1], scale));
+  }
+}
+
+BODY void qk_body(const pa_attn_tile *t, const bool f16) {
+  for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
+    const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
     int32_t a = PA_ATTN_TILE, b = 0;
     for (int32_t i = 0; i < nr; i++)
       if (t->jlo[r0 + i] < t->jhi[r0 + i]) {
         a = t->jlo[r0 + i] < a ? t->jlo[r0 + i] : a;
         b = t->jhi[r0 + i] > b ? t->jhi[r0 + i] : b;
       }
-    if (a >= b) continue;
-    const float *q[2] = {t->q[r0], t->q[r0 + (nr > 1 ? 1 : 0)]};
-    for (int32_t j = a; j < b; j += 4) {
-      const float *k[4];
-      for (int c = 0; c < 4; c++) k[c] = t->k[j + c < b ? j + c : b - 1];
-      __m256 acc[8];
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
-      int32_t d = 0;
-      for (; d + 8 <= hd; d += 8) {
-        __m256 kv[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) kv[c] = _mm256_loadu_ps(k[c] + d);
-#pragma GCC unroll 2
-        for (int i = 0; i < 2; i++) {
-          const __m256 qv = _mm256_loadu_ps(q[i] + d);
-#pragma GCC unroll 4
-          for (int c = 0; c < 4; c++) acc[2 * c + i] = _mm256_fmadd_ps(qv, kv[c], acc[2 * c + i]);
-        }
+    for (int32_t c = a >> 4; a < b && c <= (b - 1) >> 4; c++) switch (nr) {
+        case 1: qk_block(t, r0, 1, c, f16); break;
+        case 2: qk_block(t, r0, 2, c, f16); break;
+        case 3: qk_block(t, r0, 3, c, f16); break;
+        default: qk_block(t, r0, 4, c, f16); break;
       }
-      if (d < hd) {
-        const __m256i m = lanes_below(hd - d);
-        __m256 kv[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) kv[c] = _mm256_maskload_ps(k[c] + d, m);
-#pragma GCC unroll 2
-        for (int i = 0; i < 2; i++) {
-          const __m256 qv = _mm256_maskload_ps(q[i] + d, m);
-#pragma GCC unroll 4
-          for (int c = 0; c < 4; c++) acc[2 * c + i] = _mm256_fmadd_ps(qv, kv[c], acc[2 * c + i]);
-        }
-      }
-      const __m256 sc = _mm256_mul_ps(reduce8(acc), scale);
-      const __m128i cols = _mm_cmpgt_epi32(_mm_set1_epi32(b - j), _mm_setr_epi32(0, 1, 2, 3));
-      float *s0 = t->s + (int64_t)r0 * PA_ATTN_TILE + j;
-      _mm_maskstore_ps(s0, cols, _mm256_castps256_ps128(sc));
-      if (nr > 1) _mm_maskstore_ps(s0 + PA_ATTN_TILE, cols, _mm256_extractf128_ps(sc, 1));
-    }
   }
+}
+
+AVX2 static void qk_avx2(const pa_attn_tile *t) {
+  if (t->f16)
+    qk_body(t, true);
+  else
+    qk_body(t, false);
 }
 
 AVX2 static void softmax_avx2(const pa_attn_tile *t) {
@@ -125,7 +128,7 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
   }
 }
 
-AVX2 static void pv_avx2(const pa_attn_tile *t) {
+BODY void pv_body(const pa_attn_tile *t, const bool f16) {
   const int32_t hdv = t->head_dim_v;
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 2) {
     const int32_t nr = t->n_rows - r0 < 2 ? t->n_rows - r0 : 2;
@@ -163,7 +166,7 @@ AVX2 static void pv_avx2(const pa_attn_tile *t) {
       for (int32_t j = a; j < b; j++) {
         __m256 v[4];
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) v[c] = _mm256_maskload_ps(t->v[j] + d0 + 8 * c, m[c]);
+        for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 8 * c, hdv - d0 - 8 * c, m[c], f16);
         const bool all = j >= ca && j < cb;
 #pragma GCC unroll 2
         for (int i = 0; i < 2; i++)
@@ -180,6 +183,13 @@ AVX2 static void pv_avx2(const pa_attn_tile *t) {
           for (int c = 0; c < 4; c++) _mm256_maskstore_ps(acc[i] + d0 + 8 * c, m[c], o[i][c]);
     }
   }
+}
+
+AVX2 static void pv_avx2(const pa_attn_tile *t) {
+  if (t->f16)
+    pv_body(t, true);
+  else
+    pv_body(t, false);
 }
 
 void pa_attn_fill_avx2(pa_attn_kernels *k) {

@@ -2,14 +2,13 @@
  * attention.h). Built for baseline x86-64: functions carry target attributes
  * and are reached only through pa_attn_avx512(), which checks the CPU.
  *
- * qk: blocks of 4 rows x 4 positions, 16 accumulators over head_dim in
- * 16-float chunks (a masked last chunk), then one transpose-reduction of the
- * 16 accumulators into one vector: every dot product is summed by the same
- * tree (lanes i and i+8, then i+4, i+2, i+1) whatever its slot. A partial
- * block repeats its first row or last position, so there is one code path.
+ * qk: blocks of up to 4 rows x 4 chunks of 16 positions (K is stored
+ * transposed, so a chunk's value d is one vector: F32 loaded, F16 converted
+ * by vcvtph2ps), one vertical multiply-add per row, chunk and d: no
+ * horizontal sums, and each score's chain the same whatever the block.
  * softmax: per row over the 16-column chunks around its range (lanes fixed
  * by position, -inf outside the range so exp gives 0), exp by ops_avx512.c.
- * pv: blocks of 4 rows x 64 floats of head_dim_v (16 accumulators), V rows
+ * pv: blocks of up to 4 rows x 64 floats of head_dim_v (16 accumulators), V rows
  * in ascending position; where every row of the block attends the position
  * plain FMAs, at the edges of the ranges a per-row test (same FMA). */
 #include <immintrin.h>
@@ -19,45 +18,75 @@
 #include "kernels/ops.h"
 #include "model/attention.h"
 
-#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX512
 
 static inline __mmask16 lanes_below(int32_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
-/* pairs (x, y) of vectors: lanes of x then of y, each the sum of two lanes */
-BODY __m512 fold_quarters(__m512 x, __m512 y) { /* (i, i+8) */
-  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
-}
-BODY __m512 fold_halves_of_halves(__m512 x, __m512 y) { /* (i, i+4) within 8-lane groups */
-  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-BODY __m512 fold_pairs(__m512 x, __m512 y) { /* (i, i+2) within 4-lane groups */
-  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))),
-                       _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y))));
-}
-BODY __m512 fold_singles(__m512 x, __m512 y) { /* (i, i+1) within 2-lane groups */
-  return _mm512_add_ps(_mm512_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+/* value d of the 16 columns of a K chunk */
+BODY __m512 load_k(const void *kc, int64_t i, bool f16) {
+  if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)kc + i)));
+  return _mm512_loadu_ps((const float *)kc + i);
 }
 
-/* a[4c + i]: the dot of row i and position c. Returns lane 4i + c = its sum. */
-BODY __m512 reduce16(const __m512 *a) {
-  __m512 b[8], c[4], d[2];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; i++) b[i] = fold_quarters(a[2 * i], a[2 * i + 1]);
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; i++) c[i] = fold_halves_of_halves(b[2 * i], b[2 * i + 1]);
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; i++) d[i] = fold_pairs(c[2 * i], c[2 * i + 1]);
-  return fold_singles(d[0], d[1]);
+/* 16 floats of a V row from element d (lanes at or past `m`'s end: 0; an
+ * F16 row's load may read past the row, into the cache's padding) */
+BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, bool f16) {
+  if (f16) {
+    if (!m) return _mm512_setzero_ps(); /* past the row: read nothing */
+    return _mm512_maskz_mov_ps(m, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + d))));
+  }
+  return _mm512_maskz_loadu_ps(m, (const float *)v + d);
 }
 
-AVX512 static void qk_avx512(const pa_attn_tile *t) {
+/* Scores of rows r0 .. r0 + NR - 1 over chunks c0 .. c0 + NC - 1: NR x NC
+ * accumulators of 16 columns, one multiply-add per d (a chain over d in
+ * the column's lane, the same whatever NR and NC). */
+BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, const int NC, const bool f16) {
   const int32_t hd = t->head_dim;
+  const int64_t ks = t->k_stride;
+  __m512 acc[4][4];
+  const float *q[4];
+  const void *kc[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; i++) {
+    q[i] = t->q[r0 + i];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[i][c] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < NC; c++) kc[c] = t->kc[c0 + c];
+  for (int32_t d = 0; d < hd; d++) {
+    __m512 k[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) k[c] = load_k(kc[c], d * ks, f16);
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) {
+      const __m512 qb = _mm512_set1_ps(q[i][d]);
+#pragma GCC unroll 4
+      for (int c = 0; c < NC; c++) acc[i][c] = _mm512_fmadd_ps(qb, k[c], acc[i][c]);
+    }
+  }
   const __m512 scale = _mm512_set1_ps(t->scale);
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; i++)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+      _mm512_storeu_ps(t->s + (int64_t)(r0 + i) * PA_ATTN_TILE + 16 * (c0 + c), _mm512_mul_ps(acc[i][c], scale));
+}
+
+#define QK_CHUNKS(NR, F16)                              \
+  switch (nc) {                                         \
+    case 1: qk_block(t, r0, NR, c0, 1, F16); break;     \
+    case 2: qk_block(t, r0, NR, c0, 2, F16); break;     \
+    case 3: qk_block(t, r0, NR, c0, 3, F16); break;     \
+    default: qk_block(t, r0, NR, c0, 4, F16); break;    \
+  }
+
+BODY void qk_body(const pa_attn_tile *t, const bool f16) {
+  _Static_assert(PA_ATTN_CHUNKS == 4, "qk_block covers a tile in at most 4 chunks");
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
     int32_t a = PA_ATTN_TILE, b = 0;
@@ -67,36 +96,21 @@ AVX512 static void qk_avx512(const pa_attn_tile *t) {
         b = t->jhi[r0 + i] > b ? t->jhi[r0 + i] : b;
       }
     if (a >= b) continue;
-    const float *q[4];
-    for (int i = 0; i < 4; i++) q[i] = t->q[r0 + (i < nr ? i : 0)];
-    for (int32_t j = a; j < b; j += 4) {
-      const float *k[4];
-      for (int c = 0; c < 4; c++) k[c] = t->k[j + c < b ? j + c : b - 1];
-      __m512 acc[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-      for (int32_t d = 0; d < hd; d += 16) {
-        const __mmask16 m = lanes_below(hd - d);
-        __m512 kv[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) kv[c] = _mm512_maskz_loadu_ps(m, k[c] + d);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-          const __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
-#pragma GCC unroll 4
-          for (int c = 0; c < 4; c++) acc[4 * c + i] = _mm512_fmadd_ps(qv, kv[c], acc[4 * c + i]);
-        }
-      }
-      const __m512 sc = _mm512_mul_ps(reduce16(acc), scale);
-      /* lane 4i + c: row i, position j + c */
-      const __m128i cols = _mm_cmpgt_epi32(_mm_set1_epi32(b - j), _mm_setr_epi32(0, 1, 2, 3));
-      float *s0 = t->s + (int64_t)r0 * PA_ATTN_TILE + j;
-      _mm_maskstore_ps(s0, cols, _mm512_extractf32x4_ps(sc, 0));
-      if (nr > 1) _mm_maskstore_ps(s0 + PA_ATTN_TILE, cols, _mm512_extractf32x4_ps(sc, 1));
-      if (nr > 2) _mm_maskstore_ps(s0 + 2 * PA_ATTN_TILE, cols, _mm512_extractf32x4_ps(sc, 2));
-      if (nr > 3) _mm_maskstore_ps(s0 + 3 * PA_ATTN_TILE, cols, _mm512_extractf32x4_ps(sc, 3));
+    const int32_t c0 = a >> 4, nc = ((b - 1) >> 4) + 1 - c0;
+    switch (nr) {
+      case 1: QK_CHUNKS(1, f16) break;
+      case 2: QK_CHUNKS(2, f16) break;
+      case 3: QK_CHUNKS(3, f16) break;
+      default: QK_CHUNKS(4, f16) break;
     }
   }
+}
+
+AVX512 static void qk_avx512(const pa_attn_tile *t) {
+  if (t->f16)
+    qk_body(t, true);
+  else
+    qk_body(t, false);
 }
 
 AVX512 static void softmax_avx512(const pa_attn_tile *t) {
@@ -131,23 +145,23 @@ AVX512 static void softmax_avx512(const pa_attn_tile *t) {
   }
 }
 
-AVX512 static void pv_avx512(const pa_attn_tile *t) {
+/* Rows r0 .. r0 + NR - 1 (NR accumulators of 64 floats of head_dim_v at a
+ * time); a row with an empty range repeats the first row with one
+ * (computed, never stored). */
+BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f16) {
   const int32_t hdv = t->head_dim_v;
-  for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
-    const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
-    /* slots past the rows or with an empty range repeat the first row
-     * with a range (computed, never stored) */
+  {
     int32_t f = -1;
-    for (int32_t i = 0; i < nr && f < 0; i++)
+    for (int32_t i = 0; i < NR && f < 0; i++)
       if (t->jlo[r0 + i] < t->jhi[r0 + i]) f = r0 + i;
-    if (f < 0) continue;
+    if (f < 0) return;
     int32_t lo[4], hi[4], ca = 0, cb = PA_ATTN_TILE;
     bool store[4];
     const float *s[4];
     float *acc[4];
     __m512 alpha[4];
-    for (int i = 0; i < 4; i++) {
-      store[i] = i < nr && t->jlo[r0 + i] < t->jhi[r0 + i];
+    for (int i = 0; i < NR; i++) {
+      store[i] = t->jlo[r0 + i] < t->jhi[r0 + i];
       const int32_t r = store[i] ? r0 + i : f;
       lo[i] = t->jlo[r];
       hi[i] = t->jhi[r];
@@ -158,7 +172,7 @@ AVX512 static void pv_avx512(const pa_attn_tile *t) {
       cb = hi[i] < cb ? hi[i] : cb;
     }
     int32_t a = PA_ATTN_TILE, b = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NR; i++) {
       a = lo[i] < a ? lo[i] : a;
       b = hi[i] > b ? hi[i] : b;
     }
@@ -168,24 +182,24 @@ AVX512 static void pv_avx512(const pa_attn_tile *t) {
 #pragma GCC unroll 4
       for (int c = 0; c < 4; c++) m[c] = lanes_below(hdv - d0 - 16 * c);
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; i++)
+      for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++)
           o[i][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], acc[i] + d0 + 16 * c), alpha[i]);
       for (int32_t j = a; j < b; j++) {
         __m512 v[4];
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) v[c] = _mm512_maskz_loadu_ps(m[c], t->v[j] + d0 + 16 * c);
+        for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], f16);
         if (j >= ca && j < cb) {
 #pragma GCC unroll 4
-          for (int i = 0; i < 4; i++) {
+          for (int i = 0; i < NR; i++) {
             const __m512 e = _mm512_set1_ps(s[i][j]);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) o[i][c] = _mm512_fmadd_ps(e, v[c], o[i][c]);
           }
         } else {
 #pragma GCC unroll 4
-          for (int i = 0; i < 4; i++) {
+          for (int i = 0; i < NR; i++) {
             const __mmask16 in = j >= lo[i] && j < hi[i] ? (__mmask16)0xFFFF : (__mmask16)0;
             const __m512 e = _mm512_set1_ps(s[i][j]);
 #pragma GCC unroll 4
@@ -194,12 +208,28 @@ AVX512 static void pv_avx512(const pa_attn_tile *t) {
         }
       }
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; i++)
+      for (int i = 0; i < NR; i++)
         if (store[i])
 #pragma GCC unroll 4
           for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(acc[i] + d0 + 16 * c, m[c], o[i][c]);
     }
   }
+}
+
+BODY void pv_body(const pa_attn_tile *t, const bool f16) {
+  for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) switch (t->n_rows - r0) {
+      case 1: pv_block(t, r0, 1, f16); break;
+      case 2: pv_block(t, r0, 2, f16); break;
+      case 3: pv_block(t, r0, 3, f16); break;
+      default: pv_block(t, r0, 4, f16); break;
+    }
+}
+
+AVX512 static void pv_avx512(const pa_attn_tile *t) {
+  if (t->f16)
+    pv_body(t, true);
+  else
+    pv_body(t, false);
 }
 
 void pa_attn_fill_avx512(pa_attn_kernels *k) {

@@ -80,3 +80,30 @@ AVX2 void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n) {
     memcpy(gate + i, g, (size_t)(n - i) * sizeof(float));
   }
 }
+
+/* ---- half <-> float (F16C): 8 at a time, the tail through a small buffer ---- */
+
+__attribute__((target("avx2,fma,f16c"))) void pa_f32_to_f16_avx2(uint16_t *y, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) {
+    float in[8] = {0};
+    uint16_t out[8];
+    memcpy(in, x + i, (size_t)(n - i) * sizeof(float));
+    _mm_storeu_si128((__m128i *)out, _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT));
+    memcpy(y + i, out, (size_t)(n - i) * sizeof(uint16_t));
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void pa_f16_to_f32_avx2(float *y, const uint16_t *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+  if (i < n) {
+    uint16_t in[8] = {0};
+    float out[8];
+    memcpy(in, x + i, (size_t)(n - i) * sizeof(uint16_t));
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)in)));
+    memcpy(y + i, out, (size_t)(n - i) * sizeof(float));
+  }
+}

@@ -4,10 +4,11 @@
  * pa_ops_avx512() (kernels/ops.c), which checks the CPU. The tail is a
  * masked vector, so an element's bits never depend on where it sits. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/ops.h"
 
-#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX512
 
 BODY __m512 exp16(__m512 x) {
@@ -66,5 +67,31 @@ AVX512 void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n) {
     __mmask16 m = tail_mask(n - i);
     __m512 g = gelu16(_mm512_maskz_loadu_ps(m, gate + i));
     _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+/* ---- half <-> float: 16 at a time, the tail masked ---- */
+
+AVX512 void pa_f32_to_f16_avx512(uint16_t *y, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) {
+    uint16_t out[16];
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+    _mm256_storeu_si256((__m256i *)out,
+                        _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT));
+    memcpy(y + i, out, (size_t)(n - i) * sizeof(uint16_t));
+  }
+}
+
+AVX512 void pa_f16_to_f32_avx512(float *y, const uint16_t *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+  if (i < n) {
+    uint16_t in[16] = {0};
+    memcpy(in, x + i, (size_t)(n - i) * sizeof(uint16_t));
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)in)));
   }
 }
