@@ -178,10 +178,29 @@ def test_off_and_prefill_only(pasada_bin, smollm2):
     assert r["phases"]["decode"] is None and r["phases"]["prefill"]["ops_s"] > 0
 
 
+def test_parallel_sequences(pasada_bin, smollm2):
+    """--parallel 4: each decode step is one forward pass of 4 tokens (one per
+    sequence), the op times still add up, and the KV cache type is reported."""
+    res = run(pasada_bin, "-m", smollm2, "-p", 20, "-n", 5, "-t", 2, "--parallel", 4, "--json", "--no-ceilings",
+              "-q", "--kv-type", "f32")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["n_parallel"] == 4 and r["kv_type"] == "f32"
+    dec = r["phases"]["decode"]
+    assert dec["tokens"] == 20 and dec["decode_calls"] == 5
+    ops = {o["name"]: o for o in dec["by_name"]}
+    assert ops["attention"]["calls"] == 5 * 30 and ops["attention"]["tokens"] == 5 * 30 * 4
+    assert ops["output"]["tokens"] == 20  # every sequence's logits
+    _check_sums(r)
+    res = run(pasada_bin, "-m", smollm2, "-p", 8, "-n", 2, "-t", 1, "--no-ceilings", "-q")
+    assert res.returncode == 0 and "1 sequence, KV f16" in res.stdout
+
+
 def test_help(pasada_bin):
     res = run(pasada_bin, "--help")
     assert res.returncode == 0
-    for opt in ("-m", "-p", "-n", "-t", "-b", "--trace", "--svg", "--json", "--no-ceilings", "--off", "--top"):
+    for opt in ("-m", "-p", "-n", "-t", "-b", "--trace", "--svg", "--json", "--no-ceilings", "--off", "--top",
+                "--parallel", "--kv-type"):
         assert opt in res.stdout
 
 
@@ -203,6 +222,9 @@ def test_help(pasada_bin):
     ["-m", "x.gguf", "--batch=70000"],
     ["-m", "x.gguf", "--json=yes"],        # a switch given a value
     ["-m", "x.gguf", "stray"],
+    ["-m", "x.gguf", "--parallel", "0"],
+    ["-m", "x.gguf", "--parallel", "2000"],
+    ["-m", "x.gguf", "--kv-type", "f8"],
 ])
 def test_bad_arguments_exit_2(pasada_bin, args):
     res = run(pasada_bin, *args)
