@@ -9,12 +9,16 @@
 #include "base/base.h"
 #include "quant/quant.h"
 
+/* Plain C twins that SIMD tables match bit for bit: no product and sum may
+ * fuse into one rounding, whatever the target. */
+PA_NO_FP_CONTRACT
+
 /* The sum of squares in 8 independent double chains, joined by a fixed
  * tree: one chain was bound by the add latency (~1.3 us for a 576-float
  * row, a few percent of a decode step or a 16-token serving step, on the
  * calling thread while the pool waits). The chains are exact to well below
  * the float result's rounding. */
-void pa_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+static void rmsnorm_plain(float *out, const float *x, const float *w, int64_t n, float eps) {
   double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -39,8 +43,8 @@ void pa_rope_table(float *cos_t, float *sin_t, int rope_dim, int32_t pos, float 
   }
 }
 
-void pa_rope(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t,
-             const float *sin_t, bool neox) {
+static void rope_plain(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t,
+                       const float *sin_t, bool neox) {
   int half = rope_dim / 2;
   for (int h = 0; h < n_heads; h++) {
     float *v = x + (int64_t)h * head_dim;
@@ -117,12 +121,15 @@ static void f16_to_f32_plain(float *y, const uint16_t *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = pa_f16_to_f32(x[i]);
 }
 
-static const pa_ops_kernels table_plain = {"plain", exp_plain_rows, silu_mul_plain, gelu_tanh_mul_plain,
-                                           f32_to_f16_plain, f16_to_f32_plain};
-static const pa_ops_kernels table_avx2 = {"avx2", pa_exp_avx2, pa_silu_mul_avx2, pa_gelu_tanh_mul_avx2,
-                                          pa_f32_to_f16_avx2, pa_f16_to_f32_avx2};
-static const pa_ops_kernels table_avx512 = {"avx512", pa_exp_avx512, pa_silu_mul_avx512, pa_gelu_tanh_mul_avx512,
-                                            pa_f32_to_f16_avx512, pa_f16_to_f32_avx512};
+static const pa_ops_kernels table_plain = {"plain",          exp_plain_rows,   silu_mul_plain,
+                                           gelu_tanh_mul_plain, f32_to_f16_plain, f16_to_f32_plain,
+                                           rmsnorm_plain,    rope_plain};
+static const pa_ops_kernels table_avx2 = {"avx2",          pa_exp_avx2,        pa_silu_mul_avx2,
+                                          pa_gelu_tanh_mul_avx2, pa_f32_to_f16_avx2, pa_f16_to_f32_avx2,
+                                          pa_rmsnorm_avx2, pa_rope_avx2};
+static const pa_ops_kernels table_avx512 = {"avx512",          pa_exp_avx512,        pa_silu_mul_avx512,
+                                            pa_gelu_tanh_mul_avx512, pa_f32_to_f16_avx512, pa_f16_to_f32_avx512,
+                                            pa_rmsnorm_avx512, pa_rope_avx512};
 
 const pa_ops_kernels *pa_ops_plain(void) { return &table_plain; }
 
@@ -158,6 +165,12 @@ const pa_ops_kernels *pa_ops_current(void) {
 }
 
 void pa_exp(float *y, const float *x, int64_t n) { pa_ops_current()->exp(y, x, n); }
+void pa_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+  pa_ops_current()->rmsnorm(out, x, w, n, eps);
+}
+void pa_rope(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t, bool neox) {
+  pa_ops_current()->rope(x, n_heads, head_dim, rope_dim, cos_t, sin_t, neox);
+}
 void pa_silu_mul(float *gate, const float *up, int64_t n) { pa_ops_current()->silu_mul(gate, up, n); }
 void pa_gelu_tanh_mul(float *gate, const float *up, int64_t n) {
   pa_ops_current()->gelu_tanh_mul(gate, up, n);

@@ -62,6 +62,14 @@ typedef struct {
    * gives the same bits. */
   void (*f32_to_f16)(uint16_t *y, const float *x, int64_t n);
   void (*f16_to_f32)(float *y, const uint16_t *x, int64_t n);
+  /* pa_rmsnorm and pa_rope (above), with the plain versions' bits: the
+   * sum of squares in the same 8 double chains (lane k of a vector of
+   * doubles is chain k; a float's square is exact in double, so a fused
+   * multiply-add rounds as the plain add does), the same products and sums
+   * in the same order */
+  void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, float eps);
+  void (*rope)(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t,
+               bool neox);
 } pa_ops_kernels;
 
 const pa_ops_kernels *pa_ops_plain(void);  /* plain C, any CPU */
@@ -80,11 +88,17 @@ void pa_silu_mul_avx2(float *gate, const float *up, int64_t n);
 void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n);
 void pa_f32_to_f16_avx2(uint16_t *y, const float *x, int64_t n);
 void pa_f16_to_f32_avx2(float *y, const uint16_t *x, int64_t n);
+void pa_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
+void pa_rope_avx2(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t,
+                  bool neox);
 void pa_exp_avx512(float *y, const float *x, int64_t n);
 void pa_silu_mul_avx512(float *gate, const float *up, int64_t n);
 void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n);
 void pa_f32_to_f16_avx512(uint16_t *y, const float *x, int64_t n);
 void pa_f16_to_f32_avx512(float *y, const uint16_t *x, int64_t n);
+void pa_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps);
+void pa_rope_avx512(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t,
+                    bool neox);
 
 /* The constants every table shares. */
 #define PA_EXP_HI 88.0f

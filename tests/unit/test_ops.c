@@ -24,6 +24,10 @@
  *    random floats of every magnitude (subnormal halves, overflow to inf,
  *    ties), specials and every one of the 65536 halves, at lengths 1..40
  *    (SIMD tails) and offsets 0..3.
+ * 6. rmsnorm and RoPE: every table's bits equal the plain versions' (same
+ *    double chains, same products and sums) on random rows of every length
+ *    1..300 (with and without a weight, in place and not) and on heads of
+ *    sizes 8..256 with full and partial rotary dims, both pair layouts.
  * The largest errors seen are printed (the numbers ops.h documents). */
 #include <math.h>
 #include <stdio.h>
@@ -213,6 +217,49 @@ static void check_f16(const pa_ops_kernels *k) {
     }
 }
 
+static void check_norm_rope(const pa_ops_kernels *k) {
+  const pa_ops_kernels *p = pa_ops_plain();
+  enum { MAXN = 300 };
+  static float x[MAXN], w[MAXN], a[MAXN], b[MAXN];
+  for (int n = 1; n <= MAXN; n++) {
+    const float mag = (float)(rng() % 4 == 0 ? 1e-3 : rng() % 3 == 0 ? 300.0 : 1.0);
+    for (int i = 0; i < n; i++) {
+      x[i] = rnd_range(-mag, mag);
+      w[i] = rnd_range(-2, 2);
+    }
+    const float eps = n % 2 ? 1e-6f : 1e-5f;
+    p->rmsnorm(a, x, n % 3 ? w : NULL, n, eps);
+    k->rmsnorm(b, x, n % 3 ? w : NULL, n, eps);
+    if (memcmp(a, b, sizeof(float) * (size_t)n) && failures++ < 10)
+      printf("FAIL %s rmsnorm of %d values differs from plain\n", k->name, n);
+    memcpy(b, x, sizeof(float) * (size_t)n); /* in place */
+    k->rmsnorm(b, b, n % 3 ? w : NULL, n, eps);
+    if (memcmp(a, b, sizeof(float) * (size_t)n) && failures++ < 10)
+      printf("FAIL %s rmsnorm in place of %d values differs\n", k->name, n);
+  }
+  static const int dims[][2] = {{64, 64}, {64, 32}, {80, 80}, {128, 64}, {256, 256}, {8, 8}, {96, 40}, {24, 22}};
+  static float hx[4 * 256], ha[4 * 256], hb[4 * 256], ct[128], st[128];
+  for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+    const int hd = dims[d][0], rd = dims[d][1], nh = 1 + (int)(rng() % 4);
+    for (int i = 0; i < rd / 2; i++) {
+      ct[i] = rnd_range(-1, 1);
+      st[i] = rnd_range(-1, 1);
+    }
+    for (int neox = 0; neox < 2; neox++) {
+      for (int i = 0; i < nh * hd; i++) hx[i] = rnd_range(-8, 8);
+      memcpy(ha, hx, sizeof(float) * (size_t)(nh * hd));
+      memcpy(hb, hx, sizeof(float) * (size_t)(nh * hd));
+      p->rope(ha, nh, hd, rd, ct, st, neox);
+      k->rope(hb, nh, hd, rd, ct, st, neox);
+      if (memcmp(ha, hb, sizeof(float) * (size_t)(nh * hd)) && failures++ < 10)
+        printf("FAIL %s rope (head %d, rotary %d, %s) differs from plain\n", k->name, hd, rd,
+               neox ? "neox" : "adjacent pairs");
+      if (!memcmp(ha, hx, sizeof(float) * (size_t)(nh * hd)) && failures++ < 10)
+        printf("FAIL rope changed nothing (head %d)\n", hd);
+    }
+  }
+}
+
 int main(void) {
   test_seed("test_ops");
   const pa_ops_kernels *tables[] = {pa_ops_plain(), pa_ops_avx2(), pa_ops_avx512()};
@@ -231,6 +278,7 @@ int main(void) {
     check_placement(k);
     check_edges(k);
     check_f16(k);
+    check_norm_rope(k);
     printf("  %-7s max relative error vs double: exp %.2e; silu_mul, gelu_tanh_mul: %.2f, %.2f of the bound\n",
            k->name, we, ws, wg);
   }

@@ -5,9 +5,11 @@
  * vector goes through a padded copy, so an element's bits never depend on
  * where it sits. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "quant/quant.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define BODY static inline __attribute__((always_inline)) AVX2
@@ -105,5 +107,64 @@ __attribute__((target("avx2,fma,f16c"))) void pa_f16_to_f32_avx2(float *y, const
     memcpy(in, x + i, (size_t)(n - i) * sizeof(uint16_t));
     _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)in)));
     memcpy(y + i, out, (size_t)(n - i) * sizeof(float));
+  }
+}
+
+/* ---- rmsnorm and RoPE with the plain versions' bits (ops.h): no product
+ * and sum may fuse into one rounding from here on ---- */
+PA_NO_FP_CONTRACT
+
+BODY __m256i lanes8_below(int64_t n) { /* lanes 0 .. n-1 all ones */
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+AVX2 void pa_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd(); /* chains 0-3 and 4-7 */
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), b = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+    lo = _mm256_fmadd_pd(a, a, lo);
+    hi = _mm256_fmadd_pd(b, b, hi);
+  }
+  double s[8];
+  _mm256_storeu_pd(s, lo);
+  _mm256_storeu_pd(s + 4, hi);
+  double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; i < n; i++) ss += (double)x[i] * x[i];
+  const __m256 scale = _mm256_set1_ps((float)(1.0 / sqrt(ss / (double)n + (double)eps)));
+  for (i = 0; i < n; i += 8) {
+    const __m256i m = lanes8_below(n - i);
+    __m256 y = _mm256_mul_ps(_mm256_maskload_ps(x + i, m), scale);
+    if (w) y = _mm256_mul_ps(y, _mm256_maskload_ps(w + i, m));
+    _mm256_maskstore_ps(out + i, m, y);
+  }
+}
+
+AVX2 void pa_rope_avx2(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t,
+                       bool neox) {
+  const int half = rope_dim / 2;
+  const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  for (int h = 0; h < n_heads; h++) {
+    float *v = x + (int64_t)h * head_dim;
+    if (neox) {
+      for (int i = 0; i < half; i += 8) {
+        const __m256i m = lanes8_below(half - i);
+        const __m256 a = _mm256_maskload_ps(v + i, m), b = _mm256_maskload_ps(v + i + half, m);
+        const __m256 c = _mm256_maskload_ps(cos_t + i, m), s = _mm256_maskload_ps(sin_t + i, m);
+        _mm256_maskstore_ps(v + i, m, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
+        _mm256_maskstore_ps(v + i + half, m, _mm256_add_ps(_mm256_mul_ps(a, s), _mm256_mul_ps(b, c)));
+      }
+    } else {
+      for (int i = 0; i < half; i += 4) { /* pairs i .. i + 3: 8 floats */
+        const int np = half - i < 4 ? half - i : 4;
+        const __m256i m = lanes8_below(2 * (int64_t)np), mt = lanes8_below(np);
+        const __m256 xv = _mm256_maskload_ps(v + 2 * i, m);
+        const __m256 c = _mm256_permutevar8x32_ps(_mm256_maskload_ps(cos_t + i, mt), dup);
+        const __m256 s = _mm256_permutevar8x32_ps(_mm256_maskload_ps(sin_t + i, mt), dup);
+        /* even lanes a c - b s; odd lanes b c + a s (= a s + b c exactly) */
+        _mm256_maskstore_ps(v + 2 * i, m, _mm256_addsub_ps(_mm256_mul_ps(xv, c),
+                                                           _mm256_mul_ps(_mm256_permute_ps(xv, 0xB1), s)));
+      }
+    }
   }
 }

@@ -4,9 +4,11 @@
  * pa_ops_avx512() (kernels/ops.c), which checks the CPU. The tail is a
  * masked vector, so an element's bits never depend on where it sits. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "quant/quant.h"
 
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX512
@@ -93,5 +95,61 @@ AVX512 void pa_f16_to_f32_avx512(float *y, const uint16_t *x, int64_t n) {
     memcpy(in, x + i, (size_t)(n - i) * sizeof(uint16_t));
     const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
     _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)in)));
+  }
+}
+
+/* ---- rmsnorm and RoPE with the plain versions' bits (ops.h): no product
+ * and sum may fuse into one rounding from here on ---- */
+PA_NO_FP_CONTRACT
+
+AVX512 void pa_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps) {
+  __m512d acc = _mm512_setzero_pd(); /* lane k: the plain version's chain k */
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+    acc = _mm512_fmadd_pd(v, v, acc);
+  }
+  double s[8];
+  _mm512_storeu_pd(s, acc);
+  double ss = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; i < n; i++) ss += (double)x[i] * x[i];
+  const __m512 scale = _mm512_set1_ps((float)(1.0 / sqrt(ss / (double)n + (double)eps)));
+  for (i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), scale);
+    if (w) y = _mm512_mul_ps(y, _mm512_maskz_loadu_ps(m, w + i));
+    _mm512_mask_storeu_ps(out + i, m, y);
+  }
+}
+
+AVX512 void pa_rope_avx512(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t,
+                           const float *sin_t, bool neox) {
+  const int half = rope_dim / 2;
+  /* adjacent pairs: each table entry twice, and the pair's other element */
+  const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  for (int h = 0; h < n_heads; h++) {
+    float *v = x + (int64_t)h * head_dim;
+    if (neox) {
+      for (int i = 0; i < half; i += 16) {
+        const __mmask16 m = tail_mask(half - i);
+        const __m512 a = _mm512_maskz_loadu_ps(m, v + i), b = _mm512_maskz_loadu_ps(m, v + i + half);
+        const __m512 c = _mm512_maskz_loadu_ps(m, cos_t + i), s = _mm512_maskz_loadu_ps(m, sin_t + i);
+        _mm512_mask_storeu_ps(v + i, m, _mm512_sub_ps(_mm512_mul_ps(a, c), _mm512_mul_ps(b, s)));
+        _mm512_mask_storeu_ps(v + i + half, m, _mm512_add_ps(_mm512_mul_ps(a, s), _mm512_mul_ps(b, c)));
+      }
+    } else {
+      for (int i = 0; i < half; i += 8) { /* pairs i .. i + 7: 16 floats */
+        const int np = half - i < 8 ? half - i : 8;
+        const __mmask16 m = tail_mask(2 * (int64_t)np);
+        const __mmask16 mt = tail_mask(np);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, v + 2 * i);
+        const __m512 c = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mt, cos_t + i));
+        const __m512 s = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mt, sin_t + i));
+        const __m512 t1 = _mm512_mul_ps(xv, c);                              /* a c | b c */
+        const __m512 t2 = _mm512_mul_ps(_mm512_permute_ps(xv, 0xB1), s);   /* b s | a s */
+        /* even lanes a c - b s; odd lanes b c + a s (= a s + b c exactly) */
+        _mm512_mask_storeu_ps(v + 2 * i, m, _mm512_mask_add_ps(_mm512_sub_ps(t1, t2), 0xAAAA, t1, t2));
+      }
+    }
   }
 }
