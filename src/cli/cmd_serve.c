@@ -248,9 +248,9 @@ int cmd_serve(int argc, char **argv) {
   atomic_store(&st.ready, true);
   fprintf(stderr,
           "pasada serve: ready: model %s (%s), context %d x %d sequences, KV pool %d blocks of %d "
-          "(%.1f MiB), chat template %s\n",
+          "(%.1f MiB, %s), chat template %s\n",
           mi->name, pasada_model_arch(model), mi->n_ctx, cfg.parallel, kv.n_blocks, kv.block_size,
-          (double)kv.bytes / (1 << 20), pasada_chat_name(mi->tmpl));
+          (double)kv.bytes / (1 << 20), pasada_kv_type_name(kv.type), pasada_chat_name(mi->tmpl));
 
   int sig = 0;
   sigwait(&sigs, &sig);

@@ -137,6 +137,10 @@ void pasada_model_print_info(const pasada_model *m, void *file) {
     fprintf(f, "activation:      %s\n", h->act == PA_ACT_SILU ? "silu (gated)" : "gelu-tanh (gated)");
     fprintf(f, "vocab (embd):    %d%s\n", h->n_vocab,
             m->output.data == m->tok_embd.data ? " (output tied to embeddings)" : "");
+    /* K and V of every layer for one position */
+    const double kv_values = (double)h->n_layer * h->n_head_kv * (h->head_dim + h->head_dim_v);
+    fprintf(f, "KV cache:        %.1f KiB per position (F16, the default; %.1f KiB as F32)\n",
+            kv_values * 2 / 1024, kv_values * 4 / 1024);
   }
   fprintf(f, "tokenizer:       %s (pre-tokenizer %s), %d tokens, bos %d, eos %d, add bos %s\n",
           pa_tokenizer_model_name(m->tok), pa_tokenizer_pre_name(m->tok), pa_tokenizer_n_vocab(m->tok),

@@ -375,6 +375,8 @@ def test_info(pasada_bin, request, model):
     out = text(res.stdout).lower()
     assert ("gemma3" if model == "gemma3" else "llama") in out
     assert "tensors" in out
+    # K and V of every layer per position: layers x kv heads x (k + v head size) x 2 bytes
+    assert ("18.0 kib per position" if model == "gemma3" else "22.5 kib per position") in out
     assert cli(pasada_bin, "info", "-m", path).stdout == res.stdout
 
 
