@@ -67,7 +67,7 @@ typedef struct {
   int32_t n_seq_max; /* sequences that can be live at once */
   int32_t n_batch;   /* most tokens in one forward pass */
   int32_t n_threads; /* 0: all cores */
-  int32_t kv_block_size; /* positions per KV block (0: 16) */
+  int32_t kv_block_size; /* positions per KV block, a multiple of 16 (0: 16) */
   int64_t kv_blocks;     /* blocks in the pool (0: enough for n_seq_max full sequences) */
   pasada_kv_type kv_type; /* the cache's values (PASADA_KV_DEFAULT: see above) */
   bool reference_path;   /* plain reference path: weights dequantized to F32, activations

@@ -5,8 +5,9 @@
  * pa_attention groups the batch's tokens by sequence, cuts each sequence's
  * run into chunks of up to ~64 query rows (tokens times the query heads of
  * one KV head), and hands (chunk, KV head) items to the threads, largest
- * first; when there are too few items for the threads (decoding a single
- * sequence) an item's rows are split further. No step of a row depends on
+ * first (with many chunks, as when many sequences decode, (chunk, every KV
+ * head) items); when there are too few items for the threads (decoding a
+ * single sequence) an item's rows are split further. No step of a row depends on
  * the item it lands in, so outputs do not depend on batching or threads. */
 #include "model/attention.h"
 
@@ -301,8 +302,9 @@ static void attention_worker(void *arg, int ith, int nth) {
     const int32_t r0 = (int32_t)((int64_t)rows * part / j->split);
     const int32_t r1 = (int32_t)((int64_t)rows * (part + 1) / j->split);
     if (r0 >= r1) continue;
-    /* the heads one after another: the first reads the chunk's K and V rows
-     * from memory, whole cache lines of every head, the others from cache */
+    /* the heads one after another (each head's part of a block is
+     * contiguous); the first tile of the next head is asked for while this
+     * one computes */
     for (int32_t g = g0; g < g1; g++) {
       if (g == g0 || g + 1 < g1) { /* the first tile of this head (then of the next) */
         const int32_t t = j->sc.order[first + r0 / group], tl = j->sc.order[first + (r1 - 1) / group];
@@ -354,9 +356,9 @@ void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_
     start = count[s];
   }
   /* enough items for every thread to have a few: with many chunks (many
-   * sequences decoding) an item takes every KV head of its chunk, so the
-   * chunk's K and V rows are streamed from memory once; with fewer, one
-   * head, and with fewer still, part of one head's rows */
+   * sequences decoding) an item takes every KV head of its chunk (fewer,
+   * longer items, each prefetching its next head's first tile); with
+   * fewer, one head, and with fewer still, part of one head's rows */
   const int32_t want = 3 * c->n_threads;
   j.all_heads = j.n_chunks >= want;
   const int32_t items = j.all_heads ? j.n_chunks : j.n_chunks * hp->n_head_kv;

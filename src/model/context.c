@@ -84,10 +84,13 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   const pa_kv_type kt = p.kv_type == PASADA_KV_F16 || (p.kv_type == PASADA_KV_DEFAULT && !p.reference_path)
                             ? PA_KV_F16
                             : PA_KV_F32;
-  if (ok && pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, kt, p.n_seq_max, p.n_ctx,
-                       p.kv_block_size, p.kv_blocks)) {
-    pasada_context_free(c);
-    return PASADA_ERR_NOMEM; /* message set by pa_kv_init */
+  if (ok) {
+    const int rc = pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, kt, p.n_seq_max,
+                              p.n_ctx, p.kv_block_size, p.kv_blocks);
+    if (rc) {
+      pasada_context_free(c);
+      return rc; /* message set by pa_kv_init */
+    }
   }
   pa_scratch *s = &c->s;
   if (ok) {
