@@ -128,23 +128,22 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
   }
 }
 
-BODY void pv_body(const pa_attn_tile *t, const bool f16) {
+/* Rows r0 .. r0 + NR - 1 (NR = 1 or 2); a row with an empty range repeats
+ * the other (computed, never stored). */
+BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f16) {
   const int32_t hdv = t->head_dim_v;
-  for (int32_t r0 = 0; r0 < t->n_rows; r0 += 2) {
-    const int32_t nr = t->n_rows - r0 < 2 ? t->n_rows - r0 : 2;
-    /* slots past the rows or with an empty range repeat the first row
-     * with a range (computed, never stored) */
+  {
     int32_t f = -1;
-    for (int32_t i = 0; i < nr && f < 0; i++)
+    for (int32_t i = 0; i < NR && f < 0; i++)
       if (t->jlo[r0 + i] < t->jhi[r0 + i]) f = r0 + i;
-    if (f < 0) continue;
+    if (f < 0) return;
     int32_t lo[2], hi[2];
     bool store[2];
     const float *s[2];
     float *acc[2];
     __m256 alpha[2];
-    for (int i = 0; i < 2; i++) {
-      store[i] = i < nr && t->jlo[r0 + i] < t->jhi[r0 + i];
+    for (int i = 0; i < 2; i++) { /* slot 1 of a one-row block repeats row r0 */
+      store[i] = i < NR && t->jlo[r0 + i] < t->jhi[r0 + i];
       const int32_t r = store[i] ? r0 + i : f;
       lo[i] = t->jlo[r];
       hi[i] = t->jhi[r];
@@ -160,7 +159,7 @@ BODY void pv_body(const pa_attn_tile *t, const bool f16) {
 #pragma GCC unroll 4
       for (int c = 0; c < 4; c++) m[c] = lanes_below(hdv - d0 - 8 * c);
 #pragma GCC unroll 2
-      for (int i = 0; i < 2; i++)
+      for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) o[i][c] = _mm256_mul_ps(_mm256_maskload_ps(acc[i] + d0 + 8 * c, m[c]), alpha[i]);
       for (int32_t j = a; j < b; j++) {
@@ -169,7 +168,7 @@ BODY void pv_body(const pa_attn_tile *t, const bool f16) {
         for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 8 * c, hdv - d0 - 8 * c, m[c], f16);
         const bool all = j >= ca && j < cb;
 #pragma GCC unroll 2
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < NR; i++)
           if (all || (j >= lo[i] && j < hi[i])) {
             const __m256 e = _mm256_set1_ps(s[i][j]);
 #pragma GCC unroll 4
@@ -177,11 +176,20 @@ BODY void pv_body(const pa_attn_tile *t, const bool f16) {
           }
       }
 #pragma GCC unroll 2
-      for (int i = 0; i < 2; i++)
+      for (int i = 0; i < NR; i++)
         if (store[i])
 #pragma GCC unroll 4
           for (int c = 0; c < 4; c++) _mm256_maskstore_ps(acc[i] + d0 + 8 * c, m[c], o[i][c]);
     }
+  }
+}
+
+BODY void pv_body(const pa_attn_tile *t, const bool f16) {
+  for (int32_t r0 = 0; r0 < t->n_rows; r0 += 2) {
+    if (t->n_rows - r0 >= 2)
+      pv_block(t, r0, 2, f16);
+    else
+      pv_block(t, r0, 1, f16);
   }
 }
 
