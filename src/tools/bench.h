@@ -60,8 +60,12 @@ typedef struct {
   int32_t n_threads, n_batch, n_ctx;
   int64_t n_params_layers, n_params_output;
   uint64_t weight_bytes_file; /* every tensor in the file */
-  /* ceilings (zero when skipped) */
+  /* ceilings (zero when skipped): the probes run before the model runs and
+   * again after them, and each ceiling is the higher of the two (a shared
+   * machine only ever slows a probe down; the percentages are then against
+   * the best the machine showed) */
   pa_bench_ceilings ceil;
+  pa_bench_ceilings ceil_before, ceil_after;
   bool have_ceilings;
   /* prompt processing */
   pa_bench_rate pp;

@@ -21,8 +21,13 @@ void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_resu
           r->n_threads > 1 ? "s" : "", r->n_batch, r->n_ctx, p->repeats, p->repeats > 1 ? "s" : "",
           r->cpu_path);
   if (r->have_ceilings)
-    fprintf(f, "ceilings  read %.1f GB/s | fp32 FMA %.1f GFLOP/s (%s) | int8 dot %.1f GOP/s (%s)\n",
-            r->ceil.read_gbs, r->ceil.fma_gflops, r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
+    fprintf(f,
+            "ceilings  read %.1f GB/s | fp32 FMA %.1f GFLOP/s (%s) | int8 dot %.1f GOP/s (%s)\n"
+            "          the higher of two probes, before the runs (read %.1f, FMA %.1f, int8 %.1f) and after\n"
+            "          (read %.1f, FMA %.1f, int8 %.1f)\n",
+            r->ceil.read_gbs, r->ceil.fma_gflops, r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa,
+            r->ceil_before.read_gbs, r->ceil_before.fma_gflops, r->ceil_before.int8_gops, r->ceil_after.read_gbs,
+            r->ceil_after.fma_gflops, r->ceil_after.int8_gops);
   else
     fprintf(f, "ceilings  not measured (--no-ceilings)\n");
   fprintf(f, "\n%-8s %10s %10s %10s   %-16s %s\n", "test", "min tok/s", "median", "max", "achieved",
@@ -114,6 +119,16 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
       cJSON_AddStringToObject(c, "fma_isa", r->ceil.fma_isa);
       cJSON_AddNumberToObject(c, "int8_gops", r->ceil.int8_gops);
       cJSON_AddStringToObject(c, "int8_isa", r->ceil.int8_isa);
+      /* the two probes the ceilings are the higher of */
+      const pa_bench_ceilings *pr[2] = {&r->ceil_before, &r->ceil_after};
+      const char *names[2] = {"before", "after"};
+      for (int i = 0; i < 2; i++) {
+        cJSON *o = cJSON_AddObjectToObject(c, names[i]);
+        if (!o) continue;
+        cJSON_AddNumberToObject(o, "read_gbs", pr[i]->read_gbs);
+        cJSON_AddNumberToObject(o, "fma_gflops", pr[i]->fma_gflops);
+        cJSON_AddNumberToObject(o, "int8_gops", pr[i]->int8_gops);
+      }
     }
   } else {
     cJSON_AddNullToObject(root, "ceilings");

@@ -42,6 +42,10 @@ def test_json_fields_and_values(report, smollm2):
     for key in ("read_gbs", "read_buffer_bytes", "fma_gflops", "int8_gops"):
         assert c[key] > 0, key
     assert c["fma_isa"] in ("avx512", "avx2", "scalar")
+    # each ceiling is the higher of the probe before the runs and the one after
+    for key in ("read_gbs", "fma_gflops", "int8_gops"):
+        assert c["before"][key] > 0 and c["after"][key] > 0, key
+        assert c[key] == max(c["before"][key], c["after"][key]), key
     assert c["int8_isa"] in ("amx", "avx512_vnni", "avx_vnni", "avx2", "scalar")
 
     pp = r["pp"]
