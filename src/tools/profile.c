@@ -729,6 +729,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
       if (!rc) step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
     }
     ctx->prof = prof;
+    if (prof) prof->last_idle = pa_pool_idle_ns(ctx->pool); /* the untimed prefills' idle is nobody's */
     memset(all_logits, 1, (size_t)np);
   }
   int64_t T1b = pa_prof_now_ns(); /* the decode phase starts here */

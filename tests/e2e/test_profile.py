@@ -191,6 +191,9 @@ def test_parallel_sequences(pasada_bin, smollm2):
     ops = {o["name"]: o for o in dec["by_name"]}
     assert ops["attention"]["calls"] == 5 * 30 and ops["attention"]["tokens"] == 5 * 30 * 4
     assert ops["output"]["tokens"] == 20  # every sequence's logits
+    # the pool's idle time while the other sequences were prefilled (untimed)
+    # is not charged to the decode phase: it cannot exceed its wall time
+    assert dec["barrier_idle_s"] <= dec["wall_s"]
     _check_sums(r)
     res = run(pasada_bin, "-m", smollm2, "-p", 8, "-n", 2, "-t", 1, "--no-ceilings", "-q")
     assert res.returncode == 0 and "1 sequence, KV f16" in res.stdout
