@@ -116,6 +116,11 @@ int pa_kld_run(const pa_kld_params *p, pa_kld_result *r) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     r->n_threads = n > 0 ? (int32_t)n : 1;
   }
+  {
+    pasada_kv_stats kvs;
+    pasada_kv_get_stats(mb.ctx, &kvs);
+    r->kv_type = pasada_kv_type_name(kvs.type);
+  }
   s.n_vocab = mb.n_vocab;
   s.n_scored = pa_eval_n_scored(p->eval.n_ctx);
   size_t rows = (size_t)s.n_scored;
@@ -219,8 +224,8 @@ void pa_kld_print_table(FILE *out, const pa_kld_result *r) {
           "KL(base||quant)", r->kl_mean, r->kl_se, r->kl_median, r->kl_p99, r->kl_max);
   fprintf(out, "%-16s %.3f%% +/- %.3f%% of scored tokens\n", "top-1 agree", 100.0 * r->top1,
           100.0 * r->top1_se);
-  fprintf(out, "%-16s %.1f s, %d threads (speed: tokens per second of decoding the windows)\n",
-          "time", r->seconds, r->n_threads);
+  fprintf(out, "%-16s %.1f s, %d threads, KV %s (speed: tokens per second of decoding the windows)\n",
+          "time", r->seconds, r->n_threads, r->kv_type ? r->kv_type : "?");
 }
 
 static void side_json(cJSON *o, const pa_kld_side *s) {
@@ -247,6 +252,7 @@ int pa_kld_print_json(FILE *out, const pa_kld_result *r) {
   cJSON_AddNumberToObject(root, "n_windows", r->n_windows);
   cJSON_AddNumberToObject(root, "n_scored", (double)r->n_scored);
   cJSON_AddNumberToObject(root, "n_threads", r->n_threads);
+  cJSON_AddStringToObject(root, "kv_type", r->kv_type ? r->kv_type : "?");
   cJSON_AddNumberToObject(root, "kl_mean", r->kl_mean);
   cJSON_AddNumberToObject(root, "kl_se", r->kl_se);
   cJSON_AddNumberToObject(root, "kl_median", r->kl_median);

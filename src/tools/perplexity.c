@@ -222,6 +222,11 @@ int pa_ppl_run(const pa_ppl_params *p, pa_ppl_result *r) {
   r->n_batch =
       p->eval.n_batch > 0 && p->eval.n_batch < p->eval.n_ctx ? p->eval.n_batch : p->eval.n_ctx;
   r->n_threads = p->eval.n_threads;
+  if (!rc) {
+    pasada_kv_stats kvs;
+    pasada_kv_get_stats(m.ctx, &kvs);
+    r->kv_type = pasada_kv_type_name(kvs.type);
+  }
   if (r->n_threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     r->n_threads = n > 0 ? (int32_t)n : 1;
@@ -271,8 +276,8 @@ void pa_ppl_print_table(FILE *out, const pa_ppl_result *r) {
           r->n_windows, r->n_ctx, pa_eval_n_scored(r->n_ctx), (long long)r->n_scored);
   fprintf(out, "perplexity  %.4f +/- %.4f\n", r->ppl, r->ppl_se);
   fprintf(out, "nll         %.6f +/- %.6f nats per token\n", r->nll_mean, r->nll_se);
-  fprintf(out, "time        %.1f s, %.1f tok/s (%d threads, batch %d)\n", r->seconds,
-          r->tokens_per_s, r->n_threads, r->n_batch);
+  fprintf(out, "time        %.1f s, %.1f tok/s (%d threads, batch %d, KV %s)\n", r->seconds,
+          r->tokens_per_s, r->n_threads, r->n_batch, r->kv_type ? r->kv_type : "?");
 }
 
 int pa_ppl_print_json(FILE *out, const pa_ppl_result *r) {
@@ -284,6 +289,7 @@ int pa_ppl_print_json(FILE *out, const pa_ppl_result *r) {
   cJSON_AddNumberToObject(root, "n_ctx", r->n_ctx);
   cJSON_AddNumberToObject(root, "n_batch", r->n_batch);
   cJSON_AddNumberToObject(root, "n_threads", r->n_threads);
+  cJSON_AddStringToObject(root, "kv_type", r->kv_type ? r->kv_type : "?");
   cJSON_AddNumberToObject(root, "n_windows", r->n_windows);
   cJSON_AddNumberToObject(root, "n_scored", (double)r->n_scored);
   cJSON_AddNumberToObject(root, "ppl", r->ppl);
