@@ -49,7 +49,8 @@ typedef struct {
   int64_t acc_stride;
   /* K, transposed: value d of column 16c + i is element d * k_stride + i of
    * kc[c] (set for the chunks some row reads; the chunk's 16 columns are
-   * all readable, those outside a row's range hold anything finite) */
+   * all readable; those outside a row's range may hold anything, even
+   * NaN bit patterns in a block never written there: softmax masks them) */
   const void *kc[PA_ATTN_CHUNKS];
   int64_t k_stride;
   const void *const *v; /* [PA_ATTN_TILE] V rows (set where some row reads) */
