@@ -99,6 +99,9 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
     case OPT_SEED:
       if (cli_parse_u64(arg, o->seed)) return CLI_OK;
       return cli_usage_line(cmd, "--seed: '%s' is not a seed (an integer in [0, 2^64))", arg);
+    case OPT_KV_TYPE:
+      if (cli_parse_kv_type(arg, o->kv_type)) return CLI_OK;
+      return cli_usage_line(cmd, "--kv-type: '%s' is not f16 or f32", arg);
     default: return cli_getopt_error_line(cmd, opt, argv);
   }
 }

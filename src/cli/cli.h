@@ -42,7 +42,8 @@ bool cli_parse_double(const char *s, double min, double max, double *out);
 /* Reads a whole file (or stream) into a malloc'd NUL-terminated buffer;
  * returns CLI_OK or prints the error and returns CLI_RUNTIME_ERROR. */
 /* The run-shape options `bench` and `profile` share: -p/--prompt,
- * -n/--gen, -t/--threads, -b/--batch and --seed (OPT_SEED), parsed into the
+ * -n/--gen, -t/--threads, -b/--batch, --seed (OPT_SEED) and --kv-type
+ * (OPT_KV_TYPE), parsed into the
  * fields the pointers name (min_prompt: the least -p takes); for the
  * default branch of their getopt switch. Returns CLI_OK when `opt` is one
  * of them with a good value, otherwise the usage error (exit status, after
@@ -51,6 +52,7 @@ typedef struct {
   int32_t *n_prompt, *n_gen, *n_threads, *n_batch;
   uint64_t *seed;
   int32_t min_prompt;
+  pasada_kv_type *kv_type;
 } cli_shape_options;
 int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_options *o);
 /* Their long options, with -m/--model, -q/--quiet and -h/--help. */
@@ -58,6 +60,7 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
   {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},              \
       {"gen", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},           \
       {"batch", required_argument, 0, 'b'}, {"seed", required_argument, 0, OPT_SEED},       \
+      {"kv-type", required_argument, 0, OPT_KV_TYPE},                                       \
       {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}
 
 int cli_read_file(const char *path, char **out, size_t *len);

@@ -38,7 +38,7 @@ static void usage(FILE *f) {
           "  -h, --help              this help\n");
 }
 
-enum { OPT_PRICE = 2400, OPT_NO_CEILINGS, OPT_JSON, OPT_BENCH_KV_TYPE };
+enum { OPT_PRICE = 2400, OPT_NO_CEILINGS, OPT_JSON };
 
 int cmd_bench(int argc, char **argv) {
   static const struct option opts[] = {CLI_SHAPE_LONG_OPTIONS,
@@ -46,14 +46,13 @@ int cmd_bench(int argc, char **argv) {
                                        {"price-per-hour", required_argument, 0, OPT_PRICE},
                                        {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
                                        {"json", no_argument, 0, OPT_JSON},
-                                       {"kv-type", required_argument, 0, OPT_BENCH_KV_TYPE},
                                        {0, 0, 0, 0}};
   const char *cmd = "bench";
   pa_bench_params p;
   pa_bench_default_params(&p);
   bool json = false;
   opterr = 0;
-  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 0};
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 0, &p.kv_type};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:r:b:qh", opts, NULL)) != -1) {
@@ -66,10 +65,6 @@ int cmd_bench(int argc, char **argv) {
       case 'r':
         if (!cli_parse_i32(optarg, 1, 1000, &p.repeats))
           return cli_usage_line(cmd, "--repeats: '%s' is not a repeat count in [1, 1000]", optarg);
-        break;
-      case OPT_BENCH_KV_TYPE:
-        if (!cli_parse_kv_type(optarg, &p.kv_type))
-          return cli_usage_line(cmd, "--kv-type: '%s' is not f16 or f32", optarg);
         break;
       case OPT_PRICE:
         if (!cli_parse_double(optarg, 0, 1e300, &p.price_per_hour))

@@ -61,7 +61,7 @@ static FILE *open_out(const char *what, const char *path) {
   return f;
 }
 
-enum { OPT_TOP = 2500, OPT_TRACE, OPT_SVG, OPT_JSON, OPT_NO_CEILINGS, OPT_OFF, OPT_PARALLEL, OPT_PROF_KV_TYPE };
+enum { OPT_TOP = 2500, OPT_TRACE, OPT_SVG, OPT_JSON, OPT_NO_CEILINGS, OPT_OFF, OPT_PARALLEL };
 
 int cmd_profile(int argc, char **argv) {
   static const struct option opts[] = {CLI_SHAPE_LONG_OPTIONS,
@@ -72,7 +72,6 @@ int cmd_profile(int argc, char **argv) {
                                        {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
                                        {"off", no_argument, 0, OPT_OFF},
                                        {"parallel", required_argument, 0, OPT_PARALLEL},
-                                       {"kv-type", required_argument, 0, OPT_PROF_KV_TYPE},
                                        {0, 0, 0, 0}};
   const char *cmd = "profile";
   pa_profile_params p;
@@ -80,7 +79,7 @@ int cmd_profile(int argc, char **argv) {
   bool json = false;
   const char *trace_path = NULL, *svg_path = NULL;
   opterr = 0;
-  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 1};
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 1, &p.kv_type};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:b:qh", opts, NULL)) != -1) {
@@ -94,10 +93,6 @@ int cmd_profile(int argc, char **argv) {
       case OPT_TOP:
         if (!cli_parse_i32(optarg, 0, 1000000, &p.top))
           return cli_usage_line(cmd, "--top: '%s' is not a row count in [0, 1000000]", optarg);
-        break;
-      case OPT_PROF_KV_TYPE:
-        if (!cli_parse_kv_type(optarg, &p.kv_type))
-          return cli_usage_line(cmd, "--kv-type: '%s' is not f16 or f32", optarg);
         break;
       case OPT_PARALLEL:
         if (!cli_parse_i32(optarg, 1, 1024, &p.n_parallel))

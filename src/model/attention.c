@@ -305,15 +305,15 @@ static void attention_worker(void *arg, int ith, int nth) {
     /* the heads one after another (each head's part of a block is
      * contiguous); the first tile of the next head is asked for while this
      * one computes */
+    /* the item's first tile: from the first row's window start to the
+     * tile's end or the last row's position */
+    const int32_t t_first = j->sc.order[first + r0 / group], t_last = j->sc.order[first + (r1 - 1) / group];
+    const int32_t pos0 = j->b->pos[t_first], pos1 = j->b->pos[t_last];
+    const int32_t pf_lo = j->window > 0 && pos0 - j->window + 1 > 0 ? pos0 - j->window + 1 : 0;
+    const int32_t pf_end = (pf_lo / PA_ATTN_TILE + 1) * PA_ATTN_TILE - 1, pf_hi = pf_end < pos1 ? pf_end : pos1;
     for (int32_t g = g0; g < g1; g++) {
-      if (g == g0 || g + 1 < g1) { /* the first tile of this head (then of the next) */
-        const int32_t t = j->sc.order[first + r0 / group], tl = j->sc.order[first + (r1 - 1) / group];
-        const int32_t pos = j->b->pos[t], plast = j->b->pos[tl];
-        const int32_t lo0 = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
-        const int32_t end = (lo0 / PA_ATTN_TILE + 1) * PA_ATTN_TILE - 1;
-        if (g == g0) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t], g, lo0, end < plast ? end : plast);
-        if (g + 1 < g1) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t], g + 1, lo0, end < plast ? end : plast);
-      }
+      if (g == g0) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t_first], g, pf_lo, pf_hi);
+      if (g + 1 < g1) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t_first], g + 1, pf_lo, pf_hi);
       int32_t seq = 0;
       for (int32_t r = r0; r < r1; r++) {
         const int32_t t = j->sc.order[first + r / group], h = g * group + r % group;

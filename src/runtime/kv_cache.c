@@ -6,6 +6,7 @@
 
 #include "base/base.h"
 #include "kernels/ops.h"
+#include "quant/quant.h"
 
 static uint64_t hash_block(uint64_t parent, const int32_t *tokens, int32_t n) {
   uint64_t h = parent ^ 0x9e3779b97f4a7c15ull;
@@ -26,6 +27,7 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
                pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
   memset(kv, 0, sizeof *kv);
   if (type != PA_KV_F32 && type != PA_KV_F16) return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)type);
+  const size_t elt = type == PA_KV_F16 ? 2 : 4;
   const int64_t k_row = (int64_t)n_head_kv * head_dim_k, v_row = (int64_t)n_head_kv * head_dim_v;
   if (block_size <= 0) block_size = 16;
   if (block_size % 16 != 0 || block_size > 4096)
@@ -33,7 +35,7 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   int32_t per_seq = (n_ctx + block_size - 1) / block_size;
   if (n_blocks <= 0) n_blocks = (int64_t)per_seq * n_seq;
   if (n_blocks > (1 << 26)) return pa_error(PASADA_ERR_ARG, "too many KV blocks (%lld)", (long long)n_blocks);
-  if ((double)n_blocks * block_size * (double)(k_row + v_row) * (type == PA_KV_F16 ? 2 : 4) > 0x1p50)
+  if ((double)n_blocks * block_size * (double)(k_row + v_row) * (double)elt > 0x1p50)
     return pa_error(PASADA_ERR_ARG, "a KV cache of %lld blocks of %d positions is too large", (long long)n_blocks,
                     block_size);
   kv->n_layer = n_layer;
@@ -46,7 +48,7 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   kv->head_dim_k = head_dim_k;
   kv->head_dim_v = head_dim_v;
   kv->type = type;
-  kv->elt = type == PA_KV_F16 ? 2 : 4;
+  kv->elt = elt;
   kv->k_row = k_row;
   kv->v_row = v_row;
   kv->k = calloc((size_t)n_layer, sizeof(uint8_t *));
@@ -294,10 +296,8 @@ void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int3
   const uint8_t *ks = pa_kv_k_block(kv, layer, seq, pos, h), *vs = pa_kv_v_at(kv, layer, seq, pos, h);
   const int32_t bs = kv->block_size, off = pos % bs;
   if (kv->type == PA_KV_F16) {
-    for (int32_t d = 0; d < kv->head_dim_k; d++) {
-      uint16_t x = ((const uint16_t *)(const void *)ks)[(int64_t)d * bs + off];
-      pa_ops_plain()->f16_to_f32(&k[d], &x, 1);
-    }
+    const uint16_t *kh = (const uint16_t *)(const void *)ks;
+    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = pa_f16_to_f32(kh[(int64_t)d * bs + off]);
     pa_ops_current()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
   } else {
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = ((const float *)(const void *)ks)[(int64_t)d * bs + off];

@@ -722,11 +722,11 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
    * sequence samples its first token from its own logits */
   if (!rc && np > 1) {
     PROGRESS(p, "prefill of sequences 2..%d (%d tokens each, not timed)\n", np, p->n_prompt);
-    step_tok[0] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
     ctx->prof = NULL;
-    for (int32_t s = 1; !rc && s < np; s++) {
-      rc = decode_tokens(&st, r->n_batch, st.text_tokens + s, p->n_prompt, 0, s, NULL);
+    for (int32_t s = 0; !rc && s < np; s++) {
+      if (s > 0) rc = decode_tokens(&st, r->n_batch, st.text_tokens + s, p->n_prompt, 0, s, NULL);
       if (!rc) step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
+      if (!rc && step_tok[s] >= 0) pasada_sampler_accept(st.sampler, step_tok[s]);
     }
     ctx->prof = prof;
     if (prof) prof->last_idle = pa_pool_idle_ns(ctx->pool); /* the untimed prefills' idle is nobody's */
@@ -736,41 +736,31 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   if (!rc && p->n_gen)
     PROGRESS(p, "decode: %d steps, one token per step%s\n", p->n_gen,
              np > 1 ? " for each sequence (--parallel)" : "");
+  /* each step samples every sequence's next token from the last step's
+   * logits (one sequence: the prefill's at step 0; --parallel: sampled
+   * above), then decodes one token per sequence in one forward pass */
   for (int32_t i = 0; !rc && i < p->n_gen; i++) {
-    if (np == 1) {
+    if (np == 1 || i > 0) {
       t = pa_prof_now_ns();
-      int32_t tok = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
-      if (tok < 0) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", pa_last_error());
-        rc = pa_error(PASADA_ERR_ARG, "sampling failed: %s", why);
-        break;
+      for (int32_t s = 0; s < np; s++) {
+        step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, np == 1 ? -1 : s), n_vocab);
+        if (step_tok[s] >= 0) pasada_sampler_accept(st.sampler, step_tok[s]);
       }
-      pasada_sampler_accept(st.sampler, tok);
-      if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, 1, t);
-      rc = decode_tokens(&st, 1, &tok, 1, p->n_prompt + i, 0, prof);
-      continue;
-    }
-    /* one forward pass: every sequence's next token, logits for all */
-    if (i > 0) {
-      t = pa_prof_now_ns();
-      for (int32_t s = 0; s < np; s++)
-        step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, s), n_vocab);
       if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, np, t);
     }
-    for (int32_t s = 0; s < np; s++) {
+    for (int32_t s = 0; s < np && !rc; s++) {
       if (step_tok[s] < 0) {
         char why[256];
         snprintf(why, sizeof why, "%s", pa_last_error());
         rc = pa_error(PASADA_ERR_ARG, "sampling failed: %s", why);
-        break;
       }
       st.tok[s] = step_tok[s];
       st.pos[s] = p->n_prompt + i;
       st.seq[s] = s;
     }
     if (rc) break;
-    pasada_batch b = {.n_tokens = np, .token = st.tok, .pos = st.pos, .seq_id = st.seq, .want_logits = all_logits};
+    pasada_batch b = {.n_tokens = np, .token = st.tok, .pos = st.pos, .seq_id = st.seq,
+                      .want_logits = np > 1 ? all_logits : NULL};
     const int64_t t0 = pa_prof_now_ns();
     rc = pasada_decode(ctx, &b);
     if (!rc && prof) push_event(prof, t0, pa_prof_now_ns(), 0, np, EV_STEP, -1);
