@@ -9,7 +9,8 @@
  *      (prefill-shaped: GOP/s of TOKENS tokens (512) at once through
  *      1024-row matrices of a few column counts (576 .. 14336, or those
  *      given), per SIMD table (BENCH_TABLE=avx512_vnni: that one only);
- *      default: every GEMM type) */
+ *      default: every GEMM type; BENCH_ROWS=N: N rows instead of 1024,
+ *      to read the weights from beyond L2) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +198,7 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) 
       names[n_names++] = args[i];
     }
   }
-  const int64_t rows = 1024;
+  const int64_t rows = getenv("BENCH_ROWS") ? atoll(getenv("BENCH_ROWS")) : 1024;
   /* BENCH_TABLE=name: that table only */
   const char *only = getenv("BENCH_TABLE");
   const pa_cpu_kernels *tabs[] = {pa_kernels_avx2(), pa_kernels_avx512(), pa_kernels_avx512_vnni(),
