@@ -10,7 +10,7 @@
  * the same bits (they must: same canonical arithmetic).
  *
  *   ab_x16_amx [COLS (1536)] [TOKENS (16)] [q4_1|q8_0]
- *   env: GROUPS (48: weights in L2; 4096: beyond), ROUNDS (400),
+ *   env: AB_GROUPS (48: weights in L2; 4096: beyond), ROUNDS (400),
  *        THRASH=MB (write that many MB before each timed pass, so the
  *        weights come from memory) */
 #include <stdio.h>
@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
   const int64_t cols = argc > 1 ? atoll(argv[1]) : 1536;
   const int nt = argc > 2 ? atoi(argv[2]) : 16;
   const int q8 = argc > 3 && !strcmp(argv[3], "q8_0");
-  const int64_t groups = env_or("GROUPS", 48);
+  const int64_t groups = env_or("AB_GROUPS", 48);
   const int rounds = (int)env_or("ROUNDS", 400);
   const size_t thrash = (size_t)env_or("THRASH", 0) << 20;
   if (cols <= 0 || cols % 32 || nt < 1 || nt > 16 || groups < 1 || rounds < 1) {
