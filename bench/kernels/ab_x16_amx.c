@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
   const int rounds = (int)env_or("ROUNDS", 400);
   const size_t thrash = (size_t)env_or("THRASH", 0) << 20;
   if (cols <= 0 || cols % 32 || nt < 1 || nt > 16 || groups < 1 || rounds < 1) {
-    fprintf(stderr, "ab_x16_amx: COLS a multiple of 32, TOKENS 1..16, GROUPS and ROUNDS >= 1\n");
+    fprintf(stderr, "ab_x16_amx: COLS a multiple of 32, TOKENS 1..16, AB_GROUPS and ROUNDS >= 1\n");
     return 2;
   }
   const pa_ilv_kernel *ks[2] = {q8 ? &A_q8_0 : &A_q4_1, q8 ? &B_q8_0 : &B_q4_1};
