@@ -56,11 +56,13 @@ const struct gguf_file *pasada_model_gguf(const pasada_model *model);
 /* ---- contexts and batches ---- */
 /* What the KV cache stores: DEFAULT is F16 (half the memory and the bytes
  * attention reads; values rounded to nearest even) on the fast path and F32
- * on the reference path. */
-typedef enum { PASADA_KV_DEFAULT = 0, PASADA_KV_F32 = 1, PASADA_KV_F16 = 2 } pasada_kv_type;
-/* "f32" / "f16" -> the type; -1 for anything else */
+ * on the reference path. Q8: 8-bit integers with one float scale per
+ * position and KV head (about half of F16's memory; values rounded to
+ * the nearest multiple of max |x| / 127 of their head's row). */
+typedef enum { PASADA_KV_DEFAULT = 0, PASADA_KV_F32 = 1, PASADA_KV_F16 = 2, PASADA_KV_Q8 = 3 } pasada_kv_type;
+/* "f32" / "f16" / "q8" -> the type; -1 for anything else */
 int pasada_kv_type_from_name(const char *name);
-const char *pasada_kv_type_name(pasada_kv_type type); /* "f32", "f16", "default" */
+const char *pasada_kv_type_name(pasada_kv_type type); /* "f32", "f16", "q8", "default" */
 
 typedef struct {
   int32_t n_ctx;     /* positions per sequence (0: min(model's training context, 4096)) */
@@ -112,7 +114,7 @@ typedef struct {
   int32_t n_free;          /* neither used by a sequence nor cached */
   int32_t n_cached;        /* unused by any sequence but holding a reusable prefix */
   int64_t bytes;           /* memory of the whole pool */
-  pasada_kv_type type;     /* PASADA_KV_F32 or PASADA_KV_F16 */
+  pasada_kv_type type;     /* PASADA_KV_F32, PASADA_KV_F16 or PASADA_KV_Q8 */
 } pasada_kv_stats;
 void pasada_kv_get_stats(const pasada_context *ctx, pasada_kv_stats *out);
 /* Blocks a sequence of length n_tokens needs, and whether that many can be

@@ -101,7 +101,7 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
       return cli_usage_line(cmd, "--seed: '%s' is not a seed (an integer in [0, 2^64))", arg);
     case OPT_KV_TYPE:
       if (cli_parse_kv_type(arg, o->kv_type)) return CLI_OK;
-      return cli_usage_line(cmd, "--kv-type: '%s' is not f16 or f32", arg);
+      return cli_usage_line(cmd, "--kv-type: '%s' is not f16, f32 or q8", arg);
     default: return cli_getopt_error_line(cmd, opt, argv);
   }
 }
@@ -243,7 +243,8 @@ const char CLI_GEN_HELP[] =
     "  -c, --ctx-size N          context length in tokens (default 0: the model's\n"
     "                            training context, at most 4096)\n"
     "  --kv-type T               the KV cache's values: f16 (default: half the memory\n"
-    "                            and the bytes attention reads) or f32\n"
+    "                            and the bytes attention reads), f32, or q8 (8-bit,\n"
+    "                            a scale per position and head: about half of f16)\n"
     "sampling:\n"
     "  --temp T                  temperature (default 0.8; 0: greedy, always the most\n"
     "                            likely token)\n"
@@ -291,7 +292,7 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
         return cli_usage(cmd, "-c wants a context length in [0, 4194304], not '%s'", arg);
       return 1;
     case OPT_KV_TYPE:
-      if (!cli_parse_kv_type(arg, &o->kv_type)) return cli_usage(cmd, "--kv-type wants f16 or f32, not '%s'", arg);
+      if (!cli_parse_kv_type(arg, &o->kv_type)) return cli_usage(cmd, "--kv-type wants f16, f32 or q8, not '%s'", arg);
       return 1;
     case OPT_TEMP:
       if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))

@@ -114,10 +114,11 @@ enum {
   OPT_KV_TYPE,
 };
 /* The --kv-type option's help line and parser (run, chat, serve, bench,
- * profile, perplexity, kld): "f16" or "f32"; false for anything else. */
+ * profile, perplexity, kld): "f16", "f32" or "q8"; false for anything else. */
 #define CLI_KV_TYPE_HELP                                                                 \
   "      --kv-type T         the KV cache's values: f16 (default: half the memory and\n" \
-  "                          the bytes attention reads) or f32\n"
+  "                          the bytes attention reads), f32, or q8 (8-bit, a scale\n"  \
+  "                          per position and head: about half of f16)\n"
 bool cli_parse_kv_type(const char *s, pasada_kv_type *out);
 
 /* clang-format off */

@@ -37,7 +37,7 @@ static const char KLD_HELP[] =
     "  -b, --batch N        tokens per decode call (default: the window)\n"
     "  --chunks N           evaluate only the first N windows (default: all)\n"
     "  -t, --threads N      threads (default: every online core)\n"
-    "  --kv-type T          the KV cache's values: f16 (default) or f32\n"
+    "  --kv-type T          the KV cache's values: f16 (default), f32 or q8\n"
     "  -q, --quiet          no progress on stderr\n"
     "  --json               one JSON object on stdout instead of the table\n"
     "  -h, --help           show this help\n"

@@ -30,7 +30,7 @@ static const char PPL_HELP[] =
     "                       batches use less memory, same result up to rounding)\n"
     "  --chunks N           evaluate only the first N windows (default: all)\n"
     "  -t, --threads N      threads (default: every online core)\n"
-    "  --kv-type T          the KV cache's values: f16 (default) or f32\n"
+    "  --kv-type T          the KV cache's values: f16 (default), f32 or q8\n"
     "  -q, --quiet          no progress on stderr\n"
     "  --json               one JSON object on stdout instead of the table\n"
     "  -h, --help           show this help\n"
@@ -102,7 +102,7 @@ int cli_eval_option(const char *cmd, int opt, char **argv, pa_eval_params *e) {
         return cli_usage(cmd, "--threads: '%s' is not a thread count in [1, 256]", optarg);
       return CLI_OK;
     case CLI_OPT_EVAL_KV_TYPE:
-      if (!cli_parse_kv_type(optarg, &e->kv_type)) return cli_usage(cmd, "--kv-type: '%s' is not f16 or f32", optarg);
+      if (!cli_parse_kv_type(optarg, &e->kv_type)) return cli_usage(cmd, "--kv-type: '%s' is not f16, f32 or q8", optarg);
       return CLI_OK;
     default: return cli_getopt_error(cmd, opt, argv);
   }

@@ -26,7 +26,8 @@ static void usage(FILE *f) {
           "  --kv-blocks N           KV blocks in the pool (default: parallel full sequences)\n"
           "  --kv-memory MIB         size the KV pool by memory instead\n"
           "  --kv-type T             the KV cache's values: f16 (default: half the memory and\n"
-          "                          the bytes attention reads) or f32\n"
+          "                          the bytes attention reads), f32, or q8 (8-bit, a scale\n"
+          "                          per position and head: about half of f16)\n"
           "  --max-queue N           requests waiting for room before 429 (default 64)\n"
           "  --max-body BYTES        request body limit before 413 (default 4194304)\n"
           "  --max-connections N     open connections (default 256)\n"
@@ -101,7 +102,7 @@ static bool parse_args(int argc, char **argv, srv_config *c) {
       c->kv_block_size = (int)n;
     } else if (!strcmp(a, "--kv-type")) {
       if (!cli_parse_kv_type(v, &c->kv_type)) {
-        fprintf(stderr, "pasada serve: --kv-type wants f16 or f32, not '%s'\n", v);
+        fprintf(stderr, "pasada serve: --kv-type wants f16, f32 or q8, not '%s'\n", v);
         return false;
       }
     } else if (!strcmp(a, "--kv-blocks")) {

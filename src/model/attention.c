@@ -25,12 +25,14 @@
 /* value d of column j of the tile's K, as a float */
 static float k_value(const pa_attn_tile *t, int32_t j, int32_t d) {
   const int64_t i = (int64_t)d * t->k_stride + (j & 15);
-  if (t->f16) return pa_f16_to_f32(((const uint16_t *)t->kc[j >> 4])[i]);
+  if (t->kind == PA_KV_F16) return pa_f16_to_f32(((const uint16_t *)t->kc[j >> 4])[i]);
+  if (t->kind == PA_KV_Q8) return (float)((const int8_t *)t->kc[j >> 4])[i];
   return ((const float *)t->kc[j >> 4])[i];
 }
 
 static float v_value(const pa_attn_tile *t, int32_t j, int32_t d) {
-  if (t->f16) return pa_f16_to_f32(((const uint16_t *)t->v[j])[d]);
+  if (t->kind == PA_KV_F16) return pa_f16_to_f32(((const uint16_t *)t->v[j])[d]);
+  if (t->kind == PA_KV_Q8) return (float)((const int8_t *)t->v[j])[d];
   return ((const float *)t->v[j])[d];
 }
 
@@ -134,17 +136,27 @@ const pa_attn_kernels *pa_attn_current(void) {
 static int64_t acc_stride_of(int32_t head_dim_v) { return ((int64_t)head_dim_v + 15) & ~(int64_t)15; }
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* s[r][j] *= f[j] over every row's range (a Q8 cache's scales: after qk
+ * the K scales, after softmax the V scales; the same step in every table). */
+static void scale_columns(const pa_attn_tile *t, const float *f) {
+  for (int32_t r = 0; r < t->n_rows; r++) {
+    float *s = t->s + (int64_t)r * PA_ATTN_TILE;
+    for (int32_t j = t->jlo[r]; j < t->jhi[r]; j++) s[j] *= f[j];
+  }
+}
+
 size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim_v) {
   size_t r = (size_t)(n_rows > 0 ? n_rows : 1);
   return align64(r * (size_t)acc_stride_of(head_dim_v) * sizeof(float)) + /* acc */
          align64(r * PA_ATTN_TILE * sizeof(float)) +                      /* s */
          align64(r * 3 * sizeof(float)) +                                 /* m, l, alpha */
          align64(r * 2 * sizeof(int32_t)) +                               /* jlo, jhi */
-         align64(PA_ATTN_TILE * sizeof(const void *));                    /* v */
+         align64(PA_ATTN_TILE * sizeof(const void *)) +                   /* v */
+         align64(2 * PA_ATTN_TILE * sizeof(float));                       /* Q8: K and V scales */
 }
 
 void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1) {
-  const int64_t kb = (int64_t)kv->block_size * kv->head_dim_k * (int64_t)kv->elt;
+  const int64_t kb = kv->k_part; /* with the Q8 scales */
   const int64_t vb = (int64_t)kv->head_dim_v * (int64_t)kv->elt;
   for (int32_t p = p0; p <= p1;) {
     const int32_t off = p % kv->block_size;
@@ -153,6 +165,7 @@ void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head
     const uint8_t *k = pa_kv_k_block(kv, layer, seq, p, kv_head), *v = pa_kv_v_at(kv, layer, seq, p, kv_head);
     for (int64_t i = 0; i < kb; i += 64) __builtin_prefetch(k + i, 0, 3);
     for (int64_t i = 0; i < n_here * vb; i += 64) __builtin_prefetch(v + i, 0, 3);
+    if (kv->type == PA_KV_Q8) __builtin_prefetch(pa_kv_v_scale(kv, layer, seq, p, kv_head), 0, 3);
     p += n_here;
   }
 }
@@ -172,6 +185,9 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   int32_t *jlo = (int32_t *)w, *jhi = jlo + n;
   w += align64((size_t)n * 2 * sizeof(int32_t));
   const void **vp = (const void **)w;
+  w += align64(PA_ATTN_TILE * sizeof(const void *));
+  float *ksc = (float *)w, *vsc = ksc + PA_ATTN_TILE; /* Q8: the tile's scales by column */
+  const bool q8 = kv->type == PA_KV_Q8;
 
   int32_t pmin = qr->lo[0], pmax = qr->hi[0];
   for (int32_t r = 0; r < n; r++) {
@@ -183,7 +199,7 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   memset(acc, 0, (size_t)n * (size_t)stride * sizeof(float));
   pa_attn_tile t = {.n_rows = n, .q = qr->q, .jlo = jlo, .jhi = jhi, .s = s, .m = m, .l = l,
                     .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size, .v = vp,
-                    .f16 = kv->type == PA_KV_F16, .head_dim = head_dim, .head_dim_v = head_dim_v, .scale = scale};
+                    .kind = kv->type, .head_dim = head_dim, .head_dim_v = head_dim_v, .scale = scale};
   const int64_t vb = (int64_t)head_dim_v * (int64_t)kv->elt;
   for (int32_t base = pmin / PA_ATTN_TILE * PA_ATTN_TILE; base <= pmax; base += PA_ATTN_TILE) {
     const int32_t p0 = base > pmin ? base : pmin;
@@ -201,9 +217,14 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
         t.kc[c] = NULL;
         continue;
       }
-      t.kc[c] = pa_kv_k_block(kv, layer, seq, c0, kv_head) + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
+      uint8_t *kb = pa_kv_k_block(kv, layer, seq, c0, kv_head);
+      t.kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
       const uint8_t *v = pa_kv_v_at(kv, layer, seq, c0, kv_head);
       for (int32_t i = 0; i < 16; i++) vp[16 * c + i] = v + i * vb;
+      if (q8) {
+        memcpy(ksc + 16 * c, pa_kv_k_scales(kv, kb) + c0 % kv->block_size, 16 * sizeof(float));
+        memcpy(vsc + 16 * c, pa_kv_v_scale(kv, layer, seq, c0, kv_head), 16 * sizeof(float));
+      }
     }
     for (int32_t r = 0; r < n; r++) {
       int32_t a = qr->lo[r] - base, b = qr->hi[r] + 1 - base;
@@ -213,7 +234,9 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
       jhi[r] = a < b ? b : 0;
     }
     kt->qk(&t);
+    if (q8) scale_columns(&t, ksc);
     kt->softmax(&t);
+    if (q8) scale_columns(&t, vsc);
     kt->pv(&t);
   }
   for (int32_t r = 0; r < n; r++) {

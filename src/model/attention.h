@@ -8,8 +8,10 @@
  * cache in tiles of PA_ATTN_TILE positions, [64k, 64k + 64): the tiles are
  * fixed by position (with the default 16-position blocks a tile is 4 whole
  * blocks, each head's rows of a block contiguous), so a tile's K and V rows
- * are read once for all the rows (an F16 cache's rows are converted to
- * floats once per tile, exactly, so the kernels see the same values). Per tile and row, flash-attention style: scores s_j = scale *
+ * are read once for all the rows (an F16 cache's values are converted to
+ * floats exactly; a Q8 cache's int8 quants are used as floats, and pa_attn_rows
+ * applies their scales: s_j = scale * q . kq_j then s_j *= ks_j, and after the
+ * softmax w_j *= vs_j). Per tile and row, flash-attention style: scores s_j = scale *
  * q . k_j, the running maximum m and sum l, the output accumulator rescaled
  * by exp(m_old - m_new) when m grows; no score matrix over the whole
  * sequence. At the end out = acc / l.
@@ -54,7 +56,10 @@ typedef struct {
   const void *kc[PA_ATTN_CHUNKS];
   int64_t k_stride;
   const void *const *v; /* [PA_ATTN_TILE] V rows (set where some row reads) */
-  bool f16;             /* K and V hold IEEE halves, else floats */
+  pa_kv_type kind;      /* what K and V hold: floats, IEEE halves, or (Q8) int8
+                           quants whose scales the kernels never see: pa_attn_rows
+                           multiplies the scores by the K scales after qk, and
+                           the weights by the V scales after softmax */
   int32_t head_dim, head_dim_v;
   float scale;
 } pa_attn_tile;

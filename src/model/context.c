@@ -77,11 +77,13 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->pool = pa_pool_create(p.n_threads);
   c->row_of = malloc((size_t)p.n_batch * sizeof(int32_t));
   bool ok = c->pool && c->row_of;
-  if (p.kv_type != PASADA_KV_DEFAULT && p.kv_type != PASADA_KV_F32 && p.kv_type != PASADA_KV_F16) {
+  if (p.kv_type != PASADA_KV_DEFAULT && p.kv_type != PASADA_KV_F32 && p.kv_type != PASADA_KV_F16 &&
+      p.kv_type != PASADA_KV_Q8) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)p.kv_type);
   }
-  const pa_kv_type kt = p.kv_type == PASADA_KV_F16 || (p.kv_type == PASADA_KV_DEFAULT && !p.reference_path)
+  const pa_kv_type kt = p.kv_type == PASADA_KV_Q8 ? PA_KV_Q8
+                        : p.kv_type == PASADA_KV_F16 || (p.kv_type == PASADA_KV_DEFAULT && !p.reference_path)
                             ? PA_KV_F16
                             : PA_KV_F32;
   if (ok) {
@@ -151,19 +153,20 @@ void pasada_kv_get_stats(const pasada_context *c, pasada_kv_stats *out) {
   out->n_blocks = kv->n_blocks;
   out->n_free = kv->n_free;
   out->n_cached = kv->n_evictable;
-  out->bytes = (int64_t)kv->n_blocks * kv->block_size * (kv->k_row + kv->v_row) * kv->n_layer * (int64_t)kv->elt;
-  out->type = kv->type == PA_KV_F16 ? PASADA_KV_F16 : PASADA_KV_F32;
+  out->bytes = (int64_t)kv->n_blocks * kv->n_head_kv * (kv->k_part + kv->v_part) * kv->n_layer;
+  out->type = kv->type == PA_KV_F16 ? PASADA_KV_F16 : kv->type == PA_KV_Q8 ? PASADA_KV_Q8 : PASADA_KV_F32;
 }
 
 int pasada_kv_type_from_name(const char *name) {
   if (!name) return -1;
   if (!strcmp(name, "f32")) return PASADA_KV_F32;
   if (!strcmp(name, "f16")) return PASADA_KV_F16;
+  if (!strcmp(name, "q8")) return PASADA_KV_Q8;
   return -1;
 }
 
 const char *pasada_kv_type_name(pasada_kv_type type) {
-  return type == PASADA_KV_F32 ? "f32" : type == PASADA_KV_F16 ? "f16" : "default";
+  return type == PASADA_KV_F32 ? "f32" : type == PASADA_KV_F16 ? "f16" : type == PASADA_KV_Q8 ? "q8" : "default";
 }
 
 int32_t pasada_kv_blocks_needed(const pasada_context *c, int32_t n_tokens) {

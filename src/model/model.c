@@ -139,8 +139,9 @@ void pasada_model_print_info(const pasada_model *m, void *file) {
             m->output.data == m->tok_embd.data ? " (output tied to embeddings)" : "");
     /* K and V of every layer for one position */
     const double kv_values = (double)h->n_layer * h->n_head_kv * (h->head_dim + h->head_dim_v);
-    fprintf(f, "KV cache:        %.1f KiB per position (F16, the default; %.1f KiB as F32)\n",
-            kv_values * 2 / 1024, kv_values * 4 / 1024);
+    const double q8_scales = (double)h->n_layer * h->n_head_kv * 2 * 4; /* a float for K and for V */
+    fprintf(f, "KV cache:        %.1f KiB per position (F16, the default; %.1f KiB as F32, %.1f KiB as Q8)\n",
+            kv_values * 2 / 1024, kv_values * 4 / 1024, (kv_values + q8_scales) / 1024);
   }
   fprintf(f, "tokenizer:       %s (pre-tokenizer %s), %d tokens, bos %d, eos %d, add bos %s\n",
           pa_tokenizer_model_name(m->tok), pa_tokenizer_pre_name(m->tok), pa_tokenizer_n_vocab(m->tok),

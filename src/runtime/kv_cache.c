@@ -1,6 +1,7 @@
 /* kv_cache.c: the paged KV cache with prefix reuse (see kv_cache.h). */
 #include "runtime/kv_cache.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,13 +22,20 @@ static uint64_t hash_block(uint64_t parent, const int32_t *tokens, int32_t n) {
   return h ? h : 1;
 }
 
-const char *pa_kv_type_name(pa_kv_type type) { return type == PA_KV_F16 ? "f16" : "f32"; }
+const char *pa_kv_type_name(pa_kv_type type) {
+  return type == PA_KV_F16 ? "f16" : type == PA_KV_Q8 ? "q8" : "f32";
+}
+
+int64_t pa_kv_bytes_per_position(const pa_kv_cache *kv) {
+  return (kv->k_part + kv->v_part) * kv->n_head_kv * kv->n_layer / kv->block_size;
+}
 
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
                pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
   memset(kv, 0, sizeof *kv);
-  if (type != PA_KV_F32 && type != PA_KV_F16) return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)type);
-  const size_t elt = type == PA_KV_F16 ? 2 : 4;
+  if (type != PA_KV_F32 && type != PA_KV_F16 && type != PA_KV_Q8)
+    return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)type);
+  const size_t elt = type == PA_KV_F16 ? 2 : type == PA_KV_Q8 ? 1 : 4;
   const int64_t k_row = (int64_t)n_head_kv * head_dim_k, v_row = (int64_t)n_head_kv * head_dim_v;
   if (block_size <= 0) block_size = 16;
   if (block_size % 16 != 0 || block_size > 4096)
@@ -35,7 +43,13 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   int32_t per_seq = (n_ctx + block_size - 1) / block_size;
   if (n_blocks <= 0) n_blocks = (int64_t)per_seq * n_seq;
   if (n_blocks > (1 << 26)) return pa_error(PASADA_ERR_ARG, "too many KV blocks (%lld)", (long long)n_blocks);
-  if ((double)n_blocks * block_size * (double)(k_row + v_row) * (double)elt > 0x1p50)
+  if (head_dim_k <= 0 || head_dim_v <= 0 || n_head_kv <= 0)
+    return pa_error(PASADA_ERR_ARG, "KV heads of %d x %d/%d values", n_head_kv, head_dim_k, head_dim_v);
+  /* a part: its values, then (Q8) a float scale per position */
+  const int64_t scales = type == PA_KV_Q8 ? (int64_t)block_size * 4 : 0;
+  const int64_t k_part = (int64_t)block_size * head_dim_k * (int64_t)elt + scales;
+  const int64_t v_part = (int64_t)block_size * head_dim_v * (int64_t)elt + scales;
+  if ((double)n_blocks * (double)n_head_kv * (double)(k_part + v_part) > 0x1p50)
     return pa_error(PASADA_ERR_ARG, "a KV cache of %lld blocks of %d positions is too large", (long long)n_blocks,
                     block_size);
   kv->n_layer = n_layer;
@@ -51,6 +65,8 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   kv->elt = elt;
   kv->k_row = k_row;
   kv->v_row = v_row;
+  kv->k_part = k_part;
+  kv->v_part = v_part;
   kv->k = calloc((size_t)n_layer, sizeof(uint8_t *));
   kv->v = calloc((size_t)n_layer, sizeof(uint8_t *));
   size_t nb = (size_t)n_blocks;
@@ -72,8 +88,8 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   for (int32_t s = 0; ok && s < n_seq; s++) ok = (kv->table[s] = malloc((size_t)per_seq * sizeof(int32_t)));
   for (int32_t l = 0; ok && l < n_layer; l++) {
     /* + 64 bytes: SIMD loads of a last row's tail may read (and drop) past it */
-    kv->k[l] = pa_alloc(nb * (size_t)block_size * (size_t)k_row * kv->elt + 64);
-    kv->v[l] = pa_alloc(nb * (size_t)block_size * (size_t)v_row * kv->elt + 64);
+    kv->k[l] = pa_alloc(nb * (size_t)n_head_kv * (size_t)k_part + 64);
+    kv->v[l] = pa_alloc(nb * (size_t)n_head_kv * (size_t)v_part + 64);
     ok = kv->k[l] && kv->v[l];
   }
   if (!ok) {
@@ -233,11 +249,10 @@ void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0) {
   }
   size_t rows = (size_t)(p0 % bs);
   /* the whole block (K is transposed: its positions are not contiguous) */
+  const int64_t kbb = kv->n_head_kv * kv->k_part, vbb = kv->n_head_kv * kv->v_part;
   for (int32_t l = 0; l < kv->n_layer; l++) {
-    memcpy(kv->k[l] + (int64_t)nb * bs * kv->k_row * (int64_t)kv->elt,
-           kv->k[l] + (int64_t)b * bs * kv->k_row * (int64_t)kv->elt, (size_t)bs * (size_t)kv->k_row * kv->elt);
-    memcpy(kv->v[l] + (int64_t)nb * bs * kv->v_row * (int64_t)kv->elt,
-           kv->v[l] + (int64_t)b * bs * kv->v_row * (int64_t)kv->elt, (size_t)bs * (size_t)kv->v_row * kv->elt);
+    memcpy(kv->k[l] + nb * kbb, kv->k[l] + b * kbb, (size_t)kbb);
+    memcpy(kv->v[l] + nb * vbb, kv->v[l] + b * vbb, (size_t)vbb);
   }
   memcpy(kv->tokens + (int64_t)nb * bs, kv->tokens + (int64_t)b * bs, rows * sizeof(int32_t));
   release_block(kv, b);
@@ -270,14 +285,25 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
 
 /* ---- values ---- */
 
+/* Q8: the scale of n values and their quants (see kv_cache.h). */
+static float q8_row(const float *x, int32_t n, int8_t *q, int64_t stride) {
+  float amax = 0.0f;
+  for (int32_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+  const float scale = amax / 127.0f;
+  for (int32_t i = 0; i < n; i++) {
+    const float r = scale > 0.0f ? roundf(x[i] / scale) : 0.0f; /* NaN (or inf / inf): 0 */
+    q[(int64_t)i * stride] = r == r ? (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r) : 0;
+  }
+  return scale;
+}
+
 void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k, const float *v) {
   const int32_t hk = kv->head_dim_k, hv = kv->head_dim_v, bs = kv->block_size, off = pos % bs;
-  const bool f16 = kv->type == PA_KV_F16;
   const pa_ops_kernels *ops = pa_ops_current();
   for (int32_t h = 0; h < kv->n_head_kv; h++) {
     uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h), *vd = pa_kv_v_at(kv, layer, seq, pos, h);
     const float *ks = k + (int64_t)h * hk, *vs = v + (int64_t)h * hv;
-    if (f16) {
+    if (kv->type == PA_KV_F16) {
       uint16_t buf[256];
       for (int32_t d0 = 0; d0 < hk; d0 += 256) {
         const int32_t n = hk - d0 < 256 ? hk - d0 : 256;
@@ -285,6 +311,9 @@ void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, con
         for (int32_t d = 0; d < n; d++) ((uint16_t *)(void *)kd)[(int64_t)(d0 + d) * bs + off] = buf[d];
       }
       ops->f32_to_f16((uint16_t *)(void *)vd, vs, hv);
+    } else if (kv->type == PA_KV_Q8) {
+      pa_kv_k_scales(kv, kd)[off] = q8_row(ks, hk, (int8_t *)kd + off, bs);
+      *pa_kv_v_scale(kv, layer, seq, pos, h) = q8_row(vs, hv, (int8_t *)vd, 1);
     } else {
       for (int32_t d = 0; d < hk; d++) ((float *)(void *)kd)[(int64_t)d * bs + off] = ks[d];
       memcpy(vd, vs, (size_t)hv * sizeof(float));
@@ -293,12 +322,16 @@ void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, con
 }
 
 void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h, float *k, float *v) {
-  const uint8_t *ks = pa_kv_k_block(kv, layer, seq, pos, h), *vs = pa_kv_v_at(kv, layer, seq, pos, h);
+  uint8_t *ks = pa_kv_k_block(kv, layer, seq, pos, h), *vs = pa_kv_v_at(kv, layer, seq, pos, h);
   const int32_t bs = kv->block_size, off = pos % bs;
   if (kv->type == PA_KV_F16) {
     const uint16_t *kh = (const uint16_t *)(const void *)ks;
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = pa_f16_to_f32(kh[(int64_t)d * bs + off]);
     pa_ops_current()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
+  } else if (kv->type == PA_KV_Q8) {
+    const float sk = pa_kv_k_scales(kv, ks)[off], sv = *pa_kv_v_scale(kv, layer, seq, pos, h);
+    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = (float)((const int8_t *)ks)[(int64_t)d * bs + off] * sk;
+    for (int32_t d = 0; d < kv->head_dim_v; d++) v[d] = (float)((const int8_t *)vs)[d] * sv;
   } else {
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = ((const float *)(const void *)ks)[(int64_t)d * bs + off];
     memcpy(v, vs, (size_t)kv->head_dim_v * sizeof(float));

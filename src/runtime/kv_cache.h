@@ -8,14 +8,19 @@
  * Blocks no sequence uses but that hold a cached prefix are evicted least
  * recently used first when the pool runs out.
  *
- * Storage: per layer, K and V each [n_blocks][n_head_kv][...] values of the
- * cache's type (F32, or IEEE half: F16 halves the memory and the bytes
- * attention reads; values are rounded to nearest even when stored and read
- * back exactly). One KV head's part of a block is contiguous: V as rows
- * [block_size][head_dim_v], K transposed, [head_dim_k][block_size] (value d
- * of the block's position i at d * block_size + i), so attention takes the
- * scores of 16 positions at a time with vertical multiply-adds and no
- * horizontal sums. The block size is a multiple of 16. */
+ * Storage: per layer, K and V each [n_blocks][n_head_kv][part], a part
+ * holding one KV head's values of a block in the cache's type: F32; IEEE
+ * half (F16 halves the memory and the bytes attention reads; values are
+ * rounded to nearest even when stored and read back exactly); or Q8, 8-bit
+ * integers with one float scale per position and KV head (a quarter of
+ * F32's bytes plus the scales: per head and position, scale = max |x| /
+ * 127 and q = x / scale rounded to nearest, ties away from zero; read back
+ * as q * scale). A part is contiguous: V as rows [block_size][head_dim_v],
+ * K transposed, [head_dim_k][block_size] (value d of the block's position
+ * i at d * block_size + i), so attention takes the scores of 16 positions
+ * at a time with vertical multiply-adds and no horizontal sums; Q8 parts
+ * end with their block_size float scales (K: of the positions' K rows; V:
+ * of the V rows). The block size is a multiple of 16. */
 #ifndef PASADA_KV_CACHE_H
 #define PASADA_KV_CACHE_H
 
@@ -23,16 +28,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { PA_KV_F32 = 0, PA_KV_F16 = 1 } pa_kv_type;
+typedef enum { PA_KV_F32 = 0, PA_KV_F16 = 1, PA_KV_Q8 = 2 } pa_kv_type;
 
 typedef struct {
   int32_t n_layer, block_size, n_blocks, n_seq, n_ctx, max_blocks_per_seq;
   int32_t n_head_kv, head_dim_k, head_dim_v;
   pa_kv_type type;
-  size_t elt;           /* bytes per value: 4 or 2 */
+  size_t elt;           /* bytes per value: 4, 2 or 1 */
   int64_t k_row, v_row; /* values per position (every head) */
+  int64_t k_part, v_part; /* bytes of one KV head's part of a block (Q8: with its scales) */
   uint8_t **k, **v;     /* per layer: K [n_blocks][n_head_kv][head_dim_k][block_size],
-                           V [n_blocks][n_head_kv][block_size][head_dim_v] */
+                           V [n_blocks][n_head_kv][block_size][head_dim_v], each part
+                           followed by its scales when Q8 */
   /* per block */
   int32_t *ref;         /* sequences using the block */
   uint8_t *registered;  /* in the prefix cache */
@@ -50,7 +57,9 @@ typedef struct {
 
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
                pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks);
-const char *pa_kv_type_name(pa_kv_type type); /* "f32", "f16" */
+const char *pa_kv_type_name(pa_kv_type type); /* "f32", "f16", "q8" */
+/* Bytes of K and V per position, every layer and head (Q8: with scales). */
+int64_t pa_kv_bytes_per_position(const pa_kv_cache *kv);
 void pa_kv_free(pa_kv_cache *kv);
 
 /* Makes sure every (seq, pos) of the batch has a block, all or nothing:
@@ -68,12 +77,23 @@ int32_t pa_kv_available(const pa_kv_cache *kv);
  * (transposed, see above) and V (the row of pos itself). */
 static inline uint8_t *pa_kv_k_block(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return kv->k[layer] + ((b * kv->n_head_kv + h) * kv->block_size * kv->head_dim_k) * (int64_t)kv->elt;
+  return kv->k[layer] + (b * kv->n_head_kv + h) * kv->k_part;
 }
 static inline uint8_t *pa_kv_v_at(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return kv->v[layer] +
-         (((b * kv->n_head_kv + h) * kv->block_size + pos % kv->block_size) * kv->head_dim_v) * (int64_t)kv->elt;
+  return kv->v[layer] + (b * kv->n_head_kv + h) * kv->v_part +
+         (int64_t)(pos % kv->block_size) * kv->head_dim_v * (int64_t)kv->elt;
+}
+/* Q8: the K scales of a K part (pa_kv_k_block's pointer; one per position
+ * of the block), and the V scale of position pos. */
+static inline float *pa_kv_k_scales(const pa_kv_cache *kv, uint8_t *k_block) {
+  return (float *)(void *)(k_block + (int64_t)kv->block_size * kv->head_dim_k);
+}
+static inline float *pa_kv_v_scale(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
+  const int64_t b = kv->table[seq][pos / kv->block_size];
+  return (float *)(void *)(kv->v[layer] + (b * kv->n_head_kv + h) * kv->v_part +
+                           (int64_t)kv->block_size * kv->head_dim_v) +
+         pos % kv->block_size;
 }
 /* Writes position pos of sequence seq in layer `layer`: k_row and v_row
  * floats (every head, head after head), converted to the cache's type. */

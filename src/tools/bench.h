@@ -83,7 +83,7 @@ typedef struct {
   uint64_t rss_bytes;            /* VmRSS right after the last generation */
   uint64_t hwm_bytes;            /* VmHWM: peak */
   uint64_t kv_bytes;             /* the whole KV pool */
-  const char *kv_type;           /* its values: "f16", "f32" */
+  const char *kv_type;           /* its values: "f16", "f32", "q8" */
   double rss_over_budget;        /* rss / (weights in file + KV pool) */
   /* cost per million tokens at price_per_hour (< 0 when not asked) */
   double pp_usd_per_mtok, tg_usd_per_mtok;

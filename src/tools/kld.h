@@ -33,7 +33,7 @@ typedef struct {
   char text_name[256];
   size_t n_text_tokens;
   int32_t n_windows, n_ctx, n_threads;
-  const char *kv_type; /* both models' KV cache values: "f16", "f32" */
+  const char *kv_type; /* both models' KV cache values: "f16", "f32", "q8" */
   int64_t n_scored;
   double kl_mean, kl_se, kl_median, kl_p99, kl_max; /* nats */
   double top1, top1_se;         /* fraction of scored tokens whose argmax agree */

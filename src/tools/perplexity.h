@@ -86,7 +86,7 @@ typedef struct {
 typedef struct {
   size_t n_text_tokens;
   int32_t n_windows, n_ctx, n_batch, n_threads;
-  const char *kv_type; /* the KV cache's values: "f16", "f32" */
+  const char *kv_type; /* the KV cache's values: "f16", "f32", "q8" */
   int64_t n_scored;
   double nll_mean; /* mean negative log-likelihood per scored token (nats) */
   double nll_se;   /* its standard error */

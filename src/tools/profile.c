@@ -295,7 +295,7 @@ struct pa_profile_result {
   const char *cpu_path;
   int32_t n_threads, n_batch, n_ctx, n_layer;
   double kv_elt;       /* bytes per KV cache value */
-  const char *kv_type; /* "f16", "f32" */
+  const char *kv_type; /* "f16", "f32", "q8" */
   bool have_ceilings;
   pa_bench_ceilings ceil;
   prof_phase ph[2];
@@ -593,7 +593,12 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     pasada_kv_stats kvs;
     pasada_kv_get_stats(st.ctx, &kvs);
     r->kv_type = pasada_kv_type_name(kvs.type);
-    r->kv_elt = kvs.type == PASADA_KV_F16 ? 2 : 4;
+    /* bytes a value, scales included (Q8: a float per position and head) */
+    const pa_hparams *hp = &st.model->hp;
+    const double per_pos = (double)hp->n_head_kv * (hp->head_dim + hp->head_dim_v);
+    r->kv_elt = kvs.n_blocks > 0 && per_pos > 0
+                    ? (double)kvs.bytes / ((double)kvs.n_blocks * kvs.block_size * hp->n_layer * per_pos)
+                    : 4;
   }
   int32_t n_vocab = pasada_model_n_vocab(st.model);
   pasada_sampler_params sp = pasada_sampler_default_params();

@@ -12,8 +12,10 @@ Error measure, per sequence:
 over the whole (n_tokens x n_vocab) logit array of that sequence; it must be
 <= 1e-4 with an F32 KV cache (--kv-type f32), <= 3e-3 with the default F16
 cache (its values are rounded to 11 significant bits: at position 0 attention
-returns V itself, so the error starts at ~2^-12 relative), and the argmax must
-be identical at every position.
+returns V itself, so the error starts at ~2^-12 relative), <= 2.5e-2 with a Q8
+cache (each K and V value within half a step of max |row| / 127, up to 0.4% of
+its row's largest value; measured 3.7e-3 to 1.2e-2), and the argmax must be
+identical at every position.
 
 Besides pasada, a plain numpy forward pass that reads only the GGUF file
 (reference_forward below, written from llama.cpp's conventions) is checked
@@ -34,7 +36,7 @@ from conftest import BUILD, FIXTURES
 
 TINY = FIXTURES / "tiny"
 ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
-TOLERANCE = {"f32": 1e-4, "f16": 3e-3}
+TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8": 2.5e-2}
 
 
 def relative_error(got, ref):
@@ -210,7 +212,7 @@ def test_fixture_gguf_reproduces_transformers(arch):
         assert err <= 1e-5, f"{arch} seq{i}: numpy reference rel err {err:.2e}"
 
 
-@pytest.mark.parametrize("kv", ["f32", "f16"])
+@pytest.mark.parametrize("kv", ["f32", "f16", "q8"])
 @pytest.mark.parametrize("mode", ["logits", "logits-steps"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_arch_parity(arch, mode, kv, tmp_path):

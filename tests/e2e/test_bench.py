@@ -87,17 +87,20 @@ def test_json_without_ceilings_or_pp(pasada_bin, smollm2):
 
 
 def test_kv_types(pasada_bin, smollm2):
-    """The default KV cache is F16, half the bytes of --kv-type f32."""
+    """The default KV cache is F16, half the bytes of --kv-type f32; q8 is one
+    byte a value plus a float scale per position and KV head (SmolLM2: 64
+    values a head)."""
     pools = {}
-    for kv in (None, "f32"):
+    for kv in (None, "f32", "q8"):
         extra = ["--kv-type", kv] if kv else []
         res = run(pasada_bin, "-m", smollm2, "-p", 0, "-n", 4, "-r", 1, "-t", 1, "--no-ceilings", "--json", "-q",
                   *extra)
         assert res.returncode == 0, res.stderr
         m = json.loads(res.stdout)["memory"]
         pools[m["kv_type"]] = m["kv_bytes"]
-    assert set(pools) == {"f16", "f32"}
+    assert set(pools) == {"f16", "f32", "q8"}
     assert pools["f32"] == 2 * pools["f16"]
+    assert pools["q8"] * 128 == pools["f16"] * (64 + 4)
 
 
 def test_help(pasada_bin):

@@ -143,7 +143,7 @@ def test_help_tells_the_truth(pasada_bin, cmd, tmp_path):
     (["run", "-m", "{smol}", "-p", "x", "--chat-template", "nope"], "run"),
     (["run", "-m", "{smol}", "-p", "x", "extra"], "run"),
     (["run", "-m", "{smol}", "-p", "x", "--no-stats=1"], "run"),
-    (["run", "-m", "{smol}", "-p", "x", "--kv-type", "q8"], "run"),
+    (["run", "-m", "{smol}", "-p", "x", "--kv-type", "q4"], "run"),
     (["chat", "-m", "{smol}", "--kv-type", "F16"], "chat"),
     (["chat"], "chat"),
     (["chat", "-m", "{smol}", "--top-k", "-3"], "chat"),
@@ -193,15 +193,19 @@ def test_run_greedy_is_deterministic(pasada_bin, smollm2):
 
 
 def test_run_kv_types(pasada_bin, smollm2):
-    """Both KV cache types generate; each is deterministic; they agree for the first tokens."""
+    """Every KV cache type generates; each is deterministic; they agree for the first tokens."""
     args = ["-p", "The three primary colors are", "-n", "24", "--temp", "0", "--no-stats"]
     f16, _ = run_text(pasada_bin, smollm2, *args)
     f16b, _ = run_text(pasada_bin, smollm2, *args, "--kv-type", "f16")
     f32, _ = run_text(pasada_bin, smollm2, *args, "--kv-type", "f32")
     f32b, _ = run_text(pasada_bin, smollm2, *args, "--kv-type", "f32")
-    assert f16.strip() and f32.strip()
+    q8, _ = run_text(pasada_bin, smollm2, *args, "--kv-type", "q8")
+    q8b, _ = run_text(pasada_bin, smollm2, *args, "--kv-type", "q8")
+    assert f16.strip() and f32.strip() and q8.strip()
     assert f16 == f16b, "f16 is not the default"
     assert f32 == f32b
+    assert q8 == q8b
+    assert q8.split()[:2] == f32.split()[:2], (q8, f32)
     # rounding K and V to halves perturbs the logits slightly: the greedy texts
     # agree at least at their start
     assert f16.split()[:2] == f32.split()[:2], (f16, f32)
@@ -377,6 +381,9 @@ def test_info(pasada_bin, request, model):
     assert "tensors" in out
     # K and V of every layer per position: layers x kv heads x (k + v head size) x 2 bytes
     assert ("18.0 kib per position" if model == "gemma3" else "22.5 kib per position") in out
+    # Q8: a byte a value plus a float scale per layer, KV head and K or V
+    # (Gemma 3 270M: 18 layers, 1 KV head of 256; SmolLM2: 30 x 3 of 64)
+    assert ("9.1 kib as q8" if model == "gemma3" else "12.0 kib as q8") in out
     assert cli(pasada_bin, "info", "-m", path).stdout == res.stdout
 
 

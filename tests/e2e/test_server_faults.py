@@ -212,9 +212,9 @@ def test_admission_waits_for_kv_blocks(pasada_bin, smollm2):
 
 def test_kv_options(pasada_bin, smollm2):
     """--kv-type and --kv-block-size: bad values are one-line usage errors; an
-    F32 cache in 32-position blocks serves and reports its size."""
+    F32 cache in 32-position blocks and a Q8 one serve and report their sizes."""
     import subprocess
-    for bad in (["--kv-type", "q8"], ["--kv-block-size", "20"], ["--kv-block-size", "8"]):
+    for bad in (["--kv-type", "q4"], ["--kv-block-size", "20"], ["--kv-block-size", "8"]):
         res = subprocess.run([str(pasada_bin), "serve", "-m", str(smollm2), *bad], capture_output=True, text=True,
                              timeout=60)
         assert res.returncode == 2, res.stderr
@@ -231,3 +231,16 @@ def test_kv_options(pasada_bin, smollm2):
         assert m["pasada_kv_bytes"] == 16 * 32 * 30 * (3 * 64 * 2) * 4
     finally:
         assert s.stop() == 0, s.stderr
+    s = Server(pasada_bin, smollm2, "--threads", 1, "--parallel", 2, "--ctx", 256, "--kv-type", "q8",
+               "--kv-blocks", 16)
+    try:
+        r = s.client().completions.create(model="m", prompt="The capital of France is", max_tokens=2,
+                                          temperature=0)
+        assert r.choices[0].text.strip().startswith("Paris")
+        m = s.wait_idle()
+        # 16-position blocks; per position, layer and KV head one byte a value
+        # plus a float scale, for K and for V
+        assert m["pasada_kv_bytes"] == 16 * 16 * 30 * 3 * 2 * (64 + 4)
+    finally:
+        assert s.stop() == 0, s.stderr
+    assert "MiB, q8)" in s.stderr, s.stderr  # the ready line names the cache's type

@@ -4,8 +4,10 @@
  * table the CPU has (plain, avx2, avx512, as capped by PASADA_CPU), over
  * shapes with head sizes that are and are not multiples of the vector width,
  * block sizes 16, 32 and 64, GQA groups of 1 to 4, sliding windows and none,
- * with an F32 and with an F16 cache (the exact reference reads the values
- * the cache holds, so both have the same bound):
+ * with an F32, an F16 and a Q8 cache (read back: F32 exactly, F16 rounded
+ * to nearest even, Q8 within half a step of its row's scale; the exact
+ * reference reads the values the cache holds, so all three have the same
+ * bound):
  * 1. pa_attn_rows against a double-precision softmax(q K^T * scale) V over
  *    the same float inputs: max |out - exact| <= 1e-5 * max |v| (float dots
  *    of <= 256 terms, ~1 ulp exp, a float sum of <= 300 weights; the
@@ -55,6 +57,28 @@ static const shape shapes[] = {
 #define N_CTX 300
 #define N_LAYER 2
 
+/* What a cache of `type` must give back for a head's stored row x: F32
+ * exactly; F16 rounded to nearest even; Q8 within half a step of
+ * max |x| / 127 of the row (plus the float rounding of quant times step,
+ * a few 1e-7 of the value), and the largest one within a few 1e-7 of
+ * itself. */
+static void check_read_back(pa_kv_type type, const float *x, const float *got, int32_t n, const char *what) {
+  float amax = 0.0f;
+  for (int32_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+  const double step = amax / 127.0;
+  for (int32_t i = 0; i < n; i++) {
+    bool ok;
+    if (type == PA_KV_F16)
+      ok = got[i] == pa_f16_to_f32(pa_f32_to_f16(x[i]));
+    else if (type == PA_KV_Q8)
+      ok = fabs((double)got[i] - x[i]) <= 0.5 * step + 1e-6 * fabsf(x[i]) + 1e-30 &&
+           (fabsf(x[i]) != amax || fabs(fabs((double)got[i]) - amax) <= 4e-7 * amax);
+    else
+      ok = got[i] == x[i];
+    if (!ok && failures++ < 10) printf("FAIL %s read back %g, stored %g (%s cache)\n", what, got[i], x[i], pa_kv_type_name(type));
+  }
+}
+
 static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
   float *k = malloc(sizeof(float) * (size_t)kv->k_row), *v = malloc(sizeof(float) * (size_t)kv->v_row);
   for (int32_t s = 0; s < N_SEQ; s++)
@@ -72,16 +96,8 @@ static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
         for (int32_t h = 0; h < kv->n_head_kv; h++) {
           float kb[256], vb[256];
           pa_kv_load(kv, l, s, p, h, kb, vb);
-          for (int32_t i = 0; i < kv->head_dim_k; i++) {
-            const float want = kv->type == PA_KV_F16 ? pa_f16_to_f32(pa_f32_to_f16(k[h * kv->head_dim_k + i]))
-                                                     : k[h * kv->head_dim_k + i];
-            if (kb[i] != want && failures++ < 10) printf("FAIL K read back %g, stored %g\n", kb[i], want);
-          }
-          for (int32_t i = 0; i < kv->head_dim_v; i++) {
-            const float want = kv->type == PA_KV_F16 ? pa_f16_to_f32(pa_f32_to_f16(v[h * kv->head_dim_v + i]))
-                                                     : v[h * kv->head_dim_v + i];
-            if (vb[i] != want && failures++ < 10) printf("FAIL V read back %g, stored %g\n", vb[i], want);
-          }
+          check_read_back(kv->type, k + h * kv->head_dim_k, kb, kv->head_dim_k, "K");
+          check_read_back(kv->type, v + h * kv->head_dim_v, vb, kv->head_dim_v, "V");
         }
       }
     }
@@ -285,8 +301,8 @@ int main(void) {
   for (int k = 0; k < 3; k++) {
     if (!tables[k]) continue;
     double worst = 0;
-    for (int ty = 0; ty < 2; ty++) {
-      const pa_kv_type type = ty ? PA_KV_F16 : PA_KV_F32;
+    for (int ty = 0; ty < 3; ty++) {
+      const pa_kv_type type = ty == 2 ? PA_KV_Q8 : ty ? PA_KV_F16 : PA_KV_F32;
       worst = 0;
       for (int s = 0; s < N_SHAPES; s++) check_rows(tables[k], &shapes[s], type, &worst);
       printf("  %-7s %s cache: max |out - exact| / max |v|: %.2e\n", tables[k]->name, pa_kv_type_name(type), worst);

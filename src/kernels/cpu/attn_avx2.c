@@ -23,24 +23,30 @@ BODY __m256i lanes_below(int32_t n) { /* lanes 0..n-1 all ones */
 }
 
 /* value d of 8 columns (16h .. 16h + 7 of the chunk, h = 0 or 1) */
-BODY __m256 load_k(const void *kc, int64_t i, bool f16) {
-  if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)kc + i)));
+BODY __m256 load_k(const void *kc, int64_t i, int kind) {
+  if (kind == PA_KV_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)kc + i)));
+  if (kind == PA_KV_Q8)
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)kc + i))));
   return _mm256_loadu_ps((const float *)kc + i);
 }
 
-/* 8 floats of a V row from element d, lanes from `n` on zero (an F16 row's
- * load may read past the row, into the cache's padding) */
-BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, bool f16) {
+/* 8 floats of a V row from element d, lanes from `n` on zero (an F16 or
+ * Q8 row's load may read past the row, into the next one, the part's
+ * scales or the cache's padding) */
+BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, int kind) {
   if (n <= 0) return _mm256_setzero_ps();
-  if (f16)
+  if (kind == PA_KV_F16)
     return _mm256_and_ps(_mm256_castsi256_ps(m), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)v + d))));
+  if (kind == PA_KV_Q8)
+    return _mm256_and_ps(_mm256_castsi256_ps(m),
+                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)v + d)))));
   return _mm256_maskload_ps((const float *)v + d, m);
 }
 
 /* Scores of rows r0 .. r0 + NR - 1 over the 16 columns of chunk c: NR x 2
  * accumulators of 8 columns, one multiply-add per d (a chain over d in the
  * column's lane, the same whatever NR). */
-BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, const bool f16) {
+BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, const int kind) {
   const int32_t hd = t->head_dim;
   const int64_t ks = t->k_stride;
   const void *kc = t->kc[c];
@@ -52,7 +58,7 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, c
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   }
   for (int32_t d = 0; d < hd; d++) {
-    const __m256 k0 = load_k(kc, d * ks, f16), k1 = load_k(kc, d * ks + 8, f16);
+    const __m256 k0 = load_k(kc, d * ks, kind), k1 = load_k(kc, d * ks + 8, kind);
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++) {
       const __m256 qb = _mm256_broadcast_ss(q[i] + d);
@@ -69,7 +75,7 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, c
   }
 }
 
-BODY void qk_body(const pa_attn_tile *t, const bool f16) {
+BODY void qk_body(const pa_attn_tile *t, const int kind) {
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
     int32_t a = PA_ATTN_TILE, b = 0;
@@ -79,19 +85,20 @@ BODY void qk_body(const pa_attn_tile *t, const bool f16) {
         b = t->jhi[r0 + i] > b ? t->jhi[r0 + i] : b;
       }
     for (int32_t c = a >> 4; a < b && c <= (b - 1) >> 4; c++) switch (nr) {
-        case 1: qk_block(t, r0, 1, c, f16); break;
-        case 2: qk_block(t, r0, 2, c, f16); break;
-        case 3: qk_block(t, r0, 3, c, f16); break;
-        default: qk_block(t, r0, 4, c, f16); break;
+        case 1: qk_block(t, r0, 1, c, kind); break;
+        case 2: qk_block(t, r0, 2, c, kind); break;
+        case 3: qk_block(t, r0, 3, c, kind); break;
+        default: qk_block(t, r0, 4, c, kind); break;
       }
   }
 }
 
 AVX2 static void qk_avx2(const pa_attn_tile *t) {
-  if (t->f16)
-    qk_body(t, true);
-  else
-    qk_body(t, false);
+  switch (t->kind) {
+    case PA_KV_F16: qk_body(t, PA_KV_F16); break;
+    case PA_KV_Q8: qk_body(t, PA_KV_Q8); break;
+    default: qk_body(t, PA_KV_F32); break;
+  }
 }
 
 AVX2 static void softmax_avx2(const pa_attn_tile *t) {
@@ -130,7 +137,7 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
 
 /* Rows r0 .. r0 + NR - 1 (NR = 1 or 2); a row with an empty range repeats
  * the other (computed, never stored). */
-BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f16) {
+BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int kind) {
   const int32_t hdv = t->head_dim_v;
   {
     int32_t f = -1;
@@ -165,7 +172,7 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f
       for (int32_t j = a; j < b; j++) {
         __m256 v[4];
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 8 * c, hdv - d0 - 8 * c, m[c], f16);
+        for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 8 * c, hdv - d0 - 8 * c, m[c], kind);
         const bool all = j >= ca && j < cb;
 #pragma GCC unroll 2
         for (int i = 0; i < NR; i++)
@@ -184,20 +191,21 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f
   }
 }
 
-BODY void pv_body(const pa_attn_tile *t, const bool f16) {
+BODY void pv_body(const pa_attn_tile *t, const int kind) {
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 2) {
     if (t->n_rows - r0 >= 2)
-      pv_block(t, r0, 2, f16);
+      pv_block(t, r0, 2, kind);
     else
-      pv_block(t, r0, 1, f16);
+      pv_block(t, r0, 1, kind);
   }
 }
 
 AVX2 static void pv_avx2(const pa_attn_tile *t) {
-  if (t->f16)
-    pv_body(t, true);
-  else
-    pv_body(t, false);
+  switch (t->kind) {
+    case PA_KV_F16: pv_body(t, PA_KV_F16); break;
+    case PA_KV_Q8: pv_body(t, PA_KV_Q8); break;
+    default: pv_body(t, PA_KV_F32); break;
+  }
 }
 
 void pa_attn_fill_avx2(pa_attn_kernels *k) {

@@ -26,17 +26,25 @@ static inline __mmask16 lanes_below(int32_t n) {
 }
 
 /* value d of the 16 columns of a K chunk */
-BODY __m512 load_k(const void *kc, int64_t i, bool f16) {
-  if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)kc + i)));
+BODY __m512 load_k(const void *kc, int64_t i, int kind) {
+  if (kind == PA_KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)kc + i)));
+  if (kind == PA_KV_Q8)
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)kc + i))));
   return _mm512_loadu_ps((const float *)kc + i);
 }
 
 /* 16 floats of a V row from element d (lanes at or past `m`'s end: 0; an
- * F16 row's load may read past the row, into the cache's padding) */
-BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, bool f16) {
-  if (f16) {
+ * F16 or Q8 row's load may read past the row, into the next one, the
+ * part's scales or the cache's padding) */
+BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, int kind) {
+  if (kind == PA_KV_F16) {
     if (!m) return _mm512_setzero_ps(); /* past the row: read nothing */
     return _mm512_maskz_mov_ps(m, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + d))));
+  }
+  if (kind == PA_KV_Q8) {
+    if (!m) return _mm512_setzero_ps();
+    return _mm512_maskz_mov_ps(
+        m, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)v + d)))));
   }
   return _mm512_maskz_loadu_ps(m, (const float *)v + d);
 }
@@ -44,7 +52,7 @@ BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, bool f16) {
 /* Scores of rows r0 .. r0 + NR - 1 over chunks c0 .. c0 + NC - 1: NR x NC
  * accumulators of 16 columns, one multiply-add per d (a chain over d in
  * the column's lane, the same whatever NR and NC). */
-BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, const int NC, const bool f16) {
+BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, const int NC, const int kind) {
   const int32_t hd = t->head_dim;
   const int64_t ks = t->k_stride;
   __m512 acc[4][4];
@@ -61,7 +69,7 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, 
   for (int32_t d = 0; d < hd; d++) {
     __m512 k[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) k[c] = load_k(kc[c], d * ks, f16);
+    for (int c = 0; c < NC; c++) k[c] = load_k(kc[c], d * ks, kind);
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++) {
       const __m512 qb = _mm512_set1_ps(q[i][d]);
@@ -77,15 +85,15 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, 
       _mm512_storeu_ps(t->s + (int64_t)(r0 + i) * PA_ATTN_TILE + 16 * (c0 + c), _mm512_mul_ps(acc[i][c], scale));
 }
 
-#define QK_CHUNKS(NR, F16)                              \
+#define QK_CHUNKS(NR, KIND)                              \
   switch (nc) {                                         \
-    case 1: qk_block(t, r0, NR, c0, 1, F16); break;     \
-    case 2: qk_block(t, r0, NR, c0, 2, F16); break;     \
-    case 3: qk_block(t, r0, NR, c0, 3, F16); break;     \
-    default: qk_block(t, r0, NR, c0, 4, F16); break;    \
+    case 1: qk_block(t, r0, NR, c0, 1, KIND); break;     \
+    case 2: qk_block(t, r0, NR, c0, 2, KIND); break;     \
+    case 3: qk_block(t, r0, NR, c0, 3, KIND); break;     \
+    default: qk_block(t, r0, NR, c0, 4, KIND); break;    \
   }
 
-BODY void qk_body(const pa_attn_tile *t, const bool f16) {
+BODY void qk_body(const pa_attn_tile *t, const int kind) {
   _Static_assert(PA_ATTN_CHUNKS == 4, "qk_block covers a tile in at most 4 chunks");
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
@@ -98,19 +106,20 @@ BODY void qk_body(const pa_attn_tile *t, const bool f16) {
     if (a >= b) continue;
     const int32_t c0 = a >> 4, nc = ((b - 1) >> 4) + 1 - c0;
     switch (nr) {
-      case 1: QK_CHUNKS(1, f16) break;
-      case 2: QK_CHUNKS(2, f16) break;
-      case 3: QK_CHUNKS(3, f16) break;
-      default: QK_CHUNKS(4, f16) break;
+      case 1: QK_CHUNKS(1, kind) break;
+      case 2: QK_CHUNKS(2, kind) break;
+      case 3: QK_CHUNKS(3, kind) break;
+      default: QK_CHUNKS(4, kind) break;
     }
   }
 }
 
 AVX512 static void qk_avx512(const pa_attn_tile *t) {
-  if (t->f16)
-    qk_body(t, true);
-  else
-    qk_body(t, false);
+  switch (t->kind) {
+    case PA_KV_F16: qk_body(t, PA_KV_F16); break;
+    case PA_KV_Q8: qk_body(t, PA_KV_Q8); break;
+    default: qk_body(t, PA_KV_F32); break;
+  }
 }
 
 AVX512 static void softmax_avx512(const pa_attn_tile *t) {
@@ -148,7 +157,7 @@ AVX512 static void softmax_avx512(const pa_attn_tile *t) {
 /* Rows r0 .. r0 + NR - 1 (NR accumulators of 64 floats of head_dim_v at a
  * time); a row with an empty range repeats the first row with one
  * (computed, never stored). */
-BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f16) {
+BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int kind) {
   const int32_t hdv = t->head_dim_v;
   {
     int32_t f = -1;
@@ -189,7 +198,7 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f
       for (int32_t j = a; j < b; j++) {
         __m512 v[4];
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], f16);
+        for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], kind);
         if (j >= ca && j < cb) {
 #pragma GCC unroll 4
           for (int i = 0; i < NR; i++) {
@@ -216,20 +225,21 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const bool f
   }
 }
 
-BODY void pv_body(const pa_attn_tile *t, const bool f16) {
+BODY void pv_body(const pa_attn_tile *t, const int kind) {
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) switch (t->n_rows - r0) {
-      case 1: pv_block(t, r0, 1, f16); break;
-      case 2: pv_block(t, r0, 2, f16); break;
-      case 3: pv_block(t, r0, 3, f16); break;
-      default: pv_block(t, r0, 4, f16); break;
+      case 1: pv_block(t, r0, 1, kind); break;
+      case 2: pv_block(t, r0, 2, kind); break;
+      case 3: pv_block(t, r0, 3, kind); break;
+      default: pv_block(t, r0, 4, kind); break;
     }
 }
 
 AVX512 static void pv_avx512(const pa_attn_tile *t) {
-  if (t->f16)
-    pv_body(t, true);
-  else
-    pv_body(t, false);
+  switch (t->kind) {
+    case PA_KV_F16: pv_body(t, PA_KV_F16); break;
+    case PA_KV_Q8: pv_body(t, PA_KV_Q8); break;
+    default: pv_body(t, PA_KV_F32); break;
+  }
 }
 
 void pa_attn_fill_avx512(pa_attn_kernels *k) {
