@@ -12,15 +12,13 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
 #include "model/attention.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX2
 
-BODY __m256i lanes_below(int32_t n) { /* lanes 0..n-1 all ones */
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 /* value d of 8 columns (16h .. 16h + 7 of the chunk, h = 0 or 1) */
 BODY __m256 load_k(const void *kc, int64_t i, int kind) {
@@ -110,7 +108,7 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
     const int32_t c0 = lo & ~7, c1 = (hi + 7) & ~7;
     __m256 mx = ninf;
     for (int32_t c = c0; c < c1; c += 8) {
-      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(lanes_below(lo - c), lanes_below(hi - c)));
+      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
       mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), in));
     }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
@@ -121,7 +119,7 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
     t->m[r] = mn;
     const __m256 mnv = _mm256_set1_ps(mn);
     for (int32_t c = c0; c < c1; c += 8) {
-      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(lanes_below(lo - c), lanes_below(hi - c)));
+      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
       _mm256_storeu_ps(s + c, _mm256_blendv_ps(ninf, _mm256_sub_ps(_mm256_loadu_ps(s + c), mnv), in));
     }
     pa_exp_avx2(s + c0, s + c0, c1 - c0);
@@ -164,7 +162,7 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int ki
       __m256i m[4];
       __m256 o[2][4];
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; c++) m[c] = lanes_below(hdv - d0 - 8 * c);
+      for (int c = 0; c < 4; c++) m[c] = pa_lanes8(hdv - d0 - 8 * c);
 #pragma GCC unroll 2
       for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4

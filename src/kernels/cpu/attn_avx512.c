@@ -15,15 +15,13 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
 #include "model/attention.h"
 
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX512
 
-static inline __mmask16 lanes_below(int32_t n) {
-  return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
 
 /* value d of the 16 columns of a K chunk */
 BODY __m512 load_k(const void *kc, int64_t i, int kind) {
@@ -131,7 +129,7 @@ AVX512 static void softmax_avx512(const pa_attn_tile *t) {
     const int32_t c0 = lo & ~15, c1 = (hi + 15) & ~15;
     __m512 mx = ninf;
     for (int32_t c = c0; c < c1; c += 16) {
-      const __mmask16 m = lanes_below(hi - c) & (__mmask16)~lanes_below(lo - c);
+      const __mmask16 m = pa_lanes16(hi - c) & (__mmask16)~pa_lanes16(lo - c);
       mx = _mm512_mask_max_ps(mx, m, mx, _mm512_loadu_ps(s + c));
     }
     const float mt = _mm512_reduce_max_ps(mx), mo = t->m[r], mn = mt > mo ? mt : mo;
@@ -139,7 +137,7 @@ AVX512 static void softmax_avx512(const pa_attn_tile *t) {
     t->m[r] = mn;
     const __m512 mnv = _mm512_set1_ps(mn);
     for (int32_t c = c0; c < c1; c += 16) {
-      const __mmask16 m = lanes_below(hi - c) & (__mmask16)~lanes_below(lo - c);
+      const __mmask16 m = pa_lanes16(hi - c) & (__mmask16)~pa_lanes16(lo - c);
       _mm512_storeu_ps(s + c, _mm512_mask_sub_ps(ninf, m, _mm512_loadu_ps(s + c), mnv));
     }
     pa_exp_avx512(s + c0, s + c0, c1 - c0);
@@ -189,7 +187,7 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int ki
       __mmask16 m[4];
       __m512 o[4][4];
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; c++) m[c] = lanes_below(hdv - d0 - 16 * c);
+      for (int c = 0; c < 4; c++) m[c] = pa_lanes16(hdv - d0 - 16 * c);
 #pragma GCC unroll 4
       for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
 #include "quant/quant.h"
 
@@ -114,9 +115,6 @@ __attribute__((target("avx2,fma,f16c"))) void pa_f16_to_f32_avx2(float *y, const
  * and sum may fuse into one rounding from here on ---- */
 PA_NO_FP_CONTRACT
 
-BODY __m256i lanes8_below(int64_t n) { /* lanes 0 .. n-1 all ones */
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 AVX2 void pa_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps) {
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd(); /* chains 0-3 and 4-7 */
@@ -133,7 +131,7 @@ AVX2 void pa_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n,
   for (; i < n; i++) ss += (double)x[i] * x[i];
   const __m256 scale = _mm256_set1_ps((float)(1.0 / sqrt(ss / (double)n + (double)eps)));
   for (i = 0; i < n; i += 8) {
-    const __m256i m = lanes8_below(n - i);
+    const __m256i m = pa_lanes8(n - i);
     __m256 y = _mm256_mul_ps(_mm256_maskload_ps(x + i, m), scale);
     if (w) y = _mm256_mul_ps(y, _mm256_maskload_ps(w + i, m));
     _mm256_maskstore_ps(out + i, m, y);
@@ -148,7 +146,7 @@ AVX2 void pa_rope_avx2(float *x, int n_heads, int head_dim, int rope_dim, const 
     float *v = x + (int64_t)h * head_dim;
     if (neox) {
       for (int i = 0; i < half; i += 8) {
-        const __m256i m = lanes8_below(half - i);
+        const __m256i m = pa_lanes8(half - i);
         const __m256 a = _mm256_maskload_ps(v + i, m), b = _mm256_maskload_ps(v + i + half, m);
         const __m256 c = _mm256_maskload_ps(cos_t + i, m), s = _mm256_maskload_ps(sin_t + i, m);
         _mm256_maskstore_ps(v + i, m, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
@@ -157,7 +155,7 @@ AVX2 void pa_rope_avx2(float *x, int n_heads, int head_dim, int rope_dim, const 
     } else {
       for (int i = 0; i < half; i += 4) { /* pairs i .. i + 3: 8 floats */
         const int np = half - i < 4 ? half - i : 4;
-        const __m256i m = lanes8_below(2 * (int64_t)np), mt = lanes8_below(np);
+        const __m256i m = pa_lanes8(2 * (int64_t)np), mt = pa_lanes8(np);
         const __m256 xv = _mm256_maskload_ps(v + 2 * i, m);
         const __m256 c = _mm256_permutevar8x32_ps(_mm256_maskload_ps(cos_t + i, mt), dup);
         const __m256 s = _mm256_permutevar8x32_ps(_mm256_maskload_ps(sin_t + i, mt), dup);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
 #include "quant/quant.h"
 
@@ -45,20 +46,17 @@ BODY __m512 gelu16(__m512 g) {
   return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
-static inline __mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
-}
 
 AVX512 void pa_exp_avx512(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = tail_mask(n - i);
+    __mmask16 m = pa_lanes16(n - i);
     _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
   }
 }
 
 AVX512 void pa_silu_mul_avx512(float *gate, const float *up, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = tail_mask(n - i);
+    __mmask16 m = pa_lanes16(n - i);
     __m512 g = silu16(_mm512_maskz_loadu_ps(m, gate + i));
     _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
   }
@@ -66,7 +64,7 @@ AVX512 void pa_silu_mul_avx512(float *gate, const float *up, int64_t n) {
 
 AVX512 void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = tail_mask(n - i);
+    __mmask16 m = pa_lanes16(n - i);
     __m512 g = gelu16(_mm512_maskz_loadu_ps(m, gate + i));
     _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
   }
@@ -115,7 +113,7 @@ AVX512 void pa_rmsnorm_avx512(float *out, const float *x, const float *w, int64_
   for (; i < n; i++) ss += (double)x[i] * x[i];
   const __m512 scale = _mm512_set1_ps((float)(1.0 / sqrt(ss / (double)n + (double)eps)));
   for (i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
+    const __mmask16 m = pa_lanes16(n - i);
     __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), scale);
     if (w) y = _mm512_mul_ps(y, _mm512_maskz_loadu_ps(m, w + i));
     _mm512_mask_storeu_ps(out + i, m, y);
@@ -131,7 +129,7 @@ AVX512 void pa_rope_avx512(float *x, int n_heads, int head_dim, int rope_dim, co
     float *v = x + (int64_t)h * head_dim;
     if (neox) {
       for (int i = 0; i < half; i += 16) {
-        const __mmask16 m = tail_mask(half - i);
+        const __mmask16 m = pa_lanes16(half - i);
         const __m512 a = _mm512_maskz_loadu_ps(m, v + i), b = _mm512_maskz_loadu_ps(m, v + i + half);
         const __m512 c = _mm512_maskz_loadu_ps(m, cos_t + i), s = _mm512_maskz_loadu_ps(m, sin_t + i);
         _mm512_mask_storeu_ps(v + i, m, _mm512_sub_ps(_mm512_mul_ps(a, c), _mm512_mul_ps(b, s)));
@@ -140,8 +138,8 @@ AVX512 void pa_rope_avx512(float *x, int n_heads, int head_dim, int rope_dim, co
     } else {
       for (int i = 0; i < half; i += 8) { /* pairs i .. i + 7: 16 floats */
         const int np = half - i < 8 ? half - i : 8;
-        const __mmask16 m = tail_mask(2 * (int64_t)np);
-        const __mmask16 mt = tail_mask(np);
+        const __mmask16 m = pa_lanes16(2 * (int64_t)np);
+        const __mmask16 mt = pa_lanes16(np);
         const __m512 xv = _mm512_maskz_loadu_ps(m, v + 2 * i);
         const __m512 c = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mt, cos_t + i));
         const __m512 s = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mt, sin_t + i));
