@@ -26,10 +26,6 @@ const char *pa_kv_type_name(pa_kv_type type) {
   return type == PA_KV_F16 ? "f16" : type == PA_KV_Q8 ? "q8" : "f32";
 }
 
-int64_t pa_kv_bytes_per_position(const pa_kv_cache *kv) {
-  return (kv->k_part + kv->v_part) * kv->n_head_kv * kv->n_layer / kv->block_size;
-}
-
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
                pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
   memset(kv, 0, sizeof *kv);

@@ -58,8 +58,6 @@ typedef struct {
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
                pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks);
 const char *pa_kv_type_name(pa_kv_type type); /* "f32", "f16", "q8" */
-/* Bytes of K and V per position, every layer and head (Q8: with scales). */
-int64_t pa_kv_bytes_per_position(const pa_kv_cache *kv);
 void pa_kv_free(pa_kv_cache *kv);
 
 /* Makes sure every (seq, pos) of the batch has a block, all or nothing:

@@ -125,9 +125,12 @@ BODY const uint8_t *a_tile(const uint8_t *const *xp, int nt, bool even, int64_t 
 /* Weights that stream from memory (every matrix of a batched step is read
  * once) leave the kernel waiting on its loads: the same A/B with 2048-4096
  * groups (16-126 MB) took 1.6-2x the ticks per block of weights in L2. A
- * prefetch of each record's lines AMX_PREFETCH bytes ahead into L2 took
- * 1.07-1.20x off (32 KB with the T2 hint and 128 KB with T1 alike; 4 KB:
- * nothing), and costs nothing measurable when the weights are in L2. */
+ * prefetch of each record's lines AMX_PREFETCH bytes ahead into L2, per
+ * block, took 1.24-1.35x off (Q4_1 and Q8_0), and nothing measurable when
+ * the weights are in L2 (0.97, inside the quartiles). Tried first inside
+ * the unpack pass: 4 KB ahead gave nothing, 16-128 KB with T0, T1 or T2
+ * 1.07-1.20x (32 KB T2 and 128 KB T1 equal). Prefetches past the matrix's
+ * end never fault. */
 #define AMX_PREFETCH 32768
 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
