@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "kernels/cpu/attn_block.h"
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
 #include "model/attention.h"
@@ -138,34 +139,17 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
   }
 }
 
-/* Rows r0 .. r0 + NR - 1 (NR = 1, 2 or 3), W vectors of 8 floats of
- * head_dim_v per pass (NR x W accumulators, W V vectors and a broadcast
- * weight fit the 16 registers: W = 4 up to 2 rows, 3 for 3); a row with an
- * empty range repeats another (computed, never stored). */
+/* Rows r0 .. r0 + NR - 1 (NR = 1, 2 or 3; set up by attn_block.h), W
+ * vectors of 8 floats of head_dim_v per pass (NR x W accumulators, W V
+ * vectors and a broadcast weight fit the 16 registers: W = 4 up to 2 rows,
+ * 3 for 3). */
 BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int W, const int kind) {
   const int32_t hdv = t->head_dim_v;
-  int32_t f = -1;
-  for (int32_t i = 0; i < NR && f < 0; i++)
-    if (t->jlo[r0 + i] < t->jhi[r0 + i]) f = r0 + i;
-  if (f < 0) return;
-  int32_t lo[3], hi[3], ca = 0, cb = PA_ATTN_TILE, a = PA_ATTN_TILE, b = 0;
-  bool store[3];
-  const float *s[3];
-  float *acc[3];
+  pa_pv_block p;
+  if (!pa_pv_block_init(t, r0, NR, &p)) return;
   __m256 alpha[3];
-  for (int i = 0; i < NR; i++) {
-    store[i] = t->jlo[r0 + i] < t->jhi[r0 + i];
-    const int32_t r = store[i] ? r0 + i : f;
-    lo[i] = t->jlo[r];
-    hi[i] = t->jhi[r];
-    s[i] = t->s + (int64_t)r * PA_ATTN_TILE;
-    acc[i] = t->acc + r * t->acc_stride;
-    alpha[i] = _mm256_set1_ps(t->alpha[r]);
-    ca = lo[i] > ca ? lo[i] : ca; /* the positions every row attends */
-    cb = hi[i] < cb ? hi[i] : cb;
-    a = lo[i] < a ? lo[i] : a;
-    b = hi[i] > b ? hi[i] : b;
-  }
+#pragma GCC unroll 3
+  for (int i = 0; i < NR; i++) alpha[i] = _mm256_set1_ps(p.alpha[i]);
   for (int32_t d0 = 0; d0 < hdv; d0 += 8 * W) {
     __m256i m[4];
     __m256 o[3][4];
@@ -174,25 +158,25 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int W,
 #pragma GCC unroll 3
     for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-      for (int c = 0; c < W; c++) o[i][c] = _mm256_mul_ps(_mm256_maskload_ps(acc[i] + d0 + 8 * c, m[c]), alpha[i]);
-    for (int32_t j = a; j < b; j++) {
+      for (int c = 0; c < W; c++) o[i][c] = _mm256_mul_ps(_mm256_maskload_ps(p.acc[i] + d0 + 8 * c, m[c]), alpha[i]);
+    for (int32_t j = p.a; j < p.b; j++) {
       __m256 v[4];
 #pragma GCC unroll 4
       for (int c = 0; c < W; c++) v[c] = load_v(t->v[j], d0 + 8 * c, hdv - d0 - 8 * c, m[c], kind);
-      const bool all = j >= ca && j < cb;
+      const bool all = j >= p.ca && j < p.cb;
 #pragma GCC unroll 3
       for (int i = 0; i < NR; i++)
-        if (all || (j >= lo[i] && j < hi[i])) {
-          const __m256 e = _mm256_set1_ps(s[i][j]);
+        if (all || (j >= p.lo[i] && j < p.hi[i])) {
+          const __m256 e = _mm256_set1_ps(p.s[i][j]);
 #pragma GCC unroll 4
           for (int c = 0; c < W; c++) o[i][c] = _mm256_fmadd_ps(e, v[c], o[i][c]);
         }
     }
 #pragma GCC unroll 3
     for (int i = 0; i < NR; i++)
-      if (store[i])
+      if (p.store[i])
 #pragma GCC unroll 4
-        for (int c = 0; c < W; c++) _mm256_maskstore_ps(acc[i] + d0 + 8 * c, m[c], o[i][c]);
+        for (int c = 0; c < W; c++) _mm256_maskstore_ps(p.acc[i] + d0 + 8 * c, m[c], o[i][c]);
   }
 }
 

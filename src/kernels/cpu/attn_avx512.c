@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "kernels/cpu/attn_block.h"
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
 #include "model/attention.h"
@@ -153,73 +154,50 @@ AVX512 static void softmax_avx512(const pa_attn_tile *t) {
 }
 
 /* Rows r0 .. r0 + NR - 1 (NR accumulators of 64 floats of head_dim_v at a
- * time); a row with an empty range repeats the first row with one
- * (computed, never stored). */
+ * time; the block's rows as attn_block.h sets them up). */
 BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int kind) {
   const int32_t hdv = t->head_dim_v;
-  {
-    int32_t f = -1;
-    for (int32_t i = 0; i < NR && f < 0; i++)
-      if (t->jlo[r0 + i] < t->jhi[r0 + i]) f = r0 + i;
-    if (f < 0) return;
-    int32_t lo[4], hi[4], ca = 0, cb = PA_ATTN_TILE;
-    bool store[4];
-    const float *s[4];
-    float *acc[4];
-    __m512 alpha[4];
-    for (int i = 0; i < NR; i++) {
-      store[i] = t->jlo[r0 + i] < t->jhi[r0 + i];
-      const int32_t r = store[i] ? r0 + i : f;
-      lo[i] = t->jlo[r];
-      hi[i] = t->jhi[r];
-      s[i] = t->s + (int64_t)r * PA_ATTN_TILE;
-      acc[i] = t->acc + r * t->acc_stride;
-      alpha[i] = _mm512_set1_ps(t->alpha[r]);
-      ca = lo[i] > ca ? lo[i] : ca; /* the positions every slot attends */
-      cb = hi[i] < cb ? hi[i] : cb;
-    }
-    int32_t a = PA_ATTN_TILE, b = 0;
-    for (int i = 0; i < NR; i++) {
-      a = lo[i] < a ? lo[i] : a;
-      b = hi[i] > b ? hi[i] : b;
-    }
-    for (int32_t d0 = 0; d0 < hdv; d0 += 64) {
-      __mmask16 m[4];
-      __m512 o[4][4];
+  pa_pv_block p;
+  if (!pa_pv_block_init(t, r0, NR, &p)) return;
+  __m512 alpha[4];
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; c++) m[c] = pa_lanes16(hdv - d0 - 16 * c);
+  for (int i = 0; i < NR; i++) alpha[i] = _mm512_set1_ps(p.alpha[i]);
+  for (int32_t d0 = 0; d0 < hdv; d0 += 64) {
+    __mmask16 m[4];
+    __m512 o[4][4];
 #pragma GCC unroll 4
-      for (int i = 0; i < NR; i++)
+    for (int c = 0; c < 4; c++) m[c] = pa_lanes16(hdv - d0 - 16 * c);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++)
-          o[i][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], acc[i] + d0 + 16 * c), alpha[i]);
-      for (int32_t j = a; j < b; j++) {
-        __m512 v[4];
+    for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], kind);
-        if (j >= ca && j < cb) {
+      for (int c = 0; c < 4; c++)
+        o[i][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], p.acc[i] + d0 + 16 * c), alpha[i]);
+    for (int32_t j = p.a; j < p.b; j++) {
+      __m512 v[4];
 #pragma GCC unroll 4
-          for (int i = 0; i < NR; i++) {
-            const __m512 e = _mm512_set1_ps(s[i][j]);
+      for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], kind);
+      if (j >= p.ca && j < p.cb) {
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) o[i][c] = _mm512_fmadd_ps(e, v[c], o[i][c]);
-          }
-        } else {
+        for (int i = 0; i < NR; i++) {
+          const __m512 e = _mm512_set1_ps(p.s[i][j]);
 #pragma GCC unroll 4
-          for (int i = 0; i < NR; i++) {
-            const __mmask16 in = j >= lo[i] && j < hi[i] ? (__mmask16)0xFFFF : (__mmask16)0;
-            const __m512 e = _mm512_set1_ps(s[i][j]);
+          for (int c = 0; c < 4; c++) o[i][c] = _mm512_fmadd_ps(e, v[c], o[i][c]);
+        }
+      } else {
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) o[i][c] = _mm512_mask3_fmadd_ps(e, v[c], o[i][c], in);
-          }
+        for (int i = 0; i < NR; i++) {
+          const __mmask16 in = j >= p.lo[i] && j < p.hi[i] ? (__mmask16)0xFFFF : (__mmask16)0;
+          const __m512 e = _mm512_set1_ps(p.s[i][j]);
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; c++) o[i][c] = _mm512_mask3_fmadd_ps(e, v[c], o[i][c], in);
         }
       }
-#pragma GCC unroll 4
-      for (int i = 0; i < NR; i++)
-        if (store[i])
-#pragma GCC unroll 4
-          for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(acc[i] + d0 + 16 * c, m[c], o[i][c]);
     }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+      if (p.store[i])
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(p.acc[i] + d0 + 16 * c, m[c], o[i][c]);
   }
 }
 
