@@ -25,7 +25,6 @@
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX2
 
-
 /* value d of 8 columns (16h .. 16h + 7 of the chunk, h = 0 or 1) */
 BODY __m256 load_k(const void *kc, int64_t i, int kind) {
   if (kind == PA_KV_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)kc + i)));

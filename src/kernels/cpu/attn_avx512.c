@@ -23,7 +23,6 @@
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX512
 
-
 /* value d of the 16 columns of a K chunk */
 BODY __m512 load_k(const void *kc, int64_t i, int kind) {
   if (kind == PA_KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)kc + i)));

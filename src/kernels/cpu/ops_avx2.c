@@ -115,7 +115,6 @@ __attribute__((target("avx2,fma,f16c"))) void pa_f16_to_f32_avx2(float *y, const
  * and sum may fuse into one rounding from here on ---- */
 PA_NO_FP_CONTRACT
 
-
 AVX2 void pa_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps) {
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd(); /* chains 0-3 and 4-7 */
   int64_t i = 0;

@@ -46,7 +46,6 @@ BODY __m512 gelu16(__m512 g) {
   return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
-
 AVX512 void pa_exp_avx512(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 m = pa_lanes16(n - i);
