@@ -121,15 +121,31 @@ static void f16_to_f32_plain(float *y, const uint16_t *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = pa_f16_to_f32(x[i]);
 }
 
+static float q8_row_plain(int8_t *q, const float *x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+  const float scale = amax / 127.0f;
+  for (int64_t i = 0; i < n; i++) {
+    float y = scale > 0.0f ? x[i] / scale : 0.0f;
+    y = y == y ? y : 0.0f; /* NaN (or inf / inf) */
+    y = y < 127.0f ? y : 127.0f;
+    y = y > -127.0f ? y : -127.0f;
+    /* roundf(y) without the call: y - trunc(y) is exact here */
+    const float t = (float)(int32_t)y, f = y - t;
+    q[i] = (int8_t)(int32_t)(t + (f >= 0.5f ? 1.0f : f <= -0.5f ? -1.0f : 0.0f));
+  }
+  return scale;
+}
+
 static const pa_ops_kernels table_plain = {"plain",          exp_plain_rows,   silu_mul_plain,
                                            gelu_tanh_mul_plain, f32_to_f16_plain, f16_to_f32_plain,
-                                           rmsnorm_plain,    rope_plain};
+                                           q8_row_plain,     rmsnorm_plain,    rope_plain};
 static const pa_ops_kernels table_avx2 = {"avx2",          pa_exp_avx2,        pa_silu_mul_avx2,
                                           pa_gelu_tanh_mul_avx2, pa_f32_to_f16_avx2, pa_f16_to_f32_avx2,
-                                          pa_rmsnorm_avx2, pa_rope_avx2};
+                                          pa_q8_row_avx2,  pa_rmsnorm_avx2,    pa_rope_avx2};
 static const pa_ops_kernels table_avx512 = {"avx512",          pa_exp_avx512,        pa_silu_mul_avx512,
                                             pa_gelu_tanh_mul_avx512, pa_f32_to_f16_avx512, pa_f16_to_f32_avx512,
-                                            pa_rmsnorm_avx512, pa_rope_avx512};
+                                            pa_q8_row_avx512,  pa_rmsnorm_avx512,    pa_rope_avx512};
 
 const pa_ops_kernels *pa_ops_plain(void) { return &table_plain; }
 

@@ -62,6 +62,11 @@ typedef struct {
    * gives the same bits. */
   void (*f32_to_f16)(uint16_t *y, const float *x, int64_t n);
   void (*f16_to_f32)(float *y, const uint16_t *x, int64_t n);
+  /* A row of the Q8 KV cache: returns scale = max |x| / 127 (NaN values
+   * skipped) and sets q[i] = x[i] / scale rounded to nearest, ties away
+   * from zero, within [-127, 127] (0 where the quotient is NaN, and all 0
+   * when scale is 0); the same operations in every table, so the same bits. */
+  float (*q8_row)(int8_t *q, const float *x, int64_t n);
   /* pa_rmsnorm and pa_rope (above), with the plain versions' bits: the
    * sum of squares in the same 8 double chains (lane k of a vector of
    * doubles is chain k; a float's square is exact in double, so a fused
@@ -88,6 +93,7 @@ void pa_silu_mul_avx2(float *gate, const float *up, int64_t n);
 void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n);
 void pa_f32_to_f16_avx2(uint16_t *y, const float *x, int64_t n);
 void pa_f16_to_f32_avx2(float *y, const uint16_t *x, int64_t n);
+float pa_q8_row_avx2(int8_t *q, const float *x, int64_t n);
 void pa_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
 void pa_rope_avx2(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t,
                   bool neox);
@@ -96,6 +102,7 @@ void pa_silu_mul_avx512(float *gate, const float *up, int64_t n);
 void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n);
 void pa_f32_to_f16_avx512(uint16_t *y, const float *x, int64_t n);
 void pa_f16_to_f32_avx512(float *y, const uint16_t *x, int64_t n);
+float pa_q8_row_avx512(int8_t *q, const float *x, int64_t n);
 void pa_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps);
 void pa_rope_avx512(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t,
                     bool neox);

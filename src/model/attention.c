@@ -20,20 +20,44 @@
 #include "kernels/ops.h"
 #include "quant/quant.h"
 
+/* pv_q8_plain rounds its two products before adding them, as the SIMD
+ * tables do. */
+PA_NO_FP_CONTRACT
+
+/* The output's normalization, a loop over a row per call, vectorized for
+ * the baseline SSE2 at -O2 too: the same product per element, so the same
+ * bits. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic", "fp-contract=off")))
+#else
+#define VECTORIZE
+#endif
+
+VECTORIZE static void normalize_row(float *restrict o, const float *restrict a, float inv, int32_t n) {
+  for (int32_t d = 0; d < n; d++) o[d] = a[d] * inv;
+}
+
 /* ---- plain C tile kernels ---- */
 
-/* value d of column j of the tile's K, as a float */
+/* value d of column j of the tile's K, as a float (F32, F16) */
 static float k_value(const pa_attn_tile *t, int32_t j, int32_t d) {
   const int64_t i = (int64_t)d * t->k_stride + (j & 15);
   if (t->kind == PA_KV_F16) return pa_f16_to_f32(((const uint16_t *)t->kc[j >> 4])[i]);
-  if (t->kind == PA_KV_Q8) return (float)((const int8_t *)t->kc[j >> 4])[i];
   return ((const float *)t->kc[j >> 4])[i];
 }
 
 static float v_value(const pa_attn_tile *t, int32_t j, int32_t d) {
   if (t->kind == PA_KV_F16) return pa_f16_to_f32(((const uint16_t *)t->v[j])[d]);
-  if (t->kind == PA_KV_Q8) return (float)((const int8_t *)t->v[j])[d];
   return ((const float *)t->v[j])[d];
+}
+
+/* A Q8 tile's quants (the layouts in attention.h) */
+static int32_t kq_value(const pa_attn_tile *t, int32_t j, int32_t d) {
+  return ((const int8_t *)t->kc[j >> 4])[((d >> 1) * t->k_stride + (j & 15)) * 2 + (d & 1)];
+}
+
+static int32_t vq_value(const pa_attn_tile *t, int32_t j, int32_t d) {
+  return ((const int8_t *)t->vc[j >> 4])[(((j & 15) >> 1) * (int64_t)t->head_dim_v + d) * 2 + (j & 1)];
 }
 
 static void qk_plain(const pa_attn_tile *t) {
@@ -85,9 +109,80 @@ static void pv_plain(const pa_attn_tile *t) {
   }
 }
 
+static void qk_q8_plain(const pa_attn_tile *t) {
+  for (int32_t r = 0; r < t->n_rows; r++) {
+    const int16_t *q = t->q16 + r * t->q16_stride;
+    float *s = t->s + (int64_t)r * PA_ATTN_TILE;
+    for (int32_t j = t->jlo[r]; j < t->jhi[r]; j++) {
+      int32_t p = 0;
+      for (int32_t d = 0; d < t->head_dim; d++) p += q[d] * kq_value(t, j, d);
+      s[j] = (float)p * t->qf[r] * t->ks[j];
+    }
+  }
+}
+
+/* Q8, after the softmax: per row, the weights times the V scales quantized
+ * to 16 bits against their largest (0 outside the row's range, and all 0
+ * when the largest is under 1e-30: nothing a row whose weights reach 1
+ * somewhere would notice). */
+static void quantize_weights(const pa_attn_tile *t) {
+  for (int32_t r = 0; r < t->n_rows; r++) {
+    const int32_t lo = t->jlo[r], hi = t->jhi[r];
+    const float *s = t->s + (int64_t)r * PA_ATTN_TILE;
+    int16_t *w = t->w16 + (int64_t)r * PA_ATTN_TILE;
+    memset(w, 0, PA_ATTN_TILE * sizeof(int16_t));
+    float mx = 0.0f;
+    for (int32_t j = lo; j < hi; j++) {
+      const float x = s[j] * t->vs[j];
+      mx = x > mx ? x : mx;
+    }
+    const float inv = mx >= 1e-30f && mx <= 3.0e38f ? 32767.0f / mx : 0.0f;
+    t->wf[r] = inv > 0.0f ? mx / 32767.0f : 0.0f;
+    for (int32_t j = lo; j < hi; j++) {
+      const float x = s[j] * t->vs[j] * inv + 0.5f; /* weights are >= 0: rounds half up */
+      w[j] = (int16_t)(x >= 0.0f ? (x < 32767.0f ? x : 32767.0f) : 0.0f); /* NaN: 0 */
+    }
+  }
+}
+
+static void pv_q8_plain(const pa_attn_tile *t) {
+  quantize_weights(t);
+  for (int32_t r = 0; r < t->n_rows; r++) {
+    const int32_t lo = t->jlo[r], hi = t->jhi[r];
+    if (lo >= hi) continue;
+    const int16_t *w = t->w16 + (int64_t)r * PA_ATTN_TILE;
+    float *acc = t->acc + r * t->acc_stride;
+    for (int32_t d = 0; d < t->head_dim_v; d++) {
+      int32_t p = 0;
+      for (int32_t j = lo; j < hi; j++) p += w[j] * vq_value(t, j, d);
+      const float kept = acc[d] * t->alpha[r], added = (float)p * t->wf[r];
+      acc[d] = kept + added;
+    }
+  }
+}
+
+/* Q8: a query row as 16-bit integers (pa_attn_kernels.quantize_q). */
+static float quantize_q_plain(const float *q, int32_t n, int16_t *out) {
+  float amax = 0.0f;
+  for (int32_t d = 0; d < n; d++) {
+    const float a = fabsf(q[d]);
+    amax = a > amax ? a : amax;
+  }
+  const float inv = amax > 0.0f && amax <= 3.0e38f ? 32767.0f / amax : 0.0f;
+  for (int32_t d = 0; d < n; d++) {
+    float x = q[d] * inv;
+    x = x == x ? x : 0.0f;
+    x = x < 32767.0f ? x : 32767.0f;
+    x = x > -32767.0f ? x : -32767.0f;
+    out[d] = (int16_t)(int32_t)(x + (x >= 0.0f ? 0.5f : -0.5f));
+  }
+  return inv > 0.0f ? amax / 32767.0f : 0.0f;
+}
+
 /* ---- tables ---- */
 
-static pa_attn_kernels table_plain = {"plain", qk_plain, softmax_plain, pv_plain};
+static pa_attn_kernels table_plain = {"plain",     qk_plain,    softmax_plain,   pv_plain,
+                                      qk_q8_plain, pv_q8_plain, quantize_q_plain};
 static pa_attn_kernels table_avx2, table_avx512;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -95,9 +190,11 @@ static void tables_init(void) {
   table_avx2 = table_plain;
   table_avx2.name = "avx2";
   pa_attn_fill_avx2(&table_avx2);
+  pa_attn_fill_q8_avx2(&table_avx2);
   table_avx512 = table_avx2;
   table_avx512.name = "avx512";
   pa_attn_fill_avx512(&table_avx512);
+  pa_attn_fill_q8_avx512(&table_avx512);
 }
 
 const pa_attn_kernels *pa_attn_plain(void) { return &table_plain; }
@@ -136,35 +233,32 @@ const pa_attn_kernels *pa_attn_current(void) {
 static int64_t acc_stride_of(int32_t head_dim_v) { return ((int64_t)head_dim_v + 15) & ~(int64_t)15; }
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* s[r][j] *= f[j] over every row's range (a Q8 cache's scales: after qk
- * the K scales, after softmax the V scales; the same step in every table). */
-static void scale_columns(const pa_attn_tile *t, const float *f) {
-  for (int32_t r = 0; r < t->n_rows; r++) {
-    float *s = t->s + (int64_t)r * PA_ATTN_TILE;
-    for (int32_t j = t->jlo[r]; j < t->jhi[r]; j++) s[j] *= f[j];
-  }
-}
-
-size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim_v) {
+size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim, int32_t head_dim_v) {
   size_t r = (size_t)(n_rows > 0 ? n_rows : 1);
   return align64(r * (size_t)acc_stride_of(head_dim_v) * sizeof(float)) + /* acc */
          align64(r * PA_ATTN_TILE * sizeof(float)) +                      /* s */
-         align64(r * 3 * sizeof(float)) +                                 /* m, l, alpha */
+         align64(r * 5 * sizeof(float)) +                                 /* m, l, alpha, qf, wf */
          align64(r * 2 * sizeof(int32_t)) +                               /* jlo, jhi */
          align64(PA_ATTN_TILE * sizeof(const void *)) +                   /* v */
-         align64(2 * PA_ATTN_TILE * sizeof(float));                       /* Q8: K and V scales */
+         align64(2 * PA_ATTN_TILE * sizeof(float)) +                      /* Q8: K and V scales */
+         align64(r * (size_t)(head_dim > 0 ? head_dim : 1) * sizeof(int16_t)) + /* Q8: q16 */
+         align64(r * PA_ATTN_TILE * sizeof(int16_t));                     /* Q8: w16 */
 }
 
 void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1) {
   const int64_t kb = kv->k_part; /* with the Q8 scales */
   const int64_t vb = (int64_t)kv->head_dim_v * (int64_t)kv->elt;
+  const bool q8 = kv->type == PA_KV_Q8;
   for (int32_t p = p0; p <= p1;) {
     const int32_t off = p % kv->block_size;
     const int32_t n_here = kv->block_size - off < p1 - p + 1 ? kv->block_size - off : p1 - p + 1;
-    /* K: the head's whole part of the block (transposed); V: the rows */
+    /* K: the head's whole part of the block (transposed); V: the rows (Q8:
+     * the pairs that hold them) */
     const uint8_t *k = pa_kv_k_block(kv, layer, seq, p, kv_head), *v = pa_kv_v_at(kv, layer, seq, p, kv_head);
+    const int64_t vn = q8 ? (int64_t)(((off + n_here + 1) & ~1) - (off & ~1)) * vb : n_here * vb;
+    if (q8) v -= off & 1;
     for (int64_t i = 0; i < kb; i += 64) __builtin_prefetch(k + i, 0, 3);
-    for (int64_t i = 0; i < n_here * vb; i += 64) __builtin_prefetch(v + i, 0, 3);
+    for (int64_t i = 0; i < vn; i += 64) __builtin_prefetch(v + i, 0, 3);
     if (kv->type == PA_KV_Q8) __builtin_prefetch(pa_kv_v_scale(kv, layer, seq, p, kv_head), 0, 3);
     p += n_here;
   }
@@ -180,13 +274,17 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   w += align64((size_t)n * (size_t)stride * sizeof(float));
   float *s = (float *)w;
   w += align64((size_t)n * PA_ATTN_TILE * sizeof(float));
-  float *m = (float *)w, *l = m + n, *alpha = l + n;
-  w += align64((size_t)n * 3 * sizeof(float));
+  float *m = (float *)w, *l = m + n, *alpha = l + n, *qf = alpha + n, *wf = qf + n;
+  w += align64((size_t)n * 5 * sizeof(float));
   int32_t *jlo = (int32_t *)w, *jhi = jlo + n;
   w += align64((size_t)n * 2 * sizeof(int32_t));
   const void **vp = (const void **)w;
   w += align64(PA_ATTN_TILE * sizeof(const void *));
   float *ksc = (float *)w, *vsc = ksc + PA_ATTN_TILE; /* Q8: the tile's scales by column */
+  w += align64(2 * PA_ATTN_TILE * sizeof(float));
+  int16_t *q16 = (int16_t *)w; /* Q8 */
+  w += align64((size_t)n * (size_t)head_dim * sizeof(int16_t));
+  int16_t *w16 = (int16_t *)w;
   const bool q8 = kv->type == PA_KV_Q8;
 
   int32_t pmin = qr->lo[0], pmax = qr->hi[0];
@@ -199,7 +297,11 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   memset(acc, 0, (size_t)n * (size_t)stride * sizeof(float));
   pa_attn_tile t = {.n_rows = n, .q = qr->q, .jlo = jlo, .jhi = jhi, .s = s, .m = m, .l = l,
                     .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size, .v = vp,
-                    .kind = kv->type, .head_dim = head_dim, .head_dim_v = head_dim_v, .scale = scale};
+                    .kind = kv->type, .head_dim = head_dim, .head_dim_v = head_dim_v, .scale = scale,
+                    .q16 = q16, .q16_stride = head_dim, .qf = qf, .ks = ksc, .vs = vsc, .w16 = w16,
+                    .wf = wf};
+  if (q8)
+    for (int32_t r = 0; r < n; r++) qf[r] = scale * kt->quantize_q(qr->q[r], head_dim, q16 + (int64_t)r * head_dim);
   const int64_t vb = (int64_t)head_dim_v * (int64_t)kv->elt;
   for (int32_t base = pmin / PA_ATTN_TILE * PA_ATTN_TILE; base <= pmax; base += PA_ATTN_TILE) {
     const int32_t p0 = base > pmin ? base : pmin;
@@ -218,12 +320,15 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
         continue;
       }
       uint8_t *kb = pa_kv_k_block(kv, layer, seq, c0, kv_head);
-      t.kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
       const uint8_t *v = pa_kv_v_at(kv, layer, seq, c0, kv_head);
-      for (int32_t i = 0; i < 16; i++) vp[16 * c + i] = v + i * vb;
       if (q8) {
+        t.kc[c] = kb + (int64_t)(c0 % kv->block_size) * 2;
+        t.vc[c] = v; /* c0 is even: the first pair of the chunk */
         memcpy(ksc + 16 * c, pa_kv_k_scales(kv, kb) + c0 % kv->block_size, 16 * sizeof(float));
         memcpy(vsc + 16 * c, pa_kv_v_scale(kv, layer, seq, c0, kv_head), 16 * sizeof(float));
+      } else {
+        t.kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
+        for (int32_t i = 0; i < 16; i++) vp[16 * c + i] = v + i * vb;
       }
     }
     for (int32_t r = 0; r < n; r++) {
@@ -233,17 +338,17 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
       jlo[r] = a < b ? a : 0;
       jhi[r] = a < b ? b : 0;
     }
-    kt->qk(&t);
-    if (q8) scale_columns(&t, ksc);
-    kt->softmax(&t);
-    if (q8) scale_columns(&t, vsc);
-    kt->pv(&t);
+    if (q8) {
+      kt->qk_q8(&t);
+      kt->softmax(&t);
+      kt->pv_q8(&t);
+    } else {
+      kt->qk(&t);
+      kt->softmax(&t);
+      kt->pv(&t);
+    }
   }
-  for (int32_t r = 0; r < n; r++) {
-    const float inv = 1.0f / l[r], *a = acc + r * stride;
-    float *o = qr->out[r];
-    for (int32_t d = 0; d < head_dim_v; d++) o[d] = a[d] * inv;
-  }
+  for (int32_t r = 0; r < n; r++) normalize_row(qr->out[r], acc + r * stride, 1.0f / l[r], head_dim_v);
 }
 
 /* ---- the batch ---- */
@@ -268,7 +373,7 @@ typedef struct {
 static size_t per_thread_size(const pa_hparams *hp) {
   int32_t rows = chunk_tokens(hp) * (hp->n_head / hp->n_head_kv);
   return align64((size_t)rows * (2 * sizeof(float *) + 2 * sizeof(int32_t))) +
-         pa_attn_work_size(rows, hp->head_dim_v);
+         pa_attn_work_size(rows, hp->head_dim, hp->head_dim_v);
 }
 
 static attn_scratch scratch_layout(void *base, int32_t n_batch, int32_t n_seq_max, const pa_hparams *hp) {
@@ -353,11 +458,32 @@ static void attention_worker(void *arg, int ith, int nth) {
   }
 }
 
+/* The batch's K and V rows into the cache, tokens split in contiguous
+ * ranges over the threads (a store converts, and for Q8 quantizes, every
+ * value: serial, it took ~5% of a 16-user decode step). */
+typedef struct {
+  struct pa_context *c;
+  const pa_fwd_batch *b;
+  int layer;
+} store_job;
+
+static void store_task(void *arg, int i, int n) {
+  const store_job *j = arg;
+  const pa_hparams *hp = &j->c->model->hp;
+  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
+  const int32_t t0 = (int32_t)((int64_t)j->b->n * i / n), t1 = (int32_t)((int64_t)j->b->n * (i + 1) / n);
+  for (int32_t t = t0; t < t1; t++)
+    pa_kv_store(&j->c->kv, j->layer, j->b->seq[t], j->b->pos[t], j->c->s.k + t * K, j->c->s.v + t * VV);
+}
+
 void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_t window) {
   const pa_hparams *hp = &c->model->hp;
-  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
-  for (int32_t t = 0; t < b->n; t++)
-    pa_kv_store(&c->kv, layer, b->seq[t], b->pos[t], c->s.k + t * K, c->s.v + t * VV);
+  store_job sj = {.c = c, .b = b, .layer = layer};
+  const int32_t n_store = b->n < 4 * c->n_threads ? b->n : 4 * c->n_threads;
+  if (n_store <= 1 || !c->pool)
+    store_task(&sj, 0, 1);
+  else
+    pa_pool_run_tasks(c->pool, store_task, &sj, n_store);
   /* the reference path takes the plain twin, as its products take exact.c */
   attn_job j = {.c = c, .b = b, .kt = c->reference_path ? pa_attn_plain() : pa_attn_current(),
                 .layer = layer, .window = window};

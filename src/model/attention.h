@@ -9,12 +9,26 @@
  * fixed by position (with the default 16-position blocks a tile is 4 whole
  * blocks, each head's rows of a block contiguous), so a tile's K and V rows
  * are read once for all the rows (an F16 cache's values are converted to
- * floats exactly; a Q8 cache's int8 quants are used as floats, and pa_attn_rows
- * applies their scales: s_j = scale * q . kq_j then s_j *= ks_j, and after the
- * softmax w_j *= vs_j). Per tile and row, flash-attention style: scores s_j = scale *
+ * floats exactly). Per tile and row, flash-attention style: scores s_j = scale *
  * q . k_j, the running maximum m and sum l, the output accumulator rescaled
  * by exp(m_old - m_new) when m grows; no score matrix over the whole
  * sequence. At the end out = acc / l.
+ *
+ * A Q8 cache takes integer kernels (qk_q8, pv_q8) whose sums are exact, so
+ * every table gives the same bits:
+ * - each query row is quantized once per call to 16 bits, q16 = round(q *
+ *   32767 / max |q|) (qf = scale * max |q| / 32767); s_j = (qf * (q16 .
+ *   kq_j)) * ks_j, an int32 dot product of 16-bit by 8-bit values, times
+ *   the position's K scale;
+ * - after the softmax, per tile and row, the weights times the V scales,
+ *   w_j = s_j * vs_j, are quantized to 16 bits against their largest,
+ *   w16_j = (int)(w_j * (32767 / max w) + 0.5) (0 outside the row's range;
+ *   wf = max w / 32767), and acc = acc * alpha + wf * (sum_j w16_j vq_j),
+ *   the sum in int32.
+ * The 16-bit steps add ~1.5e-5 of the row's largest value to each term,
+ * well under the cache's own 8-bit rounding. int32 cannot overflow: a
+ * tile's 64 weights times |vq| <= 127 stay under 2^28, and a dot product
+ * over head_dim <= 512 under 2^31.
  *
  * Determinism: every step of a row depends on that row's data and range
  * only, never on which other rows share the call (each score is one
@@ -55,13 +69,21 @@ typedef struct {
    * NaN bit patterns in a block never written there: softmax masks them) */
   const void *kc[PA_ATTN_CHUNKS];
   int64_t k_stride;
-  const void *const *v; /* [PA_ATTN_TILE] V rows (set where some row reads) */
+  const void *const *v; /* [PA_ATTN_TILE] V rows (set where some row reads; F32, F16) */
   pa_kv_type kind;      /* what K and V hold: floats, IEEE halves, or (Q8) int8
-                           quants whose scales the kernels never see: pa_attn_rows
-                           multiplies the scores by the K scales after qk, and
-                           the weights by the V scales after softmax */
+                           quants, in the layouts of kv_cache.h */
   int32_t head_dim, head_dim_v;
   float scale;
+  /* Q8 only. K: value d of column 16c + i is byte (d / 2 * k_stride + i) * 2
+   * + d % 2 of kc[c]. V: of chunk c, pairs of positions: value d of column
+   * 16c + i is byte (i / 2 * head_dim_v + d) * 2 + i % 2 of vc[c]. */
+  const void *vc[PA_ATTN_CHUNKS];
+  const int16_t *q16; /* [n_rows][q16_stride] the rows' quantized queries */
+  int64_t q16_stride;
+  const float *qf;    /* [n_rows] s = qf * integer dot product * K scale */
+  const float *ks, *vs; /* [PA_ATTN_TILE] the tile's K and V scales by column */
+  int16_t *w16;       /* [n_rows][PA_ATTN_TILE] pv_q8's quantized weights */
+  float *wf;          /* [n_rows] and their scales */
 } pa_attn_tile;
 
 /* Rows with an empty range are left alone by every function. */
@@ -77,6 +99,16 @@ typedef struct {
   void (*softmax)(const pa_attn_tile *t);
   /* acc_r = acc_r * alpha_r + sum_j s[r][j] v_j, j ascending in [jlo, jhi) */
   void (*pv)(const pa_attn_tile *t);
+  /* A Q8 cache's (see above): s[r][j] = (qf_r * (q16_r . kq_j)) * ks_j for
+   * j in [jlo_r, jhi_r); pv_q8 sets w16 and wf from s and vs, then acc_r =
+   * acc_r * alpha_r + wf_r * (sum_j w16[r][j] vq_j) (the two products
+   * rounded, then added: no fused multiply-add). Rows with an empty range
+   * get w16 = 0 and keep their acc. */
+  void (*qk_q8)(const pa_attn_tile *t);
+  void (*pv_q8)(const pa_attn_tile *t);
+  /* A query row of n values as 16-bit integers (see above; rounded half
+   * away from zero, NaN as 0); returns max |q| / 32767. */
+  float (*quantize_q)(const float *q, int32_t n, int16_t *q16);
 } pa_attn_kernels;
 
 const pa_attn_kernels *pa_attn_plain(void);
@@ -86,9 +118,11 @@ const pa_attn_kernels *pa_attn_best(void);
 /* What pa_attention uses: the forced table, or the best (NULL restores it). */
 void pa_attn_set(const pa_attn_kernels *k);
 const pa_attn_kernels *pa_attn_current(void);
-/* Filled by attn_avx2.c / attn_avx512.c. */
+/* Filled by attn_avx2.c / attn_avx512.c (the Q8 kernels by attn_q8.c). */
 void pa_attn_fill_avx2(pa_attn_kernels *k);
 void pa_attn_fill_avx512(pa_attn_kernels *k);
+void pa_attn_fill_q8_avx2(pa_attn_kernels *k);
+void pa_attn_fill_q8_avx512(pa_attn_kernels *k); /* leaves k alone without AVX-512 BW and VNNI */
 
 /* Query rows of one sequence and one KV head. */
 typedef struct {
@@ -99,7 +133,7 @@ typedef struct {
 } pa_attn_query;
 
 /* Bytes of `work` pa_attn_rows needs for up to n_rows rows. */
-size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim_v);
+size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim, int32_t head_dim_v);
 /* Attention of the rows over positions of sequence `seq` in layer `layer`
  * of the cache, KV head kv_head. work: 64-byte aligned. */
 void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, int32_t seq, int kv_head,

@@ -1,7 +1,6 @@
 /* kv_cache.c: the paged KV cache with prefix reuse (see kv_cache.h). */
 #include "runtime/kv_cache.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +40,10 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   if (n_blocks > (1 << 26)) return pa_error(PASADA_ERR_ARG, "too many KV blocks (%lld)", (long long)n_blocks);
   if (head_dim_k <= 0 || head_dim_v <= 0 || n_head_kv <= 0)
     return pa_error(PASADA_ERR_ARG, "KV heads of %d x %d/%d values", n_head_kv, head_dim_k, head_dim_v);
+  if (type == PA_KV_Q8 && (head_dim_k % 2 || head_dim_k > 512 || head_dim_v > 512))
+    return pa_error(PASADA_ERR_ARG,
+                    "a Q8 KV cache needs an even key head dimension and head dimensions of at most 512, not %d/%d",
+                    head_dim_k, head_dim_v);
   /* a part: its values, then (Q8) a float scale per position */
   const int64_t scales = type == PA_KV_Q8 ? (int64_t)block_size * 4 : 0;
   const int64_t k_part = (int64_t)block_size * head_dim_k * (int64_t)elt + scales;
@@ -281,17 +284,8 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
 
 /* ---- values ---- */
 
-/* Q8: the scale of n values and their quants (see kv_cache.h). */
-static float q8_row(const float *x, int32_t n, int8_t *q, int64_t stride) {
-  float amax = 0.0f;
-  for (int32_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-  const float scale = amax / 127.0f;
-  for (int32_t i = 0; i < n; i++) {
-    const float r = scale > 0.0f ? roundf(x[i] / scale) : 0.0f; /* NaN (or inf / inf): 0 */
-    q[(int64_t)i * stride] = r == r ? (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r) : 0;
-  }
-  return scale;
-}
+/* Byte of value d of position `off` in a Q8 K part (pairs of d). */
+static int64_t q8_k_at(int32_t d, int32_t off, int32_t bs) { return ((int64_t)(d >> 1) * bs + off) * 2 + (d & 1); }
 
 void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k, const float *v) {
   const int32_t hk = kv->head_dim_k, hv = kv->head_dim_v, bs = kv->block_size, off = pos % bs;
@@ -308,8 +302,11 @@ void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, con
       }
       ops->f32_to_f16((uint16_t *)(void *)vd, vs, hv);
     } else if (kv->type == PA_KV_Q8) {
-      pa_kv_k_scales(kv, kd)[off] = q8_row(ks, hk, (int8_t *)kd + off, bs);
-      *pa_kv_v_scale(kv, layer, seq, pos, h) = q8_row(vs, hv, (int8_t *)vd, 1);
+      int8_t kq[512], vq[512];
+      pa_kv_k_scales(kv, kd)[off] = ops->q8_row(kq, ks, hk);
+      for (int32_t d = 0; d < hk; d++) ((int8_t *)kd)[q8_k_at(d, off, bs)] = kq[d];
+      *pa_kv_v_scale(kv, layer, seq, pos, h) = ops->q8_row(vq, vs, hv);
+      for (int32_t d = 0; d < hv; d++) ((int8_t *)vd)[2 * d] = vq[d];
     } else {
       for (int32_t d = 0; d < hk; d++) ((float *)(void *)kd)[(int64_t)d * bs + off] = ks[d];
       memcpy(vd, vs, (size_t)hv * sizeof(float));
@@ -326,8 +323,8 @@ void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int3
     pa_ops_current()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
   } else if (kv->type == PA_KV_Q8) {
     const float sk = pa_kv_k_scales(kv, ks)[off], sv = *pa_kv_v_scale(kv, layer, seq, pos, h);
-    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = (float)((const int8_t *)ks)[(int64_t)d * bs + off] * sk;
-    for (int32_t d = 0; d < kv->head_dim_v; d++) v[d] = (float)((const int8_t *)vs)[d] * sv;
+    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = (float)((const int8_t *)ks)[q8_k_at(d, off, bs)] * sk;
+    for (int32_t d = 0; d < kv->head_dim_v; d++) v[d] = (float)((const int8_t *)vs)[2 * d] * sv;
   } else {
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = ((const float *)(const void *)ks)[(int64_t)d * bs + off];
     memcpy(v, vs, (size_t)kv->head_dim_v * sizeof(float));

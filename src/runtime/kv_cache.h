@@ -18,9 +18,13 @@
  * as q * scale). A part is contiguous: V as rows [block_size][head_dim_v],
  * K transposed, [head_dim_k][block_size] (value d of the block's position
  * i at d * block_size + i), so attention takes the scores of 16 positions
- * at a time with vertical multiply-adds and no horizontal sums; Q8 parts
- * end with their block_size float scales (K: of the positions' K rows; V:
- * of the V rows). The block size is a multiple of 16. */
+ * at a time with vertical multiply-adds and no horizontal sums. Q8 parts
+ * interleave pairs for 16-bit integer dot products (model/attention.h): K
+ * as [head_dim_k / 2][block_size][2] (values d and d + 1 of a position
+ * side by side; head_dim_k must be even), V as [block_size / 2][head_dim_v]
+ * [2] (value d of positions i and i + 1 side by side); each ends with its
+ * block_size float scales (K: of the positions' K rows; V: of the V rows).
+ * The block size is a multiple of 16. */
 #ifndef PASADA_KV_CACHE_H
 #define PASADA_KV_CACHE_H
 
@@ -72,16 +76,20 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
 int32_t pa_kv_available(const pa_kv_cache *kv);
 
 /* KV head h's part of the block holding position pos of sequence seq: K
- * (transposed, see above) and V (the row of pos itself). */
+ * (transposed, see above) and V (the first value of pos's row: the next
+ * ones follow contiguously, or for Q8 every pa_kv_v_step bytes). */
 static inline uint8_t *pa_kv_k_block(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
   return kv->k[layer] + (b * kv->n_head_kv + h) * kv->k_part;
 }
 static inline uint8_t *pa_kv_v_at(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
+  const int32_t off = pos % kv->block_size;
   return kv->v[layer] + (b * kv->n_head_kv + h) * kv->v_part +
-         (int64_t)(pos % kv->block_size) * kv->head_dim_v * (int64_t)kv->elt;
+         (kv->type == PA_KV_Q8 ? (int64_t)(off & ~1) * kv->head_dim_v + (off & 1)
+                               : (int64_t)off * kv->head_dim_v * (int64_t)kv->elt);
 }
+static inline int32_t pa_kv_v_step(const pa_kv_cache *kv) { return kv->type == PA_KV_Q8 ? 2 : 1; }
 /* Q8: the K scales of a K part (pa_kv_k_block's pointer; one per position
  * of the block), and the V scale of position pos. */
 static inline float *pa_kv_k_scales(const pa_kv_cache *kv, uint8_t *k_block) {

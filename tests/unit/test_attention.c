@@ -6,12 +6,14 @@
  * block sizes 16, 32 and 64, GQA groups of 1 to 4, sliding windows and none,
  * with an F32, an F16 and a Q8 cache (read back: F32 exactly, F16 rounded
  * to nearest even, Q8 within half a step of its row's scale; the exact
- * reference reads the values the cache holds, so all three have the same
- * bound):
+ * reference reads the values the cache holds):
  * 1. pa_attn_rows against a double-precision softmax(q K^T * scale) V over
  *    the same float inputs: max |out - exact| <= 1e-5 * max |v| (float dots
  *    of <= 256 terms, ~1 ulp exp, a float sum of <= 300 weights; the
- *    largest error seen is printed, about 1e-7 to 1e-6 of max |v|).
+ *    largest error seen is printed, about 1e-7 to 1e-6 of max |v|); Q8,
+ *    whose kernels round queries and weights to 16 bits, within Q8_TOL;
+ *    and each SIMD table's Q8 integer kernels, next to the plain softmax,
+ *    give the plain twin's bits.
  * 2. Determinism: every row computed alone, and inside groups of rows of
  *    other tokens and heads in shuffled orders (so that it sits in every
  *    slot of the register blocks and next to rows with other ranges), gives
@@ -53,6 +55,18 @@ static const shape shapes[] = {
     {8, 12, 2, 1, 16, 0},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
+/* A Q8 cache's kernels quantize each query row and each tile's weights to
+ * 16 bits (model/attention.h): at most half a step of 1/32767 of the row's
+ * largest value per term, of random sign. A score's error is then about
+ * 2.5 / sqrt(hd) x sqrt(hd) x 1.5e-5 / sqrt(3) ~ 2e-5 (at most 6e-4 at hd =
+ * 256 if every term erred the same way), and it moves the weights by as
+ * much relatively; the weights' own rounding adds ~1.5e-5 x max |v| a term,
+ * also of random sign. The largest error seen over many seeds is ~5.5e-5
+ * of max |v| (printed); 2.5e-4 leaves room for the tails. This bounds the
+ * accuracy, not the rounding rule (weights truncated instead of rounded
+ * gave ~8e-5, inside it); a dropped scale, a misread pair or a V quant
+ * read unsigned (tried: 2.4 x max |v|) are off by orders more. */
+#define Q8_TOL 2.5e-4
 #define N_SEQ 3
 #define N_CTX 300
 #define N_LAYER 2
@@ -145,7 +159,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
   const float *qp[MAXR];
   float *op[MAXR];
   int32_t lo[MAXR], hi[MAXR], perm[MAXR];
-  void *work = pa_alloc(pa_attn_work_size(MAXR, sh->hdv));
+  void *work = pa_alloc(pa_attn_work_size(MAXR, sh->hd, sh->hdv));
   for (int32_t s = 0; s < N_SEQ; s++)
     for (int layer = 0; layer < N_LAYER; layer++)
       for (int g = 0; g < sh->n_kv; g++) {
@@ -164,9 +178,25 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
           double err = 0, vmax = 2.0;
           for (int i = 0; i < sh->hdv; i++) err = fmax(err, fabs(op[r][i] - ex[i]));
           if (err / vmax > *worst) *worst = err / vmax;
-          if (err > 1e-5 * vmax && failures++ < 10)
+          if (err > (type == PA_KV_Q8 ? Q8_TOL : 1e-5) * vmax && failures++ < 10)
             printf("FAIL %s %s hd %d group %d window %d seq %d row %d: error %.3g\n", kt->name,
                    pa_kv_type_name(type), sh->hd, sh->group, sh->window, s, r, err);
+          if (type == PA_KV_Q8 && kt != pa_attn_plain()) {
+            /* the table's integer kernels next to the plain softmax (each
+             * table has its own exp): exact sums, so the plain twin's bits */
+            pa_attn_kernels mixed = *pa_attn_plain();
+            mixed.qk_q8 = kt->qk_q8;
+            mixed.pv_q8 = kt->pv_q8;
+            mixed.quantize_q = kt->quantize_q;
+            float twin[256], mine[256];
+            float *tp = twin, *mp = mine;
+            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r]}, mq = {1, &qp[r], &mp, &lo[r], &hi[r]};
+            pa_attn_rows(pa_attn_plain(), &kv, layer, s, g, sh->hd, sh->hdv, scale, &tq, work);
+            pa_attn_rows(&mixed, &kv, layer, s, g, sh->hd, sh->hdv, scale, &mq, work);
+            if (memcmp(twin, mine, sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
+              printf("FAIL %s q8 hd %d group %d window %d seq %d row %d: not the plain twin's bits\n", kt->name,
+                     sh->hd, sh->group, sh->window, s, r);
+          }
         }
         /* the same rows in groups: all in order, then shuffled subsets */
         for (int trial = 0; trial < 4; trial++) {

@@ -24,6 +24,13 @@
  *    random floats of every magnitude (subnormal halves, overflow to inf,
  *    ties), specials and every one of the 65536 halves, at lengths 1..40
  *    (SIMD tails) and offsets 0..3.
+ * 7. Q8 KV rows: every table's quants and scale equal the plain version's,
+ *    and the plain version's equal roundf(x / scale) clamped to +-127 with
+ *    scale = max |x| / 127, on random rows of lengths 1..300 and magnitudes
+ *    from 1e-30 to 1e30, rows of exact ties (max 127: x / scale = k + 0.5),
+ *    with NaN (skipped by the max, quantized to 0) and infinities (an
+ *    infinite scale: every quant 0 or, for the infinities, NaN -> 0), and
+ *    all-zero rows (scale 0, quants 0).
  * 6. rmsnorm and RoPE: every table's bits equal the plain versions' (same
  *    double chains, same products and sums) on random rows of every length
  *    1..300 (with and without a weight, in place and not) and on heads of
@@ -260,6 +267,39 @@ static void check_norm_rope(const pa_ops_kernels *k) {
   }
 }
 
+/* Check 7. */
+static void check_q8_row(const pa_ops_kernels *k) {
+  enum { MAXN = 300 };
+  static float x[MAXN];
+  static int8_t got[MAXN], want[MAXN];
+  for (int trial = 0; trial < 400; trial++) {
+    const int n = 1 + (int)(rng() % MAXN), kind = trial % 5;
+    const double mag = pow(10.0, -30.0 + (double)(rng() % 61));
+    for (int i = 0; i < n; i++) {
+      switch (kind) {
+        case 0: x[i] = rnd_range(-mag, mag); break;
+        case 1: x[i] = (float)((int)(rng() % 254) - 127) + (rng() % 2 ? 0.5f : 0.0f); break; /* ties */
+        case 2: x[i] = rng() % 7 == 0 ? NAN : rnd_range(-mag, mag); break;
+        case 3: x[i] = rng() % 11 == 0 ? (rng() % 2 ? INFINITY : -INFINITY) : rnd_range(-1, 1); break;
+        default: x[i] = 0.0f; break;
+      }
+    }
+    if (kind == 1) x[rng() % (uint64_t)n] = rng() % 2 ? 127.0f : -127.0f; /* scale exactly 1 */
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    const float scale = amax / 127.0f;
+    for (int i = 0; i < n; i++) {
+      float r = scale > 0.0f ? roundf(x[i] / scale) : 0.0f;
+      r = r == r ? (r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r) : 0.0f;
+      want[i] = (int8_t)r;
+    }
+    const float sg = k->q8_row(got, x, n);
+    if ((memcmp(&sg, &scale, sizeof sg) || memcmp(got, want, (size_t)n)) && failures++ < 10)
+      printf("FAIL %s q8_row: a row of %d (kind %d, magnitude %g) differs from roundf's quants or scale\n",
+             k->name, n, kind, mag);
+  }
+}
+
 int main(void) {
   test_seed("test_ops");
   const pa_ops_kernels *tables[] = {pa_ops_plain(), pa_ops_avx2(), pa_ops_avx512()};
@@ -278,6 +318,7 @@ int main(void) {
     check_placement(k);
     check_edges(k);
     check_f16(k);
+    check_q8_row(k);
     check_norm_rope(k);
     printf("  %-7s max relative error vs double: exp %.2e; silu_mul, gelu_tanh_mul: %.2f, %.2f of the bound\n",
            k->name, we, ws, wg);

@@ -28,21 +28,16 @@
 /* value d of 8 columns (16h .. 16h + 7 of the chunk, h = 0 or 1) */
 BODY __m256 load_k(const void *kc, int64_t i, int kind) {
   if (kind == PA_KV_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)kc + i)));
-  if (kind == PA_KV_Q8)
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)kc + i))));
   return _mm256_loadu_ps((const float *)kc + i);
 }
 
-/* 8 floats of a V row from element d, lanes from `n` on zero (an F16 or
- * Q8 row's load may read past the row, into the next one, the part's
- * scales or the cache's padding) */
+/* 8 floats of a V row from element d, lanes from `n` on zero (an F16
+ * row's load may read past the row, into the next one or the cache's
+ * padding) */
 BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, int kind) {
   if (n <= 0) return _mm256_setzero_ps();
   if (kind == PA_KV_F16)
     return _mm256_and_ps(_mm256_castsi256_ps(m), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)v + d))));
-  if (kind == PA_KV_Q8)
-    return _mm256_and_ps(_mm256_castsi256_ps(m),
-                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)v + d)))));
   return _mm256_maskload_ps((const float *)v + d, m);
 }
 
@@ -99,7 +94,6 @@ BODY void qk_body(const pa_attn_tile *t, const int kind) {
 AVX2 static void qk_avx2(const pa_attn_tile *t) {
   switch (t->kind) {
     case PA_KV_F16: qk_body(t, PA_KV_F16); break;
-    case PA_KV_Q8: qk_body(t, PA_KV_Q8); break;
     default: qk_body(t, PA_KV_F32); break;
   }
 }
@@ -201,7 +195,6 @@ BODY void pv_body(const pa_attn_tile *t, const int kind) {
 AVX2 static void pv_avx2(const pa_attn_tile *t) {
   switch (t->kind) {
     case PA_KV_F16: pv_body(t, PA_KV_F16); break;
-    case PA_KV_Q8: pv_body(t, PA_KV_Q8); break;
     default: pv_body(t, PA_KV_F32); break;
   }
 }

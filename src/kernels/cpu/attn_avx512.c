@@ -26,23 +26,16 @@
 /* value d of the 16 columns of a K chunk */
 BODY __m512 load_k(const void *kc, int64_t i, int kind) {
   if (kind == PA_KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)kc + i)));
-  if (kind == PA_KV_Q8)
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)kc + i))));
   return _mm512_loadu_ps((const float *)kc + i);
 }
 
 /* 16 floats of a V row from element d (lanes at or past `m`'s end: 0; an
- * F16 or Q8 row's load may read past the row, into the next one, the
- * part's scales or the cache's padding) */
+ * F16 row's load may read past the row, into the next one or the cache's
+ * padding) */
 BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, int kind) {
   if (kind == PA_KV_F16) {
     if (!m) return _mm512_setzero_ps(); /* past the row: read nothing */
     return _mm512_maskz_mov_ps(m, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + d))));
-  }
-  if (kind == PA_KV_Q8) {
-    if (!m) return _mm512_setzero_ps();
-    return _mm512_maskz_mov_ps(
-        m, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)v + d)))));
   }
   return _mm512_maskz_loadu_ps(m, (const float *)v + d);
 }
@@ -115,7 +108,6 @@ BODY void qk_body(const pa_attn_tile *t, const int kind) {
 AVX512 static void qk_avx512(const pa_attn_tile *t) {
   switch (t->kind) {
     case PA_KV_F16: qk_body(t, PA_KV_F16); break;
-    case PA_KV_Q8: qk_body(t, PA_KV_Q8); break;
     default: qk_body(t, PA_KV_F32); break;
   }
 }
@@ -212,7 +204,6 @@ BODY void pv_body(const pa_attn_tile *t, const int kind) {
 AVX512 static void pv_avx512(const pa_attn_tile *t) {
   switch (t->kind) {
     case PA_KV_F16: pv_body(t, PA_KV_F16); break;
-    case PA_KV_Q8: pv_body(t, PA_KV_Q8); break;
     default: pv_body(t, PA_KV_F32); break;
   }
 }

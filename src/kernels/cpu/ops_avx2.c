@@ -84,6 +84,35 @@ AVX2 void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n) {
   }
 }
 
+/* ---- a Q8 KV row (ops.h): the plain version's operations, 8 at a time ---- */
+
+__attribute__((target("avx2,fma"))) float pa_q8_row_avx2(int8_t *q, const float *x, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 mx = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8)
+    mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_maskload_ps(x + i, pa_lanes8(n - i))), mx); /* NaN: keeps mx */
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float scale = _mm_cvtss_f32(m4) / 127.0f;
+  const __m256 vs = _mm256_set1_ps(scale), top = _mm256_set1_ps(127.0f), bot = _mm256_set1_ps(-127.0f);
+  const __m256 half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f), one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256 y = scale > 0.0f ? _mm256_div_ps(_mm256_maskload_ps(x + i, pa_lanes8(n - i)), vs) : _mm256_setzero_ps();
+    y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q));
+    y = _mm256_max_ps(_mm256_min_ps(y, top), bot);
+    const __m256 t = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(y)), f = _mm256_sub_ps(y, t);
+    const __m256 up = _mm256_and_ps(one, _mm256_cmp_ps(f, half, _CMP_GE_OQ));
+    const __m256 down = _mm256_and_ps(one, _mm256_cmp_ps(f, mhalf, _CMP_LE_OQ));
+    const __m256i r = _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(t, up), down));
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    int8_t out[8];
+    _mm_storel_epi64((__m128i *)out, _mm_packs_epi16(w, w));
+    memcpy(q + i, out, (size_t)(n - i < 8 ? n - i : 8));
+  }
+  return scale;
+}
+
 /* ---- half <-> float (F16C): 8 at a time, the tail through a small buffer ---- */
 
 __attribute__((target("avx2,fma,f16c"))) void pa_f32_to_f16_avx2(uint16_t *y, const float *x, int64_t n) {

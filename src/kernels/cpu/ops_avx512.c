@@ -95,6 +95,28 @@ AVX512 void pa_f16_to_f32_avx512(float *y, const uint16_t *x, int64_t n) {
   }
 }
 
+/* ---- a Q8 KV row (ops.h): the plain version's operations, 16 at a time ---- */
+
+AVX512 float pa_q8_row_avx512(int8_t *q, const float *x, int64_t n) {
+  __m512 mx = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16)
+    mx = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(pa_lanes16(n - i), x + i)), mx); /* NaN: keeps mx */
+  const float scale = _mm512_reduce_max_ps(mx) / 127.0f;
+  const __m512 vs = _mm512_set1_ps(scale), top = _mm512_set1_ps(127.0f), bot = _mm512_set1_ps(-127.0f);
+  const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f), one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = pa_lanes16(n - i);
+    __m512 y = scale > 0.0f ? _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs) : _mm512_setzero_ps();
+    y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y);
+    y = _mm512_max_ps(_mm512_min_ps(y, top), bot);
+    const __m512 t = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(y)), f = _mm512_sub_ps(y, t);
+    __m512 r = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), t, one);
+    r = _mm512_mask_sub_ps(r, _mm512_cmp_ps_mask(f, mhalf, _CMP_LE_OQ), t, one);
+    _mm512_mask_cvtepi32_storeu_epi8(q + i, m, _mm512_cvttps_epi32(r));
+  }
+  return scale;
+}
+
 /* ---- rmsnorm and RoPE with the plain versions' bits (ops.h): no product
  * and sum may fuse into one rounding from here on ---- */
 PA_NO_FP_CONTRACT

@@ -1,0 +1,93 @@
+/* bench_attn.c: decode-shaped attention speed, pa_attn_rows alone, one
+ * thread: S sequences of CTX positions in a paged cache of L layers and
+ * KV heads of 64 dimensions (SmolLM2's shape by default: 30 layers, 3 KV
+ * heads, 3 query heads each), blocks handed out round-robin across the
+ * sequences as a server's growing sequences take them. Per pass every
+ * (sequence, layer, KV head) once with its G query rows at the last
+ * position, as one decode step of S users. Prints ns per pass, GB/s of K
+ * and V read, and ticks per 64-position tile and head. Not a test.
+ *   cc -O2 -Iinclude -Isrc bench/kernels/bench_attn.c build/libpasada.a \
+ *      -lpcre2-8 -lpthread -lm -ldl -o /tmp/bench_attn
+ *   /tmp/bench_attn [f16|f32|q8] [CTX (170)] [S (16)] [passes (40)]
+ *   env: BENCH_TABLE=plain|avx2|avx512, THRASH=MB (write that many MB before
+ *   each pass, so that K and V come from memory, as in a model's step) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "base/base.h"
+#include "model/attention.h"
+#include "runtime/kv_cache.h"
+
+static uint64_t rs = 88172645463325252ULL;
+static float frand(void) {
+  rs ^= rs << 13;
+  rs ^= rs >> 7;
+  rs ^= rs << 17;
+  return (float)((int)(rs % 20001) - 10000) * 1e-4f;
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+  const char *ty = argc > 1 ? argv[1] : "f16";
+  const int32_t ctx = argc > 2 ? atoi(argv[2]) : 170, S = argc > 3 ? atoi(argv[3]) : 16;
+  const int passes = argc > 4 ? atoi(argv[4]) : 40;
+  const int32_t L = 30, KVH = 3, G = 3, HD = 64;
+  pa_kv_type type = !strcmp(ty, "f32") ? PA_KV_F32 : !strcmp(ty, "q8") ? PA_KV_Q8 : PA_KV_F16;
+  const char *tn = getenv("BENCH_TABLE");
+  const pa_attn_kernels *kt = !tn ? pa_attn_best()
+                              : !strcmp(tn, "plain") ? pa_attn_plain()
+                              : !strcmp(tn, "avx2")  ? pa_attn_avx2()
+                                                     : pa_attn_avx512();
+  if (!kt) return 1;
+  pa_kv_cache kv;
+  const int32_t bs = getenv("BLOCK") ? atoi(getenv("BLOCK")) : 16;
+  if (pa_kv_init(&kv, L, KVH, HD, HD, type, S, ctx + bs, bs, 0)) return 1;
+  float k[KVH * HD], v[KVH * HD];
+  for (int32_t p = 0; p < ctx; p++)
+    for (int32_t s = 0; s < S; s++) {
+      if (pa_kv_reserve(&kv, 1, &s, &p)) return 1;
+      for (int l = 0; l < L; l++) {
+        for (int i = 0; i < KVH * HD; i++) k[i] = frand(), v[i] = frand();
+        pa_kv_store(&kv, l, s, p, k, v);
+      }
+      int32_t tok = 1;
+      pa_kv_commit(&kv, 1, &tok, &s, &p);
+    }
+  float *q = malloc(sizeof(float) * G * HD), *out = malloc(sizeof(float) * G * HD);
+  for (int i = 0; i < G * HD; i++) q[i] = frand();
+  const float *qp[G];
+  float *op[G];
+  int32_t lo[G], hi[G];
+  for (int g = 0; g < G; g++) qp[g] = q + g * HD, op[g] = out + g * HD, lo[g] = 0, hi[g] = ctx - 1;
+  void *work = pa_alloc(pa_attn_work_size(G, HD, HD));
+  pa_attn_query qr = {.n_rows = G, .q = qp, .out = op, .lo = lo, .hi = hi};
+  const size_t thrash = (size_t)(getenv("THRASH") ? atol(getenv("THRASH")) : 0) << 20;
+  uint8_t *junk = thrash ? malloc(thrash) : NULL;
+  double best = 1e30;
+  uint64_t tbest = 0;
+  for (int it = 0; it < passes; it++) {
+    if (junk) memset(junk, it, thrash);
+    double t0 = now();
+    uint64_t c0 = __rdtsc();
+    for (int l = 0; l < L; l++)
+      for (int32_t s = 0; s < S; s++)
+        for (int h = 0; h < KVH; h++) pa_attn_rows(kt, &kv, l, s, h, HD, HD, 0.125f, &qr, work);
+    uint64_t c1 = __rdtsc();
+    double t = now() - t0;
+    if (t < best) best = t, tbest = c1 - c0;
+  }
+  const double bytes = (double)S * L * KVH * ctx * (double)(kv.k_part + kv.v_part) / bs;
+  const double tiles = (double)S * L * KVH * ((ctx + 63) / 64);
+  printf("%s %s ctx %d, %d seqs: %.3f ms per pass, %.2f GB/s, %.0f ticks per tile and head\n", kt->name, ty,
+         ctx, S, best * 1e3, bytes / best * 1e-9, (double)tbest / tiles);
+  return out[0] == 12345.f;
+}
