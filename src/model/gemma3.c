@@ -33,12 +33,12 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
     PA_PROF(c, b, PA_OP_ATTENTION, l, n, pa_attention(c, b, l, local ? hp->sliding_window : 0));
     PA_PROF(c, b, PA_OP_O, l, n, pa_linear(c, &L->wo, s->att, s->xb, n));
     PA_PROF(c, b, PA_OP_POST_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_attn_norm, n, E));
-    PA_PROF(c, b, PA_OP_ATTN_RESIDUAL, l, n, pa_add(s->x, s->xb, (int64_t)n * E));
+    PA_PROF(c, b, PA_OP_ATTN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
     /* feed-forward block */
     PA_PROF(c, b, PA_OP_FFN_NORM, l, n, pa_norm_rows(c, s->xb, s->x, L->ffn_norm, n, E));
     pa_ffn(c, L, s->xb, s->xb, n);
     PA_PROF(c, b, PA_OP_POST_FFN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_ffn_norm, n, E));
-    PA_PROF(c, b, PA_OP_FFN_RESIDUAL, l, n, pa_add(s->x, s->xb, (int64_t)n * E));
+    PA_PROF(c, b, PA_OP_FFN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
     pa_layer_done(c, l, n);
   }
   pa_output(c, b);
