@@ -9,7 +9,9 @@
  *   cc -O2 -Iinclude -Isrc bench/kernels/bench_attn.c build/libpasada.a \
  *      -lpcre2-8 -lpthread -lm -ldl -o /tmp/bench_attn
  *   /tmp/bench_attn [f16|f32|q8] [CTX (170)] [S (16)] [passes (40)]
- *   env: BENCH_TABLE=plain|avx2|avx512, THRASH=MB (write that many MB before
+ *   env: BENCH_TABLE=plain|avx2|avx512, SEQ_MAJOR=1 (each sequence's blocks
+ *   taken in one run instead of round-robin), THREADS=N (sequences split over a
+ *   pool of N threads, each with its own work area), THRASH=MB (write that many MB before
  *   each pass, so that K and V come from memory, as in a model's step) */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <x86intrin.h>
 
 #include "base/base.h"
+#include "base/threadpool.h"
 #include "model/attention.h"
 #include "runtime/kv_cache.h"
 
@@ -34,6 +37,25 @@ static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* One layer's attention of sequence i (all its KV heads), with work area
+ * i: one decode step's item as pa_attention hands them out. */
+typedef struct {
+  const pa_attn_kernels *kt;
+  const pa_kv_cache *kv;
+  const pa_attn_query *qr;
+  char *work;
+  size_t wsize;
+  int l, L, S, KVH, HD;
+} pass_job;
+
+static void pass_task(void *arg, int i, int n) {
+  const pass_job *j = arg;
+  (void)n;
+  pa_attn_query qr = *j->qr;
+  for (int h = 0; h < j->KVH; h++)
+    pa_attn_rows(j->kt, j->kv, j->l, i, h, j->HD, j->HD, 0.125f, &qr, j->work + (size_t)(i % 64) * j->wsize);
 }
 
 int main(int argc, char **argv) {
@@ -52,24 +74,29 @@ int main(int argc, char **argv) {
   const int32_t bs = getenv("BLOCK") ? atoi(getenv("BLOCK")) : 16;
   if (pa_kv_init(&kv, L, KVH, HD, HD, type, S, ctx + bs, bs, 0)) return 1;
   float k[KVH * HD], v[KVH * HD];
-  for (int32_t p = 0; p < ctx; p++)
-    for (int32_t s = 0; s < S; s++) {
-      if (pa_kv_reserve(&kv, 1, &s, &p)) return 1;
-      for (int l = 0; l < L; l++) {
-        for (int i = 0; i < KVH * HD; i++) k[i] = frand(), v[i] = frand();
-        pa_kv_store(&kv, l, s, p, k, v);
-      }
-      int32_t tok = 1;
-      pa_kv_commit(&kv, 1, &tok, &s, &p);
+  const int seq_major = getenv("SEQ_MAJOR") != NULL; /* each sequence's blocks contiguous */
+  for (int32_t i = 0; i < ctx * S; i++) {
+    int32_t p = seq_major ? i % ctx : i / S, s = seq_major ? i / ctx : i % S;
+    if (pa_kv_reserve(&kv, 1, &s, &p)) return 1;
+    for (int l = 0; l < L; l++) {
+      for (int e = 0; e < KVH * HD; e++) k[e] = frand(), v[e] = frand();
+      pa_kv_store(&kv, l, s, p, k, v);
     }
-  float *q = malloc(sizeof(float) * G * HD), *out = malloc(sizeof(float) * G * HD);
+    int32_t tok = 1;
+    pa_kv_commit(&kv, 1, &tok, &s, &p);
+  }
+  const int nth = getenv("THREADS") ? atoi(getenv("THREADS")) : 1;
+  pa_pool *pool = nth > 1 ? pa_pool_create(nth) : NULL;
+  float *q = malloc(sizeof(float) * G * HD), *out = malloc(sizeof(float) * G * HD * 64);
   for (int i = 0; i < G * HD; i++) q[i] = frand();
   const float *qp[G];
   float *op[G];
   int32_t lo[G], hi[G];
   for (int g = 0; g < G; g++) qp[g] = q + g * HD, op[g] = out + g * HD, lo[g] = 0, hi[g] = ctx - 1;
-  void *work = pa_alloc(pa_attn_work_size(G, HD, HD));
+  char *work = pa_alloc(64 * pa_attn_work_size(G, HD, HD));
   pa_attn_query qr = {.n_rows = G, .q = qp, .out = op, .lo = lo, .hi = hi};
+  pass_job pj = {.kt = kt, .kv = &kv, .qr = &qr, .work = work, .wsize = pa_attn_work_size(G, HD, HD),
+                 .L = L, .S = S, .KVH = KVH, .HD = HD};
   const size_t thrash = (size_t)(getenv("THRASH") ? atol(getenv("THRASH")) : 0) << 20;
   uint8_t *junk = thrash ? malloc(thrash) : NULL;
   double best = 1e30;
@@ -78,9 +105,12 @@ int main(int argc, char **argv) {
     if (junk) memset(junk, it, thrash);
     double t0 = now();
     uint64_t c0 = __rdtsc();
-    for (int l = 0; l < L; l++)
-      for (int32_t s = 0; s < S; s++)
-        for (int h = 0; h < KVH; h++) pa_attn_rows(kt, &kv, l, s, h, HD, HD, 0.125f, &qr, work);
+    for (pj.l = 0; pj.l < L; pj.l++) {
+      if (pool)
+        pa_pool_run_tasks(pool, pass_task, &pj, S);
+      else
+        for (int32_t s = 0; s < S; s++) pass_task(&pj, s, S);
+    }
     uint64_t c1 = __rdtsc();
     double t = now() - t0;
     if (t < best) best = t, tbest = c1 - c0;

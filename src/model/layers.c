@@ -21,9 +21,8 @@ void pa_embed(struct pa_context *c, const pa_fwd_batch *b, float scale) {
 /* Row-wise ops (norms, residual adds, RoPE) of a batch of several tokens
  * spread over the pool in contiguous ranges of tokens: each row's result
  * is the same whichever thread computes it. Serial, at 16 users they kept
- * the other threads waiting ~5% of a decode step; fewer than ROWS_PAR
+ * the other threads waiting ~5% of a decode step; fewer than PA_ROWS_PAR
  * tokens stay on the calling thread (a pool job costs more than they do). */
-#define ROWS_PAR 4
 
 typedef struct {
   struct pa_context *c;
@@ -50,7 +49,7 @@ static void rows_task(void *arg, int i, int n_tasks) {
 }
 
 static void run_rows(struct pa_context *c, rows_job *j) {
-  if (j->n_tok < ROWS_PAR || !c->pool) {
+  if (j->n_tok < PA_ROWS_PAR || !c->pool) {
     rows_task(j, 0, 1);
     return;
   }

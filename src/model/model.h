@@ -126,7 +126,10 @@ void pa_embed(struct pa_context *ctx, const pa_fwd_batch *b, float scale);
 /* out[t] = rmsnorm(in[t]) * w for every token; rows of n floats */
 void pa_norm_rows(struct pa_context *ctx, float *out, const float *in, const float *w, int32_t n_tok,
                   int64_t n);
-/* x += y over n_tok rows of n (the residual adds; spread over the pool). */
+/* Norms, residual adds and RoPE of at least this many tokens run on the
+ * pool (rows split over the threads), fewer on the calling thread. */
+#define PA_ROWS_PAR 4
+/* x += y over n_tok rows of n (the residual adds). */
 void pa_add_rows(struct pa_context *ctx, float *x, const float *y, int32_t n_tok, int64_t n);
 /* y = W x over n_tok rows (strides are the row lengths) */
 void pa_linear(struct pa_context *ctx, const pa_matrix *w, const float *x, float *y, int32_t n_tok);

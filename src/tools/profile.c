@@ -115,31 +115,34 @@ void pa_prof_record(struct pa_context *c, const pa_fwd_batch *b, pa_prof_op op, 
 
 /* ==== op names and the cost model ==== */
 
+enum { ROWS = 2 };
+
 static const struct {
   const char *name, *kind;
-  bool parallel; /* runs on the thread pool (else on the calling thread alone) */
+  int parallel; /* 1: runs on the thread pool; ROWS: there for calls of at least
+                   PA_ROWS_PAR tokens (layers.c); 0: on the calling thread alone */
 } OPS[PA_OP_COUNT] = {
-    [PA_OP_EMBED] = {"token_embd", "embed", false},
-    [PA_OP_ROPE_TABLE] = {"rope_table", "rope", false},
-    [PA_OP_ATTN_NORM] = {"attn_norm", "norm", false},
-    [PA_OP_QKV] = {"attn_qkv", "matmul", true},
-    [PA_OP_QKV_BIAS] = {"attn_qkv_bias", "add", false},
-    [PA_OP_Q_NORM] = {"attn_q_norm", "norm", false},
-    [PA_OP_K_NORM] = {"attn_k_norm", "norm", false},
-    [PA_OP_ROPE] = {"rope", "rope", false},
-    [PA_OP_ATTENTION] = {"attention", "attention", true},
-    [PA_OP_O] = {"attn_output", "matmul", true},
-    [PA_OP_POST_ATTN_NORM] = {"post_attention_norm", "norm", false},
-    [PA_OP_ATTN_RESIDUAL] = {"attn_residual", "add", false},
-    [PA_OP_FFN_NORM] = {"ffn_norm", "norm", false},
-    [PA_OP_GATE_UP] = {"ffn_gate_up", "matmul", true},
-    [PA_OP_DOWN] = {"ffn_down", "matmul", true},
-    [PA_OP_POST_FFN_NORM] = {"post_ffw_norm", "norm", false},
-    [PA_OP_FFN_RESIDUAL] = {"ffn_residual", "add", false},
-    [PA_OP_OUTPUT_NORM] = {"output_norm", "norm", false},
-    [PA_OP_OUTPUT] = {"output", "matmul", true},
-    [PA_OP_TOKENIZE] = {"tokenize", "tokenization", false},
-    [PA_OP_SAMPLE] = {"sample", "sampling", false},
+    [PA_OP_EMBED] = {"token_embd", "embed", 0},
+    [PA_OP_ROPE_TABLE] = {"rope_table", "rope", 0},
+    [PA_OP_ATTN_NORM] = {"attn_norm", "norm", ROWS},
+    [PA_OP_QKV] = {"attn_qkv", "matmul", 1},
+    [PA_OP_QKV_BIAS] = {"attn_qkv_bias", "add", 0},
+    [PA_OP_Q_NORM] = {"attn_q_norm", "norm", 0},
+    [PA_OP_K_NORM] = {"attn_k_norm", "norm", 0},
+    [PA_OP_ROPE] = {"rope", "rope", ROWS},
+    [PA_OP_ATTENTION] = {"attention", "attention", 1},
+    [PA_OP_O] = {"attn_output", "matmul", 1},
+    [PA_OP_POST_ATTN_NORM] = {"post_attention_norm", "norm", ROWS},
+    [PA_OP_ATTN_RESIDUAL] = {"attn_residual", "add", ROWS},
+    [PA_OP_FFN_NORM] = {"ffn_norm", "norm", ROWS},
+    [PA_OP_GATE_UP] = {"ffn_gate_up", "matmul", 1},
+    [PA_OP_DOWN] = {"ffn_down", "matmul", 1},
+    [PA_OP_POST_FFN_NORM] = {"post_ffw_norm", "norm", ROWS},
+    [PA_OP_FFN_RESIDUAL] = {"ffn_residual", "add", ROWS},
+    [PA_OP_OUTPUT_NORM] = {"output_norm", "norm", 0},
+    [PA_OP_OUTPUT] = {"output", "matmul", 1},
+    [PA_OP_TOKENIZE] = {"tokenize", "tokenization", 0},
+    [PA_OP_SAMPLE] = {"sample", "sampling", 0},
 };
 
 static const char *PHASE_NAME[2] = {"prefill", "decode"};
@@ -427,7 +430,8 @@ static int build_phase(pa_profile_result *r, const struct pa_model *m, struct pa
       w->time_s = (double)s->ns * 1e-9;
       w->idle_s = (double)s->idle_ns * 1e-9;
       op_cost(m, op, l, s, text_bytes, r->kv_elt, &w->bytes, &w->flops);
-      apply_ceilings(r, m, w, OPS[op].parallel);
+      apply_ceilings(r, m, w,
+                     OPS[op].parallel == 1 || (OPS[op].parallel == ROWS && w->tokens >= PA_ROWS_PAR * w->calls));
       ph->ops_s += w->time_s;
       ph->idle_s += w->idle_s;
       if (l >= 0) ph->layer_s[l] += w->time_s;
@@ -915,9 +919,10 @@ void pa_profile_print_table(FILE *f, const pa_profile_result *r) {
           "       the op's barriers. bytes: the least traffic the op needs. %%ceil: time at the nearer ceiling /\n"
           "       time (over 100%%: cached data, faster than the DRAM read ceiling). bound: memory or compute\n"
           "       within %.0fx of that ceiling; further from both: overhead (under %.0f us a call, no FLOPs counted,\n"
-          "       or idle >= 50%%), else compute (the op's own instructions). Ops off the thread pool (norms,\n"
-          "       RoPE, activation, adds, embedding, sampling, tokenization) get one thread's share of the ceilings.\n",
-          1 / FAR_BELOW, TINY_CALL * 1e6);
+          "       or idle >= 50%%), else compute (the op's own instructions). Ops off the thread pool (embedding,\n"
+          "       sampling, tokenization; norms, RoPE and residual adds of calls under %d tokens) get one thread's\n"
+          "       share of the ceilings.\n",
+          1 / FAR_BELOW, TINY_CALL * 1e6, PA_ROWS_PAR);
 }
 
 /* ==== JSON ==== */
