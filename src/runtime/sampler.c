@@ -8,6 +8,9 @@
 #include "runtime/sampler.h"
 
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,14 +268,26 @@ static void heap_sift_up(pa_cand *h, int32_t i) {
   }
 }
 
-/* The largest of n logits, NaN ignored. Eight independent lanes so the
- * compiler vectorises it without -ffast-math. */
+/* The largest of n logits, NaN ignored, in eight independent lanes. GCC
+ * does not vectorise the select without -ffast-math (it was ~46 us of a
+ * server's 49152-logit greedy pick), so on x86-64 the lanes are two SSE2
+ * vectors: maxps(x, lane) is lane when x is NaN, as the select is. */
 static float block_max(const float *l, int32_t n) {
   float lane[8];
-  for (int j = 0; j < 8; j++) lane[j] = -INFINITY;
   int32_t i = 0;
+#if defined(__SSE2__)
+  __m128 a = _mm_set1_ps(-INFINITY), b = a;
+  for (; i + 8 <= n; i += 8) {
+    a = _mm_max_ps(_mm_loadu_ps(l + i), a);
+    b = _mm_max_ps(_mm_loadu_ps(l + i + 4), b);
+  }
+  _mm_storeu_ps(lane, a);
+  _mm_storeu_ps(lane + 4, b);
+#else
+  for (int j = 0; j < 8; j++) lane[j] = -INFINITY;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; j++) lane[j] = l[i + j] > lane[j] ? l[i + j] : lane[j];
+#endif
   float r = -INFINITY;
   for (int j = 0; j < 8; j++) r = lane[j] > r ? lane[j] : r;
   for (; i < n; i++) r = l[i] > r ? l[i] : r;

@@ -133,6 +133,31 @@ static void test_greedy(void) {
   }
   pasada_sampler_free(s);
   pasada_sampler_free(g);
+
+  /* greedy against a plain scan (first index of the largest; NaN ignored;
+   * 0 when nothing is above -inf) at lengths that leave every tail, with
+   * NaNs, -inf runs and the winner near either end (the block maximum is
+   * SIMD on x86-64) */
+  for (int rep = 0; rep < 200; rep++) {
+    const int32_t m = 1 + (int32_t)(test_uniform() * 5000);
+    pasada_sampler *gm = make(plain(0.0f), m);
+    random_logits(l, m, 8.0f);
+    for (int32_t i = 0; i < m; i++) {
+      const int r = (int)(test_uniform() * 16);
+      if (r == 0) l[i] = NAN;
+      if (r == 1) l[i] = -INFINITY;
+    }
+    if (rep % 3 == 0) l[rep % 2 ? m - 1 : 0] = 100.0f;
+    if (rep % 7 == 0)
+      for (int32_t i = 0; i < m; i++) l[i] = i % 2 ? NAN : -INFINITY;
+    int32_t want = 0;
+    float best = -INFINITY;
+    for (int32_t i = 0; i < m; i++)
+      if (l[i] > best) best = l[i], want = i; /* strict: the first of equals; NaN never */
+    const int32_t got = pasada_sampler_sample(gm, l, m);
+    CHECK(got == want, "greedy over %d logits gave %d, the plain scan %d", m, got, want);
+    pasada_sampler_free(gm);
+  }
   free(l);
 }
 
