@@ -55,7 +55,8 @@ static void pass_task(void *arg, int i, int n) {
   (void)n;
   pa_attn_query qr = *j->qr;
   for (int h = 0; h < j->KVH; h++)
-    pa_attn_rows(j->kt, j->kv, j->l, i, h, j->HD, j->HD, 0.125f, &qr, j->work + (size_t)(i % 64) * j->wsize);
+    pa_attn_rows(j->kt, j->kv, j->l, i, h, j->HD, j->HD, 0.125f, &qr,
+                 j->work + (size_t)(i % 64) * j->wsize);
 }
 
 int main(int argc, char **argv) {
@@ -65,7 +66,7 @@ int main(int argc, char **argv) {
   const int32_t L = 30, KVH = 3, G = 3, HD = 64;
   pa_kv_type type = !strcmp(ty, "f32") ? PA_KV_F32 : !strcmp(ty, "q8") ? PA_KV_Q8 : PA_KV_F16;
   const char *tn = getenv("BENCH_TABLE");
-  const pa_attn_kernels *kt = !tn ? pa_attn_best()
+  const pa_attn_kernels *kt = !tn                    ? pa_attn_best()
                               : !strcmp(tn, "plain") ? pa_attn_plain()
                               : !strcmp(tn, "avx2")  ? pa_attn_avx2()
                                                      : pa_attn_avx512();
@@ -95,8 +96,15 @@ int main(int argc, char **argv) {
   for (int g = 0; g < G; g++) qp[g] = q + g * HD, op[g] = out + g * HD, lo[g] = 0, hi[g] = ctx - 1;
   char *work = pa_alloc(64 * pa_attn_work_size(G, HD, HD));
   pa_attn_query qr = {.n_rows = G, .q = qp, .out = op, .lo = lo, .hi = hi};
-  pass_job pj = {.kt = kt, .kv = &kv, .qr = &qr, .work = work, .wsize = pa_attn_work_size(G, HD, HD),
-                 .L = L, .S = S, .KVH = KVH, .HD = HD};
+  pass_job pj = {.kt = kt,
+                 .kv = &kv,
+                 .qr = &qr,
+                 .work = work,
+                 .wsize = pa_attn_work_size(G, HD, HD),
+                 .L = L,
+                 .S = S,
+                 .KVH = KVH,
+                 .HD = HD};
   const size_t thrash = (size_t)(getenv("THRASH") ? atol(getenv("THRASH")) : 0) << 20;
   uint8_t *junk = thrash ? malloc(thrash) : NULL;
   double best = 1e30;
@@ -117,7 +125,7 @@ int main(int argc, char **argv) {
   }
   const double bytes = (double)S * L * KVH * ctx * (double)(kv.k_part + kv.v_part) / bs;
   const double tiles = (double)S * L * KVH * ((ctx + 63) / 64);
-  printf("%s %s ctx %d, %d seqs: %.3f ms per pass, %.2f GB/s, %.0f ticks per tile and head\n", kt->name, ty,
-         ctx, S, best * 1e3, bytes / best * 1e-9, (double)tbest / tiles);
+  printf("%s %s ctx %d, %d seqs: %.3f ms per pass, %.2f GB/s, %.0f ticks per tile and head\n",
+         kt->name, ty, ctx, S, best * 1e3, bytes / best * 1e-9, (double)tbest / tiles);
   return out[0] == 12345.f;
 }

@@ -38,10 +38,12 @@ static void rope_rows(struct pa_context *c, int32_t t0, int32_t t1, bool swa);
 
 static void rows_task(void *arg, int i, int n_tasks) {
   const rows_job *j = arg;
-  const int32_t t0 = (int32_t)((int64_t)j->n_tok * i / n_tasks), t1 = (int32_t)((int64_t)j->n_tok * (i + 1) / n_tasks);
+  const int32_t t0 = (int32_t)((int64_t)j->n_tok * i / n_tasks);
+  const int32_t t1 = (int32_t)((int64_t)j->n_tok * (i + 1) / n_tasks);
+  const float eps = j->c->model->hp.norm_eps;
   switch (j->op) {
     case 0:
-      for (int32_t t = t0; t < t1; t++) pa_rmsnorm(j->out + t * j->n, j->in + t * j->n, j->w, j->n, j->c->model->hp.norm_eps);
+      for (int32_t t = t0; t < t1; t++) pa_rmsnorm(j->out + t * j->n, j->in + t * j->n, j->w, j->n, eps);
       break;
     case 1: pa_add(j->x + t0 * j->n, j->in + t0 * j->n, (int64_t)(t1 - t0) * j->n); break;
     default: rope_rows(j->c, t0, t1, j->op == 3); break;

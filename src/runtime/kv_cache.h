@@ -77,7 +77,7 @@ int32_t pa_kv_available(const pa_kv_cache *kv);
 
 /* KV head h's part of the block holding position pos of sequence seq: K
  * (transposed, see above) and V (the first value of pos's row: the next
- * ones follow contiguously, or for Q8 every pa_kv_v_step bytes). */
+ * ones follow contiguously, or for Q8 every 2 bytes). */
 static inline uint8_t *pa_kv_k_block(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
   return kv->k[layer] + (b * kv->n_head_kv + h) * kv->k_part;
@@ -89,7 +89,6 @@ static inline uint8_t *pa_kv_v_at(const pa_kv_cache *kv, int layer, int32_t seq,
          (kv->type == PA_KV_Q8 ? (int64_t)(off & ~1) * kv->head_dim_v + (off & 1)
                                : (int64_t)off * kv->head_dim_v * (int64_t)kv->elt);
 }
-static inline int32_t pa_kv_v_step(const pa_kv_cache *kv) { return kv->type == PA_KV_Q8 ? 2 : 1; }
 /* Q8: the K scales of a K part (pa_kv_k_block's pointer; one per position
  * of the block), and the V scale of position pos. */
 static inline float *pa_kv_k_scales(const pa_kv_cache *kv, uint8_t *k_block) {

@@ -60,7 +60,8 @@ static inline float weights_inv(float mx, float *wf) {
 
 /* pv of rows r0 .. r0 + nr - 1 for dimensions d0 .. head_dim_v - 1 (the
  * few past the SIMD blocks), pairs p0 .. p1 - 1: the plain twin's steps. */
-static void pv8_tail(const pa_attn_tile *t, int32_t r0, int32_t nr, int32_t d0, int32_t p0, int32_t p1) {
+static void pv8_tail(const pa_attn_tile *t, int32_t r0, int32_t nr, int32_t d0, int32_t p0,
+                     int32_t p1) {
   const int64_t hdv = t->head_dim_v;
   for (int32_t r = r0; r < r0 + nr; r++) {
     if (t->jlo[r] >= t->jhi[r]) continue;
@@ -83,7 +84,9 @@ static void pv8_tail(const pa_attn_tile *t, int32_t r0, int32_t nr, int32_t d0, 
 #define BODY2 static inline __attribute__((always_inline)) AVX2
 
 /* 16 int16 lanes of 16 bytes, sign-extended */
-BODY2 __m256i widen2(const int8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); }
+BODY2 __m256i widen2(const int8_t *p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+}
 
 /* Scores of rows r0 .. r0 + NR - 1 over chunk c (two halves of 8 columns). */
 BODY2 void qk8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c) {
@@ -122,16 +125,25 @@ AVX2 static void qk_q8_avx2(const pa_attn_tile *t) {
     int32_t a, b;
     if (!rows_union(t, r0, nr, &a, &b)) continue;
     for (int32_t c = a >> 4; c <= (b - 1) >> 4; c++) switch (nr) {
-        case 1: qk8_block2(t, r0, 1, c); break;
-        case 2: qk8_block2(t, r0, 2, c); break;
-        case 3: qk8_block2(t, r0, 3, c); break;
-        default: qk8_block2(t, r0, 4, c); break;
+        case 1:
+          qk8_block2(t, r0, 1, c);
+          break;
+        case 2:
+          qk8_block2(t, r0, 2, c);
+          break;
+        case 3:
+          qk8_block2(t, r0, 3, c);
+          break;
+        default:
+          qk8_block2(t, r0, 4, c);
+          break;
       }
   }
 }
 
 /* Rows r0 .. r0 + NR - 1, dimensions d0 .. d0 + 15, pairs p0 .. p1 - 1. */
-BODY2 void pv8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d0, int32_t p0, int32_t p1) {
+BODY2 void pv8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d0, int32_t p0,
+                      int32_t p1) {
   const int64_t hdv = t->head_dim_v;
   __m256i acc[4][2];
   const int16_t *w[4];
@@ -159,7 +171,8 @@ BODY2 void pv8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d
 #pragma GCC unroll 2
     for (int c = 0; c < 2; c++) {
       const __m256 kept = _mm256_mul_ps(_mm256_loadu_ps(o + 8 * c), alpha);
-      _mm256_storeu_ps(o + 8 * c, _mm256_add_ps(kept, _mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][c]), f)));
+      _mm256_storeu_ps(o + 8 * c,
+                       _mm256_add_ps(kept, _mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][c]), f)));
     }
   }
 }
@@ -167,7 +180,8 @@ BODY2 void pv8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d
 /* w16 and wf of every row (the plain twin's quantize_weights: the same
  * products in the same order, max is exact, NaN gives 0). */
 AVX2 static void weights_avx2(const pa_attn_tile *t) {
-  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(32767.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(32767.0f),
+               half = _mm256_set1_ps(0.5f);
   for (int32_t r = 0; r < t->n_rows; r++) {
     const int32_t lo = t->jlo[r], hi = t->jhi[r];
     const float *s = t->s + (int64_t)r * PA_ATTN_TILE;
@@ -176,7 +190,9 @@ AVX2 static void weights_avx2(const pa_attn_tile *t) {
     __m256i in[PA_ATTN_TILE / 8];
     for (int c = 0; c < PA_ATTN_TILE / 8; c++) {
       in[c] = _mm256_andnot_si256(pa_lanes8(lo - 8 * c), pa_lanes8(hi - 8 * c));
-      x[c] = _mm256_and_ps(_mm256_castsi256_ps(in[c]), _mm256_mul_ps(_mm256_loadu_ps(s + 8 * c), _mm256_loadu_ps(t->vs + 8 * c)));
+      x[c] =
+          _mm256_and_ps(_mm256_castsi256_ps(in[c]),
+                        _mm256_mul_ps(_mm256_loadu_ps(s + 8 * c), _mm256_loadu_ps(t->vs + 8 * c)));
       mx = _mm256_max_ps(x[c], mx); /* NaN: keeps mx */
     }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
@@ -187,7 +203,8 @@ AVX2 static void weights_avx2(const pa_attn_tile *t) {
       __m256i q[2];
       for (int h = 0; h < 2; h++) {
         const __m256 y = _mm256_add_ps(_mm256_mul_ps(x[2 * c + h], inv), half);
-        const __m256 ok = _mm256_and_ps(_mm256_castsi256_ps(in[2 * c + h]), _mm256_cmp_ps(y, zero, _CMP_GE_OQ));
+        const __m256 ok =
+            _mm256_and_ps(_mm256_castsi256_ps(in[2 * c + h]), _mm256_cmp_ps(y, zero, _CMP_GE_OQ));
         q[h] = _mm256_cvttps_epi32(_mm256_and_ps(ok, _mm256_min_ps(y, top)));
       }
       /* int32 -> int16 in order (packs interleaves the 128-bit halves) */
@@ -206,10 +223,18 @@ AVX2 static void pv_q8_avx2(const pa_attn_tile *t) {
     if (!rows_union(t, r0, nr, &a, &b)) continue;
     const int32_t p0 = a >> 1, p1 = (b + 1) >> 1;
     for (int32_t d0 = 0; d0 < hd16; d0 += 16) switch (nr) {
-        case 1: pv8_block2(t, r0, 1, d0, p0, p1); break;
-        case 2: pv8_block2(t, r0, 2, d0, p0, p1); break;
-        case 3: pv8_block2(t, r0, 3, d0, p0, p1); break;
-        default: pv8_block2(t, r0, 4, d0, p0, p1); break;
+        case 1:
+          pv8_block2(t, r0, 1, d0, p0, p1);
+          break;
+        case 2:
+          pv8_block2(t, r0, 2, d0, p0, p1);
+          break;
+        case 3:
+          pv8_block2(t, r0, 3, d0, p0, p1);
+          break;
+        default:
+          pv8_block2(t, r0, 4, d0, p0, p1);
+          break;
       }
     pv8_tail(t, r0, nr, hd16, p0, p1);
   }
@@ -217,7 +242,9 @@ AVX2 static void pv_q8_avx2(const pa_attn_tile *t) {
 
 /* The plain twin's quantize_q: the same operations per value (max is
  * exact; NaN skipped by the max and set to 0). */
-static inline float q_inv(float amax) { return amax > 0.0f && amax <= 3.0e38f ? 32767.0f / amax : 0.0f; }
+static inline float q_inv(float amax) {
+  return amax > 0.0f && amax <= 3.0e38f ? 32767.0f / amax : 0.0f;
+}
 
 AVX2 static float quantize_q_avx2(const float *q, int32_t n, int16_t *out) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -230,8 +257,10 @@ AVX2 static float quantize_q_avx2(const float *q, int32_t n, int16_t *out) {
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
   const float amax = _mm_cvtss_f32(m4), inv = q_inv(amax);
-  const __m256 vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(32767.0f), bot = _mm256_set1_ps(-32767.0f);
-  const __m256 half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f), zero = _mm256_setzero_ps();
+  const __m256 vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(32767.0f),
+               bot = _mm256_set1_ps(-32767.0f);
+  const __m256 half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f),
+               zero = _mm256_setzero_ps();
   for (int32_t d = 0; d < n; d += 8) {
     __m256 x = _mm256_mul_ps(_mm256_maskload_ps(q + d, pa_lanes8(n - d)), vinv);
     x = _mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
@@ -257,7 +286,8 @@ void pa_attn_fill_q8_avx2(pa_attn_kernels *k) {
 #define BODY512 static inline __attribute__((always_inline)) AVX512
 
 /* Scores of rows r0 .. r0 + NR - 1 over chunks c0 .. c0 + NC - 1. */
-BODY512 void qk8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, const int NC) {
+BODY512 void qk8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0,
+                          const int NC) {
   const int32_t np = t->head_dim / 2;
   const int64_t ps = 2 * t->k_stride; /* bytes from one pair of d to the next */
   __m512i acc[4][4];
@@ -274,7 +304,8 @@ BODY512 void qk8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
   for (int32_t p = 0; p < np; p++) {
     __m512i k[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) k[c] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(kc[c] + p * ps)));
+    for (int c = 0; c < NC; c++)
+      k[c] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(kc[c] + p * ps)));
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++) {
       const __m512i qb = _mm512_set1_epi32(pair_of(q[i], p));
@@ -295,12 +326,20 @@ BODY512 void qk8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
   }
 }
 
-#define QK8_CHUNKS(NR)                               \
-  switch (nc) {                                      \
-    case 1: qk8_block512(t, r0, NR, c0, 1); break;   \
-    case 2: qk8_block512(t, r0, NR, c0, 2); break;   \
-    case 3: qk8_block512(t, r0, NR, c0, 3); break;   \
-    default: qk8_block512(t, r0, NR, c0, 4); break;  \
+#define QK8_CHUNKS(NR)                \
+  switch (nc) {                       \
+    case 1:                           \
+      qk8_block512(t, r0, NR, c0, 1); \
+      break;                          \
+    case 2:                           \
+      qk8_block512(t, r0, NR, c0, 2); \
+      break;                          \
+    case 3:                           \
+      qk8_block512(t, r0, NR, c0, 3); \
+      break;                          \
+    default:                          \
+      qk8_block512(t, r0, NR, c0, 4); \
+      break;                          \
   }
 
 AVX512 static void qk_q8_avx512(const pa_attn_tile *t) {
@@ -311,18 +350,22 @@ AVX512 static void qk_q8_avx512(const pa_attn_tile *t) {
     if (!rows_union(t, r0, nr, &a, &b)) continue;
     const int32_t c0 = a >> 4, nc = ((b - 1) >> 4) + 1 - c0;
     switch (nr) {
-      case 1: QK8_CHUNKS(1) break;
-      case 2: QK8_CHUNKS(2) break;
-      case 3: QK8_CHUNKS(3) break;
-      default: QK8_CHUNKS(4) break;
+      case 1:
+        QK8_CHUNKS(1) break;
+      case 2:
+        QK8_CHUNKS(2) break;
+      case 3:
+        QK8_CHUNKS(3) break;
+      default:
+        QK8_CHUNKS(4) break;
     }
   }
 }
 
 /* Rows r0 .. r0 + NR - 1, dimensions d0 .. d0 + 16 ND - 1, the tile's pairs
  * p0 .. p1 - 1. */
-BODY512 void pv8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d0, const int ND, int32_t p0,
-                          int32_t p1) {
+BODY512 void pv8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d0, const int ND,
+                          int32_t p0, int32_t p1) {
   const int64_t hdv = t->head_dim_v;
   __m512i acc[4][4];
   const int16_t *w[4];
@@ -336,7 +379,8 @@ BODY512 void pv8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
     const int8_t *vp = (const int8_t *)t->vc[p >> 3] + ((p & 7) * hdv + d0) * 2;
     __m512i v[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < ND; c++) v[c] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(vp + 32 * c)));
+    for (int c = 0; c < ND; c++)
+      v[c] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(vp + 32 * c)));
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++) {
       const __m512i wb = _mm512_set1_epi32(pair_of(w[i], p));
@@ -353,17 +397,26 @@ BODY512 void pv8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
 #pragma GCC unroll 4
     for (int c = 0; c < ND; c++) {
       const __m512 kept = _mm512_mul_ps(_mm512_loadu_ps(o + 16 * c), alpha);
-      _mm512_storeu_ps(o + 16 * c, _mm512_add_ps(kept, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[i][c]), f)));
+      _mm512_storeu_ps(o + 16 * c,
+                       _mm512_add_ps(kept, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[i][c]), f)));
     }
   }
 }
 
 #define PV8_DIMS(NR)                                                    \
   for (int32_t d0 = 0; d0 < hd16; d0 += 64) switch ((hd16 - d0) / 16) { \
-      case 1: pv8_block512(t, r0, NR, d0, 1, p0, p1); break;           \
-      case 2: pv8_block512(t, r0, NR, d0, 2, p0, p1); break;           \
-      case 3: pv8_block512(t, r0, NR, d0, 3, p0, p1); break;           \
-      default: pv8_block512(t, r0, NR, d0, 4, p0, p1); break;          \
+      case 1:                                                           \
+        pv8_block512(t, r0, NR, d0, 1, p0, p1);                         \
+        break;                                                          \
+      case 2:                                                           \
+        pv8_block512(t, r0, NR, d0, 2, p0, p1);                         \
+        break;                                                          \
+      case 3:                                                           \
+        pv8_block512(t, r0, NR, d0, 3, p0, p1);                         \
+        break;                                                          \
+      default:                                                          \
+        pv8_block512(t, r0, NR, d0, 4, p0, p1);                         \
+        break;                                                          \
     }
 
 /* weights_avx2 at twice the width */
@@ -377,15 +430,17 @@ AVX512 static void weights_avx512(const pa_attn_tile *t) {
     __mmask16 in[PA_ATTN_CHUNKS];
     for (int c = 0; c < PA_ATTN_CHUNKS; c++) {
       in[c] = pa_lanes16(hi - 16 * c) & (__mmask16)~pa_lanes16(lo - 16 * c);
-      x[c] = _mm512_maskz_mul_ps(in[c], _mm512_loadu_ps(s + 16 * c), _mm512_loadu_ps(t->vs + 16 * c));
+      x[c] =
+          _mm512_maskz_mul_ps(in[c], _mm512_loadu_ps(s + 16 * c), _mm512_loadu_ps(t->vs + 16 * c));
       mx = _mm512_max_ps(x[c], mx); /* NaN: keeps mx */
     }
     const __m512 inv = _mm512_set1_ps(weights_inv(_mm512_reduce_max_ps(mx), &t->wf[r]));
     for (int c = 0; c < PA_ATTN_CHUNKS; c++) {
       const __m512 y = _mm512_add_ps(_mm512_mul_ps(x[c], inv), half);
       const __mmask16 ok = in[c] & _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_GE_OQ);
-      _mm256_storeu_si256((__m256i *)(w + 16 * c),
-                          _mm512_cvtepi32_epi16(_mm512_cvttps_epi32(_mm512_maskz_min_ps(ok, y, top))));
+      _mm256_storeu_si256(
+          (__m256i *)(w + 16 * c),
+          _mm512_cvtepi32_epi16(_mm512_cvttps_epi32(_mm512_maskz_min_ps(ok, y, top))));
     }
   }
 }
@@ -399,10 +454,14 @@ AVX512 static void pv_q8_avx512(const pa_attn_tile *t) {
     if (!rows_union(t, r0, nr, &a, &b)) continue;
     const int32_t p0 = a >> 1, p1 = (b + 1) >> 1;
     switch (nr) {
-      case 1: PV8_DIMS(1) break;
-      case 2: PV8_DIMS(2) break;
-      case 3: PV8_DIMS(3) break;
-      default: PV8_DIMS(4) break;
+      case 1:
+        PV8_DIMS(1) break;
+      case 2:
+        PV8_DIMS(2) break;
+      case 3:
+        PV8_DIMS(3) break;
+      default:
+        PV8_DIMS(4) break;
     }
     pv8_tail(t, r0, nr, hd16, p0, p1);
   }
@@ -413,14 +472,16 @@ AVX512 static float quantize_q_avx512(const float *q, int32_t n, int16_t *out) {
   for (int32_t d = 0; d < n; d += 16)
     mx = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(pa_lanes16(n - d), q + d)), mx);
   const float amax = _mm512_reduce_max_ps(mx), inv = q_inv(amax);
-  const __m512 vinv = _mm512_set1_ps(inv), top = _mm512_set1_ps(32767.0f), bot = _mm512_set1_ps(-32767.0f);
+  const __m512 vinv = _mm512_set1_ps(inv), top = _mm512_set1_ps(32767.0f),
+               bot = _mm512_set1_ps(-32767.0f);
   const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
   for (int32_t d = 0; d < n; d += 16) {
     const __mmask16 m = pa_lanes16(n - d);
     __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, q + d), vinv);
     x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), x);
     x = _mm512_max_ps(_mm512_min_ps(x, top), bot);
-    x = _mm512_add_ps(x, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), mhalf, half));
+    x = _mm512_add_ps(x, _mm512_mask_blend_ps(
+                             _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), mhalf, half));
     _mm256_mask_storeu_epi16(out + d, m, _mm512_cvtepi32_epi16(_mm512_cvttps_epi32(x)));
   }
   return inv > 0.0f ? amax / 32767.0f : 0.0f;
@@ -433,4 +494,3 @@ void pa_attn_fill_q8_avx512(pa_attn_kernels *k) {
   k->pv_q8 = pv_q8_avx512;
   k->quantize_q = quantize_q_avx512;
 }
-
