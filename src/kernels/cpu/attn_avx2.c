@@ -110,10 +110,7 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
       const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
       mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), in));
     }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float mt = _mm_cvtss_f32(m4), mo = t->m[r], mn = mt > mo ? mt : mo;
+    const float mt = pa_hmax8(mx), mo = t->m[r], mn = mt > mo ? mt : mo;
     t->alpha[r] = mn > mo ? expf(mo - mn) : 1.0f;
     t->m[r] = mn;
     const __m256 mnv = _mm256_set1_ps(mn);

@@ -195,10 +195,7 @@ AVX2 static void weights_avx2(const pa_attn_tile *t) {
                         _mm256_mul_ps(_mm256_loadu_ps(s + 8 * c), _mm256_loadu_ps(t->vs + 8 * c)));
       mx = _mm256_max_ps(x[c], mx); /* NaN: keeps mx */
     }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const __m256 inv = _mm256_set1_ps(weights_inv(_mm_cvtss_f32(m4), &t->wf[r]));
+    const __m256 inv = _mm256_set1_ps(weights_inv(pa_hmax8(mx), &t->wf[r]));
     for (int c = 0; c < PA_ATTN_TILE / 16; c++) {
       __m256i q[2];
       for (int h = 0; h < 2; h++) {
@@ -247,16 +244,7 @@ static inline float q_inv(float amax) {
 }
 
 AVX2 static float quantize_q_avx2(const float *q, int32_t n, int16_t *out) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 mx = _mm256_setzero_ps();
-  for (int32_t d = 0; d < n; d += 8) {
-    const __m256i m = pa_lanes8(n - d);
-    mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_maskload_ps(q + d, m)), mx);
-  }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const float amax = _mm_cvtss_f32(m4), inv = q_inv(amax);
+  const float amax = pa_absmax8(q, n), inv = q_inv(amax);
   const __m256 vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(32767.0f),
                bot = _mm256_set1_ps(-32767.0f);
   const __m256 half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f),
@@ -468,10 +456,7 @@ AVX512 static void pv_q8_avx512(const pa_attn_tile *t) {
 }
 
 AVX512 static float quantize_q_avx512(const float *q, int32_t n, int16_t *out) {
-  __m512 mx = _mm512_setzero_ps();
-  for (int32_t d = 0; d < n; d += 16)
-    mx = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(pa_lanes16(n - d), q + d)), mx);
-  const float amax = _mm512_reduce_max_ps(mx), inv = q_inv(amax);
+  const float amax = pa_absmax16(q, n), inv = q_inv(amax);
   const __m512 vinv = _mm512_set1_ps(inv), top = _mm512_set1_ps(32767.0f),
                bot = _mm512_set1_ps(-32767.0f);
   const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);

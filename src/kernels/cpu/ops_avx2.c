@@ -87,14 +87,7 @@ AVX2 void pa_gelu_tanh_mul_avx2(float *gate, const float *up, int64_t n) {
 /* ---- a Q8 KV row (ops.h): the plain version's operations, 8 at a time ---- */
 
 __attribute__((target("avx2,fma"))) float pa_q8_row_avx2(int8_t *q, const float *x, int64_t n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 mx = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8)
-    mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_maskload_ps(x + i, pa_lanes8(n - i))), mx); /* NaN: keeps mx */
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const float scale = _mm_cvtss_f32(m4) / 127.0f;
+  const float scale = pa_absmax8(x, n) / 127.0f;
   const __m256 vs = _mm256_set1_ps(scale), top = _mm256_set1_ps(127.0f), bot = _mm256_set1_ps(-127.0f);
   const __m256 half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f), one = _mm256_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 8) {

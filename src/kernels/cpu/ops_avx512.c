@@ -98,10 +98,7 @@ AVX512 void pa_f16_to_f32_avx512(float *y, const uint16_t *x, int64_t n) {
 /* ---- a Q8 KV row (ops.h): the plain version's operations, 16 at a time ---- */
 
 AVX512 float pa_q8_row_avx512(int8_t *q, const float *x, int64_t n) {
-  __m512 mx = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16)
-    mx = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(pa_lanes16(n - i), x + i)), mx); /* NaN: keeps mx */
-  const float scale = _mm512_reduce_max_ps(mx) / 127.0f;
+  const float scale = pa_absmax16(x, n) / 127.0f;
   const __m512 vs = _mm512_set1_ps(scale), top = _mm512_set1_ps(127.0f), bot = _mm512_set1_ps(-127.0f);
   const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f), one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {

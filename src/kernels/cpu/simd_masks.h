@@ -1,7 +1,8 @@
 /* simd_masks.h: the lane masks of a vector's first n lanes, shared by the
  * SIMD op and attention kernels (ops_avx2.c, ops_avx512.c, attn_avx2.c,
- * attn_avx512.c) for their tails and ranges. n may be anything: at most 0
- * gives no lane, at least the width every lane. */
+ * attn_avx512.c, attn_q8.c) for their tails and ranges (n may be anything:
+ * at most 0 gives no lane, at least the width every lane), and the small
+ * maximum reductions they share. */
 #ifndef PASADA_SIMD_MASKS_H
 #define PASADA_SIMD_MASKS_H
 
@@ -17,6 +18,33 @@ static inline __attribute__((always_inline, target("avx2"))) __m256i pa_lanes8(i
 /* AVX-512: bits 0 .. n - 1 of a 16-lane mask. */
 static inline __mmask16 pa_lanes16(int64_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* AVX2: the largest of 8 lanes (halves, then pairs, then the last two). */
+static inline __attribute__((always_inline, target("avx2"))) float pa_hmax8(__m256 m) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* max |x[i]| over n values, NaN skipped (maxps(v, m) keeps m when v is
+ * NaN), 0 for none; the tail read through a mask. AVX2, then AVX-512 F. */
+static inline __attribute__((always_inline, target("avx2"))) float pa_absmax8(const float *x,
+                                                                               int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8)
+    m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_maskload_ps(x + i, pa_lanes8(n - i))), m);
+  return pa_hmax8(m);
+}
+
+static inline __attribute__((always_inline, target("avx512f"))) float pa_absmax16(const float *x,
+                                                                                  int64_t n) {
+  __m512 m = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16)
+    m = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(pa_lanes16(n - i), x + i)), m);
+  return _mm512_reduce_max_ps(m);
 }
 
 #endif
