@@ -63,6 +63,8 @@ void pa_x16_get_row(const pa_matrix *w, int64_t r, float *out);
  * (x16_avx512.c). */
 extern const pa_ilv_kernel pa_x16_ref_q8_0, pa_x16_ref_q4_0, pa_x16_ref_q4_1, pa_x16_ref_q5_0;
 extern const pa_ilv_kernel pa_x16_vnni_q8_0, pa_x16_vnni_q4_0, pa_x16_vnni_q4_1, pa_x16_vnni_q5_0;
+/* The AVX2 ones (x16_avx2.c): 4 tokens a call, the same bits. */
+extern const pa_ilv_kernel pa_x16_avx2_q8_0, pa_x16_avx2_q4_0, pa_x16_avx2_q4_1, pa_x16_avx2_q5_0;
 /* The AMX ones (x16_amx.c): batches on the tile unit, fewer than 10 tokens
  * through the VNNI kernels; the same bits. */
 extern const pa_ilv_kernel pa_x16_amx_q8_0, pa_x16_amx_q4_0, pa_x16_amx_q4_1, pa_x16_amx_q5_0;

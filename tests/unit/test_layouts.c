@@ -7,8 +7,9 @@
  * (b) the reference kernel agrees with the file layout's reference dot
  *     on the same quantized activations, |got - ref| <= 1e-5 * M,
  *     M = sum |x_i| (|w_i| + |w0_i|) (as test_gemm.c);
- * (c) the AVX-512 VNNI kernel (where the CPU has it) gives the reference
- *     kernel's bits, for 1..4 tokens per call;
+ * (c) the AVX2 (x16), AVX-512 VNNI and AMX kernels (where the CPU has
+ *     them) give the reference kernel's bits, for every token count a
+ *     call takes, tokens in order and reversed;
  * (d) pa_matmul on a repacked matrix under every kernel table, pools of 1,
  *     2 and 3 threads and batches of 1..13 tokens: every token's outputs
  *     are bitwise those of that token alone under the reference table
@@ -101,13 +102,21 @@ static void check_kernels(const mat *a) {
     failures++;
     return;
   }
-  /* the fast kernels: VNNI's, and AMX's (batches; its few-token calls
-   * are VNNI's) where the CPU has them */
-  const pa_ilv_kernel *fast[2] = {vnni, NULL};
-  const char *fast_name[2] = {"vnni", "amx"};
+  /* the fast kernels: AVX2's (x16 only), VNNI's, and AMX's (batches; its
+   * few-token calls are VNNI's) where the CPU has them */
+  const pa_ilv_kernel *fast[3] = {NULL, vnni, NULL};
+  const char *fast_name[3] = {"avx2", "vnni", "amx"};
+  if (pa_kernels_avx2() && a->layout == PA_LAYOUT_B32_X16) {
+    fast[0] = pa_kernels_ilv(pa_kernels_avx2(), a->layout, a->type);
+    if (!fast[0] || fast[0] == ref) {
+      printf("FAIL %s: no AVX2-table kernel\n", pa_type_name(a->type));
+      failures++;
+      return;
+    }
+  }
   if (pa_kernels_amx()) {
-    fast[1] = pa_kernels_ilv(pa_kernels_amx(), a->layout, a->type);
-    if (!fast[1] || fast[1] == ref) {
+    fast[2] = pa_kernels_ilv(pa_kernels_amx(), a->layout, a->type);
+    if (!fast[2] || fast[2] == ref) {
       printf("FAIL %s: no AMX-table kernel\n", pa_type_name(a->type));
       failures++;
       return;
@@ -115,7 +124,7 @@ static void check_kernels(const mat *a) {
   }
   const int G = ref->rows;
   int T = ref->tokens;
-  for (int f = 0; f < 2; f++)
+  for (int f = 0; f < 3; f++)
     if (fast[f] && fast[f]->tokens > T) T = fast[f]->tokens;
   const size_t rb = pa_row_size(a->type, cols), gb = pa_layout_bytes(a->layout, a->type, G, cols);
   const size_t xq_row = pa_row_size(vt, cols), xp_row = ref->x_size(cols);
@@ -157,7 +166,7 @@ static void check_kernels(const mat *a) {
     }
     /* every token count, the tokens' rows evenly spaced (as matmul packs
      * them), then in reverse order (not evenly spaced) */
-    for (int f = 0; f < 2; f++)
+    for (int f = 0; f < 3; f++)
       for (int nt = 1; fast[f] && nt <= fast[f]->tokens; nt++)
         for (int rev = 0; rev < 2; rev++) {
           const uint8_t *xr[PA_ILV_MAX_TOKENS];

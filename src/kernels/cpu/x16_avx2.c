@@ -1,0 +1,185 @@
+/* x16_avx2.c: the AVX2 kernels of the 16-row interleaved layout
+ * (kernels/x16.h), for one to X16_AVX2_TOKENS tokens at a time, on CPUs
+ * without AVX-512 (AMD Zen 2/3, Intel client cores). They follow the
+ * layout's canonical arithmetic step for step, so their bits equal the
+ * reference's (x16.c) and those of every other table's kernels, and do not
+ * depend on how many tokens share a call.
+ *
+ * A 256-bit vector holds 8 rows' 4 bytes: the group runs as two halves of
+ * 8 rows (the record's bytes 32 h .. 32 h + 31 of each 64-byte vector),
+ * one after the other, so that the tokens' accumulators, their integer
+ * sums and one vector of weights fit the 16 registers. Without vpdpbusd
+ * the products are pmaddubsw (unsigned weight bytes against the signed
+ * activation bytes broadcast 4 at a time) into 16-bit pair sums:
+ *   Q4_0, Q4_1: nibbles <= 15 against |x| <= 127 (the activation
+ *     quantizers' range): a pair is at most 3810 in size, so all 8 of a
+ *     block's pair sums add up in 16 bits (30480) before one pmaddwd;
+ *   Q5_0: values <= 31: pairs up to 7874, summed two at a time in 16 bits
+ *     and then in 32;
+ *   Q8_0: the stored bytes are q + 128, which pmaddubsw could saturate;
+ *     the kernel takes q back (xor 0x80) and multiplies |q| by x with q's
+ *     sign (pairs <= 2 * 128 * 127 = 32512). That gives sum - off of the
+ *     canonical arithmetic directly: the same integer, so the same float.
+ * Every integer sum is exact, and the float steps are the reference's. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x16.h"
+
+PA_NO_FP_CONTRACT
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define BODY static inline __attribute__((always_inline)) AVX2
+
+#define X16_AVX2_TOKENS 4
+
+enum { K_Q8_0, K_Q4_0, K_Q4_1, K_Q5_0 };
+
+BODY size_t rec_of(const int kind) {
+  return kind == K_Q8_0 ? 544 : kind == K_Q4_0 ? 288 : kind == K_Q4_1 ? 320 : 352;
+}
+
+BODY __m256i bcast4(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+/* 0x10 in byte j where bit j of the 32-bit word at p is set (Q5_0's fifth
+ * bits of 8 rows x 4 elements). */
+BODY __m256i fifth_bits(const uint8_t *p) {
+  uint32_t bits;
+  memcpy(&bits, p, 4);
+  __m256i v = _mm256_set1_epi32((int)bits);
+  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                               0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit),
+                          _mm256_set1_epi8(0x10));
+}
+
+/* Block b of rows 8 h .. 8 h + 7 of the group (record o), T tokens: the
+ * canonical step into acc[0 .. T). */
+BODY void block_half(const int kind, const uint8_t *o, const uint8_t *const *xp, int64_t b,
+                     __m256 *acc, const int T, const int h) {
+  const size_t d_at = kind == K_Q8_0 ? 512 : kind == K_Q5_0 ? 320 : 256;
+  const __m256i ones = _mm256_set1_epi16(1), nib = _mm256_set1_epi8(0x0F);
+  __m256i s[X16_AVX2_TOKENS]; /* 16-bit pair sums (Q4), 32-bit sums (Q5_0, Q8_0) */
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+  if (kind == K_Q8_0) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      const __m256i q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(o + 64 * i + 32 * h)),
+                                         _mm256_set1_epi8((char)0x80));
+      const __m256i aq = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
+        const __m256i x = _mm256_sign_epi8(bcast4(xp[t] + (size_t)b * PA_X16_XREC + 4 * i), q);
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, x), ones));
+      }
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      const __m256i q = _mm256_loadu_si256((const __m256i *)(o + 64 * i + 32 * h));
+      __m256i lo = _mm256_and_si256(q, nib), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
+      if (kind == K_Q5_0) {
+        lo = _mm256_or_si256(lo, fifth_bits(o + 256 + 8 * i + 4 * h));
+        hi = _mm256_or_si256(hi, fifth_bits(o + 256 + 8 * (4 + i) + 4 * h));
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
+        const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x + 4 * i)),
+                                           _mm256_maddubs_epi16(hi, bcast4(x + 16 + 4 * i)));
+        s[t] = kind == K_Q5_0 ? _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones))
+                              : _mm256_add_epi16(s[t], p);
+      }
+    }
+  }
+  const __m256 dl = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + d_at + 16 * h)));
+  const __m256 ml =
+      kind == K_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + 288 + 16 * h))) : dl;
+  /* the canonical float step (x16.h) */
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
+    float dx, sx;
+    int32_t off;
+    memcpy(&dx, x + 32, 4);
+    const __m256 dd = _mm256_mul_ps(dl, _mm256_set1_ps(dx));
+    __m256i sum = s[t];
+    if (kind == K_Q4_0 || kind == K_Q4_1) sum = _mm256_madd_epi16(sum, ones);
+    if (kind == K_Q4_0 || kind == K_Q5_0) {
+      memcpy(&off, x + 36, 4);
+      sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(off));
+    }
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[t]);
+    if (kind == K_Q4_1) {
+      memcpy(&sx, x + 36, 4);
+      acc[t] = _mm256_fmadd_ps(ml, _mm256_set1_ps(sx), acc[t]);
+    }
+  }
+}
+
+BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   float *y, int64_t ldy, const int T) {
+  const int64_t nb = cols / 32;
+  const size_t rec = rec_of(kind);
+  if (T == 1) { /* decode: one pass over the streamed records, both halves per block */
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+      const uint8_t *o = wg + (size_t)b * rec;
+      for (size_t c = 0; c < rec; c += 64) /* ask for the weights ahead */
+        _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+      block_half(kind, o, xp, b, &acc[0], 1, 0);
+      block_half(kind, o, xp, b, &acc[1], 1, 1);
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+    return;
+  }
+  /* batches: the halves one after the other (the group's records come
+   * back from L1 or L2), so T tokens' sums fit the registers */
+  for (int h = 0; h < 2; h++) {
+    __m256 acc[X16_AVX2_TOKENS];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) block_half(kind, wg + (size_t)b * rec, xp, b, acc, T, h);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) _mm256_storeu_ps(y + t * ldy + 8 * h, acc[t]);
+  }
+}
+
+#define RUN(name, kind)                                                                         \
+  static AVX2 void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,      \
+                        float *y, int64_t ldy) {                                                \
+    switch (nt) {                                                                               \
+      case 1:                                                                                   \
+        run_body(kind, cols, wg, xp, y, ldy, 1);                                                \
+        break;                                                                                  \
+      case 2:                                                                                   \
+        run_body(kind, cols, wg, xp, y, ldy, 2);                                                \
+        break;                                                                                  \
+      case 3:                                                                                   \
+        run_body(kind, cols, wg, xp, y, ldy, 3);                                                \
+        break;                                                                                  \
+      default:                                                                                  \
+        run_body(kind, cols, wg, xp, y, ldy, 4);                                                \
+        break;                                                                                  \
+    }                                                                                           \
+  }
+RUN(run_q8_0, K_Q8_0)
+RUN(run_q4_0, K_Q4_0)
+RUN(run_q4_1, K_Q4_1)
+RUN(run_q5_0, K_Q5_0)
+
+const pa_ilv_kernel pa_x16_avx2_q8_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
+                                        run_q8_0};
+const pa_ilv_kernel pa_x16_avx2_q4_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
+                                        run_q4_0};
+const pa_ilv_kernel pa_x16_avx2_q4_1 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
+                                        run_q4_1};
+const pa_ilv_kernel pa_x16_avx2_q5_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
+                                        run_q5_0};
