@@ -31,13 +31,21 @@ PA_NO_FP_CONTRACT
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX2
 
+#ifndef X16_AVX2_TOKENS
 #define X16_AVX2_TOKENS 4
+#endif
 
 enum { K_Q8_0, K_Q4_0, K_Q4_1, K_Q5_0 };
 
 BODY size_t rec_of(const int kind) {
   return kind == K_Q8_0 ? 544 : kind == K_Q4_0 ? 288 : kind == K_Q4_1 ? 320 : 352;
 }
+
+/* Keeps v as computed here: GCC otherwise re-associates a block's chain of
+ * integer adds into a tree over all its products, which needs more than the
+ * 16 registers and spills most of them (measured: 127 stack accesses per
+ * block of 4 tokens). */
+#define KEEP(v) __asm__("" : "+x"(v))
 
 BODY __m256i bcast4(const uint8_t *p) {
   int32_t v;
@@ -58,67 +66,91 @@ BODY __m256i fifth_bits(const uint8_t *p) {
                           _mm256_set1_epi8(0x10));
 }
 
-/* Block b of rows 8 h .. 8 h + 7 of the group (record o), T tokens: the
- * canonical step into acc[0 .. T). */
-BODY void block_half(const int kind, const uint8_t *o, const uint8_t *const *xp, int64_t b,
-                     __m256 *acc, const int T, const int h) {
+/* Block b of the group (record o), both halves, T tokens: each activation
+ * broadcast serves the 16 rows. acc[2 t + h]: token t's rows 8 h .. 8 h + 7. */
+BODY void block_both(const int kind, const uint8_t *o, const uint8_t *const *xp, int64_t b,
+                     float *acc, const int T) {
   const size_t d_at = kind == K_Q8_0 ? 512 : kind == K_Q5_0 ? 320 : 256;
   const __m256i ones = _mm256_set1_epi16(1), nib = _mm256_set1_epi8(0x0F);
-  __m256i s[X16_AVX2_TOKENS]; /* 16-bit pair sums (Q4), 32-bit sums (Q5_0, Q8_0) */
-#pragma GCC unroll 4
-  for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+  __m256i s[2 * X16_AVX2_TOKENS]; /* 16-bit pair sums (Q4), 32-bit sums (Q5_0, Q8_0) */
+#pragma GCC unroll 8
+  for (int t = 0; t < 2 * T; t++) s[t] = _mm256_setzero_si256();
   if (kind == K_Q8_0) {
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
-      const __m256i q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(o + 64 * i + 32 * h)),
-                                         _mm256_set1_epi8((char)0x80));
-      const __m256i aq = _mm256_sign_epi8(q, q);
+      __m256i q[2], aq[2];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        q[h] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(o + 64 * i + 32 * h)),
+                                _mm256_set1_epi8((char)0x80));
+        aq[h] = _mm256_sign_epi8(q[h], q[h]);
+      }
 #pragma GCC unroll 4
       for (int t = 0; t < T; t++) {
-        const __m256i x = _mm256_sign_epi8(bcast4(xp[t] + (size_t)b * PA_X16_XREC + 4 * i), q);
-        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, x), ones));
+        const __m256i x = bcast4(xp[t] + (size_t)b * PA_X16_XREC + 4 * i);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+          s[2 * t + h] = _mm256_add_epi32(
+              s[2 * t + h],
+              _mm256_madd_epi16(_mm256_maddubs_epi16(aq[h], _mm256_sign_epi8(x, q[h])), ones));
+          KEEP(s[2 * t + h]);
+        }
       }
     }
   } else {
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
-      const __m256i q = _mm256_loadu_si256((const __m256i *)(o + 64 * i + 32 * h));
-      __m256i lo = _mm256_and_si256(q, nib), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
-      if (kind == K_Q5_0) {
-        lo = _mm256_or_si256(lo, fifth_bits(o + 256 + 8 * i + 4 * h));
-        hi = _mm256_or_si256(hi, fifth_bits(o + 256 + 8 * (4 + i) + 4 * h));
+      __m256i lo[2], hi[2];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(o + 64 * i + 32 * h));
+        lo[h] = _mm256_and_si256(q, nib);
+        hi[h] = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
+        if (kind == K_Q5_0) {
+          lo[h] = _mm256_or_si256(lo[h], fifth_bits(o + 256 + 8 * i + 4 * h));
+          hi[h] = _mm256_or_si256(hi[h], fifth_bits(o + 256 + 8 * (4 + i) + 4 * h));
+        }
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; t++) {
         const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x + 4 * i)),
-                                           _mm256_maddubs_epi16(hi, bcast4(x + 16 + 4 * i)));
-        s[t] = kind == K_Q5_0 ? _mm256_add_epi32(s[t], _mm256_madd_epi16(p, ones))
-                              : _mm256_add_epi16(s[t], p);
+        const __m256i xa = bcast4(x + 4 * i), xb = bcast4(x + 16 + 4 * i);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
+                                             _mm256_maddubs_epi16(hi[h], xb));
+          s[2 * t + h] = kind == K_Q5_0 ? _mm256_add_epi32(s[2 * t + h], _mm256_madd_epi16(p, ones))
+                                        : _mm256_add_epi16(s[2 * t + h], p);
+          KEEP(s[2 * t + h]);
+        }
       }
     }
   }
-  const __m256 dl = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + d_at + 16 * h)));
-  const __m256 ml =
-      kind == K_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + 288 + 16 * h))) : dl;
   /* the canonical float step (x16.h) */
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    const __m256 dl = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + d_at + 16 * h)));
+    const __m256 ml =
+        kind == K_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + 288 + 16 * h))) : dl;
 #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
-    float dx, sx;
-    int32_t off;
-    memcpy(&dx, x + 32, 4);
-    const __m256 dd = _mm256_mul_ps(dl, _mm256_set1_ps(dx));
-    __m256i sum = s[t];
-    if (kind == K_Q4_0 || kind == K_Q4_1) sum = _mm256_madd_epi16(sum, ones);
-    if (kind == K_Q4_0 || kind == K_Q5_0) {
-      memcpy(&off, x + 36, 4);
-      sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(off));
-    }
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[t]);
-    if (kind == K_Q4_1) {
-      memcpy(&sx, x + 36, 4);
-      acc[t] = _mm256_fmadd_ps(ml, _mm256_set1_ps(sx), acc[t]);
+    for (int t = 0; t < T; t++) {
+      const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
+      float dx, sx;
+      int32_t off;
+      memcpy(&dx, x + 32, 4);
+      const __m256 dd = _mm256_mul_ps(dl, _mm256_set1_ps(dx));
+      __m256i sum = s[2 * t + h];
+      if (kind == K_Q4_0 || kind == K_Q4_1) sum = _mm256_madd_epi16(sum, ones);
+      if (kind == K_Q4_0 || kind == K_Q5_0) {
+        memcpy(&off, x + 36, 4);
+        sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(off));
+      }
+      __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, _mm256_load_ps(acc + 8 * (2 * t + h)));
+      if (kind == K_Q4_1) {
+        memcpy(&sx, x + 36, 4);
+        a = _mm256_fmadd_ps(ml, _mm256_set1_ps(sx), a);
+      }
+      _mm256_store_ps(acc + 8 * (2 * t + h), a);
     }
   }
 }
@@ -127,48 +159,31 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
                    float *y, int64_t ldy, const int T) {
   const int64_t nb = cols / 32;
   const size_t rec = rec_of(kind);
-  if (T == 1) { /* decode: one pass over the streamed records, both halves per block */
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++) {
-      const uint8_t *o = wg + (size_t)b * rec;
-      for (size_t c = 0; c < rec; c += 64) /* ask for the weights ahead */
+  /* the accumulators live in L1: the integer sums need the registers */
+  float acc[2 * X16_AVX2_TOKENS * 8] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+  for (int t = 0; t < 2 * T; t++) _mm256_store_ps(acc + 8 * t, _mm256_setzero_ps());
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *o = wg + (size_t)b * rec;
+    if (T == 1) /* decode streams the weights: ask for them ahead */
+      for (size_t c = 0; c < rec; c += 64)
         _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
-      block_half(kind, o, xp, b, &acc[0], 1, 0);
-      block_half(kind, o, xp, b, &acc[1], 1, 1);
-    }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
-    return;
+    block_both(kind, o, xp, b, acc, T);
   }
-  /* batches: the halves one after the other (the group's records come
-   * back from L1 or L2), so T tokens' sums fit the registers */
-  for (int h = 0; h < 2; h++) {
-    __m256 acc[X16_AVX2_TOKENS];
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) block_half(kind, wg + (size_t)b * rec, xp, b, acc, T, h);
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) _mm256_storeu_ps(y + t * ldy + 8 * h, acc[t]);
+  for (int t = 0; t < T; t++) {
+    _mm256_storeu_ps(y + t * ldy, _mm256_load_ps(acc + 16 * t));
+    _mm256_storeu_ps(y + t * ldy + 8, _mm256_load_ps(acc + 16 * t + 8));
   }
 }
 
 #define RUN(name, kind)                                                                         \
   static AVX2 void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,      \
                         float *y, int64_t ldy) {                                                \
-    switch (nt) {                                                                               \
-      case 1:                                                                                   \
-        run_body(kind, cols, wg, xp, y, ldy, 1);                                                \
-        break;                                                                                  \
-      case 2:                                                                                   \
-        run_body(kind, cols, wg, xp, y, ldy, 2);                                                \
-        break;                                                                                  \
-      case 3:                                                                                   \
-        run_body(kind, cols, wg, xp, y, ldy, 3);                                                \
-        break;                                                                                  \
-      default:                                                                                  \
-        run_body(kind, cols, wg, xp, y, ldy, 4);                                                \
-        break;                                                                                  \
-    }                                                                                           \
+    if (nt == 1) run_body(kind, cols, wg, xp, y, ldy, 1);                                     \
+    else if (nt == 2 || X16_AVX2_TOKENS == 2) run_body(kind, cols, wg, xp, y, ldy, 2);          \
+    else if (nt == 3 || X16_AVX2_TOKENS == 3) run_body(kind, cols, wg, xp, y, ldy, 3);          \
+    else run_body(kind, cols, wg, xp, y, ldy, 4);                                               \
   }
 RUN(run_q8_0, K_Q8_0)
 RUN(run_q4_0, K_Q4_0)
