@@ -2,9 +2,10 @@
  * attention.h). Built for baseline x86-64: functions carry target attributes
  * and are reached only through pa_attn_avx2(), which checks the CPU.
  *
- * The shapes of attn_avx512.c at half the width: qk in blocks of up to 4
- * rows x one chunk of 16 positions (two 8-column halves of the transposed K,
- * one vertical multiply-add per row, half and d), softmax over 8-column
+ * The shapes of attn_avx512.c at half the width: qk in blocks of up to 3
+ * rows x two chunks of 16 positions (4 rows: one chunk; four 8-column
+ * quarters of the transposed K, one vertical multiply-add per row, quarter
+ * and d), softmax over 8-column
  * chunks fixed by position, pv in blocks of 3 rows x 24 floats of
  * head_dim_v (then 2 or 1 rows x 32), V rows in ascending position, each V
  * vector loaded (and converted) once per block. With 3 query heads per KV
@@ -73,6 +74,40 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, c
   }
 }
 
+/* The same over chunks c and c + 1 for up to 3 rows: NR x 4 independent
+ * chains (12 for 3 rows) where one chunk's NR x 2 would wait on the
+ * multiply-add latency; each lane's chain over d is the one above. */
+BODY void qk_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, const int kind) {
+  const int32_t hd = t->head_dim;
+  const int64_t ks = t->k_stride;
+  const void *kc0 = t->kc[c], *kc1 = t->kc[c + 1];
+  __m256 acc[3][4];
+  const float *q[3];
+#pragma GCC unroll 3
+  for (int i = 0; i < NR; i++) {
+    q[i] = t->q[r0 + i];
+    acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = _mm256_setzero_ps();
+  }
+  for (int32_t d = 0; d < hd; d++) {
+    __m256 qb[3];
+#pragma GCC unroll 3
+    for (int i = 0; i < NR; i++) qb[i] = _mm256_broadcast_ss(q[i] + d);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) {
+      const __m256 k = load_k(v < 2 ? kc0 : kc1, d * ks + 8 * (v & 1), kind);
+#pragma GCC unroll 3
+      for (int i = 0; i < NR; i++) acc[i][v] = _mm256_fmadd_ps(qb[i], k, acc[i][v]);
+    }
+  }
+  const __m256 scale = _mm256_set1_ps(t->scale);
+#pragma GCC unroll 3
+  for (int i = 0; i < NR; i++) {
+    float *s = t->s + (int64_t)(r0 + i) * PA_ATTN_TILE + 16 * c;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) _mm256_storeu_ps(s + 8 * v, _mm256_mul_ps(acc[i][v], scale));
+  }
+}
+
 BODY void qk_body(const pa_attn_tile *t, const int kind) {
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
@@ -82,12 +117,25 @@ BODY void qk_body(const pa_attn_tile *t, const int kind) {
         a = t->jlo[r0 + i] < a ? t->jlo[r0 + i] : a;
         b = t->jhi[r0 + i] > b ? t->jhi[r0 + i] : b;
       }
-    for (int32_t c = a >> 4; a < b && c <= (b - 1) >> 4; c++) switch (nr) {
+    const int32_t c_end = a < b ? ((b - 1) >> 4) + 1 : 0;
+    for (int32_t c = a >> 4; c < c_end;) {
+      if (nr < 4 && c + 1 < c_end) {
+        switch (nr) {
+          case 1: qk_block2(t, r0, 1, c, kind); break;
+          case 2: qk_block2(t, r0, 2, c, kind); break;
+          default: qk_block2(t, r0, 3, c, kind); break;
+        }
+        c += 2;
+        continue;
+      }
+      switch (nr) {
         case 1: qk_block(t, r0, 1, c, kind); break;
         case 2: qk_block(t, r0, 2, c, kind); break;
         case 3: qk_block(t, r0, 3, c, kind); break;
         default: qk_block(t, r0, 4, c, kind); break;
       }
+      c++;
+    }
   }
 }
 
