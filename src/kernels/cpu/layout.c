@@ -54,6 +54,8 @@ bool pa_kernels_ilv_fast(const pa_cpu_kernels *k, pa_layout layout, pa_type type
 }
 
 void pa_kernels_fill_ilv_avx2(pa_cpu_kernels *k) {
+  k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q4_K] = &pa_x4_q4k_avx2;
+  k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q5_K] = &pa_x4_q5k_avx2;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q8_0] = &pa_x16_avx2_q8_0;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_0] = &pa_x16_avx2_q4_0;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_1] = &pa_x16_avx2_q4_1;

@@ -1,0 +1,173 @@
+/* x4_avx2.c: the AVX2 kernels of the x4 layout (Q4_K, Q5_K; kernels/x4.h),
+ * for one to PA_X4_TOKENS tokens at a time, on CPUs without AVX-512. They
+ * follow the layout's canonical arithmetic step for step, so their bits
+ * equal the reference's (x4.c), the VNNI kernel's, and do not depend on how
+ * many tokens share a call.
+ *
+ * A 256-bit vector holds 8 of the layout's 16 lanes: half H = rows 2H and
+ * 2H + 1 (the record's bytes 32 H .. 32 H + 31 of each 64-byte vector). The
+ * activation pattern of a vector (16 bytes, the same for all 4 rows) is one
+ * 128-bit broadcast load. Without vpdpbusd the products are pmaddubsw of
+ * the nibbles (<= 15) against the activations (Q8_K: |x| <= 127) into
+ * 16-bit pair sums (<= 3810), all 8 vectors of a super-block added in 16
+ * bits (<= 30480) before one pmaddwd; the high nibbles are shifted down,
+ * and their int32 sum shifted back up (x 16: the canonical hi, exactly).
+ * Q5_K's values reach 31 (pairs <= 7874): 4 vectors in 16 bits, then 32.
+ * Per half and super-block: 8 loads and 16-24 operations to unpack the
+ * weights (shared by the tokens), and per token 16 pmaddubsw, 16 adds,
+ * 3 pmaddwd (sums and mins) and 7 float operations. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x4.h"
+
+PA_NO_FP_CONTRACT
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define BODY static inline __attribute__((always_inline)) AVX2
+
+/* Keeps v as computed here, so GCC does not re-associate a chain of integer
+ * adds into a tree over every product (x16_avx2.c: it spills). */
+#define KEEP(v) __asm__("" : "+x"(v))
+
+BODY __m256i bcast16(const uint8_t *p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* 16 in byte j where bit j of the 32-bit word at p is set. */
+BODY __m256i fifth_bits(const uint8_t *p) {
+  uint32_t bits;
+  memcpy(&bits, p, 4);
+  __m256i v = _mm256_set1_epi32((int)bits);
+  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                               0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit),
+                          _mm256_set1_epi8(16));
+}
+
+/* Super-block w, half H, T tokens: the canonical step into acc[8 (2 t + H)]. */
+BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, int64_t b,
+                    float *acc, const int T, const int H) {
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256i l16[PA_X4_TOKENS], h16[PA_X4_TOKENS], l32[PA_X4_TOKENS], h32[PA_X4_TOKENS];
+  /* the tokens' records, laundered: the two halves load the same
+   * activation patterns, and GCC, left to see that, keeps all 64 of them
+   * from the first half for the second, on the stack */
+  const uint8_t *xb[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    l16[t] = h16[t] = l32[t] = h32[t] = _mm256_setzero_si256();
+    xb[t] = xp[t] + (size_t)b * PA_X4_XREC;
+    __asm__ volatile("" : "+r"(xb[t]));
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(w + PA_X4_QS + 64 * i + 32 * H));
+    __m256i ql = _mm256_and_si256(q, nib), qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), nib);
+    if (q5) {
+      ql = _mm256_or_si256(ql, fifth_bits(w + PA_X4_QH + 8 * (2 * i) + 4 * H));
+      qh = _mm256_or_si256(qh, fifth_bits(w + PA_X4_QH + 8 * (2 * i + 1) + 4 * H));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const uint8_t *x = xb[t] + 32 * i;
+      l16[t] = _mm256_add_epi16(l16[t], _mm256_maddubs_epi16(ql, bcast16(x)));
+      KEEP(l16[t]);
+      h16[t] = _mm256_add_epi16(h16[t], _mm256_maddubs_epi16(qh, bcast16(x + 16)));
+      KEEP(h16[t]);
+      if (q5 && (i & 3) == 3) { /* 4 vectors of values up to 31: widen */
+        l32[t] = _mm256_add_epi32(l32[t], _mm256_madd_epi16(l16[t], ones));
+        h32[t] = _mm256_add_epi32(h32[t], _mm256_madd_epi16(h16[t], ones));
+        l16[t] = h16[t] = _mm256_setzero_si256();
+      }
+    }
+  }
+  /* the weights' scales for the half's 8 lanes (rows 2H, 2H + 1) */
+  const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM)));
+  const __m256i idx_d = _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1,
+                                          2 * H + 1, 2 * H + 1);
+  const __m256 dr = _mm256_permutevar8x32_ps(dm, idx_d);
+  const __m256 mr = _mm256_permutevar8x32_ps(dm, _mm256_add_epi32(idx_d, _mm256_set1_epi32(4)));
+  const __m256 s_lo = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + PA_X4_SC + 8 * H)))),
+      dr);
+  const __m256 s_hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                        (const __m128i *)(w + PA_X4_SC + 16 + 8 * H)))),
+                                    q5 ? dr : _mm256_mul_ps(dr, _mm256_set1_ps(0.0625f)));
+  const __m256i mn =
+      _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(w + PA_X4_MN + 16 * H)));
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC;
+    __m256i lo, hi;
+    if (q5) {
+      lo = l32[t];
+      hi = h32[t];
+    } else {
+      lo = _mm256_madd_epi16(l16[t], ones);
+      hi = _mm256_slli_epi32(_mm256_madd_epi16(h16[t], ones), 4);
+    }
+    const __m256i mi = _mm256_madd_epi16(mn, bcast16(x + PA_X4_XS));
+    float dx;
+    memcpy(&dx, x + PA_X4_XD, 4);
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), s_lo);
+    v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), s_hi, v);
+    v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi), mr, v);
+    float *a = acc + 8 * (2 * t + H);
+    _mm256_store_ps(a, _mm256_fmadd_ps(v, _mm256_set1_ps(dx), _mm256_load_ps(a)));
+  }
+}
+
+BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   float *y, int64_t ldy, const int T) {
+  const int64_t nsb = cols / QK_K;
+  const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
+  /* the accumulators live in L1: the integer sums need the registers */
+  float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+  for (int t = 0; t < 2 * T; t++) _mm256_store_ps(acc + 8 * t, _mm256_setzero_ps());
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *w = wg + (size_t)b * rec;
+    if (T == 1) /* decode streams the weights: ask for them ahead */
+      for (size_t c = 0; c < rec; c += 64)
+        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+    half_step(q5, w, xp, b, acc, T, 0);
+    half_step(q5, w, xp, b, acc, T, 1);
+  }
+  /* y[r] = (acc[4r] + acc[4r + 1]) + (acc[4r + 2] + acc[4r + 3]) */
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+    for (int H = 0; H < 2; H++) {
+      const __m256 c = _mm256_load_ps(acc + 8 * (2 * t + H));
+      __m256 a = _mm256_add_ps(c, _mm256_permute_ps(c, 0xB1)); /* l0 + l1, l2 + l3 */
+      a = _mm256_add_ps(a, _mm256_permute_ps(a, 0x4E));        /* (l0 + l1) + (l2 + l3) */
+      y[t * ldy + 2 * H] = _mm256_cvtss_f32(a);
+      y[t * ldy + 2 * H + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(a, 1));
+    }
+}
+
+#define RUN(name, q5)                                                                      \
+  static AVX2 void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
+                        float *y, int64_t ldy) {                                           \
+    switch (nt) {                                                                          \
+      case 1:                                                                              \
+        run_body(q5, cols, wg, xp, y, ldy, 1);                                             \
+        break;                                                                             \
+      case 2:                                                                              \
+        run_body(q5, cols, wg, xp, y, ldy, 2);                                             \
+        break;                                                                             \
+      case 3:                                                                              \
+        run_body(q5, cols, wg, xp, y, ldy, 3);                                             \
+        break;                                                                             \
+      default:                                                                             \
+        run_body(q5, cols, wg, xp, y, ldy, 4);                                             \
+        break;                                                                             \
+    }                                                                                      \
+  }
+RUN(run_q4k, 0)
+RUN(run_q5k, 1)
+
+const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
+const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
