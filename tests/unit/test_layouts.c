@@ -140,6 +140,17 @@ static void check_kernels(const mat *a) {
     ref->pack_x(cols, xq + t * xq_row, xp + t * xp_row);
     xptr[t] = xp + t * xp_row;
   }
+  /* each fast kernel's own packing of the same quantized rows (the AVX2 x4
+   * kernel's record is wider) */
+  uint8_t *fxp[3] = {NULL, NULL, NULL};
+  size_t fxp_row[3] = {0, 0, 0};
+  for (int f = 0; f < 3; f++)
+    if (fast[f]) {
+      fxp_row[f] = fast[f]->x_size(cols);
+      fxp[f] = pa_alloc(fxp_row[f] * (size_t)T);
+      for (int t = 0; t < T; t++)
+        fast[f]->pack_x(cols, xq + t * xq_row, fxp[f] + t * fxp_row[f]);
+    }
   for (int64_t g = 0; g < a->rows / G; g++) {
     const uint8_t *wg = (const uint8_t *)a->m.data + (size_t)g * gb;
     for (int t0 = 0; t0 < T; t0 += ref->tokens)
@@ -173,7 +184,7 @@ static void check_kernels(const mat *a) {
           int src[PA_ILV_MAX_TOKENS];
           for (int t = 0; t < nt; t++) {
             src[t] = rev ? T - 1 - t : T - nt + t;
-            xr[t] = xptr[src[t]];
+            xr[t] = fxp[f] + (size_t)src[t] * fxp_row[f];
           }
           fast[f]->run(cols, wg, xr, nt, got, G);
           for (int t = 0; t < nt; t++)
@@ -192,6 +203,7 @@ static void check_kernels(const mat *a) {
   }
   free(xq);
   pa_free(xp);
+  for (int f = 0; f < 3; f++) pa_free(fxp[f]);
   free(x);
   free(xd);
   free(wd);

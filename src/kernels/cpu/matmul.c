@@ -174,16 +174,29 @@ static size_t gemm_x_row_max(const pa_matrix *w) {
   return most;
 }
 
+/* The same for an interleaved layout's kernels (the AVX2 x4 kernel packs
+ * its activations wider than the others). */
+static size_t ilv_x_row_max(const pa_matrix *w) {
+  const pa_cpu_kernels *tables[] = {pa_kernels_reference(), pa_kernels_avx2(), pa_kernels_avx512(),
+                                    pa_kernels_avx512_vnni(), pa_kernels_amx()};
+  size_t most = 0;
+  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+    const pa_ilv_kernel *k = tables[i] ? pa_kernels_ilv(tables[i], w->layout, w->type) : NULL;
+    if (k) {
+      const size_t n = k->x_size(w->cols);
+      if (n > most) most = n;
+    }
+  }
+  return most;
+}
+
 size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens) {
   const pa_type_traits *t = pa_type_get(w->type);
   if (!t || n_tokens <= 0) return 0;
   const pa_type vt = t->vec_dot_type;
   if (vt == PA_TYPE_F32) return 0; /* x is used in place */
   size_t size = xq_bytes(vt, w->cols, n_tokens) + xs_bytes(vt, w->cols, n_tokens);
-  const size_t xp_row =
-      w->layout == PA_LAYOUT_ROWS
-          ? gemm_x_row_max(w)
-          : pa_kernels_ilv(pa_kernels_reference(), w->layout, w->type)->x_size(w->cols);
+  const size_t xp_row = w->layout == PA_LAYOUT_ROWS ? gemm_x_row_max(w) : ilv_x_row_max(w);
   if (xp_row) size += (size_t)n_tokens * xp_row + 64;
   return size;
 }

@@ -6,8 +6,8 @@
  *
  * A 256-bit vector holds 8 of the layout's 16 lanes: half H = rows 2H and
  * 2H + 1 (the record's bytes 32 H .. 32 H + 31 of each 64-byte vector). The
- * activation pattern of a vector (16 bytes, the same for all 4 rows) is one
- * 128-bit broadcast load. Without vpdpbusd the products are pmaddubsw of
+ * activation pattern of a vector (16 bytes, the same for all 4 rows) is
+ * packed twice over, 32 bytes, a memory operand of pmaddubsw. Without vpdpbusd the products are pmaddubsw of
  * the nibbles (<= 15) against the activations (Q8_K: |x| <= 127) into
  * 16-bit pair sums (<= 3810), all 8 vectors of a super-block added in 16
  * bits (<= 30480) before one pmaddwd; the high nibbles are shifted down,
@@ -30,8 +30,33 @@ PA_NO_FP_CONTRACT
  * adds into a tree over every product (x16_avx2.c: it spills). */
 #define KEEP(v) __asm__("" : "+x"(v))
 
-BODY __m256i bcast16(const uint8_t *p) {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+BODY __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* This kernel's activation record (per super-block, X4A_REC bytes): the
+ * x4 record's 16 16-byte patterns each written twice (xq[i][h] at 64 i +
+ * 32 h, both 128-bit halves), so that pmaddubsw takes them straight from
+ * memory instead of after a broadcast load (16 fewer instructions per
+ * token, half and super-block); then xs twice (512) and d (544). */
+#define X4A_REC 576
+#define X4A_XS 512
+#define X4A_XD 544
+
+static size_t x_size_avx2(int64_t cols) { return (size_t)(cols / QK_K) * X4A_REC; }
+
+static void pack_x_avx2(int64_t cols, const void *xq, void *xp) {
+  uint8_t rec[PA_X4_XREC];
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    pa_x4_pack_x(QK_K, (const uint8_t *)xq + (size_t)b * sizeof(block_q8_K), rec);
+    uint8_t *out = (uint8_t *)xp + (size_t)b * X4A_REC;
+    for (int k = 0; k < 16; k++) {
+      memcpy(out + 32 * k, rec + 16 * k, 16);
+      memcpy(out + 32 * k + 16, rec + 16 * k, 16);
+    }
+    memcpy(out + X4A_XS, rec + PA_X4_XS, 16);
+    memcpy(out + X4A_XS + 16, rec + PA_X4_XS, 16);
+    memcpy(out + X4A_XD, rec + PA_X4_XD, 4);
+    memset(out + X4A_XD + 4, 0, X4A_REC - X4A_XD - 4);
+  }
 }
 
 /* 16 in byte j where bit j of the 32-bit word at p is set. */
@@ -58,7 +83,7 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     l16[t] = h16[t] = l32[t] = h32[t] = _mm256_setzero_si256();
-    xb[t] = xp[t] + (size_t)b * PA_X4_XREC;
+    xb[t] = xp[t] + (size_t)b * X4A_REC;
     __asm__ volatile("" : "+r"(xb[t]));
   }
 #pragma GCC unroll 8
@@ -71,10 +96,10 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
     }
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
-      const uint8_t *x = xb[t] + 32 * i;
-      l16[t] = _mm256_add_epi16(l16[t], _mm256_maddubs_epi16(ql, bcast16(x)));
+      const uint8_t *x = xb[t] + 64 * i;
+      l16[t] = _mm256_add_epi16(l16[t], _mm256_maddubs_epi16(ql, load256(x)));
       KEEP(l16[t]);
-      h16[t] = _mm256_add_epi16(h16[t], _mm256_maddubs_epi16(qh, bcast16(x + 16)));
+      h16[t] = _mm256_add_epi16(h16[t], _mm256_maddubs_epi16(qh, load256(x + 32)));
       KEEP(h16[t]);
       if (q5 && (i & 3) == 3) { /* 4 vectors of values up to 31: widen */
         l32[t] = _mm256_add_epi32(l32[t], _mm256_madd_epi16(l16[t], ones));
@@ -99,7 +124,7 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
       _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(w + PA_X4_MN + 16 * H)));
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
-    const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC;
+    const uint8_t *x = xp[t] + (size_t)b * X4A_REC;
     __m256i lo, hi;
     if (q5) {
       lo = l32[t];
@@ -108,9 +133,9 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
       lo = _mm256_madd_epi16(l16[t], ones);
       hi = _mm256_slli_epi32(_mm256_madd_epi16(h16[t], ones), 4);
     }
-    const __m256i mi = _mm256_madd_epi16(mn, bcast16(x + PA_X4_XS));
+    const __m256i mi = _mm256_madd_epi16(mn, load256(x + X4A_XS));
     float dx;
-    memcpy(&dx, x + PA_X4_XD, 4);
+    memcpy(&dx, x + X4A_XD, 4);
     __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), s_lo);
     v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), s_hi, v);
     v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi), mr, v);
@@ -169,5 +194,5 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
 RUN(run_q4k, 0)
 RUN(run_q5k, 1)
 
-const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
-const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
+const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q4k};
+const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q5k};
