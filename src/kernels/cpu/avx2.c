@@ -8,6 +8,7 @@
  * offset of a signed format is taken off through the activation sums), or
  * |w| <= 128 against activations in [-127, 127], which the quantizers
  * guarantee. Each block's integer sum is scaled once, in float. */
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/kernels.h"
 
 /* No floating-point contraction: the GEMM kernels (gemm_avx2.c) repeat
@@ -67,17 +68,6 @@ static inline AVX2 __m256i nibbles(const uint8_t *qs) {
   __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
   v = _mm256_srlv_epi32(v, _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0));
   return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-/* Byte j = 0xFF where bit j of the 32-bit word is set. */
-static inline AVX2 __m256i bits_to_bytes(const uint8_t *p) {
-  uint32_t bits;
-  memcpy(&bits, p, 4);
-  __m256i v = _mm256_set1_epi32((int)bits);
-  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                               0x0101010101010101, 0x0000000000000000));
-  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
 /* ---- float weights ---- */
@@ -172,12 +162,12 @@ static inline AVX2 __m256i q4_1_sums(const block_q4_1 *a, const block_q8_1 *b) {
 static inline AVX2 __m256i q5_0_sums(const block_q5_0 *a, const block_q8_0 *b) {
   /* q - 16 as a signed byte: the nibble, with 0xF0 or-ed in where the fifth
    * bit is clear */
-  const __m256i hi = _mm256_andnot_si256(bits_to_bytes(a->qh), _mm256_set1_epi8((char)0xF0));
+  const __m256i hi = _mm256_andnot_si256(pa_bits_to_bytes(a->qh), _mm256_set1_epi8((char)0xF0));
   return dot_ss(_mm256_or_si256(nibbles(a->qs), hi), load256(b->qs));
 }
 
 static inline AVX2 __m256i q5_1_sums(const block_q5_1 *a, const block_q8_1 *b) {
-  const __m256i hi = _mm256_and_si256(bits_to_bytes(a->qh), _mm256_set1_epi8(0x10));
+  const __m256i hi = _mm256_and_si256(pa_bits_to_bytes(a->qh), _mm256_set1_epi8(0x10));
   return dot_us(_mm256_or_si256(nibbles(a->qs), hi), load256(b->qs));
 }
 

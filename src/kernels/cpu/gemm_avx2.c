@@ -19,6 +19,7 @@
  * group). K-quants: the canonical order of gemm_avx512.c's header (exact
  * int32 isum and imin per super-block, then two fmas), with the 8 (row,
  * token) pairs of a tile in the lanes of one vector. */
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/kernels.h"
 
 PA_NO_FP_CONTRACT
@@ -52,17 +53,6 @@ BODY __m256i nibbles(const uint8_t *qs) {
   __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
   v = _mm256_srlv_epi32(v, _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0));
   return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-/* Byte j = 0xFF where bit j of the 32-bit word is set. */
-BODY __m256i bits_to_bytes(const uint8_t *p) {
-  uint32_t bits;
-  memcpy(&bits, p, 4);
-  __m256i v = _mm256_set1_epi32((int)bits);
-  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                               0x0101010101010101, 0x0000000000000000));
-  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
 /* ================= 32-element blocks ================= */
@@ -120,7 +110,7 @@ BODY __m256i w_bytes(const int kind, const uint8_t *blk) {
     case K_Q5_1: {
       const uint8_t *qh = blk + (kind == K_Q5_0 ? 2 : 4), *qs = blk + (kind == K_Q5_0 ? 6 : 8);
       return _mm256_or_si256(nibbles(qs),
-                             _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+                             _mm256_and_si256(pa_bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
     }
     default:
       return load256(blk + 2);

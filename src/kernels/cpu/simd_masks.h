@@ -1,8 +1,9 @@
 /* simd_masks.h: the lane masks of a vector's first n lanes, shared by the
  * SIMD op and attention kernels (ops_avx2.c, ops_avx512.c, attn_avx2.c,
  * attn_avx512.c, attn_q8.c) for their tails and ranges (n may be anything:
- * at most 0 gives no lane, at least the width every lane), and the small
- * maximum reductions they share. */
+ * at most 0 gives no lane, at least the width every lane), the small
+ * maximum reductions they share, and the AVX2 bit-to-byte mask of the
+ * weight kernels. */
 #ifndef PASADA_SIMD_MASKS_H
 #define PASADA_SIMD_MASKS_H
 
@@ -18,6 +19,19 @@ static inline __attribute__((always_inline, target("avx2"))) __m256i pa_lanes8(i
 /* AVX-512: bits 0 .. n - 1 of a 16-lane mask. */
 static inline __mmask16 pa_lanes16(int64_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* AVX2: byte j = 0xFF where bit j of the 32-bit word at p is set (the fifth
+ * bits of Q5 blocks; avx2.c, gemm_avx2.c, x16_avx2.c, x4_avx2.c). */
+static inline __attribute__((always_inline, target("avx2"))) __m256i pa_bits_to_bytes(
+    const uint8_t *p) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, p, 4);
+  __m256i v = _mm256_set1_epi32((int)bits);
+  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                               0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
 /* AVX2: the largest of 8 lanes (halves, then pairs, then the last two). */

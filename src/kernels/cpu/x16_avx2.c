@@ -24,6 +24,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/x16.h"
 
 PA_NO_FP_CONTRACT
@@ -56,14 +57,7 @@ BODY __m256i bcast4(const uint8_t *p) {
 /* 0x10 in byte j where bit j of the 32-bit word at p is set (Q5_0's fifth
  * bits of 8 rows x 4 elements). */
 BODY __m256i fifth_bits(const uint8_t *p) {
-  uint32_t bits;
-  memcpy(&bits, p, 4);
-  __m256i v = _mm256_set1_epi32((int)bits);
-  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                               0x0101010101010101, 0x0000000000000000));
-  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit),
-                          _mm256_set1_epi8(0x10));
+  return _mm256_and_si256(pa_bits_to_bytes(p), _mm256_set1_epi8(0x10));
 }
 
 /* Block b of the group (record o), both halves, T tokens: each activation

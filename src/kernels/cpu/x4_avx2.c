@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/simd_masks.h"
 #include "kernels/x4.h"
 
 PA_NO_FP_CONTRACT
@@ -61,14 +62,7 @@ static void pack_x_avx2(int64_t cols, const void *xq, void *xp) {
 
 /* 16 in byte j where bit j of the 32-bit word at p is set. */
 BODY __m256i fifth_bits(const uint8_t *p) {
-  uint32_t bits;
-  memcpy(&bits, p, 4);
-  __m256i v = _mm256_set1_epi32((int)bits);
-  v = _mm256_shuffle_epi8(v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                               0x0101010101010101, 0x0000000000000000));
-  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit),
-                          _mm256_set1_epi8(16));
+  return _mm256_and_si256(pa_bits_to_bytes(p), _mm256_set1_epi8(16));
 }
 
 /* Super-block w, half H, T tokens: the canonical step into acc[8 (2 t + H)]. */
