@@ -7,8 +7,9 @@
  * A 256-bit vector holds 8 of the layout's 16 lanes: half H = rows 2H and
  * 2H + 1 (the record's bytes 32 H .. 32 H + 31 of each 64-byte vector). The
  * activation pattern of a vector (16 bytes, the same for all 4 rows) is
- * packed twice over, 32 bytes, a memory operand of pmaddubsw. Without vpdpbusd the products are pmaddubsw of
- * the nibbles (<= 15) against the activations (Q8_K: |x| <= 127) into
+ * packed twice over, 32 bytes, a memory operand of pmaddubsw. Without
+ * vpdpbusd the products are pmaddubsw of the nibbles (<= 15) against the
+ * activations (Q8_K: |x| <= 127) into
  * 16-bit pair sums (<= 3810), all 8 vectors of a super-block added in 16
  * bits (<= 30480) before one pmaddwd; the high nibbles are shifted down,
  * and their int32 sum shifted back up (x 16: the canonical hi, exactly).
