@@ -3,11 +3,11 @@
  * and are reached only through pa_attn_avx2(), which checks the CPU.
  *
  * The shapes of attn_avx512.c at half the width: qk in blocks of up to 3
- * rows x two chunks of 16 positions (4 rows: one chunk; four 8-column
- * quarters of the transposed K, one vertical multiply-add per row, quarter
- * and d), softmax over 8-column
- * chunks fixed by position, pv in blocks of 3 rows x 24 floats of
- * head_dim_v (then 2 or 1 rows x 32), V rows in ascending position, each V
+ * rows x two chunks of 16 positions (4 rows: one chunk; 8-column quarters
+ * of the transposed K, one vertical multiply-add per row, quarter and d),
+ * softmax over 8-column chunks fixed by position, pv in blocks of 3 rows x
+ * 24 floats of head_dim_v (then 2 or 1 rows x 32), V rows in ascending
+ * position, each V
  * vector loaded (and converted) once per block. With 3 query heads per KV
  * head (SmolLM2) the old blocks of 2 rows read V twice per 3 rows:
  * `PASADA_CPU=avx2 profile -p 150 -n 32 --parallel 16 -t 1`, four
@@ -44,69 +44,41 @@ BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, int kind) {
   return _mm256_maskload_ps((const float *)v + d, m);
 }
 
-/* Scores of rows r0 .. r0 + NR - 1 over the 16 columns of chunk c: NR x 2
- * accumulators of 8 columns, one multiply-add per d (a chain over d in the
- * column's lane, the same whatever NR). */
-BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, const int kind) {
+/* Scores of rows r0 .. r0 + NR - 1 over the 16 NC columns of chunks c ..
+ * c + NC - 1 (NC = 1 or 2): NR x 2 NC accumulators of 8 columns, one
+ * multiply-add per d (a chain over d in the column's lane, the same
+ * whatever NR and NC). Two chunks for up to 3 rows keep 12 independent
+ * chains where one chunk's 6 would wait on the multiply-add latency. */
+BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, const int NC, int32_t c,
+                   const int kind) {
   const int32_t hd = t->head_dim;
   const int64_t ks = t->k_stride;
-  const void *kc = t->kc[c];
-  __m256 acc[4][2];
+  const void *kc[2] = {t->kc[c], NC == 2 ? t->kc[c + 1] : NULL};
+  __m256 acc[4][4];
   const float *q[4];
 #pragma GCC unroll 4
   for (int i = 0; i < NR; i++) {
     q[i] = t->q[r0 + i];
-    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int v = 0; v < 2 * NC; v++) acc[i][v] = _mm256_setzero_ps();
   }
   for (int32_t d = 0; d < hd; d++) {
-    const __m256 k0 = load_k(kc, d * ks, kind), k1 = load_k(kc, d * ks + 8, kind);
+    __m256 qb[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < NR; i++) {
-      const __m256 qb = _mm256_broadcast_ss(q[i] + d);
-      acc[i][0] = _mm256_fmadd_ps(qb, k0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(qb, k1, acc[i][1]);
-    }
-  }
-  const __m256 scale = _mm256_set1_ps(t->scale);
-#pragma GCC unroll 4
-  for (int i = 0; i < NR; i++) {
-    float *s = t->s + (int64_t)(r0 + i) * PA_ATTN_TILE + 16 * c;
-    _mm256_storeu_ps(s, _mm256_mul_ps(acc[i][0], scale));
-    _mm256_storeu_ps(s + 8, _mm256_mul_ps(acc[i][1], scale));
-  }
-}
-
-/* The same over chunks c and c + 1 for up to 3 rows: NR x 4 independent
- * chains (12 for 3 rows) where one chunk's NR x 2 would wait on the
- * multiply-add latency; each lane's chain over d is the one above. */
-BODY void qk_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c, const int kind) {
-  const int32_t hd = t->head_dim;
-  const int64_t ks = t->k_stride;
-  const void *kc0 = t->kc[c], *kc1 = t->kc[c + 1];
-  __m256 acc[3][4];
-  const float *q[3];
-#pragma GCC unroll 3
-  for (int i = 0; i < NR; i++) {
-    q[i] = t->q[r0 + i];
-    acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = _mm256_setzero_ps();
-  }
-  for (int32_t d = 0; d < hd; d++) {
-    __m256 qb[3];
-#pragma GCC unroll 3
     for (int i = 0; i < NR; i++) qb[i] = _mm256_broadcast_ss(q[i] + d);
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; v++) {
-      const __m256 k = load_k(v < 2 ? kc0 : kc1, d * ks + 8 * (v & 1), kind);
-#pragma GCC unroll 3
+    for (int v = 0; v < 2 * NC; v++) {
+      const __m256 k = load_k(kc[v >> 1], d * ks + 8 * (v & 1), kind);
+#pragma GCC unroll 4
       for (int i = 0; i < NR; i++) acc[i][v] = _mm256_fmadd_ps(qb[i], k, acc[i][v]);
     }
   }
   const __m256 scale = _mm256_set1_ps(t->scale);
-#pragma GCC unroll 3
+#pragma GCC unroll 4
   for (int i = 0; i < NR; i++) {
     float *s = t->s + (int64_t)(r0 + i) * PA_ATTN_TILE + 16 * c;
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; v++) _mm256_storeu_ps(s + 8 * v, _mm256_mul_ps(acc[i][v], scale));
+    for (int v = 0; v < 2 * NC; v++) _mm256_storeu_ps(s + 8 * v, _mm256_mul_ps(acc[i][v], scale));
   }
 }
 
@@ -123,18 +95,18 @@ BODY void qk_body(const pa_attn_tile *t, const int kind) {
     for (int32_t c = a >> 4; c < c_end;) {
       if (nr < 4 && c + 1 < c_end) {
         switch (nr) {
-          case 1: qk_block2(t, r0, 1, c, kind); break;
-          case 2: qk_block2(t, r0, 2, c, kind); break;
-          default: qk_block2(t, r0, 3, c, kind); break;
+          case 1: qk_block(t, r0, 1, 2, c, kind); break;
+          case 2: qk_block(t, r0, 2, 2, c, kind); break;
+          default: qk_block(t, r0, 3, 2, c, kind); break;
         }
         c += 2;
         continue;
       }
       switch (nr) {
-        case 1: qk_block(t, r0, 1, c, kind); break;
-        case 2: qk_block(t, r0, 2, c, kind); break;
-        case 3: qk_block(t, r0, 3, c, kind); break;
-        default: qk_block(t, r0, 4, c, kind); break;
+        case 1: qk_block(t, r0, 1, 1, c, kind); break;
+        case 2: qk_block(t, r0, 2, 1, c, kind); break;
+        case 3: qk_block(t, r0, 3, 1, c, kind); break;
+        default: qk_block(t, r0, 4, 1, c, kind); break;
       }
       c++;
     }

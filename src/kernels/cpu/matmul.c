@@ -158,34 +158,25 @@ static size_t xs_bytes(pa_type vt, int64_t cols, int64_t n_tokens) {
   return has_x_sums(vt) ? (size_t)n_tokens * 2 * (size_t)(cols / 32) * sizeof(float) + 64 : 0;
 }
 
-/* Bytes of a packed activation row, the most any table's GEMM kernel for
- * the type needs (the work size does not depend on the table). */
-static size_t gemm_x_row_max(const pa_matrix *w) {
-  const pa_cpu_kernels *tables[] = {pa_kernels_avx2(), pa_kernels_avx512(),
-                                    pa_kernels_avx512_vnni()};
-  size_t most = 0;
-  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-    const pa_gemm_kernel *g = tables[i] ? pa_kernels_gemm(tables[i], w->type) : NULL;
-    if (g && g->x_size) {
-      const size_t n = g->x_size(w->cols);
-      if (n > most) most = n;
-    }
-  }
-  return most;
-}
-
-/* The same for an interleaved layout's kernels (the AVX2 x4 kernel packs
- * its activations wider than the others). */
-static size_t ilv_x_row_max(const pa_matrix *w) {
+/* Bytes of a packed activation row, the most any table's kernel for the
+ * matrix needs (the work size does not depend on the table): its layout's
+ * interleaved kernel (the AVX2 x4 kernel packs wider than the others), or
+ * for the file layout its type's GEMM kernel. */
+static size_t x_row_max(const pa_matrix *w) {
   const pa_cpu_kernels *tables[] = {pa_kernels_reference(), pa_kernels_avx2(), pa_kernels_avx512(),
                                     pa_kernels_avx512_vnni(), pa_kernels_amx()};
   size_t most = 0;
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-    const pa_ilv_kernel *k = tables[i] ? pa_kernels_ilv(tables[i], w->layout, w->type) : NULL;
-    if (k) {
-      const size_t n = k->x_size(w->cols);
-      if (n > most) most = n;
+    if (!tables[i]) continue;
+    size_t n = 0;
+    if (w->layout == PA_LAYOUT_ROWS) {
+      const pa_gemm_kernel *g = pa_kernels_gemm(tables[i], w->type);
+      n = g && g->x_size ? g->x_size(w->cols) : 0;
+    } else {
+      const pa_ilv_kernel *k = pa_kernels_ilv(tables[i], w->layout, w->type);
+      n = k ? k->x_size(w->cols) : 0;
     }
+    if (n > most) most = n;
   }
   return most;
 }
@@ -196,7 +187,7 @@ size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens) {
   const pa_type vt = t->vec_dot_type;
   if (vt == PA_TYPE_F32) return 0; /* x is used in place */
   size_t size = xq_bytes(vt, w->cols, n_tokens) + xs_bytes(vt, w->cols, n_tokens);
-  const size_t xp_row = w->layout == PA_LAYOUT_ROWS ? gemm_x_row_max(w) : ilv_x_row_max(w);
+  const size_t xp_row = x_row_max(w);
   if (xp_row) size += (size_t)n_tokens * xp_row + 64;
   return size;
 }
