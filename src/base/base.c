@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #if defined(__linux__)
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -79,6 +80,23 @@ void *pa_calloc(size_t n, size_t size) {
 }
 
 void pa_free(void *p) { free(p); }
+
+void *pa_map_huge(size_t size) {
+  const size_t huge = (size_t)2 << 20;
+  if (size == 0 || size > SIZE_MAX - 2 * huge) return NULL;
+  const size_t len = (size + 4095) / 4096 * 4096;
+  uint8_t *map = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return NULL;
+  uint8_t *p = (uint8_t *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
+  if (p > map) munmap(map, (size_t)(p - map));
+  if (map + len + huge > p + len) munmap(p + len, (size_t)(map + len + huge - (p + len)));
+  (void)madvise(p, len, MADV_HUGEPAGE);
+  return p;
+}
+
+void pa_unmap_huge(void *p, size_t size) {
+  if (p) munmap(p, (size + 4095) / 4096 * 4096);
+}
 
 char *pa_strdup(const char *s) {
   size_t n = strlen(s) + 1;

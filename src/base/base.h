@@ -29,6 +29,15 @@ void *pa_alloc(size_t size);
 void *pa_calloc(size_t n, size_t size); /* checks n*size overflow; zeroed */
 void pa_free(void *p);
 char *pa_strdup(const char *s);
+/* A zeroed mapping of `size` bytes in 2 MB pages where the kernel gives
+ * them (transparent huge pages, asked for with madvise, as THP's usual
+ * setting wants): it starts on a 2 MB boundary and ends on the next 4 KB
+ * one, so that a last, partial 2 MB stays in small pages and costs no
+ * memory beyond the bytes. For memory read in scattered pieces or streamed
+ * (weights, the KV cache), where with 4 KB pages each page is a TLB miss
+ * whose walk misses the cache too. NULL on failure. */
+void *pa_map_huge(size_t size);
+void pa_unmap_huge(void *p, size_t size); /* the same size */
 
 /* Monotonic clock in seconds. */
 double pa_time_s(void);

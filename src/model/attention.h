@@ -55,6 +55,47 @@ _Static_assert(PA_ATTN_TILE % 16 == 0, "tiles are whole 16-lane chunks");
  * positions tile_start + j; they come in chunks of 16 (16c .. 16c + 15),
  * each inside one KV block. */
 #define PA_ATTN_CHUNKS (PA_ATTN_TILE / 16)
+
+/* Cache lines to prefetch: runs of n[i] lines from p[i]. The next tile's
+ * K and V, which a table whose kernels spread their prefetches
+ * (pa_attn_kernels.spread) asks for a line per step of its inner loops
+ * (qk the K, pv the V) while this tile computes: a burst of a tile's lines
+ * at once (16 KB of SmolLM2's K and V, 64 KB of Gemma 3's) waits on the
+ * core's few outstanding misses instead of computing. */
+#define PA_ATTN_PF_RUNS 16
+typedef struct {
+  const char *p[PA_ATTN_PF_RUNS];
+  int32_t n[PA_ATTN_PF_RUNS];
+  int32_t nr;
+} pa_attn_lines;
+
+/* A kernel's cursor over one (a local, kept in registers). */
+typedef struct {
+  const pa_attn_lines *l;
+  const char *p;
+  int32_t left, ri;
+} pa_attn_pfc;
+
+static inline __attribute__((always_inline)) pa_attn_pfc pa_attn_pfc_start(const pa_attn_lines *l) {
+  pa_attn_pfc c = {l, l->nr ? l->p[0] : NULL, l->nr ? l->n[0] : 0, 0};
+  return c;
+}
+
+static inline __attribute__((always_inline)) void pa_attn_pfc_step(pa_attn_pfc *c) {
+  if (c->left <= 0) return;
+  __builtin_prefetch(c->p, 0, 3);
+  c->p += 64;
+  if (--c->left == 0 && ++c->ri < c->l->nr) {
+    c->p = c->l->p[c->ri];
+    c->left = c->l->n[c->ri];
+  }
+}
+
+/* the lines the loops did not reach */
+static inline void pa_attn_pfc_finish(pa_attn_pfc *c) {
+  while (c->left > 0) pa_attn_pfc_step(c);
+}
+
 typedef struct {
   int32_t n_rows;
   const float *const *q;    /* [n_rows] query rows of head_dim floats */
@@ -84,6 +125,9 @@ typedef struct {
   const float *ks, *vs; /* [PA_ATTN_TILE] the tile's K and V scales by column */
   int16_t *w16;       /* [n_rows][PA_ATTN_TILE] pv_q8's quantized weights */
   float *wf;          /* [n_rows] and their scales */
+  /* the next tile's K and V lines, for tables that spread their prefetches
+   * (empty for the last tile) */
+  const pa_attn_lines *next_k, *next_v;
 } pa_attn_tile;
 
 /* Rows with an empty range are left alone by every function. */
@@ -109,6 +153,10 @@ typedef struct {
   /* A query row of n values as 16-bit integers (see above; rounded half
    * away from zero, NaN as 0); returns max |q| / 32767. */
   float (*quantize_q)(const float *q, int32_t n, int16_t *q16);
+  /* whether qk and pv (qk_q8 and pv_q8) prefetch next_k and next_v, all
+   * of them: if not, the next tile's lines are prefetched at once before
+   * the tile */
+  bool spread, spread_q8;
 } pa_attn_kernels;
 
 const pa_attn_kernels *pa_attn_plain(void);

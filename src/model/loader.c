@@ -376,26 +376,17 @@ int pa_model_repack(struct pa_model *m) {
     pa_free(mats);
     return PASADA_OK;
   }
-  /* A mapping of its own, in 2 MB pages where the kernel has them (with
-   * THP's usual defrag=madvise setting they come only when asked for):
+  /* A mapping of its own, in 2 MB pages where the kernel has them:
    * decode streams every byte once per token, and with 4 KB pages each
    * page is a TLB miss whose walk misses the cache too (the 8B shape's
    * page tables alone are 9 MB). */
-  /* The mapping starts on a 2 MB boundary (the unaligned head and tail of
-   * a larger one are unmapped) and ends on the next 4 KB one, so that the
-   * last, partial 2 MB stays in small pages and costs no resident memory
-   * beyond the bytes themselves. */
-  const size_t huge = (size_t)2 << 20, len = (total + 4095) / 4096 * 4096;
-  uint8_t *map = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) { /* not fatal: the file's layout serves too, only slower */
+  const size_t len = (total + 4095) / 4096 * 4096;
+  uint8_t *dst = pa_map_huge(len);
+  if (!dst) { /* not fatal: the file's layout serves too, only slower */
     pa_log(1, "no memory to repack %zu bytes of weights; keeping the file's layout", total);
     pa_free(mats);
     return PASADA_OK;
   }
-  uint8_t *dst = (uint8_t *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
-  if (dst > map) munmap(map, (size_t)(dst - map));
-  if (map + len + huge > dst + len) munmap(dst + len, (size_t)(map + len + huge - (dst + len)));
-  (void)madvise(dst, len, MADV_HUGEPAGE);
   const bool tied = m->output.data == m->tok_embd.data;
   /* the file itself, when it is the one mapped (same size) */
   const gguf_file *g = m->gguf;

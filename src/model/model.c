@@ -27,7 +27,7 @@ void pasada_model_free(pasada_model *m) {
     }
     pa_free(m->layers);
   }
-  if (m->repacked) munmap(m->repacked, m->repacked_bytes);
+  pa_unmap_huge(m->repacked, m->repacked_bytes);
   pa_free(m->output_norm);
   pa_free(m->rope_freqs);
   pa_tokenizer_free(m->tok);

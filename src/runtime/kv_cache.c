@@ -85,11 +85,20 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   bool ok = kv->k && kv->v && kv->ref && kv->registered && kv->hash && kv->parent_hash && kv->lru &&
             kv->tokens && kv->free_list && kv->map && kv->table && kv->len && kv->n_seq_blocks;
   for (int32_t s = 0; ok && s < n_seq; s++) ok = (kv->table[s] = malloc((size_t)per_seq * sizeof(int32_t)));
+  /* every layer's K then V, each + 64 bytes (SIMD loads of a last row's
+   * tail may read, and drop, past it), in 2 MB pages: a step's attention
+   * reads blocks scattered over the whole cache */
+  const size_t kl = (nb * (size_t)n_head_kv * (size_t)k_part + 64 + 63) & ~(size_t)63;
+  const size_t vl = (nb * (size_t)n_head_kv * (size_t)v_part + 64 + 63) & ~(size_t)63;
+  uint64_t total = 0;
+  if (ok && pa_mul_u64((uint64_t)n_layer, (uint64_t)kl + vl, &total) && total < SIZE_MAX / 2) {
+    kv->mem = pa_map_huge((size_t)total);
+    kv->mem_bytes = (size_t)total;
+  }
+  ok = ok && kv->mem;
   for (int32_t l = 0; ok && l < n_layer; l++) {
-    /* + 64 bytes: SIMD loads of a last row's tail may read (and drop) past it */
-    kv->k[l] = pa_alloc(nb * (size_t)n_head_kv * (size_t)k_part + 64);
-    kv->v[l] = pa_alloc(nb * (size_t)n_head_kv * (size_t)v_part + 64);
-    ok = kv->k[l] && kv->v[l];
+    kv->k[l] = (uint8_t *)kv->mem + (size_t)l * (kl + vl);
+    kv->v[l] = kv->k[l] + kl;
   }
   if (!ok) {
     pa_kv_free(kv);
@@ -103,10 +112,7 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
 }
 
 void pa_kv_free(pa_kv_cache *kv) {
-  if (kv->k)
-    for (int32_t l = 0; l < kv->n_layer; l++) pa_free(kv->k[l]);
-  if (kv->v)
-    for (int32_t l = 0; l < kv->n_layer; l++) pa_free(kv->v[l]);
+  pa_unmap_huge(kv->mem, kv->mem_bytes);
   if (kv->table)
     for (int32_t s = 0; s < kv->n_seq; s++) free(kv->table[s]);
   void *p[] = {kv->k, kv->v, kv->ref, kv->registered, kv->hash, kv->parent_hash, kv->lru,

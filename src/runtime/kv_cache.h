@@ -44,6 +44,8 @@ typedef struct {
   uint8_t **k, **v;     /* per layer: K [n_blocks][n_head_kv][head_dim_k][block_size],
                            V [n_blocks][n_head_kv][block_size][head_dim_v], each part
                            followed by its scales when Q8 */
+  void *mem;            /* one mapping (pa_map_huge) holding every layer's K and V */
+  size_t mem_bytes;
   /* per block */
   int32_t *ref;         /* sequences using the block */
   uint8_t *registered;  /* in the prefix cache */

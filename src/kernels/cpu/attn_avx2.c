@@ -49,7 +49,7 @@ BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, int kind) {
  * multiply-add per d (a chain over d in the column's lane, the same
  * whatever NR and NC). Two chunks for up to 3 rows keep 12 independent
  * chains where one chunk's 6 would wait on the multiply-add latency. */
-BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, const int NC, int32_t c,
+BODY void qk_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int NC, int32_t c,
                    const int kind) {
   const int32_t hd = t->head_dim;
   const int64_t ks = t->k_stride;
@@ -63,6 +63,7 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, const int NC
     for (int v = 0; v < 2 * NC; v++) acc[i][v] = _mm256_setzero_ps();
   }
   for (int32_t d = 0; d < hd; d++) {
+    pa_attn_pfc_step(pf);
     __m256 qb[4];
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++) qb[i] = _mm256_broadcast_ss(q[i] + d);
@@ -83,6 +84,7 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, const int NC
 }
 
 BODY void qk_body(const pa_attn_tile *t, const int kind) {
+  pa_attn_pfc pf = pa_attn_pfc_start(t->next_k);
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
     int32_t a = PA_ATTN_TILE, b = 0;
@@ -95,22 +97,23 @@ BODY void qk_body(const pa_attn_tile *t, const int kind) {
     for (int32_t c = a >> 4; c < c_end;) {
       if (nr < 4 && c + 1 < c_end) {
         switch (nr) {
-          case 1: qk_block(t, r0, 1, 2, c, kind); break;
-          case 2: qk_block(t, r0, 2, 2, c, kind); break;
-          default: qk_block(t, r0, 3, 2, c, kind); break;
+          case 1: qk_block(t, &pf, r0, 1, 2, c, kind); break;
+          case 2: qk_block(t, &pf, r0, 2, 2, c, kind); break;
+          default: qk_block(t, &pf, r0, 3, 2, c, kind); break;
         }
         c += 2;
         continue;
       }
       switch (nr) {
-        case 1: qk_block(t, r0, 1, 1, c, kind); break;
-        case 2: qk_block(t, r0, 2, 1, c, kind); break;
-        case 3: qk_block(t, r0, 3, 1, c, kind); break;
-        default: qk_block(t, r0, 4, 1, c, kind); break;
+        case 1: qk_block(t, &pf, r0, 1, 1, c, kind); break;
+        case 2: qk_block(t, &pf, r0, 2, 1, c, kind); break;
+        case 3: qk_block(t, &pf, r0, 3, 1, c, kind); break;
+        default: qk_block(t, &pf, r0, 4, 1, c, kind); break;
       }
       c++;
     }
   }
+  pa_attn_pfc_finish(&pf);
 }
 
 AVX2 static void qk_avx2(const pa_attn_tile *t) {
@@ -152,12 +155,14 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
 }
 
 /* One pass of pv over head_dim_v elements d0 .. d0 + 8 W - 1 for rows
- * r0 .. r0 + NR - 1 (NR = 1, 2 or 3; set up by attn_block.h): NR x W
- * accumulators, W V vectors and a broadcast weight fit the 16 registers (W
- * = 4 up to 2 rows, 3 for 3). FULL: every lane of the W vectors is inside
- * head_dim_v, so no mask applies. */
-BODY void pv_pass(const pa_attn_tile *t, const pa_pv_block *p, const __m256 *alpha, int32_t d0,
-                  const int NR, const int W, const bool FULL, const int kind) {
+ * r0 .. r0 + NR - 1 (NR = 1, 2 or 3; set up by attn_block.h) and columns
+ * [ja, jb): NR x W accumulators, W V vectors and a broadcast weight fit the
+ * 16 registers (W = 4 up to 2 rows, 3 for 3). The accumulators come from
+ * and go back to acc; `first` (the block's first columns) applies the
+ * rescale factor. FULL: every lane of the W vectors is inside head_dim_v,
+ * so no mask applies. */
+BODY void pv_pass(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, const __m256 *alpha, int32_t d0, int32_t ja,
+                  int32_t jb, bool first, const int NR, const int W, const bool FULL, const int kind) {
   const int32_t hdv = t->head_dim_v;
   __m256i m[4];
   __m256 o[3][4];
@@ -166,11 +171,12 @@ BODY void pv_pass(const pa_attn_tile *t, const pa_pv_block *p, const __m256 *alp
 #pragma GCC unroll 3
   for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
-    for (int c = 0; c < W; c++)
-      o[i][c] = _mm256_mul_ps(FULL ? _mm256_loadu_ps(p->acc[i] + d0 + 8 * c)
-                                   : _mm256_maskload_ps(p->acc[i] + d0 + 8 * c, m[c]),
-                              alpha[i]);
-  for (int32_t j = p->a; j < p->b; j++) {
+    for (int c = 0; c < W; c++) {
+      o[i][c] = FULL ? _mm256_loadu_ps(p->acc[i] + d0 + 8 * c) : _mm256_maskload_ps(p->acc[i] + d0 + 8 * c, m[c]);
+      if (first) o[i][c] = _mm256_mul_ps(o[i][c], alpha[i]);
+    }
+  for (int32_t j = ja; j < jb; j++) {
+    pa_attn_pfc_step(pf);
     __m256 v[4];
 #pragma GCC unroll 4
     for (int c = 0; c < W; c++)
@@ -197,37 +203,58 @@ BODY void pv_pass(const pa_attn_tile *t, const pa_pv_block *p, const __m256 *alp
       }
 }
 
-/* Rows r0 .. r0 + NR - 1: whole passes of W vectors, then one pass over
- * what is left with only as many vectors as it needs (head_dim_v 64 with W
- * = 3: 24 + 24 + 16, the last pass 2 vectors where a third, all masked,
- * used to load, convert and multiply zeros), unmasked where whole. Every
- * output element's multiply-adds over j are those of any other split. */
-BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int W, const int kind) {
+/* Rows r0 .. r0 + NR - 1, columns [ja, jb): whole passes of W vectors,
+ * then one pass over what is left with only as many vectors as it needs
+ * (head_dim_v 64 with W = 3: 24 + 24 + 16, the last pass 2 vectors where a
+ * third, all masked, used to load, convert and multiply zeros), unmasked
+ * where whole. */
+BODY void pv_cols(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, const __m256 *alpha, int32_t ja, int32_t jb,
+                  bool first, const int NR, const int W, const int kind) {
   const int32_t hdv = t->head_dim_v;
-  pa_pv_block p;
-  if (!pa_pv_block_init(t, r0, NR, &p)) return;
-  __m256 alpha[3];
-#pragma GCC unroll 3
-  for (int i = 0; i < NR; i++) alpha[i] = _mm256_set1_ps(p.alpha[i]);
   int32_t d0 = 0;
-  for (; d0 + 8 * W <= hdv; d0 += 8 * W) pv_pass(t, &p, alpha, d0, NR, W, true, kind);
+  for (; d0 + 8 * W <= hdv; d0 += 8 * W) pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, W, true, kind);
   const int32_t left = hdv - d0;
   if (left <= 0) return;
   const int nv = (left + 7) / 8; /* < W */
   const bool full = left % 8 == 0;
   switch (nv) {
     case 1:
-      if (full) pv_pass(t, &p, alpha, d0, NR, 1, true, kind);
-      else pv_pass(t, &p, alpha, d0, NR, 1, false, kind);
+      if (full) pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, 1, true, kind);
+      else pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, 1, false, kind);
       break;
     case 2:
-      if (full) pv_pass(t, &p, alpha, d0, NR, 2, true, kind);
-      else pv_pass(t, &p, alpha, d0, NR, 2, false, kind);
+      if (full) pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, 2, true, kind);
+      else pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, 2, false, kind);
       break;
     default:
-      if (full) pv_pass(t, &p, alpha, d0, NR, 3, true, kind);
-      else pv_pass(t, &p, alpha, d0, NR, 3, false, kind);
+      if (full) pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, 3, true, kind);
+      else pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, 3, false, kind);
       break;
+  }
+}
+
+/* Rows r0 .. r0 + NR - 1. Long V rows (over PV_ROW_BYTES) are taken 16
+ * columns at a time, every pass over head_dim_v for those 16 before the
+ * next 16: a pass reads one slice of each V row, and a tile's V rows of
+ * 256 F16 values (32 KB) do not stay in the 32 KB L1 from one pass to the
+ * next, while 16 of them (8 KB) do. Each output element's multiply-adds
+ * over j are those of any other split, in the same order. */
+#define PV_ROW_BYTES 256
+BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int W, const int kind) {
+  pa_pv_block p;
+  if (!pa_pv_block_init(t, r0, NR, &p)) return;
+  __m256 alpha[3];
+#pragma GCC unroll 3
+  for (int i = 0; i < NR; i++) alpha[i] = _mm256_set1_ps(p.alpha[i]);
+  const int32_t row = t->head_dim_v * (kind == PA_KV_F16 ? 2 : 4);
+  if (row <= PV_ROW_BYTES) {
+    pv_cols(t, pf, &p, alpha, p.a, p.b, true, NR, W, kind);
+    return;
+  }
+  for (int32_t ja = p.a; ja < p.b;) {
+    const int32_t jb = ((ja >> 4) + 1) << 4 < p.b ? ((ja >> 4) + 1) << 4 : p.b;
+    pv_cols(t, pf, &p, alpha, ja, jb, ja == p.a, NR, W, kind);
+    ja = jb;
   }
 }
 
@@ -235,19 +262,21 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int W,
  * fewer blocks read less: 4 rows as 3 + 1 read as much as 2 + 2, 5 as 3 + 2
  * less than 2 + 2 + 1), then 2 or 1. */
 BODY void pv_body(const pa_attn_tile *t, const int kind) {
+  pa_attn_pfc pf = pa_attn_pfc_start(t->next_v);
   for (int32_t r0 = 0; r0 < t->n_rows;) {
     const int32_t left = t->n_rows - r0;
     if (left >= 3) {
-      pv_block(t, r0, 3, 3, kind);
+      pv_block(t, &pf, r0, 3, 3, kind);
       r0 += 3;
     } else if (left == 2) {
-      pv_block(t, r0, 2, 4, kind);
+      pv_block(t, &pf, r0, 2, 4, kind);
       r0 += 2;
     } else {
-      pv_block(t, r0, 1, 4, kind);
+      pv_block(t, &pf, r0, 1, 4, kind);
       r0 += 1;
     }
   }
+  pa_attn_pfc_finish(&pf);
 }
 
 AVX2 static void pv_avx2(const pa_attn_tile *t) {
@@ -261,4 +290,5 @@ void pa_attn_fill_avx2(pa_attn_kernels *k) {
   k->qk = qk_avx2;
   k->softmax = softmax_avx2;
   k->pv = pv_avx2;
+  k->spread = true;
 }
