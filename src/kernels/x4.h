@@ -1,4 +1,4 @@
-/* x4.h: Q4_K and Q5_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
+/* x4.h: Q4_K, Q5_K and Q6_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
  * the layout the loader repacks Q4_K matrices into when the CPU has a fast
  * kernel for it, and the one canonical arithmetic every kernel of the
  * layout follows.
@@ -51,7 +51,29 @@
  *   acc[l] = fma(v, dx, acc[l])
  * and at the end y[r] = (acc[4r] + acc[4r+1]) + (acc[4r+2] + acc[4r+3]).
  * The integers are exact (|hi| < 2^20 < 2^24), so every path that follows
- * these float steps gives the same bits for any number of tokens. */
+ * these float steps gives the same bits for any number of tokens.
+ *
+ * Q6_K (16 sub-blocks of 16 with an int8 scale each, 6-bit values q in
+ * 0..63 standing for q - 32): lane l = 4 r + p walks the same columns as
+ * above, 64 p + 32 hh + 4 i + e (hh = 0 the low nibbles, 1 the high), so
+ * the activation patterns are Q4_K's; those columns are the 4 sub-blocks
+ * 4 p + k, k = 2 hh + i / 4. A record of PA_X4_REC6 = 840 bytes, as many
+ * as the file's 4 x 210:
+ *   qs[8][64]  at 0: byte 4 l + e of vector i: low nibble = low 4 bits of
+ *              q of row r, column 64 p + 4 i + e; high nibble = those of
+ *              column 64 p + 32 + 4 i + e
+ *   qh[4][64]  at 512: byte 4 l + e of vector j: bits 2 m, 2 m + 1 = the
+ *              top 2 bits of q of vector i = 2 j + m / 2, half hh = m % 2
+ *   sc[4][16]  at 768: int8 scale of row r, sub-block 4 p + k at sc[k][l]
+ *   d[4]       at 832: fp16 d of rows 0..3
+ * Its activations (PA_X4_XREC6 bytes): xq as above, bs[16] int16 at 256
+ * (the Q8_K block's bsums: sums over each 16 columns), d at 288. Per
+ * token, acc[l] zero at start; per super-block, the integer
+ *   S[l] = sum_k sc[k][l] * (sum over sub-block 4p + k of q * x
+ *                            - 32 * bs[4 p + k])                  (exact)
+ * then acc[l] = fma((float)S[l], dr * dx, acc[l]) (dr * dx rounded), and
+ * y[r] as above. |S| < 2^27: exact in int32, and every kernel converts it
+ * with the same rounding. */
 #ifndef PASADA_X4_H
 #define PASADA_X4_H
 
@@ -68,6 +90,13 @@
 #define PA_X4_REC5 720
 #define PA_X4_XS 256
 #define PA_X4_XD 272
+#define PA_X4_REC6 840
+#define PA_X4_QH6 512
+#define PA_X4_SC6 768
+#define PA_X4_D6 832
+#define PA_X4_XREC6 320
+#define PA_X4_XBS6 256
+#define PA_X4_XD6 288
 
 /* Whether a matrix of this type and shape can take the layout. */
 bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols);
@@ -82,12 +111,15 @@ void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_
 void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
 
 /* The reference kernel (plain C; every table without a faster one). */
-extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref;
+extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref, pa_x4_q6k_ref;
 /* The AVX-512 VNNI kernel (x4_avx512.c). */
 extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni;
 /* The AVX2 kernel (x4_avx2.c): the same bits. */
-extern const pa_ilv_kernel pa_x4_q4k_avx2, pa_x4_q5k_avx2;
+extern const pa_ilv_kernel pa_x4_q4k_avx2, pa_x4_q5k_avx2, pa_x4_q6k_avx2;
 size_t pa_x4_x_size(int64_t cols);
 void pa_x4_pack_x(int64_t cols, const void *xq, void *xp);
+/* Q6_K's activation record (PA_X4_XREC6 bytes per super-block) */
+size_t pa_x4_x_size6(int64_t cols);
+void pa_x4_pack_x6(int64_t cols, const void *xq, void *xp);
 
 #endif

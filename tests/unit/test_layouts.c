@@ -1,5 +1,5 @@
-/* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K
- * and Q5_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1, Q5_0 and Q8_0 in
+/* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K,
+ * Q5_K and Q6_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1, Q5_0 and Q8_0 in
  * groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
  * type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
@@ -326,7 +326,8 @@ int main(void) {
   if (pa_layout_for(PA_TYPE_Q4_K, 8, 512) != PA_LAYOUT_K_X4 ||
       pa_layout_for(PA_TYPE_Q4_K, 6, 512) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q4_K, 8, 320) != PA_LAYOUT_ROWS ||
-      pa_layout_for(PA_TYPE_Q6_K, 8, 512) != PA_LAYOUT_ROWS ||
+      pa_layout_for(PA_TYPE_Q6_K, 8, 512) != PA_LAYOUT_K_X4 ||
+      pa_layout_for(PA_TYPE_Q6_K, 10, 512) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q8_0, 24, 64) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q4_1, 32, 576) != PA_LAYOUT_B32_X16) {
     printf("FAIL pa_layout_for\n");
@@ -334,11 +335,11 @@ int main(void) {
   }
 
   pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
-  /* Q4_K and Q5_K, groups of 4: rows of 1 to 57 super-blocks */
+  /* Q4_K, Q5_K and Q6_K, groups of 4: rows of 1 to 57 super-blocks */
   const int64_t ks[] = {1, 2, 3, 5, 16, 57};
   const int64_t rs[] = {4, 8, 36, 12, 20, 8};
-  const pa_type kq[] = {PA_TYPE_Q4_K, PA_TYPE_Q5_K};
-  for (int q = 0; q < 2; q++)
+  const pa_type kq[] = {PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K};
+  for (int q = 0; q < 3; q++)
     for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++) {
       mat a;
       make(&a, kq[q], rs[s], QK_K * ks[s]);
@@ -373,6 +374,7 @@ int main(void) {
   }
   check_mixed(pools[1], PA_TYPE_Q4_K);
   check_mixed(pools[1], PA_TYPE_Q5_K);
+  check_mixed(pools[1], PA_TYPE_Q6_K);
   for (int p = 1; p < 3; p++) pa_pool_free(pools[p]);
   if (failures) {
     printf("test_layouts: %d failure(s)\n", failures);

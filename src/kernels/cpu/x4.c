@@ -14,7 +14,74 @@ bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols) {
 }
 
 size_t pa_x4_rec(pa_type type) {
-  return type == PA_TYPE_Q4_K ? PA_X4_REC : type == PA_TYPE_Q5_K ? PA_X4_REC5 : 0;
+  return type == PA_TYPE_Q4_K ? PA_X4_REC : type == PA_TYPE_Q5_K ? PA_X4_REC5 : type == PA_TYPE_Q6_K ? PA_X4_REC6 : 0;
+}
+
+/* Q6_K's value q (0..63) of element c of a block: per half of 128, the low
+ * nibble of ql[64 h + r % 64] (high nibble when r >= 64) and bits 2 k,
+ * 2 k + 1 (k = r / 32) of qh[32 h + r % 32], r = c % 128. */
+static int q6_value(const block_q6_K *b, int c) {
+  const int h = c / 128, r = c % 128;
+  const int low = (b->ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xF;
+  const int high = (b->qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+  return low | high << 4;
+}
+
+/* Column of a super-block that lane p, vector i, element e, half hh holds. */
+static int x4_col(int p, int i, int e, int hh) { return 64 * p + 32 * hh + 4 * i + e; }
+
+static void repack_q6k(int64_t cols, const void *src, void *dst, int64_t n_groups) {
+  const int64_t nsb = cols / QK_K;
+  const block_q6_K *in = src;
+  uint8_t *out = dst;
+  for (int64_t g = 0; g < n_groups; g++)
+    for (int64_t b = 0; b < nsb; b++) {
+      uint8_t *rec = out + (size_t)(g * nsb + b) * PA_X4_REC6;
+      memset(rec, 0, PA_X4_REC6);
+      for (int r = 0; r < 4; r++) {
+        const block_q6_K *blk = &in[(4 * g + r) * nsb + b];
+        for (int p = 0; p < 4; p++) {
+          const int l = 4 * r + p;
+          for (int i = 0; i < 8; i++)
+            for (int e = 0; e < 4; e++)
+              for (int hh = 0; hh < 2; hh++) {
+                const int q = q6_value(blk, x4_col(p, i, e, hh)), m = 2 * (i % 2) + hh;
+                rec[64 * i + 4 * l + e] |= (uint8_t)((q & 0xF) << (4 * hh));
+                rec[PA_X4_QH6 + 64 * (i / 2) + 4 * l + e] |= (uint8_t)((q >> 4) << (2 * m));
+              }
+          for (int k = 0; k < 4; k++) rec[PA_X4_SC6 + 16 * k + l] = (uint8_t)blk->scales[4 * p + k];
+        }
+        memcpy(rec + PA_X4_D6 + 2 * r, &blk->d, 2);
+      }
+    }
+}
+
+/* q (0..63) of a Q6_K record's lane l, vector i, element e, half hh. */
+static int x4_q6(const uint8_t *rec, int i, int l, int e, int hh) {
+  const int m = 2 * (i % 2) + hh;
+  return ((rec[64 * i + 4 * l + e] >> (4 * hh)) & 0xF) | ((rec[PA_X4_QH6 + 64 * (i / 2) + 4 * l + e] >> (2 * m)) & 3) << 4;
+}
+
+static void get_row_q6k(const pa_matrix *w, int64_t row, float *out) {
+  const int64_t nsb = w->cols / QK_K, g = row / 4;
+  const int r = (int)(row % 4);
+  const uint8_t *data = w->data;
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *rec = data + (size_t)(g * nsb + b) * PA_X4_REC6;
+    pa_f16 hd;
+    memcpy(&hd, rec + PA_X4_D6 + 2 * r, 2);
+    const float d = pa_f16_to_f32(hd);
+    for (int p = 0; p < 4; p++) {
+      const int l = 4 * r + p;
+      for (int i = 0; i < 8; i++)
+        for (int e = 0; e < 4; e++)
+          for (int hh = 0; hh < 2; hh++) {
+            /* the file's dequantizer: (d * scale) * (q - 32) */
+            const float dl = d * (float)(int8_t)rec[PA_X4_SC6 + 16 * (2 * hh + i / 4) + l];
+            out[b * QK_K + x4_col(p, i, e, hh)] = dl * (float)(x4_q6(rec, i, l, e, hh) - 32);
+          }
+    }
+  }
 }
 
 size_t pa_x4_bytes(pa_type type, int64_t rows, int64_t cols) {
@@ -35,6 +102,10 @@ static void set_qh_bits(uint8_t *rec, const uint8_t *qh, int r) {
 }
 
 void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups) {
+  if (type == PA_TYPE_Q6_K) {
+    repack_q6k(cols, src, dst, n_groups);
+    return;
+  }
   const int64_t nsb = cols / QK_K;
   const bool q5 = type == PA_TYPE_Q5_K;
   const size_t in_size = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K), rec_size = pa_x4_rec(type);
@@ -82,6 +153,10 @@ static int x4_quant(const uint8_t *rec, bool q5, int i, int l, int e, int h) {
 }
 
 void pa_x4_get_row(const pa_matrix *w, int64_t row, float *out) {
+  if (w->type == PA_TYPE_Q6_K) {
+    get_row_q6k(w, row, out);
+    return;
+  }
   const int64_t nsb = w->cols / QK_K, g = row / 4;
   const int r = (int)(row % 4);
   const bool q5 = w->type == PA_TYPE_Q5_K;
@@ -126,6 +201,53 @@ void pa_x4_pack_x(int64_t cols, const void *xq, void *xp) {
     }
     memcpy(rec + PA_X4_XD, &x[b].d, 4);
     memset(rec + PA_X4_XD + 4, 0, PA_X4_XREC - PA_X4_XD - 4);
+  }
+}
+
+size_t pa_x4_x_size6(int64_t cols) { return (size_t)(cols / QK_K) * PA_X4_XREC6; }
+
+void pa_x4_pack_x6(int64_t cols, const void *xq, void *xp) {
+  const block_q8_K *x = xq;
+  uint8_t *out = xp;
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    uint8_t *rec = out + (size_t)b * PA_X4_XREC6;
+    pa_x4_pack_x(QK_K, &x[b], rec); /* xq, then what Q6_K replaces */
+    memcpy(rec + PA_X4_XBS6, x[b].bsums, 32);
+    memcpy(rec + PA_X4_XD6, &x[b].d, 4);
+    memset(rec + PA_X4_XD6 + 4, 0, PA_X4_XREC6 - PA_X4_XD6 - 4);
+  }
+}
+
+/* Q6_K's specification (x4.h), one token at a time. */
+static void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                    int64_t ldy) {
+  const int64_t nsb = cols / QK_K;
+  for (int t = 0; t < nt; t++) {
+    float acc[16] = {0};
+    for (int64_t b = 0; b < nsb; b++) {
+      const uint8_t *w = wg + (size_t)b * PA_X4_REC6, *x = xp[t] + (size_t)b * PA_X4_XREC6;
+      float dx;
+      memcpy(&dx, x + PA_X4_XD6, 4);
+      for (int l = 0; l < 16; l++) {
+        const int r = l / 4, p = l % 4;
+        pa_f16 hd;
+        memcpy(&hd, w + PA_X4_D6 + 2 * r, 2);
+        int32_t dot[4] = {0};
+        for (int i = 0; i < 8; i++)
+          for (int e = 0; e < 4; e++)
+            for (int hh = 0; hh < 2; hh++)
+              dot[2 * hh + i / 4] += x4_q6(w, i, l, e, hh) * (int8_t)x[32 * i + 16 * hh + 4 * p + e];
+        int32_t S = 0;
+        for (int k = 0; k < 4; k++) {
+          int16_t bs;
+          memcpy(&bs, x + PA_X4_XBS6 + 2 * (4 * p + k), 2);
+          S += (int32_t)(int8_t)w[PA_X4_SC6 + 16 * k + l] * (dot[k] - 32 * (int32_t)bs);
+        }
+        acc[l] = fmaf((float)S, pa_f16_to_f32(hd) * dx, acc[l]);
+      }
+    }
+    for (int r = 0; r < 4; r++)
+      y[t * ldy + r] = (acc[4 * r] + acc[4 * r + 1]) + (acc[4 * r + 2] + acc[4 * r + 3]);
   }
 }
 
@@ -184,3 +306,4 @@ static void run_q5k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
 
 const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
+const pa_ilv_kernel pa_x4_q6k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q6k};

@@ -189,5 +189,148 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
 RUN(run_q4k, 0)
 RUN(run_q5k, 1)
 
+/* ---- Q6_K ----
+ * Values up to 63 against |x| <= 127: pair sums up to 16002, two vectors
+ * of one sub-block added in 16 bits (32004), then one pmaddwd with the
+ * sub-block's scale in both 16-bit halves of each lane gives sc * (those
+ * products) in 32 bits. The -32 comes off as sc * 32 * bs per sub-block:
+ * a pmaddwd of the scales with 16 bs in both halves (|16 bs| <= 32512),
+ * packed with the activations. Per half and super-block: 12 loads and 34
+ * operations to unpack the weights and 8 for the scales (shared by the
+ * tokens), and per token 16 pmaddubsw, 8 16-bit adds, 12 pmaddwd, 12
+ * 32-bit adds and 3 float operations. */
+
+/* The activation record (per super-block, X6A_REC bytes): the 16 patterns
+ * twice over as X4A (0), then per sub-block column k = 0..3 a vector of
+ * 16 bs[4 p + k] in both halves of lane p (512 + 32 k, the same for both
+ * halves of the rows), and d (640). */
+#define X6A_REC 704
+#define X6A_BS 512
+#define X6A_XD 640
+
+static size_t x_size6_avx2(int64_t cols) { return (size_t)(cols / QK_K) * X6A_REC; }
+
+static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
+  uint8_t rec[PA_X4_XREC6];
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    pa_x4_pack_x6(QK_K, (const uint8_t *)xq + (size_t)b * sizeof(block_q8_K), rec);
+    uint8_t *out = (uint8_t *)xp + (size_t)b * X6A_REC;
+    for (int k = 0; k < 16; k++) {
+      memcpy(out + 32 * k, rec + 16 * k, 16);
+      memcpy(out + 32 * k + 16, rec + 16 * k, 16);
+    }
+    for (int k = 0; k < 4; k++)
+      for (int lane = 0; lane < 8; lane++) {
+        int16_t bs;
+        memcpy(&bs, rec + PA_X4_XBS6 + 2 * (4 * (lane % 4) + k), 2);
+        const int16_t v[2] = {(int16_t)(16 * bs), (int16_t)(16 * bs)};
+        memcpy(out + X6A_BS + 32 * k + 4 * lane, v, 4);
+      }
+    memcpy(out + X6A_XD, rec + PA_X4_XD6, 4);
+    memset(out + X6A_XD + 4, 0, X6A_REC - X6A_XD - 4);
+  }
+}
+
+/* The int8 scales of sub-block column k for the half's 8 lanes, in both
+ * 16-bit halves of each lane. */
+BODY __m256i scale_pairs(const uint8_t *w, int k, const int H) {
+  const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + PA_X4_SC6 + 16 * k + 8 * H)));
+  return _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA);
+}
+
+/* Super-block w, half H, T tokens: S into acc[8 (2 t + H)] (x4.h). */
+BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc, const int T,
+                     const int H) {
+  const __m256i nib = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+  __m256i sc[4], S[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) sc[k] = scale_pairs(w, k, H);
+  const uint8_t *xb[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    S[t] = _mm256_setzero_si256();
+    xb[t] = xp[t] + (size_t)b * X6A_REC;
+    __asm__ volatile("" : "+r"(xb[t])); /* as half_step */
+  }
+  /* vectors 2 j and 2 j + 1 (one sub-block in each half) share qh vector j */
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; j++) {
+    const __m256i q0 = load256(w + 64 * (2 * j) + 32 * H), q1 = load256(w + 64 * (2 * j + 1) + 32 * H);
+    const __m256i qh = load256(w + PA_X4_QH6 + 64 * j + 32 * H);
+    const __m256i l0 = _mm256_or_si256(_mm256_and_si256(q0, nib), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
+    const __m256i u0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), nib),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
+    const __m256i l1 = _mm256_or_si256(_mm256_and_si256(q1, nib), _mm256_and_si256(qh, top));
+    const __m256i u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), nib),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), top));
+    const int k = j / 2;
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const uint8_t *x = xb[t] + 128 * j;
+      const __m256i pl = _mm256_add_epi16(_mm256_maddubs_epi16(l0, load256(x)), _mm256_maddubs_epi16(l1, load256(x + 64)));
+      S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(pl, sc[k]));
+      KEEP(S[t]);
+      const __m256i pu =
+          _mm256_add_epi16(_mm256_maddubs_epi16(u0, load256(x + 32)), _mm256_maddubs_epi16(u1, load256(x + 96)));
+      S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(pu, sc[2 + k]));
+      KEEP(S[t]);
+    }
+  }
+  const __m256 dm = _mm256_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D6)));
+  const __m256i idx_d = _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1,
+                                          2 * H + 1, 2 * H + 1);
+  const __m256 dr = _mm256_permutevar8x32_ps(dm, idx_d);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
+    __m256i c = _mm256_madd_epi16(sc[0], load256(x + X6A_BS));
+#pragma GCC unroll 3
+    for (int k = 1; k < 4; k++) c = _mm256_add_epi32(c, _mm256_madd_epi16(sc[k], load256(x + X6A_BS + 32 * k)));
+    const __m256i s = _mm256_sub_epi32(S[t], c);
+    float dx;
+    memcpy(&dx, x + X6A_XD, 4);
+    float *a = acc + 8 * (2 * t + H);
+    _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dr, _mm256_set1_ps(dx)),
+                                       _mm256_load_ps(a)));
+  }
+}
+
+BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y, int64_t ldy,
+                    const int T) {
+  const int64_t nsb = cols / QK_K;
+  float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+  for (int t = 0; t < 2 * T; t++) _mm256_store_ps(acc + 8 * t, _mm256_setzero_ps());
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *w = wg + (size_t)b * PA_X4_REC6;
+    if (T == 1)
+      for (size_t c = 0; c < PA_X4_REC6; c += 64)
+        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+    half_step6(w, xp, b, acc, T, 0);
+    half_step6(w, xp, b, acc, T, 1);
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+    for (int H = 0; H < 2; H++) {
+      const __m256 c = _mm256_load_ps(acc + 8 * (2 * t + H));
+      __m256 a = _mm256_add_ps(c, _mm256_permute_ps(c, 0xB1));
+      a = _mm256_add_ps(a, _mm256_permute_ps(a, 0x4E));
+      y[t * ldy + 2 * H] = _mm256_cvtss_f32(a);
+      y[t * ldy + 2 * H + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(a, 1));
+    }
+}
+
+static AVX2 void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                         int64_t ldy) {
+  switch (nt) {
+    case 1: run_body6(cols, wg, xp, y, ldy, 1); break;
+    case 2: run_body6(cols, wg, xp, y, ldy, 2); break;
+    case 3: run_body6(cols, wg, xp, y, ldy, 3); break;
+    default: run_body6(cols, wg, xp, y, ldy, 4); break;
+  }
+}
+
 const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q4k};
+const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k};
 const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q5k};
