@@ -339,6 +339,11 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
     if (p1 < pmax) {
       const int32_t n1 = p1 + PA_ATTN_TILE < pmax ? p1 + PA_ATTN_TILE : pmax;
       kv_lines(kv, layer, seq, kv_head, p1 + 1, n1, &next_k, &next_v);
+    } else if (qr->then_k && qr->then_v) {
+      next_k = *qr->then_k;
+      next_v = *qr->then_v;
+    }
+    if (next_k.nr + next_v.nr) {
       if (!spread) {
         lines_prefetch(&next_k);
         lines_prefetch(&next_v);
@@ -439,6 +444,41 @@ typedef struct {
   atomic_int next;
 } attn_job;
 
+/* One work item: rows [r0, r1) of chunk `first` (its tokens' query heads
+ * of KV heads [g0, g1)), and its first tile's positions [pf_lo, pf_hi]:
+ * from the first row's window start to the tile's end or the last row. */
+typedef struct {
+  int32_t first, g0, g1, r0, r1, seq, pf_lo, pf_hi;
+} attn_item;
+
+/* The next item with rows; false when none is left. */
+static bool claim_item(attn_job *j, attn_item *it) {
+  const pa_hparams *hp = &j->c->model->hp;
+  const int32_t group = hp->n_head / hp->n_head_kv;
+  for (;;) {
+    const int32_t item = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+    if (item >= j->n_items) return false;
+    /* last chunks (the longest prefixes) first */
+    const int32_t part = item % j->split, per_chunk = j->all_heads ? 1 : hp->n_head_kv;
+    const int32_t ch = j->n_chunks - 1 - item / j->split / per_chunk;
+    const int32_t rows = j->sc.chunk_n[ch] * group;
+    it->first = j->sc.chunk_first[ch];
+    it->g0 = j->all_heads ? 0 : item / j->split % hp->n_head_kv;
+    it->g1 = j->all_heads ? hp->n_head_kv : it->g0 + 1;
+    it->r0 = (int32_t)((int64_t)rows * part / j->split);
+    it->r1 = (int32_t)((int64_t)rows * (part + 1) / j->split);
+    if (it->r0 >= it->r1) continue;
+    const int32_t t_first = j->sc.order[it->first + it->r0 / group];
+    const int32_t t_last = j->sc.order[it->first + (it->r1 - 1) / group];
+    const int32_t pos0 = j->b->pos[t_first], pos1 = j->b->pos[t_last];
+    it->seq = j->b->seq[t_first];
+    it->pf_lo = j->window > 0 && pos0 - j->window + 1 > 0 ? pos0 - j->window + 1 : 0;
+    const int32_t pf_end = (it->pf_lo / PA_ATTN_TILE + 1) * PA_ATTN_TILE - 1;
+    it->pf_hi = pf_end < pos1 ? pf_end : pos1;
+    return true;
+  }
+}
+
 static void attention_worker(void *arg, int ith, int nth) {
   attn_job *j = arg;
   struct pa_context *c = j->c;
@@ -451,43 +491,41 @@ static void attention_worker(void *arg, int ith, int nth) {
   float **out = (float **)(q + rows_max);
   int32_t *lo = (int32_t *)(out + rows_max), *hi = lo + rows_max;
   void *work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t)));
-  (void)nth;
-  for (;;) {
-    int32_t item = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-    if (item >= j->n_items) break;
-    /* last chunks (the longest prefixes) first */
-    const int32_t part = item % j->split, per_chunk = j->all_heads ? 1 : hp->n_head_kv;
-    const int32_t ch = j->n_chunks - 1 - item / j->split / per_chunk;
-    const int32_t g0 = j->all_heads ? 0 : item / j->split % hp->n_head_kv;
-    const int32_t g1 = j->all_heads ? hp->n_head_kv : g0 + 1;
-    const int32_t first = j->sc.chunk_first[ch], rows = j->sc.chunk_n[ch] * group;
-    const int32_t r0 = (int32_t)((int64_t)rows * part / j->split);
-    const int32_t r1 = (int32_t)((int64_t)rows * (part + 1) / j->split);
-    if (r0 >= r1) continue;
-    /* the heads one after another (each head's part of a block is
-     * contiguous); the first tile of the next head is asked for while this
-     * one computes */
-    /* the item's first tile: from the first row's window start to the
-     * tile's end or the last row's position */
-    const int32_t t_first = j->sc.order[first + r0 / group], t_last = j->sc.order[first + (r1 - 1) / group];
-    const int32_t pos0 = j->b->pos[t_first], pos1 = j->b->pos[t_last];
-    const int32_t pf_lo = j->window > 0 && pos0 - j->window + 1 > 0 ? pos0 - j->window + 1 : 0;
-    const int32_t pf_end = (pf_lo / PA_ATTN_TILE + 1) * PA_ATTN_TILE - 1, pf_hi = pf_end < pos1 ? pf_end : pos1;
-    for (int32_t g = g0; g < g1; g++) {
-      if (g == g0) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t_first], g, pf_lo, pf_hi);
-      if (g + 1 < g1) pa_attn_prefetch(&c->kv, j->layer, j->b->seq[t_first], g + 1, pf_lo, pf_hi);
-      int32_t seq = 0;
-      for (int32_t r = r0; r < r1; r++) {
-        const int32_t t = j->sc.order[first + r / group], h = g * group + r % group;
+  /* The last tile of each head asks for the first tile of the next head,
+   * or of the next item, while it computes (the heads one after another:
+   * each head's part of a block is contiguous). With several items per
+   * thread they are claimed one ahead for that; with fewer, a claim ahead
+   * could take the item an idle thread was about to. */
+  const bool ahead = j->n_items >= 4 * nth;
+  attn_item cur, nxt;
+  bool have = claim_item(j, &cur);
+  if (have) /* nothing before it to hide this one behind */
+    pa_attn_prefetch(&c->kv, j->layer, cur.seq, cur.g0, cur.pf_lo, cur.pf_hi);
+  while (have) {
+    const bool more = ahead && claim_item(j, &nxt);
+    for (int32_t g = cur.g0; g < cur.g1; g++) {
+      for (int32_t r = cur.r0; r < cur.r1; r++) {
+        const int32_t t = j->sc.order[cur.first + r / group], h = g * group + r % group;
         const int32_t pos = j->b->pos[t];
-        seq = j->b->seq[t];
-        q[r - r0] = c->s.q + t * Q + (int64_t)h * hd;
-        out[r - r0] = c->s.att + t * O + (int64_t)h * hdv;
-        lo[r - r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
-        hi[r - r0] = pos;
+        q[r - cur.r0] = c->s.q + t * Q + (int64_t)h * hd;
+        out[r - cur.r0] = c->s.att + t * O + (int64_t)h * hdv;
+        lo[r - cur.r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+        hi[r - cur.r0] = pos;
       }
-      pa_attn_query qr = {.n_rows = r1 - r0, .q = q, .out = out, .lo = lo, .hi = hi};
-      pa_attn_rows(j->kt, &c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
+      pa_attn_lines then_k = {.nr = 0}, then_v = {.nr = 0};
+      if (g + 1 < cur.g1)
+        kv_lines(&c->kv, j->layer, cur.seq, g + 1, cur.pf_lo, cur.pf_hi, &then_k, &then_v);
+      else if (more)
+        kv_lines(&c->kv, j->layer, nxt.seq, nxt.g0, nxt.pf_lo, nxt.pf_hi, &then_k, &then_v);
+      pa_attn_query qr = {.n_rows = cur.r1 - cur.r0, .q = q, .out = out, .lo = lo, .hi = hi,
+                          .then_k = &then_k, .then_v = &then_v};
+      pa_attn_rows(j->kt, &c->kv, j->layer, cur.seq, g, hd, hdv, hp->attn_scale, &qr, work);
+    }
+    if (ahead) {
+      cur = nxt;
+      have = more;
+    } else if ((have = claim_item(j, &cur))) {
+      pa_attn_prefetch(&c->kv, j->layer, cur.seq, cur.g0, cur.pf_lo, cur.pf_hi);
     }
   }
 }

@@ -178,6 +178,9 @@ typedef struct {
   const float *const *q; /* [n_rows] head_dim floats each */
   float *const *out;     /* [n_rows] head_dim_v floats each */
   const int32_t *lo, *hi; /* [n_rows] positions attended: lo..hi inclusive, lo <= hi */
+  /* optional (NULL: none): the lines the caller reads next (the next
+   * head's or item's first tile), prefetched while the last tile computes */
+  const pa_attn_lines *then_k, *then_v;
 } pa_attn_query;
 
 /* Bytes of `work` pa_attn_rows needs for up to n_rows rows. */
