@@ -45,15 +45,20 @@ BODY __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256
 
 static size_t x_size_avx2(int64_t cols) { return (size_t)(cols / QK_K) * X4A_REC; }
 
+/* The x4 record's 16 activation patterns of 16 bytes, each twice over. */
+static void patterns_twice(uint8_t *out, const uint8_t *rec) {
+  for (int k = 0; k < 16; k++) {
+    memcpy(out + 32 * k, rec + 16 * k, 16);
+    memcpy(out + 32 * k + 16, rec + 16 * k, 16);
+  }
+}
+
 static void pack_x_avx2(int64_t cols, const void *xq, void *xp) {
   uint8_t rec[PA_X4_XREC];
   for (int64_t b = 0; b < cols / QK_K; b++) {
     pa_x4_pack_x(QK_K, (const uint8_t *)xq + (size_t)b * sizeof(block_q8_K), rec);
     uint8_t *out = (uint8_t *)xp + (size_t)b * X4A_REC;
-    for (int k = 0; k < 16; k++) {
-      memcpy(out + 32 * k, rec + 16 * k, 16);
-      memcpy(out + 32 * k + 16, rec + 16 * k, 16);
-    }
+    patterns_twice(out, rec);
     memcpy(out + X4A_XS, rec + PA_X4_XS, 16);
     memcpy(out + X4A_XS + 16, rec + PA_X4_XS, 16);
     memcpy(out + X4A_XD, rec + PA_X4_XD, 4);
@@ -215,10 +220,7 @@ static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
   for (int64_t b = 0; b < cols / QK_K; b++) {
     pa_x4_pack_x6(QK_K, (const uint8_t *)xq + (size_t)b * sizeof(block_q8_K), rec);
     uint8_t *out = (uint8_t *)xp + (size_t)b * X6A_REC;
-    for (int k = 0; k < 16; k++) {
-      memcpy(out + 32 * k, rec + 16 * k, 16);
-      memcpy(out + 32 * k + 16, rec + 16 * k, 16);
-    }
+    patterns_twice(out, rec);
     for (int k = 0; k < 4; k++)
       for (int lane = 0; lane < 8; lane++) {
         int16_t bs;
