@@ -89,7 +89,7 @@ BODY2 __m256i widen2(const int8_t *p) {
 }
 
 /* Scores of rows r0 .. r0 + NR - 1 over chunk c (two halves of 8 columns). */
-BODY2 void qk8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c) {
+BODY2 void qk8_block2(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, int32_t c) {
   const int32_t np = t->head_dim / 2;
   const int64_t ps = 2 * t->k_stride;
   const int8_t *kc = t->kc[c];
@@ -101,6 +101,7 @@ BODY2 void qk8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c
     acc[i][0] = acc[i][1] = _mm256_setzero_si256();
   }
   for (int32_t p = 0; p < np; p++) {
+    pa_attn_pfc_step(pf);
     const __m256i k0 = widen2(kc + p * ps), k1 = widen2(kc + p * ps + 16);
 #pragma GCC unroll 4
     for (int i = 0; i < NR; i++) {
@@ -120,30 +121,32 @@ BODY2 void qk8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c
 }
 
 AVX2 static void qk_q8_avx2(const pa_attn_tile *t) {
+  pa_attn_pfc pf = pa_attn_pfc_start(t->next_k); /* the next tile's K, a line per step */
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
     int32_t a, b;
     if (!rows_union(t, r0, nr, &a, &b)) continue;
     for (int32_t c = a >> 4; c <= (b - 1) >> 4; c++) switch (nr) {
         case 1:
-          qk8_block2(t, r0, 1, c);
+          qk8_block2(t, &pf, r0, 1, c);
           break;
         case 2:
-          qk8_block2(t, r0, 2, c);
+          qk8_block2(t, &pf, r0, 2, c);
           break;
         case 3:
-          qk8_block2(t, r0, 3, c);
+          qk8_block2(t, &pf, r0, 3, c);
           break;
         default:
-          qk8_block2(t, r0, 4, c);
+          qk8_block2(t, &pf, r0, 4, c);
           break;
       }
   }
+  pa_attn_pfc_finish(&pf);
 }
 
 /* Rows r0 .. r0 + NR - 1, dimensions d0 .. d0 + 15, pairs p0 .. p1 - 1. */
-BODY2 void pv8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d0, int32_t p0,
-                      int32_t p1) {
+BODY2 void pv8_block2(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, int32_t d0,
+                      int32_t p0, int32_t p1) {
   const int64_t hdv = t->head_dim_v;
   __m256i acc[4][2];
   const int16_t *w[4];
@@ -153,6 +156,7 @@ BODY2 void pv8_block2(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d
     acc[i][0] = acc[i][1] = _mm256_setzero_si256();
   }
   for (int32_t p = p0; p < p1; p++) {
+    pa_attn_pfc_step(pf);
     const int8_t *vp = (const int8_t *)t->vc[p >> 3] + ((p & 7) * hdv + d0) * 2;
     const __m256i v0 = widen2(vp), v1 = widen2(vp + 16);
 #pragma GCC unroll 4
@@ -212,6 +216,7 @@ AVX2 static void weights_avx2(const pa_attn_tile *t) {
 }
 
 AVX2 static void pv_q8_avx2(const pa_attn_tile *t) {
+  pa_attn_pfc pf = pa_attn_pfc_start(t->next_v); /* the next tile's V, a line per step */
   weights_avx2(t);
   const int32_t hd16 = t->head_dim_v & ~15;
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
@@ -221,20 +226,21 @@ AVX2 static void pv_q8_avx2(const pa_attn_tile *t) {
     const int32_t p0 = a >> 1, p1 = (b + 1) >> 1;
     for (int32_t d0 = 0; d0 < hd16; d0 += 16) switch (nr) {
         case 1:
-          pv8_block2(t, r0, 1, d0, p0, p1);
+          pv8_block2(t, &pf, r0, 1, d0, p0, p1);
           break;
         case 2:
-          pv8_block2(t, r0, 2, d0, p0, p1);
+          pv8_block2(t, &pf, r0, 2, d0, p0, p1);
           break;
         case 3:
-          pv8_block2(t, r0, 3, d0, p0, p1);
+          pv8_block2(t, &pf, r0, 3, d0, p0, p1);
           break;
         default:
-          pv8_block2(t, r0, 4, d0, p0, p1);
+          pv8_block2(t, &pf, r0, 4, d0, p0, p1);
           break;
       }
     pv8_tail(t, r0, nr, hd16, p0, p1);
   }
+  pa_attn_pfc_finish(&pf);
 }
 
 /* The plain twin's quantize_q: the same operations per value (max is
@@ -267,6 +273,7 @@ void pa_attn_fill_q8_avx2(pa_attn_kernels *k) {
   k->qk_q8 = qk_q8_avx2;
   k->pv_q8 = pv_q8_avx2;
   k->quantize_q = quantize_q_avx2;
+  k->spread_q8 = true;
 }
 
 /* ---- AVX-512 BW + VNNI ---- */
