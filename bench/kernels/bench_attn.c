@@ -10,11 +10,12 @@
  *      -lpcre2-8 -lpthread -lm -ldl -o /tmp/bench_attn
  *   /tmp/bench_attn [f16|f32|q8] [CTX (170)] [S (16)] [passes (40)]
  *   env: SHAPE=L,KVH,G,HD (layers, KV heads, query heads per KV head, head
- *   dimension; Gemma 3 270M: 18,1,4,256), BENCH_TABLE=plain|avx2|avx512, SEQ_MAJOR=1 (each sequence's blocks
- *   taken in one run instead of round-robin), THREADS=N (sequences split over a
- *   pool of N threads, each with its own work area), THRASH=MB (read that many MB before
- *   each pass, so that K and V come from memory with clean caches, as after
- *   a model step's weights) */
+ *   dimension; Gemma 3 270M: 18,1,4,256), BENCH_TABLE=plain|avx2|avx512,
+ *   SEQ_MAJOR=1 (each sequence's blocks taken in one run instead of
+ *   round-robin), THREADS=N (sequences split over a pool of N threads, each
+ *   with its own work area), THRASH=MB (read that many MB before each pass,
+ *   so that K and V come from memory with clean caches, as after a model
+ *   step's weights) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

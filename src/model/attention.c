@@ -181,8 +181,9 @@ static float quantize_q_plain(const float *q, int32_t n, int16_t *out) {
 
 /* ---- tables ---- */
 
-static pa_attn_kernels table_plain = {"plain",     qk_plain,    softmax_plain,   pv_plain,
-                                      qk_q8_plain, pv_q8_plain, quantize_q_plain, false, false};
+static pa_attn_kernels table_plain = {"plain",     qk_plain,    softmax_plain,    pv_plain,
+                                      qk_q8_plain, pv_q8_plain, quantize_q_plain, false,
+                                      false};
 static pa_attn_kernels table_avx2, table_avx512;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -256,8 +257,8 @@ static void add_run(pa_attn_lines *l, const void *at, int64_t bytes) {
   l->n[l->nr++] = (int32_t)(((a & 63) + (uint64_t)bytes + 63) / 64);
 }
 
-static void kv_lines(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1,
-                     pa_attn_lines *lk, pa_attn_lines *lv) {
+static void kv_lines(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0,
+                     int32_t p1, pa_attn_lines *lk, pa_attn_lines *lv) {
   const int64_t vb = (int64_t)kv->head_dim_v * (int64_t)kv->elt;
   const bool q8 = kv->type == PA_KV_Q8;
   lk->nr = lv->nr = 0;
@@ -281,10 +282,12 @@ static void lines_prefetch(const pa_attn_lines *l) {
   pa_attn_pfc_finish(&c);
 }
 
-void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1) {
+void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0,
+                      int32_t p1) {
   for (int32_t a = p0; a <= p1; a += PA_ATTN_TILE) { /* a tile's runs at a time */
     pa_attn_lines lk, lv;
-    kv_lines(kv, layer, seq, kv_head, a, a + PA_ATTN_TILE - 1 < p1 ? a + PA_ATTN_TILE - 1 : p1, &lk, &lv);
+    kv_lines(kv, layer, seq, kv_head, a, a + PA_ATTN_TILE - 1 < p1 ? a + PA_ATTN_TILE - 1 : p1, &lk,
+             &lv);
     lines_prefetch(&lk);
     lines_prefetch(&lv);
   }
@@ -324,10 +327,10 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   }
   memset(acc, 0, (size_t)n * (size_t)stride * sizeof(float));
   pa_attn_tile t = {.n_rows = n, .q = qr->q, .jlo = jlo, .jhi = jhi, .s = s, .m = m, .l = l,
-                    .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size, .v = vp,
-                    .kind = kv->type, .head_dim = head_dim, .head_dim_v = head_dim_v, .scale = scale,
-                    .q16 = q16, .q16_stride = head_dim, .qf = qf, .ks = ksc, .vs = vsc, .w16 = w16,
-                    .wf = wf, .next_k = &next_k, .next_v = &next_v};
+                    .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size,
+                    .v = vp, .kind = kv->type, .head_dim = head_dim, .head_dim_v = head_dim_v,
+                    .scale = scale, .q16 = q16, .q16_stride = head_dim, .qf = qf, .ks = ksc,
+                    .vs = vsc, .w16 = w16, .wf = wf, .next_k = &next_k, .next_v = &next_v};
   if (q8)
     for (int32_t r = 0; r < n; r++) qf[r] = scale * kt->quantize_q(qr->q[r], head_dim, q16 + (int64_t)r * head_dim);
   const int64_t vb = (int64_t)head_dim_v * (int64_t)kv->elt;
@@ -343,12 +346,10 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
       next_k = *qr->then_k;
       next_v = *qr->then_v;
     }
-    if (next_k.nr + next_v.nr) {
-      if (!spread) {
-        lines_prefetch(&next_k);
-        lines_prefetch(&next_v);
-        next_k.nr = next_v.nr = 0;
-      }
+    if (!spread) { /* this table's kernels do not ask for them: all at once */
+      lines_prefetch(&next_k);
+      lines_prefetch(&next_v);
+      next_k.nr = next_v.nr = 0;
     }
     /* the chunks of 16 positions that hold [p0, p1] (each inside one block,
      * the block size being a multiple of 16), and the V rows */

@@ -190,7 +190,8 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             mixed.quantize_q = kt->quantize_q;
             float twin[256], mine[256];
             float *tp = twin, *mp = mine;
-            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL}, mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL};
+            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL},
+                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL};
             pa_attn_rows(pa_attn_plain(), &kv, layer, s, g, sh->hd, sh->hdv, scale, &tq, work);
             pa_attn_rows(&mixed, &kv, layer, s, g, sh->hd, sh->hdv, scale, &mq, work);
             if (memcmp(twin, mine, sizeof(float) * (size_t)sh->hdv) && failures++ < 10)

@@ -15,7 +15,9 @@
  * 0.238-0.247. Partial blocks repeat a row instead of taking another
  * path. The pv passes are whole (unmasked) up to head_dim_v's last partial
  * pass, which takes only the vectors it needs (session 10, bench_attn f16
- * 192 positions, 1 thread: 0.349-0.350 -> 0.304-0.310 ms). */
+ * 192 positions, 1 thread: 0.349-0.350 -> 0.304-0.310 ms). qk and pv ask
+ * for the next tile's lines (t->next_k, t->next_v) one per step of their
+ * inner loops (session 11: model/attention.h, pa_attn_lines). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -49,8 +51,8 @@ BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, int kind) {
  * multiply-add per d (a chain over d in the column's lane, the same
  * whatever NR and NC). Two chunks for up to 3 rows keep 12 independent
  * chains where one chunk's 6 would wait on the multiply-add latency. */
-BODY void qk_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int NC, int32_t c,
-                   const int kind) {
+BODY void qk_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int NC,
+                   int32_t c, const int kind) {
   const int32_t hd = t->head_dim;
   const int64_t ks = t->k_stride;
   const void *kc[2] = {t->kc[c], NC == 2 ? t->kc[c + 1] : NULL};
@@ -161,8 +163,9 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
  * and go back to acc; `first` (the block's first columns) applies the
  * rescale factor. FULL: every lane of the W vectors is inside head_dim_v,
  * so no mask applies. */
-BODY void pv_pass(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, const __m256 *alpha, int32_t d0, int32_t ja,
-                  int32_t jb, bool first, const int NR, const int W, const bool FULL, const int kind) {
+BODY void pv_pass(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, const __m256 *alpha,
+                  int32_t d0, int32_t ja, int32_t jb, bool first, const int NR, const int W,
+                  const bool FULL, const int kind) {
   const int32_t hdv = t->head_dim_v;
   __m256i m[4];
   __m256 o[3][4];
@@ -172,7 +175,8 @@ BODY void pv_pass(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, 
   for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
     for (int c = 0; c < W; c++) {
-      o[i][c] = FULL ? _mm256_loadu_ps(p->acc[i] + d0 + 8 * c) : _mm256_maskload_ps(p->acc[i] + d0 + 8 * c, m[c]);
+      o[i][c] = FULL ? _mm256_loadu_ps(p->acc[i] + d0 + 8 * c)
+                     : _mm256_maskload_ps(p->acc[i] + d0 + 8 * c, m[c]);
       if (first) o[i][c] = _mm256_mul_ps(o[i][c], alpha[i]);
     }
   for (int32_t j = ja; j < jb; j++) {
@@ -208,11 +212,12 @@ BODY void pv_pass(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, 
  * (head_dim_v 64 with W = 3: 24 + 24 + 16, the last pass 2 vectors where a
  * third, all masked, used to load, convert and multiply zeros), unmasked
  * where whole. */
-BODY void pv_cols(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, const __m256 *alpha, int32_t ja, int32_t jb,
-                  bool first, const int NR, const int W, const int kind) {
+BODY void pv_cols(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, const __m256 *alpha,
+                  int32_t ja, int32_t jb, bool first, const int NR, const int W, const int kind) {
   const int32_t hdv = t->head_dim_v;
   int32_t d0 = 0;
-  for (; d0 + 8 * W <= hdv; d0 += 8 * W) pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, W, true, kind);
+  for (; d0 + 8 * W <= hdv; d0 += 8 * W)
+    pv_pass(t, pf, p, alpha, d0, ja, jb, first, NR, W, true, kind);
   const int32_t left = hdv - d0;
   if (left <= 0) return;
   const int nv = (left + 7) / 8; /* < W */
@@ -240,7 +245,8 @@ BODY void pv_cols(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, 
  * next, while 16 of them (8 KB) do. Each output element's multiply-adds
  * over j are those of any other split, in the same order. */
 #define PV_ROW_BYTES 256
-BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int W, const int kind) {
+BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int W,
+                   const int kind) {
   pa_pv_block p;
   if (!pa_pv_block_init(t, r0, NR, &p)) return;
   __m256 alpha[3];

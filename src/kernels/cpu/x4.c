@@ -14,7 +14,10 @@ bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols) {
 }
 
 size_t pa_x4_rec(pa_type type) {
-  return type == PA_TYPE_Q4_K ? PA_X4_REC : type == PA_TYPE_Q5_K ? PA_X4_REC5 : type == PA_TYPE_Q6_K ? PA_X4_REC6 : 0;
+  return type == PA_TYPE_Q4_K   ? PA_X4_REC
+         : type == PA_TYPE_Q5_K ? PA_X4_REC5
+         : type == PA_TYPE_Q6_K ? PA_X4_REC6
+                                : 0;
 }
 
 /* Q6_K's value q (0..63) of element c of a block: per half of 128, the low
@@ -28,7 +31,9 @@ static int q6_value(const block_q6_K *b, int c) {
 }
 
 /* Column of a super-block that lane p, vector i, element e, half hh holds. */
-static int x4_col(int p, int i, int e, int hh) { return 64 * p + 32 * hh + 4 * i + e; }
+static int x4_col(int p, int i, int e, int hh) {
+  return 64 * p + 32 * hh + 4 * i + e;
+}
 
 static void repack_q6k(int64_t cols, const void *src, void *dst, int64_t n_groups) {
   const int64_t nsb = cols / QK_K;
@@ -59,7 +64,8 @@ static void repack_q6k(int64_t cols, const void *src, void *dst, int64_t n_group
 /* q (0..63) of a Q6_K record's lane l, vector i, element e, half hh. */
 static int x4_q6(const uint8_t *rec, int i, int l, int e, int hh) {
   const int m = 2 * (i % 2) + hh;
-  return ((rec[64 * i + 4 * l + e] >> (4 * hh)) & 0xF) | ((rec[PA_X4_QH6 + 64 * (i / 2) + 4 * l + e] >> (2 * m)) & 3) << 4;
+  return ((rec[64 * i + 4 * l + e] >> (4 * hh)) & 0xF) |
+         ((rec[PA_X4_QH6 + 64 * (i / 2) + 4 * l + e] >> (2 * m)) & 3) << 4;
 }
 
 static void get_row_q6k(const pa_matrix *w, int64_t row, float *out) {
@@ -204,7 +210,9 @@ void pa_x4_pack_x(int64_t cols, const void *xq, void *xp) {
   }
 }
 
-size_t pa_x4_x_size6(int64_t cols) { return (size_t)(cols / QK_K) * PA_X4_XREC6; }
+size_t pa_x4_x_size6(int64_t cols) {
+  return (size_t)(cols / QK_K) * PA_X4_XREC6;
+}
 
 void pa_x4_pack_x6(int64_t cols, const void *xq, void *xp) {
   const block_q8_K *x = xq;
@@ -236,7 +244,8 @@ static void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
         for (int i = 0; i < 8; i++)
           for (int e = 0; e < 4; e++)
             for (int hh = 0; hh < 2; hh++)
-              dot[2 * hh + i / 4] += x4_q6(w, i, l, e, hh) * (int8_t)x[32 * i + 16 * hh + 4 * p + e];
+              dot[2 * hh + i / 4] +=
+                  x4_q6(w, i, l, e, hh) * (int8_t)x[32 * i + 16 * hh + 4 * p + e];
         int32_t S = 0;
         for (int k = 0; k < 4; k++) {
           int16_t bs;

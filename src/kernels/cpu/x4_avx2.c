@@ -213,7 +213,9 @@ RUN(run_q5k, 1)
 #define X6A_BS 512
 #define X6A_XD 640
 
-static size_t x_size6_avx2(int64_t cols) { return (size_t)(cols / QK_K) * X6A_REC; }
+static size_t x_size6_avx2(int64_t cols) {
+  return (size_t)(cols / QK_K) * X6A_REC;
+}
 
 static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
   uint8_t rec[PA_X4_XREC6];
@@ -236,7 +238,8 @@ static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
 /* The int8 scales of sub-block column k for the half's 8 lanes, in both
  * 16-bit halves of each lane. */
 BODY __m256i scale_pairs(const uint8_t *w, int k, const int H) {
-  const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + PA_X4_SC6 + 16 * k + 8 * H)));
+  const __m256i s =
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + PA_X4_SC6 + 16 * k + 8 * H)));
   return _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA);
 }
 
@@ -257,9 +260,11 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   /* vectors 2 j and 2 j + 1 (one sub-block in each half) share qh vector j */
 #pragma GCC unroll 4
   for (int j = 0; j < 4; j++) {
-    const __m256i q0 = load256(w + 64 * (2 * j) + 32 * H), q1 = load256(w + 64 * (2 * j + 1) + 32 * H);
+    const __m256i q0 = load256(w + 64 * (2 * j) + 32 * H),
+                  q1 = load256(w + 64 * (2 * j + 1) + 32 * H);
     const __m256i qh = load256(w + PA_X4_QH6 + 64 * j + 32 * H);
-    const __m256i l0 = _mm256_or_si256(_mm256_and_si256(q0, nib), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
+    const __m256i l0 =
+        _mm256_or_si256(_mm256_and_si256(q0, nib), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
     const __m256i u0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), nib),
                                        _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
     const __m256i l1 = _mm256_or_si256(_mm256_and_si256(q1, nib), _mm256_and_si256(qh, top));
@@ -269,25 +274,27 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
       const uint8_t *x = xb[t] + 128 * j;
-      const __m256i pl = _mm256_add_epi16(_mm256_maddubs_epi16(l0, load256(x)), _mm256_maddubs_epi16(l1, load256(x + 64)));
+      const __m256i pl = _mm256_add_epi16(_mm256_maddubs_epi16(l0, load256(x)),
+                                          _mm256_maddubs_epi16(l1, load256(x + 64)));
       S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(pl, sc[k]));
       KEEP(S[t]);
-      const __m256i pu =
-          _mm256_add_epi16(_mm256_maddubs_epi16(u0, load256(x + 32)), _mm256_maddubs_epi16(u1, load256(x + 96)));
+      const __m256i pu = _mm256_add_epi16(_mm256_maddubs_epi16(u0, load256(x + 32)),
+                                          _mm256_maddubs_epi16(u1, load256(x + 96)));
       S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(pu, sc[2 + k]));
       KEEP(S[t]);
     }
   }
   const __m256 dm = _mm256_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D6)));
-  const __m256i idx_d = _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1,
-                                          2 * H + 1, 2 * H + 1);
+  const __m256i idx_d =
+      _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1, 2 * H + 1, 2 * H + 1);
   const __m256 dr = _mm256_permutevar8x32_ps(dm, idx_d);
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
     __m256i c = _mm256_madd_epi16(sc[0], load256(x + X6A_BS));
 #pragma GCC unroll 3
-    for (int k = 1; k < 4; k++) c = _mm256_add_epi32(c, _mm256_madd_epi16(sc[k], load256(x + X6A_BS + 32 * k)));
+    for (int k = 1; k < 4; k++)
+      c = _mm256_add_epi32(c, _mm256_madd_epi16(sc[k], load256(x + X6A_BS + 32 * k)));
     const __m256i s = _mm256_sub_epi32(S[t], c);
     float dx;
     memcpy(&dx, x + X6A_XD, 4);
@@ -297,8 +304,8 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   }
 }
 
-BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y, int64_t ldy,
-                    const int T) {
+BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
+                    int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
   float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
 #pragma GCC unroll 8
@@ -323,13 +330,21 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
     }
 }
 
-static AVX2 void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                         int64_t ldy) {
+static AVX2 void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,
+                         float *y, int64_t ldy) {
   switch (nt) {
-    case 1: run_body6(cols, wg, xp, y, ldy, 1); break;
-    case 2: run_body6(cols, wg, xp, y, ldy, 2); break;
-    case 3: run_body6(cols, wg, xp, y, ldy, 3); break;
-    default: run_body6(cols, wg, xp, y, ldy, 4); break;
+    case 1:
+      run_body6(cols, wg, xp, y, ldy, 1);
+      break;
+    case 2:
+      run_body6(cols, wg, xp, y, ldy, 2);
+      break;
+    case 3:
+      run_body6(cols, wg, xp, y, ldy, 3);
+      break;
+    default:
+      run_body6(cols, wg, xp, y, ldy, 4);
+      break;
   }
 }
 
