@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if defined(__linux__)
 #include <sys/mman.h>
+#if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -90,7 +90,9 @@ void *pa_map_huge(size_t size) {
   uint8_t *p = (uint8_t *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
   if (p > map) munmap(map, (size_t)(p - map));
   if (map + len + huge > p + len) munmap(p + len, (size_t)(map + len + huge - (p + len)));
+#ifdef MADV_HUGEPAGE
   (void)madvise(p, len, MADV_HUGEPAGE);
+#endif
   return p;
 }
 

@@ -1,5 +1,5 @@
 /* x4.h: Q4_K, Q5_K and Q6_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
- * the layout the loader repacks Q4_K matrices into when the CPU has a fast
+ * the layout the loader repacks those matrices into when the CPU has a fast
  * kernel for it, and the one canonical arithmetic every kernel of the
  * layout follows.
  *
