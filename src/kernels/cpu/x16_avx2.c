@@ -26,6 +26,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/ilv_run.h"
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/x16.h"
 
@@ -171,28 +172,10 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
   }
 }
 
-#define RUN(name, kind)                                                                         \
-  static AVX2 void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,      \
-                        float *y, int64_t ldy) {                                                \
-    switch (nt) {                                                                               \
-      case 1:                                                                                   \
-        run_body(kind, cols, wg, xp, y, ldy, 1);                                                \
-        break;                                                                                  \
-      case 2:                                                                                   \
-        run_body(kind, cols, wg, xp, y, ldy, 2);                                                \
-        break;                                                                                  \
-      case 3:                                                                                   \
-        run_body(kind, cols, wg, xp, y, ldy, 3);                                                \
-        break;                                                                                  \
-      default:                                                                                  \
-        run_body(kind, cols, wg, xp, y, ldy, 4);                                                \
-        break;                                                                                  \
-    }                                                                                           \
-  }
-RUN(run_q8_0, K_Q8_0)
-RUN(run_q4_0, K_Q4_0)
-RUN(run_q4_1, K_Q4_1)
-RUN(run_q5_0, K_Q5_0)
+PA_ILV_RUN4(AVX2, run_q8_0, K_Q8_0)
+PA_ILV_RUN4(AVX2, run_q4_0, K_Q4_0)
+PA_ILV_RUN4(AVX2, run_q4_1, K_Q4_1)
+PA_ILV_RUN4(AVX2, run_q5_0, K_Q5_0)
 
 const pa_ilv_kernel pa_x16_avx2_q8_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
                                         run_q8_0};

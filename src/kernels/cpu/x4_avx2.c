@@ -20,6 +20,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/ilv_run.h"
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/x4.h"
 
@@ -144,55 +145,6 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
   }
 }
 
-BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T) {
-  const int64_t nsb = cols / QK_K;
-  const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
-  /* the accumulators live in L1: the integer sums need the registers */
-  float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
-#pragma GCC unroll 8
-  for (int t = 0; t < 2 * T; t++) _mm256_store_ps(acc + 8 * t, _mm256_setzero_ps());
-  for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *w = wg + (size_t)b * rec;
-    if (T == 1) /* decode streams the weights: ask for them ahead */
-      for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
-    half_step(q5, w, xp, b, acc, T, 0);
-    half_step(q5, w, xp, b, acc, T, 1);
-  }
-  /* y[r] = (acc[4r] + acc[4r + 1]) + (acc[4r + 2] + acc[4r + 3]) */
-#pragma GCC unroll 4
-  for (int t = 0; t < T; t++)
-#pragma GCC unroll 2
-    for (int H = 0; H < 2; H++) {
-      const __m256 c = _mm256_load_ps(acc + 8 * (2 * t + H));
-      __m256 a = _mm256_add_ps(c, _mm256_permute_ps(c, 0xB1)); /* l0 + l1, l2 + l3 */
-      a = _mm256_add_ps(a, _mm256_permute_ps(a, 0x4E));        /* (l0 + l1) + (l2 + l3) */
-      y[t * ldy + 2 * H] = _mm256_cvtss_f32(a);
-      y[t * ldy + 2 * H + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(a, 1));
-    }
-}
-
-#define RUN(name, q5)                                                                      \
-  static AVX2 void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                        float *y, int64_t ldy) {                                           \
-    switch (nt) {                                                                          \
-      case 1:                                                                              \
-        run_body(q5, cols, wg, xp, y, ldy, 1);                                             \
-        break;                                                                             \
-      case 2:                                                                              \
-        run_body(q5, cols, wg, xp, y, ldy, 2);                                             \
-        break;                                                                             \
-      case 3:                                                                              \
-        run_body(q5, cols, wg, xp, y, ldy, 3);                                             \
-        break;                                                                             \
-      default:                                                                             \
-        run_body(q5, cols, wg, xp, y, ldy, 4);                                             \
-        break;                                                                             \
-    }                                                                                      \
-  }
-RUN(run_q4k, 0)
-RUN(run_q5k, 1)
 
 /* ---- Q6_K ----
  * Values up to 63 against |x| <= 127: pair sums up to 16002, two vectors
@@ -304,50 +256,45 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   }
 }
 
-BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
-                    int64_t ldy, const int T) {
+/* The kernels' bodies: kind 0 Q4_K, 1 Q5_K, 2 Q6_K (compile-time). */
+BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   float *y, int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
+  const size_t rec = kind == 2 ? PA_X4_REC6 : kind == 1 ? PA_X4_REC5 : PA_X4_REC;
+  /* the accumulators live in L1: the integer sums need the registers */
   float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
 #pragma GCC unroll 8
   for (int t = 0; t < 2 * T; t++) _mm256_store_ps(acc + 8 * t, _mm256_setzero_ps());
   for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *w = wg + (size_t)b * PA_X4_REC6;
-    if (T == 1)
-      for (size_t c = 0; c < PA_X4_REC6; c += 64)
+    const uint8_t *w = wg + (size_t)b * rec;
+    if (T == 1) /* decode streams the weights: ask for them ahead */
+      for (size_t c = 0; c < rec; c += 64)
         _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
-    half_step6(w, xp, b, acc, T, 0);
-    half_step6(w, xp, b, acc, T, 1);
+    if (kind == 2) {
+      half_step6(w, xp, b, acc, T, 0);
+      half_step6(w, xp, b, acc, T, 1);
+    } else {
+      half_step(kind, w, xp, b, acc, T, 0);
+      half_step(kind, w, xp, b, acc, T, 1);
+    }
   }
+  /* y[r] = (acc[4r] + acc[4r + 1]) + (acc[4r + 2] + acc[4r + 3]) */
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++)
 #pragma GCC unroll 2
     for (int H = 0; H < 2; H++) {
       const __m256 c = _mm256_load_ps(acc + 8 * (2 * t + H));
-      __m256 a = _mm256_add_ps(c, _mm256_permute_ps(c, 0xB1));
-      a = _mm256_add_ps(a, _mm256_permute_ps(a, 0x4E));
+      __m256 a = _mm256_add_ps(c, _mm256_permute_ps(c, 0xB1)); /* l0 + l1, l2 + l3 */
+      a = _mm256_add_ps(a, _mm256_permute_ps(a, 0x4E));        /* (l0 + l1) + (l2 + l3) */
       y[t * ldy + 2 * H] = _mm256_cvtss_f32(a);
       y[t * ldy + 2 * H + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(a, 1));
     }
 }
 
-static AVX2 void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt,
-                         float *y, int64_t ldy) {
-  switch (nt) {
-    case 1:
-      run_body6(cols, wg, xp, y, ldy, 1);
-      break;
-    case 2:
-      run_body6(cols, wg, xp, y, ldy, 2);
-      break;
-    case 3:
-      run_body6(cols, wg, xp, y, ldy, 3);
-      break;
-    default:
-      run_body6(cols, wg, xp, y, ldy, 4);
-      break;
-  }
-}
+PA_ILV_RUN4(AVX2, run_q4k, 0)
+PA_ILV_RUN4(AVX2, run_q5k, 1)
+PA_ILV_RUN4(AVX2, run_q6k, 2)
 
 const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q4k};
-const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k};
 const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q5k};
+const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k};

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/ilv_run.h"
 #include "kernels/x4.h"
 
 PA_NO_FP_CONTRACT
@@ -104,26 +105,8 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
   }
 }
 
-#define RUN(name, q5)                                                                      \
-  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                        float *y, int64_t ldy) {                                           \
-    switch (nt) {                                                                          \
-      case 1:                                                                              \
-        run_body(q5, cols, wg, xp, y, ldy, 1);                                             \
-        break;                                                                             \
-      case 2:                                                                              \
-        run_body(q5, cols, wg, xp, y, ldy, 2);                                             \
-        break;                                                                             \
-      case 3:                                                                              \
-        run_body(q5, cols, wg, xp, y, ldy, 3);                                             \
-        break;                                                                             \
-      default:                                                                             \
-        run_body(q5, cols, wg, xp, y, ldy, 4);                                             \
-        break;                                                                             \
-    }                                                                                      \
-  }
-RUN(run_q4k, 0)
-RUN(run_q5k, 1)
+PA_ILV_RUN4(VNNI, run_q4k, 0)
+PA_ILV_RUN4(VNNI, run_q5k, 1)
 
 const pa_ilv_kernel pa_x4_q4k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
