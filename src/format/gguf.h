@@ -109,6 +109,11 @@ int gguf_open(const char *path, gguf_file **out);
  * must outlive the returned file. */
 int gguf_open_memory(const void *data, uint64_t size, const char *name, gguf_file **out);
 void gguf_close(gguf_file *f);
+/* Frees the element tables of the top-level string arrays (16 bytes per
+ * string: a vocabulary's tokens and merges, 1.5 MiB on a 49k vocabulary)
+ * once their readers are done with them; such arrays then have arr.strs ==
+ * NULL (count and the strings' bytes in the mapping stay). */
+void gguf_drop_string_arrays(gguf_file *f);
 
 /* Lookups (hash table built at open; NULL/-1 when absent). */
 const gguf_value *gguf_get(const gguf_file *f, const char *key);

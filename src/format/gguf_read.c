@@ -75,6 +75,18 @@ static void *arena_alloc(gguf_internal *in, uint64_t n) {
   return p;
 }
 
+/* Frees p's block when p is a big one-off that has a block of its own (see
+ * arena_alloc); anything else stays until arena_free. */
+static void arena_release(gguf_internal *in, const void *p) {
+  for (arena_block **link = &in->blocks, *b; p && (b = *link); link = &b->next) {
+    if ((const void *)b->data != p) continue;
+    if (b->cap == ARENA_CHUNK) return; /* a shared chunk: other values live in it */
+    *link = b->next;
+    free(b);
+    return;
+  }
+}
+
 static void arena_free(gguf_internal *in) {
   for (arena_block *b = in->blocks, *next; b; b = next) {
     next = b->next;
@@ -554,6 +566,16 @@ void gguf_close(gguf_file *f) {
   }
   free(f->path);
   free(f);
+}
+
+void gguf_drop_string_arrays(gguf_file *f) {
+  gguf_internal *in = f->internal;
+  for (uint64_t i = 0; in && i < f->n_kv; i++) {
+    gguf_value *v = &f->kv[i].value;
+    if (v->type != GGUF_TYPE_ARRAY || v->arr.elem_type != GGUF_TYPE_STRING) continue;
+    arena_release(in, v->arr.strs);
+    v->arr.strs = NULL;
+  }
 }
 
 /* ---- lookups ---- */

@@ -41,8 +41,11 @@ void pasada_model_free(pasada_model *m) {
  * models, more than the tables built from it) is not read again; its pages
  * go back to the page cache so they stop counting in the process's memory.
  * The mapping is read-only and stays valid: a later read of a key (the chat
- * template, `info`) faults its pages back in from the file. */
-static void release_metadata_pages(const gguf_file *g) {
+ * template, `info`) faults its pages back in from the file. The tables of
+ * string arrays (pointers into these pages) are freed: a loaded model's file
+ * answers arr.strs == NULL for its token list and merges. */
+static void release_metadata_pages(gguf_file *g) {
+  gguf_drop_string_arrays(g); /* the pointers into those pages: 16 bytes a token and a merge */
   long page = sysconf(_SC_PAGESIZE);
   if (page <= 0 || !g->map) return;
   uintptr_t start = (uintptr_t)g->map, end = (start + g->data_offset) & ~((uintptr_t)page - 1);

@@ -59,7 +59,9 @@ struct pa_model {
   size_t repacked_bytes; /* its length */
 };
 
-/* Scratch of one forward pass, sized for n_batch tokens. */
+/* Scratch of one forward pass, sized for n_batch tokens. q, k, v and att
+ * lie in one allocation that h2 reuses: the FFN must not run while the
+ * attention block's buffers are live (context.c). */
 typedef struct {
   float *x, *xb, *q, *k, *v, *att, *h1, *h2;
   float *rope_cos, *rope_sin;         /* [n_batch][rope_dim/2] per base */

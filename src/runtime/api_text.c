@@ -96,7 +96,7 @@ void pasada_detok_reset(pasada_detok *d) { pa_detok_init(&d->d, d->tok, d->rende
 
 int pasada_chat_detect(const pasada_model *model, pasada_chat_template *out) {
   pa_chat_template t = PA_CHAT_NONE;
-  int st = pa_chat_detect(pasada_model_gguf(model), pasada_model_arch(model), &t);
+  int st = pa_chat_detect(pasada_model_gguf(model), pasada_model_tokenizer(model), pasada_model_arch(model), &t);
   *out = (pasada_chat_template)t;
   return st;
 }
@@ -123,7 +123,8 @@ char *pasada_chat_render_model(const pasada_model *model, pasada_chat_template t
                                const pasada_chat_message *msgs, size_t n, bool add_generation_prompt) {
   pa_chat_format fmt = pa_chat_format_plain((pa_chat_template)tmpl);
   pa_chat_format own;
-  if (model && pa_chat_detect_format(pasada_model_gguf(model), pasada_model_arch(model), &own) == PASADA_OK &&
+  if (model && pa_chat_detect_format(pasada_model_gguf(model), pasada_model_tokenizer(model),
+                                        pasada_model_arch(model), &own) == PASADA_OK &&
       own.kind == (pa_chat_template)tmpl)
     fmt = own;
   return pa_chat_render_format(&fmt, (const pa_chat_message *)msgs, n, add_generation_prompt);

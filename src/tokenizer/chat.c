@@ -250,7 +250,11 @@ static void find_default_system(const char *tmpl, char *out, size_t cap) {
   }
 }
 
-static bool vocab_has(const gguf_file *f, const char *text) {
+/* Whether the vocabulary has a token spelled `text`: from the loaded
+ * tokenizer when there is one (a loaded model's file no longer holds its
+ * token list: model.c drops it), else from the file's token list. */
+static bool vocab_has(const gguf_file *f, const pa_tokenizer *tok, const char *text) {
+  if (tok) return pa_tokenizer_find(tok, text) >= 0;
   const gguf_value *v = gguf_get(f, "tokenizer.ggml.tokens");
   if (!v || v->type != GGUF_TYPE_ARRAY || v->arr.elem_type != GGUF_TYPE_STRING || !v->arr.strs)
     return false;
@@ -260,7 +264,8 @@ static bool vocab_has(const gguf_file *f, const char *text) {
   return false;
 }
 
-int pa_chat_detect_format(const gguf_file *f, const char *arch, pa_chat_format *out) {
+int pa_chat_detect_format(const gguf_file *f, const pa_tokenizer *tok, const char *arch,
+                          pa_chat_format *out) {
   memset(out, 0, sizeof *out);
   char *tmpl = NULL, *arch_owned = NULL;
   int rc = gguf_get_string(f, "tokenizer.chat_template", false, &tmpl);
@@ -294,7 +299,7 @@ int pa_chat_detect_format(const gguf_file *f, const char *arch, pa_chat_format *
   else if (strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0 ||
            strcmp(arch, "qwen2moe") == 0 || strcmp(arch, "qwen3moe") == 0)
     out->kind = PA_CHAT_CHATML;
-  else if (strcmp(arch, "llama") == 0 && vocab_has(f, "<|im_start|>"))
+  else if (strcmp(arch, "llama") == 0 && vocab_has(f, tok, "<|im_start|>"))
     out->kind = PA_CHAT_CHATML;
   if (out->kind == PA_CHAT_NONE) {
     rc = pa_error(PASADA_ERR_UNSUPPORTED,
@@ -308,9 +313,10 @@ int pa_chat_detect_format(const gguf_file *f, const char *arch, pa_chat_format *
   return PASADA_OK;
 }
 
-int pa_chat_detect(const gguf_file *f, const char *arch, pa_chat_template *out) {
+int pa_chat_detect(const gguf_file *f, const pa_tokenizer *tok, const char *arch,
+                   pa_chat_template *out) {
   pa_chat_format fmt;
-  int rc = pa_chat_detect_format(f, arch, &fmt);
+  int rc = pa_chat_detect_format(f, tok, arch, &fmt);
   *out = rc ? PA_CHAT_NONE : fmt.kind;
   return rc;
 }

@@ -105,8 +105,10 @@ typedef struct {
  * llama3) or, when the file has none, from the architecture (gemma*: gemma;
  * qwen2/qwen3: chatml; llama with an <|im_start|> token: chatml). Otherwise
  * an error naming the issue and suggesting --chat-template. arch NULL:
- * general.architecture. */
-int pa_chat_detect(const gguf_file *f, const char *arch, pa_chat_template *out);
+ * general.architecture. tok: the file's loaded tokenizer, or NULL to read
+ * the token list from the file (gone from a loaded model's file). */
+int pa_chat_detect(const gguf_file *f, const pa_tokenizer *tok, const char *arch,
+                   pa_chat_template *out);
 int pa_chat_from_name(const char *name, pa_chat_template *out); /* "chatml", "gemma", "llama3" */
 const char *pa_chat_name(pa_chat_template t);
 /* Renders messages (and the assistant's opening when add_generation_prompt)
@@ -136,7 +138,8 @@ typedef struct {
 /* pa_chat_detect, plus the default system prompt of a chatml template and
  * the dated header of a Llama 3.1+ template ("26 Jul 2024"), read from
  * tokenizer.chat_template. arch NULL: general.architecture. */
-int pa_chat_detect_format(const gguf_file *f, const char *arch, pa_chat_format *out);
+int pa_chat_detect_format(const gguf_file *f, const pa_tokenizer *tok, const char *arch,
+                          pa_chat_format *out);
 /* The plain form of a family (what pa_chat_from_name gives). */
 pa_chat_format pa_chat_format_plain(pa_chat_template t);
 char *pa_chat_render_format(const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,

@@ -253,7 +253,7 @@ static void do_time(const pa_tokenizer *t, const char *arg) {
 
 static void do_info(const pa_tokenizer *t, const gguf_file *f) {
   pa_chat_format fmt;
-  int chat_rc = pa_chat_detect_format(f, NULL, &fmt);
+  int chat_rc = pa_chat_detect_format(f, NULL, NULL, &fmt);
   printf("{\"model\": \"%s\", \"pre\": ", pa_tokenizer_model_name(t));
   write_json_string(pa_tokenizer_pre_name(t), strlen(pa_tokenizer_pre_name(t)));
   printf(", \"n_vocab\": %d, \"bos\": %d, \"eos\": %d, \"add_bos\": %s, \"add_eos\": %s",
@@ -295,7 +295,7 @@ int main(int argc, char **argv) {
     do_info(t, f);
   } else if (strcmp(argv[2], "serve") == 0) {
     pa_chat_format fmt;
-    if (pa_chat_detect_format(f, NULL, &fmt)) fmt = pa_chat_format_plain(PA_CHAT_NONE);
+    if (pa_chat_detect_format(f, NULL, NULL, &fmt)) fmt = pa_chat_format_plain(PA_CHAT_NONE);
     size_t cap = 0;
     char *line = NULL;
     ssize_t got;

@@ -456,6 +456,51 @@ static void test_round_trip(void) {
   CHECK(gguf_open("/tmp", &f) == PASADA_ERR_IO, "directory not an IO error");
 }
 
+/* gguf_drop_string_arrays: a big string array (its own arena block, freed)
+ * and a small one (inside a shared chunk, kept) lose their element tables;
+ * every other value, before and after them in the arena, stays readable
+ * (under ASan a freed block still in use, or freed twice at close, fails). */
+static void test_drop_string_arrays(void) {
+  enum { N_BIG = 5000 };
+  static char store[N_BIG][12];
+  static const char *big[N_BIG];
+  for (int i = 0; i < N_BIG; i++) snprintf(store[i], sizeof store[i], "s%d", i), big[i] = store[i];
+  const char *small[] = {"x", "yz"};
+  gguf_writer *w = gguf_writer_create();
+  gguf_writer_set_string(w, "a.before", "first");
+  gguf_writer_set_string_array(w, "a.small", small, 2);
+  gguf_writer_set_string_array(w, "a.big", big, N_BIG);
+  gguf_writer_set_u32(w, "a.after", 77);
+  gguf_writer_set_string(w, "a.last", "last");
+  char path[] = "/tmp/test_gguf_drop_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0, "mkstemp");
+  if (fd < 0) return;
+  close(fd);
+  CHECK(gguf_writer_write(w, path, 3) == PASADA_OK, "write: %s", pa_last_error());
+  gguf_writer_free(w);
+  gguf_file *f = NULL;
+  CHECK(gguf_open(path, &f) == PASADA_OK, "open: %s", pa_last_error());
+  unlink(path);
+  if (!f) return;
+  const gguf_value *vb = gguf_get(f, "a.big"), *vs = gguf_get(f, "a.small");
+  CHECK(vb && vb->arr.strs && vb->arr.strs[N_BIG - 1].len == 5 &&
+            !memcmp(vb->arr.strs[N_BIG - 1].ptr, "s4999", 5),
+        "big array before the drop");
+  gguf_drop_string_arrays(f);
+  CHECK(vb->arr.strs == NULL && vb->arr.count == N_BIG && vs->arr.strs == NULL && vs->arr.count == 2,
+        "string arrays dropped, counts kept");
+  uint32_t u = 0;
+  char *a = NULL, *z = NULL;
+  CHECK(gguf_get_u32(f, "a.after", true, &u) == PASADA_OK && u == 77, "u32 after the drop");
+  CHECK(gguf_get_string(f, "a.before", true, &a) == PASADA_OK && a && !strcmp(a, "first") &&
+            gguf_get_string(f, "a.last", true, &z) == PASADA_OK && z && !strcmp(z, "last"),
+        "strings after the drop");
+  free(a), free(z);
+  gguf_drop_string_arrays(f); /* twice: nothing left to free */
+  gguf_close(f);
+}
+
 /* The committed corpus: tok-* and model-* are valid GGUF (a later loader
  * rejects them), every other malformed file is rejected here. */
 static void test_corpus(void) {
@@ -497,6 +542,7 @@ int main(void) {
   test_malformed_buffers();
   test_truncations_and_mutations();
   test_round_trip();
+  test_drop_string_arrays();
   test_corpus();
   if (failures) fprintf(stderr, "test_gguf: %d failure(s)\n", failures);
   else printf("test_gguf: ok\n");

@@ -513,7 +513,7 @@ static int detect(const char *arch, const char *tmpl, bool im_start_token, pa_ch
   gguf_writer_free(w);
   gguf_file *f = NULL;
   if (!rc) rc = gguf_open(path, &f);
-  if (!rc) rc = pa_chat_detect_format(f, NULL, fmt);
+  if (!rc) rc = pa_chat_detect_format(f, NULL, NULL, fmt);
   gguf_close(f);
   unlink(path);
   return rc;
@@ -557,6 +557,36 @@ static void test_chat_detect(void) {
         "llama without a template: %s", pa_last_error());
 }
 
+/* A loaded model's file has no token list left (gguf_drop_string_arrays):
+ * the architecture default still finds <|im_start|> through the tokenizer. */
+static void test_chat_detect_dropped(void) {
+  const char *none[] = {NULL};
+  gguf_writer *w = bpe_vocab(NULL, none, 0, none, 0);
+  char path[] = "/tmp/pasada-test-chat-drop-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0, "mkstemp");
+  if (fd < 0) return;
+  close(fd);
+  int rc = gguf_writer_write(w, path, 3);
+  gguf_writer_free(w);
+  gguf_file *f = NULL;
+  pa_tokenizer *t = NULL;
+  if (!rc) rc = gguf_open(path, &f);
+  unlink(path);
+  if (!rc) rc = pa_tokenizer_load(f, &t);
+  CHECK(rc == 0, "load: %s", pa_last_error());
+  if (!rc) {
+    gguf_drop_string_arrays(f);
+    pa_chat_format fmt;
+    rc = pa_chat_detect_format(f, t, NULL, &fmt);
+    CHECK(rc == 0 && fmt.kind == PA_CHAT_CHATML, "llama with <|im_start|>, through the tokenizer");
+    rc = pa_chat_detect_format(f, NULL, NULL, &fmt);
+    CHECK(rc == PASADA_ERR_UNSUPPORTED, "no token list and no tokenizer: not chatml");
+  }
+  pa_tokenizer_free(t);
+  gguf_close(f);
+}
+
 int main(void) {
   test_bpe_merge_order();
   test_pretokenizers();
@@ -566,6 +596,7 @@ int main(void) {
   test_validation();
   test_chat();
   test_chat_detect();
+  test_chat_detect_dropped();
   if (failures)
     fprintf(stderr, "test_tokenizer: %d check(s) failed\n", failures);
   else
