@@ -5,12 +5,21 @@
  *      -lpcre2-8 -lpthread -lm -ldl -o build-kern/bench_kernels
  *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
  *   build-kern/bench_kernels [threads] shapes   (the default models' matrices)
+ *   build-kern/bench_kernels [threads] vsread [MB] [types...]
+ *      (one token through ~MB (256) of weights against a plain AVX2 read
+ *      of the same bytes on the same threads, alternated 15 times: the
+ *      median ratio; BENCH_ILV=1 for the layouts the loader gives)
+ *   build-kern/bench_kernels [threads] seq [TOKENS] [type] [rows] [cols] [N] [passes]
+ *      (TOKENS (16) through N (60) distinct matrices in turn, as a model's
+ *      layers, against N products on one cache-resident matrix: Q4_1 1536
+ *      x 576 by default, SmolLM2's gate and up; with BENCH_ILV=1 as loaded)
  *   build-kern/bench_kernels [threads] gemm [TOKENS] [types...] [cols...]
  *      (prefill-shaped: GOP/s of TOKENS tokens (512) at once through
  *      1024-row matrices of a few column counts (576 .. 14336, or those
  *      given), per SIMD table (BENCH_TABLE=avx512_vnni: that one only);
  *      default: every GEMM type; BENCH_ROWS=N: N rows instead of 1024,
  *      to read the weights from beyond L2) */
+#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,8 +241,148 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) 
   pa_kernels_set(NULL);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* A model's shape of work: TOKENS tokens through N distinct rows x cols
+ * matrices in turn (N x the matrix's bytes, beyond the caches, as a decode
+ * step of many users reads its layers), against the same N products on one
+ * matrix (cache-resident). Median GOP/s of `passes` passes each. */
+static void seq_mode(pa_pool *pool, int64_t n_tokens, const char *name, int64_t rows, int64_t cols,
+                     int n_mats, int passes) {
+  pa_type type = PA_TYPE_COUNT;
+  for (int t = 0; t < PA_TYPE_COUNT; t++)
+    if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
+  if (type == PA_TYPE_COUNT || n_mats < 1 || passes < 1) {
+    fprintf(stderr, "bench_kernels seq: unknown type %s or bad counts\n", name);
+    return;
+  }
+  pa_matrix *m = calloc((size_t)n_mats, sizeof *m);
+  uint8_t **w = calloc((size_t)n_mats, sizeof *w);
+  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+  for (int i = 0; i < n_mats; i++) {
+    w[i] = pa_alloc(bytes);
+    fill(type, w[i], bytes);
+    m[i] = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = w[i]};
+    maybe_ilv(&m[i], &w[i]);
+  }
+  float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
+  float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
+  for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+  void *work = pa_alloc(pa_matmul_work_size(&m[0], n_tokens) + 64);
+  double *t = calloc((size_t)passes, sizeof *t);
+  const double ops = 2.0 * (double)rows * (double)cols * (double)n_tokens * n_mats;
+  printf("%s %lld x %lld, %d matrices (%.1f MB), %lld tokens: GOP/s, median of %d passes\n", name,
+         (long long)rows, (long long)cols, n_mats, (double)bytes * n_mats / 1e6, (long long)n_tokens,
+         passes);
+  for (int same = 0; same < 2; same++) {
+    for (int r = -1; r < passes; r++) { /* r = -1: warm-up */
+      const double t0 = bench_time();
+      for (int i = 0; i < n_mats; i++)
+        pa_matmul(pool, &m[same ? 0 : i], x, cols, y, rows, n_tokens, work);
+      if (r >= 0) t[r] = bench_time() - t0;
+    }
+    qsort(t, (size_t)passes, sizeof *t, cmp_double);
+    printf("  %-28s %8.1f (best %.1f)\n", same ? "one matrix, again and again" : "distinct matrices in turn",
+           ops / t[passes / 2] / 1e9, ops / t[0] / 1e9);
+  }
+  for (int i = 0; i < n_mats; i++) pa_free(w[i]);
+  free(w), free(m), free(t);
+  pa_free(x), pa_free(y), pa_free(work);
+}
+
+/* ---- vsread: decode's matmul against a plain read of the same bytes ---- */
+typedef struct {
+  const uint8_t *p;
+  size_t bytes;
+  uint64_t sink[64];
+} read_job;
+
+__attribute__((target("avx2"))) static void read_task(void *arg, int ith, int nth) {
+  read_job *j = arg;
+  const size_t per = j->bytes / 64 / (size_t)nth * 64, lo = per * (size_t)ith;
+  const size_t n = ith == nth - 1 ? j->bytes - lo : per;
+  const __m256i *v = (const __m256i *)(j->p + lo);
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 4 <= n / 32; i += 4) {
+    a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(v + i));
+    a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(v + i + 1));
+    a2 = _mm256_xor_si256(a2, _mm256_loadu_si256(v + i + 2));
+    a3 = _mm256_xor_si256(a3, _mm256_loadu_si256(v + i + 3));
+  }
+  uint64_t out[4];
+  _mm256_storeu_si256((__m256i *)out, _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)));
+  j->sink[ith & 63] ^= out[0] ^ out[1] ^ out[2] ^ out[3];
+}
+
+/* One token through a ~MB matrix (as loaded: BENCH_ILV=1 for the
+ * interleaved layouts) and a plain AVX2 read of the same bytes on the same
+ * pool, alternated `rounds` times: each side's GB/s and the median of the
+ * per-round ratio matmul / read (what the decode kernels leave of the
+ * bandwidth a bare read gets at that moment). */
+static void vsread_mode(pa_pool *pool, double mb, const char *name, int rounds) {
+  pa_type type = PA_TYPE_COUNT;
+  for (int t = 0; t < PA_TYPE_COUNT; t++)
+    if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
+  if (type == PA_TYPE_COUNT || rounds < 1) return;
+  const int64_t cols = 4096;
+  const int64_t rows = (int64_t)(mb * 1048576.0 / (double)pa_row_size(type, cols)) / 16 * 16;
+  size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+  uint8_t *w = pa_alloc(bytes);
+  fill(type, w, bytes);
+  pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
+  maybe_ilv(&m, &w);
+  bytes = pa_matrix_bytes(&m);
+  float *x = pa_alloc(sizeof(float) * cols), *y = pa_alloc(sizeof(float) * (size_t)rows);
+  for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+  void *work = pa_alloc(pa_matmul_work_size(&m, 1) + 64);
+  read_job rj = {.p = w, .bytes = bytes};
+  double *r = calloc((size_t)rounds, sizeof *r), *gm = calloc((size_t)rounds, sizeof *gm),
+         *gr = calloc((size_t)rounds, sizeof *gr);
+  pa_matmul(pool, &m, x, cols, y, rows, 1, work); /* warm-up */
+  pa_pool_run(pool, read_task, &rj);
+  for (int k = 0; k < rounds; k++) {
+    double t0 = pa_time_s();
+    pa_pool_run(pool, read_task, &rj);
+    const double tr = pa_time_s() - t0;
+    t0 = pa_time_s();
+    pa_matmul(pool, &m, x, cols, y, rows, 1, work);
+    const double tm = pa_time_s() - t0;
+    gm[k] = (double)bytes / tm / 1e9, gr[k] = (double)bytes / tr / 1e9, r[k] = gm[k] / gr[k];
+  }
+  qsort(r, (size_t)rounds, sizeof *r, cmp_double);
+  qsort(gm, (size_t)rounds, sizeof *gm, cmp_double);
+  qsort(gr, (size_t)rounds, sizeof *gr, cmp_double);
+  printf("%-6s %7.1f MB  matmul %6.2f GB/s  read %6.2f GB/s  (medians)  matmul / read: median %.3f "
+         "(quartiles %.3f %.3f)\n",
+         name, (double)bytes / 1e6, gm[rounds / 2], gr[rounds / 2], r[rounds / 2], r[rounds / 4],
+         r[3 * rounds / 4]);
+  free(r), free(gm), free(gr);
+  pa_free(w), pa_free(x), pa_free(y), pa_free(work);
+}
+
 int main(int argc, char **argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 1;
+  if (argc > 2 && !strcmp(argv[2], "vsread")) {
+    pa_pool *pool = pa_pool_create(threads > 0 ? threads : 1);
+    printf("cpu %s, %d thread(s), one token, matmul against a plain read of its bytes\n",
+           pa_cpu_describe(), threads);
+    const double mb = argc > 3 ? atof(argv[3]) : 256.0;
+    for (int i = 4; i < (argc > 4 ? argc : 5); i++) vsread_mode(pool, mb, argc > 4 ? argv[i] : "Q4_K", 15);
+    pa_pool_free(pool);
+    return 0;
+  }
+  if (argc > 2 && !strcmp(argv[2], "seq")) {
+    pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
+    printf("cpu %s, %d thread(s)\n", pa_cpu_describe(), threads);
+    seq_mode(pool, argc > 3 ? atoll(argv[3]) : 16, argc > 4 ? argv[4] : "Q4_1",
+             argc > 5 ? atoll(argv[5]) : 1536, argc > 6 ? atoll(argv[6]) : 576,
+             argc > 7 ? atoi(argv[7]) : 60, argc > 8 ? atoi(argv[8]) : 21);
+    pa_pool_free(pool);
+    return 0;
+  }
   if (argc > 2 && !strcmp(argv[2], "gemm")) {
     pa_pool *pool = threads > 1 ? pa_pool_create(threads) : NULL;
     printf("cpu %s, %d thread(s), prefill-shaped (GEMM)\n", pa_cpu_describe(), threads);
