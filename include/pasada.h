@@ -49,7 +49,9 @@ const char *pasada_model_arch(const pasada_model *model);
 /* Writes a human-readable description (architecture, hyper-parameters,
  * tokenizer, tensor types with counts and bytes) to `f` (a FILE*). */
 void pasada_model_print_info(const pasada_model *model, void *file);
-/* The model's GGUF file (metadata access for tools). */
+/* The model's GGUF file (metadata access for tools). Its string arrays'
+ * element tables (the token list, the merges) are freed once the tokenizer
+ * is built: arr.strs is NULL there; look tokens up through the tokenizer. */
 struct gguf_file;
 const struct gguf_file *pasada_model_gguf(const pasada_model *model);
 

@@ -96,7 +96,8 @@ void pasada_detok_reset(pasada_detok *d) { pa_detok_init(&d->d, d->tok, d->rende
 
 int pasada_chat_detect(const pasada_model *model, pasada_chat_template *out) {
   pa_chat_template t = PA_CHAT_NONE;
-  int st = pa_chat_detect(pasada_model_gguf(model), pasada_model_tokenizer(model), pasada_model_arch(model), &t);
+  int st = pa_chat_detect(pasada_model_gguf(model), pasada_model_tokenizer(model),
+                          pasada_model_arch(model), &t);
   *out = (pasada_chat_template)t;
   return st;
 }
