@@ -19,7 +19,6 @@
  *      given), per SIMD table (BENCH_TABLE=avx512_vnni: that one only);
  *      default: every GEMM type; BENCH_ROWS=N: N rows instead of 1024,
  *      to read the weights from beyond L2) */
-#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
 #include "kernels/layout.h"
+#include "tools/bench.h"
 
 static uint64_t rng_state = 88172645463325252ULL;
 static uint64_t rng(void) {
@@ -100,6 +100,13 @@ static double bench_time(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The type named `name` (pa_type_name), or PA_TYPE_COUNT. */
+static pa_type type_named(const char *name) {
+  for (int t = 0; t < PA_TYPE_COUNT; t++)
+    if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) return (pa_type)t;
+  return PA_TYPE_COUNT;
+}
+
 /* BENCH_ILV=1: matrices are repacked into the interleaved layout their
  * type and shape take (kernels/layout.h), as the loader does; *w becomes
  * the repacked copy. */
@@ -140,6 +147,40 @@ static double best_seconds(pa_pool *pool, pa_type type, int64_t rows, int64_t co
   pa_free(y);
   pa_free(work);
   return best;
+}
+
+/* A decode-shaped case: ~mb MB of random `type` weights in rows of 4096
+ * (as loaded, with BENCH_ILV=1), one token's activations, its output and
+ * work area; bytes: the matrix's bytes as stored. */
+typedef struct {
+  pa_matrix m;
+  uint8_t *w;
+  float *x, *y;
+  void *work;
+  size_t bytes;
+} decode_case;
+
+static void decode_case_make(decode_case *d, pa_type type, double mb) {
+  const int64_t cols = 4096;
+  const int64_t rows = (int64_t)(mb * 1048576.0 / (double)pa_row_size(type, cols)) / 16 * 16;
+  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+  d->w = pa_alloc(bytes);
+  fill(type, d->w, bytes);
+  d->m = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = d->w};
+  maybe_ilv(&d->m, &d->w);
+  d->bytes = pa_matrix_bytes(&d->m);
+  d->x = pa_alloc(sizeof(float) * cols);
+  d->y = pa_alloc(sizeof(float) * (size_t)rows);
+  for (int64_t i = 0; i < cols; i++) d->x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+  d->work = pa_alloc(pa_matmul_work_size(&d->m, 1) + 64);
+}
+
+static void decode_case_run(const decode_case *d, pa_pool *pool) {
+  pa_matmul(pool, &d->m, d->x, d->m.cols, d->y, d->m.rows, 1, d->work);
+}
+
+static void decode_case_free(decode_case *d) {
+  pa_free(d->w), pa_free(d->x), pa_free(d->y), pa_free(d->work);
 }
 
 /* One matrix, decode (one token): best GB/s of weights over reps runs. */
@@ -221,9 +262,7 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) 
   const int n_types = n_names ? n_names : (int)(sizeof all / sizeof all[0]);
   for (int ni = 0; ni < n_types; ni++) {
     const char *name = n_names ? names[ni] : all[ni];
-    pa_type type = PA_TYPE_COUNT;
-    for (int t = 0; t < PA_TYPE_COUNT; t++)
-      if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
+    const pa_type type = type_named(name);
     if (type == PA_TYPE_COUNT) continue;
     for (size_t c = 0; c < n_cols; c++) {
       if (cols[c] % pa_type_get(type)->block_size) continue; /* K-quants: 256-column rows */
@@ -252,9 +291,7 @@ static int cmp_double(const void *a, const void *b) {
  * matrix (cache-resident). Median GOP/s of `passes` passes each. */
 static void seq_mode(pa_pool *pool, int64_t n_tokens, const char *name, int64_t rows, int64_t cols,
                      int n_mats, int passes) {
-  pa_type type = PA_TYPE_COUNT;
-  for (int t = 0; t < PA_TYPE_COUNT; t++)
-    if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
+  const pa_type type = type_named(name);
   if (type == PA_TYPE_COUNT || n_mats < 1 || passes < 1) {
     fprintf(stderr, "bench_kernels seq: unknown type %s or bad counts\n", name);
     return;
@@ -300,21 +337,11 @@ typedef struct {
   uint64_t sink[64];
 } read_job;
 
-__attribute__((target("avx2"))) static void read_task(void *arg, int ith, int nth) {
+/* the `pasada bench` read probe's loop over this thread's share */
+static void read_task(void *arg, int ith, int nth) {
   read_job *j = arg;
-  const size_t per = j->bytes / 64 / (size_t)nth * 64, lo = per * (size_t)ith;
-  const size_t n = ith == nth - 1 ? j->bytes - lo : per;
-  const __m256i *v = (const __m256i *)(j->p + lo);
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 4 <= n / 32; i += 4) {
-    a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(v + i));
-    a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(v + i + 1));
-    a2 = _mm256_xor_si256(a2, _mm256_loadu_si256(v + i + 2));
-    a3 = _mm256_xor_si256(a3, _mm256_loadu_si256(v + i + 3));
-  }
-  uint64_t out[4];
-  _mm256_storeu_si256((__m256i *)out, _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)));
-  j->sink[ith & 63] ^= out[0] ^ out[1] ^ out[2] ^ out[3];
+  const size_t per = j->bytes / 256 / (size_t)nth * 256, lo = per * (size_t)ith;
+  j->sink[ith & 63] ^= pa_bench_read(j->p + lo, ith == nth - 1 ? j->bytes - lo : per);
 }
 
 /* One token through a ~MB matrix (as loaded: BENCH_ILV=1 for the
@@ -323,44 +350,33 @@ __attribute__((target("avx2"))) static void read_task(void *arg, int ith, int nt
  * per-round ratio matmul / read (what the decode kernels leave of the
  * bandwidth a bare read gets at that moment). */
 static void vsread_mode(pa_pool *pool, double mb, const char *name, int rounds) {
-  pa_type type = PA_TYPE_COUNT;
-  for (int t = 0; t < PA_TYPE_COUNT; t++)
-    if (pa_type_get(t) && !strcmp(pa_type_name(t), name)) type = (pa_type)t;
+  const pa_type type = type_named(name);
   if (type == PA_TYPE_COUNT || rounds < 1) return;
-  const int64_t cols = 4096;
-  const int64_t rows = (int64_t)(mb * 1048576.0 / (double)pa_row_size(type, cols)) / 16 * 16;
-  size_t bytes = pa_row_size(type, cols) * (size_t)rows;
-  uint8_t *w = pa_alloc(bytes);
-  fill(type, w, bytes);
-  pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-  maybe_ilv(&m, &w);
-  bytes = pa_matrix_bytes(&m);
-  float *x = pa_alloc(sizeof(float) * cols), *y = pa_alloc(sizeof(float) * (size_t)rows);
-  for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-  void *work = pa_alloc(pa_matmul_work_size(&m, 1) + 64);
-  read_job rj = {.p = w, .bytes = bytes};
+  decode_case d;
+  decode_case_make(&d, type, mb);
+  read_job rj = {.p = d.w, .bytes = d.bytes};
   double *r = calloc((size_t)rounds, sizeof *r), *gm = calloc((size_t)rounds, sizeof *gm),
          *gr = calloc((size_t)rounds, sizeof *gr);
-  pa_matmul(pool, &m, x, cols, y, rows, 1, work); /* warm-up */
+  decode_case_run(&d, pool); /* warm-up */
   pa_pool_run(pool, read_task, &rj);
   for (int k = 0; k < rounds; k++) {
     double t0 = pa_time_s();
     pa_pool_run(pool, read_task, &rj);
     const double tr = pa_time_s() - t0;
     t0 = pa_time_s();
-    pa_matmul(pool, &m, x, cols, y, rows, 1, work);
+    decode_case_run(&d, pool);
     const double tm = pa_time_s() - t0;
-    gm[k] = (double)bytes / tm / 1e9, gr[k] = (double)bytes / tr / 1e9, r[k] = gm[k] / gr[k];
+    gm[k] = (double)d.bytes / tm / 1e9, gr[k] = (double)d.bytes / tr / 1e9, r[k] = gm[k] / gr[k];
   }
   qsort(r, (size_t)rounds, sizeof *r, cmp_double);
   qsort(gm, (size_t)rounds, sizeof *gm, cmp_double);
   qsort(gr, (size_t)rounds, sizeof *gr, cmp_double);
   printf("%-6s %7.1f MB  matmul %6.2f GB/s  read %6.2f GB/s  (medians)  matmul / read: median %.3f "
          "(quartiles %.3f %.3f)\n",
-         name, (double)bytes / 1e6, gm[rounds / 2], gr[rounds / 2], r[rounds / 2], r[rounds / 4],
+         name, (double)d.bytes / 1e6, gm[rounds / 2], gr[rounds / 2], r[rounds / 2], r[rounds / 4],
          r[3 * rounds / 4]);
   free(r), free(gm), free(gr);
-  pa_free(w), pa_free(x), pa_free(y), pa_free(work);
+  decode_case_free(&d);
 }
 
 int main(int argc, char **argv) {
@@ -412,43 +428,28 @@ int main(int argc, char **argv) {
     if (tabs[k]) printf(" %12s", tabs[k]->name);
   printf("\n");
   for (int ni = 0; ni < n_names; ni++) {
-    pa_type type = PA_TYPE_COUNT;
-    for (int t = 0; t < PA_TYPE_COUNT; t++)
-      if (pa_type_get(t) && !strcmp(pa_type_name(t), names[ni])) type = (pa_type)t;
+    const pa_type type = type_named(names[ni]);
     if (type == PA_TYPE_COUNT) continue;
-    const int64_t cols = 4096;
-    const size_t row = pa_row_size(type, cols);
-    const int64_t rows = (int64_t)(mb * 1048576.0 / (double)row) / 16 * 16;
-    size_t bytes = row * (size_t)rows;
-    uint8_t *w = pa_alloc(bytes);
-    fill(type, w, bytes);
-    pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-    maybe_ilv(&m, &w);
-    bytes = pa_matrix_bytes(&m);
-    float *x = pa_alloc(sizeof(float) * cols), *y = pa_alloc(sizeof(float) * (size_t)rows);
-    for (int64_t i = 0; i < cols; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-    void *work = pa_alloc(pa_matmul_work_size(&m, 1) + 64);
+    decode_case d;
+    decode_case_make(&d, type, mb);
     printf("%-6s", names[ni]);
     for (int k = 0; k < 4; k++) {
       if (!tabs[k]) continue;
       pa_kernels_set(tabs[k]);
-      pa_matmul(pool, &m, x, cols, y, rows, 1, work); /* warm-up */
+      decode_case_run(&d, pool); /* warm-up */
       double best = 1e30;
       const int reps = k == 0 ? 2 : (mb < 8 ? 200 : 20);
       for (int r = 0; r < reps; r++) {
         double t0 = pa_time_s();
-        pa_matmul(pool, &m, x, cols, y, rows, 1, work);
+        decode_case_run(&d, pool);
         double dt = pa_time_s() - t0;
         if (dt < best) best = dt;
       }
-      printf(" %12.2f", (double)bytes / best / 1e9);
+      printf(" %12.2f", (double)d.bytes / best / 1e9);
       fflush(stdout);
     }
     printf("\n");
-    pa_free(w);
-    pa_free(x);
-    pa_free(y);
-    pa_free(work);
+    decode_case_free(&d);
   }
   pa_kernels_set(NULL);
   pa_pool_free(pool);

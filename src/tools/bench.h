@@ -28,6 +28,11 @@ typedef struct {
  * read buffer's size: max(1 GiB, 4 x the last-level cache), capped at a
  * quarter of the available memory. Returns a pasada_status (message set). */
 int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_ceilings *out);
+/* The read probe's loop on one thread: streams bytes [p, p + n) (p 64-byte
+ * aligned; a tail past the last multiple of 256 bytes is not read) with the
+ * widest loads this CPU has, and returns a value of every byte read (so the
+ * reads are not dead code). */
+uint64_t pa_bench_read(const uint8_t *p, uint64_t n);
 
 /* ---- the benchmark (bench.c) ---- */
 typedef struct {

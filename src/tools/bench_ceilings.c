@@ -308,6 +308,8 @@ static read_fn pick_read(void) {
   return read_scalar;
 }
 
+uint64_t pa_bench_read(const uint8_t *p, uint64_t n) { return pick_read()(p, n); }
+
 static compute_variant pick_fma(void) {
 #if defined(__x86_64__)
   const pa_cpu_features *c = pa_cpu();
