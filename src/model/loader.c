@@ -380,8 +380,7 @@ int pa_model_repack(struct pa_model *m) {
    * decode streams every byte once per token, and with 4 KB pages each
    * page is a TLB miss whose walk misses the cache too (the 8B shape's
    * page tables alone are 9 MB). */
-  const size_t len = (total + 4095) / 4096 * 4096;
-  uint8_t *dst = pa_map_huge(len);
+  uint8_t *dst = pa_map_huge(total); /* whole 4 KB pages past total, zeroed */
   if (!dst) { /* not fatal: the file's layout serves too, only slower */
     pa_log(1, "no memory to repack %zu bytes of weights; keeping the file's layout", total);
     pa_free(mats);
@@ -427,7 +426,7 @@ int pa_model_repack(struct pa_model *m) {
   if (fd >= 0) close(fd);
   if (tied) m->output = m->tok_embd;
   m->repacked = dst;
-  m->repacked_bytes = len;
+  m->repacked_bytes = total; /* pa_unmap_huge rounds it as pa_map_huge did */
   pa_free(mats);
   return PASADA_OK;
 }

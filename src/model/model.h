@@ -56,7 +56,7 @@ struct pa_model {
   float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
   pa_layer *layers;
   void *repacked;        /* the weights repacked at load (kernels/x4.h): a mapping, or NULL */
-  size_t repacked_bytes; /* its length */
+  size_t repacked_bytes; /* the size asked of pa_map_huge */
 };
 
 /* Scratch of one forward pass, sized for n_batch tokens. q, k, v and att
