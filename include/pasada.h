@@ -124,9 +124,12 @@ void pasada_kv_get_stats(const pasada_context *ctx, pasada_kv_stats *out);
 int32_t pasada_kv_blocks_needed(const pasada_context *ctx, int32_t n_tokens);
 int32_t pasada_kv_blocks_available(const pasada_context *ctx);
 /* For an empty sequence `seq`: attaches the longest cached prefix of
- * tokens[0..n) (whole blocks only, and never all n tokens, so at least one
- * token is left to decode for logits). Returns the number of positions now
- * cached; decoding continues at that position. */
+ * tokens[0..n): whole cached blocks, then the leading positions of a block
+ * that follows the same prefix (cached, or another sequence's), copied;
+ * never all n tokens, so at least one token is left to decode for logits.
+ * The values reused are those the sequence would compute itself (a
+ * position's K and V depend only on the tokens up to it). Returns the
+ * number of positions now cached; decoding continues at that position. */
 int32_t pasada_seq_reuse_prefix(pasada_context *ctx, int32_t seq, const int32_t *tokens, int32_t n);
 
 /* ==== text and sampling ====

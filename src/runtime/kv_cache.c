@@ -177,6 +177,19 @@ static int32_t take_block(pa_kv_cache *kv) {
   return b;
 }
 
+/* Every layer's K and V of block src into block dst (whole parts: K is
+ * transposed, so a block's positions are not contiguous), and the tokens
+ * of its first `rows` positions. */
+static void copy_block(pa_kv_cache *kv, int32_t dst, int32_t src, int32_t rows) {
+  const int64_t kbb = kv->n_head_kv * kv->k_part, vbb = kv->n_head_kv * kv->v_part;
+  for (int32_t l = 0; l < kv->n_layer; l++) {
+    memcpy(kv->k[l] + dst * kbb, kv->k[l] + src * kbb, (size_t)kbb);
+    memcpy(kv->v[l] + dst * vbb, kv->v[l] + src * vbb, (size_t)vbb);
+  }
+  memcpy(kv->tokens + (int64_t)dst * kv->block_size, kv->tokens + (int64_t)src * kv->block_size,
+         (size_t)rows * sizeof(int32_t));
+}
+
 static void release_block(pa_kv_cache *kv, int32_t b) {
   if (--kv->ref[b] > 0) return;
   if (kv->registered[b]) {
@@ -252,16 +265,59 @@ void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0) {
     kv->len[seq] = (keep - 1) * bs;
     return;
   }
-  size_t rows = (size_t)(p0 % bs);
-  /* the whole block (K is transposed: its positions are not contiguous) */
-  const int64_t kbb = kv->n_head_kv * kv->k_part, vbb = kv->n_head_kv * kv->v_part;
-  for (int32_t l = 0; l < kv->n_layer; l++) {
-    memcpy(kv->k[l] + nb * kbb, kv->k[l] + b * kbb, (size_t)kbb);
-    memcpy(kv->v[l] + nb * vbb, kv->v[l] + b * vbb, (size_t)vbb);
-  }
-  memcpy(kv->tokens + (int64_t)nb * bs, kv->tokens + (int64_t)b * bs, rows * sizeof(int32_t));
+  copy_block(kv, nb, b, p0 % bs);
   release_block(kv, b);
   kv->table[seq][keep - 1] = nb;
+}
+
+/* How many of tk[0..want) block b holds from its first position on, of
+ * its `fill` written positions. */
+static int32_t common_run(const pa_kv_cache *kv, int32_t b, int32_t fill, const int32_t *tk,
+                          int32_t want) {
+  const int32_t *have = kv->tokens + (int64_t)b * kv->block_size;
+  const int32_t n = fill < want ? fill : want;
+  int32_t m = 0;
+  while (m < n && have[m] == tk[m]) m++;
+  return m;
+}
+
+/* After nb whole blocks (the chain ending in hash `parent`) of an empty
+ * sequence: the block that follows the same prefix elsewhere and starts
+ * with most of tk[0..want) (a cached full block whose parent is `parent`,
+ * or the block at index nb of a running sequence with the same whole
+ * blocks before it), its first m positions copied into a block of seq's
+ * own. Returns m (0: none, or no block to copy into). */
+static int32_t reuse_tail(pa_kv_cache *kv, int32_t seq, int32_t nb, uint64_t parent,
+                          const int32_t *tk, int32_t want) {
+  const int32_t bs = kv->block_size;
+  if (want <= 0 || nb >= kv->max_blocks_per_seq) return 0;
+  int32_t best = -1, best_m = 0;
+  for (int32_t b = 0; b < kv->n_blocks; b++)
+    if (kv->registered[b] && kv->parent_hash[b] == parent) {
+      const int32_t m = common_run(kv, b, bs, tk, want);
+      if (m > best_m) best = b, best_m = m;
+    }
+  for (int32_t s = 0; s < kv->n_seq; s++) {
+    if (s == seq || kv->n_seq_blocks[s] <= nb || kv->len[s] <= nb * bs) continue;
+    if (nb > 0) { /* the same whole blocks before it: its previous block is the chain's */
+      const int32_t prev = kv->table[s][nb - 1];
+      if (!kv->registered[prev] || kv->hash[prev] != parent) continue;
+    }
+    const int32_t b = kv->table[s][nb],
+                  fill = kv->len[s] - nb * bs < bs ? kv->len[s] - nb * bs : bs;
+    const int32_t m = common_run(kv, b, fill, tk, want);
+    if (m > best_m) best = b, best_m = m;
+  }
+  if (best < 0) return 0;
+  /* held while a block is taken, so that eviction cannot pick it */
+  if (kv->ref[best] == 0) kv->n_evictable--;
+  kv->ref[best]++;
+  const int32_t dst = take_block(kv);
+  release_block(kv, best);
+  if (dst < 0) return 0;
+  copy_block(kv, dst, best, best_m);
+  kv->table[seq][nb] = dst;
+  return best_m;
 }
 
 int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n) {
@@ -269,7 +325,7 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
   if (kv->len[seq] != 0 || n <= 1) return kv->len[seq];
   uint64_t parent = 0;
   int32_t nb = 0;
-  /* whole blocks only, and leave at least one token to decode */
+  /* whole cached blocks first, leaving at least one token to decode */
   while ((nb + 1) * bs <= n - 1 && nb < kv->max_blocks_per_seq) {
     const int32_t *tk = tokens + (int64_t)nb * bs;
     uint64_t h = hash_block(parent, tk, bs);
@@ -285,6 +341,12 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
   }
   kv->n_seq_blocks[seq] = nb;
   kv->len[seq] = nb * bs;
+  /* then what another block holds of the rest, short of the last token */
+  const int32_t m = reuse_tail(kv, seq, nb, parent, tokens + (int64_t)nb * bs, n - 1 - nb * bs);
+  if (m > 0) {
+    kv->n_seq_blocks[seq] = nb + 1;
+    kv->len[seq] += m;
+  }
   return kv->len[seq];
 }
 

@@ -2,9 +2,14 @@
  * (block_size positions of K and of V each); every sequence has a block
  * table. Full blocks are registered in a prefix cache keyed by a hash chain
  * over their tokens and all tokens before them, so a new sequence whose
- * prompt starts the same way attaches them instead of recomputing. A block
- * is shared only when full and registered; a sequence writes only into
- * blocks it owns alone (truncating into a shared block copies it first).
+ * prompt starts the same way attaches them instead of recomputing; after
+ * them, the leading positions another block holds of the prompt's rest (a
+ * cached block that follows the same prefix, or a running sequence's
+ * block at that index) are copied into a block of its own, so a prompt
+ * that repeats one ending inside a block recomputes only its last token.
+ * A block is shared only when full and registered; a sequence writes only
+ * into blocks it owns alone (truncating into a shared block copies it
+ * first).
  * Blocks no sequence uses but that hold a cached prefix are evicted least
  * recently used first when the pool runs out.
  *

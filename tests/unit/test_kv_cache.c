@@ -1,0 +1,192 @@
+/* test_kv_cache.c: the paged KV cache's prefix reuse: whole cached blocks,
+ * then the leading positions of a block that follows the same prefix (a
+ * cached full block, or a running sequence's block), copied into a block
+ * of the new sequence's own; the values reused equal the ones stored, the
+ * copy is private (writing it leaves the source alone), at least one token
+ * is always left to decode, and every block comes back. For each cache
+ * type. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "runtime/kv_cache.h"
+#include "test_check.h"
+
+enum { LAYERS = 2, HEADS = 2, HD = 16, BS = 16, SEQS = 5, CTX = 128 };
+
+/* K and V of (token, position, layer) for every head: fixed pseudo-random
+ * values, never all zero */
+static void kv_values(int32_t token, int32_t pos, int layer, float *k, float *v) {
+  uint64_t x = (uint64_t)(uint32_t)token * 0x9e3779b97f4a7c15ull ^
+               (uint64_t)pos * 0xbf58476d1ce4e5b9ull ^ (uint64_t)layer * 0x94d049bb133111ebull;
+  for (int i = 0; i < HEADS * HD; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    k[i] = (float)((int)(x % 2001) - 1000) * 1e-3f;
+    v[i] = (float)((int)((x >> 20) % 2001) - 1000) * 1e-3f + 0.25f;
+  }
+}
+
+/* Appends tokens[from..to) to seq (positions from..to), all layers. */
+static void feed(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t from, int32_t to) {
+  float k[HEADS * HD], v[HEADS * HD];
+  for (int32_t p = from; p < to; p++) {
+    int st = pa_kv_reserve(kv, 1, &seq, &p);
+    CHECK(st == PASADA_OK, "reserve seq %d pos %d: %s", seq, p, pa_last_error());
+    if (st) return;
+    for (int l = 0; l < LAYERS; l++) {
+      kv_values(tokens[p], p, l, k, v);
+      pa_kv_store(kv, l, seq, p, k, v);
+    }
+    pa_kv_commit(kv, 1, &tokens[p], &seq, &p);
+  }
+}
+
+/* Positions [0, n) of seq read back as (token i, position i) stored them,
+ * to the cache type's rounding. */
+static void check_values(const pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n,
+                         const char *what) {
+  float k[HEADS * HD], v[HEADS * HD], kb[HD], vb[HD], ks[HEADS * HD], vs[HEADS * HD];
+  int bad = 0;
+  for (int32_t p = 0; p < n; p++)
+    for (int l = 0; l < LAYERS; l++) {
+      kv_values(tokens[p], p, l, k, v);
+      for (int h = 0; h < HEADS; h++) {
+        pa_kv_load(kv, l, seq, p, h, kb, vb);
+        memcpy(ks + h * HD, kb, sizeof kb);
+        memcpy(vs + h * HD, vb, sizeof vb);
+      }
+      for (int i = 0; i < HEADS * HD; i++) {
+        float tol = kv->type == PA_KV_F32 ? 0.0f : kv->type == PA_KV_F16 ? 1e-3f : 1.2e-2f;
+        float dk = ks[i] - k[i], dv = vs[i] - v[i];
+        if (dk > tol || dk < -tol || dv > tol || dv < -tol) bad++;
+      }
+    }
+  CHECK(bad == 0, "%s: %d values differ from the ones stored (%s cache)", what, bad,
+        pa_kv_type_name(kv->type));
+}
+
+/* Positions [0, n) of seqs a and b hold the same bits. */
+static void check_same(const pa_kv_cache *kv, int32_t a, int32_t b, int32_t n, const char *what) {
+  float ka[HD], va[HD], kb[HD], vb[HD];
+  int bad = 0;
+  for (int32_t p = 0; p < n; p++)
+    for (int l = 0; l < LAYERS; l++)
+      for (int h = 0; h < HEADS; h++) {
+        pa_kv_load(kv, l, a, p, h, ka, va);
+        pa_kv_load(kv, l, b, p, h, kb, vb);
+        bad += memcmp(ka, kb, sizeof ka) != 0 || memcmp(va, vb, sizeof va) != 0;
+      }
+  CHECK(bad == 0, "%s: %d (position, layer, head) rows differ (%s cache)", what, bad,
+        pa_kv_type_name(kv->type));
+}
+
+static void run(pa_kv_type type) {
+  pa_kv_cache kv;
+  int st = pa_kv_init(&kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
+  CHECK(st == PASADA_OK, "pa_kv_init: %s", pa_last_error());
+  if (st) return;
+  int32_t a[CTX], b[CTX];
+  for (int i = 0; i < CTX; i++) a[i] = 1000 + (i * 37) % 251;
+
+  /* a running sequence 0 of 40 tokens: 2 whole blocks and 8 positions */
+  feed(&kv, 0, a, 0, 40);
+  /* the same 40 tokens again: 2 blocks attached, 7 positions of seq 0's
+   * third block copied (the 40th is left to decode) */
+  int32_t got = pa_kv_reuse_prefix(&kv, 1, a, 40);
+  CHECK(got == 39, "same prompt as a running sequence: %d cached, want 39", got);
+  CHECK(kv.n_seq_blocks[1] == 3, "%d blocks", kv.n_seq_blocks[1]);
+  CHECK(kv.table[1][0] == kv.table[0][0] && kv.table[1][1] == kv.table[0][1],
+        "whole blocks are shared");
+  CHECK(kv.table[1][2] != kv.table[0][2], "the partial block is a copy");
+  check_same(&kv, 0, 1, 39, "copied positions");
+  check_values(&kv, 1, a, 39, "copied positions");
+  /* writing the copy leaves the source alone */
+  memcpy(b, a, sizeof b);
+  b[39] = 7; /* a different 40th token */
+  feed(&kv, 1, b, 39, 48);
+  check_values(&kv, 0, a, 40, "the source after its copy was written");
+  check_values(&kv, 1, b, 48, "the copy after its own writes");
+
+  /* a prompt that leaves seq 0's tokens at position 35: 35 cached */
+  memcpy(b, a, sizeof b);
+  b[35] = 9;
+  got = pa_kv_reuse_prefix(&kv, 2, b, 60);
+  CHECK(got == 35, "diverging at 35: %d cached", got);
+  check_values(&kv, 2, b, 35, "diverging prompt");
+  pa_kv_truncate(&kv, 2, 0);
+
+  /* a prompt shorter than the cached run: never all of it */
+  got = pa_kv_reuse_prefix(&kv, 2, a, 20);
+  CHECK(got == 19, "20-token prompt: %d cached, want 19", got);
+  pa_kv_truncate(&kv, 2, 0);
+  got = pa_kv_reuse_prefix(&kv, 2, a, 1);
+  CHECK(got == 0, "1-token prompt: %d cached", got);
+
+  /* nothing in common: nothing cached, no block taken */
+  const int32_t avail = pa_kv_available(&kv);
+  for (int i = 0; i < CTX; i++) b[i] = 5000 + i;
+  got = pa_kv_reuse_prefix(&kv, 2, b, 30);
+  CHECK(got == 0 && kv.n_seq_blocks[2] == 0, "unrelated prompt: %d cached", got);
+  CHECK(pa_kv_available(&kv) == avail, "no block taken: %d -> %d", avail, pa_kv_available(&kv));
+
+  /* seq 0 grows to 3 whole blocks (the third registered) and ends: a
+   * prompt that shares 37 tokens reuses 2 blocks + 5 positions of the
+   * cached third block, now in no sequence */
+  feed(&kv, 0, a, 40, 50);
+  pa_kv_truncate(&kv, 0, 0);
+  pa_kv_truncate(&kv, 1, 0);
+  memcpy(b, a, sizeof b);
+  b[37] = 11;
+  got = pa_kv_reuse_prefix(&kv, 3, b, 64);
+  CHECK(got == 37, "from a cached full block: %d cached, want 37", got);
+  check_values(&kv, 3, b, 37, "from a cached full block");
+  feed(&kv, 3, b, 37, 64);
+  check_values(&kv, 3, b, 64, "after the rest of the prompt");
+  /* the cached block itself is unchanged: a prompt of all 48 takes it whole */
+  got = pa_kv_reuse_prefix(&kv, 2, a, 49);
+  CHECK(got == 48, "the cached blocks after a copy was written: %d cached, want 48", got);
+  check_values(&kv, 2, a, 48, "the cached blocks after a copy was written");
+  pa_kv_truncate(&kv, 2, 0);
+  pa_kv_truncate(&kv, 3, 0);
+
+  /* no block to copy into: whole blocks only; one evictable: the copy.
+   * Seq 0 takes a's cached blocks again as a server would (2 whole, 7
+   * positions copied, its 40th decoded) */
+  got = pa_kv_reuse_prefix(&kv, 0, a, 40);
+  CHECK(got == 39, "a again: %d cached, want 39", got);
+  feed(&kv, 0, a, got, 40);
+  for (int s = 1; s < 4; s++) { /* the others fill the pool: 3 + 8 + 8 + 5 blocks */
+    for (int i = 0; i < CTX; i++) b[i] = 20000 * s + i;
+    feed(&kv, s, b, 0, s == 3 ? 80 : 128);
+  }
+  CHECK(pa_kv_available(&kv) == 0, "pool full: %d available", pa_kv_available(&kv));
+  got = pa_kv_reuse_prefix(&kv, 4, a, 40);
+  CHECK(got == 32 && kv.n_seq_blocks[4] == 2, "no block to copy into: %d cached, want 32", got);
+  pa_kv_truncate(&kv, 4, 0);
+  pa_kv_truncate(&kv, 3, 0); /* its 5 whole blocks stay cached, evictable */
+  CHECK(pa_kv_available(&kv) == 5, "%d available", pa_kv_available(&kv));
+  got = pa_kv_reuse_prefix(&kv, 4, a, 40);
+  CHECK(got == 39, "copy into an evicted block: %d cached, want 39", got);
+  check_same(&kv, 0, 4, 39, "copy into an evicted block");
+  check_values(&kv, 4, a, 39, "copy into an evicted block");
+
+  for (int s = 0; s < SEQS; s++) pa_kv_truncate(&kv, s, 0);
+  CHECK(pa_kv_available(&kv) == kv.n_blocks, "every block back: %d of %d", pa_kv_available(&kv),
+        kv.n_blocks);
+  pa_kv_free(&kv);
+}
+
+int main(void) {
+  run(PA_KV_F32);
+  run(PA_KV_F16);
+  run(PA_KV_Q8);
+  if (failures) {
+    printf("test_kv_cache: %d failures\n", failures);
+    return 1;
+  }
+  printf("test_kv_cache: ok\n");
+  return 0;
+}
