@@ -162,7 +162,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     const uint8_t *o = wg + (size_t)b * rec;
     if (T == 1) /* decode streams the weights: ask for them ahead */
       for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+        _mm_prefetch((const char *)o + PA_ILV_PREFETCH_AVX2 + c, _MM_HINT_T1);
     block_both(kind, o, xp, b, acc, T);
   }
 #pragma GCC unroll 4

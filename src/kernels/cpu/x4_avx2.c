@@ -269,7 +269,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     const uint8_t *w = wg + (size_t)b * rec;
     if (T == 1) /* decode streams the weights: ask for them ahead */
       for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+        _mm_prefetch((const char *)w + PA_ILV_PREFETCH_AVX2 + c, _MM_HINT_T1);
     if (kind == 2) {
       half_step6(w, xp, b, acc, T, 0);
       half_step6(w, xp, b, acc, T, 1);
