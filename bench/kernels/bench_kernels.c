@@ -37,6 +37,16 @@ static uint64_t rng(void) {
   return rng_state;
 }
 
+/* A random value in [-1, 1], in steps of 0.001. */
+static float rand_unit(void) { return (float)((int)(rng() % 2001) - 1000) * 1e-3f; }
+
+/* n random activations (rand_unit), pa_alloc'd. */
+static float *random_floats(int64_t n) {
+  float *x = pa_alloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; x && i < n; i++) x[i] = rand_unit();
+  return x;
+}
+
 /* Random payload; every 16-bit word that could be a scale is set to a sane
  * fp16 value by sweeping with the block stride (scales sit at fixed block
  * offsets; other bytes stay random). */
@@ -45,12 +55,12 @@ static void fill(pa_type type, uint8_t *p, size_t bytes) {
   if (!t->quantized) {
     if (type == PA_TYPE_F32) {
       for (size_t i = 0; i + 4 <= bytes; i += 4) {
-        float f = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+        float f = rand_unit();
         memcpy(p + i, &f, 4);
       }
     } else {
       for (size_t i = 0; i + 2 <= bytes; i += 2) {
-        float f = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+        float f = rand_unit();
         uint16_t h = type == PA_TYPE_F16 ? pa_f32_to_f16(f) : pa_f32_to_bf16(f);
         memcpy(p + i, &h, 2);
       }
@@ -121,18 +131,25 @@ static void maybe_ilv(pa_matrix *m, uint8_t **w) {
   m->layout = to;
 }
 
+/* A random rows x cols matrix of `type` (fill), as loaded with BENCH_ILV=1
+ * (maybe_ilv); *w: its bytes, to pa_free. */
+static void random_matrix(pa_matrix *m, uint8_t **w, pa_type type, int64_t rows, int64_t cols) {
+  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+  *w = pa_alloc(bytes);
+  fill(type, *w, bytes);
+  *m = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = *w};
+  maybe_ilv(m, w);
+}
+
 /* n_tokens tokens through one random `rows` x `cols` matrix of `type`:
  * the best time of reps runs (after one untimed run). */
 static double best_seconds(pa_pool *pool, pa_type type, int64_t rows, int64_t cols,
                            int64_t n_tokens, int reps) {
-  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
-  uint8_t *w = pa_alloc(bytes);
-  fill(type, w, bytes);
-  pa_matrix m = {.type = type, .rows = rows, .cols = cols, .data = w};
-  maybe_ilv(&m, &w);
-  float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
+  pa_matrix m;
+  uint8_t *w;
+  random_matrix(&m, &w, type, rows, cols);
+  float *x = random_floats(cols * n_tokens);
   float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
-  for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
   void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
   pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
   double best = 1e30;
@@ -163,15 +180,10 @@ typedef struct {
 static void decode_case_make(decode_case *d, pa_type type, double mb) {
   const int64_t cols = 4096;
   const int64_t rows = (int64_t)(mb * 1048576.0 / (double)pa_row_size(type, cols)) / 16 * 16;
-  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
-  d->w = pa_alloc(bytes);
-  fill(type, d->w, bytes);
-  d->m = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = d->w};
-  maybe_ilv(&d->m, &d->w);
+  random_matrix(&d->m, &d->w, type, rows, cols);
   d->bytes = pa_matrix_bytes(&d->m);
-  d->x = pa_alloc(sizeof(float) * cols);
+  d->x = random_floats(cols);
   d->y = pa_alloc(sizeof(float) * (size_t)rows);
-  for (int64_t i = 0; i < cols; i++) d->x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
   d->work = pa_alloc(pa_matmul_work_size(&d->m, 1) + 64);
 }
 
@@ -299,15 +311,9 @@ static void seq_mode(pa_pool *pool, int64_t n_tokens, const char *name, int64_t 
   pa_matrix *m = calloc((size_t)n_mats, sizeof *m);
   uint8_t **w = calloc((size_t)n_mats, sizeof *w);
   const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
-  for (int i = 0; i < n_mats; i++) {
-    w[i] = pa_alloc(bytes);
-    fill(type, w[i], bytes);
-    m[i] = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = w[i]};
-    maybe_ilv(&m[i], &w[i]);
-  }
-  float *x = pa_alloc(sizeof(float) * (size_t)(cols * n_tokens));
+  for (int i = 0; i < n_mats; i++) random_matrix(&m[i], &w[i], type, rows, cols);
+  float *x = random_floats(cols * n_tokens);
   float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
-  for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
   void *work = pa_alloc(pa_matmul_work_size(&m[0], n_tokens) + 64);
   double *t = calloc((size_t)passes, sizeof *t);
   const double ops = 2.0 * (double)rows * (double)cols * (double)n_tokens * n_mats;
