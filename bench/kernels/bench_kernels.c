@@ -38,7 +38,9 @@ static uint64_t rng(void) {
 }
 
 /* A random value in [-1, 1], in steps of 0.001. */
-static float rand_unit(void) { return (float)((int)(rng() % 2001) - 1000) * 1e-3f; }
+static float rand_unit(void) {
+  return (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+}
 
 /* n random activations (rand_unit), pa_alloc'd. */
 static float *random_floats(int64_t n) {
