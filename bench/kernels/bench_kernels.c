@@ -8,7 +8,8 @@
  *   build-kern/bench_kernels [threads] vsread [MB] [types...]
  *      (one token through ~MB (256) of weights against a plain AVX2 read
  *      of the same bytes on the same threads, alternated 15 times: the
- *      median ratio; BENCH_ILV=1 for the layouts the loader gives)
+ *      median ratio; BENCH_ILV=1 for the layouts the loader gives;
+ *      BENCH_COLS=N: rows of N columns instead of 4096)
  *   build-kern/bench_kernels [threads] seq [TOKENS] [type] [rows] [cols] [N] [passes]
  *      (TOKENS (16) through N (60) distinct matrices in turn, as a model's
  *      layers, against N products on one cache-resident matrix: Q4_1 1536
@@ -180,7 +181,8 @@ typedef struct {
 } decode_case;
 
 static void decode_case_make(decode_case *d, pa_type type, double mb) {
-  const int64_t cols = 4096;
+  const char *env = getenv("BENCH_COLS");
+  const int64_t cols = env && atoll(env) >= 256 ? atoll(env) / 256 * 256 : 4096;
   const int64_t rows = (int64_t)(mb * 1048576.0 / (double)pa_row_size(type, cols)) / 16 * 16;
   random_matrix(&d->m, &d->w, type, rows, cols);
   d->bytes = pa_matrix_bytes(&d->m);

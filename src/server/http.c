@@ -219,31 +219,41 @@ static void deadline_in(struct timespec *ts, int ms) {
 /* Waits until the job has output past (text_off, lp_off) (unless
  * only_finish) or has finished. False when the client hung up meanwhile (the
  * job is then cancelled). Also returns true after max_wait_s without news
- * (the stream then sends a ping). */
+ * (the stream then sends a ping). Output is waited for on the scheduler's
+ * bell (rung once per step for every reader), the finish alone on the
+ * job's condition variable. */
 static bool wait_output(srv_state *st, struct MHD_Connection *c, srv_job *j, bool only_finish,
                         size_t text_off, size_t lp_off, double max_wait_s) {
   double t0 = srv_now(), checked = t0;
-  pthread_mutex_lock(&j->mu);
-  while (j->finish == SRV_PENDING &&
-         (only_finish || (j->n_text == text_off && j->n_lp == lp_off))) {
-    struct timespec ts;
-    deadline_in(&ts, WAIT_SLICE_MS);
-    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+  srv_bell *bell = only_finish ? NULL : j->bell;
+  for (;;) {
+    const uint32_t epoch = bell ? srv_bell_epoch(bell) : 0; /* before the look (server.h) */
+    pthread_mutex_lock(&j->mu);
+    if (j->finish != SRV_PENDING ||
+        (!only_finish && (j->n_text != text_off || j->n_lp != lp_off))) {
+      pthread_mutex_unlock(&j->mu);
+      return true;
+    }
+    if (bell) {
+      pthread_mutex_unlock(&j->mu);
+      srv_bell_wait(bell, epoch, WAIT_SLICE_MS);
+    } else {
+      struct timespec ts;
+      deadline_in(&ts, WAIT_SLICE_MS);
+      pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+      pthread_mutex_unlock(&j->mu);
+    }
     /* by the clock, not on timeouts only: a job producing tokens faster
      * than the slice wakes us before every timeout */
     double now = srv_now();
     if (now - checked < WAIT_SLICE_MS * 1e-3) continue;
     checked = now;
-    pthread_mutex_unlock(&j->mu);
     if (client_gone(c)) {
       srv_sched_cancel(st->sched, j);
       return false;
     }
     if (now - t0 >= max_wait_s) return true;
-    pthread_mutex_lock(&j->mu);
   }
-  pthread_mutex_unlock(&j->mu);
-  return true;
 }
 
 /* ---- streaming ---- */

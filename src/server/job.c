@@ -1,11 +1,15 @@
 /* job.c: the life of a job (one request between the HTTP thread and the
  * scheduler): creation, reference counting, and the output the scheduler
  * produces into it (text, logprobs, the finish). */
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/server.h"
 
@@ -32,6 +36,25 @@ bool srv_fail(srv_error *e, int status, const char *type, const char *code, cons
   return false;
 }
 
+uint32_t srv_bell_epoch(srv_bell *b) {
+  return atomic_load(&b->epoch);
+}
+
+void srv_bell_wait(srv_bell *b, uint32_t seen, int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  atomic_fetch_add(&b->sleepers, 1);
+  /* returns at once when the epoch is no longer `seen` */
+  syscall(SYS_futex, (uint32_t *)&b->epoch, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+  atomic_fetch_sub(&b->sleepers, 1);
+}
+
+void srv_bell_ring(srv_bell *b) {
+  atomic_fetch_add(&b->epoch, 1);
+  /* a sleeper that registers after this load sees the new epoch */
+  if (atomic_load(&b->sleepers) > 0)
+    syscall(SYS_futex, (uint32_t *)&b->epoch, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 srv_job *srv_job_create(void) {
   srv_job *j = calloc(1, sizeof *j);
   if (!j) return NULL;
@@ -39,6 +62,7 @@ srv_job *srv_job_create(void) {
   pthread_cond_init(&j->cv, NULL);
   atomic_init(&j->cancelled, false);
   atomic_init(&j->refs, 1);
+  j->bell = NULL;
   j->seq = -1;
   j->next_token = -1;
   j->created = srv_unix_time();
@@ -94,7 +118,7 @@ bool srv_job_emit(srv_job *j, const char *text, size_t n, const srv_token_logpro
     j->lp[j->n_lp++] = *lp;
   else if (lp)
     ok = false;
-  pthread_cond_broadcast(&j->cv);
+  if (!j->bell) pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
   return ok;
 }
@@ -108,6 +132,7 @@ void srv_job_finish(srv_job *j, srv_finish why, const srv_error *err) {
   }
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
+  if (j->bell) srv_bell_ring(j->bell);
 }
 
 const char *srv_finish_name(srv_finish f) {

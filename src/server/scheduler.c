@@ -32,6 +32,8 @@ struct srv_sched {
   bool draining;
   double drain_deadline;
 
+  srv_bell bell; /* rung after each step's output (server.h) */
+
   /* scheduler thread only */
   srv_job **slot;
   uint64_t *slot_order; /* admission order, for oldest-first prefill */
@@ -60,6 +62,8 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->pool_blocks = kv.n_blocks;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  atomic_init(&s->bell.epoch, 0);
+  atomic_init(&s->bell.sleepers, 0);
   s->cap_batch = n_seq_max + s->prefill_chunk;
   s->slot = calloc((size_t)n_seq_max, sizeof *s->slot);
   s->slot_order = calloc((size_t)n_seq_max, sizeof *s->slot_order);
@@ -98,6 +102,7 @@ srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j) {
     r = SRV_SUBMIT_QUEUE_FULL;
   if (r == SRV_SUBMIT_OK) {
     srv_job_retain(j);
+    j->bell = &s->bell;
     j->t_submit = srv_now();
     j->next = NULL;
     if (s->queue_tail)
@@ -417,6 +422,7 @@ static void run_step(srv_sched *s) {
     const float *logits = pasada_get_logits(s->ctx, t);
     if (logits && s->slot[s->b_seq[t]]) on_logits(s, s->b_seq[t], logits);
   }
+  srv_bell_ring(&s->bell); /* the readers of this step's output, all at once */
 }
 
 static void publish_gauges(srv_sched *s) {
