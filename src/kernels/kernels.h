@@ -212,6 +212,35 @@ void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, 
                      const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
                      int64_t n_tokens, void *work);
 
+/* What a product job can do besides the products, so that the ops around
+ * a product need no job (and no pass over their rows) of their own; every
+ * result has the bits of the ops run one after another:
+ * - norm_w (non-NULL): each row of x is first RMS-normalised with these
+ *   weights (pa_rmsnorm, eps norm_eps) as it is quantized; the normalised
+ *   row lives only in a per-thread buffer. Only for matrices for which
+ *   pa_matmul_can_norm is true (quantized activations, at most
+ *   PA_MATMUL_NORM_COLS columns);
+ * - epi (non-NULL): epi(epi_arg, m, r0, r1) once rows [r0, r1) of output m
+ *   are computed for every token, by the task that computed them, before
+ *   the job ends; r0 and r1 are multiples of grain (or r1 = the rows), so
+ *   an epilogue can work on whole heads. grain: a multiple of 16 (0: 16). */
+#define PA_MATMUL_NORM_COLS 8192
+typedef void (*pa_matmul_epi_fn)(void *arg, int m, int64_t r0, int64_t r1);
+typedef struct {
+  const float *norm_w;
+  float norm_eps;
+  pa_matmul_epi_fn epi;
+  void *epi_arg;
+  int64_t grain;
+} pa_matmul_fuse;
+bool pa_matmul_can_norm(const pa_matrix *w);
+void pa_matmul_multi_fused(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+                           int64_t x_stride, int64_t n_tokens, void *work, const pa_matmul_fuse *f);
+/* pa_matmul_gated with f's norm (its epilogue and grain are not used). */
+void pa_matmul_gated_fused(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+                           const float *x, int64_t x_stride, float *h, float *h_up,
+                           int64_t h_stride, int64_t n_tokens, void *work, const pa_matmul_fuse *f);
+
 /* The reference path's product (kernels/cpu/exact.c): weights dequantized
  * to F32, activations not quantized, double sums. work: at least
  * pa_matmul_exact_work_size bytes for a pool of n_threads. */

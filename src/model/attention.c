@@ -549,14 +549,17 @@ static void store_task(void *arg, int i, int n) {
     pa_kv_store(&j->c->kv, j->layer, j->b->seq[t], j->b->pos[t], j->c->s.k + t * K, j->c->s.v + t * VV);
 }
 
-void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_t window) {
-  const pa_hparams *hp = &c->model->hp;
+void pa_kv_store_batch(struct pa_context *c, const pa_fwd_batch *b, int layer) {
   store_job sj = {.c = c, .b = b, .layer = layer};
   const int32_t n_store = b->n < 4 * c->n_threads ? b->n : 4 * c->n_threads;
   if (n_store <= 1 || !c->pool)
     store_task(&sj, 0, 1);
   else
     pa_pool_run_tasks(c->pool, store_task, &sj, n_store);
+}
+
+void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_t window) {
+  const pa_hparams *hp = &c->model->hp;
   /* the reference path takes the plain twin, as its products take exact.c */
   attn_job j = {.c = c, .b = b, .kt = c->reference_path ? pa_attn_plain() : pa_attn_current(),
                 .layer = layer, .window = window};

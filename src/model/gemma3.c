@@ -25,18 +25,13 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
     const pa_layer *L = &m->layers[l];
     const bool local = hp->swa_layer[l];
     /* attention block (PA_PROF: `pasada profile` times each op when on) */
-    PA_PROF(c, b, PA_OP_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->x, L->attn_norm, n, E));
-    PA_PROF(c, b, PA_OP_QKV, l, n, pa_qkv(c, L, s->xb, n));
-    PA_PROF(c, b, PA_OP_Q_NORM, l, n, pa_head_norm(c, s->q, L->q_norm, n, hp->n_head));
-    PA_PROF(c, b, PA_OP_K_NORM, l, n, pa_head_norm(c, s->k, L->k_norm, n, hp->n_head_kv));
-    PA_PROF(c, b, PA_OP_ROPE, l, n, pa_rope_apply(c, b, local));
+    pa_attn_input(c, b, L, l, local); /* norm, q/k/v, head norms, RoPE, KV store */
     PA_PROF(c, b, PA_OP_ATTENTION, l, n, pa_attention(c, b, l, local ? hp->sliding_window : 0));
     PA_PROF(c, b, PA_OP_O, l, n, pa_linear(c, &L->wo, s->att, s->xb, n));
     PA_PROF(c, b, PA_OP_POST_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_attn_norm, n, E));
     PA_PROF(c, b, PA_OP_ATTN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
     /* feed-forward block */
-    PA_PROF(c, b, PA_OP_FFN_NORM, l, n, pa_norm_rows(c, s->xb, s->x, L->ffn_norm, n, E));
-    pa_ffn(c, L, s->xb, s->xb, n);
+    pa_ffn(c, L, s->x, L->ffn_norm, s->xb, n); /* with its norm */
     PA_PROF(c, b, PA_OP_POST_FFN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_ffn_norm, n, E));
     PA_PROF(c, b, PA_OP_FFN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
     pa_layer_done(c, l, n);

@@ -8,6 +8,7 @@
 #include "base/base.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "runtime/kv_cache.h"
 
 void pa_embed(struct pa_context *c, const pa_fwd_batch *b, float scale) {
   int64_t E = c->model->hp.n_embd;
@@ -132,10 +133,107 @@ static void rope_rows(struct pa_context *c, int32_t t0, int32_t t1, bool swa) {
   }
 }
 
-void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, float *out, int32_t n_tok) {
-  int64_t F = c->model->hp.n_ff;
+/* ---- the attention block's inputs (pa_attn_input) ---- */
+
+/* What one task does with rows [r0, r1) of q (m 0), k (1) or v (2), whole
+ * heads, for every token, once the product has computed them: what the ops
+ * would do one after another over all rows (the same functions, so the same
+ * bits): the bias, the per-head norm, RoPE, the store into the cache. */
+typedef struct {
+  struct pa_context *c;
+  const pa_fwd_batch *b;
+  const pa_layer *L;
+  int layer;
+  bool swa;
+} attn_in_job;
+
+static void attn_in_rows(void *arg, int m, int64_t r0, int64_t r1) {
+  const attn_in_job *j = arg;
+  struct pa_context *c = j->c;
+  const pa_hparams *hp = &c->model->hp;
+  const pa_layer *L = j->L;
+  const int hd = m == 2 ? hp->head_dim_v : hp->head_dim, half = hp->rope_dim / 2;
+  const int h0 = (int)(r0 / hd), h1 = (int)(r1 / hd);
+  const int64_t stride = m == 0 ? L->wq.rows : m == 1 ? L->wk.rows : L->wv.rows;
+  float *y = m == 0 ? c->s.q : m == 1 ? c->s.k : c->s.v;
+  const float *bias = m == 0 ? L->bq : m == 1 ? L->bk : L->bv;
+  const float *hnorm = m == 0 ? L->q_norm : m == 1 ? L->k_norm : NULL;
+  const float *ct = j->swa ? c->s.rope_cos_swa : c->s.rope_cos;
+  const float *st = j->swa ? c->s.rope_sin_swa : c->s.rope_sin;
+  for (int32_t t = 0; t < j->b->n; t++) {
+    float *row = y + t * stride;
+    if (bias) pa_add(row + r0, bias + r0, r1 - r0);
+    for (int h = h0; h < h1; h++) {
+      float *head = row + (int64_t)h * hd;
+      if (hnorm) pa_rmsnorm(head, head, hnorm, hd, hp->norm_eps);
+      if (m < 2) pa_rope(head, 1, hd, hp->rope_dim, ct + t * half, st + t * half, hp->rope_neox);
+      if (m == 1) pa_kv_store_k(&c->kv, j->layer, j->b->seq[t], j->b->pos[t], h, head);
+      if (m == 2) pa_kv_store_v(&c->kv, j->layer, j->b->seq[t], j->b->pos[t], h, head);
+    }
+  }
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    const int64_t r = a % b;
+    a = b, b = r;
+  }
+  return a;
+}
+
+void pa_attn_input(struct pa_context *c, const pa_fwd_batch *b, const pa_layer *L, int l,
+                   bool swa) {
+  const pa_hparams *hp = &c->model->hp;
+  const int32_t n = b->n;
+  pa_scratch *s = &c->s;
+  if (!c->reference_path && pa_matmul_can_norm(&L->wq) && pa_matmul_can_norm(&L->wk) &&
+      pa_matmul_can_norm(&L->wv)) {
+    /* rows per task in whole heads of q, k and v, and in 16s */
+    int64_t grain = 16;
+    grain = grain / gcd64(grain, hp->head_dim) * hp->head_dim;
+    grain = grain / gcd64(grain, hp->head_dim_v) * hp->head_dim_v;
+    attn_in_job j = {c, b, L, l, swa};
+    const pa_matmul_fuse f = {.norm_w = L->attn_norm,
+                              .norm_eps = hp->norm_eps,
+                              .epi = attn_in_rows,
+                              .epi_arg = &j,
+                              .grain = grain};
+    const pa_matmul_out outs[3] = {
+        {&L->wq, s->q, L->wq.rows}, {&L->wk, s->k, L->wk.rows}, {&L->wv, s->v, L->wv.rows}};
+    PA_PROF(c, b, PA_OP_QKV, l, n,
+            pa_matmul_multi_fused(c->pool, outs, 3, s->x, hp->n_embd, n, s->work, &f));
+    return;
+  }
+  /* op by op: the reference path, and matrices whose activations stay floats */
+  PA_PROF(c, b, PA_OP_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->x, L->attn_norm, n, hp->n_embd));
+  PA_PROF(c, b, PA_OP_QKV, l, n, pa_qkv(c, L, s->xb, n));
+  if (L->bq || L->bk || L->bv) {
+    PA_PROF(c, b, PA_OP_QKV_BIAS, l, n, {
+      pa_add_bias(s->q, L->bq, n, L->wq.rows);
+      pa_add_bias(s->k, L->bk, n, L->wk.rows);
+      pa_add_bias(s->v, L->bv, n, L->wv.rows);
+    });
+  }
+  if (L->q_norm) PA_PROF(c, b, PA_OP_Q_NORM, l, n, pa_head_norm(c, s->q, L->q_norm, n, hp->n_head));
+  if (L->k_norm)
+    PA_PROF(c, b, PA_OP_K_NORM, l, n, pa_head_norm(c, s->k, L->k_norm, n, hp->n_head_kv));
+  PA_PROF(c, b, PA_OP_ROPE, l, n, pa_rope_apply(c, b, swa));
+  PA_PROF(c, b, PA_OP_KV_STORE, l, n, pa_kv_store_batch(c, b, l));
+}
+
+void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, const float *norm, float *out,
+            int32_t n_tok) {
+  const pa_hparams *hp = &c->model->hp;
+  int64_t F = hp->n_ff;
   int l = (int)(L - c->model->layers); /* for the profiler */
-  const bool silu = c->model->hp.act == PA_ACT_SILU;
+  const bool silu = hp->act == PA_ACT_SILU;
+  const bool fuse =
+      !c->reference_path && pa_matmul_can_norm(&L->w_gate) && pa_matmul_can_norm(&L->w_up);
+  if (!fuse) { /* the norm on its own, into xb */
+    PA_PROF(c, NULL, PA_OP_FFN_NORM, l, n_tok,
+            pa_norm_rows(c, c->s.xb, x, norm, n_tok, hp->n_embd));
+    x = c->s.xb;
+  }
   if (c->reference_path) {
     PA_PROF(c, NULL, PA_OP_GATE_UP, l, n_tok, {
       pa_linear(c, &L->w_gate, x, c->s.h1, n_tok);
@@ -144,9 +242,12 @@ void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, float *out,
       (silu ? plain->silu_mul : plain->gelu_tanh_mul)(c->s.h1, c->s.h2, (int64_t)n_tok * F);
     });
   } else {
-    PA_PROF(c, NULL, PA_OP_GATE_UP, l, n_tok,
-            pa_matmul_gated(c->pool, &L->w_gate, &L->w_up, silu ? pa_silu_mul : pa_gelu_tanh_mul, x,
-                            L->w_gate.cols, c->s.h1, c->s.h2, F, n_tok, c->s.work));
+    /* with the norm as the activations are quantized, when fused */
+    const pa_matmul_fuse f = {.norm_w = fuse ? norm : NULL, .norm_eps = hp->norm_eps};
+    PA_PROF(
+        c, NULL, PA_OP_GATE_UP, l, n_tok,
+        pa_matmul_gated_fused(c->pool, &L->w_gate, &L->w_up, silu ? pa_silu_mul : pa_gelu_tanh_mul,
+                              x, L->w_gate.cols, c->s.h1, c->s.h2, F, n_tok, c->s.work, &f));
   }
   PA_PROF(c, NULL, PA_OP_DOWN, l, n_tok, pa_linear(c, &L->w_down, c->s.h1, out, n_tok));
 }

@@ -133,6 +133,16 @@ void pa_norm_rows(struct pa_context *ctx, float *out, const float *in, const flo
 #define PA_ROWS_PAR 4
 /* x += y over n_tok rows of n (the residual adds). */
 void pa_add_rows(struct pa_context *ctx, float *x, const float *y, int32_t n_tok, int64_t n);
+/* The attention block's inputs for layer l: n = rmsnorm(x) (attn_norm);
+ * q, k, v = Wq n, Wk n, Wv n (+ biases); the per-head norms of q and k
+ * (when the layer has them); RoPE of q and k (swa: the sliding-window
+ * tables); k and v into the cache. Where the three matrices allow it
+ * (kernels.h, pa_matmul_can_norm) one pool job does all of it: the norm as
+ * the activations are quantized, the rest per task over whole heads as they
+ * come out of the product (profiled as attn_qkv); otherwise op by op. The
+ * same bits either way. */
+void pa_attn_input(struct pa_context *ctx, const pa_fwd_batch *b, const pa_layer *L, int l,
+                   bool swa);
 /* y = W x over n_tok rows (strides are the row lengths) */
 void pa_linear(struct pa_context *ctx, const pa_matrix *w, const float *x, float *y, int32_t n_tok);
 /* q, k, v = Wq x, Wk x, Wv x into ctx->s.q/k/v: one pool job when the
@@ -146,13 +156,18 @@ void pa_head_norm(struct pa_context *ctx, float *x, const float *w, int32_t n_to
 void pa_rope_prepare(struct pa_context *ctx, const pa_fwd_batch *b);
 /* Rotates q and k of the batch; swa selects the sliding-window tables. */
 void pa_rope_apply(struct pa_context *ctx, const pa_fwd_batch *b, bool swa);
-/* Writes k, v into the cache of layer l, then causal (windowed when
- * window > 0) attention of every batch token over its sequence; result in
- * ctx->s.att ([n_tok][n_head*head_dim_v]). */
+/* Writes the batch's k, v (ctx->s.k, s.v) into the cache of layer l. */
+void pa_kv_store_batch(struct pa_context *ctx, const pa_fwd_batch *b, int layer);
+/* Causal (windowed when window > 0) attention of every batch token over its
+ * sequence in the cache of layer l (the batch's own k and v already stored);
+ * result in ctx->s.att ([n_tok][n_head*head_dim_v]). */
 void pa_attention(struct pa_context *ctx, const pa_fwd_batch *b, int layer, int32_t window);
-/* Gated FFN: h = act(W_gate x) * (W_up x) (one pool job with the
- * activation fused, kernels.h pa_matmul_gated); out = W_down h */
-void pa_ffn(struct pa_context *ctx, const pa_layer *L, const float *x, float *out, int32_t n_tok);
+/* Gated FFN of n = rmsnorm(x) * norm: h = act(W_gate n) * (W_up n) (one
+ * pool job with the activation fused, and the norm too where the matrices
+ * allow: kernels.h, pa_matmul_gated_fused); out = W_down h. out may be
+ * ctx->s.xb (not x). */
+void pa_ffn(struct pa_context *ctx, const pa_layer *L, const float *x, const float *norm,
+            float *out, int32_t n_tok);
 /* Reports layer l's output to the context's layer hook, if any. */
 static inline void pa_layer_done(struct pa_context *c, int l, int32_t n_tok) {
   if (c->layer_hook) c->layer_hook(c->layer_hook_user, l, c->s.x, n_tok, c->model->hp.n_embd);
@@ -167,7 +182,7 @@ void pa_output(struct pa_context *ctx, const pa_fwd_batch *b);
 typedef enum {
   PA_OP_EMBED, PA_OP_ROPE_TABLE,
   PA_OP_ATTN_NORM, PA_OP_QKV, PA_OP_QKV_BIAS, PA_OP_Q_NORM, PA_OP_K_NORM,
-  PA_OP_ROPE, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
+  PA_OP_ROPE, PA_OP_KV_STORE, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
   PA_OP_FFN_NORM, PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM,
   PA_OP_FFN_RESIDUAL, PA_OP_OUTPUT_NORM, PA_OP_OUTPUT,
   PA_OP_TOKENIZE, PA_OP_SAMPLE, /* timed by the profile driver around the public API */

@@ -355,30 +355,49 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
 /* Byte of value d of position `off` in a Q8 K part (pairs of d). */
 static int64_t q8_k_at(int32_t d, int32_t off, int32_t bs) { return ((int64_t)(d >> 1) * bs + off) * 2 + (d & 1); }
 
-void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k, const float *v) {
-  const int32_t hk = kv->head_dim_k, hv = kv->head_dim_v, bs = kv->block_size, off = pos % bs;
+void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
+                   const float *ks) {
+  const int32_t hk = kv->head_dim_k, bs = kv->block_size, off = pos % bs;
   const pa_ops_kernels *ops = pa_ops_current();
-  for (int32_t h = 0; h < kv->n_head_kv; h++) {
-    uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h), *vd = pa_kv_v_at(kv, layer, seq, pos, h);
-    const float *ks = k + (int64_t)h * hk, *vs = v + (int64_t)h * hv;
-    if (kv->type == PA_KV_F16) {
-      uint16_t buf[256];
-      for (int32_t d0 = 0; d0 < hk; d0 += 256) {
-        const int32_t n = hk - d0 < 256 ? hk - d0 : 256;
-        ops->f32_to_f16(buf, ks + d0, n);
-        for (int32_t d = 0; d < n; d++) ((uint16_t *)(void *)kd)[(int64_t)(d0 + d) * bs + off] = buf[d];
-      }
-      ops->f32_to_f16((uint16_t *)(void *)vd, vs, hv);
-    } else if (kv->type == PA_KV_Q8) {
-      int8_t kq[512], vq[512];
-      pa_kv_k_scales(kv, kd)[off] = ops->q8_row(kq, ks, hk);
-      for (int32_t d = 0; d < hk; d++) ((int8_t *)kd)[q8_k_at(d, off, bs)] = kq[d];
-      *pa_kv_v_scale(kv, layer, seq, pos, h) = ops->q8_row(vq, vs, hv);
-      for (int32_t d = 0; d < hv; d++) ((int8_t *)vd)[2 * d] = vq[d];
-    } else {
-      for (int32_t d = 0; d < hk; d++) ((float *)(void *)kd)[(int64_t)d * bs + off] = ks[d];
-      memcpy(vd, vs, (size_t)hv * sizeof(float));
+  uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h);
+  if (kv->type == PA_KV_F16) {
+    uint16_t buf[256];
+    for (int32_t d0 = 0; d0 < hk; d0 += 256) {
+      const int32_t n = hk - d0 < 256 ? hk - d0 : 256;
+      ops->f32_to_f16(buf, ks + d0, n);
+      for (int32_t d = 0; d < n; d++)
+        ((uint16_t *)(void *)kd)[(int64_t)(d0 + d) * bs + off] = buf[d];
     }
+  } else if (kv->type == PA_KV_Q8) {
+    int8_t kq[512];
+    pa_kv_k_scales(kv, kd)[off] = ops->q8_row(kq, ks, hk);
+    for (int32_t d = 0; d < hk; d++) ((int8_t *)kd)[q8_k_at(d, off, bs)] = kq[d];
+  } else {
+    for (int32_t d = 0; d < hk; d++) ((float *)(void *)kd)[(int64_t)d * bs + off] = ks[d];
+  }
+}
+
+void pa_kv_store_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
+                   const float *vs) {
+  const int32_t hv = kv->head_dim_v;
+  const pa_ops_kernels *ops = pa_ops_current();
+  uint8_t *vd = pa_kv_v_at(kv, layer, seq, pos, h);
+  if (kv->type == PA_KV_F16) {
+    ops->f32_to_f16((uint16_t *)(void *)vd, vs, hv);
+  } else if (kv->type == PA_KV_Q8) {
+    int8_t vq[512];
+    *pa_kv_v_scale(kv, layer, seq, pos, h) = ops->q8_row(vq, vs, hv);
+    for (int32_t d = 0; d < hv; d++) ((int8_t *)vd)[2 * d] = vq[d];
+  } else {
+    memcpy(vd, vs, (size_t)hv * sizeof(float));
+  }
+}
+
+void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k,
+                 const float *v) {
+  for (int32_t h = 0; h < kv->n_head_kv; h++) {
+    pa_kv_store_k(kv, layer, seq, pos, h, k + (int64_t)h * kv->head_dim_k);
+    pa_kv_store_v(kv, layer, seq, pos, h, v + (int64_t)h * kv->head_dim_v);
   }
 }
 

@@ -110,6 +110,12 @@ static inline float *pa_kv_v_scale(const pa_kv_cache *kv, int layer, int32_t seq
 /* Writes position pos of sequence seq in layer `layer`: k_row and v_row
  * floats (every head, head after head), converted to the cache's type. */
 void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k, const float *v);
+/* The same for KV head h's K (head_dim_k floats) or V (head_dim_v) alone:
+ * pa_kv_store is these for every head. */
+void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
+                   const float *k);
+void pa_kv_store_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
+                   const float *v);
 /* Reads KV head h of that position back as floats (head_dim_k and
  * head_dim_v of them; tests and references). */
 void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h, float *k, float *v);

@@ -130,6 +130,7 @@ static const struct {
     [PA_OP_Q_NORM] = {"attn_q_norm", "norm", 0},
     [PA_OP_K_NORM] = {"attn_k_norm", "norm", 0},
     [PA_OP_ROPE] = {"rope", "rope", ROWS},
+    [PA_OP_KV_STORE] = {"kv_store", "attention", 1},
     [PA_OP_ATTENTION] = {"attention", "attention", 1},
     [PA_OP_O] = {"attn_output", "matmul", 1},
     [PA_OP_POST_ATTN_NORM] = {"post_attention_norm", "norm", ROWS},
@@ -243,8 +244,11 @@ static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot
       b = T * (Q + K) * 8 + T * half * 8;
       f = 3.0 * T * (hp->n_head + hp->n_head_kv) * hp->rope_dim;
       break;
-    case PA_OP_ATTENTION: /* KV rows read once (kv_elt bytes a value); the new rows stored; q read, output written */
-      b = s->span * (K + VV) * kv_elt + T * (K + VV) * (4 + kv_elt) + T * (Q + O) * 4;
+    case PA_OP_KV_STORE: /* the new K and V rows read, converted and stored */
+      b = T * (K + VV) * (4 + kv_elt);
+      break;
+    case PA_OP_ATTENTION: /* KV rows read once (kv_elt bytes a value); q read, output written */
+      b = s->span * (K + VV) * kv_elt + T * (Q + O) * 4;
       f = s->span * 2 * hp->n_head * (hd + hdv);
       break;
     case PA_OP_ATTN_RESIDUAL:

@@ -77,10 +77,12 @@ def test_json_structure(smol, smollm2):
     assert pre["tokens"] == 48 and dec["tokens"] == 12 and dec["decode_calls"] == 12
     assert len(pre["layers_s"]) == 30 and all(t > 0 for t in pre["layers_s"])
     names = {o["name"] for o in dec["by_name"]}
-    for n in LAYER_MATMULS + ("attention", "attn_norm", "ffn_norm", "rope", "attn_residual",
-                              "ffn_residual", "token_embd", "rope_table", "output_norm", "output", "sample",
-                              "(engine overhead)"):
+    for n in LAYER_MATMULS + ("attention", "attn_residual", "ffn_residual", "token_embd", "rope_table",
+                              "output_norm", "output", "sample", "(engine overhead)"):
         assert n in names, n
+    # quantized weights: the norms, RoPE and the K/V store run inside the products' jobs
+    for n in ("attn_norm", "ffn_norm", "rope", "kv_store"):
+        assert n not in names, n
     assert "tokenize" in {o["name"] for o in pre["by_name"]}
     ops = {o["name"]: o for o in dec["ops"]}
     for layer in (0, 29):
@@ -139,8 +141,11 @@ def test_svg_is_well_formed(smol):
 def test_json_gemma3_ops(gemma):
     assert gemma["arch"] == "gemma3" and gemma["ceilings"] is None
     names = {o["name"] for o in gemma["phases"]["decode"]["by_name"]}
-    for n in ("attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm", "output"):
+    for n in ("post_attention_norm", "post_ffw_norm", "output"):
         assert n in names
+    # the head norms run in the q/k/v product's tasks (quantized weights)
+    for n in ("attn_q_norm", "attn_k_norm", "attn_norm", "rope", "kv_store"):
+        assert n not in names, n
     for o in gemma["phases"]["decode"]["ops"]:
         assert o["bound"] is None and o["gap_s"] is None  # no ceilings: no verdicts
 

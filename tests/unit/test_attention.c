@@ -290,6 +290,7 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
     memcpy(c.s.k, ka, sizeof(float) * (size_t)(N * K));
     memcpy(c.s.v, va, sizeof(float) * (size_t)(N * V));
     pa_fwd_batch b = {.n = N, .token = tok, .pos = pos, .seq = seq};
+    pa_kv_store_batch(&c, &b, layer);
     pa_attention(&c, &b, layer, window);
     memcpy(batched, c.s.att, sizeof(float) * (size_t)(N * O));
     /* each token alone, in batch order (positions ascend within a sequence) */
@@ -298,6 +299,7 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
       memcpy(c.s.k, ka + t * K, sizeof(float) * (size_t)K);
       memcpy(c.s.v, va + t * V, sizeof(float) * (size_t)V);
       pa_fwd_batch one = {.n = 1, .token = tok, .pos = &pos[t], .seq = &seq[t]};
+      pa_kv_store_batch(&c, &one, layer);
       pa_attention(&c, &one, layer, window);
       if (memcmp(c.s.att, batched + t * O, sizeof(float) * (size_t)O) && failures++ < 10)
         printf("FAIL %s pa_attention hd %d group %d, %d threads, layer %d: token %d (seq %d pos %d) differs "

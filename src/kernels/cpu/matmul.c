@@ -81,6 +81,7 @@
 #include "base/base.h"
 #include "kernels/kernels.h"
 #include "kernels/layout.h"
+#include "kernels/ops.h"
 
 /* Rows per thread come in multiples of this, so two threads never write
  * the same 64-byte line of y (16 floats). */
@@ -143,6 +144,14 @@ typedef struct {
   size_t xp_row;              /* bytes per packed row */
   int64_t kcols;              /* columns per chunk of the packed rows (cols: one chunk) */
   const pa_ilv_kernel *ilv;   /* interleaved weights (every matrix): their kernel, or NULL */
+  /* pa_matmul_fuse: x's rows normalised before they are quantized, the
+   * epilogue per task, rows per task in multiples of grain */
+  const float *norm_w;
+  float norm_eps;
+  pa_matmul_epi_fn epi;
+  void *epi_arg;
+  int m_base; /* the epilogue's index of this job's first matrix */
+  int64_t grain;
 } matmul_job;
 
 /* Activation types whose rows also get per-block float scales and sums. */
@@ -223,29 +232,45 @@ static const uint8_t *packed_x(const matmul_job *j, int64_t c0, int64_t t) {
   return j->xp + (size_t)j->n_tokens * (c0 ? g->x_size(c0) : 0) + (size_t)t * g->x_size(cc);
 }
 
-/* The GEMM and interleaved paths' quantization: whole tokens, each packed
- * for the kernel (the GEMM's chunk by chunk). */
-static void quantize_share_gemm(const matmul_job *j, int ith, int nth) {
+/* Token t's activations quantized (after the norm, when the job has one,
+ * into tmp: the normalised row is never written anywhere else), with their
+ * block sums when the kernels take them, and packed for the kernel (the
+ * GEMM's chunk by chunk). */
+static void quantize_token(const matmul_job *j, int64_t t, float *tmp) {
+  const float *x = j->x + t * j->x_stride;
+  if (j->norm_w) {
+    pa_rmsnorm(tmp, x, j->norm_w, j->cols, j->norm_eps);
+    x = tmp;
+  }
+  uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
+  j->k->quantize_row[j->vt](x, xq, j->cols);
+  if (j->xs) {
+    const int64_t nb = j->cols / pa_type_get(j->vt)->block_size;
+    float *xs = j->xs + t * 2 * nb;
+    pa_prepare_x_sums(j->vt, xq, j->cols, xs, xs + nb);
+  }
+  if (j->ilv)
+    j->ilv->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
+  else if (j->xp)
+    for (int64_t c0 = 0; c0 < j->cols; c0 += j->kcols) {
+      const int64_t cc = j->cols - c0 < j->kcols ? j->cols - c0 : j->kcols;
+      j->gemm->pack_x(cc, xq + pa_row_size(j->vt, c0), (uint8_t *)packed_x(j, c0, t));
+    }
+}
+
+/* Whole tokens per thread: the GEMM and interleaved paths, and any job
+ * whose rows are normalised first (a norm needs the whole row). */
+static void quantize_share_tokens(const matmul_job *j, int ith, int nth) {
+  _Alignas(64) float tmp[PA_MATMUL_NORM_COLS];
   long lo, hi;
   pa_split((long)j->n_tokens, ith, nth, &lo, &hi);
-  pa_quantize_row_fn quantize = j->k->quantize_row[j->vt];
-  for (long t = lo; t < hi; t++) {
-    uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
-    quantize(j->x + t * j->x_stride, xq, j->cols);
-    if (j->ilv)
-      j->ilv->pack_x(j->cols, xq, j->xp + (size_t)t * j->xp_row);
-    else if (j->xp)
-      for (int64_t c0 = 0; c0 < j->cols; c0 += j->kcols) {
-        const int64_t cc = j->cols - c0 < j->kcols ? j->cols - c0 : j->kcols;
-        j->gemm->pack_x(cc, xq + pa_row_size(j->vt, c0), (uint8_t *)packed_x(j, c0, t));
-      }
-  }
+  for (long t = lo; t < hi; t++) quantize_token(j, t, tmp);
 }
 
 static void quantize_task(void *arg, int ith, int nth) {
   const matmul_job *j = arg;
-  if (j->ilv || j->gemm)
-    quantize_share_gemm(j, ith, nth);
+  if (j->ilv || j->gemm || j->norm_w)
+    quantize_share_tokens(j, ith, nth);
   else
     quantize_share(j, ith, nth);
 }
@@ -479,12 +504,13 @@ static void matmul_task(void *arg, int task, int n_tasks) {
   (void)n_tasks;
   int m = 0;
   while (task >= j->task0[m + 1]) m++;
-  const int64_t rows = j->w[m]->rows;
+  const int64_t rows = j->w[m]->rows, grain = j->grain;
   long lo, hi;
-  pa_split((long)((rows + ROW_GRAIN - 1) / ROW_GRAIN), task - j->task0[m],
-           j->task0[m + 1] - j->task0[m], &lo, &hi);
-  const int64_t r0 = lo * ROW_GRAIN, r1 = hi * ROW_GRAIN < rows ? hi * ROW_GRAIN : rows;
+  pa_split((long)((rows + grain - 1) / grain), task - j->task0[m], j->task0[m + 1] - j->task0[m],
+           &lo, &hi);
+  const int64_t r0 = lo * grain, r1 = hi * grain < rows ? hi * grain : rows;
   rows_of(j, m, r0, r1);
+  if (j->epi && r0 < r1) j->epi(j->epi_arg, j->m_base + m, r0, r1);
   if (j->gate && r0 < r1) {
     rows_of(j, 1, r0, r1);
     for (int64_t t = 0; t < j->n_tokens; t++)
@@ -500,7 +526,8 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
   if (!t || n < 1 || n > PA_MATMUL_MAX_OUTS) return false;
   *j = (matmul_job){.k = pa_kernels_current(), .n_mats = n, .x = x, .x_stride = x_stride,
                     .n_tokens = n_tokens, .cols = outs[0].w->cols, .vt = t->vec_dot_type,
-                    .work = work, .xq_row = pa_row_size(t->vec_dot_type, outs[0].w->cols)};
+                    .work = work, .xq_row = pa_row_size(t->vec_dot_type, outs[0].w->cols),
+                    .grain = ROW_GRAIN};
   const pa_layout layout = outs[0].w->layout;
   for (int m = 0; m < n; m++)
     if (outs[m].w->layout != layout) return false;
@@ -576,7 +603,7 @@ static void job_run(pa_pool *pool, matmul_job *j) {
   }
   const int n = j->gate ? 1 : j->n_mats; /* gated: the tasks cut the shared rows */
   int64_t grains[PA_MATMUL_MAX_OUTS], total = 0;
-  for (int m = 0; m < n; m++) total += grains[m] = (j->w[m]->rows + ROW_GRAIN - 1) / ROW_GRAIN;
+  for (int m = 0; m < n; m++) total += grains[m] = (j->w[m]->rows + j->grain - 1) / j->grain;
   const int64_t want = nth > 1 ? (int64_t)nth * TASKS_PER_THREAD : 1;
   j->task0[0] = 0;
   for (int m = 0; m < n; m++) {
@@ -595,18 +622,44 @@ void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stri
   pa_matmul_multi(pool, &out, 1, x, x_stride, n_tokens, work);
 }
 
-void pa_matmul_multi(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
-                     int64_t x_stride, int64_t n_tokens, void *work) {
+bool pa_matmul_can_norm(const pa_matrix *w) {
+  const pa_type_traits *t = pa_type_get(w->type);
+  return t && t->vec_dot_type != PA_TYPE_F32 && w->cols > 0 && w->cols <= PA_MATMUL_NORM_COLS;
+}
+
+/* The fusion's parts in job j (set up by job_init); m_base: the epilogue's
+ * index of j's first matrix. */
+static void job_fuse(matmul_job *j, const pa_matmul_fuse *f, int m_base) {
+  if (!f) return;
+  j->norm_w = f->norm_w;
+  j->norm_eps = f->norm_eps;
+  j->epi = f->epi;
+  j->epi_arg = f->epi_arg;
+  j->m_base = m_base;
+  if (f->grain > ROW_GRAIN) j->grain = f->grain;
+}
+
+void pa_matmul_multi_fused(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+                           int64_t x_stride, int64_t n_tokens, void *work,
+                           const pa_matmul_fuse *f) {
   if (n_tokens <= 0 || n_outs <= 0) return;
   matmul_job j;
   if (job_init(&j, outs, n_outs, x, x_stride, n_tokens, work)) {
+    job_fuse(&j, f, 0);
     job_run(pool, &j);
     return;
   }
   for (int m = 0; m < n_outs; m++) /* one job each */
     if (pa_type_get(outs[m].w->type) && outs[m].w->rows > 0 &&
-        job_init(&j, &outs[m], 1, x, x_stride, n_tokens, work))
+        job_init(&j, &outs[m], 1, x, x_stride, n_tokens, work)) {
+      job_fuse(&j, f, m);
       job_run(pool, &j);
+    }
+}
+
+void pa_matmul_multi(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+                     int64_t x_stride, int64_t n_tokens, void *work) {
+  pa_matmul_multi_fused(pool, outs, n_outs, x, x_stride, n_tokens, work, NULL);
 }
 
 /* The gate applied on its own (pa_matmul_gated when the two products
@@ -625,20 +678,30 @@ static void gate_task(void *arg, int ith, int nth) {
   for (long t = lo; t < hi; t++) g->fn(g->h + t * g->stride, g->h_up + t * g->stride, g->rows);
 }
 
-void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
-                     const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
-                     int64_t n_tokens, void *work) {
+void pa_matmul_gated_fused(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+                           const float *x, int64_t x_stride, float *h, float *h_up,
+                           int64_t h_stride, int64_t n_tokens, void *work,
+                           const pa_matmul_fuse *f) {
   if (n_tokens <= 0) return;
   const pa_matmul_out outs[2] = {{gate, h, h_stride}, {up, h_up, h_stride}};
+  const pa_matmul_fuse norm_only = {.norm_w = f ? f->norm_w : NULL,
+                                    .norm_eps = f ? f->norm_eps : 0};
   matmul_job j;
   if (gate->rows == up->rows && job_init(&j, outs, 2, x, x_stride, n_tokens, work)) {
+    job_fuse(&j, &norm_only, 0);
     j.gate = fn;
     job_run(pool, &j);
     return;
   }
-  pa_matmul_multi(pool, outs, 2, x, x_stride, n_tokens, work); /* two jobs */
+  pa_matmul_multi_fused(pool, outs, 2, x, x_stride, n_tokens, work, &norm_only); /* two jobs */
   gate_job gj = {fn, h, h_up, h_stride, gate->rows, n_tokens};
   pa_pool_run(pool, gate_task, &gj);
+}
+
+void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+                     const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
+                     int64_t n_tokens, void *work) {
+  pa_matmul_gated_fused(pool, gate, up, fn, x, x_stride, h, h_up, h_stride, n_tokens, work, NULL);
 }
 
 void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out) {
