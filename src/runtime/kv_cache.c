@@ -237,7 +237,25 @@ void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_
     uint64_t parent = bi == 0 ? 0 : kv->hash[kv->table[s][bi - 1]];
     if (bi > 0 && !kv->registered[kv->table[s][bi - 1]]) continue; /* chain broken */
     uint64_t h = hash_block(parent, kv->tokens + (int64_t)b * bs, bs);
-    if (map_find(kv, h) >= 0) continue; /* an identical block is cached already */
+    const int32_t d = map_find(kv, h);
+    if (d >= 0) {
+      /* An identical block is cached already (another sequence computed the
+       * same prefix meanwhile): the sequence takes it instead of its own
+       * copy, which goes back to the pool, so its later blocks still chain
+       * on (a conversation sent again with more turns finds them). b is
+       * unregistered, so this sequence's alone; same tokens after the same
+       * prefix, so the same values. */
+      if (d != b && kv->parent_hash[d] == parent &&
+          !memcmp(kv->tokens + (int64_t)d * bs, kv->tokens + (int64_t)b * bs,
+                  (size_t)bs * sizeof(int32_t))) {
+        if (kv->ref[d] == 0) kv->n_evictable--;
+        kv->ref[d]++;
+        kv->lru[d] = ++kv->clock;
+        kv->table[s][bi] = d;
+        release_block(kv, b);
+      }
+      continue;
+    }
     kv->hash[b] = h;
     kv->parent_hash[b] = parent;
     kv->registered[b] = 1;

@@ -7,6 +7,10 @@
  * cached block that follows the same prefix, or a running sequence's
  * block at that index) are copied into a block of its own, so a prompt
  * that repeats one ending inside a block recomputes only its last token.
+ * A block that fills with the same tokens, after the same prefix, as one
+ * already registered (two sequences prefilling one prompt at once) is
+ * replaced in its sequence by the registered one and freed, so the
+ * sequence's later blocks still join the chain.
  * A block is shared only when full and registered; a sequence writes only
  * into blocks it owns alone (truncating into a shared block copies it
  * first).
@@ -75,7 +79,8 @@ void pa_kv_free(pa_kv_cache *kv);
  * PASADA_ERR_CONTEXT_FULL (nothing changed) when the pool cannot supply them. */
 int pa_kv_reserve(pa_kv_cache *kv, int32_t n, const int32_t *seq, const int32_t *pos);
 /* After a forward pass: records the batch's tokens, advances lengths and
- * registers blocks that became full in the prefix cache. */
+ * registers blocks that became full in the prefix cache (or, for one whose
+ * twin is registered already, puts the twin in its place). */
 void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_t *seq,
                   const int32_t *pos);
 void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0);

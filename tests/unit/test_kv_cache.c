@@ -3,8 +3,10 @@
  * cached full block, or a running sequence's block), copied into a block
  * of the new sequence's own; the values reused equal the ones stored, the
  * copy is private (writing it leaves the source alone), at least one token
- * is always left to decode, and every block comes back. For each cache
- * type. */
+ * is always left to decode, and every block comes back. A block that
+ * fills with the same tokens as a cached one after the same prefix (two
+ * sequences prefilling one prompt at once) is replaced by the cached one,
+ * so the sequence's later blocks are cached too. For each cache type. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,10 +181,56 @@ static void run(pa_kv_type type) {
   pa_kv_free(&kv);
 }
 
+/* Two sequences prefill the same 16 tokens in one batch (neither block
+ * cached yet), then go different ways: the second's first block becomes the
+ * cached one (its own copy freed), and its second block is cached too, so a
+ * prompt replaying the second sequence finds both. */
+static void run_duplicates(pa_kv_type type) {
+  pa_kv_cache kv;
+  int st = pa_kv_init(&kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
+  CHECK(st == PASADA_OK, "pa_kv_init: %s", pa_last_error());
+  if (st) return;
+  int32_t a[CTX], b[CTX];
+  for (int i = 0; i < CTX; i++) a[i] = 300 + (i * 11) % 97, b[i] = i < BS ? a[i] : 7000 + i;
+  /* positions 0..15 of both sequences in one batch, as a server step would */
+  int32_t seq[2 * BS], pos[2 * BS], tok[2 * BS];
+  float k[HEADS * HD], v[HEADS * HD];
+  for (int i = 0; i < 2 * BS; i++) seq[i] = i / BS, pos[i] = i % BS, tok[i] = a[i % BS];
+  st = pa_kv_reserve(&kv, 2 * BS, seq, pos);
+  CHECK(st == PASADA_OK, "reserve: %s", pa_last_error());
+  if (st) return;
+  for (int i = 0; i < 2 * BS; i++)
+    for (int l = 0; l < LAYERS; l++) {
+      kv_values(tok[i], pos[i], l, k, v);
+      pa_kv_store(&kv, l, seq[i], pos[i], k, v);
+    }
+  const int32_t before = pa_kv_available(&kv);
+  pa_kv_commit(&kv, 2 * BS, tok, seq, pos);
+  CHECK(kv.table[0][0] == kv.table[1][0], "the duplicate block is replaced by the cached one");
+  CHECK(kv.ref[kv.table[0][0]] == 2, "the cached block is held by both: ref %d",
+        kv.ref[kv.table[0][0]]);
+  CHECK(pa_kv_available(&kv) == before + 1, "the copy goes back: %d -> %d available", before,
+        pa_kv_available(&kv));
+  check_values(&kv, 1, b, BS, "the adopted block");
+  feed(&kv, 0, a, BS, 2 * BS + 3);
+  feed(&kv, 1, b, BS, 2 * BS + 3);
+  int32_t got = pa_kv_reuse_prefix(&kv, 2, b, 2 * BS + 3);
+  CHECK(got == 2 * BS + 2, "the second sequence's later blocks are cached: %d cached, want %d", got,
+        2 * BS + 2);
+  check_values(&kv, 2, b, got, "replaying the second sequence");
+  for (int s = 0; s < SEQS; s++) pa_kv_truncate(&kv, s, 0);
+  CHECK(pa_kv_available(&kv) == kv.n_blocks, "every block back: %d of %d", pa_kv_available(&kv),
+        kv.n_blocks);
+  pa_kv_free(&kv);
+}
+
 int main(void) {
   run(PA_KV_F32);
   run(PA_KV_F16);
   run(PA_KV_Q8);
+  run_duplicates(PA_KV_F32);
+  run_duplicates(PA_KV_F16);
+  run_duplicates(PA_KV_Q8);
   if (failures) {
     printf("test_kv_cache: %d failures\n", failures);
     return 1;
