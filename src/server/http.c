@@ -219,13 +219,16 @@ static void deadline_in(struct timespec *ts, int ms) {
 /* Waits until the job has output past (text_off, lp_off) (unless
  * only_finish) or has finished. False when the client hung up meanwhile (the
  * job is then cancelled). Also returns true after max_wait_s without news
- * (the stream then sends a ping). Output is waited for on the scheduler's
- * bell (rung once per step for every reader), the finish alone on the
- * job's condition variable. */
+ * (the stream then sends a ping). A stream that has had output waits for
+ * more on the scheduler's bell (rung once per step for every reader);
+ * before its first output (a request waiting for admission or in prefill,
+ * which a ring every step would wake for nothing) and for the finish alone,
+ * on the job's condition variable (signalled by the first output and the
+ * finish). */
 static bool wait_output(srv_state *st, struct MHD_Connection *c, srv_job *j, bool only_finish,
                         size_t text_off, size_t lp_off, double max_wait_s) {
   double t0 = srv_now(), checked = t0;
-  srv_bell *bell = only_finish ? NULL : j->bell;
+  srv_bell *bell = only_finish || (text_off == 0 && lp_off == 0) ? NULL : j->bell;
   for (;;) {
     const uint32_t epoch = bell ? srv_bell_epoch(bell) : 0; /* before the look (server.h) */
     pthread_mutex_lock(&j->mu);

@@ -107,6 +107,7 @@ static bool grow(void **buf, size_t *cap, size_t need, size_t elem) {
 bool srv_job_emit(srv_job *j, const char *text, size_t n, const srv_token_logprob *lp) {
   bool ok = true;
   pthread_mutex_lock(&j->mu);
+  const bool was_empty = j->n_text == 0 && j->n_lp == 0;
   if (n && grow((void **)&j->text, &j->cap_text, j->n_text + n + 1, 1)) {
     memcpy(j->text + j->n_text, text, n);
     j->n_text += n;
@@ -118,7 +119,9 @@ bool srv_job_emit(srv_job *j, const char *text, size_t n, const srv_token_logpro
     j->lp[j->n_lp++] = *lp;
   else if (lp)
     ok = false;
-  if (!j->bell) pthread_cond_broadcast(&j->cv);
+  /* the first output on the condition variable (the reader waits there
+   * until it has some: see wait_output in http.c), the rest by the bell */
+  if (!j->bell || (was_empty && (j->n_text || j->n_lp))) pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
   return ok;
 }

@@ -116,7 +116,7 @@ typedef struct srv_job {
   int64_t created; /* unix seconds */
 
   pthread_mutex_t mu;
-  pthread_cond_t cv; /* signalled when the job finishes (and per output without a bell) */
+  pthread_cond_t cv; /* signalled at the first output and the finish (each output without a bell) */
   srv_bell *bell;    /* the scheduler's, set on submission: rung after each step's output */
   char *text; /* released output text (stop strings already cut) */
   size_t n_text, cap_text;
@@ -147,8 +147,9 @@ void srv_job_retain(srv_job *j);
 void srv_job_release(srv_job *j);
 void srv_request_clear(srv_request *r);
 /* Scheduler side: appends released text (and one logprob entry when lp is
- * non-NULL); wakes the reader only when the job has no bell (with one, the
- * scheduler rings it after the step). Returns false when out of memory. */
+ * non-NULL); signals the job's condition variable for its first output (or
+ * every output when it has no bell); later output is announced by the
+ * scheduler's ring after the step. Returns false when out of memory. */
 bool srv_job_emit(srv_job *j, const char *text, size_t n, const srv_token_logprob *lp);
 /* Scheduler side: marks the job finished (err only for SRV_FINISH_ERROR)
  * and wakes its reader (the job's condition variable and its bell). */
