@@ -7,6 +7,7 @@
  * fills with the same tokens as a cached one after the same prefix (two
  * sequences prefilling one prompt at once) is replaced by the cached one,
  * so the sequence's later blocks are cached too. For each cache type. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,11 +86,24 @@ static void check_same(const pa_kv_cache *kv, int32_t a, int32_t b, int32_t n, c
         pa_kv_type_name(kv->type));
 }
 
+/* A cache of 24 blocks for the tests; false (reported) when it cannot be made. */
+static bool cache_open(pa_kv_cache *kv, pa_kv_type type) {
+  int st = pa_kv_init(kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
+  CHECK(st == PASADA_OK, "pa_kv_init: %s", pa_last_error());
+  return st == PASADA_OK;
+}
+
+/* Ends every sequence, checks every block came back, frees the cache. */
+static void cache_close(pa_kv_cache *kv) {
+  for (int s = 0; s < SEQS; s++) pa_kv_truncate(kv, s, 0);
+  CHECK(pa_kv_available(kv) == kv->n_blocks, "every block back: %d of %d", pa_kv_available(kv),
+        kv->n_blocks);
+  pa_kv_free(kv);
+}
+
 static void run(pa_kv_type type) {
   pa_kv_cache kv;
-  int st = pa_kv_init(&kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
-  CHECK(st == PASADA_OK, "pa_kv_init: %s", pa_last_error());
-  if (st) return;
+  if (!cache_open(&kv, type)) return;
   int32_t a[CTX], b[CTX];
   for (int i = 0; i < CTX; i++) a[i] = 1000 + (i * 37) % 251;
 
@@ -175,10 +189,7 @@ static void run(pa_kv_type type) {
   check_same(&kv, 0, 4, 39, "copy into an evicted block");
   check_values(&kv, 4, a, 39, "copy into an evicted block");
 
-  for (int s = 0; s < SEQS; s++) pa_kv_truncate(&kv, s, 0);
-  CHECK(pa_kv_available(&kv) == kv.n_blocks, "every block back: %d of %d", pa_kv_available(&kv),
-        kv.n_blocks);
-  pa_kv_free(&kv);
+  cache_close(&kv);
 }
 
 /* Two sequences prefill the same 16 tokens in one batch (neither block
@@ -187,18 +198,19 @@ static void run(pa_kv_type type) {
  * prompt replaying the second sequence finds both. */
 static void run_duplicates(pa_kv_type type) {
   pa_kv_cache kv;
-  int st = pa_kv_init(&kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
-  CHECK(st == PASADA_OK, "pa_kv_init: %s", pa_last_error());
-  if (st) return;
+  if (!cache_open(&kv, type)) return;
   int32_t a[CTX], b[CTX];
   for (int i = 0; i < CTX; i++) a[i] = 300 + (i * 11) % 97, b[i] = i < BS ? a[i] : 7000 + i;
   /* positions 0..15 of both sequences in one batch, as a server step would */
   int32_t seq[2 * BS], pos[2 * BS], tok[2 * BS];
   float k[HEADS * HD], v[HEADS * HD];
   for (int i = 0; i < 2 * BS; i++) seq[i] = i / BS, pos[i] = i % BS, tok[i] = a[i % BS];
-  st = pa_kv_reserve(&kv, 2 * BS, seq, pos);
+  const int st = pa_kv_reserve(&kv, 2 * BS, seq, pos);
   CHECK(st == PASADA_OK, "reserve: %s", pa_last_error());
-  if (st) return;
+  if (st) {
+    pa_kv_free(&kv);
+    return;
+  }
   for (int i = 0; i < 2 * BS; i++)
     for (int l = 0; l < LAYERS; l++) {
       kv_values(tok[i], pos[i], l, k, v);
@@ -218,10 +230,7 @@ static void run_duplicates(pa_kv_type type) {
   CHECK(got == 2 * BS + 2, "the second sequence's later blocks are cached: %d cached, want %d", got,
         2 * BS + 2);
   check_values(&kv, 2, b, got, "replaying the second sequence");
-  for (int s = 0; s < SEQS; s++) pa_kv_truncate(&kv, s, 0);
-  CHECK(pa_kv_available(&kv) == kv.n_blocks, "every block back: %d of %d", pa_kv_available(&kv),
-        kv.n_blocks);
-  pa_kv_free(&kv);
+  cache_close(&kv);
 }
 
 int main(void) {
