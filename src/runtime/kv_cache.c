@@ -190,6 +190,20 @@ static void copy_block(pa_kv_cache *kv, int32_t dst, int32_t src, int32_t rows) 
          (size_t)rows * sizeof(int32_t));
 }
 
+/* One more sequence uses block b (a cached block no sequence used stops
+ * being evictable); release_block undoes it. */
+static void hold_block(pa_kv_cache *kv, int32_t b) {
+  if (kv->ref[b] == 0) kv->n_evictable--;
+  kv->ref[b]++;
+}
+
+/* Whether registered block b holds tk[0..block_size) after the chain ending
+ * in hash `parent` (the map's hash alone could collide). */
+static bool holds(const pa_kv_cache *kv, int32_t b, uint64_t parent, const int32_t *tk) {
+  return kv->parent_hash[b] == parent && !memcmp(kv->tokens + (int64_t)b * kv->block_size, tk,
+                                                 (size_t)kv->block_size * sizeof(int32_t));
+}
+
 static void release_block(pa_kv_cache *kv, int32_t b) {
   if (--kv->ref[b] > 0) return;
   if (kv->registered[b]) {
@@ -245,11 +259,8 @@ void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_
        * on (a conversation sent again with more turns finds them). b is
        * unregistered, so this sequence's alone; same tokens after the same
        * prefix, so the same values. */
-      if (d != b && kv->parent_hash[d] == parent &&
-          !memcmp(kv->tokens + (int64_t)d * bs, kv->tokens + (int64_t)b * bs,
-                  (size_t)bs * sizeof(int32_t))) {
-        if (kv->ref[d] == 0) kv->n_evictable--;
-        kv->ref[d]++;
+      if (d != b && holds(kv, d, parent, kv->tokens + (int64_t)b * bs)) {
+        hold_block(kv, d);
         kv->lru[d] = ++kv->clock;
         kv->table[s][bi] = d;
         release_block(kv, b);
@@ -328,8 +339,7 @@ static int32_t reuse_tail(pa_kv_cache *kv, int32_t seq, int32_t nb, uint64_t par
   }
   if (best < 0) return 0;
   /* held while a block is taken, so that eviction cannot pick it */
-  if (kv->ref[best] == 0) kv->n_evictable--;
-  kv->ref[best]++;
+  hold_block(kv, best);
   const int32_t dst = take_block(kv);
   release_block(kv, best);
   if (dst < 0) return 0;
@@ -348,11 +358,8 @@ int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, 
     const int32_t *tk = tokens + (int64_t)nb * bs;
     uint64_t h = hash_block(parent, tk, bs);
     int32_t b = map_find(kv, h);
-    if (b < 0 || kv->parent_hash[b] != parent ||
-        memcmp(kv->tokens + (int64_t)b * bs, tk, (size_t)bs * sizeof(int32_t)) != 0)
-      break;
-    if (kv->ref[b] == 0) kv->n_evictable--;
-    kv->ref[b]++;
+    if (b < 0 || !holds(kv, b, parent, tk)) break;
+    hold_block(kv, b);
     kv->lru[b] = ++kv->clock;
     kv->table[seq][nb++] = b;
     parent = h;
