@@ -15,7 +15,11 @@
  *   round-robin), THREADS=N (sequences split over a pool of N threads, each
  *   with its own work area), THRASH=MB (read that many MB before each pass,
  *   so that K and V come from memory with clean caches, as after a model
- *   step's weights) */
+ *   step's weights), SHARE=K (sequences in runs of K hold the same tokens,
+ *   so the cache makes their blocks one: users of one prompt; default 1,
+ *   every sequence its own blocks), GROUPED=1 (with SHARE: a task takes a
+ *   run's K sequences, head by head, as pa_attention's items do; else a
+ *   task is one sequence) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +54,7 @@ typedef struct {
   const pa_attn_query *qr;
   char *work;
   size_t wsize;
-  int l, L, S, KVH, HD;
+  int l, L, S, KVH, HD, per_task;
 } pass_job;
 
 static void pass_task(void *arg, int i, int n) {
@@ -58,8 +62,9 @@ static void pass_task(void *arg, int i, int n) {
   (void)n;
   pa_attn_query qr = *j->qr;
   for (int h = 0; h < j->KVH; h++)
-    pa_attn_rows(j->kt, j->kv, j->l, i, h, j->HD, j->HD, 0.125f, &qr,
-                 j->work + (size_t)(i % 64) * j->wsize);
+    for (int s = i * j->per_task; s < (i + 1) * j->per_task; s++)
+      pa_attn_rows(j->kt, j->kv, j->l, s, h, j->HD, j->HD, 0.125f, &qr,
+                   j->work + (size_t)(i % 64) * j->wsize);
 }
 
 int main(int argc, char **argv) {
@@ -81,6 +86,8 @@ int main(int argc, char **argv) {
   if (pa_kv_init(&kv, L, KVH, HD, HD, type, S, ctx + bs, bs, 0)) return 1;
   float *k = malloc(sizeof(float) * KVH * HD), *v = malloc(sizeof(float) * KVH * HD);
   const int seq_major = getenv("SEQ_MAJOR") != NULL; /* each sequence's blocks contiguous */
+  const int share = getenv("SHARE") ? atoi(getenv("SHARE")) : 1;
+  if (share < 1 || S % share) return 1;
   for (int32_t i = 0; i < ctx * S; i++) {
     int32_t p = seq_major ? i % ctx : i / S, s = seq_major ? i / ctx : i % S;
     if (pa_kv_reserve(&kv, 1, &s, &p)) return 1;
@@ -88,7 +95,7 @@ int main(int argc, char **argv) {
       for (int e = 0; e < KVH * HD; e++) k[e] = frand(), v[e] = frand();
       pa_kv_store(&kv, l, s, p, k, v);
     }
-    int32_t tok = 1;
+    int32_t tok = 1 + s / share; /* the same tokens: the cache shares the blocks */
     pa_kv_commit(&kv, 1, &tok, &s, &p);
   }
   const int nth = getenv("THREADS") ? atoi(getenv("THREADS")) : 1;
@@ -109,7 +116,8 @@ int main(int argc, char **argv) {
                  .L = L,
                  .S = S,
                  .KVH = KVH,
-                 .HD = HD};
+                 .HD = HD,
+                 .per_task = getenv("GROUPED") ? share : 1};
   const size_t thrash = (size_t)(getenv("THRASH") ? atol(getenv("THRASH")) : 0) << 20;
   uint64_t *junk = thrash ? malloc(thrash) : NULL, sink = 0;
   if (junk) memset(junk, 1, thrash);
@@ -122,9 +130,9 @@ int main(int argc, char **argv) {
     uint64_t c0 = __rdtsc();
     for (pj.l = 0; pj.l < L; pj.l++) {
       if (pool)
-        pa_pool_run_tasks(pool, pass_task, &pj, S);
+        pa_pool_run_tasks(pool, pass_task, &pj, S / pj.per_task);
       else
-        for (int32_t s = 0; s < S; s++) pass_task(&pj, s, S);
+        for (int32_t s = 0; s < S / pj.per_task; s++) pass_task(&pj, s, S);
     }
     uint64_t c1 = __rdtsc();
     double t = now() - t0;

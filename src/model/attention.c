@@ -14,6 +14,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -401,11 +402,13 @@ static int32_t chunk_tokens(const pa_hparams *hp) {
   return group >= 64 ? 1 : 64 / group;
 }
 
-/* The scratch: per batch token its index in sequence order and its chunk
- * bookkeeping, a count per sequence, then per thread the rows' pointers and
- * ranges and pa_attn_rows' work. */
+/* The scratch: per batch token its index in sequence order, per chunk its
+ * first token and count, the items' first chunks, a count per sequence,
+ * the batch's sequences in cache order, then per thread the rows' pointers
+ * and ranges and pa_attn_rows' work. */
 typedef struct {
-  int32_t *order, *chunk_first, *chunk_n, *count;
+  int32_t *order, *chunk_first, *chunk_n, *item_chunk, *count;
+  uint64_t *seqs;
   char *threads;
   size_t per_thread;
 } attn_scratch;
@@ -416,22 +419,29 @@ static size_t per_thread_size(const pa_hparams *hp) {
          pa_attn_work_size(rows, hp->head_dim, hp->head_dim_v);
 }
 
+static size_t shared_size(int32_t n_batch, int32_t n_seq_max) {
+  return align64(((size_t)n_batch * 4 + 1 + (size_t)n_seq_max + 1) * sizeof(int32_t)) +
+         align64((size_t)n_seq_max * sizeof(uint64_t));
+}
+
 static attn_scratch scratch_layout(void *base, int32_t n_batch, int32_t n_seq_max, const pa_hparams *hp) {
   attn_scratch a;
   char *p = base;
   a.order = (int32_t *)p;
   a.chunk_first = a.order + n_batch;
   a.chunk_n = a.chunk_first + n_batch;
-  a.count = a.chunk_n + n_batch;
-  p += align64(((size_t)n_batch * 3 + (size_t)n_seq_max + 1) * sizeof(int32_t));
-  a.threads = p;
+  a.item_chunk = a.chunk_n + n_batch;
+  a.count = a.item_chunk + n_batch + 1;
+  p += align64(((size_t)n_batch * 4 + 1 + (size_t)n_seq_max + 1) * sizeof(int32_t));
+  a.seqs = (uint64_t *)p;
+  a.threads = base;
+  a.threads += shared_size(n_batch, n_seq_max);
   a.per_thread = per_thread_size(hp);
   return a;
 }
 
 size_t pa_attention_scratch_size(int32_t n_threads, int32_t n_batch, int32_t n_seq_max, const pa_hparams *hp) {
-  return align64(((size_t)n_batch * 3 + (size_t)n_seq_max + 1) * sizeof(int32_t)) +
-         (size_t)n_threads * per_thread_size(hp);
+  return shared_size(n_batch, n_seq_max) + (size_t)n_threads * per_thread_size(hp);
 }
 
 typedef struct {
@@ -441,16 +451,52 @@ typedef struct {
   attn_scratch sc;
   int layer;
   int32_t window, n_chunks, split, n_items;
-  bool all_heads; /* an item is a chunk with every KV head (else one head) */
+  bool all_heads; /* an item is a run of chunks with every KV head (else one chunk, one head) */
   atomic_int next;
 } attn_job;
 
-/* One work item: rows [r0, r1) of chunk `first` (its tokens' query heads
- * of KV heads [g0, g1)), and its first tile's positions [pf_lo, pf_hi]:
- * from the first row's window start to the tile's end or the last row. */
+/* One work item: chunks [ch0, ch0 + nch) (with several, every row of
+ * each), or rows [r0, r1) of chunk ch0 (their tokens' query heads), for
+ * KV heads [g0, g1). */
 typedef struct {
-  int32_t first, g0, g1, r0, r1, seq, pf_lo, pf_hi;
+  int32_t ch0, nch, g0, g1, r0, r1;
 } attn_item;
+
+/* Rows [r0, r1) of chunk ch: their sequence and their first tile's
+ * positions [*lo, *hi]: from the first row's window start to the tile's
+ * end or the last row. */
+static int32_t chunk_span(const attn_job *j, int32_t ch, int32_t r0, int32_t r1, int32_t *lo,
+                          int32_t *hi) {
+  const pa_hparams *hp = &j->c->model->hp;
+  const int32_t group = hp->n_head / hp->n_head_kv, first = j->sc.chunk_first[ch];
+  const int32_t t_first = j->sc.order[first + r0 / group], t_last = j->sc.order[first + (r1 - 1) / group];
+  const int32_t pos0 = j->b->pos[t_first], pos1 = j->b->pos[t_last];
+  *lo = j->window > 0 && pos0 - j->window + 1 > 0 ? pos0 - j->window + 1 : 0;
+  const int32_t end = (*lo / PA_ATTN_TILE + 1) * PA_ATTN_TILE - 1;
+  *hi = end < pos1 ? end : pos1;
+  return j->b->seq[t_first];
+}
+
+/* The rows item `it` takes of its k-th chunk. */
+static void item_rows(const attn_job *j, const attn_item *it, int32_t k, int32_t *r0, int32_t *r1) {
+  const pa_hparams *hp = &j->c->model->hp;
+  if (it->nch == 1) {
+    *r0 = it->r0;
+    *r1 = it->r1;
+  } else {
+    *r0 = 0;
+    *r1 = j->sc.chunk_n[it->ch0 + k] * (hp->n_head / hp->n_head_kv);
+  }
+}
+
+/* The lines of the first tile of KV head g for item it's k-th chunk. */
+static void item_lines(const attn_job *j, const attn_item *it, int32_t k, int g, pa_attn_lines *lk,
+                       pa_attn_lines *lv) {
+  int32_t r0, r1, lo, hi;
+  item_rows(j, it, k, &r0, &r1);
+  const int32_t seq = chunk_span(j, it->ch0 + k, r0, r1, &lo, &hi);
+  kv_lines(&j->c->kv, j->layer, seq, g, lo, hi, lk, lv);
+}
 
 /* The next item with rows; false when none is left. */
 static bool claim_item(attn_job *j, attn_item *it) {
@@ -459,25 +505,35 @@ static bool claim_item(attn_job *j, attn_item *it) {
   for (;;) {
     const int32_t item = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
     if (item >= j->n_items) return false;
+    if (j->all_heads) { /* runs of chunks, the last first */
+      const int32_t i = j->n_items - 1 - item;
+      it->ch0 = j->sc.item_chunk[i];
+      it->nch = j->sc.item_chunk[i + 1] - it->ch0;
+      it->g0 = 0;
+      it->g1 = hp->n_head_kv;
+      it->r0 = 0;
+      it->r1 = j->sc.chunk_n[it->ch0] * group;
+      return true;
+    }
     /* last chunks (the longest prefixes) first */
-    const int32_t part = item % j->split, per_chunk = j->all_heads ? 1 : hp->n_head_kv;
-    const int32_t ch = j->n_chunks - 1 - item / j->split / per_chunk;
+    const int32_t part = item % j->split;
+    const int32_t ch = j->n_chunks - 1 - item / j->split / hp->n_head_kv;
     const int32_t rows = j->sc.chunk_n[ch] * group;
-    it->first = j->sc.chunk_first[ch];
-    it->g0 = j->all_heads ? 0 : item / j->split % hp->n_head_kv;
-    it->g1 = j->all_heads ? hp->n_head_kv : it->g0 + 1;
+    it->ch0 = ch;
+    it->nch = 1;
+    it->g0 = item / j->split % hp->n_head_kv;
+    it->g1 = it->g0 + 1;
     it->r0 = (int32_t)((int64_t)rows * part / j->split);
     it->r1 = (int32_t)((int64_t)rows * (part + 1) / j->split);
-    if (it->r0 >= it->r1) continue;
-    const int32_t t_first = j->sc.order[it->first + it->r0 / group];
-    const int32_t t_last = j->sc.order[it->first + (it->r1 - 1) / group];
-    const int32_t pos0 = j->b->pos[t_first], pos1 = j->b->pos[t_last];
-    it->seq = j->b->seq[t_first];
-    it->pf_lo = j->window > 0 && pos0 - j->window + 1 > 0 ? pos0 - j->window + 1 : 0;
-    const int32_t pf_end = (it->pf_lo / PA_ATTN_TILE + 1) * PA_ATTN_TILE - 1;
-    it->pf_hi = pf_end < pos1 ? pf_end : pos1;
-    return true;
+    if (it->r0 < it->r1) return true;
   }
+}
+
+static void item_prefetch(const attn_job *j, const attn_item *it) {
+  int32_t r0, r1, lo, hi;
+  item_rows(j, it, 0, &r0, &r1);
+  const int32_t seq = chunk_span(j, it->ch0, r0, r1, &lo, &hi);
+  pa_attn_prefetch(&j->c->kv, j->layer, seq, it->g0, lo, hi);
 }
 
 static void attention_worker(void *arg, int ith, int nth) {
@@ -492,41 +548,49 @@ static void attention_worker(void *arg, int ith, int nth) {
   float **out = (float **)(q + rows_max);
   int32_t *lo = (int32_t *)(out + rows_max), *hi = lo + rows_max;
   void *work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t)));
-  /* The last tile of each head asks for the first tile of the next head,
-   * or of the next item, while it computes (the heads one after another:
-   * each head's part of a block is contiguous). With several items per
-   * thread they are claimed one ahead for that; with fewer, a claim ahead
-   * could take the item an idle thread was about to. */
+  /* The last tile of each call asks for the first tile of the next one
+   * (the item's next chunk, its first chunk's next head, or the next
+   * item), while it computes. With several items per thread they are
+   * claimed one ahead for that; with fewer, a claim ahead could take the
+   * item an idle thread was about to. */
   const bool ahead = j->n_items >= 4 * nth;
   attn_item cur, nxt;
   bool have = claim_item(j, &cur);
-  if (have) /* nothing before it to hide this one behind */
-    pa_attn_prefetch(&c->kv, j->layer, cur.seq, cur.g0, cur.pf_lo, cur.pf_hi);
+  if (have) item_prefetch(j, &cur); /* nothing before it to hide this one behind */
   while (have) {
     const bool more = ahead && claim_item(j, &nxt);
     for (int32_t g = cur.g0; g < cur.g1; g++) {
-      for (int32_t r = cur.r0; r < cur.r1; r++) {
-        const int32_t t = j->sc.order[cur.first + r / group], h = g * group + r % group;
-        const int32_t pos = j->b->pos[t];
-        q[r - cur.r0] = c->s.q + t * Q + (int64_t)h * hd;
-        out[r - cur.r0] = c->s.att + t * O + (int64_t)h * hdv;
-        lo[r - cur.r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
-        hi[r - cur.r0] = pos;
+      for (int32_t k = 0; k < cur.nch; k++) {
+        const int32_t ch = cur.ch0 + k, first = j->sc.chunk_first[ch];
+        int32_t r0, r1;
+        item_rows(j, &cur, k, &r0, &r1);
+        int32_t seq = 0;
+        for (int32_t r = r0; r < r1; r++) {
+          const int32_t t = j->sc.order[first + r / group], h = g * group + r % group;
+          const int32_t pos = j->b->pos[t];
+          seq = j->b->seq[t];
+          q[r - r0] = c->s.q + t * Q + (int64_t)h * hd;
+          out[r - r0] = c->s.att + t * O + (int64_t)h * hdv;
+          lo[r - r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+          hi[r - r0] = pos;
+        }
+        pa_attn_lines then_k = {.nr = 0}, then_v = {.nr = 0};
+        if (k + 1 < cur.nch)
+          item_lines(j, &cur, k + 1, g, &then_k, &then_v);
+        else if (g + 1 < cur.g1)
+          item_lines(j, &cur, 0, g + 1, &then_k, &then_v);
+        else if (more)
+          item_lines(j, &nxt, 0, nxt.g0, &then_k, &then_v);
+        pa_attn_query qr = {.n_rows = r1 - r0, .q = q, .out = out, .lo = lo, .hi = hi,
+                            .then_k = &then_k, .then_v = &then_v};
+        pa_attn_rows(j->kt, &c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
       }
-      pa_attn_lines then_k = {.nr = 0}, then_v = {.nr = 0};
-      if (g + 1 < cur.g1)
-        kv_lines(&c->kv, j->layer, cur.seq, g + 1, cur.pf_lo, cur.pf_hi, &then_k, &then_v);
-      else if (more)
-        kv_lines(&c->kv, j->layer, nxt.seq, nxt.g0, nxt.pf_lo, nxt.pf_hi, &then_k, &then_v);
-      pa_attn_query qr = {.n_rows = cur.r1 - cur.r0, .q = q, .out = out, .lo = lo, .hi = hi,
-                          .then_k = &then_k, .then_v = &then_v};
-      pa_attn_rows(j->kt, &c->kv, j->layer, cur.seq, g, hd, hdv, hp->attn_scale, &qr, work);
     }
     if (ahead) {
       cur = nxt;
       have = more;
     } else if ((have = claim_item(j, &cur))) {
-      pa_attn_prefetch(&c->kv, j->layer, cur.seq, cur.g0, cur.pf_lo, cur.pf_hi);
+      item_prefetch(j, &cur);
     }
   }
 }
@@ -558,6 +622,17 @@ void pa_kv_store_batch(struct pa_context *c, const pa_fwd_batch *b, int layer) {
     pa_pool_run_tasks(c->pool, store_task, &sj, n_store);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Sequence s's first block (sequences sharing a prefix share it), or
+ * UINT32_MAX when it has none. */
+static uint32_t first_block(const pa_kv_cache *kv, int32_t s) {
+  return kv->n_seq_blocks[s] > 0 ? (uint32_t)kv->table[s][0] : UINT32_MAX;
+}
+
 void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_t window) {
   const pa_hparams *hp = &c->model->hp;
   /* the reference path takes the plain twin, as its products take exact.c */
@@ -568,21 +643,29 @@ void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_
   int32_t *count = j.sc.count;
   memset(count, 0, ((size_t)c->n_seq_max + 1) * sizeof(int32_t));
   for (int32_t t = 0; t < b->n; t++) count[b->seq[t] + 1]++;
+  /* the batch's sequences by their first block, so that sequences sharing
+   * a prefix are neighbours (below, in one item: the second reads the
+   * shared blocks from the cache) */
+  int32_t n_seqs = 0;
+  for (int32_t s = 0; s < c->n_seq_max; s++)
+    if (count[s + 1] > 0) j.sc.seqs[n_seqs++] = (uint64_t)first_block(&c->kv, s) << 32 | (uint32_t)s;
+  qsort(j.sc.seqs, (size_t)n_seqs, sizeof(uint64_t), cmp_u64);
   for (int32_t s = 0; s < c->n_seq_max; s++) count[s + 1] += count[s];
   for (int32_t t = 0; t < b->n; t++) j.sc.order[count[b->seq[t]]++] = t;
   /* count[s] is now the end of sequence s's run */
   const int32_t per = chunk_tokens(hp);
-  int32_t start = 0;
-  for (int32_t s = 0; s < c->n_seq_max; s++) {
-    for (int32_t i = start; i < count[s]; i += per) {
-      j.sc.chunk_first[j.n_chunks] = i;
-      j.sc.chunk_n[j.n_chunks++] = count[s] - i < per ? count[s] - i : per;
+  for (int32_t i = 0; i < n_seqs; i++) {
+    const int32_t s = (int32_t)(uint32_t)j.sc.seqs[i], start = s > 0 ? count[s - 1] : 0;
+    for (int32_t k = start; k < count[s]; k += per) {
+      j.sc.chunk_first[j.n_chunks] = k;
+      j.sc.chunk_n[j.n_chunks++] = count[s] - k < per ? count[s] - k : per;
     }
-    start = count[s];
   }
   /* With many chunks (many sequences decoding) an item takes every KV
-   * head of its chunk (fewer, longer items, each prefetching its next
-   * head's first tile); with fewer, one head; with fewer items than
+   * head of a run of chunks: neighbouring sequences that share their
+   * first block, a run short enough to leave 3 items per thread (16
+   * users on 2 threads: pairs), each chunk prefetching the next one's
+   * first tile; with fewer, one head of one chunk; with fewer items than
    * threads (one sequence decoding, as Gemma 3's single KV head), part of
    * one head's rows, in as few parts as keep every thread busy: each part
    * reads all of the head's K and V, so 4 rows as 4 parts of 1 on 2
@@ -591,11 +674,27 @@ void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_
    * run faster whole than cut in 6 (SmolLM2: 140-144 -> 120-130 ms). */
   const int32_t want = 3 * c->n_threads;
   j.all_heads = j.n_chunks >= want;
-  const int32_t items = j.all_heads ? j.n_chunks : j.n_chunks * hp->n_head_kv;
-  const int32_t rows_min = hp->n_head / hp->n_head_kv; /* a one-token chunk */
-  j.split = items >= c->n_threads ? 1 : (c->n_threads + items - 1) / items;
-  if (j.split > rows_min) j.split = rows_min;
-  j.n_items = items * j.split;
+  if (j.all_heads) {
+    const int32_t cap = j.n_chunks / want;
+    int32_t run = 0, prev = -1;
+    for (int32_t ch = 0; ch < j.n_chunks; ch++) {
+      const int32_t s = b->seq[j.sc.order[j.sc.chunk_first[ch]]];
+      if (run == cap || s == prev || prev < 0 || first_block(&c->kv, s) != first_block(&c->kv, prev)) {
+        j.sc.item_chunk[j.n_items++] = ch;
+        run = 0;
+      }
+      run++;
+      prev = s;
+    }
+    j.sc.item_chunk[j.n_items] = j.n_chunks;
+    j.split = 1;
+  } else {
+    const int32_t items = j.n_chunks * hp->n_head_kv;
+    const int32_t rows_min = hp->n_head / hp->n_head_kv; /* a one-token chunk */
+    j.split = items >= c->n_threads ? 1 : (c->n_threads + items - 1) / items;
+    if (j.split > rows_min) j.split = rows_min;
+    j.n_items = items * j.split;
+  }
   atomic_init(&j.next, 0);
   pa_pool_run(c->pool, attention_worker, &j);
 }

@@ -21,6 +21,9 @@
  * 3. pa_attention through a minimal context, with 1 and 2 threads: a batch
  *    mixing three sequences (a long prefill, a short one, one decode token),
  *    then each token decoded alone in order: identical bits for every token.
+ * 4. pa_attention over a decode step of 12 sequences, some sharing their
+ *    first blocks (so that neighbours share items): each token's output
+ *    has the bits it has alone.
  * Returns 0 when all pass. */
 #include <math.h>
 #include <stdio.h>
@@ -320,6 +323,100 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
   pa_pool_free(c.pool);
 }
 
+/* Check 4: a decode step of many sequences of which some share their
+ * first blocks (the same tokens: the cache makes them one block), so that
+ * pa_attention puts sharing neighbours in one item: each token's output
+ * has the bits it has decoded alone. */
+enum { SH_SEQ = 12, SH_KINDS = 4, SH_PREFIX = 70 }; /* a whole first block of 64 */
+static void check_shared(const shape *sh, pa_kv_type type, int n_threads) {
+  struct pa_model m;
+  memset(&m, 0, sizeof m);
+  pa_hparams *hp = &m.hp;
+  hp->n_head_kv = sh->n_kv;
+  hp->n_head = sh->n_kv * sh->group;
+  hp->head_dim = sh->hd;
+  hp->head_dim_v = sh->hdv;
+  hp->attn_scale = 1.0f / sqrtf((float)sh->hd);
+  struct pa_context c;
+  memset(&c, 0, sizeof c);
+  c.model = &m;
+  c.n_ctx = 128;
+  c.n_seq_max = SH_SEQ;
+  c.n_batch = SH_SEQ;
+  c.n_threads = n_threads;
+  c.pool = n_threads > 1 ? pa_pool_create(n_threads) : NULL;
+  const int64_t Q = (int64_t)hp->n_head * sh->hd, K = (int64_t)sh->n_kv * sh->hd;
+  const int64_t V = (int64_t)sh->n_kv * sh->hdv, O = (int64_t)hp->n_head * sh->hdv;
+  if (pa_kv_init(&c.kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, SH_SEQ, c.n_ctx, sh->block, 0)) exit(1);
+  c.s.q = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * Q));
+  c.s.k = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * K));
+  c.s.v = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * V));
+  c.s.att = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * O));
+  c.s.scores = pa_alloc(pa_attention_scratch_size(c.n_threads, c.n_batch, c.n_seq_max, hp));
+  /* sequence s: SH_PREFIX tokens of prompt s % SH_KINDS, then 3 + s of
+   * its own; each position's K and V fresh (a twin block's are dropped
+   * for the registered block's) */
+  float *k = malloc(sizeof(float) * (size_t)K), *v = malloc(sizeof(float) * (size_t)V);
+  int32_t len[SH_SEQ];
+  for (int32_t s = 0; s < SH_SEQ; s++) len[s] = SH_PREFIX + 3 + s;
+  for (int32_t p = 0; p < SH_PREFIX + 3 + SH_SEQ; p++)
+    for (int32_t s = 0; s < SH_SEQ; s++) {
+      if (p >= len[s]) continue;
+      int32_t seq = s, pos = p, tok = p < SH_PREFIX ? 1000 * (s % SH_KINDS) + p : 100000 + 100 * s + p;
+      if (pa_kv_reserve(&c.kv, 1, &seq, &pos)) exit(1);
+      for (int l = 0; l < N_LAYER; l++) {
+        for (int64_t i = 0; i < K; i++) k[i] = rnd_sym(1.0f);
+        for (int64_t i = 0; i < V; i++) v[i] = rnd_sym(2.0f);
+        pa_kv_store(&c.kv, l, s, p, k, v);
+      }
+      pa_kv_commit(&c.kv, 1, &tok, &seq, &pos);
+    }
+  for (int32_t s = SH_KINDS; s < SH_SEQ; s++)
+    if (c.kv.table[s][0] != c.kv.table[s % SH_KINDS][0] && failures++ < 10)
+      printf("FAIL test setup: sequences %d and %d do not share their first block\n", s, s % SH_KINDS);
+  /* one decode step: every sequence's next position, in sequence order */
+  int32_t pos[SH_SEQ], seq[SH_SEQ], tok[SH_SEQ] = {0};
+  for (int32_t s = 0; s < SH_SEQ; s++) seq[s] = s, pos[s] = len[s];
+  float *qa = malloc(sizeof(float) * (size_t)(SH_SEQ * Q)), *ka = malloc(sizeof(float) * (size_t)(SH_SEQ * K));
+  float *va = malloc(sizeof(float) * (size_t)(SH_SEQ * V)), *batched = malloc(sizeof(float) * (size_t)(SH_SEQ * O));
+  for (int64_t i = 0; i < SH_SEQ * Q; i++) qa[i] = rnd_sym(1.0f);
+  for (int64_t i = 0; i < SH_SEQ * K; i++) ka[i] = rnd_sym(1.0f);
+  for (int64_t i = 0; i < SH_SEQ * V; i++) va[i] = rnd_sym(1.0f);
+  if (pa_kv_reserve(&c.kv, SH_SEQ, seq, pos)) exit(1);
+  for (int layer = 0; layer < N_LAYER; layer++) {
+    const int32_t window = layer == 1 ? 23 : 0;
+    memcpy(c.s.q, qa, sizeof(float) * (size_t)(SH_SEQ * Q));
+    memcpy(c.s.k, ka, sizeof(float) * (size_t)(SH_SEQ * K));
+    memcpy(c.s.v, va, sizeof(float) * (size_t)(SH_SEQ * V));
+    pa_fwd_batch b = {.n = SH_SEQ, .token = tok, .pos = pos, .seq = seq};
+    pa_kv_store_batch(&c, &b, layer);
+    pa_attention(&c, &b, layer, window);
+    memcpy(batched, c.s.att, sizeof(float) * (size_t)(SH_SEQ * O));
+    for (int32_t t = 0; t < SH_SEQ; t++) {
+      memcpy(c.s.q, qa + t * Q, sizeof(float) * (size_t)Q);
+      pa_fwd_batch one = {.n = 1, .token = tok, .pos = &pos[t], .seq = &seq[t]};
+      pa_attention(&c, &one, layer, window);
+      if (memcmp(c.s.att, batched + t * O, sizeof(float) * (size_t)O) && failures++ < 10)
+        printf("FAIL %s pa_attention hd %d group %d, %d threads, layer %d: sequence %d sharing its prefix "
+               "differs batched vs alone\n",
+               pa_attn_current()->name, sh->hd, sh->group, n_threads, layer, t);
+    }
+  }
+  free(k);
+  free(v);
+  free(qa);
+  free(ka);
+  free(va);
+  free(batched);
+  pa_free(c.s.q);
+  pa_free(c.s.k);
+  pa_free(c.s.v);
+  pa_free(c.s.att);
+  pa_free(c.s.scores);
+  pa_kv_free(&c.kv);
+  pa_pool_free(c.pool);
+}
+
 int main(void) {
   test_seed("test_attention");
   {
@@ -343,6 +440,8 @@ int main(void) {
       for (int s = 0; s < N_SHAPES; s++) {
         check_batch(&shapes[s], type, 1);
         check_batch(&shapes[s], type, 2);
+        check_shared(&shapes[s], type, 1);
+        check_shared(&shapes[s], type, 2);
       }
     }
   }
