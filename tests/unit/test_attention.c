@@ -240,32 +240,51 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
   pa_kv_free(&kv);
 }
 
-/* Check 3: pa_attention on a minimal context. */
-static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
-  struct pa_model m;
-  memset(&m, 0, sizeof m);
-  pa_hparams *hp = &m.hp;
+/* A minimal model and context for pa_attention: shape sh, a cache of
+ * `type` for n_seq sequences of n_ctx positions, batches of up to n_batch
+ * tokens, n_threads threads. */
+static void ctx_open(struct pa_model *m, struct pa_context *c, const shape *sh, pa_kv_type type,
+                     int n_threads, int32_t n_seq, int32_t n_ctx, int32_t n_batch) {
+  memset(m, 0, sizeof *m);
+  pa_hparams *hp = &m->hp;
   hp->n_head_kv = sh->n_kv;
   hp->n_head = sh->n_kv * sh->group;
   hp->head_dim = sh->hd;
   hp->head_dim_v = sh->hdv;
   hp->attn_scale = 1.0f / sqrtf((float)sh->hd);
+  memset(c, 0, sizeof *c);
+  c->model = m;
+  c->n_ctx = n_ctx;
+  c->n_seq_max = n_seq;
+  c->n_batch = n_batch;
+  c->n_threads = n_threads;
+  c->pool = n_threads > 1 ? pa_pool_create(n_threads) : NULL;
+  if (pa_kv_init(&c->kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, n_seq, n_ctx, sh->block, 0)) exit(1);
+  c->s.q = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)hp->n_head * (size_t)sh->hd);
+  c->s.k = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)sh->n_kv * (size_t)sh->hd);
+  c->s.v = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)sh->n_kv * (size_t)sh->hdv);
+  c->s.att = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)hp->n_head * (size_t)sh->hdv);
+  c->s.scores = pa_alloc(pa_attention_scratch_size(n_threads, n_batch, n_seq, hp));
+}
+
+static void ctx_close(struct pa_context *c) {
+  pa_free(c->s.q);
+  pa_free(c->s.k);
+  pa_free(c->s.v);
+  pa_free(c->s.att);
+  pa_free(c->s.scores);
+  pa_kv_free(&c->kv);
+  pa_pool_free(c->pool);
+}
+
+/* Check 3: pa_attention on a minimal context. */
+static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
+  struct pa_model m;
   struct pa_context c;
-  memset(&c, 0, sizeof c);
-  c.model = &m;
-  c.n_ctx = N_CTX;
-  c.n_seq_max = N_SEQ;
-  c.n_batch = 160;
-  c.n_threads = n_threads;
-  c.pool = n_threads > 1 ? pa_pool_create(n_threads) : NULL;
+  ctx_open(&m, &c, sh, type, n_threads, N_SEQ, N_CTX, 160);
+  const pa_hparams *hp = &m.hp;
   const int64_t Q = (int64_t)hp->n_head * sh->hd, K = (int64_t)sh->n_kv * sh->hd;
   const int64_t V = (int64_t)sh->n_kv * sh->hdv, O = (int64_t)hp->n_head * sh->hdv;
-  if (pa_kv_init(&c.kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, N_SEQ, N_CTX, sh->block, 0)) exit(1);
-  c.s.q = pa_alloc(sizeof(float) * (size_t)(c.n_batch * Q));
-  c.s.k = pa_alloc(sizeof(float) * (size_t)(c.n_batch * K));
-  c.s.v = pa_alloc(sizeof(float) * (size_t)(c.n_batch * V));
-  c.s.att = pa_alloc(sizeof(float) * (size_t)(c.n_batch * O));
-  c.s.scores = pa_alloc(pa_attention_scratch_size(c.n_threads, c.n_batch, c.n_seq_max, hp));
   /* the batch: seq 0 positions 0..129, seq 2 positions 0..21 and seq 1
    * position 0, interleaved near the start */
   enum { N = 153 };
@@ -314,13 +333,7 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
   free(ka);
   free(va);
   free(batched);
-  pa_free(c.s.q);
-  pa_free(c.s.k);
-  pa_free(c.s.v);
-  pa_free(c.s.att);
-  pa_free(c.s.scores);
-  pa_kv_free(&c.kv);
-  pa_pool_free(c.pool);
+  ctx_close(&c);
 }
 
 /* Check 4: a decode step of many sequences of which some share their
@@ -330,29 +343,11 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
 enum { SH_SEQ = 12, SH_KINDS = 4, SH_PREFIX = 70 }; /* a whole first block of 64 */
 static void check_shared(const shape *sh, pa_kv_type type, int n_threads) {
   struct pa_model m;
-  memset(&m, 0, sizeof m);
-  pa_hparams *hp = &m.hp;
-  hp->n_head_kv = sh->n_kv;
-  hp->n_head = sh->n_kv * sh->group;
-  hp->head_dim = sh->hd;
-  hp->head_dim_v = sh->hdv;
-  hp->attn_scale = 1.0f / sqrtf((float)sh->hd);
   struct pa_context c;
-  memset(&c, 0, sizeof c);
-  c.model = &m;
-  c.n_ctx = 128;
-  c.n_seq_max = SH_SEQ;
-  c.n_batch = SH_SEQ;
-  c.n_threads = n_threads;
-  c.pool = n_threads > 1 ? pa_pool_create(n_threads) : NULL;
+  ctx_open(&m, &c, sh, type, n_threads, SH_SEQ, 128, SH_SEQ);
+  const pa_hparams *hp = &m.hp;
   const int64_t Q = (int64_t)hp->n_head * sh->hd, K = (int64_t)sh->n_kv * sh->hd;
   const int64_t V = (int64_t)sh->n_kv * sh->hdv, O = (int64_t)hp->n_head * sh->hdv;
-  if (pa_kv_init(&c.kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, SH_SEQ, c.n_ctx, sh->block, 0)) exit(1);
-  c.s.q = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * Q));
-  c.s.k = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * K));
-  c.s.v = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * V));
-  c.s.att = pa_alloc(sizeof(float) * (size_t)(SH_SEQ * O));
-  c.s.scores = pa_alloc(pa_attention_scratch_size(c.n_threads, c.n_batch, c.n_seq_max, hp));
   /* sequence s: SH_PREFIX tokens of prompt s % SH_KINDS, then 3 + s of
    * its own; each position's K and V fresh (a twin block's are dropped
    * for the registered block's) */
@@ -408,13 +403,7 @@ static void check_shared(const shape *sh, pa_kv_type type, int n_threads) {
   free(ka);
   free(va);
   free(batched);
-  pa_free(c.s.q);
-  pa_free(c.s.k);
-  pa_free(c.s.v);
-  pa_free(c.s.att);
-  pa_free(c.s.scores);
-  pa_kv_free(&c.kv);
-  pa_pool_free(c.pool);
+  ctx_close(&c);
 }
 
 int main(void) {
