@@ -564,11 +564,10 @@ static void attention_worker(void *arg, int ith, int nth) {
         const int32_t ch = cur.ch0 + k, first = j->sc.chunk_first[ch];
         int32_t r0, r1;
         item_rows(j, &cur, k, &r0, &r1);
-        int32_t seq = 0;
+        const int32_t seq = j->b->seq[j->sc.order[first]]; /* a chunk is one sequence's */
         for (int32_t r = r0; r < r1; r++) {
           const int32_t t = j->sc.order[first + r / group], h = g * group + r % group;
           const int32_t pos = j->b->pos[t];
-          seq = j->b->seq[t];
           q[r - r0] = c->s.q + t * Q + (int64_t)h * hd;
           out[r - r0] = c->s.att + t * O + (int64_t)h * hdv;
           lo[r - r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;

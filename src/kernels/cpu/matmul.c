@@ -482,13 +482,19 @@ typedef struct {
   size_t n;
 } pf_span;
 
+/* Groups per panel of interleaved matrix w (kernel k), and a group's bytes. */
+static int64_t panel_groups(const pa_matrix *w, const pa_ilv_kernel *k, size_t *gbytes) {
+  *gbytes = pa_layout_bytes(w->layout, w->type, k->rows, w->cols);
+  const int64_t pg = (int64_t)(ILV_PANEL / *gbytes);
+  return pg < 1 ? 1 : pg;
+}
+
 /* The first panel of rows [r0, r1) of interleaved matrix m (whole groups). */
 static pf_span ilv_first_panel(const matmul_job *j, int m, int64_t r0, int64_t r1) {
   const pa_matrix *w = j->w[m];
   const pa_ilv_kernel *k = j->ilv;
-  const size_t gbytes = pa_layout_bytes(w->layout, w->type, k->rows, w->cols);
-  int64_t pg = (int64_t)(ILV_PANEL / gbytes);
-  if (pg < 1) pg = 1;
+  size_t gbytes;
+  const int64_t pg = panel_groups(w, k, &gbytes);
   const int64_t g0 = r0 / k->rows, g1 = r1 / k->rows < g0 + pg ? r1 / k->rows : g0 + pg;
   pf_span sp = {(const uint8_t *)w->data + (size_t)g0 * gbytes, g1 > g0 ? (size_t)(g1 - g0) * gbytes : 0};
   return sp;
@@ -497,9 +503,8 @@ static pf_span ilv_first_panel(const matmul_job *j, int m, int64_t r0, int64_t r
 static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end, pf_span after) {
   const pa_matrix *w = j->w[m];
   const pa_ilv_kernel *k = j->ilv;
-  const size_t gbytes = pa_layout_bytes(w->layout, w->type, k->rows, w->cols);
-  int64_t pg = (int64_t)(ILV_PANEL / gbytes);
-  if (pg < 1) pg = 1;
+  size_t gbytes;
+  const int64_t pg = panel_groups(w, k, &gbytes);
   const uint8_t *wd = w->data;
   const int64_t ys = j->y_stride[m];
   const uint8_t *xptr[PA_ILV_MAX_TOKENS];
@@ -507,12 +512,7 @@ static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end,
   for (int64_t g0 = r_begin / k->rows; g0 < r_end / k->rows; g0 += pg) {
     const int64_t g1 = g0 + pg < r_end / k->rows ? g0 + pg : r_end / k->rows;
     /* the span to ask for during passes 2.. (a slice per group and pass) */
-    pf_span next = after;
-    if (g1 < r_end / k->rows) {
-      const int64_t n1 = g1 + pg < r_end / k->rows ? g1 + pg : r_end / k->rows;
-      next.p = wd + (size_t)g1 * gbytes;
-      next.n = (size_t)(n1 - g1) * gbytes;
-    }
+    const pf_span next = g1 < r_end / k->rows ? ilv_first_panel(j, m, g1 * k->rows, r_end) : after;
     const uint8_t *pf = next.p, *pf_end = next.p ? next.p + next.n : NULL;
     const size_t slice =
         passes > 1 && next.n ? ((next.n / (size_t)((passes - 1) * (g1 - g0)) + 64) & ~(size_t)63) : 0;
