@@ -71,6 +71,7 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   size_t nb = (size_t)n_blocks;
   kv->ref = calloc(nb, sizeof(int32_t));
   kv->registered = calloc(nb, 1);
+  kv->fill = calloc(nb, sizeof(int32_t));
   kv->hash = calloc(nb, sizeof(uint64_t));
   kv->parent_hash = calloc(nb, sizeof(uint64_t));
   kv->lru = calloc(nb, sizeof(uint64_t));
@@ -82,7 +83,7 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   kv->table = calloc((size_t)n_seq, sizeof(int32_t *));
   kv->len = calloc((size_t)n_seq, sizeof(int32_t));
   kv->n_seq_blocks = calloc((size_t)n_seq, sizeof(int32_t));
-  bool ok = kv->k && kv->v && kv->ref && kv->registered && kv->hash && kv->parent_hash && kv->lru &&
+  bool ok = kv->k && kv->v && kv->ref && kv->registered && kv->fill && kv->hash && kv->parent_hash && kv->lru &&
             kv->tokens && kv->free_list && kv->map && kv->table && kv->len && kv->n_seq_blocks;
   for (int32_t s = 0; ok && s < n_seq; s++) ok = (kv->table[s] = malloc((size_t)per_seq * sizeof(int32_t)));
   /* every layer's K then V, each + 64 bytes (SIMD loads of a last row's
@@ -115,7 +116,7 @@ void pa_kv_free(pa_kv_cache *kv) {
   pa_unmap_huge(kv->mem, kv->mem_bytes);
   if (kv->table)
     for (int32_t s = 0; s < kv->n_seq; s++) free(kv->table[s]);
-  void *p[] = {kv->k, kv->v, kv->ref, kv->registered, kv->hash, kv->parent_hash, kv->lru,
+  void *p[] = {kv->k, kv->v, kv->ref, kv->registered, kv->fill, kv->hash, kv->parent_hash, kv->lru,
                kv->tokens, kv->free_list, kv->map, kv->table, kv->len, kv->n_seq_blocks};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
   memset(kv, 0, sizeof *kv);
@@ -154,8 +155,8 @@ static void map_remove(pa_kv_cache *kv, int32_t block) {
 
 static void unregister(pa_kv_cache *kv, int32_t b) {
   if (!kv->registered[b]) return;
-  map_remove(kv, b);
-  kv->registered[b] = 0;
+  if (kv->registered[b] == PA_KV_FULL) map_remove(kv, b);
+  kv->registered[b] = PA_KV_NONE;
   if (kv->ref[b] == 0) kv->n_evictable--;
 }
 
@@ -249,7 +250,7 @@ void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_
     int32_t bi = p / bs, b = kv->table[s][bi];
     if (kv->registered[b]) continue;
     uint64_t parent = bi == 0 ? 0 : kv->hash[kv->table[s][bi - 1]];
-    if (bi > 0 && !kv->registered[kv->table[s][bi - 1]]) continue; /* chain broken */
+    if (bi > 0 && kv->registered[kv->table[s][bi - 1]] != PA_KV_FULL) continue; /* chain broken */
     uint64_t h = hash_block(parent, kv->tokens + (int64_t)b * bs, bs);
     const int32_t d = map_find(kv, h);
     if (d >= 0) {
@@ -269,15 +270,59 @@ void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_
     }
     kv->hash[b] = h;
     kv->parent_hash[b] = parent;
-    kv->registered[b] = 1;
+    kv->registered[b] = PA_KV_FULL;
     map_insert(kv, b);
   }
+}
+
+/* How many of tk[0..want) block b holds from its first position on, of
+ * its `fill` written positions. */
+static int32_t common_run(const pa_kv_cache *kv, int32_t b, int32_t fill, const int32_t *tk,
+                          int32_t want) {
+  const int32_t *have = kv->tokens + (int64_t)b * kv->block_size;
+  const int32_t n = fill < want ? fill : want;
+  int32_t m = 0;
+  while (m < n && have[m] == tk[m]) m++;
+  return m;
+}
+
+/* Positions a cached block holds: all of a full one, a tail's fill. */
+static int32_t cached_fill(const pa_kv_cache *kv, int32_t b) {
+  return kv->registered[b] == PA_KV_TAIL ? kv->fill[b] : kv->block_size;
+}
+
+/* Before seq's last block goes back: when it is partial, ours alone and
+ * follows a chain of full cached blocks (or starts the sequence), it stays
+ * cached as a tail, unless a cached block with the same parent already
+ * holds its positions; a shorter tail it extends is freed. */
+static void keep_tail(pa_kv_cache *kv, int32_t seq) {
+  const int32_t bs = kv->block_size, nb = kv->n_seq_blocks[seq];
+  if (nb <= 0) return;
+  const int32_t b = kv->table[seq][nb - 1], fill = kv->len[seq] - (nb - 1) * bs;
+  if (fill <= 0 || fill >= bs || kv->ref[b] != 1 || kv->registered[b]) return;
+  if (nb > 1 && kv->registered[kv->table[seq][nb - 2]] != PA_KV_FULL) return;
+  const uint64_t parent = nb > 1 ? kv->hash[kv->table[seq][nb - 2]] : 0;
+  const int32_t *tk = kv->tokens + (int64_t)b * bs;
+  for (int32_t o = 0; o < kv->n_blocks; o++) {
+    if (o == b || !kv->registered[o] || kv->parent_hash[o] != parent) continue;
+    const int32_t fo = cached_fill(kv, o);
+    const int32_t m = common_run(kv, o, fo, tk, fill);
+    if (m == fill) return; /* covered already */
+    if (m == fo && kv->registered[o] == PA_KV_TAIL && kv->ref[o] == 0) {
+      unregister(kv, o); /* a shorter tail this one extends */
+      kv->free_list[kv->n_free++] = o;
+    }
+  }
+  kv->registered[b] = PA_KV_TAIL;
+  kv->parent_hash[b] = parent;
+  kv->fill[b] = fill;
 }
 
 void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0) {
   const int32_t bs = kv->block_size;
   if (p0 >= kv->len[seq]) return;
   int32_t keep = (p0 + bs - 1) / bs; /* blocks holding positions < p0 */
+  if (kv->n_seq_blocks[seq] > keep) keep_tail(kv, seq);
   while (kv->n_seq_blocks[seq] > keep) release_block(kv, kv->table[seq][--kv->n_seq_blocks[seq]]);
   kv->len[seq] = p0;
   if (p0 % bs == 0) return;
@@ -299,16 +344,6 @@ void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0) {
   kv->table[seq][keep - 1] = nb;
 }
 
-/* How many of tk[0..want) block b holds from its first position on, of
- * its `fill` written positions. */
-static int32_t common_run(const pa_kv_cache *kv, int32_t b, int32_t fill, const int32_t *tk,
-                          int32_t want) {
-  const int32_t *have = kv->tokens + (int64_t)b * kv->block_size;
-  const int32_t n = fill < want ? fill : want;
-  int32_t m = 0;
-  while (m < n && have[m] == tk[m]) m++;
-  return m;
-}
 
 /* After nb whole blocks (the chain ending in hash `parent`) of an empty
  * sequence: the block that follows the same prefix elsewhere and starts
@@ -323,14 +358,14 @@ static int32_t reuse_tail(pa_kv_cache *kv, int32_t seq, int32_t nb, uint64_t par
   int32_t best = -1, best_m = 0;
   for (int32_t b = 0; b < kv->n_blocks; b++)
     if (kv->registered[b] && kv->parent_hash[b] == parent) {
-      const int32_t m = common_run(kv, b, bs, tk, want);
+      const int32_t m = common_run(kv, b, cached_fill(kv, b), tk, want);
       if (m > best_m) best = b, best_m = m;
     }
   for (int32_t s = 0; s < kv->n_seq; s++) {
     if (s == seq || kv->n_seq_blocks[s] <= nb || kv->len[s] <= nb * bs) continue;
     if (nb > 0) { /* the same whole blocks before it: its previous block is the chain's */
       const int32_t prev = kv->table[s][nb - 1];
-      if (!kv->registered[prev] || kv->hash[prev] != parent) continue;
+      if (kv->registered[prev] != PA_KV_FULL || kv->hash[prev] != parent) continue;
     }
     const int32_t b = kv->table[s][nb],
                   fill = kv->len[s] - nb * bs < bs ? kv->len[s] - nb * bs : bs;

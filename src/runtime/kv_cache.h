@@ -14,8 +14,14 @@
  * A block is shared only when full and registered; a sequence writes only
  * into blocks it owns alone (truncating into a shared block copies it
  * first).
- * Blocks no sequence uses but that hold a cached prefix are evicted least
- * recently used first when the pool runs out.
+ * When a sequence ends (is truncated) inside a block, that partial last
+ * block is kept as a cached tail (not in the map: found through its parent
+ * hash, like a full block's leading positions), so a prompt that repeats
+ * the ended sequence, or continues it (the next turn of a conversation),
+ * reuses it to the token; a tail another cached block already covers is
+ * freed instead, and a longer tail replaces a shorter one it extends.
+ * Blocks no sequence uses but that hold a cached prefix (full or tail) are
+ * evicted least recently used first when the pool runs out.
  *
  * Storage: per layer, K and V each [n_blocks][n_head_kv][part], a part
  * holding one KV head's values of a block in the cache's type: F32; IEEE
@@ -42,6 +48,8 @@
 #include <stdint.h>
 
 typedef enum { PA_KV_F32 = 0, PA_KV_F16 = 1, PA_KV_Q8 = 2 } pa_kv_type;
+/* A block's place in the prefix cache (pa_kv_cache.registered). */
+enum { PA_KV_NONE = 0, PA_KV_FULL = 1, PA_KV_TAIL = 2 };
 
 typedef struct {
   int32_t n_layer, block_size, n_blocks, n_seq, n_ctx, max_blocks_per_seq;
@@ -57,11 +65,12 @@ typedef struct {
   size_t mem_bytes;
   /* per block */
   int32_t *ref;         /* sequences using the block */
-  uint8_t *registered;  /* in the prefix cache */
+  uint8_t *registered;  /* in the prefix cache: PA_KV_FULL (in the map) or PA_KV_TAIL */
+  int32_t *fill;        /* a tail's positions written */
   uint64_t *hash, *parent_hash, *lru;
   int32_t *tokens;      /* [n_blocks][block_size] tokens written, for verification */
   int32_t *free_list, n_free;
-  int32_t n_evictable;  /* ref == 0 && registered */
+  int32_t n_evictable;  /* ref == 0 && registered (full or tail) */
   /* prefix cache: open-addressing map hash -> block (-1 empty, -2 deleted) */
   int32_t *map;
   uint32_t map_cap;

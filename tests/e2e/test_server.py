@@ -637,3 +637,33 @@ def test_prefix_reuse_to_the_token(server, client):
     assert r1.usage.prompt_tokens - 1 <= r3.usage.prompt_tokens_details.cached_tokens
     assert r3.usage.prompt_tokens_details.cached_tokens < r3.usage.prompt_tokens
     assert hits3 == r3.usage.prompt_tokens_details.cached_tokens
+
+
+def test_prefix_reuse_next_turn(server, client):
+    """A conversation's next turn reuses the whole previous prompt though the
+    first answer ended inside a KV block it did not fill: the ended
+    sequence's partial last block stays cached."""
+    def count(p):
+        return len(requests.post(server.url + "/tokenize", json={"content": p}).json()["tokens"])
+
+    # the template's own tokens around one user message
+    probe = f"Probe {time.time_ns()}"
+    r0 = client.chat.completions.create(model="m", messages=chat_msgs(probe), max_tokens=1,
+                                        temperature=0)
+    frame = r0.usage.prompt_tokens - count(probe)
+    question = f"Turn {time.time_ns()}: which rooms of the archive open before noon?"
+    # the prompt ends 2..10 positions into a block of 16, so that 4 answer
+    # tokens cannot fill it
+    while not 2 <= (frame + count(question)) % 16 <= 10:
+        question += " Thanks."
+    first = [{"role": "user", "content": question}]
+    r1 = client.chat.completions.create(model="m", messages=first, max_tokens=4, temperature=0)
+    assert 2 <= r1.usage.prompt_tokens % 16 <= 10, r1.usage.prompt_tokens
+    before = server.wait_idle()
+    second = first + [{"role": "assistant", "content": r1.choices[0].message.content},
+                      {"role": "user", "content": "And which on Sundays?"}]
+    r2 = client.chat.completions.create(model="m", messages=second, max_tokens=4, temperature=0)
+    after = server.wait_idle()
+    cached = r2.usage.prompt_tokens_details.cached_tokens
+    assert r1.usage.prompt_tokens <= cached < r2.usage.prompt_tokens, (r1.usage.prompt_tokens, cached)
+    assert delta(after, before, "pasada_prefix_cache_hit_tokens_total") == cached

@@ -6,7 +6,9 @@
  * is always left to decode, and every block comes back. A block that
  * fills with the same tokens as a cached one after the same prefix (two
  * sequences prefilling one prompt at once) is replaced by the cached one,
- * so the sequence's later blocks are cached too. For each cache type. */
+ * so the sequence's later blocks are cached too. A sequence that ends
+ * inside a block leaves it cached as a tail (run_tails). For each cache
+ * type. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +235,86 @@ static void run_duplicates(pa_kv_type type) {
   cache_close(&kv);
 }
 
+/* Cached tails (blocks with registered == PA_KV_TAIL) and the fill of the
+ * one with the most positions. */
+static int count_tails(const pa_kv_cache *kv, int32_t *max_fill) {
+  int n = 0;
+  *max_fill = 0;
+  for (int32_t b = 0; b < kv->n_blocks; b++)
+    if (kv->registered[b] == PA_KV_TAIL) {
+      n++;
+      if (kv->fill[b] > *max_fill) *max_fill = kv->fill[b];
+    }
+  return n;
+}
+
+/* A sequence that ends inside a block leaves that block cached as a tail:
+ * the same prompt again, or one that continues it (a conversation's next
+ * turn), reuses it to the token after the sequence is gone; a tail another
+ * cached block covers is not kept twice, a longer one replaces the shorter
+ * it extends, a diverging one is kept beside it, and tails are evicted like
+ * any cached block when the pool runs out. */
+static void run_tails(pa_kv_type type) {
+  pa_kv_cache kv;
+  if (!cache_open(&kv, type)) return;
+  int32_t a[CTX], b[CTX];
+  int32_t fill = 0;
+  for (int i = 0; i < CTX; i++) a[i] = 4000 + (i * 29) % 211;
+
+  /* 2 whole blocks and 5 positions, then the sequence ends */
+  feed(&kv, 0, a, 0, 2 * BS + 5);
+  pa_kv_truncate(&kv, 0, 0);
+  CHECK(count_tails(&kv, &fill) == 1 && fill == 5, "one tail of 5 positions: %d, fill %d",
+        count_tails(&kv, &fill), fill);
+  CHECK(pa_kv_available(&kv) == kv.n_blocks, "a tail is evictable: %d of %d available",
+        pa_kv_available(&kv), kv.n_blocks);
+  /* the same prompt and one more token: all 37 positions cached */
+  int32_t got = pa_kv_reuse_prefix(&kv, 1, a, 2 * BS + 6);
+  CHECK(got == 2 * BS + 5, "prompt repeating an ended sequence: %d cached, want %d", got, 2 * BS + 5);
+  check_values(&kv, 1, a, got, "positions from a tail");
+  /* a continuation of it (the next turn) */
+  got = pa_kv_reuse_prefix(&kv, 2, a, 60);
+  CHECK(got == 2 * BS + 5, "continuing prompt: %d cached, want %d", got, 2 * BS + 5);
+  /* seq 1 ends with the same 5 positions: not cached twice */
+  pa_kv_truncate(&kv, 1, 0);
+  CHECK(count_tails(&kv, &fill) == 1 && fill == 5, "a covered tail is not kept: %d tails",
+        count_tails(&kv, &fill));
+  /* seq 2 goes on to 42 and ends: its 10-position tail replaces the 5 */
+  feed(&kv, 2, a, got, 2 * BS + 10);
+  pa_kv_truncate(&kv, 2, 0);
+  CHECK(count_tails(&kv, &fill) == 1 && fill == 10, "the longer tail replaces the shorter: %d tails, fill %d",
+        count_tails(&kv, &fill), fill);
+  got = pa_kv_reuse_prefix(&kv, 3, a, 2 * BS + 11);
+  CHECK(got == 2 * BS + 10, "from the longer tail: %d cached, want %d", got, 2 * BS + 10);
+  check_values(&kv, 3, a, got, "positions from the longer tail");
+  pa_kv_truncate(&kv, 3, 0);
+  /* diverging at 34: 2 positions of the tail, then its own; both kept */
+  memcpy(b, a, sizeof b);
+  b[2 * BS + 2] = 17;
+  got = pa_kv_reuse_prefix(&kv, 3, b, 2 * BS + 8);
+  CHECK(got == 2 * BS + 2, "diverging inside the tail: %d cached, want %d", got, 2 * BS + 2);
+  feed(&kv, 3, b, got, 2 * BS + 8);
+  pa_kv_truncate(&kv, 3, 0);
+  CHECK(count_tails(&kv, &fill) == 2, "a diverging tail is kept beside: %d tails", count_tails(&kv, &fill));
+  got = pa_kv_reuse_prefix(&kv, 3, b, 2 * BS + 9);
+  CHECK(got == 2 * BS + 8, "from the diverging tail: %d cached, want %d", got, 2 * BS + 8);
+  check_values(&kv, 3, b, got, "positions from the diverging tail");
+  got = pa_kv_reuse_prefix(&kv, 4, a, 2 * BS + 11);
+  CHECK(got == 2 * BS + 10, "the first tail still: %d cached, want %d", got, 2 * BS + 10);
+  check_values(&kv, 4, a, got, "the first tail after the second was written");
+  pa_kv_truncate(&kv, 3, 0);
+  pa_kv_truncate(&kv, 4, 0);
+
+  /* the pool runs out: cached blocks and tails are evicted, all come back */
+  for (int s = 0; s < 3; s++) {
+    for (int i = 0; i < CTX; i++) b[i] = 30000 * (s + 1) + i;
+    feed(&kv, s, b, 0, CTX);
+  }
+  CHECK(pa_kv_available(&kv) == 0, "pool full: %d available", pa_kv_available(&kv));
+  CHECK(count_tails(&kv, &fill) == 0, "tails evicted: %d left", count_tails(&kv, &fill));
+  cache_close(&kv);
+}
+
 int main(void) {
   run(PA_KV_F32);
   run(PA_KV_F16);
@@ -240,6 +322,9 @@ int main(void) {
   run_duplicates(PA_KV_F32);
   run_duplicates(PA_KV_F16);
   run_duplicates(PA_KV_Q8);
+  run_tails(PA_KV_F32);
+  run_tails(PA_KV_F16);
+  run_tails(PA_KV_Q8);
   if (failures) {
     printf("test_kv_cache: %d failures\n", failures);
     return 1;
