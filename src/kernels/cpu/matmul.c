@@ -114,9 +114,21 @@
 #define GEMM_K_CHUNK 4
 #define GEMM_K_PANEL (24 * 1024)
 #define GEMM_ACC_FLOATS 16384
-/* Tasks per thread of a product job: claimed dynamically (base/threadpool.h),
- * so a thread the OS delays leaves its share to the others. */
-#define TASKS_PER_THREAD 4
+/* A product job's tasks are claimed dynamically (base/threadpool.h), so a
+ * thread the OS delays leaves its share to the others, and shrink as they
+ * go out (guided): each takes 1 / (TASK_GUIDE x threads) of the grains
+ * left, at least 1 / (TASK_MIN_SHARE x threads) of all of them, so the
+ * first tasks are long and the last ones short, and the threads finish
+ * within a short task of each other (equal tasks, 4 per thread, left the
+ * last thread alone for half a task on average: ~6% of a 16-token step's
+ * products idle at their barriers). */
+#ifndef TASK_GUIDE
+#define TASK_GUIDE 2
+#endif
+#ifndef TASK_MIN_SHARE
+#define TASK_MIN_SHARE 16
+#endif
+#define MAX_TASKS 512
 
 /* One pool job: up to PA_MATMUL_MAX_OUTS matrices over the same
  * activations (quantized once), their rows cut into tasks of whole
@@ -129,7 +141,9 @@ typedef struct {
   float *y[PA_MATMUL_MAX_OUTS];
   int64_t y_stride[PA_MATMUL_MAX_OUTS]; /* floats */
   pa_vec_dot_xs_fn dot_xs[PA_MATMUL_MAX_OUTS]; /* per matrix, or NULL: vec_dot */
-  int task0[PA_MATMUL_MAX_OUTS + 1];           /* matrix m's tasks: [task0[m], task0[m + 1]) */
+  int64_t g0[PA_MATMUL_MAX_OUTS + 1]; /* matrix m's grains: [g0[m], g0[m + 1]) of the job's */
+  int n_tasks;
+  int64_t tg[MAX_TASKS + 1]; /* task i's grains: [tg[i], tg[i + 1]), inside one matrix */
   pa_gate_fn gate;                             /* gated: y[0] = gate(y[0], y[1]) per task */
   const float *x;
   int64_t x_stride; /* floats */
@@ -541,14 +555,31 @@ static void rows_of(const matmul_job *j, int m, int64_t r0, int64_t r1, pf_span 
 /* Task `task`'s matrix and rows. */
 static int task_rows(const matmul_job *j, int task, int64_t *r0, int64_t *r1) {
   int m = 0;
-  while (task >= j->task0[m + 1]) m++;
+  while (j->tg[task] >= j->g0[m + 1]) m++;
   const int64_t rows = j->w[m]->rows, grain = j->grain;
-  long lo, hi;
-  pa_split((long)((rows + grain - 1) / grain), task - j->task0[m], j->task0[m + 1] - j->task0[m],
-           &lo, &hi);
-  *r0 = lo * grain;
-  *r1 = hi * grain < rows ? hi * grain : rows;
+  const int64_t hi = (j->tg[task + 1] - j->g0[m]) * grain;
+  *r0 = (j->tg[task] - j->g0[m]) * grain;
+  *r1 = hi < rows ? hi : rows;
   return m;
+}
+
+/* Cuts the job's grains into guided tasks (see TASK_GUIDE); one task per
+ * matrix on one thread. */
+static void plan_tasks(matmul_job *j, int n, int nth) {
+  const int64_t total = j->g0[n];
+  const int64_t least = (total + (int64_t)TASK_MIN_SHARE * nth - 1) / ((int64_t)TASK_MIN_SHARE * nth);
+  int t = 0, m = 0;
+  j->tg[0] = 0;
+  for (int64_t at = 0; at < total;) {
+    while (at >= j->g0[m + 1]) m++;
+    int64_t size = nth > 1 ? (total - at + (int64_t)TASK_GUIDE * nth - 1) / ((int64_t)TASK_GUIDE * nth) : total;
+    if (size < least) size = least;
+    /* tasks stay inside a matrix; the last slots take whole matrices */
+    if (size > j->g0[m + 1] - at || t >= MAX_TASKS - (n - m)) size = j->g0[m + 1] - at;
+    at += size;
+    j->tg[++t] = at;
+  }
+  j->n_tasks = t;
 }
 
 static void matmul_task(void *arg, int task, int n_tasks) {
@@ -648,7 +679,7 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
 }
 
 /* Quantizes the activations (split over the pool when they are many), then
- * runs the products: ~TASKS_PER_THREAD tasks per thread, shared between the
+ * runs the products: guided tasks (plan_tasks), shared between the
  * matrices by their rows. */
 static void job_run(pa_pool *pool, matmul_job *j) {
   const int nth = pa_pool_size(pool);
@@ -660,18 +691,10 @@ static void job_run(pa_pool *pool, matmul_job *j) {
       quantize_task(j, 0, 1);
   }
   const int n = j->gate ? 1 : j->n_mats; /* gated: the tasks cut the shared rows */
-  int64_t grains[PA_MATMUL_MAX_OUTS], total = 0;
-  for (int m = 0; m < n; m++) total += grains[m] = (j->w[m]->rows + j->grain - 1) / j->grain;
-  const int64_t want = nth > 1 ? (int64_t)nth * TASKS_PER_THREAD : 1;
-  j->task0[0] = 0;
-  for (int m = 0; m < n; m++) {
-    int64_t tm = (want * grains[m] + total - 1) / total;
-    if (tm > grains[m]) tm = grains[m];
-    if (tm < 1) tm = 1;
-    j->task0[m + 1] = j->task0[m] + (int)tm;
-  }
-  for (int m = n; m < PA_MATMUL_MAX_OUTS; m++) j->task0[m + 1] = j->task0[n];
-  pa_pool_run_tasks(pool, matmul_task, j, j->task0[n]);
+  j->g0[0] = 0;
+  for (int m = 0; m < n; m++) j->g0[m + 1] = j->g0[m] + (j->w[m]->rows + j->grain - 1) / j->grain;
+  plan_tasks(j, n, nth);
+  pa_pool_run_tasks(pool, matmul_task, j, j->n_tasks);
 }
 
 void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
