@@ -99,6 +99,12 @@ int pasada_decode(pasada_context *ctx, const pasada_batch *batch);
 /* Logits of the i-th token of the last batch that asked for them, n_vocab
  * floats; NULL if that token's logits were not requested. */
 const float *pasada_get_logits(const pasada_context *ctx, int32_t i);
+/* Runs fn(arg, i) for every i in [0, n) on the context's threads (the
+ * calling one included) and returns when all have run: for work between
+ * forward passes that is independent per sequence, such as sampling each
+ * of a batch's sequences from its logits. fn must not call back into the
+ * context except to read (pasada_get_logits). */
+void pasada_parallel_for(pasada_context *ctx, void (*fn)(void *arg, int32_t i), void *arg, int32_t n);
 /* Drops sequence `seq` from position `p0` on (p0 = 0: the whole sequence,
  * whose KV blocks go back to the pool or to the prefix cache). */
 void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);

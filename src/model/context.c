@@ -254,6 +254,23 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
   return PASADA_OK;
 }
 
+typedef struct {
+  void (*fn)(void *arg, int32_t i);
+  void *arg;
+} parallel_call;
+
+static void parallel_task(void *arg, int i, int n) {
+  (void)n;
+  const parallel_call *pc = arg;
+  pc->fn(pc->arg, i);
+}
+
+void pasada_parallel_for(pasada_context *c, void (*fn)(void *arg, int32_t i), void *arg, int32_t n) {
+  if (!c || !fn || n <= 0) return;
+  parallel_call pc = {fn, arg};
+  pa_pool_run_tasks(c->pool, parallel_task, &pc, n);
+}
+
 const float *pasada_get_logits(const pasada_context *c, int32_t i) {
   if (i < 0) i += c->row_of_n;
   if (i < 0 || i >= c->row_of_n || c->row_of[i] < 0) return NULL;

@@ -9,10 +9,19 @@
  * job. Admission reserves the blocks a job can ever need (prompt + max
  * tokens), so a running sequence never runs out of cache half-way. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/scheduler.h"
+
+/* One sequence's draw of a step, made on the context's threads. */
+typedef struct {
+  int32_t row, slot; /* batch row of the logits, the job's slot */
+  int32_t token;     /* < 0: the sampler failed (message in err) */
+  srv_token_logprob lp;
+  char err[160];
+} srv_sampled;
 
 struct srv_sched {
   const pasada_tokenizer *tok;
@@ -42,6 +51,7 @@ struct srv_sched {
   int32_t cap_batch;
   int32_t *b_token, *b_pos, *b_seq;
   int8_t *b_want;
+  srv_sampled *sampled; /* a step's sampling, per sequence with logits */
 };
 
 int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_seq_max,
@@ -71,7 +81,8 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->b_pos = malloc((size_t)s->cap_batch * sizeof(int32_t));
   s->b_seq = malloc((size_t)s->cap_batch * sizeof(int32_t));
   s->b_want = malloc((size_t)s->cap_batch);
-  if (!s->slot || !s->slot_order || !s->b_token || !s->b_pos || !s->b_seq || !s->b_want) {
+  s->sampled = malloc((size_t)n_seq_max * sizeof *s->sampled);
+  if (!s->slot || !s->slot_order || !s->b_token || !s->b_pos || !s->b_seq || !s->b_want || !s->sampled) {
     srv_sched_free(s);
     return PASADA_ERR_NOMEM;
   }
@@ -88,6 +99,7 @@ void srv_sched_free(srv_sched *s) {
   free(s->b_pos);
   free(s->b_seq);
   free(s->b_want);
+  free(s->sampled);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   free(s);
@@ -285,19 +297,32 @@ static void compute_logprobs(const float *logits, int32_t n_vocab, int32_t token
     out->top_logprob[k] = (float)((double)out->top_logprob[k] - lse);
 }
 
-/* Samples the next token of slot i from its logits and delivers its text. */
-static void on_logits(srv_sched *s, int i, const float *logits) {
+/* Draws entry k of the step's sampling: each sequence has its own sampler,
+ * so the draws run side by side on the context's threads. */
+static void sample_one(void *arg, int32_t k) {
+  srv_sched *s = arg;
+  srv_sampled *d = &s->sampled[k];
+  srv_job *j = s->slot[d->slot];
+  const float *logits = pasada_get_logits(s->ctx, d->row);
+  d->token = logits ? pasada_sampler_sample(j->sampler, logits, s->n_vocab) : -1;
+  if (d->token < 0) {
+    snprintf(d->err, sizeof d->err, "%s", logits ? pasada_last_error() : "no logits");
+    return;
+  }
+  pasada_sampler_accept(j->sampler, d->token);
+  if (j->req.logprobs) compute_logprobs(logits, s->n_vocab, d->token, j->req.top_logprobs, &d->lp);
+}
+
+/* Delivers slot i's drawn token (d): its text, stop strings, the end. */
+static void on_sampled(srv_sched *s, int i, const srv_sampled *d) {
   srv_job *j = s->slot[i];
-  srv_token_logprob lp;
-  int32_t tok = pasada_sampler_sample(j->sampler, logits, s->n_vocab);
+  const int32_t tok = d->token;
   if (tok < 0) {
     srv_error e;
-    srv_fail(&e, 500, "server_error", NULL, NULL, "sampling failed: %s", pasada_last_error());
+    srv_fail(&e, 500, "server_error", NULL, NULL, "sampling failed: %s", d->err);
     finish_slot(s, i, SRV_FINISH_ERROR, &e);
     return;
   }
-  pasada_sampler_accept(j->sampler, tok);
-  if (j->req.logprobs) compute_logprobs(logits, s->n_vocab, tok, j->req.top_logprobs, &lp);
   double now = srv_now();
   j->n_generated++;
   if (j->n_generated == 1) {
@@ -319,7 +344,7 @@ static void on_logits(srv_sched *s, int i, const float *logits) {
   j->held = b.p, j->n_held = b.n, j->cap_held = b.cap;
   bool matched = false;
   size_t k = srv_stop_scan(j->held ? j->held : "", j->n_held, j->req.stop, j->req.n_stop, &matched);
-  srv_job_emit(j, j->held, k, j->req.logprobs ? &lp : NULL);
+  srv_job_emit(j, j->held, k, j->req.logprobs ? &d->lp : NULL);
   if (matched) {
     j->n_held = 0;
     finish_slot(s, i, SRV_FINISH_STOP, NULL);
@@ -417,11 +442,14 @@ static void run_step(srv_sched *s) {
   }
   srv_metrics_step(s->metrics, n, srv_now() - t0);
   for (int32_t t = 0; t < n; t++) s->slot[s->b_seq[t]]->n_fed++;
-  for (int32_t t = 0; t < n; t++) {
-    if (!s->b_want[t]) continue;
-    const float *logits = pasada_get_logits(s->ctx, t);
-    if (logits && s->slot[s->b_seq[t]]) on_logits(s, s->b_seq[t], logits);
-  }
+  /* draw every sequence's token at once (a sequence has at most one row
+   * with logits), then deliver them in batch order */
+  int32_t n_draw = 0;
+  for (int32_t t = 0; t < n; t++)
+    if (s->b_want[t] && s->slot[s->b_seq[t]])
+      s->sampled[n_draw++] = (srv_sampled){.row = t, .slot = s->b_seq[t]};
+  pasada_parallel_for(s->ctx, sample_one, s, n_draw);
+  for (int32_t k = 0; k < n_draw; k++) on_sampled(s, s->sampled[k].slot, &s->sampled[k]);
   srv_bell_ring(&s->bell); /* the readers of this step's output, all at once */
 }
 

@@ -2,7 +2,9 @@
  * as several passes (context.c); its logits must be the same bits as those
  * of the same tokens decoded one at a time. Three sequences interleaved in
  * one 390-token batch, every row's logits asked for, on each tiny model
- * (llama, qwen2, qwen3, gemma3 with its sliding window). */
+ * (llama, qwen2, qwen3, gemma3 with its sliding window). And
+ * pasada_parallel_for over those rows (as the server samples them): every
+ * index runs once, on the context's threads, reading the logits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,29 @@
 #include "test_check.h"
 
 enum { N_SEQ = 3, PER_SEQ = 130, N = N_SEQ * PER_SEQ };
+
+/* pasada_parallel_for's per-row work: the row's largest logit's index,
+ * and how many times the row ran. */
+typedef struct {
+  pasada_context *ctx;
+  int32_t n_vocab;
+  int32_t best[N];
+  _Atomic int runs[N];
+} argmax_job;
+
+static int32_t argmax_of(const float *l, int32_t n) {
+  int32_t b = 0;
+  for (int32_t v = 1; v < n; v++)
+    if (l[v] > l[b]) b = v;
+  return b;
+}
+
+static void argmax_row(void *arg, int32_t i) {
+  argmax_job *a = arg;
+  a->runs[i]++;
+  const float *l = pasada_get_logits(a->ctx, i);
+  a->best[i] = l ? argmax_of(l, a->n_vocab) : -1;
+}
 
 static pasada_context *make_context(pasada_model *m, int32_t n_batch) {
   pasada_context_params cp = pasada_context_default_params();
@@ -54,6 +79,18 @@ static void check_model(const char *path) {
       CHECK(l != NULL, "%s: no logits for row %d", path, i);
       if (l) memcpy(logits + (size_t)i * (size_t)n_vocab, l, (size_t)n_vocab * sizeof(float));
     }
+    argmax_job *aj = calloc(1, sizeof *aj);
+    if (aj && rc == PASADA_OK) {
+      aj->ctx = whole;
+      aj->n_vocab = n_vocab;
+      pasada_parallel_for(whole, argmax_row, aj, N);
+      int32_t wrong = 0;
+      for (int32_t i = 0; i < N; i++)
+        wrong += aj->runs[i] != 1 ||
+                 aj->best[i] != argmax_of(logits + (size_t)i * (size_t)n_vocab, n_vocab);
+      CHECK(wrong == 0, "%s: pasada_parallel_for: %d of %d rows not run once or wrong", path, wrong, N);
+    }
+    free(aj);
     int32_t mismatched = 0;
     for (int32_t i = 0; i < N && rc == PASADA_OK; i++) {
       pasada_batch one = {.n_tokens = 1, .token = &tok[i], .pos = &pos[i], .seq_id = &seq[i]};
