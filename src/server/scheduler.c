@@ -446,7 +446,7 @@ static void run_step(srv_sched *s) {
    * with logits), then deliver them in batch order */
   int32_t n_draw = 0;
   for (int32_t t = 0; t < n; t++)
-    if (s->b_want[t] && s->slot[s->b_seq[t]])
+    if (s->b_want[t] && s->slot[s->b_seq[t]] && n_draw < s->n_slots)
       s->sampled[n_draw++] = (srv_sampled){.row = t, .slot = s->b_seq[t]};
   pasada_parallel_for(s->ctx, sample_one, s, n_draw);
   for (int32_t k = 0; k < n_draw; k++) on_sampled(s, s->sampled[k].slot, &s->sampled[k]);

@@ -128,7 +128,8 @@
 #ifndef TASK_MIN_SHARE
 #define TASK_MIN_SHARE 16
 #endif
-#define MAX_TASKS 512
+/* ~6 tasks per thread and one per matrix come out of the rule above */
+#define MAX_TASKS 2048
 
 /* One pool job: up to PA_MATMUL_MAX_OUTS matrices over the same
  * activations (quantized once), their rows cut into tasks of whole
@@ -143,7 +144,7 @@ typedef struct {
   pa_vec_dot_xs_fn dot_xs[PA_MATMUL_MAX_OUTS]; /* per matrix, or NULL: vec_dot */
   int64_t g0[PA_MATMUL_MAX_OUTS + 1]; /* matrix m's grains: [g0[m], g0[m + 1]) of the job's */
   int n_tasks;
-  int64_t tg[MAX_TASKS + 1]; /* task i's grains: [tg[i], tg[i + 1]), inside one matrix */
+  int64_t *tg; /* task i's grains: [tg[i], tg[i + 1]), inside one matrix (job_run's) */
   pa_gate_fn gate;                             /* gated: y[0] = gate(y[0], y[1]) per task */
   const float *x;
   int64_t x_stride; /* floats */
@@ -691,6 +692,8 @@ static void job_run(pa_pool *pool, matmul_job *j) {
       quantize_task(j, 0, 1);
   }
   const int n = j->gate ? 1 : j->n_mats; /* gated: the tasks cut the shared rows */
+  int64_t tg[MAX_TASKS + 1];
+  j->tg = tg;
   j->g0[0] = 0;
   for (int m = 0; m < n; m++) j->g0[m + 1] = j->g0[m] + (j->w[m]->rows + j->grain - 1) / j->grain;
   plan_tasks(j, n, nth);
