@@ -665,5 +665,8 @@ def test_prefix_reuse_next_turn(server, client):
     r2 = client.chat.completions.create(model="m", messages=second, max_tokens=4, temperature=0)
     after = server.wait_idle()
     cached = r2.usage.prompt_tokens_details.cached_tokens
-    assert r1.usage.prompt_tokens <= cached < r2.usage.prompt_tokens, (r1.usage.prompt_tokens, cached)
+    # all of the first prompt (but its last token, should the answer's
+    # first token merge with it when the conversation is tokenized whole);
+    # without the tail, at most the prompt's whole blocks: 2 or more fewer
+    assert r1.usage.prompt_tokens - 1 <= cached < r2.usage.prompt_tokens, (r1.usage.prompt_tokens, cached)
     assert delta(after, before, "pasada_prefix_cache_hit_tokens_total") == cached
