@@ -609,6 +609,11 @@ def test_prefix_reuse(server, client):
     assert t2 < t1, (t1, t2)
 
 
+def count_tokens(server, text):
+    """The number of tokens the server's /tokenize gives text."""
+    return len(requests.post(server.url + "/tokenize", json={"content": text}).json()["tokens"])
+
+
 def test_prefix_reuse_to_the_token(server, client):
     """A prompt sent again reuses all of it but its last token, though it ends
     inside a KV block, and gives the same greedy text as the first time
@@ -616,10 +621,7 @@ def test_prefix_reuse_to_the_token(server, client):
     prompt = (f"Note {time.time_ns()}: the archive opens at nine, the reading room at ten, "
               "and the map room only on Thursdays, by appointment.")
 
-    def count(p):
-        return len(requests.post(server.url + "/tokenize", json={"content": p}).json()["tokens"])
-
-    while count(prompt) % 16 == 0:  # end inside a KV block of 16 positions
+    while count_tokens(server, prompt) % 16 == 0:  # end inside a KV block of 16 positions
         prompt += " Yes."
 
     def complete(p):
@@ -643,18 +645,15 @@ def test_prefix_reuse_next_turn(server, client):
     """A conversation's next turn reuses the whole previous prompt though the
     first answer ended inside a KV block it did not fill: the ended
     sequence's partial last block stays cached."""
-    def count(p):
-        return len(requests.post(server.url + "/tokenize", json={"content": p}).json()["tokens"])
-
     # the template's own tokens around one user message
     probe = f"Probe {time.time_ns()}"
     r0 = client.chat.completions.create(model="m", messages=chat_msgs(probe), max_tokens=1,
                                         temperature=0)
-    frame = r0.usage.prompt_tokens - count(probe)
+    frame = r0.usage.prompt_tokens - count_tokens(server, probe)
     question = f"Turn {time.time_ns()}: which rooms of the archive open before noon?"
     # the prompt ends 2..10 positions into a block of 16, so that 4 answer
     # tokens cannot fill it
-    while not 2 <= (frame + count(question)) % 16 <= 10:
+    while not 2 <= (frame + count_tokens(server, question)) % 16 <= 10:
         question += " Thanks."
     first = [{"role": "user", "content": question}]
     r1 = client.chat.completions.create(model="m", messages=first, max_tokens=4, temperature=0)
