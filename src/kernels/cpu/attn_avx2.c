@@ -125,26 +125,28 @@ AVX2 static void qk_avx2(const pa_attn_tile *t) {
   }
 }
 
+/* 8 scores from s + c, -inf outside [lo, hi): the vectors inside it (all
+ * but a row's first and last) take no mask. */
+BODY __m256 scores8(const float *s, int32_t c, int32_t lo, int32_t hi) {
+  const __m256 v = _mm256_loadu_ps(s + c);
+  if (c >= lo && c + 8 <= hi) return v;
+  const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
+  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, in);
+}
+
 AVX2 static void softmax_avx2(const pa_attn_tile *t) {
-  const __m256 ninf = _mm256_set1_ps(-INFINITY);
   for (int32_t r = 0; r < t->n_rows; r++) {
     const int32_t lo = t->jlo[r], hi = t->jhi[r];
     if (lo >= hi) continue;
     float *s = t->s + (int64_t)r * PA_ATTN_TILE;
     const int32_t c0 = lo & ~7, c1 = (hi + 7) & ~7;
-    __m256 mx = ninf;
-    for (int32_t c = c0; c < c1; c += 8) {
-      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
-      mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), in));
-    }
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    for (int32_t c = c0; c < c1; c += 8) mx = _mm256_max_ps(mx, scores8(s, c, lo, hi));
     const float mt = pa_hmax8(mx), mo = t->m[r], mn = mt > mo ? mt : mo;
     t->alpha[r] = mn > mo ? expf(mo - mn) : 1.0f;
     t->m[r] = mn;
     const __m256 mnv = _mm256_set1_ps(mn);
-    for (int32_t c = c0; c < c1; c += 8) {
-      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
-      _mm256_storeu_ps(s + c, _mm256_blendv_ps(ninf, _mm256_sub_ps(_mm256_loadu_ps(s + c), mnv), in));
-    }
+    for (int32_t c = c0; c < c1; c += 8) _mm256_storeu_ps(s + c, _mm256_sub_ps(scores8(s, c, lo, hi), mnv));
     pa_exp_avx2(s + c0, s + c0, c1 - c0);
     __m256 sum = _mm256_setzero_ps();
     for (int32_t c = c0; c < c1; c += 8) sum = _mm256_add_ps(sum, _mm256_loadu_ps(s + c));
