@@ -31,7 +31,7 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
     PA_PROF(c, b, PA_OP_POST_ATTN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_attn_norm, n, E));
     PA_PROF(c, b, PA_OP_ATTN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
     /* feed-forward block */
-    pa_ffn(c, L, s->x, L->ffn_norm, s->xb, n); /* with its norm */
+    pa_ffn(c, L, s->x, L->ffn_norm, s->xb, NULL, n); /* with its norm */
     PA_PROF(c, b, PA_OP_POST_FFN_NORM, l, n, pa_norm_rows(c, s->xb, s->xb, L->post_ffn_norm, n, E));
     PA_PROF(c, b, PA_OP_FFN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
     pa_layer_done(c, l, n);

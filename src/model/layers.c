@@ -79,6 +79,32 @@ void pa_linear(struct pa_context *c, const pa_matrix *w, const float *x, float *
   pa_matmul(c->pool, w, x, w->cols, y, w->rows, n_tok, c->s.work);
 }
 
+typedef struct {
+  float *r;
+  const float *y;
+  int64_t n; /* row length */
+  int32_t n_tok;
+} add_job;
+
+static void add_rows_epi(void *arg, int m, int64_t r0, int64_t r1) {
+  (void)m;
+  const add_job *a = arg;
+  for (int32_t t = 0; t < a->n_tok; t++) pa_add(a->r + t * a->n + r0, a->y + t * a->n + r0, r1 - r0);
+}
+
+void pa_linear_add(struct pa_context *c, const pa_matrix *w, const float *x, float *y, float *r,
+                   int32_t n_tok) {
+  if (c->reference_path) {
+    pa_linear(c, w, x, y, n_tok);
+    pa_add_rows(c, r, y, n_tok, w->rows);
+    return;
+  }
+  add_job a = {r, y, w->rows, n_tok};
+  const pa_matmul_fuse f = {.epi = add_rows_epi, .epi_arg = &a};
+  const pa_matmul_out out = {w, y, w->rows};
+  pa_matmul_multi_fused(c->pool, &out, 1, x, w->cols, n_tok, c->s.work, &f);
+}
+
 void pa_qkv(struct pa_context *c, const pa_layer *L, const float *x, int32_t n_tok) {
   if (c->reference_path) {
     pa_linear(c, &L->wq, x, c->s.q, n_tok);
@@ -222,7 +248,7 @@ void pa_attn_input(struct pa_context *c, const pa_fwd_batch *b, const pa_layer *
 }
 
 void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, const float *norm, float *out,
-            int32_t n_tok) {
+            float *resid, int32_t n_tok) {
   const pa_hparams *hp = &c->model->hp;
   int64_t F = hp->n_ff;
   int l = (int)(L - c->model->layers); /* for the profiler */
@@ -249,7 +275,10 @@ void pa_ffn(struct pa_context *c, const pa_layer *L, const float *x, const float
         pa_matmul_gated_fused(c->pool, &L->w_gate, &L->w_up, silu ? pa_silu_mul : pa_gelu_tanh_mul,
                               x, L->w_gate.cols, c->s.h1, c->s.h2, F, n_tok, c->s.work, &f));
   }
-  PA_PROF(c, NULL, PA_OP_DOWN, l, n_tok, pa_linear(c, &L->w_down, c->s.h1, out, n_tok));
+  if (resid)
+    PA_PROF(c, NULL, PA_OP_DOWN, l, n_tok, pa_linear_add(c, &L->w_down, c->s.h1, out, resid, n_tok));
+  else
+    PA_PROF(c, NULL, PA_OP_DOWN, l, n_tok, pa_linear(c, &L->w_down, c->s.h1, out, n_tok));
 }
 
 /* the output tokens' hidden states, normalised, gathered into xb */

@@ -12,7 +12,6 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
   const struct pa_model *m = c->model;
   const pa_hparams *hp = &m->hp;
   const int32_t n = b->n;
-  const int64_t E = hp->n_embd;
   pa_scratch *s = &c->s;
 
   PA_PROF(c, b, PA_OP_EMBED, -1, n, pa_embed(c, b, 1.0f));
@@ -23,11 +22,10 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
      * norm, q/k/v (qwen2's biases, qwen3's head norms), RoPE, KV store */
     pa_attn_input(c, b, L, l, false);
     PA_PROF(c, b, PA_OP_ATTENTION, l, n, pa_attention(c, b, l, 0));
-    PA_PROF(c, b, PA_OP_O, l, n, pa_linear(c, &L->wo, s->att, s->xb, n));
-    PA_PROF(c, b, PA_OP_ATTN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
+    /* the residual adds ride in the products' jobs (pa_linear_add) */
+    PA_PROF(c, b, PA_OP_O, l, n, pa_linear_add(c, &L->wo, s->att, s->xb, s->x, n));
     /* feed-forward block */
-    pa_ffn(c, L, s->x, L->ffn_norm, s->xb, n); /* with its norm */
-    PA_PROF(c, b, PA_OP_FFN_RESIDUAL, l, n, pa_add_rows(c, s->x, s->xb, n, E));
+    pa_ffn(c, L, s->x, L->ffn_norm, s->xb, s->x, n); /* with its norm */
     pa_layer_done(c, l, n);
   }
   pa_output(c, b);

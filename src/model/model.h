@@ -145,6 +145,11 @@ void pa_attn_input(struct pa_context *ctx, const pa_fwd_batch *b, const pa_layer
                    bool swa);
 /* y = W x over n_tok rows (strides are the row lengths) */
 void pa_linear(struct pa_context *ctx, const pa_matrix *w, const float *x, float *y, int32_t n_tok);
+/* y = W x, then r += y (a residual add, the bits of pa_add_rows): in the
+ * product's pool job, each task adding the rows it computed while they are
+ * in cache (the reference path: one op after the other) */
+void pa_linear_add(struct pa_context *ctx, const pa_matrix *w, const float *x, float *y, float *r,
+                   int32_t n_tok);
 /* q, k, v = Wq x, Wk x, Wv x into ctx->s.q/k/v: one pool job when the
  * three matrices can share it (kernels.h, pa_matmul_multi) */
 void pa_qkv(struct pa_context *ctx, const pa_layer *L, const float *x, int32_t n_tok);
@@ -164,10 +169,10 @@ void pa_kv_store_batch(struct pa_context *ctx, const pa_fwd_batch *b, int layer)
 void pa_attention(struct pa_context *ctx, const pa_fwd_batch *b, int layer, int32_t window);
 /* Gated FFN of n = rmsnorm(x) * norm: h = act(W_gate n) * (W_up n) (one
  * pool job with the activation fused, and the norm too where the matrices
- * allow: kernels.h, pa_matmul_gated_fused); out = W_down h. out may be
- * ctx->s.xb (not x). */
+ * allow: kernels.h, pa_matmul_gated_fused); out = W_down h, and with resid
+ * (not NULL) resid += out (pa_linear_add). out may be ctx->s.xb (not x). */
 void pa_ffn(struct pa_context *ctx, const pa_layer *L, const float *x, const float *norm,
-            float *out, int32_t n_tok);
+            float *out, float *resid, int32_t n_tok);
 /* Reports layer l's output to the context's layer hook, if any. */
 static inline void pa_layer_done(struct pa_context *c, int l, int32_t n_tok) {
   if (c->layer_hook) c->layer_hook(c->layer_hook_user, l, c->s.x, n_tok, c->model->hp.n_embd);

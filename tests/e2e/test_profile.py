@@ -77,11 +77,12 @@ def test_json_structure(smol, smollm2):
     assert pre["tokens"] == 48 and dec["tokens"] == 12 and dec["decode_calls"] == 12
     assert len(pre["layers_s"]) == 30 and all(t > 0 for t in pre["layers_s"])
     names = {o["name"] for o in dec["by_name"]}
-    for n in LAYER_MATMULS + ("attention", "attn_residual", "ffn_residual", "token_embd", "rope_table",
-                              "output_norm", "output", "sample", "(engine overhead)"):
+    for n in LAYER_MATMULS + ("attention", "token_embd", "rope_table", "output_norm", "output", "sample",
+                              "(engine overhead)"):
         assert n in names, n
-    # quantized weights: the norms, RoPE and the K/V store run inside the products' jobs
-    for n in ("attn_norm", "ffn_norm", "rope", "kv_store"):
+    # quantized weights: the norms, RoPE and the K/V store run inside the products' jobs, and
+    # (llama) the residual adds inside attn_output's and ffn_down's
+    for n in ("attn_norm", "ffn_norm", "rope", "kv_store", "attn_residual", "ffn_residual"):
         assert n not in names, n
     assert "tokenize" in {o["name"] for o in pre["by_name"]}
     ops = {o["name"]: o for o in dec["ops"]}
