@@ -5,11 +5,8 @@
  * pa_pool_run_tasks returns when every task is done. Claiming is dynamic (an
  * atomic ticket), so a worker the OS has not scheduled yet delays nothing:
  * the awake threads take its tasks, and a worker that wakes after the job
- * is over finds nothing to claim. Tasks are claimed in ascending order and
- * each runs to its end on the thread that claimed it, so a task may wait
- * for tasks of lower index (they are done or running elsewhere), never for
- * a higher one (they may all run on one thread, one after another; the
- * products' quantization shares, kernels/cpu/matmul.c). Workers spin
+ * is over finds nothing to claim. Tasks of one job must not wait for each
+ * other (they may all run on one thread, one after another). Workers spin
  * briefly between jobs, so the many small ops of a decode step do not pay
  * for a sleep and a wake-up, then sleep on a futex. */
 #ifndef PASADA_THREADPOOL_H

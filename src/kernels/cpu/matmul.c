@@ -75,8 +75,6 @@
  * - The same exact-integer scheme would lift the 32-element types: their
  *   one-token kernels would have to change with it, since both paths must
  *   agree bit for bit. */
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -91,13 +89,9 @@
 /* Rows whose weights stay in cache while all tokens pass over them. */
 #define ROW_BLOCK 16
 /* Activations of fewer elements than this (all tokens) are quantized by the
- * calling thread before the others start: a few hundred nanoseconds, less
- * than the wait for the slowest share that a split adds. From here on the
- * job's first tasks quantize a share each, and the product tasks wait for
- * them (job_run): 16 tokens of 576 (norm, quantization, packing; ~9 us on
- * one thread) had kept the other thread waiting in every product of a
- * 16-user decode step. */
-#define SPLIT_QUANTIZE_MIN 4096
+ * calling thread before the others start: for a decode step that is a few
+ * hundred nanoseconds, less than the barrier a split would need. */
+#define SPLIT_QUANTIZE_MIN 16384
 /* GEMM path: the stack buffer a thread unpacks its weight panel into
  * (matrices whose rows do not fit a tile's worth keep the one-token path),
  * the panel size aimed at (rows that stay in L1 while every token passes),
@@ -174,8 +168,6 @@ typedef struct {
   int m_base; /* the epilogue's index of this job's first matrix */
   int64_t grain;
   int n_threads; /* the pool's */
-  int n_quant;            /* the job's first n_quant tasks quantize a share of x each */
-  atomic_int quant_done;  /* of those, finished */
 } matmul_job;
 
 /* Activation types whose rows also get per-block float scales and sums. */
@@ -297,13 +289,6 @@ static void quantize_task(void *arg, int ith, int nth) {
     quantize_share_tokens(j, ith, nth);
   else
     quantize_share(j, ith, nth);
-}
-
-/* Shares of the quantization a job splits: whole tokens (the paths of
- * quantize_share_tokens) at most one per token. */
-static int quant_shares(const matmul_job *j, int nth) {
-  if (!(j->ilv || j->gemm || j->norm_w)) return nth;
-  return j->n_tokens < nth ? (int)j->n_tokens : nth;
 }
 
 /* Tests: tokens per block of the K-blocked path (0: as many as fit). */
@@ -598,7 +583,7 @@ static void plan_tasks(matmul_job *j, int n, int nth) {
   j->n_tasks = t;
 }
 
-static void product_task(void *arg, int task, int n_tasks) {
+static void matmul_task(void *arg, int task, int n_tasks) {
   const matmul_job *j = arg;
   int64_t r0, r1;
   const int m = task_rows(j, task, &r0, &r1);
@@ -620,28 +605,6 @@ static void product_task(void *arg, int task, int n_tasks) {
   }
   rows_of(j, m, r0, r1, after);
   if (j->epi && r0 < r1) j->epi(j->epi_arg, j->m_base + m, r0, r1);
-}
-
-/* Task i of the pool job: the quantization's share i (i < n_quant), else
- * product task i - n_quant, once every share is done. The pool hands tasks
- * out in ascending order and each runs to its end on the thread that
- * claimed it (base/threadpool.h), so the shares a product task waits for
- * are finished or running on other threads: the wait ends. */
-static void matmul_task(void *arg, int i, int n) {
-  matmul_job *j = arg;
-  if (i < j->n_quant) {
-    quantize_task(j, i, j->n_quant);
-    atomic_fetch_add_explicit(&j->quant_done, 1, memory_order_release);
-    return;
-  }
-  for (int spins = 0; atomic_load_explicit(&j->quant_done, memory_order_acquire) < j->n_quant;)
-    if (++spins > (1 << 16))
-      sched_yield(); /* a share's thread the OS took off may need this core */
-#if defined(__x86_64__) || defined(__i386__)
-    else
-      __builtin_ia32_pause();
-#endif
-  product_task(j, i - j->n_quant, n - j->n_quant);
 }
 
 /* Sets up the job for outs[0..n) over x; false when they cannot share one
@@ -716,20 +679,15 @@ static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const floa
   return true;
 }
 
-/* Quantizes the activations, then runs the products: guided tasks
- * (plan_tasks), shared between the matrices by their rows. Many
- * activations are quantized by the job's first tasks, a share each (one
- * pool job: a second job's hand-out and barrier cost more than the wait
- * for the last share), few by the caller first. */
+/* Quantizes the activations (split over the pool when they are many), then
+ * runs the products: guided tasks (plan_tasks), shared between the
+ * matrices by their rows. */
 static void job_run(pa_pool *pool, matmul_job *j) {
   const int nth = pa_pool_size(pool);
   j->n_threads = nth;
-  j->n_quant = 0;
-  atomic_init(&j->quant_done, 0);
   if (j->vt != PA_TYPE_F32) {
-    const int shares = quant_shares(j, nth);
-    if (nth > 1 && shares > 1 && j->n_tokens * j->cols >= SPLIT_QUANTIZE_MIN)
-      j->n_quant = shares;
+    if (nth > 1 && j->n_tokens * j->cols >= SPLIT_QUANTIZE_MIN)
+      pa_pool_run(pool, quantize_task, j);
     else
       quantize_task(j, 0, 1);
   }
@@ -739,7 +697,7 @@ static void job_run(pa_pool *pool, matmul_job *j) {
   j->g0[0] = 0;
   for (int m = 0; m < n; m++) j->g0[m + 1] = j->g0[m] + (j->w[m]->rows + j->grain - 1) / j->grain;
   plan_tasks(j, n, nth);
-  pa_pool_run_tasks(pool, matmul_task, j, j->n_quant + j->n_tasks);
+  pa_pool_run_tasks(pool, matmul_task, j, j->n_tasks);
 }
 
 void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
