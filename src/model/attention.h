@@ -91,23 +91,6 @@ static inline __attribute__((always_inline)) void pa_attn_pfc_step(pa_attn_pfc *
   }
 }
 
-/* Two steps at once: one test for both where the run has them. */
-static inline __attribute__((always_inline)) void pa_attn_pfc_step2(pa_attn_pfc *c) {
-  if (c->left < 2) {
-    pa_attn_pfc_step(c);
-    pa_attn_pfc_step(c);
-    return;
-  }
-  __builtin_prefetch(c->p, 0, 3);
-  __builtin_prefetch(c->p + 64, 0, 3);
-  c->p += 128;
-  c->left -= 2;
-  if (c->left == 0 && ++c->ri < c->l->nr) {
-    c->p = c->l->p[c->ri];
-    c->left = c->l->n[c->ri];
-  }
-}
-
 /* the lines the loops did not reach */
 static inline void pa_attn_pfc_finish(pa_attn_pfc *c) {
   while (c->left > 0) pa_attn_pfc_step(c);

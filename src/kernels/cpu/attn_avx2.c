@@ -46,20 +46,6 @@ BODY __m256 load_v(const void *v, int32_t d, int32_t n, __m256i m, int kind) {
   return _mm256_maskload_ps((const float *)v + d, m);
 }
 
-/* Step d of qk_block's chains. */
-BODY void qk_d(const void *const *kc, const float *const *q, __m256 acc[4][4], int32_t d, int64_t ks,
-               const int NR, const int NC, const int kind) {
-  __m256 qb[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < NR; i++) qb[i] = _mm256_broadcast_ss(q[i] + d);
-#pragma GCC unroll 4
-  for (int v = 0; v < 2 * NC; v++) {
-    const __m256 k = load_k(kc[v >> 1], d * ks + 8 * (v & 1), kind);
-#pragma GCC unroll 4
-    for (int i = 0; i < NR; i++) acc[i][v] = _mm256_fmadd_ps(qb[i], k, acc[i][v]);
-  }
-}
-
 /* Scores of rows r0 .. r0 + NR - 1 over the 16 NC columns of chunks c ..
  * c + NC - 1 (NC = 1 or 2): NR x 2 NC accumulators of 8 columns, one
  * multiply-add per d (a chain over d in the column's lane, the same
@@ -78,16 +64,17 @@ BODY void qk_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int
 #pragma GCC unroll 4
     for (int v = 0; v < 2 * NC; v++) acc[i][v] = _mm256_setzero_ps();
   }
-  /* d two at a time (one prefetch test for both), then the odd one */
-  int32_t d = 0;
-  for (; d + 2 <= hd; d += 2) {
-    pa_attn_pfc_step2(pf);
-    qk_d(kc, q, acc, d, ks, NR, NC, kind);
-    qk_d(kc, q, acc, d + 1, ks, NR, NC, kind);
-  }
-  if (d < hd) {
+  for (int32_t d = 0; d < hd; d++) {
     pa_attn_pfc_step(pf);
-    qk_d(kc, q, acc, d, ks, NR, NC, kind);
+    __m256 qb[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) qb[i] = _mm256_broadcast_ss(q[i] + d);
+#pragma GCC unroll 4
+    for (int v = 0; v < 2 * NC; v++) {
+      const __m256 k = load_k(kc[v >> 1], d * ks + 8 * (v & 1), kind);
+#pragma GCC unroll 4
+      for (int i = 0; i < NR; i++) acc[i][v] = _mm256_fmadd_ps(qb[i], k, acc[i][v]);
+    }
   }
   const __m256 scale = _mm256_set1_ps(t->scale);
 #pragma GCC unroll 4
@@ -138,28 +125,26 @@ AVX2 static void qk_avx2(const pa_attn_tile *t) {
   }
 }
 
-/* 8 scores from s + c, -inf outside [lo, hi): the vectors inside it (all
- * but a row's first and last) take no mask. */
-BODY __m256 scores8(const float *s, int32_t c, int32_t lo, int32_t hi) {
-  const __m256 v = _mm256_loadu_ps(s + c);
-  if (c >= lo && c + 8 <= hi) return v;
-  const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
-  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, in);
-}
-
 AVX2 static void softmax_avx2(const pa_attn_tile *t) {
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
   for (int32_t r = 0; r < t->n_rows; r++) {
     const int32_t lo = t->jlo[r], hi = t->jhi[r];
     if (lo >= hi) continue;
     float *s = t->s + (int64_t)r * PA_ATTN_TILE;
     const int32_t c0 = lo & ~7, c1 = (hi + 7) & ~7;
-    __m256 mx = _mm256_set1_ps(-INFINITY);
-    for (int32_t c = c0; c < c1; c += 8) mx = _mm256_max_ps(mx, scores8(s, c, lo, hi));
+    __m256 mx = ninf;
+    for (int32_t c = c0; c < c1; c += 8) {
+      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
+      mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), in));
+    }
     const float mt = pa_hmax8(mx), mo = t->m[r], mn = mt > mo ? mt : mo;
     t->alpha[r] = mn > mo ? expf(mo - mn) : 1.0f;
     t->m[r] = mn;
     const __m256 mnv = _mm256_set1_ps(mn);
-    for (int32_t c = c0; c < c1; c += 8) _mm256_storeu_ps(s + c, _mm256_sub_ps(scores8(s, c, lo, hi), mnv));
+    for (int32_t c = c0; c < c1; c += 8) {
+      const __m256 in = _mm256_castsi256_ps(_mm256_andnot_si256(pa_lanes8(lo - c), pa_lanes8(hi - c)));
+      _mm256_storeu_ps(s + c, _mm256_blendv_ps(ninf, _mm256_sub_ps(_mm256_loadu_ps(s + c), mnv), in));
+    }
     pa_exp_avx2(s + c0, s + c0, c1 - c0);
     __m256 sum = _mm256_setzero_ps();
     for (int32_t c = c0; c < c1; c += 8) sum = _mm256_add_ps(sum, _mm256_loadu_ps(s + c));
@@ -171,48 +156,21 @@ AVX2 static void softmax_avx2(const pa_attn_tile *t) {
   }
 }
 
-/* Position j of a pv pass: the V vectors, times each row's weight into
- * its accumulators; CHECKED: only the rows whose range holds j (columns
- * outside [ca, cb), where the rows' ranges differ), else every row. */
-BODY void pv_column(const pa_attn_tile *t, const pa_pv_block *p, __m256 o[3][4], const __m256i *m,
-                    int32_t j, int32_t d0, const int NR, const int W, const bool FULL, const bool CHECKED,
-                    const int kind) {
-  const int32_t hdv = t->head_dim_v;
-  __m256 v[4];
-#pragma GCC unroll 4
-  for (int c = 0; c < W; c++)
-    v[c] = FULL ? load_k(t->v[j], d0 + 8 * c, kind) : load_v(t->v[j], d0 + 8 * c, hdv - d0 - 8 * c, m[c], kind);
-#pragma GCC unroll 3
-  for (int i = 0; i < NR; i++)
-    if (!CHECKED || (j >= p->lo[i] && j < p->hi[i])) {
-      const __m256 e = _mm256_set1_ps(p->s[i][j]);
-#pragma GCC unroll 4
-      for (int c = 0; c < W; c++) o[i][c] = _mm256_fmadd_ps(e, v[c], o[i][c]);
-    }
-}
-
 /* One pass of pv over head_dim_v elements d0 .. d0 + 8 W - 1 for rows
  * r0 .. r0 + NR - 1 (NR = 1, 2 or 3; set up by attn_block.h) and columns
  * [ja, jb): NR x W accumulators, W V vectors and a broadcast weight fit the
  * 16 registers (W = 4 up to 2 rows, 3 for 3). The accumulators come from
  * and go back to acc; `first` (the block's first columns) applies the
  * rescale factor. FULL: every lane of the W vectors is inside head_dim_v,
- * so no mask applies. The columns every row attends ([ca, cb): all of
- * them when the rows are one token's heads, as in decode) go without the
- * per-row range tests, two at a time (each accumulator still adds its
- * columns in ascending order). With qk's d two at a time and the
- * softmax's unmasked middle (session 17, bench_attn SHAPE=2,3,3,64 f16
- * 124 8, callgrind): qk + softmax + pv 229 -> 184 M instructions, but no
- * faster from L1/L2 (~3000 ticks per tile and head either way: the
- * conversions and multiply-adds fill the FP ports), and from memory
- * (THRASH) within the noise: there the misses set the pace. */
+ * so no mask applies. */
 BODY void pv_pass(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, const __m256 *alpha,
                   int32_t d0, int32_t ja, int32_t jb, bool first, const int NR, const int W,
                   const bool FULL, const int kind) {
+  const int32_t hdv = t->head_dim_v;
   __m256i m[4];
   __m256 o[3][4];
 #pragma GCC unroll 4
-  for (int c = 0; c < W; c++) m[c] = FULL ? _mm256_set1_epi32(-1) : pa_lanes8(t->head_dim_v - d0 - 8 * c);
+  for (int c = 0; c < W; c++) m[c] = FULL ? _mm256_set1_epi32(-1) : pa_lanes8(hdv - d0 - 8 * c);
 #pragma GCC unroll 3
   for (int i = 0; i < NR; i++)
 #pragma GCC unroll 4
@@ -221,26 +179,21 @@ BODY void pv_pass(const pa_attn_tile *t, pa_attn_pfc *pf, const pa_pv_block *p, 
                      : _mm256_maskload_ps(p->acc[i] + d0 + 8 * c, m[c]);
       if (first) o[i][c] = _mm256_mul_ps(o[i][c], alpha[i]);
     }
-  /* [ja, jb) = [ja, ma) tested, [ma, mb) not, [mb, jb) tested */
-  int32_t ma = p->ca > ja ? p->ca : ja, mb = p->cb < jb ? p->cb : jb;
-  if (ma >= mb) ma = mb = jb;
-  int32_t j = ja;
-  for (; j < ma; j++) {
+  for (int32_t j = ja; j < jb; j++) {
     pa_attn_pfc_step(pf);
-    pv_column(t, p, o, m, j, d0, NR, W, FULL, true, kind);
-  }
-  for (; j + 2 <= mb; j += 2) {
-    pa_attn_pfc_step2(pf);
-    pv_column(t, p, o, m, j, d0, NR, W, FULL, false, kind);
-    pv_column(t, p, o, m, j + 1, d0, NR, W, FULL, false, kind);
-  }
-  for (; j < mb; j++) {
-    pa_attn_pfc_step(pf);
-    pv_column(t, p, o, m, j, d0, NR, W, FULL, false, kind);
-  }
-  for (; j < jb; j++) {
-    pa_attn_pfc_step(pf);
-    pv_column(t, p, o, m, j, d0, NR, W, FULL, true, kind);
+    __m256 v[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < W; c++)
+      v[c] = FULL ? load_k(t->v[j], d0 + 8 * c, kind)
+                  : load_v(t->v[j], d0 + 8 * c, hdv - d0 - 8 * c, m[c], kind);
+    const bool all = j >= p->ca && j < p->cb;
+#pragma GCC unroll 3
+    for (int i = 0; i < NR; i++)
+      if (all || (j >= p->lo[i] && j < p->hi[i])) {
+        const __m256 e = _mm256_set1_ps(p->s[i][j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < W; c++) o[i][c] = _mm256_fmadd_ps(e, v[c], o[i][c]);
+      }
   }
 #pragma GCC unroll 3
   for (int i = 0; i < NR; i++)
