@@ -123,12 +123,40 @@ static pa_type type_named(const char *name) {
 /* BENCH_ILV=1: matrices are repacked into the interleaved layout their
  * type and shape take (kernels/layout.h), as the loader does; *w becomes
  * the repacked copy. */
+/* Weight memory: pa_alloc, or with BENCH_HUGE=1 2 MB pages (pa_map_huge),
+ * as the loader gives a model's weights. */
+static struct {
+  void *p;
+  size_t n;
+} huge_maps[4096];
+
+static uint8_t *weights_alloc(size_t bytes) {
+  if (!getenv("BENCH_HUGE") || !atoi(getenv("BENCH_HUGE"))) return pa_alloc(bytes);
+  for (int i = 0; i < 4096; i++)
+    if (!huge_maps[i].p) {
+      uint8_t *p = pa_map_huge(bytes);
+      huge_maps[i].p = p, huge_maps[i].n = bytes;
+      return p;
+    }
+  return pa_alloc(bytes); /* the table is full: small pages */
+}
+
+static void weights_free(void *p) {
+  for (int i = 0; p && i < 4096; i++)
+    if (huge_maps[i].p == p) {
+      pa_unmap_huge(p, huge_maps[i].n);
+      huge_maps[i].p = NULL;
+      return;
+    }
+  pa_free(p);
+}
+
 static void maybe_ilv(pa_matrix *m, uint8_t **w) {
   const pa_layout to = pa_layout_for(m->type, m->rows, m->cols);
   if (!getenv("BENCH_ILV") || !atoi(getenv("BENCH_ILV")) || to == PA_LAYOUT_ROWS) return;
-  uint8_t *p = pa_alloc(pa_layout_bytes(to, m->type, m->rows, m->cols));
+  uint8_t *p = weights_alloc(pa_layout_bytes(to, m->type, m->rows, m->cols));
   pa_layout_repack(to, m->type, m->cols, *w, p, m->rows / pa_layout_group_rows(to));
-  pa_free(*w);
+  weights_free(*w);
   *w = p;
   m->data = p;
   m->layout = to;
@@ -138,7 +166,7 @@ static void maybe_ilv(pa_matrix *m, uint8_t **w) {
  * (maybe_ilv); *w: its bytes, to pa_free. */
 static void random_matrix(pa_matrix *m, uint8_t **w, pa_type type, int64_t rows, int64_t cols) {
   const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
-  *w = pa_alloc(bytes);
+  *w = weights_alloc(bytes);
   fill(type, *w, bytes);
   *m = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = *w};
   maybe_ilv(m, w);
@@ -162,7 +190,7 @@ static double best_seconds(pa_pool *pool, pa_type type, int64_t rows, int64_t co
     double dt = bench_time() - t0;
     if (dt < best) best = dt;
   }
-  pa_free(w);
+  weights_free(w);
   pa_free(x);
   pa_free(y);
   pa_free(work);
@@ -196,7 +224,7 @@ static void decode_case_run(const decode_case *d, pa_pool *pool) {
 }
 
 static void decode_case_free(decode_case *d) {
-  pa_free(d->w), pa_free(d->x), pa_free(d->y), pa_free(d->work);
+  weights_free(d->w), pa_free(d->x), pa_free(d->y), pa_free(d->work);
 }
 
 /* One matrix, decode (one token): best GB/s of weights over reps runs. */
@@ -335,7 +363,7 @@ static void seq_mode(pa_pool *pool, int64_t n_tokens, const char *name, int64_t 
     printf("  %-28s %8.1f (best %.1f)\n", same ? "one matrix, again and again" : "distinct matrices in turn",
            ops / t[passes / 2] / 1e9, ops / t[0] / 1e9);
   }
-  for (int i = 0; i < n_mats; i++) pa_free(w[i]);
+  for (int i = 0; i < n_mats; i++) weights_free(w[i]);
   free(w), free(m), free(t);
   pa_free(x), pa_free(y), pa_free(work);
 }

@@ -269,8 +269,11 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
     if ((rc = measure_ceilings(n_threads, &r->ceil_before))) goto done;
     r->ceil = r->ceil_before;
     r->have_ceilings = true;
-    PROGRESS(p, "read %.1f GB/s (%.0f MiB buffer), fp32 FMA %.1f GFLOP/s (%s), int8 dot %.1f GOP/s (%s)\n",
-             r->ceil.read_gbs, (double)r->ceil.read_bytes / (1 << 20), r->ceil.fma_gflops,
+    PROGRESS(p,
+             "read %.1f GB/s (%.0f MiB buffer, %.0f MiB of it in 2 MB pages), fp32 FMA %.1f GFLOP/s (%s), "
+             "int8 dot %.1f GOP/s (%s)\n",
+             r->ceil.read_gbs, (double)r->ceil.read_bytes / (1 << 20),
+             (double)r->ceil.read_huge_bytes / (1 << 20), r->ceil.fma_gflops,
              r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
   }
   pasada_model_stats st;

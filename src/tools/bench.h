@@ -18,6 +18,8 @@ typedef struct {
   int n_threads;
   double read_gbs;        /* best pass, 1e9 bytes/s, every thread streaming its part */
   uint64_t read_bytes;    /* size of the buffer streamed (far above the caches) */
+  uint64_t read_huge_bytes; /* of it in 2 MB pages, as the kernel gave them (the
+                             * buffer is mapped as the weights are: pa_map_huge) */
   double fma_gflops;      /* fp32 FMA, independent chains in registers */
   const char *fma_isa;    /* "avx512", "avx2", "scalar" */
   double int8_gops;       /* 8-bit multiply-adds counted as 2 ops */

@@ -115,6 +115,7 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
       cJSON_AddNumberToObject(c, "threads", r->ceil.n_threads);
       cJSON_AddNumberToObject(c, "read_gbs", r->ceil.read_gbs);
       cJSON_AddNumberToObject(c, "read_buffer_bytes", (double)r->ceil.read_bytes);
+      cJSON_AddNumberToObject(c, "read_buffer_huge_bytes", (double)r->ceil.read_huge_bytes);
       cJSON_AddNumberToObject(c, "fma_gflops", r->ceil.fma_gflops);
       cJSON_AddStringToObject(c, "fma_isa", r->ceil.fma_isa);
       cJSON_AddNumberToObject(c, "int8_gops", r->ceil.int8_gops);

@@ -42,6 +42,8 @@ def test_json_fields_and_values(report, smollm2):
     for key in ("read_gbs", "read_buffer_bytes", "fma_gflops", "int8_gops"):
         assert c[key] > 0, key
     assert c["fma_isa"] in ("avx512", "avx2", "scalar")
+    # the part of the buffer the kernel gave 2 MB pages: a count, never more than the buffer
+    assert 0 <= c["read_buffer_huge_bytes"] <= c["read_buffer_bytes"]
     # each ceiling is the higher of the probe before the runs and the one after
     for key in ("read_gbs", "fma_gflops", "int8_gops"):
         assert c["before"][key] > 0 and c["after"][key] > 0, key
