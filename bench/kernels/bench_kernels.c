@@ -9,7 +9,8 @@
  *      (one token through ~MB (256) of weights against a plain AVX2 read
  *      of the same bytes on the same threads, alternated 15 times: the
  *      median ratio; BENCH_ILV=1 for the layouts the loader gives;
- *      BENCH_COLS=N: rows of N columns instead of 4096)
+ *      BENCH_COLS=N: rows of N columns instead of 4096; BENCH_HUGE=1: the
+ *      weights in 2 MB pages, as the loader maps a model's)
  *   build-kern/bench_kernels [threads] seq [TOKENS] [type] [rows] [cols] [N] [passes]
  *      (TOKENS (16) through N (60) distinct matrices in turn, as a model's
  *      layers, against N products on one cache-resident matrix: Q4_1 1536
