@@ -7,8 +7,10 @@
  * one KV head), and hands (chunk, KV head) items to the threads, largest
  * first (with many chunks, as when many sequences decode, (chunk, every KV
  * head) items); when there are too few items for the threads (decoding a
- * single sequence) an item's rows are split further. No step of a row depends on
- * the item it lands in, so outputs do not depend on batching or threads. */
+ * single sequence) a token's positions are cut by segment (attention.h)
+ * over the threads and merged after, or, within one segment, an item's rows
+ * are split. No step of a row depends on the item it lands in, so outputs
+ * do not depend on batching or threads. */
 #include "model/attention.h"
 
 #include <math.h>
@@ -244,7 +246,10 @@ size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim, int32_t head_dim_v) {
          align64(PA_ATTN_TILE * sizeof(const void *)) +                   /* v */
          align64(2 * PA_ATTN_TILE * sizeof(float)) +                      /* Q8: K and V scales */
          align64(r * (size_t)(head_dim > 0 ? head_dim : 1) * sizeof(int16_t)) + /* Q8: q16 */
-         align64(r * PA_ATTN_TILE * sizeof(int16_t));                     /* Q8: w16 */
+         align64(r * PA_ATTN_TILE * sizeof(int16_t)) +                    /* Q8: w16 */
+         align64(r * (size_t)acc_stride_of(head_dim_v) * sizeof(float)) + /* segments: running acc */
+         align64(r * 2 * sizeof(float)) +                                 /* and m, l */
+         align64(r * 2 * sizeof(int32_t));                                /* ranges in the segment */
 }
 
 /* The lines of KV head kv_head's K and V values of positions p0..p1: a
@@ -294,6 +299,101 @@ void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head
   }
 }
 
+/* The merge of two segments' states (attention.h): (M, L, ACC) and (m, l,
+ * acc) of one row become that of their union. One function, so the one
+ * merge order gives one result whatever thread ran which segment. */
+VECTORIZE static void merge_row(float *M, float *L, float *restrict ACC, float m, float l,
+                                const float *restrict acc, int32_t n) {
+  if (m == -INFINITY) return; /* the segment held none of the row's positions */
+  if (*M == -INFINITY) {
+    *M = m, *L = l;
+    memcpy(ACC, acc, (size_t)n * sizeof(float));
+    return;
+  }
+  const float mx = m > *M ? m : *M, a = expf(*M - mx), b = expf(m - mx);
+  *L = *L * a + l * b;
+  *M = mx;
+  for (int32_t d = 0; d < n; d++) ACC[d] = ACC[d] * a + acc[d] * b;
+}
+
+void pa_attn_merge(float *M, float *L, float *ACC, float m, float l, const float *acc, int32_t n) {
+  merge_row(M, L, ACC, m, l, acc, n);
+}
+
+void pa_attn_finish(float *out, const float *acc, float l, int32_t head_dim_v) {
+  normalize_row(out, acc, 1.0f / l, head_dim_v);
+}
+
+/* The tiles of positions [pmin, pmax] for rows whose ranges are [lo_r,
+ * hi_r] (empty: lo_r > hi_r), into t's running m, l and acc (not reset
+ * here); then_k / then_v: the lines to ask for during the last tile. */
+static void rows_tiles(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, int32_t seq, int kv_head,
+                       pa_attn_tile *t, const int32_t *lo, const int32_t *hi, int32_t pmin, int32_t pmax,
+                       const pa_attn_lines *then_k, const pa_attn_lines *then_v) {
+  const int32_t n = t->n_rows;
+  const bool q8 = kv->type == PA_KV_Q8;
+  const bool spread = q8 ? kt->spread_q8 : kt->spread;
+  pa_attn_lines *next_k = (pa_attn_lines *)t->next_k, *next_v = (pa_attn_lines *)t->next_v;
+  const void **vp = (const void **)t->v;
+  float *ksc = (float *)t->ks, *vsc = (float *)t->vs;
+  int32_t *jlo = (int32_t *)t->jlo, *jhi = (int32_t *)t->jhi;
+  const int64_t vb = (int64_t)t->head_dim_v * (int64_t)kv->elt;
+  for (int32_t base = pmin / PA_ATTN_TILE * PA_ATTN_TILE; base <= pmax; base += PA_ATTN_TILE) {
+    const int32_t p0 = base > pmin ? base : pmin;
+    const int32_t p1 = base + PA_ATTN_TILE - 1 < pmax ? base + PA_ATTN_TILE - 1 : pmax;
+    /* the next tile's values travel while this one is computed */
+    next_k->nr = next_v->nr = 0;
+    if (p1 < pmax) {
+      const int32_t n1 = p1 + PA_ATTN_TILE < pmax ? p1 + PA_ATTN_TILE : pmax;
+      kv_lines(kv, layer, seq, kv_head, p1 + 1, n1, next_k, next_v);
+    } else if (then_k && then_v) {
+      *next_k = *then_k;
+      *next_v = *then_v;
+    }
+    if (!spread) { /* this table's kernels do not ask for them: all at once */
+      lines_prefetch(next_k);
+      lines_prefetch(next_v);
+      next_k->nr = next_v->nr = 0;
+    }
+    /* the chunks of 16 positions that hold [p0, p1] (each inside one block,
+     * the block size being a multiple of 16), and the V rows */
+    for (int32_t c = 0; c < PA_ATTN_CHUNKS; c++) {
+      const int32_t c0 = base + 16 * c;
+      if (c0 + 15 < p0 || c0 > p1) {
+        t->kc[c] = NULL;
+        continue;
+      }
+      uint8_t *kb = pa_kv_k_block(kv, layer, seq, c0, kv_head);
+      const uint8_t *v = pa_kv_v_at(kv, layer, seq, c0, kv_head);
+      if (q8) {
+        t->kc[c] = kb + (int64_t)(c0 % kv->block_size) * 2;
+        t->vc[c] = v; /* c0 is even: the first pair of the chunk */
+        memcpy(ksc + 16 * c, pa_kv_k_scales(kv, kb) + c0 % kv->block_size, 16 * sizeof(float));
+        memcpy(vsc + 16 * c, pa_kv_v_scale(kv, layer, seq, c0, kv_head), 16 * sizeof(float));
+      } else {
+        t->kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
+        for (int32_t i = 0; i < 16; i++) vp[16 * c + i] = v + i * vb;
+      }
+    }
+    for (int32_t r = 0; r < n; r++) {
+      int32_t a = lo[r] - base, b = hi[r] + 1 - base;
+      a = a < 0 ? 0 : a;
+      b = b > PA_ATTN_TILE ? PA_ATTN_TILE : b;
+      jlo[r] = a < b ? a : 0;
+      jhi[r] = a < b ? b : 0;
+    }
+    if (q8) {
+      kt->qk_q8(t);
+      kt->softmax(t);
+      kt->pv_q8(t);
+    } else {
+      kt->qk(t);
+      kt->softmax(t);
+      kt->pv(t);
+    }
+  }
+}
+
 void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, int32_t seq, int kv_head,
                   int32_t head_dim, int32_t head_dim_v, float scale, const pa_attn_query *qr, void *work) {
   const int32_t n = qr->n_rows;
@@ -315,18 +415,22 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   int16_t *q16 = (int16_t *)w; /* Q8 */
   w += align64((size_t)n * (size_t)head_dim * sizeof(int16_t));
   int16_t *w16 = (int16_t *)w;
+  w += align64((size_t)n * PA_ATTN_TILE * sizeof(int16_t));
+  /* with several segments: their running merge, and the rows' ranges
+   * clipped to the segment */
+  float *run_acc = (float *)w;
+  w += align64((size_t)n * (size_t)stride * sizeof(float));
+  float *run_m = (float *)w, *run_l = run_m + n;
+  w += align64((size_t)n * 2 * sizeof(float));
+  int32_t *slo = (int32_t *)w, *shi = slo + n;
   const bool q8 = kv->type == PA_KV_Q8;
-  const bool spread = q8 ? kt->spread_q8 : kt->spread;
   pa_attn_lines next_k = {.nr = 0}, next_v = {.nr = 0};
 
   int32_t pmin = qr->lo[0], pmax = qr->hi[0];
   for (int32_t r = 0; r < n; r++) {
     pmin = qr->lo[r] < pmin ? qr->lo[r] : pmin;
     pmax = qr->hi[r] > pmax ? qr->hi[r] : pmax;
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
   }
-  memset(acc, 0, (size_t)n * (size_t)stride * sizeof(float));
   pa_attn_tile t = {.n_rows = n, .q = qr->q, .jlo = jlo, .jhi = jhi, .s = s, .m = m, .l = l,
                     .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size,
                     .v = vp, .kind = kv->type, .head_dim = head_dim, .head_dim_v = head_dim_v,
@@ -334,62 +438,43 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
                     .vs = vsc, .w16 = w16, .wf = wf, .next_k = &next_k, .next_v = &next_v};
   if (q8)
     for (int32_t r = 0; r < n; r++) qf[r] = scale * kt->quantize_q(qr->q[r], head_dim, q16 + (int64_t)r * head_dim);
-  const int64_t vb = (int64_t)head_dim_v * (int64_t)kv->elt;
-  for (int32_t base = pmin / PA_ATTN_TILE * PA_ATTN_TILE; base <= pmax; base += PA_ATTN_TILE) {
-    const int32_t p0 = base > pmin ? base : pmin;
-    const int32_t p1 = base + PA_ATTN_TILE - 1 < pmax ? base + PA_ATTN_TILE - 1 : pmax;
-    /* the next tile's values travel while this one is computed */
-    next_k.nr = next_v.nr = 0;
-    if (p1 < pmax) {
-      const int32_t n1 = p1 + PA_ATTN_TILE < pmax ? p1 + PA_ATTN_TILE : pmax;
-      kv_lines(kv, layer, seq, kv_head, p1 + 1, n1, &next_k, &next_v);
-    } else if (qr->then_k && qr->then_v) {
-      next_k = *qr->then_k;
-      next_v = *qr->then_v;
-    }
-    if (!spread) { /* this table's kernels do not ask for them: all at once */
-      lines_prefetch(&next_k);
-      lines_prefetch(&next_v);
-      next_k.nr = next_v.nr = 0;
-    }
-    /* the chunks of 16 positions that hold [p0, p1] (each inside one block,
-     * the block size being a multiple of 16), and the V rows */
-    for (int32_t c = 0; c < PA_ATTN_CHUNKS; c++) {
-      const int32_t c0 = base + 16 * c;
-      if (c0 + 15 < p0 || c0 > p1) {
-        t.kc[c] = NULL;
-        continue;
-      }
-      uint8_t *kb = pa_kv_k_block(kv, layer, seq, c0, kv_head);
-      const uint8_t *v = pa_kv_v_at(kv, layer, seq, c0, kv_head);
-      if (q8) {
-        t.kc[c] = kb + (int64_t)(c0 % kv->block_size) * 2;
-        t.vc[c] = v; /* c0 is even: the first pair of the chunk */
-        memcpy(ksc + 16 * c, pa_kv_k_scales(kv, kb) + c0 % kv->block_size, 16 * sizeof(float));
-        memcpy(vsc + 16 * c, pa_kv_v_scale(kv, layer, seq, c0, kv_head), 16 * sizeof(float));
-      } else {
-        t.kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
-        for (int32_t i = 0; i < 16; i++) vp[16 * c + i] = v + i * vb;
-      }
-    }
+  /* the segments the call covers: all of them, or qr->seg's alone */
+  int32_t s0 = pmin / PA_ATTN_SEG, s1 = pmax / PA_ATTN_SEG;
+  if (qr->part) s0 = s1 = qr->seg;
+  for (int32_t sg = s0; sg <= s1; sg++) {
+    const int32_t a = sg * PA_ATTN_SEG, b = a + PA_ATTN_SEG - 1;
+    const int32_t q0 = pmin > a ? pmin : a, q1 = pmax < b ? pmax : b;
     for (int32_t r = 0; r < n; r++) {
-      int32_t a = qr->lo[r] - base, b = qr->hi[r] + 1 - base;
-      a = a < 0 ? 0 : a;
-      b = b > PA_ATTN_TILE ? PA_ATTN_TILE : b;
-      jlo[r] = a < b ? a : 0;
-      jhi[r] = a < b ? b : 0;
+      m[r] = -INFINITY;
+      l[r] = 0.0f;
+      slo[r] = qr->lo[r] > a ? qr->lo[r] : a;
+      shi[r] = qr->hi[r] < b ? qr->hi[r] : b;
     }
-    if (q8) {
-      kt->qk_q8(&t);
-      kt->softmax(&t);
-      kt->pv_q8(&t);
-    } else {
-      kt->qk(&t);
-      kt->softmax(&t);
-      kt->pv(&t);
+    memset(acc, 0, (size_t)n * (size_t)stride * sizeof(float));
+    /* the last tile asks for the next segment's first, or the caller's next lines */
+    pa_attn_lines seg_k = {.nr = 0}, seg_v = {.nr = 0};
+    const bool last = sg == s1;
+    if (!last) kv_lines(kv, layer, seq, kv_head, b + 1, b + PA_ATTN_TILE < pmax ? b + PA_ATTN_TILE : pmax, &seg_k, &seg_v);
+    if (q0 <= q1)
+      rows_tiles(kt, kv, layer, seq, kv_head, &t, slo, shi, q0, q1, last ? qr->then_k : &seg_k,
+                 last ? qr->then_v : &seg_v);
+    if (qr->part) { /* the segment's own state, for the caller's merge */
+      for (int32_t r = 0; r < n; r++) {
+        float *st = qr->part + (int64_t)r * (head_dim_v + 2);
+        st[0] = m[r];
+        st[1] = l[r];
+        memcpy(st + 2, acc + r * stride, (size_t)head_dim_v * sizeof(float));
+      }
+      return;
+    }
+    if (s0 == s1) break; /* one segment: its state is the result */
+    for (int32_t r = 0; r < n; r++) {
+      if (sg == s0) run_m[r] = -INFINITY, run_l[r] = 0.0f;
+      merge_row(&run_m[r], &run_l[r], run_acc + r * stride, m[r], l[r], acc + r * stride, head_dim_v);
     }
   }
-  for (int32_t r = 0; r < n; r++) normalize_row(qr->out[r], acc + r * stride, 1.0f / l[r], head_dim_v);
+  const float *res = s0 == s1 ? acc : run_acc, *lr = s0 == s1 ? l : run_l;
+  for (int32_t r = 0; r < n; r++) normalize_row(qr->out[r], res + r * stride, 1.0f / lr[r], head_dim_v);
 }
 
 /* ---- the batch ---- */
@@ -411,7 +496,16 @@ typedef struct {
   uint64_t *seqs;
   char *threads;
   size_t per_thread;
+  /* segment items (SEG_ITEMS at most): chunk, KV head and segment each,
+   * and their states (group rows of head_dim_v + 2 floats) */
+  int32_t *seg_item, *seg_order; /* seg_order: the items as the threads claim them */
+  float *seg_part;
 } attn_scratch;
+
+/* The most (token, KV head, segment) items pa_attention splits a batch
+ * into (beyond, it keeps (token, KV head) items): 16 segments (8192
+ * positions) of 3 KV heads, 64 of one. */
+#define SEG_ITEMS 256
 
 static size_t per_thread_size(const pa_hparams *hp) {
   int32_t rows = chunk_tokens(hp) * (hp->n_head / hp->n_head_kv);
@@ -424,7 +518,14 @@ static size_t shared_size(int32_t n_batch, int32_t n_seq_max) {
          align64((size_t)n_seq_max * sizeof(uint64_t));
 }
 
-static attn_scratch scratch_layout(void *base, int32_t n_batch, int32_t n_seq_max, const pa_hparams *hp) {
+static size_t seg_size(const pa_hparams *hp) {
+  const int32_t group = hp->n_head / hp->n_head_kv;
+  return align64(SEG_ITEMS * 4 * sizeof(int32_t)) +
+         align64((size_t)SEG_ITEMS * (size_t)group * (size_t)(hp->head_dim_v + 2) * sizeof(float));
+}
+
+static attn_scratch scratch_layout(void *base, int32_t n_threads, int32_t n_batch, int32_t n_seq_max,
+                                   const pa_hparams *hp) {
   attn_scratch a;
   char *p = base;
   a.order = (int32_t *)p;
@@ -437,11 +538,14 @@ static attn_scratch scratch_layout(void *base, int32_t n_batch, int32_t n_seq_ma
   a.threads = base;
   a.threads += shared_size(n_batch, n_seq_max);
   a.per_thread = per_thread_size(hp);
+  a.seg_item = (int32_t *)(void *)(a.threads + a.per_thread * (size_t)n_threads);
+  a.seg_order = a.seg_item + 3 * SEG_ITEMS;
+  a.seg_part = (float *)(void *)((char *)a.seg_item + align64(SEG_ITEMS * 4 * sizeof(int32_t)));
   return a;
 }
 
 size_t pa_attention_scratch_size(int32_t n_threads, int32_t n_batch, int32_t n_seq_max, const pa_hparams *hp) {
-  return shared_size(n_batch, n_seq_max) + (size_t)n_threads * per_thread_size(hp);
+  return shared_size(n_batch, n_seq_max) + (size_t)n_threads * per_thread_size(hp) + seg_size(hp);
 }
 
 typedef struct {
@@ -594,6 +698,125 @@ static void attention_worker(void *arg, int ith, int nth) {
   }
 }
 
+/* ---- one token's KV heads cut by segment ---- */
+
+/* The row range of chunk ch's token (a one-token chunk): seq, lo, hi. */
+static int32_t token_range(const attn_job *j, int32_t ch, int32_t *lo, int32_t *hi) {
+  const int32_t t = j->sc.order[j->sc.chunk_first[ch]], pos = j->b->pos[t];
+  *lo = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+  *hi = pos;
+  return t;
+}
+
+static void seg_worker(void *arg, int ith, int nth) {
+  (void)nth;
+  attn_job *j = arg;
+  struct pa_context *c = j->c;
+  const pa_hparams *hp = &c->model->hp;
+  const int32_t hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
+  const int64_t Q = (int64_t)hp->n_head * hd;
+  const int32_t rows_max = chunk_tokens(hp) * group;
+  char *mine = j->sc.threads + (size_t)ith * j->sc.per_thread;
+  const float **q = (const float **)mine;
+  float **out = (float **)(q + rows_max);
+  int32_t *lo = (int32_t *)(out + rows_max), *hi = lo + rows_max;
+  void *work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t)));
+  for (;;) {
+    const int32_t k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+    if (k >= j->n_items) return;
+    const int32_t i = j->sc.seg_order[k];
+    const int32_t ch = j->sc.seg_item[3 * i], g = j->sc.seg_item[3 * i + 1], sg = j->sc.seg_item[3 * i + 2];
+    int32_t a, z;
+    const int32_t t = token_range(j, ch, &a, &z), seq = j->b->seq[t];
+    for (int32_t r = 0; r < group; r++) {
+      q[r] = c->s.q + t * Q + (int64_t)(g * group + r) * hd;
+      out[r] = NULL; /* the state goes to part */
+      lo[r] = a;
+      hi[r] = z;
+    }
+    const int32_t s0 = sg * PA_ATTN_SEG > a ? sg * PA_ATTN_SEG : a;
+    pa_attn_prefetch(&c->kv, j->layer, seq, g, s0, s0 + PA_ATTN_TILE - 1 < z ? s0 + PA_ATTN_TILE - 1 : z);
+    pa_attn_query qr = {.n_rows = group, .q = q, .out = out, .lo = lo, .hi = hi,
+                        .part = j->sc.seg_part + (int64_t)i * group * (hdv + 2), .seg = sg};
+    pa_attn_rows(j->kt, &c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
+  }
+}
+
+/* When every chunk is one token (sequences decoding) and their (token, KV
+ * head) items would leave threads idle (3 KV heads on 2 threads, or
+ * Gemma 3's one, whose rows would otherwise be split, each part reading
+ * all of K and V), and the tokens' ranges make at least two (token, KV
+ * head, segment) items per thread: those items on the pool, whole
+ * segments first, then each row's segments merged in ascending order by
+ * this thread (attention.h: the bits of one thread doing all). False
+ * (nothing done) otherwise: with fewer, the pieces would not balance (a
+ * sliding window of 512 positions is two segments of any sizes; Gemma 3's
+ * local layers: attention 44-48 -> 63-66 ms at 2000 positions, one thread
+ * idle 30% of it). */
+static bool seg_split(attn_job *j) {
+  struct pa_context *c = j->c;
+  const pa_hparams *hp = &c->model->hp;
+  const int32_t H = hp->n_head_kv, nth = c->n_threads, items = j->n_chunks * H;
+  if (nth < 2 || !c->pool || items >= 2 * nth || items % nth == 0) return false;
+  int32_t n = 0;
+  for (int32_t ch = 0; ch < j->n_chunks; ch++) {
+    if (j->sc.chunk_n[ch] != 1) return false;
+    int32_t a, z;
+    token_range(j, ch, &a, &z);
+    n += (z / PA_ATTN_SEG - a / PA_ATTN_SEG + 1) * H;
+  }
+  if (n <= items || n < 2 * nth || n > SEG_ITEMS) return false;
+  n = 0;
+  int32_t n_whole = 0;
+  for (int32_t ch = 0; ch < j->n_chunks; ch++) {
+    int32_t a, z;
+    token_range(j, ch, &a, &z);
+    for (int32_t g = 0; g < H; g++)
+      for (int32_t sg = a / PA_ATTN_SEG; sg <= z / PA_ATTN_SEG; sg++) {
+        j->sc.seg_item[3 * n] = ch;
+        j->sc.seg_item[3 * n + 1] = g;
+        j->sc.seg_item[3 * n + 2] = sg;
+        n_whole += a <= sg * PA_ATTN_SEG && (sg + 1) * PA_ATTN_SEG - 1 <= z;
+        n++;
+      }
+  }
+  /* the threads take the whole segments first, the partial ones last */
+  for (int32_t i = 0, w = 0, p = n_whole; i < n; i++) {
+    int32_t a, z;
+    token_range(j, j->sc.seg_item[3 * i], &a, &z);
+    const int32_t sg = j->sc.seg_item[3 * i + 2];
+    if (a <= sg * PA_ATTN_SEG && (sg + 1) * PA_ATTN_SEG - 1 <= z)
+      j->sc.seg_order[w++] = i;
+    else
+      j->sc.seg_order[p++] = i;
+  }
+  j->n_items = n;
+  atomic_init(&j->next, 0);
+  pa_pool_run(c->pool, seg_worker, j);
+  /* the merge, item by item: a (token, KV head)'s segments are neighbours, ascending */
+  const int32_t hdv = hp->head_dim_v, group = hp->n_head / H;
+  const int64_t O = (int64_t)hp->n_head * hdv;
+  float *ACC = (float *)(void *)(j->sc.threads +
+                                 align64((size_t)chunk_tokens(hp) * group * (2 * sizeof(float *) + 2 * sizeof(int32_t))));
+  for (int32_t i0 = 0; i0 < n;) {
+    const int32_t ch = j->sc.seg_item[3 * i0], g = j->sc.seg_item[3 * i0 + 1];
+    int32_t i1 = i0;
+    while (i1 < n && j->sc.seg_item[3 * i1] == ch && j->sc.seg_item[3 * i1 + 1] == g) i1++;
+    int32_t a, z;
+    const int32_t t = token_range(j, ch, &a, &z);
+    for (int32_t r = 0; r < group; r++) {
+      float M = -INFINITY, L = 0.0f;
+      for (int32_t i = i0; i < i1; i++) {
+        const float *st = j->sc.seg_part + ((int64_t)i * group + r) * (hdv + 2);
+        pa_attn_merge(&M, &L, ACC, st[0], st[1], st + 2, hdv);
+      }
+      pa_attn_finish(c->s.att + t * O + (int64_t)(g * group + r) * hdv, ACC, L, hdv);
+    }
+    i0 = i1;
+  }
+  return true;
+}
+
 /* The batch's K and V rows into the cache, tokens split in contiguous
  * ranges over the threads (a store converts, and for Q8 quantizes, every
  * value: serial, it took ~5% of a 16-user decode step). */
@@ -637,7 +860,7 @@ void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_
   /* the reference path takes the plain twin, as its products take exact.c */
   attn_job j = {.c = c, .b = b, .kt = c->reference_path ? pa_attn_plain() : pa_attn_current(),
                 .layer = layer, .window = window};
-  j.sc = scratch_layout(c->s.scores, c->n_batch, c->n_seq_max, hp);
+  j.sc = scratch_layout(c->s.scores, c->n_threads, c->n_batch, c->n_seq_max, hp);
   /* tokens in sequence order (stable: within a sequence, ascending positions) */
   int32_t *count = j.sc.count;
   memset(count, 0, ((size_t)c->n_seq_max + 1) * sizeof(int32_t));
@@ -660,6 +883,7 @@ void pa_attention(struct pa_context *c, const pa_fwd_batch *b, int layer, int32_
       j.sc.chunk_n[j.n_chunks++] = count[s] - k < per ? count[s] - k : per;
     }
   }
+  if (seg_split(&j)) return;
   /* With many chunks (many sequences decoding) an item takes every KV
    * head of a run of chunks: neighbouring sequences that share their
    * first block, a run short enough to leave 3 items per thread (16

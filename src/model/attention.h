@@ -30,6 +30,17 @@
  * tile's 64 weights times |vq| <= 127 stay under 2^28, and a dot product
  * over head_dim <= 512 under 2^31.
  *
+ * Segments: positions are cut into segments of PA_ATTN_SEG, [512 k, 512 k
+ * + 512). A row's result is computed segment by segment, each from a fresh
+ * state (m = -inf, l = 0, acc = 0) over its tiles, and the segments'
+ * states are merged in ascending order (pa_attn_merge: m = max(M, m_s), L
+ * = L e^(M - m) + l_s e^(m_s - m), ACC likewise), then out = ACC / L. With
+ * one segment (positions under 512) that is the single tiled pass above.
+ * Because the cut is fixed by position, the segments of one row can run on
+ * different threads (pa_attention does so when a batch has too few
+ * (token, KV head) items for its threads: a single sequence decoding) and
+ * be merged after, with the bits of one thread doing all.
+ *
  * Determinism: every step of a row depends on that row's data and range
  * only, never on which other rows share the call (each score is one
  * multiply-add chain over the head dimension in a lane fixed by position,
@@ -50,6 +61,8 @@
 
 #define PA_ATTN_TILE 64 /* positions per tile; a multiple of 16 */
 _Static_assert(PA_ATTN_TILE % 16 == 0, "tiles are whole 16-lane chunks");
+#define PA_ATTN_SEG 512 /* positions per segment (see above); a multiple of the tile */
+_Static_assert(PA_ATTN_SEG % PA_ATTN_TILE == 0, "segments are whole tiles");
 
 /* One tile, as the kernels see it. Columns j in [0, PA_ATTN_TILE) are the
  * positions tile_start + j; they come in chunks of 16 (16c .. 16c + 15),
@@ -181,7 +194,18 @@ typedef struct {
   /* optional (NULL: none): the lines the caller reads next (the next
    * head's or item's first tile), prefetched while the last tile computes */
   const pa_attn_lines *then_k, *then_v;
+  /* optional (NULL: the whole result into out): only segment seg, its
+   * state per row into part[r * (head_dim_v + 2)]: m, l, then the
+   * head_dim_v floats of acc (not normalized), for pa_attn_merge */
+  float *part;
+  int32_t seg;
 } pa_attn_query;
+
+/* Merges a segment's state (m, l, acc: n floats) into a row's running one
+ * (M, L, ACC; M = -inf: none yet), the next segment in ascending order. */
+void pa_attn_merge(float *M, float *L, float *ACC, float m, float l, const float *acc, int32_t n);
+/* out = acc / l, as pa_attn_rows ends. */
+void pa_attn_finish(float *out, const float *acc, float l, int32_t head_dim_v);
 
 /* Bytes of `work` pa_attn_rows needs for up to n_rows rows. */
 size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim, int32_t head_dim_v);

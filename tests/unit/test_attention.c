@@ -9,7 +9,8 @@
  * reference reads the values the cache holds):
  * 1. pa_attn_rows against a double-precision softmax(q K^T * scale) V over
  *    the same float inputs: max |out - exact| <= 1e-5 * max |v| (float dots
- *    of <= 256 terms, ~1 ulp exp, a float sum of <= 300 weights; the
+ *    of <= 256 terms, ~1 ulp exp, a float sum of <= 1200 weights over up
+ *    to three segments (attention.h) merged; the
  *    largest error seen is printed, about 1e-7 to 1e-6 of max |v|); Q8,
  *    whose kernels round queries and weights to 16 bits, within Q8_TOL;
  *    and each SIMD table's Q8 integer kernels, next to the plain softmax,
@@ -24,6 +25,9 @@
  * 4. pa_attention over a decode step of 12 sequences, some sharing their
  *    first blocks (so that neighbours share items): each token's output
  *    has the bits it has alone.
+ * 5. One token decoding alone over ranges of one to five segments
+ *    (attention.h), on 2 threads: the bits of pa_attn_rows on one thread
+ *    (pa_attention cuts the positions over the threads).
  * Returns 0 when all pass. */
 #include <math.h>
 #include <stdio.h>
@@ -71,7 +75,7 @@ static const shape shapes[] = {
  * read unsigned (tried: 2.4 x max |v|) are off by orders more. */
 #define Q8_TOL 2.5e-4
 #define N_SEQ 3
-#define N_CTX 300
+#define N_CTX 1200 /* seq 0 spans three segments (PA_ATTN_SEG) */
 #define N_LAYER 2
 
 /* What a cache of `type` must give back for a head's stored row x: F32
@@ -175,7 +179,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
           lo[r] = sh->window > 0 && pos - sh->window + 1 > 0 ? pos - sh->window + 1 : 0;
           qp[r] = q + (int64_t)r * sh->hd;
           op[r] = alone + (int64_t)r * sh->hdv;
-          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL};
+          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL, NULL, 0};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &one, work);
           exact_row(&kv, layer, s, g, sh, scale, qp[r], lo[r], hi[r], ex);
           double err = 0, vmax = 2.0;
@@ -193,8 +197,8 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             mixed.quantize_q = kt->quantize_q;
             float twin[256], mine[256];
             float *tp = twin, *mp = mine;
-            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL},
-                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL};
+            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL, NULL, 0},
+                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL, NULL, 0};
             pa_attn_rows(pa_attn_plain(), &kv, layer, s, g, sh->hd, sh->hdv, scale, &tq, work);
             pa_attn_rows(&mixed, &kv, layer, s, g, sh->hd, sh->hdv, scale, &mq, work);
             if (memcmp(twin, mine, sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
@@ -223,7 +227,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             glo[i] = lo[perm[i]];
             ghi[i] = hi[perm[i]];
           }
-          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL};
+          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL, NULL, 0};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &grp, work);
           for (int32_t i = 0; i < n; i++)
             if (memcmp(go[i], op[perm[i]], sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
@@ -406,6 +410,65 @@ static void check_shared(const shape *sh, pa_kv_type type, int n_threads) {
   ctx_close(&c);
 }
 
+/* Check 5: one token decoding alone at positions whose range spans one to
+ * five segments (PA_ATTN_SEG), on 2 threads, with and without a window
+ * across a segment's edge: pa_attention, which cuts a KV head's positions
+ * by segment over the threads when the token's KV heads would leave one
+ * idle (3 or 1 of them on 2 threads), gives the bits pa_attn_rows gives
+ * on one thread, segment after segment. */
+static void check_segments(const shape *sh, pa_kv_type type) {
+  struct pa_model m;
+  struct pa_context c;
+  enum { LEN = 2100 }; /* five segments: one KV head's make enough items to cut */
+  ctx_open(&m, &c, sh, type, 2, 1, LEN + 16, 4);
+  const pa_hparams *hp = &m.hp;
+  float *k = malloc(sizeof(float) * (size_t)c.kv.k_row), *v = malloc(sizeof(float) * (size_t)c.kv.v_row);
+  for (int32_t p = 0; p < LEN; p++) {
+    int32_t s0 = 0;
+    if (pa_kv_reserve(&c.kv, 1, &s0, &p)) exit(1);
+    for (int l = 0; l < N_LAYER; l++) {
+      for (int64_t i = 0; i < c.kv.k_row; i++) k[i] = rnd_sym(1.0f);
+      for (int64_t i = 0; i < c.kv.v_row; i++) v[i] = rnd_sym(2.0f);
+      pa_kv_store(&c.kv, l, 0, p, k, v);
+    }
+  }
+  const int64_t Q = (int64_t)hp->n_head * sh->hd, O = (int64_t)hp->n_head * sh->hdv;
+  float *ref = malloc(sizeof(float) * (size_t)O);
+  void *work = pa_alloc(pa_attn_work_size(sh->group, sh->hd, sh->hdv));
+  const int32_t probes[] = {LEN - 1, 2048, 2047, 1030, 600, 512, 511, 530};
+  int32_t tok = 0, seq0 = 0;
+  for (int layer = 0; layer < N_LAYER; layer++)
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+      const int32_t pos = probes[i], window = layer == 1 ? 45 : 0;
+      for (int64_t e = 0; e < Q; e++) c.s.q[e] = rnd_sym(1.0f);
+      pa_fwd_batch one = {.n = 1, .token = &tok, .pos = &pos, .seq = &seq0};
+      pa_attention(&c, &one, layer, window);
+      const int32_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+      for (int g = 0; g < sh->n_kv; g++) {
+        const float *qp[4];
+        float *op[4];
+        int32_t los[4], his[4];
+        for (int r = 0; r < sh->group; r++) {
+          qp[r] = c.s.q + (int64_t)(g * sh->group + r) * sh->hd;
+          op[r] = ref + (int64_t)(g * sh->group + r) * sh->hdv;
+          los[r] = lo;
+          his[r] = pos;
+        }
+        pa_attn_query qr = {.n_rows = sh->group, .q = qp, .out = op, .lo = los, .hi = his};
+        pa_attn_rows(pa_attn_current(), &c.kv, layer, 0, g, sh->hd, sh->hdv, hp->attn_scale, &qr, work);
+      }
+      if (memcmp(c.s.att, ref, sizeof(float) * (size_t)O) && failures++ < 10)
+        printf("FAIL %s pa_attention hd %d group %d, 2 threads, layer %d, position %d (%s cache): the "
+               "segments cut over the threads differ from one thread's\n",
+               pa_attn_current()->name, sh->hd, sh->group, layer, pos, pa_kv_type_name(type));
+    }
+  free(k);
+  free(v);
+  free(ref);
+  pa_free(work);
+  ctx_close(&c);
+}
+
 int main(void) {
   test_seed("test_attention");
   {
@@ -431,6 +494,7 @@ int main(void) {
         check_batch(&shapes[s], type, 2);
         check_shared(&shapes[s], type, 1);
         check_shared(&shapes[s], type, 2);
+        if (shapes[s].group <= 4) check_segments(&shapes[s], type);
       }
     }
   }
