@@ -182,11 +182,12 @@ static int32_t take_block(pa_kv_cache *kv) {
  * transposed, so a block's positions are not contiguous), and the tokens
  * of its first `rows` positions. */
 static void copy_block(pa_kv_cache *kv, int32_t dst, int32_t src, int32_t rows) {
-  const int64_t kbb = kv->n_head_kv * kv->k_part, vbb = kv->n_head_kv * kv->v_part;
-  for (int32_t l = 0; l < kv->n_layer; l++) {
-    memcpy(kv->k[l] + dst * kbb, kv->k[l] + src * kbb, (size_t)kbb);
-    memcpy(kv->v[l] + dst * vbb, kv->v[l] + src * vbb, (size_t)vbb);
-  }
+  const int64_t kp = kv->k_part, vp = kv->v_part, nb = kv->n_blocks;
+  for (int32_t l = 0; l < kv->n_layer; l++)
+    for (int64_t h = 0; h < kv->n_head_kv; h++) {
+      memcpy(kv->k[l] + (h * nb + dst) * kp, kv->k[l] + (h * nb + src) * kp, (size_t)kp);
+      memcpy(kv->v[l] + (h * nb + dst) * vp, kv->v[l] + (h * nb + src) * vp, (size_t)vp);
+    }
   memcpy(kv->tokens + (int64_t)dst * kv->block_size, kv->tokens + (int64_t)src * kv->block_size,
          (size_t)rows * sizeof(int32_t));
 }

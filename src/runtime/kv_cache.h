@@ -23,7 +23,11 @@
  * Blocks no sequence uses but that hold a cached prefix (full or tail) are
  * evicted least recently used first when the pool runs out.
  *
- * Storage: per layer, K and V each [n_blocks][n_head_kv][part], a part
+ * Storage: per layer, K and V each [n_head_kv][n_blocks][part] (a KV
+ * head's parts of consecutive blocks are contiguous, so a sequence whose
+ * blocks came in order, as a lone sequence's do, is one run per head and
+ * layer: SmolLM2 decoding at 4000 positions, attention read its K and V at
+ * 10.5-11.3 GB/s, against 6.3-9.2 with [n_blocks][n_head_kv][part]), a part
  * holding one KV head's values of a block in the cache's type: F32; IEEE
  * half (F16 halves the memory and the bytes attention reads; values are
  * rounded to nearest even when stored and read back exactly); or Q8, 8-bit
@@ -58,8 +62,8 @@ typedef struct {
   size_t elt;           /* bytes per value: 4, 2 or 1 */
   int64_t k_row, v_row; /* values per position (every head) */
   int64_t k_part, v_part; /* bytes of one KV head's part of a block (Q8: with its scales) */
-  uint8_t **k, **v;     /* per layer: K [n_blocks][n_head_kv][head_dim_k][block_size],
-                           V [n_blocks][n_head_kv][block_size][head_dim_v], each part
+  uint8_t **k, **v;     /* per layer: K [n_head_kv][n_blocks][head_dim_k][block_size],
+                           V [n_head_kv][n_blocks][block_size][head_dim_v], each part
                            followed by its scales when Q8 */
   void *mem;            /* one mapping (pa_map_huge) holding every layer's K and V */
   size_t mem_bytes;
@@ -101,12 +105,12 @@ int32_t pa_kv_available(const pa_kv_cache *kv);
  * ones follow contiguously, or for Q8 every 2 bytes). */
 static inline uint8_t *pa_kv_k_block(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return kv->k[layer] + (b * kv->n_head_kv + h) * kv->k_part;
+  return kv->k[layer] + ((int64_t)h * kv->n_blocks + b) * kv->k_part;
 }
 static inline uint8_t *pa_kv_v_at(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
   const int32_t off = pos % kv->block_size;
-  return kv->v[layer] + (b * kv->n_head_kv + h) * kv->v_part +
+  return kv->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->v_part +
          (kv->type == PA_KV_Q8 ? (int64_t)(off & ~1) * kv->head_dim_v + (off & 1)
                                : (int64_t)off * kv->head_dim_v * (int64_t)kv->elt);
 }
@@ -117,7 +121,7 @@ static inline float *pa_kv_k_scales(const pa_kv_cache *kv, uint8_t *k_block) {
 }
 static inline float *pa_kv_v_scale(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return (float *)(void *)(kv->v[layer] + (b * kv->n_head_kv + h) * kv->v_part +
+  return (float *)(void *)(kv->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->v_part +
                            (int64_t)kv->block_size * kv->head_dim_v) +
          pos % kv->block_size;
 }
