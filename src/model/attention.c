@@ -640,18 +640,39 @@ static void item_prefetch(const attn_job *j, const attn_item *it) {
   pa_attn_prefetch(&j->c->kv, j->layer, seq, it->g0, lo, hi);
 }
 
+/* Thread ith's part of the scratch: the rows' query and output pointers
+ * and ranges (up to a chunk's rows), then pa_attn_rows' work. */
+typedef struct {
+  const float **q;
+  float **out;
+  int32_t *lo, *hi;
+  void *work;
+} attn_thread;
+
+static attn_thread thread_area(const attn_job *j, int ith) {
+  const pa_hparams *hp = &j->c->model->hp;
+  const int32_t rows_max = chunk_tokens(hp) * (hp->n_head / hp->n_head_kv);
+  char *mine = j->sc.threads + (size_t)ith * j->sc.per_thread;
+  attn_thread a;
+  a.q = (const float **)(void *)mine;
+  a.out = (float **)(a.q + rows_max);
+  a.lo = (int32_t *)(a.out + rows_max);
+  a.hi = a.lo + rows_max;
+  a.work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t)));
+  return a;
+}
+
 static void attention_worker(void *arg, int ith, int nth) {
   attn_job *j = arg;
   struct pa_context *c = j->c;
   const pa_hparams *hp = &c->model->hp;
   const int32_t hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
   const int64_t Q = (int64_t)hp->n_head * hd, O = (int64_t)hp->n_head * hdv;
-  const int32_t rows_max = chunk_tokens(hp) * group;
-  char *mine = j->sc.threads + (size_t)ith * j->sc.per_thread;
-  const float **q = (const float **)mine;
-  float **out = (float **)(q + rows_max);
-  int32_t *lo = (int32_t *)(out + rows_max), *hi = lo + rows_max;
-  void *work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t)));
+  const attn_thread area = thread_area(j, ith);
+  const float **q = area.q;
+  float **out = area.out;
+  int32_t *lo = area.lo, *hi = area.hi;
+  void *work = area.work;
   /* The last tile of each call asks for the first tile of the next one
    * (the item's next chunk, its first chunk's next head, or the next
    * item), while it computes. With several items per thread they are
@@ -715,12 +736,7 @@ static void seg_worker(void *arg, int ith, int nth) {
   const pa_hparams *hp = &c->model->hp;
   const int32_t hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
   const int64_t Q = (int64_t)hp->n_head * hd;
-  const int32_t rows_max = chunk_tokens(hp) * group;
-  char *mine = j->sc.threads + (size_t)ith * j->sc.per_thread;
-  const float **q = (const float **)mine;
-  float **out = (float **)(q + rows_max);
-  int32_t *lo = (int32_t *)(out + rows_max), *hi = lo + rows_max;
-  void *work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t)));
+  const attn_thread area = thread_area(j, ith);
   for (;;) {
     const int32_t k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
     if (k >= j->n_items) return;
@@ -729,16 +745,16 @@ static void seg_worker(void *arg, int ith, int nth) {
     int32_t a, z;
     const int32_t t = token_range(j, ch, &a, &z), seq = j->b->seq[t];
     for (int32_t r = 0; r < group; r++) {
-      q[r] = c->s.q + t * Q + (int64_t)(g * group + r) * hd;
-      out[r] = NULL; /* the state goes to part */
-      lo[r] = a;
-      hi[r] = z;
+      area.q[r] = c->s.q + t * Q + (int64_t)(g * group + r) * hd;
+      area.out[r] = NULL; /* the state goes to part */
+      area.lo[r] = a;
+      area.hi[r] = z;
     }
     const int32_t s0 = sg * PA_ATTN_SEG > a ? sg * PA_ATTN_SEG : a;
     pa_attn_prefetch(&c->kv, j->layer, seq, g, s0, s0 + PA_ATTN_TILE - 1 < z ? s0 + PA_ATTN_TILE - 1 : z);
-    pa_attn_query qr = {.n_rows = group, .q = q, .out = out, .lo = lo, .hi = hi,
+    pa_attn_query qr = {.n_rows = group, .q = area.q, .out = area.out, .lo = area.lo, .hi = area.hi,
                         .part = j->sc.seg_part + (int64_t)i * group * (hdv + 2), .seg = sg};
-    pa_attn_rows(j->kt, &c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
+    pa_attn_rows(j->kt, &c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, area.work);
   }
 }
 
@@ -796,8 +812,7 @@ static bool seg_split(attn_job *j) {
   /* the merge, item by item: a (token, KV head)'s segments are neighbours, ascending */
   const int32_t hdv = hp->head_dim_v, group = hp->n_head / H;
   const int64_t O = (int64_t)hp->n_head * hdv;
-  float *ACC = (float *)(void *)(j->sc.threads +
-                                 align64((size_t)chunk_tokens(hp) * group * (2 * sizeof(float *) + 2 * sizeof(int32_t))));
+  float *ACC = thread_area(j, 0).work; /* the job is over: the calling thread's work area is free */
   for (int32_t i0 = 0; i0 < n;) {
     const int32_t ch = j->sc.seg_item[3 * i0], g = j->sc.seg_item[3 * i0 + 1];
     int32_t i1 = i0;

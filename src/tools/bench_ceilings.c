@@ -373,16 +373,19 @@ static int run_pass(probe *pr, double *seconds) {
   return PASADA_OK;
 }
 
-static uint64_t mem_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
+/* The "KEY: N kB" line of a /proc file, in bytes, or 0. fmt: "KEY: %llu kB". */
+static uint64_t proc_kb(const char *path, const char *fmt) {
+  FILE *f = fopen(path, "r");
   if (!f) return 0;
   char line[256];
   unsigned long long kb = 0;
   while (fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (sscanf(line, fmt, &kb) == 1) break;
   fclose(f);
   return (uint64_t)kb * 1024;
 }
+
+static uint64_t mem_available(void) { return proc_kb("/proc/meminfo", "MemAvailable: %llu kB"); }
 
 static uint64_t llc_bytes(void) {
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -391,17 +394,8 @@ static uint64_t llc_bytes(void) {
   return l2 > 0 ? (uint64_t)l2 : 0;
 }
 
-/* This process's anonymous memory in 2 MB pages (smaps_rollup), or 0. */
-static uint64_t anon_huge_bytes(void) {
-  FILE *f = fopen("/proc/self/smaps_rollup", "r");
-  if (!f) return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) break;
-  fclose(f);
-  return (uint64_t)kb * 1024;
-}
+/* This process's anonymous memory in 2 MB pages, or 0. */
+static uint64_t anon_huge_bytes(void) { return proc_kb("/proc/self/smaps_rollup", "AnonHugePages: %llu kB"); }
 
 /* The buffer is mapped as the loader maps a model's weights (pa_map_huge:
  * 2 MB pages where the kernel gives them), so the ceiling is that of the
