@@ -300,8 +300,9 @@ void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head
 }
 
 /* The merge of two segments' states (attention.h): (M, L, ACC) and (m, l,
- * acc) of one row become that of their union. One function, so the one
- * merge order gives one result whatever thread ran which segment. */
+ * acc) of one row become that of their union (M = -inf: none yet). One
+ * function for pa_attn_rows and seg_split, so the one merge order gives one
+ * result whatever thread ran which segment. */
 VECTORIZE static void merge_row(float *M, float *L, float *restrict ACC, float m, float l,
                                 const float *restrict acc, int32_t n) {
   if (m == -INFINITY) return; /* the segment held none of the row's positions */
@@ -314,14 +315,6 @@ VECTORIZE static void merge_row(float *M, float *L, float *restrict ACC, float m
   *L = *L * a + l * b;
   *M = mx;
   for (int32_t d = 0; d < n; d++) ACC[d] = ACC[d] * a + acc[d] * b;
-}
-
-void pa_attn_merge(float *M, float *L, float *ACC, float m, float l, const float *acc, int32_t n) {
-  merge_row(M, L, ACC, m, l, acc, n);
-}
-
-void pa_attn_finish(float *out, const float *acc, float l, int32_t head_dim_v) {
-  normalize_row(out, acc, 1.0f / l, head_dim_v);
 }
 
 /* The tiles of positions [pmin, pmax] for rows whose ranges are [lo_r,
@@ -782,8 +775,12 @@ static bool seg_split(attn_job *j) {
     n += (z / PA_ATTN_SEG - a / PA_ATTN_SEG + 1) * H;
   }
   if (n <= items || n < 2 * nth || n > SEG_ITEMS) return false;
+  /* the items (token, KV head, segment ascending), and the order the
+   * threads take them in: the whole segments from the front, the partial
+   * ones from the back */
+  j->n_items = n;
+  int32_t whole = 0, partial = n;
   n = 0;
-  int32_t n_whole = 0;
   for (int32_t ch = 0; ch < j->n_chunks; ch++) {
     int32_t a, z;
     token_range(j, ch, &a, &z);
@@ -792,21 +789,13 @@ static bool seg_split(attn_job *j) {
         j->sc.seg_item[3 * n] = ch;
         j->sc.seg_item[3 * n + 1] = g;
         j->sc.seg_item[3 * n + 2] = sg;
-        n_whole += a <= sg * PA_ATTN_SEG && (sg + 1) * PA_ATTN_SEG - 1 <= z;
+        if (a <= sg * PA_ATTN_SEG && (sg + 1) * PA_ATTN_SEG - 1 <= z)
+          j->sc.seg_order[whole++] = n;
+        else
+          j->sc.seg_order[--partial] = n;
         n++;
       }
   }
-  /* the threads take the whole segments first, the partial ones last */
-  for (int32_t i = 0, w = 0, p = n_whole; i < n; i++) {
-    int32_t a, z;
-    token_range(j, j->sc.seg_item[3 * i], &a, &z);
-    const int32_t sg = j->sc.seg_item[3 * i + 2];
-    if (a <= sg * PA_ATTN_SEG && (sg + 1) * PA_ATTN_SEG - 1 <= z)
-      j->sc.seg_order[w++] = i;
-    else
-      j->sc.seg_order[p++] = i;
-  }
-  j->n_items = n;
   atomic_init(&j->next, 0);
   pa_pool_run(c->pool, seg_worker, j);
   /* the merge, item by item: a (token, KV head)'s segments are neighbours, ascending */
@@ -823,9 +812,9 @@ static bool seg_split(attn_job *j) {
       float M = -INFINITY, L = 0.0f;
       for (int32_t i = i0; i < i1; i++) {
         const float *st = j->sc.seg_part + ((int64_t)i * group + r) * (hdv + 2);
-        pa_attn_merge(&M, &L, ACC, st[0], st[1], st + 2, hdv);
+        merge_row(&M, &L, ACC, st[0], st[1], st + 2, hdv);
       }
-      pa_attn_finish(c->s.att + t * O + (int64_t)(g * group + r) * hdv, ACC, L, hdv);
+      normalize_row(c->s.att + t * O + (int64_t)(g * group + r) * hdv, ACC, 1.0f / L, hdv);
     }
     i0 = i1;
   }

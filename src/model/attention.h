@@ -33,7 +33,7 @@
  * Segments: positions are cut into segments of PA_ATTN_SEG, [512 k, 512 k
  * + 512). A row's result is computed segment by segment, each from a fresh
  * state (m = -inf, l = 0, acc = 0) over its tiles, and the segments'
- * states are merged in ascending order (pa_attn_merge: m = max(M, m_s), L
+ * states are merged in ascending order (m = max(M, m_s), L
  * = L e^(M - m) + l_s e^(m_s - m), ACC likewise), then out = ACC / L. With
  * one segment (positions under 512) that is the single tiled pass above.
  * Because the cut is fixed by position, the segments of one row can run on
@@ -196,16 +196,11 @@ typedef struct {
   const pa_attn_lines *then_k, *then_v;
   /* optional (NULL: the whole result into out): only segment seg, its
    * state per row into part[r * (head_dim_v + 2)]: m, l, then the
-   * head_dim_v floats of acc (not normalized), for pa_attn_merge */
+   * head_dim_v floats of acc (not normalized), for the caller to merge */
   float *part;
   int32_t seg;
 } pa_attn_query;
 
-/* Merges a segment's state (m, l, acc: n floats) into a row's running one
- * (M, L, ACC; M = -inf: none yet), the next segment in ascending order. */
-void pa_attn_merge(float *M, float *L, float *ACC, float m, float l, const float *acc, int32_t n);
-/* out = acc / l, as pa_attn_rows ends. */
-void pa_attn_finish(float *out, const float *acc, float l, int32_t head_dim_v);
 
 /* Bytes of `work` pa_attn_rows needs for up to n_rows rows. */
 size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim, int32_t head_dim_v);
