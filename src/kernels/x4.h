@@ -113,7 +113,7 @@ void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
 /* The reference kernel (plain C; every table without a faster one). */
 extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref, pa_x4_q6k_ref;
 /* The AVX-512 VNNI kernel (x4_avx512.c). */
-extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni;
+extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni, pa_x4_q6k_vnni;
 /* The AVX2 kernel (x4_avx2.c): the same bits. */
 extern const pa_ilv_kernel pa_x4_q4k_avx2, pa_x4_q5k_avx2, pa_x4_q6k_avx2;
 size_t pa_x4_x_size(int64_t cols);

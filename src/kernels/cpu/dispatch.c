@@ -28,6 +28,7 @@ static void tables_init(void) {
   table_avx2.name = "avx2";
   pa_kernels_fill_avx2(&table_avx2);
   pa_kernels_fill_ilv_avx2(&table_avx2);
+  pa_kernels_fill_ilv_avx2_q6k(&table_avx2);
 
   /* AVX-512 keeps the AVX2 kernels for the types it has no wider version of. */
   table_avx512 = table_avx2;
@@ -43,13 +44,6 @@ static void tables_init(void) {
   table_amx = table_avx512_vnni;
   table_amx.name = "amx";
   pa_kernels_fill_ilv_amx(&table_amx);
-
-  /* Q6_K's x4 kernel in the AVX2 table only, after the AVX-512 tables took
-   * their copies: there the file layout's GEMMs (VNNI, AMX) run prefill
-   * faster than 4 tokens at a time in 256 bits would, and no AVX-512
-   * machine has measured the trade since it came, so Q6_K matrices stay in
-   * the file's layout on AVX-512 CPUs. */
-  pa_kernels_fill_ilv_avx2_q6k(&table_avx2);
 
   pa_kernels_fill_avx512_xs(xs_avx512, 0);
   pa_kernels_fill_avx512_xs(xs_avx512_vnni, 1);

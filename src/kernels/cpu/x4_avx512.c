@@ -105,8 +105,98 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
   }
 }
 
+/* Q6_K (x4.h): per group of 4 rows and super-block, 8 loads of 64 nibble
+ * bytes and 4 of 64 top-bit bytes, the 6-bit values put together with a
+ * shift, an and and a ternary-logic merge each (shared by the tokens); per
+ * token 16 vpdpbusd into four sums, one per sub-block column k, each
+ * multiplied by its lane's int8 scale (vpmulld), and the -32 x the
+ * activations' 16-column sums taken off with two vpdpwssd of the scales
+ * (times -32, in 16-bit pairs) against the sums in pairs; then one
+ * conversion and one fma per 16 lanes. */
+BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
+                    int64_t ldy, const int T) {
+  const int64_t nsb = cols / QK_K;
+  const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+  const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  /* lane l = 4 r + p takes the activation sums 4 p + k: dwords 2 p, 2 p + 1
+   * of the 16 int16 sums hold the pairs k = 0, 1 and k = 2, 3 */
+  const __m512i idx_b01 = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
+  const __m512i idx_b23 = _mm512_add_epi32(idx_b01, _mm512_set1_epi32(1));
+  __m512 acc[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *w = wg + (size_t)b * PA_X4_REC6;
+    if (T == 1)
+      for (size_t c = 0; c < PA_X4_REC6; c += 64)
+        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+    /* scales: int32 per lane for the sums; -32 x scale in 16-bit pairs */
+    __m512i sc[4], neg[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+      sc[k] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC6 + 16 * k)));
+      neg[k] = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), sc[k]), 5);
+    }
+    const __m512i m01 = _mm512_mask_blend_epi16(0xAAAAAAAAu, neg[0], _mm512_slli_epi32(neg[1], 16));
+    const __m512i m23 = _mm512_mask_blend_epi16(0xAAAAAAAAu, neg[2], _mm512_slli_epi32(neg[3], 16));
+    __m512i D[4][PA_X4_TOKENS];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) D[0][t] = D[1][t] = D[2][t] = D[3][t] = _mm512_setzero_si512();
+    /* vectors 2 j and 2 j + 1 share top-bit vector j: bits 2 m, 2 m + 1 of
+     * its bytes belong to vector 2 j + m / 2, half m % 2 */
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+      const __m512i qh = _mm512_loadu_si512(w + PA_X4_QH6 + 64 * j);
+      const __m512i tops[4] = {
+          _mm512_and_si512(_mm512_slli_epi16(qh, 4), top), _mm512_and_si512(_mm512_slli_epi16(qh, 2), top),
+          _mm512_and_si512(qh, top), _mm512_and_si512(_mm512_srli_epi16(qh, 2), top)};
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; v++) {
+        const int i = 2 * j + v, k = i / 4;
+        const __m512i q = _mm512_loadu_si512(w + 64 * i);
+        /* (a & nib) | b: ternary-logic table 0xEC */
+        const __m512i lo = _mm512_ternarylogic_epi32(q, tops[2 * v], nib, 0xEC);
+        const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(q, 4), tops[2 * v + 1], nib, 0xEC);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+          const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC6 + 32 * i;
+          D[k][t] = _mm512_dpbusd_epi32(D[k][t], lo, bcast16(x));
+          D[2 + k][t] = _mm512_dpbusd_epi32(D[2 + k][t], hi, bcast16(x + 16));
+        }
+      }
+    }
+    const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D6))));
+    const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC6;
+      const __m512i bs = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x + PA_X4_XBS6)));
+      __m512i s = _mm512_add_epi32(
+          _mm512_add_epi32(_mm512_mullo_epi32(sc[0], D[0][t]), _mm512_mullo_epi32(sc[1], D[1][t])),
+          _mm512_add_epi32(_mm512_mullo_epi32(sc[2], D[2][t]), _mm512_mullo_epi32(sc[3], D[3][t])));
+      s = _mm512_dpwssd_epi32(s, m01, _mm512_permutexvar_epi32(idx_b01, bs));
+      s = _mm512_dpwssd_epi32(s, m23, _mm512_permutexvar_epi32(idx_b23, bs));
+      float dx;
+      memcpy(&dx, x + PA_X4_XD6, 4);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dr, _mm512_set1_ps(dx)), acc[t]);
+    }
+  }
+  const __m512i idx_out = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    __m512 a = _mm512_add_ps(acc[t], _mm512_permute_ps(acc[t], 0xB1));
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));
+    _mm_storeu_ps(y + t * ldy, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, a)));
+  }
+}
+
 PA_ILV_RUN4(VNNI, run_q4k, 0)
 PA_ILV_RUN4(VNNI, run_q5k, 1)
 
+#define run_body(kind, cols, wg, xp, y, ldy, T) run_body6(cols, wg, xp, y, ldy, T)
+PA_ILV_RUN4(VNNI, run_q6k, 2)
+#undef run_body
+
 const pa_ilv_kernel pa_x4_q4k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
+const pa_ilv_kernel pa_x4_q6k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q6k};
