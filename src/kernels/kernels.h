@@ -41,23 +41,27 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  * (layout, type) the layout takes: the plain C reference where it has no
  * faster. */
 #define PA_ILV_MAX_TOKENS 16
-/* How far ahead (bytes) the one-token calls of the SIMD kernels ask for
- * the weights they will read next (they stream from memory). */
-#ifndef PA_ILV_PREFETCH
-#define PA_ILV_PREFETCH 16384
-#endif
-/* The AVX2 kernels' (x16_avx2.c, x4_avx2.c), measured on Zen 3: 8 KB
- * against 16 KB, alternated 5 times (`bench_kernels 2 vsread`: the
- * products over a plain read of the same bytes, medians), Q8_0 0.865 ->
- * 0.879, Q4_K 0.885 -> 0.904, Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901;
- * 32 and 64 KB were no better than 16 (session 12). The AVX-512 kernels
- * keep the distance they were measured with. */
-#ifndef PA_ILV_PREFETCH_AVX2
-#define PA_ILV_PREFETCH_AVX2 8192
-#endif
-/* The same for the one-token kernels of the file layout that prefetch for
- * themselves (pa_kernels_self_prefetch). */
-#define PA_ROW_PREFETCH PA_ILV_PREFETCH
+/* How far ahead (bytes) the one-token calls of the SIMD kernels (x4, x16
+ * and the file layout's that prefetch for themselves,
+ * pa_kernels_self_prefetch) ask for the weights they will read next, as
+ * they stream them from memory; 0: they ask for nothing and leave it to
+ * the hardware's prefetchers. Set once with the kernel tables
+ * (dispatch.c), before any kernel runs; PASADA_PREFETCH=BYTES (0 for
+ * none) sets both, for measuring a CPU, and a process may change them
+ * between decode steps (an in-process A/B). Measured:
+ *   - AVX-512 kernels, 16 KB: Sapphire Rapids (session 5), 15 -> 20-25
+ *     GB/s against asking for a group's bytes at once. Zen 4 (session 19):
+ *     one 256 MB matrix alone (`bench_kernels 2 vsread`) streams closer to
+ *     a plain read with none (Q4_K x4 0.90 -> 0.97 of the read, Q8_0 x16
+ *     0.92 -> 0.98), but in the model, where each thread starts a new
+ *     stream at every matrix, 16 KB is as fast or faster: decode steps of
+ *     the Llama-1B shape alternated in one process, 16 KB / none = 0.72
+ *     and 0.86 (Q4_K_M), 0.94 and 1.00 (Q8_0); 8, 32 and 64 KB within
+ *     0.90-1.07 of 16 KB.
+ *   - AVX2 kernels (x16_avx2.c, x4_avx2.c), 8 KB: Zen 3 (session 12),
+ *     against 16 KB Q8_0 0.865 -> 0.879, Q4_K 0.885 -> 0.904, Q6_K 0.886
+ *     -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB no better. */
+extern int pa_prefetch_avx512, pa_prefetch_avx2;
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);

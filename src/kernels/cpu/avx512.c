@@ -460,10 +460,12 @@ BODY __m512i q6_ints(const block_q6_K *a, const block_q8_K *b, const int vnni) {
 BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
   __m128 acc = _mm_setzero_ps(); /* lane 0 (lane 1 takes 0 times 0) */
   const __m256i zero = _mm256_setzero_si256();
+  const int pf = pa_prefetch_avx512;
   int64_t i = 0;
   for (; i + 2 <= nsb; i += 2) {
-    for (int c = 0; c < 2 * (int)sizeof(block_q6_K); c += 64)
-      _mm_prefetch((const char *)&a[i] + PA_ROW_PREFETCH + c, _MM_HINT_T1);
+    if (pf)
+      for (int c = 0; c < 2 * (int)sizeof(block_q6_K); c += 64)
+        _mm_prefetch((const char *)&a[i] + pf + c, _MM_HINT_T1);
     const __m128i tot = k_totals2(q6_ints(&a[i], &b[i], vnni), zero, q6_ints(&a[i + 1], &b[i + 1], vnni), zero);
     const uint32_t da = a[i].d, db = a[i + 1].d; /* (d, 0) as fp16 pairs */
     acc = k_float2(acc, tot, &da, b[i].d, &db, b[i + 1].d);

@@ -479,8 +479,9 @@ static void dot_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end)
 /* Rows [r_begin, r_end) (whole groups) of an interleaved matrix for every
  * token: groups in panels of about ILV_PANEL bytes (which stay in L2
  * while the tokens pass), the kernel's tokens at a time. One token: the
- * groups stream in order, and the kernels ask for the bytes
- * PA_ILV_PREFETCH ahead of each record they read (asking for a whole
+ * groups stream in order, and the kernels ask for the bytes some way
+ * ahead of each record they read, or leave it to the hardware, as
+ * measured per CPU (kernels.h, pa_prefetch_avx512; asking for a whole
  * group's bytes at once, 6-40 KB, as dot_rows does per row, left Q4_1 at
  * 15 GB/s on 2 threads where the file layout reached 20-25). */
 #define ILV_PANEL (128 * 1024)

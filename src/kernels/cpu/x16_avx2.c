@@ -154,15 +154,16 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
                    float *y, int64_t ldy, const int T) {
   const int64_t nb = cols / 32;
   const size_t rec = rec_of(kind);
+  const int pf = pa_prefetch_avx2;
   /* the accumulators live in L1: the integer sums need the registers */
   float acc[2 * X16_AVX2_TOKENS * 8] __attribute__((aligned(32)));
 #pragma GCC unroll 8
   for (int t = 0; t < 2 * T; t++) _mm256_store_ps(acc + 8 * t, _mm256_setzero_ps());
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *o = wg + (size_t)b * rec;
-    if (T == 1) /* decode streams the weights: ask for them ahead */
+    if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)o + PA_ILV_PREFETCH_AVX2 + c, _MM_HINT_T1);
+        _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
     block_both(kind, o, xp, b, acc, T);
   }
 #pragma GCC unroll 4

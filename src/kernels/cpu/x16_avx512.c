@@ -33,14 +33,15 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
                    float *y, int64_t ldy, const int T) {
   const int64_t nb = cols / 32;
   const size_t rec = x16_rec(kind);
+  const int pf = pa_prefetch_avx512;
   __m512 acc[PA_X16_TOKENS];
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *o = wg + (size_t)b * rec;
-    if (T == 1) /* decode streams the weights: ask for them ahead, a block at a time */
+    if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)o + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+        _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
     __m512i w[8];
     x16_unpack(kind, o, w);
     __m512 dl, ml;

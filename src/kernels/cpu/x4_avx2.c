@@ -261,15 +261,16 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
                    float *y, int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = kind == 2 ? PA_X4_REC6 : kind == 1 ? PA_X4_REC5 : PA_X4_REC;
+  const int pf = pa_prefetch_avx2;
   /* the accumulators live in L1: the integer sums need the registers */
   float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
 #pragma GCC unroll 8
   for (int t = 0; t < 2 * T; t++) _mm256_store_ps(acc + 8 * t, _mm256_setzero_ps());
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
-    if (T == 1) /* decode streams the weights: ask for them ahead */
+    if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)w + PA_ILV_PREFETCH_AVX2 + c, _MM_HINT_T1);
+        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     if (kind == 2) {
       half_step6(w, xp, b, acc, T, 0);
       half_step6(w, xp, b, acc, T, 1);

@@ -31,6 +31,7 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
                    float *y, int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
+  const int pf = pa_prefetch_avx512;
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
@@ -40,9 +41,9 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
-    if (T == 1) /* decode streams the weights: ask for them ahead, a record at a time */
+    if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     const __m512 dm =
         _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
@@ -116,6 +117,7 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
 BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
                     int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
+  const int pf = pa_prefetch_avx512;
   const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   /* lane l = 4 r + p takes the activation sums 4 p + k: dwords 2 p, 2 p + 1
@@ -127,9 +129,9 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * PA_X4_REC6;
-    if (T == 1)
+    if (T == 1 && pf)
       for (size_t c = 0; c < PA_X4_REC6; c += 64)
-        _mm_prefetch((const char *)w + PA_ILV_PREFETCH + c, _MM_HINT_T1);
+        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     /* scales: int32 per lane for the sums; -32 x scale in 16-bit pairs */
     __m512i sc[4], neg[4];
 #pragma GCC unroll 4
