@@ -43,7 +43,8 @@ BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, int kind) {
 /* Scores of rows r0 .. r0 + NR - 1 over chunks c0 .. c0 + NC - 1: NR x NC
  * accumulators of 16 columns, one multiply-add per d (a chain over d in
  * the column's lane, the same whatever NR and NC). */
-BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, const int NC, const int kind) {
+BODY void qk_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, int32_t c0, const int NC,
+                   const int kind) {
   const int32_t hd = t->head_dim;
   const int64_t ks = t->k_stride;
   __m512 acc[4][4];
@@ -58,6 +59,7 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, 
 #pragma GCC unroll 4
   for (int c = 0; c < NC; c++) kc[c] = t->kc[c0 + c];
   for (int32_t d = 0; d < hd; d++) {
+    pa_attn_pfc_step(pf);
     __m512 k[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) k[c] = load_k(kc[c], d * ks, kind);
@@ -78,14 +80,15 @@ BODY void qk_block(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0, 
 
 #define QK_CHUNKS(NR, KIND)                              \
   switch (nc) {                                         \
-    case 1: qk_block(t, r0, NR, c0, 1, KIND); break;     \
-    case 2: qk_block(t, r0, NR, c0, 2, KIND); break;     \
-    case 3: qk_block(t, r0, NR, c0, 3, KIND); break;     \
-    default: qk_block(t, r0, NR, c0, 4, KIND); break;    \
+    case 1: qk_block(t, &pf, r0, NR, c0, 1, KIND); break; \
+    case 2: qk_block(t, &pf, r0, NR, c0, 2, KIND); break; \
+    case 3: qk_block(t, &pf, r0, NR, c0, 3, KIND); break; \
+    default: qk_block(t, &pf, r0, NR, c0, 4, KIND); break; \
   }
 
 BODY void qk_body(const pa_attn_tile *t, const int kind) {
   _Static_assert(PA_ATTN_CHUNKS == 4, "qk_block covers a tile in at most 4 chunks");
+  pa_attn_pfc pf = pa_attn_pfc_start(t->next_k);
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
     int32_t a = PA_ATTN_TILE, b = 0;
@@ -103,6 +106,7 @@ BODY void qk_body(const pa_attn_tile *t, const int kind) {
       default: QK_CHUNKS(4, kind) break;
     }
   }
+  pa_attn_pfc_finish(&pf);
 }
 
 AVX512 static void qk_avx512(const pa_attn_tile *t) {
@@ -146,7 +150,7 @@ AVX512 static void softmax_avx512(const pa_attn_tile *t) {
 
 /* Rows r0 .. r0 + NR - 1 (NR accumulators of 64 floats of head_dim_v at a
  * time; the block's rows as attn_block.h sets them up). */
-BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int kind) {
+BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int kind) {
   const int32_t hdv = t->head_dim_v;
   pa_pv_block p;
   if (!pa_pv_block_init(t, r0, NR, &p)) return;
@@ -164,6 +168,7 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int ki
       for (int c = 0; c < 4; c++)
         o[i][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], p.acc[i] + d0 + 16 * c), alpha[i]);
     for (int32_t j = p.a; j < p.b; j++) {
+      pa_attn_pfc_step(pf);
       __m512 v[4];
 #pragma GCC unroll 4
       for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], kind);
@@ -193,12 +198,14 @@ BODY void pv_block(const pa_attn_tile *t, int32_t r0, const int NR, const int ki
 }
 
 BODY void pv_body(const pa_attn_tile *t, const int kind) {
+  pa_attn_pfc pf = pa_attn_pfc_start(t->next_v);
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) switch (t->n_rows - r0) {
-      case 1: pv_block(t, r0, 1, kind); break;
-      case 2: pv_block(t, r0, 2, kind); break;
-      case 3: pv_block(t, r0, 3, kind); break;
-      default: pv_block(t, r0, 4, kind); break;
+      case 1: pv_block(t, &pf, r0, 1, kind); break;
+      case 2: pv_block(t, &pf, r0, 2, kind); break;
+      case 3: pv_block(t, &pf, r0, 3, kind); break;
+      default: pv_block(t, &pf, r0, 4, kind); break;
     }
+  pa_attn_pfc_finish(&pf);
 }
 
 AVX512 static void pv_avx512(const pa_attn_tile *t) {
@@ -212,4 +219,5 @@ void pa_attn_fill_avx512(pa_attn_kernels *k) {
   k->qk = qk_avx512;
   k->softmax = softmax_avx512;
   k->pv = pv_avx512;
+  k->spread = true; /* qk and pv ask for the next tile's K and V a line per step */
 }

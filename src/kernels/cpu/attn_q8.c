@@ -281,8 +281,8 @@ void pa_attn_fill_q8_avx2(pa_attn_kernels *k) {
 #define BODY512 static inline __attribute__((always_inline)) AVX512
 
 /* Scores of rows r0 .. r0 + NR - 1 over chunks c0 .. c0 + NC - 1. */
-BODY512 void qk8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32_t c0,
-                          const int NC) {
+BODY512 void qk8_block512(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR,
+                          int32_t c0, const int NC) {
   const int32_t np = t->head_dim / 2;
   const int64_t ps = 2 * t->k_stride; /* bytes from one pair of d to the next */
   __m512i acc[4][4];
@@ -297,6 +297,7 @@ BODY512 void qk8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
 #pragma GCC unroll 4
   for (int c = 0; c < NC; c++) kc[c] = t->kc[c0 + c];
   for (int32_t p = 0; p < np; p++) {
+    pa_attn_pfc_step(pf);
     __m512i k[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++)
@@ -324,21 +325,22 @@ BODY512 void qk8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
 #define QK8_CHUNKS(NR)                \
   switch (nc) {                       \
     case 1:                           \
-      qk8_block512(t, r0, NR, c0, 1); \
+      qk8_block512(t, pf, r0, NR, c0, 1); \
       break;                          \
     case 2:                           \
-      qk8_block512(t, r0, NR, c0, 2); \
+      qk8_block512(t, pf, r0, NR, c0, 2); \
       break;                          \
     case 3:                           \
-      qk8_block512(t, r0, NR, c0, 3); \
+      qk8_block512(t, pf, r0, NR, c0, 3); \
       break;                          \
     default:                          \
-      qk8_block512(t, r0, NR, c0, 4); \
+      qk8_block512(t, pf, r0, NR, c0, 4); \
       break;                          \
   }
 
 AVX512 static void qk_q8_avx512(const pa_attn_tile *t) {
   _Static_assert(PA_ATTN_CHUNKS == 4, "qk8_block512 covers a tile in at most 4 chunks");
+  pa_attn_pfc pfc = pa_attn_pfc_start(t->next_k), *pf = &pfc; /* a line per step */
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
     int32_t a, b;
@@ -355,12 +357,13 @@ AVX512 static void qk_q8_avx512(const pa_attn_tile *t) {
         QK8_CHUNKS(4) break;
     }
   }
+  pa_attn_pfc_finish(pf);
 }
 
 /* Rows r0 .. r0 + NR - 1, dimensions d0 .. d0 + 16 ND - 1, the tile's pairs
  * p0 .. p1 - 1. */
-BODY512 void pv8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32_t d0, const int ND,
-                          int32_t p0, int32_t p1) {
+BODY512 void pv8_block512(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR,
+                          int32_t d0, const int ND, int32_t p0, int32_t p1) {
   const int64_t hdv = t->head_dim_v;
   __m512i acc[4][4];
   const int16_t *w[4];
@@ -371,6 +374,7 @@ BODY512 void pv8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
     for (int c = 0; c < ND; c++) acc[i][c] = _mm512_setzero_si512();
   }
   for (int32_t p = p0; p < p1; p++) {
+    pa_attn_pfc_step(pf);
     const int8_t *vp = (const int8_t *)t->vc[p >> 3] + ((p & 7) * hdv + d0) * 2;
     __m512i v[4];
 #pragma GCC unroll 4
@@ -401,16 +405,16 @@ BODY512 void pv8_block512(const pa_attn_tile *t, int32_t r0, const int NR, int32
 #define PV8_DIMS(NR)                                                    \
   for (int32_t d0 = 0; d0 < hd16; d0 += 64) switch ((hd16 - d0) / 16) { \
       case 1:                                                           \
-        pv8_block512(t, r0, NR, d0, 1, p0, p1);                         \
+        pv8_block512(t, pf, r0, NR, d0, 1, p0, p1);                     \
         break;                                                          \
       case 2:                                                           \
-        pv8_block512(t, r0, NR, d0, 2, p0, p1);                         \
+        pv8_block512(t, pf, r0, NR, d0, 2, p0, p1);                     \
         break;                                                          \
       case 3:                                                           \
-        pv8_block512(t, r0, NR, d0, 3, p0, p1);                         \
+        pv8_block512(t, pf, r0, NR, d0, 3, p0, p1);                     \
         break;                                                          \
       default:                                                          \
-        pv8_block512(t, r0, NR, d0, 4, p0, p1);                         \
+        pv8_block512(t, pf, r0, NR, d0, 4, p0, p1);                     \
         break;                                                          \
     }
 
@@ -442,6 +446,7 @@ AVX512 static void weights_avx512(const pa_attn_tile *t) {
 
 AVX512 static void pv_q8_avx512(const pa_attn_tile *t) {
   weights_avx512(t);
+  pa_attn_pfc pfc = pa_attn_pfc_start(t->next_v), *pf = &pfc; /* a line per step */
   const int32_t hd16 = t->head_dim_v & ~15;
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) {
     const int32_t nr = t->n_rows - r0 < 4 ? t->n_rows - r0 : 4;
@@ -460,6 +465,7 @@ AVX512 static void pv_q8_avx512(const pa_attn_tile *t) {
     }
     pv8_tail(t, r0, nr, hd16, p0, p1);
   }
+  pa_attn_pfc_finish(pf);
 }
 
 AVX512 static float quantize_q_avx512(const float *q, int32_t n, int16_t *out) {
@@ -485,4 +491,5 @@ void pa_attn_fill_q8_avx512(pa_attn_kernels *k) {
   k->qk_q8 = qk_q8_avx512;
   k->pv_q8 = pv_q8_avx512;
   k->quantize_q = quantize_q_avx512;
+  k->spread_q8 = true; /* they ask for the next tile's lines too */
 }
