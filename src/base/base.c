@@ -129,6 +129,8 @@ const pa_cpu_features *pa_cpu(void) {
   if (cpu_done) return &cpu;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d)) /* "AuthenticAMD" in EBX, EDX, ECX */
+    cpu.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
   if (__get_cpuid(1, &a, &b, &c, &d)) {
     bool osxsave = c & (1u << 27);
     uint64_t xcr0 = osxsave ? xgetbv0() : 0;
@@ -153,7 +155,11 @@ const pa_cpu_features *pa_cpu(void) {
   }
   /* PASADA_CPU=scalar|avx2|avx512_vnni caps the path (tests and comparisons). */
   const char *cap = getenv("PASADA_CPU");
-  if (cap && !strcmp(cap, "scalar")) memset(&cpu, 0, sizeof cpu);
+  if (cap && !strcmp(cap, "scalar")) {
+    const bool amd = cpu.amd;
+    memset(&cpu, 0, sizeof cpu);
+    cpu.amd = amd;
+  }
   if (cap && !strcmp(cap, "avx2")) {
     cpu.avx512f = cpu.avx512bw = cpu.avx512vl = cpu.avx512dq = false;
     cpu.avx512vnni = cpu.avx512bf16 = cpu.amx_int8 = false;

@@ -56,6 +56,7 @@ typedef struct {
   bool avx512f, avx512bw, avx512vl, avx512dq;
   bool avx512vnni, avx512bf16, avxvnni;
   bool amx_int8; /* AMX-TILE + AMX-INT8, enabled by the OS and granted to the process */
+  bool amd;      /* vendor AuthenticAMD (a tuning measured per vendor: kernels.h) */
 } pa_cpu_features;
 const pa_cpu_features *pa_cpu(void);
 /* "AVX512_VNNI", "AVX2", "scalar"...: the best path this CPU takes. */

@@ -41,27 +41,34 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  * (layout, type) the layout takes: the plain C reference where it has no
  * faster. */
 #define PA_ILV_MAX_TOKENS 16
-/* How far ahead (bytes) the one-token calls of the SIMD kernels (x4, x16
- * and the file layout's that prefetch for themselves,
- * pa_kernels_self_prefetch) ask for the weights they will read next, as
- * they stream them from memory; 0: they ask for nothing and leave it to
- * the hardware's prefetchers. Set once with the kernel tables
- * (dispatch.c), before any kernel runs; PASADA_PREFETCH=BYTES (0 for
- * none) sets both, for measuring a CPU, and a process may change them
- * between decode steps (an in-process A/B). Measured:
- *   - AVX-512 kernels, 16 KB: Sapphire Rapids (session 5), 15 -> 20-25
- *     GB/s against asking for a group's bytes at once. Zen 4 (session 19):
- *     one 256 MB matrix alone (`bench_kernels 2 vsread`) streams closer to
- *     a plain read with none (Q4_K x4 0.90 -> 0.97 of the read, Q8_0 x16
- *     0.92 -> 0.98), but in the model, where each thread starts a new
- *     stream at every matrix, 16 KB is as fast or faster: decode steps of
- *     the Llama-1B shape alternated in one process, 16 KB / none = 0.72
- *     and 0.86 (Q4_K_M), 0.94 and 1.00 (Q8_0); 8, 32 and 64 KB within
- *     0.90-1.07 of 16 KB.
- *   - AVX2 kernels (x16_avx2.c, x4_avx2.c), 8 KB: Zen 3 (session 12),
- *     against 16 KB Q8_0 0.865 -> 0.879, Q4_K 0.885 -> 0.904, Q6_K 0.886
- *     -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB no better. */
-extern int pa_prefetch_avx512, pa_prefetch_avx2;
+/* How the one-token calls of the SIMD kernels (x4, x16 and the file
+ * layout's that prefetch for themselves, pa_kernels_self_prefetch) get
+ * the weights they stream from memory: pa_prefetch_avx512 / _avx2, how
+ * far ahead (bytes) each record's kernel asks for the bytes it will read
+ * next (0: it asks for nothing); pa_prefetch_start, how many bytes at the
+ * start of a thread's rows of an interleaved matrix (where a new stream
+ * starts) are asked for at once before the kernels run (0: none). Set
+ * once with the kernel tables (dispatch.c), before any kernel runs, from
+ * what was measured per CPU; PASADA_PREFETCH=BYTES sets both distances
+ * and PASADA_PREFETCH_START=BYTES the start, for measuring a CPU, and a
+ * process may change them between decode steps (an in-process A/B).
+ *   - Intel with AVX-512, 16 KB ahead, no start (Sapphire Rapids, session
+ *     5: 15 -> 20-25 GB/s against asking for a group's bytes at once).
+ *   - AMD with AVX-512 (Zen 4, session 19): nothing ahead, 32 KB at each
+ *     start. One 256 MB matrix alone (`bench_kernels 2 vsread`) streams
+ *     closer to a plain read without the kernels' prefetches (Q4_K x4
+ *     0.90 -> 0.97 of the read, Q8_0 x16 0.92 -> 0.98), but in the model,
+ *     where each thread starts a new stream at every task, dropping them
+ *     lost up to 28%. Both together, decode steps alternated in one
+ *     process, 32 KB at the start and nothing ahead over 16 KB ahead:
+ *     step time 0.91-0.96 (Llama-1B shape Q8_0, 5 runs), 0.94 (8B Q8_0),
+ *     0.98-1.00 (1B Q4_K_M, 4 runs), 1.03 (8B Q4_K_M), 0.92-0.96
+ *     (SmolLM2), 0.82-0.96 (Gemma 3).
+ *   - AVX2 kernels (x16_avx2.c, x4_avx2.c), 8 KB ahead, no start (Zen 3,
+ *     session 12: against 16 KB, Q8_0 0.865 -> 0.879, Q4_K 0.885 -> 0.904,
+ *     Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB
+ *     no better; nothing ahead was not measured there). */
+extern int pa_prefetch_avx512, pa_prefetch_avx2, pa_prefetch_start;
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);

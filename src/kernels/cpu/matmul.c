@@ -525,6 +525,12 @@ static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end,
   const int64_t ys = j->y_stride[m];
   const uint8_t *xptr[PA_ILV_MAX_TOKENS];
   const int64_t passes = (j->n_tokens + k->tokens - 1) / k->tokens;
+  if (j->n_tokens == 1 && pa_prefetch_start > 0) { /* a new stream: its start at once (kernels.h) */
+    const uint8_t *st = wd + (size_t)(r_begin / k->rows) * gbytes;
+    const size_t all = (size_t)(r_end / k->rows - r_begin / k->rows) * gbytes;
+    const size_t n = all < (size_t)pa_prefetch_start ? all : (size_t)pa_prefetch_start;
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(st + o, 0, 2);
+  }
   for (int64_t g0 = r_begin / k->rows; g0 < r_end / k->rows; g0 += pg) {
     const int64_t g1 = g0 + pg < r_end / k->rows ? g0 + pg : r_end / k->rows;
     /* the span to ask for during passes 2.. (a slice per group and pass) */
