@@ -192,6 +192,28 @@ def test_run_greedy_is_deterministic(pasada_bin, smollm2):
     assert err == ""
 
 
+def test_prefetch_settings_keep_the_output(pasada_bin, smollm2):
+    """PASADA_PREFETCH / PASADA_PREFETCH_START only change how weights are asked for: the same
+    text whatever they are; a value that is not a byte count is ignored with a one-line warning."""
+    args = ["run", "-m", smollm2, "-p", "The three primary colors are", "-n", "16", "--temp", "0",
+            "--no-stats"]
+    base = cli(pasada_bin, *args)
+    assert base.returncode == 0, text(base.stderr)
+    for pf, start in [("0", "0"), ("16384", "0"), ("0", "65536"), ("4096", "1048576")]:
+        env = dict(os.environ, PASADA_PREFETCH=pf, PASADA_PREFETCH_START=start)
+        res = cli(pasada_bin, *args, env=env)
+        assert res.returncode == 0, text(res.stderr)
+        assert res.stdout == base.stdout, (pf, start)
+        assert text(res.stderr) == ""
+    env = dict(os.environ, PASADA_PREFETCH="lots", PASADA_PREFETCH_START="-1")
+    res = cli(pasada_bin, *args, env=env)
+    assert res.returncode == 0, text(res.stderr)
+    assert res.stdout == base.stdout
+    warn = text(res.stderr).splitlines()
+    assert len(warn) == 2, warn
+    assert "PASADA_PREFETCH=lots ignored" in warn[0] and "PASADA_PREFETCH_START=-1 ignored" in warn[1]
+
+
 def test_run_kv_types(pasada_bin, smollm2):
     """Every KV cache type generates; each is deterministic; they agree for the first tokens."""
     args = ["-p", "The three primary colors are", "-n", "24", "--temp", "0", "--no-stats"]
