@@ -158,6 +158,7 @@ void pa_prepare_x_sums(pa_type act_type, const void *x, int64_t n, float *d_out,
 
 bool pa_kernels_self_prefetch(const pa_cpu_kernels *k, pa_type type) {
   pthread_once(&tables_once, tables_init);
+  /* with no distance set they ask for nothing: the row loop asks instead */
   return (k == &table_avx512 || k == &table_avx512_vnni || k == &table_amx) &&
-         type == PA_TYPE_Q6_K;
+         type == PA_TYPE_Q6_K && pa_prefetch_avx512 > 0;
 }
