@@ -1,4 +1,4 @@
-/* x4_avx512.c: the AVX-512 VNNI kernels of the x4 layout (Q4_K, Q5_K)
+/* x4_avx512.c: the AVX-512 VNNI kernels of the x4 layout (Q4_K, Q5_K, Q6_K)
  * (kernels/x4.h), for one to PA_X4_TOKENS tokens at a time. It follows the
  * layout's canonical arithmetic step for step, so its bits equal the
  * reference's (x4.c) and do not depend on how many tokens share a call.
