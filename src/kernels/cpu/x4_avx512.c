@@ -27,8 +27,20 @@ BODY __m512i bcast16(const uint8_t *p) {
   return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
 }
 
-BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T) {
+/* y[t * ldy + r] = (acc[4r] + acc[4r + 1]) + (acc[4r + 2] + acc[4r + 3]) of
+ * each token's 16 lanes (x4.h) */
+BODY void store_rows(const __m512 *acc, float *y, int64_t ldy, const int T) {
+  const __m512i idx_out = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    __m512 a = _mm512_add_ps(acc[t], _mm512_permute_ps(acc[t], 0xB1)); /* l0 + l1, l2 + l3 */
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));                  /* (l0 + l1) + (l2 + l3) */
+    _mm_storeu_ps(y + t * ldy, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, a)));
+  }
+}
+
+BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                     float *y, int64_t ldy, const int T) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
   const int pf = pa_prefetch_avx512;
@@ -97,13 +109,7 @@ BODY void run_body(const int q5, int64_t cols, const uint8_t *wg, const uint8_t 
       acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx), acc[t]);
     }
   }
-  const __m512i idx_out = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-#pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    __m512 a = _mm512_add_ps(acc[t], _mm512_permute_ps(acc[t], 0xB1)); /* l0 + l1, l2 + l3 */
-    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));                  /* (l0 + l1) + (l2 + l3) */
-    _mm_storeu_ps(y + t * ldy, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, a)));
-  }
+  store_rows(acc, y, ldy, T);
 }
 
 /* Q6_K (x4.h): per group of 4 rows and super-block, 8 loads of 64 nibble
@@ -183,21 +189,21 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dr, _mm512_set1_ps(dx)), acc[t]);
     }
   }
-  const __m512i idx_out = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-#pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    __m512 a = _mm512_add_ps(acc[t], _mm512_permute_ps(acc[t], 0xB1));
-    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4E));
-    _mm_storeu_ps(y + t * ldy, _mm512_castps512_ps128(_mm512_permutexvar_ps(idx_out, a)));
-  }
+  store_rows(acc, y, ldy, T);
+}
+
+/* The kernels' bodies (ilv_run.h): kind 0 Q4_K, 1 Q5_K, 2 Q6_K (compile-time). */
+BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   float *y, int64_t ldy, const int T) {
+  if (kind == 2)
+    run_body6(cols, wg, xp, y, ldy, T);
+  else
+    run_body45(kind, cols, wg, xp, y, ldy, T);
 }
 
 PA_ILV_RUN4(VNNI, run_q4k, 0)
 PA_ILV_RUN4(VNNI, run_q5k, 1)
-
-#define run_body(kind, cols, wg, xp, y, ldy, T) run_body6(cols, wg, xp, y, ldy, T)
 PA_ILV_RUN4(VNNI, run_q6k, 2)
-#undef run_body
 
 const pa_ilv_kernel pa_x4_q4k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
