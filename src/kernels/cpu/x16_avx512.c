@@ -46,25 +46,36 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     x16_unpack(kind, o, w);
     __m512 dl, ml;
     x16_scales(kind, o, &dl, &ml);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-      const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
-      /* vector i's activation bytes: 4 i (Q8_0), 4 i then 16 + 4 (i - 4) (Q4) */
-      __m512i sum;
-      if (T <= 4) { /* two chains of dependent vpdpbusd: few tokens to overlap */
+    if (T <= 4) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
+        const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
+        /* vector i's activation bytes: 4 i, then 16 + 4 (i - 4) (Q4);
+         * two chains of dependent vpdpbusd: few tokens to overlap */
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
           s0 = _mm512_dpbusd_epi32(s0, w[i], bcast4(x + 4 * i));
           s1 = _mm512_dpbusd_epi32(s1, w[4 + i], bcast4(x + 16 + 4 * i));
         }
-        sum = _mm512_add_epi32(s0, s1);
-      } else { /* one chain per token: the tokens' chains overlap */
-        sum = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) sum = _mm512_dpbusd_epi32(sum, w[i], bcast4(x + 4 * i));
+        acc[t] = x16_step(kind, _mm512_add_epi32(s0, s1), dl, ml, x, acc[t]);
       }
-      acc[t] = x16_step(kind, sum, dl, ml, x, acc[t]);
+    } else {
+      /* one chain per token, the tokens' steps adjacent in the program so
+       * that their chains overlap without a deep scheduler window */
+      const uint8_t *x[PA_X16_TOKENS];
+      __m512i sum[PA_X16_TOKENS];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++) {
+        x[t] = xp[t] + (size_t)b * PA_X16_XREC;
+        sum[t] = _mm512_setzero_si512();
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) sum[t] = _mm512_dpbusd_epi32(sum[t], w[i], bcast4(x[t] + 4 * i));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++) acc[t] = x16_step(kind, sum[t], dl, ml, x[t], acc[t]);
     }
   }
 #pragma GCC unroll 8
