@@ -43,32 +43,41 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
 #define PA_ILV_MAX_TOKENS 16
 /* How the one-token calls of the SIMD kernels (x4, x16 and the file
  * layout's that prefetch for themselves, pa_kernels_self_prefetch) get
- * the weights they stream from memory: pa_prefetch_avx512 / _avx2, how
- * far ahead (bytes) each record's kernel asks for the bytes it will read
- * next (0: it asks for nothing); pa_prefetch_start, how many bytes at the
- * start of a thread's rows of an interleaved matrix (where a new stream
- * starts) are asked for at once before the kernels run (0: none). Set
- * once with the kernel tables (dispatch.c), before any kernel runs, from
- * what was measured per CPU; PASADA_PREFETCH=BYTES sets both distances
- * and PASADA_PREFETCH_START=BYTES the start, for measuring a CPU, and a
+ * the weights they stream from memory: how far ahead (bytes) each record's
+ * kernel asks for the bytes it will read next (0: it asks for nothing),
+ * pa_prefetch_x4 for the AVX-512 x4 kernels (Q4_K, Q5_K, Q6_K),
+ * pa_prefetch_avx512 for the other AVX-512 ones, pa_prefetch_avx2 for the
+ * AVX2 ones; pa_prefetch_start, how many bytes at the start of a thread's
+ * rows of an interleaved matrix (where a new stream starts) are asked for
+ * at once before the kernels run (0: none). Set once with the kernel
+ * tables (dispatch.c), before any kernel runs, from what was measured per
+ * CPU; PASADA_PREFETCH=BYTES sets every distance, PASADA_PREFETCH_X4 the
+ * x4 one and PASADA_PREFETCH_START the start, for measuring a CPU, and a
  * process may change them between decode steps (an in-process A/B).
  *   - Intel with AVX-512, 16 KB ahead, no start (Sapphire Rapids, session
  *     5: 15 -> 20-25 GB/s against asking for a group's bytes at once).
- *   - AMD with AVX-512 (Zen 4, session 19): nothing ahead, 32 KB at each
- *     start. One 256 MB matrix alone (`bench_kernels 2 vsread`) streams
- *     closer to a plain read without the kernels' prefetches (Q4_K x4
- *     0.90 -> 0.97 of the read, Q8_0 x16 0.92 -> 0.98), but in the model,
- *     where each thread starts a new stream at every task, dropping them
- *     lost up to 28%. Both together, decode steps alternated in one
- *     process, 32 KB at the start and nothing ahead over 16 KB ahead:
- *     step time 0.91-0.96 (Llama-1B shape Q8_0, 5 runs), 0.94 (8B Q8_0),
- *     0.98-1.00 (1B Q4_K_M, 4 runs), 1.03 (8B Q4_K_M), 0.92-0.96
- *     (SmolLM2), 0.82-0.96 (Gemma 3).
+ *   - AMD with AVX-512 (Zen 4, sessions 19-20): 32 KB at each start, and
+ *     16 KB ahead in the x4 kernels only. One 256 MB matrix alone
+ *     (`bench_kernels 2 vsread`) streams closer to a plain read without
+ *     the kernels' prefetches (Q4_K x4 0.90 -> 0.97 of the read, Q8_0 x16
+ *     0.92 -> 0.98), but in the model, where each thread starts a new
+ *     stream at every task, dropping them lost up to 28%. Session 19,
+ *     decode steps alternated in one process, 32 KB at the start and
+ *     nothing ahead over 16 KB ahead everywhere: step time 0.91-0.96
+ *     (Llama-1B shape Q8_0, 5 runs), 0.94 (8B Q8_0), 0.98-1.00 (1B
+ *     Q4_K_M, 4 runs), 1.03 (8B Q4_K_M), 0.92-0.96 (SmolLM2), 0.82-0.96
+ *     (Gemma 3). Session 20, the same machine type on another day, the x4
+ *     kernels' 16 KB ahead over nothing (the start kept), 11 runs: step
+ *     time 0.76, 0.82, 0.87, 0.88, 0.90, 0.90, 0.91, 0.92, 0.96, 1.01,
+ *     1.01 (1B Q4_K_M), 0.80, 0.85, 1.01 (8B Q4_K_M), 0.97, 1.01 (Gemma 3);
+ *     16 KB over 8 KB 1.01, 1.02. The x16 kernels' 16 KB ahead over
+ *     nothing that day: 0.93, 1.01 (1B Q8_0), 0.97 (8B Q8_0), 1.00, 1.01
+ *     (SmolLM2), 1.02, 1.13 (Gemma 3): they keep nothing ahead.
  *   - AVX2 kernels (x16_avx2.c, x4_avx2.c), 8 KB ahead, no start (Zen 3,
  *     session 12: against 16 KB, Q8_0 0.865 -> 0.879, Q4_K 0.885 -> 0.904,
  *     Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB
  *     no better; nothing ahead was not measured there). */
-extern int pa_prefetch_avx512, pa_prefetch_avx2, pa_prefetch_start;
+extern int pa_prefetch_avx512, pa_prefetch_x4, pa_prefetch_avx2, pa_prefetch_start;
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);

@@ -192,26 +192,32 @@ def test_run_greedy_is_deterministic(pasada_bin, smollm2):
     assert err == ""
 
 
-def test_prefetch_settings_keep_the_output(pasada_bin, smollm2):
-    """PASADA_PREFETCH / PASADA_PREFETCH_START only change how weights are asked for: the same
-    text whatever they are; a value that is not a byte count is ignored with a one-line warning."""
-    args = ["run", "-m", smollm2, "-p", "The three primary colors are", "-n", "16", "--temp", "0",
-            "--no-stats"]
+@pytest.mark.parametrize("model", ["smollm2", "gemma3"])
+def test_prefetch_settings_keep_the_output(pasada_bin, model, request):
+    """PASADA_PREFETCH / _X4 / _START only change how weights are asked for: the same text
+    whatever they are (SmolLM2: Q4_1 in 16-row groups; Gemma 3: Q4_K and Q6_K in 4-row
+    groups, Q8_0); a value that is not a byte count is ignored with a one-line warning."""
+    args = ["run", "-m", request.getfixturevalue(model), "-p", "The three primary colors are",
+            "-n", "16", "--temp", "0", "--no-stats"]
     base = cli(pasada_bin, *args)
     assert base.returncode == 0, text(base.stderr)
-    for pf, start in [("0", "0"), ("16384", "0"), ("0", "65536"), ("4096", "1048576")]:
-        env = dict(os.environ, PASADA_PREFETCH=pf, PASADA_PREFETCH_START=start)
+    for pf, x4, start in [("0", "0", "0"), ("16384", "0", "0"), ("0", "16384", "65536"),
+                          ("4096", "1048576", "1048576")]:
+        env = dict(os.environ, PASADA_PREFETCH=pf, PASADA_PREFETCH_X4=x4, PASADA_PREFETCH_START=start)
         res = cli(pasada_bin, *args, env=env)
         assert res.returncode == 0, text(res.stderr)
-        assert res.stdout == base.stdout, (pf, start)
+        assert res.stdout == base.stdout, (pf, x4, start)
         assert text(res.stderr) == ""
-    env = dict(os.environ, PASADA_PREFETCH="lots", PASADA_PREFETCH_START="-1")
+    env = dict(os.environ, PASADA_PREFETCH="lots", PASADA_PREFETCH_X4="1048577",
+               PASADA_PREFETCH_START="-1")
     res = cli(pasada_bin, *args, env=env)
     assert res.returncode == 0, text(res.stderr)
     assert res.stdout == base.stdout
     warn = text(res.stderr).splitlines()
-    assert len(warn) == 2, warn
-    assert "PASADA_PREFETCH=lots ignored" in warn[0] and "PASADA_PREFETCH_START=-1 ignored" in warn[1]
+    assert len(warn) == 3, warn
+    assert "PASADA_PREFETCH=lots ignored" in warn[0]
+    assert "PASADA_PREFETCH_X4=1048577 ignored" in warn[1]
+    assert "PASADA_PREFETCH_START=-1 ignored" in warn[2]
 
 
 def test_run_kv_types(pasada_bin, smollm2):

@@ -18,20 +18,21 @@ static const pa_gemm_kernel *gemm_avx2[PA_TYPE_COUNT], *gemm_avx512[PA_TYPE_COUN
 static bool has_avx2, has_avx512, has_avx512_vnni, has_amx;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-int pa_prefetch_avx512 = 16384, pa_prefetch_avx2 = 8192, pa_prefetch_start = 0;
+int pa_prefetch_avx512 = 16384, pa_prefetch_x4 = 16384, pa_prefetch_avx2 = 8192, pa_prefetch_start = 0;
 
-/* PASADA_PREFETCH*-style override: bytes from 0 to 1 MB, else a warning */
-static void env_bytes(const char *name, int *a, int *b) {
+/* A PASADA_PREFETCH*-style override: bytes from 0 to 1 MB into *out (true),
+ * else unset (false) or a warning */
+static bool env_bytes(const char *name, int *out) {
   const char *s = getenv(name);
-  if (!s || !*s) return;
+  if (!s || !*s) return false;
   char *end;
   const long v = strtol(s, &end, 10);
   if (*end == '\0' && v >= 0 && v <= (1L << 20)) {
-    *a = (int)v;
-    if (b) *b = (int)v;
-  } else {
-    pa_log(0, "%s=%s ignored: want bytes from 0 to 1048576", name, s);
+    *out = (int)v;
+    return true;
   }
+  pa_log(0, "%s=%s ignored: want bytes from 0 to 1048576", name, s);
+  return false;
 }
 
 static void tables_init(void) {
@@ -41,8 +42,10 @@ static void tables_init(void) {
     pa_prefetch_avx512 = 0;
     pa_prefetch_start = 32768;
   }
-  env_bytes("PASADA_PREFETCH", &pa_prefetch_avx512, &pa_prefetch_avx2);
-  env_bytes("PASADA_PREFETCH_START", &pa_prefetch_start, NULL);
+  int v;
+  if (env_bytes("PASADA_PREFETCH", &v)) pa_prefetch_avx512 = pa_prefetch_x4 = pa_prefetch_avx2 = v;
+  if (env_bytes("PASADA_PREFETCH_X4", &v)) pa_prefetch_x4 = v;
+  if (env_bytes("PASADA_PREFETCH_START", &v)) pa_prefetch_start = v;
   has_avx2 = f->avx2 && f->fma && f->f16c;
   has_avx512 = has_avx2 && f->avx512f && f->avx512bw && f->avx512vl;
   has_avx512_vnni = has_avx512 && f->avx512vnni;
