@@ -37,7 +37,9 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  * once (pack_x, x_size(cols) bytes); run computes the `rows` rows of one
  * group (wg) for nt <= `tokens` tokens: y[t * ldy + r] = dot(row r of the
  * group, token xp[t]), with the same bits whatever nt is, so results never
- * depend on the batch. Every table has one (its `ilv` entry) for each
+ * depend on the batch. stream: nonzero when the call reads the group from
+ * memory (a product's first pass over it), so that the kernel may ask for
+ * the weights ahead (pa_prefetch_*, below); later passes find them in L2. Every table has one (its `ilv` entry) for each
  * (layout, type) the layout takes: the plain C reference where it has no
  * faster. */
 #define PA_ILV_MAX_TOKENS 16
@@ -49,10 +51,14 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  * pa_prefetch_avx512 for the other AVX-512 ones, pa_prefetch_avx2 for the
  * AVX2 ones; pa_prefetch_start, how many bytes at the start of a thread's
  * rows of an interleaved matrix (where a new stream starts) are asked for
- * at once before the kernels run (0: none). Set once with the kernel
+ * at once before the kernels run (0: none); pa_prefetch_batch, how far
+ * ahead the AVX-512 kernels ask for the weights in a call of several
+ * tokens that reads them from memory (`stream`: a product's first pass over
+ * a panel; 0: they ask for nothing). Set once with the kernel
  * tables (dispatch.c), before any kernel runs, from what was measured per
- * CPU; PASADA_PREFETCH=BYTES sets every distance, PASADA_PREFETCH_X4 the
- * x4 one and PASADA_PREFETCH_START the start, for measuring a CPU, and a
+ * CPU; PASADA_PREFETCH=BYTES sets every one-token distance,
+ * PASADA_PREFETCH_X4 the x4 one, PASADA_PREFETCH_START the start and
+ * PASADA_PREFETCH_BATCH the batched one, for measuring a CPU, and a
  * process may change them between decode steps (an in-process A/B).
  *   - Intel with AVX-512, 16 KB ahead, no start (Sapphire Rapids, session
  *     5: 15 -> 20-25 GB/s against asking for a group's bytes at once).
@@ -73,17 +79,26 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  *     16 KB over 8 KB 1.01, 1.02. The x16 kernels' 16 KB ahead over
  *     nothing that day: 0.93, 1.01 (1B Q8_0), 0.97 (8B Q8_0), 1.00, 1.01
  *     (SmolLM2), 1.02, 1.13 (Gemma 3): they keep nothing ahead.
+ *     Batched calls (session 20), 4 KB ahead in the first pass over
+ *     nothing: 16-user decode steps 0.93, 0.93, 0.93, 0.94 (SmolLM2),
+ *     0.83, 0.86 (Gemma 3), 0.97, 1.00 (1B Q4_K_M); prefill of 128
+ *     tokens 1.00, 0.96 (1B Q8_0), 0.97, 1.00 (1B Q4_K_M), 1.02, 0.98
+ *     (Gemma 3). In every pass (no `stream`) prefill lost up to 12% (1B
+ *     Q8_0 1.05, 1.12); 1 KB ahead lost 8-9% against 4 KB, 2 and 8 KB
+ *     were 0-5% slower, and asking for the next group's bytes at once
+ *     before each call (matmul.c) 7-11% slower than the kernels' 4 KB.
+ *     Other CPUs ask for nothing ahead in batched calls (not measured).
  *   - AVX2 kernels (x16_avx2.c, x4_avx2.c), 8 KB ahead, no start (Zen 3,
  *     session 12: against 16 KB, Q8_0 0.865 -> 0.879, Q4_K 0.885 -> 0.904,
  *     Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB
  *     no better; nothing ahead was not measured there). */
-extern int pa_prefetch_avx512, pa_prefetch_x4, pa_prefetch_avx2, pa_prefetch_start;
+extern int pa_prefetch_avx512, pa_prefetch_x4, pa_prefetch_avx2, pa_prefetch_start, pa_prefetch_batch;
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);
   void (*pack_x)(int64_t cols, const void *xq, void *xp);
   void (*run)(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-              int64_t ldy);
+              int64_t ldy, int stream);
 } pa_ilv_kernel;
 
 typedef struct {

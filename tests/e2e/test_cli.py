@@ -194,30 +194,32 @@ def test_run_greedy_is_deterministic(pasada_bin, smollm2):
 
 @pytest.mark.parametrize("model", ["smollm2", "gemma3"])
 def test_prefetch_settings_keep_the_output(pasada_bin, model, request):
-    """PASADA_PREFETCH / _X4 / _START only change how weights are asked for: the same text
+    """PASADA_PREFETCH / _X4 / _START / _BATCH only change how weights are asked for: the same text
     whatever they are (SmolLM2: Q4_1 in 16-row groups; Gemma 3: Q4_K and Q6_K in 4-row
     groups, Q8_0); a value that is not a byte count is ignored with a one-line warning."""
     args = ["run", "-m", request.getfixturevalue(model), "-p", "The three primary colors are",
             "-n", "16", "--temp", "0", "--no-stats"]
     base = cli(pasada_bin, *args)
     assert base.returncode == 0, text(base.stderr)
-    for pf, x4, start in [("0", "0", "0"), ("16384", "0", "0"), ("0", "16384", "65536"),
-                          ("4096", "1048576", "1048576")]:
-        env = dict(os.environ, PASADA_PREFETCH=pf, PASADA_PREFETCH_X4=x4, PASADA_PREFETCH_START=start)
+    for pf, x4, start, batch in [("0", "0", "0", "0"), ("16384", "0", "0", "4096"),
+                                 ("0", "16384", "65536", "1048576"), ("4096", "1048576", "1048576", "64")]:
+        env = dict(os.environ, PASADA_PREFETCH=pf, PASADA_PREFETCH_X4=x4, PASADA_PREFETCH_START=start,
+                   PASADA_PREFETCH_BATCH=batch)
         res = cli(pasada_bin, *args, env=env)
         assert res.returncode == 0, text(res.stderr)
-        assert res.stdout == base.stdout, (pf, x4, start)
+        assert res.stdout == base.stdout, (pf, x4, start, batch)
         assert text(res.stderr) == ""
     env = dict(os.environ, PASADA_PREFETCH="lots", PASADA_PREFETCH_X4="1048577",
-               PASADA_PREFETCH_START="-1")
+               PASADA_PREFETCH_START="-1", PASADA_PREFETCH_BATCH="4k")
     res = cli(pasada_bin, *args, env=env)
     assert res.returncode == 0, text(res.stderr)
     assert res.stdout == base.stdout
     warn = text(res.stderr).splitlines()
-    assert len(warn) == 3, warn
+    assert len(warn) == 4, warn
     assert "PASADA_PREFETCH=lots ignored" in warn[0]
     assert "PASADA_PREFETCH_X4=1048577 ignored" in warn[1]
     assert "PASADA_PREFETCH_START=-1 ignored" in warn[2]
+    assert "PASADA_PREFETCH_BATCH=4k ignored" in warn[3]
 
 
 def test_run_kv_types(pasada_bin, smollm2):

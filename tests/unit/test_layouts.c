@@ -155,7 +155,7 @@ static void check_kernels(const mat *a) {
     const uint8_t *wg = (const uint8_t *)a->m.data + (size_t)g * gb;
     for (int t0 = 0; t0 < T; t0 += ref->tokens)
       ref->run(cols, wg, xptr + t0, T - t0 < ref->tokens ? T - t0 : ref->tokens, want_t + G * t0,
-               G);
+               G, t0 == 0);
     for (int t = 0; t < T; t++) {
       pa_type_get(vt)->to_float(xq + t * xq_row, xd, cols);
       for (int r = 0; r < G; r++) {
@@ -186,7 +186,7 @@ static void check_kernels(const mat *a) {
             src[t] = rev ? T - 1 - t : T - nt + t;
             xr[t] = fxp[f] + (size_t)src[t] * fxp_row[f];
           }
-          fast[f]->run(cols, wg, xr, nt, got, G);
+          fast[f]->run(cols, wg, xr, nt, got, G, rev); /* with and without prefetching */
           for (int t = 0; t < nt; t++)
             for (int r = 0; r < G; r++) {
               const float want = want_t[G * src[t] + r];

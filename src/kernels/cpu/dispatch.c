@@ -18,7 +18,8 @@ static const pa_gemm_kernel *gemm_avx2[PA_TYPE_COUNT], *gemm_avx512[PA_TYPE_COUN
 static bool has_avx2, has_avx512, has_avx512_vnni, has_amx;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-int pa_prefetch_avx512 = 16384, pa_prefetch_x4 = 16384, pa_prefetch_avx2 = 8192, pa_prefetch_start = 0;
+int pa_prefetch_avx512 = 16384, pa_prefetch_x4 = 16384, pa_prefetch_avx2 = 8192, pa_prefetch_start = 0,
+    pa_prefetch_batch = 0;
 
 /* A PASADA_PREFETCH*-style override: bytes from 0 to 1 MB into *out (true),
  * else unset (false) or a warning */
@@ -41,11 +42,13 @@ static void tables_init(void) {
   if (f->amd && f->avx512f) {
     pa_prefetch_avx512 = 0;
     pa_prefetch_start = 32768;
+    pa_prefetch_batch = 4096;
   }
   int v;
   if (env_bytes("PASADA_PREFETCH", &v)) pa_prefetch_avx512 = pa_prefetch_x4 = pa_prefetch_avx2 = v;
   if (env_bytes("PASADA_PREFETCH_X4", &v)) pa_prefetch_x4 = v;
   if (env_bytes("PASADA_PREFETCH_START", &v)) pa_prefetch_start = v;
+  if (env_bytes("PASADA_PREFETCH_BATCH", &v)) pa_prefetch_batch = v;
   has_avx2 = f->avx2 && f->fma && f->f16c;
   has_avx512 = has_avx2 && f->avx512f && f->avx512bw && f->avx512vl;
   has_avx512_vnni = has_avx512 && f->avx512vnni;

@@ -3,19 +3,20 @@
  * compile-time constant: one switch over the call's count, so each count
  * gets its own unrolled body. The including file defines
  *   run_body(const int kind, int64_t cols, const uint8_t *wg,
- *            const uint8_t *const *xp, float *y, int64_t ldy, const int T)
+ *            const uint8_t *const *xp, float *y, int64_t ldy, const int T,
+ *            int stream)
  * (always inlined) and names its target attribute (ATTR). */
 #ifndef PASADA_ILV_RUN_H
 #define PASADA_ILV_RUN_H
 
 #define PA_ILV_RUN4(ATTR, name, kind)                                                         \
   static ATTR void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                        float *y, int64_t ldy) {                                           \
+                        float *y, int64_t ldy, int stream) {                               \
     switch (nt) {                                                                          \
-      case 1: run_body(kind, cols, wg, xp, y, ldy, 1); break;                              \
-      case 2: run_body(kind, cols, wg, xp, y, ldy, 2); break;                              \
-      case 3: run_body(kind, cols, wg, xp, y, ldy, 3); break;                              \
-      default: run_body(kind, cols, wg, xp, y, ldy, 4); break;                             \
+      case 1: run_body(kind, cols, wg, xp, y, ldy, 1, stream); break;                          \
+      case 2: run_body(kind, cols, wg, xp, y, ldy, 2, stream); break;                          \
+      case 3: run_body(kind, cols, wg, xp, y, ldy, 3, stream); break;                          \
+      default: run_body(kind, cols, wg, xp, y, ldy, 4, stream); break;                         \
     }                                                                                      \
   }
 

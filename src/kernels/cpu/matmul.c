@@ -544,7 +544,7 @@ static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end,
       for (int64_t g = g0; g < g1; g++) {
         if (t0 > 0)
           for (size_t o = 0; o < slice && pf < pf_end; o += 64, pf += 64) __builtin_prefetch(pf, 0, 2);
-        k->run(w->cols, wd + (size_t)g * gbytes, xptr, nt, j->y[m] + t0 * ys + k->rows * g, ys);
+        k->run(w->cols, wd + (size_t)g * gbytes, xptr, nt, j->y[m] + t0 * ys + k->rows * g, ys, t0 == 0);
       }
     }
   }

@@ -203,7 +203,8 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
 
 #define RUN(name, type)                                                                         \
   static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
-                   int64_t ldy) {                                                               \
+                   int64_t ldy, int stream) {                                                   \
+    (void)stream;                                                                               \
     run_ref(type, cols, wg, xp, nt, y, ldy);                                                    \
   }
 RUN(run_q8_0, PA_TYPE_Q8_0)

@@ -174,11 +174,11 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 
 #define RUN(name, kind, vnni)                                                             \
   static AMX void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                       float *y, int64_t ldy) {                                           \
+                       float *y, int64_t ldy, int stream) {                               \
     if (nt < AMX_MIN_TOKENS)                                                              \
       for (int t0 = 0; t0 < nt; t0 += PA_X16_TOKENS)                                      \
         vnni.run(cols, wg, xp + t0, nt - t0 < PA_X16_TOKENS ? nt - t0 : PA_X16_TOKENS,    \
-                 y + t0 * ldy, ldy);                                                      \
+                 y + t0 * ldy, ldy, stream);                                              \
     else if (nt == 16)                                                                    \
       run_body(kind, cols, wg, xp, 16, y, ldy);                                           \
     else                                                                                  \

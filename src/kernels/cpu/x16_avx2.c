@@ -151,7 +151,8 @@ BODY void block_both(const int kind, const uint8_t *o, const uint8_t *const *xp,
 }
 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T) {
+                   float *y, int64_t ldy, const int T, int stream) {
+  (void)stream; /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
   const int64_t nb = cols / 32;
   const size_t rec = rec_of(kind);
   const int pf = pa_prefetch_avx2;

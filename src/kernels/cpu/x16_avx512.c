@@ -30,16 +30,16 @@ BODY __m512i bcast4(const uint8_t *p) {
 }
 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T) {
+                   float *y, int64_t ldy, const int T, int stream) {
   const int64_t nb = cols / 32;
   const size_t rec = x16_rec(kind);
-  const int pf = pa_prefetch_avx512;
+  const int pf = T == 1 ? pa_prefetch_avx512 : stream ? pa_prefetch_batch : 0;
   __m512 acc[PA_X16_TOKENS];
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *o = wg + (size_t)b * rec;
-    if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
+    if (pf) /* weights from memory: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64)
         _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
     __m512i w[8];
@@ -84,31 +84,31 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 
 #define RUN(name, kind)                                                                    \
   static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                        float *y, int64_t ldy) {                                           \
+                        float *y, int64_t ldy, int stream) {                               \
     switch (nt) {                                                                          \
       case 1:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 1);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 1, stream);                                   \
         break;                                                                             \
       case 2:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 2);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 2, stream);                                   \
         break;                                                                             \
       case 3:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 3);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 3, stream);                                   \
         break;                                                                             \
       case 4:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 4);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 4, stream);                                   \
         break;                                                                             \
       case 5:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 5);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 5, stream);                                   \
         break;                                                                             \
       case 6:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 6);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 6, stream);                                   \
         break;                                                                             \
       case 7:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 7);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 7, stream);                                   \
         break;                                                                             \
       default:                                                                             \
-        run_body(kind, cols, wg, xp, y, ldy, 8);                                           \
+        run_body(kind, cols, wg, xp, y, ldy, 8, stream);                                   \
         break;                                                                             \
     }                                                                                      \
   }

@@ -228,7 +228,8 @@ void pa_x4_pack_x6(int64_t cols, const void *xq, void *xp) {
 
 /* Q6_K's specification (x4.h), one token at a time. */
 static void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy) {
+                    int64_t ldy, int stream) {
+  (void)stream;
   const int64_t nsb = cols / QK_K;
   for (int t = 0; t < nt; t++) {
     float acc[16] = {0};
@@ -305,11 +306,13 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
 }
 
 static void run_q4k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy) {
+                    int64_t ldy, int stream) {
+  (void)stream;
   run_ref(PA_TYPE_Q4_K, cols, wg, xp, nt, y, ldy);
 }
 static void run_q5k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy) {
+                    int64_t ldy, int stream) {
+  (void)stream;
   run_ref(PA_TYPE_Q5_K, cols, wg, xp, nt, y, ldy);
 }
 

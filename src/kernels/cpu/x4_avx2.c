@@ -258,7 +258,8 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
 
 /* The kernels' bodies: kind 0 Q4_K, 1 Q5_K, 2 Q6_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T) {
+                   float *y, int64_t ldy, const int T, int stream) {
+  (void)stream; /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
   const int64_t nsb = cols / QK_K;
   const size_t rec = kind == 2 ? PA_X4_REC6 : kind == 1 ? PA_X4_REC5 : PA_X4_REC;
   const int pf = pa_prefetch_avx2;

@@ -40,10 +40,10 @@ BODY void store_rows(const __m512 *acc, float *y, int64_t ldy, const int T) {
 }
 
 BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                     float *y, int64_t ldy, const int T) {
+                     float *y, int64_t ldy, const int T, int stream) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
-  const int pf = pa_prefetch_x4;
+  const int pf = T == 1 ? pa_prefetch_x4 : stream ? pa_prefetch_batch : 0;
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
@@ -53,7 +53,7 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
-    if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
+    if (pf) /* weights from memory: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64)
         _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     const __m512 dm =
@@ -121,9 +121,9 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
  * (times -32, in 16-bit pairs) against the sums in pairs; then one
  * conversion and one fma per 16 lanes. */
 BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
-                    int64_t ldy, const int T) {
+                    int64_t ldy, const int T, int stream) {
   const int64_t nsb = cols / QK_K;
-  const int pf = pa_prefetch_x4;
+  const int pf = T == 1 ? pa_prefetch_x4 : stream ? pa_prefetch_batch : 0;
   const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   /* lane l = 4 r + p takes the activation sums 4 p + k: dwords 2 p, 2 p + 1
@@ -135,7 +135,7 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * PA_X4_REC6;
-    if (T == 1 && pf)
+    if (pf)
       for (size_t c = 0; c < PA_X4_REC6; c += 64)
         _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     /* scales: int32 per lane for the sums; -32 x scale in 16-bit pairs */
@@ -194,11 +194,11 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
 
 /* The kernels' bodies (ilv_run.h): kind 0 Q4_K, 1 Q5_K, 2 Q6_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T) {
+                   float *y, int64_t ldy, const int T, int stream) {
   if (kind == 2)
-    run_body6(cols, wg, xp, y, ldy, T);
+    run_body6(cols, wg, xp, y, ldy, T, stream);
   else
-    run_body45(kind, cols, wg, xp, y, ldy, T);
+    run_body45(kind, cols, wg, xp, y, ldy, T, stream);
 }
 
 PA_ILV_RUN4(VNNI, run_q4k, 0)
