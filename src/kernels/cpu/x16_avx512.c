@@ -50,8 +50,8 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 #pragma GCC unroll 4
       for (int t = 0; t < T; t++) {
         const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
-        /* vector i's activation bytes: 4 i, then 16 + 4 (i - 4) (Q4);
-         * two chains of dependent vpdpbusd: few tokens to overlap */
+        /* vector i takes the activation bytes 4 i .. 4 i + 3; two chains
+         * of dependent vpdpbusd: few tokens to overlap */
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
