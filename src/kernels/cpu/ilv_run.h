@@ -1,9 +1,9 @@
 /* ilv_run.h: the `run` entry (kernels.h, pa_ilv_kernel) of an interleaved
- * layout's SIMD kernel whose body takes its token count T (1 to 4) as a
- * compile-time constant: one switch over the call's count, so each count
- * gets its own unrolled body; the one-token body (decode) in a function of
- * its own, whose code does not move with the others' (x16_avx512.c). The
- * including file defines
+ * layout's SIMD kernel whose body takes its token count T (1 to 4; 1 to 8
+ * with PA_ILV_RUN8) as a compile-time constant: one switch over the call's
+ * count, so each count gets its own unrolled body; the one-token body
+ * (decode) in a function of its own, whose code does not move with the
+ * others' (x16_avx512.c). The including file defines
  *   run_body(const int kind, int64_t cols, const uint8_t *wg,
  *            const uint8_t *const *xp, float *y, int64_t ldy, const int T,
  *            int stream)
@@ -23,6 +23,25 @@
       case 2: run_body(kind, cols, wg, xp, y, ldy, 2, stream); break;                      \
       case 3: run_body(kind, cols, wg, xp, y, ldy, 3, stream); break;                      \
       default: run_body(kind, cols, wg, xp, y, ldy, 4, stream); break;                     \
+    }                                                                                      \
+  }
+
+#define PA_ILV_RUN8(ATTR, name, kind)                                                         \
+  static ATTR __attribute__((noinline)) void name##_one(int64_t cols, const uint8_t *wg,     \
+                                                        const uint8_t *const *xp, float *y) { \
+    run_body(kind, cols, wg, xp, y, 0, 1, 1);                                              \
+  }                                                                                        \
+  static ATTR void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
+                        float *y, int64_t ldy, int stream) {                               \
+    switch (nt) {                                                                          \
+      case 1: name##_one(cols, wg, xp, y); break;                                          \
+      case 2: run_body(kind, cols, wg, xp, y, ldy, 2, stream); break;                      \
+      case 3: run_body(kind, cols, wg, xp, y, ldy, 3, stream); break;                      \
+      case 4: run_body(kind, cols, wg, xp, y, ldy, 4, stream); break;                      \
+      case 5: run_body(kind, cols, wg, xp, y, ldy, 5, stream); break;                      \
+      case 6: run_body(kind, cols, wg, xp, y, ldy, 6, stream); break;                      \
+      case 7: run_body(kind, cols, wg, xp, y, ldy, 7, stream); break;                      \
+      default: run_body(kind, cols, wg, xp, y, ldy, 8, stream); break;                     \
     }                                                                                      \
   }
 
