@@ -3,7 +3,10 @@
  * with PA_ILV_RUN8) as a compile-time constant: one switch over the call's
  * count, so each count gets its own unrolled body; the one-token body
  * (decode) in a function of its own, whose code does not move with the
- * others' (x16_avx512.c). The including file defines
+ * others' (when the x16 kernels' batched bodies gained their prefetch,
+ * SmolLM2's one-token decode fell from 326-332 to 303-308 tok/s with the
+ * same instructions in its loop, `pasada bench` tg, 3 alternated runs; on
+ * its own it gave 339-345). The including file defines
  *   run_body(const int kind, int64_t cols, const uint8_t *wg,
  *            const uint8_t *const *xp, float *y, int64_t ldy, const int T,
  *            int stream)
@@ -11,11 +14,15 @@
 #ifndef PASADA_ILV_RUN_H
 #define PASADA_ILV_RUN_H
 
-#define PA_ILV_RUN4(ATTR, name, kind)                                                         \
+/* the one-token entry, name##_one, of PA_ILV_RUN4 / PA_ILV_RUN8 */
+#define PA_ILV_ONE(ATTR, name, kind)                                                          \
   static ATTR __attribute__((noinline)) void name##_one(int64_t cols, const uint8_t *wg,     \
                                                         const uint8_t *const *xp, float *y) { \
     run_body(kind, cols, wg, xp, y, 0, 1, 1);                                              \
-  }                                                                                        \
+  }
+
+#define PA_ILV_RUN4(ATTR, name, kind)                                                         \
+  PA_ILV_ONE(ATTR, name, kind)                                                               \
   static ATTR void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
                         float *y, int64_t ldy, int stream) {                               \
     switch (nt) {                                                                          \
@@ -27,10 +34,7 @@
   }
 
 #define PA_ILV_RUN8(ATTR, name, kind)                                                         \
-  static ATTR __attribute__((noinline)) void name##_one(int64_t cols, const uint8_t *wg,     \
-                                                        const uint8_t *const *xp, float *y) { \
-    run_body(kind, cols, wg, xp, y, 0, 1, 1);                                              \
-  }                                                                                        \
+  PA_ILV_ONE(ATTR, name, kind)                                                               \
   static ATTR void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
                         float *y, int64_t ldy, int stream) {                               \
     switch (nt) {                                                                          \

@@ -18,6 +18,7 @@
 
 PA_NO_FP_CONTRACT
 
+#include "kernels/cpu/ilv_run.h"
 #include "kernels/cpu/x16_simd.h"
 
 #define VNNI X16_VNNI
@@ -82,49 +83,10 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
   for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-/* One token (decode) in a function of its own, so that its code does not
- * move with the batched bodies'. When the batched bodies gained their
- * prefetch, one-token decode of SmolLM2 fell from 326-332 to 303-308 tok/s
- * (`pasada bench` tg, 3 alternated runs) with the same instructions in its
- * loop; on its own it gave 339-345. */
-#define RUN(name, kind)                                                                    \
-  static VNNI __attribute__((noinline)) void name##_one(int64_t cols, const uint8_t *wg,  \
-                                                        const uint8_t *const *xp, float *y) { \
-    run_body(kind, cols, wg, xp, y, 0, 1, 1);                                              \
-  }                                                                                        \
-  static VNNI void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                        float *y, int64_t ldy, int stream) {                               \
-    switch (nt) {                                                                          \
-      case 1:                                                                              \
-        name##_one(cols, wg, xp, y);                                                       \
-        break;                                                                             \
-      case 2:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 2, stream);                                   \
-        break;                                                                             \
-      case 3:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 3, stream);                                   \
-        break;                                                                             \
-      case 4:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 4, stream);                                   \
-        break;                                                                             \
-      case 5:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 5, stream);                                   \
-        break;                                                                             \
-      case 6:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 6, stream);                                   \
-        break;                                                                             \
-      case 7:                                                                              \
-        run_body(kind, cols, wg, xp, y, ldy, 7, stream);                                   \
-        break;                                                                             \
-      default:                                                                             \
-        run_body(kind, cols, wg, xp, y, ldy, 8, stream);                                   \
-        break;                                                                             \
-    }                                                                                      \
-  }
-RUN(run_q8_0, K_Q8_0)
-RUN(run_q4_0, K_Q4_0)
-RUN(run_q4_1, K_Q4_1)
-RUN(run_q5_0, K_Q5_0)
+PA_ILV_RUN8(VNNI, run_q8_0, K_Q8_0)
+PA_ILV_RUN8(VNNI, run_q4_0, K_Q4_0)
+PA_ILV_RUN8(VNNI, run_q4_1, K_Q4_1)
+PA_ILV_RUN8(VNNI, run_q5_0, K_Q5_0)
 
 const pa_ilv_kernel pa_x16_vnni_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
                                         run_q8_0};
