@@ -33,19 +33,17 @@
     }                                                                                      \
   }
 
+/* up to 8 tokens: 5 to 8 here, fewer through the 4-token entry name##_4 */
 #define PA_ILV_RUN8(ATTR, name, kind)                                                         \
-  PA_ILV_ONE(ATTR, name, kind)                                                               \
+  PA_ILV_RUN4(ATTR, name##_4, kind)                                                          \
   static ATTR void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
                         float *y, int64_t ldy, int stream) {                               \
     switch (nt) {                                                                          \
-      case 1: name##_one(cols, wg, xp, y); break;                                          \
-      case 2: run_body(kind, cols, wg, xp, y, ldy, 2, stream); break;                      \
-      case 3: run_body(kind, cols, wg, xp, y, ldy, 3, stream); break;                      \
-      case 4: run_body(kind, cols, wg, xp, y, ldy, 4, stream); break;                      \
       case 5: run_body(kind, cols, wg, xp, y, ldy, 5, stream); break;                      \
       case 6: run_body(kind, cols, wg, xp, y, ldy, 6, stream); break;                      \
       case 7: run_body(kind, cols, wg, xp, y, ldy, 7, stream); break;                      \
-      default: run_body(kind, cols, wg, xp, y, ldy, 8, stream); break;                     \
+      case 8: run_body(kind, cols, wg, xp, y, ldy, 8, stream); break;                      \
+      default: name##_4(cols, wg, xp, nt, y, ldy, stream); break;                          \
     }                                                                                      \
   }
 
