@@ -39,9 +39,9 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  * group, token xp[t]), with the same bits whatever nt is, so results never
  * depend on the batch. stream: nonzero when the call reads the group from
  * memory (a product's first pass over it), so that the kernel may ask for
- * the weights ahead (pa_prefetch_*, below); later passes find them in L2. Every table has one (its `ilv` entry) for each
- * (layout, type) the layout takes: the plain C reference where it has no
- * faster. */
+ * the weights ahead (pa_prefetch_*, below); later passes find them in L2.
+ * Every table has one (its `ilv` entry) for each (layout, type) the layout
+ * takes: the plain C reference where it has no faster. */
 #define PA_ILV_MAX_TOKENS 16
 /* How the one-token calls of the SIMD kernels (x4, x16 and the file
  * layout's that prefetch for themselves, pa_kernels_self_prefetch) get
@@ -93,6 +93,13 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  *     Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB
  *     no better; nothing ahead was not measured there). */
 extern int pa_prefetch_avx512, pa_prefetch_x4, pa_prefetch_avx2, pa_prefetch_start, pa_prefetch_batch;
+/* How far ahead a SIMD kernel's call of nt tokens asks for its weights:
+ * one_token (its family's one-token distance) for one token, else
+ * pa_prefetch_batch when the call reads them from memory (stream), else
+ * nothing (0). */
+static inline int pa_prefetch_distance(int one_token, int nt, int stream) {
+  return nt == 1 ? one_token : stream ? pa_prefetch_batch : 0;
+}
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);

@@ -34,7 +34,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
                    float *y, int64_t ldy, const int T, int stream) {
   const int64_t nb = cols / 32;
   const size_t rec = x16_rec(kind);
-  const int pf = T == 1 ? pa_prefetch_avx512 : stream ? pa_prefetch_batch : 0;
+  const int pf = pa_prefetch_distance(pa_prefetch_avx512, T, stream);
   __m512 acc[PA_X16_TOKENS];
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();

@@ -48,7 +48,7 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
                      float *y, int64_t ldy, const int T, int stream) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
-  const int pf = T == 1 ? pa_prefetch_x4 : stream ? pa_prefetch_batch : 0;
+  const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
@@ -128,7 +128,7 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
 BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
                     int64_t ldy, const int T, int stream) {
   const int64_t nsb = cols / QK_K;
-  const int pf = T == 1 ? pa_prefetch_x4 : stream ? pa_prefetch_batch : 0;
+  const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
   const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   /* lane l = 4 r + p takes the activation sums 4 p + k: dwords 2 p, 2 p + 1
