@@ -74,7 +74,14 @@ _Static_assert(PA_ATTN_SEG % PA_ATTN_TILE == 0, "segments are whole tiles");
  * (pa_attn_kernels.spread) asks for a line per step of its inner loops
  * (qk the K, pv the V) while this tile computes: a burst of a tile's lines
  * at once (16 KB of SmolLM2's K and V, 64 KB of Gemma 3's) waits on the
- * core's few outstanding misses instead of computing. */
+ * core's few outstanding misses instead of computing. The lines go to L2
+ * (prefetcht1, locality 2), not L1: on Zen 4 (session 21), one thread
+ * through 16 sequences' K and V of 170 positions from memory
+ * (bench_attn) took 3100-3300 ticks per tile and head against 3800-4600
+ * with prefetcht0, and `pasada profile` gave SmolLM2's attention 107-139
+ * against 161-180 ms per 48 steps of 16 users, 152-173 against 252-277 ms
+ * per 64 steps of one user at 3000 positions; a tile is still computed
+ * from L1 after its first reads. (Other CPUs: not measured.) */
 #define PA_ATTN_PF_RUNS 16
 typedef struct {
   const char *p[PA_ATTN_PF_RUNS];
@@ -96,7 +103,7 @@ static inline __attribute__((always_inline)) pa_attn_pfc pa_attn_pfc_start(const
 
 static inline __attribute__((always_inline)) void pa_attn_pfc_step(pa_attn_pfc *c) {
   if (c->left <= 0) return;
-  __builtin_prefetch(c->p, 0, 3);
+  __builtin_prefetch(c->p, 0, 2);
   c->p += 64;
   if (--c->left == 0 && ++c->ri < c->l->nr) {
     c->p = c->l->p[c->ri];
