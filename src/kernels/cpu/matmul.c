@@ -92,6 +92,15 @@
  * calling thread before the others start: for a decode step that is a few
  * hundred nanoseconds, less than the barrier a split would need. */
 #define SPLIT_QUANTIZE_MIN 16384
+/* The same for jobs whose threads take whole tokens (interleaved and GEMM
+ * kernels, rows normalised first), from two tokens: a token of 576 columns
+ * costs ~1200 ticks (norm ~420, quantize ~500, packing ~300), so a 16-user
+ * step of SmolLM2 spent ~20k of a 576-column product's 130-350k ticks
+ * (qkv, gate-up) with one thread waiting. Split from 8192 instead of
+ * 16384, 16-user decode steps alternated in one process (session 21, Zen
+ * 4): SmolLM2 0.96, 0.96, 0.96, 0.97, 0.98, 0.99 (and one 1.10), Gemma 3
+ * 0.98, 1.00, 1.00 of the step time. */
+#define SPLIT_QUANTIZE_TOKENS_MIN 8192
 /* GEMM path: the stack buffer a thread unpacks its weight panel into
  * (matrices whose rows do not fit a tile's worth keep the one-token path),
  * the panel size aimed at (rows that stay in L1 while every token passes),
@@ -283,9 +292,12 @@ static void quantize_share_tokens(const matmul_job *j, int ith, int nth) {
   for (long t = lo; t < hi; t++) quantize_token(j, t, tmp);
 }
 
+/* Whether the job's activations are shared out in whole tokens. */
+static bool whole_tokens(const matmul_job *j) { return j->ilv || j->gemm || j->norm_w; }
+
 static void quantize_task(void *arg, int ith, int nth) {
   const matmul_job *j = arg;
-  if (j->ilv || j->gemm || j->norm_w)
+  if (whole_tokens(j))
     quantize_share_tokens(j, ith, nth);
   else
     quantize_share(j, ith, nth);
@@ -693,7 +705,10 @@ static void job_run(pa_pool *pool, matmul_job *j) {
   const int nth = pa_pool_size(pool);
   j->n_threads = nth;
   if (j->vt != PA_TYPE_F32) {
-    if (nth > 1 && j->n_tokens * j->cols >= SPLIT_QUANTIZE_MIN)
+    const int64_t elems = j->n_tokens * j->cols;
+    const bool split = whole_tokens(j) ? j->n_tokens >= 2 && elems >= SPLIT_QUANTIZE_TOKENS_MIN
+                                       : elems >= SPLIT_QUANTIZE_MIN;
+    if (nth > 1 && split)
       pa_pool_run(pool, quantize_task, j);
     else
       quantize_task(j, 0, 1);
