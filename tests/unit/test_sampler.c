@@ -234,6 +234,71 @@ static void test_distribution(void) {
   }
 }
 
+/* The whole vocabulary without truncation (weights by block, drawn by
+ * skipping whole blocks) and top-p over it (buckets): a vocabulary of a
+ * size that is no multiple of the SIMD widths or of the 64-token blocks,
+ * with -infinity and NaN logits in the vectorised body and in the tails
+ * (they must weigh nothing and never be drawn), and 24 likely tokens
+ * spread over many blocks: the draws follow their probabilities (chi-square
+ * over the 24 and the rest together). */
+static void test_whole_vocabulary(void) {
+  const int32_t n = 1003;
+  float *l = malloc((size_t)n * sizeof *l);
+  float *probs = malloc((size_t)n * sizeof *probs);
+  random_logits(l, n, 1.0f);
+  enum { HOT = 24 };
+  int32_t hot[HOT];
+  for (int h = 0; h < HOT; h++) {
+    hot[h] = 3 + h * 41 + (h % 5); /* up to id 951: blocks 0 .. 14 */
+    l[hot[h]] = 4.0f + 0.1f * (float)h;
+  }
+  const int32_t bad[] = {1, 2, 17, 64, 65, 511, 997, 1000, 1001, 1002};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) l[bad[k]] = k % 2 ? NAN : -INFINITY;
+  for (int c = 0; c < 2; c++) {
+    pasada_sampler_params p = plain(c ? 1.0f : 0.7f);
+    if (c) p.top_p = 0.999f; /* top-p's bucket path keeps all but the least likely */
+    pasada_sampler *s = make(p, n);
+    CHECK(pa_sampler_distribution(s, l, n, probs) == PASADA_OK, "%s", pa_last_error());
+    double want[n], z = 0, mass = 0;
+    for (int32_t i = 0; i < n; i++) want[i] = isfinite(l[i]) ? exp(l[i] / p.temp) : 0.0;
+    for (int32_t i = 0; i < n; i++) z += want[i];
+    for (int32_t i = 0; i < n; i++) want[i] /= z;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+      CHECK(probs[bad[k]] == 0.0f, "case %d: p[%d] = %g for a logit of %g", c, bad[k], probs[bad[k]], l[bad[k]]);
+    for (int32_t i = 0; i < n; i++) {
+      mass += probs[i];
+      if (c == 0)
+        CHECK(fabs(probs[i] - want[i]) < 1e-6, "case %d: p[%d] %g vs %g", c, i, probs[i], want[i]);
+    }
+    CHECK(fabs(mass - 1.0) < 1e-5, "case %d: mass %g", c, mass);
+
+    const int draws = 100000;
+    long count[HOT + 1] = {0};
+    double expect[HOT + 1] = {0};
+    for (int32_t i = 0; i < n; i++) expect[HOT] += probs[i];
+    for (int h = 0; h < HOT; h++) expect[h] = probs[hot[h]], expect[HOT] -= probs[hot[h]];
+    int stray = 0;
+    for (int d = 0; d < draws; d++) {
+      const int32_t id = pasada_sampler_sample(s, l, n);
+      int h = 0;
+      while (h < HOT && hot[h] != id) h++;
+      count[h]++;
+      stray += id < 0 || id >= n || probs[id] == 0.0f;
+    }
+    CHECK(stray == 0, "case %d: %d draws of an impossible token", c, stray);
+    double chi2 = 0;
+    for (int h = 0; h <= HOT; h++) {
+      const double e = expect[h] * draws;
+      chi2 += (count[h] - e) * (count[h] - e) / e;
+    }
+    /* 24 degrees of freedom: P(chi2 > 51.18) = 0.001 */
+    CHECK(chi2 < 51.18, "case %d: chi-square %.2f", c, chi2);
+    pasada_sampler_free(s);
+  }
+  free(l);
+  free(probs);
+}
+
 static void test_truncation(void) {
   /* probabilities 0.5 0.3 0.15 0.05 */
   const float l[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
@@ -418,6 +483,12 @@ static void report_speed(void) {
   double dt = (pa_time_s() - t0) / reps;
   printf("sampler: %.1f us per token at n_vocab %d (defaults + repeat penalty)\n", dt * 1e6, n);
   pasada_sampler_free(s);
+  s = make(plain(1.0f), n); /* the server's default: OpenAI's temperature 1, top-p 1 */
+  t0 = pa_time_s();
+  for (int i = 0; i < reps; i++) pasada_sampler_sample(s, l, n);
+  dt = (pa_time_s() - t0) / reps;
+  printf("sampler: %.1f us per token at n_vocab %d (temperature 1, no truncation)\n", dt * 1e6, n);
+  pasada_sampler_free(s);
   free(l);
 }
 
@@ -425,6 +496,7 @@ int main(void) {
   test_greedy();
   test_seeded();
   test_distribution();
+  test_whole_vocabulary();
   test_truncation();
   test_penalties();
   test_errors();
