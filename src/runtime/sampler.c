@@ -162,8 +162,8 @@ int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
   s->bucket = pa_calloc((size_t)n_vocab, sizeof *s->bucket);
   s->block_sum = pa_calloc((size_t)n_vocab / PA_SCAN_BLOCK + 1, sizeof *s->block_sum);
   s->window = s->window_cap ? malloc((size_t)s->window_cap * sizeof *s->window) : NULL;
-  if (!s->counts || !s->work || !s->cand || !s->prob || !s->bucket_mass || !s->bucket || !s->block_sum ||
-      (s->window_cap && !s->window)) {
+  if (!s->counts || !s->work || !s->cand || !s->prob || !s->bucket_mass || !s->bucket ||
+      !s->block_sum || (s->window_cap && !s->window)) {
     pasada_sampler_free(s);
     return pa_error(PASADA_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", n_vocab);
   }
@@ -394,8 +394,9 @@ static void buckets(uint16_t *bk, const float *l, int32_t n, float max_l, float 
   const int32_t last = PA_TOP_P_BUCKETS - 1;
   int32_t i = 0;
 #if defined(__SSE2__)
-  const __m128 vmax = _mm_set1_ps(max_l), vfloor = _mm_set1_ps(floor_l), vscale = _mm_set1_ps(scale),
-               vlast = _mm_set1_ps((float)last), ninf = _mm_set1_ps(-INFINITY);
+  const __m128 vmax = _mm_set1_ps(max_l), vfloor = _mm_set1_ps(floor_l),
+               vscale = _mm_set1_ps(scale), vlast = _mm_set1_ps((float)last),
+               ninf = _mm_set1_ps(-INFINITY);
   const __m128i none = _mm_set1_epi32(PA_TOP_P_BUCKETS);
   for (; i + 8 <= n; i += 8) {
     __m128i b[2];

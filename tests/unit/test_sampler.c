@@ -264,7 +264,8 @@ static void test_whole_vocabulary(void) {
     for (int32_t i = 0; i < n; i++) z += want[i];
     for (int32_t i = 0; i < n; i++) want[i] /= z;
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
-      CHECK(probs[bad[k]] == 0.0f, "case %d: p[%d] = %g for a logit of %g", c, bad[k], probs[bad[k]], l[bad[k]]);
+      CHECK(probs[bad[k]] == 0.0f, "case %d: p[%d] = %g for a logit of %g", c, bad[k],
+            probs[bad[k]], l[bad[k]]);
     for (int32_t i = 0; i < n; i++) {
       mass += probs[i];
       if (c == 0)

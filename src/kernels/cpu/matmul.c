@@ -98,8 +98,10 @@
  * step of SmolLM2 spent ~20k of a 576-column product's 130-350k ticks
  * (qkv, gate-up) with one thread waiting. Split from 8192 instead of
  * 16384, 16-user decode steps alternated in one process (session 21, Zen
- * 4): SmolLM2 0.96, 0.96, 0.96, 0.97, 0.98, 0.99 (and one 1.10), Gemma 3
- * 0.98, 1.00, 1.00 of the step time. */
+ * 4): SmolLM2 0.933-0.967 of the step time (5 runs; from 4096: 0.96-0.99
+ * and one 1.10), Gemma 3 0.98, 1.00, 1.00; serve-load c = 16, 6 rounds
+ * alternated: median 969 tok/s against 929 unsplit and 933 in shares of a
+ * token (4 per thread at most). */
 #define SPLIT_QUANTIZE_TOKENS_MIN 8192
 /* GEMM path: the stack buffer a thread unpacks its weight panel into
  * (matrices whose rows do not fit a tile's worth keep the one-token path),
