@@ -281,31 +281,40 @@ static void heap_sift_up(pa_cand *h, int32_t i) {
   }
 }
 
-/* The largest of n logits, NaN ignored, in eight independent lanes. GCC
- * does not vectorise the select without -ffast-math (it was ~46 us of a
- * server's 49152-logit greedy pick), so on x86-64 the lanes are two SSE2
- * vectors: maxps(x, lane) is lane when x is NaN, as the select is. */
-static float block_max(const float *l, int32_t n) {
+/* The largest (lo false) or smallest (lo true) of n logits, NaN ignored,
+ * in eight independent lanes. GCC does not vectorise the select without
+ * -ffast-math (it was ~46 us of a server's 49152-logit greedy pick), so on
+ * x86-64 the lanes are two SSE2 vectors: maxps(x, lane) and minps(x, lane)
+ * are lane when x is NaN, as the select is. */
+static inline __attribute__((always_inline)) float block_extreme(const float *l, int32_t n,
+                                                                 const bool lo) {
+  const float start = lo ? INFINITY : -INFINITY;
   float lane[8];
   int32_t i = 0;
 #if defined(__SSE2__)
-  __m128 a = _mm_set1_ps(-INFINITY), b = a;
+  __m128 a = _mm_set1_ps(start), b = a;
   for (; i + 8 <= n; i += 8) {
-    a = _mm_max_ps(_mm_loadu_ps(l + i), a);
-    b = _mm_max_ps(_mm_loadu_ps(l + i + 4), b);
+    const __m128 x0 = _mm_loadu_ps(l + i), x1 = _mm_loadu_ps(l + i + 4);
+    a = lo ? _mm_min_ps(x0, a) : _mm_max_ps(x0, a);
+    b = lo ? _mm_min_ps(x1, b) : _mm_max_ps(x1, b);
   }
   _mm_storeu_ps(lane, a);
   _mm_storeu_ps(lane + 4, b);
 #else
-  for (int j = 0; j < 8; j++) lane[j] = -INFINITY;
+  for (int j = 0; j < 8; j++) lane[j] = start;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) lane[j] = l[i + j] > lane[j] ? l[i + j] : lane[j];
+    for (int j = 0; j < 8; j++)
+      if (lo ? l[i + j] < lane[j] : l[i + j] > lane[j]) lane[j] = l[i + j];
 #endif
-  float r = -INFINITY;
-  for (int j = 0; j < 8; j++) r = lane[j] > r ? lane[j] : r;
-  for (; i < n; i++) r = l[i] > r ? l[i] : r;
+  float r = start;
+  for (int j = 0; j < 8; j++)
+    if (lo ? lane[j] < r : lane[j] > r) r = lane[j];
+  for (; i < n; i++)
+    if (lo ? l[i] < r : l[i] > r) r = l[i];
   return r;
 }
+static float block_max(const float *l, int32_t n) { return block_extreme(l, n, false); }
+static float block_min(const float *l, int32_t n) { return block_extreme(l, n, true); }
 
 /* Index of the largest logit, ties to the lowest id; 0 when none is above
  * -infinity. Finds the best block first, then the first match inside it. */
@@ -360,30 +369,6 @@ static void weights(float *w, const float *l, int32_t n, float max_l, float inv_
 #endif
   for (; i < n; i++) w[i] = l[i] >= thr ? (l[i] - max_l) * inv_t : -INFINITY;
   pa_exp(w, w, n); /* exp(-inf) = 0 */
-}
-
-/* The smallest of n logits (NaN ignored; -infinity counts), in eight lanes
- * as block_max. */
-static float block_min(const float *l, int32_t n) {
-  float lane[8];
-  int32_t i = 0;
-#if defined(__SSE2__)
-  __m128 a = _mm_set1_ps(INFINITY), b = a;
-  for (; i + 8 <= n; i += 8) {
-    a = _mm_min_ps(_mm_loadu_ps(l + i), a);
-    b = _mm_min_ps(_mm_loadu_ps(l + i + 4), b);
-  }
-  _mm_storeu_ps(lane, a);
-  _mm_storeu_ps(lane + 4, b);
-#else
-  for (int j = 0; j < 8; j++) lane[j] = INFINITY;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) lane[j] = l[i + j] < lane[j] ? l[i + j] : lane[j];
-#endif
-  float r = INFINITY;
-  for (int j = 0; j < 8; j++) r = lane[j] < r ? lane[j] : r;
-  for (; i < n; i++) r = l[i] < r ? l[i] : r;
-  return r;
 }
 
 /* Each logit's top-p bucket: min(trunc((max_l - x) x scale), last) for x >=
