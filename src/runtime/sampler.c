@@ -3,8 +3,10 @@
  *
  * Built for 262144-token vocabularies: nothing sorts the whole vocabulary in
  * the common case. Top-k is a bounded heap over one pass of the logits;
- * top-p without top-k sorts a growing prefix until it holds the wanted mass;
- * min-p needs no order at all (a threshold on the logit). */
+ * top-p without top-k orders only the tokens near the best logit when they
+ * hold the wanted mass (real logits are peaked), else only those of the
+ * bucket of logits where the mass crosses; min-p needs no order at all (a
+ * threshold on the logit); no truncation draws from block sums. */
 #include "runtime/sampler.h"
 
 #include <math.h>
@@ -256,12 +258,14 @@ static int cand_cmp_desc(const void *pa, const void *pb) {
   return cand_better(a, b) ? -1 : cand_better(b, a) ? 1 : 0;
 }
 
-/* Min-heap on "better": the root is the worst of the kept candidates. */
-static void heap_sift_down(pa_cand *h, int32_t n, int32_t i) {
+/* Heap on "better": the root is the worst of h[0..n) (best_top false: the
+ * kept candidates of top-k) or the best (true: top-p's near set). */
+static inline __attribute__((always_inline)) void sift_down(pa_cand *h, int32_t n, int32_t i,
+                                                            const bool best_top) {
   for (;;) {
     int32_t l = 2 * i + 1, r = l + 1, w = i;
-    if (l < n && cand_better(h[w], h[l])) w = l;
-    if (r < n && cand_better(h[w], h[r])) w = r;
+    if (l < n && (best_top ? cand_better(h[l], h[w]) : cand_better(h[w], h[l]))) w = l;
+    if (r < n && (best_top ? cand_better(h[r], h[w]) : cand_better(h[w], h[r]))) w = r;
     if (w == i) return;
     pa_cand t = h[i];
     h[i] = h[w];
@@ -269,6 +273,7 @@ static void heap_sift_down(pa_cand *h, int32_t n, int32_t i) {
     i = w;
   }
 }
+static void heap_sift_down(pa_cand *h, int32_t n, int32_t i) { sift_down(h, n, i, false); }
 
 static void heap_sift_up(pa_cand *h, int32_t i) {
   while (i > 0) {
@@ -403,6 +408,111 @@ static void buckets(uint16_t *bk, const float *l, int32_t n, float max_l, float 
   }
 }
 
+/* Sums w[0..n) per block of PA_SCAN_BLOCK tokens into s->block_sum and
+ * returns their total in double: each block's in 16 float lanes (lane j:
+ * tokens j, j + 16, ... of the block) joined by a fixed tree. GCC does not
+ * vectorise the lanes without -ffast-math, so on x86-64 they are SSE2 (the
+ * same adds in the same order as the plain loop). */
+static double block_sums(pa_sampler *s, const float *w, int32_t n) {
+  double total = 0.0;
+  int32_t i;
+  for (int32_t b0 = 0, k = 0; b0 < n; b0 += PA_SCAN_BLOCK, k++) {
+    const int32_t end = n - b0 < PA_SCAN_BLOCK ? n : b0 + PA_SCAN_BLOCK;
+    float lane[16] = {0};
+    i = b0;
+#if defined(__SSE2__)
+    __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 16 <= end; i += 16) {
+      a0 = _mm_add_ps(a0, _mm_loadu_ps(w + i));
+      a1 = _mm_add_ps(a1, _mm_loadu_ps(w + i + 4));
+      a2 = _mm_add_ps(a2, _mm_loadu_ps(w + i + 8));
+      a3 = _mm_add_ps(a3, _mm_loadu_ps(w + i + 12));
+    }
+    _mm_storeu_ps(lane, a0);
+    _mm_storeu_ps(lane + 4, a1);
+    _mm_storeu_ps(lane + 8, a2);
+    _mm_storeu_ps(lane + 12, a3);
+#endif
+    for (; i < end; i++) lane[(i - b0) & 15] += w[i];
+    float v[4];
+    for (int j = 0; j < 4; j++) v[j] = (lane[j] + lane[4 + j]) + (lane[8 + j] + lane[12 + j]);
+    s->block_sum[k] = (double)((v[0] + v[2]) + (v[1] + v[3]));
+    total += s->block_sum[k];
+  }
+  return total;
+}
+
+/* Writes the tokens whose logit is >= t to c (NaN never is) and returns
+ * their count, or -1 as soon as there would be more than cap. Sixteen logits
+ * at a time are compared in SSE2 and skipped when none passes. */
+static int32_t gather_near(pa_cand *c, const float *l, int32_t n, float t, int32_t cap) {
+  int32_t m = 0, i = 0;
+#if defined(__SSE2__)
+  const __m128 vt = _mm_set1_ps(t);
+  for (; i + 16 <= n; i += 16) {
+    const __m128 a = _mm_or_ps(_mm_cmpge_ps(_mm_loadu_ps(l + i), vt),
+                               _mm_cmpge_ps(_mm_loadu_ps(l + i + 4), vt));
+    const __m128 b = _mm_or_ps(_mm_cmpge_ps(_mm_loadu_ps(l + i + 8), vt),
+                               _mm_cmpge_ps(_mm_loadu_ps(l + i + 12), vt));
+    if (!_mm_movemask_ps(_mm_or_ps(a, b))) continue;
+    for (int32_t j = i; j < i + 16; j++) {
+      if (!(l[j] >= t)) continue;
+      if (m == cap) return -1;
+      c[m++] = (pa_cand){l[j], j};
+    }
+  }
+#endif
+  for (; i < n; i++) {
+    if (!(l[i] >= t)) continue;
+    if (m == cap) return -1;
+    c[m++] = (pa_cand){l[i], i};
+  }
+  return m;
+}
+
+/* The near set's size limit: a heap of this many takes a few microseconds. */
+#define PA_NEAR_MAX 4096
+
+/* Top-p near the best logit, first: the tokens with logit >= max_l - d are
+ * the first ones in the order by logit, so when their weights w (at
+ * temperature 1, total z) reach top_p of z the kept set lies among them,
+ * and only they are ordered, best first, out of a heap until the mass is
+ * reached (or min-p's threshold thr cuts). Real models' logits are peaked
+ * (docs/benchmarks.md: ~97% of the mass within 8 of the best, a 0.9 set of
+ * at most ~1000 tokens), so d tries 4, 8, then 16 while the set holds at
+ * most PA_NEAR_MAX tokens. Writes the kept ones to s->cand and returns their
+ * count; -1 when no d settles it (flat logits): then the buckets decide. */
+static int32_t top_p_near(pa_sampler *s, const float *l, int32_t n, float max_l, float thr,
+                          const float *w, double z) {
+  pa_cand *c = s->cand;
+  const double top_p = s->p.top_p;
+  for (float d = 4.0f; d <= 16.0f; d *= 2.0f) {
+    const int32_t m = gather_near(c, l, n, max_l - d, PA_NEAR_MAX);
+    if (m < 0) return -1;
+    double mass = 0.0;
+    for (int32_t i = 0; i < m; i++) mass += w[c[i].id];
+    if (mass < top_p * z) continue;
+    for (int32_t i = m / 2 - 1; i >= 0; i--) sift_down(c, m, i, true);
+    /* Pop the best to the end of the heap's span until the mass is reached:
+     * the kept tokens collect at c[m - kept .. m), best last. */
+    double cum = 0.0;
+    int32_t h = m;
+    while (h > 0 && c[0].logit >= thr) {
+      const pa_cand best = c[0];
+      c[0] = c[--h];
+      c[h] = best;
+      sift_down(c, h, 0, true);
+      cum += w[best.id] / z;
+      if (cum >= top_p) break;
+    }
+    if (h == 0 && cum < top_p) continue; /* rounding: never crossed (min-p cannot end it) */
+    const int32_t kept = m - h;
+    memmove(c, c + h, (size_t)kept * sizeof *c);
+    return kept;
+  }
+  return -1;
+}
+
 /* Top-p over the whole vocabulary, then min-p (logit >= thr): writes the
  * survivors to s->cand and returns their count. The normaliser needs every
  * weight, but only the bucket where the cumulative mass crosses top_p needs
@@ -411,14 +521,17 @@ static void buckets(uint16_t *bk, const float *l, int32_t n, float max_l, float 
  * exp(-40) is far below what float sums resolve); lower logits share the
  * last one. */
 static int32_t top_p_full(pa_sampler *s, const float *l, int32_t n, float max_l, float thr) {
+  float *w = s->prob; /* scratch until prepare() fills it */
+  weights(w, l, n, max_l, 1.0f, -INFINITY);
+  const int32_t near = top_p_near(s, l, n, max_l, thr, w, block_sums(s, w, n));
+  if (near >= 0) return near;
+
   const float lo = block_min(l, n);
   float range = max_l - lo > 40.0f ? 40.0f : max_l - lo;
   const int32_t last = PA_TOP_P_BUCKETS - 1;
   const float scale = range > 0.0f ? (float)last / range : 0.0f, floor_l = max_l - range;
   double *mass = s->bucket_mass;
   memset(mass, 0, PA_TOP_P_BUCKETS * sizeof *mass);
-  float *w = s->prob; /* scratch until prepare() fills it */
-  weights(w, l, n, max_l, 1.0f, -INFINITY);
   uint16_t *bk = s->bucket;
   buckets(bk, l, n, max_l, floor_l, scale);
   for (int32_t i = 0; i < n; i++)
@@ -464,44 +577,14 @@ static int32_t top_p_full(pa_sampler *s, const float *l, int32_t n, float max_l,
 
 /* Every token as a candidate (no top-k, top-p 1: OpenAI's default), min-p
  * as the logit threshold thr: w[id] = exp((l[id] - max_l) / T) where l[id]
- * >= thr, else 0, into s->prob (weights()); per block of PA_SCAN_BLOCK
- * tokens their sum in 16 float lanes (lane j: tokens j, j + 16, ... of the
- * block) joined by a fixed tree, and the blocks' total in double. A
- * candidate list with scalar expf took ~300 us for 49152 tokens, and 16
- * users' draws were a sixth of a server step. GCC does not vectorise the
- * lanes without -ffast-math, so on x86-64 they are SSE2 (the same adds in
- * the same order as the plain loop). False when the weights are degenerate
- * (1/T overflows). */
+ * >= thr, else 0, into s->prob (weights()), with their block sums and total
+ * (block_sums()). A candidate list with scalar expf took ~300 us for 49152
+ * tokens, and 16 users' draws were a sixth of a server step. False when the
+ * weights are degenerate (1/T overflows). */
 static bool dense(pa_sampler *s, const float *l, int32_t n, float max_l, float thr) {
-  float *w = s->prob;
-  weights(w, l, n, max_l, 1.0f / s->p.temp, thr);
-  double total = 0.0;
-  int32_t i;
-  for (int32_t b0 = 0, k = 0; b0 < n; b0 += PA_SCAN_BLOCK, k++) {
-    const int32_t end = n - b0 < PA_SCAN_BLOCK ? n : b0 + PA_SCAN_BLOCK;
-    float lane[16] = {0};
-    i = b0;
-#if defined(__SSE2__)
-    __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 16 <= end; i += 16) {
-      a0 = _mm_add_ps(a0, _mm_loadu_ps(w + i));
-      a1 = _mm_add_ps(a1, _mm_loadu_ps(w + i + 4));
-      a2 = _mm_add_ps(a2, _mm_loadu_ps(w + i + 8));
-      a3 = _mm_add_ps(a3, _mm_loadu_ps(w + i + 12));
-    }
-    _mm_storeu_ps(lane, a0);
-    _mm_storeu_ps(lane + 4, a1);
-    _mm_storeu_ps(lane + 8, a2);
-    _mm_storeu_ps(lane + 12, a3);
-#endif
-    for (; i < end; i++) lane[(i - b0) & 15] += w[i];
-    float v[4];
-    for (int j = 0; j < 4; j++) v[j] = (lane[j] + lane[4 + j]) + (lane[8 + j] + lane[12 + j]);
-    s->block_sum[k] = (double)((v[0] + v[2]) + (v[1] + v[3]));
-    total += s->block_sum[k];
-  }
-  s->dense_total = total;
-  return total > 0.0 && isfinite(total);
+  weights(s->prob, l, n, max_l, 1.0f / s->p.temp, thr);
+  s->dense_total = block_sums(s, s->prob, n);
+  return s->dense_total > 0.0 && isfinite(s->dense_total);
 }
 
 /* The token where the running sum of dense()'s weights, in id order, first

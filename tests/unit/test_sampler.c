@@ -256,7 +256,7 @@ static void test_whole_vocabulary(void) {
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) l[bad[k]] = k % 2 ? NAN : -INFINITY;
   for (int c = 0; c < 2; c++) {
     pasada_sampler_params p = plain(c ? 1.0f : 0.7f);
-    if (c) p.top_p = 0.999f; /* top-p's bucket path keeps all but the least likely */
+    if (c) p.top_p = 0.999f; /* top-p within 8 of the best keeps all but the least likely */
     pasada_sampler *s = make(p, n);
     CHECK(pa_sampler_distribution(s, l, n, probs) == PASADA_OK, "%s", pa_last_error());
     double want[n], z = 0, mass = 0;
@@ -363,6 +363,79 @@ static void test_truncation(void) {
     CHECK(worst < 1e-4, "full case %zu: max difference %g", c, worst);
   }
   free(big);
+}
+
+/* Top-p over peaked logits, as real models give (most of the mass within
+ * a few of the best logit): the sampler then orders only the tokens near
+ * the best one, trying windows of 4, 8 and 16 before it falls back to the
+ * buckets. Each case has its best token at 6, `hot` tokens between 6 - gap
+ * - spread and 6 - gap, and a background of logits within 2 of `background`,
+ * so the kept set ends within the window the comment names, or the buckets
+ * decide (the near set too large, or too light). NaN logits must weigh what
+ * -inf ones do. */
+static void test_top_p_peaked(void) {
+  const int32_t n = 131075; /* the SIMD loops' tails too */
+  float *l = malloc((size_t)n * sizeof *l);
+  float *l_inf = malloc((size_t)n * sizeof *l_inf);
+  float *got = malloc((size_t)n * sizeof *got);
+  float *got_inf = malloc((size_t)n * sizeof *got_inf);
+  struct {
+    int32_t hot;
+    float gap, spread, background, top_p, min_p, temp;
+  } cases[] = {
+      {300, 0.0f, 3.0f, -20.0f, 0.9f, 0.0f, 1.0f},    /* window 4 */
+      {300, 0.0f, 3.0f, -20.0f, 0.3f, 0.0f, 1.0f},    /* 4, a light set */
+      {300, 4.5f, 3.0f, -20.0f, 0.95f, 0.0f, 0.8f},   /* 8 */
+      {2000, 9.0f, 6.0f, -20.0f, 0.99f, 0.0f, 1.0f},  /* 16 */
+      {2000, 0.0f, 3.5f, -20.0f, 0.9f, 0.0f, 1.2f},   /* 4, a large set */
+      {9000, 0.0f, 2.0f, -20.0f, 0.9f, 0.0f, 1.0f},   /* too many within 4: buckets */
+      {5000, 4.5f, 3.0f, -20.0f, 0.9f, 0.0f, 1.0f},   /* 4 too light, 8 too many: buckets */
+      {0, 0.0f, 0.0f, -12.5f, 0.999f, 0.0f, 1.0f},    /* the background's mass: buckets */
+      {300, 0.0f, 5.0f, -20.0f, 0.95f, 0.2f, 1.0f},   /* min-p cuts inside the window */
+      {0, 0.0f, 0.0f, -20.0f, 0.9f, 0.0f, 1.0f},      /* one token holds it all */
+      {300, 0.0f, 3.0f, -20.0f, 0.0f, 0.0f, 1.0f},    /* top-p 0: the best alone */
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    random_logits(l, n, 2.0f);
+    for (int32_t i = 0; i < n; i++) l[i] += cases[c].background;
+    for (int32_t h = 0; h < cases[c].hot; h++)
+      l[(int32_t)(test_uniform() * n)] =
+          6.0f - cases[c].gap - cases[c].spread * (float)test_uniform();
+    l[(int32_t)(test_uniform() * n)] = 6.0f;
+    if (cases[c].hot) l[n - 3] = 6.0f - cases[c].gap;
+    l[n - 2] = NAN;
+    l[n - 1] = -INFINITY;
+    for (int32_t k = 0; k < 64; k++) { /* some near the top, some low; never the best */
+      const int32_t i = (int32_t)(test_uniform() * n);
+      if (l[i] < 5.9f) l[i] = k % 2 ? NAN : -INFINITY;
+    }
+    for (int32_t i = 0; i < n; i++) l_inf[i] = isnan(l[i]) ? -INFINITY : l[i];
+    pasada_sampler_params p = plain(cases[c].temp);
+    p.top_p = cases[c].top_p;
+    p.min_p = cases[c].min_p;
+    int32_t mismatch;
+    double worst = compare_to_reference(p, l_inf, n, &mismatch);
+    CHECK(mismatch <= 1, "peaked case %zu: %d tokens kept by one side only", c, mismatch);
+    CHECK(worst < 1e-4, "peaked case %zu: max difference %g", c, worst);
+
+    pasada_sampler *s = make(p, n);
+    CHECK(pa_sampler_distribution(s, l, n, got) == PASADA_OK, "%s", pa_last_error());
+    CHECK(pa_sampler_distribution(s, l_inf, n, got_inf) == PASADA_OK, "%s", pa_last_error());
+    int32_t differ = 0;
+    for (int32_t i = 0; i < n; i++) differ += got[i] != got_inf[i];
+    CHECK(differ == 0, "peaked case %zu: NaN and -inf logits give %d different p", c, differ);
+    int stray = 0;
+    for (int d = 0; d < 200; d++) {
+      const int32_t id = pasada_sampler_sample(s, l, n);
+      stray += id < 0 || id >= n || got[id] == 0.0f;
+    }
+    CHECK(stray == 0, "peaked case %zu: %d draws outside the kept set", c, stray);
+    pasada_sampler_free(s);
+  }
+  free(l);
+  free(l_inf);
+  free(got);
+  free(got_inf);
 }
 
 static void test_penalties(void) {
@@ -490,6 +563,16 @@ static void report_speed(void) {
   dt = (pa_time_s() - t0) / reps;
   printf("sampler: %.1f us per token at n_vocab %d (temperature 1, no truncation)\n", dt * 1e6, n);
   pasada_sampler_free(s);
+  pasada_sampler_params tp = plain(1.0f);
+  tp.top_p = 0.9f;
+  s = make(tp, n);
+  for (int32_t i = 0; i < n; i++) l[i] = l[i] * 0.25f - 12.0f; /* peaked: 200 tokens on top */
+  for (int32_t k = 0; k < 200; k++) l[(int32_t)(test_uniform() * n)] = 5.0f * (float)test_uniform();
+  t0 = pa_time_s();
+  for (int i = 0; i < reps; i++) pasada_sampler_sample(s, l, n);
+  dt = (pa_time_s() - t0) / reps;
+  printf("sampler: %.1f us per token at n_vocab %d (top-p 0.9, peaked logits)\n", dt * 1e6, n);
+  pasada_sampler_free(s);
   free(l);
 }
 
@@ -499,6 +582,7 @@ int main(void) {
   test_distribution();
   test_whole_vocabulary();
   test_truncation();
+  test_top_p_peaked();
   test_penalties();
   test_errors();
   report_speed();
