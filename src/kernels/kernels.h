@@ -60,8 +60,17 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  * PASADA_PREFETCH_X4 the x4 one, PASADA_PREFETCH_START the start and
  * PASADA_PREFETCH_BATCH the batched one, for measuring a CPU, and a
  * process may change them between decode steps (an in-process A/B).
- *   - Intel with AVX-512, 16 KB ahead, no start (Sapphire Rapids, session
- *     5: 15 -> 20-25 GB/s against asking for a group's bytes at once).
+ *   - Intel with AVX-512, no start; ahead by the model
+ *     (pa_kernels_fit_prefetch): 3 KB when its weights stream from memory,
+ *     8 KB when they fit in a quarter of the L3 cache, 16 KB before a
+ *     model says (Sapphire Rapids, session 5: 16 KB, 15 -> 20-25 GB/s
+ *     against asking for a group's bytes at once; session 22, a 480 MB L3,
+ *     decode steps alternated in one process: against 16 KB, 3 KB took
+ *     0.947-0.954 of the step time on the Llama-1B shape Q4_K_M and 0.949
+ *     on its Q8_0, 0.96 on Gemma 3 270M (235 MB; 8 KB there 1.03 of 3
+ *     KB's), 2-2.5 KB about as much and 4-8 KB 0.98-1.00; on SmolLM2
+ *     (92 MB, 37-40 GB/s: from the L3 cache) 8 KB took 0.954-0.958 of 16
+ *     KB's and 3 KB 1.05, 5-12 KB within 2% of 8 KB).
  *   - AMD with AVX-512 (Zen 4, sessions 19-20): 32 KB at each start, and
  *     16 KB ahead in the x4 kernels only. One 256 MB matrix alone
  *     (`bench_kernels 2 vsread`) streams closer to a plain read without
@@ -93,6 +102,11 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  *     Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB
  *     no better; nothing ahead was not measured there). */
 extern int pa_prefetch_avx512, pa_prefetch_x4, pa_prefetch_avx2, pa_prefetch_start, pa_prefetch_batch;
+/* Sets the one-token distances for a model whose matrices hold
+ * weight_bytes, where the CPU's best distance was measured to depend on it
+ * (above: Intel with AVX-512), unless PASADA_PREFETCH(_X4) set them. For
+ * the whole process: the last model a context was made for decides. */
+void pa_kernels_fit_prefetch(uint64_t weight_bytes);
 /* How far ahead a SIMD kernel's call of nt tokens asks for its weights:
  * one_token (its family's one-token distance) for one token, else
  * pa_prefetch_batch when the call reads them from memory (stream), else

@@ -71,6 +71,11 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->n_batch = p.n_batch < PA_FWD_TOKENS_MAX ? p.n_batch : PA_FWD_TOKENS_MAX;
   c->n_threads = p.n_threads;
   c->reference_path = p.reference_path;
+  if (!p.reference_path) { /* how far ahead the decode kernels ask for weights (kernels.h) */
+    pasada_model_stats st;
+    pasada_model_get_stats(m, &st);
+    pa_kernels_fit_prefetch((uint64_t)(st.bytes_layers + st.bytes_output));
+  }
   int64_t B = c->n_batch, E = hp->n_embd, F = hp->n_ff;
   int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
   int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;

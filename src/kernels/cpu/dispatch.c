@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "kernels/kernels.h"
@@ -36,6 +37,10 @@ static bool env_bytes(const char *name, int *out) {
   return false;
 }
 
+/* Whether PASADA_PREFETCH / PASADA_PREFETCH_X4 set the one-token distances
+ * (pa_kernels_fit_prefetch leaves them then). */
+static bool env_one_token, env_x4;
+
 static void tables_init(void) {
   const pa_cpu_features *f = pa_cpu();
   /* how the streaming kernels ask for their weights (kernels.h) */
@@ -45,8 +50,9 @@ static void tables_init(void) {
     pa_prefetch_batch = 4096;
   }
   int v;
-  if (env_bytes("PASADA_PREFETCH", &v)) pa_prefetch_avx512 = pa_prefetch_x4 = pa_prefetch_avx2 = v;
-  if (env_bytes("PASADA_PREFETCH_X4", &v)) pa_prefetch_x4 = v;
+  if ((env_one_token = env_bytes("PASADA_PREFETCH", &v)))
+    pa_prefetch_avx512 = pa_prefetch_x4 = pa_prefetch_avx2 = v;
+  if ((env_x4 = env_bytes("PASADA_PREFETCH_X4", &v))) pa_prefetch_x4 = v;
   if (env_bytes("PASADA_PREFETCH_START", &v)) pa_prefetch_start = v;
   if (env_bytes("PASADA_PREFETCH_BATCH", &v)) pa_prefetch_batch = v;
   has_avx2 = f->avx2 && f->fma && f->f16c;
@@ -81,6 +87,16 @@ static void tables_init(void) {
   pa_kernels_fill_avx2_gemm(gemm_avx2);
   pa_kernels_fill_avx512_gemm(gemm_avx512, 0);
   pa_kernels_fill_avx512_gemm(gemm_avx512_vnni, 1);
+}
+
+void pa_kernels_fit_prefetch(uint64_t weight_bytes) {
+  pthread_once(&tables_once, tables_init);
+  const pa_cpu_features *f = pa_cpu();
+  if (f->amd || !f->avx512f || env_one_token) return;
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const int d = l3 > 0 && weight_bytes <= (uint64_t)l3 / 4 ? 8192 : 3072;
+  pa_prefetch_avx512 = d;
+  if (!env_x4) pa_prefetch_x4 = d;
 }
 
 const pa_cpu_kernels *pa_kernels_avx2(void) {
