@@ -70,7 +70,13 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  *     on its Q8_0, 0.96 on Gemma 3 270M (235 MB; 8 KB there 1.03 of 3
  *     KB's), 2-2.5 KB about as much and 4-8 KB 0.98-1.00; on SmolLM2
  *     (92 MB, 37-40 GB/s: from the L3 cache) 8 KB took 0.954-0.958 of 16
- *     KB's and 3 KB 1.05, 5-12 KB within 2% of 8 KB).
+ *     KB's and 3 KB 1.05, 5-12 KB within 2% of 8 KB). Batched calls ask
+ *     as far ahead in their first pass (they had asked for nothing): steps
+ *     of 2, 4 and 8 users (the VNNI kernels) took 0.69, 0.66-0.68 and 0.73
+ *     of the time on SmolLM2 (8 KB; 2 KB 0.76), 0.87-0.88 and 0.92 with 4
+ *     and 8 on the 1B Q4_K_M (3 KB; 8 KB 0.91), 0.77 with 4 on Gemma 3;
+ *     16 users (AMX, which asks for its own) 0.99 and 0.97-0.99; prefill
+ *     the same within 1%.
  *   - AMD with AVX-512 (Zen 4, sessions 19-20): 32 KB at each start, and
  *     16 KB ahead in the x4 kernels only. One 256 MB matrix alone
  *     (`bench_kernels 2 vsread`) streams closer to a plain read without
@@ -96,16 +102,17 @@ typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA
  *     Q8_0 1.05, 1.12); 1 KB ahead lost 8-9% against 4 KB, 2 and 8 KB
  *     were 0-5% slower, and asking for the next group's bytes at once
  *     before each call (matmul.c) 7-11% slower than the kernels' 4 KB.
- *     Other CPUs ask for nothing ahead in batched calls (not measured).
+ *     AVX2-only CPUs ask for nothing ahead in batched calls (not measured).
  *   - AVX2 kernels (x16_avx2.c, x4_avx2.c), 8 KB ahead, no start (Zen 3,
  *     session 12: against 16 KB, Q8_0 0.865 -> 0.879, Q4_K 0.885 -> 0.904,
  *     Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB
  *     no better; nothing ahead was not measured there). */
 extern int pa_prefetch_avx512, pa_prefetch_x4, pa_prefetch_avx2, pa_prefetch_start, pa_prefetch_batch;
-/* Sets the one-token distances for a model whose matrices hold
- * weight_bytes, where the CPU's best distance was measured to depend on it
- * (above: Intel with AVX-512), unless PASADA_PREFETCH(_X4) set them. For
- * the whole process: the last model a context was made for decides. */
+/* Sets the one-token and batched distances for a model whose matrices
+ * hold weight_bytes, where the CPU's best distance was measured to depend
+ * on it (above: Intel with AVX-512), unless PASADA_PREFETCH(_X4, _BATCH)
+ * set them. For the whole process: the last model a context was made for
+ * decides. */
 void pa_kernels_fit_prefetch(uint64_t weight_bytes);
 /* How far ahead a SIMD kernel's call of nt tokens asks for its weights:
  * one_token (its family's one-token distance) for one token, else

@@ -37,9 +37,9 @@ static bool env_bytes(const char *name, int *out) {
   return false;
 }
 
-/* Whether PASADA_PREFETCH / PASADA_PREFETCH_X4 set the one-token distances
- * (pa_kernels_fit_prefetch leaves them then). */
-static bool env_one_token, env_x4;
+/* Whether PASADA_PREFETCH, PASADA_PREFETCH_X4 or PASADA_PREFETCH_BATCH
+ * set the distances (pa_kernels_fit_prefetch leaves them then). */
+static bool env_one_token, env_x4, env_batch;
 
 static void tables_init(void) {
   const pa_cpu_features *f = pa_cpu();
@@ -54,7 +54,7 @@ static void tables_init(void) {
     pa_prefetch_avx512 = pa_prefetch_x4 = pa_prefetch_avx2 = v;
   if ((env_x4 = env_bytes("PASADA_PREFETCH_X4", &v))) pa_prefetch_x4 = v;
   if (env_bytes("PASADA_PREFETCH_START", &v)) pa_prefetch_start = v;
-  if (env_bytes("PASADA_PREFETCH_BATCH", &v)) pa_prefetch_batch = v;
+  if ((env_batch = env_bytes("PASADA_PREFETCH_BATCH", &v))) pa_prefetch_batch = v;
   has_avx2 = f->avx2 && f->fma && f->f16c;
   has_avx512 = has_avx2 && f->avx512f && f->avx512bw && f->avx512vl;
   has_avx512_vnni = has_avx512 && f->avx512vnni;
@@ -92,11 +92,12 @@ static void tables_init(void) {
 void pa_kernels_fit_prefetch(uint64_t weight_bytes) {
   pthread_once(&tables_once, tables_init);
   const pa_cpu_features *f = pa_cpu();
-  if (f->amd || !f->avx512f || env_one_token) return;
+  if (f->amd || !f->avx512f) return;
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const int d = l3 > 0 && weight_bytes <= (uint64_t)l3 / 4 ? 8192 : 3072;
-  pa_prefetch_avx512 = d;
-  if (!env_x4) pa_prefetch_x4 = d;
+  if (!env_one_token) pa_prefetch_avx512 = d;
+  if (!env_one_token && !env_x4) pa_prefetch_x4 = d;
+  if (!env_batch) pa_prefetch_batch = d;
 }
 
 const pa_cpu_kernels *pa_kernels_avx2(void) {
