@@ -132,9 +132,21 @@ BODY const uint8_t *a_tile(const uint8_t *const *xp, int nt, bool even, int64_t 
  * 1.07-1.20x (32 KB T2 and 128 KB T1 equal). Prefetches past the matrix's
  * end never fault. */
 #define AMX_PREFETCH 32768
+/* And Q8_0, whose B tiles are loaded from the records themselves, asks in
+ * a call's first pass over the weights (`stream`) for each record's lines
+ * AMX_PREFETCH_L1 bytes ahead into L1 as well, so that the tile loads find
+ * them there (session 22, Intel with AMX, alternated in one process:
+ * SmolLM2's output head alone for 16 tokens, weights cold, 1.77-1.90 ->
+ * 1.58-1.59 ms with 1-4 KB; ab-x16-amx, one thread, 4096 groups of 576
+ * columns from memory: 1.062-1.067x faster; 16-user decode steps
+ * 0.963-0.977 of the time on Gemma 3, 0.985-0.998 on SmolLM2, whose output
+ * heads are Q8_0; prefill 1.00-1.01; in every pass, prefill of the 1B
+ * Q8_0 shape took 1.038). Q4/Q5 read their records a chunk ahead, where
+ * it cost 2.3% (0.977). */
+#define AMX_PREFETCH_L1 2048
 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   int nt, float *y, int64_t ldy) {
+                   int nt, float *y, int64_t ldy, const int stream) {
   const int64_t nb = cols / 32;
   const size_t rec = x16_rec(kind);
   /* The A tile is read with one stride: the tokens' packed rows when they
@@ -155,6 +167,9 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     const int s = (int)(b & 1), i = (int)(b % CHUNK);
     for (size_t l = 0; l < rec; l += 64)
       _mm_prefetch((const char *)wg + (size_t)b * rec + AMX_PREFETCH + l, _MM_HINT_T2);
+    if (kind == K_Q8_0 && stream)
+      for (size_t l = 0; l < rec; l += 64)
+        _mm_prefetch((const char *)wg + (size_t)b * rec + AMX_PREFETCH_L1 + l, _MM_HINT_T0);
     if (kind != K_Q8_0 && i == 0) unpack_chunk(kind, wg, b, nb - b < CHUNK ? (int)(nb - b) : CHUNK, wb);
     const uint8_t *bt = kind == K_Q8_0 ? wg + (size_t)b * rec : wb[i][0];
     xb[s] = a_tile(xp, nt, even, b, xa[s]);
@@ -180,9 +195,9 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         vnni.run(cols, wg, xp + t0, nt - t0 < PA_X16_TOKENS ? nt - t0 : PA_X16_TOKENS,    \
                  y + t0 * ldy, ldy, stream);                                              \
     else if (nt == 16)                                                                    \
-      run_body(kind, cols, wg, xp, 16, y, ldy);                                           \
+      run_body(kind, cols, wg, xp, 16, y, ldy, stream);                                   \
     else                                                                                  \
-      run_body(kind, cols, wg, xp, nt, y, ldy);                                           \
+      run_body(kind, cols, wg, xp, nt, y, ldy, stream);                                   \
   }
 RUN(run_q8_0, K_Q8_0, pa_x16_vnni_q8_0)
 RUN(run_q4_0, K_Q4_0, pa_x16_vnni_q4_0)
