@@ -82,8 +82,10 @@ _Static_assert(PA_ATTN_SEG % PA_ATTN_TILE == 0, "segments are whole tiles");
  * against 161-180 ms per 48 steps of 16 users, 152-173 against 252-277 ms
  * per 64 steps of one user at 3000 positions; the AVX2 table there 4500-
  * 4670 -> 3675 ticks, the Q8 cache's kernels 2450-2500 -> 1970-2030; a
- * tile is still computed from L1 after its first reads. (Other CPUs: not
- * measured.) */
+ * tile is still computed from L1 after its first reads. On an Intel CPU
+ * with AMX (session 22) prefetcht0 and t1 were the same (1877-1907 against
+ * 1905-1921 ticks, 2 threads from memory) and prefetchnta 1.45x slower in
+ * the model. (Other CPUs: not measured.) */
 #define PA_ATTN_PF_RUNS 16
 typedef struct {
   const char *p[PA_ATTN_PF_RUNS];

@@ -523,7 +523,8 @@ static int32_t top_p_near(pa_sampler *s, const float *l, int32_t n, float max_l,
 static int32_t top_p_full(pa_sampler *s, const float *l, int32_t n, float max_l, float thr) {
   float *w = s->prob; /* scratch until prepare() fills it */
   weights(w, l, n, max_l, 1.0f, -INFINITY);
-  const int32_t near = top_p_near(s, l, n, max_l, thr, w, block_sums(s, w, n));
+  const double z = block_sums(s, w, n); /* the normaliser of both ways below */
+  const int32_t near = top_p_near(s, l, n, max_l, thr, w, z);
   if (near >= 0) return near;
 
   const float lo = block_min(l, n);
@@ -536,8 +537,6 @@ static int32_t top_p_full(pa_sampler *s, const float *l, int32_t n, float max_l,
   buckets(bk, l, n, max_l, floor_l, scale);
   for (int32_t i = 0; i < n; i++)
     if (bk[i] <= last) mass[bk[i]] += w[i];
-  double z = 0.0;
-  for (int32_t b = 0; b < PA_TOP_P_BUCKETS; b++) z += mass[b];
   const double top_p = s->p.top_p;
   double cum = 0.0;
   int32_t cross = last;
