@@ -46,74 +46,6 @@ void pa_bench_read_rss(uint64_t *rss, uint64_t *hwm) {
   fclose(f);
 }
 
-/* ---- ceilings in a child process ---- */
-
-typedef struct {
-  int status;
-  char message[512];
-  pa_bench_ceilings ceil;
-} ceilings_reply;
-
-static int write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-static int read_all(int fd, void *buf, size_t n) {
-  char *p = buf;
-  while (n) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    p += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
-/* The probes allocate a buffer larger than the caches; running them in a
- * child keeps it out of the benchmark's VmHWM. Falls back to running here
- * when fork is unavailable. The isa names are string literals, at the same
- * address in both processes. */
-static int measure_ceilings(int n_threads, pa_bench_ceilings *out) {
-  int fds[2];
-  if (pipe(fds) != 0) return pa_bench_measure_ceilings(n_threads, 0, out);
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return pa_bench_measure_ceilings(n_threads, 0, out);
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    ceilings_reply rep;
-    memset(&rep, 0, sizeof rep);
-    rep.status = pa_bench_measure_ceilings(n_threads, 0, &rep.ceil);
-    if (rep.status) snprintf(rep.message, sizeof rep.message, "%s", pa_last_error());
-    int rc = write_all(fds[1], &rep, sizeof rep);
-    _exit(rc ? 1 : 0);
-  }
-  close(fds[1]);
-  ceilings_reply rep;
-  int rc = read_all(fds[0], &rep, sizeof rep);
-  close(fds[0]);
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (rc) return pa_error(PASADA_ERR_IO, "the ceiling probes' process ended without an answer");
-  if (rep.status) return pa_error(rep.status, "%s", rep.message);
-  *out = rep.ceil;
-  return PASADA_OK;
-}
-
 /* ---- the model runs ---- */
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -253,20 +185,26 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   r->cpu_path = pa_cpu_describe();
   snprintf(r->model_name, sizeof r->model_name, "%s", base_name(p->model_path));
 
-  /* The model first (mapping and validating it is quick), so a bad file
-   * fails before seconds of probes; the probes run before any weight is
-   * touched and before the context's threads exist. */
+  /* The probes' child process first (forked while this process is small:
+   * see pa_bench_prober), then the model (mapping and validating it is
+   * quick), so a bad file fails before seconds of probes; the probes run
+   * before any weight is touched and before the context's threads exist. */
   pasada_model *model = NULL;
   pasada_context *ctx = NULL;
   runner rn = {0};
   int32_t *prompt = NULL;
   double *pp_rates = NULL, *tg_rates = NULL;
-  if ((rc = pasada_model_load(p->model_path, NULL, &model))) return rc;
+  pa_bench_prober prober = {0};
+  if (!p->skip_ceilings) pa_bench_prober_start(&prober, n_threads);
+  if ((rc = pasada_model_load(p->model_path, NULL, &model))) {
+    pa_bench_prober_close(&prober);
+    return rc;
+  }
   PROGRESS(p, "loaded %s (%s)\n", p->model_path, pasada_model_arch(model));
 
   if (!p->skip_ceilings) {
     PROGRESS(p, "measuring ceilings on %d thread%s...\n", n_threads, n_threads > 1 ? "s" : "");
-    if ((rc = measure_ceilings(n_threads, &r->ceil_before))) goto done;
+    if ((rc = pa_bench_prober_measure(&prober, n_threads, &r->ceil_before))) goto done;
     r->ceil = r->ceil_before;
     r->have_ceilings = true;
     PROGRESS(p,
@@ -359,7 +297,8 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   pasada_seq_truncate(ctx, 0, 0);
   if (r->have_ceilings) { /* again, after the runs: each ceiling the higher of the two */
     PROGRESS(p, "measuring ceilings again...\n");
-    if ((rc = measure_ceilings(n_threads, &r->ceil_after))) goto done;
+    if ((rc = pa_bench_prober_measure(&prober, n_threads, &r->ceil_after))) goto done;
+    pa_bench_prober_close(&prober);
     if (r->ceil_after.read_gbs > r->ceil.read_gbs) r->ceil.read_gbs = r->ceil_after.read_gbs;
     if (r->ceil_after.fma_gflops > r->ceil.fma_gflops) r->ceil.fma_gflops = r->ceil_after.fma_gflops;
     if (r->ceil_after.int8_gops > r->ceil.int8_gops) r->ceil.int8_gops = r->ceil_after.int8_gops;
@@ -373,6 +312,7 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   r->rss_over_budget = budget > 0 ? (double)r->rss_bytes / budget : 0;
 
 done:
+  pa_bench_prober_close(&prober);
   free(rn.tok);
   free(rn.pos);
   free(rn.seq);

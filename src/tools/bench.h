@@ -30,6 +30,36 @@ typedef struct {
  * read buffer's size: max(1 GiB, 4 x the last-level cache), capped at a
  * quarter of the available memory. Returns a pasada_status (message set). */
 int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_ceilings *out);
+/* The read probe's buffer, kept from one measurement to the next. */
+typedef struct {
+  uint8_t *p;
+  uint64_t bytes, huge; /* size, and of it in 2 MB pages */
+  bool mapped;          /* by pa_map_huge (else pa_alloc) */
+} pa_bench_buffer;
+/* As pa_bench_measure_ceilings, reading from *keep's buffer when it holds one
+ * (buffer_bytes 0: its size) and leaving the buffer there for the next call. */
+int pa_bench_measure_ceilings_keep(int n_threads, uint64_t buffer_bytes, pa_bench_buffer *keep,
+                                   pa_bench_ceilings *out);
+void pa_bench_buffer_release(pa_bench_buffer *b);
+
+/* The probes in a child process that keeps its read buffer mapped from one
+ * measurement to the next and frees it only at pa_bench_prober_close.
+ * Why a child: the buffer stays out of the benchmark's VmRSS and VmHWM. Why
+ * it waits: freeing gigabytes is not free on a virtual machine. A guest
+ * with free page reporting (virtio-balloon) hands freed 2 MB pages back to
+ * the host a second or two later, in a kernel worker that takes a CPU from
+ * the run being timed: on a 2-vCPU KVM guest, a freed 1.9 GB probe buffer
+ * slowed the second and fourth tg runs after it by 17% and 8% (1B Q4_K_M,
+ * 28.6-31.6 against 34.3 tok/s). Start it before loading the model, so the
+ * child shares none of the weights' pages (a parent writing to a page the
+ * child shares copies it); measure starts it if start was not called, and
+ * measures here when fork fails. Zero-initialize the struct. */
+typedef struct {
+  int pid, req_fd, rep_fd, n_threads;
+} pa_bench_prober;
+void pa_bench_prober_start(pa_bench_prober *pr, int n_threads);
+int pa_bench_prober_measure(pa_bench_prober *pr, int n_threads, pa_bench_ceilings *out);
+void pa_bench_prober_close(pa_bench_prober *pr); /* ends the child, freeing its buffer */
 /* The read probe's loop on one thread: streams bytes [p, p + n) (p 64-byte
  * aligned; a tail past the last multiple of 256 bytes is not read) with the
  * widest loads this CPU has, and returns a value of every byte read (so the

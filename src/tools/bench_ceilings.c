@@ -4,10 +4,12 @@
  * int8-dot peak (independent chains in registers). The SIMD variants carry
  * their own target attributes and are picked at run time from pa_cpu(), so
  * the library still builds for baseline x86-64. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #if defined(__x86_64__)
@@ -401,20 +403,29 @@ static uint64_t anon_huge_bytes(void) { return proc_kb("/proc/self/smaps_rollup"
  * 2 MB pages where the kernel gives them), so the ceiling is that of the
  * memory the weights are read from: on Zen 3 with 4 KB pages the same loop
  * read 5-9% slower (a TLB miss, and its page walk, every 4 KB). */
-static int measure_read(probe *pr, uint64_t bytes, double *gbs, uint64_t *huge) {
+static int measure_read(probe *pr, uint64_t bytes, pa_bench_buffer *keep, double *gbs,
+                        uint64_t *huge) {
   pr->kind = PROBE_READ;
-  const uint64_t huge0 = anon_huge_bytes();
-  bool mapped = true;
-  pr->buf = pa_map_huge(bytes);
-  if (!pr->buf) mapped = false, pr->buf = pa_alloc(bytes);
-  if (!pr->buf)
-    return pa_error(PASADA_ERR_NOMEM, "cannot allocate the %.0f MiB bandwidth buffer",
-                    (double)bytes / (1 << 20));
+  pa_bench_buffer local = {0};
+  pa_bench_buffer *b = keep ? keep : &local;
+  if (b->p && b->bytes != bytes) pa_bench_buffer_release(b);
+  if (!b->p) {
+    const uint64_t huge0 = anon_huge_bytes();
+    b->mapped = true;
+    b->p = pa_map_huge(bytes);
+    if (!b->p) b->mapped = false, b->p = pa_alloc(bytes);
+    if (!b->p)
+      return pa_error(PASADA_ERR_NOMEM, "cannot allocate the %.0f MiB bandwidth buffer",
+                      (double)bytes / (1 << 20));
+    b->bytes = bytes;
+    /* nonzero contents, so every page is really backed (no shared zero page) */
+    memset(b->p, 0x5a, bytes);
+    const uint64_t huge1 = anon_huge_bytes();
+    b->huge = huge1 > huge0 ? (huge1 - huge0 < bytes ? huge1 - huge0 : bytes) : 0;
+  }
+  *huge = b->huge;
+  pr->buf = b->p;
   pr->bytes = bytes;
-  /* nonzero contents, so every page is really backed (no shared zero page) */
-  memset(pr->buf, 0x5a, bytes);
-  const uint64_t huge1 = anon_huge_bytes();
-  *huge = huge1 > huge0 ? (huge1 - huge0 < bytes ? huge1 - huge0 : bytes) : 0;
   double best = 0, t;
   int rc = PASADA_OK;
   for (int pass = 0; pass < 6 && !rc; pass++) {
@@ -422,13 +433,20 @@ static int measure_read(probe *pr, uint64_t bytes, double *gbs, uint64_t *huge) 
     /* the first pass is a warm-up (TLB, frequency) */
     if (!rc && pass > 0 && t > 0 && bytes / t > best) best = (double)bytes / t;
   }
-  if (mapped)
-    pa_unmap_huge(pr->buf, bytes);
-  else
-    pa_free(pr->buf);
   pr->buf = NULL;
+  pa_bench_buffer_release(&local);
   *gbs = best / 1e9;
   return rc;
+}
+
+void pa_bench_buffer_release(pa_bench_buffer *b) {
+  if (b->p) {
+    if (b->mapped)
+      pa_unmap_huge(b->p, b->bytes);
+    else
+      pa_free(b->p);
+  }
+  memset(b, 0, sizeof *b);
 }
 
 /* Calibrates the iteration count to ~0.15 s a pass, then the best of three. */
@@ -457,10 +475,12 @@ static int measure_compute(probe *pr, probe_kind kind, double *per_s, const char
   return PASADA_OK;
 }
 
-int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_ceilings *out) {
+int pa_bench_measure_ceilings_keep(int n_threads, uint64_t buffer_bytes, pa_bench_buffer *keep,
+                                   pa_bench_ceilings *out) {
   memset(out, 0, sizeof *out);
   if (n_threads < 1 || n_threads > 256)
     return pa_error(PASADA_ERR_ARG, "thread count %d is out of range [1, 256]", n_threads);
+  if (!buffer_bytes && keep && keep->p) buffer_bytes = keep->bytes;
   if (!buffer_bytes) {
     uint64_t avail = mem_available(), llc4 = 4 * llc_bytes();
     buffer_bytes = (uint64_t)1 << 30;
@@ -480,7 +500,7 @@ int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_cei
   out->n_threads = n_threads;
   out->read_bytes = buffer_bytes;
   double flops = 0, ops = 0;
-  int rc = measure_read(pr, buffer_bytes, &out->read_gbs, &out->read_huge_bytes);
+  int rc = measure_read(pr, buffer_bytes, keep, &out->read_gbs, &out->read_huge_bytes);
   if (!rc) rc = measure_compute(pr, PROBE_FMA, &flops, &out->fma_isa);
   if (!rc) rc = measure_compute(pr, PROBE_INT8, &ops, &out->int8_isa);
   out->fma_gflops = flops / 1e9;
@@ -488,3 +508,115 @@ int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_cei
   pa_free(pr);
   return rc;
 }
+
+int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_ceilings *out) {
+  return pa_bench_measure_ceilings_keep(n_threads, buffer_bytes, NULL, out);
+}
+
+/* ---- the probes in a child process ---- */
+
+typedef struct {
+  int status;
+  char message[512];
+  pa_bench_ceilings ceil;
+} prober_reply;
+
+static int write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int read_all(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* The child: waits for a request, measures, answers, and keeps its buffer
+ * mapped for the next request; the end of the request pipe (the parent
+ * closed it, or died) ends it. */
+static void prober_child(int n_threads, int req_fd, int rep_fd) {
+  pa_bench_buffer buf = {0};
+  char c;
+  while (read_all(req_fd, &c, 1) == 0) {
+    prober_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.status = pa_bench_measure_ceilings_keep(n_threads, 0, &buf, &rep.ceil);
+    if (rep.status) snprintf(rep.message, sizeof rep.message, "%s", pa_last_error());
+    if (write_all(rep_fd, &rep, sizeof rep)) break;
+  }
+  pa_bench_buffer_release(&buf);
+  _exit(0);
+}
+
+static void prober_stop(pa_bench_prober *pr) {
+  if (pr->req_fd > 0) close(pr->req_fd);
+  if (pr->rep_fd > 0) close(pr->rep_fd);
+  if (pr->pid > 0) {
+    int wstatus = 0;
+    while (waitpid(pr->pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pr->pid = pr->req_fd = pr->rep_fd = 0;
+}
+
+void pa_bench_prober_start(pa_bench_prober *pr, int n_threads) {
+  if (pr->pid > 0) {
+    if (pr->n_threads == n_threads) return;
+    prober_stop(pr);
+  }
+  pr->n_threads = n_threads;
+  int req[2], rep[2];
+  if (pipe(req) != 0) return;
+  if (pipe(rep) != 0) {
+    close(req[0]), close(req[1]);
+    return;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(req[0]), close(req[1]), close(rep[0]), close(rep[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(req[1]);
+    close(rep[0]);
+    prober_child(n_threads, req[0], rep[1]);
+  }
+  close(req[0]);
+  close(rep[1]);
+  pr->pid = pid;
+  pr->req_fd = req[1];
+  pr->rep_fd = rep[0];
+}
+
+int pa_bench_prober_measure(pa_bench_prober *pr, int n_threads, pa_bench_ceilings *out) {
+  if (n_threads < 1 || n_threads > 256)
+    return pa_error(PASADA_ERR_ARG, "thread count %d is out of range [1, 256]", n_threads);
+  pa_bench_prober_start(pr, n_threads);
+  if (pr->pid <= 0) return pa_bench_measure_ceilings(n_threads, 0, out); /* no child */
+  char c = 'm';
+  prober_reply rep;
+  if (write_all(pr->req_fd, &c, 1) || read_all(pr->rep_fd, &rep, sizeof rep)) {
+    prober_stop(pr);
+    return pa_error(PASADA_ERR_IO, "the ceiling probes' process ended without an answer");
+  }
+  if (rep.status) return pa_error(rep.status, "%s", rep.message);
+  *out = rep.ceil;
+  return PASADA_OK;
+}
+
+void pa_bench_prober_close(pa_bench_prober *pr) { prober_stop(pr); }

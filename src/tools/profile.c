@@ -564,6 +564,9 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   struct pa_profiler *prof = NULL;
   int32_t *step_tok = NULL; /* --parallel: each sequence's next token */
   int8_t *all_logits = NULL;
+  pa_bench_prober prober = {0}; /* holds the read buffer until the runs end */
+  /* the probes' child, forked before the model is loaded (pa_bench_prober) */
+  if (!p->skip_ceilings && !p->off) pa_bench_prober_start(&prober, n_threads);
   if ((rc = pasada_model_load(p->model_path, NULL, &st.model))) goto fail;
   const struct pa_model *m = st.model;
   snprintf(r->arch, sizeof r->arch, "%s", pasada_model_arch(st.model));
@@ -575,7 +578,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   if (!p->skip_ceilings && !p->off) {
     PROGRESS(p, "measuring this machine's ceilings once, on %d thread%s (read bandwidth, fp32 FMA, int8 dot)...\n",
              n_threads, n_threads > 1 ? "s" : "");
-    if ((rc = pa_bench_measure_ceilings(n_threads, 0, &r->ceil))) goto fail;
+    if ((rc = pa_bench_prober_measure(&prober, n_threads, &r->ceil))) goto fail;
     r->have_ceilings = true;
     PROGRESS(p, "read %.1f GB/s, fp32 FMA %.1f GFLOP/s (%s), int8 dot %.1f GOP/s (%s)\n", r->ceil.read_gbs,
              r->ceil.fma_gflops, r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa);
@@ -805,6 +808,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   *out = r;
   r = NULL;
 fail:
+  pa_bench_prober_close(&prober);
   if (prof) {
     free(prof->slots);
     free(prof->ev);

@@ -2,7 +2,9 @@
 prints, bad arguments exit 2 and runtime failures exit 1, each with one line
 on stderr. Functional only: no assertion on speed."""
 import json
+import os
 import subprocess
+import time
 
 import pytest
 
@@ -173,3 +175,60 @@ def test_invalid_model_exits_1(pasada_bin, tmp_path):
     res = run(pasada_bin, "-m", bad, "-p", 8, "-n", 2, "-r", 1, "--no-ceilings", "-q")
     assert res.returncode == 1
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def processes_with(arg):
+    """{pid: VmRSS in bytes} of the processes whose command line has arg."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if arg.encode() not in argv:
+                continue
+            with open(f"/proc/{d}/status") as f:
+                rss = [int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")]
+            out[int(d)] = rss[0] if rss else 0
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def wait_for(cond, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+def test_probe_child_holds_its_buffer_and_ends_with_bench(pasada_bin, smollm2, tmp_path):
+    """The probes run in a child process that keeps its read buffer mapped
+    through the timed runs (freeing gigabytes during them costs a CPU on a
+    virtual machine) and ends when bench does: after a normal exit, and
+    after the bench process is killed."""
+    model = tmp_path / f"probe-child-{os.getpid()}.gguf"
+    model.symlink_to(smollm2)
+    res = run(pasada_bin, "-m", model, "-p", 0, "-n", 4, "-r", 1, "-t", 1, "--json", "-q")
+    assert res.returncode == 0, res.stderr
+    buffer_bytes = json.loads(res.stdout)["ceilings"]["read_buffer_bytes"]
+    assert wait_for(lambda: not processes_with(str(model)), 10), "the probe child outlived bench"
+
+    proc = subprocess.Popen([str(pasada_bin), "bench", "-m", str(model), "-p", "0", "-n", "64", "-r", "1000",
+                             "-t", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:  # progress: the first timed run has ended
+            if "run 1/" in line:
+                break
+        procs = processes_with(str(model))
+        children = {pid: rss for pid, rss in procs.items() if pid != proc.pid}
+        assert len(children) == 1, procs
+        # the child still holds the buffer it read (nearly all of it resident)
+        assert list(children.values())[0] >= 0.9 * buffer_bytes, (children, buffer_bytes)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert wait_for(lambda: not processes_with(str(model)), 10), "the probe child outlived a killed bench"
