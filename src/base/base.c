@@ -1,6 +1,7 @@
 /* base.c: error messages, logging, allocation, clocks and CPU features. */
 #include "base/base.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,22 @@ void *pa_map_huge(size_t size) {
 
 void pa_unmap_huge(void *p, size_t size) {
   if (p) munmap(p, (size + 4095) / 4096 * 4096);
+}
+
+bool pa_populate(void *p, size_t size) {
+  if (!p || !size) return true;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+  uint8_t *b = p;
+  uintptr_t lo = (uintptr_t)b & ~(uintptr_t)4095;
+  const size_t len = (size_t)((uintptr_t)b + size - lo);
+  if (madvise((void *)lo, len, MADV_POPULATE_WRITE) == 0) return true;
+  if (errno != EINVAL) return false; /* ENOMEM and the like: the memory is not there */
+  volatile uint8_t *v = b; /* an older kernel: a write per page */
+  for (size_t i = 0; i < size; i += 4096) v[i] = 0;
+  v[size - 1] = 0;
+  return true;
 }
 
 char *pa_strdup(const char *s) {

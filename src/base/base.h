@@ -38,6 +38,12 @@ char *pa_strdup(const char *s);
  * whose walk misses the cache too. NULL on failure. */
 void *pa_map_huge(size_t size);
 void pa_unmap_huge(void *p, size_t size); /* the same size */
+/* Faults in every page of [p, p + size) for writing now (MADV_POPULATE_WRITE;
+ * on a kernel without it, a zero written to each 4 KB page: for memory known
+ * to be zero), so the memory is committed here and not on first use; the
+ * pages come as madvise asked (pa_map_huge's 2 MB ones). False when the
+ * kernel could not supply them (ENOMEM). */
+bool pa_populate(void *p, size_t size);
 
 /* Monotonic clock in seconds. */
 double pa_time_s(void);

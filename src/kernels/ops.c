@@ -137,15 +137,22 @@ static float q8_row_plain(int8_t *q, const float *x, int64_t n) {
   return scale;
 }
 
+static void add_plain(float *x, const float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
 static const pa_ops_kernels table_plain = {"plain",          exp_plain_rows,   silu_mul_plain,
                                            gelu_tanh_mul_plain, f32_to_f16_plain, f16_to_f32_plain,
-                                           q8_row_plain,     rmsnorm_plain,    rope_plain};
+                                           q8_row_plain,     rmsnorm_plain,    rope_plain,
+                                           add_plain};
 static const pa_ops_kernels table_avx2 = {"avx2",          pa_exp_avx2,        pa_silu_mul_avx2,
                                           pa_gelu_tanh_mul_avx2, pa_f32_to_f16_avx2, pa_f16_to_f32_avx2,
-                                          pa_q8_row_avx2,  pa_rmsnorm_avx2,    pa_rope_avx2};
+                                          pa_q8_row_avx2,  pa_rmsnorm_avx2,    pa_rope_avx2,
+                                          pa_add_avx2};
 static const pa_ops_kernels table_avx512 = {"avx512",          pa_exp_avx512,        pa_silu_mul_avx512,
                                             pa_gelu_tanh_mul_avx512, pa_f32_to_f16_avx512, pa_f16_to_f32_avx512,
-                                            pa_q8_row_avx512,  pa_rmsnorm_avx512,    pa_rope_avx512};
+                                            pa_q8_row_avx512,  pa_rmsnorm_avx512,    pa_rope_avx512,
+                                            pa_add_avx512};
 
 const pa_ops_kernels *pa_ops_plain(void) { return &table_plain; }
 
@@ -203,9 +210,7 @@ void pa_softmax(float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void pa_add(float *x, const float *y, int64_t n) {
-  for (int64_t i = 0; i < n; i++) x[i] += y[i];
-}
+void pa_add(float *x, const float *y, int64_t n) { pa_ops_current()->add(x, y, n); }
 
 void pa_scale(float *x, float s, int64_t n) {
   for (int64_t i = 0; i < n; i++) x[i] *= s;

@@ -300,6 +300,35 @@ static void check_q8_row(const pa_ops_kernels *k) {
   }
 }
 
+/* add: the plain loop's bits for every length 1..70 at offsets 0..3 (fresh
+ * random values with infinities among them), nothing outside [off, off + n)
+ * written, and x += x (the operands may be one array). */
+static void check_add(const pa_ops_kernels *k) {
+  enum { M = 80 };
+  float x[M], y[M], want[M], got[M];
+  for (int off = 0; off < 4; off++)
+    for (int n = 1; off + n <= M && n <= 70; n++) {
+      for (int i = 0; i < M; i++) {
+        x[i] = rnd_range(-1e3, 1e3);
+        y[i] = rnd_range(-1e3, 1e3);
+      }
+      x[off + n / 2] = INFINITY;
+      y[off + n / 3] = -1e38f;
+      memcpy(want, x, sizeof x);
+      memcpy(got, x, sizeof x);
+      pa_ops_plain()->add(want + off, y + off, n);
+      k->add(got + off, y + off, n);
+      if (memcmp(got, want, sizeof got) && failures++ < 10)
+        printf("FAIL %s add: length %d at offset %d differs from the plain loop\n", k->name, n,
+               off);
+      for (int i = 0; i < off + n; i++) want[i] = x[i] + x[i];
+      memcpy(got, x, sizeof x);
+      k->add(got, got, off + n);
+      if (memcmp(got, want, (size_t)(off + n) * sizeof(float)) && failures++ < 10)
+        printf("FAIL %s add: x += x over %d values\n", k->name, off + n);
+    }
+}
+
 int main(void) {
   test_seed("test_ops");
   const pa_ops_kernels *tables[] = {pa_ops_plain(), pa_ops_avx2(), pa_ops_avx512()};
@@ -320,6 +349,7 @@ int main(void) {
     check_f16(k);
     check_q8_row(k);
     check_norm_rope(k);
+    check_add(k);
     printf("  %-7s max relative error vs double: exp %.2e; silu_mul, gelu_tanh_mul: %.2f, %.2f of the bound\n",
            k->name, we, ws, wg);
   }

@@ -58,6 +58,13 @@ AVX2 void pa_exp_avx2(float *y, const float *x, int64_t n) {
   }
 }
 
+AVX2 void pa_add_avx2(float *x, const float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; i++) x[i] += y[i];
+}
+
 AVX2 void pa_silu_mul_avx2(float *gate, const float *up, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)

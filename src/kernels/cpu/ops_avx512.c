@@ -61,6 +61,17 @@ AVX512 void pa_silu_mul_avx512(float *gate, const float *up, int64_t n) {
   }
 }
 
+AVX512 void pa_add_avx512(float *x, const float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(x + i, _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    const __mmask16 m = pa_lanes16(n - i);
+    const __m512 a = _mm512_maskz_loadu_ps(m, x + i), b = _mm512_maskz_loadu_ps(m, y + i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_add_ps(a, b));
+  }
+}
+
 AVX512 void pa_gelu_tanh_mul_avx512(float *gate, const float *up, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 m = pa_lanes16(n - i);
