@@ -82,22 +82,26 @@ static void reference(const pasada_sampler_params *p, const float *l, int32_t n,
 }
 
 /* Largest |sampler - reference| over the vocabulary; also counts the tokens
- * where one side excludes a token the other keeps. */
+ * where one side excludes a token the other keeps, and their share of the
+ * untruncated distribution's mass (the one top-p cuts). */
 static double compare_to_reference(pasada_sampler_params p, const float *l, int32_t n,
-                                   int32_t *support_mismatch) {
+                                   int32_t *support_mismatch, double *mismatch_mass) {
   pasada_sampler *s = make(p, n);
   float *got = malloc((size_t)n * sizeof *got);
   double *want = malloc((size_t)n * sizeof *want);
   int st = pa_sampler_distribution(s, l, n, got);
   CHECK(st == PASADA_OK, "%s", pa_last_error());
   reference(&p, l, n, want);
-  double worst = 0;
+  double worst = 0, mx = -INFINITY, z = 0, mass = 0;
+  for (int32_t i = 0; i < n; i++) mx = l[i] > mx ? l[i] : mx;
+  for (int32_t i = 0; i < n; i++) z += isfinite(l[i]) ? exp(l[i] - mx) : 0.0;
   *support_mismatch = 0;
   for (int32_t i = 0; i < n; i++) {
     double d = fabs(got[i] - want[i]);
     if (d > worst) worst = d;
-    if ((got[i] > 0) != (want[i] > 0)) (*support_mismatch)++;
+    if ((got[i] > 0) != (want[i] > 0)) (*support_mismatch)++, mass += exp(l[i] - mx) / z;
   }
+  *mismatch_mass = mass;
   free(got);
   free(want);
   pasada_sampler_free(s);
@@ -148,6 +152,16 @@ static void test_greedy(void) {
       if (r == 1) l[i] = -INFINITY;
     }
     if (rep % 3 == 0) l[rep % 2 ? m - 1 : 0] = 100.0f;
+    if (rep % 5 == 0) { /* a tie for the best, the second copy first or last in its vector */
+      const int32_t a = (int32_t)(test_uniform() * m), b = (int32_t)(test_uniform() * m);
+      l[a] = l[b] = 200.0f;
+    }
+    if (rep % 11 == 0) { /* the best a tie of -0 and +0 */
+      for (int32_t i = 0; i < m; i++)
+        if (l[i] > 0.0f) l[i] = -l[i];
+      l[(int32_t)(test_uniform() * m)] = -0.0f;
+      l[(int32_t)(test_uniform() * m)] = 0.0f;
+    }
     if (rep % 7 == 0)
       for (int32_t i = 0; i < m; i++) l[i] = i % 2 ? NAN : -INFINITY;
     int32_t want = 0;
@@ -241,14 +255,20 @@ static void test_distribution(void) {
  * (they must weigh nothing and never be drawn), and 24 likely tokens
  * spread over many blocks: the draws follow their probabilities (chi-square
  * over the 24 and the rest together). */
-/* The sampler's distribution against the reference's: a token exactly at
- * the top-p boundary may fall either way by rounding of the cumulative
- * sum, so one kept by one side only is allowed. */
+/* The sampler's distribution against the reference's: a token at the top-p
+ * boundary may fall either way by rounding of the cumulative sum (the
+ * sampler's float weights against the reference's doubles), so tokens kept
+ * by one side only are allowed when there is one, or when together they
+ * hold under 1e-6 of the mass: a flat tail of 131075 tokens puts several
+ * within that rounding of the boundary (one case: five tokens of 3.2e-8
+ * each, their weights within 2e-4 of each other). */
 static void check_reference(pasada_sampler_params p, const float *l, int32_t n, const char *what,
                             size_t c) {
   int32_t mismatch;
-  double worst = compare_to_reference(p, l, n, &mismatch);
-  CHECK(mismatch <= 1, "%s case %zu: %d tokens kept by one side only", what, c, mismatch);
+  double mass;
+  double worst = compare_to_reference(p, l, n, &mismatch, &mass);
+  CHECK(mismatch <= 1 || mass < 1e-6,
+        "%s case %zu: %d tokens (%.3g of the mass) kept by one side only", what, c, mismatch, mass);
   CHECK(worst < 1e-4, "%s case %zu: max difference %g", what, c, worst);
 }
 
