@@ -152,7 +152,7 @@ static void test_greedy(void) {
       if (r == 1) l[i] = -INFINITY;
     }
     if (rep % 3 == 0) l[rep % 2 ? m - 1 : 0] = 100.0f;
-    if (rep % 5 == 0) { /* a tie for the best, the second copy first or last in its vector */
+    if (rep % 5 == 0) { /* a tie for the best at two random places (or one) */
       const int32_t a = (int32_t)(test_uniform() * m), b = (int32_t)(test_uniform() * m);
       l[a] = l[b] = 200.0f;
     }
