@@ -107,10 +107,11 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
                     (long long)n_blocks, block_size);
   }
   /* Committed now, as a server's "memory allocated once at start" means:
-   * faulting each page in on its first store cost ~5% of a 16-user
-   * serving run's CPU samples (clear_page, SmolLM2, a fresh 1 GB pool,
-   * every new position a new page), and an overcommitted machine would
-   * fail then, in the middle of a request, rather than here. */
+   * an overcommitted machine would otherwise fail at some later first
+   * store, in the middle of a request, rather than here. (The faults
+   * themselves had 4.6% of perf's samples of a 16-user SmolLM2 serving
+   * run, a fresh 1 GB pool, the kernel zeroing pages under the KV stores;
+   * the run's throughput moved less than its noise without them.) */
   if (!pa_populate(kv->mem, kv->mem_bytes)) {
     const double mib = (double)kv->mem_bytes / (1 << 20);
     pa_kv_free(kv);
