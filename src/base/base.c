@@ -110,8 +110,8 @@ bool pa_populate(void *p, size_t size) {
   uintptr_t lo = (uintptr_t)b & ~(uintptr_t)4095;
   const size_t len = (size_t)((uintptr_t)b + size - lo);
   if (madvise((void *)lo, len, MADV_POPULATE_WRITE) == 0) return true;
-  if (errno != EINVAL) return false; /* ENOMEM and the like: the memory is not there */
-  volatile uint8_t *v = b; /* an older kernel: a write per page */
+  if (errno == ENOMEM) return false; /* the memory is not there */
+  volatile uint8_t *v = b; /* a kernel without it (EINVAL), or one that refuses: a write per page */
   for (size_t i = 0; i < size; i += 4096) v[i] = 0;
   v[size - 1] = 0;
   return true;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -579,8 +580,10 @@ void pa_bench_prober_start(pa_bench_prober *pr, int n_threads) {
     prober_stop(pr);
   }
   pr->n_threads = n_threads;
+  /* requests on a socket, so that one sent to a child that died fails
+   * (MSG_NOSIGNAL) instead of killing this process with SIGPIPE */
   int req[2], rep[2];
-  if (pipe(req) != 0) return;
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, req) != 0) return;
   if (pipe(rep) != 0) {
     close(req[0]), close(req[1]);
     return;
@@ -610,7 +613,10 @@ int pa_bench_prober_measure(pa_bench_prober *pr, int n_threads, pa_bench_ceiling
   if (pr->pid <= 0) return pa_bench_measure_ceilings(n_threads, 0, out); /* no child */
   char c = 'm';
   prober_reply rep;
-  if (write_all(pr->req_fd, &c, 1) || read_all(pr->rep_fd, &rep, sizeof rep)) {
+  ssize_t sent;
+  while ((sent = send(pr->req_fd, &c, 1, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (sent != 1 || read_all(pr->rep_fd, &rep, sizeof rep)) {
     prober_stop(pr);
     return pa_error(PASADA_ERR_IO, "the ceiling probes' process ended without an answer");
   }

@@ -3,6 +3,7 @@ prints, bad arguments exit 2 and runtime failures exit 1, each with one line
 on stderr. Functional only: no assertion on speed."""
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -232,3 +233,24 @@ def test_probe_child_holds_its_buffer_and_ends_with_bench(pasada_bin, smollm2, t
         proc.kill()
         proc.wait()
     assert wait_for(lambda: not processes_with(str(model)), 10), "the probe child outlived a killed bench"
+
+
+def test_probe_child_killed_is_a_clear_error(pasada_bin, smollm2, tmp_path):
+    """A probe child that dies (killed, out of memory) fails the benchmark
+    with one line and exit 1; sending it the next request must not kill
+    bench with SIGPIPE."""
+    model = tmp_path / f"probe-killed-{os.getpid()}.gguf"
+    model.symlink_to(smollm2)
+    proc = subprocess.Popen([str(pasada_bin), "bench", "-m", str(model), "-p", "0", "-n", "16", "-r", "3",
+                             "-t", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "run 1/" in line:
+            break
+    for pid in processes_with(str(model)):
+        if pid != proc.pid:
+            os.kill(pid, signal.SIGKILL)
+    lines += proc.stderr.readlines()
+    assert proc.wait(timeout=120) == 1, lines
+    assert lines[-1].startswith("pasada bench: ") and "probes' process" in lines[-1], lines
