@@ -4,10 +4,8 @@
  * (pp), then greedy generation one token per pasada_decode (tg), each timed
  * on its own. Derives achieved bandwidth and arithmetic rates from the
  * model's per-token costs (model_stats.c). Uses only the public API. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/base.h"
