@@ -30,18 +30,6 @@ typedef struct {
  * read buffer's size: max(1 GiB, 4 x the last-level cache), capped at a
  * quarter of the available memory. Returns a pasada_status (message set). */
 int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_ceilings *out);
-/* The read probe's buffer, kept from one measurement to the next. */
-typedef struct {
-  uint8_t *p;
-  uint64_t bytes, huge; /* size, and of it in 2 MB pages */
-  bool mapped;          /* by pa_map_huge (else pa_alloc) */
-} pa_bench_buffer;
-/* As pa_bench_measure_ceilings, reading from *keep's buffer when it holds one
- * (buffer_bytes 0: its size) and leaving the buffer there for the next call. */
-int pa_bench_measure_ceilings_keep(int n_threads, uint64_t buffer_bytes, pa_bench_buffer *keep,
-                                   pa_bench_ceilings *out);
-void pa_bench_buffer_release(pa_bench_buffer *b);
-
 /* The probes in a child process that keeps its read buffer mapped from one
  * measurement to the next and frees it only at pa_bench_prober_close.
  * Why a child: the buffer stays out of the benchmark's VmRSS and VmHWM. Why

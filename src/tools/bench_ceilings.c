@@ -400,16 +400,34 @@ static uint64_t llc_bytes(void) {
 /* This process's anonymous memory in 2 MB pages, or 0. */
 static uint64_t anon_huge_bytes(void) { return proc_kb("/proc/self/smaps_rollup", "AnonHugePages: %llu kB"); }
 
+/* The read probe's buffer, kept from one measurement to the next by the
+ * probes' child (pa_bench_prober). */
+typedef struct {
+  uint8_t *p;
+  uint64_t bytes, huge; /* size, and of it in 2 MB pages */
+  bool mapped;          /* by pa_map_huge (else pa_alloc) */
+} read_buffer;
+
+static void buffer_release(read_buffer *b) {
+  if (b->p) {
+    if (b->mapped)
+      pa_unmap_huge(b->p, b->bytes);
+    else
+      pa_free(b->p);
+  }
+  memset(b, 0, sizeof *b);
+}
+
 /* The buffer is mapped as the loader maps a model's weights (pa_map_huge:
  * 2 MB pages where the kernel gives them), so the ceiling is that of the
  * memory the weights are read from: on Zen 3 with 4 KB pages the same loop
  * read 5-9% slower (a TLB miss, and its page walk, every 4 KB). */
-static int measure_read(probe *pr, uint64_t bytes, pa_bench_buffer *keep, double *gbs,
+static int measure_read(probe *pr, uint64_t bytes, read_buffer *keep, double *gbs,
                         uint64_t *huge) {
   pr->kind = PROBE_READ;
-  pa_bench_buffer local = {0};
-  pa_bench_buffer *b = keep ? keep : &local;
-  if (b->p && b->bytes != bytes) pa_bench_buffer_release(b);
+  read_buffer local = {0};
+  read_buffer *b = keep ? keep : &local;
+  if (b->p && b->bytes != bytes) buffer_release(b);
   if (!b->p) {
     const uint64_t huge0 = anon_huge_bytes();
     b->mapped = true;
@@ -435,19 +453,9 @@ static int measure_read(probe *pr, uint64_t bytes, pa_bench_buffer *keep, double
     if (!rc && pass > 0 && t > 0 && bytes / t > best) best = (double)bytes / t;
   }
   pr->buf = NULL;
-  pa_bench_buffer_release(&local);
+  buffer_release(&local);
   *gbs = best / 1e9;
   return rc;
-}
-
-void pa_bench_buffer_release(pa_bench_buffer *b) {
-  if (b->p) {
-    if (b->mapped)
-      pa_unmap_huge(b->p, b->bytes);
-    else
-      pa_free(b->p);
-  }
-  memset(b, 0, sizeof *b);
 }
 
 /* Calibrates the iteration count to ~0.15 s a pass, then the best of three. */
@@ -476,8 +484,11 @@ static int measure_compute(probe *pr, probe_kind kind, double *per_s, const char
   return PASADA_OK;
 }
 
-int pa_bench_measure_ceilings_keep(int n_threads, uint64_t buffer_bytes, pa_bench_buffer *keep,
-                                   pa_bench_ceilings *out) {
+/* pa_bench_measure_ceilings, reading from *keep's buffer when it holds one
+ * (buffer_bytes 0: its size) and leaving the buffer there for the next
+ * call; keep NULL: a buffer of this call's own. */
+static int measure_ceilings_keep(int n_threads, uint64_t buffer_bytes, read_buffer *keep,
+                                 pa_bench_ceilings *out) {
   memset(out, 0, sizeof *out);
   if (n_threads < 1 || n_threads > 256)
     return pa_error(PASADA_ERR_ARG, "thread count %d is out of range [1, 256]", n_threads);
@@ -511,7 +522,7 @@ int pa_bench_measure_ceilings_keep(int n_threads, uint64_t buffer_bytes, pa_benc
 }
 
 int pa_bench_measure_ceilings(int n_threads, uint64_t buffer_bytes, pa_bench_ceilings *out) {
-  return pa_bench_measure_ceilings_keep(n_threads, buffer_bytes, NULL, out);
+  return measure_ceilings_keep(n_threads, buffer_bytes, NULL, out);
 }
 
 /* ---- the probes in a child process ---- */
@@ -550,16 +561,16 @@ static int read_all(int fd, void *buf, size_t n) {
  * mapped for the next request; the end of the request pipe (the parent
  * closed it, or died) ends it. */
 static void prober_child(int n_threads, int req_fd, int rep_fd) {
-  pa_bench_buffer buf = {0};
+  read_buffer buf = {0};
   char c;
   while (read_all(req_fd, &c, 1) == 0) {
     prober_reply rep;
     memset(&rep, 0, sizeof rep);
-    rep.status = pa_bench_measure_ceilings_keep(n_threads, 0, &buf, &rep.ceil);
+    rep.status = measure_ceilings_keep(n_threads, 0, &buf, &rep.ceil);
     if (rep.status) snprintf(rep.message, sizeof rep.message, "%s", pa_last_error());
     if (write_all(rep_fd, &rep, sizeof rep)) break;
   }
-  pa_bench_buffer_release(&buf);
+  buffer_release(&buf);
   _exit(0);
 }
 
