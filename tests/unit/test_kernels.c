@@ -30,7 +30,6 @@
 
 static int failures;
 
-
 static const pa_type weight_types[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0,
                                        PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0,
                                        PA_TYPE_Q2_K, PA_TYPE_Q3_K, PA_TYPE_Q4_K, PA_TYPE_Q5_K,
@@ -134,40 +133,47 @@ static void check_vec_dot(pa_type type, int64_t n) {
   pa_free(w0);
 }
 
-/* Test 2 for one activation type. */
+/* Test 2 for one activation type, over rows of several lengths: the
+ * AVX-512 quantizers take 16 blocks at a time, so lengths of one block,
+ * a partial group, exactly a group, a group and one, and several groups
+ * with a tail. */
 static void check_quantizer(pa_type vt) {
   const pa_type_traits *t = pa_type_get(vt);
   const pa_cpu_kernels *ref = pa_kernels_reference();
-  const int64_t n = t->block_size * 37;
-  float *x = pa_alloc(sizeof(float) * (size_t)n);
-  const size_t bytes = pa_row_size(vt, n);
-  uint8_t *want = pa_alloc(bytes), *got = pa_alloc(bytes);
-  for (int trial = 0; trial < 4; trial++) {
-    random_floats(x, n);
-    if (trial == 1) /* a zero block, then blocks of exact ties: max 127 gives d = 1 */
-      for (int64_t i = 0; i < n; i++)
-        x[i] = i < t->block_size ? 0.0f
-                                 : (i % 7 == 0 ? 127.0f : (float)((int)(rng() % 253) - 126) + 0.5f);
-    if (trial == 2) /* tiny and huge magnitudes (fp16 subnormal and large scales) */
-      for (int64_t i = 0; i < n; i++) x[i] *= (i / t->block_size) % 2 ? 1e-6f : 3e3f;
-    ref->quantize_row[vt](x, want, n);
-    for (int k = 1; k < n_tables; k++) {
-      memset(got, 0xAB, bytes);
-      tables[k]->quantize_row[vt](x, got, n);
-      if (memcmp(got, want, bytes) != 0) {
-        size_t first = 0;
-        while (got[first] == want[first]) first++;
-        printf(
-            "FAIL quantize type=%s n=%lld path=%s trial=%d: bytes differ from offset %zu (block "
-            "%zu)\n",
-            t->name, (long long)n, tables[k]->name, trial, first, first / t->type_size);
-        failures++;
+  static const int64_t block_counts[] = {1, 5, 16, 17, 37};
+  for (size_t c = 0; c < sizeof block_counts / sizeof block_counts[0]; c++) {
+    const int64_t n = t->block_size * block_counts[c];
+    float *x = pa_alloc(sizeof(float) * (size_t)n);
+    const size_t bytes = pa_row_size(vt, n);
+    uint8_t *want = pa_alloc(bytes), *got = pa_alloc(bytes);
+    for (int trial = 0; trial < 4; trial++) {
+      random_floats(x, n);
+      if (trial == 1) /* a zero block, then blocks of exact ties: max 127 gives d = 1 */
+        for (int64_t i = 0; i < n; i++)
+          x[i] = i < t->block_size
+                     ? 0.0f
+                     : (i % 7 == 0 ? 127.0f : (float)((int)(rng() % 253) - 126) + 0.5f);
+      if (trial == 2) /* tiny and huge magnitudes (fp16 subnormal and large scales) */
+        for (int64_t i = 0; i < n; i++) x[i] *= (i / t->block_size) % 2 ? 1e-6f : 3e3f;
+      ref->quantize_row[vt](x, want, n);
+      for (int k = 1; k < n_tables; k++) {
+        memset(got, 0xAB, bytes);
+        tables[k]->quantize_row[vt](x, got, n);
+        if (memcmp(got, want, bytes) != 0) {
+          size_t first = 0;
+          while (got[first] == want[first]) first++;
+          printf(
+              "FAIL quantize type=%s n=%lld path=%s trial=%d: bytes differ from offset %zu (block "
+              "%zu)\n",
+              t->name, (long long)n, tables[k]->name, trial, first, first / t->type_size);
+          failures++;
+        }
       }
     }
+    pa_free(x);
+    pa_free(want);
+    pa_free(got);
   }
-  pa_free(x);
-  pa_free(want);
-  pa_free(got);
 }
 
 /* Test 4 for one weight type, with the table currently set. */

@@ -70,10 +70,12 @@ static void tables_init(void) {
   table_avx512 = table_avx2;
   table_avx512.name = "avx512";
   pa_kernels_fill_avx512(&table_avx512, 0);
+  pa_kernels_fill_avx512_quant(&table_avx512);
 
   table_avx512_vnni = table_avx2;
   table_avx512_vnni.name = "avx512_vnni";
   pa_kernels_fill_avx512(&table_avx512_vnni, 1);
+  pa_kernels_fill_avx512_quant(&table_avx512_vnni);
   pa_kernels_fill_ilv_vnni(&table_avx512_vnni);
 
   /* AMX: the VNNI table with the tile unit's kernels for batches. */
