@@ -31,12 +31,18 @@ BODY __m512 load_k(const void *kc, int64_t i, int kind) {
 
 /* 16 floats of a V row from element d (lanes at or past `m`'s end: 0; an
  * F16 row's load may read past the row, into the next one or the cache's
- * padding) */
-BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, int kind) {
+ * padding). full: m is all 16 lanes (head_dim_v a multiple of 64), so no
+ * masking uop: a conversion is two uops and each V vector feeds 1-4 FMAs,
+ * so the masking move was a sixth of pv's uops with SmolLM2's 3 rows
+ * (bench_attn f16 112 16, one thread: 1790 against 1865-1870 ticks per
+ * tile and head). */
+BODY __m512 load_v(const void *v, int32_t d, __mmask16 m, int kind, const int full) {
   if (kind == PA_KV_F16) {
+    if (full) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + d)));
     if (!m) return _mm512_setzero_ps(); /* past the row: read nothing */
     return _mm512_maskz_mov_ps(m, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + d))));
   }
+  if (full) return _mm512_loadu_ps((const float *)v + d);
   return _mm512_maskz_loadu_ps(m, (const float *)v + d);
 }
 
@@ -150,7 +156,8 @@ AVX512 static void softmax_avx512(const pa_attn_tile *t) {
 
 /* Rows r0 .. r0 + NR - 1 (NR accumulators of 64 floats of head_dim_v at a
  * time; the block's rows as attn_block.h sets them up). */
-BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int kind) {
+BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int NR, const int kind,
+                   const int full) {
   const int32_t hdv = t->head_dim_v;
   pa_pv_block p;
   if (!pa_pv_block_init(t, r0, NR, &p)) return;
@@ -171,7 +178,7 @@ BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int
       pa_attn_pfc_step(pf);
       __m512 v[4];
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], kind);
+      for (int c = 0; c < 4; c++) v[c] = load_v(t->v[j], d0 + 16 * c, m[c], kind, full);
       if (j >= p.ca && j < p.cb) {
 #pragma GCC unroll 4
         for (int i = 0; i < NR; i++) {
@@ -197,15 +204,22 @@ BODY void pv_block(const pa_attn_tile *t, pa_attn_pfc *pf, int32_t r0, const int
   }
 }
 
-BODY void pv_body(const pa_attn_tile *t, const int kind) {
+BODY void pv_rows(const pa_attn_tile *t, const int kind, const int full) {
   pa_attn_pfc pf = pa_attn_pfc_start(t->next_v);
   for (int32_t r0 = 0; r0 < t->n_rows; r0 += 4) switch (t->n_rows - r0) {
-      case 1: pv_block(t, &pf, r0, 1, kind); break;
-      case 2: pv_block(t, &pf, r0, 2, kind); break;
-      case 3: pv_block(t, &pf, r0, 3, kind); break;
-      default: pv_block(t, &pf, r0, 4, kind); break;
+      case 1: pv_block(t, &pf, r0, 1, kind, full); break;
+      case 2: pv_block(t, &pf, r0, 2, kind, full); break;
+      case 3: pv_block(t, &pf, r0, 3, kind, full); break;
+      default: pv_block(t, &pf, r0, 4, kind, full); break;
     }
   pa_attn_pfc_finish(&pf);
+}
+
+BODY void pv_body(const pa_attn_tile *t, const int kind) {
+  if (t->head_dim_v % 64 == 0)
+    pv_rows(t, kind, 1);
+  else
+    pv_rows(t, kind, 0);
 }
 
 AVX512 static void pv_avx512(const pa_attn_tile *t) {
