@@ -1,11 +1,12 @@
-/* quant_avx512.c: the AVX-512 activation quantizers of 32-element blocks
- * (Q8_0 and Q8_1), sixteen blocks at a time. Built for baseline x86-64:
- * functions carry target attributes and are reached only through
- * dispatch.c.
+/* quant_avx512.c: the AVX-512 activation quantizers: Q8_0 and Q8_1 (32
+ * elements a block) sixteen blocks at a time, and Q8_K (256 a block).
+ * Built for baseline x86-64: functions carry target attributes and are
+ * reached only through dispatch.c.
  *
  * The arithmetic is ref.c's, so the bytes are identical: per block,
  * d = max |x| / 127, q = x * (1 / d) rounded to nearest even (0 when d is
- * 0), d stored as fp16 and (Q8_1) s = d * sum(q) as fp16.
+ * 0), d stored as fp16 (Q8_K: as float) and (Q8_1) s = d * sum(q) as
+ * fp16; Q8_K's bsums, its 16-element groups' sums of q.
  *
  * Why: per block the AVX2 quantizer reduces the block's maximum and its
  * quants' sum across lanes, divides twice in scalar and converts d and s
@@ -127,7 +128,37 @@ static AVX512 void quantize_q8_1(const float *x, void *vy, int64_t n) {
   }
 }
 
+/* Q8_K: one 256-element block at a time. Its 16 vectors are its 16
+ * groups of 16, so the bsums are one transpose tree of the vectors' int32
+ * quants (each group's sum is within +-2032: the int16 narrowing is exact). */
+static AVX512 void quantize_q8_K(const float *x, void *vy, int64_t n) {
+  block_q8_K *y = vy;
+  for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+    __m512 m = _mm512_abs_ps(_mm512_loadu_ps(x));
+#pragma GCC unroll 15
+    for (int g = 1; g < 16; g++) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * g)));
+    const float d = _mm512_reduce_max_ps(m) / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m512i v[16];
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; g++)
+      v[g] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id));
+#pragma GCC unroll 8
+    for (int g = 0; g < 16; g += 2) {
+      const __m512i p =
+          _mm512_packs_epi16(_mm512_packs_epi32(v[g], v[g + 1]), _mm512_setzero_si512());
+      _mm256_storeu_si256((__m256i *)(y[i].qs + 16 * g),
+                          _mm512_castsi512_si256(_mm512_permutexvar_epi32(transpose4x4(), p)));
+    }
+    TREE(_mm512_add_epi32, SHI4, SHI);
+    _mm256_storeu_si256((__m256i *)y[i].bsums,
+                        _mm512_cvtepi32_epi16(_mm512_permutexvar_epi32(transpose4x4(), v[0])));
+    y[i].d = d;
+  }
+}
+
 void pa_kernels_fill_avx512_quant(pa_cpu_kernels *k) {
+  k->quantize_row[PA_TYPE_Q8_K] = quantize_q8_K;
   k->quantize_row[PA_TYPE_Q8_0] = quantize_q8_0;
   k->quantize_row[PA_TYPE_Q8_1] = quantize_q8_1;
 }
