@@ -9,6 +9,12 @@
  * per-round ratios A/B with its quartiles, and whether both builds gave
  * the same bits (they must: same canonical arithmetic).
  *
+ * Both builds keep, per thread, the tile configuration they last loaded
+ * (x16_amx.c's `configured_nt`), each in its own copy of that variable,
+ * so a B whose configuration differs from A's (other tiles) would run on
+ * A's after A's pass and give wrong bits: compare such builds with both
+ * loading their configuration on every call.
+ *
  *   ab_x16_amx [COLS (1536)] [TOKENS (16)] [q4_1|q8_0]
  *   env: AB_GROUPS (48: weights in L2; 4096: beyond), ROUNDS (400),
  *        THRASH=MB (write that many MB before each timed pass, so the

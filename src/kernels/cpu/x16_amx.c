@@ -33,13 +33,14 @@
  * tile instructions 38 (of which unpacking 9); the float steps alone 29,
  * which is their port bound (four 512-bit uops per token: conversion,
  * scale multiply, two fmas, on two ports). The tile work does not overlap
- * the float steps: in a loop of float steps, adding any one tile
+ * the float steps: in a synthetic loop of float steps, adding any one tile
  * instruction per iteration (a load, the store, or zero and tdpbsud) costs
  * 14-17 ticks, and all five together about as much, while the tile group
- * alone runs in 17. Tried, none faster: finishing a block two or three
- * steps behind its tile work (4 C tiles), the tile work of 2 or 4 blocks
- * back to back (0.88-0.90x), one A tile shared by two row groups (0.97-0.98x,
- * 32 accumulators), GF2P8AFFINEQB for the high nibbles (0.98x). */
+ * alone runs in 17. Tried, none faster: finishing a block two steps
+ * behind its tile work instead of one (4 C tiles, 0.97x), the tile work
+ * of 2 or 4 blocks back to back (0.88-0.90x), one A tile shared by two
+ * row groups (0.97-0.98x, 32 accumulators), GF2P8AFFINEQB for the high
+ * nibbles (0.98x). */
 #include <immintrin.h>
 #include <string.h>
 
