@@ -194,6 +194,7 @@ static void assemble(pa_detok *d, const char *piece, size_t n, out_buf *o) {
     }
     if (got == (size_t)d->n_pending) return; /* still incomplete: wait for more */
     put(o, "\xEF\xBF\xBD", 3);               /* invalid: replace its maximal subpart */
+    if (got == 0) got = 1; /* a byte no character starts with (what an invalid prefix left) */
     memmove(d->pending, d->pending + got, (size_t)d->n_pending - got);
     d->n_pending -= (int)got;
   }

@@ -354,6 +354,7 @@ static void test_stream(void) {
   int32_t e2 = pa_tokenizer_find(t, "<0xE2>"), x82 = pa_tokenizer_find(t, "<0x82>");
   int32_t xac = pa_tokenizer_find(t, "<0xAC>"), a = pa_tokenizer_find(t, "a");
   int32_t f0 = pa_tokenizer_find(t, "<0xF0>"), x9f = pa_tokenizer_find(t, "<0x9F>");
+  int32_t e0 = pa_tokenizer_find(t, "<0xE0>"), x80 = pa_tokenizer_find(t, "<0x80>");
   struct {
     int32_t ids[8];
     int n;
@@ -370,6 +371,16 @@ static void test_stream(void) {
       {{x82, a}, 2, {"\xEF\xBF\xBD", "a", ""}},
       {{f0, x9f, e2, x82, xac}, 5, {"", "", "\xEF\xBF\xBD", "", "\xE2\x82\xAC", ""}},
       {{a, 1, a}, 3, {"a", "", "a", ""}},
+      /* E0 80: E0 alone is the maximal subpart (80 cannot follow it), then
+       * 80 is a byte no character starts with: each its own U+FFFD (this
+       * held-back 80 once looped forever, found by tests/fuzz/fuzz_openai.c) */
+      {{e0, x80, a},
+       3,
+       {"",
+        "\xEF\xBF\xBD\xEF\xBF\xBD",
+        "a",
+        ""}},
+      {{f0, x9f, x80, x80, x80, a}, 6, {"", "", "", "\xF0\x9F\x80\x80", "\xEF\xBF\xBD", "a", ""}},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     pa_detok d;
@@ -484,6 +495,23 @@ static void test_chat(void) {
   s = pa_chat_render(PA_CHAT_GEMMA, bad, 2, true);
   CHECK(!s && strstr(pa_last_error(), "alternate"), "gemma rejects user, user");
   free(s);
+  /* pa_chat_check answers what rendering would: the server tells a
+   * client's bad conversation (400) from its own failures (500) by it */
+  pa_chat_message starts_assistant[] = {{"system", "s"}, {"assistant", "a"}, {"user", "b"}};
+  CHECK(pa_chat_check(PA_CHAT_GEMMA, conv, 4) == PASADA_OK, "gemma accepts system, user, ...");
+  CHECK(pa_chat_check(PA_CHAT_GEMMA, bad, 2) == PASADA_ERR_ARG &&
+            strstr(pa_last_error(), "message 1 is 'user'"),
+        "gemma check rejects user, user: %s", pa_last_error());
+  CHECK(pa_chat_check(PA_CHAT_GEMMA, starts_assistant, 3) == PASADA_ERR_ARG &&
+            strstr(pa_last_error(), "message 1 is 'assistant'"),
+        "gemma check rejects a first turn of the assistant: %s", pa_last_error());
+  s = pa_chat_render(PA_CHAT_GEMMA, starts_assistant, 3, true);
+  CHECK(!s, "gemma render rejects what the check rejects");
+  free(s);
+  CHECK(pa_chat_check(PA_CHAT_CHATML, bad, 2) == PASADA_OK &&
+            pa_chat_check(PA_CHAT_LLAMA3, starts_assistant, 3) == PASADA_OK,
+        "chatml and llama3 take any order");
+  CHECK(pa_chat_check(PA_CHAT_NONE, conv, 4) == PASADA_ERR_ARG, "no template: an error");
   s = pa_chat_render(PA_CHAT_LLAMA3, conv, 2, true);
   CHECK(s && strcmp(s, "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
                        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
