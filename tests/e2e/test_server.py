@@ -256,6 +256,20 @@ def test_tokenize_detokenize(server):
     assert_error(raw_post(server, "/tokenize", json.dumps({"content": 5})), 400, "content")
 
 
+def test_detokenize_invalid_utf8(server, smollm2):
+    """Byte tokens that make no character: E0 then 80 (80 cannot follow E0,
+    nor start a character) give two U+FFFD, at once. The held-back 80 once
+    looped forever, in /detokenize and in the delivery of generated tokens."""
+    import gguf  # the vocabulary's byte tokens, by GPT-2's byte-to-unicode map
+    field = gguf.GGUFReader(str(smollm2)).fields["tokenizer.ggml.tokens"]
+    vocab = {bytes(field.parts[i]).decode("utf-8"): n for n, i in enumerate(field.data)}
+    e0, x80, a = vocab["\u00e0"], vocab["\u0122"], vocab["a"]
+    r = requests.post(server.url + "/detokenize", json={"tokens": [e0, x80, a]}, timeout=10)
+    assert r.status_code == 200 and r.json()["content"] == "\ufffd\ufffda", r.text
+    r = requests.post(server.url + "/detokenize", json={"tokens": [e0, a]}, timeout=10)
+    assert r.status_code == 200 and r.json()["content"] == "\ufffda", r.text
+
+
 # ---- stop strings, logprobs, seeds ----
 
 def test_stop_across_token_boundaries(client):
