@@ -207,6 +207,11 @@ const char *pasada_chat_name(pasada_chat_template tmpl);
  * failure), ending with the assistant's opening when add_generation_prompt. */
 char *pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n,
                          bool add_generation_prompt);
+/* Whether the template can render the conversation: PASADA_OK, or
+ * PASADA_ERR_ARG naming what it rejects (Gemma: roles must alternate
+ * user/assistant after an optional system message). A conversation that
+ * passes renders unless memory runs out. */
+int pasada_chat_check(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n);
 /* Like pasada_chat_render, with what the model's own template adds to its
  * family's plain form when tmpl is the model's family (SmolLM2's default
  * system prompt, Llama 3.1's dated header). */

@@ -120,6 +120,10 @@ char *pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *m
                         add_generation_prompt);
 }
 
+int pasada_chat_check(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n) {
+  return pa_chat_check((pa_chat_template)tmpl, (const pa_chat_message *)msgs, n);
+}
+
 char *pasada_chat_render_model(const pasada_model *model, pasada_chat_template tmpl,
                                const pasada_chat_message *msgs, size_t n, bool add_generation_prompt) {
   pa_chat_format fmt = pa_chat_format_plain((pa_chat_template)tmpl);

@@ -234,6 +234,10 @@ static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request 
     i++;
   }
   char *prompt = NULL;
+  /* a conversation the template rejects is the client's error; a server
+   * without a template (or out of memory) fails below with 500 */
+  if (ok && mi->tmpl != PASADA_CHAT_NONE && pasada_chat_check(mi->tmpl, cm, (size_t)n) != PASADA_OK)
+    ok = BAD(e, "messages", "%s", pasada_last_error());
   if (ok) {
     prompt = pasada_chat_render_model(mi->model, mi->tmpl, cm, (size_t)n, true);
     if (!prompt)

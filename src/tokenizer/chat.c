@@ -100,7 +100,24 @@ static void render_chatml(sbuf *b, const pa_chat_format *fmt, const pa_chat_mess
   if (add_gen) sb_str(b, "<|im_start|>assistant\n");
 }
 
+/* Gemma's template (raise_exception in its Jinja): after an optional
+ * system message, the roles alternate user, assistant, user, ... */
+static int gemma_roles(const pa_chat_message *msgs, size_t n) {
+  const size_t first = n > 0 && strcmp(role_of(&msgs[0]), "system") == 0;
+  for (size_t i = first; i < n; i++) {
+    const char *role = role_of(&msgs[i]);
+    if ((strcmp(role, "user") == 0) != ((i - first) % 2 == 0))
+      return pa_error(PASADA_ERR_ARG,
+                      "gemma chat template: conversation roles must alternate "
+                      "user/assistant/user/assistant/... (message %zu is '%s')",
+                      i, role);
+  }
+  return PASADA_OK;
+}
+
 static int render_gemma(sbuf *b, const pa_chat_message *msgs, size_t n, bool add_gen) {
+  const int rc = gemma_roles(msgs, n);
+  if (rc) return rc;
   const char *system = NULL;
   if (n > 0 && strcmp(role_of(&msgs[0]), "system") == 0) {
     system = content_of(&msgs[0]); /* not trimmed: the template adds it as is */
@@ -109,11 +126,6 @@ static int render_gemma(sbuf *b, const pa_chat_message *msgs, size_t n, bool add
   }
   for (size_t i = 0; i < n; i++) {
     const char *role = role_of(&msgs[i]);
-    if ((strcmp(role, "user") == 0) != (i % 2 == 0))
-      return pa_error(PASADA_ERR_ARG,
-                      "gemma chat template: conversation roles must alternate "
-                      "user/assistant/user/assistant/... (message %zu is '%s')",
-                      i + (system ? 1 : 0), role);
     sb_str(b, "<start_of_turn>");
     sb_str(b, strcmp(role, "assistant") == 0 ? "model" : role);
     sb_str(b, "\n");
@@ -178,6 +190,15 @@ pa_chat_format pa_chat_format_plain(pa_chat_template t) {
   memset(&f, 0, sizeof f);
   f.kind = t;
   return f;
+}
+
+int pa_chat_check(pa_chat_template t, const pa_chat_message *msgs, size_t n) {
+  switch (t) {
+  case PA_CHAT_CHATML:
+  case PA_CHAT_LLAMA3: return PASADA_OK;
+  case PA_CHAT_GEMMA: return gemma_roles(msgs, n);
+  default: return pa_error(PASADA_ERR_ARG, "chat template: none selected");
+  }
 }
 
 char *pa_chat_render(pa_chat_template t, const pa_chat_message *msgs, size_t n,

@@ -123,6 +123,10 @@ const char *pa_chat_name(pa_chat_template t);
  * gives, with BOS never doubled. */
 char *pa_chat_render(pa_chat_template t, const pa_chat_message *msgs, size_t n,
                      bool add_generation_prompt);
+/* Whether template t can render the conversation (Gemma's roles must
+ * alternate): PASADA_OK, or PASADA_ERR_ARG with the reason; rendering then
+ * fails only for want of memory. */
+int pa_chat_check(pa_chat_template t, const pa_chat_message *msgs, size_t n);
 
 /* What a file's template adds to its family's plain form. */
 typedef struct {

@@ -3,6 +3,7 @@ key (401), a full queue (429, then normal service), SIGTERM during streams
 (every stream ends cleanly with a finish reason and [DONE], exit status 0),
 and a subset of the whole suite against the AddressSanitizer + UBSan build
 (no sanitizer report, no leak, exit 0)."""
+import json
 import os
 import signal
 import socket
@@ -244,3 +245,27 @@ def test_kv_options(pasada_bin, smollm2):
     finally:
         assert s.stop() == 0, s.stderr
     assert "MiB, q8)" in s.stderr, s.stderr  # the ready line names the cache's type
+
+
+def test_chat_roles_the_template_rejects(pasada_bin, gemma3):
+    """Gemma's template takes only alternating user / assistant turns: any
+    other order is the client's error (400 on `messages`, naming the turn),
+    and the server goes on serving. (It was a 500 before: found by
+    tests/fuzz/fuzz_openai.c.)"""
+    s = Server(pasada_bin, gemma3, "--threads", 1, "--ctx", 256, "--parallel", 1)
+    try:
+        for msgs, turn in [
+                ([{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}], 0),
+                ([{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
+                  {"role": "user", "content": "b"}], 2)]:
+            err = assert_error(raw_post(s, "/v1/chat/completions",
+                                        json.dumps({"messages": msgs}).encode()), 400, "messages")
+            assert err["type"] == "invalid_request_error"
+            assert "alternate" in err["message"] and f"message {turn} is" in err["message"], err
+        r = s.client().chat.completions.create(
+            model="m", messages=[{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": "Say hi."}],
+            max_tokens=4, temperature=0)
+        assert r.choices[0].finish_reason in ("stop", "length") and r.usage.completion_tokens >= 1
+    finally:
+        assert s.stop() == 0, s.stderr
