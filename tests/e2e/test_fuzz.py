@@ -1,8 +1,15 @@
-"""Runs the libFuzzer target of the GGUF reader (tests/fuzz/fuzz_gguf.c) for
-about 20 seconds, seeded with the malformed corpus and the valid tiny model,
-and fails on any crash, sanitizer report, leak or timeout it finds.
+"""Runs the libFuzzer targets for about 20 seconds each and fails on any
+crash, sanitizer report, leak or timeout they find:
+- fuzz_gguf (tests/fuzz/fuzz_gguf.c): the GGUF reader, seeded with the
+  malformed corpus and the valid tiny model;
+- fuzz_model (tests/fuzz/fuzz_model.c): a model's whole way from its file
+  to logits (tokenizer, hyper-parameters, weights, a forward pass), with
+  edits to the headers of the tiny fixture models;
+- fuzz_openai (tests/fuzz/fuzz_openai.c): the server's request bodies,
+  seeded with valid and invalid ones for each endpoint.
 The fuzz build lives in PASADA_FUZZ_BUILD_DIR (default build-fuzz/, made by
 scripts/build fuzz); a missing binary is a failure, not a skip."""
+import json
 import os
 import pathlib
 import shutil
@@ -16,25 +23,68 @@ FUZZ_BUILD = pathlib.Path(os.environ.get("PASADA_FUZZ_BUILD_DIR", ROOT / "build-
 SECONDS = int(os.environ.get("PASADA_FUZZ_SECONDS", "20"))
 
 
-def test_fuzz_gguf(tmp_path):
-    fuzzer = FUZZ_BUILD / "fuzz_gguf"
+def run_fuzzer(name, corpus, tmp_path, max_len):
+    fuzzer = FUZZ_BUILD / name
     if not fuzzer.exists():
         pytest.fail(f"{fuzzer} is missing: run scripts/build fuzz (clang, -DPASADA_FUZZ=ON)")
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    res = subprocess.run(
+        [str(fuzzer), f"-max_total_time={SECONDS}", f"-max_len={max_len}", "-timeout=10",
+         "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={artifacts}/",
+         str(corpus)],
+        capture_output=True, text=True, errors="replace", timeout=SECONDS + 120, cwd=tmp_path,
+        env=dict(os.environ, ASAN_OPTIONS="detect_leaks=1", PASADA_FUZZ_FIXTURES=str(FIXTURES)))
+    crashes = sorted(p.name for p in artifacts.iterdir())
+    assert res.returncode == 0 and not crashes, (
+        f"{name} exit {res.returncode}, artifacts {crashes} (reproduce: {fuzzer} FILE)\n"
+        f"{res.stderr[-4000:]}")
+    assert "Done" in res.stderr and "stat::number_of_executed_units" in res.stderr, res.stderr[-2000:]
+
+
+def test_fuzz_gguf(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for seed in [*sorted((FIXTURES / "malformed").glob("*.gguf")), FIXTURES / "tiny-llama-valid.gguf"]:
         shutil.copy(seed, corpus / seed.name)
     assert len(list(corpus.iterdir())) >= 41
-    artifacts = tmp_path / "artifacts"
-    artifacts.mkdir()
-    res = subprocess.run(
-        [str(fuzzer), f"-max_total_time={SECONDS}", "-max_len=16384", "-timeout=10",
-         "-rss_limit_mb=2048", "-print_final_stats=1", f"-artifact_prefix={artifacts}/",
-         str(corpus)],
-        capture_output=True, text=True, errors="replace", timeout=SECONDS + 120, cwd=tmp_path,
-        env=dict(os.environ, ASAN_OPTIONS="detect_leaks=1"))
-    crashes = sorted(p.name for p in artifacts.iterdir())
-    assert res.returncode == 0 and not crashes, (
-        f"fuzz_gguf exit {res.returncode}, artifacts {crashes} (reproduce: {fuzzer} FILE)\n"
-        f"{res.stderr[-4000:]}")
-    assert "Done" in res.stderr and "stat::number_of_executed_units" in res.stderr, res.stderr[-2000:]
+    run_fuzzer("fuzz_gguf", corpus, tmp_path, 16384)
+
+
+def test_fuzz_model(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for k in range(4):  # each tiny model as it is, then cut inside its header and its data
+        (corpus / f"model{k}").write_bytes(bytes([k]))
+        (corpus / f"cut{k}").write_bytes(bytes([0x80 | k, 0x00, 0x10, 0x00]))
+        (corpus / f"cut-data{k}").write_bytes(bytes([0x80 | k, 0x00, 0x00, 0x04]))
+    run_fuzzer("fuzz_model", corpus, tmp_path, 4096)
+
+
+def test_fuzz_openai(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    user = [{"role": "user", "content": "hi"}]
+    bodies = [
+        (0x00, {"messages": [{"role": "system", "content": "be brief"}, *user], "max_tokens": 4}),
+        (0x04, {"model": "x", "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]},
+                             {"role": "assistant", "content": "c"}, *user],
+                "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.1, "seed": 7,
+                "stop": ["x", "yz"], "presence_penalty": 0.5, "frequency_penalty": -0.5,
+                "logprobs": True, "top_logprobs": 3, "n": 1, "user": "u",
+                "max_completion_tokens": 8}),
+        (0x08, {"messages": user}),
+        (0x0C, {"messages": user}),
+        (0x01, {"prompt": "hello world", "max_tokens": 3, "stop": "o"}),
+        (0x01, {"prompt": [1, 2, 3], "max_tokens": 2, "logprobs": 2}),
+        (0x01, {"prompt": "x", "max_tokens": -1, "temperature": "hot"}),
+        (0x02, {"content": "hello world"}),
+        (0x02, {"text": "a b c", "add_special": True}),
+        (0x03, {"tokens": [1, 2, 3, 4]}),
+        (0x03, {"tokens": [-1]}),
+    ]
+    for i, (head, body) in enumerate(bodies):
+        (corpus / f"body{i:02d}").write_bytes(bytes([head]) + json.dumps(body).encode())
+    (corpus / "broken").write_bytes(b"\x00{")
+    run_fuzzer("fuzz_openai", corpus, tmp_path, 4096)

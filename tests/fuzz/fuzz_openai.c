@@ -1,0 +1,101 @@
+/* fuzz_openai.c: libFuzzer target for the server's request bodies (the
+ * border every client byte crosses: server/openai.c). Byte 0 picks the
+ * endpoint and, for chat, the template: bits 0-1 chat completions,
+ * completions, /tokenize, /detokenize; bits 2-3 chatml, gemma, llama3, or
+ * none (chat then fails with 500: the server has no template); the rest
+ * is the body. Any body must
+ * either give a request whose fields are in range (checked below) or a
+ * client error (4xx, with a message) whose JSON renders; nothing may leave a buffer or
+ * leak (ASan and UBSan watch).
+ *
+ * The tokenizer is tiny llama's (tests/fixtures/tiny/llama.gguf, from
+ * PASADA_FUZZ_FIXTURES or the source tree), loaded once at start. Seeds:
+ * the test writes a few valid and invalid bodies (tests/e2e/test_fuzz.py). */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pasada.h"
+#include "server/openai.h"
+
+#ifndef PASADA_FIXTURES_DIR
+#define PASADA_FIXTURES_DIR "tests/fixtures"
+#endif
+
+static pasada_model *model;
+static srv_model_info info;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  const char *dir = getenv("PASADA_FUZZ_FIXTURES");
+  if (!dir || !*dir) dir = PASADA_FIXTURES_DIR;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tiny/llama.gguf", dir);
+  pasada_model_params mp = pasada_model_default_params();
+  mp.vocab_only = true;
+  if (pasada_model_load(path, &mp, &model) != PASADA_OK) {
+    fprintf(stderr, "fuzz_openai: %s\n", pasada_last_error());
+    exit(1);
+  }
+  info.model = model;
+  info.tok = pasada_model_tokenizer(model);
+  info.name = "tiny";
+  info.created = 1;
+  info.n_ctx = 64;
+  info.n_vocab = pasada_model_n_vocab(model);
+  return 0;
+}
+
+static void check_request(const srv_request *r) {
+  if (r->n_prompt < 1 || r->n_prompt > info.n_ctx) abort(); /* the context's bound is checked */
+  for (int32_t i = 0; i < r->n_prompt; i++)
+    if (r->prompt[i] < 0 || r->prompt[i] >= info.n_vocab) abort();
+  if (r->max_tokens < 1) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  static const pasada_chat_template tmpls[4] = {PASADA_CHAT_CHATML, PASADA_CHAT_GEMMA,
+                                                PASADA_CHAT_LLAMA3, PASADA_CHAT_NONE};
+  info.tmpl = tmpls[(data[0] >> 2) & 3];
+  const char *body = (const char *)data + 1;
+  const size_t len = size - 1;
+  srv_error e;
+  memset(&e, 0, sizeof e);
+  char *out = NULL;
+  switch (data[0] & 3) {
+    case 0:
+    case 1: {
+      srv_request r;
+      memset(&r, 0, sizeof r);
+      const bool ok =
+          srv_openai_parse(&info, (data[0] & 3) ? SRV_COMPLETION : SRV_CHAT, body, len, &r, &e);
+      if (ok) check_request(&r);
+      srv_request_clear(&r);
+      if (ok) return 0;
+      break;
+    }
+    case 2:
+      out = srv_openai_tokenize(&info, body, len, &e);
+      break;
+    default:
+      out = srv_openai_detokenize(&info, body, len, &e);
+      break;
+  }
+  if (!out) { /* an error with a message, that renders: a client's (4xx), or a
+               * 500 for chat without a template (the server's configuration) */
+    const bool no_template = (data[0] & 3) == 0 && info.tmpl == PASADA_CHAT_NONE;
+    if (!(e.status >= 400 && e.status <= 499) && !(no_template && e.status == 500)) {
+      fprintf(stderr, "status %d: %s\n", e.status, e.message);
+      abort();
+    }
+    if (!e.message[0]) abort();
+    out = srv_openai_error_json(&e);
+    if (!out) abort();
+  }
+  free(out);
+  return 0;
+}
