@@ -83,6 +83,10 @@ def test_fuzz_openai(tmp_path):
         (0x02, {"text": "a b c", "add_special": True}),
         (0x03, {"tokens": [1, 2, 3, 4]}),
         (0x03, {"tokens": [-1]}),
+        (0x10, {"messages": user}),  # bit 4: the byte-level BPE tokenizer
+        (0x11, {"prompt": "h\u00e9llo w\u00f6rld \u65e5\u672c", "max_tokens": 2}),
+        (0x12, {"content": "  tabs\tand\nnew lines 123 4567"}),
+        (0x13, {"tokens": [0, 1, 2, 250, 251]}),
     ]
     for i, (head, body) in enumerate(bodies):
         (corpus / f"body{i:02d}").write_bytes(bytes([head]) + json.dumps(body).encode())

@@ -2,14 +2,15 @@
  * border every client byte crosses: server/openai.c). Byte 0 picks the
  * endpoint and, for chat, the template: bits 0-1 chat completions,
  * completions, /tokenize, /detokenize; bits 2-3 chatml, gemma, llama3, or
- * none (chat then fails with 500: the server has no template); the rest
- * is the body. Any body must
+ * none (chat then fails with 500: the server has no template); bit 4 the
+ * tokenizer; the rest is the body. Any body must
  * either give a request whose fields are in range (checked below) or a
  * client error (4xx, with a message) whose JSON renders; nothing may leave a buffer or
  * leak (ASan and UBSan watch).
  *
- * The tokenizer is tiny llama's (tests/fixtures/tiny/llama.gguf, from
- * PASADA_FUZZ_FIXTURES or the source tree), loaded once at start. Seeds:
+ * The tokenizers are tiny llama's (SentencePiece) and tiny qwen2's
+ * (byte-level BPE), from tests/fixtures/tiny (PASADA_FUZZ_FIXTURES or the
+ * source tree), loaded once at start. Seeds:
  * the test writes a few valid and invalid bodies (tests/e2e/test_fuzz.py). */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +25,7 @@
 #define PASADA_FIXTURES_DIR "tests/fixtures"
 #endif
 
-static pasada_model *model;
+static pasada_model *models[2]; /* tiny llama (SentencePiece), tiny qwen2 (byte-level BPE) */
 static srv_model_info info;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -32,20 +33,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argv;
   const char *dir = getenv("PASADA_FUZZ_FIXTURES");
   if (!dir || !*dir) dir = PASADA_FIXTURES_DIR;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tiny/llama.gguf", dir);
-  pasada_model_params mp = pasada_model_default_params();
-  mp.vocab_only = true;
-  if (pasada_model_load(path, &mp, &model) != PASADA_OK) {
-    fprintf(stderr, "fuzz_openai: %s\n", pasada_last_error());
-    exit(1);
+  static const char *const names[2] = {"llama", "qwen2"};
+  for (int i = 0; i < 2; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tiny/%s.gguf", dir, names[i]);
+    pasada_model_params mp = pasada_model_default_params();
+    mp.vocab_only = true;
+    if (pasada_model_load(path, &mp, &models[i]) != PASADA_OK) {
+      fprintf(stderr, "fuzz_openai: %s\n", pasada_last_error());
+      exit(1);
+    }
   }
-  info.model = model;
-  info.tok = pasada_model_tokenizer(model);
   info.name = "tiny";
   info.created = 1;
   info.n_ctx = 64;
-  info.n_vocab = pasada_model_n_vocab(model);
   return 0;
 }
 
@@ -61,6 +62,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const pasada_chat_template tmpls[4] = {PASADA_CHAT_CHATML, PASADA_CHAT_GEMMA,
                                                 PASADA_CHAT_LLAMA3, PASADA_CHAT_NONE};
   info.tmpl = tmpls[(data[0] >> 2) & 3];
+  info.model = models[(data[0] >> 4) & 1];
+  info.tok = pasada_model_tokenizer(info.model);
+  info.n_vocab = pasada_model_n_vocab(info.model);
   const char *body = (const char *)data + 1;
   const size_t len = size - 1;
   srv_error e;
