@@ -152,7 +152,7 @@ const pa_cpu_kernels *pa_kernels_amx(void);         /* ... + AMX-INT8 (batches) 
 /* Overwrite the entries a SIMD file implements (avx2.c, avx512.c). */
 void pa_kernels_fill_avx2(pa_cpu_kernels *k);
 void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
-/* The AVX-512 activation quantizers (quant_avx512.c: Q8_0, Q8_1). */
+/* The AVX-512 activation quantizers (quant_avx512.c: Q8_0, Q8_1, Q8_K). */
 void pa_kernels_fill_avx512_quant(pa_cpu_kernels *k);
 /* k->ilv[layout][type] (NULL when the layout does not take the type), and
  * whether it is faster than the reference's (worth repacking weights for). */
