@@ -100,6 +100,11 @@ static void run(pasada_model *m) {
   pasada_context_free(c);
 }
 
+/* 24 bits, little endian */
+static size_t u24(const uint8_t *p) {
+  return (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   const int k = data[0] & (N_MODELS - 1);
@@ -108,13 +113,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(buf, file[k], file_size[k]);
   size_t len = file_size[k], at = 1;
   if ((data[0] & 0x80) && size >= 4) {
-    len = ((size_t)data[1] | (size_t)data[2] << 8 | (size_t)data[3] << 16) % (file_size[k] + 1);
+    len = u24(data + 1) % (file_size[k] + 1);
     at = 4;
   }
   for (; at + 4 <= size; at += 4) {
-    const size_t p = ((size_t)data[at] | (size_t)data[at + 1] << 8 | (size_t)data[at + 2] << 16) %
-                     header_size[k];
-    buf[p] = data[at + 3];
+    buf[u24(data + at) % header_size[k]] = data[at + 3];
   }
   const int fd = memfd_create("fuzz.gguf", MFD_CLOEXEC);
   if (fd < 0) abort();

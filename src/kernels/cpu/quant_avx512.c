@@ -53,6 +53,14 @@ BODY __m512i transpose4x4(void) {
   return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
 }
 
+/* 32 quants, a's 16 then c's (int32, within +-127: the packs' saturation
+ * never acts), stored as bytes at q. */
+BODY void store_quants32(int8_t *q, __m512i a, __m512i c) {
+  const __m512i p = _mm512_packs_epi16(_mm512_packs_epi32(a, c), _mm512_setzero_si512());
+  _mm256_storeu_si256((__m256i *)q,
+                      _mm512_castsi512_si256(_mm512_permutexvar_epi32(transpose4x4(), p)));
+}
+
 #define SHF4(a, b, i) _mm512_shuffle_f32x4(a, b, i)
 #define SHF(a, b, i) _mm512_shuffle_ps(a, b, i)
 #define SHI4(a, b, i) _mm512_shuffle_i32x4(a, b, i)
@@ -91,10 +99,7 @@ BODY __m512 quantize16(const float *x, int n, int8_t *q, size_t stride, uint16_t
     const __m512 m = _mm512_set1_ps(id[b]);
     const __m512i a = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b), m));
     const __m512i c = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b + 16), m));
-    /* the quants are within +-127: the packs' saturation never acts */
-    const __m512i p = _mm512_packs_epi16(_mm512_packs_epi32(a, c), _mm512_setzero_si512());
-    _mm256_storeu_si256((__m256i *)(q + b * stride),
-                        _mm512_castsi512_si256(_mm512_permutexvar_epi32(transpose4x4(), p)));
+    store_quants32(q + b * stride, a, c);
     v[b] = _mm512_add_epi32(a, c);
   }
   if (sums) {
@@ -148,12 +153,7 @@ static AVX512 void quantize_q8_K(const float *x, void *vy, int64_t n) {
     for (int g = 0; g < 16; g++)
       v[g] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id));
 #pragma GCC unroll 8
-    for (int g = 0; g < 16; g += 2) {
-      const __m512i p =
-          _mm512_packs_epi16(_mm512_packs_epi32(v[g], v[g + 1]), _mm512_setzero_si512());
-      _mm256_storeu_si256((__m256i *)(y[i].qs + 16 * g),
-                          _mm512_castsi512_si256(_mm512_permutexvar_epi32(transpose4x4(), p)));
-    }
+    for (int g = 0; g < 16; g += 2) store_quants32(y[i].qs + 16 * g, v[g], v[g + 1]);
     TREE(_mm512_add_epi32, SHI4, SHI);
     _mm256_storeu_si256((__m256i *)y[i].bsums,
                         _mm512_cvtepi32_epi16(_mm512_permutexvar_epi32(transpose4x4(), v[0])));
