@@ -59,11 +59,16 @@
  * the activation patterns are Q4_K's; those columns are the 4 sub-blocks
  * 4 p + k, k = 2 hh + i / 4. A record of PA_X4_REC6 = 840 bytes, as many
  * as the file's 4 x 210:
- *   qs[8][64]  at 0: byte 4 l + e of vector i: low nibble = low 4 bits of
- *              q of row r, column 64 p + 4 i + e; high nibble = those of
- *              column 64 p + 32 + 4 i + e
- *   qh[4][64]  at 512: byte 4 l + e of vector j: bits 2 m, 2 m + 1 = the
- *              top 2 bits of q of vector i = 2 j + m / 2, half hh = m % 2
+ *   q[4][3][64]  at 0, a group of 3 vectors per j = 0..3 holding the
+ *              values of the 4 vectors (i, hh) = (2 j, 0), (2 j, 1),
+ *              (2 j + 1, 0), (2 j + 1, 1); vector (i, hh), byte 4 l + e
+ *              is q of row r, column 64 p + 32 hh + 4 i + e. Byte n of
+ *              q[j][a] (a = 0, 1, 2): bits 0..5 = byte n of the group's
+ *              vector a, bits 6, 7 = bits 2 a, 2 a + 1 of byte n of its
+ *              vector 3. Three vectors give four with 3 ands and, for the
+ *              fourth, 3 shifts and 3 logic operations (the layout before
+ *              session 25 kept the low nibbles and the top bits apart: 13
+ *              operations per 4 vectors instead of 9)
  *   sc[4][16]  at 768: int8 scale of row r, sub-block 4 p + k at sc[k][l]
  *   d[4]       at 832: fp16 d of rows 0..3
  * Its activations (PA_X4_XREC6 bytes): xq as above, bs[16] int16 at 256
@@ -91,7 +96,6 @@
 #define PA_X4_XS 256
 #define PA_X4_XD 272
 #define PA_X4_REC6 840
-#define PA_X4_QH6 512
 #define PA_X4_SC6 768
 #define PA_X4_D6 832
 #define PA_X4_XREC6 320

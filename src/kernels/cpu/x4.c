@@ -50,9 +50,12 @@ static void repack_q6k(int64_t cols, const void *src, void *dst, int64_t n_group
           for (int i = 0; i < 8; i++)
             for (int e = 0; e < 4; e++)
               for (int hh = 0; hh < 2; hh++) {
-                const int q = q6_value(blk, x4_col(p, i, e, hh)), m = 2 * (i % 2) + hh;
-                rec[64 * i + 4 * l + e] |= (uint8_t)((q & 0xF) << (4 * hh));
-                rec[PA_X4_QH6 + 64 * (i / 2) + 4 * l + e] |= (uint8_t)((q >> 4) << (2 * m));
+                const int q = q6_value(blk, x4_col(p, i, e, hh)), a = 2 * (i % 2) + hh;
+                uint8_t *grp = rec + 192 * (i / 2) + 4 * l + e; /* x4.h: group j = i / 2 */
+                if (a < 3)
+                  grp[64 * a] |= (uint8_t)q;
+                else /* the fourth vector: two bits in the top of each of the three */
+                  for (int v = 0; v < 3; v++) grp[64 * v] |= (uint8_t)(((q >> (2 * v)) & 3) << 6);
               }
           for (int k = 0; k < 4; k++) rec[PA_X4_SC6 + 16 * k + l] = (uint8_t)blk->scales[4 * p + k];
         }
@@ -63,9 +66,10 @@ static void repack_q6k(int64_t cols, const void *src, void *dst, int64_t n_group
 
 /* q (0..63) of a Q6_K record's lane l, vector i, element e, half hh. */
 static int x4_q6(const uint8_t *rec, int i, int l, int e, int hh) {
-  const int m = 2 * (i % 2) + hh;
-  return ((rec[64 * i + 4 * l + e] >> (4 * hh)) & 0xF) |
-         ((rec[PA_X4_QH6 + 64 * (i / 2) + 4 * l + e] >> (2 * m)) & 3) << 4;
+  const int a = 2 * (i % 2) + hh;
+  const uint8_t *grp = rec + 192 * (i / 2) + 4 * l + e;
+  if (a < 3) return grp[64 * a] & 0x3F;
+  return (grp[0] >> 6) | (grp[64] >> 6) << 2 | (grp[128] >> 6) << 4;
 }
 
 static void get_row_q6k(const pa_matrix *w, int64_t row, float *out) {

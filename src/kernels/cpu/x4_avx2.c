@@ -33,7 +33,9 @@ PA_NO_FP_CONTRACT
  * adds into a tree over every product (x16_avx2.c: it spills). */
 #define KEEP(v) __asm__("" : "+x"(v))
 
-BODY __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+BODY __m256i load256(const uint8_t *p) {
+  return _mm256_loadu_si256((const __m256i *)p);
+}
 
 /* This kernel's activation record (per super-block, X4A_REC bytes): the
  * x4 record's 16 16-byte patterns each written twice (xq[i][h] at 64 i +
@@ -44,7 +46,9 @@ BODY __m256i load256(const uint8_t *p) { return _mm256_loadu_si256((const __m256
 #define X4A_XS 512
 #define X4A_XD 544
 
-static size_t x_size_avx2(int64_t cols) { return (size_t)(cols / QK_K) * X4A_REC; }
+static size_t x_size_avx2(int64_t cols) {
+  return (size_t)(cols / QK_K) * X4A_REC;
+}
 
 /* The x4 record's 16 activation patterns of 16 bytes, each twice over. */
 static void patterns_twice(uint8_t *out, const uint8_t *rec) {
@@ -73,8 +77,8 @@ BODY __m256i fifth_bits(const uint8_t *p) {
 }
 
 /* Super-block w, half H, T tokens: the canonical step into acc[8 (2 t + H)]. */
-BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, int64_t b,
-                    float *acc, const int T, const int H) {
+BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc,
+                    const int T, const int H) {
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256i l16[PA_X4_TOKENS], h16[PA_X4_TOKENS], l32[PA_X4_TOKENS], h32[PA_X4_TOKENS];
   /* the tokens' records, laundered: the two halves load the same
@@ -111,13 +115,13 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
   }
   /* the weights' scales for the half's 8 lanes (rows 2H, 2H + 1) */
   const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM)));
-  const __m256i idx_d = _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1,
-                                          2 * H + 1, 2 * H + 1);
+  const __m256i idx_d =
+      _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1, 2 * H + 1, 2 * H + 1);
   const __m256 dr = _mm256_permutevar8x32_ps(dm, idx_d);
   const __m256 mr = _mm256_permutevar8x32_ps(dm, _mm256_add_epi32(idx_d, _mm256_set1_epi32(4)));
-  const __m256 s_lo = _mm256_mul_ps(
-      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + PA_X4_SC + 8 * H)))),
-      dr);
+  const __m256 s_lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                        _mm_loadl_epi64((const __m128i *)(w + PA_X4_SC + 8 * H)))),
+                                    dr);
   const __m256 s_hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
                                         (const __m128i *)(w + PA_X4_SC + 16 + 8 * H)))),
                                     q5 ? dr : _mm256_mul_ps(dr, _mm256_set1_ps(0.0625f)));
@@ -145,17 +149,17 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
   }
 }
 
-
 /* ---- Q6_K ----
  * Values up to 63 against |x| <= 127: pair sums up to 16002, two vectors
  * of one sub-block added in 16 bits (32004), then one pmaddwd with the
  * sub-block's scale in both 16-bit halves of each lane gives sc * (those
  * products) in 32 bits. The -32 comes off as sc * 32 * bs per sub-block:
  * a pmaddwd of the scales with 16 bs in both halves (|16 bs| <= 32512),
- * packed with the activations. Per half and super-block: 12 loads and 34
- * operations to unpack the weights and 8 for the scales (shared by the
- * tokens), and per token 16 pmaddubsw, 8 16-bit adds, 12 pmaddwd, 12
- * 32-bit adds and 3 float operations. */
+ * packed with the activations. Per half and super-block: 12 loads and 44
+ * operations to unpack the weights (68 with the layout before session 25,
+ * x4.h; one thread, weights in L2, one token: 31.7 -> 33.9 GB/s) and 8 for
+ * the scales (shared by the tokens), and per token 16 pmaddubsw, 8 16-bit
+ * adds, 12 pmaddwd, 12 32-bit adds and 3 float operations. */
 
 /* The activation record (per super-block, X6A_REC bytes): the 16 patterns
  * twice over as X4A (0), then per sub-block column k = 0..3 a vector of
@@ -198,7 +202,7 @@ BODY __m256i scale_pairs(const uint8_t *w, int k, const int H) {
 /* Super-block w, half H, T tokens: S into acc[8 (2 t + H)] (x4.h). */
 BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc, const int T,
                      const int H) {
-  const __m256i nib = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+  const __m256i six = _mm256_set1_epi8(0x3F);
   __m256i sc[4], S[PA_X4_TOKENS];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; k++) sc[k] = scale_pairs(w, k, H);
@@ -209,19 +213,19 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
     xb[t] = xp[t] + (size_t)b * X6A_REC;
     __asm__ volatile("" : "+r"(xb[t])); /* as half_step */
   }
-  /* vectors 2 j and 2 j + 1 (one sub-block in each half) share qh vector j */
+  /* group j (x4.h): the values of vectors (2 j, 0), (2 j, 1), (2 j + 1, 0)
+   * in the low 6 bits of its three, those of (2 j + 1, 1) two bits in the
+   * top of each (16-bit shifts bring the next byte's bits in above them) */
 #pragma GCC unroll 4
   for (int j = 0; j < 4; j++) {
-    const __m256i q0 = load256(w + 64 * (2 * j) + 32 * H),
-                  q1 = load256(w + 64 * (2 * j + 1) + 32 * H);
-    const __m256i qh = load256(w + PA_X4_QH6 + 64 * j + 32 * H);
-    const __m256i l0 =
-        _mm256_or_si256(_mm256_and_si256(q0, nib), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
-    const __m256i u0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), nib),
-                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
-    const __m256i l1 = _mm256_or_si256(_mm256_and_si256(q1, nib), _mm256_and_si256(qh, top));
-    const __m256i u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), nib),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), top));
+    const uint8_t *g = w + 192 * j + 32 * H;
+    const __m256i a0 = load256(g), a1 = load256(g + 64), a2 = load256(g + 128);
+    const __m256i l0 = _mm256_and_si256(a0, six), u0 = _mm256_and_si256(a1, six),
+                  l1 = _mm256_and_si256(a2, six);
+    const __m256i u1 = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a0, 6), _mm256_set1_epi8(0x03)),
+                        _mm256_and_si256(_mm256_srli_epi16(a1, 4), _mm256_set1_epi8(0x0C))),
+        _mm256_and_si256(_mm256_srli_epi16(a2, 2), _mm256_set1_epi8(0x30)));
     const int k = j / 2;
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
@@ -270,8 +274,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
     if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
-      for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     if (kind == 2) {
       half_step6(w, xp, b, acc, T, 0);
       half_step6(w, xp, b, acc, T, 1);

@@ -59,8 +59,7 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
     if (pf) /* weights from memory: ask for them ahead (kernels.h) */
-      for (size_t c = 0; c < rec; c += 64)
-        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     const __m512 dm =
         _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
@@ -76,8 +75,7 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
     const int NA = T <= 2 ? 2 : 1;
     __m512i lo[2][X4_VNNI_TOKENS], hi[2][X4_VNNI_TOKENS];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-      lo[0][t] = hi[0][t] = lo[1][t] = hi[1][t] = _mm512_setzero_si512();
+    for (int t = 0; t < T; t++) lo[0][t] = hi[0][t] = lo[1][t] = hi[1][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
       const __m512i q = _mm512_loadu_si512(w + PA_X4_QS + 64 * i);
@@ -117,24 +115,59 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
   store_rows(acc, y, ldy, T);
 }
 
-/* Q6_K (x4.h): per group of 4 rows and super-block, 8 loads of 64 nibble
- * bytes and 4 of 64 top-bit bytes, the 6-bit values put together with a
- * shift, an and and a ternary-logic merge each (shared by the tokens); per
- * token 16 vpdpbusd into four sums, one per sub-block column k, each
- * multiplied by its lane's int8 scale (vpmulld), and the -32 x the
- * activations' 16-column sums taken off with two vpdpwssd of the scales
- * (times -32, in 16-bit pairs) against the sums in pairs; then one
- * conversion and one fma per 16 lanes. */
+/* Q6_K (x4.h). The activation record here (X6V_REC bytes per super-block)
+ * is x4.h's xq (256 bytes), then each sub-block column k's starting sums,
+ * nb[k][p] = -32 * bs[4 p + k] (int32), so that the dots start from the
+ * offset's share and no step takes it off after them (the same integers),
+ * then d. 336 bytes keep 4 tokens' records of an 8192-column row (43 KB) in
+ * L1 beside the weights: with the 16 lanes' sums written out (576 bytes,
+ * 73 KB) prefill's ffn_down took 4.5% longer. */
+#define X6V_REC 336
+#define X6V_NB 256 /* int32 nb[4][4] */
+#define X6V_XD 320
+
+static size_t x_size6_vnni(int64_t cols) {
+  return (size_t)(cols / QK_K) * X6V_REC;
+}
+
+static void pack_x6_vnni(int64_t cols, const void *xq, void *xp) {
+  uint8_t rec[PA_X4_XREC6];
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    uint8_t *out = (uint8_t *)xp + (size_t)b * X6V_REC;
+    pa_x4_pack_x6(QK_K, (const uint8_t *)xq + (size_t)b * sizeof(block_q8_K), rec);
+    memcpy(out, rec, 256);
+    for (int k = 0; k < 4; k++)
+      for (int p = 0; p < 4; p++) {
+        int16_t bs;
+        memcpy(&bs, rec + PA_X4_XBS6 + 2 * (4 * p + k), 2);
+        const int32_t nb = -32 * (int32_t)bs;
+        memcpy(out + X6V_NB + 16 * k + 4 * p, &nb, 4);
+      }
+    memcpy(out + X6V_XD, rec + PA_X4_XD6, 4);
+    memset(out + X6V_XD + 4, 0, X6V_REC - X6V_XD - 4);
+  }
+}
+
+/* Per group of 4 rows and super-block: 12 loads of 64 bytes, 3 ands and,
+ * for the fourth vector of each group of three, 3 shifts and 3 logic
+ * operations to unpack the 6-bit values, 4 sign extensions for the scales
+ * (shared by the tokens); per token 16 vpdpbusd into four sums, one per
+ * sub-block column k, started at -32 x the activations' 16-column sums,
+ * each multiplied by its lane's int8 scale (vpmulld), then one conversion
+ * and one fma per 16 lanes. Against session 24's layout and kernel (which
+ * took the offset off after the dots, by two vpdpwssd of -32 x the scales
+ * against the sums: 16 more operations per super-block), one thread,
+ * weights in L2 (bench_kernels, 3-4 alternations): one token 43.1-43.3 ->
+ * 53.2-53.5 GB/s; 16 tokens 235-236 -> 280-291 GOP/s. GF2P8AFFINEQB for
+ * the fourth vector (3 bit moves and an or instead of 6 operations) gave
+ * 55.3 GB/s against 53.4 for one token: not worth a second kernel for the
+ * CPUs with GFNI. */
 BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
                     int64_t ldy, const int T, int stream) {
   const int64_t nsb = cols / QK_K;
   const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
-  const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+  const __m512i six = _mm512_set1_epi8(0x3F);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  /* lane l = 4 r + p takes the activation sums 4 p + k: dwords 2 p, 2 p + 1
-   * of the 16 int16 sums hold the pairs k = 0, 1 and k = 2, 3 */
-  const __m512i idx_b01 = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
-  const __m512i idx_b23 = _mm512_add_epi32(idx_b01, _mm512_set1_epi32(1));
   __m512 acc[PA_X4_TOKENS];
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -143,55 +176,57 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
     if (pf)
       for (size_t c = 0; c < PA_X4_REC6; c += 64)
         _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
-    /* scales: int32 per lane for the sums; -32 x scale in 16-bit pairs */
-    __m512i sc[4], neg[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-      sc[k] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC6 + 16 * k)));
-      neg[k] = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), sc[k]), 5);
-    }
-    const __m512i m01 = _mm512_mask_blend_epi16(0xAAAAAAAAu, neg[0], _mm512_slli_epi32(neg[1], 16));
-    const __m512i m23 = _mm512_mask_blend_epi16(0xAAAAAAAAu, neg[2], _mm512_slli_epi32(neg[3], 16));
     __m512i D[4][PA_X4_TOKENS];
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) D[0][t] = D[1][t] = D[2][t] = D[3][t] = _mm512_setzero_si512();
-    /* vectors 2 j and 2 j + 1 share top-bit vector j: bits 2 m, 2 m + 1 of
-     * its bytes belong to vector 2 j + m / 2, half m % 2 */
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; k++)
+        D[k][t] =
+            bcast16(xp[t] + (size_t)b * X6V_REC + X6V_NB + 16 * k); /* lane 4 r + p: nb[k][p] */
+        /* group j (x4.h): three vectors give the values of vectors (2 j, 0),
+         * (2 j, 1), (2 j + 1, 0) in their low 6 bits and, two bits in each,
+         * those of (2 j + 1, 1) */
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-      const __m512i qh = _mm512_loadu_si512(w + PA_X4_QH6 + 64 * j);
-      const __m512i tops[4] = {
-          _mm512_and_si512(_mm512_slli_epi16(qh, 4), top), _mm512_and_si512(_mm512_slli_epi16(qh, 2), top),
-          _mm512_and_si512(qh, top), _mm512_and_si512(_mm512_srli_epi16(qh, 2), top)};
-#pragma GCC unroll 2
-      for (int v = 0; v < 2; v++) {
-        const int i = 2 * j + v, k = i / 4;
-        const __m512i q = _mm512_loadu_si512(w + 64 * i);
-        /* (a & nib) | b: ternary-logic table 0xEC */
-        const __m512i lo = _mm512_ternarylogic_epi32(q, tops[2 * v], nib, 0xEC);
-        const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(q, 4), tops[2 * v + 1], nib, 0xEC);
+      const uint8_t *g = w + 192 * j;
+      const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + 64),
+                    a2 = _mm512_loadu_si512(g + 128);
+      __m512i v[4];
+      v[0] = _mm512_and_si512(a0, six);
+      v[1] = _mm512_and_si512(a1, six);
+      v[2] = _mm512_and_si512(a2, six);
+      /* top bits down by 6, 4, 2 (16-bit shifts bring the next byte's bits
+       * in above them), merged under bit masks (c ? a : b is table 0xE4) */
+      __m512i m = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a0, 6), _mm512_srli_epi16(a1, 4),
+                                            _mm512_set1_epi8(0x03), 0xE4);
+      m = _mm512_ternarylogic_epi32(m, _mm512_srli_epi16(a2, 2), _mm512_set1_epi8(0x0F), 0xE4);
+      v[3] = _mm512_and_si512(m, six);
+#pragma GCC unroll 4
+      for (int a = 0; a < 4; a++) {
+        const int i = 2 * j + a / 2, hh = a % 2, k = 2 * hh + i / 4;
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
-          const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC6 + 32 * i;
-          D[k][t] = _mm512_dpbusd_epi32(D[k][t], lo, bcast16(x));
-          D[2 + k][t] = _mm512_dpbusd_epi32(D[2 + k][t], hi, bcast16(x + 16));
+          const uint8_t *x = xp[t] + (size_t)b * X6V_REC + 32 * i + 16 * hh;
+          D[k][t] = _mm512_dpbusd_epi32(D[k][t], v[a], bcast16(x));
         }
       }
     }
-    const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D6))));
+    __m512i sc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+      sc[k] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC6 + 16 * k)));
+    const __m512 dm =
+        _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D6))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
-      const uint8_t *x = xp[t] + (size_t)b * PA_X4_XREC6;
-      const __m512i bs = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x + PA_X4_XBS6)));
-      __m512i s = _mm512_add_epi32(
+      const __m512i s = _mm512_add_epi32(
           _mm512_add_epi32(_mm512_mullo_epi32(sc[0], D[0][t]), _mm512_mullo_epi32(sc[1], D[1][t])),
           _mm512_add_epi32(_mm512_mullo_epi32(sc[2], D[2][t]), _mm512_mullo_epi32(sc[3], D[3][t])));
-      s = _mm512_dpwssd_epi32(s, m01, _mm512_permutexvar_epi32(idx_b01, bs));
-      s = _mm512_dpwssd_epi32(s, m23, _mm512_permutexvar_epi32(idx_b23, bs));
       float dx;
-      memcpy(&dx, x + PA_X4_XD6, 4);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dr, _mm512_set1_ps(dx)), acc[t]);
+      memcpy(&dx, xp[t] + (size_t)b * X6V_REC + X6V_XD, 4);
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dr, _mm512_set1_ps(dx)), acc[t]);
     }
   }
   store_rows(acc, y, ldy, T);
@@ -214,4 +249,4 @@ PA_ILV_RUN4(VNNI, run_q6k, 2)
 
 const pa_ilv_kernel pa_x4_q4k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
-const pa_ilv_kernel pa_x4_q6k_vnni = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q6k};
+const pa_ilv_kernel pa_x4_q6k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x6_vnni, run_q6k};
