@@ -27,7 +27,9 @@ It also runs pasada (pasada_eval) on each file and prints the agreement the
 test will check. Needs the heavy reference venv and a build of pasada
 (PASADA_BUILD_DIR, default build/). llama.cpp's AMX / repacked-weight buffers
 are off (use_extra_bufts = false): this machine's kernel refuses AMX tiles.
-Usage: make-quantize-fixtures.py [--types Q8_0 Q4_K_M ...]
+Usage: make-quantize-fixtures.py [--types Q8_0 Q4_K_M ...] [--keep]
+(--keep: the other types' entries of an existing fixture stay as they are,
+and the named ones are made again or added.)
 """
 import argparse
 import hashlib
@@ -44,7 +46,7 @@ import llama_cpp.llama_cpp as llama_low
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("PASADA_BUILD_DIR", ROOT / "build"))
 SOURCE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"]
+TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M", "Q3_K"]
 N_THREADS = 2
 MASS, K_MIN, K_MAX = 0.99, 64, 4096
 PROMPTS = [
@@ -105,6 +107,7 @@ def main():
     ap.add_argument("--models", default=os.environ.get("PASADA_MODELS_DIR", "~/.cache/pasada/models"))
     ap.add_argument("--types", nargs="*", default=TYPES)
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "quantize" / "smollm2.npz"))
+    ap.add_argument("--keep", action="store_true", help="keep the other types of an existing fixture")
     args = ap.parse_args()
     src = pathlib.Path(args.models).expanduser() / SOURCE
     out = pathlib.Path(args.out)
@@ -112,6 +115,16 @@ def main():
     data = {"source_file": SOURCE, "source_sha256": sha256(src), "source_bytes": src.stat().st_size,
             "types": np.array(args.types), "llama_cpp_version": llama_cpp.__version__,
             "mass": MASS, "k_min": K_MIN, "k_max": K_MAX, "prompts": np.array(PROMPTS)}
+    if args.keep and out.exists():
+        old = dict(np.load(out))
+        if str(old["source_sha256"]) != data["source_sha256"] or str(old["llama_cpp_version"]) != llama_cpp.__version__:
+            raise SystemExit("--keep: the fixture was made from another source file or llama.cpp version")
+        kept = [str(t) for t in old["types"] if str(t) not in args.types]
+        for k, v in old.items():
+            if any(k.startswith(f"{t}_") for t in kept) or k in ("prompt_ids", "prompt_offsets"):
+                data[k] = v
+        data["types"] = np.array([t for t in TYPES if t in kept or t in args.types] +
+                                 [t for t in kept + args.types if t not in TYPES])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         prompts = None

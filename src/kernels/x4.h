@@ -1,4 +1,4 @@
-/* x4.h: Q4_K, Q5_K and Q6_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
+/* x4.h: Q4_K, Q5_K, Q6_K and Q3_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
  * the layout the loader repacks those matrices into when the CPU has a fast
  * kernel for it, and the one canonical arithmetic every kernel of the
  * layout follows.
@@ -78,7 +78,24 @@
  *                            - 32 * bs[4 p + k])                  (exact)
  * then acc[l] = fma((float)S[l], dr * dx, acc[l]) (dr * dx rounded), and
  * y[r] as above. |S| < 2^27: exact in int32, and every kernel converts it
- * with the same rounding. */
+ * with the same rounding.
+ *
+ * Q3_K (16 sub-blocks of 16 with 6-bit scales s - 32 in -32..31, 3-bit
+ * values q in -4..3, d): Q6_K's lanes, columns, activation record and
+ * arithmetic, with u = q + 4 (0..7) in place of Q6_K's q and 4 in place of
+ * 32. A record of PA_X4_REC3 = 456 bytes (the file's 4 x 110, +3.6%):
+ *   n[4][64]   at 0: byte 4 l + e of vector m: bits 0..2 = u of vector
+ *              (i, hh) = (m, 0), bits 4..6 = u of (m, 1); bit 3 = bit 2
+ *              of u of (4 + m, 0), bit 7 = bit 2 of u of (4 + m, 1)
+ *   p[2][64]   at 256: byte 4 l + e of vector n: bits 2 s, 2 s + 1 = bits
+ *              0, 1 of u of (4 + 2 n + s / 2, s % 2)
+ *   sc[4][16]  at 384: int8 s - 32 of row r, sub-block 4 p + k at sc[k][l]
+ *   d[4]       at 448: fp16 d of rows 0..3
+ * (vector (i, hh), byte 4 l + e: row r, column 64 p + 32 hh + 4 i + e, as
+ * for Q6_K). Per token and super-block
+ *   S[l] = sum_k sc[k][l] * (sum over sub-block 4p + k of u * x
+ *                            - 4 * bs[4 p + k])                 (exact)
+ * then acc[l] = fma((float)S[l], dr * dx, acc[l]) and y[r] as above. */
 #ifndef PASADA_X4_H
 #define PASADA_X4_H
 
@@ -101,6 +118,10 @@
 #define PA_X4_XREC6 320
 #define PA_X4_XBS6 256
 #define PA_X4_XD6 288
+#define PA_X4_REC3 456
+#define PA_X4_P3 256
+#define PA_X4_SC3 384
+#define PA_X4_D3 448
 
 /* Whether a matrix of this type and shape can take the layout. */
 bool pa_x4_fits(pa_type type, int64_t rows, int64_t cols);
@@ -115,14 +136,16 @@ void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_
 void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
 
 /* The reference kernel (plain C; every table without a faster one). */
-extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref, pa_x4_q6k_ref;
+extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref, pa_x4_q6k_ref, pa_x4_q3k_ref;
 /* The AVX-512 VNNI kernel (x4_avx512.c). */
-extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni, pa_x4_q6k_vnni;
-/* The AVX2 kernel (x4_avx2.c): the same bits. */
+extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni, pa_x4_q6k_vnni, pa_x4_q3k_vnni;
+/* The AVX2 kernel (x4_avx2.c): the same bits. None for Q3_K: the AVX2 tables
+ * keep it in the file layout (the loader repacks a matrix only for a table
+ * with a fast kernel of its layout). */
 extern const pa_ilv_kernel pa_x4_q4k_avx2, pa_x4_q5k_avx2, pa_x4_q6k_avx2;
 size_t pa_x4_x_size(int64_t cols);
 void pa_x4_pack_x(int64_t cols, const void *xq, void *xp);
-/* Q6_K's activation record (PA_X4_XREC6 bytes per super-block) */
+/* Q6_K's and Q3_K's activation record (PA_X4_XREC6 bytes per super-block) */
 size_t pa_x4_x_size6(int64_t cols);
 void pa_x4_pack_x6(int64_t cols, const void *xq, void *xp);
 

@@ -351,7 +351,8 @@ static const pa_cpu_kernels reference = {
         {
             [PA_LAYOUT_K_X4] = {[PA_TYPE_Q4_K] = &pa_x4_q4k_ref,
                                 [PA_TYPE_Q5_K] = &pa_x4_q5k_ref,
-                                [PA_TYPE_Q6_K] = &pa_x4_q6k_ref},
+                                [PA_TYPE_Q6_K] = &pa_x4_q6k_ref,
+                                [PA_TYPE_Q3_K] = &pa_x4_q3k_ref},
             [PA_LAYOUT_B32_X16] = {[PA_TYPE_Q8_0] = &pa_x16_ref_q8_0,
                                    [PA_TYPE_Q4_0] = &pa_x16_ref_q4_0,
                                    [PA_TYPE_Q4_1] = &pa_x16_ref_q4_1,

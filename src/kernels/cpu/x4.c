@@ -1,5 +1,5 @@
-/* x4.c: the x4 layout of Q4_K and Q5_K (kernels/x4.h): repacking at load,
- * rows back to floats, activation packing, and the reference kernels that
+/* x4.c: the x4 layout of Q4_K, Q5_K, Q6_K and Q3_K (kernels/x4.h): repacking at
+ * load, rows back to floats, activation packing, and the reference kernels that
  * specify the layout's arithmetic. */
 #include <math.h>
 #include <string.h>
@@ -17,6 +17,7 @@ size_t pa_x4_rec(pa_type type) {
   return type == PA_TYPE_Q4_K   ? PA_X4_REC
          : type == PA_TYPE_Q5_K ? PA_X4_REC5
          : type == PA_TYPE_Q6_K ? PA_X4_REC6
+         : type == PA_TYPE_Q3_K ? PA_X4_REC3
                                 : 0;
 }
 
@@ -72,23 +73,90 @@ static int x4_q6(const uint8_t *rec, int i, int l, int e, int hh) {
   return (grp[0] >> 6) | (grp[64] >> 6) << 2 | (grp[128] >> 6) << 4;
 }
 
-static void get_row_q6k(const pa_matrix *w, int64_t row, float *out) {
+/* Q3_K's u = q + 4 (0..7) of element c of a block: bits 0, 1 in
+ * qs[32 h + c % 32] at 2 k (h = c / 128, k = c % 128 / 32), bit 2 in
+ * hmask[c % 32] at 4 h + k (a clear bit is the file's "minus 4"). */
+static int q3_value(const block_q3_K *b, int c) {
+  const int h = c / 128, k = c % 128 / 32, l = c % 32;
+  return ((b->qs[32 * h + l] >> (2 * k)) & 3) | ((b->hmask[l] >> (4 * h + k)) & 1) << 2;
+}
+
+/* The 16 scales of a Q3_K block (minus 32): low nibbles in bytes 0..7
+ * (scale g in byte g % 8, high nibble when g >= 8), top bits in 8..11. */
+static int q3_scale(const uint8_t s[12], int g) {
+  const int low = (s[g % 8] >> (4 * (g / 8))) & 0xF, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
+static void repack_q3k(int64_t cols, const void *src, void *dst, int64_t n_groups) {
+  const int64_t nsb = cols / QK_K;
+  const block_q3_K *in = src;
+  uint8_t *out = dst;
+  for (int64_t g = 0; g < n_groups; g++)
+    for (int64_t b = 0; b < nsb; b++) {
+      uint8_t *rec = out + (size_t)(g * nsb + b) * PA_X4_REC3;
+      memset(rec, 0, PA_X4_REC3);
+      for (int r = 0; r < 4; r++) {
+        const block_q3_K *blk = &in[(4 * g + r) * nsb + b];
+        for (int p = 0; p < 4; p++) {
+          const int l = 4 * r + p;
+          for (int i = 0; i < 8; i++)
+            for (int e = 0; e < 4; e++)
+              for (int hh = 0; hh < 2; hh++) {
+                const int u = q3_value(blk, x4_col(p, i, e, hh)), n = 4 * l + e; /* x4.h */
+                if (i < 4) {
+                  rec[64 * i + n] |= (uint8_t)(u << (4 * hh));
+                } else {
+                  const int s = 2 * (i % 2) + hh;
+                  rec[64 * (i - 4) + n] |= (uint8_t)((u >> 2) << (3 + 4 * hh));
+                  rec[PA_X4_P3 + 64 * ((i - 4) / 2) + n] |= (uint8_t)((u & 3) << (2 * s));
+                }
+              }
+          for (int k = 0; k < 4; k++)
+            rec[PA_X4_SC3 + 16 * k + l] = (uint8_t)(int8_t)q3_scale(blk->scales, 4 * p + k);
+        }
+        memcpy(rec + PA_X4_D3 + 2 * r, &blk->d, 2);
+      }
+    }
+}
+
+/* u (0..7) of a Q3_K record's lane l, vector i, element e, half hh. */
+static int x4_q3(const uint8_t *rec, int i, int l, int e, int hh) {
+  const int n = 4 * l + e;
+  if (i < 4) return (rec[64 * i + n] >> (4 * hh)) & 7;
+  const int s = 2 * (i % 2) + hh;
+  return ((rec[PA_X4_P3 + 64 * ((i - 4) / 2) + n] >> (2 * s)) & 3) |
+         ((rec[64 * (i - 4) + n] >> (3 + 4 * hh)) & 1) << 2;
+}
+
+/* Q6_K and Q3_K, whose records share lanes, columns and arithmetic (x4.h):
+ * value, offset, scale and d places. */
+typedef struct {
+  int (*u)(const uint8_t *rec, int i, int l, int e, int hh);
+  int off;
+  size_t rec, sc, d;
+} s16_kind;
+
+static const s16_kind kind_q6k = {x4_q6, 32, PA_X4_REC6, PA_X4_SC6, PA_X4_D6};
+static const s16_kind kind_q3k = {x4_q3, 4, PA_X4_REC3, PA_X4_SC3, PA_X4_D3};
+
+static void get_row_s16(const s16_kind *kd, const pa_matrix *w, int64_t row, float *out) {
   const int64_t nsb = w->cols / QK_K, g = row / 4;
   const int r = (int)(row % 4);
   const uint8_t *data = w->data;
   for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *rec = data + (size_t)(g * nsb + b) * PA_X4_REC6;
+    const uint8_t *rec = data + (size_t)(g * nsb + b) * kd->rec;
     pa_f16 hd;
-    memcpy(&hd, rec + PA_X4_D6 + 2 * r, 2);
+    memcpy(&hd, rec + kd->d + 2 * r, 2);
     const float d = pa_f16_to_f32(hd);
     for (int p = 0; p < 4; p++) {
       const int l = 4 * r + p;
       for (int i = 0; i < 8; i++)
         for (int e = 0; e < 4; e++)
           for (int hh = 0; hh < 2; hh++) {
-            /* the file's dequantizer: (d * scale) * (q - 32) */
-            const float dl = d * (float)(int8_t)rec[PA_X4_SC6 + 16 * (2 * hh + i / 4) + l];
-            out[b * QK_K + x4_col(p, i, e, hh)] = dl * (float)(x4_q6(rec, i, l, e, hh) - 32);
+            /* the file's dequantizers: (d * scale) * value */
+            const float dl = d * (float)(int8_t)rec[kd->sc + 16 * (2 * hh + i / 4) + l];
+            out[b * QK_K + x4_col(p, i, e, hh)] = dl * (float)(kd->u(rec, i, l, e, hh) - kd->off);
           }
     }
   }
@@ -112,6 +180,10 @@ static void set_qh_bits(uint8_t *rec, const uint8_t *qh, int r) {
 }
 
 void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups) {
+  if (type == PA_TYPE_Q3_K) {
+    repack_q3k(cols, src, dst, n_groups);
+    return;
+  }
   if (type == PA_TYPE_Q6_K) {
     repack_q6k(cols, src, dst, n_groups);
     return;
@@ -163,8 +235,8 @@ static int x4_quant(const uint8_t *rec, bool q5, int i, int l, int e, int h) {
 }
 
 void pa_x4_get_row(const pa_matrix *w, int64_t row, float *out) {
-  if (w->type == PA_TYPE_Q6_K) {
-    get_row_q6k(w, row, out);
+  if (w->type == PA_TYPE_Q6_K || w->type == PA_TYPE_Q3_K) {
+    get_row_s16(w->type == PA_TYPE_Q6_K ? &kind_q6k : &kind_q3k, w, row, out);
     return;
   }
   const int64_t nsb = w->cols / QK_K, g = row / 4;
@@ -230,32 +302,31 @@ void pa_x4_pack_x6(int64_t cols, const void *xq, void *xp) {
   }
 }
 
-/* Q6_K's specification (x4.h), one token at a time. */
-static void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy, int stream) {
-  (void)stream;
+/* Q6_K's and Q3_K's specification (x4.h), one token at a time. */
+static void run_s16(const s16_kind *kd, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                    int nt, float *y, int64_t ldy) {
   const int64_t nsb = cols / QK_K;
   for (int t = 0; t < nt; t++) {
     float acc[16] = {0};
     for (int64_t b = 0; b < nsb; b++) {
-      const uint8_t *w = wg + (size_t)b * PA_X4_REC6, *x = xp[t] + (size_t)b * PA_X4_XREC6;
+      const uint8_t *w = wg + (size_t)b * kd->rec, *x = xp[t] + (size_t)b * PA_X4_XREC6;
       float dx;
       memcpy(&dx, x + PA_X4_XD6, 4);
       for (int l = 0; l < 16; l++) {
         const int r = l / 4, p = l % 4;
         pa_f16 hd;
-        memcpy(&hd, w + PA_X4_D6 + 2 * r, 2);
+        memcpy(&hd, w + kd->d + 2 * r, 2);
         int32_t dot[4] = {0};
         for (int i = 0; i < 8; i++)
           for (int e = 0; e < 4; e++)
             for (int hh = 0; hh < 2; hh++)
               dot[2 * hh + i / 4] +=
-                  x4_q6(w, i, l, e, hh) * (int8_t)x[32 * i + 16 * hh + 4 * p + e];
+                  kd->u(w, i, l, e, hh) * (int8_t)x[32 * i + 16 * hh + 4 * p + e];
         int32_t S = 0;
         for (int k = 0; k < 4; k++) {
           int16_t bs;
           memcpy(&bs, x + PA_X4_XBS6 + 2 * (4 * p + k), 2);
-          S += (int32_t)(int8_t)w[PA_X4_SC6 + 16 * k + l] * (dot[k] - 32 * (int32_t)bs);
+          S += (int32_t)(int8_t)w[kd->sc + 16 * k + l] * (dot[k] - kd->off * (int32_t)bs);
         }
         acc[l] = fmaf((float)S, pa_f16_to_f32(hd) * dx, acc[l]);
       }
@@ -263,6 +334,17 @@ static void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
     for (int r = 0; r < 4; r++)
       y[t * ldy + r] = (acc[4 * r] + acc[4 * r + 1]) + (acc[4 * r + 2] + acc[4 * r + 3]);
   }
+}
+
+static void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                    int64_t ldy, int stream) {
+  (void)stream;
+  run_s16(&kind_q6k, cols, wg, xp, nt, y, ldy);
+}
+static void run_q3k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                    int64_t ldy, int stream) {
+  (void)stream;
+  run_s16(&kind_q3k, cols, wg, xp, nt, y, ldy);
 }
 
 /* The specification (x4.h): one token at a time, the steps in order. */
@@ -323,3 +405,4 @@ static void run_q5k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
 const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
 const pa_ilv_kernel pa_x4_q6k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q6k};
+const pa_ilv_kernel pa_x4_q3k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q3k};

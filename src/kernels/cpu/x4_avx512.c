@@ -130,7 +130,8 @@ static size_t x_size6_vnni(int64_t cols) {
   return (size_t)(cols / QK_K) * X6V_REC;
 }
 
-static void pack_x6_vnni(int64_t cols, const void *xq, void *xp) {
+/* The record for values offset by off (Q6_K 32, Q3_K 4). */
+static void pack_x_off(int64_t cols, const void *xq, void *xp, int off) {
   uint8_t rec[PA_X4_XREC6];
   for (int64_t b = 0; b < cols / QK_K; b++) {
     uint8_t *out = (uint8_t *)xp + (size_t)b * X6V_REC;
@@ -140,11 +141,86 @@ static void pack_x6_vnni(int64_t cols, const void *xq, void *xp) {
       for (int p = 0; p < 4; p++) {
         int16_t bs;
         memcpy(&bs, rec + PA_X4_XBS6 + 2 * (4 * p + k), 2);
-        const int32_t nb = -32 * (int32_t)bs;
+        const int32_t nb = -off * (int32_t)bs;
         memcpy(out + X6V_NB + 16 * k + 4 * p, &nb, 4);
       }
     memcpy(out + X6V_XD, rec + PA_X4_XD6, 4);
     memset(out + X6V_XD + 4, 0, X6V_REC - X6V_XD - 4);
+  }
+}
+
+static void pack_x6_vnni(int64_t cols, const void *xq, void *xp) {
+  pack_x_off(cols, xq, xp, 32);
+}
+
+static void pack_x3_vnni(int64_t cols, const void *xq, void *xp) {
+  pack_x_off(cols, xq, xp, 4);
+}
+
+/* Q6_K's 16 vectors of a super-block and their dots into D[k][t]. */
+BODY void unpack_dot6(const uint8_t *w, const uint8_t *const *xp, int64_t b,
+                      __m512i D[4][PA_X4_TOKENS], const int T) {
+  const __m512i six = _mm512_set1_epi8(0x3F);
+  /* group j (x4.h): three vectors give the values of vectors (2 j, 0),
+   * (2 j, 1), (2 j + 1, 0) in their low 6 bits and, two bits in each,
+   * those of (2 j + 1, 1) */
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; j++) {
+    const uint8_t *g = w + 192 * j;
+    const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + 64),
+                  a2 = _mm512_loadu_si512(g + 128);
+    __m512i v[4];
+    v[0] = _mm512_and_si512(a0, six);
+    v[1] = _mm512_and_si512(a1, six);
+    v[2] = _mm512_and_si512(a2, six);
+    /* top bits down by 6, 4, 2 (16-bit shifts bring the next byte's bits
+     * in above them), merged under bit masks (c ? a : b is table 0xE4) */
+    __m512i m = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a0, 6), _mm512_srli_epi16(a1, 4),
+                                          _mm512_set1_epi8(0x03), 0xE4);
+    m = _mm512_ternarylogic_epi32(m, _mm512_srli_epi16(a2, 2), _mm512_set1_epi8(0x0F), 0xE4);
+    v[3] = _mm512_and_si512(m, six);
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+      const int i = 2 * j + a / 2, hh = a % 2, k = 2 * hh + i / 4;
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
+        const uint8_t *x = xp[t] + (size_t)b * X6V_REC + 32 * i + 16 * hh;
+        D[k][t] = _mm512_dpbusd_epi32(D[k][t], v[a], bcast16(x));
+      }
+    }
+  }
+}
+
+/* Q3_K's (x4.h): vectors (m, 0), (m, 1) are n[m]'s two 3-bit fields;
+ * (4 + m, hh) puts the two low bits from p[m / 2] (the byte shifted down by
+ * 2 s, the bits above masked off by the merge) under its top bit, bit
+ * 3 + 4 hh of n[m] moved down to 2 and masked. */
+BODY void unpack_dot3(const uint8_t *w, const uint8_t *const *xp, int64_t b,
+                      __m512i D[4][PA_X4_TOKENS], const int T) {
+  const __m512i seven = _mm512_set1_epi8(7), four = _mm512_set1_epi8(4), low2 = _mm512_set1_epi8(3);
+  const __m512i p0 = _mm512_loadu_si512(w + PA_X4_P3), p1 = _mm512_loadu_si512(w + PA_X4_P3 + 64);
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; m++) {
+    const __m512i n = _mm512_loadu_si512(w + 64 * m), pm = m < 2 ? p0 : p1;
+    __m512i v[4];
+    v[0] = _mm512_and_si512(n, seven);
+    v[1] = _mm512_and_si512(_mm512_srli_epi16(n, 4), seven);
+#pragma GCC unroll 2
+    for (int hh = 0; hh < 2; hh++) {
+      const int s = 2 * (m % 2) + hh;
+      const __m512i lo = s ? _mm512_srli_epi16(pm, 2 * s) : pm;
+      const __m512i top = _mm512_and_si512(_mm512_srli_epi16(n, 1 + 4 * hh), four);
+      v[2 + hh] = _mm512_ternarylogic_epi32(lo, top, low2, 0xE4); /* c ? a : b */
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+      const int i = a < 2 ? m : 4 + m, hh = a % 2, k = 2 * hh + i / 4;
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++) {
+        const uint8_t *x = xp[t] + (size_t)b * X6V_REC + 32 * i + 16 * hh;
+        D[k][t] = _mm512_dpbusd_epi32(D[k][t], v[a], bcast16(x));
+      }
+    }
   }
 }
 
@@ -162,20 +238,20 @@ static void pack_x6_vnni(int64_t cols, const void *xq, void *xp) {
  * the fourth vector (3 bit moves and an or instead of 6 operations) gave
  * 55.3 GB/s against 53.4 for one token: not worth a second kernel for the
  * CPUs with GFNI. */
-BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
-                    int64_t ldy, const int T, int stream) {
+BODY void run_body6(const int q3, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                    float *y, int64_t ldy, const int T, int stream) {
   const int64_t nsb = cols / QK_K;
+  const size_t rec = q3 ? PA_X4_REC3 : PA_X4_REC6, sc_at = q3 ? PA_X4_SC3 : PA_X4_SC6,
+               d_at = q3 ? PA_X4_D3 : PA_X4_D6;
   const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
-  const __m512i six = _mm512_set1_epi8(0x3F);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   __m512 acc[PA_X4_TOKENS];
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *w = wg + (size_t)b * PA_X4_REC6;
+    const uint8_t *w = wg + (size_t)b * rec;
     if (pf)
-      for (size_t c = 0; c < PA_X4_REC6; c += 64)
-        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
     __m512i D[4][PA_X4_TOKENS];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++)
@@ -183,40 +259,16 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
       for (int k = 0; k < 4; k++)
         D[k][t] =
             bcast16(xp[t] + (size_t)b * X6V_REC + X6V_NB + 16 * k); /* lane 4 r + p: nb[k][p] */
-        /* group j (x4.h): three vectors give the values of vectors (2 j, 0),
-         * (2 j, 1), (2 j + 1, 0) in their low 6 bits and, two bits in each,
-         * those of (2 j + 1, 1) */
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-      const uint8_t *g = w + 192 * j;
-      const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + 64),
-                    a2 = _mm512_loadu_si512(g + 128);
-      __m512i v[4];
-      v[0] = _mm512_and_si512(a0, six);
-      v[1] = _mm512_and_si512(a1, six);
-      v[2] = _mm512_and_si512(a2, six);
-      /* top bits down by 6, 4, 2 (16-bit shifts bring the next byte's bits
-       * in above them), merged under bit masks (c ? a : b is table 0xE4) */
-      __m512i m = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a0, 6), _mm512_srli_epi16(a1, 4),
-                                            _mm512_set1_epi8(0x03), 0xE4);
-      m = _mm512_ternarylogic_epi32(m, _mm512_srli_epi16(a2, 2), _mm512_set1_epi8(0x0F), 0xE4);
-      v[3] = _mm512_and_si512(m, six);
-#pragma GCC unroll 4
-      for (int a = 0; a < 4; a++) {
-        const int i = 2 * j + a / 2, hh = a % 2, k = 2 * hh + i / 4;
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-          const uint8_t *x = xp[t] + (size_t)b * X6V_REC + 32 * i + 16 * hh;
-          D[k][t] = _mm512_dpbusd_epi32(D[k][t], v[a], bcast16(x));
-        }
-      }
-    }
+    if (q3)
+      unpack_dot3(w, xp, b, D, T);
+    else
+      unpack_dot6(w, xp, b, D, T);
     __m512i sc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
-      sc[k] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC6 + 16 * k)));
+      sc[k] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + sc_at + 16 * k)));
     const __m512 dm =
-        _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D6))));
+        _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + d_at))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
@@ -232,11 +284,11 @@ BODY void run_body6(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
   store_rows(acc, y, ldy, T);
 }
 
-/* The kernels' bodies (ilv_run.h): kind 0 Q4_K, 1 Q5_K, 2 Q6_K (compile-time). */
+/* The kernels' bodies (ilv_run.h): kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    float *y, int64_t ldy, const int T, int stream) {
-  if (kind == 2)
-    run_body6(cols, wg, xp, y, ldy, T, stream);
+  if (kind >= 2)
+    run_body6(kind == 3, cols, wg, xp, y, ldy, T, stream);
   else
     run_body45(kind, cols, wg, xp, y, ldy, T, stream);
 }
@@ -246,7 +298,9 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 PA_ILV_RUN8(VNNI, run_q4k, 0)
 PA_ILV_RUN8(VNNI, run_q5k, 1)
 PA_ILV_RUN4(VNNI, run_q6k, 2)
+PA_ILV_RUN4(VNNI, run_q3k, 3)
 
 const pa_ilv_kernel pa_x4_q4k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
 const pa_ilv_kernel pa_x4_q6k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x6_vnni, run_q6k};
+const pa_ilv_kernel pa_x4_q3k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x3_vnni, run_q3k};
