@@ -84,11 +84,15 @@
  * values q in -4..3, d): Q6_K's lanes, columns, activation record and
  * arithmetic, with u = q + 4 (0..7) in place of Q6_K's q and 4 in place of
  * 32. A record of PA_X4_REC3 = 456 bytes (the file's 4 x 110, +3.6%):
- *   n[4][64]   at 0: byte 4 l + e of vector m: bits 0..2 = u of vector
- *              (i, hh) = (m, 0), bits 4..6 = u of (m, 1); bit 3 = bit 2
- *              of u of (4 + m, 0), bit 7 = bit 2 of u of (4 + m, 1)
- *   p[2][64]   at 256: byte 4 l + e of vector n: bits 2 s, 2 s + 1 = bits
- *              0, 1 of u of (4 + 2 n + s / 2, s % 2)
+ *   t[2][3][64] at 0: byte 4 l + e of x = t[j][0], y = t[j][1], z =
+ *              t[j][2] holds u of vectors (i, hh) with i = 4 j + 0..3:
+ *              x: bits 0..2 (4j, 0), 3..5 (4j, 1), 6..7 bits 0, 1 of (4j+3, 1)
+ *              y: bits 0..2 (4j+1, 0), 3..5 (4j+1, 1), 6..7 bits 0, 1 of (4j+3, 0)
+ *              z: bits 0..2 (4j+2, 0), 3..5 (4j+2, 1), bit 6 bit 2 of
+ *              (4j+3, 1), bit 7 bit 2 of (4j+3, 0)
+ *              Six vectors come out with one and each (those of hh = 1 as
+ *              8 u, in place), the other two with 2 shifts, a merge and an
+ *              and: 14 operations per 8 vectors.
  *   sc[4][16]  at 384: int8 s - 32 of row r, sub-block 4 p + k at sc[k][l]
  *   d[4]       at 448: fp16 d of rows 0..3
  * (vector (i, hh), byte 4 l + e: row r, column 64 p + 32 hh + 4 i + e, as
@@ -119,7 +123,6 @@
 #define PA_X4_XBS6 256
 #define PA_X4_XD6 288
 #define PA_X4_REC3 456
-#define PA_X4_P3 256
 #define PA_X4_SC3 384
 #define PA_X4_D3 448
 

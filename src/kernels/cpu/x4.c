@@ -103,13 +103,13 @@ static void repack_q3k(int64_t cols, const void *src, void *dst, int64_t n_group
           for (int i = 0; i < 8; i++)
             for (int e = 0; e < 4; e++)
               for (int hh = 0; hh < 2; hh++) {
-                const int u = q3_value(blk, x4_col(p, i, e, hh)), n = 4 * l + e; /* x4.h */
-                if (i < 4) {
-                  rec[64 * i + n] |= (uint8_t)(u << (4 * hh));
-                } else {
-                  const int s = 2 * (i % 2) + hh;
-                  rec[64 * (i - 4) + n] |= (uint8_t)((u >> 2) << (3 + 4 * hh));
-                  rec[PA_X4_P3 + 64 * ((i - 4) / 2) + n] |= (uint8_t)((u & 3) << (2 * s));
+                const int u = q3_value(blk, x4_col(p, i, e, hh)), n = 4 * l + e;
+                uint8_t *t = rec + 192 * (i / 4) + n; /* x4.h: triple i / 4 */
+                if (i % 4 < 3) {
+                  t[64 * (i % 4)] |= (uint8_t)(u << (3 * hh));
+                } else { /* (4j+3, hh): bits 0, 1 on top of y (hh 0) or x, bit 2 in z */
+                  t[64 * (1 - hh)] |= (uint8_t)((u & 3) << 6);
+                  t[128] |= (uint8_t)((u >> 2) << (7 - hh));
                 }
               }
           for (int k = 0; k < 4; k++)
@@ -122,11 +122,9 @@ static void repack_q3k(int64_t cols, const void *src, void *dst, int64_t n_group
 
 /* u (0..7) of a Q3_K record's lane l, vector i, element e, half hh. */
 static int x4_q3(const uint8_t *rec, int i, int l, int e, int hh) {
-  const int n = 4 * l + e;
-  if (i < 4) return (rec[64 * i + n] >> (4 * hh)) & 7;
-  const int s = 2 * (i % 2) + hh;
-  return ((rec[PA_X4_P3 + 64 * ((i - 4) / 2) + n] >> (2 * s)) & 3) |
-         ((rec[64 * (i - 4) + n] >> (3 + 4 * hh)) & 1) << 2;
+  const uint8_t *t = rec + 192 * (i / 4) + 4 * l + e;
+  if (i % 4 < 3) return (t[64 * (i % 4)] >> (3 * hh)) & 7;
+  return t[64 * (1 - hh)] >> 6 | ((t[128] >> (7 - hh)) & 1) << 2;
 }
 
 /* Q6_K and Q3_K, whose records share lanes, columns and arithmetic (x4.h):

@@ -130,8 +130,9 @@ static size_t x_size6_vnni(int64_t cols) {
   return (size_t)(cols / QK_K) * X6V_REC;
 }
 
-/* The record for values offset by off (Q6_K 32, Q3_K 4). */
-static void pack_x_off(int64_t cols, const void *xq, void *xp, int off) {
+/* The record for values offset by off01 in the sums of columns k = 0, 1 and
+ * off23 in those of 2, 3 (Q6_K 32, 32; Q3_K 4, and 32 for its 8x sums). */
+static void pack_x_off(int64_t cols, const void *xq, void *xp, int off01, int off23) {
   uint8_t rec[PA_X4_XREC6];
   for (int64_t b = 0; b < cols / QK_K; b++) {
     uint8_t *out = (uint8_t *)xp + (size_t)b * X6V_REC;
@@ -141,7 +142,7 @@ static void pack_x_off(int64_t cols, const void *xq, void *xp, int off) {
       for (int p = 0; p < 4; p++) {
         int16_t bs;
         memcpy(&bs, rec + PA_X4_XBS6 + 2 * (4 * p + k), 2);
-        const int32_t nb = -off * (int32_t)bs;
+        const int32_t nb = -(k < 2 ? off01 : off23) * (int32_t)bs;
         memcpy(out + X6V_NB + 16 * k + 4 * p, &nb, 4);
       }
     memcpy(out + X6V_XD, rec + PA_X4_XD6, 4);
@@ -150,11 +151,11 @@ static void pack_x_off(int64_t cols, const void *xq, void *xp, int off) {
 }
 
 static void pack_x6_vnni(int64_t cols, const void *xq, void *xp) {
-  pack_x_off(cols, xq, xp, 32);
+  pack_x_off(cols, xq, xp, 32, 32);
 }
 
 static void pack_x3_vnni(int64_t cols, const void *xq, void *xp) {
-  pack_x_off(cols, xq, xp, 4);
+  pack_x_off(cols, xq, xp, 4, 32);
 }
 
 /* Q6_K's 16 vectors of a super-block and their dots into D[k][t]. */
@@ -191,34 +192,42 @@ BODY void unpack_dot6(const uint8_t *w, const uint8_t *const *xp, int64_t b,
   }
 }
 
-/* Q3_K's (x4.h): vectors (m, 0), (m, 1) are n[m]'s two 3-bit fields;
- * (4 + m, hh) puts the two low bits from p[m / 2] (the byte shifted down by
- * 2 s, the bits above masked off by the merge) under its top bit, bit
- * 3 + 4 hh of n[m] moved down to 2 and masked. */
+/* Q3_K's (x4.h): per triple j, six vectors by one and each (those of
+ * hh = 1 left in place, as 8 u: their sums D[2], D[3] are 8x, and so are
+ * their starting sums), and (4j+3, 0) / (4j+3, 1) from the two bits on top
+ * of y / x shifted down under the top bit from z, merged by bit masks
+ * (c ? a : b is table 0xE4) and masked (the 16-bit shifts bring the next
+ * byte's bits in). */
 BODY void unpack_dot3(const uint8_t *w, const uint8_t *const *xp, int64_t b,
                       __m512i D[4][PA_X4_TOKENS], const int T) {
-  const __m512i seven = _mm512_set1_epi8(7), four = _mm512_set1_epi8(4), low2 = _mm512_set1_epi8(3);
-  const __m512i p0 = _mm512_loadu_si512(w + PA_X4_P3), p1 = _mm512_loadu_si512(w + PA_X4_P3 + 64);
-#pragma GCC unroll 4
-  for (int m = 0; m < 4; m++) {
-    const __m512i n = _mm512_loadu_si512(w + 64 * m), pm = m < 2 ? p0 : p1;
-    __m512i v[4];
-    v[0] = _mm512_and_si512(n, seven);
-    v[1] = _mm512_and_si512(_mm512_srli_epi16(n, 4), seven);
+  const __m512i lo3 = _mm512_set1_epi8(0x07), hi3 = _mm512_set1_epi8(0x38);
 #pragma GCC unroll 2
-    for (int hh = 0; hh < 2; hh++) {
-      const int s = 2 * (m % 2) + hh;
-      const __m512i lo = s ? _mm512_srli_epi16(pm, 2 * s) : pm;
-      const __m512i top = _mm512_and_si512(_mm512_srli_epi16(n, 1 + 4 * hh), four);
-      v[2 + hh] = _mm512_ternarylogic_epi32(lo, top, low2, 0xE4); /* c ? a : b */
-    }
-#pragma GCC unroll 4
-    for (int a = 0; a < 4; a++) {
-      const int i = a < 2 ? m : 4 + m, hh = a % 2, k = 2 * hh + i / 4;
+  for (int j = 0; j < 2; j++) {
+    const uint8_t *g = w + 192 * j;
+    const __m512i x = _mm512_loadu_si512(g), y = _mm512_loadu_si512(g + 64),
+                  z = _mm512_loadu_si512(g + 128);
+    __m512i v[8]; /* vector (4j + a / 2, a % 2) */
+    v[0] = _mm512_and_si512(x, lo3);
+    v[1] = _mm512_and_si512(x, hi3);
+    v[2] = _mm512_and_si512(y, lo3);
+    v[3] = _mm512_and_si512(y, hi3);
+    v[4] = _mm512_and_si512(z, lo3);
+    v[5] = _mm512_and_si512(z, hi3);
+    v[6] =
+        _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_srli_epi16(y, 6), _mm512_srli_epi16(z, 5),
+                                                   _mm512_set1_epi8(0x03), 0xE4),
+                         lo3);
+    v[7] =
+        _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_srli_epi16(x, 3), _mm512_srli_epi16(z, 1),
+                                                   _mm512_set1_epi8(0x18), 0xE4),
+                         hi3);
+#pragma GCC unroll 8
+    for (int a = 0; a < 8; a++) {
+      const int i = 4 * j + a / 2, hh = a % 2, k = 2 * hh + j;
 #pragma GCC unroll 4
       for (int t = 0; t < T; t++) {
-        const uint8_t *x = xp[t] + (size_t)b * X6V_REC + 32 * i + 16 * hh;
-        D[k][t] = _mm512_dpbusd_epi32(D[k][t], v[a], bcast16(x));
+        const uint8_t *xr = xp[t] + (size_t)b * X6V_REC + 32 * i + 16 * hh;
+        D[k][t] = _mm512_dpbusd_epi32(D[k][t], v[a], bcast16(xr));
       }
     }
   }
@@ -272,9 +281,12 @@ BODY void run_body6(const int q3, int64_t cols, const uint8_t *wg, const uint8_t
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
+      __m512i s23 =
+          _mm512_add_epi32(_mm512_mullo_epi32(sc[2], D[2][t]), _mm512_mullo_epi32(sc[3], D[3][t]));
+      if (q3) s23 = _mm512_srai_epi32(s23, 3); /* 8x sums: exact */
       const __m512i s = _mm512_add_epi32(
           _mm512_add_epi32(_mm512_mullo_epi32(sc[0], D[0][t]), _mm512_mullo_epi32(sc[1], D[1][t])),
-          _mm512_add_epi32(_mm512_mullo_epi32(sc[2], D[2][t]), _mm512_mullo_epi32(sc[3], D[3][t])));
+          s23);
       float dx;
       memcpy(&dx, xp[t] + (size_t)b * X6V_REC + X6V_XD, 4);
       acc[t] =
