@@ -173,7 +173,10 @@ static size_t x_size6_avx2(int64_t cols) {
   return (size_t)(cols / QK_K) * X6A_REC;
 }
 
-static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
+/* bs[k] holds (o01 or o23) x bs in both halves for columns k = 0, 1 or 2, 3
+ * (a pmaddwd takes 2x that off): Q6_K 16, 16; Q3_K 2 and, for its 8x sums,
+ * 16. */
+static void pack_x_off(int64_t cols, const void *xq, void *xp, int o01, int o23) {
   uint8_t rec[PA_X4_XREC6];
   for (int64_t b = 0; b < cols / QK_K; b++) {
     pa_x4_pack_x6(QK_K, (const uint8_t *)xq + (size_t)b * sizeof(block_q8_K), rec);
@@ -183,7 +186,7 @@ static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
       for (int lane = 0; lane < 8; lane++) {
         int16_t bs;
         memcpy(&bs, rec + PA_X4_XBS6 + 2 * (4 * (lane % 4) + k), 2);
-        const int16_t v[2] = {(int16_t)(16 * bs), (int16_t)(16 * bs)};
+        const int16_t o = (int16_t)((k < 2 ? o01 : o23) * bs), v[2] = {o, o};
         memcpy(out + X6A_BS + 32 * k + 4 * lane, v, 4);
       }
     memcpy(out + X6A_XD, rec + PA_X4_XD6, 4);
@@ -191,11 +194,18 @@ static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
   }
 }
 
+static void pack_x6_avx2(int64_t cols, const void *xq, void *xp) {
+  pack_x_off(cols, xq, xp, 16, 16);
+}
+
+static void pack_x3_avx2(int64_t cols, const void *xq, void *xp) {
+  pack_x_off(cols, xq, xp, 2, 16);
+}
+
 /* The int8 scales of sub-block column k for the half's 8 lanes, in both
  * 16-bit halves of each lane. */
-BODY __m256i scale_pairs(const uint8_t *w, int k, const int H) {
-  const __m256i s =
-      _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w + PA_X4_SC6 + 16 * k + 8 * H)));
+BODY __m256i scale_pairs(const uint8_t *sc, int k, const int H) {
+  const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16 * k + 8 * H)));
   return _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA);
 }
 
@@ -205,7 +215,7 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   const __m256i six = _mm256_set1_epi8(0x3F);
   __m256i sc[4], S[PA_X4_TOKENS];
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; k++) sc[k] = scale_pairs(w, k, H);
+  for (int k = 0; k < 4; k++) sc[k] = scale_pairs(w + PA_X4_SC6, k, H);
   const uint8_t *xb[PA_X4_TOKENS];
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
@@ -260,12 +270,87 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   }
 }
 
-/* The kernels' bodies: kind 0 Q4_K, 1 Q5_K, 2 Q6_K (compile-time). */
+/* Q3_K (x4.h), super-block w, half H, T tokens: the same steps as Q6_K's,
+ * the values 0..7 (pairs <= 1778: the 4 vectors of a column k < 2 added in
+ * 16 bits, 7112) and, for k = 2, 3, 8x in place (pairs <= 14224: 2 at a
+ * time); those sums, less 8 x their offset, are shifted back down (exact).
+ * Unpacking per half and triple: 6 ands, and 5 operations for each of the
+ * two vectors put together from 3 pieces. */
+BODY void half_step3(const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc, const int T,
+                     const int H) {
+  const __m256i lo3 = _mm256_set1_epi8(0x07), hi3 = _mm256_set1_epi8(0x38);
+  __m256i sc[4], S[PA_X4_TOKENS], S8[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) sc[k] = scale_pairs(w + PA_X4_SC3, k, H);
+  const uint8_t *xb[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    S[t] = S8[t] = _mm256_setzero_si256();
+    xb[t] = xp[t] + (size_t)b * X6A_REC;
+    __asm__ volatile("" : "+r"(xb[t])); /* as half_step */
+  }
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; j++) {
+    const uint8_t *g = w + 192 * j + 32 * H;
+    const __m256i x = load256(g), y = load256(g + 64), z = load256(g + 128);
+    /* vectors (4j + a, 0) in l[a], (4j + a, 1) in u[a] (8x) */
+    const __m256i l[4] = {
+        _mm256_and_si256(x, lo3), _mm256_and_si256(y, lo3), _mm256_and_si256(z, lo3),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(y, 6), _mm256_set1_epi8(0x03)),
+                        _mm256_and_si256(_mm256_srli_epi16(z, 5), _mm256_set1_epi8(0x04)))};
+    const __m256i u[4] = {
+        _mm256_and_si256(x, hi3), _mm256_and_si256(y, hi3), _mm256_and_si256(z, hi3),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 3), _mm256_set1_epi8(0x18)),
+                        _mm256_and_si256(_mm256_srli_epi16(z, 1), _mm256_set1_epi8(0x20)))};
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const uint8_t *xr = xb[t] + 256 * j; /* pattern (i, hh) at 64 i + 32 hh */
+      const __m256i pl =
+          _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l[0], load256(xr)),
+                                            _mm256_maddubs_epi16(l[1], load256(xr + 64))),
+                           _mm256_add_epi16(_mm256_maddubs_epi16(l[2], load256(xr + 128)),
+                                            _mm256_maddubs_epi16(l[3], load256(xr + 192))));
+      S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(pl, sc[j]));
+      KEEP(S[t]);
+      const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], load256(xr + 32)),
+                                          _mm256_maddubs_epi16(u[1], load256(xr + 96)));
+      S8[t] = _mm256_add_epi32(S8[t], _mm256_madd_epi16(p0, sc[2 + j]));
+      const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], load256(xr + 160)),
+                                          _mm256_maddubs_epi16(u[3], load256(xr + 224)));
+      S8[t] = _mm256_add_epi32(S8[t], _mm256_madd_epi16(p1, sc[2 + j]));
+      KEEP(S8[t]);
+    }
+  }
+  const __m256 dm = _mm256_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D3)));
+  const __m256i idx_d =
+      _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1, 2 * H + 1, 2 * H + 1);
+  const __m256 dr = _mm256_permutevar8x32_ps(dm, idx_d);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
+    const __m256i c01 = _mm256_add_epi32(_mm256_madd_epi16(sc[0], load256(x + X6A_BS)),
+                                         _mm256_madd_epi16(sc[1], load256(x + X6A_BS + 32)));
+    const __m256i c23 = _mm256_add_epi32(_mm256_madd_epi16(sc[2], load256(x + X6A_BS + 64)),
+                                         _mm256_madd_epi16(sc[3], load256(x + X6A_BS + 96)));
+    const __m256i s = _mm256_add_epi32(_mm256_sub_epi32(S[t], c01),
+                                       _mm256_srai_epi32(_mm256_sub_epi32(S8[t], c23), 3));
+    float dx;
+    memcpy(&dx, x + X6A_XD, 4);
+    float *a = acc + 8 * (2 * t + H);
+    _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dr, _mm256_set1_ps(dx)),
+                                       _mm256_load_ps(a)));
+  }
+}
+
+/* The kernels' bodies: kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    float *y, int64_t ldy, const int T, int stream) {
   (void)stream; /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
   const int64_t nsb = cols / QK_K;
-  const size_t rec = kind == 2 ? PA_X4_REC6 : kind == 1 ? PA_X4_REC5 : PA_X4_REC;
+  const size_t rec = kind == 3   ? PA_X4_REC3
+                     : kind == 2 ? PA_X4_REC6
+                     : kind == 1 ? PA_X4_REC5
+                                 : PA_X4_REC;
   const int pf = pa_prefetch_avx2;
   /* the accumulators live in L1: the integer sums need the registers */
   float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
@@ -275,7 +360,10 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     const uint8_t *w = wg + (size_t)b * rec;
     if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
-    if (kind == 2) {
+    if (kind == 3) {
+      half_step3(w, xp, b, acc, T, 0);
+      half_step3(w, xp, b, acc, T, 1);
+    } else if (kind == 2) {
       half_step6(w, xp, b, acc, T, 0);
       half_step6(w, xp, b, acc, T, 1);
     } else {
@@ -299,7 +387,9 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 PA_ILV_RUN4(AVX2, run_q4k, 0)
 PA_ILV_RUN4(AVX2, run_q5k, 1)
 PA_ILV_RUN4(AVX2, run_q6k, 2)
+PA_ILV_RUN4(AVX2, run_q3k, 3)
 
 const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q5k};
 const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k};
+const pa_ilv_kernel pa_x4_q3k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x3_avx2, run_q3k};
