@@ -139,7 +139,7 @@ static pa_type fallback_of(pa_type t) {
     case PA_TYPE_Q4_K: return PA_TYPE_Q5_0;
     case PA_TYPE_Q5_K: return PA_TYPE_Q5_1;
     case PA_TYPE_Q6_K: return PA_TYPE_Q8_0;
-    case PA_TYPE_Q3_K: return PA_TYPE_Q4_0; /* the nearest 32-element type here */
+    case PA_TYPE_Q3_K: return PA_TYPE_Q4_0;
     default: return PA_TYPE_F16;
   }
 }
