@@ -1,4 +1,4 @@
-/* x4.h: Q4_K, Q5_K, Q6_K and Q3_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
+/* x4.h: Q4_K, Q5_K, Q6_K, Q3_K and Q2_K weights interleaved four rows at a time (PA_LAYOUT_K_X4),
  * the layout the loader repacks those matrices into when the CPU has a fast
  * kernel for it, and the one canonical arithmetic every kernel of the
  * layout follows.
@@ -99,7 +99,23 @@
  * for Q6_K). Per token and super-block
  *   S[l] = sum_k sc[k][l] * (sum over sub-block 4p + k of u * x
  *                            - 4 * bs[4 p + k])                 (exact)
- * then acc[l] = fma((float)S[l], dr * dx, acc[l]) and y[r] as above. */
+ * then acc[l] = fma((float)S[l], dr * dx, acc[l]) and y[r] as above.
+ *
+ * Q2_K (16 sub-blocks of 16 with a 4-bit scale sc and a 4-bit min m each,
+ * 2-bit values u, d and dmin): Q6_K's lanes, columns and activation record.
+ * A record of PA_X4_REC2 = 336 bytes, as many as the file's 4 x 84:
+ *   q[4][64]   at 0: byte 4 l + e of vector m holds at bits 2 k, 2 k + 1
+ *              the value of vector (i, hh) with i % 4 = m and column
+ *              k = 2 hh + i / 4 (row r, column 64 p + 32 hh + 4 i + e):
+ *              each value comes out with one and, 4^k x in place
+ *   scm[4][16] at 256: the file's byte of row r, sub-block 4 p + k at
+ *              scm[k][l] (sc in the low nibble, m in the high one)
+ *   d[4], dmin[4] at 320, 328: fp16, rows 0..3
+ * Per token and super-block, the integers
+ *   S[l] = sum_k sc[k][l] * (sum over sub-block 4 p + k of u * x)
+ *   M[l] = sum_k m[k][l] * bs[4 p + k]
+ * then acc[l] = fma((float)S[l], dr * dx, acc[l]),
+ *      acc[l] = fma(-(float)M[l], dminr * dx, acc[l]), and y[r] as above. */
 #ifndef PASADA_X4_H
 #define PASADA_X4_H
 
@@ -123,6 +139,9 @@
 #define PA_X4_XBS6 256
 #define PA_X4_XD6 288
 #define PA_X4_REC3 456
+#define PA_X4_REC2 336
+#define PA_X4_SCM2 256
+#define PA_X4_D2 320
 #define PA_X4_SC3 384
 #define PA_X4_D3 448
 
@@ -139,10 +158,14 @@ void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_
 void pa_x4_get_row(const pa_matrix *w, int64_t r, float *out);
 
 /* The reference kernel (plain C; every table without a faster one). */
-extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref, pa_x4_q6k_ref, pa_x4_q3k_ref;
+extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref, pa_x4_q6k_ref, pa_x4_q3k_ref,
+    pa_x4_q2k_ref;
 /* The AVX-512 VNNI kernel (x4_avx512.c). */
-extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni, pa_x4_q6k_vnni, pa_x4_q3k_vnni;
-/* The AVX2 kernel (x4_avx2.c): the same bits. */
+extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni, pa_x4_q6k_vnni, pa_x4_q3k_vnni,
+    pa_x4_q2k_vnni;
+/* The AVX2 kernel (x4_avx2.c): the same bits. None for Q2_K: the AVX2 tables
+ * keep it in the file layout (the loader repacks a matrix only for a table
+ * with a fast kernel of its layout). */
 extern const pa_ilv_kernel pa_x4_q4k_avx2, pa_x4_q5k_avx2, pa_x4_q6k_avx2, pa_x4_q3k_avx2;
 size_t pa_x4_x_size(int64_t cols);
 void pa_x4_pack_x(int64_t cols, const void *xq, void *xp);

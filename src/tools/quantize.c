@@ -20,8 +20,8 @@
 #include "base/threadpool.h"
 
 /* llama.cpp's llama_ftype numbers, written to general.file_type. There is no
- * "all Q4_K", "all Q5_K" or "all Q3_K" ftype: those presets carry the _S
- * number, the nearest (llama.cpp only shows it as a label). */
+ * "all Q4_K", "all Q5_K", "all Q3_K" or "all Q2_K" ftype: those presets carry
+ * the _S number, the nearest (llama.cpp only shows it as a label). */
 static const pa_quant_preset presets[] = {
     {"Q4_K_M", PA_TYPE_Q4_K, PA_MIX_K_M, 15,
      "Q4_K; half of attn_v and ffn_down in Q6_K; output Q6_K"},
@@ -34,6 +34,8 @@ static const pa_quant_preset presets[] = {
     {"Q6_K", PA_TYPE_Q6_K, PA_MIX_NONE, 18, "6.56 bits per weight, 256-element super-blocks"},
     {"Q3_K", PA_TYPE_Q3_K, PA_MIX_NONE, 11,
      "3.44 bits per weight, 256-element super-blocks; output Q6_K"},
+    {"Q2_K", PA_TYPE_Q2_K, PA_MIX_NONE, 21,
+     "2.62 bits per weight, 256-element super-blocks; output Q6_K"},
     {"Q8_0", PA_TYPE_Q8_0, PA_MIX_NONE, 7, "8.5 bits per weight, 32-element blocks"},
     {"Q4_0", PA_TYPE_Q4_0, PA_MIX_NONE, 2, "4.5 bits per weight, 32-element blocks; output Q6_K"},
     {"Q4_1", PA_TYPE_Q4_1, PA_MIX_NONE, 3, "5 bits per weight, 32-element blocks; output Q6_K"},
@@ -139,6 +141,7 @@ static pa_type fallback_of(pa_type t) {
     case PA_TYPE_Q4_K: return PA_TYPE_Q5_0;
     case PA_TYPE_Q5_K: return PA_TYPE_Q5_1;
     case PA_TYPE_Q6_K: return PA_TYPE_Q8_0;
+    case PA_TYPE_Q2_K:
     case PA_TYPE_Q3_K: return PA_TYPE_Q4_0;
     default: return PA_TYPE_F16;
   }

@@ -1,5 +1,5 @@
 /* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K,
- * Q5_K, Q6_K and Q3_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1, Q5_0 and Q8_0 in
+ * Q5_K, Q6_K, Q3_K and Q2_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1, Q5_0 and Q8_0 in
  * groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
  * type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
@@ -7,8 +7,8 @@
  * (b) the reference kernel agrees with the file layout's reference dot
  *     on the same quantized activations, |got - ref| <= 1e-5 * M,
  *     M = sum |x_i| (|w_i| + |w0_i|) (as test_gemm.c);
- * (c) the AVX2, AVX-512 VNNI and AMX kernels (where the CPU has
- *     them) give the reference kernel's bits, for every token count a
+ * (c) the AVX2 (none for Q2_K), AVX-512 VNNI and AMX kernels (where the
+ *     CPU has them) give the reference kernel's bits, for every token count a
  *     call takes, tokens in order and reversed;
  * (d) pa_matmul on a repacked matrix under every kernel table, pools of 1,
  *     2 and 3 threads and batches of 1..13 tokens: every token's outputs
@@ -106,7 +106,7 @@ static void check_kernels(const mat *a) {
    * calls are VNNI's) where the CPU has them */
   const pa_ilv_kernel *fast[3] = {NULL, vnni, NULL};
   const char *fast_name[3] = {"avx2", "vnni", "amx"};
-  if (pa_kernels_avx2()) {
+  if (pa_kernels_avx2() && a->type != PA_TYPE_Q2_K) { /* Q2_K: none (x4.h) */
     fast[0] = pa_kernels_ilv(pa_kernels_avx2(), a->layout, a->type);
     if (!fast[0] || fast[0] == ref) {
       printf("FAIL %s: no AVX2-table kernel\n", pa_type_name(a->type));
@@ -339,8 +339,8 @@ int main(void) {
   /* Q4_K, Q5_K, Q6_K and Q3_K, groups of 4: rows of 1 to 57 super-blocks */
   const int64_t ks[] = {1, 2, 3, 5, 16, 57};
   const int64_t rs[] = {4, 8, 36, 12, 20, 8};
-  const pa_type kq[] = {PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K, PA_TYPE_Q3_K};
-  for (int q = 0; q < 4; q++)
+  const pa_type kq[] = {PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K, PA_TYPE_Q3_K, PA_TYPE_Q2_K};
+  for (int q = 0; q < 5; q++)
     for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++) {
       mat a;
       make(&a, kq[q], rs[s], QK_K * ks[s]);
@@ -377,6 +377,7 @@ int main(void) {
   check_mixed(pools[1], PA_TYPE_Q5_K);
   check_mixed(pools[1], PA_TYPE_Q6_K);
   check_mixed(pools[1], PA_TYPE_Q3_K);
+  check_mixed(pools[1], PA_TYPE_Q2_K);
   for (int p = 1; p < 3; p++) pa_pool_free(pools[p]);
   if (failures) {
     printf("test_layouts: %d failure(s)\n", failures);

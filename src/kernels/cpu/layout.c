@@ -72,6 +72,7 @@ void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q5_K] = &pa_x4_q5k_vnni;
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q6_K] = &pa_x4_q6k_vnni;
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q3_K] = &pa_x4_q3k_vnni;
+  k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q2_K] = &pa_x4_q2k_vnni;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q8_0] = &pa_x16_vnni_q8_0;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_0] = &pa_x16_vnni_q4_0;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_1] = &pa_x16_vnni_q4_1;

@@ -1,4 +1,4 @@
-/* x4.c: the x4 layout of Q4_K, Q5_K, Q6_K and Q3_K (kernels/x4.h): repacking at
+/* x4.c: the x4 layout of Q4_K, Q5_K, Q6_K, Q3_K, Q2_K (kernels/x4.h): repacking at
  * load, rows back to floats, activation packing, and the reference kernels that
  * specify the layout's arithmetic. */
 #include <math.h>
@@ -18,6 +18,7 @@ size_t pa_x4_rec(pa_type type) {
          : type == PA_TYPE_Q5_K ? PA_X4_REC5
          : type == PA_TYPE_Q6_K ? PA_X4_REC6
          : type == PA_TYPE_Q3_K ? PA_X4_REC3
+         : type == PA_TYPE_Q2_K ? PA_X4_REC2
                                 : 0;
 }
 
@@ -127,6 +128,105 @@ static int x4_q3(const uint8_t *rec, int i, int l, int e, int hh) {
   return t[64 * (1 - hh)] >> 6 | ((t[128] >> (7 - hh)) & 1) << 2;
 }
 
+/* Q2_K's u (0..3) of element c of a block: qs[32 h + c % 32] at bits 2 k
+ * (h = c / 128, k = c % 128 / 32). */
+static int q2_value(const block_q2_K *b, int c) {
+  return (b->qs[32 * (c / 128) + c % 32] >> (2 * (c % 128 / 32))) & 3;
+}
+
+static void repack_q2k(int64_t cols, const void *src, void *dst, int64_t n_groups) {
+  const int64_t nsb = cols / QK_K;
+  const block_q2_K *in = src;
+  uint8_t *out = dst;
+  for (int64_t g = 0; g < n_groups; g++)
+    for (int64_t b = 0; b < nsb; b++) {
+      uint8_t *rec = out + (size_t)(g * nsb + b) * PA_X4_REC2;
+      memset(rec, 0, PA_X4_REC2);
+      for (int r = 0; r < 4; r++) {
+        const block_q2_K *blk = &in[(4 * g + r) * nsb + b];
+        for (int p = 0; p < 4; p++) {
+          const int l = 4 * r + p;
+          for (int i = 0; i < 8; i++)
+            for (int e = 0; e < 4; e++)
+              for (int hh = 0; hh < 2; hh++) /* x4.h: vector i % 4, bits 2 k */
+                rec[64 * (i % 4) + 4 * l + e] |=
+                    (uint8_t)(q2_value(blk, x4_col(p, i, e, hh)) << (2 * (2 * hh + i / 4)));
+          for (int k = 0; k < 4; k++) rec[PA_X4_SCM2 + 16 * k + l] = blk->scales[4 * p + k];
+        }
+        memcpy(rec + PA_X4_D2 + 2 * r, &blk->d, 2);
+        memcpy(rec + PA_X4_D2 + 8 + 2 * r, &blk->dmin, 2);
+      }
+    }
+}
+
+/* u (0..3) of a Q2_K record's lane l, vector i, element e, half hh. */
+static int x4_q2(const uint8_t *rec, int i, int l, int e, int hh) {
+  return (rec[64 * (i % 4) + 4 * l + e] >> (2 * (2 * hh + i / 4))) & 3;
+}
+
+static void get_row_q2k(const pa_matrix *w, int64_t row, float *out) {
+  const int64_t nsb = w->cols / QK_K, g = row / 4;
+  const int r = (int)(row % 4);
+  const uint8_t *data = w->data;
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *rec = data + (size_t)(g * nsb + b) * PA_X4_REC2;
+    pa_f16 hd, hm;
+    memcpy(&hd, rec + PA_X4_D2 + 2 * r, 2);
+    memcpy(&hm, rec + PA_X4_D2 + 8 + 2 * r, 2);
+    const float d = pa_f16_to_f32(hd), dmin = pa_f16_to_f32(hm);
+    for (int p = 0; p < 4; p++) {
+      const int l = 4 * r + p;
+      for (int i = 0; i < 8; i++)
+        for (int e = 0; e < 4; e++)
+          for (int hh = 0; hh < 2; hh++) {
+            /* the file's dequantizer: (d * sc) * u - dmin * m */
+            const uint8_t scm = rec[PA_X4_SCM2 + 16 * (2 * hh + i / 4) + l];
+            const float dl = d * (float)(scm & 0xF), ml = dmin * (float)(scm >> 4);
+            out[b * QK_K + x4_col(p, i, e, hh)] = dl * (float)x4_q2(rec, i, l, e, hh) - ml;
+          }
+    }
+  }
+}
+
+/* Q2_K's specification (x4.h), one token at a time. */
+static void run_q2k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
+                    int64_t ldy, int stream) {
+  (void)stream;
+  const int64_t nsb = cols / QK_K;
+  for (int t = 0; t < nt; t++) {
+    float acc[16] = {0};
+    for (int64_t b = 0; b < nsb; b++) {
+      const uint8_t *w = wg + (size_t)b * PA_X4_REC2, *x = xp[t] + (size_t)b * PA_X4_XREC6;
+      float dx;
+      memcpy(&dx, x + PA_X4_XD6, 4);
+      for (int l = 0; l < 16; l++) {
+        const int r = l / 4, p = l % 4;
+        pa_f16 hd, hm;
+        memcpy(&hd, w + PA_X4_D2 + 2 * r, 2);
+        memcpy(&hm, w + PA_X4_D2 + 8 + 2 * r, 2);
+        int32_t dot[4] = {0};
+        for (int i = 0; i < 8; i++)
+          for (int e = 0; e < 4; e++)
+            for (int hh = 0; hh < 2; hh++)
+              dot[2 * hh + i / 4] +=
+                  x4_q2(w, i, l, e, hh) * (int8_t)x[32 * i + 16 * hh + 4 * p + e];
+        int32_t S = 0, M = 0;
+        for (int k = 0; k < 4; k++) {
+          int16_t bs;
+          memcpy(&bs, x + PA_X4_XBS6 + 2 * (4 * p + k), 2);
+          const uint8_t scm = w[PA_X4_SCM2 + 16 * k + l];
+          S += (int32_t)(scm & 0xF) * dot[k];
+          M += (int32_t)(scm >> 4) * bs;
+        }
+        acc[l] = fmaf((float)S, pa_f16_to_f32(hd) * dx, acc[l]);
+        acc[l] = fmaf(-(float)M, pa_f16_to_f32(hm) * dx, acc[l]);
+      }
+    }
+    for (int r = 0; r < 4; r++)
+      y[t * ldy + r] = (acc[4 * r] + acc[4 * r + 1]) + (acc[4 * r + 2] + acc[4 * r + 3]);
+  }
+}
+
 /* Q6_K and Q3_K, whose records share lanes, columns and arithmetic (x4.h):
  * value, offset, scale and d places. */
 typedef struct {
@@ -182,6 +282,10 @@ void pa_x4_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_
     repack_q3k(cols, src, dst, n_groups);
     return;
   }
+  if (type == PA_TYPE_Q2_K) {
+    repack_q2k(cols, src, dst, n_groups);
+    return;
+  }
   if (type == PA_TYPE_Q6_K) {
     repack_q6k(cols, src, dst, n_groups);
     return;
@@ -233,6 +337,10 @@ static int x4_quant(const uint8_t *rec, bool q5, int i, int l, int e, int h) {
 }
 
 void pa_x4_get_row(const pa_matrix *w, int64_t row, float *out) {
+  if (w->type == PA_TYPE_Q2_K) {
+    get_row_q2k(w, row, out);
+    return;
+  }
   if (w->type == PA_TYPE_Q6_K || w->type == PA_TYPE_Q3_K) {
     get_row_s16(w->type == PA_TYPE_Q6_K ? &kind_q6k : &kind_q3k, w, row, out);
     return;
@@ -404,3 +512,4 @@ const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x
 const pa_ilv_kernel pa_x4_q5k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
 const pa_ilv_kernel pa_x4_q6k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q6k};
 const pa_ilv_kernel pa_x4_q3k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q3k};
+const pa_ilv_kernel pa_x4_q2k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q2k};

@@ -296,10 +296,109 @@ BODY void run_body6(const int q3, int64_t cols, const uint8_t *wg, const uint8_t
   store_rows(acc, y, ldy, T);
 }
 
-/* The kernels' bodies (ilv_run.h): kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K (compile-time). */
+/* Q2_K (x4.h). The activation record here (X2V_REC bytes per super-block):
+ * xq, then the 16-column sums in the pairs a vpdpwssd takes, (bs[4 p],
+ * bs[4 p + 1]) in dword p at X2V_B and (bs[4 p + 2], bs[4 p + 3]) at
+ * X2V_B + 16, then d. */
+#define X2V_REC 304
+#define X2V_B 256
+#define X2V_XD 288
+
+static size_t x_size2_vnni(int64_t cols) {
+  return (size_t)(cols / QK_K) * X2V_REC;
+}
+
+static void pack_x2_vnni(int64_t cols, const void *xq, void *xp) {
+  uint8_t rec[PA_X4_XREC6];
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    uint8_t *out = (uint8_t *)xp + (size_t)b * X2V_REC;
+    pa_x4_pack_x6(QK_K, (const uint8_t *)xq + (size_t)b * sizeof(block_q8_K), rec);
+    memcpy(out, rec, 256);
+    for (int p = 0; p < 4; p++) {
+      memcpy(out + X2V_B + 4 * p, rec + PA_X4_XBS6 + 8 * p, 4);
+      memcpy(out + X2V_B + 16 + 4 * p, rec + PA_X4_XBS6 + 8 * p + 4, 4);
+    }
+    memcpy(out + X2V_XD, rec + PA_X4_XD6, 4);
+    memset(out + X2V_XD + 4, 0, X2V_REC - X2V_XD - 4);
+  }
+}
+
+/* Per group of 4 rows and super-block: 4 loads of 64 bytes and 16 ands (a
+ * column k's values 4^k x in place, and so its sums: the scales are taken
+ * 4^(3 - k) x, and the sum of the four products shifted down by 6, exactly);
+ * the scales and mins out of their bytes (shared by the tokens); per token
+ * 16 vpdpbusd, 4 vpmulld, two vpdpwssd of the mins against the 16-column
+ * sums in pairs, two conversions and two fmas per 16 lanes. */
+BODY void run_body2(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
+                    int64_t ldy, const int T, int stream) {
+  const int64_t nsb = cols / QK_K;
+  const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
+  const __m512i nib = _mm512_set1_epi32(0x0F);
+  const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
+  __m512 acc[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *w = wg + (size_t)b * PA_X4_REC2;
+    if (pf)
+      for (size_t c = 0; c < PA_X4_REC2; c += 64)
+        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+    __m512i D[4][PA_X4_TOKENS];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) D[0][t] = D[1][t] = D[2][t] = D[3][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+      const __m512i q = _mm512_loadu_si512(w + 64 * m);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; k++) {
+        const __m512i v = _mm512_and_si512(q, _mm512_set1_epi8((char)(3 << (2 * k))));
+        const int hh = k / 2, i = 4 * (k % 2) + m; /* x4.h */
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+          D[k][t] = _mm512_dpbusd_epi32(D[k][t], v,
+                                        bcast16(xp[t] + (size_t)b * X2V_REC + 32 * i + 16 * hh));
+      }
+    }
+    __m512i sc[4], mn[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+      const __m512i scm =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SCM2 + 16 * k)));
+      sc[k] = _mm512_slli_epi32(_mm512_and_si512(scm, nib), 6 - 2 * k);
+      mn[k] = _mm512_srli_epi32(scm, 4);
+    }
+    const __m512i m01 = _mm512_or_si512(mn[0], _mm512_slli_epi32(mn[1], 16)),
+                  m23 = _mm512_or_si512(mn[2], _mm512_slli_epi32(mn[3], 16));
+    const __m512 dm =
+        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_D2))));
+    const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const uint8_t *x = xp[t] + (size_t)b * X2V_REC;
+      __m512i s = _mm512_add_epi32(
+          _mm512_add_epi32(_mm512_mullo_epi32(sc[0], D[0][t]), _mm512_mullo_epi32(sc[1], D[1][t])),
+          _mm512_add_epi32(_mm512_mullo_epi32(sc[2], D[2][t]), _mm512_mullo_epi32(sc[3], D[3][t])));
+      s = _mm512_srai_epi32(s, 6); /* 64 x S: exact */
+      const __m512i mi =
+          _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), m01, bcast16(x + X2V_B)),
+                              m23, bcast16(x + X2V_B + 16));
+      float dx;
+      memcpy(&dx, x + X2V_XD, 4);
+      const __m512 vdx = _mm512_set1_ps(dx);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dr, vdx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(mr, vdx), acc[t]);
+    }
+  }
+  store_rows(acc, y, ldy, T);
+}
+
+/* The kernels' bodies (ilv_run.h): kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K, 4 Q2_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    float *y, int64_t ldy, const int T, int stream) {
-  if (kind >= 2)
+  if (kind == 4)
+    run_body2(cols, wg, xp, y, ldy, T, stream);
+  else if (kind >= 2)
     run_body6(kind == 3, cols, wg, xp, y, ldy, T, stream);
   else
     run_body45(kind, cols, wg, xp, y, ldy, T, stream);
@@ -311,8 +410,10 @@ PA_ILV_RUN8(VNNI, run_q4k, 0)
 PA_ILV_RUN8(VNNI, run_q5k, 1)
 PA_ILV_RUN4(VNNI, run_q6k, 2)
 PA_ILV_RUN4(VNNI, run_q3k, 3)
+PA_ILV_RUN4(VNNI, run_q2k, 4)
 
 const pa_ilv_kernel pa_x4_q4k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
 const pa_ilv_kernel pa_x4_q6k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x6_vnni, run_q6k};
 const pa_ilv_kernel pa_x4_q3k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x3_vnni, run_q3k};
+const pa_ilv_kernel pa_x4_q2k_vnni = {4, PA_X4_TOKENS, x_size2_vnni, pack_x2_vnni, run_q2k};
