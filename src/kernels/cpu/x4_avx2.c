@@ -209,6 +209,14 @@ BODY __m256i scale_pairs(const uint8_t *sc, int k, const int H) {
   return _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA);
 }
 
+/* The fp16 d of rows 2H, 2H + 1 (of the 4 at d4) for the half's 8 lanes. */
+BODY __m256 half_d(const uint8_t *d4, const int H) {
+  const __m256 dm = _mm256_cvtph_ps(_mm_loadl_epi64((const __m128i *)d4));
+  const __m256i idx_d =
+      _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1, 2 * H + 1, 2 * H + 1);
+  return _mm256_permutevar8x32_ps(dm, idx_d);
+}
+
 /* Super-block w, half H, T tokens: S into acc[8 (2 t + H)] (x4.h). */
 BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc, const int T,
                      const int H) {
@@ -250,10 +258,7 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
       KEEP(S[t]);
     }
   }
-  const __m256 dm = _mm256_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D6)));
-  const __m256i idx_d =
-      _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1, 2 * H + 1, 2 * H + 1);
-  const __m256 dr = _mm256_permutevar8x32_ps(dm, idx_d);
+  const __m256 dr = half_d(w + PA_X4_D6, H);
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
@@ -321,10 +326,7 @@ BODY void half_step3(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
       KEEP(S8[t]);
     }
   }
-  const __m256 dm = _mm256_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + PA_X4_D3)));
-  const __m256i idx_d =
-      _mm256_setr_epi32(2 * H, 2 * H, 2 * H, 2 * H, 2 * H + 1, 2 * H + 1, 2 * H + 1, 2 * H + 1);
-  const __m256 dr = _mm256_permutevar8x32_ps(dm, idx_d);
+  const __m256 dr = half_d(w + PA_X4_D3, H);
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     const uint8_t *x = xp[t] + (size_t)b * X6A_REC;

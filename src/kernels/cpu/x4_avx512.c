@@ -32,6 +32,13 @@ BODY __m512i bcast16(const uint8_t *p) {
   return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
 }
 
+/* Weights from memory (pf > 0): ask for the record's bytes pf ahead
+ * (kernels.h). */
+BODY void prefetch_rec(const uint8_t *w, size_t rec, int pf) {
+  if (pf)
+    for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+}
+
 /* y[t * ldy + r] = (acc[4r] + acc[4r + 1]) + (acc[4r + 2] + acc[4r + 3]) of
  * each token's 16 lanes (x4.h) */
 BODY void store_rows(const __m512 *acc, float *y, int64_t ldy, const int T) {
@@ -58,8 +65,7 @@ BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
-    if (pf) /* weights from memory: ask for them ahead (kernels.h) */
-      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+    prefetch_rec(w, rec, pf);
     const __m512 dm =
         _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
     const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
@@ -259,8 +265,7 @@ BODY void run_body6(const int q3, int64_t cols, const uint8_t *wg, const uint8_t
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
-    if (pf)
-      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+    prefetch_rec(w, rec, pf);
     __m512i D[4][PA_X4_TOKENS];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++)
@@ -341,9 +346,7 @@ BODY void run_body2(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * PA_X4_REC2;
-    if (pf)
-      for (size_t c = 0; c < PA_X4_REC2; c += 64)
-        _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
+    prefetch_rec(w, PA_X4_REC2, pf);
     __m512i D[4][PA_X4_TOKENS];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) D[0][t] = D[1][t] = D[2][t] = D[3][t] = _mm512_setzero_si512();
