@@ -163,10 +163,9 @@ extern const pa_ilv_kernel pa_x4_q4k_ref, pa_x4_q5k_ref, pa_x4_q6k_ref, pa_x4_q3
 /* The AVX-512 VNNI kernel (x4_avx512.c). */
 extern const pa_ilv_kernel pa_x4_q4k_vnni, pa_x4_q5k_vnni, pa_x4_q6k_vnni, pa_x4_q3k_vnni,
     pa_x4_q2k_vnni;
-/* The AVX2 kernel (x4_avx2.c): the same bits. None for Q2_K: the AVX2 tables
- * keep it in the file layout (the loader repacks a matrix only for a table
- * with a fast kernel of its layout). */
-extern const pa_ilv_kernel pa_x4_q4k_avx2, pa_x4_q5k_avx2, pa_x4_q6k_avx2, pa_x4_q3k_avx2;
+/* The AVX2 kernel (x4_avx2.c): the same bits. */
+extern const pa_ilv_kernel pa_x4_q4k_avx2, pa_x4_q5k_avx2, pa_x4_q6k_avx2, pa_x4_q3k_avx2,
+    pa_x4_q2k_avx2;
 size_t pa_x4_x_size(int64_t cols);
 void pa_x4_pack_x(int64_t cols, const void *xq, void *xp);
 /* Q6_K's and Q3_K's activation record (PA_X4_XREC6 bytes per super-block) */

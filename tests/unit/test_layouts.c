@@ -7,8 +7,8 @@
  * (b) the reference kernel agrees with the file layout's reference dot
  *     on the same quantized activations, |got - ref| <= 1e-5 * M,
  *     M = sum |x_i| (|w_i| + |w0_i|) (as test_gemm.c);
- * (c) the AVX2 (none for Q2_K), AVX-512 VNNI and AMX kernels (where the
- *     CPU has them) give the reference kernel's bits, for every token count a
+ * (c) the AVX2, AVX-512 VNNI and AMX kernels (where the CPU has
+ *     them) give the reference kernel's bits, for every token count a
  *     call takes, tokens in order and reversed;
  * (d) pa_matmul on a repacked matrix under every kernel table, pools of 1,
  *     2 and 3 threads and batches of 1..13 tokens: every token's outputs
@@ -106,7 +106,7 @@ static void check_kernels(const mat *a) {
    * calls are VNNI's) where the CPU has them */
   const pa_ilv_kernel *fast[3] = {NULL, vnni, NULL};
   const char *fast_name[3] = {"avx2", "vnni", "amx"};
-  if (pa_kernels_avx2() && a->type != PA_TYPE_Q2_K) { /* Q2_K: none (x4.h) */
+  if (pa_kernels_avx2()) {
     fast[0] = pa_kernels_ilv(pa_kernels_avx2(), a->layout, a->type);
     if (!fast[0] || fast[0] == ref) {
       printf("FAIL %s: no AVX2-table kernel\n", pa_type_name(a->type));

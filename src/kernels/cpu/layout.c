@@ -65,6 +65,7 @@ void pa_kernels_fill_ilv_avx2(pa_cpu_kernels *k) {
 void pa_kernels_fill_ilv_avx2_q6k(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q6_K] = &pa_x4_q6k_avx2;
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q3_K] = &pa_x4_q3k_avx2;
+  k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q2_K] = &pa_x4_q2k_avx2;
 }
 
 void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k) {

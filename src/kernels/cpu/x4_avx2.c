@@ -174,8 +174,8 @@ static size_t x_size6_avx2(int64_t cols) {
 }
 
 /* bs[k] holds (o01 or o23) x bs in both halves for columns k = 0, 1 or 2, 3
- * (a pmaddwd takes 2x that off): Q6_K 16, 16; Q3_K 2 and, for its 8x sums,
- * 16. */
+ * (a pmaddwd with the scale in both halves takes 2x that off): Q6_K 16, 16;
+ * Q3_K 2 and, for its 8x sums, 16; Q2_K 1, 1 (against (m, 0) lanes: m x bs). */
 static void pack_x_off(int64_t cols, const void *xq, void *xp, int o01, int o23) {
   uint8_t rec[PA_X4_XREC6];
   for (int64_t b = 0; b < cols / QK_K; b++) {
@@ -344,12 +344,81 @@ BODY void half_step3(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   }
 }
 
-/* The kernels' bodies: kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K (compile-time). */
+/* Q2_K (x4.h), super-block w, half H, T tokens. Its values sit at bits 2k
+ * 4^k x, and pmaddubsw's 16-bit pairs would overflow at 64 x 3: each is
+ * shifted down (and masked), then the 4 vectors of a column (pairs <= 768)
+ * add in 16 bits and one pmaddwd applies the scale; the mins go through a
+ * pmaddwd with (m, 0) lanes against bs in both halves (pack_x_off 1, 1). */
+BODY void half_step2(const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc, const int T,
+                     const int H) {
+  const __m256i two = _mm256_set1_epi8(3);
+  __m256i sc[4], mn[4], S[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) {
+    const __m128i scm = _mm_loadl_epi64((const __m128i *)(w + PA_X4_SCM2 + 16 * k + 8 * H));
+    const __m256i s = _mm256_cvtepu8_epi32(_mm_and_si128(scm, _mm_set1_epi8(0x0F)));
+    sc[k] = _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA); /* (sc, sc) */
+    mn[k] = _mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(scm, 4), _mm_set1_epi8(0x0F)));
+  }
+  const uint8_t *xb[PA_X4_TOKENS];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    S[t] = _mm256_setzero_si256();
+    xb[t] = xp[t] + (size_t)b * X6A_REC;
+    __asm__ volatile("" : "+r"(xb[t])); /* as half_step */
+  }
+  __m256i q[4];
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; m++) q[m] = load256(w + 64 * m + 32 * H);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) {
+    __m256i v[4]; /* vector (i, hh) = (4 (k % 2) + m, k / 2) */
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++)
+      v[m] = _mm256_and_si256(k ? _mm256_srli_epi16(q[m], 2 * k) : q[m], two);
+    const int i0 = 4 * (k % 2), hh = k / 2;
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const uint8_t *xr = xb[t] + 64 * i0 + 32 * hh; /* pattern (i, hh) at 64 i + 32 hh */
+      const __m256i p =
+          _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(v[0], load256(xr)),
+                                            _mm256_maddubs_epi16(v[1], load256(xr + 64))),
+                           _mm256_add_epi16(_mm256_maddubs_epi16(v[2], load256(xr + 128)),
+                                            _mm256_maddubs_epi16(v[3], load256(xr + 192))));
+      S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(p, sc[k]));
+      KEEP(S[t]);
+    }
+  }
+  const __m256 dr = half_d(w + PA_X4_D2, H), mr = half_d(w + PA_X4_D2 + 8, H);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
+    const __m256i M =
+        _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(mn[0], load256(x + X6A_BS)),
+                                          _mm256_madd_epi16(mn[1], load256(x + X6A_BS + 32))),
+                         _mm256_add_epi32(_mm256_madd_epi16(mn[2], load256(x + X6A_BS + 64)),
+                                          _mm256_madd_epi16(mn[3], load256(x + X6A_BS + 96))));
+    float dx;
+    memcpy(&dx, x + X6A_XD, 4);
+    const __m256 vdx = _mm256_set1_ps(dx);
+    float *a = acc + 8 * (2 * t + H);
+    __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[t]), _mm256_mul_ps(dr, vdx), _mm256_load_ps(a));
+    v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(mr, vdx), v);
+    _mm256_store_ps(a, v);
+  }
+}
+
+static void pack_x2_avx2(int64_t cols, const void *xq, void *xp) {
+  pack_x_off(cols, xq, xp, 1, 1);
+}
+
+/* The kernels' bodies: kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K, 4 Q2_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    float *y, int64_t ldy, const int T, int stream) {
   (void)stream; /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
   const int64_t nsb = cols / QK_K;
-  const size_t rec = kind == 3   ? PA_X4_REC3
+  const size_t rec = kind == 4   ? PA_X4_REC2
+                     : kind == 3 ? PA_X4_REC3
                      : kind == 2 ? PA_X4_REC6
                      : kind == 1 ? PA_X4_REC5
                                  : PA_X4_REC;
@@ -362,7 +431,10 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     const uint8_t *w = wg + (size_t)b * rec;
     if (T == 1 && pf) /* decode streams the weights: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)w + pf + c, _MM_HINT_T1);
-    if (kind == 3) {
+    if (kind == 4) {
+      half_step2(w, xp, b, acc, T, 0);
+      half_step2(w, xp, b, acc, T, 1);
+    } else if (kind == 3) {
       half_step3(w, xp, b, acc, T, 0);
       half_step3(w, xp, b, acc, T, 1);
     } else if (kind == 2) {
@@ -390,8 +462,10 @@ PA_ILV_RUN4(AVX2, run_q4k, 0)
 PA_ILV_RUN4(AVX2, run_q5k, 1)
 PA_ILV_RUN4(AVX2, run_q6k, 2)
 PA_ILV_RUN4(AVX2, run_q3k, 3)
+PA_ILV_RUN4(AVX2, run_q2k, 4)
 
 const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q4k};
 const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q5k};
 const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k};
 const pa_ilv_kernel pa_x4_q3k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x3_avx2, run_q3k};
+const pa_ilv_kernel pa_x4_q2k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x2_avx2, run_q2k};
