@@ -1,5 +1,6 @@
-/* x4_avx2.c: the AVX2 kernels of the x4 layout (Q4_K, Q5_K; kernels/x4.h),
- * for one to PA_X4_TOKENS tokens at a time, on CPUs without AVX-512. They
+/* x4_avx2.c: the AVX2 kernels of the x4 layout (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K;
+ * kernels/x4.h), for one to PA_X4_TOKENS tokens at a time, on CPUs without
+ * AVX-512. They
  * follow the layout's canonical arithmetic step for step, so their bits
  * equal the reference's (x4.c), the VNNI kernel's, and do not depend on how
  * many tokens share a call.

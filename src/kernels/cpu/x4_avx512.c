@@ -1,5 +1,6 @@
-/* x4_avx512.c: the AVX-512 VNNI kernels of the x4 layout (Q4_K, Q5_K, Q6_K)
- * (kernels/x4.h), for one to 8 tokens at a time (Q6_K: 4). It follows the
+/* x4_avx512.c: the AVX-512 VNNI kernels of the x4 layout (Q4_K, Q5_K, Q6_K,
+ * Q3_K, Q2_K) (kernels/x4.h), for one to 8 tokens at a time (Q6_K, Q3_K and
+ * Q2_K: 4). It follows the
  * layout's canonical arithmetic step for step, so its bits equal the
  * reference's (x4.c) and do not depend on how many tokens share a call.
  * 8 tokens against two calls of 4 share the weights' unpacking and scales
@@ -239,7 +240,8 @@ BODY void unpack_dot3(const uint8_t *w, const uint8_t *const *xp, int64_t b,
   }
 }
 
-/* Per group of 4 rows and super-block: 12 loads of 64 bytes, 3 ands and,
+/* Q6_K and Q3_K (whose unpacking is unpack_dot3's, the rest the same). Q6_K,
+ * per group of 4 rows and super-block: 12 loads of 64 bytes, 3 ands and,
  * for the fourth vector of each group of three, 3 shifts and 3 logic
  * operations to unpack the 6-bit values, 4 sign extensions for the scales
  * (shared by the tokens); per token 16 vpdpbusd into four sums, one per
@@ -407,8 +409,8 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     run_body45(kind, cols, wg, xp, y, ldy, T, stream);
 }
 
-/* Q4_K and Q5_K take up to 8 tokens a call, Q6_K 4 (its four sums per
- * token, D[4][T], would not fit the registers at 8). */
+/* Q4_K and Q5_K take up to 8 tokens a call, Q6_K, Q3_K and Q2_K 4 (their
+ * four sums per token, D[4][T], would not fit the registers at 8). */
 PA_ILV_RUN8(VNNI, run_q4k, 0)
 PA_ILV_RUN8(VNNI, run_q5k, 1)
 PA_ILV_RUN4(VNNI, run_q6k, 2)
