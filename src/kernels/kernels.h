@@ -159,7 +159,7 @@ void pa_kernels_fill_avx512_quant(pa_cpu_kernels *k);
 const pa_ilv_kernel *pa_kernels_ilv(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
 bool pa_kernels_ilv_fast(const pa_cpu_kernels *k, pa_layout layout, pa_type type);
 void pa_kernels_fill_ilv_avx2(pa_cpu_kernels *k); /* layout.c */
-void pa_kernels_fill_ilv_avx2_q6k(pa_cpu_kernels *k); /* layout.c: Q6_K x4, the AVX2 table only */
+void pa_kernels_fill_ilv_avx2_k16(pa_cpu_kernels *k); /* layout.c: Q6_K, Q3_K, Q2_K x4 (AVX2) */
 void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k); /* layout.c */
 void pa_kernels_fill_ilv_amx(pa_cpu_kernels *k);  /* the VNNI ones, then AMX where it has them */
 /* Whether table k's one-token kernel for the type asks for the weights

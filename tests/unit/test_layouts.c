@@ -1,6 +1,6 @@
 /* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K,
- * Q5_K, Q6_K, Q3_K and Q2_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1, Q5_0 and Q8_0 in
- * groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
+ * Q5_K, Q6_K, Q3_K and Q2_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1,
+ * Q5_0 and Q8_0 in groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
  * type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
  *     equals the file layout's reference dequantization bit for bit;
@@ -329,6 +329,8 @@ int main(void) {
       pa_layout_for(PA_TYPE_Q6_K, 8, 512) != PA_LAYOUT_K_X4 ||
       pa_layout_for(PA_TYPE_Q6_K, 10, 512) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q3_K, 4, 256) != PA_LAYOUT_K_X4 ||
+      pa_layout_for(PA_TYPE_Q2_K, 4, 256) != PA_LAYOUT_K_X4 ||
+      pa_layout_for(PA_TYPE_Q2_K, 4, 320) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q8_0, 24, 64) != PA_LAYOUT_ROWS ||
       pa_layout_for(PA_TYPE_Q4_1, 32, 576) != PA_LAYOUT_B32_X16) {
     printf("FAIL pa_layout_for\n");
@@ -336,7 +338,7 @@ int main(void) {
   }
 
   pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
-  /* Q4_K, Q5_K, Q6_K and Q3_K, groups of 4: rows of 1 to 57 super-blocks */
+  /* Q4_K, Q5_K, Q6_K, Q3_K and Q2_K, groups of 4: rows of 1 to 57 super-blocks */
   const int64_t ks[] = {1, 2, 3, 5, 16, 57};
   const int64_t rs[] = {4, 8, 36, 12, 20, 8};
   const pa_type kq[] = {PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K, PA_TYPE_Q3_K, PA_TYPE_Q2_K};

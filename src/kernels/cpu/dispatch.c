@@ -64,7 +64,7 @@ static void tables_init(void) {
   table_avx2.name = "avx2";
   pa_kernels_fill_avx2(&table_avx2);
   pa_kernels_fill_ilv_avx2(&table_avx2);
-  pa_kernels_fill_ilv_avx2_q6k(&table_avx2);
+  pa_kernels_fill_ilv_avx2_k16(&table_avx2);
 
   /* AVX-512 keeps the AVX2 kernels for the types it has no wider version of. */
   table_avx512 = table_avx2;

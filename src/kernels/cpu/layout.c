@@ -62,7 +62,7 @@ void pa_kernels_fill_ilv_avx2(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q5_0] = &pa_x16_avx2_q5_0;
 }
 
-void pa_kernels_fill_ilv_avx2_q6k(pa_cpu_kernels *k) {
+void pa_kernels_fill_ilv_avx2_k16(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q6_K] = &pa_x4_q6k_avx2;
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q3_K] = &pa_x4_q3k_avx2;
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q2_K] = &pa_x4_q2k_avx2;
