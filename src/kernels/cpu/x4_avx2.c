@@ -77,21 +77,28 @@ BODY __m256i fifth_bits(const uint8_t *p) {
   return _mm256_and_si256(pa_bits_to_bytes(p), _mm256_set1_epi8(16));
 }
 
+/* Each token's activation record of super-block b (rec bytes apart),
+ * laundered: the two halves load the same activation patterns, and GCC,
+ * left to see that, keeps all of them from the first half for the second,
+ * on the stack. */
+BODY void token_records(const uint8_t *const *xp, int64_t b, size_t rec, const uint8_t **xb,
+                        const int T) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    xb[t] = xp[t] + (size_t)b * rec;
+    __asm__ volatile("" : "+r"(xb[t]));
+  }
+}
+
 /* Super-block w, half H, T tokens: the canonical step into acc[8 (2 t + H)]. */
 BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc,
                     const int T, const int H) {
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256i l16[PA_X4_TOKENS], h16[PA_X4_TOKENS], l32[PA_X4_TOKENS], h32[PA_X4_TOKENS];
-  /* the tokens' records, laundered: the two halves load the same
-   * activation patterns, and GCC, left to see that, keeps all 64 of them
-   * from the first half for the second, on the stack */
   const uint8_t *xb[PA_X4_TOKENS];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    l16[t] = h16[t] = l32[t] = h32[t] = _mm256_setzero_si256();
-    xb[t] = xp[t] + (size_t)b * X4A_REC;
-    __asm__ volatile("" : "+r"(xb[t]));
-  }
+  for (int t = 0; t < T; t++) l16[t] = h16[t] = l32[t] = h32[t] = _mm256_setzero_si256();
+  token_records(xp, b, X4A_REC, xb, T);
 #pragma GCC unroll 8
   for (int i = 0; i < 8; i++) {
     const __m256i q = _mm256_loadu_si256((const __m256i *)(w + PA_X4_QS + 64 * i + 32 * H));
@@ -218,6 +225,22 @@ BODY __m256 half_d(const uint8_t *d4, const int H) {
   return _mm256_permutevar8x32_ps(dm, idx_d);
 }
 
+/* v[k0] x bs[k0] + v[k0 + 1] x bs[k0 + 1] (pmaddwd, 32-bit lanes) against a
+ * token's X6A record x. */
+BODY __m256i bs_pair(const __m256i *v, const uint8_t *x, int k0) {
+  return _mm256_add_epi32(_mm256_madd_epi16(v[k0], load256(x + X6A_BS + 32 * k0)),
+                          _mm256_madd_epi16(v[k0 + 1], load256(x + X6A_BS + 32 * k0 + 32)));
+}
+
+/* acc[8 (2 t + H)] = fma((float)s, dr * dx, acc), dx from the X6A record x. */
+BODY void acc_step(float *acc, int t, const int H, __m256i s, __m256 dr, const uint8_t *x) {
+  float dx;
+  memcpy(&dx, x + X6A_XD, 4);
+  float *a = acc + 8 * (2 * t + H);
+  _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dr, _mm256_set1_ps(dx)),
+                                     _mm256_load_ps(a)));
+}
+
 /* Super-block w, half H, T tokens: S into acc[8 (2 t + H)] (x4.h). */
 BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, float *acc, const int T,
                      const int H) {
@@ -227,11 +250,8 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   for (int k = 0; k < 4; k++) sc[k] = scale_pairs(w + PA_X4_SC6, k, H);
   const uint8_t *xb[PA_X4_TOKENS];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    S[t] = _mm256_setzero_si256();
-    xb[t] = xp[t] + (size_t)b * X6A_REC;
-    __asm__ volatile("" : "+r"(xb[t])); /* as half_step */
-  }
+  for (int t = 0; t < T; t++) S[t] = _mm256_setzero_si256();
+  token_records(xp, b, X6A_REC, xb, T);
   /* group j (x4.h): the values of vectors (2 j, 0), (2 j, 1), (2 j + 1, 0)
    * in the low 6 bits of its three, those of (2 j + 1, 1) two bits in the
    * top of each (16-bit shifts bring the next byte's bits in above them) */
@@ -263,16 +283,8 @@ BODY void half_step6(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
-    __m256i c = _mm256_madd_epi16(sc[0], load256(x + X6A_BS));
-#pragma GCC unroll 3
-    for (int k = 1; k < 4; k++)
-      c = _mm256_add_epi32(c, _mm256_madd_epi16(sc[k], load256(x + X6A_BS + 32 * k)));
-    const __m256i s = _mm256_sub_epi32(S[t], c);
-    float dx;
-    memcpy(&dx, x + X6A_XD, 4);
-    float *a = acc + 8 * (2 * t + H);
-    _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dr, _mm256_set1_ps(dx)),
-                                       _mm256_load_ps(a)));
+    const __m256i c = _mm256_add_epi32(bs_pair(sc, x, 0), bs_pair(sc, x, 2));
+    acc_step(acc, t, H, _mm256_sub_epi32(S[t], c), dr, x);
   }
 }
 
@@ -290,11 +302,8 @@ BODY void half_step3(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   for (int k = 0; k < 4; k++) sc[k] = scale_pairs(w + PA_X4_SC3, k, H);
   const uint8_t *xb[PA_X4_TOKENS];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    S[t] = S8[t] = _mm256_setzero_si256();
-    xb[t] = xp[t] + (size_t)b * X6A_REC;
-    __asm__ volatile("" : "+r"(xb[t])); /* as half_step */
-  }
+  for (int t = 0; t < T; t++) S[t] = S8[t] = _mm256_setzero_si256();
+  token_records(xp, b, X6A_REC, xb, T);
 #pragma GCC unroll 2
   for (int j = 0; j < 2; j++) {
     const uint8_t *g = w + 192 * j + 32 * H;
@@ -331,17 +340,10 @@ BODY void half_step3(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
-    const __m256i c01 = _mm256_add_epi32(_mm256_madd_epi16(sc[0], load256(x + X6A_BS)),
-                                         _mm256_madd_epi16(sc[1], load256(x + X6A_BS + 32)));
-    const __m256i c23 = _mm256_add_epi32(_mm256_madd_epi16(sc[2], load256(x + X6A_BS + 64)),
-                                         _mm256_madd_epi16(sc[3], load256(x + X6A_BS + 96)));
-    const __m256i s = _mm256_add_epi32(_mm256_sub_epi32(S[t], c01),
-                                       _mm256_srai_epi32(_mm256_sub_epi32(S8[t], c23), 3));
-    float dx;
-    memcpy(&dx, x + X6A_XD, 4);
-    float *a = acc + 8 * (2 * t + H);
-    _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dr, _mm256_set1_ps(dx)),
-                                       _mm256_load_ps(a)));
+    const __m256i s =
+        _mm256_add_epi32(_mm256_sub_epi32(S[t], bs_pair(sc, x, 0)),
+                         _mm256_srai_epi32(_mm256_sub_epi32(S8[t], bs_pair(sc, x, 2)), 3));
+    acc_step(acc, t, H, s, dr, x);
   }
 }
 
@@ -363,11 +365,8 @@ BODY void half_step2(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
   }
   const uint8_t *xb[PA_X4_TOKENS];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    S[t] = _mm256_setzero_si256();
-    xb[t] = xp[t] + (size_t)b * X6A_REC;
-    __asm__ volatile("" : "+r"(xb[t])); /* as half_step */
-  }
+  for (int t = 0; t < T; t++) S[t] = _mm256_setzero_si256();
+  token_records(xp, b, X6A_REC, xb, T);
   __m256i q[4];
 #pragma GCC unroll 4
   for (int m = 0; m < 4; m++) q[m] = load256(w + 64 * m + 32 * H);
@@ -394,11 +393,7 @@ BODY void half_step2(const uint8_t *w, const uint8_t *const *xp, int64_t b, floa
 #pragma GCC unroll 4
   for (int t = 0; t < T; t++) {
     const uint8_t *x = xp[t] + (size_t)b * X6A_REC;
-    const __m256i M =
-        _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(mn[0], load256(x + X6A_BS)),
-                                          _mm256_madd_epi16(mn[1], load256(x + X6A_BS + 32))),
-                         _mm256_add_epi32(_mm256_madd_epi16(mn[2], load256(x + X6A_BS + 64)),
-                                          _mm256_madd_epi16(mn[3], load256(x + X6A_BS + 96))));
+    const __m256i M = _mm256_add_epi32(bs_pair(mn, x, 0), bs_pair(mn, x, 2));
     float dx;
     memcpy(&dx, x + X6A_XD, 4);
     const __m256 vdx = _mm256_set1_ps(dx);
