@@ -97,14 +97,6 @@ void pa_dequantize_q2_K(const void *src, float *dst, int64_t n) {
   }
 }
 
-/* The 16 six-bit scales of a Q3_K block: low nibbles in bytes 0..7 (scale i
- * in byte i % 8, high nibble when i >= 8), top two bits in bytes 8..11. */
-static inline int q3_K_scale(const uint8_t s[12], int i) {
-  int low = (s[i % 8] >> (4 * (i / 8))) & 0xF;
-  int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-  return (low | high << 4) - 32;
-}
-
 /* Q3_K: signed 3-bit values, 2 low bits in qs (as Q2_K) and the third in
  * hmask; a clear hmask bit means "minus 4". */
 void pa_dequantize_q3_K(const void *src, float *dst, int64_t n) {
@@ -113,7 +105,7 @@ void pa_dequantize_q3_K(const void *src, float *dst, int64_t n) {
     const float d = pa_load_f16(&x[b].d);
     for (int e = 0; e < QK_K; e++) {
       const int half = e / 128, k = (e % 128) / 32, l = e % 32;
-      const float dl = d * (float)q3_K_scale(x[b].scales, e / 16);
+      const float dl = d * (float)pa_q3_K_scale(x[b].scales, e / 16);
       const int low = (x[b].qs[half * 32 + l] >> (2 * k)) & 3;
       const int high = (x[b].hmask[l] >> (half * 4 + k)) & 1;
       dst[e] = dl * (float)(low - (high ? 0 : 4));

@@ -122,6 +122,14 @@ void pa_quantize_q5_K(const float *src, void *dst, int64_t n);
 void pa_quantize_q6_K(const float *src, void *dst, int64_t n);
 void pa_quantize_q8_K(const float *src, void *dst, int64_t n);
 
+/* The signed scale (-32..31) of sub-block g (0..15) of a Q3_K block's 12
+ * packed scale bytes: low nibbles in bytes 0..7 (scale g in byte g % 8, the
+ * high nibble when g >= 8), the top two bits in bytes 8..11. */
+static inline int pa_q3_K_scale(const uint8_t s[12], int g) {
+  const int low = (s[g % 8] >> (4 * (g / 8))) & 0xF, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
 /* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K
  * block's 12 packed scale bytes. */
 static inline void pa_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {

@@ -247,8 +247,8 @@ void pa_quantize_q2_K(const float *src, void *dst, int64_t n) {
   }
 }
 
-/* Sub-block j's 6-bit Q3_K scale field, biased by 32 (see q3_K_scale in
- * dequant.c for the layout). */
+/* Sub-block j's 6-bit Q3_K scale field, biased by 32 (see pa_q3_K_scale in
+ * quant.h for the layout). */
 static void put_q3_K_scale(uint8_t s[12], int j, int v) {
   s[j % 8] |= (uint8_t)((v & 0xF) << (4 * (j / 8)));
   s[8 + j % 4] |= (uint8_t)((v >> 4) << (2 * (j / 4)));

@@ -166,14 +166,6 @@ static void dot_q2_K(int64_t n, float *out, const void *w, const void *x) {
   *out = (float)sum;
 }
 
-/* The 16 signed 6-bit scales of a Q3_K block: low nibbles in bytes 0..7
- * (scale g in byte g % 8, high nibble when g >= 8), top bits in 8..11. */
-static inline int q3_K_scale(const uint8_t s[12], int g) {
-  int low = (s[g % 8] >> (4 * (g / 8))) & 0xF;
-  int high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-  return (low | high << 4) - 32;
-}
-
 static void dot_q3_K(int64_t n, float *out, const void *w, const void *x) {
   const block_q3_K *a = w;
   const block_q8_K *b = x;
@@ -188,7 +180,7 @@ static void dot_q3_K(int64_t n, float *out, const void *w, const void *x) {
         const int high = (a[i].hmask[l] >> (4 * half + k)) & 1;
         gsum += (low - (high ? 0 : 4)) * b[i].qs[e];
       }
-      isum += q3_K_scale(a[i].scales, g) * gsum;
+      isum += pa_q3_K_scale(a[i].scales, g) * gsum;
     }
     sum += b[i].d * f16_at(&a[i].d) * (float)isum;
   }

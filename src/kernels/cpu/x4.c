@@ -82,13 +82,6 @@ static int q3_value(const block_q3_K *b, int c) {
   return ((b->qs[32 * h + l] >> (2 * k)) & 3) | ((b->hmask[l] >> (4 * h + k)) & 1) << 2;
 }
 
-/* The 16 scales of a Q3_K block (minus 32): low nibbles in bytes 0..7
- * (scale g in byte g % 8, high nibble when g >= 8), top bits in 8..11. */
-static int q3_scale(const uint8_t s[12], int g) {
-  const int low = (s[g % 8] >> (4 * (g / 8))) & 0xF, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-  return (low | high << 4) - 32;
-}
-
 static void repack_q3k(int64_t cols, const void *src, void *dst, int64_t n_groups) {
   const int64_t nsb = cols / QK_K;
   const block_q3_K *in = src;
@@ -114,7 +107,7 @@ static void repack_q3k(int64_t cols, const void *src, void *dst, int64_t n_group
                 }
               }
           for (int k = 0; k < 4; k++)
-            rec[PA_X4_SC3 + 16 * k + l] = (uint8_t)(int8_t)q3_scale(blk->scales, 4 * p + k);
+            rec[PA_X4_SC3 + 16 * k + l] = (uint8_t)(int8_t)pa_q3_K_scale(blk->scales, 4 * p + k);
         }
         memcpy(rec + PA_X4_D3 + 2 * r, &blk->d, 2);
       }
