@@ -258,8 +258,8 @@ def test_tokenize_detokenize(server):
 
 def test_detokenize_invalid_utf8(server, smollm2):
     """Byte tokens that make no character: E0 then 80 (80 cannot follow E0,
-    nor start a character) give two U+FFFD, at once. The held-back 80 once
-    looped forever, in /detokenize and in the delivery of generated tokens."""
+    nor start a character) give two U+FFFD, at once: the held-back 80 must
+    not stall /detokenize or the delivery of generated tokens."""
     import gguf  # the vocabulary's byte tokens, by GPT-2's byte-to-unicode map
     field = gguf.GGUFReader(str(smollm2)).fields["tokenizer.ggml.tokens"]
     vocab = {bytes(field.parts[i]).decode("utf-8"): n for n, i in enumerate(field.data)}

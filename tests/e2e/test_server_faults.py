@@ -250,8 +250,8 @@ def test_kv_options(pasada_bin, smollm2):
 def test_chat_roles_the_template_rejects(pasada_bin, gemma3):
     """Gemma's template takes only alternating user / assistant turns: any
     other order is the client's error (400 on `messages`, naming the turn),
-    and the server goes on serving. (It was a 500 before: found by
-    tests/fuzz/fuzz_openai.c.)"""
+    and the server goes on serving, never a 500 (a case
+    tests/fuzz/fuzz_openai.c found)."""
     s = Server(pasada_bin, gemma3, "--threads", 1, "--ctx", 256, "--parallel", 1)
     try:
         for msgs, turn in [

@@ -132,8 +132,8 @@ def test_quantized_file_agrees_with_llama_cpp(qtype, pasada_bin, build_dir, sour
     # 97% to 88%. Bounds as against llama.cpp below (top-1 >= TOP1_MIN);
     # these files are quantized twice (from the Q4_1 source), and the
     # Q4_K one's last layer reaches a relative error of 0.5-0.75 at one
-    # token (builds before and after the 32-block short-tail change alike),
-    # so the per-token bound is 1; the per-layer mean keeps the default 0.05.
+    # token, so the per-token bound is 1; the per-layer mean keeps the
+    # default 0.05.
     v = run(pasada_bin, "verify", "-m", out, "-n", "32", "-q", "--json", "--tol-top1", str(TOP1_MIN),
             "--tol-hidden-max", "1")
     assert json.loads(v.stdout)["pass"], v.stdout

@@ -200,8 +200,8 @@ int main(void) {
         const int64_t rs[] = {37, 70, 6};
         for (int s = 0; s < 3; s++) check(type, rs[s], QK_K * ks[s], pools, tables[k]->name);
         /* long rows, cut into chunks by the K-blocked path (the last one
-         * partial); 4 rows of 67 super-blocks (Q4_K) or 57 (Q6_K) passed
-         * the old whole-row panel's 96 KB. The 57 with token blocks of 6,
+         * partial); 4 rows of 67 super-blocks (Q4_K) or 57 (Q6_K) hold
+         * more than a 96 KB whole-row panel. The 57 with token blocks of 6,
          * so that batches span several blocks and end in partial ones.
          * (Only where the table has a GEMM kernel for the type.) */
         if (!pa_kernels_gemm(tables[k], type)) continue;

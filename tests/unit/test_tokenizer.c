@@ -372,8 +372,9 @@ static void test_stream(void) {
       {{f0, x9f, e2, x82, xac}, 5, {"", "", "\xEF\xBF\xBD", "", "\xE2\x82\xAC", ""}},
       {{a, 1, a}, 3, {"a", "", "a", ""}},
       /* E0 80: E0 alone is the maximal subpart (80 cannot follow it), then
-       * 80 is a byte no character starts with: each its own U+FFFD (this
-       * held-back 80 once looped forever, found by tests/fuzz/fuzz_openai.c) */
+       * 80 is a byte no character starts with: each its own U+FFFD (the
+       * held-back 80 must not stall the detokenizer; a case
+       * tests/fuzz/fuzz_openai.c found) */
       {{e0, x80, a},
        3,
        {"",
