@@ -1,15 +1,56 @@
-/* pasada.h: the public C API of the pasada inference engine.
+/* pasada.h: the public C API of the pasada inference engine (libpasada).
  *
  * Load a GGUF model, create a context (KV cache + scratch), submit batches of
  * tokens from one or more sequences, read logits, sample, and turn tokens back
- * into text. Every function that can fail returns a pasada_status; the reason
- * is in pasada_last_error() (thread-local). */
+ * into text.
+ *
+ * Errors: every function that can fail returns a pasada_status (PASADA_OK is
+ * 0) and gives its results through pointers; the reason is in
+ * pasada_last_error(). Functions that return a value directly cannot fail:
+ * accessors, and lookups that say "none" in their value (-1, NULL, 0) as
+ * documented beside them.
+ *
+ * Memory: what the library allocates for the caller has its own release
+ * function: pasada_model_free, pasada_context_free, pasada_sampler_free,
+ * pasada_detok_free; strings and token arrays are released with
+ * pasada_text_free. Pointers the library returns as const (the tokenizer,
+ * logits, metadata keys, names) belong to the object they come from.
+ *
+ * Threads: a model is immutable once loaded: it, its tokenizer and its
+ * metadata may be shared by any number of threads, and several contexts may
+ * be created on one model and used at the same time, each by one thread at a
+ * time. A context, a sampler and a streaming detokenizer are used by one
+ * thread at a time (calls on one of them from several threads need the
+ * caller's lock; pasada_parallel_for runs the caller's function on the
+ * context's own threads). The tokenizer functions (const pasada_tokenizer)
+ * and the functions without an object (chat rendering, names, defaults) may
+ * run concurrently from any threads. pasada_last_error is per thread: it
+ * describes the last failure of the calling thread. A model is freed after
+ * every context made on it. */
 #ifndef PASADA_H
 #define PASADA_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+/* The version of this header; pasada_version() gives the library's. The
+ * build reads them from here (CMakeLists.txt). */
+#define PASADA_VERSION_MAJOR 0
+#define PASADA_VERSION_MINOR 1
+#define PASADA_VERSION_PATCH 0
+#define PASADA_VERSION_STRING "0.1.0"
+
+/* Marks the functions the shared library exports (it is built with hidden
+ * visibility: nothing else is exported). */
+#ifndef PASADA_API
+#if defined(__GNUC__) || defined(__clang__)
+#define PASADA_API __attribute__((visibility("default")))
+#else
+#define PASADA_API
+#endif
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,7 +66,10 @@ typedef enum {
   PASADA_ERR_CONTEXT_FULL = 6 /* the KV cache has no room for the batch */
 } pasada_status;
 
-const char *pasada_last_error(void);
+/* The message of the calling thread's last failure (never NULL). */
+PASADA_API const char *pasada_last_error(void);
+/* The library's version, "MAJOR.MINOR.PATCH". */
+PASADA_API const char *pasada_version(void);
 
 typedef struct pa_model pasada_model;
 typedef struct pa_context pasada_context;
@@ -35,36 +79,51 @@ typedef struct pa_sampler pasada_sampler;
 /* ---- models ---- */
 typedef struct {
   bool vocab_only;       /* load the tokenizer only (no tensors needed) */
-  bool keep_file_layout; /* do not repack weights for this CPU's kernels at load
-                            (a model that will not run: `info`); false: repack */
+  bool keep_file_layout; /* do not prepare the weights for the backend at load
+                            (a model that will not run: `info`); false: prepare */
+  /* The backend that runs the model and prepares its weights at load:
+   * NULL or "cpu" (the fastest kernels this CPU has), "cpu:TABLE" (one
+   * kernel table: scalar, avx2, avx512, avx512_vnni, amx), "ref" (the
+   * reference: weights dequantized to F32 as they are read, float
+   * activations, double sums, plain C; slow, for verification). */
+  const char *backend;
 } pasada_model_params;
 
-pasada_model_params pasada_model_default_params(void);
-int pasada_model_load(const char *path, const pasada_model_params *params, pasada_model **out);
-void pasada_model_free(pasada_model *model);
-const pasada_tokenizer *pasada_model_tokenizer(const pasada_model *model);
-int32_t pasada_model_n_vocab(const pasada_model *model);
-int32_t pasada_model_n_ctx_train(const pasada_model *model);
-const char *pasada_model_arch(const pasada_model *model);
+PASADA_API pasada_model_params pasada_model_default_params(void);
+PASADA_API int pasada_model_load(const char *path, const pasada_model_params *params,
+                                 pasada_model **out);
+PASADA_API void pasada_model_free(pasada_model *model);
+PASADA_API const pasada_tokenizer *pasada_model_tokenizer(const pasada_model *model);
+PASADA_API int32_t pasada_model_n_vocab(const pasada_model *model);
+PASADA_API int32_t pasada_model_n_ctx_train(const pasada_model *model);
+PASADA_API const char *pasada_model_arch(const pasada_model *model);
 /* Writes a human-readable description (architecture, hyper-parameters,
- * tokenizer, tensor types with counts and bytes) to `f` (a FILE*). */
-void pasada_model_print_info(const pasada_model *model, void *file);
-/* The model's GGUF file (metadata access for tools). Its string arrays'
- * element tables (the token list, the merges) are freed once the tokenizer
- * is built: arr.strs is NULL there; look tokens up through the tokenizer. */
-struct gguf_file;
-const struct gguf_file *pasada_model_gguf(const pasada_model *model);
+ * tokenizer, tensor types with counts and bytes) to `file`. */
+PASADA_API int pasada_model_print_info(const pasada_model *model, FILE *file);
+
+/* The model file's metadata: its keys in file order and each value as text.
+ * A value is written as: integers in decimal, floats in the fewest digits
+ * that read back the same, true / false, a string as it is, an array as
+ * [a, b, c] with its strings in double quotes (escaped as in JSON). The
+ * token list and the merges, which the loaded model keeps only in its
+ * tokenizer, read "[N strings]": look tokens up through the tokenizer. */
+PASADA_API int64_t pasada_model_meta_count(const pasada_model *model);
+/* The i-th key (0 <= i < count) in *out, owned by the model. */
+PASADA_API int pasada_model_meta_key(const pasada_model *model, int64_t i, const char **out);
+/* The value of `key` as text in *out (release it with pasada_text_free);
+ * PASADA_ERR_ARG when the file has no such key. */
+PASADA_API int pasada_model_meta_value(const pasada_model *model, const char *key, char **out);
 
 /* ---- contexts and batches ---- */
-/* What the KV cache stores: DEFAULT is F16 (half the memory and the bytes
- * attention reads; values rounded to nearest even) on the fast path and F32
- * on the reference path. Q8: 8-bit integers with one float scale per
+/* What the KV cache stores: DEFAULT is the backend's choice: F16 on "cpu"
+ * (half the memory and the bytes attention reads; values rounded to nearest
+ * even), F32 on "ref". Q8: 8-bit integers with one float scale per
  * position and KV head (about half of F16's memory; values rounded to
  * the nearest multiple of max |x| / 127 of their head's row). */
 typedef enum { PASADA_KV_DEFAULT = 0, PASADA_KV_F32 = 1, PASADA_KV_F16 = 2, PASADA_KV_Q8 = 3 } pasada_kv_type;
-/* "f32" / "f16" / "q8" -> the type; -1 for anything else */
-int pasada_kv_type_from_name(const char *name);
-const char *pasada_kv_type_name(pasada_kv_type type); /* "f32", "f16", "q8", "default" */
+/* "f32" / "f16" / "q8" -> the type; PASADA_ERR_ARG for anything else */
+PASADA_API int pasada_kv_type_from_name(const char *name, pasada_kv_type *out);
+PASADA_API const char *pasada_kv_type_name(pasada_kv_type type); /* "f32", "f16", "q8", "default" */
 
 typedef struct {
   int32_t n_ctx;     /* positions per sequence (0: min(model's training context, 4096)) */
@@ -74,15 +133,20 @@ typedef struct {
   int32_t kv_block_size; /* positions per KV block, a multiple of 16 (0: 16) */
   int64_t kv_blocks;     /* blocks in the pool (0: enough for n_seq_max full sequences) */
   pasada_kv_type kv_type; /* the cache's values (PASADA_KV_DEFAULT: see above) */
-  bool reference_path;   /* plain reference path: weights dequantized to F32, activations
-                            not quantized, scalar sums in double (slow; verify and tests) */
+  /* The backend this context runs on: NULL (the model's), or another that
+   * reads the weights as the model's backend prepared them (the CPU
+   * backends and "ref" read each other's), by the names of
+   * pasada_model_params.backend. */
+  const char *backend;
 } pasada_context_params;
 
-pasada_context_params pasada_context_default_params(void);
-int pasada_context_create(pasada_model *model, const pasada_context_params *params,
-                          pasada_context **out);
-void pasada_context_free(pasada_context *ctx);
-int32_t pasada_context_n_ctx(const pasada_context *ctx);
+PASADA_API pasada_context_params pasada_context_default_params(void);
+PASADA_API int pasada_context_create(pasada_model *model, const pasada_context_params *params,
+                                     pasada_context **out);
+PASADA_API void pasada_context_free(pasada_context *ctx);
+PASADA_API int32_t pasada_context_n_ctx(const pasada_context *ctx);
+/* The backend the context runs on ("cpu", "cpu:avx2", "ref"). */
+PASADA_API const char *pasada_context_backend(const pasada_context *ctx);
 
 /* A batch of tokens, each with its sequence, its position in that sequence,
  * and whether its logits are wanted. Positions of one sequence must continue
@@ -95,20 +159,21 @@ typedef struct {
   const int8_t *want_logits; /* NULL: only the last token's logits */
 } pasada_batch;
 
-int pasada_decode(pasada_context *ctx, const pasada_batch *batch);
+PASADA_API int pasada_decode(pasada_context *ctx, const pasada_batch *batch);
 /* Logits of the i-th token of the last batch that asked for them, n_vocab
  * floats; NULL if that token's logits were not requested. */
-const float *pasada_get_logits(const pasada_context *ctx, int32_t i);
+PASADA_API const float *pasada_get_logits(const pasada_context *ctx, int32_t i);
 /* Runs fn(arg, i) for every i in [0, n) on the context's threads (the
  * calling one included) and returns when all have run: for work between
  * forward passes that is independent per sequence, such as sampling each
  * of a batch's sequences from its logits. fn must not call back into the
  * context except to read (pasada_get_logits). */
-void pasada_parallel_for(pasada_context *ctx, void (*fn)(void *arg, int32_t i), void *arg, int32_t n);
+PASADA_API void pasada_parallel_for(pasada_context *ctx, void (*fn)(void *arg, int32_t i),
+                                    void *arg, int32_t n);
 /* Drops sequence `seq` from position `p0` on (p0 = 0: the whole sequence,
  * whose KV blocks go back to the pool or to the prefix cache). */
-void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);
-int32_t pasada_seq_length(const pasada_context *ctx, int32_t seq);
+PASADA_API void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);
+PASADA_API int32_t pasada_seq_length(const pasada_context *ctx, int32_t seq);
 
 /* ---- paged KV cache and prefix reuse ----
  * The KV cache is a pool of fixed-size blocks (kv_block_size positions each);
@@ -124,11 +189,11 @@ typedef struct {
   int64_t bytes;           /* memory of the whole pool */
   pasada_kv_type type;     /* PASADA_KV_F32, PASADA_KV_F16 or PASADA_KV_Q8 */
 } pasada_kv_stats;
-void pasada_kv_get_stats(const pasada_context *ctx, pasada_kv_stats *out);
+PASADA_API void pasada_kv_get_stats(const pasada_context *ctx, pasada_kv_stats *out);
 /* Blocks a sequence of length n_tokens needs, and whether that many can be
  * taken now (free + evictable cached blocks), for admission control. */
-int32_t pasada_kv_blocks_needed(const pasada_context *ctx, int32_t n_tokens);
-int32_t pasada_kv_blocks_available(const pasada_context *ctx);
+PASADA_API int32_t pasada_kv_blocks_needed(const pasada_context *ctx, int32_t n_tokens);
+PASADA_API int32_t pasada_kv_blocks_available(const pasada_context *ctx);
 /* For an empty sequence `seq`: attaches the longest cached prefix of
  * tokens[0..n): whole cached blocks, then the leading positions of a block
  * that follows the same prefix (cached, or another sequence's), copied;
@@ -136,53 +201,60 @@ int32_t pasada_kv_blocks_available(const pasada_context *ctx);
  * The values reused are those the sequence would compute itself (a
  * position's K and V depend only on the tokens up to it). Returns the
  * number of positions now cached; decoding continues at that position. */
-int32_t pasada_seq_reuse_prefix(pasada_context *ctx, int32_t seq, const int32_t *tokens, int32_t n);
+PASADA_API int32_t pasada_seq_reuse_prefix(pasada_context *ctx, int32_t seq, const int32_t *tokens,
+                                           int32_t n);
 
 /* ==== text and sampling ====
  * Text <-> tokens through a model's tokenizer (pasada_model_tokenizer), chat
- * templates, and the token sampler. Strings and arrays these functions
- * return are malloc'd: release them with pasada_text_free (or free). */
+ * templates, and the token sampler. Strings and token arrays these
+ * functions return are released with pasada_text_free. */
 
 /* ---- tokenizer ---- */
-int32_t pasada_tokenizer_n_vocab(const pasada_tokenizer *tok);
-int32_t pasada_tokenizer_bos(const pasada_tokenizer *tok); /* -1 when none */
-int32_t pasada_tokenizer_eos(const pasada_tokenizer *tok); /* -1 when none */
-bool pasada_tokenizer_add_bos(const pasada_tokenizer *tok); /* the model's add_bos flag */
-bool pasada_tokenizer_add_eos(const pasada_tokenizer *tok); /* the model's add_eos flag */
+PASADA_API int32_t pasada_tokenizer_n_vocab(const pasada_tokenizer *tok);
+PASADA_API int32_t pasada_tokenizer_bos(const pasada_tokenizer *tok); /* -1 when none */
+PASADA_API int32_t pasada_tokenizer_eos(const pasada_tokenizer *tok); /* -1 when none */
+/* The model's add_bos and add_eos flags. */
+PASADA_API bool pasada_tokenizer_add_bos(const pasada_tokenizer *tok);
+PASADA_API bool pasada_tokenizer_add_eos(const pasada_tokenizer *tok);
 /* End of generation: eos and the end-of-turn tokens (<|im_end|>, <end_of_turn>...). */
-bool pasada_tokenizer_is_eog(const pasada_tokenizer *tok, int32_t id);
+PASADA_API bool pasada_tokenizer_is_eog(const pasada_tokenizer *tok, int32_t id);
 /* The id of the token whose text is exactly `text`; -1 when absent. */
-int32_t pasada_tokenizer_find(const pasada_tokenizer *tok, const char *text);
+PASADA_API int32_t pasada_tokenizer_find(const pasada_tokenizer *tok, const char *text);
 
-/* Tokenizes `len` bytes of `text` into a malloc'd array (*out, *n_out).
+/* Tokenizes `len` bytes of `text` into an array (*out, *n_out; release it
+ * with pasada_text_free).
  * add_special: prepend BOS / append EOS as the model's flags say.
  * parse_special: the text of control tokens becomes those tokens (otherwise
  * it is tokenized as plain text). */
-int pasada_tokenize(const pasada_tokenizer *tok, const char *text, size_t len, bool add_special,
-                    bool parse_special, int32_t **out, size_t *n_out);
+PASADA_API int pasada_tokenize(const pasada_tokenizer *tok, const char *text, size_t len,
+                               bool add_special, bool parse_special, int32_t **out, size_t *n_out);
 /* The bytes of one token on its own (a SentencePiece leading space kept);
  * control tokens are "" unless render_special. Writes at most cap bytes,
  * returns the full length (no NUL terminator). */
-size_t pasada_token_to_piece(const pasada_tokenizer *tok, int32_t id, bool render_special,
-                             char *buf, size_t cap);
-/* A whole sequence as a malloc'd NUL-terminated string; NULL on failure. */
-char *pasada_detokenize(const pasada_tokenizer *tok, const int32_t *ids, size_t n,
-                        bool render_special);
-void pasada_text_free(void *p);
+PASADA_API size_t pasada_token_to_piece(const pasada_tokenizer *tok, int32_t id,
+                                        bool render_special, char *buf, size_t cap);
+/* A whole sequence as a NUL-terminated string in *out (release it with
+ * pasada_text_free); its length in *out_len unless NULL (the text holds a
+ * NUL byte where a token's bytes do). */
+PASADA_API int pasada_detokenize(const pasada_tokenizer *tok, const int32_t *ids, size_t n,
+                                 bool render_special, char **out, size_t *out_len);
+/* Releases a string or token array the library returned (NULL: nothing). */
+PASADA_API void pasada_text_free(void *p);
 
 /* Streaming detokenizer: push tokens one at a time as they are generated; it
  * returns only complete UTF-8 characters, holding back the bytes of a
  * character split across tokens. */
 typedef struct pasada_detok pasada_detok;
 #define PASADA_DETOK_PIECE_MAX 256 /* a buffer this large always holds one push */
-int pasada_detok_create(const pasada_tokenizer *tok, bool render_special, pasada_detok **out);
-void pasada_detok_free(pasada_detok *d);
+PASADA_API int pasada_detok_create(const pasada_tokenizer *tok, bool render_special,
+                                   pasada_detok **out);
+PASADA_API void pasada_detok_free(pasada_detok *d);
 /* Writes the text now complete to buf (at most cap bytes); returns its length. */
-size_t pasada_detok_push(pasada_detok *d, int32_t id, char *buf, size_t cap);
+PASADA_API size_t pasada_detok_push(pasada_detok *d, int32_t id, char *buf, size_t cap);
 /* Writes what is held back (an incomplete character becomes U+FFFD). */
-size_t pasada_detok_flush(pasada_detok *d, char *buf, size_t cap);
+PASADA_API size_t pasada_detok_flush(pasada_detok *d, char *buf, size_t cap);
 /* Starts a new stream (drops what is held back). */
-void pasada_detok_reset(pasada_detok *d);
+PASADA_API void pasada_detok_reset(pasada_detok *d);
 
 /* ---- chat templates ---- */
 typedef enum {
@@ -199,24 +271,27 @@ typedef struct {
 
 /* The model's template, recognised from tokenizer.chat_template or, when the
  * file has none, from its architecture. Fails (naming it) when unrecognised. */
-int pasada_chat_detect(const pasada_model *model, pasada_chat_template *out);
+PASADA_API int pasada_chat_detect(const pasada_model *model, pasada_chat_template *out);
 /* "chatml", "gemma", "llama3". */
-int pasada_chat_from_name(const char *name, pasada_chat_template *out);
-const char *pasada_chat_name(pasada_chat_template tmpl);
-/* The conversation as text for the model (a malloc'd string; NULL on
- * failure), ending with the assistant's opening when add_generation_prompt. */
-char *pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n,
-                         bool add_generation_prompt);
+PASADA_API int pasada_chat_from_name(const char *name, pasada_chat_template *out);
+PASADA_API const char *pasada_chat_name(pasada_chat_template tmpl);
+/* The conversation as text for the model in *out (release it with
+ * pasada_text_free), ending with the assistant's opening when
+ * add_generation_prompt. Fails as pasada_chat_check does. */
+PASADA_API int pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *msgs,
+                                  size_t n, bool add_generation_prompt, char **out);
 /* Whether the template can render the conversation: PASADA_OK, or
  * PASADA_ERR_ARG naming what it rejects (Gemma: roles must alternate
  * user/assistant after an optional system message). A conversation that
  * passes renders unless memory runs out. */
-int pasada_chat_check(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n);
+PASADA_API int pasada_chat_check(pasada_chat_template tmpl, const pasada_chat_message *msgs,
+                                 size_t n);
 /* Like pasada_chat_render, with what the model's own template adds to its
  * family's plain form when tmpl is the model's family (SmolLM2's default
  * system prompt, Llama 3.1's dated header). */
-char *pasada_chat_render_model(const pasada_model *model, pasada_chat_template tmpl,
-                               const pasada_chat_message *msgs, size_t n, bool add_generation_prompt);
+PASADA_API int pasada_chat_render_model(const pasada_model *model, pasada_chat_template tmpl,
+                                        const pasada_chat_message *msgs, size_t n,
+                                        bool add_generation_prompt, char **out);
 
 /* ---- sampler ----
  * Each call to pasada_sampler_sample runs, in order: the penalties over the
@@ -242,27 +317,29 @@ typedef struct {
   uint64_t seed;           /* PASADA_SEED_RANDOM */
 } pasada_sampler_params;
 
-pasada_sampler_params pasada_sampler_default_params(void);
+PASADA_API pasada_sampler_params pasada_sampler_default_params(void);
 /* Checks the parameters (PASADA_ERR_ARG naming the field) and sizes every
  * buffer for n_vocab, so sampling never allocates. */
-int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
-                          pasada_sampler **out);
-void pasada_sampler_free(pasada_sampler *s);
-/* Picks a token from n_vocab logits (n_vocab must be the sampler's); -1 on
- * error. The token is not accepted: call pasada_sampler_accept with it (and
- * with the prompt's tokens, for the penalties to see them). */
-int32_t pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_vocab);
+PASADA_API int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
+                                     pasada_sampler **out);
+PASADA_API void pasada_sampler_free(pasada_sampler *s);
+/* Picks a token from n_vocab logits (n_vocab must be the sampler's) into
+ * *out (-1 on failure). The token is not accepted: call
+ * pasada_sampler_accept with it (and with the prompt's tokens, for the
+ * penalties to see them). */
+PASADA_API int pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_vocab,
+                                     int32_t *out);
 /* Appends a token to the penalty window; ids outside the vocabulary are ignored. */
-void pasada_sampler_accept(pasada_sampler *s, int32_t token);
+PASADA_API void pasada_sampler_accept(pasada_sampler *s, int32_t token);
 /* Empties the penalty window and restarts the generator from the seed, so a
  * reset sampler repeats its draws. */
-void pasada_sampler_reset(pasada_sampler *s);
+PASADA_API void pasada_sampler_reset(pasada_sampler *s);
 /* The seed in use (the drawn one when the parameters said PASADA_SEED_RANDOM). */
-uint64_t pasada_sampler_seed(const pasada_sampler *s);
+PASADA_API uint64_t pasada_sampler_seed(const pasada_sampler *s);
 
 /* ==== bench support ====
  * What `pasada bench` needs to turn timings into fractions of the machine's
- * limits: the bytes and multiply-adds one token costs (src/tools/model_stats.c). */
+ * limits: the bytes and multiply-adds one token costs (src/model/model_stats.c). */
 typedef struct {
   int32_t n_layer;
   int64_t n_params_layers;     /* elements of every layer matrix (q, k, v, o, gate, up, down) */
@@ -280,12 +357,12 @@ typedef struct {
    * quantized to Q8_0/Q8_1/Q8_K), so the int8-dot peak is their ceiling */
   bool int8_dot;
 } pasada_model_stats;
-void pasada_model_get_stats(const pasada_model *model, pasada_model_stats *out);
+PASADA_API void pasada_model_get_stats(const pasada_model *model, pasada_model_stats *out);
 /* For one token at position `pos` (attending over positions 0..pos): the
  * attention FLOPs (q.k and p.v, 2 per multiply-add, every layer and head) and
  * the (layer, position) KV rows it reads, sliding windows taken into account. */
-void pasada_model_attention_cost(const pasada_model *model, int64_t pos, double *flops,
-                                 int64_t *kv_rows);
+PASADA_API void pasada_model_attention_cost(const pasada_model *model, int64_t pos, double *flops,
+                                            int64_t *kv_rows);
 
 #ifdef __cplusplus
 }

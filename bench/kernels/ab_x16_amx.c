@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
       if (tb) memset(tb, r + k, thrash);
       const uint64_t t0 = __rdtsc();
       for (int64_t g = 0; g < groups; g++)
-        ks[k]->run(cols, w + (size_t)g * nb * rec, xp, nt, y[k] + g * 16, groups * 16, 1);
+        ks[k]->run(cols, w + (size_t)g * nb * rec, xp, nt, y[k] + g * 16, groups * 16, pa_prefetch_defaults());
       v[k][r] = (double)(__rdtsc() - t0) / (double)((size_t)groups * nb);
     }
     ratio[r] = v[0][r] / v[1][r];

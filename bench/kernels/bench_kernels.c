@@ -105,6 +105,14 @@ static void fill(pa_type type, uint8_t *p, size_t bytes) {
 /* BENCH_CPUTIME=1: every mode times by the process's CPU time, not the
  * wall clock (steadier on a shared machine; divide by the threads). */
 #include <time.h>
+
+/* The table under test and its settings (pa_cpu_exec; set_table). */
+static pa_cpu_exec test_exec;
+static void set_table(const pa_cpu_kernels *k) { pa_cpu_exec_init(&test_exec, k, 0); }
+static const pa_cpu_exec *ex(void) {
+  if (!test_exec.k) set_table(NULL);
+  return &test_exec;
+}
 static double bench_time(void) {
   static int cpu = -1;
   if (cpu < 0) cpu = getenv("BENCH_CPUTIME") && atoi(getenv("BENCH_CPUTIME"));
@@ -183,11 +191,11 @@ static double best_seconds(pa_pool *pool, pa_type type, int64_t rows, int64_t co
   float *x = random_floats(cols * n_tokens);
   float *y = pa_alloc(sizeof(float) * (size_t)(rows * n_tokens));
   void *work = pa_alloc(pa_matmul_work_size(&m, n_tokens) + 64);
-  pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+  pa_matmul(ex(), pool, &m, x, cols, y, rows, n_tokens, work);
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
     double t0 = bench_time();
-    pa_matmul(pool, &m, x, cols, y, rows, n_tokens, work);
+    pa_matmul(ex(), pool, &m, x, cols, y, rows, n_tokens, work);
     double dt = bench_time() - t0;
     if (dt < best) best = dt;
   }
@@ -221,7 +229,7 @@ static void decode_case_make(decode_case *d, pa_type type, double mb) {
 }
 
 static void decode_case_run(const decode_case *d, pa_pool *pool) {
-  pa_matmul(pool, &d->m, d->x, d->m.cols, d->y, d->m.rows, 1, d->work);
+  pa_matmul(ex(), pool, &d->m, d->x, d->m.cols, d->y, d->m.rows, 1, d->work);
 }
 
 static void decode_case_free(decode_case *d) {
@@ -260,14 +268,14 @@ static void bench_shapes(pa_pool *pool) {
            (long long)shapes[i].cols, (long long)shapes[i].rows, mb);
     for (int k = 0; k < 3; k++) {
       if (!tabs[k]) continue;
-      pa_kernels_set(tabs[k]);
+      set_table(tabs[k]);
       printf(" %12.2f",
              bench_one(pool, shapes[i].type, shapes[i].rows, shapes[i].cols, mb < 8 ? 300 : 15));
       fflush(stdout);
     }
     printf("\n");
   }
-  pa_kernels_set(NULL);
+  set_table(NULL);
 }
 
 /* Prefill / batched decode: n_tokens tokens through one matrix of `rows` x
@@ -314,7 +322,7 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) 
       printf("%-6s %6lld", name, (long long)cols[c]);
       for (int k = 0; k < 4; k++) {
         if (!tabs[k]) continue;
-        pa_kernels_set(tabs[k]);
+        set_table(tabs[k]);
         const int reps = n_tokens >= 128 ? 5 : 60;
         printf(" %12.1f", bench_gemm(pool, type, rows, cols[c], n_tokens, reps));
         fflush(stdout);
@@ -322,7 +330,7 @@ static void gemm_mode(pa_pool *pool, int64_t n_tokens, int n_args, char **args) 
       printf("\n");
     }
   }
-  pa_kernels_set(NULL);
+  set_table(NULL);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -357,7 +365,7 @@ static void seq_mode(pa_pool *pool, int64_t n_tokens, const char *name, int64_t 
     for (int r = -1; r < passes; r++) { /* r = -1: warm-up */
       const double t0 = bench_time();
       for (int i = 0; i < n_mats; i++)
-        pa_matmul(pool, &m[same ? 0 : i], x, cols, y, rows, n_tokens, work);
+        pa_matmul(ex(), pool, &m[same ? 0 : i], x, cols, y, rows, n_tokens, work);
       if (r >= 0) t[r] = bench_time() - t0;
     }
     qsort(t, (size_t)passes, sizeof *t, cmp_double);
@@ -474,7 +482,7 @@ int main(int argc, char **argv) {
     printf("%-6s", names[ni]);
     for (int k = 0; k < 4; k++) {
       if (!tabs[k]) continue;
-      pa_kernels_set(tabs[k]);
+      set_table(tabs[k]);
       decode_case_run(&d, pool); /* warm-up */
       double best = 1e30;
       const int reps = k == 0 ? 2 : (mb < 8 ? 200 : 20);
@@ -490,7 +498,7 @@ int main(int argc, char **argv) {
     printf("\n");
     decode_case_free(&d);
   }
-  pa_kernels_set(NULL);
+  set_table(NULL);
   pa_pool_free(pool);
   return 0;
 }

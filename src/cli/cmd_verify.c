@@ -14,9 +14,10 @@ static const char VERIFY_HELP[] =
     "usage: pasada verify -m MODEL [options]\n"
     "\n"
     "Checks that the optimized engine computes what the model means. The same tokens\n"
-    "run through the fast path (this CPU's SIMD kernels on 8-bit quantized\n"
-    "activations) and the plain reference path (weights dequantized to F32,\n"
-    "activations in float, scalar sums in double), and it reports:\n"
+    "run through two backends: the one under test (--backend, default cpu: this\n"
+    "CPU's SIMD kernels on 8-bit quantized activations) and the one it is measured\n"
+    "against (--against-backend, default ref: weights dequantized to F32, activations\n"
+    "in float, sums in double), and it reports:\n"
     "  - per layer, the relative error of the hidden state (the residual stream)\n"
     "    after that layer, max_i |fast_i - ref_i| / max_i |ref_i|: its maximum and\n"
     "    mean over every token;\n"
@@ -39,9 +40,11 @@ static const char VERIFY_HELP[] =
     "  -f, --file FILE        prompts, one per line (default: the built-in ones)\n"
     "  --against FILE         compare with the logits in FILE instead of the reference path\n"
     "  --save FILE            write the fast path's logits to FILE\n"
-    "  --kernels NAME         the fast path's kernels: scalar, avx2, avx512, avx512_vnni, amx\n"
-    "                         (matrix products; attention and element-wise ops of the\n"
-    "                         same instruction set; default: the best this CPU has)\n"
+    "  --backend NAME         the backend under test: cpu, cpu:TABLE (scalar, avx2,\n"
+    "                         avx512, avx512_vnni, amx: matrix products, attention and\n"
+    "                         element-wise ops of that instruction set), ref (default cpu)\n"
+    "  --against-backend NAME the backend compared with (default ref)\n"
+    "  --kernels TABLE        the same as --backend cpu:TABLE\n"
     "  -n, --max-tokens N     tokens per prompt at most; longer ones are cut (default 256)\n"
     "  -b, --batch N          tokens per decode call (default 64; 1 checks the decode path)\n"
     "  -t, --threads N        threads (default: every online core)\n"
@@ -58,7 +61,7 @@ static const char VERIFY_HELP[] =
     "exit status: 0 within tolerances, 1 runtime error, 2 usage error,\n"
     "3 a measure outside its tolerance\n";
 
-enum { OPT_AGAINST = 2300, OPT_SAVE, OPT_KERNELS, OPT_TOL_HIDDEN, OPT_TOL_HIDDEN_MAX, OPT_TOL_KL, OPT_TOL_KL_MAX, OPT_TOL_TOP1, OPT_JSON };
+enum { OPT_AGAINST = 2300, OPT_SAVE, OPT_KERNELS, OPT_TOL_HIDDEN, OPT_TOL_HIDDEN_MAX, OPT_TOL_KL, OPT_TOL_KL_MAX, OPT_TOL_TOP1, OPT_JSON, OPT_BACKEND, OPT_AGAINST_BACKEND };
 
 static bool parse_tol(const char *s, double max, double *out) {
   float v;
@@ -73,6 +76,8 @@ int cmd_verify(int argc, char **argv) {
                                        {"against", required_argument, 0, OPT_AGAINST},
                                        {"save", required_argument, 0, OPT_SAVE},
                                        {"kernels", required_argument, 0, OPT_KERNELS},
+                                       {"backend", required_argument, 0, OPT_BACKEND},
+                                       {"against-backend", required_argument, 0, OPT_AGAINST_BACKEND},
                                        {"max-tokens", required_argument, 0, 'n'},
                                        {"batch", required_argument, 0, 'b'},
                                        {"threads", required_argument, 0, 't'},
@@ -89,6 +94,7 @@ int cmd_verify(int argc, char **argv) {
   pa_verify_params p = {.n_batch = 64, .max_tokens = 256, .tol = pa_verify_default_tol(), .progress = true};
   bool json = false, tol_set[4] = {0}; /* [1..3]: the logits' tolerances */
   const char *kernels = NULL;
+  char kernels_backend[48];
   opterr = 0;
   optind = 0;
   int c;
@@ -100,6 +106,8 @@ int cmd_verify(int argc, char **argv) {
       case OPT_AGAINST: p.against_path = optarg; break;
       case OPT_SAVE: p.save_path = optarg; break;
       case OPT_KERNELS: kernels = optarg; break;
+      case OPT_BACKEND: p.backend = optarg; break;
+      case OPT_AGAINST_BACKEND: p.against_backend = optarg; break;
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;
       case 'n':
@@ -151,21 +159,18 @@ int cmd_verify(int argc, char **argv) {
     if (!tol_set[3]) p.tol.top1 = d.top1;
   }
   if (kernels) {
-    if (!strcmp(kernels, "scalar"))
-      p.kernels = pa_kernels_reference();
-    else if (!strcmp(kernels, "avx2"))
-      p.kernels = pa_kernels_avx2();
-    else if (!strcmp(kernels, "avx512"))
-      p.kernels = pa_kernels_avx512();
-    else if (!strcmp(kernels, "avx512_vnni"))
-      p.kernels = pa_kernels_avx512_vnni();
-    else if (!strcmp(kernels, "amx"))
-      p.kernels = pa_kernels_amx();
-    else
+    const char *tables[] = {"scalar", "avx2", "avx512", "avx512_vnni", "amx"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) known |= !strcmp(kernels, tables[i]);
+    if (!known)
       return cli_usage(cmd, "--kernels: '%s' is not one of scalar, avx2, avx512, avx512_vnni, amx",
                        kernels);
-    if (!p.kernels) return cli_fail("this CPU has no %s instructions (or PASADA_CPU caps them)", kernels);
+    if (p.backend) return cli_usage(cmd, "--kernels and --backend both name the backend under test");
+    snprintf(kernels_backend, sizeof kernels_backend, "cpu:%s", kernels);
+    p.backend = kernels_backend;
   }
+  if (p.against_path && p.against_backend)
+    return cli_usage(cmd, "--against compares with a file: drop --against-backend");
 
   pa_verify_result r;
   if (pa_verify_run(&p, &r) != PASADA_OK) return cli_fail("%s", pasada_last_error());

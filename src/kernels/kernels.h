@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "base/threadpool.h"
+#include "kernels/ops.h"
 #include "quant/quant.h"
 
 /* out[0] = dot(weight row w (n elements of the weight type),
@@ -32,101 +33,56 @@ typedef void (*pa_quantize_row_fn)(const float *x, void *y, int64_t n);
  * paths read them alike. */
 typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA_LAYOUT_COUNT } pa_layout;
 
+/* How the streaming kernels ask for the weights ahead of their reads
+ * (bytes; 0: they ask for nothing). One-token calls: `x4` for the AVX-512
+ * x4 kernels (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K), `avx512` for the other
+ * AVX-512 ones (and the file layout's Q6_K dot), `avx2` for the AVX2 ones;
+ * `start`: how many bytes at the start of a thread's rows of an
+ * interleaved matrix (where a new stream starts) are asked for at once
+ * before the kernels run; `batch`: how far ahead the AVX-512 kernels ask
+ * in a call of several tokens that reads the weights from memory (a
+ * product's first pass over a panel). The values per CPU, and why, are in
+ * docs/architecture.md (tuning constants); PASADA_PREFETCH (every
+ * one-token distance), PASADA_PREFETCH_X4, PASADA_PREFETCH_START and
+ * PASADA_PREFETCH_BATCH override them (base/env.c reads them). */
+typedef struct {
+  int avx512, x4, avx2, start, batch;
+} pa_prefetch;
+/* The CPU's defaults (immutable once computed). */
+const pa_prefetch *pa_prefetch_defaults(void);
+/* The defaults fitted to a model whose matrices hold weight_bytes, where
+ * the CPU's best distance was measured to depend on it (Intel with
+ * AVX-512: 8 KB when the weights fit in a quarter of the L3 cache, else
+ * 3 KB), unless the environment set them. */
+pa_prefetch pa_prefetch_fit(uint64_t weight_bytes);
+/* The distance of the file layout's AVX-512 Q6_K dot (a vec_dot, which
+ * takes no settings): the CPU's default one-token distance, set once with
+ * the kernel tables and read-only after. */
+extern int pa_prefetch_q6k_file;
+/* How far ahead an interleaved kernel's call of nt tokens asks: stream is
+ * NULL when the call does not read the weights from memory (a later pass
+ * over a panel that is in L2 by then): nothing; else one_token (the
+ * family's one-token distance) for one token, stream->batch for more. */
+static inline int pa_prefetch_distance(const pa_prefetch *stream, int one_token, int nt) {
+  return !stream ? 0 : nt == 1 ? one_token : stream->batch;
+}
 /* The kernels of an interleaved layout for one weight type. Activations
  * are quantized to the type's vec_dot_type and each token's row packed
  * once (pack_x, x_size(cols) bytes); run computes the `rows` rows of one
  * group (wg) for nt <= `tokens` tokens: y[t * ldy + r] = dot(row r of the
  * group, token xp[t]), with the same bits whatever nt is, so results never
- * depend on the batch. stream: nonzero when the call reads the group from
- * memory (a product's first pass over it), so that the kernel may ask for
- * the weights ahead (pa_prefetch_*, below); later passes find them in L2.
- * Every table has one (its `ilv` entry) for each (layout, type) the layout
- * takes: the plain C reference where it has no faster. */
+ * depend on the batch. stream: the prefetch distances when the call reads
+ * the group from memory (a product's first pass over it), NULL otherwise
+ * (see pa_prefetch_distance). Every table has one (its `ilv` entry) for
+ * each (layout, type) the layout takes: the plain C reference where it has
+ * no faster. */
 #define PA_ILV_MAX_TOKENS 16
-/* How the one-token calls of the SIMD kernels (x4, x16 and the file
- * layout's that prefetch for themselves, pa_kernels_self_prefetch) get
- * the weights they stream from memory: how far ahead (bytes) each record's
- * kernel asks for the bytes it will read next (0: it asks for nothing),
- * pa_prefetch_x4 for the AVX-512 x4 kernels (Q4_K, Q5_K, Q6_K),
- * pa_prefetch_avx512 for the other AVX-512 ones, pa_prefetch_avx2 for the
- * AVX2 ones; pa_prefetch_start, how many bytes at the start of a thread's
- * rows of an interleaved matrix (where a new stream starts) are asked for
- * at once before the kernels run (0: none); pa_prefetch_batch, how far
- * ahead the AVX-512 kernels ask for the weights in a call of several
- * tokens that reads them from memory (`stream`: a product's first pass over
- * a panel; 0: they ask for nothing). Set once with the kernel
- * tables (dispatch.c), before any kernel runs, from what was measured per
- * CPU; PASADA_PREFETCH=BYTES sets every one-token distance,
- * PASADA_PREFETCH_X4 the x4 one, PASADA_PREFETCH_START the start and
- * PASADA_PREFETCH_BATCH the batched one, for measuring a CPU, and a
- * process may change them between decode steps (an in-process A/B).
- *   - Intel with AVX-512, no start; ahead by the model
- *     (pa_kernels_fit_prefetch): 3 KB when its weights stream from memory,
- *     8 KB when they fit in a quarter of the L3 cache, 16 KB before a
- *     model says (Sapphire Rapids, session 5: 16 KB, 15 -> 20-25 GB/s
- *     against asking for a group's bytes at once; session 22, a 480 MB L3,
- *     decode steps alternated in one process: against 16 KB, 3 KB took
- *     0.947-0.954 of the step time on the Llama-1B shape Q4_K_M and 0.949
- *     on its Q8_0, 0.96 on Gemma 3 270M (235 MB; 8 KB there 1.03 of 3
- *     KB's), 2-2.5 KB about as much and 4-8 KB 0.98-1.00; on SmolLM2
- *     (92 MB, 37-40 GB/s: from the L3 cache) 8 KB took 0.954-0.958 of 16
- *     KB's and 3 KB 1.05, 5-12 KB within 2% of 8 KB). Batched calls ask
- *     as far ahead in their first pass (they had asked for nothing): steps
- *     of 2, 4 and 8 users (the VNNI kernels) took 0.69, 0.66-0.68 and 0.73
- *     of the time on SmolLM2 (8 KB; 2 KB 0.76), 0.87-0.88 and 0.92 with 4
- *     and 8 on the 1B Q4_K_M (3 KB; 8 KB 0.91), 0.77 with 4 on Gemma 3;
- *     16 users (AMX, which asks for its own) 0.99 and 0.97-0.99; prefill
- *     the same within 1%.
- *   - AMD with AVX-512 (Zen 4, sessions 19-20): 32 KB at each start, and
- *     16 KB ahead in the x4 kernels only. One 256 MB matrix alone
- *     (`bench_kernels 2 vsread`) streams closer to a plain read without
- *     the kernels' prefetches (Q4_K x4 0.90 -> 0.97 of the read, Q8_0 x16
- *     0.92 -> 0.98), but in the model, where each thread starts a new
- *     stream at every task, dropping them lost up to 28%. Session 19,
- *     decode steps alternated in one process, 32 KB at the start and
- *     nothing ahead over 16 KB ahead everywhere: step time 0.91-0.96
- *     (Llama-1B shape Q8_0, 5 runs), 0.94 (8B Q8_0), 0.98-1.00 (1B
- *     Q4_K_M, 4 runs), 1.03 (8B Q4_K_M), 0.92-0.96 (SmolLM2), 0.82-0.96
- *     (Gemma 3). Session 20, the same machine type on another day, the x4
- *     kernels' 16 KB ahead over nothing (the start kept), 11 runs: step
- *     time 0.76, 0.82, 0.87, 0.88, 0.90, 0.90, 0.91, 0.92, 0.96, 1.01,
- *     1.01 (1B Q4_K_M), 0.80, 0.85, 1.01 (8B Q4_K_M), 0.97, 1.01 (Gemma 3);
- *     16 KB over 8 KB 1.01, 1.02. The x16 kernels' 16 KB ahead over
- *     nothing that day: 0.93, 1.01 (1B Q8_0), 0.97 (8B Q8_0), 1.00, 1.01
- *     (SmolLM2), 1.02, 1.13 (Gemma 3): they keep nothing ahead.
- *     Batched calls (session 20), 4 KB ahead in the first pass over
- *     nothing: 16-user decode steps 0.93, 0.93, 0.93, 0.94 (SmolLM2),
- *     0.83, 0.86 (Gemma 3), 0.97, 1.00 (1B Q4_K_M); prefill of 128
- *     tokens 1.00, 0.96 (1B Q8_0), 0.97, 1.00 (1B Q4_K_M), 1.02, 0.98
- *     (Gemma 3). In every pass (no `stream`) prefill lost up to 12% (1B
- *     Q8_0 1.05, 1.12); 1 KB ahead lost 8-9% against 4 KB, 2 and 8 KB
- *     were 0-5% slower, and asking for the next group's bytes at once
- *     before each call (matmul.c) 7-11% slower than the kernels' 4 KB.
- *     AVX2-only CPUs ask for nothing ahead in batched calls (not measured).
- *   - AVX2 kernels (x16_avx2.c, x4_avx2.c), 8 KB ahead, no start (Zen 3,
- *     session 12: against 16 KB, Q8_0 0.865 -> 0.879, Q4_K 0.885 -> 0.904,
- *     Q6_K 0.886 -> 0.922, Q4_1 0.860 -> 0.901 of the read; 32 and 64 KB
- *     no better; nothing ahead was not measured there). */
-extern int pa_prefetch_avx512, pa_prefetch_x4, pa_prefetch_avx2, pa_prefetch_start, pa_prefetch_batch;
-/* Sets the one-token and batched distances for a model whose matrices
- * hold weight_bytes, where the CPU's best distance was measured to depend
- * on it (above: Intel with AVX-512), unless PASADA_PREFETCH(_X4, _BATCH)
- * set them. For the whole process: the last model a context was made for
- * decides. */
-void pa_kernels_fit_prefetch(uint64_t weight_bytes);
-/* How far ahead a SIMD kernel's call of nt tokens asks for its weights:
- * one_token (its family's one-token distance) for one token, else
- * pa_prefetch_batch when the call reads them from memory (stream), else
- * nothing (0). */
-static inline int pa_prefetch_distance(int one_token, int nt, int stream) {
-  return nt == 1 ? one_token : stream ? pa_prefetch_batch : 0;
-}
 typedef struct {
   int rows, tokens;
   size_t (*x_size)(int64_t cols);
   void (*pack_x)(int64_t cols, const void *xq, void *xp);
   void (*run)(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-              int64_t ldy, int stream);
+              int64_t ldy, const pa_prefetch *stream);
 } pa_ilv_kernel;
 
 typedef struct {
@@ -138,9 +94,9 @@ typedef struct {
 
 const pa_cpu_kernels *pa_kernels_reference(void); /* plain C, every type */
 const pa_cpu_kernels *pa_kernels_best(void);      /* best for this CPU (pa_cpu()) */
-/* Forces a table (verify and tests); NULL restores the best. */
-void pa_kernels_set(const pa_cpu_kernels *k);
-const pa_cpu_kernels *pa_kernels_current(void);
+/* The table of that name ("scalar", "avx2", "avx512", "avx512_vnni",
+ * "amx"), or NULL when unknown or this CPU lacks its instructions. */
+const pa_cpu_kernels *pa_kernels_by_name(const char *name);
 
 /* Each SIMD table on its own (tests, bench, verify): NULL when this CPU, as
  * capped by PASADA_CPU, lacks its instructions. Types without a SIMD kernel
@@ -243,12 +199,29 @@ size_t pa_matrix_bytes(const pa_matrix *w);
 
 
 
+/* What the products run with: a kernel table, the element-wise table of
+ * the same instruction set (the norms fused into products), and the
+ * prefetch distances. Held by whoever runs products (the CPU backend keeps
+ * one per model); never changed while a product runs. Every product
+ * function below takes one; NULL means pa_cpu_exec_best(). */
+typedef struct {
+  const pa_cpu_kernels *k;
+  const pa_ops_kernels *ops;
+  pa_prefetch pf;
+} pa_cpu_exec;
+/* The best tables with the CPU's default distances (immutable). */
+const pa_cpu_exec *pa_cpu_exec_best(void);
+/* *e = table k (NULL: the best), the element-wise table of its
+ * instruction set (scalar: plain; avx2: AVX2; the AVX-512 ones: AVX-512),
+ * the distances fitted to weight_bytes of weights (pa_prefetch_fit). */
+void pa_cpu_exec_init(pa_cpu_exec *e, const pa_cpu_kernels *k, uint64_t weight_bytes);
+
 /* y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens, r < rows.
  * x is n_tokens rows of `cols` floats (stride x_stride floats); y has stride
  * y_stride floats. `work` is scratch of at least pa_matmul_work_size bytes.
  * Runs on the pool's threads (rows split between them). */
 size_t pa_matmul_work_size(const pa_matrix *w, int64_t n_tokens);
-void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
+void pa_matmul(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
                int64_t y_stride, int64_t n_tokens, void *work);
 
 /* Products of the same activations in one pool job: outs[m].y = outs[m].w x
@@ -264,7 +237,7 @@ typedef struct {
   float *y;
   int64_t y_stride; /* floats */
 } pa_matmul_out;
-void pa_matmul_multi(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+void pa_matmul_multi(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
                      int64_t x_stride, int64_t n_tokens, void *work);
 
 /* The gated feed-forward's first half in one job: h = gate W_gate x,
@@ -273,7 +246,7 @@ void pa_matmul_multi(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const
  * not depend on the ranges). gate and up have the same shape; h and h_up
  * n_tokens rows of stride h_stride floats. */
 typedef void (*pa_gate_fn)(float *gate, const float *up, int64_t n);
-void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+void pa_matmul_gated(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
                      const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
                      int64_t n_tokens, void *work);
 
@@ -299,10 +272,10 @@ typedef struct {
   int64_t grain;
 } pa_matmul_fuse;
 bool pa_matmul_can_norm(const pa_matrix *w);
-void pa_matmul_multi_fused(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+void pa_matmul_multi_fused(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
                            int64_t x_stride, int64_t n_tokens, void *work, const pa_matmul_fuse *f);
 /* pa_matmul_gated with f's norm (its epilogue and grain are not used). */
-void pa_matmul_gated_fused(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+void pa_matmul_gated_fused(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
                            const float *x, int64_t x_stride, float *h, float *h_up,
                            int64_t h_stride, int64_t n_tokens, void *work, const pa_matmul_fuse *f);
 

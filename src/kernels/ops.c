@@ -145,6 +145,7 @@ static const pa_ops_kernels table_plain = {"plain",          exp_plain_rows,   s
                                            gelu_tanh_mul_plain, f32_to_f16_plain, f16_to_f32_plain,
                                            q8_row_plain,     rmsnorm_plain,    rope_plain,
                                            add_plain};
+#if defined(__x86_64__) /* ops_avx2.c, ops_avx512.c */
 static const pa_ops_kernels table_avx2 = {"avx2",          pa_exp_avx2,        pa_silu_mul_avx2,
                                           pa_gelu_tanh_mul_avx2, pa_f32_to_f16_avx2, pa_f16_to_f32_avx2,
                                           pa_q8_row_avx2,  pa_rmsnorm_avx2,    pa_rope_avx2,
@@ -153,8 +154,6 @@ static const pa_ops_kernels table_avx512 = {"avx512",          pa_exp_avx512,   
                                             pa_gelu_tanh_mul_avx512, pa_f32_to_f16_avx512, pa_f16_to_f32_avx512,
                                             pa_q8_row_avx512,  pa_rmsnorm_avx512,    pa_rope_avx512,
                                             pa_add_avx512};
-
-const pa_ops_kernels *pa_ops_plain(void) { return &table_plain; }
 
 const pa_ops_kernels *pa_ops_avx2(void) {
   const pa_cpu_features *f = pa_cpu();
@@ -165,6 +164,12 @@ const pa_ops_kernels *pa_ops_avx512(void) {
   const pa_cpu_features *f = pa_cpu();
   return f->avx2 && f->fma && f->f16c && f->avx512f ? &table_avx512 : NULL;
 }
+#else
+const pa_ops_kernels *pa_ops_avx2(void) { return NULL; }
+const pa_ops_kernels *pa_ops_avx512(void) { return NULL; }
+#endif
+
+const pa_ops_kernels *pa_ops_plain(void) { return &table_plain; }
 
 static _Atomic(const pa_ops_kernels *) best;
 
@@ -178,25 +183,16 @@ const pa_ops_kernels *pa_ops_best(void) {
   return k;
 }
 
-static _Atomic(const pa_ops_kernels *) forced;
-
-void pa_ops_set(const pa_ops_kernels *k) { atomic_store_explicit(&forced, k, memory_order_relaxed); }
-
-const pa_ops_kernels *pa_ops_current(void) {
-  const pa_ops_kernels *k = atomic_load_explicit(&forced, memory_order_relaxed);
-  return k ? k : pa_ops_best();
-}
-
-void pa_exp(float *y, const float *x, int64_t n) { pa_ops_current()->exp(y, x, n); }
+void pa_exp(float *y, const float *x, int64_t n) { pa_ops_best()->exp(y, x, n); }
 void pa_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-  pa_ops_current()->rmsnorm(out, x, w, n, eps);
+  pa_ops_best()->rmsnorm(out, x, w, n, eps);
 }
 void pa_rope(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t, const float *sin_t, bool neox) {
-  pa_ops_current()->rope(x, n_heads, head_dim, rope_dim, cos_t, sin_t, neox);
+  pa_ops_best()->rope(x, n_heads, head_dim, rope_dim, cos_t, sin_t, neox);
 }
-void pa_silu_mul(float *gate, const float *up, int64_t n) { pa_ops_current()->silu_mul(gate, up, n); }
+void pa_silu_mul(float *gate, const float *up, int64_t n) { pa_ops_best()->silu_mul(gate, up, n); }
 void pa_gelu_tanh_mul(float *gate, const float *up, int64_t n) {
-  pa_ops_current()->gelu_tanh_mul(gate, up, n);
+  pa_ops_best()->gelu_tanh_mul(gate, up, n);
 }
 
 void pa_softmax(float *x, int64_t n) {
@@ -210,7 +206,7 @@ void pa_softmax(float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void pa_add(float *x, const float *y, int64_t n) { pa_ops_current()->add(x, y, n); }
+void pa_add(float *x, const float *y, int64_t n) { pa_ops_best()->add(x, y, n); }
 
 void pa_scale(float *x, float s, int64_t n) {
   for (int64_t i = 0; i < n; i++) x[i] *= s;

@@ -85,10 +85,8 @@ const pa_ops_kernels *pa_ops_plain(void);  /* plain C, any CPU */
 const pa_ops_kernels *pa_ops_avx2(void);   /* AVX2 + FMA + F16C; NULL when the CPU (as capped) lacks them */
 const pa_ops_kernels *pa_ops_avx512(void); /* AVX-512 F + the above; NULL likewise */
 const pa_ops_kernels *pa_ops_best(void);   /* the fastest this CPU has */
-/* What pa_exp, pa_silu_mul... use: the forced table (verify --kernels), or
- * the best (NULL restores it). */
-void pa_ops_set(const pa_ops_kernels *k);
-const pa_ops_kernels *pa_ops_current(void);
+/* pa_exp, pa_rmsnorm, pa_silu_mul... (above) use the best table; code that
+ * runs for a backend takes the backend's table instead. */
 
 /* The SIMD bodies (src/kernels/cpu/ops_avx2.c, ops_avx512.c); call them only
  * through the tables above, which check the CPU. */

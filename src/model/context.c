@@ -1,7 +1,7 @@
-/* context.c: contexts (KV cache, scratch, thread pool) and pasada_decode:
- * validates a batch, runs the architecture's forward pass, keeps the
- * sequences' lengths. Everything the forward pass needs is allocated here,
- * once; a decode step allocates nothing (the logits buffer grows only when a
+/* context.c: contexts (KV cache, thread pool, the backend's state) and
+ * pasada_decode: validates a batch, runs the architecture's forward pass,
+ * keeps the sequences' lengths. Everything the forward pass needs is
+ * allocated here, once; a decode step allocates nothing (the logits buffer grows only when a
  * batch asks for more rows than any before). A batch larger than
  * PA_FWD_TOKENS_MAX runs as several forward passes, so the scratch stays
  * small whatever the batch size. */
@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "base/base.h"
-#include "model/attention.h"
 #include "model/model.h"
 
 pasada_context_params pasada_context_default_params(void) {
@@ -20,33 +19,46 @@ pasada_context_params pasada_context_default_params(void) {
 
 void pasada_context_free(pasada_context *c) {
   if (!c) return;
+  if (c->bc) c->be->ops->context_free(c->bc);
+  if (c->be != c->model->be) pa_backend_free((pa_backend *)c->be);
   pa_pool_free(c->pool);
   pa_kv_free(&c->kv);
-  pa_scratch *s = &c->s;
-  void *p[] = {s->x, s->xb, s->q /* also k, v, att and h2 */, s->h1, s->rope_cos, s->rope_sin,
-               s->rope_cos_swa, s->rope_sin_swa, s->scores, s->work, s->out_rows};
-  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) pa_free(p[i]);
+  pa_free(c->out_rows);
+  pa_free(c->hook_x);
   pa_free(c->logits);
   free(c->row_of);
   pa_free(c);
 }
 
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-static size_t align16(size_t n_floats) { return (n_floats + 15) & ~(size_t)15; } /* 64 bytes */
-
 /* The most tokens of one forward pass. A larger batch runs as several
  * forward passes over consecutive slices of it (micro-batches), so the
- * scratch (about 25 to 40 KiB per token on the small models) stays a few MiB
- * whatever n_batch is. The results are the same bits: every op computes each
- * token's row independently of the others in its pass, and a slice's K and V
- * are in the cache before any later slice attends to them. Measured pp512
- * against one 512-token pass: the same speed within the noise on SmolLM2 and
- * Gemma 3 270M (1 and 2 threads), faster on the Llama-1B shape (its FFN
- * buffers for 512 tokens outgrow the caches); 64 tokens were slower. */
+ * backend's buffers (about 25 to 40 KiB per token on the small models) stay
+ * a few MiB whatever n_batch is. The results are the same bits: every op
+ * computes each token's row independently of the others in its pass, and a
+ * slice's K and V are in the cache before any later slice attends to them.
+ * pp512 against one 512-token pass: the same speed within the noise on
+ * SmolLM2 and Gemma 3 270M (1 and 2 threads), faster on the Llama-1B shape
+ * (its FFN buffers for 512 tokens outgrow the caches); 64 tokens were
+ * slower. */
 #define PA_FWD_TOKENS_MAX 128
+
+/* Every matrix the forward pass multiplies by (the backend sizes its
+ * scratch for them); mats holds 7 per layer + 2. */
+static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) {
+  int32_t n = 0;
+  mats[n++] = &m->output;
+  mats[n++] = &m->tok_embd;
+  for (int l = 0; l < m->hp.n_layer; l++) {
+    const pa_layer *L = &m->layers[l];
+    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 7; i++) mats[n++] = lm[i];
+  }
+  return n;
+}
 
 int pasada_context_create(pasada_model *m, const pasada_context_params *params, pasada_context **out) {
   *out = NULL;
+  if (!m) return pa_error(PASADA_ERR_ARG, "no model");
   if (m->vocab_only) return pa_error(PASADA_ERR_ARG, "the model was loaded vocabulary-only");
   pasada_context_params p = params ? *params : pasada_context_default_params();
   const pa_hparams *hp = &m->hp;
@@ -61,86 +73,76 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     p.n_threads = n > 0 ? (int32_t)n : 1;
   }
   if (p.n_threads > 256) p.n_threads = 256;
+  if (p.kv_type != PASADA_KV_DEFAULT && p.kv_type != PASADA_KV_F32 && p.kv_type != PASADA_KV_F16 &&
+      p.kv_type != PASADA_KV_Q8)
+    return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)p.kv_type);
 
   struct pa_context *c = pa_calloc(1, sizeof *c);
   if (!c) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   c->model = m;
+  c->be = m->be;
   c->n_ctx = p.n_ctx;
   c->n_seq_max = p.n_seq_max;
   c->n_batch_max = p.n_batch;
   c->n_batch = p.n_batch < PA_FWD_TOKENS_MAX ? p.n_batch : PA_FWD_TOKENS_MAX;
   c->n_threads = p.n_threads;
-  c->reference_path = p.reference_path;
-  if (!p.reference_path) { /* how far ahead the decode kernels ask for weights (kernels.h) */
+  int rc = PASADA_OK;
+  /* another backend than the model's: one that reads the weights as the
+   * model's prepared them (the host backends read every layout) */
+  if (p.backend && *p.backend && strcmp(p.backend, m->be->name) != 0) {
     pasada_model_stats st;
     pasada_model_get_stats(m, &st);
-    pa_kernels_fit_prefetch((uint64_t)(st.bytes_layers + st.bytes_output));
+    pa_backend *be = NULL;
+    rc = pa_backend_create(p.backend, (uint64_t)(st.bytes_layers + st.bytes_output), &be);
+    if (rc) {
+      pa_free(c);
+      return rc;
+    }
+    c->be = be;
   }
-  int64_t B = c->n_batch, E = hp->n_embd, F = hp->n_ff;
-  int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
-  int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
-
   c->pool = pa_pool_create(p.n_threads);
   c->row_of = malloc((size_t)p.n_batch * sizeof(int32_t));
-  bool ok = c->pool && c->row_of;
-  if (p.kv_type != PASADA_KV_DEFAULT && p.kv_type != PASADA_KV_F32 && p.kv_type != PASADA_KV_F16 &&
-      p.kv_type != PASADA_KV_Q8) {
+  c->out_rows = pa_alloc((size_t)c->n_batch * sizeof(int32_t));
+  c->hook_x = pa_alloc((size_t)c->n_batch * (size_t)hp->n_embd * sizeof(float));
+  if (!c->pool || !c->row_of || !c->out_rows || !c->hook_x) {
     pasada_context_free(c);
-    return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)p.kv_type);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory creating a context");
   }
-  const pa_kv_type kt = p.kv_type == PASADA_KV_Q8 ? PA_KV_Q8
-                        : p.kv_type == PASADA_KV_F16 || (p.kv_type == PASADA_KV_DEFAULT && !p.reference_path)
-                            ? PA_KV_F16
-                            : PA_KV_F32;
-  if (ok) {
-    const int rc = pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, kt, p.n_seq_max,
-                              p.n_ctx, p.kv_block_size, p.kv_blocks);
-    if (rc) {
-      pasada_context_free(c);
-      return rc; /* message set by pa_kv_init */
-    }
-  }
-  pa_scratch *s = &c->s;
-  if (ok) {
-    s->x = pa_alloc((size_t)(B * E) * sizeof(float));
-    s->xb = pa_alloc((size_t)(B * max_sz((size_t)E, (size_t)O)) * sizeof(float));
-    /* q, k, v and att are dead once the attention block has added its
-     * output to x, and h2 (the up projection) lives only inside the FFN:
-     * they share one buffer (SmolLM2, 128 tokens: 0.75 MiB less) */
-    const size_t fq = align16((size_t)(B * Q)), fk = align16((size_t)(B * K)),
-                 fv = align16((size_t)(B * VV)), fo = align16((size_t)(B * O));
-    s->q = pa_alloc(max_sz(fq + fk + fv + fo, (size_t)(B * F)) * sizeof(float));
-    if (s->q) s->k = s->q + fq, s->v = s->k + fk, s->att = s->v + fv, s->h2 = s->q;
-    s->h1 = pa_alloc((size_t)(B * max_sz((size_t)F, (size_t)E)) * sizeof(float));
-    size_t rt = (size_t)(B * (hp->rope_dim / 2)) * sizeof(float);
-    s->rope_cos = pa_alloc(rt);
-    s->rope_sin = pa_alloc(rt);
-    s->rope_cos_swa = pa_alloc(rt);
-    s->rope_sin_swa = pa_alloc(rt);
-    s->scores = pa_alloc(pa_attention_scratch_size(p.n_threads, c->n_batch, p.n_seq_max, hp));
-    s->out_rows = pa_alloc((size_t)B * sizeof(int32_t));
-    /* the largest activation scratch any matrix product of the model needs */
-    size_t work = 0;
-    const pa_matrix *mats[] = {&m->output, &m->tok_embd};
-    for (int i = 0; i < 2; i++) work = max_sz(work, pa_matmul_work_size(mats[i], B));
-    for (int l = 0; l < hp->n_layer; l++) {
-      const pa_layer *L = &m->layers[l];
-      const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-      for (int i = 0; i < 7; i++) work = max_sz(work, pa_matmul_work_size(lm[i], B));
-      for (int i = 0; i < 7; i++) work = max_sz(work, pa_matmul_exact_work_size(lm[i], p.n_threads));
-    }
-    for (int i = 0; i < 2; i++) work = max_sz(work, pa_matmul_exact_work_size(mats[i], p.n_threads));
-    s->work = pa_alloc(work);
-    ok = s->x && s->xb && s->q && s->k && s->v && s->att && s->h1 && s->h2 && s->rope_cos &&
-         s->rope_sin && s->rope_cos_swa && s->rope_sin_swa && s->scores && s->out_rows && s->work;
-  }
-  if (!ok) {
+  const pa_kv_type kt = p.kv_type == PASADA_KV_Q8    ? PA_KV_Q8
+                        : p.kv_type == PASADA_KV_F16 ? PA_KV_F16
+                        : p.kv_type == PASADA_KV_F32 ? PA_KV_F32
+                                                     : c->be->ops->default_kv_type;
+  rc = pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, kt, p.n_seq_max, p.n_ctx,
+                  p.kv_block_size, p.kv_blocks);
+  if (rc) {
     pasada_context_free(c);
-    return pa_error(PASADA_ERR_NOMEM, "out of memory creating a context of %d positions x %d sequences",
-                    p.n_ctx, p.n_seq_max);
+    return rc; /* message set by pa_kv_init */
+  }
+  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 7 + 2) * sizeof *mats);
+  if (!mats) {
+    pasada_context_free(c);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
+  const pa_bctx_params bp = {.hp = hp, .rope_freqs = m->rope_freqs, .n_batch = c->n_batch,
+                             .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv,
+                             .mats = mats, .n_mats = model_matrices(m, mats)};
+  rc = c->be->ops->context_init(c->be, &bp, &c->bc);
+  pa_free(mats);
+  if (rc) {
+    pasada_context_free(c);
+    return rc;
   }
   *out = c;
   return PASADA_OK;
+}
+
+const char *pasada_context_backend(const pasada_context *c) { return c ? c->be->name : NULL; }
+
+void pa_layer_done(struct pa_context *c, int l, int32_t n_tok) {
+  if (!c->layer_hook) return;
+  const int64_t E = c->model->hp.n_embd;
+  c->be->ops->download(c->bc, PA_BUF_X, 0, c->hook_x, (int64_t)n_tok * E);
+  c->layer_hook(c->layer_hook_user, l, c->hook_x, n_tok, E);
 }
 
 int32_t pasada_context_n_ctx(const pasada_context *c) { return c->n_ctx; }
@@ -165,12 +167,14 @@ void pasada_kv_get_stats(const pasada_context *c, pasada_kv_stats *out) {
   out->type = kv->type == PA_KV_F16 ? PASADA_KV_F16 : kv->type == PA_KV_Q8 ? PASADA_KV_Q8 : PASADA_KV_F32;
 }
 
-int pasada_kv_type_from_name(const char *name) {
-  if (!name) return -1;
-  if (!strcmp(name, "f32")) return PASADA_KV_F32;
-  if (!strcmp(name, "f16")) return PASADA_KV_F16;
-  if (!strcmp(name, "q8")) return PASADA_KV_Q8;
-  return -1;
+int pasada_kv_type_from_name(const char *name, pasada_kv_type *out) {
+  if (!out) return pa_error(PASADA_ERR_ARG, "kv type: no output given");
+  if (!name) return pa_error(PASADA_ERR_ARG, "kv type: no name");
+  if (!strcmp(name, "f32")) *out = PASADA_KV_F32;
+  else if (!strcmp(name, "f16")) *out = PASADA_KV_F16;
+  else if (!strcmp(name, "q8")) *out = PASADA_KV_Q8;
+  else return pa_error(PASADA_ERR_ARG, "unknown kv type '%.40s' (known: f16, f32, q8)", name);
+  return PASADA_OK;
 }
 
 const char *pasada_kv_type_name(pasada_kv_type type) {
@@ -241,9 +245,9 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
     const int32_t i1 = (int32_t)((int64_t)b->n_tokens * (k + 1) / n_pass);
     int32_t n_out_k = 0;
     for (int32_t i = i0; i < i1; i++)
-      if (c->row_of[i] >= 0) c->s.out_rows[n_out_k++] = i - i0;
+      if (c->row_of[i] >= 0) c->out_rows[n_out_k++] = i - i0;
     pa_fwd_batch fb = {.n = i1 - i0, .token = b->token + i0, .pos = b->pos + i0, .seq = b->seq_id + i0,
-                       .n_out = n_out_k, .out_idx = c->s.out_rows};
+                       .n_out = n_out_k, .out_idx = c->out_rows};
     c->logits = logits ? logits + (size_t)rows * (size_t)hp->n_vocab : NULL;
     c->fwd_first = i0;
     if (hp->arch == PA_ARCH_GEMMA3)

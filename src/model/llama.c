@@ -4,29 +4,47 @@
  *   x = embed(tokens)
  *   per layer: x += Wo · attention(rope(Wq·n), rope(Wk·n), Wv·n),  n = rmsnorm(x)
  *              x += W_down · (silu(W_gate·n) * (W_up·n)),            n = rmsnorm(x)
- *   logits = W_out · rmsnorm(x)                                              */
-#include "kernels/ops.h"
+ *   logits = W_out · rmsnorm(x)
+ * Each step is one op of the context's backend (backend/backend.h), timed
+ * by `pasada profile` when it is on. */
 #include "model/model.h"
+
+#define OP(op, layer, n_tok, call) PA_PROF(c, b, op, layer, n_tok, be->call)
 
 void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
   const struct pa_model *m = c->model;
   const pa_hparams *hp = &m->hp;
+  const pa_backend_ops *be = c->be->ops;
+  pa_bctx *bc = c->bc;
   const int32_t n = b->n;
-  pa_scratch *s = &c->s;
+  const pa_gate gate = hp->act == PA_ACT_SILU ? PA_GATE_SILU : PA_GATE_GELU_TANH;
 
-  PA_PROF(c, b, PA_OP_EMBED, -1, n, pa_embed(c, b, 1.0f));
-  PA_PROF(c, b, PA_OP_ROPE_TABLE, -1, n, pa_rope_prepare(c, b));
+  OP(PA_OP_EMBED, -1, n, embed(bc, b, &m->tok_embd, 1.0f));
+  OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b)); /* RoPE tables of the positions */
   for (int l = 0; l < hp->n_layer; l++) {
     const pa_layer *L = &m->layers[l];
-    /* attention block (PA_PROF: `pasada profile` times each op when on):
-     * norm, q/k/v (qwen2's biases, qwen3's head norms), RoPE, KV store */
-    pa_attn_input(c, b, L, l, false);
-    PA_PROF(c, b, PA_OP_ATTENTION, l, n, pa_attention(c, b, l, 0));
-    /* the residual adds ride in the products' jobs (pa_linear_add) */
-    PA_PROF(c, b, PA_OP_O, l, n, pa_linear_add(c, &L->wo, s->att, s->xb, s->x, n));
-    /* feed-forward block */
-    pa_ffn(c, L, s->x, L->ffn_norm, s->xb, s->x, n); /* with its norm */
+    /* attention: q, k, v = W rmsnorm(x) (+ biases, head norms), RoPE on q
+     * and k, k and v into the cache; then x += Wo attention(q, cache) */
+    pa_matmul_desc qkv = pa_mm3(&L->wq, &L->wk, &L->wv, PA_BUF_X, PA_BUF_Q, PA_BUF_K, PA_BUF_V);
+    qkv.in_norm = L->attn_norm;
+    qkv.bias[0] = L->bq, qkv.bias[1] = L->bk, qkv.bias[2] = L->bv;
+    qkv.head_norm[0] = L->q_norm, qkv.head_norm[1] = L->k_norm;
+    qkv.rope[0] = qkv.rope[1] = PA_ROPE_GLOBAL;
+    qkv.kv_layer = l;
+    OP(PA_OP_QKV, l, n, matmul(bc, b, &qkv));
+    OP(PA_OP_ATTENTION, l, n, attention(bc, b, l, 0));
+    pa_matmul_desc o = pa_mm(&L->wo, PA_BUF_ATT, PA_BUF_XB);
+    o.residual = PA_BUF_X;
+    OP(PA_OP_O, l, n, matmul(bc, b, &o));
+    /* feed-forward: h = silu(W_gate n) * (W_up n), n = rmsnorm(x); x += W_down h */
+    pa_matmul_desc up = pa_mm2(&L->w_gate, &L->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
+    up.in_norm = L->ffn_norm;
+    up.gate = gate;
+    OP(PA_OP_GATE_UP, l, n, matmul(bc, b, &up));
+    pa_matmul_desc down = pa_mm(&L->w_down, PA_BUF_H1, PA_BUF_XB);
+    down.residual = PA_BUF_X;
+    OP(PA_OP_DOWN, l, n, matmul(bc, b, &down));
     pa_layer_done(c, l, n);
   }
-  pa_output(c, b);
+  OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/env.h"
 #include "base/threadpool.h"
 #include "kernels/layout.h"
 #include "model/model.h"
@@ -340,12 +341,11 @@ static void repack_task(void *arg, int ith, int nth) {
 }
 
 /* The layout matrix w is to be repacked into: an interleaved one it fits
- * and the current kernel table (the best, unless one is forced: verify
- * --kernels) has a fast kernel for, or PA_LAYOUT_ROWS. */
-static pa_layout target_layout(const pa_matrix *w) {
+ * and kernel table k has a fast kernel for, or PA_LAYOUT_ROWS. */
+static pa_layout target_layout(const pa_matrix *w, const pa_cpu_kernels *k) {
   if (!w->data || w->layout != PA_LAYOUT_ROWS) return PA_LAYOUT_ROWS;
   const pa_layout to = pa_layout_for(w->type, w->rows, w->cols);
-  return to != PA_LAYOUT_ROWS && pa_kernels_ilv_fast(pa_kernels_current(), to, w->type) ? to : PA_LAYOUT_ROWS;
+  return to != PA_LAYOUT_ROWS && pa_kernels_ilv_fast(k, to, w->type) ? to : PA_LAYOUT_ROWS;
 }
 
 /* Bytes a matrix takes in the repacked mapping (64-byte aligned). */
@@ -353,9 +353,8 @@ static size_t slot_bytes(const pa_matrix *w, pa_layout to) {
   return (pa_layout_bytes(to, w->type, w->rows, w->cols) + 63) & ~(size_t)63;
 }
 
-int pa_model_repack(struct pa_model *m) {
-  const char *env = getenv("PASADA_REPACK");
-  if (env && !strcmp(env, "0")) return PASADA_OK;
+int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
+  if (pa_env_no_repack()) return PASADA_OK;
   pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * 7 + 1, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
@@ -368,7 +367,7 @@ int pa_model_repack(struct pa_model *m) {
   bool any = false;
   for (int i = 0; i < n; i++) {
     if (!mats[i]->data || mats[i]->layout != PA_LAYOUT_ROWS) continue;
-    const pa_layout to = target_layout(mats[i]);
+    const pa_layout to = target_layout(mats[i], k);
     any |= to != PA_LAYOUT_ROWS;
     total += slot_bytes(mats[i], to);
   }
@@ -412,7 +411,7 @@ int pa_model_repack(struct pa_model *m) {
   for (int i = 0; i < n; i++) {
     pa_matrix *w = mats[i];
     if (!w->data || w->layout != PA_LAYOUT_ROWS) continue;
-    const pa_layout to = target_layout(w);
+    const pa_layout to = target_layout(w, k);
     repack_job job = {w, to, dst + at, fd, (uint64_t)((const uint8_t *)w->data - g->map), bufs};
     pa_pool_run(pool, repack_task, &job);
     release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);

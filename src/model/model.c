@@ -28,6 +28,7 @@ void pasada_model_free(pasada_model *m) {
     pa_free(m->layers);
   }
   pa_unmap_huge(m->repacked, m->repacked_bytes);
+  pa_backend_free(m->be);
   pa_free(m->output_norm);
   pa_free(m->rope_freqs);
   pa_tokenizer_free(m->tok);
@@ -52,7 +53,8 @@ static void release_metadata_pages(gguf_file *g) {
   if (start % (uintptr_t)page == 0 && end > start) (void)madvise((void *)start, end - start, MADV_DONTNEED);
 }
 
-static int load(struct pa_model *m, const char *path, bool vocab_only, bool repack) {
+static int load(struct pa_model *m, const char *path, bool vocab_only, bool prepare, const char *backend,
+                pa_backend *be) {
   int rc = gguf_open(path, &m->gguf);
   if (rc) return rc;
   if ((rc = gguf_get_string(m->gguf, "general.architecture", !vocab_only, &m->arch_name))) return rc;
@@ -70,17 +72,35 @@ static int load(struct pa_model *m, const char *path, bool vocab_only, bool repa
     return pa_error(PASADA_ERR_FORMAT, "token_embd.weight has %lld rows for a vocabulary of %d tokens",
                     (long long)emb->ne[1], pa_tokenizer_n_vocab(m->tok));
   m->hp.n_vocab = (int32_t)emb->ne[1];
-  if ((rc = pa_model_load_weights(m)) || (repack && (rc = pa_model_repack(m)))) return rc;
+  if ((rc = pa_model_load_weights(m))) return rc;
+  /* the backend that runs the model, fitted to its weights' size, prepares
+   * them (the CPU repacks them for its kernels) */
+  pasada_model_stats st;
+  pasada_model_get_stats(m, &st);
+  if (be)
+    m->be = be;
+  else if ((rc = pa_backend_create(backend, (uint64_t)(st.bytes_layers + st.bytes_output), &m->be)))
+    return rc;
+  if (prepare && (rc = m->be->ops->prepare_weights(m->be, m))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;
 }
 
 int pasada_model_load(const char *path, const pasada_model_params *params, pasada_model **out) {
+  return pa_model_load_backend(path, params, NULL, out);
+}
+
+int pa_model_load_backend(const char *path, const pasada_model_params *params, pa_backend *be,
+                          pasada_model **out) {
   *out = NULL;
   struct pa_model *m = pa_calloc(1, sizeof *m);
-  if (!m) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  if (!m) {
+    pa_backend_free(be);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
   bool vocab_only = params && params->vocab_only;
-  int rc = load(m, path, vocab_only, !(params && params->keep_file_layout));
+  int rc = load(m, path, vocab_only, !(params && params->keep_file_layout), params ? params->backend : NULL, be);
+  if (rc && m->be != be) pa_backend_free(be); /* not adopted yet */
   if (rc) {
     /* gguf errors already name the file; name it for the others */
     const char *msg = pa_last_error();
@@ -93,7 +113,6 @@ int pasada_model_load(const char *path, const pasada_model_params *params, pasad
 }
 
 const pasada_tokenizer *pasada_model_tokenizer(const pasada_model *m) { return m->tok; }
-const struct gguf_file *pasada_model_gguf(const pasada_model *m) { return m->gguf; }
 int32_t pasada_model_n_vocab(const pasada_model *m) {
   return m->vocab_only ? pa_tokenizer_n_vocab(m->tok) : m->hp.n_vocab;
 }
@@ -107,8 +126,8 @@ static void fmt_bytes(char *buf, size_t cap, double b) {
   snprintf(buf, cap, "%.2f %s", b, u[i]);
 }
 
-void pasada_model_print_info(const pasada_model *m, void *file) {
-  FILE *f = file;
+int pasada_model_print_info(const pasada_model *m, FILE *f) {
+  if (!m || !f) return pa_error(PASADA_ERR_ARG, "model info: no model or no file");
   const gguf_file *g = m->gguf;
   char *name = NULL;
   gguf_get_string(g, "general.name", false, &name);
@@ -171,4 +190,5 @@ void pasada_model_print_info(const pasada_model *m, void *file) {
     fmt_bytes(b, sizeof b, (double)bytes[t]);
     fprintf(f, "  %-6s %5llu tensors  %12s\n", pa_type_name((uint32_t)t), (unsigned long long)count[t], b);
   }
+  return ferror(f) ? pa_error(PASADA_ERR_IO, "model info: writing failed") : PASADA_OK;
 }

@@ -430,7 +430,7 @@ static int64_t q8_k_at(int32_t d, int32_t off, int32_t bs) { return ((int64_t)(d
 void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
                    const float *ks) {
   const int32_t hk = kv->head_dim_k, bs = kv->block_size, off = pos % bs;
-  const pa_ops_kernels *ops = pa_ops_current();
+  const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h);
   if (kv->type == PA_KV_F16) {
     uint16_t buf[256];
@@ -452,7 +452,7 @@ void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
 void pa_kv_store_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
                    const float *vs) {
   const int32_t hv = kv->head_dim_v;
-  const pa_ops_kernels *ops = pa_ops_current();
+  const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *vd = pa_kv_v_at(kv, layer, seq, pos, h);
   if (kv->type == PA_KV_F16) {
     ops->f32_to_f16((uint16_t *)(void *)vd, vs, hv);
@@ -479,7 +479,7 @@ void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int3
   if (kv->type == PA_KV_F16) {
     const uint16_t *kh = (const uint16_t *)(const void *)ks;
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = pa_f16_to_f32(kh[(int64_t)d * bs + off]);
-    pa_ops_current()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
+    pa_ops_best()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
   } else if (kv->type == PA_KV_Q8) {
     const float sk = pa_kv_k_scales(kv, ks)[off], sv = *pa_kv_v_scale(kv, layer, seq, pos, h);
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = (float)((const int8_t *)ks)[q8_k_at(d, off, bs)] * sk;

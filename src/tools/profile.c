@@ -1,9 +1,5 @@
-/* profile.c: `pasada profile` (profile.h). Three parts:
- *  - the recorder behind PA_PROF (model.h): pa_prof_record adds an op's
- *    time, the thread pool's barrier idle time since the last record, its
- *    tokens (and, for attention, the positions attended) to a slot per
- *    (phase, op, layer), and, when a trace is wanted, appends the op's start
- *    and end to a buffer allocated before the run;
+/* profile.c: `pasada profile` (profile.h), over the library's recorder
+ * behind PA_PROF (runtime/profiler.c). Two parts:
  *  - the driver: loads the model, measures the machine's ceilings once
  *    (bench_ceilings.c), warms up, then prefill (tokenize a built-in text,
  *    decode its first N tokens in batches) and decode (sample, decode one
@@ -23,95 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu.h" /* PA_ROWS_PAR: when the CPU backend spreads row-wise ops */
 #include "base/base.h"
 #include "model/model.h"
 #include "pasada.h"
+#include "runtime/profiler.h"
 #include "tools/bench.h"
-
-/* ==== the recorder ==== */
-
-typedef struct {
-  int64_t ns;       /* wall time of the op on the calling thread */
-  uint64_t idle_ns; /* thread-ns idle at the thread pool's barriers inside it */
-  int64_t calls, tokens;
-  double span; /* attention: positions attended, summed over tokens */
-} prof_slot;
-
-enum { EV_STEP = PA_OP_COUNT, EV_PHASE }; /* trace-only events: a decode call, a phase */
-
-typedef struct {
-  int64_t t0, t1;
-  uint64_t idle_ns;
-  int32_t n_tok;
-  int16_t op, layer;
-  uint8_t phase;
-} prof_event;
-
-struct pa_profiler {
-  const struct pa_model *model;
-  int n_layer;
-  int phase; /* 0 prefill, 1 decode */
-  prof_slot *slots; /* [2][PA_OP_COUNT][n_layer + 1]; layer -1 at index 0 */
-  uint64_t last_idle;
-  prof_event *ev; /* NULL: no trace */
-  size_t n_ev, cap_ev, dropped;
-};
-
-int64_t pa_prof_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static prof_slot *slot_of(struct pa_profiler *p, int phase, int op, int layer) {
-  return &p->slots[((size_t)phase * PA_OP_COUNT + (size_t)op) * (size_t)(p->n_layer + 1) + (size_t)(layer + 1)];
-}
-
-/* Positions the batch's tokens attend to in layer l (as pa_attention does). */
-static double attention_span(const struct pa_model *m, const pa_fwd_batch *b, int l) {
-  const pa_hparams *hp = &m->hp;
-  int32_t window = hp->arch == PA_ARCH_GEMMA3 && hp->swa_layer[l] ? hp->sliding_window : 0;
-  double span = 0;
-  for (int32_t t = 0; t < b->n; t++) {
-    int32_t pos = b->pos[t], first = 0;
-    if (window > 0 && pos - window + 1 > 0) first = pos - window + 1;
-    span += pos - first + 1;
-  }
-  return span;
-}
-
-static void push_event(struct pa_profiler *p, int64_t t0, int64_t t1, uint64_t idle, int32_t n_tok, int op,
-                       int layer) {
-  if (!p->ev) return;
-  if (p->n_ev == p->cap_ev) {
-    p->dropped++;
-    return;
-  }
-  prof_event *e = &p->ev[p->n_ev++];
-  e->t0 = t0;
-  e->t1 = t1;
-  e->idle_ns = idle;
-  e->n_tok = n_tok;
-  e->op = (int16_t)op;
-  e->layer = (int16_t)layer;
-  e->phase = (uint8_t)p->phase;
-}
-
-void pa_prof_record(struct pa_context *c, const pa_fwd_batch *b, pa_prof_op op, int layer, int32_t n_tok,
-                    int64_t t0) {
-  int64_t t1 = pa_prof_now_ns();
-  struct pa_profiler *p = c->prof;
-  uint64_t idle = pa_pool_idle_ns(c->pool), d_idle = idle - p->last_idle;
-  p->last_idle = idle;
-  if ((unsigned)op >= PA_OP_COUNT || layer < -1 || layer >= p->n_layer) return;
-  prof_slot *s = slot_of(p, p->phase, op, layer);
-  s->ns += t1 - t0;
-  s->idle_ns += d_idle;
-  s->calls++;
-  s->tokens += n_tok;
-  if (op == PA_OP_ATTENTION && b && layer >= 0) s->span += attention_span(p->model, b, layer);
-  push_event(p, t0, t1, d_idle, n_tok, op, layer);
-}
 
 /* ==== op names and the cost model ==== */
 
@@ -120,7 +33,7 @@ enum { ROWS = 2 };
 static const struct {
   const char *name, *kind;
   int parallel; /* 1: runs on the thread pool; ROWS: there for calls of at least
-                   PA_ROWS_PAR tokens (layers.c); 0: on the calling thread alone */
+                   PA_ROWS_PAR tokens (backend/cpu/cpu.c); 0: on the calling thread alone */
 } OPS[PA_OP_COUNT] = {
     [PA_OP_EMBED] = {"token_embd", "embed", 0},
     [PA_OP_ROPE_TABLE] = {"rope_table", "rope", 0},
@@ -422,7 +335,7 @@ static int build_phase(pa_profile_result *r, const struct pa_model *m, struct pa
   for (int op = 0; op < PA_OP_COUNT; op++) {
     prof_row agg = {0};
     for (int l = -1; l < L; l++) {
-      const prof_slot *s = slot_of(pr, phase, op, l);
+      const prof_slot *s = pa_prof_slot(pr, phase, op, l);
       if (!s->calls) continue;
       prof_row *w = &ph->rows[ph->n_rows++];
       op_label(w->name, sizeof w->name, op, l);
@@ -539,7 +452,7 @@ static int decode_tokens(run_state *st, int32_t n_batch, const int32_t *tokens, 
     int64_t t0 = pa_prof_now_ns();
     int rc = pasada_decode(st->ctx, &b);
     if (rc) return rc;
-    if (prof) push_event(prof, t0, pa_prof_now_ns(), 0, m, EV_STEP, -1);
+    if (prof) pa_prof_push_event(prof, t0, pa_prof_now_ns(), 0, m, EV_STEP, -1);
   }
   return PASADA_OK;
 }
@@ -663,8 +576,8 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     PROGRESS(p, "warm-up\n");
     rc = n_warm > 0 ? decode_tokens(&st, r->n_batch, wt, n_warm, 0, 0, NULL) : PASADA_OK;
     for (int32_t i = 0; !rc && i < 2 && n_warm > 0 && n_warm + i < r->n_ctx; i++) {
-      int32_t t = pasada_sampler_sample(st.sampler, pasada_get_logits(st.ctx, -1), n_vocab);
-      if (t < 0) t = wt[0];
+      int32_t t;
+      if (pasada_sampler_sample(st.sampler, pasada_get_logits(st.ctx, -1), n_vocab, &t)) t = wt[0];
       rc = decode_tokens(&st, 1, &t, 1, n_warm + i, 0, NULL);
     }
     pasada_text_free(wt);
@@ -730,7 +643,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   if (!rc) rc = decode_tokens(&st, r->n_batch, st.text_tokens, p->n_prompt, 0, 0, prof);
   int64_t T1 = pa_prof_now_ns();
   if (prof) {
-    push_event(prof, T0, T1, 0, p->n_prompt, EV_PHASE, -1);
+    pa_prof_push_event(prof, T0, T1, 0, p->n_prompt, EV_PHASE, -1);
     prof->phase = 1;
   }
   /* --parallel: the other sequences' prompts (shifted by one token each, so
@@ -741,7 +654,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     ctx->prof = NULL;
     for (int32_t s = 0; !rc && s < np; s++) {
       if (s > 0) rc = decode_tokens(&st, r->n_batch, st.text_tokens + s, p->n_prompt, 0, s, NULL);
-      if (!rc) step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab);
+      if (!rc) pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, -1), n_vocab, &step_tok[s]);
       if (!rc && step_tok[s] >= 0) pasada_sampler_accept(st.sampler, step_tok[s]);
     }
     ctx->prof = prof;
@@ -759,7 +672,8 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     if (np == 1 || i > 0) {
       t = pa_prof_now_ns();
       for (int32_t s = 0; s < np; s++) {
-        step_tok[s] = pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, np == 1 ? -1 : s), n_vocab);
+        pasada_sampler_sample(st.sampler, pasada_get_logits(ctx, np == 1 ? -1 : s), n_vocab,
+                              &step_tok[s]);
         if (step_tok[s] >= 0) pasada_sampler_accept(st.sampler, step_tok[s]);
       }
       if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, np, t);
@@ -779,11 +693,11 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
                       .want_logits = np > 1 ? all_logits : NULL};
     const int64_t t0 = pa_prof_now_ns();
     rc = pasada_decode(ctx, &b);
-    if (!rc && prof) push_event(prof, t0, pa_prof_now_ns(), 0, np, EV_STEP, -1);
+    if (!rc && prof) pa_prof_push_event(prof, t0, pa_prof_now_ns(), 0, np, EV_STEP, -1);
   }
   int64_t T2 = pa_prof_now_ns();
   if (prof) {
-    if (p->n_gen) push_event(prof, T1b, T2, 0, p->n_gen * np, EV_PHASE, -1);
+    if (p->n_gen) pa_prof_push_event(prof, T1b, T2, 0, p->n_gen * np, EV_PHASE, -1);
     ctx->prof = NULL;
     pa_pool_set_timing(ctx->pool, false);
   }

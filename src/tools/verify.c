@@ -1,5 +1,5 @@
-/* verify.c: `pasada verify` (see verify.h). The fast and the reference
- * context decode the same chunk of a prompt one after the other, each
+/* verify.c: `pasada verify` (see verify.h). The two backends' contexts
+ * decode the same chunk of a prompt one after the other, each
  * layer's residual stream captured by the context's layer hook, and the
  * chunk is compared before the next one runs, so memory holds one chunk of
  * hidden states and logits per context, whatever the prompts' length. */
@@ -15,7 +15,7 @@
 #include "base/base.h"
 #include "format/gguf.h"
 #include "kernels/ops.h"
-#include "model/attention.h"
+#include "kernels/attention.h"
 #include "model/model.h"
 #include "tools/perplexity.h"
 
@@ -279,22 +279,6 @@ static void compare_logits(verify_state *s, pa_verify_result *r, const float *a,
   r->n_positions++;
 }
 
-/* The fast path's tables: --kernels NAME picks the matrix products' table
- * and the attention and element-wise tables of the same instruction set
- * (scalar: the plain ones; avx512_vnni: the AVX-512 ones); NULL restores
- * the best of each. */
-static void force_tables(const pa_cpu_kernels *k) {
-  pa_kernels_set(k);
-  if (!k) {
-    pa_attn_set(NULL);
-    pa_ops_set(NULL);
-    return;
-  }
-  const bool plain = k == pa_kernels_reference(), avx2 = k == pa_kernels_avx2();
-  pa_attn_set(plain ? pa_attn_plain() : avx2 ? pa_attn_avx2() : pa_attn_avx512());
-  pa_ops_set(plain ? pa_ops_plain() : avx2 ? pa_ops_avx2() : pa_ops_avx512());
-}
-
 static int run_prompt(verify_state *s, const pa_verify_params *p, pa_verify_result *r, int32_t i,
                       const logits_file *lf, int32_t *pos, int32_t *seq, int8_t *want) {
   const int32_t *ids = s->tokens + s->offsets[i];
@@ -304,9 +288,7 @@ static int run_prompt(verify_state *s, const pa_verify_params *p, pa_verify_resu
   if (s->ref) pasada_seq_truncate(s->ref, 0, 0);
   for (int32_t p0 = 0; p0 < n; p0 += s->chunk) {
     const int32_t m = n - p0 < s->chunk ? n - p0 : s->chunk;
-    force_tables(p->kernels);
     int rc = decode_chunk(s->fast, ids + p0, p0, m, pos, seq, want);
-    force_tables(NULL);
     if (!rc && s->ref) rc = decode_chunk(s->ref, ids + p0, p0, m, pos, seq, want);
     if (rc) return rc;
     if (s->ref) {
@@ -362,12 +344,12 @@ static void judge(pa_verify_result *r) {
 }
 
 static int make_context(pasada_model *m, const pa_verify_params *p, int32_t n_ctx, int32_t chunk,
-                        bool reference, pasada_context **out) {
+                        const char *backend, pasada_context **out) {
   pasada_context_params cp = pasada_context_default_params();
   cp.n_ctx = n_ctx;
   cp.n_batch = chunk;
   cp.n_threads = p->n_threads;
-  cp.reference_path = reference;
+  cp.backend = backend;
   return pasada_context_create(m, &cp, out);
 }
 
@@ -377,8 +359,10 @@ int pa_verify_run(const pa_verify_params *p, pa_verify_result *r) {
   r->tol = p->tol;
   r->against = p->against_path != NULL;
   basename_copy(r->model_name, sizeof r->model_name, p->model_path);
-  const pa_cpu_kernels *k = p->kernels ? p->kernels : pa_kernels_best();
-  snprintf(r->kernels, sizeof r->kernels, "%s", k->name);
+  const char *backend = p->backend ? p->backend : "cpu";
+  const char *against = p->against_backend ? p->against_backend : "ref";
+  snprintf(r->backend, sizeof r->backend, "%s", backend);
+  snprintf(r->against_backend, sizeof r->against_backend, "%s", against);
   const int32_t max_tokens = p->max_tokens > 0 ? p->max_tokens : 256;
 
   verify_state s = {0};
@@ -387,12 +371,16 @@ int pa_verify_run(const pa_verify_params *p, pa_verify_result *r) {
   int8_t *want = NULL;
   double t0 = now_s();
   pasada_model_params mp = pasada_model_default_params();
-  /* weights are repacked at load for the table that will run (kernels/
-   * layout.h): the forced one's layouts, so that it is what gets checked */
-  pa_kernels_set(p->kernels);
-  int rc = pasada_model_load(p->model_path, &mp, &s.model);
-  pa_kernels_set(NULL);
+  /* the weights are prepared for the backend under test (the CPU repacks
+   * them for its table), so that what it runs is what gets checked; the
+   * other context reads them as they are */
+  mp.backend = backend;
+  pa_backend *custom = NULL;
+  int rc = p->kernels ? pa_backend_cpu_create_with(p->kernels, 0, &custom) : PASADA_OK;
+  if (!rc) rc = pa_model_load_backend(p->model_path, &mp, custom, &s.model);
   if (rc) return rc;
+  if (custom) snprintf(r->backend, sizeof r->backend, "%s", custom->name);
+  snprintf(r->kernels, sizeof r->kernels, "%s", s.model->be->kernels);
   s.n_vocab = pasada_model_n_vocab(s.model);
   s.n_layer = s.model->hp.n_layer;
   r->n_layer = s.n_layer;
@@ -413,8 +401,8 @@ int pa_verify_run(const pa_verify_params *p, pa_verify_result *r) {
   s.chunk = p->n_batch > 0 && p->n_batch < longest ? p->n_batch : longest;
   const int64_t E = s.model->hp.n_embd;
   const size_t cap_bytes = (size_t)s.n_layer * (size_t)s.chunk * (size_t)E * sizeof(float);
-  rc = make_context(s.model, p, longest, s.chunk, false, &s.fast);
-  if (!rc && !p->against_path) rc = make_context(s.model, p, longest, s.chunk, true, &s.ref);
+  rc = make_context(s.model, p, longest, s.chunk, NULL, &s.fast); /* the model's: under test */
+  if (!rc && !p->against_path) rc = make_context(s.model, p, longest, s.chunk, against, &s.ref);
   if (rc) goto done;
   s.lp_a = malloc((size_t)s.n_vocab * sizeof(float));
   s.lp_b = malloc((size_t)s.n_vocab * sizeof(float));
@@ -457,7 +445,6 @@ int pa_verify_run(const pa_verify_params *p, pa_verify_result *r) {
   r->seconds = now_s() - t0;
 
 done:
-  pa_kernels_set(NULL);
   if (rc) pa_verify_result_free(r);
   free(pos);
   free(seq);
@@ -485,11 +472,11 @@ void pa_verify_result_free(pa_verify_result *r) {
 void pa_verify_print_table(FILE *out, const pa_verify_result *r) {
   const pa_verify_tol *t = &r->tol;
   if (r->against)
-    fprintf(out, "pasada verify: %s (kernels %s) against %s: %d prompts, %lld positions\n", r->model_name,
-            r->kernels, r->against_source, r->n_prompts, (long long)r->n_positions);
+    fprintf(out, "pasada verify: %s, backend %s (kernels %s) against %s: %d prompts, %lld positions\n",
+            r->model_name, r->backend, r->kernels, r->against_source, r->n_prompts, (long long)r->n_positions);
   else
-    fprintf(out, "pasada verify: %s, fast path (kernels %s) against the reference path: %d prompts, %lld positions\n",
-            r->model_name, r->kernels, r->n_prompts, (long long)r->n_positions);
+    fprintf(out, "pasada verify: %s, backend %s (kernels %s) against backend %s: %d prompts, %lld positions\n",
+            r->model_name, r->backend, r->kernels, r->against_backend, r->n_prompts, (long long)r->n_positions);
   if (!r->against) {
     fprintf(out, "\nhidden state after each layer: relative error max_i |fast - ref| / max_i |ref| over tokens\n");
     fprintf(out, "%6s  %12s  %12s\n", "layer", "mean", "max");
@@ -518,8 +505,9 @@ int pa_verify_print_json(FILE *out, const pa_verify_result *r) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return -1;
   cJSON_AddStringToObject(o, "model", r->model_name);
+  cJSON_AddStringToObject(o, "backend", r->backend);
   cJSON_AddStringToObject(o, "kernels", r->kernels);
-  cJSON_AddStringToObject(o, "against", r->against ? r->against_source : "reference");
+  cJSON_AddStringToObject(o, "against", r->against ? r->against_source : r->against_backend);
   cJSON_AddNumberToObject(o, "prompts", r->n_prompts);
   cJSON_AddNumberToObject(o, "positions", (double)r->n_positions);
   if (!r->against) {

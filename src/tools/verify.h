@@ -1,10 +1,11 @@
 /* verify.h: `pasada verify`: does the optimized engine still compute what
  * the model means?
  *
- * The same tokens run through two contexts of one model: the fast path
- * (the SIMD kernel table of this CPU, or the one asked for, on 8-bit
- * quantized activations) and the reference path (weights dequantized to
- * F32, activations kept in float, scalar sums in double). After every layer
+ * The same tokens run through two contexts of one model on two backends
+ * (backend/backend.h): the one under test (by default "cpu": the SIMD
+ * kernels of this CPU on 8-bit quantized activations) and the one it is
+ * measured against (by default "ref": weights dequantized to F32,
+ * activations kept in float, sums in double). After every layer
  * the residual stream of each token is compared, and at the end the logits:
  *   - hidden state, per layer: the relative error of a token's state,
  *     max_i |fast_i - ref_i| / max_i |ref_i|, its maximum and mean over
@@ -47,7 +48,9 @@ typedef struct {
   const char *prompts_path; /* one prompt per line; NULL: the built-in prompts */
   const char *against_path; /* compare with this logits file instead of the reference path */
   const char *save_path;    /* write the fast path's logits (logits-file format) */
-  const pa_cpu_kernels *kernels; /* the fast path's table; NULL: the best for this CPU */
+  const char *backend;          /* the backend under test (NULL: "cpu") */
+  const char *against_backend;  /* what it is compared with (NULL: "ref") */
+  const pa_cpu_kernels *kernels; /* tests: a CPU backend on this table instead of `backend` */
   int32_t n_threads;             /* 0: every online core */
   int32_t n_batch;               /* tokens per decode call (0: a whole prompt at once) */
   int32_t max_tokens;            /* per prompt; longer prompts are cut (0: 256) */
@@ -57,6 +60,7 @@ typedef struct {
 
 typedef struct {
   char model_name[256], kernels[32], against_source[256];
+  char backend[32], against_backend[32];
   bool against;
   int32_t n_prompts, n_layer;
   int64_t n_positions;

@@ -3,9 +3,9 @@
  * the logits at every position (batched prefill or one token per step), or
  * greedy continuations. Uses only include/pasada.h.
  *
- *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference] [--kv-type f16|f32]
- *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference] [--kv-type f16|f32]
- *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS] [--reference] [--kv-type f16|f32]
+ *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
+ *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
+ *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  *
  * IDS_FILE holds one prompt per line as space-separated token ids (blank lines
  * are skipped). The logits modes write OUT_DIR/prompt<i>.f32: n_tokens x n_vocab
@@ -13,10 +13,10 @@
  * that wants every token's logits; "logits-steps" feeds it one token per decode
  * call, so the KV-cache path is exercised. "greedy" decodes the prompt in one
  * batch, then one token per step, and prints one line per prompt with the N
- * argmax tokens (lowest id on ties); it stops only at N. --reference runs the
- * context's plain reference path (weights dequantized to F32, activations not
- * quantized). --kv-type sets the KV cache's values (default: the engine's,
- * F16 on the fast path, F32 on the reference path). Errors print
+ * argmax tokens (lowest id on ties); it stops only at N. --backend NAME runs
+ * the model on that backend (cpu, cpu:TABLE, ref); --reference is --backend
+ * ref (weights dequantized to F32, activations not quantized). --kv-type sets
+ * the KV cache's values (default: the backend's, F16 on cpu, F32 on ref). Errors print
  * pasada_last_error() and exit 1. */
 #include <errno.h>
 #include <stdarg.h>
@@ -61,8 +61,8 @@ static void *xrealloc(void *p, size_t n) {
 static void usage(void) {
   fprintf(
       stderr,
-      "usage: pasada_eval logits|logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference] [--kv-type T]\n"
-      "       pasada_eval greedy MODEL IDS_FILE N [-t THREADS] [--reference] [--kv-type T]\n");
+      "usage: pasada_eval logits|logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type T]\n"
+      "       pasada_eval greedy MODEL IDS_FILE N [-t THREADS] [--reference | --backend NAME] [--kv-type T]\n");
   exit(1);
 }
 
@@ -203,20 +203,20 @@ int main(int argc, char **argv) {
   bool steps = strcmp(mode, "logits-steps") == 0;
   if (!greedy && !steps && strcmp(mode, "logits") != 0) usage();
   int32_t n_threads = 0;
-  bool reference_path = false;
+  const char *backend = NULL;
   pasada_kv_type kv_type = PASADA_KV_DEFAULT;
   for (int i = 5; i < argc; i++) {
     if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
       n_threads = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--kv-type") == 0 && i + 1 < argc) {
-      const int t = pasada_kv_type_from_name(argv[++i]);
-      if (t < 0) {
-        fprintf(stderr, "pasada_eval: --kv-type wants f16 or f32\n");
+      if (pasada_kv_type_from_name(argv[++i], &kv_type) != PASADA_OK) {
+        fprintf(stderr, "pasada_eval: --kv-type wants f16, f32 or q8\n");
         return 2;
       }
-      kv_type = (pasada_kv_type)t;
     } else if (strcmp(argv[i], "--reference") == 0) {
-      reference_path = true; /* F32-dequantized weights, unquantized activations */
+      backend = "ref"; /* F32-dequantized weights, unquantized activations */
+    } else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
+      backend = argv[++i];
     } else {
       usage();
     }
@@ -230,6 +230,7 @@ int main(int argc, char **argv) {
   }
 
   pasada_model_params mp = pasada_model_default_params();
+  mp.backend = backend;
   pasada_model *model;
   if (pasada_model_load(model_path, &mp, &model) != PASADA_OK) die("load");
   int32_t n_vocab = pasada_model_n_vocab(model);
@@ -243,7 +244,6 @@ int main(int argc, char **argv) {
   cp.n_seq_max = 1;
   if (cp.n_batch < longest) cp.n_batch = longest;
   cp.n_threads = n_threads;
-  cp.reference_path = reference_path;
   cp.kv_type = kv_type;
   pasada_context *ctx;
   if (pasada_context_create(model, &cp, &ctx) != PASADA_OK) die("context");

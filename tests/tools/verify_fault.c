@@ -40,7 +40,7 @@ static const pa_ilv_kernel *real_ilv[PA_LAYOUT_COUNT][PA_TYPE_COUNT];
 static pa_ilv_kernel wrapped_ilv[PA_LAYOUT_COUNT][PA_TYPE_COUNT];
 #define WRAP_ILV(L, T)                                                                          \
   static void run_##L##_##T(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                            float *y, int64_t ldy, int stream) {                               \
+                            float *y, int64_t ldy, const pa_prefetch *stream) {                \
     const pa_ilv_kernel *k = real_ilv[L][T];                                                   \
     const int64_t bs = pa_type_get((pa_type)(T))->block_size;                                  \
     k->run(mode == 1 && cols > bs ? cols - bs : cols, wg, xp, nt, y, ldy, stream);             \
@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
     }
   const struct {
     int layout, type;
-    void (*run)(int64_t, const uint8_t *, const uint8_t *const *, int, float *, int64_t, int);
+    void (*run)(int64_t, const uint8_t *, const uint8_t *const *, int, float *, int64_t, const pa_prefetch *);
   } ilv[] = {{1, 12, run_1_12}, {1, 13, run_1_13}, {2, 2, run_2_2}, {2, 3, run_2_3}, {2, 6, run_2_6}, {2, 8, run_2_8}};
   for (size_t i = 0; i < sizeof ilv / sizeof ilv[0]; i++) {
     const pa_ilv_kernel *k = broken.ilv[ilv[i].layout][ilv[i].type];

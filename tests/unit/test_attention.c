@@ -36,7 +36,8 @@
 #include <time.h>
 
 #include "base/base.h"
-#include "model/attention.h"
+#include "backend/cpu/cpu.h"
+#include "kernels/attention.h"
 #include "model/model.h"
 #include "quant/quant.h"
 #include "test_util.h"
@@ -244,11 +245,25 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
   pa_kv_free(&kv);
 }
 
-/* A minimal model and context for pa_attention: shape sh, a cache of
- * `type` for n_seq sequences of n_ctx positions, batches of up to n_batch
- * tokens, n_threads threads. */
-static void ctx_open(struct pa_model *m, struct pa_context *c, const shape *sh, pa_kv_type type,
-                     int n_threads, int32_t n_seq, int32_t n_ctx, int32_t n_batch) {
+/* What the CPU backend's attention op needs, at its smallest: the shape,
+ * a cache, the query, K, V and output buffers and the scratch; cur_dev
+ * holds the tile kernels under test. */
+static pa_cpu_backend cur_dev;
+typedef struct {
+  pa_hparams hp;
+} tmodel;
+typedef struct {
+  pa_kv_cache kv;
+  pa_bctx b;
+  struct {
+    float *q, *k, *v, *att;
+  } s;
+} tctx;
+
+/* Shape sh, a cache of `type` for n_seq sequences of n_ctx positions,
+ * batches of up to n_batch tokens, n_threads threads. */
+static void ctx_open(tmodel *m, tctx *c, const shape *sh, pa_kv_type type, int n_threads, int32_t n_seq,
+                     int32_t n_ctx, int32_t n_batch) {
   memset(m, 0, sizeof *m);
   pa_hparams *hp = &m->hp;
   hp->n_head_kv = sh->n_kv;
@@ -257,34 +272,40 @@ static void ctx_open(struct pa_model *m, struct pa_context *c, const shape *sh, 
   hp->head_dim_v = sh->hdv;
   hp->attn_scale = 1.0f / sqrtf((float)sh->hd);
   memset(c, 0, sizeof *c);
-  c->model = m;
-  c->n_ctx = n_ctx;
-  c->n_seq_max = n_seq;
-  c->n_batch = n_batch;
-  c->n_threads = n_threads;
-  c->pool = n_threads > 1 ? pa_pool_create(n_threads) : NULL;
   if (pa_kv_init(&c->kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, n_seq, n_ctx, sh->block, 0)) exit(1);
   c->s.q = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)hp->n_head * (size_t)sh->hd);
   c->s.k = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)sh->n_kv * (size_t)sh->hd);
   c->s.v = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)sh->n_kv * (size_t)sh->hdv);
   c->s.att = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)hp->n_head * (size_t)sh->hdv);
-  c->s.scores = pa_alloc(pa_attention_scratch_size(n_threads, n_batch, n_seq, hp));
+  pa_bctx *b = &c->b;
+  b->be = &cur_dev;
+  b->hp = hp;
+  b->kv = &c->kv;
+  b->n_seq_max = n_seq;
+  b->n_batch = n_batch;
+  b->n_threads = n_threads;
+  b->pool = n_threads > 1 ? pa_pool_create(n_threads) : NULL;
+  b->buf[PA_BUF_Q] = c->s.q;
+  b->buf[PA_BUF_K] = c->s.k;
+  b->buf[PA_BUF_V] = c->s.v;
+  b->buf[PA_BUF_ATT] = c->s.att;
+  b->scores = pa_alloc(pa_cpu_attention_scratch_size(n_threads, n_batch, n_seq, hp));
 }
 
-static void ctx_close(struct pa_context *c) {
+static void ctx_close(tctx *c) {
   pa_free(c->s.q);
   pa_free(c->s.k);
   pa_free(c->s.v);
   pa_free(c->s.att);
-  pa_free(c->s.scores);
+  pa_free(c->b.scores);
   pa_kv_free(&c->kv);
-  pa_pool_free(c->pool);
+  pa_pool_free(c->b.pool);
 }
 
 /* Check 3: pa_attention on a minimal context. */
 static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
-  struct pa_model m;
-  struct pa_context c;
+  tmodel m;
+  tctx c;
   ctx_open(&m, &c, sh, type, n_threads, N_SEQ, N_CTX, 160);
   const pa_hparams *hp = &m.hp;
   const int64_t Q = (int64_t)hp->n_head * sh->hd, K = (int64_t)sh->n_kv * sh->hd;
@@ -316,8 +337,8 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
     memcpy(c.s.k, ka, sizeof(float) * (size_t)(N * K));
     memcpy(c.s.v, va, sizeof(float) * (size_t)(N * V));
     pa_fwd_batch b = {.n = N, .token = tok, .pos = pos, .seq = seq};
-    pa_kv_store_batch(&c, &b, layer);
-    pa_attention(&c, &b, layer, window);
+    pa_cpu_kv_store_batch(&c.b, &b, layer);
+    pa_cpu_attention(&c.b, &b, layer, window);
     memcpy(batched, c.s.att, sizeof(float) * (size_t)(N * O));
     /* each token alone, in batch order (positions ascend within a sequence) */
     for (int32_t t = 0; t < N; t++) {
@@ -325,12 +346,12 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
       memcpy(c.s.k, ka + t * K, sizeof(float) * (size_t)K);
       memcpy(c.s.v, va + t * V, sizeof(float) * (size_t)V);
       pa_fwd_batch one = {.n = 1, .token = tok, .pos = &pos[t], .seq = &seq[t]};
-      pa_kv_store_batch(&c, &one, layer);
-      pa_attention(&c, &one, layer, window);
+      pa_cpu_kv_store_batch(&c.b, &one, layer);
+      pa_cpu_attention(&c.b, &one, layer, window);
       if (memcmp(c.s.att, batched + t * O, sizeof(float) * (size_t)O) && failures++ < 10)
         printf("FAIL %s pa_attention hd %d group %d, %d threads, layer %d: token %d (seq %d pos %d) differs "
                "batched vs alone\n",
-               pa_attn_current()->name, sh->hd, sh->group, n_threads, layer, t, seq[t], pos[t]);
+               cur_dev.attn->name, sh->hd, sh->group, n_threads, layer, t, seq[t], pos[t]);
     }
   }
   free(qa);
@@ -346,8 +367,8 @@ static void check_batch(const shape *sh, pa_kv_type type, int n_threads) {
  * has the bits it has decoded alone. */
 enum { SH_SEQ = 12, SH_KINDS = 4, SH_PREFIX = 70 }; /* a whole first block of 64 */
 static void check_shared(const shape *sh, pa_kv_type type, int n_threads) {
-  struct pa_model m;
-  struct pa_context c;
+  tmodel m;
+  tctx c;
   ctx_open(&m, &c, sh, type, n_threads, SH_SEQ, 128, SH_SEQ);
   const pa_hparams *hp = &m.hp;
   const int64_t Q = (int64_t)hp->n_head * sh->hd, K = (int64_t)sh->n_kv * sh->hd;
@@ -388,17 +409,17 @@ static void check_shared(const shape *sh, pa_kv_type type, int n_threads) {
     memcpy(c.s.k, ka, sizeof(float) * (size_t)(SH_SEQ * K));
     memcpy(c.s.v, va, sizeof(float) * (size_t)(SH_SEQ * V));
     pa_fwd_batch b = {.n = SH_SEQ, .token = tok, .pos = pos, .seq = seq};
-    pa_kv_store_batch(&c, &b, layer);
-    pa_attention(&c, &b, layer, window);
+    pa_cpu_kv_store_batch(&c.b, &b, layer);
+    pa_cpu_attention(&c.b, &b, layer, window);
     memcpy(batched, c.s.att, sizeof(float) * (size_t)(SH_SEQ * O));
     for (int32_t t = 0; t < SH_SEQ; t++) {
       memcpy(c.s.q, qa + t * Q, sizeof(float) * (size_t)Q);
       pa_fwd_batch one = {.n = 1, .token = tok, .pos = &pos[t], .seq = &seq[t]};
-      pa_attention(&c, &one, layer, window);
+      pa_cpu_attention(&c.b, &one, layer, window);
       if (memcmp(c.s.att, batched + t * O, sizeof(float) * (size_t)O) && failures++ < 10)
         printf("FAIL %s pa_attention hd %d group %d, %d threads, layer %d: sequence %d sharing its prefix "
                "differs batched vs alone\n",
-               pa_attn_current()->name, sh->hd, sh->group, n_threads, layer, t);
+               cur_dev.attn->name, sh->hd, sh->group, n_threads, layer, t);
     }
   }
   free(k);
@@ -417,8 +438,8 @@ static void check_shared(const shape *sh, pa_kv_type type, int n_threads) {
  * idle (3 or 1 of them on 2 threads), gives the bits pa_attn_rows gives
  * on one thread, segment after segment. */
 static void check_segments(const shape *sh, pa_kv_type type) {
-  struct pa_model m;
-  struct pa_context c;
+  tmodel m;
+  tctx c;
   enum { LEN = 2100 }; /* five segments: one KV head's make enough items to cut */
   ctx_open(&m, &c, sh, type, 2, 1, LEN + 16, 4);
   const pa_hparams *hp = &m.hp;
@@ -442,7 +463,7 @@ static void check_segments(const shape *sh, pa_kv_type type) {
       const int32_t pos = probes[i], window = layer == 1 ? 45 : 0;
       for (int64_t e = 0; e < Q; e++) c.s.q[e] = rnd_sym(1.0f);
       pa_fwd_batch one = {.n = 1, .token = &tok, .pos = &pos, .seq = &seq0};
-      pa_attention(&c, &one, layer, window);
+      pa_cpu_attention(&c.b, &one, layer, window);
       const int32_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
       for (int g = 0; g < sh->n_kv; g++) {
         const float *qp[4];
@@ -455,12 +476,12 @@ static void check_segments(const shape *sh, pa_kv_type type) {
           his[r] = pos;
         }
         pa_attn_query qr = {.n_rows = sh->group, .q = qp, .out = op, .lo = los, .hi = his};
-        pa_attn_rows(pa_attn_current(), &c.kv, layer, 0, g, sh->hd, sh->hdv, hp->attn_scale, &qr, work);
+        pa_attn_rows(cur_dev.attn, &c.kv, layer, 0, g, sh->hd, sh->hdv, hp->attn_scale, &qr, work);
       }
       if (memcmp(c.s.att, ref, sizeof(float) * (size_t)O) && failures++ < 10)
         printf("FAIL %s pa_attention hd %d group %d, 2 threads, layer %d, position %d (%s cache): the "
                "segments cut over the threads differ from one thread's\n",
-               pa_attn_current()->name, sh->hd, sh->group, layer, pos, pa_kv_type_name(type));
+               cur_dev.attn->name, sh->hd, sh->group, layer, pos, pa_kv_type_name(type));
     }
   free(k);
   free(v);
@@ -488,7 +509,7 @@ int main(void) {
       worst = 0;
       for (int s = 0; s < N_SHAPES; s++) check_rows(tables[k], &shapes[s], type, &worst);
       printf("  %-7s %s cache: max |out - exact| / max |v|: %.2e\n", tables[k]->name, pa_kv_type_name(type), worst);
-      pa_attn_set(tables[k]);
+      cur_dev.attn = tables[k];
       for (int s = 0; s < N_SHAPES; s++) {
         check_batch(&shapes[s], type, 1);
         check_batch(&shapes[s], type, 2);
@@ -497,11 +518,6 @@ int main(void) {
         if (shapes[s].group <= 4) check_segments(&shapes[s], type);
       }
     }
-  }
-  pa_attn_set(NULL);
-  if (pa_attn_current() != pa_attn_best()) {
-    printf("FAIL pa_attn_set(NULL) does not restore the best table\n");
-    failures++;
   }
   printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
   return failures ? 1 : 0;

@@ -33,6 +33,14 @@
 #include "test_util.h"
 #include "test_blocks.h"
 
+/* The table under test and its settings (pa_cpu_exec; set_table). */
+static pa_cpu_exec test_exec;
+static void set_table(const pa_cpu_kernels *k) { pa_cpu_exec_init(&test_exec, k, 0); }
+static const pa_cpu_exec *ex(void) {
+  if (!test_exec.k) set_table(NULL);
+  return &test_exec;
+}
+
 static int failures;
 
 #define POOL_TOKENS 40
@@ -66,7 +74,7 @@ static void check(pa_type type, int64_t rows, int64_t cols, pa_pool **pools, con
   {
     void *work = malloc(pa_matmul_work_size(&m, 1) + 1);
     for (int64_t k = 0; k < POOL_TOKENS; k++)
-      pa_matmul(NULL, &m, x + k * x_stride, x_stride, alone + k * rows, rows, 1, work);
+      pa_matmul(ex(), NULL, &m, x + k * x_stride, x_stride, alone + k * rows, rows, 1, work);
     free(work);
   }
 
@@ -101,12 +109,12 @@ static void check(pa_type type, int64_t rows, int64_t cols, pa_pool **pools, con
   int reported = 0;
   /* every batch size where the table has a GEMM kernel for the type; a few
    * elsewhere (the one-token path then serves every batch) */
-  const int has_gemm = pa_kernels_gemm(pa_kernels_current(), type) != NULL;
+  const int has_gemm = pa_kernels_gemm(ex()->k, type) != NULL;
   for (int p = 0; p < 3; p++)
     for (int64_t n = 1; n <= MAX_BATCH; n += has_gemm ? 1 : n < 4 ? 1 : 11) {
       const int64_t start = (int64_t)(rng() % (uint64_t)(POOL_TOKENS - n + 1));
       for (int64_t i = 0; i < MAX_BATCH * y_stride; i++) y[i] = SENTINEL;
-      pa_matmul(pools[p], &m, x + start * x_stride, x_stride, y, y_stride, n, work);
+      pa_matmul(ex(), pools[p], &m, x + start * x_stride, x_stride, y, y_stride, n, work);
       for (int64_t tk = 0; tk < MAX_BATCH; tk++)
         for (int64_t r = 0; r < y_stride; r++) {
           const float got = y[tk * y_stride + r];
@@ -179,7 +187,7 @@ int main(void) {
 
   pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
   for (int k = 0; k < n_tables; k++) {
-    pa_kernels_set(tables[k]);
+    set_table(tables[k]);
     for (int i = 0; i < N_TYPES; i++) {
       const pa_type type = weight_types[i];
       const pa_type_traits *t = pa_type_get(type);
@@ -212,7 +220,7 @@ int main(void) {
       }
     }
   }
-  pa_kernels_set(NULL);
+  set_table(NULL);
   pa_pool_free(pools[1]);
   pa_pool_free(pools[2]);
 

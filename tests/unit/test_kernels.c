@@ -28,6 +28,14 @@
 #include "test_util.h"
 #include "test_blocks.h"
 
+/* The table under test and its settings (pa_cpu_exec; set_table). */
+static pa_cpu_exec test_exec;
+static void set_table(const pa_cpu_kernels *k) { pa_cpu_exec_init(&test_exec, k, 0); }
+static const pa_cpu_exec *ex(void) {
+  if (!test_exec.k) set_table(NULL);
+  return &test_exec;
+}
+
 static int failures;
 
 static const pa_type weight_types[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0,
@@ -217,7 +225,7 @@ static void check_matmul(pa_type type, int64_t rows, pa_pool **pools, const char
       const int64_t nt = toks[ti];
       void *work = pa_alloc(pa_matmul_work_size(&m, nt));
       for (int64_t i = 0; i < max_tok * y_stride; i++) y[i] = -12345.0f;
-      pa_matmul(pools[p], &m, x, x_stride, y, y_stride, nt, work);
+      pa_matmul(ex(), pools[p], &m, x, x_stride, y, y_stride, nt, work);
       for (int64_t tk = 0; tk < max_tok; tk++)
         for (int64_t r = 0; r < y_stride; r++) {
           const float got = y[tk * y_stride + r];
@@ -295,9 +303,9 @@ int main(void) {
 
   pa_pool *pools[3] = {NULL, pa_pool_create(2), pa_pool_create(3)};
   for (int k = 0; k < n_tables; k++) {
-    pa_kernels_set(tables[k]);
-    if (pa_kernels_current() != tables[k]) {
-      printf("FAIL pa_kernels_set(%s) not current\n", tables[k]->name);
+    set_table(tables[k]);
+    if (ex()->k != tables[k]) {
+      printf("FAIL pa_cpu_exec_init(%s) holds another table\n", tables[k]->name);
       failures++;
     }
     /* 37 rows: not a multiple of 16; 5 rows: threads without rows still
@@ -307,9 +315,9 @@ int main(void) {
       check_matmul(weight_types[i], 5, pools, tables[k]->name);
     }
   }
-  pa_kernels_set(NULL);
-  if (pa_kernels_current() != pa_kernels_best()) {
-    printf("FAIL pa_kernels_set(NULL) does not restore the best table\n");
+  set_table(NULL);
+  if (ex()->k != pa_kernels_best()) {
+    printf("FAIL pa_cpu_exec_init(NULL) does not hold the best table\n");
     failures++;
   }
   pa_pool_free(pools[1]);

@@ -31,6 +31,14 @@
 #include "test_util.h"
 #include "test_blocks.h"
 
+/* The table under test and its settings (pa_cpu_exec; set_table). */
+static pa_cpu_exec test_exec;
+static void set_table(const pa_cpu_kernels *k) { pa_cpu_exec_init(&test_exec, k, 0); }
+static const pa_cpu_exec *ex(void) {
+  if (!test_exec.k) set_table(NULL);
+  return &test_exec;
+}
+
 static int failures;
 
 #define MAX_BATCH 21 /* past one AMX call (16 tokens) */
@@ -155,7 +163,7 @@ static void check_kernels(const mat *a) {
     const uint8_t *wg = (const uint8_t *)a->m.data + (size_t)g * gb;
     for (int t0 = 0; t0 < T; t0 += ref->tokens)
       ref->run(cols, wg, xptr + t0, T - t0 < ref->tokens ? T - t0 : ref->tokens, want_t + G * t0,
-               G, t0 == 0);
+               G, t0 == 0 ? pa_prefetch_defaults() : NULL);
     for (int t = 0; t < T; t++) {
       pa_type_get(vt)->to_float(xq + t * xq_row, xd, cols);
       for (int r = 0; r < G; r++) {
@@ -186,7 +194,7 @@ static void check_kernels(const mat *a) {
             src[t] = rev ? T - 1 - t : T - nt + t;
             xr[t] = fxp[f] + (size_t)src[t] * fxp_row[f];
           }
-          fast[f]->run(cols, wg, xr, nt, got, G, rev); /* with and without prefetching */
+          fast[f]->run(cols, wg, xr, nt, got, G, rev ? pa_prefetch_defaults() : NULL); /* with and without prefetching */
           for (int t = 0; t < nt; t++)
             for (int r = 0; r < G; r++) {
               const float want = want_t[G * src[t] + r];
@@ -221,18 +229,18 @@ static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **t
   for (int64_t k = 0; k < n_pool; k++) random_floats(x + k * xs, cols);
   float *alone = malloc(sizeof(float) * (size_t)(n_pool * rows));
   void *work = malloc(pa_matmul_work_size(&a->m, MAX_BATCH) + 1);
-  pa_kernels_set(pa_kernels_reference());
+  set_table(pa_kernels_reference());
   for (int64_t k = 0; k < n_pool; k++)
-    pa_matmul(NULL, &a->m, x + k * xs, xs, alone + k * rows, rows, 1, work);
+    pa_matmul(ex(), NULL, &a->m, x + k * xs, xs, alone + k * rows, rows, 1, work);
   float *y = malloc(sizeof(float) * (size_t)(MAX_BATCH * ys));
   for (int k = 0; k < n_tables; k++) {
-    pa_kernels_set(tables[k]);
+    set_table(tables[k]);
     int reported = 0;
     for (int p = 0; p < 3; p++)
       for (int64_t n = 1; n <= MAX_BATCH; n++) {
         const int64_t start = (int64_t)(rng() % (uint64_t)(n_pool - n + 1));
         for (int64_t i = 0; i < MAX_BATCH * ys; i++) y[i] = SENTINEL;
-        pa_matmul(pools[p], &a->m, x + start * xs, xs, y, ys, n, work);
+        pa_matmul(ex(), pools[p], &a->m, x + start * xs, xs, y, ys, n, work);
         for (int64_t t = 0; t < MAX_BATCH; t++)
           for (int64_t r = 0; r < ys; r++) {
             const float got = y[t * ys + r];
@@ -250,7 +258,7 @@ static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **t
           }
       }
   }
-  pa_kernels_set(NULL);
+  set_table(NULL);
   free(x);
   free(alone);
   free(work);
@@ -272,10 +280,10 @@ static void check_mixed(pa_pool *pool, pa_type type) {
   size_t ws = pa_matmul_work_size(&a.m, n);
   if (pa_matmul_work_size(&f, n) > ws) ws = pa_matmul_work_size(&f, n);
   void *work = malloc(ws + 1);
-  pa_matmul(pool, &a.m, x, cols, want_a, rows, n, work);
-  pa_matmul(pool, &f, x, cols, want_f, rows, n, work);
+  pa_matmul(ex(), pool, &a.m, x, cols, want_a, rows, n, work);
+  pa_matmul(ex(), pool, &f, x, cols, want_f, rows, n, work);
   const pa_matmul_out outs[2] = {{&f, yf, rows}, {&a.m, ya, rows}};
-  pa_matmul_multi(pool, outs, 2, x, cols, n, work);
+  pa_matmul_multi(ex(), pool, outs, 2, x, cols, n, work);
   for (int64_t i = 0; i < n * rows; i++)
     if (bits_of(ya[i]) != bits_of(want_a[i]) || bits_of(yf[i]) != bits_of(want_f[i])) {
       printf("FAIL matmul_multi of a repacked and a file-layout matrix differs at %lld\n",
@@ -283,7 +291,7 @@ static void check_mixed(pa_pool *pool, pa_type type) {
       failures++;
       break;
     }
-  pa_matmul_gated(pool, &a.m, &f, pa_silu_mul, x, cols, ya, yf, rows, n, work);
+  pa_matmul_gated(ex(), pool, &a.m, &f, pa_silu_mul, x, cols, ya, yf, rows, n, work);
   for (int64_t i = 0; i < n * rows; i++) {
     float g = want_a[i];
     pa_silu_mul(&g, &want_f[i], 1);

@@ -33,6 +33,14 @@
 #include "test_util.h"
 #include "test_check.h"
 
+/* The table under test and its settings (pa_cpu_exec; set_table). */
+static pa_cpu_exec test_exec;
+static void set_table(const pa_cpu_kernels *k) { pa_cpu_exec_init(&test_exec, k, 0); }
+static const pa_cpu_exec *ex(void) {
+  if (!test_exec.k) set_table(NULL);
+  return &test_exec;
+}
+
 static float rnd(void) { return (float)rnd_unit() * 2.0f - 1.0f; }
 
 /* ---- (a) the pool ---- */
@@ -139,17 +147,17 @@ static void test_multi(const pa_pool *const *pools, const pa_type types[3], int6
     pa_pool *pool = (pa_pool *)pools[p];
     for (int64_t n = 1; n <= T; n += (n < 5 ? 1 : 4)) {
       for (int i = 0; i < 3; i++) {
-        pa_matmul(pool, &w[i], x, cols, alone[i], rows[i], n, work);
+        pa_matmul(ex(), pool, &w[i], x, cols, alone[i], rows[i], n, work);
         memset(fused[i], 0xFF, sizeof(float) * (size_t)(T * rows[i]));
       }
       pa_matmul_out outs[3];
       for (int i = 0; i < 3; i++) outs[i] = (pa_matmul_out){&w[i], fused[i], rows[i]};
-      pa_matmul_multi(pool, outs, 3, x, cols, n, work);
+      pa_matmul_multi(ex(), pool, outs, 3, x, cols, n, work);
       for (int i = 0; i < 3; i++)
         CHECK(!memcmp(alone[i], fused[i], sizeof(float) * (size_t)(n * rows[i])),
               "multi %s/%s/%s table %s, %d threads, %lld tokens: output %d differs from pa_matmul",
               pa_type_name(types[0]), pa_type_name(types[1]), pa_type_name(types[2]),
-              pa_kernels_current()->name, pa_pool_size(pool), (long long)n, i);
+              ex()->k->name, pa_pool_size(pool), (long long)n, i);
     }
   }
   /* gated: matrices 0 and 1 made the same shape (rows[0]) */
@@ -164,13 +172,13 @@ static void test_multi(const pa_pool *const *pools, const pa_type types[3], int6
     for (int64_t n = 1; n <= T; n += (n < 5 ? 1 : 4)) {
       for (int act = 0; act < 2; act++) {
         pa_gate_fn fn = act ? pa_gelu_tanh_mul : pa_silu_mul;
-        pa_matmul(pool, &g, x, cols, eg, R, n, work);
-        pa_matmul(pool, &u, x, cols, eu, R, n, work);
+        pa_matmul(ex(), pool, &g, x, cols, eg, R, n, work);
+        pa_matmul(ex(), pool, &u, x, cols, eu, R, n, work);
         fn(eg, eu, n * R);
-        pa_matmul_gated(pool, &g, &u, fn, x, cols, h, hu, R, n, work);
+        pa_matmul_gated(ex(), pool, &g, &u, fn, x, cols, h, hu, R, n, work);
         CHECK(!memcmp(eg, h, sizeof(float) * (size_t)(n * R)),
               "gated %s/%s %s, table %s, %d threads, %lld tokens: differs from matmul + gate",
-              pa_type_name(g.type), pa_type_name(u.type), act ? "gelu" : "silu", pa_kernels_current()->name,
+              pa_type_name(g.type), pa_type_name(u.type), act ? "gelu" : "silu", ex()->k->name,
               pa_pool_size(pool), (long long)n);
       }
     }
@@ -258,7 +266,7 @@ static void test_fused(const pa_pool *const *pools, const pa_type types[3], int6
       for (int64_t t = 0; t < n; t++) pa_rmsnorm(xn + t * cols, x + t * cols, nw, cols, eps);
       pa_matmul_out outs[3];
       for (int i = 0; i < 3; i++) {
-        pa_matmul(pool, &w[i], xn, cols, ref[i], rows[i], n, work);
+        pa_matmul(ex(), pool, &w[i], xn, cols, ref[i], rows[i], n, work);
         for (int64_t t = 0; t < n; t++)
           for (int64_t r = 0; r < rows[i]; r++)
             ref[i][t * rows[i] + r] = epi_value(ref[i][t * rows[i] + r], i, r);
@@ -271,14 +279,14 @@ static void test_fused(const pa_pool *const *pools, const pa_type types[3], int6
        * are 0xFF garbage on both sides, compared only up to n */
       const pa_matmul_fuse f = {
           .norm_w = nw, .norm_eps = eps, .epi = test_epi, .epi_arg = &e, .grain = grain};
-      pa_matmul_multi_fused(pool, outs, 3, x, cols, n, work, &f);
+      pa_matmul_multi_fused(ex(), pool, outs, 3, x, cols, n, work, &f);
       for (int i = 0; i < 3; i++) {
         CHECK(!memcmp(ref[i], got[i], sizeof(float) * (size_t)(n * rows[i])),
               "fused %s/%s/%s %s, table %s, %d threads, %lld tokens, grain %lld: output %d differs "
               "from "
               "norm + products + epilogue",
               pa_type_name(types[0]), pa_type_name(types[1]), pa_type_name(types[2]),
-              repack ? "repacked" : "file layout", pa_kernels_current()->name, pa_pool_size(pool),
+              repack ? "repacked" : "file layout", ex()->k->name, pa_pool_size(pool),
               (long long)n, (long long)grain, i);
         int bad = 0;
         for (int64_t r = 0; r < rows[i]; r++) bad += atomic_load(&e.seen[i][r]) != 1;
@@ -290,13 +298,13 @@ static void test_fused(const pa_pool *const *pools, const pa_type types[3], int6
       pa_matrix g = w[0], u = w[1];
       if (g.rows == u.rows) {
         const int64_t R = g.rows;
-        pa_matmul_gated(pool, &g, &u, pa_silu_mul, xn, cols, ref[0], ref[1], R, n, work);
+        pa_matmul_gated(ex(), pool, &g, &u, pa_silu_mul, xn, cols, ref[0], ref[1], R, n, work);
         const pa_matmul_fuse fn = {.norm_w = nw, .norm_eps = eps};
-        pa_matmul_gated_fused(pool, &g, &u, pa_silu_mul, x, cols, got[0], got[1], R, n, work, &fn);
+        pa_matmul_gated_fused(ex(), pool, &g, &u, pa_silu_mul, x, cols, got[0], got[1], R, n, work, &fn);
         CHECK(!memcmp(ref[0], got[0], sizeof(float) * (size_t)(n * R)),
               "gated fused %s/%s %s, table %s, %d threads, %lld tokens: differs from norm + gated",
               pa_type_name(g.type), pa_type_name(u.type), repack ? "repacked" : "file layout",
-              pa_kernels_current()->name, pa_pool_size(pool), (long long)n);
+              ex()->k->name, pa_pool_size(pool), (long long)n);
       }
     }
   }
@@ -329,7 +337,7 @@ int main(void) {
                                   pa_kernels_avx512_vnni()};
   for (size_t k = 0; k < sizeof tabs / sizeof tabs[0]; k++) {
     if (!tabs[k]) continue;
-    pa_kernels_set(tabs[k]);
+    set_table(tabs[k]);
     /* shared type (one job); shared activation type, different GEMM kernels
      * (one job for 1-3 tokens, fallback from 4); different activation types */
     test_multi(pools, (pa_type[3]){PA_TYPE_Q4_1, PA_TYPE_Q4_1, PA_TYPE_Q4_1}, 576, (int64_t[3]){576, 200, 200});
@@ -349,7 +357,7 @@ int main(void) {
     }
   }
   test_can_norm();
-  pa_kernels_set(NULL);
+  set_table(NULL);
   pa_pool_free((pa_pool *)pools[1]);
   pa_pool_free((pa_pool *)pools[2]);
   if (failures) {

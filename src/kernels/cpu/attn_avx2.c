@@ -18,6 +18,7 @@
  * 192 positions, 1 thread: 0.349-0.350 -> 0.304-0.310 ms). qk and pv ask
  * for the next tile's lines (t->next_k, t->next_v) one per step of their
  * inner loops (session 11: model/attention.h, pa_attn_lines). */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -25,7 +26,7 @@
 #include "kernels/cpu/attn_block.h"
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
-#include "model/attention.h"
+#include "kernels/attention.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX2
@@ -298,3 +299,5 @@ void pa_attn_fill_avx2(pa_attn_kernels *k) {
   k->pv = pv_avx2;
   k->spread = true;
 }
+
+#endif /* __x86_64__ */

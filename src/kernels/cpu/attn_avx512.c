@@ -11,6 +11,7 @@
  * pv: blocks of up to 4 rows x 64 floats of head_dim_v (16 accumulators), V rows
  * in ascending position; where every row of the block attends the position
  * plain FMAs, at the edges of the ranges a per-row test (same FMA). */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -18,7 +19,7 @@
 #include "kernels/cpu/attn_block.h"
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/ops.h"
-#include "model/attention.h"
+#include "kernels/attention.h"
 
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX512
@@ -235,3 +236,5 @@ void pa_attn_fill_avx512(pa_attn_kernels *k) {
   k->pv = pv_avx512;
   k->spread = true; /* qk and pv ask for the next tile's K and V a line per step */
 }
+
+#endif /* __x86_64__ */

@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "model/attention.h"
+#include "kernels/attention.h"
 
 typedef struct {
   int32_t lo[4], hi[4], ca, cb, a, b;

@@ -16,13 +16,14 @@
  * pv reads the pairs over the union of the block's rows' ranges: the
  * weights are 0 outside a row's range, so the V quants there (written or
  * not) add exactly nothing. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "base/base.h"
 #include "kernels/cpu/simd_masks.h"
-#include "model/attention.h"
+#include "kernels/attention.h"
 #include "quant/quant.h"
 
 /* pv8_tail rounds its two products before adding them, as the SIMD blocks do. */
@@ -493,3 +494,5 @@ void pa_attn_fill_q8_avx512(pa_attn_kernels *k) {
   k->quantize_q = quantize_q_avx512;
   k->spread_q8 = true; /* they ask for the next tile's lines too */
 }
+
+#endif /* __x86_64__ */

@@ -8,6 +8,7 @@
  * offset of a signed format is taken off through the activation sums), or
  * |w| <= 128 against activations in [-127, 127], which the quantizers
  * guarantee. Each block's integer sum is scaled once, in float. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/kernels.h"
 
@@ -626,3 +627,5 @@ void pa_kernels_fill_avx2(pa_cpu_kernels *k) {
   k->quantize_row[PA_TYPE_Q8_1] = quantize_q8_1;
   k->quantize_row[PA_TYPE_Q8_K] = quantize_q8_K;
 }
+
+#endif /* __x86_64__ */

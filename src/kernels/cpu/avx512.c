@@ -21,6 +21,7 @@
  * (q << 4) and take the 16 out of those lanes at the end (vpdpbusd sums
  * four products in 32 bits, so 240 * 127 cannot saturate; pmaddubsw's
  * 16-bit pair sums could, so the non-VNNI path shifts). */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include "kernels/kernels.h"
 #include "kernels/cpu/blocks32_avx512.h"
 
@@ -460,7 +461,7 @@ BODY __m512i q6_ints(const block_q6_K *a, const block_q8_K *b, const int vnni) {
 BODY float dot_q6_K_body(int64_t nsb, const block_q6_K *a, const block_q8_K *b, const int vnni) {
   __m128 acc = _mm_setzero_ps(); /* lane 0 (lane 1 takes 0 times 0) */
   const __m256i zero = _mm256_setzero_si256();
-  const int pf = pa_prefetch_avx512;
+  const int pf = pa_prefetch_q6k_file;
   int64_t i = 0;
   for (; i + 2 <= nsb; i += 2) {
     if (pf)
@@ -544,3 +545,5 @@ void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni) {
   k->vec_dot[PA_TYPE_Q5_K] = vnni ? dot_q5_K_vnni : dot_q5_K;
   k->vec_dot[PA_TYPE_Q6_K] = vnni ? dot_q6_K_vnni : dot_q6_K;
 }
+
+#endif /* __x86_64__ */

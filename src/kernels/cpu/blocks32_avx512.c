@@ -49,6 +49,7 @@
  *   its floats in 256 and 128 bits.
  * Built with floating-point contraction off: every multiply and add is the
  * one written, in both paths. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include "kernels/cpu/blocks32_avx512.h"
 
 PA_NO_FP_CONTRACT
@@ -662,3 +663,5 @@ GEMM32(q4_1, K_Q4_1)
 GEMM32(q5_0, K_Q5_0)
 GEMM32(q5_1, K_Q5_1)
 GEMM32(q8_0, K_Q8_0)
+
+#endif /* __x86_64__ */

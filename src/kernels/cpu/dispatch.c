@@ -1,8 +1,11 @@
 /* dispatch.c: the CPU kernel tables and the choice among them. Each SIMD
  * table starts as a copy of the reference and its file overwrites what it
  * implements, so a table is always complete; the choice follows pa_cpu()
- * (which honours PASADA_CPU=scalar|avx2|avx512_vnni) and can be forced for
- * tests. The AMX table is the VNNI one with tile kernels for batches. */
+ * (which honours PASADA_CPU=scalar|avx2|avx512_vnni); a backend may run
+ * any of them by name. The AMX table is the VNNI one with tile kernels for
+ * batches. Everything here is set once (pthread_once) and read-only after:
+ * the choice of a table and its prefetch distances travel with each product
+ * (pa_cpu_exec), so contexts of different models never share mutable state. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/env.h"
 #include "kernels/kernels.h"
 
 static pa_cpu_kernels table_avx2, table_avx512, table_avx512_vnni, table_amx;
@@ -19,47 +23,32 @@ static const pa_gemm_kernel *gemm_avx2[PA_TYPE_COUNT], *gemm_avx512[PA_TYPE_COUN
 static bool has_avx2, has_avx512, has_avx512_vnni, has_amx;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-int pa_prefetch_avx512 = 16384, pa_prefetch_x4 = 16384, pa_prefetch_avx2 = 8192, pa_prefetch_start = 0,
-    pa_prefetch_batch = 0;
-
-/* A PASADA_PREFETCH*-style override: bytes from 0 to 1 MB into *out (true),
- * else unset (false) or a warning */
-static bool env_bytes(const char *name, int *out) {
-  const char *s = getenv(name);
-  if (!s || !*s) return false;
-  char *end;
-  const long v = strtol(s, &end, 10);
-  if (*end == '\0' && v >= 0 && v <= (1L << 20)) {
-    *out = (int)v;
-    return true;
-  }
-  pa_log(0, "%s=%s ignored: want bytes from 0 to 1048576", name, s);
-  return false;
-}
-
-/* Whether PASADA_PREFETCH, PASADA_PREFETCH_X4 or PASADA_PREFETCH_BATCH
- * set the distances (pa_kernels_fit_prefetch leaves them then). */
-static bool env_one_token, env_x4, env_batch;
+/* The CPU's prefetch defaults (kernels.h, docs/architecture.md) and
+ * which of them the environment set (pa_prefetch_fit leaves those). */
+static pa_prefetch pf_defaults = {.avx512 = 16384, .x4 = 16384, .avx2 = 8192, .start = 0, .batch = 0};
+static pa_env_prefetch pf_env;
+int pa_prefetch_q6k_file;
 
 static void tables_init(void) {
   const pa_cpu_features *f = pa_cpu();
   /* how the streaming kernels ask for their weights (kernels.h) */
   if (f->amd && f->avx512f) {
-    pa_prefetch_avx512 = 0;
-    pa_prefetch_start = 32768;
-    pa_prefetch_batch = 4096;
+    pf_defaults.avx512 = 0;
+    pf_defaults.start = 32768;
+    pf_defaults.batch = 4096;
   }
-  int v;
-  if ((env_one_token = env_bytes("PASADA_PREFETCH", &v)))
-    pa_prefetch_avx512 = pa_prefetch_x4 = pa_prefetch_avx2 = v;
-  if ((env_x4 = env_bytes("PASADA_PREFETCH_X4", &v))) pa_prefetch_x4 = v;
-  if (env_bytes("PASADA_PREFETCH_START", &v)) pa_prefetch_start = v;
-  if ((env_batch = env_bytes("PASADA_PREFETCH_BATCH", &v))) pa_prefetch_batch = v;
+  pa_env_get_prefetch(&pf_env);
+  if (pf_env.one_token >= 0) pf_defaults.avx512 = pf_defaults.x4 = pf_defaults.avx2 = pf_env.one_token;
+  if (pf_env.x4 >= 0) pf_defaults.x4 = pf_env.x4;
+  if (pf_env.start >= 0) pf_defaults.start = pf_env.start;
+  if (pf_env.batch >= 0) pf_defaults.batch = pf_env.batch;
+  pa_prefetch_q6k_file = pf_defaults.avx512;
   has_avx2 = f->avx2 && f->fma && f->f16c;
   has_avx512 = has_avx2 && f->avx512f && f->avx512bw && f->avx512vl;
   has_avx512_vnni = has_avx512 && f->avx512vnni;
   has_amx = has_avx512_vnni && f->amx_int8;
 
+#if defined(__x86_64__) /* elsewhere pa_cpu() reports none of these tables' features */
   table_avx2 = *pa_kernels_reference();
   table_avx2.name = "avx2";
   pa_kernels_fill_avx2(&table_avx2);
@@ -89,17 +78,55 @@ static void tables_init(void) {
   pa_kernels_fill_avx2_gemm(gemm_avx2);
   pa_kernels_fill_avx512_gemm(gemm_avx512, 0);
   pa_kernels_fill_avx512_gemm(gemm_avx512_vnni, 1);
+#endif
 }
 
-void pa_kernels_fit_prefetch(uint64_t weight_bytes) {
+const pa_prefetch *pa_prefetch_defaults(void) {
   pthread_once(&tables_once, tables_init);
+  return &pf_defaults;
+}
+
+pa_prefetch pa_prefetch_fit(uint64_t weight_bytes) {
+  pthread_once(&tables_once, tables_init);
+  pa_prefetch p = pf_defaults;
   const pa_cpu_features *f = pa_cpu();
-  if (f->amd || !f->avx512f) return;
+  if (f->amd || !f->avx512f || weight_bytes == 0) return p;
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const int d = l3 > 0 && weight_bytes <= (uint64_t)l3 / 4 ? 8192 : 3072;
-  if (!env_one_token) pa_prefetch_avx512 = d;
-  if (!env_one_token && !env_x4) pa_prefetch_x4 = d;
-  if (!env_batch) pa_prefetch_batch = d;
+  if (pf_env.one_token < 0) p.avx512 = d;
+  if (pf_env.one_token < 0 && pf_env.x4 < 0) p.x4 = d;
+  if (pf_env.batch < 0) p.batch = d;
+  return p;
+}
+
+static pa_cpu_exec exec_best;
+static pthread_once_t exec_once = PTHREAD_ONCE_INIT;
+
+static void exec_best_init(void) { pa_cpu_exec_init(&exec_best, NULL, 0); }
+
+const pa_cpu_exec *pa_cpu_exec_best(void) {
+  pthread_once(&exec_once, exec_best_init);
+  return &exec_best;
+}
+
+void pa_cpu_exec_init(pa_cpu_exec *e, const pa_cpu_kernels *k, uint64_t weight_bytes) {
+  if (!k) k = pa_kernels_best();
+  e->k = k;
+  e->ops = k == pa_kernels_reference() ? pa_ops_plain()
+           : k == pa_kernels_avx2()    ? pa_ops_avx2()
+                                       : pa_ops_avx512();
+  if (!e->ops) e->ops = pa_ops_best();
+  e->pf = pa_prefetch_fit(weight_bytes);
+}
+
+const pa_cpu_kernels *pa_kernels_by_name(const char *name) {
+  if (!name) return NULL;
+  if (!strcmp(name, "scalar")) return pa_kernels_reference();
+  if (!strcmp(name, "avx2")) return pa_kernels_avx2();
+  if (!strcmp(name, "avx512")) return pa_kernels_avx512();
+  if (!strcmp(name, "avx512_vnni")) return pa_kernels_avx512_vnni();
+  if (!strcmp(name, "amx")) return pa_kernels_amx();
+  return NULL;
 }
 
 const pa_cpu_kernels *pa_kernels_avx2(void) {
@@ -131,14 +158,6 @@ const pa_cpu_kernels *pa_kernels_best(void) {
   return k;
 }
 
-static _Atomic(const pa_cpu_kernels *) forced;
-
-void pa_kernels_set(const pa_cpu_kernels *k) { atomic_store(&forced, k); }
-
-const pa_cpu_kernels *pa_kernels_current(void) {
-  const pa_cpu_kernels *k = atomic_load_explicit(&forced, memory_order_relaxed);
-  return k ? k : pa_kernels_best();
-}
 
 pa_vec_dot_xs_fn pa_kernels_vec_dot_xs(const pa_cpu_kernels *k, pa_type type) {
   pthread_once(&tables_once, tables_init);
@@ -185,5 +204,5 @@ bool pa_kernels_self_prefetch(const pa_cpu_kernels *k, pa_type type) {
   pthread_once(&tables_once, tables_init);
   /* with no distance set they ask for nothing: the row loop asks instead */
   return (k == &table_avx512 || k == &table_avx512_vnni || k == &table_amx) &&
-         type == PA_TYPE_Q6_K && pa_prefetch_avx512 > 0;
+         type == PA_TYPE_Q6_K && pf_defaults.avx512 > 0;
 }

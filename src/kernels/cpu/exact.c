@@ -21,7 +21,9 @@ typedef struct {
  * (picked at load time): the wider the vectors, the less the yardstick
  * costs; FMA contraction may change the last bits between machines, far
  * below what verify and the parity tests resolve. */
+#if defined(__x86_64__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 static double dot_double(const float *a, const float *b, int64_t n) {
   double s[8] = {0};
   int64_t c = 0;

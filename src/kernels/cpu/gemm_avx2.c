@@ -19,6 +19,7 @@
  * group). K-quants: the canonical order of gemm_avx512.c's header (exact
  * int32 isum and imin per super-block, then two fmas), with the 8 (row,
  * token) pairs of a tile in the lanes of one vector. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/kernels.h"
 
@@ -548,3 +549,5 @@ const pa_gemm_parts *pa_gemm_parts_avx2(const pa_gemm_kernel *g) {
     if (all[i]->gemm == g) return all[i];
   return NULL;
 }
+
+#endif /* __x86_64__ */

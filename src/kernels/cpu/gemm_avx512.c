@@ -53,6 +53,7 @@
  * Long rows are cut into chunks of super-blocks (pa_gemm_parts: tile_part
  * runs the same loop over a chunk, acc and accm stored between chunks,
  * tile_end the final steps), which changes no float operation. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include "kernels/kernels.h"
 #include "kernels/cpu/blocks32_avx512.h"
 
@@ -859,3 +860,5 @@ void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **t, int vnni) {
   t[PA_TYPE_Q5_K] = vnni ? &gemm_q5_K_vnni : &gemm_q5_K;
   t[PA_TYPE_Q6_K] = vnni ? &gemm_q6_K_vnni : &gemm_q6_K;
 }
+
+#endif /* __x86_64__ */

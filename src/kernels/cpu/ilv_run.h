@@ -9,7 +9,7 @@
  * its own it gave 339-345). The including file defines
  *   run_body(const int kind, int64_t cols, const uint8_t *wg,
  *            const uint8_t *const *xp, float *y, int64_t ldy, const int T,
- *            int stream)
+ *            const pa_prefetch *stream)
  * (always inlined) and names its target attribute (ATTR). */
 #ifndef PASADA_ILV_RUN_H
 #define PASADA_ILV_RUN_H
@@ -17,16 +17,17 @@
 /* the one-token entry, name##_one, of PA_ILV_RUN4 / PA_ILV_RUN8 */
 #define PA_ILV_ONE(ATTR, name, kind)                                                          \
   static ATTR __attribute__((noinline)) void name##_one(int64_t cols, const uint8_t *wg,     \
-                                                        const uint8_t *const *xp, float *y) { \
-    run_body(kind, cols, wg, xp, y, 0, 1, 1);                                              \
+                                                        const uint8_t *const *xp, float *y,  \
+                                                        const pa_prefetch *stream) {         \
+    run_body(kind, cols, wg, xp, y, 0, 1, stream);                                         \
   }
 
 #define PA_ILV_RUN4(ATTR, name, kind)                                                         \
   PA_ILV_ONE(ATTR, name, kind)                                                               \
   static ATTR void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                        float *y, int64_t ldy, int stream) {                               \
+                        float *y, int64_t ldy, const pa_prefetch *stream) {                               \
     switch (nt) {                                                                          \
-      case 1: name##_one(cols, wg, xp, y); break;                                          \
+      case 1: name##_one(cols, wg, xp, y, stream); break;                                          \
       case 2: run_body(kind, cols, wg, xp, y, ldy, 2, stream); break;                      \
       case 3: run_body(kind, cols, wg, xp, y, ldy, 3, stream); break;                      \
       default: run_body(kind, cols, wg, xp, y, ldy, 4, stream); break;                     \
@@ -37,7 +38,7 @@
 #define PA_ILV_RUN8(ATTR, name, kind)                                                         \
   PA_ILV_RUN4(ATTR, name##_4, kind)                                                          \
   static ATTR void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                        float *y, int64_t ldy, int stream) {                               \
+                        float *y, int64_t ldy, const pa_prefetch *stream) {                               \
     switch (nt) {                                                                          \
       case 5: run_body(kind, cols, wg, xp, y, ldy, 5, stream); break;                      \
       case 6: run_body(kind, cols, wg, xp, y, ldy, 6, stream); break;                      \

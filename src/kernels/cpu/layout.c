@@ -53,6 +53,7 @@ bool pa_kernels_ilv_fast(const pa_cpu_kernels *k, pa_layout layout, pa_type type
   return p && p != pa_kernels_ilv(pa_kernels_reference(), layout, type);
 }
 
+#if defined(__x86_64__) /* the kernels below are x86 SIMD (x4_avx*.c, x16_*.c) */
 void pa_kernels_fill_ilv_avx2(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q4_K] = &pa_x4_q4k_avx2;
   k->ilv[PA_LAYOUT_K_X4][PA_TYPE_Q5_K] = &pa_x4_q5k_avx2;
@@ -87,3 +88,4 @@ void pa_kernels_fill_ilv_amx(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_1] = &pa_x16_amx_q4_1;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q5_0] = &pa_x16_amx_q5_0;
 }
+#endif

@@ -148,6 +148,7 @@
  * cover the same rows of both, then apply the gate to those rows. */
 typedef struct {
   const pa_cpu_kernels *k;
+  const pa_cpu_exec *ex;
   int n_mats;
   const pa_matrix *w[PA_MATMUL_MAX_OUTS];
   float *y[PA_MATMUL_MAX_OUTS];
@@ -266,7 +267,7 @@ static const uint8_t *packed_x(const matmul_job *j, int64_t c0, int64_t t) {
 static void quantize_token(const matmul_job *j, int64_t t, float *tmp) {
   const float *x = j->x + t * j->x_stride;
   if (j->norm_w) {
-    pa_rmsnorm(tmp, x, j->norm_w, j->cols, j->norm_eps);
+    j->ex->ops->rmsnorm(tmp, x, j->norm_w, j->cols, j->norm_eps);
     x = tmp;
   }
   uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
@@ -311,8 +312,12 @@ void pa_matmul_set_gemm_token_block(int64_t tokens) { gemm_token_block = tokens;
 
 /* The K-blocked entries of kernel g, or NULL. */
 static const pa_gemm_parts *parts_of(const pa_gemm_kernel *g) {
+#if defined(__x86_64__)
   const pa_gemm_parts *p = pa_gemm_parts_avx512(g);
   return p ? p : pa_gemm_parts_avx2(g);
+#else
+  return NULL; /* GEMM kernels are x86 SIMD */
+#endif
 }
 
 /* Rows of a panel of chunks of kc columns. */
@@ -539,10 +544,10 @@ static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end,
   const int64_t ys = j->y_stride[m];
   const uint8_t *xptr[PA_ILV_MAX_TOKENS];
   const int64_t passes = (j->n_tokens + k->tokens - 1) / k->tokens;
-  if (j->n_tokens == 1 && pa_prefetch_start > 0) { /* a new stream: its start at once (kernels.h) */
+  if (j->n_tokens == 1 && j->ex->pf.start > 0) { /* a new stream: its start at once (kernels.h) */
     const uint8_t *st = wd + (size_t)(r_begin / k->rows) * gbytes;
     const size_t all = (size_t)(r_end / k->rows - r_begin / k->rows) * gbytes;
-    const size_t n = all < (size_t)pa_prefetch_start ? all : (size_t)pa_prefetch_start;
+    const size_t n = all < (size_t)j->ex->pf.start ? all : (size_t)j->ex->pf.start;
     for (size_t o = 0; o < n; o += 64) __builtin_prefetch(st + o, 0, 2);
   }
   for (int64_t g0 = r_begin / k->rows; g0 < r_end / k->rows; g0 += pg) {
@@ -558,7 +563,7 @@ static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end,
       for (int64_t g = g0; g < g1; g++) {
         if (t0 > 0)
           for (size_t o = 0; o < slice && pf < pf_end; o += 64, pf += 64) __builtin_prefetch(pf, 0, 2);
-        k->run(w->cols, wd + (size_t)g * gbytes, xptr, nt, j->y[m] + t0 * ys + k->rows * g, ys, t0 == 0);
+        k->run(w->cols, wd + (size_t)g * gbytes, xptr, nt, j->y[m] + t0 * ys + k->rows * g, ys, t0 == 0 ? &j->ex->pf : NULL);
       }
     }
   }
@@ -630,11 +635,12 @@ static void matmul_task(void *arg, int task, int n_tasks) {
 
 /* Sets up the job for outs[0..n) over x; false when they cannot share one
  * (columns, activation type or GEMM kernel differ). */
-static bool job_init(matmul_job *j, const pa_matmul_out *outs, int n, const float *x,
+static bool job_init(matmul_job *j, const pa_cpu_exec *ex, const pa_matmul_out *outs, int n, const float *x,
                      int64_t x_stride, int64_t n_tokens, void *work) {
   const pa_type_traits *t = pa_type_get(outs[0].w->type);
   if (!t || n < 1 || n > PA_MATMUL_MAX_OUTS) return false;
-  *j = (matmul_job){.k = pa_kernels_current(), .n_mats = n, .x = x, .x_stride = x_stride,
+  if (!ex) ex = pa_cpu_exec_best();
+  *j = (matmul_job){.k = ex->k, .ex = ex, .n_mats = n, .x = x, .x_stride = x_stride,
                     .n_tokens = n_tokens, .cols = outs[0].w->cols, .vt = t->vec_dot_type,
                     .work = work, .xq_row = pa_row_size(t->vec_dot_type, outs[0].w->cols),
                     .grain = ROW_GRAIN};
@@ -724,10 +730,10 @@ static void job_run(pa_pool *pool, matmul_job *j) {
   pa_pool_run_tasks(pool, matmul_task, j, j->n_tasks);
 }
 
-void pa_matmul(pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
+void pa_matmul(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *w, const float *x, int64_t x_stride, float *y,
                int64_t y_stride, int64_t n_tokens, void *work) {
   const pa_matmul_out out = {w, y, y_stride};
-  pa_matmul_multi(pool, &out, 1, x, x_stride, n_tokens, work);
+  pa_matmul_multi(ex, pool, &out, 1, x, x_stride, n_tokens, work);
 }
 
 bool pa_matmul_can_norm(const pa_matrix *w) {
@@ -747,27 +753,27 @@ static void job_fuse(matmul_job *j, const pa_matmul_fuse *f, int m_base) {
   if (f->grain > ROW_GRAIN) j->grain = f->grain;
 }
 
-void pa_matmul_multi_fused(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+void pa_matmul_multi_fused(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
                            int64_t x_stride, int64_t n_tokens, void *work,
                            const pa_matmul_fuse *f) {
   if (n_tokens <= 0 || n_outs <= 0) return;
   matmul_job j;
-  if (job_init(&j, outs, n_outs, x, x_stride, n_tokens, work)) {
+  if (job_init(&j, ex, outs, n_outs, x, x_stride, n_tokens, work)) {
     job_fuse(&j, f, 0);
     job_run(pool, &j);
     return;
   }
   for (int m = 0; m < n_outs; m++) /* one job each */
     if (pa_type_get(outs[m].w->type) && outs[m].w->rows > 0 &&
-        job_init(&j, &outs[m], 1, x, x_stride, n_tokens, work)) {
+        job_init(&j, ex, &outs[m], 1, x, x_stride, n_tokens, work)) {
       job_fuse(&j, f, m);
       job_run(pool, &j);
     }
 }
 
-void pa_matmul_multi(pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
+void pa_matmul_multi(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
                      int64_t x_stride, int64_t n_tokens, void *work) {
-  pa_matmul_multi_fused(pool, outs, n_outs, x, x_stride, n_tokens, work, NULL);
+  pa_matmul_multi_fused(ex, pool, outs, n_outs, x, x_stride, n_tokens, work, NULL);
 }
 
 /* The gate applied on its own (pa_matmul_gated when the two products
@@ -786,7 +792,7 @@ static void gate_task(void *arg, int ith, int nth) {
   for (long t = lo; t < hi; t++) g->fn(g->h + t * g->stride, g->h_up + t * g->stride, g->rows);
 }
 
-void pa_matmul_gated_fused(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+void pa_matmul_gated_fused(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
                            const float *x, int64_t x_stride, float *h, float *h_up,
                            int64_t h_stride, int64_t n_tokens, void *work,
                            const pa_matmul_fuse *f) {
@@ -795,21 +801,21 @@ void pa_matmul_gated_fused(pa_pool *pool, const pa_matrix *gate, const pa_matrix
   const pa_matmul_fuse norm_only = {.norm_w = f ? f->norm_w : NULL,
                                     .norm_eps = f ? f->norm_eps : 0};
   matmul_job j;
-  if (gate->rows == up->rows && job_init(&j, outs, 2, x, x_stride, n_tokens, work)) {
+  if (gate->rows == up->rows && job_init(&j, ex, outs, 2, x, x_stride, n_tokens, work)) {
     job_fuse(&j, &norm_only, 0);
     j.gate = fn;
     job_run(pool, &j);
     return;
   }
-  pa_matmul_multi_fused(pool, outs, 2, x, x_stride, n_tokens, work, &norm_only); /* two jobs */
+  pa_matmul_multi_fused(ex, pool, outs, 2, x, x_stride, n_tokens, work, &norm_only); /* two jobs */
   gate_job gj = {fn, h, h_up, h_stride, gate->rows, n_tokens};
   pa_pool_run(pool, gate_task, &gj);
 }
 
-void pa_matmul_gated(pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
+void pa_matmul_gated(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *gate, const pa_matrix *up, pa_gate_fn fn,
                      const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
                      int64_t n_tokens, void *work) {
-  pa_matmul_gated_fused(pool, gate, up, fn, x, x_stride, h, h_up, h_stride, n_tokens, work, NULL);
+  pa_matmul_gated_fused(ex, pool, gate, up, fn, x, x_stride, h, h_up, h_stride, n_tokens, work, NULL);
 }
 
 void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out) {

@@ -4,6 +4,7 @@
  * pa_ops_avx2() (kernels/ops.c), which checks the CPU. The last partial
  * vector goes through a padded copy, so an element's bits never depend on
  * where it sits. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -223,3 +224,5 @@ AVX2 void pa_rope_avx2(float *x, int n_heads, int head_dim, int rope_dim, const 
     if (i < half) rope_chunk(v, half, i, cos_t, sin_t, neox, true);
   }
 }
+
+#endif /* __x86_64__ */

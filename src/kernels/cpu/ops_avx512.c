@@ -3,6 +3,7 @@
  * x86-64: the functions carry target attributes and are reached only through
  * pa_ops_avx512() (kernels/ops.c), which checks the CPU. The tail is a
  * masked vector, so an element's bits never depend on where it sits. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -180,3 +181,5 @@ AVX512 void pa_rope_avx512(float *x, int n_heads, int head_dim, int rope_dim, co
     }
   }
 }
+
+#endif /* __x86_64__ */

@@ -20,6 +20,7 @@
  * c = 16) SmolLM2's throughput rose ~5% with these and the attention's
  * unmasked V loads together; Gemma 3's 16-user decode (Q8_K) moved less
  * than the noise. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <string.h>
 
@@ -166,3 +167,5 @@ void pa_kernels_fill_avx512_quant(pa_cpu_kernels *k) {
   k->quantize_row[PA_TYPE_Q8_0] = quantize_q8_0;
   k->quantize_row[PA_TYPE_Q8_1] = quantize_q8_1;
 }
+
+#endif /* __x86_64__ */

@@ -203,7 +203,7 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
 
 #define RUN(name, type)                                                                         \
   static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
-                   int64_t ldy, int stream) {                                                   \
+                   int64_t ldy, const pa_prefetch *stream) {                                                   \
     (void)stream;                                                                               \
     run_ref(type, cols, wg, xp, nt, y, ldy);                                                    \
   }

@@ -41,6 +41,7 @@
  * of 2 or 4 blocks back to back (0.88-0.90x), one A tile shared by two
  * row groups (0.97-0.98x, 32 accumulators), GF2P8AFFINEQB for the high
  * nibbles (0.98x). */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <string.h>
 
@@ -161,7 +162,7 @@ BODY const uint8_t *a_tile(const uint8_t *const *xp, int nt, bool even, int64_t 
 #define AMX_PREFETCH_L1 2048
 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   int nt, float *y, int64_t ldy, const int stream) {
+                   int nt, float *y, int64_t ldy, const pa_prefetch *stream) {
   const int64_t nb = cols / 32;
   const size_t rec = x16_rec(kind);
   /* The A tile is read with one stride: the tokens' packed rows when they
@@ -204,7 +205,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 
 #define RUN(name, kind, vnni)                                                             \
   static AMX void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, \
-                       float *y, int64_t ldy, int stream) {                               \
+                       float *y, int64_t ldy, const pa_prefetch *stream) {                               \
     if (nt < AMX_MIN_TOKENS)                                                              \
       for (int t0 = 0; t0 < nt; t0 += PA_X16_TOKENS)                                      \
         vnni.run(cols, wg, xp + t0, nt - t0 < PA_X16_TOKENS ? nt - t0 : PA_X16_TOKENS,    \
@@ -227,3 +228,5 @@ const pa_ilv_kernel pa_x16_amx_q4_1 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_
                                        run_q4_1};
 const pa_ilv_kernel pa_x16_amx_q5_0 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
                                        run_q5_0};
+
+#endif /* __x86_64__ */

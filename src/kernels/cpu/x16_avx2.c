@@ -23,6 +23,7 @@
  *     sign (pairs <= 2 * 128 * 127 = 32512). That gives sum - off of the
  *     canonical arithmetic directly: the same integer, so the same float.
  * Every integer sum is exact, and the float steps are the reference's. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <string.h>
 
@@ -151,11 +152,11 @@ BODY void block_both(const int kind, const uint8_t *o, const uint8_t *const *xp,
 }
 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T, int stream) {
-  (void)stream; /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
+                   float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
+  /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
   const int64_t nb = cols / 32;
   const size_t rec = rec_of(kind);
-  const int pf = pa_prefetch_avx2;
+  const int pf = stream ? stream->avx2 : 0;
   /* the accumulators live in L1: the integer sums need the registers */
   float acc[2 * X16_AVX2_TOKENS * 8] __attribute__((aligned(32)));
 #pragma GCC unroll 8
@@ -187,3 +188,5 @@ const pa_ilv_kernel pa_x16_avx2_q4_1 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x
                                         run_q4_1};
 const pa_ilv_kernel pa_x16_avx2_q5_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
                                         run_q5_0};
+
+#endif /* __x86_64__ */

@@ -11,6 +11,7 @@
  * 12-13 vector operations for 16 x 32 multiply-adds, where the file
  * layout's kernels spend about as much on each block's scale and lanes as
  * on its dot. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <string.h>
 
@@ -31,10 +32,10 @@ BODY __m512i bcast4(const uint8_t *p) {
 }
 
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T, int stream) {
+                   float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
   const int64_t nb = cols / 32;
   const size_t rec = x16_rec(kind);
-  const int pf = pa_prefetch_distance(pa_prefetch_avx512, T, stream);
+  const int pf = pa_prefetch_distance(stream, stream ? stream->avx512 : 0, T);
   __m512 acc[PA_X16_TOKENS];
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -96,3 +97,5 @@ const pa_ilv_kernel pa_x16_vnni_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16
                                         run_q4_1};
 const pa_ilv_kernel pa_x16_vnni_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
                                         run_q5_0};
+
+#endif /* __x86_64__ */

@@ -183,7 +183,7 @@ static void get_row_q2k(const pa_matrix *w, int64_t row, float *out) {
 
 /* Q2_K's specification (x4.h), one token at a time. */
 static void run_q2k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy, int stream) {
+                    int64_t ldy, const pa_prefetch *stream) {
   (void)stream;
   const int64_t nsb = cols / QK_K;
   for (int t = 0; t < nt; t++) {
@@ -436,12 +436,12 @@ static void run_s16(const s16_kind *kd, int64_t cols, const uint8_t *wg, const u
 }
 
 static void run_q6k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy, int stream) {
+                    int64_t ldy, const pa_prefetch *stream) {
   (void)stream;
   run_s16(&kind_q6k, cols, wg, xp, nt, y, ldy);
 }
 static void run_q3k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy, int stream) {
+                    int64_t ldy, const pa_prefetch *stream) {
   (void)stream;
   run_s16(&kind_q3k, cols, wg, xp, nt, y, ldy);
 }
@@ -491,12 +491,12 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
 }
 
 static void run_q4k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy, int stream) {
+                    int64_t ldy, const pa_prefetch *stream) {
   (void)stream;
   run_ref(PA_TYPE_Q4_K, cols, wg, xp, nt, y, ldy);
 }
 static void run_q5k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
-                    int64_t ldy, int stream) {
+                    int64_t ldy, const pa_prefetch *stream) {
   (void)stream;
   run_ref(PA_TYPE_Q5_K, cols, wg, xp, nt, y, ldy);
 }

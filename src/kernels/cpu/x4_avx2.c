@@ -18,6 +18,7 @@
  * Per half and super-block: 8 loads and 16-24 operations to unpack the
  * weights (shared by the tokens), and per token 16 pmaddubsw, 16 adds,
  * 3 pmaddwd (sums and mins) and 7 float operations. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <string.h>
 
@@ -410,15 +411,15 @@ static void pack_x2_avx2(int64_t cols, const void *xq, void *xp) {
 
 /* The kernels' bodies: kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K, 4 Q2_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T, int stream) {
-  (void)stream; /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
+                   float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
+  /* several tokens: no prefetch (measured on AVX-512 CPUs only, kernels.h) */
   const int64_t nsb = cols / QK_K;
   const size_t rec = kind == 4   ? PA_X4_REC2
                      : kind == 3 ? PA_X4_REC3
                      : kind == 2 ? PA_X4_REC6
                      : kind == 1 ? PA_X4_REC5
                                  : PA_X4_REC;
-  const int pf = pa_prefetch_avx2;
+  const int pf = stream ? stream->avx2 : 0;
   /* the accumulators live in L1: the integer sums need the registers */
   float acc[2 * PA_X4_TOKENS * 8] __attribute__((aligned(32)));
 #pragma GCC unroll 8
@@ -465,3 +466,5 @@ const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2,
 const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k};
 const pa_ilv_kernel pa_x4_q3k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x3_avx2, run_q3k};
 const pa_ilv_kernel pa_x4_q2k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x2_avx2, run_q2k};
+
+#endif /* __x86_64__ */

@@ -17,6 +17,7 @@
  * and super-block for one token, against ~25 for the file layout's
  * one-token kernel (avx512.c), where every sub-block sum has to be widened
  * or reduced across lanes before its scale applies. */
+#if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <string.h>
 
@@ -53,10 +54,10 @@ BODY void store_rows(const __m512 *acc, float *y, int64_t ldy, const int T) {
 }
 
 BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                     float *y, int64_t ldy, const int T, int stream) {
+                     float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
-  const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
+  const int pf = pa_prefetch_distance(stream, stream ? stream->x4 : 0, T);
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
@@ -256,11 +257,11 @@ BODY void unpack_dot3(const uint8_t *w, const uint8_t *const *xp, int64_t b,
  * 55.3 GB/s against 53.4 for one token: not worth a second kernel for the
  * CPUs with GFNI. */
 BODY void run_body6(const int q3, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                    float *y, int64_t ldy, const int T, int stream) {
+                    float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q3 ? PA_X4_REC3 : PA_X4_REC6, sc_at = q3 ? PA_X4_SC3 : PA_X4_SC6,
                d_at = q3 ? PA_X4_D3 : PA_X4_D6;
-  const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
+  const int pf = pa_prefetch_distance(stream, stream ? stream->x4 : 0, T);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   __m512 acc[PA_X4_TOKENS];
 #pragma GCC unroll 4
@@ -337,9 +338,9 @@ static void pack_x2_vnni(int64_t cols, const void *xq, void *xp) {
  * 16 vpdpbusd, 4 vpmulld, two vpdpwssd of the mins against the 16-column
  * sums in pairs, two conversions and two fmas per 16 lanes. */
 BODY void run_body2(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
-                    int64_t ldy, const int T, int stream) {
+                    int64_t ldy, const int T, const pa_prefetch *stream) {
   const int64_t nsb = cols / QK_K;
-  const int pf = pa_prefetch_distance(pa_prefetch_x4, T, stream);
+  const int pf = pa_prefetch_distance(stream, stream ? stream->x4 : 0, T);
   const __m512i nib = _mm512_set1_epi32(0x0F);
   const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
@@ -400,7 +401,7 @@ BODY void run_body2(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, f
 
 /* The kernels' bodies (ilv_run.h): kind 0 Q4_K, 1 Q5_K, 2 Q6_K, 3 Q3_K, 4 Q2_K (compile-time). */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
-                   float *y, int64_t ldy, const int T, int stream) {
+                   float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
   if (kind == 4)
     run_body2(cols, wg, xp, y, ldy, T, stream);
   else if (kind >= 2)
@@ -422,3 +423,5 @@ const pa_ilv_kernel pa_x4_q5k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pac
 const pa_ilv_kernel pa_x4_q6k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x6_vnni, run_q6k};
 const pa_ilv_kernel pa_x4_q3k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x3_vnni, run_q3k};
 const pa_ilv_kernel pa_x4_q2k_vnni = {4, PA_X4_TOKENS, x_size2_vnni, pack_x2_vnni, run_q2k};
+
+#endif /* __x86_64__ */

@@ -1,5 +1,7 @@
-/* attention.h: the tiled attention behind pa_attention (model.h), exposed
- * for its SIMD kernels (src/kernels/cpu/attn_*.c) and the unit test.
+/* attention.h: the tiled attention kernels behind the CPU backend's
+ * attention op (src/backend/cpu/attention.c): the tile interface its SIMD
+ * kernels (src/kernels/cpu/attn_*.c) implement, and the walk over one
+ * sequence's cache (pa_attn_rows).
  *
  * A call of pa_attn_rows takes a set of query rows of one sequence that
  * share one KV head (under GQA: several tokens of the sequence times the
@@ -49,14 +51,13 @@
  * output has the
  * same bits decoded alone, in a prefill batch or next to other sequences.
  * Different tables (plain, avx2, avx512) agree to rounding only. */
-#ifndef PASADA_ATTENTION_H
-#define PASADA_ATTENTION_H
+#ifndef PASADA_KERNELS_ATTENTION_H
+#define PASADA_KERNELS_ATTENTION_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/model.h"
 #include "runtime/kv_cache.h"
 
 #define PA_ATTN_TILE 64 /* positions per tile; a multiple of 16 */
@@ -187,9 +188,6 @@ const pa_attn_kernels *pa_attn_plain(void);
 const pa_attn_kernels *pa_attn_avx2(void);   /* NULL when the CPU (as capped by PASADA_CPU) lacks AVX2/FMA */
 const pa_attn_kernels *pa_attn_avx512(void); /* NULL when it lacks AVX-512 F */
 const pa_attn_kernels *pa_attn_best(void);
-/* What pa_attention uses: the forced table, or the best (NULL restores it). */
-void pa_attn_set(const pa_attn_kernels *k);
-const pa_attn_kernels *pa_attn_current(void);
 /* Filled by attn_avx2.c / attn_avx512.c (the Q8 kernels by attn_q8.c). */
 void pa_attn_fill_avx2(pa_attn_kernels *k);
 void pa_attn_fill_avx512(pa_attn_kernels *k);
@@ -220,11 +218,19 @@ size_t pa_attn_work_size(int32_t n_rows, int32_t head_dim, int32_t head_dim_v);
 void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, int32_t seq, int kv_head,
                   int32_t head_dim, int32_t head_dim_v, float scale, const pa_attn_query *qr, void *work);
 
+/* The cache lines of KV head kv_head's K and V values of positions
+ * p0..p1 (sequence seq, layer `layer`), as runs. */
+void pa_attn_kv_lines(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1,
+                      pa_attn_lines *lk, pa_attn_lines *lv);
+/* The merge of two segments' states of one row (see above): (M, L, ACC)
+ * and (m, l, acc) become their union's (M = -inf: none yet); one function
+ * for every caller, so one merge order gives one result. */
+void pa_attn_merge_row(float *M, float *L, float *restrict ACC, float m, float l, const float *restrict acc,
+                       int32_t n);
+/* o = a * inv, n values (the final normalisation of a row). */
+void pa_attn_normalize_row(float *restrict o, const float *restrict a, float inv, int32_t n);
+
 /* Prefetches KV head kv_head's K and V values of positions p0..p1. */
 void pa_attn_prefetch(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0, int32_t p1);
-
-/* Bytes of the context's attention scratch (pa_scratch.scores) pa_attention
- * needs. */
-size_t pa_attention_scratch_size(int32_t n_threads, int32_t n_batch, int32_t n_seq_max, const pa_hparams *hp);
 
 #endif

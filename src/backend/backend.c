@@ -1,0 +1,22 @@
+/* backend.c: backends by name (backend.h). */
+#include "backend/backend.h"
+
+#include <string.h>
+
+#include "base/base.h"
+
+const char *pa_backend_names(void) { return "cpu, cpu:scalar, cpu:avx2, cpu:avx512, cpu:avx512_vnni, cpu:amx, ref"; }
+
+int pa_backend_create(const char *name, uint64_t weight_bytes, pa_backend **out) {
+  *out = NULL;
+  if (!name || !*name || !strcmp(name, "cpu")) return pa_backend_cpu_create(NULL, weight_bytes, out);
+  if (!strncmp(name, "cpu:", 4)) return pa_backend_cpu_create(name + 4, weight_bytes, out);
+  if (!strcmp(name, "ref")) return pa_backend_ref_create(out);
+  return pa_error(PASADA_ERR_ARG, "unknown backend '%s' (have: %s)", name, pa_backend_names());
+}
+
+void pa_backend_free(pa_backend *be) {
+  if (!be) return;
+  pa_free(be->impl);
+  pa_free(be);
+}

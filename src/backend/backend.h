@@ -1,0 +1,202 @@
+/* backend.h: the seam between the model code and a device. A backend owns
+ * the memory a forward pass works in and the ops the model calls, named as
+ * the model uses them; the model code (src/model) describes a layer as a
+ * sequence of these ops and never touches a buffer itself.
+ *
+ * Objects and lifetimes:
+ *   pa_backend  one device with its settings (kernel tables, prefetch
+ *               distances, ...), made for a model when it loads and
+ *               immutable afterwards; it prepares the model's weights once
+ *               (the CPU repacks them for its kernels; a GPU would upload
+ *               them). Shared by every context of that model.
+ *   pa_bctx     a backend's state for one context: the activation buffers
+ *               of a forward pass, scratch, its view of the KV cache. Used
+ *               by one thread at a time.
+ * No backend keeps mutable process-wide state: two models (or two contexts)
+ * run side by side on different threads without touching each other.
+ *
+ * Buffers: a forward pass works in the named activation buffers of
+ * pa_buf, each n_batch rows; a row of X, XB holds n_embd floats (XB also
+ * the attention output's width), Q, K, V the projections of every head,
+ * ATT n_head * head_dim_v, H1 and H2 n_ff. Ops read and write whole rows
+ * of the batch's tokens; upload and download move floats between a buffer
+ * and host memory, synchronize waits for what was submitted.
+ *
+ * Backends now: "cpu" (the SIMD kernels of src/kernels, "cpu:NAME" for one
+ * table: scalar, avx2, avx512, avx512_vnni, amx) and "ref" (the reference:
+ * weights dequantized to F32 as they are read, float activations, double
+ * sums, every op on its own with the plain C kernels, an F32 KV cache by
+ * default). A new backend fills pa_backend_ops in src/backend/NAME/ and
+ * adds its name to backend.c; tests/unit/test_backend_ops.c is its
+ * conformance suite (every op against "ref"). */
+#ifndef PASADA_BACKEND_H
+#define PASADA_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+#include "runtime/kv_cache.h"
+
+struct pa_model;
+
+typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_GEMMA3 } pa_arch;
+typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
+
+#define PA_MAX_LAYERS 512
+
+/* A model's shape: what every backend needs to size buffers and run ops. */
+typedef struct {
+  pa_arch arch;
+  int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, head_dim_v, n_ff, n_vocab, n_ctx_train;
+  int32_t rope_dim;
+  bool rope_neox;       /* rotate halves (qwen, gemma) rather than adjacent pairs (llama) */
+  float rope_base;      /* global layers */
+  float rope_base_swa;  /* sliding-window layers */
+  float rope_freq_scale, rope_freq_scale_swa; /* 1/linear scaling factor */
+  float norm_eps;
+  float attn_scale;     /* applied to q.k */
+  float embed_scale;    /* embeddings multiplied by this (gemma: sqrt(n_embd)) */
+  int32_t sliding_window;  /* 0: none */
+  bool swa_layer[PA_MAX_LAYERS];
+  pa_activation act;
+} pa_hparams;
+
+/* The tokens of one forward pass (validated by pasada_decode). */
+typedef struct {
+  int32_t n;
+  const int32_t *token, *pos, *seq;
+  int32_t n_out;          /* tokens whose logits are computed */
+  const int32_t *out_idx; /* their indices in the pass */
+} pa_fwd_batch;
+
+typedef enum {
+  PA_BUF_NONE = -1,
+  PA_BUF_X,   /* the residual stream */
+  PA_BUF_XB,  /* a block's output before its residual add */
+  PA_BUF_Q, PA_BUF_K, PA_BUF_V,
+  PA_BUF_ATT, /* attention's output, the input of Wo */
+  PA_BUF_H1, PA_BUF_H2, /* the FFN's gate and up projections */
+  PA_BUF_COUNT
+} pa_buf;
+
+typedef enum { PA_ROPE_NONE, PA_ROPE_GLOBAL, PA_ROPE_SWA } pa_rope_kind;
+typedef enum { PA_GATE_NONE, PA_GATE_SILU, PA_GATE_GELU_TANH } pa_gate;
+
+/* A matrix product and what is fused around it. For m < n_w:
+ *   n = in_norm ? rmsnorm(in) * in_norm : in            (each row, eps of hp)
+ *   out[m] = W[m] n + bias[m]
+ *   each head of out[m] (head_dim wide, or head_dim_v for V) RMS-normalised
+ *     with head_norm[m], then rotated by RoPE (rope[m]: the global or the
+ *     sliding-window tables of the pass's positions)
+ *   kv_layer >= 0: out[1] is K and out[2] is V: stored into the cache of
+ *     that layer at the tokens' (sequence, position)
+ *   gate: n_w == 2 and out[0] = act(out[0]) * out[1]
+ *   residual != PA_BUF_NONE: residual += out[0]
+ * Any field may be empty (NULL / PA_ROPE_NONE / -1 / PA_GATE_NONE /
+ * PA_BUF_NONE). The input and output buffers are distinct. A backend gives
+ * every output the values of these steps run one after another (within its
+ * rounding); how it fuses them is its own. */
+typedef struct {
+  int n_w;
+  const pa_matrix *w[3];
+  pa_buf in, out[3];
+  const float *in_norm;
+  const float *bias[3];
+  const float *head_norm[3];
+  pa_rope_kind rope[3];
+  int kv_layer;
+  pa_gate gate;
+  pa_buf residual;
+} pa_matmul_desc;
+
+/* Descriptors of one, two and three products of the same input, nothing
+ * fused; the caller sets what it fuses. */
+static inline pa_matmul_desc pa_mm(const pa_matrix *w, pa_buf in, pa_buf out) {
+  return (pa_matmul_desc){.n_w = 1, .w = {w}, .in = in, .out = {out, PA_BUF_NONE, PA_BUF_NONE},
+                          .kv_layer = -1, .residual = PA_BUF_NONE};
+}
+static inline pa_matmul_desc pa_mm2(const pa_matrix *w0, const pa_matrix *w1, pa_buf in, pa_buf out0,
+                                    pa_buf out1) {
+  return (pa_matmul_desc){.n_w = 2, .w = {w0, w1}, .in = in, .out = {out0, out1, PA_BUF_NONE},
+                          .kv_layer = -1, .residual = PA_BUF_NONE};
+}
+static inline pa_matmul_desc pa_mm3(const pa_matrix *w0, const pa_matrix *w1, const pa_matrix *w2, pa_buf in,
+                                    pa_buf out0, pa_buf out1, pa_buf out2) {
+  return (pa_matmul_desc){.n_w = 3, .w = {w0, w1, w2}, .in = in, .out = {out0, out1, out2},
+                          .kv_layer = -1, .residual = PA_BUF_NONE};
+}
+
+typedef struct pa_bctx pa_bctx; /* a backend's per-context state (its own struct) */
+typedef struct pa_backend pa_backend;
+
+/* What a context gives its backend. */
+typedef struct {
+  const pa_hparams *hp;
+  const float *rope_freqs; /* rope_dim / 2 frequency factors, or NULL */
+  int32_t n_batch, n_seq_max;
+  pa_pool *pool;           /* the context's host threads */
+  pa_kv_cache *kv;         /* the context's KV cache */
+  const pa_matrix *const *mats; /* every matrix the forward pass multiplies by */
+  int32_t n_mats;
+} pa_bctx_params;
+
+typedef struct {
+  const char *name;
+  /* the KV cache's value type when a context does not ask for one */
+  pa_kv_type default_kv_type;
+  /* ---- weights: once per model, before any context ---- */
+  int (*prepare_weights)(const pa_backend *be, struct pa_model *m);
+  /* ---- contexts ---- */
+  int (*context_init)(const pa_backend *be, const pa_bctx_params *p, pa_bctx **out);
+  void (*context_free)(pa_bctx *bc);
+  /* ---- memory ---- */
+  void (*upload)(pa_bctx *bc, pa_buf dst, int64_t offset, const float *src, int64_t n);
+  void (*download)(pa_bctx *bc, pa_buf src, int64_t offset, float *dst, int64_t n);
+  void (*synchronize)(pa_bctx *bc);
+  /* ---- ops ---- */
+  /* Starts a forward pass: what depends only on the batch's positions
+   * (RoPE tables). */
+  void (*begin)(pa_bctx *bc, const pa_fwd_batch *b);
+  /* X[t] = row token[t] of the embedding table * scale */
+  void (*embed)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matrix *table, float scale);
+  /* out[t] = rmsnorm(in[t]) * w, rows of n floats (out may be in) */
+  void (*rms_norm)(pa_bctx *bc, pa_buf out, pa_buf in, const float *w, int64_t n, int32_t n_tok);
+  /* x[t] += y[t], rows of n floats */
+  void (*add)(pa_bctx *bc, pa_buf x, pa_buf y, int64_t n, int32_t n_tok);
+  void (*matmul)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matmul_desc *d);
+  /* ATT = causal attention of Q over the cache of `layer` (every token's own
+   * K and V already stored), over the last `window` positions when window
+   * > 0, scaled by hp->attn_scale */
+  void (*attention)(pa_bctx *bc, const pa_fwd_batch *b, int layer, int32_t window);
+  /* logits[i] = out · rmsnorm(X[out_idx[i]]) * norm, for the pass's output
+   * tokens, into host memory (n_out rows of n_vocab) */
+  void (*logits)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
+                 float *logits);
+} pa_backend_ops;
+
+struct pa_backend {
+  const pa_backend_ops *ops;
+  char name[32];  /* as asked for: "cpu", "cpu:avx2", "ref" */
+  char kernels[32]; /* what runs: the kernel table's name ("amx", "plain") */
+  void *impl;     /* the backend's own device state */
+};
+
+/* A backend by name: "cpu" (the default, NULL too), "cpu:TABLE", "ref".
+ * weight_bytes: the bytes of the model's matrices, which some settings are
+ * fitted to (0: unknown). Unknown names and tables this machine lacks are
+ * PASADA_ERR_ARG naming them. */
+int pa_backend_create(const char *name, uint64_t weight_bytes, pa_backend **out);
+void pa_backend_free(pa_backend *be);
+/* The names pa_backend_create takes, for help texts. */
+const char *pa_backend_names(void);
+
+/* The two backends built in (src/backend/cpu, src/backend/ref). */
+int pa_backend_cpu_create(const char *table, uint64_t weight_bytes, pa_backend **out);
+/* A CPU backend on kernel table k, which may be one a test built ("cpu:" and
+ * its name). */
+int pa_backend_cpu_create_with(const pa_cpu_kernels *k, uint64_t weight_bytes, pa_backend **out);
+int pa_backend_ref_create(pa_backend **out);
+
+#endif

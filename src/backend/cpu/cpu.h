@@ -1,0 +1,52 @@
+/* cpu.h: the state of the host backends (src/backend/cpu, and the
+ * reference backend of src/backend/ref, which is the same code run with the
+ * plain tables, the exact product and no fusion). Internal to them. */
+#ifndef PASADA_BACKEND_CPU_H
+#define PASADA_BACKEND_CPU_H
+
+#include "backend/backend.h"
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+
+/* The device: which kernels run. Immutable once made. */
+typedef struct {
+  pa_cpu_exec ex;              /* products: kernel table, element-wise table, prefetch */
+  const pa_attn_kernels *attn; /* attention's tile kernels */
+  bool exact;                  /* the reference: pa_matmul_exact, op by op */
+} pa_cpu_backend;
+
+/* A context's state. */
+struct pa_bctx {
+  const pa_cpu_backend *be;
+  const pa_hparams *hp;
+  const float *rope_freqs;
+  pa_kv_cache *kv;
+  pa_pool *pool;
+  int32_t n_threads, n_batch, n_seq_max;
+  float *buf[PA_BUF_COUNT];
+  float *xn;                     /* a product's normalised input, when not fused */
+  float *rope_cos, *rope_sin;    /* [n_batch][rope_dim / 2] of the pass's positions */
+  float *rope_cos_swa, *rope_sin_swa;
+  float *scores;                 /* attention's scratch (pa_cpu_attention_scratch_size) */
+  void *work;                    /* the products' activation scratch */
+  void *mem;                     /* the buffers above but scores and work, in one allocation */
+};
+
+/* Norms, residual adds and RoPE of at least this many tokens run on the
+ * pool (rows split over the threads), fewer on the calling thread. */
+#define PA_ROWS_PAR 4
+
+/* The attention op (attention.c) and its scratch. */
+void pa_cpu_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t window);
+size_t pa_cpu_attention_scratch_size(int32_t n_threads, int32_t n_batch, int32_t n_seq_max,
+                                     const pa_hparams *hp);
+/* K and V of the batch (buffers K, V) into the cache of `layer`. */
+void pa_cpu_kv_store_batch(pa_bctx *c, const pa_fwd_batch *b, int layer);
+
+/* The host backends' ops table with `exact` deciding the kernels. */
+extern const pa_backend_ops pa_cpu_backend_ops, pa_ref_backend_ops;
+int pa_cpu_backend_make(const pa_backend_ops *ops, const char *name, const pa_cpu_backend *dev,
+                        pa_backend **out);
+
+#endif

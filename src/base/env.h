@@ -1,0 +1,29 @@
+/* env.h: every environment variable the engine reads, in one place.
+ *
+ *   PASADA_CPU=scalar|avx2|avx512|avx512_vnni   caps the instruction sets the
+ *       CPU kernels may use (base.c, pa_cpu()); for tests and measurements.
+ *   PASADA_LOG=0..3                             log level (base.c).
+ *   PASADA_REPACK=0                             keep the file's weight layout
+ *       (no interleaved repacking at load; slower decode, for measurements).
+ *   PASADA_PREFETCH=BYTES                       every one-token prefetch
+ *       distance of the CPU kernels (kernels.h, pa_prefetch);
+ *   PASADA_PREFETCH_X4, PASADA_PREFETCH_START, PASADA_PREFETCH_BATCH
+ *       one distance each; 0 to 1048576 bytes.
+ *   PASADA_API_KEY                              the server's bearer token
+ *       (read by `pasada serve` only).
+ * Values are read when first needed and never change afterwards; a value
+ * that does not parse is ignored with a warning. */
+#ifndef PASADA_ENV_H
+#define PASADA_ENV_H
+
+#include <stdbool.h>
+
+/* -1: not set */
+typedef struct {
+  int one_token, x4, start, batch;
+} pa_env_prefetch;
+void pa_env_get_prefetch(pa_env_prefetch *out);
+/* PASADA_REPACK=0 */
+bool pa_env_no_repack(void);
+
+#endif
