@@ -107,10 +107,7 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
 }
 
 bool cli_parse_kv_type(const char *s, pasada_kv_type *out) {
-  const int t = pasada_kv_type_from_name(s);
-  if (t < 0) return false;
-  *out = (pasada_kv_type)t;
-  return true;
+  return pasada_kv_type_from_name(s, out) == PASADA_OK;
 }
 
 /* ---- numbers ---- */

@@ -91,8 +91,9 @@ static int render_fitting(cli_session *s, pasada_chat_template tmpl, conversatio
                           size_t first, cli_tokens *toks) {
   int dropped = 0;
   for (;;) {
-    char *text = pasada_chat_render_model(s->model, tmpl, conv->v, conv->n, true);
-    if (!text) return cli_fail("rendering the chat template: %s", pasada_last_error());
+    char *text = NULL;
+    if (pasada_chat_render_model(s->model, tmpl, conv->v, conv->n, true, &text) != PASADA_OK)
+      return cli_fail("rendering the chat template: %s", pasada_last_error());
     int rc = cli_tokenize_prompt(s, text, strlen(text), toks);
     pasada_text_free(text);
     if (rc) return rc;

@@ -57,8 +57,9 @@ int cmd_info(int argc, char **argv) {
   mp.keep_file_layout = true; /* described, not run: no repacking */
   pasada_model *model = NULL;
   if (pasada_model_load(path, &mp, &model) != PASADA_OK) return cli_fail("%s", pasada_last_error());
-  pasada_model_print_info(model, stdout);
+  const int st = pasada_model_print_info(model, stdout);
   pasada_model_free(model);
+  if (st != PASADA_OK) return cli_fail("%s", pasada_last_error());
   if (fflush(stdout) != 0) return cli_fail("writing to stdout failed");
   return CLI_OK;
 }

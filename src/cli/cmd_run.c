@@ -114,8 +114,7 @@ int cmd_run(int argc, char **argv) {
     size_t n_msgs = 0;
     if (o.system) msgs[n_msgs++] = (pasada_chat_message){"system", o.system};
     msgs[n_msgs++] = (pasada_chat_message){"user", text};
-    rendered = pasada_chat_render_model(s.model, tmpl, msgs, n_msgs, true);
-    if (!rendered) {
+    if (pasada_chat_render_model(s.model, tmpl, msgs, n_msgs, true, &rendered) != PASADA_OK) {
       rc = cli_fail("rendering the chat template: %s", pasada_last_error());
       goto done;
     }

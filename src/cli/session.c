@@ -149,8 +149,8 @@ int cli_generate(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *r
       rc = cli_fail("no logits to sample from (nothing was decoded)");
       break;
     }
-    int32_t tok = pasada_sampler_sample(s->sampler, logits, s->n_vocab);
-    if (tok < 0) {
+    int32_t tok;
+    if (pasada_sampler_sample(s->sampler, logits, s->n_vocab, &tok) != PASADA_OK) {
       rc = cli_fail("%s", pasada_last_error());
       break;
     }

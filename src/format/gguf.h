@@ -136,6 +136,12 @@ int gguf_get_string(const gguf_file *f, const char *key, bool required, char **o
 int64_t gguf_arr_i64(const gguf_value *arr, uint64_t i); /* integer/bool element types */
 double gguf_arr_f64(const gguf_value *arr, uint64_t i);  /* float or integer element types */
 size_t gguf_type_size(gguf_type t); /* 0 for STRING/ARRAY/unknown */
+/* A value as text in a malloc'd NUL-terminated string (gguf_text.c): numbers
+ * in decimal (floats in the fewest digits that read back the same), true /
+ * false, a string as it is, an array as [a, b, c] with its strings quoted and
+ * escaped as in JSON; a string array whose table was dropped
+ * (gguf_drop_string_arrays) as [N strings]. */
+int gguf_value_text(const gguf_value *v, char **out);
 const char *gguf_type_name(gguf_type t);
 
 /* ---- writer ----

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "base/base.h"
+#include "model/model.h"
 #include "pasada.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,13 +50,15 @@ size_t pasada_token_to_piece(const pasada_tokenizer *tok, int32_t id, bool rende
   return pa_token_to_piece(tok, id, render_special, buf, cap);
 }
 
-char *pasada_detokenize(const pasada_tokenizer *tok, const int32_t *ids, size_t n,
-                        bool render_special) {
-  if (!tok || (!ids && n)) {
-    pa_error(PASADA_ERR_ARG, "detokenize: no tokenizer or no tokens");
-    return NULL;
-  }
-  return pa_detokenize(tok, ids, n, render_special);
+int pasada_detokenize(const pasada_tokenizer *tok, const int32_t *ids, size_t n,
+                      bool render_special, char **out, size_t *out_len) {
+  if (!out) return pa_error(PASADA_ERR_ARG, "detokenize: no output given");
+  *out = NULL;
+  if (out_len) *out_len = 0;
+  if (!tok || (!ids && n)) return pa_error(PASADA_ERR_ARG, "detokenize: no tokenizer or no tokens");
+  *out = pa_detokenize_len(tok, ids, n, render_special, out_len);
+  if (!*out) return pa_error(PASADA_ERR_NOMEM, "detokenize: out of memory for %zu tokens", n);
+  return PASADA_OK;
 }
 
 void pasada_text_free(void *p) { free(p); }
@@ -95,15 +98,17 @@ void pasada_detok_reset(pasada_detok *d) { pa_detok_init(&d->d, d->tok, d->rende
 /* ---- chat templates ---- */
 
 int pasada_chat_detect(const pasada_model *model, pasada_chat_template *out) {
+  if (!out) return pa_error(PASADA_ERR_ARG, "chat template: no output given");
+  if (!model) return pa_error(PASADA_ERR_ARG, "chat template: no model");
   pa_chat_template t = PA_CHAT_NONE;
-  int st = pa_chat_detect(pasada_model_gguf(model), pasada_model_tokenizer(model),
-                          pasada_model_arch(model), &t);
+  int st = pa_chat_detect(model->gguf, model->tok, model->arch_name, &t);
   *out = (pasada_chat_template)t;
   return st;
 }
 
 int pasada_chat_from_name(const char *name, pasada_chat_template *out) {
   pa_chat_template t = PA_CHAT_NONE;
+  if (!out) return pa_error(PASADA_ERR_ARG, "chat template: no output given");
   if (!name) return pa_error(PASADA_ERR_ARG, "chat template: no name");
   int st = pa_chat_from_name(name, &t);
   *out = (pasada_chat_template)t;
@@ -114,23 +119,37 @@ const char *pasada_chat_name(pasada_chat_template tmpl) {
   return pa_chat_name((pa_chat_template)tmpl);
 }
 
-char *pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n,
-                         bool add_generation_prompt) {
-  return pa_chat_render((pa_chat_template)tmpl, (const pa_chat_message *)msgs, n,
-                        add_generation_prompt);
+/* What both public render calls share: the conversation is checked first
+ * (the template chosen, Gemma's roles), so a render that fails after that
+ * ran out of memory. */
+static int render(const pa_chat_format *fmt, const pasada_chat_message *msgs, size_t n,
+                  bool add_generation_prompt, char **out) {
+  if (!out) return pa_error(PASADA_ERR_ARG, "chat template: no output given");
+  *out = NULL;
+  if (!msgs && n) return pa_error(PASADA_ERR_ARG, "chat template: no messages");
+  int st = pa_chat_check(fmt->kind, (const pa_chat_message *)msgs, n);
+  if (st) return st;
+  *out = pa_chat_render_format(fmt, (const pa_chat_message *)msgs, n, add_generation_prompt);
+  return *out ? PASADA_OK : pa_error(PASADA_ERR_NOMEM, "chat template: out of memory");
+}
+
+int pasada_chat_render(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n,
+                       bool add_generation_prompt, char **out) {
+  pa_chat_format fmt = pa_chat_format_plain((pa_chat_template)tmpl);
+  return render(&fmt, msgs, n, add_generation_prompt, out);
 }
 
 int pasada_chat_check(pasada_chat_template tmpl, const pasada_chat_message *msgs, size_t n) {
   return pa_chat_check((pa_chat_template)tmpl, (const pa_chat_message *)msgs, n);
 }
 
-char *pasada_chat_render_model(const pasada_model *model, pasada_chat_template tmpl,
-                               const pasada_chat_message *msgs, size_t n, bool add_generation_prompt) {
+int pasada_chat_render_model(const pasada_model *model, pasada_chat_template tmpl,
+                             const pasada_chat_message *msgs, size_t n, bool add_generation_prompt,
+                             char **out) {
   pa_chat_format fmt = pa_chat_format_plain((pa_chat_template)tmpl);
   pa_chat_format own;
-  if (model && pa_chat_detect_format(pasada_model_gguf(model), pasada_model_tokenizer(model),
-                                        pasada_model_arch(model), &own) == PASADA_OK &&
+  if (model && pa_chat_detect_format(model->gguf, model->tok, model->arch_name, &own) == PASADA_OK &&
       own.kind == (pa_chat_template)tmpl)
     fmt = own;
-  return pa_chat_render_format(&fmt, (const pa_chat_message *)msgs, n, add_generation_prompt);
+  return render(&fmt, msgs, n, add_generation_prompt, out);
 }

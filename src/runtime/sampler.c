@@ -693,8 +693,8 @@ static int check_call(const pa_sampler *s, const float *logits, int32_t n_vocab)
   return PASADA_OK;
 }
 
-int32_t pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_vocab) {
-  if (check_call(s, logits, n_vocab)) return -1;
+/* The pick of pasada_sampler_sample, its arguments checked. */
+static int32_t sample_checked(pa_sampler *s, const float *logits, int32_t n_vocab) {
   int32_t m = prepare(s, logits, n_vocab);
   if (s->dense) return dense_draw(s, pa_sampler_uniform(s));
   if (m == 1) return s->cand[0].id;
@@ -706,6 +706,16 @@ int32_t pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_
   for (int32_t i = m - 1; i > 0; i--) /* rounding left r above the total */
     if (s->prob[i] > 0.0f) return s->cand[i].id;
   return s->cand[0].id;
+}
+
+int pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_vocab, int32_t *out) {
+  if (!out) return pa_error(PASADA_ERR_ARG, "sampler: no output given");
+  *out = -1;
+  if (!s) return pa_error(PASADA_ERR_ARG, "sampler: no sampler");
+  int st = check_call(s, logits, n_vocab);
+  if (st) return st;
+  *out = sample_checked(s, logits, n_vocab);
+  return PASADA_OK;
 }
 
 int pa_sampler_distribution(pa_sampler *s, const float *logits, int32_t n_vocab, float *probs) {

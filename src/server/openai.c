@@ -239,8 +239,7 @@ static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request 
   if (ok && mi->tmpl != PASADA_CHAT_NONE && pasada_chat_check(mi->tmpl, cm, (size_t)n) != PASADA_OK)
     ok = BAD(e, "messages", "%s", pasada_last_error());
   if (ok) {
-    prompt = pasada_chat_render_model(mi->model, mi->tmpl, cm, (size_t)n, true);
-    if (!prompt)
+    if (pasada_chat_render_model(mi->model, mi->tmpl, cm, (size_t)n, true, &prompt) != PASADA_OK)
       ok = srv_fail(e, 500, "server_error", NULL, NULL, "the chat template failed: %s",
                     pasada_last_error());
   }
@@ -667,8 +666,8 @@ char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t l
       ids[k++] = (int32_t)t->valuedouble;
     }
   if (ok) {
-    char *text = pasada_detokenize(mi->tok, ids, (size_t)k, false);
-    if (!text) {
+    char *text = NULL;
+    if (pasada_detokenize(mi->tok, ids, (size_t)k, false, &text, NULL) != PASADA_OK) {
       srv_fail(e, 500, "server_error", NULL, NULL, "detokenization failed: %s",
                pasada_last_error());
     } else {

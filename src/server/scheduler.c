@@ -304,8 +304,8 @@ static void sample_one(void *arg, int32_t k) {
   srv_sampled *d = &s->sampled[k];
   srv_job *j = s->slot[d->slot];
   const float *logits = pasada_get_logits(s->ctx, d->row);
-  d->token = logits ? pasada_sampler_sample(j->sampler, logits, s->n_vocab) : -1;
-  if (d->token < 0) {
+  d->token = -1;
+  if (!logits || pasada_sampler_sample(j->sampler, logits, s->n_vocab, &d->token) != PASADA_OK) {
     snprintf(d->err, sizeof d->err, "%s", logits ? pasada_last_error() : "no logits");
     return;
   }

@@ -16,6 +16,7 @@
 
 #include "base/base.h"
 #include "format/gguf.h"
+#include "model/model.h"
 
 typedef struct {
   int32_t n_vocab, n_scored;
@@ -70,7 +71,7 @@ static void side_info(const char *path, const pa_eval_model *m, pa_kld_side *out
   snprintf(out->name, sizeof out->name, "%s", slash ? slash + 1 : path);
   struct stat st;
   out->file_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-  const gguf_file *f = pasada_model_gguf(m->model);
+  const gguf_file *f = m->model->gguf;
   uint64_t bytes = 0;
   for (uint64_t i = 0; f && i < f->n_tensors; i++) {
     const gguf_tensor *t = &f->tensors[i];

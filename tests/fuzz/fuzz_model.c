@@ -76,8 +76,9 @@ static void run(pasada_model *m) {
   int32_t *ids = NULL;
   size_t n_ids = 0;
   if (pasada_tokenize(tok, text, sizeof text - 1, true, true, &ids, &n_ids) == PASADA_OK) {
-    char *back = pasada_detokenize(tok, ids, n_ids, true);
-    if (back && *back) sink += (float)(unsigned char)back[0];
+    char *back = NULL;
+    if (pasada_detokenize(tok, ids, n_ids, true, &back, NULL) == PASADA_OK && *back)
+      sink += (float)(unsigned char)back[0];
     pasada_text_free(back);
     pasada_text_free(ids);
   }

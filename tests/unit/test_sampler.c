@@ -33,6 +33,13 @@ static pasada_sampler *make(pasada_sampler_params p, int32_t n) {
   return s;
 }
 
+/* One draw: the token, or -1 when the sampler refuses the call. */
+static int32_t sample(pasada_sampler *s, const float *logits, int32_t n_vocab) {
+  int32_t id = -1;
+  int st = pasada_sampler_sample(s, logits, n_vocab, &id);
+  return st == PASADA_OK ? id : -1;
+}
+
 static pasada_sampler_params plain(float temp) {
   pasada_sampler_params p = pasada_sampler_default_params();
   p.temp = temp;
@@ -114,11 +121,11 @@ static void test_greedy(void) {
   random_logits(l, n, 10.0f);
   l[777] = 50.0f;
   pasada_sampler *s = make(plain(0.0f), n);
-  CHECK(pasada_sampler_sample(s, l, n) == 777, "argmax");
+  CHECK(sample(s, l, n) == 777, "argmax");
   l[100] = 50.0f; /* a tie: the lower id wins */
-  CHECK(pasada_sampler_sample(s, l, n) == 100, "tie goes to the lower id");
+  CHECK(sample(s, l, n) == 100, "tie goes to the lower id");
   l[100] = 49.0f;
-  CHECK(pasada_sampler_sample(s, l, n) == 777, "argmax after change");
+  CHECK(sample(s, l, n) == 777, "argmax after change");
   pasada_sampler_free(s);
 
   /* top_k = 1 at any temperature is greedy, ties included. */
@@ -131,7 +138,7 @@ static void test_greedy(void) {
   for (int rep = 0; rep < 20; rep++) {
     random_logits(l, n, 5.0f);
     if (rep % 2) l[n - 1] = l[3] = 9.0f;
-    int32_t a = pasada_sampler_sample(s, l, n), b = pasada_sampler_sample(g, l, n);
+    int32_t a = sample(s, l, n), b = sample(g, l, n);
     CHECK(a == b, "top_k=1 gave %d, greedy %d", a, b);
     if (rep % 2) CHECK(a == 3, "tie with top_k=1 went to %d", a);
   }
@@ -168,7 +175,7 @@ static void test_greedy(void) {
     float best = -INFINITY;
     for (int32_t i = 0; i < m; i++)
       if (l[i] > best) best = l[i], want = i; /* strict: the first of equals; NaN never */
-    const int32_t got = pasada_sampler_sample(gm, l, m);
+    const int32_t got = sample(gm, l, m);
     CHECK(got == want, "greedy over %d logits gave %d, the plain scan %d", m, got, want);
     pasada_sampler_free(gm);
   }
@@ -189,8 +196,7 @@ static void test_seeded(void) {
   int32_t first[200];
   int same_ab = 0, same_ac = 0;
   for (int i = 0; i < 200; i++) {
-    int32_t x = pasada_sampler_sample(a, l, n), y = pasada_sampler_sample(b, l, n),
-            z = pasada_sampler_sample(c, l, n);
+    int32_t x = sample(a, l, n), y = sample(b, l, n), z = sample(c, l, n);
     first[i] = x;
     same_ab += x == y;
     same_ac += x == z;
@@ -200,7 +206,7 @@ static void test_seeded(void) {
   CHECK(pasada_sampler_seed(a) == 1234, "seed reported");
   pasada_sampler_reset(a);
   int again = 0;
-  for (int i = 0; i < 200; i++) again += pasada_sampler_sample(a, l, n) == first[i];
+  for (int i = 0; i < 200; i++) again += sample(a, l, n) == first[i];
   CHECK(again == 200, "after reset: %d of 200 draws repeat", again);
 
   p.seed = PASADA_SEED_RANDOM;
@@ -233,7 +239,7 @@ static void test_distribution(void) {
     const int draws = 200000;
     long count[8] = {0};
     for (int d = 0; d < draws; d++) {
-      int32_t id = pasada_sampler_sample(s, l, n);
+      int32_t id = sample(s, l, n);
       CHECK(id >= 0 && id < n, "id %d", id);
       if (id >= 0 && id < n) count[id]++;
     }
@@ -311,7 +317,7 @@ static void test_whole_vocabulary(void) {
     for (int h = 0; h < HOT; h++) expect[h] = probs[hot[h]], expect[HOT] -= probs[hot[h]];
     int stray = 0;
     for (int d = 0; d < draws; d++) {
-      const int32_t id = pasada_sampler_sample(s, l, n);
+      const int32_t id = sample(s, l, n);
       int h = 0;
       while (h < HOT && hot[h] != id) h++;
       count[h]++;
@@ -360,7 +366,7 @@ static void test_truncation(void) {
     CHECK(fabs(mass - 1.0) < 1e-5, "case %zu: mass %g", c, mass);
     /* and draws never leave the kept set */
     for (int d = 0; d < 2000; d++) {
-      int32_t id = pasada_sampler_sample(s, l, 4);
+      int32_t id = sample(s, l, 4);
       CHECK(id >= 0 && id < cases[c].kept, "case %zu drew %d", c, id);
       if (!(id >= 0 && id < cases[c].kept)) break;
     }
@@ -449,7 +455,7 @@ static void test_top_p_peaked(void) {
     CHECK(differ == 0, "peaked case %zu: NaN and -inf logits give %d different p", c, differ);
     int stray = 0;
     for (int d = 0; d < 200; d++) {
-      const int32_t id = pasada_sampler_sample(s, l, n);
+      const int32_t id = sample(s, l, n);
       stray += id < 0 || id >= n || got[id] == 0.0f;
     }
     CHECK(stray == 0, "peaked case %zu: %d draws outside the kept set", c, stray);
@@ -485,9 +491,9 @@ static void test_penalties(void) {
   for (int i = 2; i < n; i++)
     if (i != 5) CHECK(l[i] == base[i], "untouched logit %d changed", i);
   /* greedy on the penalised logits: 8 (4.0) stays best; penalise it away */
-  CHECK(pasada_sampler_sample(s, base, n) == 8, "greedy with penalties");
+  CHECK(sample(s, base, n) == 8, "greedy with penalties");
   pasada_sampler_accept(s, 8); /* 4.0 -> 2.0: 6 (3.0) is now best */
-  CHECK(pasada_sampler_sample(s, base, n) == 6, "the penalty changes the pick");
+  CHECK(sample(s, base, n) == 6, "the penalty changes the pick");
   pasada_sampler_reset(s);
   memcpy(l, base, sizeof l);
   pa_sampler_penalize(s, l, n);
@@ -536,7 +542,7 @@ static void test_penalties(void) {
   p.repeat_last_n = 0;
   s = make(p, n);
   pasada_sampler_accept(s, 8);
-  CHECK(pasada_sampler_sample(s, base, n) == 8, "window disabled");
+  CHECK(sample(s, base, n) == 8, "window disabled");
   pasada_sampler_free(s);
 }
 
@@ -555,11 +561,14 @@ static void test_errors(void) {
   CHECK(pasada_sampler_create(NULL, 0, &s) == PASADA_ERR_ARG, "n_vocab 0 rejected");
   CHECK(pasada_sampler_create(NULL, 10, &s) == PASADA_OK, "defaults accepted");
   float l[10] = {0};
-  CHECK(pasada_sampler_sample(s, l, 9) == -1, "wrong n_vocab rejected");
-  CHECK(pasada_sampler_sample(s, NULL, 10) == -1, "no logits rejected");
+  int32_t got = 0;
+  CHECK(pasada_sampler_sample(s, l, 9, &got) == PASADA_ERR_ARG && got == -1,
+        "wrong n_vocab rejected");
+  CHECK(pasada_sampler_sample(s, NULL, 10, &got) == PASADA_ERR_ARG, "no logits rejected");
+  CHECK(pasada_sampler_sample(s, l, 10, NULL) == PASADA_ERR_ARG, "no output rejected");
   /* all logits masked: still a valid id */
   for (int i = 0; i < 10; i++) l[i] = -INFINITY;
-  int32_t id = pasada_sampler_sample(s, l, 10);
+  int32_t id = sample(s, l, 10);
   CHECK(id >= 0 && id < 10, "masked logits gave %d", id);
   pasada_sampler_free(s);
 }
@@ -576,13 +585,13 @@ static void report_speed(void) {
   for (int i = 0; i < 64; i++) pasada_sampler_accept(s, i * 97);
   const int reps = 200;
   double t0 = pa_time_s();
-  for (int i = 0; i < reps; i++) pasada_sampler_sample(s, l, n);
+  for (int i = 0; i < reps; i++) sample(s, l, n);
   double dt = (pa_time_s() - t0) / reps;
   printf("sampler: %.1f us per token at n_vocab %d (defaults + repeat penalty)\n", dt * 1e6, n);
   pasada_sampler_free(s);
   s = make(plain(1.0f), n); /* the server's default: OpenAI's temperature 1, top-p 1 */
   t0 = pa_time_s();
-  for (int i = 0; i < reps; i++) pasada_sampler_sample(s, l, n);
+  for (int i = 0; i < reps; i++) sample(s, l, n);
   dt = (pa_time_s() - t0) / reps;
   printf("sampler: %.1f us per token at n_vocab %d (temperature 1, no truncation)\n", dt * 1e6, n);
   pasada_sampler_free(s);
@@ -592,7 +601,7 @@ static void report_speed(void) {
   for (int32_t i = 0; i < n; i++) l[i] = l[i] * 0.25f - 12.0f; /* peaked: 200 tokens on top */
   for (int32_t k = 0; k < 200; k++) l[(int32_t)(test_uniform() * n)] = 5.0f * (float)test_uniform();
   t0 = pa_time_s();
-  for (int i = 0; i < reps; i++) pasada_sampler_sample(s, l, n);
+  for (int i = 0; i < reps; i++) sample(s, l, n);
   dt = (pa_time_s() - t0) / reps;
   printf("sampler: %.1f us per token at n_vocab %d (top-p 0.9, peaked logits)\n", dt * 1e6, n);
   pasada_sampler_free(s);
