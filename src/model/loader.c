@@ -386,9 +386,10 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
     return PASADA_OK;
   }
   const bool tied = m->output.data == m->tok_embd.data;
-  /* the file itself, when it is the one mapped (same size) */
+  /* the file itself, when it is the one mapped (same size); a model built
+   * in memory (tests) has none, and its weights are not the file's pages */
   const gguf_file *g = m->gguf;
-  int fd = g->path ? open(g->path, O_RDONLY | O_CLOEXEC) : -1;
+  int fd = g && g->path ? open(g->path, O_RDONLY | O_CLOEXEC) : -1;
   struct stat st;
   if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_size != g->size)) {
     close(fd);
@@ -412,9 +413,9 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
     pa_matrix *w = mats[i];
     if (!w->data || w->layout != PA_LAYOUT_ROWS) continue;
     const pa_layout to = target_layout(w, k);
-    repack_job job = {w, to, dst + at, fd, (uint64_t)((const uint8_t *)w->data - g->map), bufs};
+    repack_job job = {w, to, dst + at, fd, fd >= 0 ? (uint64_t)((const uint8_t *)w->data - g->map) : 0, bufs};
     pa_pool_run(pool, repack_task, &job);
-    release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);
+    if (g) release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);
     w->data = dst + at;
     w->layout = to;
     at += slot_bytes(w, to);

@@ -1,0 +1,399 @@
+/* test_backend_ops: the backend conformance suite. Every op of backend.h
+ * on a backend under test against the reference backend ("ref"), on fresh
+ * random inputs and weights of every tensor type, for batches of 1, 5 and
+ * 19 tokens and KV caches of every type, with a tolerance per op:
+ *   - upload / download, embedding lookup, RMS norm, residual add: exact
+ *     (the same float operations in every table);
+ *   - attention over the cache (the same K and V written into both caches;
+ *     windowed too): within 2e-6 of the largest output (the SIMD tables'
+ *     exponentials and float sums differ from the plain ones in the last
+ *     bits; measured worst 2e-7);
+ *   - matrix products with each fusion (input norm, biases, head norms,
+ *     RoPE, KV store, gates, residual adds) and the logits: within a bound
+ *     per weight type (TOL_MM below) of the largest reference output, as
+ *     a fast backend rounds activations to 8 bits (or to F16 for F16 and
+ *     BF16 weights).
+ * Inputs of each op are uploaded identically to both backends, so an op is
+ * judged alone. The model's shape is small but not round: 97-token
+ * vocabulary, two KV heads of four query heads, an FFN of 768.
+ *
+ *   test_backend_ops [BACKEND...]     default: every CPU table this machine
+ *                                     has ("cpu", "cpu:scalar", ...) and "ref"
+ * A new backend passes this suite before it is used. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "base/base.h"
+#include "model/model.h"
+#include "test_util.h"
+
+static int failures;
+
+static float rnd_sym(float a) { return (float)((rnd_unit() * 2.0 - 1.0) * a); }
+
+enum { E = 512, NH = 4, NKV = 2, HD = 64, F = 768, NV = 97, N_BATCH = 32, N_CTX = 64 };
+
+static const pa_type TYPES[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0, PA_TYPE_Q4_1,
+                                PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0, PA_TYPE_Q2_K, PA_TYPE_Q3_K,
+                                PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K};
+#define N_TYPES (int)(sizeof TYPES / sizeof TYPES[0])
+
+/* The products' bound, relative to the largest reference output: measured
+ * worst over many seeds, times about three (the fast backends quantize
+ * activations to 8 bits per block; F16/BF16 weights take F16 activations). */
+static double tol_mm(pa_type t) {
+  if (t == PA_TYPE_F32) return 1e-5;
+  if (t == PA_TYPE_F16 || t == PA_TYPE_BF16) return 5e-3;
+  return 3e-2;
+}
+
+/* ---- a one-layer model in memory, the same for every backend ---- */
+
+typedef struct {
+  struct pa_model m;
+  pa_layer layer;
+  void *owned[32]; /* what this test allocated (the repacked copies are the model's) */
+  int n_owned;
+} tmodel;
+
+static void *keep(tmodel *t, void *p) {
+  if (t->n_owned == (int)(sizeof t->owned / sizeof t->owned[0])) abort();
+  t->owned[t->n_owned++] = p;
+  return p;
+}
+
+static pa_matrix random_matrix(tmodel *t, pa_type type, int64_t rows, int64_t cols, float scale) {
+  float *f = malloc(sizeof(float) * (size_t)(rows * cols));
+  for (int64_t i = 0; i < rows * cols; i++) f[i] = rnd_sym(scale);
+  const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+  void *q = keep(t, pa_alloc(bytes));
+  if (type == PA_TYPE_F32)
+    memcpy(q, f, bytes);
+  else
+    pa_type_get(type)->from_float(f, q, rows * cols);
+  free(f);
+  return (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = q};
+}
+
+static float *random_vec(tmodel *t, int64_t n, float center, float spread) {
+  float *v = keep(t, pa_alloc(sizeof(float) * (size_t)n));
+  for (int64_t i = 0; i < n; i++) v[i] = center + rnd_sym(spread);
+  return v;
+}
+
+/* The weights come from the generator state `seed`, so every backend gets
+ * the same model; neox picks the RoPE pairing. */
+static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox) {
+  memset(t, 0, sizeof *t);
+  const uint64_t saved = rng_state;
+  rng_state = seed;
+  pa_hparams *hp = &t->m.hp;
+  hp->arch = PA_ARCH_LLAMA;
+  hp->n_layer = 1, hp->n_embd = E, hp->n_head = NH, hp->n_head_kv = NKV, hp->head_dim = HD;
+  hp->head_dim_v = HD, hp->n_ff = F, hp->n_vocab = NV, hp->n_ctx_train = 4096, hp->rope_dim = HD;
+  hp->rope_neox = neox, hp->rope_base = 10000.0f, hp->rope_base_swa = 10000.0f;
+  hp->rope_freq_scale = hp->rope_freq_scale_swa = 1.0f, hp->norm_eps = 1e-5f;
+  hp->attn_scale = 1.0f / 8.0f, hp->embed_scale = 1.0f, hp->act = PA_ACT_SILU;
+  pa_layer *L = &t->layer;
+  L->wq = random_matrix(t, type, NH * HD, E, 0.1f);
+  L->wk = random_matrix(t, type, NKV * HD, E, 0.1f);
+  L->wv = random_matrix(t, type, NKV * HD, E, 0.1f);
+  L->wo = random_matrix(t, type, E, NH * HD, 0.1f);
+  L->w_gate = random_matrix(t, type, F, E, 0.1f);
+  L->w_up = random_matrix(t, type, F, E, 0.1f);
+  L->w_down = random_matrix(t, type, E, F, 0.1f);
+  L->attn_norm = random_vec(t, E, 1.0f, 0.2f);
+  L->ffn_norm = random_vec(t, E, 1.0f, 0.2f);
+  L->q_norm = random_vec(t, HD, 1.0f, 0.2f);
+  L->k_norm = random_vec(t, HD, 1.0f, 0.2f);
+  L->bq = random_vec(t, NH * HD, 0.0f, 0.5f);
+  L->bk = random_vec(t, NKV * HD, 0.0f, 0.5f);
+  L->bv = random_vec(t, NKV * HD, 0.0f, 0.5f);
+  t->m.tok_embd = random_matrix(t, type, NV, E, 1.0f);
+  t->m.output = random_matrix(t, type, NV, E, 0.1f);
+  t->m.output_norm = random_vec(t, E, 1.0f, 0.2f);
+  t->m.layers = L;
+  rng_state = saved;
+}
+
+static void model_free(tmodel *t) {
+  pa_unmap_huge(t->m.repacked, t->m.repacked_bytes);
+  pa_backend_free(t->m.be);
+  for (int i = 0; i < t->n_owned; i++) pa_free(t->owned[i]);
+}
+
+/* ---- a backend's context on that model ---- */
+
+typedef struct {
+  tmodel tm;
+  pa_pool *pool;
+  pa_kv_cache kv;
+  pa_bctx *bc;
+  const pa_backend_ops *ops;
+} side;
+
+static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, bool neox, pa_kv_type kvt) {
+  memset(s, 0, sizeof *s);
+  model_build(&s->tm, type, seed, neox);
+  int rc = pa_backend_create(backend, 0, &s->tm.m.be);
+  if (rc) return rc;
+  s->ops = s->tm.m.be->ops;
+  if ((rc = s->ops->prepare_weights(s->tm.m.be, &s->tm.m))) return rc;
+  s->pool = pa_pool_create(2);
+  if ((rc = pa_kv_init(&s->kv, 1, NKV, HD, HD, kvt, 1, N_CTX, 16, 0))) return rc;
+  const pa_layer *L = &s->tm.layer;
+  const pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                             &s->tm.m.output, &s->tm.m.tok_embd};
+  const pa_bctx_params bp = {.hp = &s->tm.m.hp, .n_batch = N_BATCH, .n_seq_max = 1, .pool = s->pool,
+                             .kv = &s->kv, .mats = mats, .n_mats = 9};
+  return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
+}
+
+static void side_close(side *s) {
+  if (s->bc) s->ops->context_free(s->bc);
+  pa_kv_free(&s->kv);
+  pa_pool_free(s->pool);
+  model_free(&s->tm);
+}
+
+/* ---- comparison ---- */
+
+static float got_a[N_BATCH * F], got_b[N_BATCH * F];
+
+/* max |a - b| / max |b| over n values (0 when both are all zero; NaN or
+ * infinity anywhere: infinity) */
+static double rel_err(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+    const double d = fabs((double)a[i] - (double)b[i]);
+    num = d > num ? d : num;
+    den = fabs((double)b[i]) > den ? fabs((double)b[i]) : den;
+  }
+  return num == 0 ? 0 : num / (den > 0 ? den : 1e-30);
+}
+
+static double worst[16]; /* per op, for the report */
+static const char *OP_NAMES[] = {"upload", "embed", "rms_norm", "add", "matmul qkv", "kv store", "attention",
+                                 "attention window", "matmul o + residual", "matmul gate_up", "matmul down + residual",
+                                 "logits"};
+enum { OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS };
+
+static void expect(const char *backend, pa_type type, int n, pa_kv_type kvt, int op, const float *a, const float *b,
+                   int64_t count, double tol) {
+  const double e = rel_err(a, b, count);
+  worst[op] = e > worst[op] ? e : worst[op];
+  if (!(e <= tol) && failures++ < 20)
+    printf("FAIL %s %s, %d tokens, %s cache: %s differs from ref by %.3g of its largest value (tolerance %.3g)\n",
+           backend, pa_type_name(type), n, pa_kv_type_name(kvt), OP_NAMES[op], e, tol);
+}
+
+static void download2(side *x, side *r, pa_buf buf, int64_t count) {
+  x->ops->download(x->bc, buf, 0, got_a, count);
+  r->ops->download(r->bc, buf, 0, got_b, count);
+}
+
+static void upload2(side *x, side *r, pa_buf buf, const float *v, int64_t count) {
+  x->ops->upload(x->bc, buf, 0, v, count);
+  r->ops->upload(r->bc, buf, 0, v, count);
+}
+
+static void random_fill(float *v, int64_t n, float a) {
+  for (int64_t i = 0; i < n; i++) v[i] = rnd_sym(a);
+}
+
+/* One batch of n tokens through every op on backend x and on ref. */
+static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, pa_kv_type kvt) {
+  static float in[N_BATCH * F], in2[N_BATCH * F];
+  int32_t tok[N_BATCH], pos[N_BATCH], seq[N_BATCH], out_idx[N_BATCH];
+  for (int t = 0; t < n; t++) tok[t] = (int32_t)(rng() % NV), pos[t] = t, seq[t] = 0, out_idx[t] = t;
+  const pa_fwd_batch b = {.n = n, .token = tok, .pos = pos, .seq = seq, .n_out = n, .out_idx = out_idx};
+  if (pa_kv_reserve(&x->kv, n, seq, pos) || pa_kv_reserve(&r->kv, n, seq, pos)) {
+    printf("FAIL no KV blocks for %d tokens\n", n);
+    failures++;
+    return;
+  }
+  const pa_layer *LX = &x->tm.layer, *LR = &r->tm.layer;
+  const int64_t Q = NH * HD, K = NKV * HD;
+  x->ops->begin(x->bc, &b);
+  r->ops->begin(r->bc, &b);
+
+  /* upload then download gives back the same floats */
+  random_fill(in, (int64_t)n * E, 2.0f);
+  x->ops->upload(x->bc, PA_BUF_X, 0, in, (int64_t)n * E);
+  x->ops->download(x->bc, PA_BUF_X, 0, got_a, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_UPLOAD, got_a, in, (int64_t)n * E, 0);
+
+  x->ops->embed(x->bc, &b, &x->tm.m.tok_embd, 1.5f);
+  r->ops->embed(r->bc, &b, &r->tm.m.tok_embd, 1.5f);
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_EMBED, got_a, got_b, (int64_t)n * E, 0);
+
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  x->ops->rms_norm(x->bc, PA_BUF_XB, PA_BUF_X, LX->ffn_norm, E, n);
+  r->ops->rms_norm(r->bc, PA_BUF_XB, PA_BUF_X, LR->ffn_norm, E, n);
+  download2(x, r, PA_BUF_XB, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_NORM, got_a, got_b, (int64_t)n * E, 0);
+
+  x->ops->add(x->bc, PA_BUF_X, PA_BUF_XB, E, n);
+  r->ops->add(r->bc, PA_BUF_X, PA_BUF_XB, E, n);
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_ADD, got_a, got_b, (int64_t)n * E, 0);
+
+  /* q, k, v with every fusion the models use, K and V into the cache */
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  const pa_matrix *wx[3] = {&LX->wq, &LX->wk, &LX->wv}, *wr[3] = {&LR->wq, &LR->wk, &LR->wv};
+  pa_matmul_desc dx = pa_mm3(wx[0], wx[1], wx[2], PA_BUF_X, PA_BUF_Q, PA_BUF_K, PA_BUF_V);
+  pa_matmul_desc dr = pa_mm3(wr[0], wr[1], wr[2], PA_BUF_X, PA_BUF_Q, PA_BUF_K, PA_BUF_V);
+  dx.in_norm = LX->attn_norm, dr.in_norm = LR->attn_norm;
+  dx.bias[0] = LX->bq, dx.bias[1] = LX->bk, dx.bias[2] = LX->bv;
+  dr.bias[0] = LR->bq, dr.bias[1] = LR->bk, dr.bias[2] = LR->bv;
+  dx.head_norm[0] = LX->q_norm, dx.head_norm[1] = LX->k_norm;
+  dr.head_norm[0] = LR->q_norm, dr.head_norm[1] = LR->k_norm;
+  dx.rope[0] = dx.rope[1] = dr.rope[0] = dr.rope[1] = PA_ROPE_GLOBAL;
+  dx.kv_layer = dr.kv_layer = 0;
+  x->ops->matmul(x->bc, &b, &dx);
+  r->ops->matmul(r->bc, &b, &dr);
+  const pa_buf outs[3] = {PA_BUF_Q, PA_BUF_K, PA_BUF_V};
+  const int64_t rows[3] = {Q, K, K};
+  for (int m = 0; m < 3; m++) {
+    download2(x, r, outs[m], n * rows[m]);
+    expect(backend, type, n, kvt, OP_QKV, got_a, got_b, n * rows[m], tol_mm(type));
+  }
+  /* the cache holds what the products gave (through its own rounding) */
+  static float kx[HD], vx[HD], kr[HD], vr[HD];
+  for (int t = 0; t < n; t++)
+    for (int h = 0; h < NKV; h++) {
+      pa_kv_load(&x->kv, 0, 0, t, h, kx, vx);
+      pa_kv_load(&r->kv, 0, 0, t, h, kr, vr);
+      const double tol = tol_mm(type) + (kvt == PA_KV_Q8 ? 2.0 / 127 : kvt == PA_KV_F16 ? 2e-3 : 0);
+      expect(backend, type, n, kvt, OP_KV, kx, kr, HD, tol);
+      expect(backend, type, n, kvt, OP_KV, vx, vr, HD, tol);
+    }
+
+  /* attention alone: the same queries, the same K and V in both caches */
+  random_fill(in, (int64_t)n * Q, 1.0f);
+  upload2(x, r, PA_BUF_Q, in, (int64_t)n * Q);
+  for (int t = 0; t < n; t++) {
+    random_fill(in2, 2 * K, 1.0f);
+    pa_kv_store(&x->kv, 0, 0, t, in2, in2 + K);
+    pa_kv_store(&r->kv, 0, 0, t, in2, in2 + K);
+  }
+  const double tol_att = 2e-6; /* the tables' exp and sums differ in the last bits */
+  x->ops->attention(x->bc, &b, 0, 0);
+  r->ops->attention(r->bc, &b, 0, 0);
+  download2(x, r, PA_BUF_ATT, (int64_t)n * Q);
+  expect(backend, type, n, kvt, OP_ATT, got_a, got_b, (int64_t)n * Q, tol_att);
+  x->ops->attention(x->bc, &b, 0, 3);
+  r->ops->attention(r->bc, &b, 0, 3);
+  download2(x, r, PA_BUF_ATT, (int64_t)n * Q);
+  expect(backend, type, n, kvt, OP_ATT_W, got_a, got_b, (int64_t)n * Q, tol_att);
+
+  /* x += Wo att */
+  random_fill(in, (int64_t)n * E, 1.0f);
+  random_fill(in2, (int64_t)n * Q, 1.0f);
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  upload2(x, r, PA_BUF_ATT, in2, (int64_t)n * Q);
+  pa_matmul_desc ox = pa_mm(&LX->wo, PA_BUF_ATT, PA_BUF_XB), orr = pa_mm(&LR->wo, PA_BUF_ATT, PA_BUF_XB);
+  ox.residual = orr.residual = PA_BUF_X;
+  x->ops->matmul(x->bc, &b, &ox);
+  r->ops->matmul(r->bc, &b, &orr);
+  download2(x, r, PA_BUF_XB, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_O, got_a, got_b, (int64_t)n * E, tol_mm(type));
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_O, got_a, got_b, (int64_t)n * E, tol_mm(type));
+
+  /* h = act(W_gate n) * (W_up n), n = rmsnorm(x): both gates */
+  for (int g = 0; g < 2; g++) {
+    upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+    pa_matmul_desc ux = pa_mm2(&LX->w_gate, &LX->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
+    pa_matmul_desc ur = pa_mm2(&LR->w_gate, &LR->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
+    ux.in_norm = LX->ffn_norm, ur.in_norm = LR->ffn_norm;
+    ux.gate = ur.gate = g ? PA_GATE_GELU_TANH : PA_GATE_SILU;
+    x->ops->matmul(x->bc, &b, &ux);
+    r->ops->matmul(r->bc, &b, &ur);
+    download2(x, r, PA_BUF_H1, (int64_t)n * F);
+    expect(backend, type, n, kvt, OP_GATE, got_a, got_b, (int64_t)n * F, 2 * tol_mm(type));
+  }
+
+  /* x += W_down h */
+  random_fill(in2, (int64_t)n * F, 1.0f);
+  upload2(x, r, PA_BUF_H1, in2, (int64_t)n * F);
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  pa_matmul_desc wdx = pa_mm(&LX->w_down, PA_BUF_H1, PA_BUF_XB), wdr = pa_mm(&LR->w_down, PA_BUF_H1, PA_BUF_XB);
+  wdx.residual = wdr.residual = PA_BUF_X;
+  x->ops->matmul(x->bc, &b, &wdx);
+  r->ops->matmul(r->bc, &b, &wdr);
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_DOWN, got_a, got_b, (int64_t)n * E, tol_mm(type));
+
+  /* logits of every token, then of two of them */
+  static float lx[N_BATCH * NV], lr[N_BATCH * NV];
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  x->ops->logits(x->bc, &b, x->tm.m.output_norm, &x->tm.m.output, lx);
+  r->ops->logits(r->bc, &b, r->tm.m.output_norm, &r->tm.m.output, lr);
+  expect(backend, type, n, kvt, OP_LOGITS, lx, lr, (int64_t)n * NV, tol_mm(type));
+  const int32_t two[2] = {n - 1, 0};
+  const pa_fwd_batch b2 = {.n = n, .token = tok, .pos = pos, .seq = seq, .n_out = n > 1 ? 2 : 1, .out_idx = two};
+  x->ops->logits(x->bc, &b2, x->tm.m.output_norm, &x->tm.m.output, lx);
+  r->ops->logits(r->bc, &b2, r->tm.m.output_norm, &r->tm.m.output, lr);
+  expect(backend, type, n, kvt, OP_LOGITS, lx, lr, (int64_t)b2.n_out * NV, tol_mm(type));
+  x->ops->synchronize(x->bc);
+  pa_kv_truncate(&x->kv, 0, 0);
+  pa_kv_truncate(&r->kv, 0, 0);
+}
+
+static void check_backend(const char *backend) {
+  memset(worst, 0, sizeof worst);
+  const pa_kv_type kvts[] = {PA_KV_F32, PA_KV_F16, PA_KV_Q8};
+  const int counts[] = {1, 5, 19};
+  for (int ti = 0; ti < N_TYPES; ti++)
+    for (int k = 0; k < 3; k++) {
+      const uint64_t seed = rng() | 1;
+      const bool neox = (ti + k) % 2;
+      side x, r;
+      int rc = side_open(&x, backend, TYPES[ti], seed, neox, kvts[k]);
+      if (!rc) rc = side_open(&r, "ref", TYPES[ti], seed, neox, kvts[k]);
+      if (rc) {
+        printf("FAIL %s %s: %s\n", backend, pa_type_name(TYPES[ti]), pasada_last_error());
+        failures++;
+        return;
+      }
+      for (int c = 0; c < 3; c++) run_ops(backend, &x, &r, TYPES[ti], counts[c], kvts[k]);
+      side_close(&x);
+      side_close(&r);
+    }
+  printf("  %-16s worst relative difference from ref:", backend);
+  for (int op = 0; op <= OP_LOGITS; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_LOGITS ? "," : "\n");
+}
+
+int main(int argc, char **argv) {
+  test_seed("test_backend_ops");
+  /* names: bad ones are errors that name them */
+  pa_backend *be = NULL;
+  if (pa_backend_create("tpu", 0, &be) != PASADA_ERR_ARG || be || !strstr(pasada_last_error(), "tpu")) {
+    printf("FAIL an unknown backend was not refused by name\n");
+    failures++;
+  }
+  if (pa_backend_create("cpu:neon", 0, &be) != PASADA_ERR_ARG || be) {
+    printf("FAIL an unknown CPU table was not refused\n");
+    failures++;
+  }
+  if (argc > 1) {
+    for (int i = 1; i < argc; i++) check_backend(argv[i]);
+  } else {
+    const char *all[] = {"cpu", "cpu:scalar", "cpu:avx2", "cpu:avx512", "cpu:avx512_vnni", "cpu:amx", "ref"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+      if (!strncmp(all[i], "cpu:", 4) && !pa_kernels_by_name(all[i] + 4)) {
+        printf("  %-16s skipped: this CPU lacks its instructions\n", all[i]);
+        continue;
+      }
+      check_backend(all[i]);
+    }
+  }
+  printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
+  return failures ? 1 : 0;
+}
