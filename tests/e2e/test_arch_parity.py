@@ -212,12 +212,16 @@ def test_fixture_gguf_reproduces_transformers(arch):
         assert err <= 1e-5, f"{arch} seq{i}: numpy reference rel err {err:.2e}"
 
 
+@pytest.mark.parametrize("backend", ["cpu", "ref"])
 @pytest.mark.parametrize("kv", ["f32", "f16", "q8"])
 @pytest.mark.parametrize("mode", ["logits", "logits-steps"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_arch_parity(arch, mode, kv, tmp_path):
+def test_arch_parity(arch, mode, kv, backend, tmp_path):
+    """Each backend (backend/backend.h) gives transformers' logits on every
+    architecture, with every KV cache type, batched and token by token."""
     fixture = load_fixture(arch)
-    got = run_eval(mode, TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path, ("--kv-type", kv))
+    got = run_eval(mode, TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path,
+                   ("--kv-type", kv, "--backend", backend))
     tol = TOLERANCE[kv]
     failures = []
     for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
@@ -228,14 +232,14 @@ def test_arch_parity(arch, mode, kv, tmp_path):
         per_pos = np.max(np.abs(out - ref), axis=1) / np.max(np.abs(ref))
         bad = np.nonzero(per_pos > tol)[0]
         argmax_diff = np.nonzero(out.argmax(1) != ref.argmax(1))[0]
-        print(f"\n  {arch:6s} {mode:12s} {kv} seq{i} n={len(ids):2d}: rel err {err:.2e}, "
+        print(f"\n  {arch:6s} {mode:12s} {kv} {backend} seq{i} n={len(ids):2d}: rel err {err:.2e}, "
               f"argmax mismatches {len(argmax_diff)}"
               + (f", first position over tolerance {bad[0]}" if len(bad) else ""), end="")
         if err > tol or len(argmax_diff):
             failures.append(f"seq{i} (n={len(ids)}): rel err {err:.2e}, positions over tolerance "
                             f"{bad.tolist()[:8]}, argmax mismatches at {argmax_diff.tolist()[:8]}")
     print()
-    assert not failures, f"{arch} {mode} {kv}: " + "; ".join(failures)
+    assert not failures, f"{arch} {mode} {kv} {backend}: " + "; ".join(failures)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

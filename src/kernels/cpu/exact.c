@@ -21,7 +21,7 @@ typedef struct {
  * (picked at load time): the wider the vectors, the less the yardstick
  * costs; FMA contraction may change the last bits between machines, far
  * below what verify and the parity tests resolve. */
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) /* ThreadSanitizer is not up when ifunc resolvers run */
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 static double dot_double(const float *a, const float *b, int64_t n) {
