@@ -26,6 +26,21 @@ def verify_json(pasada_bin, model, *args):
     return p.returncode, json.loads(p.stdout)
 
 
+@pytest.mark.parametrize("backend,against", [("ref", "cpu"), ("cpu:scalar", "cpu"), ("ref", "ref")])
+def test_any_two_backends(pasada_bin, smollm2, backend, against):
+    """verify compares any two backends; a backend against itself is exact."""
+    p = run(pasada_bin, "verify", "-m", smollm2, "-n", "12", "-q", "--json", "--backend", backend,
+            "--against-backend", against, "-b", "5")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["backend"] == backend and d["against"] == against and d["pass"]
+    worst = max(l["max_rel_err"] for l in d["layers"])
+    if backend == against:
+        assert worst == 0 and d["logits"]["kl_mean"] == 0 and d["logits"]["top1"] == 1
+    else:
+        assert worst > 0
+
+
 @pytest.mark.parametrize("kernels", ["scalar", "avx2", "avx512", "avx512_vnni", "amx"])
 def test_every_kernel_table_passes(pasada_bin, smollm2, kernels):
     p = run(pasada_bin, "verify", "-m", smollm2, "-n", N, "-q", "--json", "--kernels", kernels, "-b", "7")
@@ -154,6 +169,10 @@ def test_prompt_file(pasada_bin, smollm2, tmp_path):
     (["-m", "M", "-n", "0"], 2, "--max-tokens"),
     (["-m", "M", "-f", "x", "--against", "y"], 2, "--against"),
     (["-m", "/nonexistent.gguf"], 1, "nonexistent"),
+    (["-m", "M", "--backend", "tpu"], 1, "unknown backend 'tpu'"),
+    (["-m", "M", "--against-backend", "cpu:neon"], 1, "no such kernel table"),
+    (["-m", "M", "--kernels", "avx2", "--backend", "ref"], 2, "--kernels and --backend"),
+    (["-m", "M", "--against", "y", "--against-backend", "ref"], 2, "--against-backend"),
 ])
 def test_usage_and_runtime_errors(pasada_bin, smollm2, args, code, needle):
     args = [str(smollm2) if a == "M" else a for a in args]
@@ -165,5 +184,6 @@ def test_usage_and_runtime_errors(pasada_bin, smollm2, args, code, needle):
 def test_help(pasada_bin):
     p = run(pasada_bin, "verify", "--help")
     assert p.returncode == 0
-    for opt in ("--against", "--save", "--kernels", "--tol-hidden", "--tol-kl", "--tol-top1", "exit status"):
+    for opt in ("--against", "--save", "--kernels", "--backend", "--against-backend", "--tol-hidden", "--tol-kl",
+                "--tol-top1", "exit status"):
         assert opt in p.stdout

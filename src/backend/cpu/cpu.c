@@ -405,9 +405,15 @@ int pa_cpu_backend_make(const pa_backend_ops *ops, const char *name, const pa_cp
 int pa_backend_cpu_create(const char *table, uint64_t weight_bytes, pa_backend **out) {
   *out = NULL;
   const pa_cpu_kernels *k = table ? pa_kernels_by_name(table) : pa_kernels_best();
+  const char *known[] = {"scalar", "avx2", "avx512", "avx512_vnni", "amx"};
+  bool is_known = false;
+  for (size_t i = 0; table && i < sizeof known / sizeof known[0]; i++) is_known |= !strcmp(table, known[i]);
+  if (!k && !is_known)
+    return pa_error(PASADA_ERR_ARG, "backend cpu:%s: no such kernel table (have: scalar, avx2, avx512, "
+                    "avx512_vnni, amx)", table);
   if (!k)
-    return pa_error(PASADA_ERR_ARG, "backend cpu:%s: no such kernel table on this CPU (have: %s)", table,
-                    pa_cpu_describe());
+    return pa_error(PASADA_ERR_ARG, "backend cpu:%s: this CPU has no %s instructions (or PASADA_CPU caps "
+                    "them; it has %s)", table, table, pa_cpu_describe());
   pa_backend *be;
   int rc = pa_backend_cpu_create_with(k, weight_bytes, &be);
   if (!rc && !table) snprintf(be->name, sizeof be->name, "cpu"); /* the default, as asked */
