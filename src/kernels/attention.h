@@ -76,7 +76,7 @@ _Static_assert(PA_ATTN_SEG % PA_ATTN_TILE == 0, "segments are whole tiles");
  * (qk the K, pv the V) while this tile computes: a burst of a tile's lines
  * at once (16 KB of SmolLM2's K and V, 64 KB of Gemma 3's) waits on the
  * core's few outstanding misses instead of computing. The lines go to L2
- * (prefetcht1, locality 2), not L1: on Zen 4 (session 21), one thread
+ * (prefetcht1, locality 2), not L1: on Zen 4, one thread
  * through 16 sequences' K and V of 170 positions from memory
  * (bench_attn) took 3100-3300 ticks per tile and head against 3800-4600
  * with prefetcht0, and `pasada profile` gave SmolLM2's attention 107-139
@@ -84,7 +84,7 @@ _Static_assert(PA_ATTN_SEG % PA_ATTN_TILE == 0, "segments are whole tiles");
  * per 64 steps of one user at 3000 positions; the AVX2 table there 4500-
  * 4670 -> 3675 ticks, the Q8 cache's kernels 2450-2500 -> 1970-2030; a
  * tile is still computed from L1 after its first reads. On an Intel CPU
- * with AMX (session 22) prefetcht0 and t1 were the same (1877-1907 against
+ * with AMX prefetcht0 and t1 were the same (1877-1907 against
  * 1905-1921 ticks, 2 threads from memory) and prefetchnta 1.45x slower in
  * the model. (Other CPUs: not measured.) */
 #define PA_ATTN_PF_RUNS 16

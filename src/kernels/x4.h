@@ -66,9 +66,9 @@
  *              q[j][a] (a = 0, 1, 2): bits 0..5 = byte n of the group's
  *              vector a, bits 6, 7 = bits 2 a, 2 a + 1 of byte n of its
  *              vector 3. Three vectors give four with 3 ands and, for the
- *              fourth, 3 shifts and 3 logic operations (the layout before
- *              session 25 kept the low nibbles and the top bits apart: 13
- *              operations per 4 vectors instead of 9)
+ *              fourth, 3 shifts and 3 logic operations (keeping the low
+ *              nibbles and the top bits apart took 13 operations per 4
+ *              vectors instead of 9)
  *   sc[4][16]  at 768: int8 scale of row r, sub-block 4 p + k at sc[k][l]
  *   d[4]       at 832: fp16 d of rows 0..3
  * Its activations (PA_X4_XREC6 bytes): xq as above, bs[16] int16 at 256

@@ -97,8 +97,7 @@
  * costs ~1200 ticks (norm ~420, quantize ~500, packing ~300), so a 16-user
  * step of SmolLM2 spent ~20k of a 576-column product's 130-350k ticks
  * (qkv, gate-up) with one thread waiting. Split from 8192 instead of
- * 16384, 16-user decode steps alternated in one process (session 21, Zen
- * 4): SmolLM2 0.933-0.967 of the step time (5 runs; from 4096: 0.96-0.99
+ * 16384, 16-user decode steps alternated in one process (Zen 4): SmolLM2 0.933-0.967 of the step time (5 runs; from 4096: 0.96-0.99
  * and one 1.10), Gemma 3 0.98, 1.00, 1.00; serve-load c = 16, 6 rounds
  * alternated: median 969 tok/s against 929 unsplit and 933 in shares of a
  * token (4 per thread at most). */
@@ -449,7 +448,7 @@ static void gemm_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end
  * read loop gets on 2 threads: the hardware prefetchers stop at each 4 KB
  * page and start cold on the next. So each row asks for the bytes
  * PF_DISTANCE ahead of it (into L2). Measured alternately against no
- * prefetch on a loaded machine (2026-11-30; 8, 16, 32 KB and L1/L2 hints
+ * prefetch on a loaded machine (8, 16, 32 KB and L1/L2 hints
  * were all alike): Gemma 3 270M decode 24 -> 34-38 tok/s, the Q4_K_M
  * Llama-1B shape 8 -> 10.5. Prefetches never fault: past the matrix's end
  * they are harmless. */

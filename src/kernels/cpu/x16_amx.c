@@ -27,7 +27,7 @@
  * the token count changes; the tiles stay in use by the thread (8 KB more
  * state saved on a context switch).
  *
- * Where a block's time goes (session 24, Intel with AMX, one thread,
+ * Where a block's time goes (Intel with AMX, one thread,
  * Q4_1, 16 tokens, weights in L2, rdtsc ticks per block; ab-x16-amx with
  * parts cut out): the whole 65; without the float steps 42; without the
  * tile instructions 38 (of which unpacking 9); the float steps alone 29,
@@ -151,7 +151,7 @@ BODY const uint8_t *a_tile(const uint8_t *const *xp, int nt, bool even, int64_t 
 /* And Q8_0, whose B tiles are loaded from the records themselves, asks in
  * a call's first pass over the weights (`stream`) for each record's lines
  * AMX_PREFETCH_L1 bytes ahead into L1 as well, so that the tile loads find
- * them there (session 22, Intel with AMX, alternated in one process:
+ * them there (Intel with AMX, alternated in one process:
  * SmolLM2's output head alone for 16 tokens, weights cold, 1.77-1.90 ->
  * 1.58-1.59 ms with 1-4 KB; ab-x16-amx, one thread, 4096 groups of 576
  * columns from memory: 1.062-1.067x faster; 16-user decode steps

@@ -165,8 +165,8 @@ BODY void half_step(const int q5, const uint8_t *w, const uint8_t *const *xp, in
  * products) in 32 bits. The -32 comes off as sc * 32 * bs per sub-block:
  * a pmaddwd of the scales with 16 bs in both halves (|16 bs| <= 32512),
  * packed with the activations. Per half and super-block: 12 loads and 44
- * operations to unpack the weights (68 with the layout before session 25,
- * x4.h; one thread, weights in L2, one token: 31.7 -> 33.9 GB/s) and 8 for
+ * operations to unpack the weights (68 with separate low nibbles and top
+ * bits, x4.h; one thread, weights in L2, one token: 31.7 against 33.9 GB/s) and 8 for
  * the scales (shared by the tokens), and per token 16 pmaddubsw, 8 16-bit
  * adds, 12 pmaddwd, 12 32-bit adds and 3 float operations. */
 

@@ -248,11 +248,11 @@ BODY void unpack_dot3(const uint8_t *w, const uint8_t *const *xp, int64_t b,
  * (shared by the tokens); per token 16 vpdpbusd into four sums, one per
  * sub-block column k, started at -32 x the activations' 16-column sums,
  * each multiplied by its lane's int8 scale (vpmulld), then one conversion
- * and one fma per 16 lanes. Against session 24's layout and kernel (which
- * took the offset off after the dots, by two vpdpwssd of -32 x the scales
- * against the sums: 16 more operations per super-block), one thread,
- * weights in L2 (bench_kernels, 3-4 alternations): one token 43.1-43.3 ->
- * 53.2-53.5 GB/s; 16 tokens 235-236 -> 280-291 GOP/s. GF2P8AFFINEQB for
+ * and one fma per 16 lanes. Against a layout and kernel that took the
+ * offset off after the dots (two vpdpwssd of -32 x the scales against the
+ * sums: 16 more operations per super-block), one thread, weights in L2
+ * (bench_kernels, 3-4 alternations): one token 53.2-53.5 against 43.1-43.3
+ * GB/s; 16 tokens 280-291 against 235-236 GOP/s. GF2P8AFFINEQB for
  * the fourth vector (3 bit moves and an or instead of 6 operations) gave
  * 55.3 GB/s against 53.4 for one token: not worth a second kernel for the
  * CPUs with GFNI. */
