@@ -46,13 +46,14 @@ struct pa_model {
  * reference path. NULL (the default) costs one branch per layer. */
 typedef void (*pa_layer_hook)(void *user, int layer, const float *x, int32_t n_tok, int64_t n_embd);
 
-/* The ops PA_PROF (below) times. */
+/* The ops PA_PROF (below) times: the backend ops of the forward passes (a
+ * product with what is fused into it is one op: attn_qkv holds the
+ * attention norm, biases, head norms, RoPE and the KV store; output holds
+ * the final norm). */
 typedef enum {
   PA_OP_EMBED, PA_OP_ROPE_TABLE,
-  PA_OP_ATTN_NORM, PA_OP_QKV, PA_OP_QKV_BIAS, PA_OP_Q_NORM, PA_OP_K_NORM,
-  PA_OP_ROPE, PA_OP_KV_STORE, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
-  PA_OP_FFN_NORM, PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM,
-  PA_OP_FFN_RESIDUAL, PA_OP_OUTPUT_NORM, PA_OP_OUTPUT,
+  PA_OP_QKV, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
+  PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM, PA_OP_FFN_RESIDUAL, PA_OP_OUTPUT,
   PA_OP_TOKENIZE, PA_OP_SAMPLE, /* timed by the profile driver around the public API */
   PA_OP_COUNT
 } pa_prof_op;

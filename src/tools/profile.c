@@ -37,23 +37,15 @@ static const struct {
 } OPS[PA_OP_COUNT] = {
     [PA_OP_EMBED] = {"token_embd", "embed", 0},
     [PA_OP_ROPE_TABLE] = {"rope_table", "rope", 0},
-    [PA_OP_ATTN_NORM] = {"attn_norm", "norm", ROWS},
     [PA_OP_QKV] = {"attn_qkv", "matmul", 1},
-    [PA_OP_QKV_BIAS] = {"attn_qkv_bias", "add", 0},
-    [PA_OP_Q_NORM] = {"attn_q_norm", "norm", 0},
-    [PA_OP_K_NORM] = {"attn_k_norm", "norm", 0},
-    [PA_OP_ROPE] = {"rope", "rope", ROWS},
-    [PA_OP_KV_STORE] = {"kv_store", "attention", 1},
     [PA_OP_ATTENTION] = {"attention", "attention", 1},
     [PA_OP_O] = {"attn_output", "matmul", 1},
     [PA_OP_POST_ATTN_NORM] = {"post_attention_norm", "norm", ROWS},
     [PA_OP_ATTN_RESIDUAL] = {"attn_residual", "add", ROWS},
-    [PA_OP_FFN_NORM] = {"ffn_norm", "norm", ROWS},
     [PA_OP_GATE_UP] = {"ffn_gate_up", "matmul", 1},
     [PA_OP_DOWN] = {"ffn_down", "matmul", 1},
     [PA_OP_POST_FFN_NORM] = {"post_ffw_norm", "norm", ROWS},
     [PA_OP_FFN_RESIDUAL] = {"ffn_residual", "add", ROWS},
-    [PA_OP_OUTPUT_NORM] = {"output_norm", "norm", 0},
     [PA_OP_OUTPUT] = {"output", "matmul", 1},
     [PA_OP_TOKENIZE] = {"tokenize", "tokenization", 0},
     [PA_OP_SAMPLE] = {"sample", "sampling", 0},
@@ -133,32 +125,10 @@ static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot
       b = T * half * 8 * bases;
       f = T * half * 4 * bases;
       break;
-    case PA_OP_ATTN_NORM:
-    case PA_OP_FFN_NORM:
     case PA_OP_POST_ATTN_NORM:
     case PA_OP_POST_FFN_NORM:
-    case PA_OP_OUTPUT_NORM:
       b = T * E * 8 + C * E * 4;
       f = 4 * T * E;
-      break;
-    case PA_OP_Q_NORM:
-      b = T * Q * 8 + C * hd * 4;
-      f = 4 * T * Q;
-      break;
-    case PA_OP_K_NORM:
-      b = T * K * 8 + C * hd * 4;
-      f = 4 * T * K;
-      break;
-    case PA_OP_QKV_BIAS:
-      b = T * (Q + K + VV) * 8 + C * (Q + K + VV) * 4;
-      f = T * (Q + K + VV);
-      break;
-    case PA_OP_ROPE:
-      b = T * (Q + K) * 8 + T * half * 8;
-      f = 3.0 * T * (hp->n_head + hp->n_head_kv) * hp->rope_dim;
-      break;
-    case PA_OP_KV_STORE: /* the new K and V rows read, converted and stored */
-      b = T * (K + VV) * (4 + kv_elt);
       break;
     case PA_OP_ATTENTION: /* KV rows read once (kv_elt bytes a value); q read, output written */
       b = s->span * (K + VV) * kv_elt + T * (Q + O) * 4;
@@ -310,7 +280,7 @@ static void calibrate(pa_profile_result *r, const struct pa_model *m) {
     int64_t t0 = pa_prof_now_ns();
     for (int k = 0; k < K; k++) {
       int64_t t = pa_prof_now_ns();
-      pa_prof_record(&fake, NULL, PA_OP_ATTN_NORM, k % r->n_layer, 1, t);
+      pa_prof_record(&fake, NULL, PA_OP_POST_ATTN_NORM, k % r->n_layer, 1, t);
     }
     int64_t t1 = pa_prof_now_ns();
     for (int k = 0; k < K; k++) sink += pa_prof_now_ns();
