@@ -29,7 +29,7 @@
 
 #include "base/base.h"
 #include "base/threadpool.h"
-#include "model/attention.h"
+#include "kernels/attention.h"
 #include "runtime/kv_cache.h"
 
 static uint64_t rs = 88172645463325252ULL;
@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
   if (!kt) return 1;
   pa_kv_cache kv;
   const int32_t bs = getenv("BLOCK") ? atoi(getenv("BLOCK")) : 16;
-  if (pa_kv_init(&kv, L, KVH, HD, HD, type, S, ctx + bs, bs, 0)) return 1;
+  if (pa_kv_init_host(&kv, L, KVH, HD, HD, type, S, ctx + bs, bs, 0)) return 1;
   float *k = malloc(sizeof(float) * KVH * HD), *v = malloc(sizeof(float) * KVH * HD);
   const int seq_major = getenv("SEQ_MAJOR") != NULL; /* each sequence's blocks contiguous */
   const int share = getenv("SHARE") ? atoi(getenv("SHARE")) : 1;
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
     double t = now() - t0;
     if (t < best) best = t, tbest = c1 - c0;
   }
-  const double bytes = (double)S * L * KVH * ctx * (double)(kv.k_part + kv.v_part) / bs;
+  const double bytes = (double)S * L * KVH * ctx * (double)(kv.values->k_part + kv.values->v_part) / bs;
   const double tiles = (double)S * L * KVH * ((ctx + 63) / 64);
   printf("%s %s ctx %d, %d seqs: %.3f ms per pass, %.2f GB/s, %.0f ticks per tile and head\n",
          kt->name, ty, ctx, S, best * 1e3, bytes / best * 1e-9, (double)tbest / tiles);

@@ -137,7 +137,8 @@ typedef struct {
   const float *rope_freqs; /* rope_dim / 2 frequency factors, or NULL */
   int32_t n_batch, n_seq_max;
   pa_pool *pool;           /* the context's host threads */
-  pa_kv_cache *kv;         /* the context's KV cache */
+  pa_kv_cache *kv;         /* the context's KV block manager: the backend attaches its values */
+  pa_kv_type kv_type;      /* the values' type */
   const pa_matrix *const *mats; /* every matrix the forward pass multiplies by */
   int32_t n_mats;
 } pa_bctx_params;
@@ -149,6 +150,9 @@ typedef struct {
   /* ---- weights: once per model, before any context ---- */
   int (*prepare_weights)(const pa_backend *be, struct pa_model *m);
   /* ---- contexts ---- */
+  /* The backend's state for a context, and the KV cache's values (storage
+   * of p->kv_type for every block of p->kv, attached to it with
+   * pa_kv_attach; freed by context_free). */
   int (*context_init)(const pa_backend *be, const pa_bctx_params *p, pa_bctx **out);
   void (*context_free)(pa_bctx *bc);
   /* ---- memory ---- */

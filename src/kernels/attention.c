@@ -260,14 +260,14 @@ static void add_run(pa_attn_lines *l, const void *at, int64_t bytes) {
 
 void pa_attn_kv_lines(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0,
                      int32_t p1, pa_attn_lines *lk, pa_attn_lines *lv) {
-  const int64_t vb = (int64_t)kv->head_dim_v * (int64_t)kv->elt;
-  const bool q8 = kv->type == PA_KV_Q8;
+  const int64_t vb = (int64_t)kv->head_dim_v * (int64_t)kv->values->elt;
+  const bool q8 = kv->values->type == PA_KV_Q8;
   lk->nr = lv->nr = 0;
   for (int32_t p = p0; p <= p1;) {
     const int32_t off = p % kv->block_size;
     const int32_t n_here = kv->block_size - off < p1 - p + 1 ? kv->block_size - off : p1 - p + 1;
     const uint8_t *v = pa_kv_v_at(kv, layer, seq, p, kv_head);
-    add_run(lk, pa_kv_k_block(kv, layer, seq, p, kv_head), kv->k_part);
+    add_run(lk, pa_kv_k_block(kv, layer, seq, p, kv_head), kv->values->k_part);
     if (q8) {
       add_run(lv, v - (off & 1), (int64_t)(((off + n_here + 1) & ~1) - (off & ~1)) * vb);
       add_run(lv, pa_kv_v_scale(kv, layer, seq, p, kv_head), (int64_t)n_here * 4);
@@ -319,13 +319,13 @@ static void rows_tiles(const pa_attn_kernels *kt, const pa_kv_cache *kv, int lay
                        pa_attn_tile *t, const int32_t *lo, const int32_t *hi, int32_t pmin, int32_t pmax,
                        const pa_attn_lines *then_k, const pa_attn_lines *then_v) {
   const int32_t n = t->n_rows;
-  const bool q8 = kv->type == PA_KV_Q8;
+  const bool q8 = kv->values->type == PA_KV_Q8;
   const bool spread = q8 ? kt->spread_q8 : kt->spread;
   pa_attn_lines *next_k = (pa_attn_lines *)t->next_k, *next_v = (pa_attn_lines *)t->next_v;
   const void **vp = (const void **)t->v;
   float *ksc = (float *)t->ks, *vsc = (float *)t->vs;
   int32_t *jlo = (int32_t *)t->jlo, *jhi = (int32_t *)t->jhi;
-  const int64_t vb = (int64_t)t->head_dim_v * (int64_t)kv->elt;
+  const int64_t vb = (int64_t)t->head_dim_v * (int64_t)kv->values->elt;
   for (int32_t base = pmin / PA_ATTN_TILE * PA_ATTN_TILE; base <= pmax; base += PA_ATTN_TILE) {
     const int32_t p0 = base > pmin ? base : pmin;
     const int32_t p1 = base + PA_ATTN_TILE - 1 < pmax ? base + PA_ATTN_TILE - 1 : pmax;
@@ -359,7 +359,7 @@ static void rows_tiles(const pa_attn_kernels *kt, const pa_kv_cache *kv, int lay
         memcpy(ksc + 16 * c, pa_kv_k_scales(kv, kb) + c0 % kv->block_size, 16 * sizeof(float));
         memcpy(vsc + 16 * c, pa_kv_v_scale(kv, layer, seq, c0, kv_head), 16 * sizeof(float));
       } else {
-        t->kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->elt;
+        t->kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->values->elt;
         for (int32_t i = 0; i < 16; i++) vp[16 * c + i] = v + i * vb;
       }
     }
@@ -411,7 +411,7 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   float *run_m = (float *)w, *run_l = run_m + n;
   w += align64((size_t)n * 2 * sizeof(float));
   int32_t *slo = (int32_t *)w, *shi = slo + n;
-  const bool q8 = kv->type == PA_KV_Q8;
+  const bool q8 = kv->values->type == PA_KV_Q8;
   pa_attn_lines next_k = {.nr = 0}, next_v = {.nr = 0};
 
   int32_t pmin = qr->lo[0], pmax = qr->hi[0];
@@ -421,7 +421,7 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   }
   pa_attn_tile t = {.n_rows = n, .q = qr->q, .jlo = jlo, .jhi = jhi, .s = s, .m = m, .l = l,
                     .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size,
-                    .v = vp, .kind = kv->type, .head_dim = head_dim, .head_dim_v = head_dim_v,
+                    .v = vp, .kind = kv->values->type, .head_dim = head_dim, .head_dim_v = head_dim_v,
                     .scale = scale, .q16 = q16, .q16_stride = head_dim, .qf = qf, .ks = ksc,
                     .vs = vsc, .w16 = w16, .wf = wf, .next_k = &next_k, .next_v = &next_v};
   if (q8)

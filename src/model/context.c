@@ -112,7 +112,8 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
                         : p.kv_type == PASADA_KV_F16 ? PA_KV_F16
                         : p.kv_type == PASADA_KV_F32 ? PA_KV_F32
                                                      : c->be->ops->default_kv_type;
-  rc = pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, kt, p.n_seq_max, p.n_ctx,
+  /* the block manager here; the values are the backend's (context_init) */
+  rc = pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, p.n_seq_max, p.n_ctx,
                   p.kv_block_size, p.kv_blocks);
   if (rc) {
     pasada_context_free(c);
@@ -124,7 +125,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     return pa_error(PASADA_ERR_NOMEM, "out of memory");
   }
   const pa_bctx_params bp = {.hp = hp, .rope_freqs = m->rope_freqs, .n_batch = c->n_batch,
-                             .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv,
+                             .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv, .kv_type = kt,
                              .mats = mats, .n_mats = model_matrices(m, mats)};
   rc = c->be->ops->context_init(c->be, &bp, &c->bc);
   pa_free(mats);
@@ -163,8 +164,10 @@ void pasada_kv_get_stats(const pasada_context *c, pasada_kv_stats *out) {
   out->n_blocks = kv->n_blocks;
   out->n_free = kv->n_free;
   out->n_cached = kv->n_evictable;
-  out->bytes = (int64_t)kv->n_blocks * kv->n_head_kv * (kv->k_part + kv->v_part) * kv->n_layer;
-  out->type = kv->type == PA_KV_F16 ? PASADA_KV_F16 : kv->type == PA_KV_Q8 ? PASADA_KV_Q8 : PASADA_KV_F32;
+  out->bytes = kv->values->bytes;
+  out->type = kv->values->type == PA_KV_F16  ? PASADA_KV_F16
+              : kv->values->type == PA_KV_Q8 ? PASADA_KV_Q8
+                                             : PASADA_KV_F32;
 }
 
 int pasada_kv_type_from_name(const char *name, pasada_kv_type *out) {

@@ -1,4 +1,6 @@
-/* kv_cache.c: the paged KV cache with prefix reuse (see kv_cache.h). */
+/* kv_cache.c: the paged KV cache with prefix reuse (see kv_cache.h): the
+ * block manager, the host storage of the CPU backends, and the reads and
+ * writes of values in it. */
 #include "runtime/kv_cache.h"
 
 #include <stdlib.h>
@@ -26,12 +28,8 @@ const char *pa_kv_type_name(pa_kv_type type) {
 }
 
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
-               pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
+               int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
   memset(kv, 0, sizeof *kv);
-  if (type != PA_KV_F32 && type != PA_KV_F16 && type != PA_KV_Q8)
-    return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)type);
-  const size_t elt = type == PA_KV_F16 ? 2 : type == PA_KV_Q8 ? 1 : 4;
-  const int64_t k_row = (int64_t)n_head_kv * head_dim_k, v_row = (int64_t)n_head_kv * head_dim_v;
   if (block_size <= 0) block_size = 16;
   if (block_size % 16 != 0 || block_size > 4096)
     return pa_error(PASADA_ERR_ARG, "KV block size %d is not a multiple of 16 in [16, 4096]", block_size);
@@ -40,17 +38,6 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   if (n_blocks > (1 << 26)) return pa_error(PASADA_ERR_ARG, "too many KV blocks (%lld)", (long long)n_blocks);
   if (head_dim_k <= 0 || head_dim_v <= 0 || n_head_kv <= 0)
     return pa_error(PASADA_ERR_ARG, "KV heads of %d x %d/%d values", n_head_kv, head_dim_k, head_dim_v);
-  if (type == PA_KV_Q8 && (head_dim_k % 2 || head_dim_k > 512 || head_dim_v > 512))
-    return pa_error(PASADA_ERR_ARG,
-                    "a Q8 KV cache needs an even key head dimension and head dimensions of at most 512, not %d/%d",
-                    head_dim_k, head_dim_v);
-  /* a part: its values, then (Q8) a float scale per position */
-  const int64_t scales = type == PA_KV_Q8 ? (int64_t)block_size * 4 : 0;
-  const int64_t k_part = (int64_t)block_size * head_dim_k * (int64_t)elt + scales;
-  const int64_t v_part = (int64_t)block_size * head_dim_v * (int64_t)elt + scales;
-  if ((double)n_blocks * (double)n_head_kv * (double)(k_part + v_part) > 0x1p50)
-    return pa_error(PASADA_ERR_ARG, "a KV cache of %lld blocks of %d positions is too large", (long long)n_blocks,
-                    block_size);
   kv->n_layer = n_layer;
   kv->block_size = block_size;
   kv->n_blocks = (int32_t)n_blocks;
@@ -60,14 +47,6 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   kv->n_head_kv = n_head_kv;
   kv->head_dim_k = head_dim_k;
   kv->head_dim_v = head_dim_v;
-  kv->type = type;
-  kv->elt = elt;
-  kv->k_row = k_row;
-  kv->v_row = v_row;
-  kv->k_part = k_part;
-  kv->v_part = v_part;
-  kv->k = calloc((size_t)n_layer, sizeof(uint8_t *));
-  kv->v = calloc((size_t)n_layer, sizeof(uint8_t *));
   size_t nb = (size_t)n_blocks;
   kv->ref = calloc(nb, sizeof(int32_t));
   kv->registered = calloc(nb, 1);
@@ -83,39 +62,13 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   kv->table = calloc((size_t)n_seq, sizeof(int32_t *));
   kv->len = calloc((size_t)n_seq, sizeof(int32_t));
   kv->n_seq_blocks = calloc((size_t)n_seq, sizeof(int32_t));
-  bool ok = kv->k && kv->v && kv->ref && kv->registered && kv->fill && kv->hash && kv->parent_hash && kv->lru &&
-            kv->tokens && kv->free_list && kv->map && kv->table && kv->len && kv->n_seq_blocks;
+  bool ok = kv->ref && kv->registered && kv->fill && kv->hash && kv->parent_hash && kv->lru && kv->tokens &&
+            kv->free_list && kv->map && kv->table && kv->len && kv->n_seq_blocks;
   for (int32_t s = 0; ok && s < n_seq; s++) ok = (kv->table[s] = malloc((size_t)per_seq * sizeof(int32_t)));
-  /* every layer's K then V, each + 64 bytes (SIMD loads of a last row's
-   * tail may read, and drop, past it), in 2 MB pages: a step's attention
-   * reads blocks scattered over the whole cache */
-  const size_t kl = (nb * (size_t)n_head_kv * (size_t)k_part + 64 + 63) & ~(size_t)63;
-  const size_t vl = (nb * (size_t)n_head_kv * (size_t)v_part + 64 + 63) & ~(size_t)63;
-  uint64_t total = 0;
-  if (ok && pa_mul_u64((uint64_t)n_layer, (uint64_t)kl + vl, &total) && total < SIZE_MAX / 2) {
-    kv->mem = pa_map_huge((size_t)total);
-    kv->mem_bytes = (size_t)total;
-  }
-  ok = ok && kv->mem;
-  for (int32_t l = 0; ok && l < n_layer; l++) {
-    kv->k[l] = (uint8_t *)kv->mem + (size_t)l * (kl + vl);
-    kv->v[l] = kv->k[l] + kl;
-  }
   if (!ok) {
     pa_kv_free(kv);
     return pa_error(PASADA_ERR_NOMEM, "out of memory for a KV cache of %lld blocks of %d positions",
                     (long long)n_blocks, block_size);
-  }
-  /* Committed now, as a server's "memory allocated once at start" means:
-   * an overcommitted machine would otherwise fail at some later first
-   * store, in the middle of a request, rather than here. (The faults
-   * themselves had 4.6% of perf's samples of a 16-user SmolLM2 serving
-   * run, a fresh 1 GB pool, the kernel zeroing pages under the KV stores;
-   * the run's throughput moved less than its noise without them.) */
-  if (!pa_populate(kv->mem, kv->mem_bytes)) {
-    const double mib = (double)kv->mem_bytes / (1 << 20);
-    pa_kv_free(kv);
-    return pa_error(PASADA_ERR_NOMEM, "the system could not supply the KV cache's %.0f MiB", mib);
   }
   for (int32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;
   kv->n_free = kv->n_blocks;
@@ -123,11 +76,109 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   return PASADA_OK;
 }
 
+/* Host storage: whole parts of block src into block dst, every layer and
+ * KV head (K is transposed, so a block's positions are not contiguous). */
+static void host_copy_block(pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst, int32_t src) {
+  const int64_t kp = vals->k_part, vp = vals->v_part, nb = kv->n_blocks;
+  for (int32_t l = 0; l < kv->n_layer; l++)
+    for (int64_t h = 0; h < kv->n_head_kv; h++) {
+      memcpy(vals->k[l] + (h * nb + dst) * kp, vals->k[l] + (h * nb + src) * kp, (size_t)kp);
+      memcpy(vals->v[l] + (h * nb + dst) * vp, vals->v[l] + (h * nb + src) * vp, (size_t)vp);
+    }
+}
+
+void pa_kv_values_free(pa_kv_values *vals) {
+  if (!vals) return;
+  pa_unmap_huge(vals->mem, vals->mem_bytes);
+  free(vals->k);
+  free(vals->v);
+  free(vals);
+}
+
+int pa_kv_host_create(const pa_kv_cache *kv, pa_kv_type type, pa_kv_values **out) {
+  *out = NULL;
+  if (type != PA_KV_F32 && type != PA_KV_F16 && type != PA_KV_Q8)
+    return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)type);
+  const int32_t n_layer = kv->n_layer, n_head_kv = kv->n_head_kv, block_size = kv->block_size;
+  const int32_t head_dim_k = kv->head_dim_k, head_dim_v = kv->head_dim_v;
+  if (type == PA_KV_Q8 && (head_dim_k % 2 || head_dim_k > 512 || head_dim_v > 512))
+    return pa_error(PASADA_ERR_ARG,
+                    "a Q8 KV cache needs an even key head dimension and head dimensions of at most 512, not %d/%d",
+                    head_dim_k, head_dim_v);
+  const size_t elt = type == PA_KV_F16 ? 2 : type == PA_KV_Q8 ? 1 : 4;
+  /* a part: its values, then (Q8) a float scale per position */
+  const int64_t scales = type == PA_KV_Q8 ? (int64_t)block_size * 4 : 0;
+  const int64_t k_part = (int64_t)block_size * head_dim_k * (int64_t)elt + scales;
+  const int64_t v_part = (int64_t)block_size * head_dim_v * (int64_t)elt + scales;
+  const size_t nb = (size_t)kv->n_blocks;
+  if ((double)nb * (double)n_head_kv * (double)(k_part + v_part) > 0x1p50)
+    return pa_error(PASADA_ERR_ARG, "a KV cache of %lld blocks of %d positions is too large", (long long)nb,
+                    block_size);
+  pa_kv_values *vals = calloc(1, sizeof *vals);
+  if (!vals) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  vals->type = type;
+  vals->elt = elt;
+  vals->k_row = (int64_t)n_head_kv * head_dim_k;
+  vals->v_row = (int64_t)n_head_kv * head_dim_v;
+  vals->k_part = k_part;
+  vals->v_part = v_part;
+  vals->bytes = (int64_t)nb * n_head_kv * (k_part + v_part) * n_layer;
+  vals->copy_block = host_copy_block;
+  vals->k = calloc((size_t)n_layer, sizeof(uint8_t *));
+  vals->v = calloc((size_t)n_layer, sizeof(uint8_t *));
+  /* every layer's K then V, each + 64 bytes (SIMD loads of a last row's
+   * tail may read, and drop, past it), in 2 MB pages: a step's attention
+   * reads blocks scattered over the whole cache */
+  const size_t kl = (nb * (size_t)n_head_kv * (size_t)k_part + 64 + 63) & ~(size_t)63;
+  const size_t vl = (nb * (size_t)n_head_kv * (size_t)v_part + 64 + 63) & ~(size_t)63;
+  uint64_t total = 0;
+  if (vals->k && vals->v && pa_mul_u64((uint64_t)n_layer, (uint64_t)kl + vl, &total) && total < SIZE_MAX / 2) {
+    vals->mem = pa_map_huge((size_t)total);
+    vals->mem_bytes = (size_t)total;
+  }
+  if (!vals->mem) {
+    pa_kv_values_free(vals);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory for a KV cache of %lld blocks of %d positions",
+                    (long long)nb, block_size);
+  }
+  for (int32_t l = 0; l < n_layer; l++) {
+    vals->k[l] = (uint8_t *)vals->mem + (size_t)l * (kl + vl);
+    vals->v[l] = vals->k[l] + kl;
+  }
+  /* Committed now, as a server's "memory allocated once at start" means:
+   * an overcommitted machine would otherwise fail at some later first
+   * store, in the middle of a request, rather than here. (The faults
+   * themselves had 4.6% of perf's samples of a 16-user SmolLM2 serving
+   * run, a fresh 1 GB pool, the kernel zeroing pages under the KV stores;
+   * the run's throughput moved less than its noise without them.) */
+  if (!pa_populate(vals->mem, vals->mem_bytes)) {
+    const double mib = (double)vals->mem_bytes / (1 << 20);
+    pa_kv_values_free(vals);
+    return pa_error(PASADA_ERR_NOMEM, "the system could not supply the KV cache's %.0f MiB", mib);
+  }
+  *out = vals;
+  return PASADA_OK;
+}
+
+int pa_kv_init_host(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
+                    pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
+  int rc = pa_kv_init(kv, n_layer, n_head_kv, head_dim_k, head_dim_v, n_seq, n_ctx, block_size, n_blocks);
+  pa_kv_values *vals = NULL;
+  if (!rc) rc = pa_kv_host_create(kv, type, &vals);
+  if (rc) {
+    pa_kv_free(kv);
+    return rc;
+  }
+  pa_kv_attach(kv, vals);
+  kv->owns_values = true;
+  return PASADA_OK;
+}
+
 void pa_kv_free(pa_kv_cache *kv) {
-  pa_unmap_huge(kv->mem, kv->mem_bytes);
+  if (kv->owns_values) pa_kv_values_free(kv->values);
   if (kv->table)
     for (int32_t s = 0; s < kv->n_seq; s++) free(kv->table[s]);
-  void *p[] = {kv->k, kv->v, kv->ref, kv->registered, kv->fill, kv->hash, kv->parent_hash, kv->lru,
+  void *p[] = {kv->ref, kv->registered, kv->fill, kv->hash, kv->parent_hash, kv->lru,
                kv->tokens, kv->free_list, kv->map, kv->table, kv->len, kv->n_seq_blocks};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
   memset(kv, 0, sizeof *kv);
@@ -189,16 +240,10 @@ static int32_t take_block(pa_kv_cache *kv) {
   return b;
 }
 
-/* Every layer's K and V of block src into block dst (whole parts: K is
- * transposed, so a block's positions are not contiguous), and the tokens
- * of its first `rows` positions. */
+/* Every layer's K and V of block src into block dst (by the storage), and
+ * the tokens of its first `rows` positions. */
 static void copy_block(pa_kv_cache *kv, int32_t dst, int32_t src, int32_t rows) {
-  const int64_t kp = kv->k_part, vp = kv->v_part, nb = kv->n_blocks;
-  for (int32_t l = 0; l < kv->n_layer; l++)
-    for (int64_t h = 0; h < kv->n_head_kv; h++) {
-      memcpy(kv->k[l] + (h * nb + dst) * kp, kv->k[l] + (h * nb + src) * kp, (size_t)kp);
-      memcpy(kv->v[l] + (h * nb + dst) * vp, kv->v[l] + (h * nb + src) * vp, (size_t)vp);
-    }
+  if (kv->values) kv->values->copy_block(kv->values, kv, dst, src);
   memcpy(kv->tokens + (int64_t)dst * kv->block_size, kv->tokens + (int64_t)src * kv->block_size,
          (size_t)rows * sizeof(int32_t));
 }
@@ -432,7 +477,7 @@ void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
   const int32_t hk = kv->head_dim_k, bs = kv->block_size, off = pos % bs;
   const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h);
-  if (kv->type == PA_KV_F16) {
+  if (kv->values->type == PA_KV_F16) {
     uint16_t buf[256];
     for (int32_t d0 = 0; d0 < hk; d0 += 256) {
       const int32_t n = hk - d0 < 256 ? hk - d0 : 256;
@@ -440,7 +485,7 @@ void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
       for (int32_t d = 0; d < n; d++)
         ((uint16_t *)(void *)kd)[(int64_t)(d0 + d) * bs + off] = buf[d];
     }
-  } else if (kv->type == PA_KV_Q8) {
+  } else if (kv->values->type == PA_KV_Q8) {
     int8_t kq[512];
     pa_kv_k_scales(kv, kd)[off] = ops->q8_row(kq, ks, hk);
     for (int32_t d = 0; d < hk; d++) ((int8_t *)kd)[q8_k_at(d, off, bs)] = kq[d];
@@ -454,9 +499,9 @@ void pa_kv_store_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
   const int32_t hv = kv->head_dim_v;
   const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *vd = pa_kv_v_at(kv, layer, seq, pos, h);
-  if (kv->type == PA_KV_F16) {
+  if (kv->values->type == PA_KV_F16) {
     ops->f32_to_f16((uint16_t *)(void *)vd, vs, hv);
-  } else if (kv->type == PA_KV_Q8) {
+  } else if (kv->values->type == PA_KV_Q8) {
     int8_t vq[512];
     *pa_kv_v_scale(kv, layer, seq, pos, h) = ops->q8_row(vq, vs, hv);
     for (int32_t d = 0; d < hv; d++) ((int8_t *)vd)[2 * d] = vq[d];
@@ -476,11 +521,11 @@ void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, con
 void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h, float *k, float *v) {
   uint8_t *ks = pa_kv_k_block(kv, layer, seq, pos, h), *vs = pa_kv_v_at(kv, layer, seq, pos, h);
   const int32_t bs = kv->block_size, off = pos % bs;
-  if (kv->type == PA_KV_F16) {
+  if (kv->values->type == PA_KV_F16) {
     const uint16_t *kh = (const uint16_t *)(const void *)ks;
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = pa_f16_to_f32(kh[(int64_t)d * bs + off]);
     pa_ops_best()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
-  } else if (kv->type == PA_KV_Q8) {
+  } else if (kv->values->type == PA_KV_Q8) {
     const float sk = pa_kv_k_scales(kv, ks)[off], sv = *pa_kv_v_scale(kv, layer, seq, pos, h);
     for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = (float)((const int8_t *)ks)[q8_k_at(d, off, bs)] * sk;
     for (int32_t d = 0; d < kv->head_dim_v; d++) v[d] = (float)((const int8_t *)vs)[2 * d] * sv;

@@ -23,7 +23,12 @@
  * Blocks no sequence uses but that hold a cached prefix (full or tail) are
  * evicted least recently used first when the pool runs out.
  *
- * Storage: per layer, K and V each [n_head_kv][n_blocks][part] (a KV
+ * The block manager (this header's pa_kv_cache: paging, prefix hashes,
+ * LRU, copy-on-write) never reads a value: the values live in storage a
+ * backend owns (pa_kv_values), attached to the cache when the backend's
+ * context is made, which copies a block's values when the manager asks.
+ *
+ * Host storage (the CPU backends', pa_kv_host_create): per layer, K and V each [n_head_kv][n_blocks][part] (a KV
  * head's parts of consecutive blocks are contiguous, so a sequence whose
  * blocks came in order, as a lone sequence's do, is one run per head and
  * layer: SmolLM2 decoding at 4000 positions, attention read its K and V at
@@ -55,18 +60,32 @@ typedef enum { PA_KV_F32 = 0, PA_KV_F16 = 1, PA_KV_Q8 = 2 } pa_kv_type;
 /* A block's place in the prefix cache (pa_kv_cache.registered). */
 enum { PA_KV_NONE = 0, PA_KV_FULL = 1, PA_KV_TAIL = 2 };
 
-typedef struct {
+typedef struct pa_kv_cache pa_kv_cache;
+
+/* The cache's values: storage a backend owns. */
+typedef struct pa_kv_values {
+  pa_kv_type type;
+  int64_t bytes;          /* of every block of every layer */
+  /* Copies every layer's values of block src into block dst (the manager's
+   * copy-on-write and partial-block reuse). */
+  void (*copy_block)(struct pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst, int32_t src);
+  /* host storage (pa_kv_host_create; NULL and 0 for another device's) */
+  size_t elt;             /* bytes per value: 4, 2 or 1 */
+  int64_t k_row, v_row;   /* values per position (every head) */
+  int64_t k_part, v_part; /* bytes of one KV head's part of a block (Q8: with its scales) */
+  uint8_t **k, **v;       /* per layer: K [n_head_kv][n_blocks][head_dim_k][block_size],
+                             V [n_head_kv][n_blocks][block_size][head_dim_v], each part
+                             followed by its scales when Q8 */
+  void *mem;              /* one mapping (pa_map_huge) holding every layer's K and V */
+  size_t mem_bytes;
+} pa_kv_values;
+
+/* The block manager. */
+struct pa_kv_cache {
   int32_t n_layer, block_size, n_blocks, n_seq, n_ctx, max_blocks_per_seq;
   int32_t n_head_kv, head_dim_k, head_dim_v;
-  pa_kv_type type;
-  size_t elt;           /* bytes per value: 4, 2 or 1 */
-  int64_t k_row, v_row; /* values per position (every head) */
-  int64_t k_part, v_part; /* bytes of one KV head's part of a block (Q8: with its scales) */
-  uint8_t **k, **v;     /* per layer: K [n_head_kv][n_blocks][head_dim_k][block_size],
-                           V [n_head_kv][n_blocks][block_size][head_dim_v], each part
-                           followed by its scales when Q8 */
-  void *mem;            /* one mapping (pa_map_huge) holding every layer's K and V */
-  size_t mem_bytes;
+  pa_kv_values *values; /* the backend's storage (pa_kv_attach) */
+  bool owns_values;     /* made by pa_kv_init_host: freed with the cache */
   /* per block */
   int32_t *ref;         /* sequences using the block */
   uint8_t *registered;  /* in the prefix cache: PA_KV_FULL (in the map) or PA_KV_TAIL */
@@ -81,11 +100,23 @@ typedef struct {
   /* per sequence */
   int32_t **table, *len, *n_seq_blocks;
   uint64_t clock;
-} pa_kv_cache;
+};
 
+/* The block manager of n_blocks blocks of block_size positions (0: 16;
+ * n_blocks 0: enough for n_seq sequences of n_ctx), for values of n_layer
+ * layers of n_head_kv heads of head_dim_k / head_dim_v; no values yet. */
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
-               pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks);
+               int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks);
+/* Host storage of `type` for the blocks of kv (in 2 MB pages, committed
+ * now: a machine that cannot supply it fails here, not mid-request). */
+int pa_kv_host_create(const pa_kv_cache *kv, pa_kv_type type, pa_kv_values **out);
+void pa_kv_values_free(pa_kv_values *vals);
+static inline void pa_kv_attach(pa_kv_cache *kv, pa_kv_values *vals) { kv->values = vals; }
+/* pa_kv_init with host storage of `type` that the cache owns (tests, tools). */
+int pa_kv_init_host(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
+                    pa_kv_type type, int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks);
 const char *pa_kv_type_name(pa_kv_type type); /* "f32", "f16", "q8" */
+/* Frees the manager (and its values when it owns them). */
 void pa_kv_free(pa_kv_cache *kv);
 
 /* Makes sure every (seq, pos) of the batch has a block, all or nothing:
@@ -105,14 +136,14 @@ int32_t pa_kv_available(const pa_kv_cache *kv);
  * ones follow contiguously, or for Q8 every 2 bytes). */
 static inline uint8_t *pa_kv_k_block(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return kv->k[layer] + ((int64_t)h * kv->n_blocks + b) * kv->k_part;
+  return kv->values->k[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->k_part;
 }
 static inline uint8_t *pa_kv_v_at(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
   const int32_t off = pos % kv->block_size;
-  return kv->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->v_part +
-         (kv->type == PA_KV_Q8 ? (int64_t)(off & ~1) * kv->head_dim_v + (off & 1)
-                               : (int64_t)off * kv->head_dim_v * (int64_t)kv->elt);
+  return kv->values->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->v_part +
+         (kv->values->type == PA_KV_Q8 ? (int64_t)(off & ~1) * kv->head_dim_v + (off & 1)
+                                       : (int64_t)off * kv->head_dim_v * (int64_t)kv->values->elt);
 }
 /* Q8: the K scales of a K part (pa_kv_k_block's pointer; one per position
  * of the block), and the V scale of position pos. */
@@ -121,7 +152,7 @@ static inline float *pa_kv_k_scales(const pa_kv_cache *kv, uint8_t *k_block) {
 }
 static inline float *pa_kv_v_scale(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return (float *)(void *)(kv->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->v_part +
+  return (float *)(void *)(kv->values->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->v_part +
                            (int64_t)kv->block_size * kv->head_dim_v) +
          pos % kv->block_size;
 }

@@ -102,7 +102,7 @@ static void check_read_back(pa_kv_type type, const float *x, const float *got, i
 }
 
 static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
-  float *k = malloc(sizeof(float) * (size_t)kv->k_row), *v = malloc(sizeof(float) * (size_t)kv->v_row);
+  float *k = malloc(sizeof(float) * (size_t)kv->values->k_row), *v = malloc(sizeof(float) * (size_t)kv->values->v_row);
   for (int32_t s = 0; s < N_SEQ; s++)
     for (int32_t p = 0; p < len[s]; p++) {
       int32_t seq = s;
@@ -111,15 +111,15 @@ static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
         exit(1);
       }
       for (int l = 0; l < N_LAYER; l++) {
-        for (int64_t i = 0; i < kv->k_row; i++) k[i] = rnd_sym(1.0f);
-        for (int64_t i = 0; i < kv->v_row; i++) v[i] = rnd_sym(2.0f);
+        for (int64_t i = 0; i < kv->values->k_row; i++) k[i] = rnd_sym(1.0f);
+        for (int64_t i = 0; i < kv->values->v_row; i++) v[i] = rnd_sym(2.0f);
         pa_kv_store(kv, l, s, p, k, v);
         /* read back: exact for F32, rounded to nearest even for F16 */
         for (int32_t h = 0; h < kv->n_head_kv; h++) {
           float kb[256], vb[256];
           pa_kv_load(kv, l, s, p, h, kb, vb);
-          check_read_back(kv->type, k + h * kv->head_dim_k, kb, kv->head_dim_k, "K");
-          check_read_back(kv->type, v + h * kv->head_dim_v, vb, kv->head_dim_v, "V");
+          check_read_back(kv->values->type, k + h * kv->head_dim_k, kb, kv->head_dim_k, "K");
+          check_read_back(kv->values->type, v + h * kv->head_dim_v, vb, kv->head_dim_v, "V");
         }
       }
     }
@@ -152,7 +152,7 @@ static void exact_row(const pa_kv_cache *kv, int layer, int32_t seq, int g, cons
 static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type type, double *worst) {
   pa_kv_cache kv;
   const int32_t len[N_SEQ] = {N_CTX - 3, 70, 5};
-  if (pa_kv_init(&kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, N_SEQ, N_CTX, sh->block, 0)) {
+  if (pa_kv_init_host(&kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, N_SEQ, N_CTX, sh->block, 0)) {
     printf("FAIL pa_kv_init\n");
     exit(1);
   }
@@ -272,7 +272,7 @@ static void ctx_open(tmodel *m, tctx *c, const shape *sh, pa_kv_type type, int n
   hp->head_dim_v = sh->hdv;
   hp->attn_scale = 1.0f / sqrtf((float)sh->hd);
   memset(c, 0, sizeof *c);
-  if (pa_kv_init(&c->kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, n_seq, n_ctx, sh->block, 0)) exit(1);
+  if (pa_kv_init_host(&c->kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, n_seq, n_ctx, sh->block, 0)) exit(1);
   c->s.q = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)hp->n_head * (size_t)sh->hd);
   c->s.k = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)sh->n_kv * (size_t)sh->hd);
   c->s.v = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)sh->n_kv * (size_t)sh->hdv);
@@ -443,13 +443,13 @@ static void check_segments(const shape *sh, pa_kv_type type) {
   enum { LEN = 2100 }; /* five segments: one KV head's make enough items to cut */
   ctx_open(&m, &c, sh, type, 2, 1, LEN + 16, 4);
   const pa_hparams *hp = &m.hp;
-  float *k = malloc(sizeof(float) * (size_t)c.kv.k_row), *v = malloc(sizeof(float) * (size_t)c.kv.v_row);
+  float *k = malloc(sizeof(float) * (size_t)c.kv.values->k_row), *v = malloc(sizeof(float) * (size_t)c.kv.values->v_row);
   for (int32_t p = 0; p < LEN; p++) {
     int32_t s0 = 0;
     if (pa_kv_reserve(&c.kv, 1, &s0, &p)) exit(1);
     for (int l = 0; l < N_LAYER; l++) {
-      for (int64_t i = 0; i < c.kv.k_row; i++) k[i] = rnd_sym(1.0f);
-      for (int64_t i = 0; i < c.kv.v_row; i++) v[i] = rnd_sym(2.0f);
+      for (int64_t i = 0; i < c.kv.values->k_row; i++) k[i] = rnd_sym(1.0f);
+      for (int64_t i = 0; i < c.kv.values->v_row; i++) v[i] = rnd_sym(2.0f);
       pa_kv_store(&c.kv, l, 0, p, k, v);
     }
   }
@@ -494,7 +494,7 @@ int main(void) {
   test_seed("test_attention");
   {
     pa_kv_cache bad; /* K is stored in 16-position lanes */
-    if (pa_kv_init(&bad, 1, 1, 8, 8, PA_KV_F16, 1, 64, 7, 0) == PASADA_OK) {
+    if (pa_kv_init_host(&bad, 1, 1, 8, 8, PA_KV_F16, 1, 64, 7, 0) == PASADA_OK) {
       printf("FAIL a KV block size of 7 was accepted\n");
       failures++;
       pa_kv_free(&bad);

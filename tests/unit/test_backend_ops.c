@@ -143,12 +143,12 @@ static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, 
   s->ops = s->tm.m.be->ops;
   if ((rc = s->ops->prepare_weights(s->tm.m.be, &s->tm.m))) return rc;
   s->pool = pa_pool_create(2);
-  if ((rc = pa_kv_init(&s->kv, 1, NKV, HD, HD, kvt, 1, N_CTX, 16, 0))) return rc;
+  if ((rc = pa_kv_init(&s->kv, 1, NKV, HD, HD, 1, N_CTX, 16, 0))) return rc; /* values: the backend's */
   const pa_layer *L = &s->tm.layer;
   const pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                              &s->tm.m.output, &s->tm.m.tok_embd};
   const pa_bctx_params bp = {.hp = &s->tm.m.hp, .n_batch = N_BATCH, .n_seq_max = 1, .pool = s->pool,
-                             .kv = &s->kv, .mats = mats, .n_mats = 9};
+                             .kv = &s->kv, .kv_type = kvt, .mats = mats, .n_mats = 9};
   return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
 }
 

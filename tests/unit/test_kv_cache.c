@@ -64,13 +64,13 @@ static void check_values(const pa_kv_cache *kv, int32_t seq, const int32_t *toke
         memcpy(vs + h * HD, vb, sizeof vb);
       }
       for (int i = 0; i < HEADS * HD; i++) {
-        float tol = kv->type == PA_KV_F32 ? 0.0f : kv->type == PA_KV_F16 ? 1e-3f : 1.2e-2f;
+        float tol = kv->values->type == PA_KV_F32 ? 0.0f : kv->values->type == PA_KV_F16 ? 1e-3f : 1.2e-2f;
         float dk = ks[i] - k[i], dv = vs[i] - v[i];
         if (dk > tol || dk < -tol || dv > tol || dv < -tol) bad++;
       }
     }
   CHECK(bad == 0, "%s: %d values differ from the ones stored (%s cache)", what, bad,
-        pa_kv_type_name(kv->type));
+        pa_kv_type_name(kv->values->type));
 }
 
 /* Positions [0, n) of seqs a and b hold the same bits. */
@@ -85,12 +85,12 @@ static void check_same(const pa_kv_cache *kv, int32_t a, int32_t b, int32_t n, c
         bad += memcmp(ka, kb, sizeof ka) != 0 || memcmp(va, vb, sizeof va) != 0;
       }
   CHECK(bad == 0, "%s: %d (position, layer, head) rows differ (%s cache)", what, bad,
-        pa_kv_type_name(kv->type));
+        pa_kv_type_name(kv->values->type));
 }
 
 /* A cache of 24 blocks for the tests; false (reported) when it cannot be made. */
 static bool cache_open(pa_kv_cache *kv, pa_kv_type type) {
-  int st = pa_kv_init(kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
+  int st = pa_kv_init_host(kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
   CHECK(st == PASADA_OK, "pa_kv_init: %s", pa_last_error());
   return st == PASADA_OK;
 }

@@ -304,6 +304,8 @@ static size_t align16(size_t n_floats) { return (n_floats + 15) & ~(size_t)15; }
 
 static void context_free(pa_bctx *c) {
   if (!c) return;
+  if (c->kv && c->kv->values == c->values) pa_kv_attach(c->kv, NULL);
+  pa_kv_values_free(c->values);
   pa_free(c->mem);
   pa_free(c->scores);
   pa_free(c->work);
@@ -320,6 +322,12 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->rope_freqs = p->rope_freqs;
   c->kv = p->kv;
   c->pool = p->pool;
+  int rc = pa_kv_host_create(p->kv, p->kv_type, &c->values);
+  if (rc) {
+    pa_free(c);
+    return rc;
+  }
+  pa_kv_attach(p->kv, c->values);
   c->n_threads = pa_pool_size(p->pool);
   c->n_batch = p->n_batch;
   c->n_seq_max = p->n_seq_max;

@@ -21,7 +21,8 @@ struct pa_bctx {
   const pa_cpu_backend *be;
   const pa_hparams *hp;
   const float *rope_freqs;
-  pa_kv_cache *kv;
+  pa_kv_cache *kv;               /* the context's block manager */
+  pa_kv_values *values;          /* the cache's values, in host memory: this backend's */
   pa_pool *pool;
   int32_t n_threads, n_batch, n_seq_max;
   float *buf[PA_BUF_COUNT];
