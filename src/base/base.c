@@ -1,6 +1,10 @@
 /* base.c: error messages, logging, allocation, clocks and CPU features. */
 #include "base/base.h"
 
+#include <pthread.h>
+
+#include "base/env.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,15 +47,13 @@ void pa_error_prefix(const char *fmt, ...) {
 
 const char *pa_last_error(void) { return err_msg[0] ? err_msg : "unknown error"; }
 
-static int log_level = -1;
+static int log_level;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static void log_init(void) { log_level = pa_env_log_level(); }
 
 int pa_log_level(void) {
-  if (log_level < 0) {
-    const char *e = getenv("PASADA_LOG");
-    log_level = 0;
-    if (e && !strcmp(e, "info")) log_level = 1;
-    if (e && !strcmp(e, "debug")) log_level = 2;
-  }
+  pthread_once(&log_once, log_init);
   return log_level;
 }
 
@@ -131,7 +133,8 @@ double pa_time_s(void) {
 }
 
 static pa_cpu_features cpu;
-static int cpu_done;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static void cpu_detect(void);
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -142,8 +145,13 @@ static uint64_t xgetbv0(void) {
 }
 #endif
 
+/* Read once (the first call from any thread), then constant. */
 const pa_cpu_features *pa_cpu(void) {
-  if (cpu_done) return &cpu;
+  pthread_once(&cpu_once, cpu_detect);
+  return &cpu;
+}
+
+static void cpu_detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (__get_cpuid(0, &a, &b, &c, &d)) /* "AuthenticAMD" in EBX, EDX, ECX */
@@ -170,8 +178,8 @@ const pa_cpu_features *pa_cpu(void) {
       cpu.avx512bf16 = zmm && (a & (1u << 5));
     }
   }
-  /* PASADA_CPU=scalar|avx2|avx512_vnni caps the path (tests and comparisons). */
-  const char *cap = getenv("PASADA_CPU");
+  /* PASADA_CPU=scalar|avx2|avx512|avx512_vnni caps the path (tests and comparisons). */
+  const char *cap = pa_env_cpu_cap();
   if (cap && !strcmp(cap, "scalar")) {
     const bool amd = cpu.amd;
     memset(&cpu, 0, sizeof cpu);
@@ -181,6 +189,7 @@ const pa_cpu_features *pa_cpu(void) {
     cpu.avx512f = cpu.avx512bw = cpu.avx512vl = cpu.avx512dq = false;
     cpu.avx512vnni = cpu.avx512bf16 = cpu.amx_int8 = false;
   }
+  if (cap && !strcmp(cap, "avx512")) cpu.avx512vnni = cpu.avx512bf16 = cpu.amx_int8 = false;
   if (cap && !strcmp(cap, "avx512_vnni")) cpu.amx_int8 = false;
 #if defined(__linux__) && defined(__x86_64__)
   /* Linux hands the tile state (8 KB) only to processes that ask for it:
@@ -191,8 +200,6 @@ const pa_cpu_features *pa_cpu(void) {
   cpu.amx_int8 = false;
 #endif
 #endif
-  cpu_done = 1;
-  return &cpu;
 }
 
 const char *pa_cpu_describe(void) {

@@ -1,8 +1,8 @@
-/* env.c: the parsing of the environment variables env.h lists (those the
- * core library reads besides PASADA_CPU and PASADA_LOG, which base.c reads
- * with the CPU features and the logger they configure). */
+/* env.c: the reading of the environment variables the library uses
+ * (env.h); each is read once by what it configures. */
 #include "base/env.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,4 +29,19 @@ void pa_env_get_prefetch(pa_env_prefetch *out) {
 bool pa_env_no_repack(void) {
   const char *s = getenv("PASADA_REPACK");
   return s && !strcmp(s, "0");
+}
+
+const char *pa_env_cpu_cap(void) {
+  const char *s = getenv("PASADA_CPU");
+  if (!s || !*s) return NULL;
+  if (strcmp(s, "scalar") && strcmp(s, "avx2") && strcmp(s, "avx512") && strcmp(s, "avx512_vnni")) {
+    fprintf(stderr, "pasada: PASADA_CPU=%s ignored: want scalar, avx2, avx512 or avx512_vnni\n", s);
+    return NULL;
+  }
+  return s;
+}
+
+int pa_env_log_level(void) {
+  const char *s = getenv("PASADA_LOG");
+  return s && !strcmp(s, "debug") ? 2 : s && !strcmp(s, "info") ? 1 : 0;
 }

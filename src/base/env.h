@@ -2,7 +2,8 @@
  *
  *   PASADA_CPU=scalar|avx2|avx512|avx512_vnni   caps the instruction sets the
  *       CPU kernels may use (base.c, pa_cpu()); for tests and measurements.
- *   PASADA_LOG=0..3                             log level (base.c).
+ *   PASADA_LOG=info|debug                       log level (base.c; default:
+ *       warnings only).
  *   PASADA_REPACK=0                             keep the file's weight layout
  *       (no interleaved repacking at load; slower decode, for measurements).
  *   PASADA_PREFETCH=BYTES                       every one-token prefetch
@@ -25,5 +26,10 @@ typedef struct {
 void pa_env_get_prefetch(pa_env_prefetch *out);
 /* PASADA_REPACK=0 */
 bool pa_env_no_repack(void);
+/* PASADA_CPU, when it is one of the caps (else NULL, with a warning on
+ * stderr for a value that is not) */
+const char *pa_env_cpu_cap(void);
+/* PASADA_LOG: 0 (unset), 1 info, 2 debug */
+int pa_env_log_level(void);
 
 #endif
