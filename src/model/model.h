@@ -58,7 +58,7 @@ typedef enum {
   PA_OP_COUNT
 } pa_prof_op;
 
-struct pa_profiler; /* `pasada profile` (tools/profile.c) */
+struct pa_profiler; /* runtime/profiler.h; set by `pasada profile` (tools/profile.c) */
 
 struct pa_context {
   struct pa_model *model;
@@ -105,7 +105,7 @@ void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
 /* After layer l: the residual stream to the context's layer hook, if any. */
 void pa_layer_done(struct pa_context *c, int l, int32_t n_tok);
 
-/* ---- profiling hooks (`pasada profile`, tools/profile.c) ----
+/* ---- profiling hooks (recorder: runtime/profiler.c; driver: tools/profile.c) ----
  * PA_PROF(c, b, op, layer, n_tok, stmt) runs stmt; when c->prof is set it
  * also records stmt's start and end time as op `op` of `layer` (-1: none)
  * over n_tok tokens of batch b (runtime/profiler.c). Off, it costs one
