@@ -7,7 +7,8 @@
  *   - attention over the cache (the same K and V written into both caches;
  *     windowed too): within 2e-6 of the largest output (the SIMD tables'
  *     exponentials and float sums differ from the plain ones in the last
- *     bits; measured worst 2e-7);
+ *     bits; measured worst 2.4e-7), 1e-4 on a Q8 cache (those bits can move
+ *     a weight across an edge of its 16-bit step; measured worst 1.4e-5);
  *   - matrix products with each fusion (input norm, biases, head norms,
  *     RoPE, KV store, gates, residual adds) and the logits: within a bound
  *     per weight type (TOL_MM below) of the largest reference output, as
@@ -282,7 +283,10 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
     pa_kv_store(&x->kv, 0, 0, t, in2, in2 + K);
     pa_kv_store(&r->kv, 0, 0, t, in2, in2 + K);
   }
-  const double tol_att = 2e-6; /* the tables' exp and sums differ in the last bits */
+  /* the tables' exp and float sums differ in the last bits; on a Q8 cache
+   * that can move a weight across a rounding edge of its 16-bit step
+   * (1/32767 of the tile's largest weight: measured up to 1.4e-5) */
+  const double tol_att = kvt == PA_KV_Q8 ? 1e-4 : 2e-6;
   x->ops->attention(x->bc, &b, 0, 0);
   r->ops->attention(r->bc, &b, 0, 0);
   download2(x, r, PA_BUF_ATT, (int64_t)n * Q);
@@ -350,8 +354,12 @@ static void check_backend(const char *backend) {
   memset(worst, 0, sizeof worst);
   const pa_kv_type kvts[] = {PA_KV_F32, PA_KV_F16, PA_KV_Q8};
   const int counts[] = {1, 5, 19};
+  /* PASADA_TEST_SCALE below 1: fewer caches per weight type, taken in turn,
+   * so every cache type still meets several weight types */
+  const int n_kvts = test_reps(3, 1);
   for (int ti = 0; ti < N_TYPES; ti++)
-    for (int k = 0; k < 3; k++) {
+    for (int j = 0; j < n_kvts; j++) {
+      const int k = (ti + j) % 3;
       const uint64_t seed = rng() | 1;
       const bool neox = (ti + k) % 2;
       side x, r;
@@ -389,6 +397,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
       if (!strncmp(all[i], "cpu:", 4) && !pa_kernels_by_name(all[i] + 4)) {
         printf("  %-16s skipped: this CPU lacks its instructions\n", all[i]);
+        continue;
+      }
+      if (!strncmp(all[i], "cpu:", 4) && pa_kernels_by_name(all[i] + 4) == pa_kernels_best()) {
+        printf("  %-16s skipped: the table \"cpu\" has, checked above\n", all[i]);
         continue;
       }
       check_backend(all[i]);
