@@ -69,6 +69,8 @@ static void futex_wake_all(atomic_uint *addr) {
 static void cpu_relax(void) {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
 #endif
 }
 

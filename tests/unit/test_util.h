@@ -1,7 +1,8 @@
 /* test_util.h: what the C unit tests share: a seeded xorshift generator
  * whose seed is fresh each run (time and clock) unless PASADA_TEST_SEED
- * replays one, printed so that a failure can be reproduced. Header-only:
- * each test is one executable. */
+ * replays one, printed so that a failure can be reproduced; and the size
+ * knob PASADA_TEST_SCALE of the longest tests. Header-only: each test is
+ * one executable. */
 #ifndef PASADA_TEST_UTIL_H
 #define PASADA_TEST_UTIL_H
 
@@ -30,6 +31,26 @@ static inline uint64_t test_seed(const char *test) {
   rng_state = seed;
   printf("%s: seed %llu (PASADA_TEST_SEED replays)\n", test, (unsigned long long)seed);
   return seed;
+}
+
+/* PASADA_TEST_SCALE, in (0, 1] (default 1): the share of their work that
+ * the longest tests do (draws, timed repetitions, cache types per weight
+ * type, the tokenizer's long word); every code path they reach stays
+ * reached. For an emulated run (scripts/test-aarch64: qemu-user, 10-20x
+ * slower than native). Said once per test when below 1. */
+static inline double test_scale(void) {
+  static int said;
+  const char *env = getenv("PASADA_TEST_SCALE");
+  double s = env ? strtod(env, NULL) : 1.0;
+  if (!(s > 0.0 && s <= 1.0)) s = 1.0;
+  if (s < 1.0 && !said++) printf("PASADA_TEST_SCALE=%g: that share of the work\n", s);
+  return s;
+}
+
+/* n repetitions scaled by test_scale(), at least `least`. */
+static inline int test_reps(int n, int least) {
+  const int k = (int)((double)n * test_scale() + 0.5);
+  return k > least ? k : least;
 }
 
 #endif
