@@ -26,7 +26,9 @@
  * and the functions without an object (chat rendering, names, defaults) may
  * run concurrently from any threads. pasada_last_error is per thread: it
  * describes the last failure of the calling thread. A model is freed after
- * every context made on it. */
+ * every context made on it. Models and contexts on different threads share
+ * no mutable state: each gives the bits it gives alone
+ * (tests/tools/two_models.c, also run under ThreadSanitizer). */
 #ifndef PASADA_H
 #define PASADA_H
 
