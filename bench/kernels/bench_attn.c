@@ -5,7 +5,8 @@
  * sequences as a server's growing sequences take them. Per pass every
  * (sequence, layer, KV head) once with its G query rows at the last
  * position, as one decode step of S users. Prints ns per pass, GB/s of K
- * and V read, and ticks per 64-position tile and head. Not a test.
+ * and V read, and ticks per 64-position tile and head (the time-stamp
+ * counter on x86-64, the generic timer's count on aarch64). Not a test.
  *   cc -O2 -Iinclude -Isrc bench/kernels/bench_attn.c build/libpasada.a \
  *      -lpcre2-8 -lpthread -lm -ldl -o /tmp/bench_attn
  *   /tmp/bench_attn [f16|f32|q8] [CTX (170)] [S (16)] [passes (40)]
@@ -25,12 +26,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__)
 #include <x86intrin.h>
+#endif
 
 #include "base/base.h"
 #include "base/threadpool.h"
 #include "kernels/attention.h"
 #include "runtime/kv_cache.h"
+
+static uint64_t ticks(void) {
+#if defined(__x86_64__)
+  return __rdtsc();
+#elif defined(__aarch64__)
+  uint64_t v;
+  __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+  return v;
+#else
+  return 0;
+#endif
+}
 
 static uint64_t rs = 88172645463325252ULL;
 static float frand(void) {
@@ -127,14 +142,14 @@ int main(int argc, char **argv) {
     if (junk)
       for (size_t i = 0; i < thrash / 8; i += 8) sink += junk[i];
     double t0 = now();
-    uint64_t c0 = __rdtsc();
+    uint64_t c0 = ticks();
     for (pj.l = 0; pj.l < L; pj.l++) {
       if (pool)
         pa_pool_run_tasks(pool, pass_task, &pj, S / pj.per_task);
       else
         for (int32_t s = 0; s < S / pj.per_task; s++) pass_task(&pj, s, S);
     }
-    uint64_t c1 = __rdtsc();
+    uint64_t c1 = ticks();
     double t = now() - t0;
     if (t < best) best = t, tbest = c1 - c0;
   }
