@@ -187,9 +187,10 @@ static int64_t gcd64(int64_t a, int64_t b) {
 }
 
 /* The products of d on input x (already normalised when norm is NULL),
- * with the epilogue when epi: one pool job where the matrices share one. */
+ * with the epilogue when epi (tasks of whole heads when headwise): one
+ * pool job where the matrices share one. */
 static void products(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d, const float *x,
-                     const float *norm, bool epi) {
+                     const float *norm, bool epi, bool headwise) {
   const int32_t n = b->n;
   const int64_t cols = d->w[0]->cols;
   if (c->be->exact) {
@@ -210,14 +211,15 @@ static void products(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d,
   out_job j = {c, b, d};
   pa_matmul_fuse f = {.norm_w = norm, .norm_eps = c->hp->norm_eps};
   if (epi) {
-    /* rows per task in whole heads of every output, and in 16s */
+    f.epi = out_rows_epi;
+    f.epi_arg = &j;
+  }
+  if (epi && headwise) { /* rows per task in whole heads of every output, and in 16s */
     int64_t grain = 16;
     for (int m = 0; m < d->n_w; m++) {
       const int64_t hd = head_dim_of(c, d, m);
       grain = grain / gcd64(grain, hd) * hd;
     }
-    f.epi = out_rows_epi;
-    f.epi_arg = &j;
     f.grain = grain;
   }
   pa_matmul_multi_fused(&c->be->ex, c->pool, outs, d->n_w, x, cols, n, c->work, &f);
@@ -234,11 +236,11 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
     /* one job: the norm as the activations are quantized (when it can),
      * the gate or the residual add as the rows come out */
     const bool norm_fused = d->in_norm && pa_matmul_can_norm(d->w[0]);
-    products(c, b, d, x, norm_fused ? d->in_norm : NULL, d->residual != PA_BUF_NONE);
+    products(c, b, d, x, norm_fused ? d->in_norm : NULL, d->residual != PA_BUF_NONE, false);
     return;
   }
   if (fuse) { /* norm, products and the head-wise ops in one job */
-    products(c, b, d, x, d->in_norm, true);
+    products(c, b, d, x, d->in_norm, true, true);
     return;
   }
   /* op after op: the reference backend, and matrices whose activations
@@ -248,7 +250,7 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
     norm_rows(c, c->xn, x, d->in_norm, cols, n);
     x = c->xn;
   }
-  products(c, b, d, x, NULL, false);
+  products(c, b, d, x, NULL, false, false);
   const pa_ops_kernels *ops = c->be->ex.ops;
   for (int m = 0; m < d->n_w; m++) {
     float *y = c->buf[d->out[m]];
