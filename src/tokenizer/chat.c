@@ -12,42 +12,14 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/sbuf.h"
 #include "tokenizer/tokenizer_internal.h"
 
 /* ---- a growable string ---- */
-typedef struct {
-  char *s;
-  size_t n, cap;
-  bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = (b->n + n + 1) * 2;
-    char *ns = realloc(b->s, cap);
-    if (!ns) {
-      b->oom = true;
-      return;
-    }
-    b->s = ns;
-    b->cap = cap;
-  }
-  memcpy(b->s + b->n, s, n);
-  b->n += n;
-  b->s[b->n] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static char *sb_finish(sbuf *b) {
-  if (b->oom) {
-    free(b->s);
-    pa_error(PASADA_ERR_NOMEM, "chat template: out of memory");
-    return NULL;
-  }
-  if (!b->s) sb_put(b, "", 0);
-  return b->oom ? NULL : b->s;
+static char *sb_finish(pa_sbuf *b) {
+  char *s = pa_sbuf_finish(b);
+  if (!s) pa_error(PASADA_ERR_NOMEM, "chat template: out of memory");
+  return s;
 }
 
 /* Python's str.isspace, which Jinja's trim filter (str.strip) uses. */
@@ -58,7 +30,7 @@ static bool py_space(uint32_t cp) {
 }
 
 /* Appends s with leading and trailing whitespace removed (Jinja `| trim`). */
-static void sb_trimmed(sbuf *b, const char *s) {
+static void sb_trimmed(pa_sbuf *b, const char *s) {
   const unsigned char *u = (const unsigned char *)s;
   size_t n = strlen(s), start = 0, end = n;
   uint32_t cp;
@@ -75,7 +47,7 @@ static void sb_trimmed(sbuf *b, const char *s) {
     if (!py_space(cp)) last_keep = i;
   }
   end = last_keep;
-  sb_put(b, s + start, end - start);
+  pa_sbuf_put(b, s + start, end - start);
 }
 
 static const char *content_of(const pa_chat_message *m) { return m->content ? m->content : ""; }
@@ -83,21 +55,21 @@ static const char *role_of(const pa_chat_message *m) { return m->role ? m->role 
 
 /* ---- the families ---- */
 
-static void render_chatml(sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
+static void render_chatml(pa_sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
                           bool add_gen) {
   for (size_t i = 0; i < n; i++) {
     if (i == 0 && fmt->default_system[0] && strcmp(role_of(&msgs[0]), "system") != 0) {
-      sb_str(b, "<|im_start|>system\n");
-      sb_str(b, fmt->default_system);
-      sb_str(b, "<|im_end|>\n");
+      pa_sbuf_str(b, "<|im_start|>system\n");
+      pa_sbuf_str(b, fmt->default_system);
+      pa_sbuf_str(b, "<|im_end|>\n");
     }
-    sb_str(b, "<|im_start|>");
-    sb_str(b, role_of(&msgs[i]));
-    sb_str(b, "\n");
-    sb_str(b, content_of(&msgs[i]));
-    sb_str(b, "<|im_end|>\n");
+    pa_sbuf_str(b, "<|im_start|>");
+    pa_sbuf_str(b, role_of(&msgs[i]));
+    pa_sbuf_str(b, "\n");
+    pa_sbuf_str(b, content_of(&msgs[i]));
+    pa_sbuf_str(b, "<|im_end|>\n");
   }
-  if (add_gen) sb_str(b, "<|im_start|>assistant\n");
+  if (add_gen) pa_sbuf_str(b, "<|im_start|>assistant\n");
 }
 
 /* Gemma's template (raise_exception in its Jinja): after an optional
@@ -115,7 +87,7 @@ static int gemma_roles(const pa_chat_message *msgs, size_t n) {
   return PASADA_OK;
 }
 
-static int render_gemma(sbuf *b, const pa_chat_message *msgs, size_t n, bool add_gen) {
+static int render_gemma(pa_sbuf *b, const pa_chat_message *msgs, size_t n, bool add_gen) {
   const int rc = gemma_roles(msgs, n);
   if (rc) return rc;
   const char *system = NULL;
@@ -126,29 +98,29 @@ static int render_gemma(sbuf *b, const pa_chat_message *msgs, size_t n, bool add
   }
   for (size_t i = 0; i < n; i++) {
     const char *role = role_of(&msgs[i]);
-    sb_str(b, "<start_of_turn>");
-    sb_str(b, strcmp(role, "assistant") == 0 ? "model" : role);
-    sb_str(b, "\n");
+    pa_sbuf_str(b, "<start_of_turn>");
+    pa_sbuf_str(b, strcmp(role, "assistant") == 0 ? "model" : role);
+    pa_sbuf_str(b, "\n");
     if (i == 0 && system) {
-      sb_str(b, system);
-      sb_str(b, "\n\n");
+      pa_sbuf_str(b, system);
+      pa_sbuf_str(b, "\n\n");
     }
     sb_trimmed(b, content_of(&msgs[i]));
-    sb_str(b, "<end_of_turn>\n");
+    pa_sbuf_str(b, "<end_of_turn>\n");
   }
-  if (add_gen) sb_str(b, "<start_of_turn>model\n");
+  if (add_gen) pa_sbuf_str(b, "<start_of_turn>model\n");
   return PASADA_OK;
 }
 
-static void llama3_turn(sbuf *b, const char *role, const char *content) {
-  sb_str(b, "<|start_header_id|>");
-  sb_str(b, role);
-  sb_str(b, "<|end_header_id|>\n\n");
+static void llama3_turn(pa_sbuf *b, const char *role, const char *content) {
+  pa_sbuf_str(b, "<|start_header_id|>");
+  pa_sbuf_str(b, role);
+  pa_sbuf_str(b, "<|end_header_id|>\n\n");
   sb_trimmed(b, content);
-  sb_str(b, "<|eot_id|>");
+  pa_sbuf_str(b, "<|eot_id|>");
 }
 
-static void render_llama3(sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
+static void render_llama3(pa_sbuf *b, const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
                           bool add_gen) {
   if (fmt->date[0]) { /* 3.1+: a system turn always, with the knowledge dates */
     const char *system = "";
@@ -157,20 +129,20 @@ static void render_llama3(sbuf *b, const pa_chat_format *fmt, const pa_chat_mess
       msgs++;
       n--;
     }
-    sb_str(b, "<|start_header_id|>system<|end_header_id|>\n\n");
-    sb_str(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
-    sb_str(b, fmt->date);
-    sb_str(b, "\n\n");
+    pa_sbuf_str(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+    pa_sbuf_str(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+    pa_sbuf_str(b, fmt->date);
+    pa_sbuf_str(b, "\n\n");
     sb_trimmed(b, system);
-    sb_str(b, "<|eot_id|>");
+    pa_sbuf_str(b, "<|eot_id|>");
   }
   for (size_t i = 0; i < n; i++) llama3_turn(b, role_of(&msgs[i]), content_of(&msgs[i]));
-  if (add_gen) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  if (add_gen) pa_sbuf_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 char *pa_chat_render_format(const pa_chat_format *fmt, const pa_chat_message *msgs, size_t n,
                             bool add_generation_prompt) {
-  sbuf b = {0};
+  pa_sbuf b = {0};
   switch (fmt->kind) {
   case PA_CHAT_CHATML: render_chatml(&b, fmt, msgs, n, add_generation_prompt); break;
   case PA_CHAT_GEMMA:
