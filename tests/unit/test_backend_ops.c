@@ -206,6 +206,24 @@ static void random_fill(float *v, int64_t n, float a) {
   for (int64_t i = 0; i < n; i++) v[i] = rnd_sym(a);
 }
 
+/* out = W in, X += out on both (W: x's and r's copy of one matrix), X
+ * holding x0 and the input h before; out and X compared. */
+static void check_residual_product(const char *backend, side *x, side *r, const pa_fwd_batch *b, pa_type type,
+                                   pa_kv_type kvt, int op, const pa_matrix *wx, const pa_matrix *wr, pa_buf in,
+                                   const float *h, const float *x0) {
+  const int n = b->n;
+  upload2(x, r, in, h, n * wx->cols);
+  upload2(x, r, PA_BUF_X, x0, (int64_t)n * E);
+  pa_matmul_desc dx = pa_mm(wx, in, PA_BUF_XB), dr = pa_mm(wr, in, PA_BUF_XB);
+  dx.residual = dr.residual = PA_BUF_X;
+  x->ops->matmul(x->bc, b, &dx);
+  r->ops->matmul(r->bc, b, &dr);
+  download2(x, r, PA_BUF_XB, (int64_t)n * E);
+  expect(backend, type, n, kvt, op, got_a, got_b, (int64_t)n * E, tol_mm(type));
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, op, got_a, got_b, (int64_t)n * E, tol_mm(type));
+}
+
 /* One batch of n tokens through every op on backend x and on ref. */
 static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, pa_kv_type kvt) {
   static float in[N_BATCH * F], in2[N_BATCH * F];
@@ -299,16 +317,7 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   /* x += Wo att */
   random_fill(in, (int64_t)n * E, 1.0f);
   random_fill(in2, (int64_t)n * Q, 1.0f);
-  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
-  upload2(x, r, PA_BUF_ATT, in2, (int64_t)n * Q);
-  pa_matmul_desc ox = pa_mm(&LX->wo, PA_BUF_ATT, PA_BUF_XB), orr = pa_mm(&LR->wo, PA_BUF_ATT, PA_BUF_XB);
-  ox.residual = orr.residual = PA_BUF_X;
-  x->ops->matmul(x->bc, &b, &ox);
-  r->ops->matmul(r->bc, &b, &orr);
-  download2(x, r, PA_BUF_XB, (int64_t)n * E);
-  expect(backend, type, n, kvt, OP_O, got_a, got_b, (int64_t)n * E, tol_mm(type));
-  download2(x, r, PA_BUF_X, (int64_t)n * E);
-  expect(backend, type, n, kvt, OP_O, got_a, got_b, (int64_t)n * E, tol_mm(type));
+  check_residual_product(backend, x, r, &b, type, kvt, OP_O, &LX->wo, &LR->wo, PA_BUF_ATT, in2, in);
 
   /* h = act(W_gate n) * (W_up n), n = rmsnorm(x): both gates */
   for (int g = 0; g < 2; g++) {
@@ -325,14 +334,7 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
 
   /* x += W_down h */
   random_fill(in2, (int64_t)n * F, 1.0f);
-  upload2(x, r, PA_BUF_H1, in2, (int64_t)n * F);
-  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
-  pa_matmul_desc wdx = pa_mm(&LX->w_down, PA_BUF_H1, PA_BUF_XB), wdr = pa_mm(&LR->w_down, PA_BUF_H1, PA_BUF_XB);
-  wdx.residual = wdr.residual = PA_BUF_X;
-  x->ops->matmul(x->bc, &b, &wdx);
-  r->ops->matmul(r->bc, &b, &wdr);
-  download2(x, r, PA_BUF_X, (int64_t)n * E);
-  expect(backend, type, n, kvt, OP_DOWN, got_a, got_b, (int64_t)n * E, tol_mm(type));
+  check_residual_product(backend, x, r, &b, type, kvt, OP_DOWN, &LX->w_down, &LR->w_down, PA_BUF_H1, in2, in);
 
   /* logits of every token, then of two of them */
   static float lx[N_BATCH * NV], lr[N_BATCH * NV];
