@@ -10,8 +10,9 @@
  *               (the CPU repacks them for its kernels; a GPU would upload
  *               them). Shared by every context of that model.
  *   pa_bctx     a backend's state for one context: the activation buffers
- *               of a forward pass, scratch, its view of the KV cache. Used
- *               by one thread at a time.
+ *               of a forward pass, scratch, and the KV cache's values (the
+ *               context keeps the cache's block manager, runtime/kv_cache.h,
+ *               the same for every backend). Used by one thread at a time.
  * No backend keeps mutable process-wide state: two models (or two contexts)
  * run side by side on different threads without touching each other.
  *
