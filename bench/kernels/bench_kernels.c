@@ -1,8 +1,8 @@
 /* bench_kernels.c: decode-shaped matmul speed (one token, a ~64 MB weight
  * matrix) per weight type and kernel table, in GB/s of weights streamed.
- * Not a test. Build after the library (build-kern/libpasada.a):
- *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build-kern/libpasada.a \
- *      -lpcre2-8 -lpthread -lm -ldl -o build-kern/bench_kernels
+ * Not a test. Build after the library (scripts/build release: build/):
+ *   cc -O2 -Iinclude -Isrc bench/kernels/bench_kernels.c build/libpasada_internal.a build/libpasada.a \
+ *      -lcjson -lpcre2-8 -lpthread -lm -ldl -o build-kern/bench_kernels
  *   build-kern/bench_kernels [threads] [MB] [types...]   (e.g. 1 64 Q4_1 Q8_0)
  *   build-kern/bench_kernels [threads] shapes   (the default models' matrices)
  *   build-kern/bench_kernels [threads] vsread [MB] [types...]
