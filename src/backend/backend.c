@@ -5,7 +5,7 @@
 
 #include "base/base.h"
 
-const char *pa_backend_names(void) { return "cpu, cpu:scalar, cpu:avx2, cpu:avx512, cpu:avx512_vnni, cpu:amx, ref"; }
+const char *pa_backend_names(void) { return "cpu, cpu:TABLE (" PA_KERNEL_TABLE_NAMES "), ref"; }
 
 int pa_backend_create(const char *name, uint64_t weight_bytes, pa_backend **out) {
   *out = NULL;

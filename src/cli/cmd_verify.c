@@ -159,12 +159,8 @@ int cmd_verify(int argc, char **argv) {
     if (!tol_set[3]) p.tol.top1 = d.top1;
   }
   if (kernels) {
-    const char *tables[] = {"scalar", "avx2", "avx512", "avx512_vnni", "amx"};
-    bool known = false;
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) known |= !strcmp(kernels, tables[i]);
-    if (!known)
-      return cli_usage(cmd, "--kernels: '%s' is not one of scalar, avx2, avx512, avx512_vnni, amx",
-                       kernels);
+    if (!pa_kernels_is_name(kernels))
+      return cli_usage(cmd, "--kernels: '%s' is not one of " PA_KERNEL_TABLE_NAMES, kernels);
     if (p.backend) return cli_usage(cmd, "--kernels and --backend both name the backend under test");
     snprintf(kernels_backend, sizeof kernels_backend, "cpu:%s", kernels);
     p.backend = kernels_backend;

@@ -94,9 +94,18 @@ typedef struct {
 
 const pa_cpu_kernels *pa_kernels_reference(void); /* plain C, every type */
 const pa_cpu_kernels *pa_kernels_best(void);      /* best for this CPU (pa_cpu()) */
-/* The table of that name ("scalar", "avx2", "avx512", "avx512_vnni",
- * "amx"), or NULL when unknown or this CPU lacks its instructions. */
+/* The tables' names, for messages and help texts. */
+#define PA_KERNEL_TABLE_NAMES "scalar, avx2, avx512, avx512_vnni, amx"
+/* Whether name is one of those. */
+bool pa_kernels_is_name(const char *name);
+/* The table of that name, or NULL when unknown or this CPU lacks its
+ * instructions. */
 const pa_cpu_kernels *pa_kernels_by_name(const char *name);
+/* The instruction set of table k, which the element-wise and attention
+ * tables that go with it follow: PA_ISA_PLAIN (scalar), PA_ISA_AVX2, or
+ * PA_ISA_AVX512 (avx512, avx512_vnni, amx). */
+typedef enum { PA_ISA_PLAIN, PA_ISA_AVX2, PA_ISA_AVX512 } pa_isa;
+pa_isa pa_kernels_isa(const pa_cpu_kernels *k);
 
 /* Each SIMD table on its own (tests, bench, verify): NULL when this CPU, as
  * capped by PASADA_CPU, lacks its instructions. Types without a SIMD kernel

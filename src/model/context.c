@@ -103,8 +103,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->pool = pa_pool_create(p.n_threads);
   c->row_of = malloc((size_t)p.n_batch * sizeof(int32_t));
   c->out_rows = pa_alloc((size_t)c->n_batch * sizeof(int32_t));
-  c->hook_x = pa_alloc((size_t)c->n_batch * (size_t)hp->n_embd * sizeof(float));
-  if (!c->pool || !c->row_of || !c->out_rows || !c->hook_x) {
+  if (!c->pool || !c->row_of || !c->out_rows) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory creating a context");
   }
@@ -138,6 +137,16 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
 }
 
 const char *pasada_context_backend(const pasada_context *c) { return c ? c->be->name : NULL; }
+
+int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user) {
+  if (hook && !c->hook_x) {
+    c->hook_x = pa_alloc((size_t)c->n_batch * (size_t)c->model->hp.n_embd * sizeof(float));
+    if (!c->hook_x) return pa_error(PASADA_ERR_NOMEM, "out of memory for the layer hook's buffer");
+  }
+  c->layer_hook = hook;
+  c->layer_hook_user = user;
+  return PASADA_OK;
+}
 
 void pa_layer_done(struct pa_context *c, int l, int32_t n_tok) {
   if (!c->layer_hook) return;

@@ -75,12 +75,13 @@ static int load(struct pa_model *m, const char *path, bool vocab_only, bool prep
   if ((rc = pa_model_load_weights(m))) return rc;
   /* the backend that runs the model, fitted to its weights' size, prepares
    * them (the CPU repacks them for its kernels) */
-  pasada_model_stats st;
-  pasada_model_get_stats(m, &st);
-  if (be)
+  if (be) {
     m->be = be;
-  else if ((rc = pa_backend_create(backend, (uint64_t)(st.bytes_layers + st.bytes_output), &m->be)))
-    return rc;
+  } else {
+    pasada_model_stats st;
+    pasada_model_get_stats(m, &st);
+    if ((rc = pa_backend_create(backend, (uint64_t)(st.bytes_layers + st.bytes_output), &m->be))) return rc;
+  }
   if (prepare && (rc = m->be->ops->prepare_weights(m->be, m))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;

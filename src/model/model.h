@@ -66,7 +66,8 @@ struct pa_context {
   pa_bctx *bc;          /* its state for this context: buffers, scratch */
   pa_layer_hook layer_hook;
   void *layer_hook_user;
-  float *hook_x;     /* the residual stream downloaded for the hook ([n_batch][n_embd]) */
+  float *hook_x;     /* the residual stream downloaded for the hook ([n_batch][n_embd];
+                        allocated by pa_context_set_layer_hook) */
   int32_t fwd_first; /* batch index of the running forward pass's first token: a layer
                         hook sees tokens [fwd_first, fwd_first + n_tok) of the batch */
   struct pa_profiler *prof; /* NULL (the default): profiling off, one branch per op */
@@ -102,6 +103,8 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k);
 /* The forward pass of each family: the backend's ops, layer by layer. */
 void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
+/* Sets the context's layer hook (NULL: none) and the host buffer it reads. */
+int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user);
 /* After layer l: the residual stream to the context's layer hook, if any. */
 void pa_layer_done(struct pa_context *c, int l, int32_t n_tok);
 

@@ -415,11 +415,9 @@ int pa_verify_run(const pa_verify_params *p, pa_verify_result *r) {
     s.cap_ref = (capture){.buf = malloc(cap_bytes), .cap_tok = s.chunk, .E = E, .ctx = s.ref};
     r->layer_max = calloc((size_t)s.n_layer, sizeof(double));
     r->layer_mean = calloc((size_t)s.n_layer, sizeof(double));
-    ok = ok && s.cap_fast.buf && s.cap_ref.buf && r->layer_max && r->layer_mean;
-    s.fast->layer_hook = capture_hook;
-    s.fast->layer_hook_user = &s.cap_fast;
-    s.ref->layer_hook = capture_hook;
-    s.ref->layer_hook_user = &s.cap_ref;
+    ok = ok && s.cap_fast.buf && s.cap_ref.buf && r->layer_max && r->layer_mean &&
+         pa_context_set_layer_hook(s.fast, capture_hook, &s.cap_fast) == PASADA_OK &&
+         pa_context_set_layer_hook(s.ref, capture_hook, &s.cap_ref) == PASADA_OK;
   }
   if (ok && p->save_path) {
     s.saved = malloc((size_t)s.n_tokens * (size_t)s.n_vocab * sizeof(float));

@@ -415,12 +415,9 @@ int pa_cpu_backend_make(const pa_backend_ops *ops, const char *name, const pa_cp
 int pa_backend_cpu_create(const char *table, uint64_t weight_bytes, pa_backend **out) {
   *out = NULL;
   const pa_cpu_kernels *k = table ? pa_kernels_by_name(table) : pa_kernels_best();
-  const char *known[] = {"scalar", "avx2", "avx512", "avx512_vnni", "amx"};
-  bool is_known = false;
-  for (size_t i = 0; table && i < sizeof known / sizeof known[0]; i++) is_known |= !strcmp(table, known[i]);
-  if (!k && !is_known)
-    return pa_error(PASADA_ERR_ARG, "backend cpu:%s: no such kernel table (have: scalar, avx2, avx512, "
-                    "avx512_vnni, amx)", table);
+  if (!k && !pa_kernels_is_name(table))
+    return pa_error(PASADA_ERR_ARG, "backend cpu:%s: no such kernel table (have: " PA_KERNEL_TABLE_NAMES ")",
+                    table);
   if (!k)
     return pa_error(PASADA_ERR_ARG, "backend cpu:%s: this CPU has no %s instructions (or PASADA_CPU caps "
                     "them; it has %s)", table, table, pa_cpu_describe());
@@ -436,7 +433,8 @@ int pa_backend_cpu_create_with(const pa_cpu_kernels *k, uint64_t weight_bytes, p
   pa_cpu_backend dev = {.exact = false};
   pa_cpu_exec_init(&dev.ex, k, weight_bytes);
   /* attention's tile kernels of the same instruction set */
-  dev.attn = k == pa_kernels_reference() ? pa_attn_plain() : k == pa_kernels_avx2() ? pa_attn_avx2() : pa_attn_avx512();
+  const pa_isa isa = pa_kernels_isa(k);
+  dev.attn = isa == PA_ISA_PLAIN ? pa_attn_plain() : isa == PA_ISA_AVX2 ? pa_attn_avx2() : pa_attn_avx512();
   if (!dev.attn) dev.attn = pa_attn_best();
   char name[32];
   snprintf(name, sizeof name, "cpu:%s", k->name);

@@ -112,20 +112,34 @@ const pa_cpu_exec *pa_cpu_exec_best(void) {
 void pa_cpu_exec_init(pa_cpu_exec *e, const pa_cpu_kernels *k, uint64_t weight_bytes) {
   if (!k) k = pa_kernels_best();
   e->k = k;
-  e->ops = k == pa_kernels_reference() ? pa_ops_plain()
-           : k == pa_kernels_avx2()    ? pa_ops_avx2()
-                                       : pa_ops_avx512();
+  const pa_isa isa = pa_kernels_isa(k);
+  e->ops = isa == PA_ISA_PLAIN ? pa_ops_plain() : isa == PA_ISA_AVX2 ? pa_ops_avx2() : pa_ops_avx512();
   if (!e->ops) e->ops = pa_ops_best();
   e->pf = pa_prefetch_fit(weight_bytes);
 }
 
+pa_isa pa_kernels_isa(const pa_cpu_kernels *k) {
+  return k == pa_kernels_reference() ? PA_ISA_PLAIN : k == pa_kernels_avx2() ? PA_ISA_AVX2 : PA_ISA_AVX512;
+}
+
+static const struct {
+  const char *name;
+  const pa_cpu_kernels *(*get)(void);
+} NAMED[] = {{"scalar", pa_kernels_reference},
+             {"avx2", pa_kernels_avx2},
+             {"avx512", pa_kernels_avx512},
+             {"avx512_vnni", pa_kernels_avx512_vnni},
+             {"amx", pa_kernels_amx}};
+
+bool pa_kernels_is_name(const char *name) {
+  for (size_t i = 0; name && i < sizeof NAMED / sizeof NAMED[0]; i++)
+    if (!strcmp(name, NAMED[i].name)) return true;
+  return false;
+}
+
 const pa_cpu_kernels *pa_kernels_by_name(const char *name) {
-  if (!name) return NULL;
-  if (!strcmp(name, "scalar")) return pa_kernels_reference();
-  if (!strcmp(name, "avx2")) return pa_kernels_avx2();
-  if (!strcmp(name, "avx512")) return pa_kernels_avx512();
-  if (!strcmp(name, "avx512_vnni")) return pa_kernels_avx512_vnni();
-  if (!strcmp(name, "amx")) return pa_kernels_amx();
+  for (size_t i = 0; name && i < sizeof NAMED / sizeof NAMED[0]; i++)
+    if (!strcmp(name, NAMED[i].name)) return NAMED[i].get();
   return NULL;
 }
 
@@ -204,5 +218,5 @@ bool pa_kernels_self_prefetch(const pa_cpu_kernels *k, pa_type type) {
   pthread_once(&tables_once, tables_init);
   /* with no distance set they ask for nothing: the row loop asks instead */
   return (k == &table_avx512 || k == &table_avx512_vnni || k == &table_amx) &&
-         type == PA_TYPE_Q6_K && pf_defaults.avx512 > 0;
+         type == PA_TYPE_Q6_K && pa_prefetch_q6k_file > 0;
 }

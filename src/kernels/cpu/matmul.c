@@ -146,8 +146,7 @@
  * ROW_GRAIN groups; or, gated, two matrices of the same shape whose tasks
  * cover the same rows of both, then apply the gate to those rows. */
 typedef struct {
-  const pa_cpu_kernels *k;
-  const pa_cpu_exec *ex;
+  const pa_cpu_exec *ex; /* tables and prefetch distances */
   int n_mats;
   const pa_matrix *w[PA_MATMUL_MAX_OUTS];
   float *y[PA_MATMUL_MAX_OUTS];
@@ -236,7 +235,7 @@ static void quantize_share(const matmul_job *j, int ith, int nth) {
   const size_t bbytes = pa_type_get(j->vt)->type_size;
   long lo, hi;
   pa_split((long)(nb * j->n_tokens), ith, nth, &lo, &hi);
-  pa_quantize_row_fn quantize = j->k->quantize_row[j->vt];
+  pa_quantize_row_fn quantize = j->ex->k->quantize_row[j->vt];
   while (lo < hi) {
     const int64_t t = lo / nb, b0 = lo % nb;
     const int64_t b1 = (hi - t * nb) < nb ? (hi - t * nb) : nb;
@@ -270,7 +269,7 @@ static void quantize_token(const matmul_job *j, int64_t t, float *tmp) {
     x = tmp;
   }
   uint8_t *xq = (uint8_t *)j->work + (size_t)t * j->xq_row;
-  j->k->quantize_row[j->vt](x, xq, j->cols);
+  j->ex->k->quantize_row[j->vt](x, xq, j->cols);
   if (j->xs) {
     const int64_t nb = j->cols / pa_type_get(j->vt)->block_size;
     float *xs = j->xs + t * 2 * nb;
@@ -470,9 +469,9 @@ static void dot_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end)
       j->vt == PA_TYPE_F32 ? (size_t)j->x_stride * sizeof(float) : j->xq_row;
   const size_t w_row = pa_row_size(w->type, w->cols);
   const uint8_t *wd = w->data;
-  const pa_vec_dot_fn dot = j->k->vec_dot[w->type];
+  const pa_vec_dot_fn dot = j->ex->k->vec_dot[w->type];
   const pa_vec_dot_xs_fn dot_xs = j->dot_xs[m];
-  const bool pf = !pa_kernels_self_prefetch(j->k, w->type);
+  const bool pf = !pa_kernels_self_prefetch(j->ex->k, w->type);
   for (int64_t r0 = r_begin; r0 < r_end; r0 += ROW_BLOCK) {
     const int64_t r1 = r0 + ROW_BLOCK < r_end ? r0 + ROW_BLOCK : r_end;
     for (int64_t t = 0; t < j->n_tokens; t++) {
@@ -639,7 +638,7 @@ static bool job_init(matmul_job *j, const pa_cpu_exec *ex, const pa_matmul_out *
   const pa_type_traits *t = pa_type_get(outs[0].w->type);
   if (!t || n < 1 || n > PA_MATMUL_MAX_OUTS) return false;
   if (!ex) ex = pa_cpu_exec_best();
-  *j = (matmul_job){.k = ex->k, .ex = ex, .n_mats = n, .x = x, .x_stride = x_stride,
+  *j = (matmul_job){.ex = ex, .n_mats = n, .x = x, .x_stride = x_stride,
                     .n_tokens = n_tokens, .cols = outs[0].w->cols, .vt = t->vec_dot_type,
                     .work = work, .xq_row = pa_row_size(t->vec_dot_type, outs[0].w->cols),
                     .grain = ROW_GRAIN};
@@ -654,7 +653,7 @@ static bool job_init(matmul_job *j, const pa_cpu_exec *ex, const pa_matmul_out *
       j->y[m] = outs[m].y;
       j->y_stride[m] = outs[m].y_stride;
     }
-    j->ilv = pa_kernels_ilv(j->k, layout, outs[0].w->type);
+    j->ilv = pa_kernels_ilv(j->ex->k, layout, outs[0].w->type);
     if (!j->ilv) return false;
     j->kcols = j->cols;
     const uintptr_t at = (uintptr_t)work + xq_bytes(j->vt, j->cols, n_tokens);
@@ -662,7 +661,7 @@ static bool job_init(matmul_job *j, const pa_cpu_exec *ex, const pa_matmul_out *
     j->xp_row = j->ilv->x_size(j->cols);
     return true;
   }
-  const pa_gemm_kernel *g = pa_kernels_gemm(j->k, outs[0].w->type);
+  const pa_gemm_kernel *g = pa_kernels_gemm(j->ex->k, outs[0].w->type);
   /* columns per chunk: whole rows when the kernel cannot cut them, or
    * when they are short enough */
   const pa_gemm_parts *gp = g ? parts_of(g) : NULL;
@@ -677,7 +676,7 @@ static bool job_init(matmul_job *j, const pa_cpu_exec *ex, const pa_matmul_out *
     const pa_matrix *w = outs[m].w;
     const pa_type_traits *tm = pa_type_get(w->type);
     if (!tm || w->cols != j->cols || tm->vec_dot_type != j->vt || w->rows <= 0) return false;
-    if (use_gemm ? pa_kernels_gemm(j->k, w->type) != g : false) return false;
+    if (use_gemm ? pa_kernels_gemm(j->ex->k, w->type) != g : false) return false;
     j->w[m] = w;
     j->y[m] = outs[m].y;
     j->y_stride[m] = outs[m].y_stride;
@@ -696,7 +695,7 @@ static bool job_init(matmul_job *j, const pa_cpu_exec *ex, const pa_matmul_out *
   }
   if (!use_gemm && has_x_sums(j->vt)) {
     bool any = false;
-    for (int m = 0; m < n; m++) any |= (j->dot_xs[m] = pa_kernels_vec_dot_xs(j->k, j->w[m]->type)) != NULL;
+    for (int m = 0; m < n; m++) any |= (j->dot_xs[m] = pa_kernels_vec_dot_xs(j->ex->k, j->w[m]->type)) != NULL;
     if (any) { /* floats after the quantized rows, 64-byte aligned whatever work is */
       const uintptr_t at = (uintptr_t)work + xq_bytes(j->vt, j->cols, n_tokens);
       j->xs = (float *)((at + 63) & ~(uintptr_t)63);
