@@ -1,22 +1,36 @@
 /* backend.c: backends by name (backend.h). */
 #include "backend/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
 
-const char *pa_backend_names(void) { return "cpu, cpu:TABLE (" PA_KERNEL_TABLE_NAMES "), ref"; }
+const char *pa_backend_names(void) {
+  return "cpu, cpu:TABLE (" PA_KERNEL_TABLE_NAMES "), ref, vulkan, vulkan:N";
+}
 
 int pa_backend_create(const char *name, uint64_t weight_bytes, pa_backend **out) {
   *out = NULL;
   if (!name || !*name || !strcmp(name, "cpu")) return pa_backend_cpu_create(NULL, weight_bytes, out);
   if (!strncmp(name, "cpu:", 4)) return pa_backend_cpu_create(name + 4, weight_bytes, out);
   if (!strcmp(name, "ref")) return pa_backend_ref_create(out);
+  if (!strcmp(name, "vulkan")) return pa_backend_vulkan_create(-1, out);
+  if (!strncmp(name, "vulkan:", 7)) {
+    char *end;
+    const long n = strtol(name + 7, &end, 10);
+    if (end == name + 7 || *end || n < 0 || n > 1000)
+      return pa_error(PASADA_ERR_ARG, "backend '%s': expected vulkan:N, N a device number (pasada devices)", name);
+    return pa_backend_vulkan_create((int)n, out);
+  }
   return pa_error(PASADA_ERR_ARG, "unknown backend '%s' (have: %s)", name, pa_backend_names());
 }
 
 void pa_backend_free(pa_backend *be) {
   if (!be) return;
-  pa_free(be->impl);
+  if (be->free_impl)
+    be->free_impl(be);
+  else
+    pa_free(be->impl);
   pa_free(be);
 }

@@ -186,6 +186,7 @@ struct pa_backend {
   char name[32];  /* as asked for: "cpu", "cpu:avx2", "ref" */
   char kernels[32]; /* what runs: the kernel table's name ("amx", "plain") */
   void *impl;     /* the backend's own device state */
+  void (*free_impl)(struct pa_backend *be); /* frees impl (NULL: impl is one allocation) */
 };
 
 /* A backend by name: "cpu" (the default, NULL too), "cpu:TABLE", "ref".
@@ -203,5 +204,34 @@ int pa_backend_cpu_create(const char *table, uint64_t weight_bytes, pa_backend *
  * its name). */
 int pa_backend_cpu_create_with(const pa_cpu_kernels *k, uint64_t weight_bytes, pa_backend **out);
 int pa_backend_ref_create(pa_backend **out);
+
+/* ---- GPUs (src/backend/vulkan) ----
+ * "vulkan" is the first Vulkan device that is a real GPU (discrete, then
+ * integrated, then virtual); "vulkan:N" is device N of pa_vulkan_devices,
+ * whatever its type (a CPU implementation such as Mesa's lavapipe is used
+ * only when named so). The Vulkan loader is opened at run time: a binary
+ * built with Vulkan runs on a machine without it (these calls then fail
+ * with a line saying so). */
+typedef struct {
+  int index;          /* N of "vulkan:N" */
+  char name[256];
+  char type[16];      /* "discrete", "integrated", "virtual", "cpu", "other" */
+  char api[16];       /* the Vulkan version it implements, "1.3.230" */
+  uint64_t memory;    /* bytes of its largest device-local heap */
+  uint32_t subgroup;  /* subgroup size (the smallest it may use) */
+  bool fp16, int8;    /* 16-bit float and 8-bit integer arithmetic in shaders */
+  bool coopmat;       /* VK_KHR_cooperative_matrix */
+  bool usable;        /* has everything pasada's shaders need */
+  char missing[96];   /* when not usable: what it lacks */
+} pa_device_info;
+/* Whether this build has the Vulkan backend. */
+bool pa_vulkan_built(void);
+/* The Vulkan devices of this machine, in the loader's order: *n of them,
+ * the first min(*n, cap) into out. PASADA_ERR_UNSUPPORTED with a line
+ * naming the cause when the build has no Vulkan or the loader cannot be
+ * opened or made an instance; no device is *n == 0, not an error. */
+int pa_vulkan_devices(pa_device_info *out, int cap, int *n);
+/* device: -1 for the first real GPU, or N. */
+int pa_backend_vulkan_create(int device, pa_backend **out);
 
 #endif

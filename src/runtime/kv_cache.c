@@ -474,6 +474,10 @@ static int64_t q8_k_at(int32_t d, int32_t off, int32_t bs) { return ((int64_t)(d
 
 void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
                    const float *ks) {
+  if (kv->values->write) {
+    kv->values->write(kv->values, kv, layer, seq, pos, h, ks, NULL);
+    return;
+  }
   const int32_t hk = kv->head_dim_k, bs = kv->block_size, off = pos % bs;
   const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h);
@@ -496,6 +500,10 @@ void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
 
 void pa_kv_store_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
                    const float *vs) {
+  if (kv->values->write) {
+    kv->values->write(kv->values, kv, layer, seq, pos, h, NULL, vs);
+    return;
+  }
   const int32_t hv = kv->head_dim_v;
   const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *vd = pa_kv_v_at(kv, layer, seq, pos, h);
@@ -519,6 +527,10 @@ void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, con
 }
 
 void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h, float *k, float *v) {
+  if (kv->values->read) {
+    kv->values->read(kv->values, kv, layer, seq, pos, h, k, v);
+    return;
+  }
   uint8_t *ks = pa_kv_k_block(kv, layer, seq, pos, h), *vs = pa_kv_v_at(kv, layer, seq, pos, h);
   const int32_t bs = kv->block_size, off = pos % bs;
   if (kv->values->type == PA_KV_F16) {

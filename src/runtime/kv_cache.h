@@ -69,6 +69,15 @@ typedef struct pa_kv_values {
   /* Copies every layer's values of block src into block dst (the manager's
    * copy-on-write and partial-block reuse). */
   void (*copy_block)(struct pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst, int32_t src);
+  /* Storage in a device's memory (NULL for host storage): KV head h of
+   * position (seq, pos) of a layer written from floats (k or v may be
+   * NULL: that half is left alone) and read back as floats, each in the
+   * storage's own order with what the device has pending; pa_kv_store*
+   * and pa_kv_load call these. */
+  void (*write)(struct pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos,
+                int32_t h, const float *k, const float *v);
+  void (*read)(struct pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos,
+               int32_t h, float *k, float *v);
   /* host storage (pa_kv_host_create; NULL and 0 for another device's) */
   size_t elt;             /* bytes per value: 4, 2 or 1 */
   int64_t k_row, v_row;   /* values per position (every head) */

@@ -1,0 +1,808 @@
+/* vulkan.c: the GPU backend: the ops of backend.h as Vulkan compute
+ * shaders (shaders/), on one device opened through vk.h.
+ *
+ * Weights: prepare_weights copies every matrix and vector the model's
+ * forward pass reads into device memory once (in the file's layout;
+ * shaders dequantize as they read), and keeps a map from the host
+ * pointer the ops name them by to the device address.
+ *
+ * A context's memory: the activation buffers (pa_buf) and scratch in one
+ * device-local buffer; the KV cache's values in one device buffer per
+ * layer (shaders/kv.glsl); and a host-visible "step" buffer holding what a
+ * pass reads from the host (tokens, positions, slots, block tables, RoPE
+ * tables), staging for uploads and downloads, and the logits.
+ *
+ * Ops are not run as they are called: each appends nodes (a dispatch with
+ * its push constants, or a copy) to the context's graph, and the graph is
+ * submitted when the host needs a result (download, logits, synchronize,
+ * a KV read). A graph equal node for node to one submitted before (every
+ * decode step of the same batch shape: what varies between steps is in
+ * the step buffer, not in the commands) re-submits that command buffer
+ * instead of recording it again. Nothing is allocated after
+ * context_init. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/vulkan/vk.h"
+#include "base/base.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "quant/quant.h"
+
+/* ---- the device and the weights ---- */
+
+typedef struct {
+  const void *key; /* host pointer */
+  uint64_t addr;   /* device address */
+} wmap_entry;
+
+typedef struct {
+  pa_vk_dev *d;
+  pa_vk_buf *chunks; /* the weights' memory */
+  int n_chunks;
+  wmap_entry *map; /* open addressing, key NULL = empty */
+  uint32_t map_cap;
+} vk_backend;
+
+static uint32_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (uint32_t)x;
+}
+
+static uint64_t weight_addr(const vk_backend *vb, const void *key) {
+  if (!key || !vb->map) return 0;
+  for (uint32_t i = ptr_hash(key) & (vb->map_cap - 1);; i = (i + 1) & (vb->map_cap - 1)) {
+    if (vb->map[i].key == key) return vb->map[i].addr;
+    if (!vb->map[i].key) break;
+  }
+  /* an op named memory prepare_weights did not see: a bug in the model code */
+  fprintf(stderr, "pasada: vulkan: a tensor the model did not declare was used\n");
+  abort();
+}
+
+typedef struct {
+  const void *ptr;
+  uint64_t bytes;
+} wtensor;
+
+static int collect(wtensor *t, int *n, int cap, const void *p, uint64_t bytes) {
+  if (!p) return PASADA_OK;
+  for (int i = 0; i < *n; i++)
+    if (t[i].ptr == p) return PASADA_OK; /* tied weights */
+  if (*n == cap) return pa_error(PASADA_ERR_NOMEM, "vulkan: too many tensors");
+  t[(*n)++] = (wtensor){p, bytes};
+  return PASADA_OK;
+}
+
+static uint64_t matrix_bytes(const pa_matrix *m) { return (uint64_t)pa_row_size(m->type, m->cols) * (uint64_t)m->rows; }
+
+static int prepare_weights(const pa_backend *be, struct pa_model *m) {
+  vk_backend *vb = be->impl;
+  pa_vk_dev *d = vb->d;
+  const pa_hparams *hp = &m->hp;
+  const int cap = hp->n_layer * 16 + 8;
+  wtensor *t = pa_calloc((size_t)cap, sizeof *t);
+  if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  int n = 0, rc = PASADA_OK;
+  const uint64_t E = (uint64_t)hp->n_embd * 4, HD = (uint64_t)hp->head_dim * 4;
+  const uint64_t QB = (uint64_t)hp->n_head * hp->head_dim * 4, KB = (uint64_t)hp->n_head_kv * hp->head_dim * 4;
+  const uint64_t VB = (uint64_t)hp->n_head_kv * hp->head_dim_v * 4;
+  const pa_matrix *mats[] = {&m->tok_embd, &m->output};
+  for (int i = 0; i < 2 && !rc; i++)
+    if (mats[i]->data) rc = collect(t, &n, cap, mats[i]->data, matrix_bytes(mats[i]));
+  if (!rc) rc = collect(t, &n, cap, m->output_norm, E);
+  for (int l = 0; l < hp->n_layer && !rc; l++) {
+    const pa_layer *L = &m->layers[l];
+    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 7 && !rc; i++) {
+      if (lm[i]->data && lm[i]->layout != PA_LAYOUT_ROWS)
+        rc = pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: the weights were repacked for another backend");
+      if (!rc && lm[i]->data) rc = collect(t, &n, cap, lm[i]->data, matrix_bytes(lm[i]));
+    }
+    const void *vec[] = {L->attn_norm, L->ffn_norm, L->post_attn_norm, L->post_ffn_norm, L->q_norm, L->k_norm,
+                         L->bq, L->bk, L->bv};
+    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB};
+    for (int i = 0; i < 9 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
+  }
+  /* chunks: tensors in order, 256-byte aligned, each chunk at most one
+   * allocation (and 1 GiB, unless one tensor needs more) */
+  uint64_t chunk_max = d->max_alloc < (1ull << 30) ? d->max_alloc : (1ull << 30);
+  for (int i = 0; i < n; i++)
+    if (t[i].bytes > chunk_max) chunk_max = t[i].bytes;
+  uint64_t *off = pa_calloc((size_t)n + 1, sizeof *off);
+  int *chunk_of = pa_calloc((size_t)n + 1, sizeof *chunk_of);
+  uint64_t *chunk_size = pa_calloc((size_t)n + 1, sizeof *chunk_size);
+  if (!off || !chunk_of || !chunk_size) rc = rc ? rc : pa_error(PASADA_ERR_NOMEM, "out of memory");
+  int nc = 0;
+  uint64_t used = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    const uint64_t a = (used + 255) & ~255ull;
+    if (nc == 0 || a + t[i].bytes > chunk_max) {
+      if (nc) chunk_size[nc - 1] = used;
+      nc++;
+      used = 0;
+    }
+    off[i] = (used + 255) & ~255ull;
+    chunk_of[i] = nc - 1;
+    used = off[i] + t[i].bytes;
+  }
+  if (nc) chunk_size[nc - 1] = used;
+  vb->chunks = rc ? NULL : pa_calloc((size_t)nc + 1, sizeof *vb->chunks);
+  if (!rc && !vb->chunks) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  for (int c = 0; c < nc && !rc; c++) {
+    rc = pa_vk_buf_create(d, chunk_size[c], false, &vb->chunks[c]);
+    if (!rc) vb->n_chunks++;
+  }
+  uint32_t cap_map = 16;
+  while (cap_map < 2u * (uint32_t)n + 2) cap_map *= 2;
+  vb->map = rc ? NULL : pa_calloc(cap_map, sizeof *vb->map);
+  if (!rc && !vb->map) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  vb->map_cap = cap_map;
+  for (int i = 0; i < n && !rc; i++) {
+    pa_vk_buf *c = &vb->chunks[chunk_of[i]];
+    rc = pa_vk_write(d, c, off[i], t[i].ptr, t[i].bytes);
+    uint32_t j = ptr_hash(t[i].ptr) & (cap_map - 1);
+    while (vb->map[j].key) j = (j + 1) & (cap_map - 1);
+    vb->map[j] = (wmap_entry){t[i].ptr, c->addr + off[i]};
+  }
+  if (rc) pa_error_prefix("loading the weights onto %s: ", d->info.name);
+  pa_free(off);
+  pa_free(chunk_of);
+  pa_free(chunk_size);
+  pa_free(t);
+  return rc;
+}
+
+/* ---- a context ---- */
+
+enum { MAX_NODES = 4096, N_CACHED = 4, MAX_DL = 16 };
+
+typedef enum { NODE_DISPATCH, NODE_COPY } node_kind;
+
+typedef struct {
+  node_kind kind;
+  VkPipeline pipe;
+  uint32_t gx, gy, gz;
+  uint8_t push[PA_VK_PUSH];
+  VkBuffer src, dst; /* NODE_COPY */
+  uint64_t src_off, dst_off, size;
+} node;
+
+typedef struct {
+  node *nodes;
+  int n_nodes;
+  VkCommandBuffer cb;
+  uint64_t used; /* clock of the last submission */
+} cached_graph;
+
+typedef struct {
+  uint64_t staging_off, bytes;
+  void *dst;
+} pending_download;
+
+struct pa_bctx {
+  vk_backend *vb;
+  pa_vk_dev *d;
+  const pa_hparams *hp;
+  pa_kv_cache *kv;
+  int32_t n_batch, n_seq_max;
+  const float *rope_freqs;
+  /* activations (device) */
+  pa_vk_buf act;
+  uint64_t off[PA_BUF_COUNT], off_xn;
+  /* the step buffer (host-visible) */
+  pa_vk_buf step;
+  uint64_t s_tok, s_pos, s_seq, s_out, s_slot, s_cos, s_sin, s_cos_swa, s_sin_swa, s_tables;
+  uint64_t s_staging, staging_bytes, staging_used, s_logits;
+  int32_t max_blocks;
+  /* the KV cache's values (device), per layer */
+  pa_kv_values vals;
+  pa_vk_buf *kvb;
+  uint64_t kv_k, kv_v, kv_ks, kv_vs; /* offsets inside a layer's buffer */
+  /* the graph being built, and those recorded before */
+  node *nodes;
+  int n_nodes;
+  bool overflow;
+  pending_download dl[MAX_DL];
+  int n_dl;
+  cached_graph cache[N_CACHED];
+  uint64_t clock;
+  VkCommandPool pool;
+  VkFence fence;
+  bool lost;
+};
+
+static uint64_t buf_addr(const pa_bctx *c, pa_buf b) { return c->act.addr + c->off[b]; }
+static uint64_t step_addr(const pa_bctx *c, uint64_t off) { return c->step.addr + off; }
+
+static void push_dispatch(pa_bctx *c, const char *shader, const void *push, size_t push_bytes, uint32_t gx,
+                          uint32_t gy, uint32_t gz) {
+  if (c->n_nodes == MAX_NODES) {
+    c->overflow = true;
+    return;
+  }
+  VkPipeline pipe = pa_vk_pipeline(c->d, shader);
+  if (!pipe) {
+    fprintf(stderr, "pasada: %s\n", pasada_last_error());
+    abort();
+  }
+  node *n = &c->nodes[c->n_nodes++];
+  memset(n, 0, sizeof *n);
+  n->kind = NODE_DISPATCH;
+  n->pipe = pipe;
+  n->gx = gx, n->gy = gy, n->gz = gz;
+  memcpy(n->push, push, push_bytes);
+}
+
+static void push_copy(pa_bctx *c, VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t size) {
+  if (c->n_nodes == MAX_NODES) {
+    c->overflow = true;
+    return;
+  }
+  node *n = &c->nodes[c->n_nodes++];
+  memset(n, 0, sizeof *n);
+  n->kind = NODE_COPY;
+  n->src = src, n->dst = dst, n->src_off = src_off, n->dst_off = dst_off, n->size = size;
+}
+
+static void record(pa_bctx *c, VkCommandBuffer cb, const node *nodes, int n_nodes) {
+  const pa_vk_fns *f = &c->d->f;
+  const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  f->vkBeginCommandBuffer(cb, &bi);
+  VkPipeline bound = VK_NULL_HANDLE;
+  const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                               VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+  const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  for (int i = 0; i < n_nodes; i++) {
+    const node *n = &nodes[i];
+    if (i) f->vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+    if (n->kind == NODE_COPY) {
+      const VkBufferCopy cp = {.srcOffset = n->src_off, .dstOffset = n->dst_off, .size = n->size};
+      f->vkCmdCopyBuffer(cb, n->src, n->dst, 1, &cp);
+      continue;
+    }
+    if (n->pipe != bound) f->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, n->pipe), bound = n->pipe;
+    f->vkCmdPushConstants(cb, c->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, PA_VK_PUSH, n->push);
+    f->vkCmdDispatch(cb, n->gx, n->gy, n->gz);
+  }
+  const VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                                .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  f->vkCmdPipelineBarrier(cb, st, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
+  f->vkEndCommandBuffer(cb);
+}
+
+/* Runs the graph built so far and waits for it; then the downloads it
+ * ended with are copied out. */
+static void flush(pa_bctx *c) {
+  if (c->overflow) {
+    fprintf(stderr, "pasada: vulkan: a pass of more than %d GPU commands\n", MAX_NODES);
+    abort();
+  }
+  if (c->n_nodes == 0) return;
+  cached_graph *g = NULL;
+  for (int i = 0; i < N_CACHED && !g; i++)
+    if (c->cache[i].n_nodes == c->n_nodes && !memcmp(c->cache[i].nodes, c->nodes, sizeof(node) * (size_t)c->n_nodes))
+      g = &c->cache[i];
+  if (!g) { /* the least recently used slot, recorded again */
+    g = &c->cache[0];
+    for (int i = 1; i < N_CACHED; i++)
+      if (c->cache[i].used < g->used) g = &c->cache[i];
+    c->d->f.vkResetCommandBuffer(g->cb, 0);
+    record(c, g->cb, c->nodes, c->n_nodes);
+    memcpy(g->nodes, c->nodes, sizeof(node) * (size_t)c->n_nodes);
+    g->n_nodes = c->n_nodes;
+  }
+  g->used = ++c->clock;
+  const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &g->cb};
+  pthread_mutex_lock(&c->d->lock);
+  VkResult r = c->d->f.vkQueueSubmit(c->d->queue, 1, &si, c->fence);
+  pthread_mutex_unlock(&c->d->lock);
+  if (r == VK_SUCCESS) r = c->d->f.vkWaitForFences(c->d->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+  c->d->f.vkResetFences(c->d->dev, 1, &c->fence);
+  if (r != VK_SUCCESS) {
+    /* a lost device cannot be recovered mid-pass; nothing else is safe */
+    fprintf(stderr, "pasada: vulkan: %s stopped (device lost: %d)\n", c->d->info.name, (int)r);
+    abort();
+  }
+  for (int i = 0; i < c->n_dl; i++)
+    memcpy(c->dl[i].dst, (const uint8_t *)c->step.map + c->dl[i].staging_off, c->dl[i].bytes);
+  c->n_dl = 0;
+  c->n_nodes = 0;
+  c->staging_used = 0;
+}
+
+/* Staging space for n bytes in this graph (flushing first when full). */
+static uint64_t staging(pa_bctx *c, uint64_t n) {
+  n = (n + 255) & ~255ull;
+  if (c->staging_used + n > c->staging_bytes) flush(c);
+  const uint64_t o = c->s_staging + c->staging_used;
+  c->staging_used += n;
+  return o;
+}
+
+static void op_upload(pa_bctx *c, pa_buf dst, int64_t off, const float *src, int64_t n) {
+  const uint64_t bytes = (uint64_t)n * 4;
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t m = bytes - done < c->staging_bytes ? bytes - done : c->staging_bytes;
+    const uint64_t so = staging(c, m);
+    memcpy((uint8_t *)c->step.map + so, (const uint8_t *)src + done, m);
+    push_copy(c, c->step.buf, so, c->act.buf, c->off[dst] + (uint64_t)off * 4 + done, m);
+    done += m;
+  }
+}
+
+static void op_download(pa_bctx *c, pa_buf src, int64_t off, float *dst, int64_t n) {
+  const uint64_t bytes = (uint64_t)n * 4;
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t m = bytes - done < c->staging_bytes ? bytes - done : c->staging_bytes;
+    if (c->n_dl == MAX_DL) flush(c);
+    const uint64_t so = staging(c, m);
+    push_copy(c, c->act.buf, c->off[src] + (uint64_t)off * 4 + done, c->step.buf, so, m);
+    c->dl[c->n_dl++] = (pending_download){so, m, (uint8_t *)dst + done};
+    done += m;
+  }
+  flush(c);
+}
+
+static void op_synchronize(pa_bctx *c) { flush(c); }
+
+/* ---- ops ---- */
+
+static void op_begin(pa_bctx *c, const pa_fwd_batch *b) {
+  const pa_hparams *hp = c->hp;
+  uint8_t *s = c->step.map;
+  const int half = hp->rope_dim / 2;
+  int32_t *pos = (int32_t *)(void *)(s + c->s_pos), *seq = (int32_t *)(void *)(s + c->s_seq);
+  int32_t *slot = (int32_t *)(void *)(s + c->s_slot), *tables = (int32_t *)(void *)(s + c->s_tables);
+  int32_t *tok = (int32_t *)(void *)(s + c->s_tok);
+  const int32_t bs = c->kv->block_size;
+  for (int32_t t = 0; t < b->n; t++) {
+    tok[t] = b->token ? b->token[t] : 0;
+    pos[t] = b->pos[t];
+    seq[t] = b->seq[t];
+    slot[t] = c->kv->table[b->seq[t]][b->pos[t] / bs] * bs + b->pos[t] % bs;
+    pa_rope_table((float *)(void *)(s + c->s_cos) + t * half, (float *)(void *)(s + c->s_sin) + t * half,
+                  hp->rope_dim, b->pos[t], hp->rope_base, hp->rope_freq_scale, c->rope_freqs);
+    if (hp->sliding_window)
+      pa_rope_table((float *)(void *)(s + c->s_cos_swa) + t * half, (float *)(void *)(s + c->s_sin_swa) + t * half,
+                    hp->rope_dim, b->pos[t], hp->rope_base_swa, hp->rope_freq_scale_swa, NULL);
+  }
+  /* the block tables of the batch's sequences, up to their last position */
+  for (int32_t t = 0; t < b->n; t++) {
+    const int32_t sq = b->seq[t], nb = b->pos[t] / bs + 1;
+    for (int32_t i = 0; i < nb; i++) tables[sq * c->max_blocks + i] = c->kv->table[sq][i];
+  }
+  int32_t *out = (int32_t *)(void *)(s + c->s_out);
+  for (int32_t i = 0; i < b->n_out; i++) out[i] = b->out_idx[i];
+}
+
+static const char *type_suffix(pa_type t) {
+  switch (t) {
+    case PA_TYPE_F32: return "f32";
+    case PA_TYPE_F16: return "f16";
+    case PA_TYPE_BF16: return "bf16";
+    case PA_TYPE_Q4_0: return "q4_0";
+    case PA_TYPE_Q4_1: return "q4_1";
+    case PA_TYPE_Q5_0: return "q5_0";
+    case PA_TYPE_Q5_1: return "q5_1";
+    case PA_TYPE_Q8_0: return "q8_0";
+    case PA_TYPE_Q2_K: return "q2_k";
+    case PA_TYPE_Q3_K: return "q3_k";
+    case PA_TYPE_Q4_K: return "q4_k";
+    case PA_TYPE_Q5_K: return "q5_k";
+    case PA_TYPE_Q6_K: return "q6_k";
+    default: return NULL;
+  }
+}
+
+static void op_embed(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, float scale) {
+  /* the tokens: op_begin may not have run yet in this pass */
+  int32_t *tok = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_tok);
+  for (int32_t t = 0; t < b->n; t++) tok[t] = b->token[t];
+  struct {
+    uint64_t w, tok, out, row_bytes;
+    uint32_t n_tok, cols;
+    float scale;
+  } p = {weight_addr(c->vb, table->data), step_addr(c, c->s_tok), buf_addr(c, PA_BUF_X),
+         pa_row_size(table->type, table->cols), (uint32_t)b->n, (uint32_t)table->cols, scale};
+  char name[32];
+  snprintf(name, sizeof name, "embed_%s", type_suffix(table->type));
+  push_dispatch(c, name, &p, sizeof p, (uint32_t)((table->cols / 8 + 63) / 64), (uint32_t)b->n, 1);
+}
+
+static void norm_rows(pa_bctx *c, uint64_t out, uint64_t in, const float *w, int64_t n, uint32_t rows,
+                      uint64_t gather) {
+  struct {
+    uint64_t in, out, w, gather;
+    uint32_t n, n_rows;
+    float eps;
+  } p = {in, out, w ? weight_addr(c->vb, w) : 0, gather, (uint32_t)n, rows, c->hp->norm_eps};
+  push_dispatch(c, "rms_norm", &p, sizeof p, rows < 32768 ? rows : 32768, (rows + 32767) / 32768, 1);
+}
+
+static void op_rms_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, int64_t n, int32_t n_tok) {
+  norm_rows(c, buf_addr(c, out), buf_addr(c, in), w, n, (uint32_t)n_tok, 0);
+}
+
+static uint32_t groups_for(uint64_t n, uint32_t wg) {
+  const uint64_t g = (n + wg - 1) / wg;
+  return g > 4096 ? 4096 : g ? (uint32_t)g : 1;
+}
+
+static void add_addr(pa_bctx *c, uint64_t x, uint64_t y, uint64_t n, uint32_t period) {
+  struct {
+    uint64_t x, y;
+    uint32_t n, period;
+  } p = {x, y, (uint32_t)n, period};
+  push_dispatch(c, "add", &p, sizeof p, groups_for(n, 256), 1, 1);
+}
+
+static void op_add(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int32_t n_tok) {
+  add_addr(c, buf_addr(c, x), buf_addr(c, y), (uint64_t)n * (uint64_t)n_tok, 0);
+}
+
+/* y = W x for n_tok rows of x (ldx floats apart) into rows ldy apart */
+static void product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, uint64_t y, uint32_t ldy,
+                    uint32_t n_tok) {
+  struct {
+    uint64_t w, x, y, row_bytes;
+    uint32_t rows, cols, n_tok, ldx, ldy;
+  } p = {weight_addr(c->vb, w->data), x, y, pa_row_size(w->type, w->cols), (uint32_t)w->rows,
+         (uint32_t)w->cols, n_tok, ldx, ldy};
+  char name[32];
+  snprintf(name, sizeof name, "matmul_%s", type_suffix(w->type));
+  const uint32_t rows = (uint32_t)w->rows;
+  push_dispatch(c, name, &p, sizeof p, rows < 32768 ? rows : 32768, (n_tok + 7) / 8, (rows + 32767) / 32768);
+}
+
+static void rope_rows(pa_bctx *c, uint64_t x, uint32_t n_tok, uint32_t n_heads, uint32_t stride, pa_rope_kind k) {
+  const pa_hparams *hp = c->hp;
+  struct {
+    uint64_t x, cos, sin;
+    uint32_t n_tok, n_heads, head_dim, rope_dim, neox, stride;
+  } p = {x, step_addr(c, k == PA_ROPE_SWA ? c->s_cos_swa : c->s_cos),
+         step_addr(c, k == PA_ROPE_SWA ? c->s_sin_swa : c->s_sin), n_tok, n_heads, (uint32_t)hp->head_dim,
+         (uint32_t)hp->rope_dim, hp->rope_neox, stride};
+  push_dispatch(c, "rope", &p, sizeof p, (uint32_t)(hp->rope_dim / 2 + 63) / 64, n_heads, n_tok);
+}
+
+static const char *kv_suffix(pa_kv_type t) { return t == PA_KV_F16 ? "f16" : t == PA_KV_Q8 ? "q8" : "f32"; }
+
+static void kv_store(pa_bctx *c, int layer, uint32_t n_tok) {
+  const pa_hparams *hp = c->hp;
+  const pa_vk_buf *L = &c->kvb[layer];
+  struct {
+    uint64_t k, v, kc, vc, ks, vs, slot;
+    uint32_t n_kv, hd_k, hd_v, k_stride, v_stride, bs;
+  } p = {buf_addr(c, PA_BUF_K), buf_addr(c, PA_BUF_V), L->addr + c->kv_k, L->addr + c->kv_v, L->addr + c->kv_ks,
+         L->addr + c->kv_vs, step_addr(c, c->s_slot), (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
+         (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head_kv * hp->head_dim), (uint32_t)(hp->n_head_kv * hp->head_dim_v),
+         (uint32_t)c->kv->block_size};
+  char name[32];
+  snprintf(name, sizeof name, "kv_store_%s", kv_suffix(c->vals.type));
+  push_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head_kv, n_tok, 2);
+}
+
+static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d) {
+  const pa_hparams *hp = c->hp;
+  const uint32_t n = (uint32_t)b->n;
+  const uint32_t cols = (uint32_t)d->w[0]->cols;
+  uint64_t x = buf_addr(c, d->in);
+  if (d->in_norm) {
+    norm_rows(c, c->act.addr + c->off_xn, x, d->in_norm, cols, n, 0);
+    x = c->act.addr + c->off_xn;
+  }
+  for (int m = 0; m < d->n_w; m++) {
+    const uint32_t rows = (uint32_t)d->w[m]->rows;
+    const uint64_t y = buf_addr(c, d->out[m]);
+    product(c, d->w[m], x, cols, y, rows, n);
+    if (d->bias[m]) add_addr(c, y, weight_addr(c->vb, d->bias[m]), (uint64_t)rows * n, rows);
+    const uint32_t hd = d->kv_layer >= 0 && m == 2 ? (uint32_t)hp->head_dim_v : (uint32_t)hp->head_dim;
+    if (d->head_norm[m]) norm_rows(c, y, y, d->head_norm[m], hd, n * (rows / hd), 0);
+    if (d->rope[m] != PA_ROPE_NONE) rope_rows(c, y, n, rows / hd, rows, d->rope[m]);
+  }
+  if (d->kv_layer >= 0) kv_store(c, d->kv_layer, n);
+  if (d->gate != PA_GATE_NONE) {
+    const uint64_t N = (uint64_t)d->w[0]->rows * n;
+    struct {
+      uint64_t g, u;
+      uint32_t n, kind;
+    } p = {buf_addr(c, d->out[0]), buf_addr(c, d->out[1]), (uint32_t)N, d->gate == PA_GATE_SILU ? 0u : 1u};
+    push_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
+  }
+  if (d->residual != PA_BUF_NONE)
+    add_addr(c, buf_addr(c, d->residual), buf_addr(c, d->out[0]), (uint64_t)d->w[0]->rows * n, 0);
+}
+
+static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t window) {
+  const pa_hparams *hp = c->hp;
+  const pa_vk_buf *L = &c->kvb[layer];
+  struct {
+    uint64_t q, out, kc, vc, ks, vs, pos, seq, tables;
+    uint32_t n_head, n_kv, hd_k, hd_v, q_stride, o_stride, bs, max_blocks, window;
+    float scale;
+  } p = {buf_addr(c, PA_BUF_Q), buf_addr(c, PA_BUF_ATT), L->addr + c->kv_k, L->addr + c->kv_v,
+         L->addr + c->kv_ks, L->addr + c->kv_vs, step_addr(c, c->s_pos), step_addr(c, c->s_seq),
+         step_addr(c, c->s_tables), (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
+         (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head * hp->head_dim), (uint32_t)(hp->n_head * hp->head_dim_v),
+         (uint32_t)c->kv->block_size, (uint32_t)c->max_blocks, (uint32_t)(window > 0 ? window : 0), hp->attn_scale};
+  char name[32];
+  snprintf(name, sizeof name, "attention_%s", kv_suffix(c->vals.type));
+  push_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head, (uint32_t)b->n, 1);
+}
+
+static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
+                      float *logits) {
+  if (b->n_out == 0) return;
+  const int64_t E = c->hp->n_embd;
+  int32_t *oi = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_out);
+  for (int32_t i = 0; i < b->n_out; i++) oi[i] = b->out_idx[i];
+  norm_rows(c, c->act.addr + c->off_xn, buf_addr(c, PA_BUF_X), norm, E, (uint32_t)b->n_out, step_addr(c, c->s_out));
+  product(c, out, c->act.addr + c->off_xn, (uint32_t)E, step_addr(c, c->s_logits), (uint32_t)out->rows,
+          (uint32_t)b->n_out);
+  flush(c);
+  memcpy(logits, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)out->rows * (size_t)b->n_out);
+}
+
+/* ---- the KV cache's values on the device ---- */
+
+static pa_bctx *ctx_of(pa_kv_values *vals) {
+  return (pa_bctx *)(void *)((uint8_t *)vals - offsetof(pa_bctx, vals));
+}
+
+static void kv_copy_block(pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst, int32_t src) {
+  pa_bctx *c = ctx_of(vals);
+  const uint64_t bs = (uint64_t)kv->block_size, nk = (uint64_t)kv->n_head_kv;
+  const uint64_t elt = vals->type == PA_KV_F32 ? 4 : vals->type == PA_KV_F16 ? 2 : 1;
+  const uint64_t kb = nk * bs * (uint64_t)kv->head_dim_k * elt, vb = nk * bs * (uint64_t)kv->head_dim_v * elt;
+  for (int l = 0; l < kv->n_layer; l++) {
+    const VkBuffer B = c->kvb[l].buf;
+    push_copy(c, B, c->kv_k + (uint64_t)src * kb, B, c->kv_k + (uint64_t)dst * kb, kb);
+    push_copy(c, B, c->kv_v + (uint64_t)src * vb, B, c->kv_v + (uint64_t)dst * vb, vb);
+    if (vals->type == PA_KV_Q8) {
+      push_copy(c, B, c->kv_ks + (uint64_t)src * nk * bs * 4, B, c->kv_ks + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
+      push_copy(c, B, c->kv_vs + (uint64_t)src * nk * bs * 4, B, c->kv_vs + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
+    }
+  }
+}
+
+/* one KV head's row of one position: its byte offsets in the layer's buffer */
+static void kv_row_offsets(const pa_bctx *c, const pa_kv_cache *kv, int32_t seq, int32_t pos, int32_t h,
+                           uint64_t *k, uint64_t *v, uint64_t *ks, uint64_t *vs) {
+  const uint64_t bs = (uint64_t)kv->block_size;
+  const uint64_t b = (uint64_t)kv->table[seq][pos / kv->block_size];
+  const uint64_t row = (b * (uint64_t)kv->n_head_kv + (uint64_t)h) * bs + (uint64_t)(pos % kv->block_size);
+  const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
+  *k = c->kv_k + row * (uint64_t)kv->head_dim_k * elt;
+  *v = c->kv_v + row * (uint64_t)kv->head_dim_v * elt;
+  *ks = c->kv_ks + row * 4;
+  *vs = c->kv_vs + row * 4;
+}
+
+/* a row of n floats in the cache's type, into staging, and copied at off */
+static void kv_put_row(pa_bctx *c, int layer, uint64_t off, uint64_t scale_off, const float *x, int32_t n) {
+  const pa_ops_kernels *ops = pa_ops_best();
+  const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
+  const uint64_t so = staging(c, (uint64_t)n * elt + 4);
+  uint8_t *s = (uint8_t *)c->step.map + so;
+  if (c->vals.type == PA_KV_F32) {
+    memcpy(s, x, (size_t)n * 4);
+  } else if (c->vals.type == PA_KV_F16) {
+    ops->f32_to_f16((uint16_t *)(void *)s, x, n);
+  } else {
+    const float scale = ops->q8_row((int8_t *)s, x, n);
+    memcpy(s + n, &scale, 4);
+    push_copy(c, c->step.buf, so + (uint64_t)n, c->kvb[layer].buf, scale_off, 4);
+  }
+  push_copy(c, c->step.buf, so, c->kvb[layer].buf, off, (uint64_t)n * elt);
+}
+
+static void kv_write(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
+                     const float *k, const float *v) {
+  pa_bctx *c = ctx_of(vals);
+  uint64_t ko, vo, kso, vso;
+  kv_row_offsets(c, kv, seq, pos, h, &ko, &vo, &kso, &vso);
+  if (k) kv_put_row(c, layer, ko, kso, k, kv->head_dim_k);
+  if (v) kv_put_row(c, layer, vo, vso, v, kv->head_dim_v);
+}
+
+static void kv_read(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
+                    float *k, float *v) {
+  pa_bctx *c = ctx_of(vals);
+  uint64_t ko, vo, kso, vso;
+  kv_row_offsets(c, kv, seq, pos, h, &ko, &vo, &kso, &vso);
+  const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
+  const uint64_t nk = (uint64_t)kv->head_dim_k * elt, nv = (uint64_t)kv->head_dim_v * elt;
+  const uint64_t sk = staging(c, nk), sv = staging(c, nv), ss = staging(c, 8);
+  const VkBuffer B = c->kvb[layer].buf;
+  push_copy(c, B, ko, c->step.buf, sk, nk);
+  push_copy(c, B, vo, c->step.buf, sv, nv);
+  if (c->vals.type == PA_KV_Q8) {
+    push_copy(c, B, kso, c->step.buf, ss, 4);
+    push_copy(c, B, vso, c->step.buf, ss + 4, 4);
+  }
+  flush(c);
+  const uint8_t *m = c->step.map;
+  for (int32_t d = 0; d < kv->head_dim_k || d < kv->head_dim_v; d++) {
+    for (int w = 0; w < 2; w++) {
+      if (d >= (w ? kv->head_dim_v : kv->head_dim_k)) continue;
+      const uint8_t *src = m + (w ? sv : sk);
+      float x;
+      if (c->vals.type == PA_KV_F32)
+        memcpy(&x, src + (uint64_t)d * 4, 4);
+      else if (c->vals.type == PA_KV_F16) {
+        uint16_t hbits;
+        memcpy(&hbits, src + (uint64_t)d * 2, 2);
+        x = pa_f16_to_f32(hbits);
+      } else {
+        float sc;
+        memcpy(&sc, m + ss + (w ? 4 : 0), 4);
+        x = (float)((const int8_t *)src)[d] * sc;
+      }
+      (w ? v : k)[d] = x;
+    }
+  }
+}
+
+/* ---- contexts ---- */
+
+static void context_free(pa_bctx *c) {
+  if (!c) return;
+  pa_vk_dev *d = c->d;
+  if (c->kv && c->kv->values == &c->vals) pa_kv_attach(c->kv, NULL);
+  if (c->fence) d->f.vkDeviceWaitIdle(d->dev);
+  for (int i = 0; i < N_CACHED; i++) pa_free(c->cache[i].nodes);
+  if (c->pool) d->f.vkDestroyCommandPool(d->dev, c->pool, NULL);
+  if (c->fence) d->f.vkDestroyFence(d->dev, c->fence, NULL);
+  if (c->kvb)
+    for (int l = 0; l < c->hp->n_layer; l++) pa_vk_buf_free(d, &c->kvb[l]);
+  pa_free(c->kvb);
+  pa_vk_buf_free(d, &c->act);
+  pa_vk_buf_free(d, &c->step);
+  pa_free(c->nodes);
+  pa_free(c);
+}
+
+static uint64_t take(uint64_t *at, uint64_t bytes) {
+  const uint64_t o = *at;
+  *at += (bytes + 255) & ~255ull;
+  return o;
+}
+
+static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx **out) {
+  *out = NULL;
+  vk_backend *vb = be->impl;
+  pa_vk_dev *d = vb->d;
+  const pa_hparams *hp = p->hp;
+  if (hp->head_dim_v > 256 || hp->head_dim > 256)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: heads of more than 256 values");
+  pa_bctx *c = pa_calloc(1, sizeof *c);
+  if (!c) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  c->vb = vb, c->d = d, c->hp = hp, c->kv = p->kv;
+  c->n_batch = p->n_batch, c->n_seq_max = p->n_seq_max, c->rope_freqs = p->rope_freqs;
+  c->max_blocks = p->kv->max_blocks_per_seq;
+  int rc = PASADA_OK;
+  c->nodes = pa_calloc(MAX_NODES, sizeof(node));
+  for (int i = 0; i < N_CACHED && c->nodes; i++)
+    if (!(c->cache[i].nodes = pa_calloc(MAX_NODES, sizeof(node)))) rc = PASADA_ERR_NOMEM;
+  if (!c->nodes || rc) {
+    context_free(c);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
+  /* activations: X, XB, Q, K, V, ATT, H1, H2 and the normed input, each
+   * n_batch rows */
+  const uint64_t B = (uint64_t)p->n_batch, E = (uint64_t)hp->n_embd, F = (uint64_t)hp->n_ff;
+  const uint64_t Q = (uint64_t)hp->n_head * hp->head_dim, K = (uint64_t)hp->n_head_kv * hp->head_dim;
+  const uint64_t VV = (uint64_t)hp->n_head_kv * hp->head_dim_v, O = (uint64_t)hp->n_head * hp->head_dim_v;
+  const uint64_t XB = E > O ? E : O;
+  const uint64_t rows[PA_BUF_COUNT] = {E, XB, Q, K, VV, O, F > E ? F : E, F};
+  uint64_t at = 0;
+  for (int i = 0; i < PA_BUF_COUNT; i++) c->off[i] = take(&at, B * rows[i] * 4);
+  c->off_xn = take(&at, B * (E > F ? E : F) * 4);
+  rc = pa_vk_buf_create(d, at, false, &c->act);
+  /* the step buffer */
+  const uint64_t half = (uint64_t)hp->rope_dim / 2;
+  at = 0;
+  c->s_tok = take(&at, B * 4), c->s_pos = take(&at, B * 4), c->s_seq = take(&at, B * 4);
+  c->s_out = take(&at, B * 4), c->s_slot = take(&at, B * 4);
+  c->s_cos = take(&at, B * half * 4), c->s_sin = take(&at, B * half * 4);
+  c->s_cos_swa = take(&at, B * half * 4), c->s_sin_swa = take(&at, B * half * 4);
+  c->s_tables = take(&at, (uint64_t)p->n_seq_max * (uint64_t)c->max_blocks * 4);
+  c->staging_bytes = 4ull << 20;
+  c->s_staging = take(&at, c->staging_bytes);
+  c->s_logits = take(&at, B * (uint64_t)hp->n_vocab * 4);
+  if (!rc) rc = pa_vk_buf_create(d, at, true, &c->step);
+  /* the KV cache's values, one buffer per layer */
+  const pa_kv_cache *kv = p->kv;
+  const uint64_t elt = p->kv_type == PA_KV_F32 ? 4 : p->kv_type == PA_KV_F16 ? 2 : 1;
+  const uint64_t slots = (uint64_t)kv->n_blocks * (uint64_t)kv->block_size * (uint64_t)kv->n_head_kv;
+  at = 0;
+  c->kv_k = take(&at, slots * (uint64_t)kv->head_dim_k * elt);
+  c->kv_v = take(&at, slots * (uint64_t)kv->head_dim_v * elt);
+  c->kv_ks = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
+  c->kv_vs = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
+  c->kvb = rc ? NULL : pa_calloc((size_t)hp->n_layer, sizeof *c->kvb);
+  if (!rc && !c->kvb) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  for (int l = 0; l < hp->n_layer && !rc; l++) rc = pa_vk_buf_create(d, at, false, &c->kvb[l]);
+  c->vals = (pa_kv_values){.type = p->kv_type, .bytes = (int64_t)at * hp->n_layer, .copy_block = kv_copy_block,
+                           .write = kv_write, .read = kv_read};
+  if (!rc) {
+    const VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                         .queueFamilyIndex = d->queue_family};
+    const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkCommandBuffer cbs[N_CACHED];
+    const VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                             .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                             .commandBufferCount = N_CACHED};
+    if (d->f.vkCreateCommandPool(d->dev, &pci, NULL, &c->pool) != VK_SUCCESS ||
+        d->f.vkCreateFence(d->dev, &fci, NULL, &c->fence) != VK_SUCCESS)
+      rc = pa_error(PASADA_ERR_NOMEM, "vulkan: no command pool or fence");
+    VkCommandBufferAllocateInfo ai = cai;
+    ai.commandPool = c->pool;
+    if (!rc && d->f.vkAllocateCommandBuffers(d->dev, &ai, cbs) != VK_SUCCESS)
+      rc = pa_error(PASADA_ERR_NOMEM, "vulkan: no command buffers");
+    for (int i = 0; i < N_CACHED && !rc; i++) c->cache[i].cb = cbs[i];
+  }
+  if (rc) {
+    pa_error_prefix("a context on %s: ", d->info.name);
+    context_free(c);
+    return rc;
+  }
+  pa_kv_attach(p->kv, &c->vals);
+  *out = c;
+  return PASADA_OK;
+}
+
+/* ---- the backend ---- */
+
+static const pa_backend_ops vulkan_ops = {
+    .name = "vulkan", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
+    .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
+    .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
+    .matmul = op_matmul, .attention = op_attention, .logits = op_logits};
+
+static void vk_backend_free_impl(vk_backend *vb) {
+  if (!vb) return;
+  for (int i = 0; i < vb->n_chunks; i++) pa_vk_buf_free(vb->d, &vb->chunks[i]);
+  pa_free(vb->chunks);
+  pa_free(vb->map);
+  pa_vk_close(vb->d);
+  pa_free(vb);
+}
+
+void pa_backend_vulkan_free(pa_backend *be) { vk_backend_free_impl(be->impl); }
+
+int pa_backend_vulkan_create(int device, pa_backend **out) {
+  *out = NULL;
+  pa_vk_dev *d;
+  int rc = pa_vk_open(device, &d);
+  if (rc) return rc;
+  pa_backend *be = pa_calloc(1, sizeof *be);
+  vk_backend *vb = pa_calloc(1, sizeof *vb);
+  if (!be || !vb) {
+    pa_free(be);
+    pa_free(vb);
+    pa_vk_close(d);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
+  vb->d = d;
+  be->ops = &vulkan_ops;
+  be->impl = vb;
+  be->free_impl = pa_backend_vulkan_free;
+  if (device >= 0)
+    snprintf(be->name, sizeof be->name, "vulkan:%d", device);
+  else
+    snprintf(be->name, sizeof be->name, "vulkan");
+  snprintf(be->kernels, sizeof be->kernels, "vulkan:%d", d->info.index);
+  *out = be;
+  return PASADA_OK;
+}
