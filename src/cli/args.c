@@ -1,6 +1,7 @@
 /* args.c: the CLI's plumbing: one-line error and usage messages, strict
  * number parsing, reading prompts from files and streams, growable arrays,
- * and the generation options `run` and `chat` share. */
+ * the generation options `run` and `chat` share, and the --device syntax
+ * of every command that runs a model. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -102,12 +103,27 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
     case OPT_KV_TYPE:
       if (cli_parse_kv_type(arg, o->kv_type)) return CLI_OK;
       return cli_usage_line(cmd, "--kv-type: '%s' is not f16, f32 or q8", arg);
+    case OPT_DEVICE:
+      if (!cli_parse_device(arg)) return cli_usage_line(cmd, CLI_DEVICE_ERROR, arg);
+      *o->device = arg;
+      return CLI_OK;
     default: return cli_getopt_error_line(cmd, opt, argv);
   }
 }
 
 bool cli_parse_kv_type(const char *s, pasada_kv_type *out) {
   return pasada_kv_type_from_name(s, out) == PASADA_OK;
+}
+
+bool cli_parse_device(const char *s) {
+  if (!s) return false;
+  if (!strcmp(s, "cpu") || !strcmp(s, "vulkan")) return true;
+  if (strncmp(s, "vulkan:", 7)) return false;
+  const char *n = s + 7;
+  if (!*n || strlen(n) > 9) return false; /* a device number fits an int */
+  for (; *n; n++)
+    if (*n < '0' || *n > '9') return false;
+  return true;
 }
 
 /* ---- numbers ---- */
@@ -242,6 +258,8 @@ const char CLI_GEN_HELP[] =
     "  --kv-type T               the KV cache's values: f16 (default: half the memory\n"
     "                            and the bytes attention reads), f32, or q8 (8-bit,\n"
     "                            a scale per position and head: about half of f16)\n"
+    "  --device DEV              run on cpu (the default), vulkan (the first GPU) or\n"
+    "                            vulkan:N (device N of `pasada devices`)\n"
     "sampling:\n"
     "  --temp T                  temperature (default 0.8; 0: greedy, always the most\n"
     "                            likely token)\n"
@@ -290,6 +308,10 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
       return 1;
     case OPT_KV_TYPE:
       if (!cli_parse_kv_type(arg, &o->kv_type)) return cli_usage(cmd, "--kv-type wants f16, f32 or q8, not '%s'", arg);
+      return 1;
+    case OPT_DEVICE:
+      if (!cli_parse_device(arg)) return cli_usage(cmd, CLI_DEVICE_ERROR, arg);
+      o->device = arg;
       return 1;
     case OPT_TEMP:
       if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))

@@ -42,8 +42,8 @@ bool cli_parse_double(const char *s, double min, double max, double *out);
 /* Reads a whole file (or stream) into a malloc'd NUL-terminated buffer;
  * returns CLI_OK or prints the error and returns CLI_RUNTIME_ERROR. */
 /* The run-shape options `bench` and `profile` share: -p/--prompt,
- * -n/--gen, -t/--threads, -b/--batch, --seed (OPT_SEED) and --kv-type
- * (OPT_KV_TYPE), parsed into the
+ * -n/--gen, -t/--threads, -b/--batch, --seed (OPT_SEED), --kv-type
+ * (OPT_KV_TYPE) and --device (OPT_DEVICE), parsed into the
  * fields the pointers name (min_prompt: the least -p takes); for the
  * default branch of their getopt switch. Returns CLI_OK when `opt` is one
  * of them with a good value, otherwise the usage error (exit status, after
@@ -53,6 +53,7 @@ typedef struct {
   uint64_t *seed;
   int32_t min_prompt;
   pasada_kv_type *kv_type;
+  const char **device; /* --device (OPT_DEVICE) */
 } cli_shape_options;
 int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_options *o);
 /* Their long options, with -m/--model, -q/--quiet and -h/--help. */
@@ -61,6 +62,7 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
       {"gen", required_argument, 0, 'n'}, {"threads", required_argument, 0, 't'},           \
       {"batch", required_argument, 0, 'b'}, {"seed", required_argument, 0, OPT_SEED},       \
       {"kv-type", required_argument, 0, OPT_KV_TYPE},                                       \
+      {"device", required_argument, 0, OPT_DEVICE},                                         \
       {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}
 
 int cli_read_file(const char *path, char **out, size_t *len);
@@ -91,6 +93,7 @@ typedef struct {
   const char *system;
   bool no_stats, verbose;
   pasada_kv_type kv_type;    /* --kv-type */
+  const char *device;        /* --device (NULL: the model's default, cpu) */
 } cli_gen_options;
 
 /* getopt_long ids of the options run and chat share (beyond single letters). */
@@ -112,6 +115,7 @@ enum {
   OPT_RAW,
   OPT_VOCAB_ONLY,
   OPT_KV_TYPE,
+  OPT_DEVICE,
 };
 /* The --kv-type option's help line and parser (run, chat, serve, bench,
  * profile, perplexity, kld): "f16", "f32" or "q8"; false for anything else. */
@@ -121,6 +125,20 @@ enum {
   "                          per position and head: about half of f16)\n"
 bool cli_parse_kv_type(const char *s, pasada_kv_type *out);
 
+/* --device DEV (run, chat, serve, bench, profile, verify, perplexity, kld):
+ * "cpu", "vulkan" (the first GPU) or "vulkan:N" (device N of `pasada
+ * devices`, N in decimal digits). These are backend names as
+ * pasada_model_params.backend takes them, so the value is passed on as it
+ * is; whether the device exists is the backend's to say when the model
+ * loads. cli_parse_device says whether s has that form; CLI_DEVICE_ERROR is
+ * the usage message for a value that has not (one %s: the value). */
+bool cli_parse_device(const char *s);
+#define CLI_DEVICE_ERROR "--device: expected cpu, vulkan or vulkan:N, got '%s'"
+/* The help line of bench and profile (their options' layout). */
+#define CLI_DEVICE_HELP                                                                  \
+  "      --device DEV        run on cpu (the default), vulkan (the first GPU) or\n"     \
+  "                          vulkan:N (device N of `pasada devices`)\n"
+
 /* clang-format off */
 #define CLI_GEN_LONG_OPTIONS                                          \
   {"model", required_argument, 0, 'm'},                               \
@@ -128,6 +146,7 @@ bool cli_parse_kv_type(const char *s, pasada_kv_type *out);
   {"threads", required_argument, 0, 't'},                             \
   {"ctx-size", required_argument, 0, 'c'},                            \
   {"kv-type", required_argument, 0, OPT_KV_TYPE},                     \
+  {"device", required_argument, 0, OPT_DEVICE},                       \
   {"temp", required_argument, 0, OPT_TEMP},                           \
   {"top-k", required_argument, 0, OPT_TOP_K},                         \
   {"top-p", required_argument, 0, OPT_TOP_P},                         \
@@ -204,5 +223,6 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 
 #endif

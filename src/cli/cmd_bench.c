@@ -32,6 +32,7 @@ static void usage(FILE *f) {
           "      --seed N            seed of the prompt token ids (default 1234)\n"
           "      --price-per-hour P  machine price in $/hour: adds $ per million tokens\n"
           CLI_KV_TYPE_HELP
+          CLI_DEVICE_HELP
           "      --no-ceilings       skip the bandwidth and peak probes\n"
           "      --json              print one JSON object on stdout instead of the table\n"
           "  -q, --quiet             no progress on stderr\n"
@@ -52,7 +53,8 @@ int cmd_bench(int argc, char **argv) {
   pa_bench_default_params(&p);
   bool json = false;
   opterr = 0;
-  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 0, &p.kv_type};
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch,
+                                   &p.seed,     0,        &p.kv_type,   &p.backend};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:r:b:qh", opts, NULL)) != -1) {

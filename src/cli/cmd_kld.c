@@ -38,6 +38,8 @@ static const char KLD_HELP[] =
     "  --chunks N           evaluate only the first N windows (default: all)\n"
     "  -t, --threads N      threads (default: every online core)\n"
     "  --kv-type T          the KV cache's values: f16 (default), f32 or q8\n"
+    "  --device DEV         run both models on cpu (the default), vulkan (the first\n"
+    "                       GPU) or vulkan:N (device N of `pasada devices`)\n"
     "  -q, --quiet          no progress on stderr\n"
     "  --json               one JSON object on stdout instead of the table\n"
     "  -h, --help           show this help\n"

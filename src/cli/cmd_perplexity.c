@@ -31,6 +31,8 @@ static const char PPL_HELP[] =
     "  --chunks N           evaluate only the first N windows (default: all)\n"
     "  -t, --threads N      threads (default: every online core)\n"
     "  --kv-type T          the KV cache's values: f16 (default), f32 or q8\n"
+    "  --device DEV         run on cpu (the default), vulkan (the first GPU) or\n"
+    "                       vulkan:N (device N of `pasada devices`)\n"
     "  -q, --quiet          no progress on stderr\n"
     "  --json               one JSON object on stdout instead of the table\n"
     "  -h, --help           show this help\n"
@@ -103,6 +105,10 @@ int cli_eval_option(const char *cmd, int opt, char **argv, pa_eval_params *e) {
       return CLI_OK;
     case CLI_OPT_EVAL_KV_TYPE:
       if (!cli_parse_kv_type(optarg, &e->kv_type)) return cli_usage(cmd, "--kv-type: '%s' is not f16, f32 or q8", optarg);
+      return CLI_OK;
+    case CLI_OPT_EVAL_DEVICE:
+      if (!cli_parse_device(optarg)) return cli_usage(cmd, CLI_DEVICE_ERROR, optarg);
+      e->backend = optarg;
       return CLI_OK;
     default: return cli_getopt_error(cmd, opt, argv);
   }

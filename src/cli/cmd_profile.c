@@ -37,6 +37,7 @@ static void usage(FILE *f) {
           "  -t, --threads N         threads (default: every online core)\n"
           "  -b, --batch N           tokens per decode call during prefill (default 512)\n"
           CLI_KV_TYPE_HELP
+          CLI_DEVICE_HELP
           "      --parallel N        decode N sequences together, one token each per step\n"
           "                          with logits for all (a server's step; default 1); the\n"
           "                          other N-1 prompts are the text shifted by 1..N-1\n"
@@ -79,7 +80,8 @@ int cmd_profile(int argc, char **argv) {
   bool json = false;
   const char *trace_path = NULL, *svg_path = NULL;
   opterr = 0;
-  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch, &p.seed, 1, &p.kv_type};
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch,
+                                   &p.seed,     1,        &p.kv_type,   &p.backend};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:b:qh", opts, NULL)) != -1) {

@@ -21,6 +21,8 @@ static void usage(FILE *f) {
           "  --parallel N            sequences decoded together (default 4)\n"
           "  --ctx N                 positions per sequence (default 4096; 0: the model's)\n"
           "  --threads N             compute threads (default: all cores)\n"
+          "  --device DEV            run on cpu (the default), vulkan (the first GPU) or\n"
+          "                          vulkan:N (device N of `pasada devices`)\n"
           "  --prefill-chunk N       most prompt tokens per step (default 256)\n"
           "  --kv-block-size N       positions per KV block, a multiple of 16 (default 16)\n"
           "  --kv-blocks N           KV blocks in the pool (default: parallel full sequences)\n"
@@ -51,7 +53,8 @@ static bool parse_int(const char *opt, const char *s, long long lo, long long hi
   return true;
 }
 
-static bool parse_args(int argc, char **argv, srv_config *c) {
+/* The options into *c, and --device's value into *device. */
+static bool parse_args(int argc, char **argv, srv_config *c, const char **device) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -78,6 +81,13 @@ static bool parse_args(int argc, char **argv, srv_config *c) {
       c->model_alias = v;
     else if (!strcmp(a, "--chat-template"))
       c->chat_template = v;
+    else if (!strcmp(a, "--device")) {
+      if (!cli_parse_device(v)) {
+        fprintf(stderr, "pasada serve: " CLI_DEVICE_ERROR "\n", v);
+        return false;
+      }
+      *device = v;
+    }
     else if (!strcmp(a, "--port")) {
       if (!parse_int(a, v, 0, 65535, &n)) return false;
       c->port = (int)n;
@@ -185,7 +195,8 @@ int cmd_serve(int argc, char **argv) {
                     .max_body = 4u << 20,
                     .max_connections = 256};
   cfg.api_key = getenv("PASADA_API_KEY");
-  if (!parse_args(argc, argv, &cfg)) return 2;
+  const char *device = NULL;
+  if (!parse_args(argc, argv, &cfg, &device)) return 2;
 
   /* Signals go to sigwait below only: every thread started from here on
    * inherits the mask. A vanished client must not kill the process. */
@@ -211,6 +222,7 @@ int cmd_serve(int argc, char **argv) {
   srv_sched *sched = NULL;
   char *name = cfg.model_alias ? strdup(cfg.model_alias) : model_name(cfg.model_path);
   pasada_model_params mp = pasada_model_default_params();
+  mp.backend = device; /* NULL: the default, cpu */
   if (pasada_model_load(cfg.model_path, &mp, &model) != PASADA_OK) {
     fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
     goto out;
@@ -248,9 +260,10 @@ int cmd_serve(int argc, char **argv) {
   pasada_kv_get_stats(ctx, &kv);
   atomic_store(&st.ready, true);
   fprintf(stderr,
-          "pasada serve: ready: model %s (%s), context %d x %d sequences, KV pool %d blocks of %d "
-          "(%.1f MiB, %s), chat template %s\n",
-          mi->name, pasada_model_arch(model), mi->n_ctx, cfg.parallel, kv.n_blocks, kv.block_size,
+          "pasada serve: ready: model %s (%s) on %s, context %d x %d sequences, KV pool %d blocks "
+          "of %d (%.1f MiB, %s), chat template %s\n",
+          mi->name, pasada_model_arch(model), pasada_context_backend(ctx), mi->n_ctx, cfg.parallel,
+          kv.n_blocks, kv.block_size,
           (double)kv.bytes / (1 << 20), pasada_kv_type_name(kv.type), pasada_chat_name(mi->tmpl));
 
   int sig = 0;

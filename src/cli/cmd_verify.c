@@ -40,11 +40,14 @@ static const char VERIFY_HELP[] =
     "  -f, --file FILE        prompts, one per line (default: the built-in ones)\n"
     "  --against FILE         compare with the logits in FILE instead of the reference path\n"
     "  --save FILE            write the fast path's logits to FILE\n"
-    "  --backend NAME         the backend under test: cpu, cpu:TABLE (scalar, avx2,\n"
-    "                         avx512, avx512_vnni, amx: matrix products, attention and\n"
-    "                         element-wise ops of that instruction set), ref (default cpu)\n"
+    "  --backend NAME         the backend under test (default cpu): cpu, cpu:TABLE\n"
+    "                         (scalar, avx2, avx512, avx512_vnni, amx: matrix products,\n"
+    "                         attention and element-wise ops of that instruction set),\n"
+    "                         ref, vulkan (the first GPU) or vulkan:N (device N of\n"
+    "                         `pasada devices`)\n"
     "  --against-backend NAME the backend compared with (default ref)\n"
     "  --kernels TABLE        the same as --backend cpu:TABLE\n"
+    "  --device DEV           the same as --backend DEV: cpu, vulkan or vulkan:N\n"
     "  -n, --max-tokens N     tokens per prompt at most; longer ones are cut (default 256)\n"
     "  -b, --batch N          tokens per decode call (default 64; 1 checks the decode path)\n"
     "  -t, --threads N        threads (default: every online core)\n"
@@ -78,6 +81,7 @@ int cmd_verify(int argc, char **argv) {
                                        {"kernels", required_argument, 0, OPT_KERNELS},
                                        {"backend", required_argument, 0, OPT_BACKEND},
                                        {"against-backend", required_argument, 0, OPT_AGAINST_BACKEND},
+                                       {"device", required_argument, 0, OPT_DEVICE},
                                        {"max-tokens", required_argument, 0, 'n'},
                                        {"batch", required_argument, 0, 'b'},
                                        {"threads", required_argument, 0, 't'},
@@ -93,7 +97,7 @@ int cmd_verify(int argc, char **argv) {
   const char *cmd = "verify";
   pa_verify_params p = {.n_batch = 64, .max_tokens = 256, .tol = pa_verify_default_tol(), .progress = true};
   bool json = false, tol_set[4] = {0}; /* [1..3]: the logits' tolerances */
-  const char *kernels = NULL;
+  const char *kernels = NULL, *device = NULL;
   char kernels_backend[48];
   opterr = 0;
   optind = 0;
@@ -108,6 +112,10 @@ int cmd_verify(int argc, char **argv) {
       case OPT_KERNELS: kernels = optarg; break;
       case OPT_BACKEND: p.backend = optarg; break;
       case OPT_AGAINST_BACKEND: p.against_backend = optarg; break;
+      case OPT_DEVICE:
+        if (!cli_parse_device(optarg)) return cli_usage(cmd, CLI_DEVICE_ERROR, optarg);
+        device = optarg;
+        break;
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;
       case 'n':
@@ -157,6 +165,11 @@ int cmd_verify(int argc, char **argv) {
     if (!tol_set[1]) p.tol.kl_mean = d.kl_mean;
     if (!tol_set[2]) p.tol.kl_max = d.kl_max;
     if (!tol_set[3]) p.tol.top1 = d.top1;
+  }
+  if (device) {
+    if (p.backend) return cli_usage(cmd, "--device and --backend both name the backend under test");
+    if (kernels) return cli_usage(cmd, "--device and --kernels both name the backend under test");
+    p.backend = device;
   }
   if (kernels) {
     if (!pa_kernels_is_name(kernels))

@@ -29,6 +29,7 @@ static const char MAIN_HELP[] =
     "  quantize   convert a GGUF file's weights to another type (Q4_K_M, Q8_0...)\n"
     "  verify     the fast path against the reference path, layer by layer\n"
     "  profile    time per op, per layer, per phase, against this machine's limits\n"
+    "  devices    the CPU and the GPUs that --device names (cpu, vulkan, vulkan:N)\n"
     "\n"
     "options:\n"
     "  -h, --help       show this help\n"
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
       {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize},
       {"serve", cmd_serve}, {"bench", cmd_bench},
       {"perplexity", cmd_perplexity}, {"kld", cmd_kld}, {"quantize", cmd_quantize}, {"verify", cmd_verify},
-      {"profile", cmd_profile}};
+      {"profile", cmd_profile}, {"devices", cmd_devices}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
   if (cmd[0] == '-') return cli_usage(NULL, "unknown option '%s'", cmd);

@@ -19,6 +19,7 @@ int cli_session_open(cli_session *s, const cli_gen_options *o) {
   s->stdout_tty = isatty(STDOUT_FILENO);
   double t0 = now_s();
   pasada_model_params mp = pasada_model_default_params();
+  mp.backend = o->device; /* NULL: the default, cpu */
   if (pasada_model_load(o->model_path, &mp, &s->model) != PASADA_OK)
     return cli_fail("%s", pasada_last_error());
   s->tok = pasada_model_tokenizer(s->model);
@@ -46,10 +47,11 @@ int cli_session_open(cli_session *s, const cli_gen_options *o) {
   if (o->verbose) {
     const pasada_sampler_params *p = &o->sampling;
     fprintf(stderr,
-            "pasada: model %s (%s, %d tokens), context %d, batch %d, loaded in %.2f s\n"
+            "pasada: model %s (%s, %d tokens), context %d, batch %d, backend %s, loaded in %.2f s\n"
             "pasada: sampler temp %g, top-k %d, top-p %g, min-p %g, repeat penalty %g over %d, "
             "presence %g, frequency %g, seed %llu\n",
-            o->model_path, pasada_model_arch(s->model), s->n_vocab, s->n_ctx, s->n_batch, s->load_s,
+            o->model_path, pasada_model_arch(s->model), s->n_vocab, s->n_ctx, s->n_batch,
+            pasada_context_backend(s->ctx), s->load_s,
             (double)p->temp, p->top_k, (double)p->top_p, (double)p->min_p,
             (double)p->repeat_penalty, p->repeat_last_n, (double)p->presence_penalty,
             (double)p->frequency_penalty, (unsigned long long)pasada_sampler_seed(s->sampler));

@@ -194,7 +194,9 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   double *pp_rates = NULL, *tg_rates = NULL;
   pa_bench_prober prober = {0};
   if (!p->skip_ceilings) pa_bench_prober_start(&prober, n_threads);
-  if ((rc = pasada_model_load(p->model_path, NULL, &model))) {
+  pasada_model_params mp = pasada_model_default_params();
+  mp.backend = p->backend;
+  if ((rc = pasada_model_load(p->model_path, &mp, &model))) {
     pa_bench_prober_close(&prober);
     return rc;
   }

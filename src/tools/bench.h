@@ -65,6 +65,7 @@ typedef struct {
   uint64_t seed;         /* prompt token ids */
   double price_per_hour; /* < 0: no cost figures */
   pasada_kv_type kv_type; /* the context's KV cache (PASADA_KV_DEFAULT: the engine's) */
+  const char *backend;   /* the model's backend, as pasada_model_params.backend (NULL: cpu) */
   bool skip_ceilings;
   bool progress;         /* lines on stderr while it runs */
 } pa_bench_params;

@@ -18,6 +18,7 @@
 int pa_eval_model_open(const char *path, const pa_eval_params *p, pa_eval_model *out) {
   memset(out, 0, sizeof *out);
   pasada_model_params mp = pasada_model_default_params();
+  mp.backend = p->backend;
   int rc = pasada_model_load(path, &mp, &out->model);
   if (rc) return rc;
   pasada_context_params cp = pasada_context_default_params();

@@ -25,6 +25,7 @@ typedef struct {
   int32_t n_threads; /* 0: every online core */
   int32_t n_chunks;  /* windows to evaluate (<= 0: all the text holds) */
   pasada_kv_type kv_type; /* the context's KV cache (PASADA_KV_DEFAULT: the engine's) */
+  const char *backend;    /* the model's backend, as pasada_model_params.backend (NULL: cpu) */
 } pa_eval_params;
 
 typedef struct {

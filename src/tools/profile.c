@@ -450,7 +450,9 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   pa_bench_prober prober = {0}; /* holds the read buffer until the runs end */
   /* the probes' child, forked before the model is loaded (pa_bench_prober) */
   if (!p->skip_ceilings && !p->off) pa_bench_prober_start(&prober, n_threads);
-  if ((rc = pasada_model_load(p->model_path, NULL, &st.model))) goto fail;
+  pasada_model_params mp = pasada_model_default_params();
+  mp.backend = p->backend;
+  if ((rc = pasada_model_load(p->model_path, &mp, &st.model))) goto fail;
   const struct pa_model *m = st.model;
   snprintf(r->arch, sizeof r->arch, "%s", pasada_model_arch(st.model));
   r->n_layer = m->hp.n_layer;

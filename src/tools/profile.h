@@ -25,6 +25,7 @@ typedef struct {
   int32_t n_threads; /* 0: every online core */
   int32_t n_batch;   /* tokens per decode call during prefill */
   pasada_kv_type kv_type; /* the context's KV cache (PASADA_KV_DEFAULT: the engine's) */
+  const char *backend; /* the model's backend, as pasada_model_params.backend (NULL: cpu) */
   int32_t n_parallel; /* sequences decoded together in the decode phase (>= 1): a
                          server's step; sequences 2.. are prefilled untimed */
   uint64_t seed;     /* the sampler's */

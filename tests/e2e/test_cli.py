@@ -92,7 +92,7 @@ OPTION_VALUES = {
     "--temp": "0.5", "--top-k": "5", "--top-p": "0.9", "--min-p": "0.1",
     "--repeat-penalty": "1.1", "--repeat-last-n": "32", "--presence-penalty": "0.5",
     "--frequency-penalty": "0.5", "--seed": "7", "--chat-template": "chatml",
-    "--system": "be brief", "-p": "x", "--prompt": "x", "--kv-type": "f32",
+    "--system": "be brief", "-p": "x", "--prompt": "x", "--kv-type": "f32", "--device": "cpu",
 }
 FLAGS = {"--chat", "--no-stats", "--verbose", "--raw", "--vocab-only"}
 
