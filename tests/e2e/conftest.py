@@ -55,3 +55,34 @@ def smollm2():
 @pytest.fixture(scope="session")
 def gemma3():
     return _need(GEMMA3)
+
+
+def _vulkan_device():
+    """The Vulkan device the GPU tests run on: `pasada devices`' default (a
+    real GPU), else the first usable one (lavapipe); None when there is none."""
+    import json
+    import subprocess
+    exe = BUILD / "pasada"
+    if not exe.exists():
+        return None
+    out = subprocess.run([str(exe), "devices", "--json"], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return None
+    vk = json.loads(out.stdout).get("vulkan", {})
+    if vk.get("default"):
+        return vk["default"]
+    usable = [d["device"] for d in vk.get("devices", []) if d.get("usable")]
+    return usable[0] if usable else None
+
+
+@pytest.fixture(scope="session")
+def vulkan_device():
+    """'vulkan:N' for the GPU tests. Without a usable device they skip, or
+    fail when PASADA_REQUIRE_VULKAN=1 (scripts/test sets it: lavapipe is
+    installed there)."""
+    dev = _vulkan_device()
+    if dev is None:
+        if os.environ.get("PASADA_REQUIRE_VULKAN") == "1":
+            pytest.fail("no usable Vulkan device (pasada devices), and PASADA_REQUIRE_VULKAN=1")
+        pytest.skip("no usable Vulkan device (pasada devices)")
+    return dev

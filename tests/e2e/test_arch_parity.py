@@ -212,13 +212,15 @@ def test_fixture_gguf_reproduces_transformers(arch):
         assert err <= 1e-5, f"{arch} seq{i}: numpy reference rel err {err:.2e}"
 
 
-@pytest.mark.parametrize("backend", ["cpu", "ref"])
+@pytest.mark.parametrize("backend", ["cpu", "ref", "vulkan"])
 @pytest.mark.parametrize("kv", ["f32", "f16", "q8"])
 @pytest.mark.parametrize("mode", ["logits", "logits-steps"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_arch_parity(arch, mode, kv, backend, tmp_path):
+def test_arch_parity(arch, mode, kv, backend, tmp_path, request):
     """Each backend (backend/backend.h) gives transformers' logits on every
     architecture, with every KV cache type, batched and token by token."""
+    if backend == "vulkan":  # the GPU tests' device (conftest.py): lavapipe where there is no GPU
+        backend = request.getfixturevalue("vulkan_device")
     fixture = load_fixture(arch)
     got = run_eval(mode, TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path,
                    ("--kv-type", kv, "--backend", backend))

@@ -21,6 +21,8 @@
  *
  *   test_backend_ops [BACKEND...]     default: every CPU table this machine
  *                                     has ("cpu", "cpu:scalar", ...) and "ref"
+ *   test_backend_ops vulkan:each      every usable Vulkan device (lavapipe
+ *                                     too); exit 77 when there is none
  * A new backend passes this suite before it is used. */
 #include <math.h>
 #include <stdio.h>
@@ -400,7 +402,29 @@ int main(int argc, char **argv) {
     printf("FAIL an unknown CPU table was not refused\n");
     failures++;
   }
-  if (argc > 1) {
+  if (argc == 2 && !strcmp(argv[1], "vulkan:each")) {
+    /* every Vulkan device this machine has that pasada can use */
+    pa_device_info dev[16];
+    int n = 0, used = 0;
+    const int rc = pa_vulkan_devices(dev, 16, &n);
+    for (int i = 0; !rc && i < n && i < 16; i++) {
+      if (!dev[i].usable) {
+        printf("  vulkan:%d (%s) skipped: it lacks %s\n", i, dev[i].name, dev[i].missing);
+        continue;
+      }
+      char name[32];
+      snprintf(name, sizeof name, "vulkan:%d", i);
+      printf("  %s: %s (%s)\n", name, dev[i].name, dev[i].type);
+      check_backend(name);
+      used++;
+    }
+    if (!used) {
+      const char *req = getenv("PASADA_REQUIRE_VULKAN");
+      printf("%s: no usable Vulkan device (%s)\n", req && *req == '1' ? "FAIL" : "skipped",
+             rc ? pasada_last_error() : "none found");
+      return req && *req == '1' ? 1 : 77;
+    }
+  } else if (argc > 1) {
     for (int i = 1; i < argc; i++) check_backend(argv[i]);
   } else {
     const char *all[] = {"cpu", "cpu:scalar", "cpu:avx2", "cpu:avx512", "cpu:avx512_vnni", "cpu:amx", "ref"};

@@ -18,7 +18,8 @@ typedef struct {
 
 static void instance_close(instance *in) {
   if (in->inst && in->f.vkDestroyInstance) in->f.vkDestroyInstance(in->inst, NULL);
-  if (in->lib) dlclose(in->lib);
+  /* the loader stays loaded (dlopen again only counts up): drivers keep
+   * process-wide state that unloading them would leak */
   memset(in, 0, sizeof *in);
 }
 
@@ -117,6 +118,9 @@ static void describe(const instance *in, VkPhysicalDevice p, int index, pa_devic
   if (!f.features.shaderInt16) missing(di, "16-bit integers");
   if (v12 && !f11.storageBuffer16BitAccess) missing(di, "16-bit storage");
   if (v12 && !f12.storageBuffer8BitAccess) missing(di, "8-bit storage");
+  if (!(sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+      !(sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
+    missing(di, "subgroup arithmetic in compute shaders");
 }
 
 bool pa_vulkan_built(void) { return true; }

@@ -99,6 +99,18 @@ int pa_vk_write(pa_vk_dev *d, pa_vk_buf *dst, uint64_t offset, const void *src, 
  * there is no such SPIR-V or the driver refuses it). */
 VkPipeline pa_vk_pipeline(pa_vk_dev *d, const char *name);
 
+/* Timing a context's GPU work (pasada profile --device vulkan): with it
+ * on, every command of a pass is followed by a timestamp, and each
+ * command's time is added to its shader's total ("matmul_q4_k", "copy"). */
+typedef struct {
+  char shader[24];
+  double ns;     /* total */
+  int64_t count; /* commands */
+} pa_vk_time;
+int pa_vk_timing(pa_bctx *c, bool on);
+int pa_vk_times(pa_bctx *c, const pa_vk_time **times); /* returns how many */
+void pa_vk_times_reset(pa_bctx *c);
+
 /* SPIR-V embedded at build time (shaders.c, generated). */
 typedef struct {
   const char *name;

@@ -161,11 +161,15 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
 /* ---- a context ---- */
 
 enum { MAX_NODES = 4096, N_CACHED = 4, MAX_DL = 16 };
+/* Products of up to this many tokens run as matrix-vector products (the
+ * weights read once per 8 tokens); more, as tiled products. */
+enum { MATVEC_MAX_TOKENS = 8 };
 
 typedef enum { NODE_DISPATCH, NODE_COPY } node_kind;
 
 typedef struct {
   node_kind kind;
+  char shader[24]; /* the shader's name ("copy" for copies) */
   VkPipeline pipe;
   uint32_t gx, gy, gz;
   uint8_t push[PA_VK_PUSH];
@@ -214,7 +218,11 @@ struct pa_bctx {
   uint64_t clock;
   VkCommandPool pool;
   VkFence fence;
-  bool lost;
+  /* timing (pa_vk_timing): a timestamp after every node */
+  VkQueryPool queries;
+  bool timing;
+  pa_vk_time *times;
+  int n_times, cap_times;
 };
 
 static uint64_t buf_addr(const pa_bctx *c, pa_buf b) { return c->act.addr + c->off[b]; }
@@ -234,6 +242,7 @@ static void push_dispatch(pa_bctx *c, const char *shader, const void *push, size
   node *n = &c->nodes[c->n_nodes++];
   memset(n, 0, sizeof *n);
   n->kind = NODE_DISPATCH;
+  snprintf(n->shader, sizeof n->shader, "%s", shader);
   n->pipe = pipe;
   n->gx = gx, n->gy = gy, n->gz = gz;
   memcpy(n->push, push, push_bytes);
@@ -247,6 +256,7 @@ static void push_copy(pa_bctx *c, VkBuffer src, uint64_t src_off, VkBuffer dst, 
   node *n = &c->nodes[c->n_nodes++];
   memset(n, 0, sizeof *n);
   n->kind = NODE_COPY;
+  snprintf(n->shader, sizeof n->shader, "copy");
   n->src = src, n->dst = dst, n->src_off = src_off, n->dst_off = dst_off, n->size = size;
 }
 
@@ -255,6 +265,10 @@ static void record(pa_bctx *c, VkCommandBuffer cb, const node *nodes, int n_node
   const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   f->vkBeginCommandBuffer(cb, &bi);
   VkPipeline bound = VK_NULL_HANDLE;
+  if (c->timing) {
+    f->vkCmdResetQueryPool(cb, c->queries, 0, (uint32_t)n_nodes + 1);
+    f->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 0);
+  }
   const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -266,17 +280,42 @@ static void record(pa_bctx *c, VkCommandBuffer cb, const node *nodes, int n_node
     if (n->kind == NODE_COPY) {
       const VkBufferCopy cp = {.srcOffset = n->src_off, .dstOffset = n->dst_off, .size = n->size};
       f->vkCmdCopyBuffer(cb, n->src, n->dst, 1, &cp);
+      if (c->timing) f->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, (uint32_t)i + 1);
       continue;
     }
     if (n->pipe != bound) f->vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, n->pipe), bound = n->pipe;
     f->vkCmdPushConstants(cb, c->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, PA_VK_PUSH, n->push);
     f->vkCmdDispatch(cb, n->gx, n->gy, n->gz);
+    if (c->timing) f->vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, (uint32_t)i + 1);
   }
   const VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                 .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                                 .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
   f->vkCmdPipelineBarrier(cb, st, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
   f->vkEndCommandBuffer(cb);
+}
+
+/* Adds each node's time (between the timestamps before and after it) to
+ * its shader's total. */
+static void collect_times(pa_bctx *c, cached_graph *g) {
+  uint64_t ts[MAX_NODES + 1];
+  const pa_vk_fns *f = &c->d->f;
+  if (f->vkGetQueryPoolResults(c->d->dev, c->queries, 0, (uint32_t)g->n_nodes + 1, sizeof ts, ts, sizeof ts[0],
+                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+    return;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const double ns = (double)(ts[i + 1] - ts[i]) * c->d->timestamp_ns;
+    int j = 0;
+    while (j < c->n_times && strcmp(c->times[j].shader, g->nodes[i].shader)) j++;
+    if (j == c->n_times) {
+      if (c->n_times == c->cap_times) continue;
+      snprintf(c->times[j].shader, sizeof c->times[j].shader, "%s", g->nodes[i].shader);
+      c->times[j].ns = 0, c->times[j].count = 0;
+      c->n_times++;
+    }
+    c->times[j].ns += ns;
+    c->times[j].count++;
+  }
 }
 
 /* Runs the graph built so far and waits for it; then the downloads it
@@ -288,7 +327,7 @@ static void flush(pa_bctx *c) {
   }
   if (c->n_nodes == 0) return;
   cached_graph *g = NULL;
-  for (int i = 0; i < N_CACHED && !g; i++)
+  for (int i = 0; i < N_CACHED && !g && !c->timing; i++)
     if (c->cache[i].n_nodes == c->n_nodes && !memcmp(c->cache[i].nodes, c->nodes, sizeof(node) * (size_t)c->n_nodes))
       g = &c->cache[i];
   if (!g) { /* the least recently used slot, recorded again */
@@ -312,6 +351,7 @@ static void flush(pa_bctx *c) {
     fprintf(stderr, "pasada: vulkan: %s stopped (device lost: %d)\n", c->d->info.name, (int)r);
     abort();
   }
+  if (c->timing) collect_times(c, g);
   for (int i = 0; i < c->n_dl; i++)
     memcpy(c->dl[i].dst, (const uint8_t *)c->step.map + c->dl[i].staging_off, c->dl[i].bytes);
   c->n_dl = 0;
@@ -458,9 +498,16 @@ static void product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, ui
   } p = {weight_addr(c->vb, w->data), x, y, pa_row_size(w->type, w->cols), (uint32_t)w->rows,
          (uint32_t)w->cols, n_tok, ldx, ldy};
   char name[32];
-  snprintf(name, sizeof name, "matmul_%s", type_suffix(w->type));
   const uint32_t rows = (uint32_t)w->rows;
-  push_dispatch(c, name, &p, sizeof p, rows < 32768 ? rows : 32768, (n_tok + 7) / 8, (rows + 32767) / 32768);
+  if (n_tok <= MATVEC_MAX_TOKENS) { /* 8 rows per workgroup, 8 tokens per block */
+    snprintf(name, sizeof name, "matmul_%s", type_suffix(w->type));
+    const uint32_t wgs = (rows + 7) / 8;
+    push_dispatch(c, name, &p, sizeof p, wgs < 65535 ? wgs : 65535, (n_tok + 7) / 8, (wgs + 65534) / 65535);
+  } else { /* tiles of 64 rows by 32 tokens */
+    snprintf(name, sizeof name, "matmul_tiled_%s", type_suffix(w->type));
+    const uint32_t wgs = (rows + 63) / 64;
+    push_dispatch(c, name, &p, sizeof p, wgs < 65535 ? wgs : 65535, (n_tok + 31) / 32, (wgs + 65534) / 65535);
+  }
 }
 
 static void rope_rows(pa_bctx *c, uint64_t x, uint32_t n_tok, uint32_t n_heads, uint32_t stride, pa_rope_kind k) {
@@ -662,6 +709,8 @@ static void context_free(pa_bctx *c) {
   for (int i = 0; i < N_CACHED; i++) pa_free(c->cache[i].nodes);
   if (c->pool) d->f.vkDestroyCommandPool(d->dev, c->pool, NULL);
   if (c->fence) d->f.vkDestroyFence(d->dev, c->fence, NULL);
+  if (c->queries) d->f.vkDestroyQueryPool(d->dev, c->queries, NULL);
+  pa_free(c->times);
   if (c->kvb)
     for (int l = 0; l < c->hp->n_layer; l++) pa_vk_buf_free(d, &c->kvb[l]);
   pa_free(c->kvb);
@@ -751,6 +800,10 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
     if (!rc && d->f.vkAllocateCommandBuffers(d->dev, &ai, cbs) != VK_SUCCESS)
       rc = pa_error(PASADA_ERR_NOMEM, "vulkan: no command buffers");
     for (int i = 0; i < N_CACHED && !rc; i++) c->cache[i].cb = cbs[i];
+    const VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                       .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = MAX_NODES + 1};
+    if (!rc && d->timestamp_ns > 0 && d->f.vkCreateQueryPool(d->dev, &qci, NULL, &c->queries) != VK_SUCCESS)
+      c->queries = VK_NULL_HANDLE;
   }
   if (rc) {
     pa_error_prefix("a context on %s: ", d->info.name);
@@ -761,6 +814,27 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   *out = c;
   return PASADA_OK;
 }
+
+/* ---- timing ---- */
+
+int pa_vk_timing(pa_bctx *c, bool on) {
+  if (on && !c->queries)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "%s has no timestamps on its compute queue", c->d->info.name);
+  if (on && !c->times) {
+    c->cap_times = 64;
+    if (!(c->times = pa_calloc((size_t)c->cap_times, sizeof *c->times))) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
+  flush(c);
+  c->timing = on;
+  return PASADA_OK;
+}
+
+int pa_vk_times(pa_bctx *c, const pa_vk_time **times) {
+  *times = c->times;
+  return c->n_times;
+}
+
+void pa_vk_times_reset(pa_bctx *c) { c->n_times = 0; }
 
 /* ---- the backend ---- */
 

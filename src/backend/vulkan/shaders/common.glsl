@@ -10,6 +10,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer U8s { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer I8s { int8_t v[]; };
