@@ -45,3 +45,8 @@ int pa_env_log_level(void) {
   const char *s = getenv("PASADA_LOG");
   return s && !strcmp(s, "debug") ? 2 : s && !strcmp(s, "info") ? 1 : 0;
 }
+
+const char *pa_env_vulkan_loader(void) {
+  const char *s = getenv("PASADA_VULKAN_LOADER");
+  return s && *s ? s : NULL;
+}

@@ -12,6 +12,8 @@
  *       one distance each; 0 to 1048576 bytes.
  *   PASADA_API_KEY                              the server's bearer token
  *       (read by `pasada serve` only).
+ *   PASADA_VULKAN_LOADER=FILE                   the Vulkan loader the GPU
+ *       backend opens (default libvulkan.so.1, then libvulkan.so).
  * Values are read when first needed and never change afterwards; a value
  * that does not parse is ignored with a warning. */
 #ifndef PASADA_ENV_H
@@ -31,5 +33,7 @@ bool pa_env_no_repack(void);
 const char *pa_env_cpu_cap(void);
 /* PASADA_LOG: 0 (unset), 1 info, 2 debug */
 int pa_env_log_level(void);
+/* PASADA_VULKAN_LOADER, or NULL when unset or empty */
+const char *pa_env_vulkan_loader(void);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/env.h"
 
 /* ---- the loader and an instance ---- */
 
@@ -25,7 +26,13 @@ static void instance_close(instance *in) {
 
 static int instance_open(instance *in) {
   memset(in, 0, sizeof *in);
+  const char *named = pa_env_vulkan_loader();
   const char *names[] = {"libvulkan.so.1", "libvulkan.so"};
+  if (named) {
+    in->lib = dlopen(named, RTLD_NOW | RTLD_LOCAL);
+    if (!in->lib)
+      return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: cannot open the loader PASADA_VULKAN_LOADER names (%s)", named);
+  }
   for (size_t i = 0; i < sizeof names / sizeof names[0] && !in->lib; i++) in->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!in->lib)
     return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: no Vulkan loader on this machine (libvulkan.so.1: install "
@@ -43,7 +50,10 @@ static int instance_open(instance *in) {
   if (r != VK_SUCCESS) {
     in->inst = NULL;
     instance_close(in);
-    return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: no instance (vkCreateInstance: %d; no driver installed?)", (int)r);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+      return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: the loader found no driver (install the GPU's Vulkan driver, "
+                      "or Mesa's: mesa-vulkan-drivers)");
+    return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: no instance (vkCreateInstance failed: %d)", (int)r);
   }
 #define PA_VK_LOAD(fn) in->f.fn = (PFN_##fn)in->gipa(in->inst, #fn);
   PA_VK_INSTANCE_FNS(PA_VK_LOAD)

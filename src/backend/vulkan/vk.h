@@ -99,6 +99,9 @@ int pa_vk_write(pa_vk_dev *d, pa_vk_buf *dst, uint64_t offset, const void *src, 
  * there is no such SPIR-V or the driver refuses it). */
 VkPipeline pa_vk_pipeline(pa_vk_dev *d, const char *name);
 
+/* The device of a backend made by pa_backend_vulkan_create. */
+pa_vk_dev *pa_vk_backend_dev(const pa_backend *be);
+
 /* Timing a context's GPU work (pasada profile --device vulkan): with it
  * on, every command of a pass is followed by a timestamp, and each
  * command's time is added to its shader's total ("matmul_q4_k", "copy"). */

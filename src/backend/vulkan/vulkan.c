@@ -838,6 +838,8 @@ void pa_vk_times_reset(pa_bctx *c) { c->n_times = 0; }
 
 /* ---- the backend ---- */
 
+pa_vk_dev *pa_vk_backend_dev(const pa_backend *be) { return ((const vk_backend *)be->impl)->d; }
+
 static const pa_backend_ops vulkan_ops = {
     .name = "vulkan", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
