@@ -7,11 +7,23 @@
 #include "base/base.h"
 
 const char *pa_backend_names(void) {
-  return "cpu, cpu:TABLE (" PA_KERNEL_TABLE_NAMES "), ref, vulkan, vulkan:N";
+  return "cpu, cpu:TABLE (" PA_KERNEL_TABLE_NAMES "), ref, vulkan, vulkan:N, vulkan[:N]/LAYERS";
 }
 
 int pa_backend_create(const char *name, uint64_t weight_bytes, pa_backend **out) {
   *out = NULL;
+  const char *slash = name ? strchr(name, '/') : NULL;
+  if (slash) { /* DEV/N: the first N layers on DEV */
+    char dev[32];
+    char *end;
+    const long n = strtol(slash + 1, &end, 10);
+    if ((size_t)(slash - name) >= sizeof dev || strncmp(name, "vulkan", 6) || end == slash + 1 || *end || n < 1 ||
+        n > 100000)
+      return pa_error(PASADA_ERR_ARG, "backend '%s': expected vulkan[:N]/LAYERS, LAYERS a positive number", name);
+    memcpy(dev, name, (size_t)(slash - name));
+    dev[slash - name] = 0;
+    return pa_backend_split_create(dev, (int32_t)n, weight_bytes, out);
+  }
   if (!name || !*name || !strcmp(name, "cpu")) return pa_backend_cpu_create(NULL, weight_bytes, out);
   if (!strncmp(name, "cpu:", 4)) return pa_backend_cpu_create(name + 4, weight_bytes, out);
   if (!strcmp(name, "ref")) return pa_backend_ref_create(out);

@@ -24,7 +24,9 @@
  * and host memory, synchronize waits for what was submitted.
  *
  * Backends now: "cpu" (the SIMD kernels of src/kernels, "cpu:NAME" for one
- * table: scalar, avx2, avx512, avx512_vnni, amx) and "ref" (the reference:
+ * table: scalar, avx2, avx512, avx512_vnni, amx), "vulkan" / "vulkan:N"
+ * (GPUs: src/backend/vulkan), "vulkan:N/L" (the first L layers there, the
+ * rest on the CPU: src/backend/split) and "ref" (the reference:
  * weights dequantized to F32 as they are read, float activations, double
  * sums, every op on its own with the plain C kernels, an F32 KV cache by
  * default). A new backend fills pa_backend_ops in src/backend/NAME/ and
@@ -142,6 +144,7 @@ typedef struct {
   pa_kv_type kv_type;      /* the values' type */
   const pa_matrix *const *mats; /* every matrix the forward pass multiplies by */
   int32_t n_mats;
+  int32_t kv_layers;       /* the KV values of layers [0, kv_layers) only (0: of every layer) */
 } pa_bctx_params;
 
 typedef struct {
@@ -179,6 +182,12 @@ typedef struct {
    * tokens, into host memory (n_out rows of n_vocab) */
   void (*logits)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
                  float *logits);
+  /* The ops that follow, up to the next call, are those of layer `layer`
+   * (hp->n_layer: the output); the model code calls it before each layer
+   * and before the logits. A backend that splits the model by layers
+   * (src/backend/split) routes ops by it; NULL: the backend needs no
+   * telling. */
+  void (*layer)(pa_bctx *bc, int layer);
 } pa_backend_ops;
 
 struct pa_backend {
@@ -233,5 +242,16 @@ bool pa_vulkan_built(void);
 int pa_vulkan_devices(pa_device_info *out, int cap, int *n);
 /* device: -1 for the first real GPU, or N. */
 int pa_backend_vulkan_create(int device, pa_backend **out);
+/* The Vulkan backend's weights for layers [0, n_layers) only, and the
+ * output (its norm and matrix) when `output` (src/backend/split). */
+int pa_vulkan_prepare_layers(const pa_backend *be, struct pa_model *m, int32_t n_layers, bool output);
+
+/* ---- a model across a GPU and the CPU (src/backend/split) ----
+ * "DEV/N" (DEV a GPU backend's name: "vulkan", "vulkan:N"): the first N
+ * layers on DEV, the embedding, the other layers and the output on the
+ * CPU (the CPU's weights keep the file's layout); N must be at most the
+ * model's layers (checked when the weights are prepared). The residual
+ * stream moves between the devices where the layers change sides. */
+int pa_backend_split_create(const char *gpu, int32_t n_gpu_layers, uint64_t weight_bytes, pa_backend **out);
 
 #endif

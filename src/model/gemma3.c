@@ -24,6 +24,7 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
   OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b));
   for (int l = 0; l < hp->n_layer; l++) {
     const pa_layer *L = &m->layers[l];
+    if (be->layer) be->layer(bc, l);
     const bool local = hp->swa_layer[l];
     /* attention: q, k, v = W rmsnorm(x), head norms of q and k, RoPE (the
      * local or global base), k and v into the cache */
@@ -49,5 +50,6 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
     OP(PA_OP_FFN_RESIDUAL, l, n, add(bc, PA_BUF_X, PA_BUF_XB, E, n));
     pa_layer_done(c, l, n);
   }
+  if (be->layer) be->layer(bc, hp->n_layer);
   OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
 }

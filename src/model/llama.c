@@ -23,6 +23,7 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
   OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b)); /* RoPE tables of the positions */
   for (int l = 0; l < hp->n_layer; l++) {
     const pa_layer *L = &m->layers[l];
+    if (be->layer) be->layer(bc, l);
     /* attention: q, k, v = W rmsnorm(x) (+ biases, head norms), RoPE on q
      * and k, k and v into the cache; then x += Wo attention(q, cache) */
     pa_matmul_desc qkv = pa_mm3(&L->wq, &L->wk, &L->wv, PA_BUF_X, PA_BUF_Q, PA_BUF_K, PA_BUF_V);
@@ -46,5 +47,6 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
     OP(PA_OP_DOWN, l, n, matmul(bc, b, &down));
     pa_layer_done(c, l, n);
   }
+  if (be->layer) be->layer(bc, hp->n_layer);
   OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
 }

@@ -81,7 +81,9 @@ static int collect(wtensor *t, int *n, int cap, const void *p, uint64_t bytes) {
 
 static uint64_t matrix_bytes(const pa_matrix *m) { return (uint64_t)pa_row_size(m->type, m->cols) * (uint64_t)m->rows; }
 
-static int prepare_weights(const pa_backend *be, struct pa_model *m) {
+/* Uploads the tensors of layers [0, n_layers), the embedding table when
+ * `embed`, the output norm and matrix when `output`. */
+static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, bool embed, bool output) {
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
@@ -92,11 +94,10 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
   const uint64_t E = (uint64_t)hp->n_embd * 4, HD = (uint64_t)hp->head_dim * 4;
   const uint64_t QB = (uint64_t)hp->n_head * hp->head_dim * 4, KB = (uint64_t)hp->n_head_kv * hp->head_dim * 4;
   const uint64_t VB = (uint64_t)hp->n_head_kv * hp->head_dim_v * 4;
-  const pa_matrix *mats[] = {&m->tok_embd, &m->output};
-  for (int i = 0; i < 2 && !rc; i++)
-    if (mats[i]->data) rc = collect(t, &n, cap, mats[i]->data, matrix_bytes(mats[i]));
-  if (!rc) rc = collect(t, &n, cap, m->output_norm, E);
-  for (int l = 0; l < hp->n_layer && !rc; l++) {
+  if (embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, matrix_bytes(&m->tok_embd));
+  if (!rc && output && m->output.data) rc = collect(t, &n, cap, m->output.data, matrix_bytes(&m->output));
+  if (!rc && output) rc = collect(t, &n, cap, m->output_norm, E);
+  for (int l = 0; l < n_layers && !rc; l++) {
     const pa_layer *L = &m->layers[l];
     const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     for (int i = 0; i < 7 && !rc; i++) {
@@ -156,6 +157,14 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
   pa_free(chunk_size);
   pa_free(t);
   return rc;
+}
+
+static int prepare_weights(const pa_backend *be, struct pa_model *m) {
+  return prepare(be, m, m->hp.n_layer, true, true);
+}
+
+int pa_vulkan_prepare_layers(const pa_backend *be, struct pa_model *m, int32_t n_layers, bool output) {
+  return prepare(be, m, n_layers, false, output);
 }
 
 /* ---- a context ---- */
@@ -612,6 +621,7 @@ static void kv_copy_block(pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst
   const uint64_t kb = nk * bs * (uint64_t)kv->head_dim_k * elt, vb = nk * bs * (uint64_t)kv->head_dim_v * elt;
   for (int l = 0; l < kv->n_layer; l++) {
     const VkBuffer B = c->kvb[l].buf;
+    if (!B) continue; /* a layer another backend holds (src/backend/split) */
     push_copy(c, B, c->kv_k + (uint64_t)src * kb, B, c->kv_k + (uint64_t)dst * kb, kb);
     push_copy(c, B, c->kv_v + (uint64_t)src * vb, B, c->kv_v + (uint64_t)dst * vb, vb);
     if (vals->type == PA_KV_Q8) {
@@ -778,10 +788,11 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->kv_v = take(&at, slots * (uint64_t)kv->head_dim_v * elt);
   c->kv_ks = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
   c->kv_vs = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
+  const int32_t kv_layers = p->kv_layers > 0 && p->kv_layers < hp->n_layer ? p->kv_layers : hp->n_layer;
   c->kvb = rc ? NULL : pa_calloc((size_t)hp->n_layer, sizeof *c->kvb);
   if (!rc && !c->kvb) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
-  for (int l = 0; l < hp->n_layer && !rc; l++) rc = pa_vk_buf_create(d, at, false, &c->kvb[l]);
-  c->vals = (pa_kv_values){.type = p->kv_type, .bytes = (int64_t)at * hp->n_layer, .copy_block = kv_copy_block,
+  for (int l = 0; l < kv_layers && !rc; l++) rc = pa_vk_buf_create(d, at, false, &c->kvb[l]);
+  c->vals = (pa_kv_values){.type = p->kv_type, .bytes = (int64_t)at * kv_layers, .copy_block = kv_copy_block,
                            .write = kv_write, .read = kv_read};
   if (!rc) {
     const VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
