@@ -17,14 +17,14 @@ typedef struct {
   pa_vk_fns f;
 } instance;
 
-static void instance_close(instance *in) {
+static void instance_drop(instance *in) {
   if (in->inst && in->f.vkDestroyInstance) in->f.vkDestroyInstance(in->inst, NULL);
   /* the loader stays loaded (dlopen again only counts up): drivers keep
    * process-wide state that unloading them would leak */
   memset(in, 0, sizeof *in);
 }
 
-static int instance_open(instance *in) {
+static int instance_make(instance *in) {
   memset(in, 0, sizeof *in);
   const char *named = pa_env_vulkan_loader();
   const char *names[] = {"libvulkan.so.1", "libvulkan.so"};
@@ -40,7 +40,7 @@ static int instance_open(instance *in) {
   in->gipa = (PFN_vkGetInstanceProcAddr)dlsym(in->lib, "vkGetInstanceProcAddr");
   PFN_vkCreateInstance create = in->gipa ? (PFN_vkCreateInstance)in->gipa(NULL, "vkCreateInstance") : NULL;
   if (!create) {
-    instance_close(in);
+    instance_drop(in);
     return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: the loader has no vkCreateInstance");
   }
   const VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "pasada",
@@ -49,7 +49,7 @@ static int instance_open(instance *in) {
   const VkResult r = create(&ci, NULL, &in->inst);
   if (r != VK_SUCCESS) {
     in->inst = NULL;
-    instance_close(in);
+    instance_drop(in);
     if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
       return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: the loader found no driver (install the GPU's Vulkan driver, "
                       "or Mesa's: mesa-vulkan-drivers)");
@@ -58,11 +58,35 @@ static int instance_open(instance *in) {
 #define PA_VK_LOAD(fn) in->f.fn = (PFN_##fn)in->gipa(in->inst, #fn);
   PA_VK_INSTANCE_FNS(PA_VK_LOAD)
 #undef PA_VK_LOAD
-#define PA_VK_CHECK(fn) if (!in->f.fn) { instance_close(in); return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: the loader lacks " #fn); }
+#define PA_VK_CHECK(fn) if (!in->f.fn) { instance_drop(in); return pa_error(PASADA_ERR_UNSUPPORTED, "Vulkan: the loader lacks " #fn); }
   PA_VK_INSTANCE_FNS(PA_VK_CHECK)
 #undef PA_VK_CHECK
   return PASADA_OK;
 }
+
+/* One instance per process, made when first needed and kept until exit:
+ * the loader unloads a driver with the last instance, and drivers keep
+ * process state that unloading leaks. Read-only once made; a failure is
+ * kept too, and repeated with its message. */
+static instance g_inst;
+static int g_inst_rc;
+static char g_inst_err[256];
+static pthread_once_t g_inst_once = PTHREAD_ONCE_INIT;
+
+static void instance_init(void) {
+  g_inst_rc = instance_make(&g_inst);
+  if (g_inst_rc) snprintf(g_inst_err, sizeof g_inst_err, "%s", pasada_last_error());
+}
+
+static int instance_open(instance *in) {
+  pthread_once(&g_inst_once, instance_init);
+  if (g_inst_rc) return pa_error(g_inst_rc, "%s", g_inst_err);
+  *in = g_inst;
+  return PASADA_OK;
+}
+
+/* the process's instance stays; only the caller's copy goes */
+static void instance_close(instance *in) { memset(in, 0, sizeof *in); }
 
 /* ---- a physical device's description ---- */
 
