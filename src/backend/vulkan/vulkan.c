@@ -225,6 +225,7 @@ struct pa_bctx {
   int n_dl;
   cached_graph cache[N_CACHED];
   uint64_t clock;
+  int64_t n_run, n_recorded; /* graphs run, and those recorded for it (PASADA_LOG=debug) */
   VkCommandPool pool;
   VkFence fence;
   /* timing (pa_vk_timing): a timestamp after every node */
@@ -345,10 +346,12 @@ static void flush(pa_bctx *c) {
       if (c->cache[i].used < g->used) g = &c->cache[i];
     c->d->f.vkResetCommandBuffer(g->cb, 0);
     record(c, g->cb, c->nodes, c->n_nodes);
+    c->n_recorded++;
     memcpy(g->nodes, c->nodes, sizeof(node) * (size_t)c->n_nodes);
     g->n_nodes = c->n_nodes;
   }
   g->used = ++c->clock;
+  c->n_run++;
   const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &g->cb};
   pthread_mutex_lock(&c->d->lock);
   VkResult r = c->d->f.vkQueueSubmit(c->d->queue, 1, &si, c->fence);
@@ -714,6 +717,7 @@ static void kv_read(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_
 static void context_free(pa_bctx *c) {
   if (!c) return;
   pa_vk_dev *d = c->d;
+  pa_log(2, "vulkan: a context ran %lld graphs, recorded %lld of them", (long long)c->n_run, (long long)c->n_recorded);
   if (c->kv && c->kv->values == &c->vals) pa_kv_attach(c->kv, NULL);
   if (c->fence) d->f.vkDeviceWaitIdle(d->dev);
   for (int i = 0; i < N_CACHED; i++) pa_free(c->cache[i].nodes);
