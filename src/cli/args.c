@@ -1,7 +1,8 @@
 /* args.c: the CLI's plumbing: one-line error and usage messages, strict
  * number parsing, reading prompts from files and streams, growable arrays,
- * the generation options `run` and `chat` share, and the --device syntax
- * of every command that runs a model. */
+ * the generation options `run` and `chat` share, and the --device and
+ * --gpu-layers syntax of every command that runs a model, with the backend
+ * name the two make. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -107,6 +108,9 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
       if (!cli_parse_device(arg)) return cli_usage_line(cmd, CLI_DEVICE_ERROR, arg);
       *o->device = arg;
       return CLI_OK;
+    case OPT_GPU_LAYERS:
+      if (!cli_parse_gpu_layers(arg, o->gpu_layers)) return cli_usage_line(cmd, CLI_GPU_LAYERS_ERROR, arg);
+      return CLI_OK;
     default: return cli_getopt_error_line(cmd, opt, argv);
   }
 }
@@ -123,6 +127,35 @@ bool cli_parse_device(const char *s) {
   if (!*n || strlen(n) > 9) return false; /* a device number fits an int */
   for (; *n; n++)
     if (*n < '0' || *n > '9') return false;
+  return true;
+}
+
+bool cli_parse_gpu_layers(const char *s, int32_t *out) {
+  if (!s || !*s || strlen(s) > 9) return false; /* fits an int before the range check */
+  int32_t v = 0;
+  for (const char *p = s; *p; p++) {
+    if (*p < '0' || *p > '9') return false;
+    v = v * 10 + (*p - '0');
+  }
+  if (v < 1 || v > CLI_GPU_LAYERS_MAX) return false;
+  *out = v;
+  return true;
+}
+
+/* A Vulkan device as --device names it: vulkan or vulkan:N. */
+static bool is_gpu_device(const char *device) {
+  return device && cli_parse_device(device) && !strncmp(device, "vulkan", 6);
+}
+
+bool cli_backend_name(const char *device, int32_t gpu_layers, char *buf, size_t cap, const char **name) {
+  if (gpu_layers <= 0) {
+    *name = device;
+    return true;
+  }
+  if (!is_gpu_device(device)) return false;
+  int n = snprintf(buf, cap, "%s/%d", device, (int)gpu_layers);
+  if (n < 0 || (size_t)n >= cap) return false; /* cannot happen with CLI_BACKEND_NAME_MAX */
+  *name = buf;
   return true;
 }
 
@@ -260,6 +293,8 @@ const char CLI_GEN_HELP[] =
     "                            a scale per position and head: about half of f16)\n"
     "  --device DEV              run on cpu (the default), vulkan (the first GPU) or\n"
     "                            vulkan:N (device N of `pasada devices`)\n"
+    "  --gpu-layers N            with a GPU --device: run the first N layers there,\n"
+    "                            the rest on the CPU (default: all layers on the GPU)\n"
     "sampling:\n"
     "  --temp T                  temperature (default 0.8; 0: greedy, always the most\n"
     "                            likely token)\n"
@@ -312,6 +347,9 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
     case OPT_DEVICE:
       if (!cli_parse_device(arg)) return cli_usage(cmd, CLI_DEVICE_ERROR, arg);
       o->device = arg;
+      return 1;
+    case OPT_GPU_LAYERS:
+      if (!cli_parse_gpu_layers(arg, &o->gpu_layers)) return cli_usage(cmd, CLI_GPU_LAYERS_ERROR, arg);
       return 1;
     case OPT_TEMP:
       if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))
@@ -370,4 +408,10 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
     default:
       return 0;
   }
+}
+
+int cli_gen_backend(const char *cmd, cli_gen_options *o) {
+  if (!cli_backend_name(o->device, o->gpu_layers, o->backend_name, sizeof o->backend_name, &o->backend))
+    return cli_usage(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
+  return CLI_OK;
 }

@@ -19,6 +19,10 @@
 /* Exit codes. */
 enum { CLI_OK = 0, CLI_RUNTIME_ERROR = 1, CLI_USAGE_ERROR = 2 };
 
+/* Bytes that hold any backend name cli_backend_name composes ("vulkan:N/L"
+ * with N of at most 9 digits, L of at most 5). */
+#define CLI_BACKEND_NAME_MAX 32
+
 /* Prints "pasada: error: <message>" on one line of stderr (newlines in the
  * message become spaces) and returns CLI_RUNTIME_ERROR. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -43,7 +47,8 @@ bool cli_parse_double(const char *s, double min, double max, double *out);
  * returns CLI_OK or prints the error and returns CLI_RUNTIME_ERROR. */
 /* The run-shape options `bench` and `profile` share: -p/--prompt,
  * -n/--gen, -t/--threads, -b/--batch, --seed (OPT_SEED), --kv-type
- * (OPT_KV_TYPE) and --device (OPT_DEVICE), parsed into the
+ * (OPT_KV_TYPE), --device (OPT_DEVICE) and --gpu-layers (OPT_GPU_LAYERS;
+ * cli_backend_name makes the backend name of the last two), parsed into the
  * fields the pointers name (min_prompt: the least -p takes); for the
  * default branch of their getopt switch. Returns CLI_OK when `opt` is one
  * of them with a good value, otherwise the usage error (exit status, after
@@ -54,6 +59,7 @@ typedef struct {
   int32_t min_prompt;
   pasada_kv_type *kv_type;
   const char **device; /* --device (OPT_DEVICE) */
+  int32_t *gpu_layers; /* --gpu-layers (OPT_GPU_LAYERS) */
 } cli_shape_options;
 int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_options *o);
 /* Their long options, with -m/--model, -q/--quiet and -h/--help. */
@@ -63,6 +69,7 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
       {"batch", required_argument, 0, 'b'}, {"seed", required_argument, 0, OPT_SEED},       \
       {"kv-type", required_argument, 0, OPT_KV_TYPE},                                       \
       {"device", required_argument, 0, OPT_DEVICE},                                         \
+      {"gpu-layers", required_argument, 0, OPT_GPU_LAYERS},                                 \
       {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}
 
 int cli_read_file(const char *path, char **out, size_t *len);
@@ -94,6 +101,11 @@ typedef struct {
   bool no_stats, verbose;
   pasada_kv_type kv_type;    /* --kv-type */
   const char *device;        /* --device (NULL: the model's default, cpu) */
+  int32_t gpu_layers;        /* --gpu-layers (0: not given, every layer on the device) */
+  /* The model's backend (NULL: the default, cpu), from device and gpu_layers
+   * by cli_gen_backend; backend_name holds it when it is composed. */
+  const char *backend;
+  char backend_name[CLI_BACKEND_NAME_MAX];
 } cli_gen_options;
 
 /* getopt_long ids of the options run and chat share (beyond single letters). */
@@ -116,6 +128,7 @@ enum {
   OPT_VOCAB_ONLY,
   OPT_KV_TYPE,
   OPT_DEVICE,
+  OPT_GPU_LAYERS,
 };
 /* The --kv-type option's help line and parser (run, chat, serve, bench,
  * profile, perplexity, kld): "f16", "f32" or "q8"; false for anything else. */
@@ -139,6 +152,32 @@ bool cli_parse_device(const char *s);
   "      --device DEV        run on cpu (the default), vulkan (the first GPU) or\n"     \
   "                          vulkan:N (device N of `pasada devices`)\n"
 
+/* --gpu-layers N (every command with --device): with a GPU device, the
+ * first N layers of the model run there and the embedding, the other layers
+ * and the output on the CPU, so a model larger than the GPU's memory still
+ * runs. N is decimal digits, 1 to CLI_GPU_LAYERS_MAX; whether the model has
+ * that many layers is the engine's to say when it loads. cli_parse_gpu_layers
+ * says whether s is such an N (into *out); CLI_GPU_LAYERS_ERROR is the usage
+ * message for one that is not (one %s: the value). */
+#define CLI_GPU_LAYERS_MAX 99999
+bool cli_parse_gpu_layers(const char *s, int32_t *out);
+#define CLI_GPU_LAYERS_ERROR "--gpu-layers: expected a layer count from 1 to 99999, got '%s'"
+#define CLI_GPU_LAYERS_NEEDS_GPU "--gpu-layers needs a GPU: --device vulkan or vulkan:N"
+/* The help lines of bench and profile (their options' layout). */
+#define CLI_GPU_LAYERS_HELP                                                              \
+  "      --gpu-layers N      with a GPU --device: run the first N layers there,\n"   \
+  "                          the rest on the CPU (default: all layers on the GPU)\n"
+
+/* The backend name of --device DEV and --gpu-layers N, as
+ * pasada_model_params.backend takes it; every command composes it here.
+ * Without N (gpu_layers 0) it is DEV itself (NULL when --device was not
+ * given: the default, cpu); with N it is "DEV/N" (e.g. "vulkan:0/12"),
+ * written into buf (cap bytes; CLI_BACKEND_NAME_MAX hold any). Sets *name
+ * and returns true, or returns false when N is given and DEV is not a GPU
+ * device (absent, cpu, or another backend's name): CLI_GPU_LAYERS_NEEDS_GPU
+ * is the usage message. */
+bool cli_backend_name(const char *device, int32_t gpu_layers, char *buf, size_t cap, const char **name);
+
 /* clang-format off */
 #define CLI_GEN_LONG_OPTIONS                                          \
   {"model", required_argument, 0, 'm'},                               \
@@ -147,6 +186,7 @@ bool cli_parse_device(const char *s);
   {"ctx-size", required_argument, 0, 'c'},                            \
   {"kv-type", required_argument, 0, OPT_KV_TYPE},                     \
   {"device", required_argument, 0, OPT_DEVICE},                       \
+  {"gpu-layers", required_argument, 0, OPT_GPU_LAYERS},               \
   {"temp", required_argument, 0, OPT_TEMP},                           \
   {"top-k", required_argument, 0, OPT_TOP_K},                         \
   {"top-p", required_argument, 0, OPT_TOP_P},                         \
@@ -170,6 +210,10 @@ void cli_gen_defaults(cli_gen_options *o, int32_t n_predict);
 /* Handles one shared option: 1 when handled, 0 when `opt` is not one of
  * them, CLI_USAGE_ERROR (after printing) when its value is bad. */
 int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o);
+/* After the options: o->backend from o->device and o->gpu_layers
+ * (cli_backend_name). CLI_OK, or CLI_USAGE_ERROR (after printing) when
+ * --gpu-layers has no GPU device. */
+int cli_gen_backend(const char *cmd, cli_gen_options *o);
 
 /* ---- session: everything generation needs, for one sequence ---- */
 typedef struct {

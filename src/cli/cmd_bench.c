@@ -20,7 +20,11 @@ static void usage(FILE *f) {
           "are), fp32 FMA peak and int8-dot peak. For tg: bytes read per token (weights\n"
           "+ KV) and the achieved GB/s as a share of the read bandwidth; for pp: achieved\n"
           "GFLOP/s as a share of the FMA peak (and of the int8 peak for quantized\n"
-          "weights). Progress goes to stderr.\n"
+          "weights). On a Vulkan device (--device vulkan[:N]) the ceilings are the\n"
+          "device's own, measured by shaders before and after the runs: read bandwidth\n"
+          "(a 256 MiB device buffer; 64 MiB on a CPU implementation such as lavapipe)\n"
+          "and fp32 FMA rate; pp and tg are shares of those, and the device is named\n"
+          "in place of the CPU kernels. Progress goes to stderr.\n"
           "\n"
           "options:\n"
           "  -m, --model FILE        GGUF model (required)\n"
@@ -33,6 +37,7 @@ static void usage(FILE *f) {
           "      --price-per-hour P  machine price in $/hour: adds $ per million tokens\n"
           CLI_KV_TYPE_HELP
           CLI_DEVICE_HELP
+          CLI_GPU_LAYERS_HELP
           "      --no-ceilings       skip the bandwidth and peak probes\n"
           "      --json              print one JSON object on stdout instead of the table\n"
           "  -q, --quiet             no progress on stderr\n"
@@ -53,8 +58,11 @@ int cmd_bench(int argc, char **argv) {
   pa_bench_default_params(&p);
   bool json = false;
   opterr = 0;
-  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch,
-                                   &p.seed,     0,        &p.kv_type,   &p.backend};
+  const char *device = NULL;
+  int32_t gpu_layers = 0;
+  char backend[CLI_BACKEND_NAME_MAX];
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen,   &p.n_threads, &p.n_batch, &p.seed,
+                                   0,           &p.kv_type, &device,      &gpu_layers};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:r:b:qh", opts, NULL)) != -1) {
@@ -80,6 +88,8 @@ int cmd_bench(int argc, char **argv) {
   }
   if (optind < argc) return cli_usage_line(cmd, "unexpected argument '%s'", argv[optind]);
   if (!p.model_path) return cli_usage_line(cmd, "no model given: use -m MODEL");
+  if (!cli_backend_name(device, gpu_layers, backend, sizeof backend, &p.backend))
+    return cli_usage_line(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
   if (p.n_prompt == 0 && p.n_gen == 0) return cli_usage_line(cmd, "nothing to measure: -p and -n are both 0");
 
   pa_bench_result r;

@@ -146,6 +146,7 @@ int cmd_chat(int argc, char **argv) {
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
   if (!o.model_path) return cli_usage(cmd, "no model given: use -m MODEL");
+  if (cli_gen_backend(cmd, &o)) return CLI_USAGE_ERROR;
 
   cli_session s;
   int rc = cli_session_open(&s, &o);

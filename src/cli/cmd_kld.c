@@ -40,6 +40,9 @@ static const char KLD_HELP[] =
     "  --kv-type T          the KV cache's values: f16 (default), f32 or q8\n"
     "  --device DEV         run both models on cpu (the default), vulkan (the first\n"
     "                       GPU) or vulkan:N (device N of `pasada devices`)\n"
+    "  --gpu-layers N       with a GPU --device: run the first N layers of each\n"
+    "                       model there, the rest on the CPU (default: all layers\n"
+    "                       on the GPU)\n"
     "  -q, --quiet          no progress on stderr\n"
     "  --json               one JSON object on stdout instead of the table\n"
     "  -h, --help           show this help\n"
@@ -59,6 +62,7 @@ int cmd_kld(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   const char *cmd = "kld";
   pa_kld_params p = {.eval = {.n_ctx = 512}, .progress = true};
+  cli_eval_device dev = {0};
   bool json = false;
   opterr = 0;
   optind = 0;
@@ -72,7 +76,7 @@ int cmd_kld(int argc, char **argv) {
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;
       default: {
-        int rc = cli_eval_option(cmd, c, argv, &p.eval);
+        int rc = cli_eval_option(cmd, c, argv, &p.eval, &dev);
         if (rc != CLI_OK) return rc;
       }
     }
@@ -81,6 +85,7 @@ int cmd_kld(int argc, char **argv) {
   if (!p.base_path) return cli_usage(cmd, "no base model given (--base FILE)");
   if (!p.quant_path) return cli_usage(cmd, "no quantized model given (-m FILE)");
   if (!p.text_path) return cli_usage(cmd, "no text given (-f FILE)");
+  if (cli_eval_backend(cmd, &dev, &p.eval)) return CLI_USAGE_ERROR;
 
   pa_kld_result r;
   if (pa_kld_run(&p, &r) != PASADA_OK) return cli_fail("%s", pasada_last_error());

@@ -33,6 +33,8 @@ static const char PPL_HELP[] =
     "  --kv-type T          the KV cache's values: f16 (default), f32 or q8\n"
     "  --device DEV         run on cpu (the default), vulkan (the first GPU) or\n"
     "                       vulkan:N (device N of `pasada devices`)\n"
+    "  --gpu-layers N       with a GPU --device: run the first N layers there,\n"
+    "                       the rest on the CPU (default: all layers on the GPU)\n"
     "  -q, --quiet          no progress on stderr\n"
     "  --json               one JSON object on stdout instead of the table\n"
     "  -h, --help           show this help\n"
@@ -51,6 +53,7 @@ int cmd_perplexity(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   const char *cmd = "perplexity";
   pa_ppl_params p = {.eval = {.n_ctx = 512}, .progress = true};
+  cli_eval_device dev = {0};
   bool json = false;
   opterr = 0;
   optind = 0;
@@ -63,7 +66,7 @@ int cmd_perplexity(int argc, char **argv) {
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;
       default: {
-        int rc = cli_eval_option(cmd, c, argv, &p.eval);
+        int rc = cli_eval_option(cmd, c, argv, &p.eval, &dev);
         if (rc != CLI_OK) return rc;
       }
     }
@@ -71,6 +74,7 @@ int cmd_perplexity(int argc, char **argv) {
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
   if (!p.model_path) return cli_usage(cmd, "no model given (-m MODEL)");
   if (!p.text_path) return cli_usage(cmd, "no text given (-f FILE)");
+  if (cli_eval_backend(cmd, &dev, &p.eval)) return CLI_USAGE_ERROR;
 
   pa_ppl_result r;
   if (pa_ppl_run(&p, &r) != PASADA_OK) return cli_fail("%s", pasada_last_error());
@@ -85,7 +89,7 @@ int cmd_perplexity(int argc, char **argv) {
   return rc;
 }
 
-int cli_eval_option(const char *cmd, int opt, char **argv, pa_eval_params *e) {
+int cli_eval_option(const char *cmd, int opt, char **argv, pa_eval_params *e, cli_eval_device *dev) {
   switch (opt) {
     case 'c':
       if (!cli_parse_i32(optarg, 16, 1 << 20, &e->n_ctx) || e->n_ctx % 2)
@@ -108,8 +112,17 @@ int cli_eval_option(const char *cmd, int opt, char **argv, pa_eval_params *e) {
       return CLI_OK;
     case CLI_OPT_EVAL_DEVICE:
       if (!cli_parse_device(optarg)) return cli_usage(cmd, CLI_DEVICE_ERROR, optarg);
-      e->backend = optarg;
+      dev->device = optarg;
+      return CLI_OK;
+    case CLI_OPT_EVAL_GPU_LAYERS:
+      if (!cli_parse_gpu_layers(optarg, &dev->gpu_layers)) return cli_usage(cmd, CLI_GPU_LAYERS_ERROR, optarg);
       return CLI_OK;
     default: return cli_getopt_error(cmd, opt, argv);
   }
+}
+
+int cli_eval_backend(const char *cmd, cli_eval_device *dev, pa_eval_params *e) {
+  if (!cli_backend_name(dev->device, dev->gpu_layers, dev->name, sizeof dev->name, &e->backend))
+    return cli_usage(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
+  return CLI_OK;
 }

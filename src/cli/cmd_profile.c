@@ -28,6 +28,10 @@ static void usage(FILE *f) {
           "cover of a phase's wall time is the engine's own overhead. Profiling costs two\n"
           "clock reads and a record per op (it measures and prints its own cost: well\n"
           "under 1%% on real models); off (every other command) one branch per op.\n"
+          "On a Vulkan device (--device vulkan[:N]) an op only records GPU commands, so\n"
+          "each shader is timed on the GPU instead (a timestamp after every command):\n"
+          "per phase, the GPU time per shader and the wall time outside the GPU; no\n"
+          "ceilings, per-op or per-layer rows, and no --trace there.\n"
           "Progress goes to stderr.\n"
           "\n"
           "options:\n"
@@ -38,6 +42,7 @@ static void usage(FILE *f) {
           "  -b, --batch N           tokens per decode call during prefill (default 512)\n"
           CLI_KV_TYPE_HELP
           CLI_DEVICE_HELP
+          CLI_GPU_LAYERS_HELP
           "      --parallel N        decode N sequences together, one token each per step\n"
           "                          with logits for all (a server's step; default 1); the\n"
           "                          other N-1 prompts are the text shifted by 1..N-1\n"
@@ -80,8 +85,11 @@ int cmd_profile(int argc, char **argv) {
   bool json = false;
   const char *trace_path = NULL, *svg_path = NULL;
   opterr = 0;
-  const cli_shape_options shape = {&p.n_prompt, &p.n_gen, &p.n_threads, &p.n_batch,
-                                   &p.seed,     1,        &p.kv_type,   &p.backend};
+  const char *device = NULL;
+  int32_t gpu_layers = 0;
+  char backend[CLI_BACKEND_NAME_MAX];
+  const cli_shape_options shape = {&p.n_prompt, &p.n_gen,   &p.n_threads, &p.n_batch, &p.seed,
+                                   1,           &p.kv_type, &device,      &gpu_layers};
   optind = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":m:p:n:t:b:qh", opts, NULL)) != -1) {
@@ -116,7 +124,12 @@ int cmd_profile(int argc, char **argv) {
   }
   if (optind < argc) return cli_usage_line(cmd, "unexpected argument '%s'", argv[optind]);
   if (!p.model_path) return cli_usage_line(cmd, "no model given: use -m MODEL");
+  if (!cli_backend_name(device, gpu_layers, backend, sizeof backend, &p.backend))
+    return cli_usage_line(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
   if (p.off && (trace_path || svg_path)) return cli_usage_line(cmd, "--off records nothing to trace or draw");
+  if (trace_path && p.backend && !strncmp(p.backend, "vulkan", 6) && !strchr(p.backend, '/'))
+    return cli_usage_line(cmd, "--trace: on a Vulkan device the ops are timed on the GPU per shader, not one by "
+                          "one: there is no op trace to write");
   p.keep_events = trace_path != NULL;
 
   FILE *trace = NULL, *svg = NULL;

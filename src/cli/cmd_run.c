@@ -79,6 +79,7 @@ int cmd_run(int argc, char **argv) {
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
   if (!o.model_path) return cli_usage(cmd, "no model given: use -m MODEL");
+  if (cli_gen_backend(cmd, &o)) return CLI_USAGE_ERROR;
   if (prompt && file) return cli_usage(cmd, "-p and -f both give the prompt: use one of them");
   if (!prompt && !file && isatty(STDIN_FILENO))
     return cli_usage(cmd, "no prompt: give -p TEXT, -f FILE or text on stdin");

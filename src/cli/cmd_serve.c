@@ -23,6 +23,8 @@ static void usage(FILE *f) {
           "  --threads N             compute threads (default: all cores)\n"
           "  --device DEV            run on cpu (the default), vulkan (the first GPU) or\n"
           "                          vulkan:N (device N of `pasada devices`)\n"
+          "  --gpu-layers N          with a GPU --device: run the first N layers there,\n"
+          "                          the rest on the CPU (default: all layers on the GPU)\n"
           "  --prefill-chunk N       most prompt tokens per step (default 256)\n"
           "  --kv-block-size N       positions per KV block, a multiple of 16 (default 16)\n"
           "  --kv-blocks N           KV blocks in the pool (default: parallel full sequences)\n"
@@ -53,8 +55,9 @@ static bool parse_int(const char *opt, const char *s, long long lo, long long hi
   return true;
 }
 
-/* The options into *c, and --device's value into *device. */
-static bool parse_args(int argc, char **argv, srv_config *c, const char **device) {
+/* The options into *c, --device's value into *device and --gpu-layers' into
+ * *gpu_layers. */
+static bool parse_args(int argc, char **argv, srv_config *c, const char **device, int32_t *gpu_layers) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -87,8 +90,12 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
         return false;
       }
       *device = v;
-    }
-    else if (!strcmp(a, "--port")) {
+    } else if (!strcmp(a, "--gpu-layers")) {
+      if (!cli_parse_gpu_layers(v, gpu_layers)) {
+        fprintf(stderr, "pasada serve: " CLI_GPU_LAYERS_ERROR "\n", v);
+        return false;
+      }
+    } else if (!strcmp(a, "--port")) {
       if (!parse_int(a, v, 0, 65535, &n)) return false;
       c->port = (int)n;
     } else if (!strcmp(a, "--parallel")) {
@@ -195,8 +202,14 @@ int cmd_serve(int argc, char **argv) {
                     .max_body = 4u << 20,
                     .max_connections = 256};
   cfg.api_key = getenv("PASADA_API_KEY");
-  const char *device = NULL;
-  if (!parse_args(argc, argv, &cfg, &device)) return 2;
+  const char *device = NULL, *backend = NULL;
+  int32_t gpu_layers = 0;
+  char backend_name[CLI_BACKEND_NAME_MAX];
+  if (!parse_args(argc, argv, &cfg, &device, &gpu_layers)) return 2;
+  if (!cli_backend_name(device, gpu_layers, backend_name, sizeof backend_name, &backend)) {
+    fprintf(stderr, "pasada serve: " CLI_GPU_LAYERS_NEEDS_GPU "\n");
+    return 2;
+  }
 
   /* Signals go to sigwait below only: every thread started from here on
    * inherits the mask. A vanished client must not kill the process. */
@@ -222,7 +235,7 @@ int cmd_serve(int argc, char **argv) {
   srv_sched *sched = NULL;
   char *name = cfg.model_alias ? strdup(cfg.model_alias) : model_name(cfg.model_path);
   pasada_model_params mp = pasada_model_default_params();
-  mp.backend = device; /* NULL: the default, cpu */
+  mp.backend = backend; /* NULL: the default, cpu */
   if (pasada_model_load(cfg.model_path, &mp, &model) != PASADA_OK) {
     fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
     goto out;

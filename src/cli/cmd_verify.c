@@ -48,6 +48,9 @@ static const char VERIFY_HELP[] =
     "  --against-backend NAME the backend compared with (default ref)\n"
     "  --kernels TABLE        the same as --backend cpu:TABLE\n"
     "  --device DEV           the same as --backend DEV: cpu, vulkan or vulkan:N\n"
+    "  --gpu-layers N         with a GPU under test (vulkan, vulkan:N): run the first\n"
+    "                         N layers there, the rest on the CPU (default: all\n"
+    "                         layers on the GPU)\n"
     "  -n, --max-tokens N     tokens per prompt at most; longer ones are cut (default 256)\n"
     "  -b, --batch N          tokens per decode call (default 64; 1 checks the decode path)\n"
     "  -t, --threads N        threads (default: every online core)\n"
@@ -82,6 +85,7 @@ int cmd_verify(int argc, char **argv) {
                                        {"backend", required_argument, 0, OPT_BACKEND},
                                        {"against-backend", required_argument, 0, OPT_AGAINST_BACKEND},
                                        {"device", required_argument, 0, OPT_DEVICE},
+                                       {"gpu-layers", required_argument, 0, OPT_GPU_LAYERS},
                                        {"max-tokens", required_argument, 0, 'n'},
                                        {"batch", required_argument, 0, 'b'},
                                        {"threads", required_argument, 0, 't'},
@@ -98,7 +102,8 @@ int cmd_verify(int argc, char **argv) {
   pa_verify_params p = {.n_batch = 64, .max_tokens = 256, .tol = pa_verify_default_tol(), .progress = true};
   bool json = false, tol_set[4] = {0}; /* [1..3]: the logits' tolerances */
   const char *kernels = NULL, *device = NULL;
-  char kernels_backend[48];
+  int32_t gpu_layers = 0;
+  char kernels_backend[48], backend_name[CLI_BACKEND_NAME_MAX];
   opterr = 0;
   optind = 0;
   int c;
@@ -115,6 +120,9 @@ int cmd_verify(int argc, char **argv) {
       case OPT_DEVICE:
         if (!cli_parse_device(optarg)) return cli_usage(cmd, CLI_DEVICE_ERROR, optarg);
         device = optarg;
+        break;
+      case OPT_GPU_LAYERS:
+        if (!cli_parse_gpu_layers(optarg, &gpu_layers)) return cli_usage(cmd, CLI_GPU_LAYERS_ERROR, optarg);
         break;
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;
@@ -180,6 +188,8 @@ int cmd_verify(int argc, char **argv) {
   }
   if (p.against_path && p.against_backend)
     return cli_usage(cmd, "--against compares with a file: drop --against-backend");
+  if (!cli_backend_name(p.backend, gpu_layers, backend_name, sizeof backend_name, &p.backend))
+    return cli_usage(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
 
   pa_verify_result r;
   if (pa_verify_run(&p, &r) != PASADA_OK) return cli_fail("%s", pasada_last_error());

@@ -19,7 +19,7 @@ int cli_session_open(cli_session *s, const cli_gen_options *o) {
   s->stdout_tty = isatty(STDOUT_FILENO);
   double t0 = now_s();
   pasada_model_params mp = pasada_model_default_params();
-  mp.backend = o->device; /* NULL: the default, cpu */
+  mp.backend = o->backend; /* NULL: the default, cpu */
   if (pasada_model_load(o->model_path, &mp, &s->model) != PASADA_OK)
     return cli_fail("%s", pasada_last_error());
   s->tok = pasada_model_tokenizer(s->model);

@@ -1,14 +1,18 @@
 /* bench.c: the runs of `pasada bench`. Measures the machine's ceilings (in a
  * child process, so their buffer never counts in the benchmark's peak RSS),
- * loads the model, then repeats: a seeded random prompt decoded in batches
- * (pp), then greedy generation one token per pasada_decode (tg), each timed
- * on its own. Derives achieved bandwidth and arithmetic rates from the
- * model's per-token costs (model_stats.c). Uses only the public API. */
+ * or the Vulkan device's when the model runs on one, loads the model, then
+ * repeats: a seeded random prompt decoded in batches (pp), then greedy
+ * generation one token per pasada_decode (tg), each timed on its own.
+ * Derives achieved bandwidth and arithmetic rates from the model's per-token
+ * costs (model_stats.c). Uses the public API, and reads one internal: the
+ * backend the model was loaded onto (model.h), whose device it probes. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/vulkan/probe.h"
 #include "base/base.h"
+#include "model/model.h"
 #include "pasada.h"
 #include "tools/bench.h"
 
@@ -142,7 +146,7 @@ static void derive(const pasada_model *model, const pasada_model_stats *st, cons
   if (p->n_prompt && r->pp.median > 0) {
     r->pp_gflops = r->pp_flops_per_run * r->pp.median / p->n_prompt / 1e9;
     if (r->have_ceilings && r->ceil.fma_gflops > 0) r->pp_pct_fma = 100 * r->pp_gflops / r->ceil.fma_gflops;
-    if (r->have_ceilings && st->int8_dot && r->ceil.int8_gops > 0)
+    if (r->have_ceilings && st->int8_dot && r->ceil.int8_gops > 0) /* (none on a GPU) */
       r->pp_pct_int8 = 100 * r->pp_gflops / r->ceil.int8_gops;
   }
   /* tg: every layer matrix, the output matrix and one embedding row per
@@ -169,6 +173,20 @@ static void derive(const pasada_model *model, const pasada_model_stats *st, cons
   }
 }
 
+/* The ceilings of the Vulkan device the model runs on, in the CPU probes'
+ * struct (read bandwidth and FMA peak; no threads, ISA or int8 peak). */
+static int device_ceilings(const pa_backend *be, pa_bench_result *r, pa_bench_ceilings *out) {
+  memset(out, 0, sizeof *out);
+  pa_vulkan_ceilings vc;
+  int rc = pa_vulkan_measure_ceilings(be, &vc);
+  if (rc) return rc;
+  out->read_gbs = vc.read_gbs;
+  out->read_bytes = vc.read_bytes;
+  out->fma_gflops = vc.fma_gflops;
+  r->gpu_timestamps = vc.timestamps;
+  return PASADA_OK;
+}
+
 int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   memset(r, 0, sizeof *r);
   int rc = check_params(p);
@@ -193,7 +211,11 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   int32_t *prompt = NULL;
   double *pp_rates = NULL, *tg_rates = NULL;
   pa_bench_prober prober = {0};
-  if (!p->skip_ceilings) pa_bench_prober_start(&prober, n_threads);
+  /* a model on a Vulkan device is set against the device's ceilings, not
+   * the CPU's: no CPU probes (a model split across a GPU and the CPU,
+   * "vulkan:N/L", is set against the CPU's) */
+  const bool vulkan_named = p->backend && !strncmp(p->backend, "vulkan", 6) && !strchr(p->backend, '/');
+  if (!p->skip_ceilings && !vulkan_named) pa_bench_prober_start(&prober, n_threads);
   pasada_model_params mp = pasada_model_default_params();
   mp.backend = p->backend;
   if ((rc = pasada_model_load(p->model_path, &mp, &model))) {
@@ -201,8 +223,20 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
     return rc;
   }
   PROGRESS(p, "loaded %s (%s)\n", p->model_path, pasada_model_arch(model));
+  const pa_backend *be = model->be;
+  snprintf(r->backend, sizeof r->backend, "%s", be->name);
+  r->gpu = pa_backend_is_vulkan(be);
+  if (r->gpu && (rc = pa_vulkan_backend_info(be, &r->device))) goto done;
 
-  if (!p->skip_ceilings) {
+  if (!p->skip_ceilings && r->gpu) {
+    PROGRESS(p, "measuring the ceilings of vulkan:%d, %s (%s)...\n", r->device.index, r->device.name,
+             r->device.type);
+    if ((rc = device_ceilings(be, r, &r->ceil_before))) goto done;
+    r->ceil = r->ceil_before;
+    r->have_ceilings = true;
+    PROGRESS(p, "read %.1f GB/s (%.0f MiB buffer), fp32 FMA %.1f GFLOP/s\n", r->ceil.read_gbs,
+             (double)r->ceil.read_bytes / (1 << 20), r->ceil.fma_gflops);
+  } else if (!p->skip_ceilings) {
     PROGRESS(p, "measuring ceilings on %d thread%s...\n", n_threads, n_threads > 1 ? "s" : "");
     if ((rc = pa_bench_prober_measure(&prober, n_threads, &r->ceil_before))) goto done;
     r->ceil = r->ceil_before;
@@ -297,13 +331,17 @@ int pa_bench_run(const pa_bench_params *p, pa_bench_result *r) {
   pasada_seq_truncate(ctx, 0, 0);
   if (r->have_ceilings) { /* again, after the runs: each ceiling the higher of the two */
     PROGRESS(p, "measuring ceilings again...\n");
-    if ((rc = pa_bench_prober_measure(&prober, n_threads, &r->ceil_after))) goto done;
+    rc = r->gpu ? device_ceilings(be, r, &r->ceil_after) : pa_bench_prober_measure(&prober, n_threads, &r->ceil_after);
+    if (rc) goto done;
     pa_bench_prober_close(&prober);
     if (r->ceil_after.read_gbs > r->ceil.read_gbs) r->ceil.read_gbs = r->ceil_after.read_gbs;
     if (r->ceil_after.fma_gflops > r->ceil.fma_gflops) r->ceil.fma_gflops = r->ceil_after.fma_gflops;
     if (r->ceil_after.int8_gops > r->ceil.int8_gops) r->ceil.int8_gops = r->ceil_after.int8_gops;
-    PROGRESS(p, "read %.1f GB/s, fp32 FMA %.1f GFLOP/s, int8 dot %.1f GOP/s\n", r->ceil_after.read_gbs,
-             r->ceil_after.fma_gflops, r->ceil_after.int8_gops);
+    if (r->gpu)
+      PROGRESS(p, "read %.1f GB/s, fp32 FMA %.1f GFLOP/s\n", r->ceil_after.read_gbs, r->ceil_after.fma_gflops);
+    else
+      PROGRESS(p, "read %.1f GB/s, fp32 FMA %.1f GFLOP/s, int8 dot %.1f GOP/s\n", r->ceil_after.read_gbs,
+               r->ceil_after.fma_gflops, r->ceil_after.int8_gops);
   }
   if (p->n_prompt) r->pp = summarize(pp_rates, p->repeats);
   if (p->n_gen) r->tg = summarize(tg_rates, p->repeats);

@@ -1,8 +1,10 @@
 /* bench.h: `pasada bench`: prompt-processing (pp) and generation (tg)
  * throughput of a model, set against the machine's own ceilings measured on
- * the same threads (read bandwidth, FMA peak, int8-dot peak).
- * bench_ceilings.c measures the ceilings, bench.c runs the model and
- * derives the figures, bench_report.c prints them (table or JSON). */
+ * the same threads (read bandwidth, FMA peak, int8-dot peak), or, when the
+ * model runs on a Vulkan device, against that device's own (read bandwidth,
+ * FMA peak: backend/vulkan/probe.h). bench_ceilings.c measures the CPU's
+ * ceilings, bench.c runs the model and derives the figures, bench_report.c
+ * prints them (table or JSON). */
 #ifndef PASADA_BENCH_H
 #define PASADA_BENCH_H
 
@@ -11,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend/vulkan/probe.h"
 #include "pasada.h"
 
 /* ---- machine ceilings (bench_ceilings.c) ---- */
@@ -83,6 +86,14 @@ typedef struct {
   char main_type[16], output_type[16];
   bool mixed, int8_dot;
   const char *cpu_path; /* the best kernel path of this CPU (pa_cpu_describe) */
+  /* the model's backend ("cpu", "vulkan:0"), and whether it is a Vulkan
+   * device (then described by `device`, its ceilings in ceil* are the
+   * device's: read_gbs, read_bytes and fma_gflops; no thread count, ISA,
+   * huge pages or int8 peak) */
+  char backend[32];
+  bool gpu;
+  pa_device_info device;
+  bool gpu_timestamps; /* the device's probes were timed by its timestamps */
   int32_t n_threads, n_batch, n_ctx;
   int64_t n_params_layers, n_params_output;
   uint64_t weight_bytes_file; /* every tensor in the file */

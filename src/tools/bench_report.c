@@ -12,15 +12,24 @@ static void weights_desc(char *buf, size_t cap, const pa_bench_result *r) {
   snprintf(buf, cap, "%s%s layers, %s output", r->main_type, r->mixed ? "-mostly" : "", r->output_type);
 }
 
-void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_result *r) {
-  char wd[96];
-  weights_desc(wd, sizeof wd, r);
-  fprintf(f, "model     %s (%s; %s; %.0f MiB of tensors)\n", r->model_name, r->arch, wd,
-          mib(r->weight_bytes_file));
-  fprintf(f, "setup     %d thread%s, batch %d, context %d, %d repeat%s, kernels %s\n", r->n_threads,
-          r->n_threads > 1 ? "s" : "", r->n_batch, r->n_ctx, p->repeats, p->repeats > 1 ? "s" : "",
-          r->cpu_path);
-  if (r->have_ceilings)
+/* "vulkan:0, llvmpipe (LLVM 15.0.6, 256 bits) (cpu, Vulkan 1.3.230)" */
+static void device_desc(char *buf, size_t cap, const pa_bench_result *r) {
+  snprintf(buf, cap, "vulkan:%d, %s (%s, Vulkan %s)", r->device.index, r->device.name, r->device.type,
+           r->device.api);
+}
+
+static void print_ceilings(FILE *f, const pa_bench_result *r) {
+  if (!r->have_ceilings) {
+    fprintf(f, "ceilings  not measured (--no-ceilings)\n");
+  } else if (r->gpu) {
+    fprintf(f,
+            "ceilings  the device's: read %.1f GB/s (%.0f MiB buffer) | fp32 FMA %.1f GFLOP/s (timed by %s)\n"
+            "          the higher of two probes, before the runs (read %.1f, FMA %.1f) and after (read %.1f,\n"
+            "          FMA %.1f)\n",
+            r->ceil.read_gbs, mib(r->ceil.read_bytes), r->ceil.fma_gflops,
+            r->gpu_timestamps ? "its timestamps" : "the host clock", r->ceil_before.read_gbs,
+            r->ceil_before.fma_gflops, r->ceil_after.read_gbs, r->ceil_after.fma_gflops);
+  } else {
     fprintf(f,
             "ceilings  read %.1f GB/s | fp32 FMA %.1f GFLOP/s (%s) | int8 dot %.1f GOP/s (%s)\n"
             "          the higher of two probes, before the runs (read %.1f, FMA %.1f, int8 %.1f) and after\n"
@@ -28,8 +37,25 @@ void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_resu
             r->ceil.read_gbs, r->ceil.fma_gflops, r->ceil.fma_isa, r->ceil.int8_gops, r->ceil.int8_isa,
             r->ceil_before.read_gbs, r->ceil_before.fma_gflops, r->ceil_before.int8_gops, r->ceil_after.read_gbs,
             r->ceil_after.fma_gflops, r->ceil_after.int8_gops);
-  else
-    fprintf(f, "ceilings  not measured (--no-ceilings)\n");
+  }
+}
+
+void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_result *r) {
+  char wd[96];
+  weights_desc(wd, sizeof wd, r);
+  fprintf(f, "model     %s (%s; %s; %.0f MiB of tensors)\n", r->model_name, r->arch, wd,
+          mib(r->weight_bytes_file));
+  if (r->gpu) {
+    char dev[400];
+    device_desc(dev, sizeof dev, r);
+    fprintf(f, "setup     device %s, batch %d, context %d, %d repeat%s\n", dev, r->n_batch, r->n_ctx,
+            p->repeats, p->repeats > 1 ? "s" : "");
+  } else {
+    fprintf(f, "setup     %d thread%s, batch %d, context %d, %d repeat%s, kernels %s\n", r->n_threads,
+            r->n_threads > 1 ? "s" : "", r->n_batch, r->n_ctx, p->repeats, p->repeats > 1 ? "s" : "",
+            r->cpu_path);
+  }
+  print_ceilings(f, r);
   fprintf(f, "\n%-8s %10s %10s %10s   %-16s %s\n", "test", "min tok/s", "median", "max", "achieved",
           "of the ceiling");
   if (p->n_prompt) {
@@ -37,7 +63,7 @@ void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_resu
     snprintf(test, sizeof test, "pp%d", p->n_prompt);
     snprintf(ach, sizeof ach, "%.1f GFLOP/s", r->pp_gflops);
     if (r->have_ceilings) {
-      if (r->int8_dot)
+      if (r->int8_dot && !r->gpu)
         snprintf(pct, sizeof pct, "%.1f%% of int8 dot, %.1f%% of fp32 FMA", r->pp_pct_int8, r->pp_pct_fma);
       else
         snprintf(pct, sizeof pct, "%.1f%% of fp32 FMA", r->pp_pct_fma);
@@ -108,10 +134,52 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
   cJSON_AddNumberToObject(root, "n_ctx", r->n_ctx);
   cJSON_AddNumberToObject(root, "repeats", p->repeats);
   cJSON_AddNumberToObject(root, "seed", (double)p->seed);
-  cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");
-  if (r->have_ceilings) {
+  cJSON_AddStringToObject(root, "backend", r->backend);
+  if (r->gpu) {
+    char kernels[32];
+    snprintf(kernels, sizeof kernels, "vulkan:%d", r->device.index);
+    cJSON_AddStringToObject(root, "kernels", kernels);
+    cJSON *d = cJSON_AddObjectToObject(root, "device");
+    if (d) {
+      cJSON_AddStringToObject(d, "api", "vulkan");
+      cJSON_AddNumberToObject(d, "index", r->device.index);
+      cJSON_AddStringToObject(d, "name", r->device.name);
+      cJSON_AddStringToObject(d, "type", r->device.type);
+      cJSON_AddStringToObject(d, "version", r->device.api);
+      cJSON_AddNumberToObject(d, "memory_bytes", (double)r->device.memory);
+    }
+  } else {
+    cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");
+    cJSON_AddNullToObject(root, "device");
+  }
+  if (r->have_ceilings && r->gpu) {
+    /* the device's: the same keys, null where a GPU has no such figure */
     cJSON *c = cJSON_AddObjectToObject(root, "ceilings");
     if (c) {
+      cJSON_AddStringToObject(c, "source", "device");
+      cJSON_AddNullToObject(c, "threads");
+      cJSON_AddNumberToObject(c, "read_gbs", r->ceil.read_gbs);
+      cJSON_AddNumberToObject(c, "read_buffer_bytes", (double)r->ceil.read_bytes);
+      cJSON_AddNullToObject(c, "read_buffer_huge_bytes");
+      cJSON_AddNumberToObject(c, "fma_gflops", r->ceil.fma_gflops);
+      cJSON_AddNullToObject(c, "fma_isa");
+      cJSON_AddNullToObject(c, "int8_gops");
+      cJSON_AddNullToObject(c, "int8_isa");
+      cJSON_AddBoolToObject(c, "timestamps", r->gpu_timestamps);
+      const pa_bench_ceilings *pr[2] = {&r->ceil_before, &r->ceil_after};
+      const char *names[2] = {"before", "after"};
+      for (int i = 0; i < 2; i++) {
+        cJSON *o = cJSON_AddObjectToObject(c, names[i]);
+        if (!o) continue;
+        cJSON_AddNumberToObject(o, "read_gbs", pr[i]->read_gbs);
+        cJSON_AddNumberToObject(o, "fma_gflops", pr[i]->fma_gflops);
+        cJSON_AddNullToObject(o, "int8_gops");
+      }
+    }
+  } else if (r->have_ceilings) {
+    cJSON *c = cJSON_AddObjectToObject(root, "ceilings");
+    if (c) {
+      cJSON_AddStringToObject(c, "source", "cpu");
       cJSON_AddNumberToObject(c, "threads", r->ceil.n_threads);
       cJSON_AddNumberToObject(c, "read_gbs", r->ceil.read_gbs);
       cJSON_AddNumberToObject(c, "read_buffer_bytes", (double)r->ceil.read_bytes);
@@ -142,7 +210,7 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
       cJSON_AddNumberToObject(pp, "flops_per_run", r->pp_flops_per_run);
       cJSON_AddNumberToObject(pp, "gflops", r->pp_gflops);
       add_opt(pp, "pct_fma_peak", r->have_ceilings, r->pp_pct_fma);
-      add_opt(pp, "pct_int8_peak", r->have_ceilings && r->int8_dot, r->pp_pct_int8);
+      add_opt(pp, "pct_int8_peak", r->have_ceilings && r->int8_dot && !r->gpu, r->pp_pct_int8);
       add_opt(pp, "usd_per_mtok", r->pp_usd_per_mtok >= 0, r->pp_usd_per_mtok);
     }
   } else {

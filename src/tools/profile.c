@@ -8,7 +8,9 @@
  *    (a cost model of the forward pass in llama.c / gemma3.c / layers.c /
  *    attention.c: the least traffic each op needs), achieved rates, the time
  *    each would take at the ceilings, a verdict, and the gap; as a table,
- *    JSON (cJSON), Chrome trace-event JSON and an SVG chart. */
+ *    JSON (cJSON), Chrome trace-event JSON and an SVG chart.
+ * On a Vulkan device the ops are timed on the GPU instead, per shader
+ * (profile_gpu.c), and the report shows those times per phase. */
 #include "tools/profile.h"
 
 #include <cjson/cJSON.h>
@@ -25,6 +27,7 @@
 #include "pasada.h"
 #include "runtime/profiler.h"
 #include "tools/bench.h"
+#include "tools/profile_gpu.h"
 
 /* ==== op names and the cost model ==== */
 
@@ -193,6 +196,9 @@ struct pa_profile_result {
   size_t n_ev, dropped;
   int64_t t_origin;
   double record_ns, clock_ns; /* the profiler's own costs (calibrate) */
+  char backend[32];           /* the model's backend ("cpu", "vulkan:0") */
+  pa_profile_gpu *gpu; /* the model ran on a Vulkan device (else NULL): its GPU time per shader (with
+                          --off, the device only); then no op rows, layers, trace nor ceilings */
 };
 
 void pa_profile_default_params(pa_profile_params *p) {
@@ -214,6 +220,7 @@ void pa_profile_free(pa_profile_result *r) {
     free(r->ph[i].layer_s);
   }
   free(r->ev);
+  pa_profile_gpu_free(r->gpu);
   free(r);
 }
 
@@ -388,6 +395,15 @@ static const char *base_name(const char *path) {
   return s ? s + 1 : path;
 }
 
+/* A model on a Vulkan device ("vulkan", "vulkan:N"; not split with the CPU:
+ * "vulkan:N/L") is timed per shader on the GPU: no CPU probes, no host op
+ * timers. */
+static bool vulkan_named(const pa_profile_params *p) {
+  return p->backend && !strncmp(p->backend, "vulkan", 6) && !strchr(p->backend, '/');
+}
+static const char NO_GPU_TRACE[] = "--trace: on a Vulkan device the ops are timed on the GPU, per shader, not one "
+                                   "by one on the host: there is no op trace to write";
+
 static int check_params(const pa_profile_params *p) {
   if (!p->model_path) return pa_error(PASADA_ERR_ARG, "no model given (-m)");
   if (p->n_prompt < 1) return pa_error(PASADA_ERR_ARG, "the prompt needs at least 1 token (-p)");
@@ -397,6 +413,7 @@ static int check_params(const pa_profile_params *p) {
     return pa_error(PASADA_ERR_ARG, "parallel sequence count %d is out of range [1, 1024]", p->n_parallel);
   if (p->n_threads < 0 || p->n_threads > 256)
     return pa_error(PASADA_ERR_ARG, "thread count %d is out of range [1, 256]", p->n_threads);
+  if (p->keep_events && vulkan_named(p)) return pa_error(PASADA_ERR_ARG, "%s", NO_GPU_TRACE);
   return PASADA_OK;
 }
 
@@ -449,7 +466,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   int8_t *all_logits = NULL;
   pa_bench_prober prober = {0}; /* holds the read buffer until the runs end */
   /* the probes' child, forked before the model is loaded (pa_bench_prober) */
-  if (!p->skip_ceilings && !p->off) pa_bench_prober_start(&prober, n_threads);
+  if (!p->skip_ceilings && !p->off && !vulkan_named(p)) pa_bench_prober_start(&prober, n_threads);
   pasada_model_params mp = pasada_model_default_params();
   mp.backend = p->backend;
   if ((rc = pasada_model_load(p->model_path, &mp, &st.model))) goto fail;
@@ -457,10 +474,25 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   snprintf(r->arch, sizeof r->arch, "%s", pasada_model_arch(st.model));
   r->n_layer = m->hp.n_layer;
   PROGRESS(p, "loaded %s (%s, %d layers)\n", p->model_path, r->arch, r->n_layer);
+  snprintf(r->backend, sizeof r->backend, "%s", m->be->name);
+  if (pa_backend_is_vulkan(m->be)) {
+    if (!(r->gpu = calloc(1, sizeof *r->gpu))) {
+      rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+      goto fail;
+    }
+    if ((rc = pa_vulkan_backend_info(m->be, &r->gpu->dev))) goto fail;
+    if (p->keep_events) {
+      rc = pa_error(PASADA_ERR_ARG, "%s", NO_GPU_TRACE);
+      goto fail;
+    }
+    if (!p->off)
+      PROGRESS(p, "on vulkan:%d, %s: each shader timed on the GPU (a timestamp after every command); no "
+               "ceilings\n", r->gpu->dev.index, r->gpu->dev.name);
+  }
 
   /* the probes run before the context's threads exist and before any
    * weight is touched */
-  if (!p->skip_ceilings && !p->off) {
+  if (!p->skip_ceilings && !p->off && !r->gpu) {
     PROGRESS(p, "measuring this machine's ceilings once, on %d thread%s (read bandwidth, fp32 FMA, int8 dot)...\n",
              n_threads, n_threads > 1 ? "s" : "");
     if ((rc = pa_bench_prober_measure(&prober, n_threads, &r->ceil))) goto fail;
@@ -558,8 +590,9 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     pasada_sampler_reset(st.sampler);
   }
 
-  /* the profiler: slots, and the event buffer sized for every op of the run */
-  if (!p->off) {
+  /* the profiler: slots, and the event buffer sized for every op of the run
+   * (none on a GPU: the ops there are timed per shader) */
+  if (!p->off && !r->gpu) {
     prof = calloc(1, sizeof *prof);
     if (!prof) {
       rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
@@ -594,12 +627,14 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     pa_pool_set_timing(ctx->pool, true);
     prof->last_idle = pa_pool_idle_ns(ctx->pool);
   }
+  if (r->gpu && !p->off && (rc = pa_profile_gpu_begin(r->gpu, ctx))) goto fail;
   int64_t T0 = pa_prof_now_ns();
   r->t_origin = T0;
   size_t n_text_tokens = 0;
   int64_t t = pa_prof_now_ns();
   rc = pasada_tokenize(tk, st.text, (size_t)text_bytes, true, false, &st.text_tokens, &n_text_tokens);
   if (!rc && prof) pa_prof_record(ctx, NULL, PA_OP_TOKENIZE, -1, (int32_t)n_text_tokens, t);
+  if (!rc && r->gpu) r->gpu->ph[0].tokenize_s = (double)(pa_prof_now_ns() - t) * 1e-9;
   if (!rc && n_text_tokens == 0) rc = pa_error(PASADA_ERR_ARG, "the prompt text gave no tokens");
   /* sequence s (with --parallel) takes the tokens from s on */
   const size_t n_need = (size_t)p->n_prompt + (size_t)np - 1;
@@ -614,6 +649,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
   }
   if (!rc) rc = decode_tokens(&st, r->n_batch, st.text_tokens, p->n_prompt, 0, 0, prof);
   int64_t T1 = pa_prof_now_ns();
+  if (!rc && r->gpu && !p->off) rc = pa_profile_gpu_end_phase(r->gpu, ctx, 0);
   if (prof) {
     pa_prof_push_event(prof, T0, T1, 0, p->n_prompt, EV_PHASE, -1);
     prof->phase = 1;
@@ -631,6 +667,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     }
     ctx->prof = prof;
     if (prof) prof->last_idle = pa_pool_idle_ns(ctx->pool); /* the untimed prefills' idle is nobody's */
+    if (r->gpu && !p->off) pa_profile_gpu_discard(ctx);    /* and their GPU time */
     memset(all_logits, 1, (size_t)np);
   }
   int64_t T1b = pa_prof_now_ns(); /* the decode phase starts here */
@@ -649,6 +686,7 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
         if (step_tok[s] >= 0) pasada_sampler_accept(st.sampler, step_tok[s]);
       }
       if (prof) pa_prof_record(ctx, NULL, PA_OP_SAMPLE, -1, np, t);
+      if (r->gpu) r->gpu->ph[1].sample_s += (double)(pa_prof_now_ns() - t) * 1e-9;
     }
     for (int32_t s = 0; s < np && !rc; s++) {
       if (step_tok[s] < 0) {
@@ -672,6 +710,10 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     if (p->n_gen) pa_prof_push_event(prof, T1b, T2, 0, p->n_gen * np, EV_PHASE, -1);
     ctx->prof = NULL;
     pa_pool_set_timing(ctx->pool, false);
+  }
+  if (r->gpu && !p->off) {
+    if (!rc) rc = pa_profile_gpu_end_phase(r->gpu, ctx, 1);
+    pa_profile_gpu_end(ctx);
   }
   if (rc) goto fail;
 
@@ -745,8 +787,69 @@ static void print_op_table(FILE *f, const pa_profile_result *r, const prof_phase
   }
 }
 
+/* The table of a run on a Vulkan device: per phase, the wall time and the
+ * GPU time per shader. */
+static void print_table_gpu(FILE *f, const pa_profile_result *r) {
+  const pa_profile_params *p = &r->p;
+  const pa_profile_gpu *g = r->gpu;
+  char dev[400];
+  pa_profile_gpu_device(dev, sizeof dev, g);
+  fprintf(f, "model     %s (%s, %d layers)\n", r->model_name, r->arch, r->n_layer);
+  fprintf(f, "setup     device %s, batch %d, context %d, %d sequence%s, KV %s, sampler seed %llu\n", dev,
+          r->n_batch, r->n_ctx, p->n_parallel, p->n_parallel > 1 ? "s" : "", r->kv_type,
+          (unsigned long long)p->seed);
+  if (!p->off)
+    fprintf(f, "timing    GPU timestamps per shader: a timestamp after every command of a pass, each command's\n"
+               "          time added to its shader's (on a GPU the ops only record commands; they run when the\n"
+               "          pass is submitted). No ceilings: `pasada bench --device` sets the model's rates\n"
+               "          against the device's.\n");
+  fprintf(f, "\n%-8s %7s %11s %10s %11s %7s %15s %10s\n", "phase", "tokens", "wall ms", "ms/token", "GPU ms",
+          "GPU%", "outside GPU ms", "tok/s");
+  for (int i = 0; i < 2; i++) {
+    const prof_phase *ph = &r->ph[i];
+    if (i == 1 && p->n_gen == 0) continue;
+    const double tps = ph->wall_s > 0 ? ph->tokens / ph->wall_s : 0;
+    const double mspt = ph->tokens > 0 ? ms(ph->wall_s) / ph->tokens : 0;
+    if (p->off) {
+      fprintf(f, "%-8s %7d %11.3f %10.3f %11s %7s %15s %10.2f\n", PHASE_NAME[i], ph->tokens, ms(ph->wall_s), mspt,
+              "-", "-", "-", tps);
+      continue;
+    }
+    const pa_gpu_phase *gp = &g->ph[i];
+    fprintf(f, "%-8s %7d %11.3f %10.3f %11.3f %6.1f%% %15.3f %10.2f\n", PHASE_NAME[i], ph->tokens, ms(ph->wall_s),
+            mspt, ms(gp->gpu_s), ph->wall_s > 0 ? 100 * gp->gpu_s / ph->wall_s : 0, ms(ph->wall_s - gp->gpu_s),
+            tps);
+  }
+  if (p->off) {
+    fprintf(f, "\nprofiler off (--off): phase wall times only\n");
+    return;
+  }
+  for (int i = 0; i < 2; i++) {
+    const prof_phase *ph = &r->ph[i];
+    const pa_gpu_phase *gp = &g->ph[i];
+    if (i == 1 && p->n_gen == 0) continue;
+    fprintf(f, "\n%s: GPU time per shader (timestamps), longest first\n", PHASE_NAME[i]);
+    pa_profile_gpu_print_phase(f, gp, ph->wall_s);
+    if (i == 0)
+      fprintf(f, "host: tokenization %.3f ms\n", ms(gp->tokenize_s));
+    else
+      fprintf(f, "host: sampling %.3f ms (%.3f ms a step)\n", ms(gp->sample_s),
+              p->n_gen > 0 ? ms(gp->sample_s) / p->n_gen : 0);
+  }
+  fprintf(f,
+          "\nnotes  GPU ms: a command's time is from the timestamp after the command before it to the one\n"
+          "       after it (its barrier included). outside GPU: the phase's wall time in which the GPU ran none\n"
+          "       of its commands: recording and submitting them, waiting for results, tokenization, sampling\n"
+          "       and the engine's host work. With timing on, every pass is recorded anew (an untimed run\n"
+          "       submits a repeated pass's commands again): compare the wall times with --off.\n");
+}
+
 void pa_profile_print_table(FILE *f, const pa_profile_result *r) {
   const pa_profile_params *p = &r->p;
+  if (r->gpu) {
+    print_table_gpu(f, r);
+    return;
+  }
   fprintf(f, "model     %s (%s, %d layers)\n", r->model_name, r->arch, r->n_layer);
   fprintf(f, "setup     %d thread%s, batch %d, context %d, %d sequence%s, KV %s, kernels %s, sampler seed %llu\n",
           r->n_threads, r->n_threads > 1 ? "s" : "", r->n_batch, r->n_ctx, p->n_parallel, p->n_parallel > 1 ? "s" : "",
@@ -872,9 +975,22 @@ int pa_profile_print_json(FILE *f, const pa_profile_result *r) {
   cJSON_AddStringToObject(root, "kv_type", r->kv_type);
   cJSON_AddNumberToObject(root, "n_ctx", r->n_ctx);
   cJSON_AddNumberToObject(root, "seed", (double)p->seed);
-  cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");
+  cJSON_AddStringToObject(root, "backend", r->backend);
+  if (r->gpu) {
+    char kernels[32];
+    snprintf(kernels, sizeof kernels, "vulkan:%d", r->gpu->dev.index);
+    cJSON_AddStringToObject(root, "kernels", kernels);
+    cJSON_AddItemToObject(root, "device", pa_profile_gpu_device_json(r->gpu));
+  } else {
+    cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");
+    cJSON_AddNullToObject(root, "device");
+  }
   cJSON_AddBoolToObject(root, "profiler", !p->off);
-  if (!p->off) {
+  if (p->off)
+    cJSON_AddNullToObject(root, "timing");
+  else
+    cJSON_AddStringToObject(root, "timing", r->gpu ? "gpu_timestamps_per_shader" : "host_per_op");
+  if (!p->off && !r->gpu) {
     cJSON_AddNumberToObject(root, "profiler_record_ns", r->record_ns);
     cJSON_AddNumberToObject(root, "clock_read_ns", r->clock_ns);
   }
@@ -905,6 +1021,10 @@ int pa_profile_print_json(FILE *f, const pa_profile_result *r) {
     cJSON_AddNumberToObject(o, "wall_s", ph->wall_s);
     cJSON_AddNumberToObject(o, "tok_s", ph->wall_s > 0 ? ph->tokens / ph->wall_s : 0);
     if (p->off) continue;
+    if (r->gpu) {
+      pa_profile_gpu_phase_json(o, &r->gpu->ph[i], ph->wall_s, ph->tokens);
+      continue;
+    }
     cJSON_AddNumberToObject(o, "ops_s", ph->ops_s);
     cJSON_AddNumberToObject(o, "overhead_s", ph->wall_s - ph->ops_s);
     cJSON_AddNumberToObject(o, "coverage", pa_profile_coverage(r, i));
@@ -985,13 +1105,13 @@ int pa_profile_write_trace(FILE *f, const pa_profile_result *r) {
 
 /* ==== SVG ==== */
 
-static const char *kind_color(const char *kind) {
+const char *pa_profile_kind_color(const char *kind) {
   static const struct {
     const char *kind, *color;
   } K[] = {{"matmul", "#756bb1"},     {"attention", "#31a354"},    {"norm", "#a1d99b"},
            {"rope", "#fdae6b"},       {"activation", "#e7ba52"},   {"add", "#9ecae1"},
            {"embed", "#8c6d31"},      {"tokenization", "#e377c2"}, {"sampling", "#17becf"},
-           {"overhead", "#bdbdbd"}};
+           {"overhead", "#bdbdbd"},   {"kv_store", "#74c476"},     {"copy", "#c6dbef"}};
   for (size_t i = 0; i < sizeof K / sizeof K[0]; i++)
     if (!strcmp(kind, K[i].kind)) return K[i].color;
   return "#888888";
@@ -1008,7 +1128,7 @@ static const char *verdict_color(const char *v) {
   return "#969696";
 }
 
-static void svg_text(FILE *f, const char *s) {
+void pa_profile_svg_text(FILE *f, const char *s) {
   for (; *s; s++) {
     if (*s == '<')
       fputs("&lt;", f);
@@ -1040,7 +1160,18 @@ int pa_profile_write_svg(FILE *f, const pa_profile_result *r) {
              "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
   fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
   fprintf(f, "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\">pasada profile: ");
-  svg_text(f, r->model_name);
+  pa_profile_svg_text(f, r->model_name);
+  if (r->gpu) { /* per phase: GPU time by kind and per shader */
+    char dev[400];
+    pa_profile_gpu_device(dev, sizeof dev, r->gpu);
+    fprintf(f, "</text>\n<text x=\"20\" y=\"52\" fill=\"#444\">%s, %d layers, on ", r->arch, r->n_layer);
+    pa_profile_svg_text(f, dev);
+    fprintf(f, ". GPU time per shader (timestamps), coloured by kind; grey: wall time outside the GPU.</text>\n");
+    for (int i = 0; i < n_phases; i++)
+      pa_profile_gpu_svg_phase(f, &r->gpu->ph[i], PHASE_NAME[i], r->ph[i].tokens, r->ph[i].wall_s, 80 + i * BLOCK, W);
+    fprintf(f, "</svg>\n");
+    return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+  }
   fprintf(f, "</text>\n<text x=\"20\" y=\"52\" fill=\"#444\">%s, %d layers, %d thread%s, kernels %s. ", r->arch,
           r->n_layer, r->n_threads, r->n_threads > 1 ? "s" : "", r->cpu_path);
   fprintf(f, "Bars: share of each phase's wall time; op bars coloured by what bounds them.</text>\n");
@@ -1067,7 +1198,7 @@ int pa_profile_write_svg(FILE *f, const pa_profile_result *r) {
       double w = (W - X0 - 20) * by_kind[j] / total;
       fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"26\" fill=\"%s\"><title>%s: %.3f ms "
                  "(%.1f%%)</title></rect>\n",
-              x, y, w, kind_color(KINDS[j]), KINDS[j], ms(by_kind[j]), 100 * by_kind[j] / total);
+              x, y, w, pa_profile_kind_color(KINDS[j]), KINDS[j], ms(by_kind[j]), 100 * by_kind[j] / total);
       char label[64];
       snprintf(label, sizeof label, "%s %.0f%%", KINDS[j], 100 * by_kind[j] / total);
       if (w > 7.0 * (double)strlen(label) + 8)
@@ -1086,9 +1217,9 @@ int pa_profile_write_svg(FILE *f, const pa_profile_result *r) {
       const prof_row *w = &sorted[k];
       double bw = w->time_s > 0 ? BW * w->time_s / longest : 0;
       fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", X0 - 8, y + 13);
-      svg_text(f, w->name);
+      pa_profile_svg_text(f, w->name);
       fprintf(f, "</text>\n<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"16\" fill=\"%s\"/>\n", X0, y, bw,
-              w->op < 0 ? kind_color("overhead") : verdict_color(w->verdict));
+              w->op < 0 ? pa_profile_kind_color("overhead") : verdict_color(w->verdict));
       fprintf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"#222\">%.2f ms, %.1f%%", X0 + bw + 6, y + 13, ms(w->time_s),
               ph->wall_s > 0 ? 100 * w->time_s / ph->wall_s : 0);
       if (w->verdict && w->op >= 0 && w->time_s > 0 && w->roof > w->time_s)
@@ -1108,7 +1239,7 @@ int pa_profile_write_svg(FILE *f, const pa_profile_result *r) {
   int lx = 70;
   for (size_t j = 0; j < N_KINDS; j++) {
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-            lx, y - 10, kind_color(KINDS[j]), lx + 16, y, KINDS[j]);
+            lx, y - 10, pa_profile_kind_color(KINDS[j]), lx + 16, y, KINDS[j]);
     lx += 30 + 7 * (int)strlen(KINDS[j]);
   }
   y += 22;

@@ -8,7 +8,9 @@
  * the engine's own overhead. Each op's bytes moved and FLOPs give achieved
  * GB/s and GFLOP/s, set against the machine's ceilings (bench_ceilings.c),
  * and a verdict: memory-, compute- or overhead-bound. Reports: a table,
- * JSON, Chrome trace-event JSON, an SVG chart. */
+ * JSON, Chrome trace-event JSON, an SVG chart. On a Vulkan device the ops
+ * are timed on the GPU per shader instead (profile_gpu.h): no op rows,
+ * ceilings or trace there. */
 #ifndef PASADA_PROFILE_H
 #define PASADA_PROFILE_H
 
@@ -45,7 +47,8 @@ typedef struct pa_profile_result pa_profile_result;
 int pa_profile_run(const pa_profile_params *p, pa_profile_result **out);
 void pa_profile_free(pa_profile_result *r);
 
-/* Share of the phase's wall time the ops cover (phase 0 prefill, 1 decode). */
+/* Share of the phase's wall time the ops cover (phase 0 prefill, 1 decode;
+ * 0 on a Vulkan device, whose ops are not timed one by one). */
 double pa_profile_coverage(const pa_profile_result *r, int phase);
 
 void pa_profile_print_table(FILE *f, const pa_profile_result *r);

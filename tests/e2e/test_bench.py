@@ -40,7 +40,9 @@ def test_json_fields_and_values(report, smollm2):
     for key in ("file_tensor_bytes", "params_layers", "params_output"):
         assert r["weights"][key] > 0
 
+    assert r["backend"] == "cpu" and r["device"] is None
     c = r["ceilings"]
+    assert c["source"] == "cpu"
     assert c["threads"] == 2
     for key in ("read_gbs", "read_buffer_bytes", "fma_gflops", "int8_gops"):
         assert c[key] > 0, key
@@ -89,6 +91,45 @@ def test_json_without_ceilings_or_pp(pasada_bin, smollm2):
     assert r["ceilings"] is None and r["pp"] is None
     assert r["tg"]["tok_s"]["median"] > 0
     assert r["tg"]["pct_read_bw"] is None
+
+
+def test_vulkan_device_ceilings(pasada_bin, smollm2, vulkan_device):
+    """On a Vulkan device the ceilings are the device's own (read bandwidth and
+    fp32 FMA rate, measured by shaders before and after the runs) and pp/tg are
+    shares of them; the device is named in the JSON and in the table. Few
+    tokens: lavapipe runs at about 1 token a second."""
+    res = run(pasada_bin, "-m", smollm2, "--device", vulkan_device, "-p", 8, "-n", 2, "-r", 1, "--json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["backend"] == vulkan_device
+    d = r["device"]
+    assert d["api"] == "vulkan" and d["name"] and d["version"]
+    assert d["type"] in ("discrete", "integrated", "virtual", "cpu", "other")
+    assert r["kernels"] == f"vulkan:{d['index']}"
+    assert vulkan_device in ("vulkan", r["kernels"])
+    c = r["ceilings"]
+    assert c["source"] == "device" and isinstance(c["timestamps"], bool)
+    for key in ("read_gbs", "read_buffer_bytes", "fma_gflops"):
+        assert c[key] > 0, key
+    assert c["read_buffer_bytes"] >= 16 << 20
+    for key in ("threads", "read_buffer_huge_bytes", "fma_isa", "int8_gops", "int8_isa"):
+        assert c[key] is None, key  # CPU-only figures
+    for key in ("read_gbs", "fma_gflops"):
+        assert c["before"][key] > 0 and c["after"][key] > 0, key
+        assert c[key] == max(c["before"][key], c["after"][key]), key
+    pp, tg = r["pp"], r["tg"]
+    assert pp["pct_fma_peak"] > 0 and pp["pct_int8_peak"] is None
+    assert pp["pct_fma_peak"] == pytest.approx(100 * pp["gflops"] / c["fma_gflops"], rel=1e-6)
+    assert tg["pct_read_bw"] > 0
+    assert tg["pct_read_bw"] == pytest.approx(100 * tg["gbs"] / c["read_gbs"], rel=1e-6)
+    assert "measuring the ceilings of vulkan:" in res.stderr
+
+    res = run(pasada_bin, "-m", smollm2, "--device", vulkan_device, "-p", 4, "-n", 1, "-r", 1, "-q")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert f"setup     device vulkan:{d['index']}, {d['name']} ({d['type']}," in out
+    assert "ceilings  the device's: read" in out and "int8" not in out
+    assert "% of fp32 FMA" in out and "% of read bandwidth" in out
 
 
 def test_kv_types(pasada_bin, smollm2):

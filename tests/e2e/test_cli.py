@@ -93,7 +93,10 @@ OPTION_VALUES = {
     "--repeat-penalty": "1.1", "--repeat-last-n": "32", "--presence-penalty": "0.5",
     "--frequency-penalty": "0.5", "--seed": "7", "--chat-template": "chatml",
     "--system": "be brief", "-p": "x", "--prompt": "x", "--kv-type": "f32", "--device": "cpu",
+    "--gpu-layers": "4",
 }
+# Options that are valid only beside another: what test_help_tells_the_truth adds.
+OPTION_NEEDS = {"--gpu-layers": ["--device", "vulkan"]}
 FLAGS = {"--chat", "--no-stats", "--verbose", "--raw", "--vocab-only"}
 
 
@@ -114,6 +117,7 @@ def test_help_tells_the_truth(pasada_bin, cmd, tmp_path):
         assert opt in values or opt in FLAGS or opt in ("-m", "--model"), \
             f"{cmd} --help lists {opt}: add a value for it to this test"
         arg = [opt] if opt in FLAGS else [opt, values.get(opt, MISSING)]
+        arg += OPTION_NEEDS.get(opt, [])
         if cmd == "info":
             args = ["info", *arg] if opt in ("-m", "--model") else ["info", *arg, MISSING]
         else:

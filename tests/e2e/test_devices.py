@@ -1,8 +1,11 @@
 """Device selection on the command line: `pasada devices` (the CPU, then
 each Vulkan device, and which one `--device vulkan` picks; as a table and as
-JSON) and `--device DEV` on every command that runs a model (cpu, vulkan or
+JSON), `--device DEV` on every command that runs a model (cpu, vulkan or
 vulkan:N; any other value is a usage error, a device that is not there a
-one-line runtime error; `--device cpu` is the default and changes nothing).
+one-line runtime error; `--device cpu` is the default and changes nothing),
+and `--gpu-layers N` beside it (the first N layers on the GPU, the rest on
+the CPU: N from 1 to 99999, only with a Vulkan device; more layers than the
+model has is the engine's one-line error).
 The checks that need Vulkan devices are skipped, with the reason, when
 `pasada devices --json` lists none (they fail instead when
 PASADA_REQUIRE_VULKAN=1, as scripts/test sets it)."""
@@ -19,6 +22,8 @@ from conftest import FIXTURES
 TINY_LLAMA = FIXTURES / "tiny" / "llama.gguf"
 MISSING = "/nonexistent/dir/model.gguf"
 DEVICE_ERROR = "--device: expected cpu, vulkan or vulkan:N, got '{}'"
+GPU_LAYERS_ERROR = "--gpu-layers: expected a layer count from 1 to 99999, got '{}'"
+GPU_LAYERS_NEED_A_GPU = "--gpu-layers needs a GPU: --device vulkan or vulkan:N"
 # Mesa's lavapipe (its devices are named llvmpipe) is installed when its ICD is.
 LAVAPIPE_ICDS = glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json")
 
@@ -178,6 +183,65 @@ def test_help_documents_device(pasada_bin, cmd):
     assert "vulkan:N" in out and "pasada devices" in out
 
 
+def assert_usage_error(res, cmd, message):
+    """Exit 2 and the message as the command's usage errors give it: one
+    line for bench, profile and serve, else the reason and the hint."""
+    assert res.returncode == 2, f"exit {res.returncode}: {res.stderr}"
+    lines = res.stderr.splitlines()
+    assert lines and lines[0].startswith(f"pasada {cmd}: {message}"), res.stderr
+    if cmd in ONE_LINE_USAGE:
+        assert len(lines) == 1, res.stderr
+    else:
+        assert lines == [lines[0], f"try 'pasada {cmd} --help'"], res.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "1.5", "", "+3", " 3", "3 ", "100000", "1e2", "0x10",
+                                   "99999999999"])
+@pytest.mark.parametrize("cmd", sorted(COMMANDS))
+def test_bad_gpu_layers_is_a_usage_error(pasada_bin, cmd, value):
+    res = cli(pasada_bin, cmd, *COMMANDS[cmd], "--device", "vulkan", "--gpu-layers", value)
+    assert_usage_error(res, cmd, GPU_LAYERS_ERROR.format(value))
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.parametrize("cmd", sorted(COMMANDS))
+def test_gpu_layers_without_a_gpu_is_a_usage_error(pasada_bin, cmd, device):
+    dev = ["--device", device] if device else []
+    res = cli(pasada_bin, cmd, *COMMANDS[cmd], *dev, "--gpu-layers", "4")
+    assert_usage_error(res, cmd, GPU_LAYERS_NEED_A_GPU)
+
+
+@pytest.mark.parametrize("backend", ["ref", "cpu", "cpu:scalar"])
+def test_verify_gpu_layers_needs_a_gpu_under_test(pasada_bin, backend):
+    res = cli(pasada_bin, "verify", *COMMANDS["verify"], "--backend", backend, "--gpu-layers", "4")
+    assert_usage_error(res, "verify", GPU_LAYERS_NEED_A_GPU)
+
+
+@pytest.mark.parametrize("value", ["1", "099", "99999"])
+@pytest.mark.parametrize("device", ["vulkan", "vulkan:12"])
+@pytest.mark.parametrize("cmd", sorted(COMMANDS))
+def test_good_gpu_layers_is_accepted(pasada_bin, cmd, device, value):
+    """A layer count with a Vulkan device passes parsing, in either order:
+    the command fails on the missing model (exit 1), not on its arguments."""
+    for args in (["--device", device, "--gpu-layers", value], ["--gpu-layers", value, "--device", device]):
+        res = cli(pasada_bin, cmd, *COMMANDS[cmd], *args)
+        assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
+        assert MISSING in res.stderr, res.stderr
+
+
+def test_verify_gpu_layers_with_backend_is_accepted(pasada_bin):
+    res = cli(pasada_bin, "verify", *COMMANDS["verify"], "--backend", "vulkan:0", "--gpu-layers", "3")
+    assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
+    assert MISSING in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("cmd", sorted(COMMANDS))
+def test_help_documents_gpu_layers(pasada_bin, cmd):
+    out = cli(pasada_bin, cmd, "--help").stdout
+    assert re.search(r"--gpu-layers N\s", out), out
+    assert "the rest on the CPU" in re.sub(r"\s+", " ", out), out
+
+
 @pytest.mark.parametrize("other", [["--backend", "ref"], ["--kernels", "scalar"]])
 def test_verify_device_and_backend_exclude_each_other(pasada_bin, other):
     res = cli(pasada_bin, "verify", "-m", MISSING, "--device", "cpu", *other)
@@ -248,3 +312,46 @@ def test_named_cpu_vulkan_device_runs(pasada_bin, vulkan_devices):
               "--device", dev)
     assert res.returncode == 0, res.stderr
     assert f", backend {dev}, " in res.stderr, res.stderr
+
+
+# ---- --gpu-layers on a Vulkan device ----
+
+def test_gpu_layers_beyond_the_model_is_one_line(pasada_bin, smollm2, vulkan_device):
+    """SmolLM2-135M has 30 layers: asking for 999 on the GPU is the engine's
+    one-line error at load, naming the count."""
+    res = cli(pasada_bin, "run", "-m", smollm2, "-p", "x", "-n", "1", "--device", vulkan_device,
+              "--gpu-layers", "999")
+    line = one_line_runtime_error(res)
+    assert re.search(r"\b30\b", line), line
+    assert "999" in line, line
+
+
+def test_gpu_layers_split_gives_the_cpu_text(pasada_bin, smollm2, vulkan_device):
+    """The first 10 of SmolLM2's 30 layers on the GPU and the rest on the
+    CPU write the text the CPU alone does. The prompt is one whose greedy
+    continuation has no near tie among its first 12 tokens: where one has,
+    the rounding of the CPU's 8-bit activations or of an f16 KV value is
+    enough to pick the other token on any backend (the split's accuracy
+    against the reference is verify's to measure, below)."""
+    args = ["run", "-m", smollm2, "-p", "The largest planet in the solar system is", "--temp", "0", "-n", "12",
+            "--no-stats"]
+    on_cpu = cli(pasada_bin, *args, "--device", "cpu")
+    split = cli(pasada_bin, *args, "--device", vulkan_device, "--gpu-layers", "10", "--verbose")
+    assert on_cpu.returncode == 0, on_cpu.stderr
+    assert split.returncode == 0, split.stderr
+    assert on_cpu.stdout.strip()
+    assert split.stdout == on_cpu.stdout
+    assert f", backend {vulkan_device}/10, " in split.stderr, split.stderr
+
+
+@pytest.mark.parametrize("layers", [1, 10, 30])
+def test_gpu_layers_split_passes_verify(pasada_bin, smollm2, vulkan_device, layers):
+    """Each split (one layer on the GPU, a third, all 30: the output too)
+    is within verify's tolerances of the reference path, and verify names
+    the backend it composed."""
+    res = cli(pasada_bin, "verify", "-m", smollm2, "--device", vulkan_device, "--gpu-layers", layers,
+              "-n", "32", "-q", "--json")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["backend"] == f"{vulkan_device}/{layers}", report["backend"]
+    assert report["pass"], report["failure"]

@@ -210,6 +210,47 @@ def test_parallel_sequences(pasada_bin, smollm2):
     assert res.returncode == 0 and "1 sequence, KV f16" in res.stdout
 
 
+def test_vulkan_gpu_times_per_shader(pasada_bin, smollm2, vulkan_device, tmp_path):
+    """On a Vulkan device each phase reports the GPU time of every shader
+    (timestamps after every command) instead of host timers around the ops;
+    the shaders' times add up to the phase's GPU time, which fits in its wall
+    time. Few tokens: lavapipe runs at about 1 token a second."""
+    svg = tmp_path / "gpu.svg"
+    res = run(pasada_bin, "-m", smollm2, "--device", vulkan_device, "-p", 4, "-n", 2, "--json", "--svg", svg)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["backend"] == vulkan_device and r["device"]["api"] == "vulkan"
+    assert r["kernels"] == f"vulkan:{r['device']['index']}"
+    assert r["timing"] == "gpu_timestamps_per_shader" and r["ceilings"] is None
+    for name in ("prefill", "decode"):
+        ph = r["phases"][name]
+        assert "ops" not in ph and "by_name" not in ph  # no host op timers on a GPU
+        shaders = {s["name"]: s for s in ph["shaders"]}
+        matmuls = [s for n, s in shaders.items() if n.startswith("matmul_")]
+        assert matmuls and all(s["gpu_s"] > 0 and s["commands"] > 0 for s in matmuls), name
+        assert {"rms_norm", "attention_f16"} <= set(shaders), name
+        assert all(s["gpu_s"] >= 0 for s in ph["shaders"])
+        assert sum(s["gpu_s"] for s in ph["shaders"]) == pytest.approx(ph["gpu_s"], rel=1e-6)
+        assert [s["gpu_s"] for s in ph["shaders"]] == sorted((s["gpu_s"] for s in ph["shaders"]), reverse=True)
+        assert 0 < ph["gpu_s"] <= ph["wall_s"] * 1.05
+        assert ph["outside_gpu_s"] == pytest.approx(ph["wall_s"] - ph["gpu_s"], abs=1e-9)
+        assert ph["ms_per_token"] == pytest.approx(ph["wall_s"] * 1e3 / ph["tokens"])
+    # SmolLM2: 30 layers, 7 products each (q, k, v, o, gate, up, down) per pass
+    assert sum(s["commands"] for s in r["phases"]["decode"]["shaders"] if s["kind"] == "matmul") >= 2 * 30 * 4
+    root = ET.parse(svg).getroot()
+    texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "prefill" in texts and "decode" in texts and "matmul_" in texts
+
+    res = run(pasada_bin, "-m", smollm2, "--device", vulkan_device, "-p", 2, "-n", 1, "-q")
+    assert res.returncode == 0, res.stderr
+    assert "GPU timestamps per shader" in res.stdout and "(all shaders)" in res.stdout
+    assert "matmul_" in res.stdout and "blk." not in res.stdout
+    # no host op trace on a GPU: a usage error before anything runs
+    res = run(pasada_bin, "-m", smollm2, "--device", vulkan_device, "--trace", tmp_path / "t.json")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "--trace" in res.stderr
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_help(pasada_bin):
     res = run(pasada_bin, "--help")
     assert res.returncode == 0
