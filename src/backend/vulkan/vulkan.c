@@ -220,7 +220,6 @@ struct pa_bctx {
   /* the graph being built, and those recorded before */
   node *nodes;
   int n_nodes;
-  bool overflow;
   pending_download dl[MAX_DL];
   int n_dl;
   cached_graph cache[N_CACHED];
@@ -238,12 +237,11 @@ struct pa_bctx {
 static uint64_t buf_addr(const pa_bctx *c, pa_buf b) { return c->act.addr + c->off[b]; }
 static uint64_t step_addr(const pa_bctx *c, uint64_t off) { return c->step.addr + off; }
 
+static void flush(pa_bctx *c);
+
 static void push_dispatch(pa_bctx *c, const char *shader, const void *push, size_t push_bytes, uint32_t gx,
                           uint32_t gy, uint32_t gz) {
-  if (c->n_nodes == MAX_NODES) {
-    c->overflow = true;
-    return;
-  }
+  if (c->n_nodes == MAX_NODES) flush(c); /* a longer pass runs as several graphs */
   VkPipeline pipe = pa_vk_pipeline(c->d, shader);
   if (!pipe) {
     fprintf(stderr, "pasada: %s\n", pasada_last_error());
@@ -259,10 +257,7 @@ static void push_dispatch(pa_bctx *c, const char *shader, const void *push, size
 }
 
 static void push_copy(pa_bctx *c, VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t size) {
-  if (c->n_nodes == MAX_NODES) {
-    c->overflow = true;
-    return;
-  }
+  if (c->n_nodes == MAX_NODES) flush(c);
   node *n = &c->nodes[c->n_nodes++];
   memset(n, 0, sizeof *n);
   n->kind = NODE_COPY;
@@ -331,10 +326,6 @@ static void collect_times(pa_bctx *c, cached_graph *g) {
 /* Runs the graph built so far and waits for it; then the downloads it
  * ended with are copied out. */
 static void flush(pa_bctx *c) {
-  if (c->overflow) {
-    fprintf(stderr, "pasada: vulkan: a pass of more than %d GPU commands\n", MAX_NODES);
-    abort();
-  }
   if (c->n_nodes == 0) return;
   cached_graph *g = NULL;
   for (int i = 0; i < N_CACHED && !g && !c->timing; i++)
@@ -374,7 +365,9 @@ static void flush(pa_bctx *c) {
 /* Staging space for n bytes in this graph (flushing first when full). */
 static uint64_t staging(pa_bctx *c, uint64_t n) {
   n = (n + 255) & ~255ull;
-  if (c->staging_used + n > c->staging_bytes) flush(c);
+  /* room for the few nodes that use it too: a flush between them would
+   * hand the region out again */
+  if (c->staging_used + n > c->staging_bytes || c->n_nodes + 8 > MAX_NODES) flush(c);
   const uint64_t o = c->s_staging + c->staging_used;
   c->staging_used += n;
   return o;
@@ -681,7 +674,9 @@ static void kv_read(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_
   kv_row_offsets(c, kv, seq, pos, h, &ko, &vo, &kso, &vso);
   const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
   const uint64_t nk = (uint64_t)kv->head_dim_k * elt, nv = (uint64_t)kv->head_dim_v * elt;
-  const uint64_t sk = staging(c, nk), sv = staging(c, nv), ss = staging(c, 8);
+  /* one region: a second call could flush and hand the first out again */
+  const uint64_t sk = staging(c, ((nk + 15) & ~15ull) + ((nv + 15) & ~15ull) + 8);
+  const uint64_t sv = sk + ((nk + 15) & ~15ull), ss = sv + ((nv + 15) & ~15ull);
   const VkBuffer B = c->kvb[layer].buf;
   push_copy(c, B, ko, c->step.buf, sk, nk);
   push_copy(c, B, vo, c->step.buf, sv, nv);
