@@ -7,8 +7,8 @@
  *   pa_backend  one device with its settings (kernel tables, prefetch
  *               distances, ...), made for a model when it loads and
  *               immutable afterwards; it prepares the model's weights once
- *               (the CPU repacks them for its kernels; a GPU would upload
- *               them). Shared by every context of that model.
+ *               (the CPU repacks them for its kernels; the Vulkan backend
+ *               uploads them). Shared by every context of that model.
  *   pa_bctx     a backend's state for one context: the activation buffers
  *               of a forward pass, scratch, and the KV cache's values (the
  *               context keeps the cache's block manager, runtime/kv_cache.h,
