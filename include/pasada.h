@@ -138,7 +138,8 @@ typedef struct {
   /* The backend this context runs on: NULL (the model's), or another that
    * reads the weights as the model's backend prepared them (the CPU
    * backends and "ref" read each other's), by the names of
-   * pasada_model_params.backend. */
+   * pasada_model_params.backend. A GPU backend runs only models loaded on
+   * it: naming one here for another model is PASADA_ERR_ARG. */
   const char *backend;
 } pasada_context_params;
 

@@ -56,6 +56,9 @@ static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) 
   return n;
 }
 
+/* The backends that run on the host and read every weight layout. */
+static bool host_backend(const char *name) { return !strncmp(name, "cpu", 3) || !strcmp(name, "ref"); }
+
 int pasada_context_create(pasada_model *m, const pasada_context_params *params, pasada_context **out) {
   *out = NULL;
   if (!m) return pa_error(PASADA_ERR_ARG, "no model");
@@ -90,6 +93,13 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   /* another backend than the model's: one that reads the weights as the
    * model's prepared them (the host backends read every layout) */
   if (p.backend && *p.backend && strcmp(p.backend, m->be->name) != 0) {
+    /* a device backend reads only the weights it prepared itself; the
+     * host backends read the host's copy in any layout */
+    if (!host_backend(p.backend)) {
+      pa_free(c);
+      return pa_error(PASADA_ERR_ARG, "a context on backend '%s' cannot run a model loaded for '%s' (load the "
+                      "model with backend '%s')", p.backend, m->be->name, p.backend);
+    }
     pasada_model_stats st;
     pasada_model_get_stats(m, &st);
     pa_backend *be = NULL;

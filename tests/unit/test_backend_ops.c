@@ -390,6 +390,30 @@ static void check_backend(const char *backend) {
   for (int op = 0; op <= OP_LOGITS; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_LOGITS ? "," : "\n");
 }
 
+/* A context on a GPU backend for a model loaded on the CPU is refused
+ * (the GPU has none of its weights), not run. */
+static void check_foreign_context(const char *gpu) {
+  const char *root = getenv("PASADA_SOURCE_DIR");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/tiny/llama.gguf", root ? root : ".");
+  pasada_model *m = NULL;
+  if (pasada_model_load(path, NULL, &m)) {
+    printf("FAIL loading %s: %s\n", path, pasada_last_error());
+    failures++;
+    return;
+  }
+  pasada_context_params cp = pasada_context_default_params();
+  cp.backend = gpu;
+  pasada_context *c = NULL;
+  const int rc = pasada_context_create(m, &cp, &c);
+  if (rc != PASADA_ERR_ARG || c || !strstr(pasada_last_error(), gpu)) {
+    printf("FAIL a %s context on a CPU model: status %d (%s)\n", gpu, rc, rc ? pasada_last_error() : "made");
+    failures++;
+  }
+  pasada_context_free(c);
+  pasada_model_free(m);
+}
+
 int main(int argc, char **argv) {
   test_seed("test_backend_ops");
   /* names: bad ones are errors that name them */
@@ -416,6 +440,7 @@ int main(int argc, char **argv) {
       snprintf(name, sizeof name, "vulkan:%d", i);
       printf("  %s: %s (%s)\n", name, dev[i].name, dev[i].type);
       check_backend(name);
+      check_foreign_context(name);
       used++;
     }
     if (!used) {
