@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "tools/bench.h"
+#include "tools/profile_gpu.h"
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
@@ -139,55 +140,28 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
     char kernels[32];
     snprintf(kernels, sizeof kernels, "vulkan:%d", r->device.index);
     cJSON_AddStringToObject(root, "kernels", kernels);
-    cJSON *d = cJSON_AddObjectToObject(root, "device");
-    if (d) {
-      cJSON_AddStringToObject(d, "api", "vulkan");
-      cJSON_AddNumberToObject(d, "index", r->device.index);
-      cJSON_AddStringToObject(d, "name", r->device.name);
-      cJSON_AddStringToObject(d, "type", r->device.type);
-      cJSON_AddStringToObject(d, "version", r->device.api);
-      cJSON_AddNumberToObject(d, "memory_bytes", (double)r->device.memory);
-    }
+    cJSON_AddItemToObject(root, "device", pa_device_info_json(&r->device));
   } else {
     cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");
     cJSON_AddNullToObject(root, "device");
   }
-  if (r->have_ceilings && r->gpu) {
-    /* the device's: the same keys, null where a GPU has no such figure */
+  if (r->have_ceilings) {
+    /* the CPU's probes, or the device's: the same keys, null where a GPU
+     * has no such figure */
+    const bool g = r->gpu;
     cJSON *c = cJSON_AddObjectToObject(root, "ceilings");
     if (c) {
-      cJSON_AddStringToObject(c, "source", "device");
-      cJSON_AddNullToObject(c, "threads");
+      cJSON_AddStringToObject(c, "source", g ? "device" : "cpu");
+      g ? cJSON_AddNullToObject(c, "threads") : cJSON_AddNumberToObject(c, "threads", r->ceil.n_threads);
       cJSON_AddNumberToObject(c, "read_gbs", r->ceil.read_gbs);
       cJSON_AddNumberToObject(c, "read_buffer_bytes", (double)r->ceil.read_bytes);
-      cJSON_AddNullToObject(c, "read_buffer_huge_bytes");
+      g ? cJSON_AddNullToObject(c, "read_buffer_huge_bytes")
+        : cJSON_AddNumberToObject(c, "read_buffer_huge_bytes", (double)r->ceil.read_huge_bytes);
       cJSON_AddNumberToObject(c, "fma_gflops", r->ceil.fma_gflops);
-      cJSON_AddNullToObject(c, "fma_isa");
-      cJSON_AddNullToObject(c, "int8_gops");
-      cJSON_AddNullToObject(c, "int8_isa");
-      cJSON_AddBoolToObject(c, "timestamps", r->gpu_timestamps);
-      const pa_bench_ceilings *pr[2] = {&r->ceil_before, &r->ceil_after};
-      const char *names[2] = {"before", "after"};
-      for (int i = 0; i < 2; i++) {
-        cJSON *o = cJSON_AddObjectToObject(c, names[i]);
-        if (!o) continue;
-        cJSON_AddNumberToObject(o, "read_gbs", pr[i]->read_gbs);
-        cJSON_AddNumberToObject(o, "fma_gflops", pr[i]->fma_gflops);
-        cJSON_AddNullToObject(o, "int8_gops");
-      }
-    }
-  } else if (r->have_ceilings) {
-    cJSON *c = cJSON_AddObjectToObject(root, "ceilings");
-    if (c) {
-      cJSON_AddStringToObject(c, "source", "cpu");
-      cJSON_AddNumberToObject(c, "threads", r->ceil.n_threads);
-      cJSON_AddNumberToObject(c, "read_gbs", r->ceil.read_gbs);
-      cJSON_AddNumberToObject(c, "read_buffer_bytes", (double)r->ceil.read_bytes);
-      cJSON_AddNumberToObject(c, "read_buffer_huge_bytes", (double)r->ceil.read_huge_bytes);
-      cJSON_AddNumberToObject(c, "fma_gflops", r->ceil.fma_gflops);
-      cJSON_AddStringToObject(c, "fma_isa", r->ceil.fma_isa);
-      cJSON_AddNumberToObject(c, "int8_gops", r->ceil.int8_gops);
-      cJSON_AddStringToObject(c, "int8_isa", r->ceil.int8_isa);
+      g ? cJSON_AddNullToObject(c, "fma_isa") : cJSON_AddStringToObject(c, "fma_isa", r->ceil.fma_isa);
+      g ? cJSON_AddNullToObject(c, "int8_gops") : cJSON_AddNumberToObject(c, "int8_gops", r->ceil.int8_gops);
+      g ? cJSON_AddNullToObject(c, "int8_isa") : cJSON_AddStringToObject(c, "int8_isa", r->ceil.int8_isa);
+      if (g) cJSON_AddBoolToObject(c, "timestamps", r->gpu_timestamps);
       /* the two probes the ceilings are the higher of */
       const pa_bench_ceilings *pr[2] = {&r->ceil_before, &r->ceil_after};
       const char *names[2] = {"before", "after"};
@@ -196,7 +170,7 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
         if (!o) continue;
         cJSON_AddNumberToObject(o, "read_gbs", pr[i]->read_gbs);
         cJSON_AddNumberToObject(o, "fma_gflops", pr[i]->fma_gflops);
-        cJSON_AddNumberToObject(o, "int8_gops", pr[i]->int8_gops);
+        g ? cJSON_AddNullToObject(o, "int8_gops") : cJSON_AddNumberToObject(o, "int8_gops", pr[i]->int8_gops);
       }
     }
   } else {

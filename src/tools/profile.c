@@ -980,7 +980,7 @@ int pa_profile_print_json(FILE *f, const pa_profile_result *r) {
     char kernels[32];
     snprintf(kernels, sizeof kernels, "vulkan:%d", r->gpu->dev.index);
     cJSON_AddStringToObject(root, "kernels", kernels);
-    cJSON_AddItemToObject(root, "device", pa_profile_gpu_device_json(r->gpu));
+    cJSON_AddItemToObject(root, "device", pa_device_info_json(&r->gpu->dev));
   } else {
     cJSON_AddStringToObject(root, "kernels", r->cpu_path ? r->cpu_path : "");
     cJSON_AddNullToObject(root, "device");

@@ -106,15 +106,15 @@ void pa_profile_gpu_print_phase(FILE *f, const pa_gpu_phase *ph, double wall_s) 
 
 /* ---- JSON ---- */
 
-cJSON *pa_profile_gpu_device_json(const pa_profile_gpu *g) {
+cJSON *pa_device_info_json(const pa_device_info *dev) {
   cJSON *d = cJSON_CreateObject();
   if (!d) return NULL;
   cJSON_AddStringToObject(d, "api", "vulkan");
-  cJSON_AddNumberToObject(d, "index", g->dev.index);
-  cJSON_AddStringToObject(d, "name", g->dev.name);
-  cJSON_AddStringToObject(d, "type", g->dev.type);
-  cJSON_AddStringToObject(d, "version", g->dev.api);
-  cJSON_AddNumberToObject(d, "memory_bytes", (double)g->dev.memory);
+  cJSON_AddNumberToObject(d, "index", dev->index);
+  cJSON_AddStringToObject(d, "name", dev->name);
+  cJSON_AddStringToObject(d, "type", dev->type);
+  cJSON_AddStringToObject(d, "version", dev->api);
+  cJSON_AddNumberToObject(d, "memory_bytes", (double)dev->memory);
   return d;
 }
 

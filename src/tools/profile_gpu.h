@@ -51,8 +51,9 @@ void pa_profile_gpu_free(pa_profile_gpu *g);
 void pa_profile_gpu_device(char *buf, size_t cap, const pa_profile_gpu *g);
 /* The table of one phase's shaders, wall_s the phase's wall time. */
 void pa_profile_gpu_print_phase(FILE *f, const pa_gpu_phase *ph, double wall_s);
-/* The device, and one phase's GPU keys, for the JSON report. */
-cJSON *pa_profile_gpu_device_json(const pa_profile_gpu *g);
+/* A Vulkan device as the JSON reports of profile and bench name it, and
+ * one phase's GPU keys. */
+cJSON *pa_device_info_json(const pa_device_info *dev);
 void pa_profile_gpu_phase_json(cJSON *o, const pa_gpu_phase *ph, double wall_s, int32_t tokens);
 /* One phase's block of the SVG chart (at y, `block` pixels high). */
 void pa_profile_gpu_svg_phase(FILE *f, const pa_gpu_phase *ph, const char *name, int32_t tokens,

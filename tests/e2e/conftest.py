@@ -57,30 +57,26 @@ def gemma3():
     return _need(GEMMA3)
 
 
-def _vulkan_device():
-    """The Vulkan device the GPU tests run on: `pasada devices`' default (a
-    real GPU), else the first usable one (lavapipe); None when there is none."""
+@pytest.fixture(scope="session")
+def devices(pasada_bin):
+    """`pasada devices --json`: the CPU and the Vulkan devices."""
     import json
     import subprocess
-    exe = BUILD / "pasada"
-    if not exe.exists():
-        return None
-    out = subprocess.run([str(exe), "devices", "--json"], capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        return None
-    vk = json.loads(out.stdout).get("vulkan", {})
-    if vk.get("default"):
-        return vk["default"]
-    usable = [d["device"] for d in vk.get("devices", []) if d.get("usable")]
-    return usable[0] if usable else None
+    res = subprocess.run([str(pasada_bin), "devices", "--json"], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
 
 
 @pytest.fixture(scope="session")
-def vulkan_device():
-    """'vulkan:N' for the GPU tests. Without a usable device they skip, or
+def vulkan_device(devices):
+    """'vulkan:N' for the GPU tests: `pasada devices`' default (a real GPU),
+    else the first usable device (lavapipe). Without one they skip, or
     fail when PASADA_REQUIRE_VULKAN=1 (scripts/test sets it: lavapipe is
     installed there)."""
-    dev = _vulkan_device()
+    vk = devices.get("vulkan", {})
+    usable = [d["device"] for d in vk.get("devices", []) if d.get("usable")]
+    dev = vk.get("default") or (usable[0] if usable else None)
     if dev is None:
         if os.environ.get("PASADA_REQUIRE_VULKAN") == "1":
             pytest.fail("no usable Vulkan device (pasada devices), and PASADA_REQUIRE_VULKAN=1")

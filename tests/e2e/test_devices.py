@@ -34,13 +34,6 @@ def cli(binary, *args, timeout=600):
 
 
 @pytest.fixture(scope="module")
-def devices(pasada_bin):
-    res = cli(pasada_bin, "devices", "--json")
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
-
-
-@pytest.fixture(scope="module")
 def vulkan_devices(devices):
     vk = devices["vulkan"]
     if not vk["devices"]:

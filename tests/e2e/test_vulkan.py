@@ -50,13 +50,6 @@ def one_line_error(res):
 
 
 @pytest.fixture(scope="module")
-def devices(pasada_bin):
-    res = cli(pasada_bin, "devices", "--json")
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
-
-
-@pytest.fixture(scope="module")
 def greedy_tokens(devices, vulkan_device):
     kind = next(d["type"] for d in devices["vulkan"]["devices"] if d["device"] == vulkan_device)
     return GREEDY_TOKENS_CPU_DEVICE if kind == "cpu" else GREEDY_TOKENS
