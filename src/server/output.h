@@ -1,0 +1,77 @@
+/* output.h: what a chat model generated, split into the parts the APIs
+ * return: the visible content, the reasoning (the text between a family's
+ * thinking markers, <think>...</think> and the like), and tool calls in the
+ * family's own syntax (Hermes/Qwen <tool_call>{...}</tool_call>, Llama 3.x
+ * JSON, Mistral [TOOL_CALLS], gpt-oss harmony channels, DeepSeek's markers,
+ * ...). The parse is re-run on the text so far at each streaming step, so it
+ * must be cheap and must never release text that could still turn out to be
+ * the start of a marker. */
+#ifndef PASADA_SERVER_OUTPUT_H
+#define PASADA_SERVER_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* How a model family writes reasoning and tool calls. */
+typedef enum {
+  SRV_OUT_PLAIN = 0, /* no tool-call syntax known: everything is content */
+  SRV_OUT_HERMES,    /* <tool_call>{"name":..,"arguments":{..}}</tool_call> (Qwen 2.5/3, Hermes, SmolLM3) */
+  SRV_OUT_LLAMA3,    /* {"name":..,"parameters":{..}} as the whole message; <|python_tag|> */
+  SRV_OUT_MISTRAL,   /* [TOOL_CALLS][{"name":..,"arguments":{..}}] or [TOOL_CALLS]name[ARGS]{..} */
+  SRV_OUT_GPT_OSS,   /* harmony: <|channel|>analysis / commentary to=functions.NAME / final */
+  SRV_OUT_DEEPSEEK,  /* <｜tool▁calls▁begin｜>... */
+  SRV_OUT_QWEN3_CODER, /* <tool_call><function=NAME><parameter=P>..</parameter></function></tool_call> */
+  SRV_OUT_GRANITE,   /* <|tool_call|>[{..}] */
+  SRV_OUT_FUNCTIONARY, /* >>>name\n{..} / <function=name>{..}</function> */
+  SRV_OUT_COMMAND_R, /* Action: ```json [...]``` */
+  SRV_OUT_GEMMA,     /* ```tool_code / json calls where the template asks for them */
+  SRV_OUT_KIMI,      /* <|tool_calls_section_begin|> ... */
+  SRV_OUT_GLM,       /* <tool_call>name\n<arg_key>k</arg_key><arg_value>v</arg_value> */
+  SRV_OUT_MINIMAX,   /* <minimax:tool_call><invoke name=..><parameter name=..> */
+  SRV_OUT_COUNT
+} srv_out_format;
+
+/* The format and the reasoning markers of a model, from its chat template's
+ * source (and the architecture name when the template says nothing). */
+typedef struct {
+  srv_out_format format;
+  char think_open[32];  /* "<think>"; "" when the family has no reasoning markers */
+  char think_close[32]; /* "</think>" */
+} srv_out_style;
+
+void srv_out_style_detect(const char *template_src, const char *arch, srv_out_style *out);
+const char *srv_out_format_name(srv_out_format f); /* "hermes", ... */
+
+typedef struct {
+  char id[40];     /* "call_" + random, unique in the response */
+  char *name;      /* the function's name */
+  char *arguments; /* JSON text of an object (OpenAI's `arguments` string) */
+} srv_tool_call;
+
+typedef struct {
+  char *content;   /* NUL-terminated, never NULL after a successful parse */
+  size_t n_content;
+  char *reasoning; /* NUL-terminated, never NULL after a successful parse */
+  size_t n_reasoning;
+  srv_tool_call *calls;
+  int n_calls;
+} srv_output;
+
+typedef struct {
+  bool final;          /* the generation has ended: release everything, close what is open */
+  bool tools;          /* the request offered tools: parse tool calls (else all is content) */
+  bool in_reasoning;   /* the prompt ended inside an opened reasoning block (the
+                          template's generation prompt wrote think_open) */
+  unsigned id_seed;    /* tool-call ids are derived from it, so re-parses agree */
+} srv_out_opts;
+
+/* Parses text[0..n). Until `final`, the content and reasoning stop before
+ * anything that may still become a marker, and only complete tool calls are
+ * listed; each later parse of a longer text extends the earlier one
+ * (content and reasoning are prefixes of the later ones, calls keep their
+ * order and ids). Returns false only when out of memory. */
+bool srv_output_parse(const srv_out_style *st, const char *text, size_t n, const srv_out_opts *o,
+                      srv_output *out);
+void srv_output_free(srv_output *out);
+
+#endif
