@@ -77,6 +77,9 @@ void srv_request_clear(srv_request *r) {
   free(r->prompt);
   for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
   free(r->model);
+  free(r->grammar);
+  free(r->bias_ids);
+  free(r->bias);
   memset(r, 0, sizeof *r);
 }
 

@@ -52,7 +52,14 @@ typedef struct {
 bool srv_fail(srv_error *e, int status, const char *type, const char *code, const char *param,
               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-typedef enum { SRV_CHAT = 0, SRV_COMPLETION = 1 } srv_kind;
+/* The API a request came through: its parsing and rendering differ, the
+ * scheduler's work does not. */
+typedef enum {
+  SRV_CHAT = 0,       /* OpenAI /v1/chat/completions */
+  SRV_COMPLETION = 1, /* OpenAI /v1/completions */
+  SRV_MESSAGES = 2,   /* Anthropic /v1/messages */
+  SRV_RESPONSES = 3   /* OpenAI /v1/responses */
+} srv_kind;
 
 /* A request after validation: everything the scheduler needs, in engine terms. */
 typedef struct {
@@ -68,6 +75,12 @@ typedef struct {
   bool logprobs;
   int top_logprobs;
   char *model; /* the name echoed back */
+  bool tools;        /* tools were offered: the output is parsed for tool calls */
+  bool in_reasoning; /* the prompt ends inside an opened reasoning block */
+  char *grammar;     /* GBNF (root rule "root") constraining the output; NULL: free */
+  int32_t *bias_ids; /* logit_bias: malloc'd token ids and their biases */
+  float *bias;
+  int n_bias;
 } srv_request;
 
 typedef enum {
