@@ -25,4 +25,16 @@ bool srv_chat_render(const srv_model_info *mi, const cJSON *messages, const cJSO
 bool srv_chat_tokenize(const srv_model_info *mi, const char *prompt, const char *param,
                        srv_request *r, srv_error *e);
 
+/* Sets mi's chat rendering up for the model: the built-in template `name`
+ * when given, else the Jinja template of `file` when given, else the
+ * model's own tokenizer.chat_template, else the built-in template its
+ * markers or architecture name (a model template that does not parse is
+ * a warning and that fallback); the output style from the template's
+ * source. Prints a one-line reason to stderr and returns false when a named
+ * template or the file cannot be used. */
+bool srv_chat_setup(srv_model_info *mi, const char *name, const char *file);
+/* A name for the startup line ("jinja (model)", "chatml", ...). */
+const char *srv_chat_describe(const srv_model_info *mi);
+void srv_chat_teardown(srv_model_info *mi);
+
 #endif

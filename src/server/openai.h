@@ -4,13 +4,18 @@
 #ifndef PASADA_SERVER_OPENAI_H
 #define PASADA_SERVER_OPENAI_H
 
+#include "server/output.h"
 #include "server/server.h"
 
 /* What the request mapping needs to know about the loaded model. */
 typedef struct {
   const pasada_model *model; /* for the chat template's own additions */
   const pasada_tokenizer *tok;
-  pasada_chat_template tmpl;
+  pasada_chat_template tmpl;     /* the built-in template (when jinja is NULL) */
+  const struct pa_template *jinja; /* the model's own or --chat-template-file's; NULL: tmpl */
+  char *bos_text, *eos_text;     /* the template's bos_token / eos_token */
+  char *jinja_origin;            /* "model" or the file's path */
+  srv_out_style style;           /* how the model writes reasoning and tool calls */
   const char *name; /* listed by /v1/models */
   int64_t created;  /* when the model was loaded */
   int32_t n_ctx, n_vocab;
@@ -35,6 +40,8 @@ char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t l
 typedef struct {
   size_t text_off, lp_off;  /* what was already sent of the job's output */
   size_t text_offset_total; /* completions' text_offset of the next token */
+  size_t content_off, reasoning_off; /* chat: what was sent of the parsed output */
+  int calls_sent;
   bool sent_role, sent_end;
 } srv_stream;
 

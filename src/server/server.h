@@ -21,6 +21,7 @@ typedef struct {
   const char *model_path;
   const char *model_alias;   /* the name /v1/models lists (NULL: the file's) */
   const char *chat_template; /* "chatml", "gemma", "llama3"; NULL: the model's */
+  const char *chat_template_file; /* a Jinja template file instead of the model's */
   const char *host;
   int port;          /* 0: any free port (printed at start) */
   int parallel;      /* sequences decoded together */
@@ -124,6 +125,7 @@ typedef struct {
 typedef struct srv_job {
   srv_request req;
   pasada_sampler *sampler; /* owned: the request's own seed and penalties */
+  struct pa_grammar *grammar; /* owned: the compiled output grammar (NULL: free output) */
   pasada_detok *detok;     /* owned */
   char id[48];
   int64_t created; /* unix seconds */
