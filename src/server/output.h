@@ -15,19 +15,34 @@
 /* How a model family writes reasoning and tool calls. */
 typedef enum {
   SRV_OUT_PLAIN = 0, /* no tool-call syntax known: everything is content */
-  SRV_OUT_HERMES,    /* <tool_call>{"name":..,"arguments":{..}}</tool_call> (Qwen 2.5/3, Hermes, SmolLM3) */
+  SRV_OUT_HERMES,    /* <tool_call>{"name":..,"arguments":{..}}</tool_call> (Qwen 2.5/3, Hermes,
+                        SmolLM3) */
   SRV_OUT_LLAMA3,    /* {"name":..,"parameters":{..}} as the whole message; <|python_tag|> */
   SRV_OUT_MISTRAL,   /* [TOOL_CALLS][{"name":..,"arguments":{..}}] or [TOOL_CALLS]name[ARGS]{..} */
   SRV_OUT_GPT_OSS,   /* harmony: <|channel|>analysis / commentary to=functions.NAME / final */
   SRV_OUT_DEEPSEEK,  /* <｜tool▁calls▁begin｜>... */
-  SRV_OUT_QWEN3_CODER, /* <tool_call><function=NAME><parameter=P>..</parameter></function></tool_call> */
-  SRV_OUT_GRANITE,   /* <|tool_call|>[{..}] */
-  SRV_OUT_FUNCTIONARY, /* >>>name\n{..} / <function=name>{..}</function> */
-  SRV_OUT_COMMAND_R, /* Action: ```json [...]``` */
-  SRV_OUT_GEMMA,     /* ```tool_code / json calls where the template asks for them */
-  SRV_OUT_KIMI,      /* <|tool_calls_section_begin|> ... */
-  SRV_OUT_GLM,       /* <tool_call>name\n<arg_key>k</arg_key><arg_value>v</arg_value> */
-  SRV_OUT_MINIMAX,   /* <minimax:tool_call><invoke name=..><parameter name=..> */
+  SRV_OUT_QWEN3_CODER, /* <tool_call><function=NAME><parameter=P>..</parameter></function></tool_call>
+                        */
+  SRV_OUT_GRANITE,     /* <|tool_call|>[{..}] */
+  SRV_OUT_FUNCTIONARY,   /* >>>name\n{..} / <function=name>{..}</function> */
+  SRV_OUT_COMMAND_R,     /* Action: ```json [...]``` */
+  SRV_OUT_GEMMA,         /* Gemma 4: <|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|> */
+  SRV_OUT_KIMI,          /* <|tool_calls_section_begin|> ... */
+  SRV_OUT_GLM,           /* <tool_call>name\n<arg_key>k</arg_key><arg_value>v</arg_value> */
+  SRV_OUT_MINIMAX,       /* <minimax:tool_call><invoke name=..><parameter name=..> */
+  SRV_OUT_DEEPSEEK_DSML, /* <｜DSML｜function_calls|tool_calls><｜DSML｜invoke name=..> (V3.2, V4)
+                          */
+  SRV_OUT_FUNCTIONARY_V32, /* >>>all\ntext>>>name\n{..} (the prompt ends in ">>>") */
+  SRV_OUT_FIREFUNCTION,    /* functools[{"name":..,"arguments":{..}}] */
+  SRV_OUT_COMMAND_R_PLUS,  /* Action:\n```json\n[{"tool_name":..,"parameters":{..}}]``` */
+  SRV_OUT_MINIMAX_M1,      /* <tool_calls>\n{..}\n{..}\n</tool_calls> */
+  SRV_OUT_APRIEL,          /* reasoning, [BEGIN FINAL RESPONSE], <tool_calls>[..]</tool_calls> */
+  SRV_OUT_NEMOTRON,        /* <TOOLCALL>[..]</TOOLCALL> */
+  SRV_OUT_SOLAR, /* <|tool_calls|><|tool_call:begin|>id<|tool_call:name|>..<|tool_call:args|>{..} */
+  SRV_OUT_LFM2,  /* <|tool_call_start|>[name(k='v', ..)]<|tool_call_end|> */
+  SRV_OUT_GIGACHAT, /* <|function_call|>{..} / function call<|role_sep|>{..} */
+  SRV_OUT_MINICPM,  /* <function name=..><param name=..>v</param></function> */
+  SRV_OUT_ATEM,     /* to=self / to=NAME<|message|><atem:function_calls>.. / to=user */
   SRV_OUT_COUNT
 } srv_out_format;
 
@@ -43,13 +58,14 @@ void srv_out_style_detect(const char *template_src, const char *arch, srv_out_st
 const char *srv_out_format_name(srv_out_format f); /* "hermes", ... */
 
 typedef struct {
-  char id[40];     /* "call_" + random, unique in the response */
+  char id[40];     /* "call_" + 16 hex digits from (id_seed, index), unique in the
+                      response; 9 alphanumerics for Mistral, whose templates need them */
   char *name;      /* the function's name */
   char *arguments; /* JSON text of an object (OpenAI's `arguments` string) */
 } srv_tool_call;
 
 typedef struct {
-  char *content;   /* NUL-terminated, never NULL after a successful parse */
+  char *content; /* NUL-terminated, never NULL after a successful parse */
   size_t n_content;
   char *reasoning; /* NUL-terminated, never NULL after a successful parse */
   size_t n_reasoning;
@@ -58,11 +74,13 @@ typedef struct {
 } srv_output;
 
 typedef struct {
-  bool final;          /* the generation has ended: release everything, close what is open */
-  bool tools;          /* the request offered tools: parse tool calls (else all is content) */
-  bool in_reasoning;   /* the prompt ended inside an opened reasoning block (the
-                          template's generation prompt wrote think_open) */
-  unsigned id_seed;    /* tool-call ids are derived from it, so re-parses agree */
+  bool final;        /* the generation has ended: release everything, close what is open */
+  bool tools;        /* the request offered tools: parse tool calls (else all is content) */
+  bool in_reasoning; /* the prompt ended inside an opened reasoning block (the
+                        template's generation prompt wrote think_open) */
+  unsigned id_seed;  /* tool-call ids are derived from it, so re-parses agree */
+  const struct cJSON *tool_defs; /* the request's tools (OpenAI shape) or NULL: types the
+                                values of XML-style parameters (a string stays a string) */
 } srv_out_opts;
 
 /* Parses text[0..n). Until `final`, the content and reasoning stop before

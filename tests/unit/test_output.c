@@ -1,0 +1,195 @@
+/* test_output.c: the output parser (src/server/output.h) on assistant turns
+ * rendered by the corpus's own chat templates (tests/fixtures/output/
+ * cases.json, from gen_cases.py) and on hand-written outputs per family
+ * (malformed, cut off, tools off, text around calls): the parse, the
+ * streaming rule at every prefix length, and the family detection of every
+ * template in ../shared/chat-templates. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "server/output.h"
+#include "test_check.h"
+
+static char *read_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)len + 1);
+  if (s && fread(s, 1, (size_t)len, f) != (size_t)len) {
+    free(s);
+    s = NULL;
+  }
+  if (s) s[len] = 0;
+  if (n) *n = (size_t)len;
+  fclose(f);
+  return s;
+}
+
+static srv_out_format format_by_name(const char *name) {
+  for (int f = 0; f < SRV_OUT_COUNT; f++)
+    if (!strcmp(srv_out_format_name((srv_out_format)f), name)) return (srv_out_format)f;
+  return SRV_OUT_COUNT;
+}
+
+/* Whether a's text is a prefix of b's. */
+static bool prefix(const char *a, size_t na, const char *b, size_t nb) {
+  return na <= nb && memcmp(a, b, na) == 0;
+}
+
+static bool compact_json(const char *s) {
+  bool in_str = false;
+  for (; *s; s++) {
+    if (in_str) {
+      if (*s == '\\' && s[1])
+        s++;
+      else if (*s == '"')
+        in_str = false;
+    } else if (*s == '"') {
+      in_str = true;
+    } else if (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') {
+      return false;
+    }
+  }
+  return true;
+}
+
+typedef struct {
+  const char *name, *args;
+} want_call;
+
+/* Parses text whole and at every prefix: the final parse gives what is
+ * wanted, each parse extends the previous one, calls keep ids and order. */
+static void check_case(const char *label, const srv_out_style *st, const srv_out_opts *base,
+                       const char *text, size_t n, const char *content, const char *reasoning,
+                       const want_call *calls, int n_calls) {
+  srv_out_opts o = *base;
+  o.final = true;
+  srv_output full;
+  CHECK(srv_output_parse(st, text, n, &o, &full), "%s: parse failed", label);
+  CHECK(!strcmp(full.content, content), "%s: content\n  got  [%s]\n  want [%s]", label,
+        full.content, content);
+  CHECK(!strcmp(full.reasoning, reasoning), "%s: reasoning\n  got  [%s]\n  want [%s]", label,
+        full.reasoning, reasoning);
+  CHECK(full.n_calls == n_calls, "%s: %d calls, want %d", label, full.n_calls, n_calls);
+  for (int i = 0; i < full.n_calls && i < n_calls; i++) {
+    CHECK(!strcmp(full.calls[i].name, calls[i].name), "%s: call %d is %s, want %s", label, i,
+          full.calls[i].name, calls[i].name);
+    cJSON *a = cJSON_Parse(full.calls[i].arguments), *b = cJSON_Parse(calls[i].args);
+    CHECK(a && b && cJSON_Compare(a, b, true), "%s: call %d arguments\n  got  %s\n  want %s", label,
+          i, full.calls[i].arguments, calls[i].args);
+    CHECK(compact_json(full.calls[i].arguments), "%s: arguments not compact: %s", label,
+          full.calls[i].arguments);
+    CHECK(!strncmp(full.calls[i].id, "call_", 5) || st->format == SRV_OUT_MISTRAL, "%s: id %s",
+          label, full.calls[i].id);
+    for (int j = 0; j < i; j++)
+      CHECK(strcmp(full.calls[i].id, full.calls[j].id), "%s: ids %d and %d agree", label, i, j);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+  }
+  /* the streaming rule */
+  srv_output prev = {0};
+  bool have_prev = false;
+  o.final = false;
+  int bad = 0;
+  for (size_t k = 0; k <= n && bad < 3; k++) {
+    srv_output cur;
+    if (!srv_output_parse(st, text, k, &o, &cur)) {
+      CHECK(false, "%s: parse of %zu bytes failed", label, k);
+      break;
+    }
+    bool ok = prefix(cur.content, cur.n_content, full.content, full.n_content) &&
+              prefix(cur.reasoning, cur.n_reasoning, full.reasoning, full.n_reasoning) &&
+              cur.n_calls <= full.n_calls;
+    if (have_prev)
+      ok = ok && prefix(prev.content, prev.n_content, cur.content, cur.n_content) &&
+           prefix(prev.reasoning, prev.n_reasoning, cur.reasoning, cur.n_reasoning) &&
+           prev.n_calls <= cur.n_calls;
+    for (int i = 0; ok && i < cur.n_calls; i++)
+      ok = !strcmp(cur.calls[i].id, full.calls[i].id) &&
+           !strcmp(cur.calls[i].name, full.calls[i].name) &&
+           !strcmp(cur.calls[i].arguments, full.calls[i].arguments);
+    if (!ok) {
+      bad++;
+      CHECK(false,
+            "%s: the parse of %zu bytes does not extend the earlier / lead to the final one:\n"
+            "  content [%s] (%d calls) reasoning [%s]\n  prev    [%s] (%d calls)",
+            label, k, cur.content, cur.n_calls, cur.reasoning, have_prev ? prev.content : "",
+            have_prev ? prev.n_calls : 0);
+    }
+    if (have_prev) srv_output_free(&prev);
+    prev = cur;
+    have_prev = true;
+  }
+  if (have_prev) srv_output_free(&prev);
+  srv_output_free(&full);
+}
+
+static int n_fixture_cases, n_templates;
+
+static void corpus_cases(const char *root) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fixtures/output/cases.json", root);
+  char *js = read_file(path, NULL);
+  CHECK(js, "cannot read %s", path);
+  if (!js) return;
+  cJSON *doc = cJSON_Parse(js);
+  free(js);
+  CHECK(doc, "%s is not JSON", path);
+  const cJSON *tools = cJSON_GetObjectItem(doc, "tools"), *t;
+  cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "templates")) {
+    const char *file = cJSON_GetObjectItem(t, "template")->valuestring;
+    const char *fmt = cJSON_GetObjectItem(t, "format")->valuestring;
+    snprintf(path, sizeof path, "%s/../shared/chat-templates/%s", root, file);
+    char *src = read_file(path, NULL);
+    if (!src) {
+      printf("test_output: no %s (corpus cases skipped)\n", path);
+      continue;
+    }
+    n_templates++;
+    srv_out_style st;
+    srv_out_style_detect(src, NULL, &st);
+    free(src);
+    CHECK(st.format == format_by_name(fmt), "%s: detected %s, want %s", file,
+          srv_out_format_name(st.format), fmt);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(t, "cases")) {
+      char label[256];
+      snprintf(label, sizeof label, "%s/%s", file, cJSON_GetObjectItem(c, "name")->valuestring);
+      srv_out_opts o = {.tools = cJSON_IsTrue(cJSON_GetObjectItem(c, "tools")),
+                        .in_reasoning = cJSON_IsTrue(cJSON_GetObjectItem(c, "in_reasoning")),
+                        .id_seed = 1234,
+                        .tool_defs = tools};
+      want_call w[8];
+      int nw = 0;
+      const cJSON *k;
+      cJSON_ArrayForEach(k, cJSON_GetObjectItem(c, "calls")) {
+        if (nw == 8) break;
+        w[nw].name = cJSON_GetObjectItem(k, "name")->valuestring;
+        w[nw].args = cJSON_GetObjectItem(k, "arguments")->valuestring;
+        nw++;
+      }
+      const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+      check_case(label, &st, &o, text, strlen(text), cJSON_GetObjectItem(c, "content")->valuestring,
+                 cJSON_GetObjectItem(c, "reasoning")->valuestring, w, nw);
+      n_fixture_cases++;
+    }
+  }
+  cJSON_Delete(doc);
+}
+
+#include "test_output_cases.h"
+
+int main(void) {
+  const char *root = getenv("PASADA_SOURCE_DIR");
+  if (!root) root = ".";
+  corpus_cases(root);
+  int n_hand = hand_cases();
+  printf("test_output: %d templates, %d rendered cases, %d hand-written cases, %d failures\n",
+         n_templates, n_fixture_cases, n_hand, failures);
+  return failures ? 1 : 0;
+}
