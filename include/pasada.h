@@ -340,6 +340,52 @@ PASADA_API void pasada_sampler_reset(pasada_sampler *s);
 /* The seed in use (the drawn one when the parameters said PASADA_SEED_RANDOM). */
 PASADA_API uint64_t pasada_sampler_seed(const pasada_sampler *s);
 
+/* ---- logit bias and grammars ----
+ * With a logit bias and/or a grammar set, pasada_sampler_sample first adds
+ * the bias to the logits, then masks (to -infinity) every token the grammar
+ * does not allow after the tokens accepted since it was set, then runs the
+ * chain above: the distribution is exactly the chain's over the masked
+ * logits. Under a grammar, end-of-generation tokens are allowed exactly
+ * where the grammar can end; control tokens never. Setting either sizes
+ * every buffer, so sampling still allocates nothing per token except, once
+ * per grammar state first met, the grammar's cached token sets. */
+
+/* Adds bias[i] to the logit of token ids[i] (a token named twice gets both;
+ * -100 all but bans a token, +100 all but forces it). Copies the arrays;
+ * n = 0 clears the bias. PASADA_ERR_ARG for an id outside the vocabulary or
+ * a bias that is not finite (nothing changes then). */
+PASADA_API int pasada_sampler_set_logit_bias(pasada_sampler *s, const int32_t *ids,
+                                             const float *bias, size_t n);
+
+/* A grammar compiled for a tokenizer's vocabulary: llama.cpp's GBNF
+ * (`name ::= ...` rules of alternatives |, sequences, groups, * + ? {m}
+ * {m,} {m,n}, "literals" with \n \t \r \\ \" \xHH \uHHHH \UHHHHHHHH,
+ * [classes], [^negated], . any character, # comments). Output is matched as
+ * UTF-8 bytes, so a token may end inside a character. */
+typedef struct pa_grammar pasada_grammar;
+/* Compiles `len` bytes of GBNF whose start rule is `root` (NULL: "root").
+ * PASADA_ERR_ARG naming the line, column and problem: syntax, undefined or
+ * doubly defined rules, left recursion, a rule that can never complete,
+ * limits (1 MiB of text, 4096 rules, repetition bounds of 10000, automaton
+ * sizes). Immutable once made: shared by any number of samplers and threads;
+ * it must outlive them, and the tokenizer must outlive it. */
+PASADA_API int pasada_grammar_create(const pasada_tokenizer *tok, const char *gbnf, size_t len,
+                                     const char *root, pasada_grammar **out);
+PASADA_API void pasada_grammar_free(pasada_grammar *g);
+/* Constrains the sampler with g from the grammar's start (NULL removes the
+ * constraint). From then on pasada_sampler_accept advances the grammar with
+ * each token, so set it after the prompt's tokens were accepted; a token
+ * the grammar does not allow makes the next pasada_sampler_sample fail
+ * (PASADA_ERR_ARG naming it), as does a state no token of the vocabulary
+ * can continue. pasada_sampler_reset restarts the grammar. PASADA_ERR_ARG
+ * when g was made for another vocabulary size. */
+PASADA_API int pasada_sampler_set_grammar(pasada_sampler *s, const pasada_grammar *g);
+/* Whether the text accepted so far is a complete sentence of the grammar
+ * (the end is allowed), and whether nothing but the end is possible. Both
+ * false without a grammar. */
+PASADA_API bool pasada_sampler_grammar_can_end(const pasada_sampler *s);
+PASADA_API bool pasada_sampler_grammar_must_end(const pasada_sampler *s);
+
 /* ==== bench support ====
  * What `pasada bench` needs to turn timings into fractions of the machine's
  * limits: the bytes and multiply-adds one token costs (src/model/model_stats.c). */

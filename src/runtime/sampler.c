@@ -1,5 +1,6 @@
-/* sampler.c: picks the next token from a row of logits: penalties, top-k,
- * top-p, min-p, temperature, then a draw from a seeded xoshiro256**.
+/* sampler.c: picks the next token from a row of logits: logit bias and a
+ * grammar's mask (sampler_constrain.c), penalties, top-k, top-p, min-p,
+ * temperature, then a draw from a seeded xoshiro256**.
  *
  * Built for 262144-token vocabularies: nothing sorts the whole vocabulary in
  * the common case. Top-k is a bounded heap over one pass of the logits;
@@ -21,6 +22,7 @@
 
 #include "base/base.h"
 #include "kernels/ops.h"
+#include "runtime/sampler_constrain.h"
 
 typedef struct {
   float logit;
@@ -51,6 +53,8 @@ struct pa_sampler {
   double *block_sum;
   double dense_total;
   bool dense;
+
+  pa_sconstraint con; /* logit bias and grammar */
 };
 
 /* Top-p without top-k buckets the logits by distance to the maximum, so only
@@ -154,6 +158,7 @@ int pasada_sampler_create(const pasada_sampler_params *params, int32_t n_vocab,
   if (!s) return pa_error(PASADA_ERR_NOMEM, "sampler: out of memory");
   s->p = p;
   s->n_vocab = n_vocab;
+  s->con.n_vocab = n_vocab;
   s->seed = p.seed == PASADA_SEED_RANDOM ? random_seed() : p.seed;
   s->window_cap = p.repeat_last_n > 0 ? p.repeat_last_n : (p.repeat_last_n < 0 ? 256 : 0);
   s->counts = pa_calloc((size_t)n_vocab, sizeof *s->counts);
@@ -184,6 +189,7 @@ void pasada_sampler_free(pasada_sampler *s) {
   pa_free(s->block_sum);
   pa_free(s->bucket);
   free(s->window);
+  pa_sconstraint_free(&s->con);
   free(s);
 }
 
@@ -194,9 +200,11 @@ void pasada_sampler_reset(pasada_sampler *s) {
   s->window_len = 0;
   s->window_head = 0;
   rng_seed(s);
+  if (s->con.matcher) pa_gmatcher_reset(s->con.matcher);
 }
 
 void pasada_sampler_accept(pasada_sampler *s, int32_t token) {
+  if (s->con.matcher) pa_gmatcher_accept(s->con.matcher, token); /* a refusal fails the next sample */
   if (token < 0 || token >= s->n_vocab || s->p.repeat_last_n == 0) return;
   if (s->p.repeat_last_n < 0) { /* unbounded: append, growing the array */
     if (s->window_len == s->window_cap) {
@@ -611,15 +619,23 @@ static int32_t dense_draw(const pa_sampler *s, double r) {
 /* Runs penalties and truncation; leaves the m surviving candidates in
  * s->cand[0..m) with their probabilities (temperature applied, summing to 1)
  * in s->prob[0..m), or sets s->dense (see dense()) and returns n. */
-static int32_t prepare(pa_sampler *s, const float *logits, int32_t n) {
+/* The logits the chain starts from: the bias added, the grammar's mask
+ * (s->con.allowed) applied when `mask`, the penalties applied; the caller's
+ * own when none of them changes anything. */
+static const float *base_logits(pa_sampler *s, const float *logits, int32_t n, bool mask) {
+  const bool pen = penalties_active(s);
+  if (!pen && !s->con.n_bias && !mask) return logits;
+  memcpy(s->work, logits, (size_t)n * sizeof *logits);
+  pa_sconstraint_add_bias(&s->con, s->work);
+  if (mask) pa_sconstraint_apply_mask(&s->con, s->work);
+  if (pen) pa_sampler_penalize(s, s->work, n);
+  return s->work;
+}
+
+static int32_t prepare(pa_sampler *s, const float *logits, int32_t n, bool mask) {
   const pasada_sampler_params *p = &s->p;
-  const float *l = logits;
+  const float *l = base_logits(s, logits, n, mask);
   s->dense = false;
-  if (penalties_active(s)) {
-    memcpy(s->work, logits, (size_t)n * sizeof *logits);
-    pa_sampler_penalize(s, s->work, n);
-    l = s->work;
-  }
   pa_cand *c = s->cand;
 
   int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
@@ -694,8 +710,8 @@ static int check_call(const pa_sampler *s, const float *logits, int32_t n_vocab)
 }
 
 /* The pick of pasada_sampler_sample, its arguments checked. */
-static int32_t sample_checked(pa_sampler *s, const float *logits, int32_t n_vocab) {
-  int32_t m = prepare(s, logits, n_vocab);
+static int32_t sample_checked(pa_sampler *s, const float *logits, int32_t n_vocab, bool mask) {
+  int32_t m = prepare(s, logits, n_vocab, mask);
   if (s->dense) return dense_draw(s, pa_sampler_uniform(s));
   if (m == 1) return s->cand[0].id;
   double r = pa_sampler_uniform(s), cum = 0.0;
@@ -714,14 +730,34 @@ int pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_voca
   if (!s) return pa_error(PASADA_ERR_ARG, "sampler: no sampler");
   int st = check_call(s, logits, n_vocab);
   if (st) return st;
-  *out = sample_checked(s, logits, n_vocab);
+  if (!s->con.matcher) {
+    *out = sample_checked(s, logits, n_vocab, false);
+    return PASADA_OK;
+  }
+  if (s->p.temp <= 0.0f || s->p.top_k == 1) {
+    /* greedy: the best token of the unmasked logits, when the grammar allows
+     * it, is the best of the masked ones (ties go to the lowest id either
+     * way); only otherwise is the whole mask needed */
+    const int32_t best = argmax(base_logits(s, logits, n_vocab, false), n_vocab);
+    if (pa_gmatcher_allows(s->con.matcher, best)) {
+      *out = best;
+      return PASADA_OK;
+    }
+  }
+  if ((st = pa_sconstraint_mask(&s->con))) return st;
+  int32_t t = sample_checked(s, logits, n_vocab, true);
+  /* every allowed logit -infinity (or NaN): the chain's fallback picked an
+   * arbitrary token; keep to the grammar */
+  *out = pa_sconstraint_allowed(&s->con, t) ? t : pa_sconstraint_first_allowed(&s->con);
   return PASADA_OK;
 }
 
 int pa_sampler_distribution(pa_sampler *s, const float *logits, int32_t n_vocab, float *probs) {
   int st = check_call(s, logits, n_vocab);
   if (st) return st;
-  int32_t m = prepare(s, logits, n_vocab);
+  const bool mask = s->con.matcher != NULL;
+  if (mask && (st = pa_sconstraint_mask(&s->con))) return st;
+  int32_t m = prepare(s, logits, n_vocab, mask);
   if (s->dense) {
     for (int32_t i = 0; i < n_vocab; i++) probs[i] = (float)(s->prob[i] / s->dense_total);
     return PASADA_OK;
@@ -729,4 +765,25 @@ int pa_sampler_distribution(pa_sampler *s, const float *logits, int32_t n_vocab,
   memset(probs, 0, (size_t)n_vocab * sizeof *probs);
   for (int32_t i = 0; i < m; i++) probs[s->cand[i].id] = s->prob[i];
   return PASADA_OK;
+}
+
+/* ---- logit bias and grammars (sampler_constrain.c) ---- */
+
+int pasada_sampler_set_logit_bias(pasada_sampler *s, const int32_t *ids, const float *bias,
+                                  size_t n) {
+  if (!s) return pa_error(PASADA_ERR_ARG, "sampler: no sampler");
+  return pa_sconstraint_set_bias(&s->con, ids, bias, n);
+}
+
+int pasada_sampler_set_grammar(pasada_sampler *s, const pasada_grammar *g) {
+  if (!s) return pa_error(PASADA_ERR_ARG, "sampler: no sampler");
+  return pa_sconstraint_set_grammar(&s->con, g);
+}
+
+bool pasada_sampler_grammar_can_end(const pasada_sampler *s) {
+  return s && s->con.matcher && pa_gmatcher_can_end(s->con.matcher);
+}
+
+bool pasada_sampler_grammar_must_end(const pasada_sampler *s) {
+  return s && s->con.matcher && pa_gmatcher_must_end(s->con.matcher);
 }

@@ -6,6 +6,7 @@
 #ifndef PASADA_TOKENIZER_INTERNAL_H
 #define PASADA_TOKENIZER_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,6 +87,10 @@ struct pa_tokenizer {
 
   /* SPM */
   int32_t byte_fallback[256]; /* <0xNN> tokens (-1 when missing) */
+
+  /* The vocabulary sorted for grammar masks (src/grammar/vocab_index.c),
+   * made on first use; the one field written after load (atomically). */
+  struct pa_gvocab *_Atomic grammar_vocab;
 };
 
 static inline size_t pa_text_len(const pa_tokenizer *t, int32_t id) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "grammar/grammar.h"
 #include "tokenizer/tokenizer_internal.h"
 
 /* ---- hashing ---- */
@@ -342,6 +343,7 @@ void pa_tokenizer_free(pa_tokenizer *t) {
   pa_special_free(&t->special);
   pa_bpe_free(t);
   pa_pretok_free(t->pretok);
+  pa_gvocab_free(atomic_load(&t->grammar_vocab));
   free(t);
 }
 

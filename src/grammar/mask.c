@@ -1,0 +1,356 @@
+/* mask.c: the set of tokens a parse state allows. The state's heads are
+ * grouped by DFA state; for each, a cache built on first use splits the
+ * vocabulary, as seen from that state over an unknown stack, into tokens
+ * accepted inside the rule (whatever the stack), rejected inside it, and
+ * uncertain: those some path reads past the rule's end. A mask is then the
+ * union of the accepted sets, plus the uncertain tokens walked with the real
+ * stack, plus end of generation where the root can end. Walks go through
+ * the vocabulary in byte order, one level of heads per prefix byte, so a
+ * shared prefix is read once and a rejected prefix skips every token below
+ * it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "grammar/matcher.h"
+
+struct pa_gcache {
+  uint32_t n_acc, n_unc;
+  bool dense; /* accepted tokens as bits (n_vocab), else as ids */
+  uint64_t *acc_bits;
+  int32_t *acc_ids;
+  uint32_t *unc_rank; /* uncertain tokens by rank, in byte order */
+  uint8_t *unc_lcp;   /* bytes each shares with the previous one */
+  uint32_t *unc_skip; /* pa_gskip_build over unc_lcp */
+};
+
+static inline void set_bit(uint64_t *bits, int32_t id) {
+  bits[id >> 6] |= 1ull << (id & 63);
+}
+static inline bool has_bit(const uint64_t *bits, int32_t id) {
+  return bits[id >> 6] >> (id & 63) & 1;
+}
+
+/* Computes level d + 1 from level d by `byte`. */
+static bool step_any(pa_gmatcher *m, uint32_t d, uint8_t byte) {
+  uint32_t at = m->lv_off[d] + m->lv_n[d];
+  if (at + PA_G_MAX_HEADS > m->lv_cap) {
+    uint32_t cap = m->lv_cap * 2;
+    while (at + PA_G_MAX_HEADS > cap) cap *= 2;
+    pa_ghead *lv = realloc(m->lv, (size_t)cap * sizeof *lv);
+    if (!lv) return pa_gm_fail(m, "out of memory for a mask");
+    m->lv = lv;
+    m->lv_cap = cap;
+  }
+  pa_gout o = {m->lv + at, 0, false};
+  if (!pa_gm_advance(m, m->lv + m->lv_off[d], m->lv_n[d], byte, true, &o)) return false;
+  m->lv_off[d + 1] = at;
+  m->lv_n[d + 1] = o.n;
+  m->lv_end[d + 1] = o.end;
+  m->lv_unc[d + 1] = m->lv_unc[d] || m->lv_end[d];
+  return true;
+}
+
+/* step_any, with the common case inline: one head moving inside its rule. */
+static inline bool step(pa_gmatcher *m, uint32_t d, uint8_t byte) {
+  const uint32_t off = m->lv_off[d], at = off + 1;
+  if (m->lv_n[d] == 1 && at < m->lv_cap) {
+    const pa_grammar *g = m->g;
+    const pa_ghead h = m->lv[off];
+    const uint32_t t = g->trans[(size_t)h.node * g->n_cls + g->cls[byte]];
+    if (t == PA_G_NONE || g->flags[t] == PA_GS_BYTES) {
+      const bool live = t != PA_G_NONE;
+      m->lv[at] = (pa_ghead){t, h.parent};
+      m->lv_off[d + 1] = at;
+      m->lv_n[d + 1] = live;
+      m->lv_end[d + 1] = 0;
+      m->lv_unc[d + 1] = m->lv_unc[d] || m->lv_end[d];
+      m->steps++;
+      return true;
+    }
+  }
+  return step_any(m, d, byte);
+}
+
+/* Level 0: heads in[0..n), no end. */
+static void level0(pa_gmatcher *m, const pa_ghead *in, uint32_t n) {
+  memcpy(m->lv, in, (size_t)n * sizeof *in);
+  m->lv_off[0] = 0;
+  m->lv_n[0] = n;
+  m->lv_end[0] = 0;
+  m->lv_unc[0] = 0;
+}
+
+/* Walks the tokens ranks[0..n) (lcp[i]: bytes shared with ranks[i - 1],
+ * skip: pa_gskip_build's) from level 0 and sets the bits of those it
+ * accepts (skipping those set). */
+static bool walk_list(pa_gmatcher *m, const uint32_t *ranks, const uint8_t *lcp,
+                      const uint32_t *skip, uint32_t n, uint64_t *bits) {
+  const pa_gvocab *v = m->g->vocab;
+  uint32_t valid = 0, dead_at = UINT32_MAX;
+  bool dead_end = false;
+  for (uint32_t i = 0; i < n; i++) {
+    const uint32_t r = ranks[i], l = lcp[i], len = v->off[r + 1] - v->off[r];
+    const int32_t id = v->sorted_id[r];
+    if (l >= dead_at) { /* below a prefix no head survives */
+      /* tokens spelling just the prefix come first (byte order), then
+       * the longer ones, all rejected: jump past them */
+      if (len == dead_at) {
+        if (dead_end) set_bit(bits, id);
+      } else {
+        i = pa_gskip_hop(lcp, skip, i, n, dead_at) - 1;
+      }
+      continue;
+    }
+    dead_at = UINT32_MAX;
+    if (valid > l) valid = l;
+    if (has_bit(bits, id)) continue;
+    const uint8_t *b = v->bytes + v->off[r];
+    uint32_t d = valid;
+    for (; d < len; d++) {
+      if (!step(m, d, b[d])) return false;
+      if (!m->lv_n[d + 1]) break;
+    }
+    if (d < len) { /* level d + 1 has no heads */
+      dead_at = d + 1;
+      dead_end = m->lv_end[d + 1];
+      valid = d + 1;
+      if (d + 1 == len && dead_end) set_bit(bits, id);
+      continue;
+    }
+    valid = len;
+    if (m->lv_n[len] || m->lv_end[len]) set_bit(bits, id);
+  }
+  return true;
+}
+
+/* ---- the per-state cache ---- */
+
+typedef struct {
+  int32_t *acc;
+  uint32_t n_acc;
+  uint32_t *unc;
+  uint32_t n_unc;
+} sort_out;
+
+static void classify(sort_out *o, uint32_t r, int32_t id, bool accepted, bool uncertain) {
+  if (accepted)
+    o->acc[o->n_acc++] = id;
+  else if (uncertain)
+    o->unc[o->n_unc++] = r;
+}
+
+/* Walks the whole vocabulary from the single head (node over an unknown
+ * stack, the bottom standing for it) and sorts every token. */
+static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
+  const pa_gvocab *v = m->g->vocab;
+  const pa_grammar *g = m->g;
+  const pa_ghead h = {node, PA_G_NONE};
+  level0(m, &h, 1);
+  /* the bytes that keep a plain state in itself (a string's characters):
+   * a token of those only is accepted without a walk */
+  uint64_t loop[4] = {0};
+  if (g->flags[node] == PA_GS_BYTES)
+    for (int b = 0; b < 256; b++)
+      if (g->trans[(size_t)node * g->n_cls + g->cls[b]] == node) loop[b >> 6] |= 1ull << (b & 63);
+  const bool loops = loop[0] | loop[1] | loop[2] | loop[3];
+  uint32_t valid = 0, dead_at = UINT32_MAX;
+  bool dead_end = false, dead_unc_eq = false, dead_unc_deeper = false;
+  for (uint32_t r = 0; r < (uint32_t)v->n_sorted;) {
+    const uint32_t l = v->lcp[r], len = v->off[r + 1] - v->off[r];
+    const int32_t id = v->sorted_id[r];
+    if (l >= dead_at) {
+      /* tokens spelling just the prefix come first, then the longer ones:
+       * when those are all rejected, jump past them */
+      if (len == dead_at) {
+        classify(o, r, id, dead_end, dead_unc_eq);
+      } else if (!dead_unc_deeper) {
+        r = pa_gskip_hop(v->lcp, v->skip, r, (uint32_t)v->n_sorted, dead_at);
+        continue;
+      } else {
+        classify(o, r, id, false, true);
+      }
+      r++;
+      continue;
+    }
+    dead_at = UINT32_MAX;
+    if (valid > l) valid = l;
+    if (loops) {
+      const uint64_t *bs = v->byteset[r];
+      if (!((bs[0] & ~loop[0]) | (bs[1] & ~loop[1]) | (bs[2] & ~loop[2]) | (bs[3] & ~loop[3]))) {
+        classify(o, r, id, true, false); /* levels past `valid` stay unknown */
+        r++;
+        continue;
+      }
+    }
+    const uint8_t *b = v->bytes + v->off[r];
+    uint32_t d = valid;
+    for (; d < len; d++) {
+      if (!step(m, d, b[d])) return false;
+      if (!m->lv_n[d + 1]) break;
+    }
+    if (d < len) {
+      const uint32_t D = d + 1;
+      dead_at = D;
+      valid = D;
+      dead_end = m->lv_end[D];
+      dead_unc_eq = m->lv_unc[D];                     /* a token ending at D */
+      dead_unc_deeper = m->lv_unc[D] || m->lv_end[D]; /* one going past it */
+      if (D == len)
+        classify(o, r, id, dead_end, dead_unc_eq);
+      else
+        classify(o, r, id, false, dead_unc_deeper);
+      r++;
+      continue;
+    }
+    valid = len;
+    classify(o, r, id, m->lv_n[len] || m->lv_end[len], m->lv_unc[len]);
+    r++;
+  }
+  return true;
+}
+
+/* Builds the cache of `node` (NULL with the error set on failure). */
+static pa_gcache *build_cache(pa_gmatcher *m, uint32_t node) {
+  const pa_gvocab *v = m->g->vocab;
+  const int32_t nv = v->n_vocab;
+  sort_out o = {malloc(((size_t)v->n_sorted + 1) * sizeof *o.acc), 0,
+                malloc(((size_t)v->n_sorted + 1) * sizeof *o.unc), 0};
+  pa_gcache *c = NULL;
+  if (!o.acc || !o.unc) {
+    pa_gm_fail(m, "out of memory for a token cache");
+    goto out;
+  }
+  bool ok = sort_vocab(m, node, &o);
+  pa_gm_drop_scratch(m);
+  if (!ok) goto out;
+  const size_t words = ((size_t)nv + 63) / 64;
+  const bool dense = (size_t)o.n_acc * 32 > (size_t)nv;
+  size_t bytes = sizeof *c + (dense ? words * 8 : (size_t)o.n_acc * 4) + (size_t)o.n_unc * 9 + 16;
+  c = calloc(1, bytes);
+  if (!c) {
+    pa_gm_fail(m, "out of memory for a token cache");
+    goto out;
+  }
+  uint8_t *p = (uint8_t *)(c + 1);
+  c->n_acc = o.n_acc;
+  c->n_unc = o.n_unc;
+  c->dense = dense;
+  if (dense) {
+    c->acc_bits = (uint64_t *)p;
+    for (uint32_t i = 0; i < o.n_acc; i++) set_bit(c->acc_bits, o.acc[i]);
+    p += words * 8;
+  } else {
+    c->acc_ids = (int32_t *)p;
+    memcpy(c->acc_ids, o.acc, (size_t)o.n_acc * 4);
+    p += (size_t)o.n_acc * 4;
+  }
+  c->unc_rank = (uint32_t *)p;
+  memcpy(c->unc_rank, o.unc, (size_t)o.n_unc * 4);
+  p += (size_t)o.n_unc * 4;
+  c->unc_skip = (uint32_t *)p;
+  p += (size_t)o.n_unc * 4;
+  c->unc_lcp = p;
+  for (uint32_t i = 0; i < o.n_unc; i++) {
+    uint32_t l = 0;
+    if (i > 0) {
+      const uint32_t a = o.unc[i - 1], b = o.unc[i];
+      const uint32_t na = v->off[a + 1] - v->off[a], nb = v->off[b + 1] - v->off[b];
+      const uint8_t *pa = v->bytes + v->off[a], *pb = v->bytes + v->off[b];
+      while (l < na && l < nb && l < 255 && pa[l] == pb[l]) l++;
+    }
+    c->unc_lcp[i] = (uint8_t)l;
+  }
+  pa_gskip_build(c->unc_lcp, o.n_unc, c->unc_skip);
+out:
+  free(o.acc);
+  free(o.unc);
+  return c;
+}
+
+static const pa_gcache *get_cache(pa_gmatcher *m, uint32_t node) {
+  _Atomic(pa_gcache *) *slot = &((pa_grammar *)m->g)->cache[node];
+  pa_gcache *c = atomic_load_explicit(slot, memory_order_acquire);
+  if (c) return c;
+  pa_gcache *made = build_cache(m, node);
+  if (!made) return NULL;
+  pa_gcache *expected = NULL;
+  if (atomic_compare_exchange_strong_explicit(slot, &expected, made, memory_order_acq_rel,
+                                              memory_order_acquire))
+    return made;
+  free(made); /* another thread's is the same */
+  return expected;
+}
+
+void pa_gcache_free(pa_gcache *c) {
+  free(c);
+}
+
+/* ---- the mask ---- */
+
+int64_t pa_gmatcher_mask(pa_gmatcher *m, uint64_t *bits) {
+  const pa_gvocab *v = m->g->vocab;
+  const size_t words = ((size_t)v->n_vocab + 63) / 64;
+  memset(bits, 0, words * 8);
+  if (m->dead) return pa_error(PASADA_ERR_ARG, "%s", m->err), -1;
+  if (m->end)
+    for (int32_t i = 0; i < v->n_eog; i++) set_bit(bits, v->eog[i]);
+  if (!m->finished) {
+    m->steps = 0;
+    pa_gm_drop_scratch(m);
+    /* heads grouped by DFA state: a group shares its cache and its walk */
+    pa_ghead *group = m->buf[0] == m->cur ? m->buf[1] : m->buf[0];
+    for (uint32_t i = 0; i < m->n_cur; i++) {
+      const uint32_t node = m->cur[i].node;
+      bool done = false;
+      for (uint32_t j = 0; j < i && !done; j++) done = m->cur[j].node == node;
+      if (done) continue;
+      uint32_t n = 0;
+      for (uint32_t j = i; j < m->n_cur; j++)
+        if (m->cur[j].node == node) group[n++] = m->cur[j];
+      const pa_gcache *c = get_cache(m, node);
+      if (!c) goto fail;
+      if (c->dense) {
+        for (size_t w = 0; w < words; w++) bits[w] |= c->acc_bits[w];
+      } else {
+        for (uint32_t k = 0; k < c->n_acc; k++) set_bit(bits, c->acc_ids[k]);
+      }
+      if (c->n_unc) {
+        level0(m, group, n);
+        bool ok = walk_list(m, c->unc_rank, c->unc_lcp, c->unc_skip, c->n_unc, bits);
+        pa_gm_drop_scratch(m);
+        if (!ok) goto fail;
+      }
+    }
+  }
+  int64_t count = 0;
+  for (size_t w = 0; w < words; w++) count += __builtin_popcountll(bits[w]);
+  return count;
+fail:
+  m->dead = true;
+  pa_error(PASADA_ERR_ARG, "%s", m->err);
+  return -1;
+}
+
+bool pa_gmatcher_allows(pa_gmatcher *m, int32_t token) {
+  const pa_gvocab *v = m->g->vocab;
+  if (m->dead || token < 0 || token >= v->n_vocab) return false;
+  const int32_t r = v->rank[token];
+  if (r < 0) return m->end && pa_gvocab_is_eog(v, token);
+  if (m->finished) return false;
+  m->steps = 0;
+  pa_gm_drop_scratch(m);
+  level0(m, m->cur, m->n_cur);
+  const uint32_t len = v->off[r + 1] - v->off[r];
+  const uint8_t *b = v->bytes + v->off[r];
+  bool ok = true;
+  uint32_t d = 0;
+  for (; d < len && ok; d++) {
+    ok = step(m, d, b[d]);
+    if (ok && !m->lv_n[d + 1]) break;
+  }
+  bool alive =
+      ok && (d == len ? m->lv_n[len] > 0 || m->lv_end[len] : d + 1 == len && m->lv_end[len]);
+  pa_gm_drop_scratch(m);
+  return alive;
+}

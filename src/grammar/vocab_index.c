@@ -1,0 +1,136 @@
+/* vocab_index.c: the vocabulary as the token mask walks it: every token
+ * that spells text, sorted by its bytes, with the length of the prefix each
+ * shares with the one before. Walking in that order advances a parse state
+ * once per trie node (a shared prefix is matched once) and skips all the
+ * tokens below a prefix the grammar rejects. Built once per tokenizer, on
+ * first use, and kept with it. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "grammar/grammar.h"
+#include "tokenizer/tokenizer_internal.h"
+
+typedef struct {
+  uint64_t key; /* the first 8 bytes, big-endian: most comparisons end here */
+  int32_t id;
+} sort_item;
+
+static const pa_tokenizer *sort_tok; /* qsort has no context argument */
+
+static int cmp_items(const void *pa, const void *pb) {
+  const sort_item *a = pa, *b = pb;
+  if (a->key != b->key) return a->key < b->key ? -1 : 1;
+  const pa_tokenizer *t = sort_tok;
+  size_t na = pa_piece_len(t, a->id), nb = pa_piece_len(t, b->id);
+  size_t n = na < nb ? na : nb;
+  int c = n > 8 ? memcmp(t->piece_arena + t->piece_off[a->id] + 8,
+                         t->piece_arena + t->piece_off[b->id] + 8, n - 8)
+                : 0;
+  if (c) return c;
+  if (na != nb) return na < nb ? -1 : 1;
+  return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static bool in_index(const pa_tokenizer *t, int32_t id) {
+  int ty = t->types[id];
+  if (ty == PA_TOKEN_CONTROL || ty == PA_TOKEN_UNKNOWN || ty == PA_TOKEN_UNUSED) return false;
+  return pa_piece_len(t, id) > 0 && !pa_tokenizer_is_eog(t, id);
+}
+
+static pa_gvocab *build(const pa_tokenizer *t) {
+  const int32_t n = t->n_vocab;
+  pa_gvocab *v = calloc(1, sizeof *v);
+  sort_item *items = malloc(((size_t)n + 1) * sizeof *items);
+  if (!v || !items) goto fail;
+  v->n_vocab = n;
+  int32_t m = 0;
+  size_t total = 0;
+  for (int32_t id = 0; id < n; id++) {
+    if (!in_index(t, id)) continue;
+    const uint8_t *p = (const uint8_t *)t->piece_arena + t->piece_off[id];
+    size_t len = pa_piece_len(t, id);
+    uint64_t key = 0;
+    for (size_t i = 0; i < 8; i++) key = key << 8 | (i < len ? p[i] : 0);
+    items[m++] = (sort_item){key, id};
+    total += len;
+  }
+  /* One at a time: sort_tok is the comparison's context. */
+  static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&sort_lock);
+  sort_tok = t;
+  qsort(items, (size_t)m, sizeof *items, cmp_items);
+  pthread_mutex_unlock(&sort_lock);
+
+  v->n_sorted = m;
+  v->sorted_id = malloc(((size_t)m + 1) * sizeof *v->sorted_id);
+  v->off = malloc(((size_t)m + 1) * sizeof *v->off);
+  v->bytes = malloc(total + 1);
+  v->lcp = malloc((size_t)m + 1);
+  v->skip = malloc(((size_t)m + 1) * sizeof *v->skip);
+  v->byteset = calloc((size_t)m + 1, sizeof *v->byteset);
+  v->rank = malloc(((size_t)n + 1) * sizeof *v->rank);
+  v->eog = malloc(((size_t)n + 1) * sizeof *v->eog);
+  if (!v->sorted_id || !v->off || !v->bytes || !v->lcp || !v->skip || !v->byteset || !v->rank ||
+      !v->eog)
+    goto fail;
+  for (int32_t id = 0; id < n; id++) v->rank[id] = -1;
+  size_t off = 0;
+  for (int32_t r = 0; r < m; r++) {
+    int32_t id = items[r].id;
+    size_t len = pa_piece_len(t, id);
+    v->sorted_id[r] = id;
+    v->rank[id] = r;
+    v->off[r] = (uint32_t)off;
+    memcpy(v->bytes + off, t->piece_arena + t->piece_off[id], len);
+    for (size_t i = 0; i < len; i++)
+      v->byteset[r][v->bytes[off + i] >> 6] |= 1ull << (v->bytes[off + i] & 63);
+    uint32_t l = 0;
+    if (r > 0) {
+      const uint8_t *a = v->bytes + v->off[r - 1], *b = v->bytes + off;
+      uint32_t na = (uint32_t)(off - v->off[r - 1]);
+      while (l < na && l < len && l < 255 && a[l] == b[l]) l++;
+    }
+    v->lcp[r] = (uint8_t)l;
+    off += len;
+    if (len > v->max_len) v->max_len = (uint32_t)len;
+  }
+  v->off[m] = (uint32_t)off;
+  pa_gskip_build(v->lcp, (uint32_t)m, v->skip);
+  for (int32_t id = 0; id < n; id++)
+    if (pa_tokenizer_is_eog(t, id)) v->eog[v->n_eog++] = id;
+  free(items);
+  return v;
+fail:
+  free(items);
+  pa_gvocab_free(v);
+  return NULL;
+}
+
+const pa_gvocab *pa_gvocab_get(const pa_tokenizer *tok) {
+  pa_tokenizer *t = (pa_tokenizer *)tok; /* the cache slot is the only field written */
+  pa_gvocab *v = atomic_load_explicit(&t->grammar_vocab, memory_order_acquire);
+  if (v) return v;
+  pa_gvocab *made = build(tok);
+  if (!made) return NULL;
+  pa_gvocab *expected = NULL;
+  if (atomic_compare_exchange_strong_explicit(&t->grammar_vocab, &expected, made,
+                                              memory_order_acq_rel, memory_order_acquire))
+    return made;
+  pa_gvocab_free(made); /* another thread built it first */
+  return expected;
+}
+
+void pa_gvocab_free(pa_gvocab *v) {
+  if (!v) return;
+  free(v->sorted_id);
+  free(v->off);
+  free(v->bytes);
+  free(v->lcp);
+  free(v->skip);
+  free(v->byteset);
+  free(v->rank);
+  free(v->eog);
+  free(v);
+}

@@ -1,0 +1,316 @@
+/* test_grammar_mask.c: the token mask and the sampler under a grammar. The
+ * mask (cached per-state token sets, walks over the byte-sorted vocabulary)
+ * against its brute-force twin on random walks through several grammars,
+ * on a synthetic vocabulary and on SmolLM2's; then the sampler: logit bias,
+ * greedy decoding equal to the argmax of the masked logits, drawn tokens
+ * always allowed, the distribution equal to the chain's over the masked
+ * logits, accept/reset/end semantics and errors. */
+#include <math.h>
+
+#include "runtime/sampler.h"
+#include "test_grammar_util.h"
+
+static const char *grammars[] = {
+    /* JSON */
+    "root ::= value\n"
+    "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+    "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" "
+    "[0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws\n"
+    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+    /* a fixed-shape object: literals, an enum, bounded strings and numbers */
+    "root ::= \"{\" sp \"\\\"name\\\":\" sp str \",\" sp \"\\\"kind\\\":\" sp (\"\\\"a\\\"\" | "
+    "\"\\\"ab\\\"\" | \"\\\"b\\\"\") "
+    "\",\" sp \"\\\"n\\\":\" sp [1-9] [0-9]{0,2} sp \"}\"\n"
+    "str ::= \"\\\"\" [^\"\\\\]{1,6} \"\\\"\"\nsp ::= \" \"?\n",
+    /* recursion where rules end mid-token: nested lists */
+    "root ::= list\nlist ::= \"[\" (item (\",\" item)*)? \"]\"\nitem ::= list | \"a\" | \"ab\" | "
+    "\"\\\"\" [a-z]* \"\\\"\"\n",
+    /* free text with multi-byte characters and a terminator */
+    "root ::= ([^\\n] | \"\\n\" [a-z])* \"\\n\\n\"\n",
+    /* ambiguity: several heads at once */
+    "root ::= (\"a\" | \"ab\" | \"a\" \"b\" \"b\"?)+ (\",\" root)?\n",
+    /* right recursion under a pushed frame, nullable calls */
+    "root ::= \"{\" a \"}\"\na ::= \"x\" a | \"y\" b | \"\"\nb ::= e* \"z\"? a\ne ::= \"\" | "
+    "\"w\"\n",
+};
+
+/* Random walks: at each step the mask equals the twin's verdict token by
+ * token (all of them, or `sample` of them plus every allowed one), and
+ * pa_gmatcher_allows agrees; then a random allowed token is accepted. */
+static void walk_grammar(const pasada_tokenizer *tok, const char *gbnf, int walks, int steps,
+                         int sample) {
+  pasada_grammar *g = compile(tok, gbnf);
+  if (!g) return;
+  const pa_gvocab *v = g->vocab;
+  const int32_t nv = v->n_vocab;
+  pa_gmatcher *m, *twin;
+  CHECK(pa_gmatcher_create(g, &m) == PASADA_OK && pa_gmatcher_create(g, &twin) == PASADA_OK,
+        "matchers");
+  uint64_t *bits = calloc(((size_t)nv + 63) / 64, 8);
+  int32_t *allowed = malloc((size_t)nv * sizeof *allowed);
+  uint8_t *text = malloc(1 << 16);
+  long checked = 0, masks = 0;
+  for (int w = 0; w < walks; w++) {
+    pa_gmatcher_reset(m);
+    size_t n = 0;
+    for (int s = 0; s < steps; s++) {
+      int64_t count = pa_gmatcher_mask(m, bits);
+      CHECK(count >= 0, "mask: %s", pasada_last_error());
+      if (count < 0) break;
+      masks++;
+      int32_t na = 0;
+      for (int32_t id = 0; id < nv; id++) {
+        bool bit = bits[id >> 6] >> (id & 63) & 1;
+        if (bit) allowed[na++] = id;
+        CHECK(!bit || v->rank[id] >= 0 || pa_gvocab_is_eog(v, id), "control token %d allowed", id);
+        if (!bit && sample && (int)(rng() % (uint64_t)nv) >= sample) continue;
+        bool want = twin_allows(twin, v, text, n, id);
+        CHECK(bit == want, "walk %d step %d after '%.*s': token %d mask %d, twin %d", w, s, (int)n,
+              (const char *)text, id, bit, want);
+        CHECK(pa_gmatcher_allows(m, id) == want, "allows(%d) disagrees after '%.*s'", id, (int)n,
+              (const char *)text);
+        checked++;
+      }
+      CHECK(na == count, "mask count %lld, bits %d", (long long)count, na);
+      if (!na) break;
+      int32_t t = allowed[rng() % (uint64_t)na];
+      if (pa_gvocab_is_eog(v, t) && na > 1 && rng() % 4) t = allowed[(rng() % (uint64_t)na)];
+      CHECK(pa_gmatcher_accept(m, t) == PASADA_OK, "accept %d: %s", t, pasada_last_error());
+      if (pa_gvocab_is_eog(v, t)) {
+        CHECK(pa_gmatcher_must_end(m), "after the end only the end");
+        CHECK(pa_gmatcher_mask(m, bits) >= 1 && pa_gmatcher_allows(m, t), "the end stays allowed");
+        break;
+      }
+      const int32_t r = v->rank[t];
+      const uint32_t len = v->off[r + 1] - v->off[r];
+      if (n + len >= (1 << 16)) break;
+      memcpy(text + n, v->bytes + v->off[r], len);
+      n += len;
+    }
+  }
+  printf("  %ld token verdicts over %ld masks\n", checked, masks);
+  CHECK(masks >= walks, "walks too short");
+  free(bits);
+  free(allowed);
+  free(text);
+  pa_gmatcher_free(m);
+  pa_gmatcher_free(twin);
+  pasada_grammar_free(g);
+}
+
+/* ---- the sampler ---- */
+
+static pasada_sampler *make_sampler(float temp, int32_t top_k, float top_p, float min_p, int32_t nv,
+                                    uint64_t seed) {
+  pasada_sampler_params p = pasada_sampler_default_params();
+  p.temp = temp, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p, p.seed = seed;
+  p.repeat_penalty = 1.1f;
+  pasada_sampler *s = NULL;
+  CHECK(pasada_sampler_create(&p, nv, &s) == PASADA_OK, "sampler: %s", pasada_last_error());
+  return s;
+}
+
+static void random_logits(float *l, int32_t n) {
+  for (int32_t i = 0; i < n; i++) l[i] = (float)(rnd_unit() * 8.0 - 4.0);
+}
+
+static void test_logit_bias(int32_t nv) {
+  float *l = malloc((size_t)nv * sizeof *l);
+  random_logits(l, nv);
+  pasada_sampler *s = make_sampler(0.0f, 40, 0.95f, 0.05f, nv, 1);
+  int32_t best = -1, t = -1;
+  pasada_sampler_sample(s, l, nv, &best);
+  int32_t ids[2] = {best, 7};
+  float bias[2] = {-100.0f, 100.0f};
+  CHECK(pasada_sampler_set_logit_bias(s, ids, bias, 2) == PASADA_OK, "bias: %s",
+        pasada_last_error());
+  pasada_sampler_sample(s, l, nv, &t);
+  CHECK(t == 7 && best != 7 ? true : t != best, "+100 forces token 7 (got %d, best was %d)", t,
+        best);
+  float ban[1] = {-100.0f};
+  pasada_sampler_set_logit_bias(s, &best, ban, 1);
+  pasada_sampler_sample(s, l, nv, &t);
+  CHECK(t != best, "-100 bans the best token");
+  /* a bias is added: a small one on the runner-up makes it the best */
+  float *m = malloc((size_t)nv * sizeof *m);
+  memcpy(m, l, (size_t)nv * sizeof *m);
+  m[best] = -INFINITY;
+  int32_t second = 0;
+  for (int32_t i = 1; i < nv; i++)
+    if (m[i] > m[second]) second = i;
+  float nudge[1] = {l[best] - l[second] + 0.01f};
+  pasada_sampler_set_logit_bias(s, &second, nudge, 1);
+  pasada_sampler_sample(s, l, nv, &t);
+  CHECK(t == second, "a bias of the gap plus a little makes the runner-up best (%d, want %d)", t,
+        second);
+  int32_t bad = nv;
+  float nan[1] = {NAN};
+  CHECK(pasada_sampler_set_logit_bias(s, &bad, bias, 1) == PASADA_ERR_ARG,
+        "id outside the vocabulary");
+  CHECK(pasada_sampler_set_logit_bias(s, ids, nan, 1) == PASADA_ERR_ARG, "NaN bias");
+  pasada_sampler_sample(s, l, nv, &t);
+  CHECK(t == second, "a refused bias leaves the old one");
+  CHECK(pasada_sampler_set_logit_bias(s, NULL, NULL, 0) == PASADA_OK, "clear");
+  pasada_sampler_sample(s, l, nv, &t);
+  CHECK(t == best, "cleared bias: the best again");
+  pasada_sampler_free(s);
+  free(l);
+  free(m);
+}
+
+/* The sampler under a grammar on random logits: greedy picks the argmax
+ * of the masked logits; draws are always allowed; the distribution is the
+ * chain's over the masked logits. */
+static void test_sampler_grammar(const pasada_tokenizer *tok) {
+  pasada_grammar *g = compile(tok, grammars[0]);
+  if (!g) return;
+  const pa_gvocab *v = g->vocab;
+  const int32_t nv = v->n_vocab;
+  float *l = malloc((size_t)nv * sizeof *l), *masked = malloc((size_t)nv * sizeof *masked);
+  float *p1 = malloc((size_t)nv * sizeof *p1), *p2 = malloc((size_t)nv * sizeof *p2);
+  uint64_t *bits = calloc(((size_t)nv + 63) / 64, 8);
+  pa_gmatcher *ref;
+  pa_gmatcher_create(g, &ref);
+  const struct {
+    float temp, top_p, min_p;
+    int32_t top_k;
+  } cfg[] = {{0.0f, 1.0f, 0.0f, 0}, {1.0f, 1.0f, 0.0f, 0}, {0.8f, 0.95f, 0.05f, 40},
+             {1.2f, 0.9f, 0.0f, 0}, {0.7f, 1.0f, 0.1f, 0}, {1.0f, 1.0f, 0.0f, 1}};
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    pasada_sampler *s =
+        make_sampler(cfg[c].temp, cfg[c].top_k, cfg[c].top_p, cfg[c].min_p, nv, 42 + c);
+    pasada_sampler *plain =
+        make_sampler(cfg[c].temp, cfg[c].top_k, cfg[c].top_p, cfg[c].min_p, nv, 42 + c);
+    CHECK(pasada_sampler_set_grammar(s, g) == PASADA_OK, "set grammar: %s", pasada_last_error());
+    int32_t bias_id[1] = {(int32_t)(rng() % (uint64_t)nv)};
+    float bias[1] = {2.5f};
+    pasada_sampler_set_logit_bias(s, bias_id, bias, 1);
+    pasada_sampler_set_logit_bias(plain, bias_id, bias, 1);
+    pa_gmatcher_reset(ref);
+    for (int step = 0; step < 40; step++) {
+      random_logits(l, nv);
+      /* the reference: the bias, then -infinity outside the mask, then the
+       * plain sampler's chain (its penalties see the same tokens) */
+      CHECK(pa_gmatcher_mask(ref, bits) > 0, "reference mask");
+      memcpy(masked, l, (size_t)nv * sizeof *l);
+      for (int32_t i = 0; i < nv; i++)
+        if (!(bits[i >> 6] >> (i & 63) & 1)) masked[i] = -INFINITY;
+      CHECK(pa_sampler_distribution(s, l, nv, p1) == PASADA_OK, "distribution: %s",
+            pasada_last_error());
+      CHECK(pa_sampler_distribution(plain, masked, nv, p2) == PASADA_OK, "plain distribution");
+      bool same = true;
+      for (int32_t i = 0; i < nv && same; i++) same = p1[i] == p2[i];
+      CHECK(same,
+            "config %zu step %d: the distribution differs from the chain over the masked logits", c,
+            step);
+      int32_t t = -1;
+      CHECK(pasada_sampler_sample(s, l, nv, &t) == PASADA_OK, "sample: %s", pasada_last_error());
+      CHECK(t >= 0 && (bits[t >> 6] >> (t & 63) & 1), "config %zu: drawn token %d is not allowed",
+            c, t);
+      if (cfg[c].temp <= 0.0f || cfg[c].top_k == 1) {
+        /* greedy: the plain chain's pick over the masked logits (its own
+         * bias and penalties), whichever path the grammar's sampler took */
+        int32_t best = -1;
+        CHECK(pasada_sampler_sample(plain, masked, nv, &best) == PASADA_OK, "plain sample");
+        CHECK(t == best, "greedy: %d, the masked argmax is %d", t, best);
+      }
+      if (pa_gvocab_is_eog(v, t)) break;
+      pasada_sampler_accept(s, t);
+      pasada_sampler_accept(plain, t);
+      pa_gmatcher_accept(ref, t);
+    }
+    pasada_sampler_free(s);
+    pasada_sampler_free(plain);
+  }
+  pa_gmatcher_free(ref);
+  free(l), free(masked), free(p1), free(p2), free(bits);
+  pasada_grammar_free(g);
+}
+
+/* Accept, reset, removal, end and errors. */
+static void test_sampler_semantics(const pasada_tokenizer *tok) {
+  pasada_grammar *g = compile(tok, "root ::= \"ab\"");
+  if (!g) return;
+  const pa_gvocab *v = g->vocab;
+  const int32_t nv = v->n_vocab;
+  pasada_sampler *s = make_sampler(0.0f, 0, 1.0f, 0.0f, nv, 1);
+  float *l = calloc((size_t)nv, sizeof *l);
+  CHECK(!pasada_sampler_grammar_can_end(s) && !pasada_sampler_grammar_must_end(s),
+        "no grammar: no end");
+  pasada_sampler_set_grammar(s, g);
+  int32_t a = pa_tokenizer_find(tok, "a"), b = pa_tokenizer_find(tok, "b"),
+          byte_a = pa_tokenizer_find(tok, "<0x61>");
+  CHECK(a >= 0 && b >= 0 && byte_a >= 0, "synthetic vocabulary has a, b, <0x61>");
+  /* greedy wants the control token "{" (same text as nothing allowed) */
+  l[SYN_CONTROL] = 10.0f;
+  l[a] = 1.0f;
+  l[byte_a] = 0.5f;
+  int32_t t = -1;
+  CHECK(pasada_sampler_sample(s, l, nv, &t) == PASADA_OK && t == a,
+        "control token refused, 'a' picked (%d)", t);
+  pasada_sampler_accept(s, t);
+  CHECK(!pasada_sampler_grammar_can_end(s), "after 'a': not yet");
+  pasada_sampler_accept(s, b);
+  CHECK(pasada_sampler_grammar_can_end(s) && pasada_sampler_grammar_must_end(s),
+        "after 'ab': must end");
+  l[SYN_EOS] = -5.0f;
+  CHECK(pasada_sampler_sample(s, l, nv, &t) == PASADA_OK && t == SYN_EOS,
+        "only the end is left (%d)", t);
+  pasada_sampler_reset(s);
+  CHECK(!pasada_sampler_grammar_can_end(s), "reset restarts the grammar");
+  CHECK(pasada_sampler_sample(s, l, nv, &t) == PASADA_OK && t == a, "after reset 'a' again");
+  pasada_sampler_accept(s, SYN_EOS); /* not allowed here */
+  CHECK(pasada_sampler_sample(s, l, nv, &t) == PASADA_ERR_ARG &&
+            strstr(pasada_last_error(), "not allowed"),
+        "a refused accept fails the next sample: %s", pasada_last_error());
+  pasada_sampler_set_grammar(s, NULL);
+  CHECK(pasada_sampler_sample(s, l, nv, &t) == PASADA_OK && t == SYN_CONTROL,
+        "grammar removed: plain argmax");
+  pasada_sampler *other = make_sampler(0.0f, 0, 1.0f, 0.0f, nv + 1, 1);
+  CHECK(pasada_sampler_set_grammar(other, g) == PASADA_ERR_ARG,
+        "another vocabulary size is refused");
+  pasada_sampler_free(other);
+  /* a grammar no token can continue: an error, not a wrong token */
+  pasada_grammar *none = compile(tok, "root ::= \"\\U0001F600\"");
+  if (none) {
+    pasada_sampler_set_grammar(s, none);
+    int st = pasada_sampler_sample(s, l, nv, &t);
+    /* the byte tokens spell it: allowed; only when none could would it fail */
+    CHECK(st == PASADA_OK && t == pa_tokenizer_find(tok, "<0xF0>"),
+          "the emoji's first byte token (%d)", t);
+    pasada_sampler_set_grammar(s, NULL);
+    pasada_grammar_free(none);
+  }
+  pasada_sampler_free(s);
+  free(l);
+  pasada_grammar_free(g);
+}
+
+int main(void) {
+  test_seed("test_grammar_mask");
+  pa_tokenizer *tok = synthetic_vocab(400);
+  if (!tok) return 1;
+  const int walks = test_reps(4, 1);
+  for (size_t i = 0; i < sizeof grammars / sizeof grammars[0]; i++) {
+    printf("synthetic vocabulary, grammar %zu:\n", i);
+    walk_grammar(tok, grammars[i], walks, 40, 0);
+  }
+  test_logit_bias(pa_tokenizer_n_vocab(tok));
+  test_sampler_grammar(tok);
+  test_sampler_semantics(tok);
+  pasada_model *model = smollm2_vocab();
+  if (model) {
+    const pasada_tokenizer *real = pasada_model_tokenizer(model);
+    for (size_t i = 0; i < 3; i++) {
+      printf("SmolLM2 vocabulary, grammar %zu:\n", i);
+      walk_grammar(real, grammars[i], 1, test_reps(12, 3), 1500);
+    }
+    pasada_model_free(model);
+  }
+  pa_tokenizer_free(tok);
+  if (failures) fprintf(stderr, "test_grammar_mask: %d failures\n", failures);
+  return failures ? 1 : 0;
+}
