@@ -3,6 +3,7 @@
  * (reasoning blocks, wrapper tokens, held-back marker prefixes, trimming),
  * the family detection from a chat template, and the listed calls. The
  * families' call syntaxes are in output_formats.c and output_whole.c. */
+#define _GNU_SOURCE /* memmem */
 #include "server/output.h"
 
 #include <stdint.h>
@@ -420,14 +421,15 @@ static void run_scan(op_state *p, const op_format *f) {
       i = j + m[k].len;
       continue;
     }
-    size_t end = j + m[k].len;
+    size_t end = j;
     blk_rc rc = m[k].trig->fn(p, j, j + m[k].len, &end);
     if (p->oom) return;
     if (rc == BLK_DONE) {
       i = end > j ? end : j + m[k].len;
-    } else if (rc == BLK_NOTCALL) {
-      op_content(p, p->t + j, m[k].len);
-      i = j + m[k].len;
+    } else if (rc == BLK_NOTCALL) { /* the trigger and what the parser examined are content */
+      size_t stop = end > j + m[k].len && end <= p->n ? end : j + m[k].len;
+      op_content(p, p->t + j, stop - j);
+      i = stop;
     } else {
       if (p->final && end < p->n) op_content(p, p->t + end, p->n - end);
       return;

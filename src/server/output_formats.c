@@ -73,6 +73,7 @@ static blk_rc json_block(op_state *p, size_t at, size_t body, const json_spec *j
       break;
     }
     char c = p->t[i];
+    *end = i; /* not a call: the text examined so far is content */
     if (c != '{' && c != '[') break;
     size_t e = op_json_end(p->t, p->n, i);
     if (e == (size_t)-1) break;
@@ -90,7 +91,10 @@ static blk_rc json_block(op_state *p, size_t at, size_t body, const json_spec *j
       ok = pend_call_object(p, &pd, v);
     }
     cJSON_Delete(v);
-    if (!ok) break;
+    if (!ok) {
+      *end = e;
+      break;
+    }
     values++;
     i = e;
     *end = e;
@@ -145,10 +149,11 @@ bool op_ident(char c) {
 }
 
 /* A JSON object at i (after whitespace) then `close` (NULL: none).
- * Sets *e past it. */
+ * Sets *e past it, or when it is not one, to where that showed. */
 static blk_rc args_then(op_state *p, size_t i, const char *close, size_t *a0, size_t *a1,
                         size_t *e) {
   i = op_skip_ws(p, i);
+  *e = i;
   if (i == p->n) return BLK_MORE;
   if (p->t[i] != '{') return BLK_NOTCALL;
   size_t j = op_json_end(p->t, p->n, i);
@@ -173,6 +178,7 @@ static blk_rc args_then(op_state *p, size_t i, const char *close, size_t *a0, si
     }
     return BLK_MORE;
   }
+  *e = j;
   return BLK_NOTCALL;
 }
 
@@ -183,7 +189,7 @@ static blk_rc blk_mistral(op_state *p, size_t at, size_t body, size_t *end) {
   size_t k = i;
   while (k < p->n && op_ident(p->t[k])) k++;
   size_t name_end = k;
-  *end = at;
+  *end = k; /* when not a call: the text examined */
   if (k == p->n) return BLK_MORE;
   if (k == i) return BLK_NOTCALL;
   int c = op_at3(p, k, "[CALL_ID]");
@@ -193,10 +199,12 @@ static blk_rc blk_mistral(op_state *p, size_t at, size_t body, size_t *end) {
     while (k < p->n && op_ident(p->t[k])) k++;
   }
   c = op_at3(p, k, "[ARGS]");
+  *end = k;
   if (c == 2 || k == p->n) return BLK_MORE;
   if (c == 0) return BLK_NOTCALL;
   size_t a0, a1, e;
   blk_rc rc = args_then(p, k + LEN("[ARGS]"), NULL, &a0, &a1, &e);
+  *end = e;
   if (rc != BLK_DONE) return rc;
   op_pending pd = {0};
   if (!op_pend_text(p, &pd, p->t + i, name_end - i, p->t + a0, a1 - a0)) {
@@ -225,13 +233,16 @@ blk_rc op_section(op_state *p, size_t at, size_t body, const char *call_open, co
     }
     int o = op_at3(p, i, call_open);
     if (o == 1) {
-      size_t e;
+      size_t e = i;
       rc = fn(p, ctx, i + strlen(call_open), &e, &pd);
       if (rc == BLK_DONE) {
         i = e;
         continue;
       }
-      if (rc == BLK_NOTCALL) break;
+      if (rc == BLK_NOTCALL) {
+        *end = e; /* the text examined is content */
+        break;
+      }
     } else if (c == 2 || o == 2 || i == p->n) {
       rc = BLK_MORE;
     } else {
@@ -239,10 +250,11 @@ blk_rc op_section(op_state *p, size_t at, size_t body, const char *call_open, co
       *end = i;
       break;
     }
-    /* incomplete: at the end of the generation the whole calls stand */
+    /* incomplete: at the end of the generation the whole calls stand (and a
+       cut-off end marker goes) */
     if (p->final && pd.n) {
       op_pend_commit(p, &pd);
-      *end = i;
+      *end = op_at3(p, i, sec_close) == 2 ? p->n : i;
     } else {
       *end = at;
     }
@@ -366,14 +378,14 @@ static blk_rc blk_function_eq(op_state *p, size_t at, size_t body, size_t *end) 
   if (k == (size_t)-1) return BLK_NOTCALL;
   size_t a0, a1, e;
   blk_rc rc = args_then(p, k + 1, "</function>", &a0, &a1, &e);
-  if (rc != BLK_DONE) return rc;
+  if (rc == BLK_MORE) return rc;
+  *end = e; /* past the call, or the text examined when it is not one */
+  if (rc == BLK_NOTCALL) return rc;
   op_pending pd = {0};
   bool ok = op_pend_text(p, &pd, p->t + body, k - body, p->t + a0, a1 - a0);
   if (ok) op_pend_commit(p, &pd);
   op_pend_free(&pd);
-  if (!ok) return BLK_NOTCALL;
-  *end = e;
-  return BLK_DONE;
+  return ok ? BLK_DONE : BLK_NOTCALL;
 }
 
 /* ---- Python calls: name(key=value, ...) ---- */
@@ -450,7 +462,8 @@ static blk_rc blk_lfm2(op_state *p, size_t at, size_t body, size_t *end) {
     *end = close == p->n ? p->n : close + LEN("<|tool_call_end|>");
   }
   op_pend_free(&pd);
-  if (!ok && close == p->n) return BLK_MORE; /* final: the cut-off call is content */
+  if (!ok && close == p->n) return BLK_MORE;        /* final: the cut-off call is content */
+  if (!ok) *end = close + LEN("<|tool_call_end|>"); /* the whole block is content */
   return ok ? BLK_DONE : BLK_NOTCALL;
 }
 
@@ -498,7 +511,10 @@ static blk_rc blk_gemma(op_state *p, size_t at, size_t body, size_t *end) {
   size_t close = op_find(p, body, "<tool_call|>");
   if (close == p->n) return BLK_MORE;
   size_t i = op_skip_ws(p, body);
-  if (close - i < 5 || memcmp(p->t + i, "call:", 5)) return BLK_NOTCALL;
+  if (close - i < 5 || memcmp(p->t + i, "call:", 5)) {
+    *end = close + LEN("<tool_call|>");
+    return BLK_NOTCALL;
+  }
   size_t n0 = i + 5, j = n0;
   while (j < close && op_ident(p->t[j]) && p->t[j] != ':') j++;
   size_t n1 = j;
@@ -509,9 +525,8 @@ static blk_rc blk_gemma(op_state *p, size_t at, size_t body, size_t *end) {
   cJSON_Delete(args);
   if (ok) op_pend_commit(p, &pd);
   op_pend_free(&pd);
-  if (!ok) return BLK_NOTCALL;
-  *end = close + LEN("<tool_call|>");
-  return BLK_DONE;
+  *end = close + LEN("<tool_call|>"); /* the call, or content when it is not one */
+  return ok ? BLK_DONE : BLK_NOTCALL;
 }
 
 /* ---- the families ---- */

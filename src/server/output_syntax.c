@@ -2,6 +2,7 @@
  * ends in a stream, compact JSON text, loose literals (Python's, Gemma's
  * <|"|> strings) turned into JSON, and the typing of XML-style parameter
  * values by the request's tool schemas. */
+#define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,9 +60,11 @@ char *op_json_compact(const char *t, size_t n, bool *oom) {
   cJSON *v = cJSON_ParseWithLengthOpts(t, n, &end, false);
   if (!v) return NULL;
   cJSON_Delete(v);
+  size_t ctl = 0;
   for (const char *q = end; q < t + n; q++)
-    if (!ws(*q)) return NULL;
-  char *o = malloc(n + 1);
+    if ((unsigned char)*q > 0x20) return NULL;
+  for (size_t i = 0; i < n; i++) ctl += (unsigned char)t[i] < 0x20;
+  char *o = malloc(n + 5 * ctl + 1);
   if (!o) {
     *oom = true;
     return NULL;
@@ -69,18 +72,26 @@ char *op_json_compact(const char *t, size_t n, bool *oom) {
   size_t k = 0;
   bool in_str = false;
   for (size_t i = 0; i < n; i++) {
-    char c = t[i];
+    unsigned char c = (unsigned char)t[i];
     if (in_str) {
-      o[k++] = c;
+      if (c < 0x20) { /* JSON escapes control characters (a raw NUL too) */
+        static const char hex[] = "0123456789abcdef";
+        memcpy(o + k, "\\u00", 4);
+        o[k + 4] = hex[c >> 4];
+        o[k + 5] = hex[c & 15];
+        k += 6;
+        continue;
+      }
+      o[k++] = (char)c;
       if (c == '\\' && i + 1 < n)
         o[k++] = t[++i];
       else if (c == '"')
         in_str = false;
       continue;
     }
-    if (ws(c)) continue;
+    if (c <= 0x20) continue; /* cJSON's whitespace, which it lets through */
     if (c == '"') in_str = true;
-    o[k++] = c;
+    o[k++] = (char)c;
   }
   o[k] = 0;
   return o;

@@ -2,19 +2,22 @@
  * messages rather than content with inline calls: gpt-oss's harmony
  * (<|channel|>analysis / final, to=functions.NAME), the ATEM protocol
  * (to=self / to=user / to=NAME) and functionary v3.2 (>>>recipient\n). */
+#define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/output_int.h"
 
+/* The earliest terminator at or after i; next[] caches each one's next
+ * position so that a scan over many messages stays linear. */
 static size_t earliest(const op_state *p, size_t i, const char *const *terms, int n_terms,
-                       size_t *len) {
+                       size_t *next, size_t *len) {
   size_t best = p->n;
   *len = 0;
   for (int k = 0; k < n_terms; k++) {
-    size_t j = op_find(p, i, terms[k]);
-    if (j < best) {
-      best = j;
+    if (next[k] == (size_t)-1 || next[k] < i) next[k] = op_find(p, i, terms[k]);
+    if (next[k] < best) {
+      best = next[k];
       *len = strlen(terms[k]);
     }
   }
@@ -97,7 +100,7 @@ static void call_body(op_state *p, const msg_spec *ms, const char *h, size_t r0,
 }
 
 static bool whole_messages(op_state *p, const msg_spec *ms) {
-  size_t i = 0;
+  size_t i = 0, next[4] = {(size_t)-1, (size_t)-1, (size_t)-1, (size_t)-1};
   while (i < p->n) {
     size_t h = op_find(p, i, ms->msg);
     if (h == p->n) { /* a header not yet whole; at the end: plain text */
@@ -121,7 +124,7 @@ static bool whole_messages(op_state *p, const msg_spec *ms) {
     }
     if (d == TO_CALL && !p->o->tools) d = TO_CONTENT;
     size_t b = h + strlen(ms->msg), tl;
-    size_t e = earliest(p, b, ms->terms, ms->n_terms, &tl);
+    size_t e = earliest(p, b, ms->terms, ms->n_terms, next, &tl);
     bool whole = e < p->n;
     if (!whole && d == TO_CALL && !p->final) return true; /* the call is not complete */
     if (!whole) e = p->n - hold(p, b, ms->terms, ms->n_terms);

@@ -3,6 +3,7 @@
  * <arg_key>/<arg_value>, MiniMax's and DeepSeek DSML's <invoke name=..>,
  * MiniCPM's <param name=..> and ATEM's <atem:invoke>. A value is typed by the
  * request's tool schema (see op_param_value). */
+#define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +113,7 @@ static blk_rc xml_call(op_state *p, const xml_spec *x, size_t i, size_t *e, op_p
     cJSON_AddItemToObject(args, key, val);
   }
   if (!args) p->oom = true;
+  if (rc == BLK_NOTCALL) *e = i; /* the text examined is content */
   if (rc == BLK_DONE && !op_pend_obj(p, pd, name, strlen(name), args)) rc = BLK_NOTCALL;
   cJSON_Delete(args);
   return rc;
@@ -187,7 +189,7 @@ static blk_rc xml_block(op_state *p, const xml_spec *x, size_t at, size_t body, 
   blk_rc rc = xml_call(p, x, body, &e, &pd);
   if (rc == BLK_DONE) op_pend_commit(p, &pd);
   op_pend_free(&pd);
-  *end = rc == BLK_DONE ? e : at;
+  *end = rc == BLK_MORE ? at : e;
   return rc;
 }
 

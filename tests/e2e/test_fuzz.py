@@ -6,7 +6,10 @@ crash, sanitizer report, leak or timeout they find:
   to logits (tokenizer, hyper-parameters, weights, a forward pass), with
   edits to the headers of the tiny fixture models;
 - fuzz_openai (tests/fuzz/fuzz_openai.c): the server's request bodies,
-  seeded with valid and invalid ones for each endpoint.
+  seeded with valid and invalid ones for each endpoint;
+- fuzz_output (tests/fuzz/fuzz_output.c): the parser of generated text into
+  content, reasoning and tool calls, seeded with the assistant turns the
+  corpus's chat templates render (tests/fixtures/output/cases.json).
 The fuzz build lives in PASADA_FUZZ_BUILD_DIR (default build-fuzz/, made by
 scripts/build fuzz); a missing binary is a failure, not a skip."""
 import json
@@ -92,3 +95,24 @@ def test_fuzz_openai(tmp_path):
         (corpus / f"body{i:02d}").write_bytes(bytes([head]) + json.dumps(body).encode())
     (corpus / "broken").write_bytes(b"\x00{")
     run_fuzzer("fuzz_openai", corpus, tmp_path, 4096)
+
+
+def test_fuzz_output(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    doc = json.loads((FIXTURES / "output" / "cases.json").read_text())
+    # byte 0: the family (its index in srv_out_format), byte 1: tools,
+    # in_reasoning and <think> markers, byte 2: where the streaming check cuts
+    names = ["plain", "hermes", "llama3", "mistral", "gpt-oss", "deepseek", "qwen3-coder",
+             "granite", "functionary", "command-r", "gemma", "kimi", "glm", "minimax",
+             "deepseek-dsml", "functionary-v3.2", "firefunction", "command-r-plus", "minimax-m1",
+             "apriel", "nemotron", "solar", "lfm2", "gigachat", "minicpm", "atem"]
+    k = 0
+    for t in doc["templates"]:
+        for c in t["cases"]:
+            flags = (1 if c["tools"] else 0) | (2 if c["in_reasoning"] else 0) | 4
+            (corpus / f"case{k:04d}").write_bytes(
+                bytes([names.index(t["format"]), flags, 128 + k % 120]) + c["text"].encode())
+            k += 1
+    assert k > 400
+    run_fuzzer("fuzz_output", corpus, tmp_path, 4096)

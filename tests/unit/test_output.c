@@ -4,9 +4,11 @@
  * (malformed, cut off, tools off, text around calls): the parse, the
  * streaming rule at every prefix length, and the family detection of every
  * template in ../shared/chat-templates. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -113,10 +115,25 @@ static void check_case(const char *label, const srv_out_style *st, const srv_out
       ok = !strcmp(cur.calls[i].id, full.calls[i].id) &&
            !strcmp(cur.calls[i].name, full.calls[i].name) &&
            !strcmp(cur.calls[i].arguments, full.calls[i].arguments);
+    /* the generation ending here: the final parse extends this one */
+    srv_out_opts of = o;
+    of.final = true;
+    srv_output end;
+    if (ok && srv_output_parse(st, text, k, &of, &end)) {
+      ok = prefix(cur.content, cur.n_content, end.content, end.n_content) &&
+           prefix(cur.reasoning, cur.n_reasoning, end.reasoning, end.n_reasoning) &&
+           cur.n_calls <= end.n_calls;
+      for (int i = 0; ok && i < cur.n_calls; i++)
+        ok = !strcmp(cur.calls[i].id, end.calls[i].id) &&
+             !strcmp(cur.calls[i].arguments, end.calls[i].arguments);
+      for (int i = 0; ok && i < end.n_calls; i++) ok = compact_json(end.calls[i].arguments);
+      srv_output_free(&end);
+    }
     if (!ok) {
       bad++;
       CHECK(false,
-            "%s: the parse of %zu bytes does not extend the earlier / lead to the final one:\n"
+            "%s: the parse of %zu bytes does not extend the earlier one or lead to the final "
+            "ones:\n"
             "  content [%s] (%d calls) reasoning [%s]\n  prev    [%s] (%d calls)",
             label, k, cur.content, cur.n_calls, cur.reasoning, have_prev ? prev.content : "",
             have_prev ? prev.n_calls : 0);
@@ -184,11 +201,84 @@ static void corpus_cases(const char *root) {
 
 #include "test_output_cases.h"
 
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The slowest parse (final or not, over the families) of k copies of rep
+ * followed by k copies of tail. */
+static double slowest(const char *rep, const char *tail, size_t k) {
+  size_t lr = strlen(rep), lt = strlen(tail), n = k * (lr + lt);
+  char *t = malloc(n + 1);
+  if (!t) return 0;
+  for (size_t i = 0; i < k; i++) memcpy(t + i * lr, rep, lr);
+  for (size_t i = 0; i < k; i++) memcpy(t + k * lr + i * lt, tail, lt);
+  t[n] = 0;
+  double worst = 0;
+  for (int f = 0; f < SRV_OUT_COUNT; f++) {
+    srv_out_style st = {.format = (srv_out_format)f};
+    strcpy(st.think_open, "<think>");
+    strcpy(st.think_close, "</think>");
+    for (int fin = 0; fin < 2; fin++) {
+      srv_out_opts o = {.final = fin, .tools = true};
+      srv_output out;
+      double t0 = seconds();
+      if (srv_output_parse(&st, t, n, &o, &out)) srv_output_free(&out);
+      double dt = seconds() - t0;
+      if (dt > worst) worst = dt;
+    }
+  }
+  free(t);
+  return worst;
+}
+
+/* One parse is linear in the text: near-markers, triggers that open blocks
+ * that never close, blocks that close only at the very end. Four times the
+ * text may take at most about four times as long (quadratic would be 16). */
+static void linear_cases(void) {
+  static const char *const pats[][2] = {
+      {"<", ""},
+      {"<tool_call>", ""},
+      {"<tool_call>{", "}</tool_call>"},
+      {"<tool_call>{\"a\":1} ", "</tool_call>"},
+      {"[TOOL_CALLS][{", "}]"},
+      {"{", "}"},
+      {"<|python_tag|>{", "}"},
+      {"<|tool_call>x", "<tool_call|>"},
+      {"<|tool_call_start|>[", "<|tool_call_end|>"},
+      {"<tool_call><function=f><parameter=a>", "</parameter>"},
+      {"<tool_call>f<arg_key>a</arg_key><arg_value>", "</arg_value>"},
+      {"<function=f>{", "}</function>"},
+      {"<|tool_calls_section_begin|><|tool_call_begin|>f<|tool_call_argument_begin|>{", "}"},
+      {"<|channel|>analysis<|message|>x<|end|>", ""},
+      {" to=self<|message|>x<|eom|>", ""},
+      {">>>f\n{", "}"},
+      {"all\nx>>>", ""},
+      {"<think>x</think>", ""},
+      {"<|START_ACTION|>[{", "}]"},
+      {"<function name=\"f\"><param name=\"a\">", "</param>"},
+  };
+  for (size_t q = 0; q < sizeof pats / sizeof pats[0]; q++) {
+    double a = 1e9, b = 1e9;
+    for (int rep = 0; rep < 3; rep++) { /* the best of three: the machine is shared */
+      double x = slowest(pats[q][0], pats[q][1], 4000), y = slowest(pats[q][0], pats[q][1], 16000);
+      if (x < a) a = x;
+      if (y < b) b = y;
+      if (b < 8 * a + 0.01) break;
+    }
+    CHECK(b < 8 * a + 0.01, "[%s ... %s]: %.4fs for 4000, %.4fs for 16000 copies", pats[q][0],
+          pats[q][1], a, b);
+  }
+}
+
 int main(void) {
   const char *root = getenv("PASADA_SOURCE_DIR");
   if (!root) root = ".";
   corpus_cases(root);
   int n_hand = hand_cases();
+  linear_cases();
   printf("test_output: %d templates, %d rendered cases, %d hand-written cases, %d failures\n",
          n_templates, n_fixture_cases, n_hand, failures);
   return failures ? 1 : 0;
