@@ -296,6 +296,32 @@ PASADA_API int pasada_chat_render_model(const pasada_model *model, pasada_chat_t
                                         const pasada_chat_message *msgs, size_t n,
                                         bool add_generation_prompt, char **out);
 
+/* ---- Jinja templates ----
+ * A model's own chat template (tokenizer.chat_template) rendered as Hugging
+ * Face transformers' apply_chat_template renders it: jinja2's sandbox with
+ * trim_blocks and lstrip_blocks, loop controls, tojson (json.dumps with
+ * ensure_ascii=False), raise_exception(msg), strftime_now(fmt) (the local
+ * time; PASADA_TEMPLATE_NOW=SECONDS fixes it) and {% generation %}. A
+ * template is untrusted input: a render stops with an error past 8 MiB of
+ * output, 256 MiB of values, 20 million steps or 100 nested macro calls. */
+typedef struct pa_template pasada_template;
+/* Parses a Jinja template; a syntax error fails with PASADA_ERR_FORMAT and
+ * pasada_last_error() naming the line ("template line 12: unexpected 'endfor'"). */
+PASADA_API int pasada_template_parse(const char *src, size_t len, pasada_template **out);
+/* Renders with the variables of a JSON object (messages, tools,
+ * add_generation_prompt, bos_token, eos_token, anything else) into *out
+ * (pasada_text_free). raise_exception, an undefined operation, or a limit
+ * reached fails with PASADA_ERR_ARG naming the template line. A parsed
+ * template is immutable: renders may run concurrently from several threads. */
+PASADA_API int pasada_template_render(const pasada_template *t, const char *context_json, size_t len,
+                                      char **out);
+PASADA_API void pasada_template_free(pasada_template *t);
+/* The model's template source (tokenizer.chat_template) and the text of its
+ * BOS and EOS tokens ("" when it has none), each released with
+ * pasada_text_free; PASADA_ERR_ARG when the model has no template. */
+PASADA_API int pasada_model_chat_template(const pasada_model *model, char **tmpl, char **bos,
+                                          char **eos);
+
 /* ---- sampler ----
  * Each call to pasada_sampler_sample runs, in order: the penalties over the
  * last repeat_last_n accepted tokens (repetition: a positive logit is

@@ -50,3 +50,16 @@ const char *pa_env_vulkan_loader(void) {
   const char *s = getenv("PASADA_VULKAN_LOADER");
   return s && *s ? s : NULL;
 }
+
+bool pa_env_template_now(int64_t *out) {
+  const char *s = getenv("PASADA_TEMPLATE_NOW");
+  if (!s || !*s) return false;
+  char *end;
+  const long long v = strtoll(s, &end, 10);
+  if (*end != '\0') {
+    pa_log(0, "PASADA_TEMPLATE_NOW=%s ignored: want unix seconds", s);
+    return false;
+  }
+  *out = (int64_t)v;
+  return true;
+}

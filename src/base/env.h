@@ -14,12 +14,15 @@
  *       (read by `pasada serve` only).
  *   PASADA_VULKAN_LOADER=FILE                   the Vulkan loader the GPU
  *       backend opens (default libvulkan.so.1, then libvulkan.so).
+ *   PASADA_TEMPLATE_NOW=SECONDS                 the time (unix seconds) a chat
+ *       template's strftime_now() formats, instead of the current time (tests).
  * Values are read when first needed and never change afterwards; a value
  * that does not parse is ignored with a warning. */
 #ifndef PASADA_ENV_H
 #define PASADA_ENV_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* -1: not set */
 typedef struct {
@@ -35,5 +38,7 @@ const char *pa_env_cpu_cap(void);
 int pa_env_log_level(void);
 /* PASADA_VULKAN_LOADER, or NULL when unset or empty */
 const char *pa_env_vulkan_loader(void);
+/* PASADA_TEMPLATE_NOW: true with the seconds when set to an integer */
+bool pa_env_template_now(int64_t *out);
 
 #endif
