@@ -108,6 +108,10 @@ void srv_out_style_detect(const char *template_src, const char *arch, srv_out_st
     else if (!strcmp(arch, "gpt-oss"))
       out->format = SRV_OUT_GPT_OSS;
   }
+  if (out->format == SRV_OUT_MISTRAL) out->variant = has(s, "[ARGS]");
+  if (out->format == SRV_OUT_DEEPSEEK) out->variant = !has(s, "```json");
+  if (out->format == SRV_OUT_DEEPSEEK_DSML) out->variant = !has(s, "function_calls>");
+  if (out->format == SRV_OUT_GIGACHAT) out->variant = !has(s, "<|function_call|>");
   switch (out->format) {
     case SRV_OUT_GPT_OSS: /* harmony channels, parsed whole */
     case SRV_OUT_ATEM:
@@ -301,11 +305,20 @@ size_t op_name_end(const op_state *p, size_t i, const char *close) {
   return lim == p->n ? p->n : (size_t)-1;
 }
 
+/* memchr for the first byte, then a compare: the markers are short, and
+ * unlike memmem (whose sanitizer interceptor checks the whole haystack at
+ * every call) the cost is where the match is. */
 size_t op_find(const op_state *p, size_t i, const char *s) {
   size_t k = strlen(s);
-  if (k == 0 || i >= p->n || p->n - i < k) return p->n;
-  const char *f = memmem(p->t + i, p->n - i, s, k);
-  return f ? (size_t)(f - p->t) : p->n;
+  if (k == 0) return p->n;
+  while (i < p->n && p->n - i >= k) {
+    const char *f = memchr(p->t + i, s[0], p->n - i - k + 1);
+    if (!f) break;
+    size_t j = (size_t)(f - p->t);
+    if (memcmp(f, s, k) == 0) return j;
+    i = j + 1;
+  }
+  return p->n;
 }
 
 size_t op_skip_ws(const op_state *p, size_t i) {

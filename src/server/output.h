@@ -50,8 +50,14 @@ typedef enum {
  * source (and the architecture name when the template says nothing). */
 typedef struct {
   srv_out_format format;
-  char think_open[32];  /* "<think>"; "" when the family has no reasoning markers */
+  char think_open[32];  /* "<think>"; "" when the family has no reasoning markers (a
+                           close marker alone: the output always starts reasoning) */
   char think_close[32]; /* "</think>" */
+  int variant;          /* the form a family with two writes (the parser reads both; the tool
+                           grammar needs one): Mistral 1 name[ARGS]{..} (0 the JSON array),
+                           DeepSeek 1 V3.1's name<sep>{..} (0 R1's fenced JSON), DSML 1
+                           tool_calls (0 function_calls), GigaChat 1 "function call" role (0
+                           <|function_call|>) */
 } srv_out_style;
 
 void srv_out_style_detect(const char *template_src, const char *arch, srv_out_style *out);

@@ -173,6 +173,8 @@ static void corpus_cases(const char *root) {
     free(src);
     CHECK(st.format == format_by_name(fmt), "%s: detected %s, want %s", file,
           srv_out_format_name(st.format), fmt);
+    int variant = cJSON_GetObjectItem(t, "variant")->valueint;
+    CHECK(st.variant == variant, "%s: variant %d, want %d", file, st.variant, variant);
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(t, "cases")) {
       char label[256];
