@@ -46,6 +46,12 @@ static void scope_free(tpl_scope *s) {
   if (s) tpl_release_obj(&s->h);
 }
 
+/* Drops a scope's variables (a loop reuses it for the next iteration). */
+static void scope_clear(tpl_scope *s) {
+  for (size_t i = 0; i < s->n; i++) tpl_drop(s->vals[i]);
+  s->n = 0;
+}
+
 /* Binds name to v in s (taking v). */
 static bool scope_set(tpl_scope *s, const tpl_name *name, tpl_val v) {
   for (size_t i = 0; i < s->n; i++)
@@ -221,21 +227,27 @@ static int run_for(tpl_rt *rt, const tpl_node *n, tpl_scope *sc, tpl_val iterabl
   loop->changed = tpl_none();
   tpl_retain_obj(&sc->h);
   int r = EX_OK;
+  /* each iteration starts with a fresh scope (jinja2's loop frame); one
+   * that nothing kept (no macro defined in it) is emptied and reused */
+  tpl_scope *is = NULL;
   for (size_t i = 0; i < items->n; i++) {
     if (!tpl_rt_step(rt, 1)) {
       r = EX_ERR;
       break;
     }
     loop->index0 = i;
-    tpl_scope *is = scope_new(sc);
+    if (is && is->h.rc == 1) {
+      scope_clear(is);
+    } else {
+      scope_free(is);
+      is = scope_new(sc);
+    }
     if (!is || !scope_set(is, rt->t->n_loop, tpl_ref(tpl_obj_val(loop))) ||
         !assign(rt, n->a, is, items->v[i])) {
-      scope_free(is);
       r = EX_ERR;
       break;
     }
     r = exec_body(rt, &n->body, is);
-    scope_free(is);
     if (r == EX_BREAK) {
       r = EX_OK;
       break;
@@ -243,6 +255,7 @@ static int run_for(tpl_rt *rt, const tpl_node *n, tpl_scope *sc, tpl_val iterabl
     if (r == EX_CONTINUE) r = EX_OK;
     if (r == EX_ERR) break;
   }
+  scope_free(is);
   tpl_release_obj(&loop->h);
   if (r == EX_ERR) tpl_fail_at(rt, n);
   return r;
@@ -516,6 +529,12 @@ static int exec_stmt(tpl_rt *rt, const tpl_node *n, tpl_scope *sc) {
       scope_free(inner);
       break;
     }
+    case N_BLOCK: { /* rendered in place; unless scoped it sees only top-level variables */
+      tpl_scope *inner = scope_new(n->flag & TPL_SCOPED ? sc : rt->root);
+      r = inner ? exec_body(rt, &n->body, inner) : EX_ERR;
+      scope_free(inner);
+      break;
+    }
     case N_BREAK:
       r = EX_BREAK;
       break;
@@ -569,6 +588,7 @@ int tpl_render(const struct pa_template *t, const char *json, size_t len, const 
   } else {
     rt.vars = tpl_d(vars);
     tpl_scope *root = scope_new(NULL);
+    rt.root = root;
     if (!root || exec_body(&rt, &t->body, root) == EX_ERR) {
       rc = PASADA_ERR_ARG;
       if (rt.err_line) pa_error_prefix("template line %d", rt.err_line);

@@ -11,8 +11,9 @@ struct tpl_rt {
   tpl_limits lim;
   uint64_t steps;
   int depth, calls;
-  tpl_buf *out; /* where output goes now (a macro's body captures its own) */
-  int err_line; /* the line of the innermost node that failed; 0: none yet */
+  tpl_buf *out;    /* where output goes now (a macro's body captures its own) */
+  tpl_scope *root; /* the template's top-level scope */
+  int err_line;    /* the line of the innermost node that failed; 0: none yet */
 };
 
 /* Evaluates an expression into *out (a new reference). */

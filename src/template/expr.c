@@ -282,8 +282,14 @@ static bool slice_of(tpl_rt *rt, tpl_val obj, const tpl_node *sl, tpl_scope *sc,
   }
   const bool sliceable = obj.kind == TPL_STR || (obj.kind == TPL_LIST &&
                                                  (is_seq(obj) || tpl_l(obj)->h.sub == TPL_L_RANGE));
-  if (bad || !sliceable) { /* a TypeError: jinja2's getitem gives undefined */
-    *out = tpl_undef_named("'%s object' has no element of that slice", tpl_type_name(obj));
+  /* jinja2 slices with Python's own [a:b:c], not its getitem: errors stay */
+  if (!sliceable) {
+    ok = obj.kind == TPL_DICT ? tpl_err("unhashable type: 'slice'")
+                              : tpl_err("'%s' object is not subscriptable", tpl_type_name(obj));
+    goto done;
+  }
+  if (bad) {
+    ok = tpl_err("slice indices must be integers or None or have an __index__ method");
     goto done;
   }
   const int64_t step = parts[2].kind == TPL_NONE ? 1 : as_int(parts[2]);

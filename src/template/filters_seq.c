@@ -445,6 +445,7 @@ bool tpl_f_groupby(tpl_rt *rt, tpl_val v, const tpl_val *p, tpl_val *out) {
         ok = tpl_list_push(group, tpl_ref(items->v[idx[j++]]));
       tpl_list *pair = ok ? tpl_list_new(2, TPL_L_TUPLE) : NULL;
       if (pair) {
+        pair->h.flags |= TPL_GROUP;
         pair->v[pair->n++] = tpl_ref(raw[idx[i]]);
         pair->v[pair->n++] = tpl_obj_val(group);
         ok = tpl_list_push(r, tpl_obj_val(pair));

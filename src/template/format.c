@@ -20,7 +20,8 @@ typedef struct {
   char fill[5]; /* UTF-8 of the fill character */
   char align;   /* '<', '>', '^', '=' or 0 */
   char sign;    /* '+', '-', ' ' or 0 */
-  bool alt, zero, comma;
+  bool alt, zero;
+  char group;          /* thousands separator: ',' or '_' (0: none) */
   int64_t width, prec; /* -1: not given */
   char type;           /* 0: none */
 } spec;
@@ -53,6 +54,20 @@ static bool pad_to(tpl_buf *b, const char *s, size_t n, const spec *sp, char def
   return true;
 }
 
+/* Inserts a thousands separator into the integer digits that start s. */
+static void group_digits(char *s, size_t cap, char sep) {
+  if (!sep) return;
+  size_t n = 0;
+  while (s[n] >= '0' && s[n] <= '9') n++;
+  const size_t len = strlen(s), extra = n ? (n - 1) / 3 : 0;
+  if (!extra || len + extra + 1 > cap) return;
+  memmove(s + n + extra, s + n, len - n + 1);
+  for (size_t j = n, o = n + extra, k = 0; j > 0;) {
+    s[--o] = s[--j];
+    if (++k % 3 == 0 && j > 0) s[--o] = sep;
+  }
+}
+
 /* A number with a type letter (d x X o b c e E f F g G %) and the spec's
  * sign, '#' and ','; padding is the caller's. */
 static bool format_number(tpl_buf *b, tpl_val v, const spec *sp, char type) {
@@ -83,17 +98,7 @@ static bool format_number(tpl_buf *b, tpl_val v, const spec *sp, char type) {
       if (sp->alt) prefix = "0b";
     } else {
       snprintf(digits, sizeof digits, "%" PRIu64, m);
-      if (sp->comma) { /* thousands separators */
-        char grouped[400];
-        const size_t n = strlen(digits);
-        size_t o = 0;
-        for (size_t j = 0; j < n; j++) {
-          if (j && (n - j) % 3 == 0) grouped[o++] = ',';
-          grouped[o++] = digits[j];
-        }
-        grouped[o] = 0;
-        memcpy(digits, grouped, o + 1);
-      }
+      group_digits(digits, sizeof digits, sp->group);
     }
     snprintf(tmp, sizeof tmp, "%s%s%s", sign_s, prefix, digits);
     return tpl_buf_str(b, tmp);
@@ -133,6 +138,7 @@ static bool format_number(tpl_buf *b, tpl_val v, const spec *sp, char type) {
     snprintf(f, sizeof f, sp->alt ? "%%#.*%c" : "%%.*%c", type);
     snprintf(digits, sizeof digits, f, (int)prec, ax);
   }
+  group_digits(digits, sizeof digits, sp->group);
   snprintf(tmp, sizeof tmp, "%s%s", sign_s, digits);
   return tpl_buf_str(b, tmp);
 }
@@ -242,7 +248,9 @@ bool tpl_percent_format(tpl_rt *rt, tpl_val fmtv, tpl_val args, tpl_val *out) {
     }
     tpl_buf piece = {0};
     if (conv == 's' || conv == 'r' || conv == 'a') {
-      ok = conv == 's' ? tpl_str_of(&piece, v) : tpl_repr(&piece, v, 0);
+      ok = conv == 's'   ? tpl_str_of(&piece, v)
+           : conv == 'r' ? tpl_repr(&piece, v, 0)
+                         : tpl_ascii(&piece, v);
       if (ok && sp.prec >= 0 && (size_t)sp.prec < tpl_utf8_count(piece.s ? piece.s : "", piece.n)) {
         size_t cut = 0;
         for (int64_t k = 0; k < sp.prec; k++) tpl_utf8_next(piece.s, piece.n, &cut);
@@ -337,7 +345,7 @@ static bool parse_spec(const char *s, size_t n, spec *sp) {
     for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) sp->width = sp->width * 10 + (s[i] - '0');
     if (sp->width > 100000) sp->width = 100000;
   }
-  if (i < n && (s[i] == ',' || s[i] == '_')) sp->comma = true, i++;
+  if (i < n && (s[i] == ',' || s[i] == '_')) sp->group = s[i++];
   if (i < n && s[i] == '.') {
     i++;
     sp->prec = 0;
@@ -355,6 +363,8 @@ static bool format_field(tpl_buf *b, tpl_val v, const char *specs, size_t sn) {
   tpl_buf piece = {0};
   bool ok;
   char dflt = '<';
+  if (tpl_is_number(v) && sp.type == 's')
+    return tpl_err("Unknown format code 's' for object of type '%s'", tpl_type_name(v));
   if (v.kind == TPL_STR || (!tpl_is_number(v) && sp.type == 0) || sp.type == 's') {
     if (sp.type && sp.type != 's')
       return tpl_err("Unknown format code '%c' for object of type '%s'", sp.type, tpl_type_name(v));
@@ -390,16 +400,16 @@ static bool format_field(tpl_buf *b, tpl_val v, const char *specs, size_t sn) {
   return ok;
 }
 
-bool tpl_str_format(tpl_rt *rt, tpl_val fmtv, const tpl_args *a, tpl_val *out) {
-  const tpl_str *f = tpl_s(fmtv);
-  tpl_buf b = {0};
-  bool ok = tpl_rt_step(rt, f->len / 256);
-  size_t auto_idx = 0;
-  for (size_t i = 0; ok && i < f->len;) {
-    const char c = f->s[i];
+/* The replacement fields of fs[0..flen) into b; a format spec may hold
+ * fields itself ("{0:{1}}"), one level deep, numbered on from the outer. */
+static bool format_fields(tpl_rt *rt, tpl_buf *b, const char *fs, size_t flen, const tpl_args *a,
+                          size_t *auto_idx, int depth) {
+  bool ok = true;
+  for (size_t i = 0; ok && i < flen;) {
+    const char c = fs[i];
     if (c == '}') {
-      if (i + 1 < f->len && f->s[i + 1] == '}') {
-        ok = tpl_buf_put(&b, "}", 1);
+      if (i + 1 < flen && fs[i + 1] == '}') {
+        ok = tpl_buf_put(b, "}", 1);
         i += 2;
         continue;
       }
@@ -407,23 +417,30 @@ bool tpl_str_format(tpl_rt *rt, tpl_val fmtv, const tpl_args *a, tpl_val *out) {
       break;
     }
     if (c != '{') {
-      ok = tpl_buf_put(&b, &f->s[i], 1);
+      ok = tpl_buf_put(b, &fs[i], 1);
       i++;
       continue;
     }
-    if (i + 1 < f->len && f->s[i + 1] == '{') {
-      ok = tpl_buf_put(&b, "{", 1);
+    if (i + 1 < flen && fs[i + 1] == '{') {
+      ok = tpl_buf_put(b, "{", 1);
       i += 2;
       continue;
     }
-    const char *close = memchr(f->s + i, '}', f->len - i);
+    const char *close = NULL;
+    for (size_t k = i + 1, open = 1; k < flen; k++) { /* the matching '}' */
+      open += fs[k] == '{';
+      if (fs[k] == '}' && --open == 0) {
+        close = fs + k;
+        break;
+      }
+    }
     if (!close) {
       ok = tpl_err("Single '{' encountered in format string");
       break;
     }
-    const char *field = f->s + i + 1;
+    const char *field = fs + i + 1;
     const size_t flen = (size_t)(close - field);
-    i = (size_t)(close - f->s) + 1;
+    i = (size_t)(close - fs) + 1;
     /* field_name[!conv][:spec] */
     size_t name_end = 0;
     while (name_end < flen && field[name_end] != '!' && field[name_end] != ':') name_end++;
@@ -444,11 +461,11 @@ bool tpl_str_format(tpl_rt *rt, tpl_val fmtv, const tpl_args *a, tpl_val *out) {
     while (p < name_end && field[p] != '.' && field[p] != '[') p++;
     tpl_val v;
     if (p == 0) {
-      if (auto_idx >= a->n_pos) {
-        ok = tpl_err("Replacement index %zu out of range for positional args tuple", auto_idx);
+      if (*auto_idx >= a->n_pos) {
+        ok = tpl_err("Replacement index %zu out of range for positional args tuple", *auto_idx);
         break;
       }
-      v = tpl_ref(a->pos[auto_idx++]);
+      v = tpl_ref(a->pos[(*auto_idx)++]);
     } else if (field[0] >= '0' && field[0] <= '9') {
       size_t idx = 0;
       for (size_t q = 0; q < p; q++) idx = idx * 10 + (size_t)(field[q] - '0');
@@ -504,7 +521,7 @@ bool tpl_str_format(tpl_rt *rt, tpl_val fmtv, const tpl_args *a, tpl_val *out) {
     if (!ok) break;
     if (conv == 'r' || conv == 'a') {
       tpl_buf rb = {0};
-      ok = tpl_repr(&rb, v, 0);
+      ok = conv == 'r' ? tpl_repr(&rb, v, 0) : tpl_ascii(&rb, v);
       tpl_drop(v);
       if (!ok || !tpl_buf_take(&rb, false, &v)) {
         tpl_buf_free(&rb);
@@ -522,13 +539,32 @@ bool tpl_str_format(tpl_rt *rt, tpl_val fmtv, const tpl_args *a, tpl_val *out) {
       ok = tpl_err("Unknown conversion specifier %c", conv);
       break;
     }
-    if (v.kind == TPL_UNDEF && v.sub == TPL_UNDEF_UNSAFE)
+    tpl_buf nested = {0};
+    if (memchr(specs, '{', sn)) { /* fields inside the spec */
+      if (depth > 0)
+        ok = tpl_err("Max string recursion exceeded");
+      else
+        ok = format_fields(rt, &nested, specs, sn, a, auto_idx, depth + 1);
+      specs = nested.s ? nested.s : "";
+      sn = nested.n;
+    }
+    if (!ok)
+      ;
+    else if (v.kind == TPL_UNDEF && v.sub == TPL_UNDEF_UNSAFE)
       ok = tpl_undefined_error(v);
     else
-      ok = format_field(&b, v, specs, sn);
+      ok = format_field(b, v, specs, sn);
+    tpl_buf_free(&nested);
     tpl_drop(v);
   }
-  if (!ok) {
+  return ok;
+}
+
+bool tpl_str_format(tpl_rt *rt, tpl_val fmtv, const tpl_args *a, tpl_val *out) {
+  const tpl_str *f = tpl_s(fmtv);
+  tpl_buf b = {0};
+  size_t auto_idx = 0;
+  if (!tpl_rt_step(rt, f->len / 256) || !format_fields(rt, &b, f->s, f->len, a, &auto_idx, 0)) {
     tpl_buf_free(&b);
     return false;
   }

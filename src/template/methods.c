@@ -123,6 +123,12 @@ static bool attr_only(tpl_rt *rt, tpl_val obj, const char *name, size_t len, tpl
     return true;
   }
   switch (obj.kind) {
+    case TPL_LIST: /* groupby's named tuples */
+      if (tpl_l(obj)->h.flags & TPL_GROUP) {
+        if (len == 7 && !memcmp(name, "grouper", 7)) return *out = tpl_ref(tpl_l(obj)->v[0]), true;
+        if (len == 4 && !memcmp(name, "list", 4)) return *out = tpl_ref(tpl_l(obj)->v[1]), true;
+      }
+      break;
     case TPL_LOOP:
       return tpl_loop_attr(rt, (tpl_loop *)obj.o, name, len, out, found);
     case TPL_NS: {

@@ -396,6 +396,32 @@ fail:
   return NULL;
 }
 
+static tpl_node *parse_block(tpl_parser *p) {
+  tpl_node *n = tpl_p_node(p, N_BLOCK, tpl_p_next(p)->line);
+  const tpl_token *name = tpl_p_cur(p);
+  if (!n || !tpl_p_expect(p, TK_NAME, "name") || !(n->name = tpl_p_intern(p, name->s, name->len)))
+    return NULL;
+  if (tpl_p_is(tpl_p_cur(p), "scoped")) {
+    tpl_p_next(p);
+    n->flag |= TPL_SCOPED;
+  }
+  if (tpl_p_is(tpl_p_cur(p), "required")) tpl_p_next(p);
+  if (tpl_p_cur(p)->type == TK_SUB)
+    return tpl_p_fail(
+               p, tpl_p_cur(p)->line,
+               "Block names in Jinja have to be valid Python identifiers and may not contain "
+               "hyphens, use an underscore instead."),
+           NULL;
+  static const char *const end[] = {"endblock", NULL};
+  const int loops = p->loops;
+  p->loops = 0;
+  const bool ok = parse_statements(p, end, true, &n->body);
+  p->loops = loops;
+  if (!ok) return NULL;
+  if (tpl_p_is(tpl_p_cur(p), n->name->str->s)) tpl_p_next(p);
+  return n;
+}
+
 static tpl_node *parse_print(tpl_parser *p) {
   tpl_node *n = tpl_p_node(p, N_OUTPUT, tpl_p_next(p)->line);
   if (!n) return NULL;
@@ -442,6 +468,8 @@ static tpl_node *parse_statement(tpl_parser *p) {
     n = parse_with(p);
   else if (tpl_p_is(t, "print"))
     n = parse_print(p);
+  else if (tpl_p_is(t, "block"))
+    n = parse_block(p);
   else if (tpl_p_is(t, "include") || tpl_p_is(t, "import") || tpl_p_is(t, "from") ||
            tpl_p_is(t, "extends"))
     n = parse_unsupported(p);
@@ -556,6 +584,7 @@ static bool check_names(tpl_parser *p, const tpl_node *n, bool soft) {
     case N_SETBLOCK:
     case N_FILTERBLOCK:
     case N_SCOPE:
+    case N_BLOCK:
     case N_WITH:
       return check_names(p, n->c, false) && check_list(p, &n->kwargs, false) &&
              check_list(p, &n->body, false) && check_list(p, &n->args, soft);

@@ -490,6 +490,25 @@ bool tpl_repr(tpl_buf *b, tpl_val v, int depth) {
   }
 }
 
+bool tpl_ascii(tpl_buf *b, tpl_val v) {
+  tpl_buf r = {0};
+  bool ok = tpl_repr(&r, v, 0);
+  for (size_t i = 0; ok && i < r.n;) {
+    const size_t st = i;
+    const uint32_t c = tpl_utf8_next(r.s, r.n, &i);
+    if (c < 0x80)
+      ok = tpl_buf_put(b, r.s + st, i - st);
+    else if (c < 0x100)
+      ok = tpl_buf_printf(b, "\\x%02x", c);
+    else if (c < 0x10000)
+      ok = tpl_buf_printf(b, "\\u%04x", c);
+    else
+      ok = tpl_buf_printf(b, "\\U%08x", c);
+  }
+  tpl_buf_free(&r);
+  return ok;
+}
+
 bool tpl_str_of(tpl_buf *b, tpl_val v) {
   switch (v.kind) {
     case TPL_UNDEF:

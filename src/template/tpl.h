@@ -59,8 +59,11 @@ typedef struct {
   };
 } tpl_val;
 
-enum { TPL_MARKUP = 1 };   /* str sub: markupsafe.Markup (|safe, |escape) */
-enum { TPL_CONSUMED = 1 }; /* list flags: a generator already iterated */
+enum { TPL_MARKUP = 1 }; /* str sub: markupsafe.Markup (|safe, |escape) */
+enum {
+  TPL_CONSUMED = 1,
+  TPL_GROUP = 2
+}; /* list flags: a generator already iterated; groupby's (grouper, list) */
 typedef enum {
   TPL_UNDEF_PLAIN = 0,
   TPL_UNDEF_UNSAFE, /* a sandboxed attribute (list.append, _private): calling it is an error */
@@ -286,6 +289,7 @@ void tpl_float_repr(double f, char *buf);
 /* str(v) and repr(v) appended to b; false past the limits or too deep. */
 bool tpl_str_of(tpl_buf *b, tpl_val v);
 bool tpl_repr(tpl_buf *b, tpl_val v, int depth);
+bool tpl_ascii(tpl_buf *b, tpl_val v); /* ascii(v): repr with \x, \u, \U escapes */
 /* str(v) as a string value (a string is returned as it is). */
 bool tpl_to_str(tpl_val v, tpl_val *out);
 /* HTML-escapes s (markupsafe.escape) into b. */
@@ -404,6 +408,7 @@ typedef enum {
   N_FILTERBLOCK,
   N_WITH,
   N_SCOPE,
+  N_BLOCK,
   N_BREAK,
   N_CONTINUE,
   N_UNSUPPORTED,
@@ -445,6 +450,7 @@ typedef struct tpl_nodes {
  *   N_FILTERBLOCK c (filter chain), body
  *   N_WITH        params (targets), args (values), body
  *   N_SCOPE       body ({% generation %})
+ *   N_BLOCK       name, body, flag (TPL_SCOPED)
  *   N_UNSUPPORTED name (the tag) */
 typedef struct tpl_node {
   uint8_t type;
@@ -461,7 +467,13 @@ typedef struct tpl_node {
 } tpl_node;
 
 /* macro flags: what the body refers to */
-enum { TPL_USES_CALLER = 1, TPL_USES_VARARGS = 2, TPL_USES_KWARGS = 4, TPL_RECURSIVE = 8 };
+enum {
+  TPL_USES_CALLER = 1,
+  TPL_USES_VARARGS = 2,
+  TPL_USES_KWARGS = 4,
+  TPL_RECURSIVE = 8,
+  TPL_SCOPED = 16
+};
 
 struct pa_template {
   tpl_heap heap; /* the constants */
