@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "server/json_schema.h"
 
 static const char RUN_HELP[] =
     "usage: pasada run -m MODEL [-p PROMPT | -f FILE] [options]\n"
@@ -28,7 +29,11 @@ static const char RUN_HELP[] =
     "                            template and generate the assistant's answer\n"
     "  --chat-template NAME      use chatml, gemma or llama3 instead of the model's own\n"
     "                            template (implies --chat)\n"
-    "  --system TEXT             a system message before the prompt (implies --chat)\n";
+    "  --system TEXT             a system message before the prompt (implies --chat)\n"
+    "\n"
+    "structured output:\n"
+    "  --grammar FILE            constrain the output to a GBNF grammar (start rule root)\n"
+    "  --json-schema FILE        constrain the output to JSON valid under a JSON schema\n";
 
 static const char EXIT_HELP[] =
     "\n"
@@ -37,16 +42,49 @@ static const char EXIT_HELP[] =
 
 static double per_s(int64_t n, double s) { return s > 0 ? (double)n / s : 0.0; }
 
+enum { OPT_GRAMMAR = 1100, OPT_JSON_SCHEMA };
+
+/* The grammar of --grammar or --json-schema for the session's vocabulary. */
+static int load_grammar(const cli_session *s, const char *grammar, const char *schema,
+                        pasada_grammar **out) {
+  char *text = NULL, *gbnf = NULL;
+  size_t len = 0;
+  if (cli_read_file(grammar ? grammar : schema, &text, &len)) return CLI_RUNTIME_ERROR;
+  int rc = CLI_OK;
+  if (schema) {
+    cJSON *json = cJSON_ParseWithLength(text, len);
+    if (!json) {
+      free(text);
+      return cli_fail("%s: not valid JSON", schema);
+    }
+    srv_error e = {0};
+    gbnf = srv_json_schema_gbnf(json, &e);
+    cJSON_Delete(json);
+    if (!gbnf) {
+      free(text);
+      return cli_fail("%s: %s", schema, e.message);
+    }
+  }
+  const char *g = gbnf ? gbnf : text;
+  if (pasada_grammar_create(s->tok, g, strlen(g), NULL, out) != PASADA_OK)
+    rc = cli_fail("%s: %s", grammar ? grammar : schema, pasada_last_error());
+  free(gbnf);
+  free(text);
+  return rc;
+}
+
 int cmd_run(int argc, char **argv) {
   static const struct option opts[] = {CLI_GEN_LONG_OPTIONS,
                                        {"prompt", required_argument, 0, 'p'},
                                        {"file", required_argument, 0, 'f'},
                                        {"chat", no_argument, 0, OPT_CHAT},
+                                       {"grammar", required_argument, 0, OPT_GRAMMAR},
+                                       {"json-schema", required_argument, 0, OPT_JSON_SCHEMA},
                                        {0, 0, 0, 0}};
   const char *cmd = "run";
   cli_gen_options o;
   cli_gen_defaults(&o, 256);
-  const char *prompt = NULL, *file = NULL;
+  const char *prompt = NULL, *file = NULL, *grammar_file = NULL, *schema_file = NULL;
   bool chat = false;
   opterr = 0;
   optind = 0;
@@ -67,6 +105,12 @@ int cmd_run(int argc, char **argv) {
       case OPT_CHAT:
         chat = true;
         break;
+      case OPT_GRAMMAR:
+        grammar_file = optarg;
+        break;
+      case OPT_JSON_SCHEMA:
+        schema_file = optarg;
+        break;
       case '?':
       case ':':
         return cli_getopt_error(cmd, c, argv);
@@ -81,6 +125,8 @@ int cmd_run(int argc, char **argv) {
   if (!o.model_path) return cli_usage(cmd, "no model given: use -m MODEL");
   if (cli_gen_backend(cmd, &o)) return CLI_USAGE_ERROR;
   if (prompt && file) return cli_usage(cmd, "-p and -f both give the prompt: use one of them");
+  if (grammar_file && schema_file)
+    return cli_usage(cmd, "--grammar and --json-schema both constrain the output: use one of them");
   if (!prompt && !file && isatty(STDIN_FILENO))
     return cli_usage(cmd, "no prompt: give -p TEXT, -f FILE or text on stdin");
   if (o.chat_template || o.system) chat = true;
@@ -104,6 +150,9 @@ int cmd_run(int argc, char **argv) {
   }
   char *rendered = NULL;
   cli_tokens toks = {0};
+  pasada_grammar *grammar = NULL;
+  if ((grammar_file || schema_file) && (rc = load_grammar(&s, grammar_file, schema_file, &grammar)))
+    goto done;
   if (chat) {
     pasada_chat_template tmpl;
     if ((rc = cli_session_template(&s, &o, &tmpl))) goto done;
@@ -139,6 +188,11 @@ int cmd_run(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   if ((rc = cli_prefill(&s, toks.v, (int32_t)toks.n))) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  /* after the prompt: the sampler's grammar follows only generated tokens */
+  if (grammar && pasada_sampler_set_grammar(s.sampler, grammar) != PASADA_OK) {
+    rc = cli_fail("%s", pasada_last_error());
+    goto done;
+  }
   double prefill_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 
   cli_gen_result r;
@@ -157,6 +211,7 @@ done:
   cli_tokens_free(&toks);
   pasada_text_free(rendered);
   cli_session_close(&s);
+  pasada_grammar_free(grammar); /* after the sampler that used it */
   free(owned);
   return rc;
 }
