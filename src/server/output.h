@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "server/server.h"
+
 /* How a model family writes reasoning and tool calls. */
 typedef enum {
   SRV_OUT_PLAIN = 0, /* no tool-call syntax known: everything is content */
@@ -97,5 +99,19 @@ typedef struct {
 bool srv_output_parse(const srv_out_style *st, const char *text, size_t n, const srv_out_opts *o,
                       srv_output *out);
 void srv_output_free(srv_output *out);
+
+/* The GBNF grammar (start rule `root`, malloc'd) of this family's tool
+ * calls to the functions of `tools` (OpenAI's [{type, function: {name,
+ * parameters}}]), or only to `only_name` when not NULL, for tool_choice
+ * "required" or a named function: optional whitespace and reasoning block
+ * (with `in_reasoning`, the prompt opened it: its text and close marker
+ * come first), then one call, or with `parallel` one or more, in the syntax
+ * srv_output_parse reads, the arguments following each function's
+ * `parameters` schema (server/json_schema.h). NULL with a 400 in *e for a
+ * family whose calls no grammar writes (plain, Gemma 4, LFM2), a name not
+ * in tools, a function or parameter name the syntax cannot carry, a schema
+ * the grammar cannot follow. */
+char *srv_tool_grammar(const srv_out_style *st, const struct cJSON *tools, const char *only_name,
+                       bool parallel, bool in_reasoning, srv_error *e);
 
 #endif
