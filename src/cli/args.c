@@ -393,9 +393,16 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
       pasada_chat_template t;
       if (pasada_chat_from_name(arg, &t) != PASADA_OK)
         return cli_usage(cmd, "unknown chat template '%s' (known: chatml, gemma, llama3)", arg);
+      if (o->chat_template_file)
+        return cli_usage(cmd, "--chat-template and --chat-template-file both name the template: use one");
       o->chat_template = arg;
       return 1;
     }
+    case OPT_CHAT_TEMPLATE_FILE:
+      if (o->chat_template)
+        return cli_usage(cmd, "--chat-template and --chat-template-file both name the template: use one");
+      o->chat_template_file = arg;
+      return 1;
     case OPT_SYSTEM:
       o->system = arg;
       return 1;

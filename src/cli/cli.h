@@ -96,7 +96,8 @@ typedef struct {
   int32_t n_predict;         /* -1: until end of generation or a full context */
   int32_t n_threads;         /* 0: all cores */
   int32_t n_ctx;             /* 0: the model's training context, at most 4096 */
-  const char *chat_template; /* NULL: detect from the model */
+  const char *chat_template; /* a built-in template's name; NULL: the model's own */
+  const char *chat_template_file; /* --chat-template-file: a Jinja template */
   const char *system;
   bool no_stats, verbose;
   pasada_kv_type kv_type;    /* --kv-type */
@@ -129,6 +130,7 @@ enum {
   OPT_KV_TYPE,
   OPT_DEVICE,
   OPT_GPU_LAYERS,
+  OPT_CHAT_TEMPLATE_FILE,
 };
 /* The --kv-type option's help line and parser (run, chat, serve, bench,
  * profile, perplexity, kld): "f16", "f32" or "q8"; false for anything else. */
@@ -197,6 +199,7 @@ bool cli_backend_name(const char *device, int32_t gpu_layers, char *buf, size_t 
   {"frequency-penalty", required_argument, 0, OPT_FREQUENCY_PENALTY}, \
   {"seed", required_argument, 0, OPT_SEED},                           \
   {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},         \
+  {"chat-template-file", required_argument, 0, OPT_CHAT_TEMPLATE_FILE}, \
   {"system", required_argument, 0, OPT_SYSTEM},                       \
   {"no-stats", no_argument, 0, OPT_NO_STATS},                         \
   {"verbose", no_argument, 0, OPT_VERBOSE},                           \
@@ -236,6 +239,26 @@ void cli_session_close(cli_session *s);
 /* The chat template the options name or the model declares; prints the
  * error (suggesting --chat-template) and returns non-zero on failure. */
 int cli_session_template(cli_session *s, const cli_gen_options *o, pasada_chat_template *out);
+
+/* How `run --chat` and `chat` render a conversation: the model's own Jinja
+ * template (tokenizer.chat_template) by default, a Jinja file
+ * (--chat-template-file), or a built-in template (--chat-template NAME, and
+ * the model's family when it has no template of its own). */
+typedef struct {
+  pasada_chat_template builtin; /* PASADA_CHAT_NONE: the Jinja template */
+  pasada_template *jinja;
+  char *bos, *eos;  /* the model's BOS and EOS text, the template's bos_token/eos_token */
+  char name[96];    /* for --verbose */
+} cli_chat;
+/* Chooses and prepares the template; prints the error and returns non-zero
+ * on failure (a model's own template that does not parse falls back, with a
+ * warning, to its family's built-in one). */
+int cli_chat_open(cli_session *s, const cli_gen_options *o, cli_chat *c);
+/* The conversation as the model's prompt, ending with the assistant's
+ * opening (release it with pasada_text_free); prints the error. */
+int cli_chat_render(cli_session *s, const cli_chat *c, const pasada_chat_message *msgs, size_t n,
+                    char **out);
+void cli_chat_close(cli_chat *c);
 
 /* Tokenizes text meant as a prompt: special-token text is parsed, BOS is
  * prepended when the model wants one and the text did not already start with

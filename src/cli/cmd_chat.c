@@ -32,7 +32,8 @@ static const char CHAT_HELP[] =
     "  -n, --n-predict N         tokens per answer at most (default -1: until the end\n"
     "                            of the turn or a full context)\n"
     "  --chat-template NAME      use chatml, gemma or llama3 instead of the model's own\n"
-    "                            template\n"
+    "                            template (its tokenizer.chat_template, a Jinja template)\n"
+    "  --chat-template-file FILE use the Jinja chat template in FILE\n"
     "  --system TEXT             a system message at the start of the conversation\n";
 
 static const char EXIT_HELP[] =
@@ -87,13 +88,12 @@ static void chat_reset(cli_session *s, conversation *conv, size_t first, cli_tok
  * opening), dropping its oldest turns while it does not fit the context with
  * room for one token of answer. Returns CLI_OK, CLI_RUNTIME_ERROR (printed),
  * or -1 when the last message alone is too long (printed; it is removed). */
-static int render_fitting(cli_session *s, pasada_chat_template tmpl, conversation *conv,
-                          size_t first, cli_tokens *toks) {
+static int render_fitting(cli_session *s, const cli_chat *tmpl, conversation *conv, size_t first,
+                          cli_tokens *toks) {
   int dropped = 0;
   for (;;) {
     char *text = NULL;
-    if (pasada_chat_render_model(s->model, tmpl, conv->v, conv->n, true, &text) != PASADA_OK)
-      return cli_fail("rendering the chat template: %s", pasada_last_error());
+    if (cli_chat_render(s, tmpl, conv->v, conv->n, &text)) return CLI_RUNTIME_ERROR;
     int rc = cli_tokenize_prompt(s, text, strlen(text), toks);
     pasada_text_free(text);
     if (rc) return rc;
@@ -151,12 +151,12 @@ int cmd_chat(int argc, char **argv) {
   cli_session s;
   int rc = cli_session_open(&s, &o);
   if (rc) return rc;
-  pasada_chat_template tmpl;
-  if ((rc = cli_session_template(&s, &o, &tmpl))) {
+  cli_chat tmpl;
+  if ((rc = cli_chat_open(&s, &o, &tmpl))) {
     cli_session_close(&s);
     return rc;
   }
-  if (o.verbose) fprintf(stderr, "pasada: chat template %s\n", pasada_chat_name(tmpl));
+  if (o.verbose) fprintf(stderr, "pasada: chat template %s\n", tmpl.name);
 
   conversation conv = {0};
   cli_tokens cached = {0}, toks = {0};
@@ -200,7 +200,7 @@ int cmd_chat(int argc, char **argv) {
       rc = cli_fail("out of memory");
       break;
     }
-    int fit = render_fitting(&s, tmpl, &conv, first, &toks);
+    int fit = render_fitting(&s, &tmpl, &conv, first, &toks);
     if (fit < 0) continue;
     if ((rc = fit)) break;
 
@@ -258,6 +258,7 @@ done:
   cli_tokens_free(&toks);
   cli_tokens_free(&cached);
   conv_free(&conv);
+  cli_chat_close(&tmpl);
   cli_session_close(&s);
   return rc;
 }

@@ -27,8 +27,10 @@ static const char RUN_HELP[] =
     "                            end of generation or a full context)\n"
     "  --chat                    wrap the prompt as a user message in the model's chat\n"
     "                            template and generate the assistant's answer\n"
+    "                            (its tokenizer.chat_template, a Jinja template)\n"
     "  --chat-template NAME      use chatml, gemma or llama3 instead of the model's own\n"
     "                            template (implies --chat)\n"
+    "  --chat-template-file FILE use the Jinja chat template in FILE (implies --chat)\n"
     "  --system TEXT             a system message before the prompt (implies --chat)\n"
     "\n"
     "structured output:\n"
@@ -129,7 +131,7 @@ int cmd_run(int argc, char **argv) {
     return cli_usage(cmd, "--grammar and --json-schema both constrain the output: use one of them");
   if (!prompt && !file && isatty(STDIN_FILENO))
     return cli_usage(cmd, "no prompt: give -p TEXT, -f FILE or text on stdin");
-  if (o.chat_template || o.system) chat = true;
+  if (o.chat_template || o.chat_template_file || o.system) chat = true;
 
   /* The prompt's text. */
   char *owned = NULL;
@@ -154,20 +156,20 @@ int cmd_run(int argc, char **argv) {
   if ((grammar_file || schema_file) && (rc = load_grammar(&s, grammar_file, schema_file, &grammar)))
     goto done;
   if (chat) {
-    pasada_chat_template tmpl;
-    if ((rc = cli_session_template(&s, &o, &tmpl))) goto done;
     if (memchr(text, '\0', len)) {
       rc = cli_fail("the prompt contains a NUL byte, which a chat message cannot hold");
       goto done;
     }
+    cli_chat tmpl;
+    if ((rc = cli_chat_open(&s, &o, &tmpl))) goto done;
+    if (o.verbose) fprintf(stderr, "pasada: chat template %s\n", tmpl.name);
     pasada_chat_message msgs[2];
     size_t n_msgs = 0;
     if (o.system) msgs[n_msgs++] = (pasada_chat_message){"system", o.system};
     msgs[n_msgs++] = (pasada_chat_message){"user", text};
-    if (pasada_chat_render_model(s.model, tmpl, msgs, n_msgs, true, &rendered) != PASADA_OK) {
-      rc = cli_fail("rendering the chat template: %s", pasada_last_error());
-      goto done;
-    }
+    rc = cli_chat_render(&s, &tmpl, msgs, n_msgs, &rendered);
+    cli_chat_close(&tmpl);
+    if (rc) goto done;
     text = rendered;
     len = strlen(rendered);
   }

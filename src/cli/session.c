@@ -1,10 +1,13 @@
 /* session.c: what `run` and `chat` do alike: load the model and make a
- * context, sampler and streaming detokenizer; tokenize prompts; prefill them
- * in batches; generate and stream tokens to stdout. */
+ * context, sampler and streaming detokenizer; render a conversation with the
+ * chat template (the model's own Jinja one, a file, or a built-in); tokenize
+ * prompts; prefill them in batches; generate and stream tokens to stdout. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "cli.h"
 
@@ -82,9 +85,107 @@ int cli_session_template(cli_session *s, const cli_gen_options *o, pasada_chat_t
   if (*out == PASADA_CHAT_NONE)
     return cli_fail(
         "%s: the model has no chat template; name one with --chat-template "
-        "(chatml, gemma, llama3)",
+        "(chatml, gemma, llama3) or give one with --chat-template-file",
         o->model_path);
   return CLI_OK;
+}
+
+/* The text of token id (special tokens as their text), "" for -1; NULL
+ * when memory runs out. */
+static char *token_text(const pasada_tokenizer *tok, int32_t id) {
+  const size_t n = id >= 0 ? pasada_token_to_piece(tok, id, true, NULL, 0) : 0;
+  char *s = malloc(n + 1);
+  if (!s) return NULL;
+  if (n) pasada_token_to_piece(tok, id, true, s, n);
+  s[n] = '\0';
+  return s;
+}
+
+/* Parses a Jinja template's source into c (its name for --verbose). */
+static int chat_parse(cli_chat *c, const char *src, size_t len, const char *what) {
+  if (pasada_template_parse(src, len, &c->jinja) != PASADA_OK) return PASADA_ERR_FORMAT;
+  snprintf(c->name, sizeof c->name, "%s (Jinja)", what);
+  return PASADA_OK;
+}
+
+int cli_chat_open(cli_session *s, const cli_gen_options *o, cli_chat *c) {
+  *c = (cli_chat){0};
+  if (o->chat_template) { /* a built-in by name */
+    int rc = cli_session_template(s, o, &c->builtin);
+    if (!rc) snprintf(c->name, sizeof c->name, "%s", pasada_chat_name(c->builtin));
+    return rc;
+  }
+  if (o->chat_template_file) {
+    char *src = NULL;
+    size_t len = 0;
+    if (cli_read_file(o->chat_template_file, &src, &len)) return CLI_RUNTIME_ERROR;
+    const int prc = chat_parse(c, src, len, o->chat_template_file);
+    free(src);
+    c->bos = token_text(s->tok, pasada_tokenizer_bos(s->tok));
+    c->eos = token_text(s->tok, pasada_tokenizer_eos(s->tok));
+    if (prc) {
+      int rc = cli_fail("%s: %s", o->chat_template_file, pasada_last_error());
+      cli_chat_close(c);
+      return rc;
+    }
+    if (!c->bos || !c->eos) {
+      cli_chat_close(c);
+      return cli_fail("out of memory");
+    }
+    return CLI_OK;
+  }
+  char *src = NULL;
+  if (pasada_model_chat_template(s->model, &src, &c->bos, &c->eos) == PASADA_OK) {
+    const int prc = chat_parse(c, src, strlen(src), "the model's own");
+    pasada_text_free(src);
+    if (!prc) return CLI_OK;
+    /* a template this engine cannot read: the family's built-in, if any */
+    fprintf(stderr,
+            "pasada: warning: %s: the model's chat template does not parse (%s); trying a built-in "
+            "one\n",
+            o->model_path, pasada_last_error());
+    cli_chat_close(c);
+  }
+  int rc = cli_session_template(s, o, &c->builtin);
+  if (!rc) snprintf(c->name, sizeof c->name, "%s (built-in)", pasada_chat_name(c->builtin));
+  return rc;
+}
+
+int cli_chat_render(cli_session *s, const cli_chat *c, const pasada_chat_message *msgs, size_t n,
+                    char **out) {
+  *out = NULL;
+  if (!c->jinja) {
+    if (pasada_chat_render_model(s->model, c->builtin, msgs, n, true, out) != PASADA_OK)
+      return cli_fail("rendering the chat template: %s", pasada_last_error());
+    return CLI_OK;
+  }
+  /* the variables transformers' apply_chat_template passes */
+  cJSON *vars = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(vars, "messages");
+  bool ok = vars && list;
+  for (size_t i = 0; ok && i < n; i++) {
+    cJSON *m = cJSON_CreateObject();
+    ok = m && cJSON_AddStringToObject(m, "role", msgs[i].role) &&
+         cJSON_AddStringToObject(m, "content", msgs[i].content);
+    if (m) cJSON_AddItemToArray(list, m);
+  }
+  ok = ok && cJSON_AddNullToObject(vars, "tools") && cJSON_AddNullToObject(vars, "documents") &&
+       cJSON_AddBoolToObject(vars, "add_generation_prompt", true) &&
+       cJSON_AddStringToObject(vars, "bos_token", c->bos ? c->bos : "") &&
+       cJSON_AddStringToObject(vars, "eos_token", c->eos ? c->eos : "");
+  char *json = ok ? cJSON_PrintUnformatted(vars) : NULL;
+  cJSON_Delete(vars);
+  if (!json) return cli_fail("out of memory");
+  const int rc = pasada_template_render(c->jinja, json, strlen(json), out);
+  free(json);
+  if (rc != PASADA_OK) return cli_fail("rendering the chat template: %s", pasada_last_error());
+  return CLI_OK;
+}
+
+void cli_chat_close(cli_chat *c) {
+  pasada_template_free(c->jinja);
+  pasada_text_free(c->bos);
+  pasada_text_free(c->eos);
+  *c = (cli_chat){0};
 }
 
 int cli_tokenize_prompt(cli_session *s, const char *text, size_t len, cli_tokens *out) {

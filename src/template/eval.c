@@ -16,7 +16,7 @@ const tpl_limits tpl_default_limits = {
     .max_output = 8u << 20,
     .max_memory = 256u << 20,
     .max_steps = 20000000,
-    .max_depth = 1000,
+    .max_depth = 500,
     .max_calls = 100,
 };
 

@@ -107,7 +107,8 @@ def test_help_tells_the_truth(pasada_bin, cmd, tmp_path):
     not the usage error's 2)."""
     prompt_file = tmp_path / "prompt.txt"
     prompt_file.write_text("x")
-    values = dict(OPTION_VALUES, **{"-f": prompt_file, "--file": prompt_file})
+    values = dict(OPTION_VALUES, **{"-f": prompt_file, "--file": prompt_file,
+                                    "--chat-template-file": prompt_file})
     help_text = text(cli(pasada_bin, cmd, "--help").stdout)
     options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-z])(?![\w-])", help_text))
     assert options, help_text

@@ -11,10 +11,14 @@ Hugging Face transformers' apply_chat_template configures it (tests/tools/render
     gguf package), rendered the same as jinja2 renders them;
 (d) untrusted templates (endless recursion, huge ranges, output that doubles, deep nesting,
     unterminated tags, bytes that are not UTF-8) fail quickly with one line, also under ASan;
-(e) usage errors exit 2; --help describes the options."""
+(e) usage errors exit 2; --help describes the options;
+(f) run --chat and chat render with the model's own Jinja template by default (the prompt
+    jinja2 renders), with a template file by --chat-template-file, and fail on one line when
+    the template raises or does not parse."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -280,3 +284,75 @@ def test_variables(pasada_bin, tmp_path):
                            "--no-generation-prompt"])
     assert res.returncode == 0, res.stderr
     assert res.stdout.decode() == "False|True|False|<s>||1500.0|hé|2026-01-01|1|1500.0"
+
+
+# ---- run --chat and chat with Jinja templates ----
+
+STATS_RE = re.compile(r"prompt (\d+) tokens")
+
+
+def pasada(binary, *args, input=None):
+    kw = dict(input=input) if input is not None else dict(stdin=subprocess.DEVNULL)
+    return subprocess.run([str(binary), *map(str, args)], capture_output=True, env=ENV, timeout=300, **kw)
+
+
+def prompt_tokens(binary, model, text):
+    res = pasada(binary, "tokenize", "-m", model, "-p", text)
+    assert res.returncode == 0, res.stderr
+    return len(res.stdout.split())
+
+
+def test_run_chat_uses_the_models_template(pasada_bin, smollm2, tmp_path):
+    """run --chat renders the prompt with the model's own Jinja template: the same prompt
+    (token count, greedy answer) as jinja2's rendering fed as a plain prompt."""
+    tmpl, bos, eos = gguf_template(smollm2)
+    msgs = {"messages": [{"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": "Name a colour."}], "bos_token": bos, "eos_token": eos}
+    ref = render_templates.render(tmpl, msgs)
+    chat = pasada(pasada_bin, "run", "-m", smollm2, "--chat", "--system", "Be brief.", "-p", "Name a colour.",
+                  "-n", "8", "--temp", "0", "--verbose")
+    assert chat.returncode == 0, chat.stderr
+    err = chat.stderr.decode()
+    assert "chat template the model's own (Jinja)" in err
+    plain = pasada(pasada_bin, "run", "-m", smollm2, "-p", ref, "-n", "8", "--temp", "0")
+    assert plain.returncode == 0, plain.stderr
+    assert chat.stdout == plain.stdout
+    assert int(STATS_RE.search(err).group(1)) == prompt_tokens(pasada_bin, smollm2, ref)
+
+
+def test_run_chat_template_file(pasada_bin, smollm2, tmp_path):
+    path = tmp_path / "t.jinja"
+    path.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n"
+                    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    res = pasada(pasada_bin, "run", "-m", smollm2, "--chat-template-file", path, "-p", "hi there", "-n", "4",
+                 "--temp", "0", "--verbose")
+    assert res.returncode == 0, res.stderr
+    err = res.stderr.decode()
+    assert f"chat template {path} (Jinja)" in err
+    want = "<|im_start|>user\nHI THERE<|im_end|>\n<|im_start|>assistant\n"
+    assert int(STATS_RE.search(err).group(1)) == prompt_tokens(pasada_bin, smollm2, want)
+    # both kinds of template named: a usage error; a template that raises: one line, exit 1
+    res = pasada(pasada_bin, "run", "-m", smollm2, "--chat-template", "chatml", "--chat-template-file", path,
+                 "-p", "x")
+    assert res.returncode == 2, res.stderr
+    path.write_text("line 1\n{{ raise_exception('no system messages here') if messages }}")
+    res = pasada(pasada_bin, "run", "-m", smollm2, "--chat-template-file", path, "-p", "x", "-n", "1")
+    assert res.returncode == 1 and res.stderr.count(b"\n") == 1, res.stderr
+    assert b"template line 2: no system messages here" in res.stderr
+    path.write_text("{% if %}")
+    res = pasada(pasada_bin, "chat", "-m", smollm2, "--chat-template-file", path, input=b"hi\n")
+    assert res.returncode == 1 and b"template line 1" in res.stderr, res.stderr
+
+
+def test_chat_with_the_models_template(pasada_bin, smollm2):
+    """chat keeps its cache across turns with the Jinja template as with a built-in one."""
+    res = pasada(pasada_bin, "chat", "-m", smollm2, "--temp", "0", "-n", "6", "--verbose",
+                 input=b"Hi\nWhat did I say?\n")
+    assert res.returncode == 0, res.stderr
+    err = res.stderr.decode()
+    assert "chat template the model's own (Jinja)" in err
+    turns = re.findall(r"turn (\d+) \| prefilled (\d+) tokens \(reused (\d+) cached\)", err)
+    assert len(turns) == 2 and int(turns[1][2]) > 0, err
+    builtin = pasada(pasada_bin, "chat", "-m", smollm2, "--temp", "0", "-n", "6", "--chat-template", "chatml",
+                     input=b"Hi\nWhat did I say?\n")
+    assert builtin.returncode == 0 and builtin.stdout == res.stdout

@@ -392,6 +392,17 @@ static void test_malicious(void) {
   expect_error(expr, PASADA_ERR_FORMAT, NULL, limit);
   free(expr);
   free(deep);
+  /* deep evaluation: recursion through nested lists stops at the depth limit
+   * (bounded C stack), before the macro-call limit */
+  deep = repeat("[", 40, "f(n + 1)", "]");
+  expr = malloc(strlen(deep) + 200);
+  sprintf(expr,
+          "{%% macro f(n) %%}{%% for i in [1] %%}{%% if true %%}{{ %s }}{%% endif %%}{%% endfor %%}"
+          "{%% endmacro %%}{{ f(0) }}",
+          deep);
+  expect_error(expr, PASADA_ERR_ARG, "nests deeper than", limit);
+  free(expr);
+  free(deep);
   expect_error("{% for m in messages %}{{ m.content ", PASADA_ERR_FORMAT, NULL, limit);
   expect_error("{{", PASADA_ERR_FORMAT, NULL, limit);
   expect_error("{%", PASADA_ERR_FORMAT, NULL, limit);
