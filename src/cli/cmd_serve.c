@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "server/chat.h"
 #include "server/http.h"
 
 static void usage(FILE *f) {
@@ -37,7 +38,9 @@ static void usage(FILE *f) {
           "  --max-connections N     open connections (default 256)\n"
           "  --api-key KEY           require 'Authorization: Bearer KEY' (or $PASADA_API_KEY)\n"
           "  --alias NAME            the model name /v1/models lists (default: the file's)\n"
-          "  --chat-template NAME    chatml, gemma or llama3 (default: the model's)\n"
+          "  --chat-template-file F  render chats with the Jinja template in file F\n"
+          "                          (default: the model's tokenizer.chat_template)\n"
+          "  --chat-template NAME    a built-in template instead: chatml, gemma or llama3\n"
           "  --shutdown-grace S      on SIGTERM, let running requests go on S seconds (default 0)\n"
           "  -v, --verbose           log HTTP library messages\n");
 }
@@ -84,6 +87,8 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->model_alias = v;
     else if (!strcmp(a, "--chat-template"))
       c->chat_template = v;
+    else if (!strcmp(a, "--chat-template-file"))
+      c->chat_template_file = v;
     else if (!strcmp(a, "--device")) {
       if (!cli_parse_device(v)) {
         fprintf(stderr, "pasada serve: " CLI_DEVICE_ERROR "\n", v);
@@ -251,17 +256,7 @@ int cmd_serve(int argc, char **argv) {
   mi->created = srv_unix_time();
   mi->n_ctx = pasada_context_n_ctx(ctx);
   mi->n_vocab = pasada_model_n_vocab(model);
-  int rc = cfg.chat_template ? pasada_chat_from_name(cfg.chat_template, &mi->tmpl)
-                             : pasada_chat_detect(model, &mi->tmpl);
-  if (rc != PASADA_OK) {
-    if (cfg.chat_template) {
-      fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
-      goto out;
-    }
-    fprintf(stderr, "pasada serve: warning: %s; /v1/chat/completions will fail\n",
-            pasada_last_error());
-    mi->tmpl = PASADA_CHAT_NONE;
-  }
+  if (!srv_chat_setup(mi, cfg.chat_template, cfg.chat_template_file)) goto out;
   srv_sched_params sp = {.prefill_chunk = cfg.prefill_chunk, .max_queue = cfg.max_queue};
   if (srv_sched_create(model, ctx, cfg.parallel, &sp, st.metrics, &sched) != PASADA_OK ||
       srv_sched_start(sched) != PASADA_OK) {
@@ -277,7 +272,7 @@ int cmd_serve(int argc, char **argv) {
           "of %d (%.1f MiB, %s), chat template %s\n",
           mi->name, pasada_model_arch(model), pasada_context_backend(ctx), mi->n_ctx, cfg.parallel,
           kv.n_blocks, kv.block_size,
-          (double)kv.bytes / (1 << 20), pasada_kv_type_name(kv.type), pasada_chat_name(mi->tmpl));
+          (double)kv.bytes / (1 << 20), pasada_kv_type_name(kv.type), srv_chat_describe(mi));
 
   int sig = 0;
   sigwait(&sigs, &sig);
@@ -296,6 +291,7 @@ out:
     fprintf(stderr, "pasada serve: some clients did not read their responses in time\n");
   srv_http_stop(http);
   srv_sched_free(sched);
+  srv_chat_teardown(&st.mi);
   pasada_context_free(ctx);
   pasada_model_free(model);
   srv_metrics_free(st.metrics);

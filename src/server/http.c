@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "server/http.h"
+#include "server/request.h"
 
 /* ---- libmicrohttpd, loaded when the server starts ----
  * Linked, it would be mapped by every command along with the TLS libraries
@@ -106,7 +107,8 @@ typedef enum {
   R_CHAT,
   R_COMPLETIONS,
   R_TOKENIZE,
-  R_DETOKENIZE
+  R_DETOKENIZE,
+  R_APPLY_TEMPLATE
 } route;
 
 static const struct {
@@ -124,6 +126,7 @@ static const struct {
     {"/completions", R_COMPLETIONS, "POST"},
     {"/tokenize", R_TOKENIZE, "POST"},
     {"/detokenize", R_DETOKENIZE, "POST"},
+    {"/apply-template", R_APPLY_TEMPLATE, "POST"},
 };
 
 /* One request on a connection (MHD's *con_cls). */
@@ -340,9 +343,13 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
   j->req = req;
   r->job = j;
   make_id(j);
-  if (pasada_sampler_create(&j->req.sampling, st->mi.n_vocab, &j->sampler) != PASADA_OK)
-    return fail(st, c, r, 400, "invalid_request_error", NULL, "%s", pasada_last_error());
-  if (pasada_detok_create(st->mi.tok, false, &j->detok) != PASADA_OK)
+  if (!srv_request_sampler(&st->mi, &j->req, &j->sampler, &j->grammar, &e))
+    return send_error(st, c, r, &e);
+  /* a family whose reasoning or tool-call markers are special tokens needs
+   * them in the text the output parser reads (it removes them) */
+  const srv_out_style *style = &st->mi.style;
+  bool special = kind != SRV_COMPLETION && (style->format != SRV_OUT_PLAIN || style->think_open[0]);
+  if (pasada_detok_create(st->mi.tok, special, &j->detok) != PASADA_OK)
     return fail(st, c, r, 500, "server_error", NULL, "%s", pasada_last_error());
 
   switch (srv_sched_submit(st->sched, j)) {
@@ -452,6 +459,9 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
     case R_DETOKENIZE:
       out = srv_openai_detokenize(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
+      return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    case R_APPLY_TEMPLATE:
+      out = srv_apply_template(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
     default:
       return MHD_NO;

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "server/server.h"
 
 double srv_now(void) {
@@ -78,6 +80,7 @@ void srv_request_clear(srv_request *r) {
   for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
   free(r->model);
   free(r->grammar);
+  cJSON_Delete(r->tool_defs);
   free(r->bias_ids);
   free(r->bias);
   memset(r, 0, sizeof *r);
@@ -87,6 +90,7 @@ void srv_job_release(srv_job *j) {
   if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
   srv_request_clear(&j->req);
   pasada_sampler_free(j->sampler);
+  pasada_grammar_free(j->grammar);
   pasada_detok_free(j->detok);
   free(j->text);
   free(j->lp);

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/chat.h"
 #include "server/openai.h"
+#include "server/request.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
@@ -85,6 +87,26 @@ static bool parse_stop(const cJSON *root, srv_request *r, srv_error *e) {
   return true;
 }
 
+/* OpenAI fields the server does not honour are refused, not ignored. */
+static bool refuse_unsupported(const cJSON *root, bool chat, srv_error *e) {
+  static const char *const refused_chat[] = {"audio", "prediction", "web_search_options",
+                                             "functions", "function_call"};
+  for (size_t i = 0; chat && i < sizeof refused_chat / sizeof refused_chat[0]; i++)
+    if (field(root, refused_chat[i]))
+      return BAD(e, refused_chat[i], "'%s' is not supported", refused_chat[i]);
+  const cJSON *mod = field(root, "modalities");
+  if (chat && mod) {
+    const cJSON *m;
+    if (!cJSON_IsArray(mod)) return BAD(e, "modalities", "'modalities' must be an array");
+    cJSON_ArrayForEach(m, mod) if (!cJSON_IsString(m) || strcmp(m->valuestring, "text") != 0)
+      return BAD(e, "modalities", "only the 'text' modality is supported");
+  }
+  const cJSON *suffix = field(root, "suffix");
+  if (!chat && suffix && (!cJSON_IsString(suffix) || suffix->valuestring[0]))
+    return BAD(e, "suffix", "'suffix' is not supported");
+  return true;
+}
+
 static bool parse_common(const srv_model_info *mi, const cJSON *root, srv_request *r,
                          int64_t *max_tokens, srv_error *e) {
   const cJSON *model = field(root, "model");
@@ -129,6 +151,8 @@ static bool parse_common(const srv_model_info *mi, const cJSON *root, srv_reques
     if (d < -9.2e18 || d >= 1.8e19) return BAD(e, "seed", "'seed' is out of the 64-bit range");
     sp->seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
   }
+  if (!srv_request_logit_bias(mi, field(root, "logit_bias"), "logit_bias", r, e)) return false;
+  if (!refuse_unsupported(root, r->kind == SRV_CHAT, e)) return false;
   return parse_stop(root, r, e);
 }
 
@@ -158,97 +182,99 @@ static bool check_length(const srv_model_info *mi, const char *param, srv_reques
   return true;
 }
 
-/* content: a string, or an array of {"type": "text", "text": ...} parts. */
-static bool message_text(const cJSON *content, int i, srv_buf *out, srv_error *e) {
-  char param[64];
-  snprintf(param, sizeof param, "messages[%d].content", i);
-  if (!content) return true;
-  if (cJSON_IsString(content)) {
-    srv_buf_append(out, content->valuestring, strlen(content->valuestring));
-    return true;
+/* tool_choice: "auto", "none", "required" or {"type": "function",
+ * "function": {"name": ...}}. */
+static bool parse_tool_choice(const cJSON *root, srv_tool_mode *mode, const char **name,
+                              srv_error *e) {
+  const cJSON *tc = field(root, "tool_choice");
+  *mode = SRV_TOOLS_AUTO;
+  *name = NULL;
+  if (!tc) return true;
+  if (cJSON_IsString(tc)) {
+    if (strcmp(tc->valuestring, "auto") == 0) return true;
+    if (strcmp(tc->valuestring, "none") == 0) {
+      *mode = SRV_TOOLS_NONE;
+      return true;
+    }
+    if (strcmp(tc->valuestring, "required") == 0) {
+      *mode = SRV_TOOLS_REQUIRED;
+      return true;
+    }
+    return BAD(e, "tool_choice", "'tool_choice' is '%s'; it must be auto, none, required or a "
+               "function", tc->valuestring);
   }
-  if (!cJSON_IsArray(content))
-    return BAD(e, param, "'%s' must be a string or an array of parts", param);
-  const cJSON *part;
-  int k = 0;
-  cJSON_ArrayForEach(part, content) {
-    snprintf(param, sizeof param, "messages[%d].content[%d]", i, k++);
-    const cJSON *type = field(part, "type"), *text = field(part, "text");
-    if (!cJSON_IsObject(part) || !cJSON_IsString(type))
-      return BAD(e, param, "'%s' must be an object with a 'type'", param);
-    if (strcmp(type->valuestring, "text") != 0)
-      return BAD(e, param, "content parts of type '%s' are not supported (only 'text')",
-                 type->valuestring);
-    if (!cJSON_IsString(text)) return BAD(e, param, "'%s.text' must be a string", param);
-    srv_buf_append(out, text->valuestring, strlen(text->valuestring));
-  }
+  const cJSON *type = field(tc, "type"), *fn = field(tc, "function");
+  const cJSON *fname = fn ? field(fn, "name") : NULL;
+  if (!cJSON_IsObject(tc) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+      !cJSON_IsString(fname))
+    return BAD(e, "tool_choice",
+               "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  *mode = SRV_TOOLS_NAMED;
+  *name = fname->valuestring;
   return true;
 }
 
+/* response_format: text, json_object, or json_schema {name, schema, strict}. */
+static bool parse_response_format(const cJSON *root, srv_request *r, srv_error *e) {
+  const cJSON *rf = field(root, "response_format");
+  if (!rf) return true;
+  const cJSON *type = field(rf, "type");
+  if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+    return BAD(e, "response_format", "'response_format' must be an object with a 'type'");
+  if (strcmp(type->valuestring, "text") == 0) return true;
+  if (strcmp(type->valuestring, "json_object") == 0)
+    return srv_request_json(NULL, "response_format", r, e);
+  if (strcmp(type->valuestring, "json_schema") == 0) {
+    const cJSON *js = field(rf, "json_schema");
+    if (!cJSON_IsObject(js))
+      return BAD(e, "response_format.json_schema", "'response_format.json_schema' must be an object");
+    const cJSON *schema = field(js, "schema");
+    if (schema && !cJSON_IsObject(schema))
+      return BAD(e, "response_format.json_schema.schema", "'response_format.json_schema.schema' "
+                 "must be a JSON schema object");
+    return srv_request_json(schema ? schema : NULL, "response_format.json_schema.schema", r, e);
+  }
+  return BAD(e, "response_format.type",
+             "'response_format.type' is '%s'; it must be text, json_object or json_schema",
+             type->valuestring);
+}
+
 static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request *r, srv_error *e) {
-  const cJSON *msgs = field(root, "messages");
-  if (!msgs) return BAD(e, "messages", "'messages' is required");
-  if (!cJSON_IsArray(msgs)) return BAD(e, "messages", "'messages' must be an array");
-  int n = cJSON_GetArraySize(msgs);
-  if (n == 0) return BAD(e, "messages", "'messages' must not be empty");
-  pasada_chat_message *cm = calloc((size_t)n, sizeof *cm);
-  srv_buf *texts = calloc((size_t)n, sizeof *texts);
-  bool ok = cm && texts;
-  if (!ok) srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-  int i = 0;
-  const cJSON *m;
-  cJSON_ArrayForEach(m, msgs) {
-    if (!ok) break;
-    char param[64];
-    snprintf(param, sizeof param, "messages[%d]", i);
-    if (!cJSON_IsObject(m)) {
-      ok = BAD(e, param, "'%s' must be an object", param);
-      break;
+  const cJSON *tools = field(root, "tools");
+  if (tools && !srv_tools_check(tools, "tools", e)) return false;
+  if (tools && cJSON_GetArraySize(tools) == 0) tools = NULL;
+  srv_tool_mode mode;
+  const char *name;
+  if (!parse_tool_choice(root, &mode, &name, e)) return false;
+  bool parallel = true;
+  if (!get_bool(root, "parallel_tool_calls", &parallel, e)) return false;
+  const cJSON *kwargs = field(root, "chat_template_kwargs");
+  if (kwargs && !cJSON_IsObject(kwargs))
+    return BAD(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  /* reasoning_effort reaches templates that read it (gpt-oss) */
+  cJSON *extra = kwargs ? cJSON_Duplicate(kwargs, true) : NULL;
+  const cJSON *effort = field(root, "reasoning_effort");
+  if (effort) {
+    if (!cJSON_IsString(effort)) {
+      cJSON_Delete(extra);
+      return BAD(e, "reasoning_effort", "'reasoning_effort' must be a string");
     }
-    const cJSON *role = field(m, "role");
-    snprintf(param, sizeof param, "messages[%d].role", i);
-    if (!cJSON_IsString(role)) {
-      ok = BAD(e, param, "'%s' must be a string", param);
-      break;
-    }
-    const char *rs = role->valuestring;
-    if (strcmp(rs, "developer") == 0) rs = "system";
-    if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 && strcmp(rs, "assistant") != 0) {
-      ok = BAD(e, param, "role '%s' is not supported (system, developer, user, assistant)",
-               role->valuestring);
-      break;
-    }
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (!content || (cJSON_IsNull(content) && strcmp(rs, "assistant") != 0)) {
-      snprintf(param, sizeof param, "messages[%d].content", i);
-      ok = BAD(e, param, "'%s' is required", param);
-      break;
-    }
-    if (!message_text(cJSON_IsNull(content) ? NULL : content, i, &texts[i], e)) {
-      ok = false;
-      break;
-    }
-    srv_buf_append(&texts[i], "", 0);
-    cm[i].role = rs;
-    cm[i].content = texts[i].p ? texts[i].p : "";
-    i++;
+    if (!extra) extra = cJSON_CreateObject();
+    if (extra && !cJSON_GetObjectItemCaseSensitive(extra, "reasoning_effort"))
+      cJSON_AddStringToObject(extra, "reasoning_effort", effort->valuestring);
   }
   char *prompt = NULL;
-  /* a conversation the template rejects is the client's error; a server
-   * without a template (or out of memory) fails below with 500 */
-  if (ok && mi->tmpl != PASADA_CHAT_NONE && pasada_chat_check(mi->tmpl, cm, (size_t)n) != PASADA_OK)
-    ok = BAD(e, "messages", "%s", pasada_last_error());
-  if (ok) {
-    if (pasada_chat_render_model(mi->model, mi->tmpl, cm, (size_t)n, true, &prompt) != PASADA_OK)
-      ok = srv_fail(e, 500, "server_error", NULL, NULL, "the chat template failed: %s",
-                    pasada_last_error());
-  }
-  if (ok) ok = tokenize_prompt(mi, prompt, strlen(prompt), "messages", r, e);
-  pasada_text_free(prompt);
-  for (int k = 0; texts && k < n; k++) srv_buf_free(&texts[k]);
-  free(texts);
-  free(cm);
+  bool ok = srv_chat_render(mi, field(root, "messages"), mode == SRV_TOOLS_NONE ? NULL : tools,
+                            true, extra, &prompt, &r->in_reasoning, e);
+  cJSON_Delete(extra);
+  if (ok) ok = srv_chat_tokenize(mi, prompt, "messages", r, e);
+  free(prompt);
   if (!ok) return false;
+  if (!srv_tools_apply(mi, tools, mode, name, parallel, r, e)) return false;
+  if (!parse_response_format(root, r, e)) return false;
+  const cJSON *g = field(root, "grammar");
+  if (g && !cJSON_IsString(g)) return BAD(e, "grammar", "'grammar' must be a string (GBNF)");
+  if (g && !srv_request_grammar(g->valuestring, "grammar", r, e)) return false;
 
   /* logprobs: true and top_logprobs: 0..20 */
   if (!get_bool(root, "logprobs", &r->logprobs, e)) return false;
@@ -288,6 +314,10 @@ static bool parse_completion(const srv_model_info *mi, const cJSON *root, srv_re
   } else {
     return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
   }
+  if (!parse_response_format(root, r, e)) return false;
+  const cJSON *g = field(root, "grammar");
+  if (g && !cJSON_IsString(g)) return BAD(e, "grammar", "'grammar' must be a string (GBNF)");
+  if (g && !srv_request_grammar(g->valuestring, "grammar", r, e)) return false;
   int64_t lp = -1;
   if (!get_int(root, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &lp, e)) return false;
   r->logprobs = lp >= 0;
@@ -450,6 +480,34 @@ static cJSON *envelope(const srv_job *j, const char *object) {
   return root;
 }
 
+/* The parse options of a job's output; ids derive from the job's id, so
+ * every parse of one job names its calls alike. */
+static srv_out_opts out_opts(const srv_job *j, bool final) {
+  unsigned h = 2166136261u;
+  for (const char *p = j->id; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+  return (srv_out_opts){.final = final,
+                        .tools = j->req.tools,
+                        .in_reasoning = j->req.in_reasoning,
+                        .id_seed = h,
+                        .tool_defs = j->req.tool_defs};
+}
+
+static cJSON *tool_call_json(const srv_tool_call *tc, int index, bool with_index) {
+  cJSON *o = cJSON_CreateObject();
+  if (with_index) cJSON_AddNumberToObject(o, "index", index);
+  cJSON_AddStringToObject(o, "id", tc->id);
+  cJSON_AddStringToObject(o, "type", "function");
+  cJSON *f = cJSON_AddObjectToObject(o, "function");
+  cJSON_AddItemToObject(f, "name", text_json(tc->name, strlen(tc->name)));
+  cJSON_AddItemToObject(f, "arguments", text_json(tc->arguments, strlen(tc->arguments)));
+  return o;
+}
+
+/* finish_reason: "tool_calls" when the model ended its turn with calls. */
+static const char *finish_reason(srv_finish f, int n_calls) {
+  return f == SRV_FINISH_STOP && n_calls > 0 ? "tool_calls" : srv_finish_name(f);
+}
+
 char *srv_openai_response(const srv_model_info *mi, srv_job *j) {
   pthread_mutex_lock(&j->mu); /* finished: the scheduler writes no more */
   bool chat = j->req.kind == SRV_CHAT;
@@ -457,11 +515,31 @@ char *srv_openai_response(const srv_model_info *mi, srv_job *j) {
   cJSON *choices = cJSON_AddArrayToObject(root, "choices");
   cJSON *c = cJSON_CreateObject();
   cJSON_AddNumberToObject(c, "index", 0);
+  int n_calls = 0;
   if (chat) {
+    srv_output o = {0};
+    srv_out_opts opts = out_opts(j, true);
+    if (!srv_output_parse(&mi->style, j->text ? j->text : "", j->n_text, &opts, &o)) {
+      pthread_mutex_unlock(&j->mu);
+      cJSON_Delete(root);
+      return NULL;
+    }
     cJSON *msg = cJSON_AddObjectToObject(c, "message");
     cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddItemToObject(msg, "content", text_json(j->text, j->n_text));
+    if (o.n_content || !o.n_calls)
+      cJSON_AddItemToObject(msg, "content", text_json(o.content, o.n_content));
+    else
+      cJSON_AddNullToObject(msg, "content");
+    if (o.n_reasoning)
+      cJSON_AddItemToObject(msg, "reasoning_content", text_json(o.reasoning, o.n_reasoning));
+    if (o.n_calls) {
+      cJSON *calls = cJSON_AddArrayToObject(msg, "tool_calls");
+      for (int k = 0; k < o.n_calls; k++)
+        cJSON_AddItemToArray(calls, tool_call_json(&o.calls[k], k, false));
+    }
     cJSON_AddNullToObject(msg, "refusal");
+    n_calls = o.n_calls;
+    srv_output_free(&o);
   } else {
     cJSON_AddItemToObject(c, "text", text_json(j->text, j->n_text));
   }
@@ -473,7 +551,7 @@ char *srv_openai_response(const srv_model_info *mi, srv_job *j) {
     size_t off = 0;
     cJSON_AddItemToObject(c, "logprobs", completion_logprobs(mi, j->lp, j->n_lp, &off));
   }
-  cJSON_AddStringToObject(c, "finish_reason", srv_finish_name(j->finish));
+  cJSON_AddStringToObject(c, "finish_reason", finish_reason(j->finish, n_calls));
   cJSON_AddItemToArray(choices, c);
   cJSON_AddItemToObject(root, "usage", usage_json(j));
   pthread_mutex_unlock(&j->mu);
@@ -521,16 +599,30 @@ static cJSON *chunk(const srv_job *j, cJSON **choice) {
 bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_buf *out) {
   if (st->sent_end) return true;
   bool chat = j->req.kind == SRV_CHAT;
+  srv_output o = {0};
+  bool parsed = false;
   pthread_mutex_lock(&j->mu);
   size_t n_text = j->n_text - st->text_off, n_lp = j->n_lp - st->lp_off;
-  char *text = n_text ? srv_utf8_sanitize(j->text + st->text_off, n_text) : NULL;
+  char *text = NULL;
+  srv_finish finish = j->finish;
+  if (chat) {
+    /* the whole output is parsed again: content, reasoning and calls grow */
+    srv_out_opts opts = out_opts(j, finish != SRV_PENDING);
+    parsed = srv_output_parse(&mi->style, j->text ? j->text : "", j->n_text, &opts, &o);
+  } else if (n_text) {
+    text = srv_utf8_sanitize(j->text + st->text_off, n_text);
+  }
   srv_token_logprob *lp = NULL;
   if (n_lp && (lp = malloc(n_lp * sizeof *lp))) memcpy(lp, j->lp + st->lp_off, n_lp * sizeof *lp);
   st->text_off = j->n_text;
   st->lp_off = j->n_lp;
-  srv_finish finish = j->finish;
   srv_error err = j->error;
   pthread_mutex_unlock(&j->mu);
+  if (chat && !parsed) {
+    out->failed = true;
+    free(lp);
+    return true;
+  }
 
   cJSON *c;
   if (chat && !st->sent_role) {
@@ -543,17 +635,45 @@ bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_b
     sse(out, root);
     st->sent_role = true;
   }
-  if (text || lp) {
-    cJSON *root = chunk(j, &c);
-    if (chat) {
+  if (chat) {
+    size_t nr = o.n_reasoning > st->reasoning_off ? o.n_reasoning - st->reasoning_off : 0;
+    size_t nc = o.n_content > st->content_off ? o.n_content - st->content_off : 0;
+    if (nr) {
+      cJSON *root = chunk(j, &c);
       cJSON *delta = cJSON_AddObjectToObject(c, "delta");
-      cJSON_AddStringToObject(delta, "content", text ? text : "");
-    } else {
-      cJSON_AddStringToObject(c, "text", text ? text : "");
+      cJSON_AddItemToObject(delta, "reasoning_content",
+                            text_json(o.reasoning + st->reasoning_off, nr));
+      cJSON_AddNullToObject(c, "logprobs");
+      cJSON_AddNullToObject(c, "finish_reason");
+      sse(out, root);
+      st->reasoning_off = o.n_reasoning;
     }
-    if (lp && chat)
-      cJSON_AddItemToObject(c, "logprobs", chat_logprobs(mi, lp, n_lp));
-    else if (lp)
+    if (nc || lp) {
+      cJSON *root = chunk(j, &c);
+      cJSON *delta = cJSON_AddObjectToObject(c, "delta");
+      cJSON_AddItemToObject(delta, "content", text_json(o.content + st->content_off, nc));
+      if (lp)
+        cJSON_AddItemToObject(c, "logprobs", chat_logprobs(mi, lp, n_lp));
+      else
+        cJSON_AddNullToObject(c, "logprobs");
+      cJSON_AddNullToObject(c, "finish_reason");
+      sse(out, root);
+      st->content_off += nc;
+    }
+    /* each call goes out whole once it is complete */
+    for (; st->calls_sent < o.n_calls; st->calls_sent++) {
+      cJSON *root = chunk(j, &c);
+      cJSON *delta = cJSON_AddObjectToObject(c, "delta");
+      cJSON *calls = cJSON_AddArrayToObject(delta, "tool_calls");
+      cJSON_AddItemToArray(calls, tool_call_json(&o.calls[st->calls_sent], st->calls_sent, true));
+      cJSON_AddNullToObject(c, "logprobs");
+      cJSON_AddNullToObject(c, "finish_reason");
+      sse(out, root);
+    }
+  } else if (text || lp) {
+    cJSON *root = chunk(j, &c);
+    cJSON_AddStringToObject(c, "text", text ? text : "");
+    if (lp)
       cJSON_AddItemToObject(c, "logprobs",
                             completion_logprobs(mi, lp, n_lp, &st->text_offset_total));
     else
@@ -561,6 +681,8 @@ bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_b
     cJSON_AddNullToObject(c, "finish_reason");
     sse(out, root);
   }
+  int n_calls = o.n_calls;
+  srv_output_free(&o);
   free(text);
   free(lp);
   if (finish == SRV_PENDING) return false;
@@ -576,7 +698,7 @@ bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_b
     else
       cJSON_AddStringToObject(c, "text", "");
     cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", srv_finish_name(finish));
+    cJSON_AddStringToObject(c, "finish_reason", finish_reason(finish, n_calls));
     sse(out, root);
     if (j->req.include_usage) {
       cJSON *u = envelope(j, chat ? "chat.completion.chunk" : "text_completion");
@@ -590,94 +712,4 @@ bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_b
   srv_buf_append(out, "data: [DONE]\n\n", 14);
   st->sent_end = true;
   return true;
-}
-
-/* ---- /tokenize and /detokenize (llama.cpp's shapes) ---- */
-
-char *srv_openai_tokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *e) {
-  cJSON *root = cJSON_ParseWithLength(body, len);
-  if (!root || !cJSON_IsObject(root)) {
-    cJSON_Delete(root);
-    BAD(e, NULL, "the body must be a JSON object");
-    return NULL;
-  }
-  bool add_special = false, parse_special = true, with_pieces = false;
-  const cJSON *content = field(root, "content");
-  if (!content) content = field(root, "text");
-  char *out = NULL;
-  if (!cJSON_IsString(content)) {
-    BAD(e, "content", "'content' must be a string");
-  } else if (get_bool(root, "add_special", &add_special, e) &&
-             get_bool(root, "parse_special", &parse_special, e) &&
-             get_bool(root, "with_pieces", &with_pieces, e)) {
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (pasada_tokenize(mi->tok, content->valuestring, strlen(content->valuestring), add_special,
-                        parse_special, &ids, &n) != PASADA_OK) {
-      BAD(e, "content", "tokenization failed: %s", pasada_last_error());
-    } else {
-      cJSON *r = cJSON_CreateObject();
-      cJSON *arr = cJSON_AddArrayToObject(r, "tokens");
-      char piece[PASADA_DETOK_PIECE_MAX];
-      size_t plen;
-      for (size_t i = 0; i < n; i++) {
-        if (!with_pieces) {
-          cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
-          continue;
-        }
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "id", ids[i]);
-        cJSON_AddItemToObject(o, "piece", token_json(mi, ids[i], piece, &plen));
-        cJSON_AddItemToArray(arr, o);
-      }
-      pasada_text_free(ids);
-      out = print_and_delete(r);
-      if (!out) srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    }
-  }
-  cJSON_Delete(root);
-  return out;
-}
-
-char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *e) {
-  cJSON *root = cJSON_ParseWithLength(body, len);
-  if (!root || !cJSON_IsObject(root)) {
-    cJSON_Delete(root);
-    BAD(e, NULL, "the body must be a JSON object");
-    return NULL;
-  }
-  const cJSON *tokens = field(root, "tokens");
-  char *out = NULL;
-  int n = cJSON_IsArray(tokens) ? cJSON_GetArraySize(tokens) : -1;
-  int32_t *ids = n >= 0 ? malloc((size_t)(n > 0 ? n : 1) * sizeof *ids) : NULL;
-  bool ok = ids != NULL;
-  if (n < 0)
-    BAD(e, "tokens", "'tokens' must be an array of token ids");
-  else if (!ids)
-    srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-  int k = 0;
-  const cJSON *t;
-  if (ok) cJSON_ArrayForEach(t, tokens) {
-      if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
-          t->valuedouble >= mi->n_vocab) {
-        ok = BAD(e, "tokens", "'tokens' must hold token ids in [0, %d)", mi->n_vocab);
-        break;
-      }
-      ids[k++] = (int32_t)t->valuedouble;
-    }
-  if (ok) {
-    char *text = NULL;
-    if (pasada_detokenize(mi->tok, ids, (size_t)k, false, &text, NULL) != PASADA_OK) {
-      srv_fail(e, 500, "server_error", NULL, NULL, "detokenization failed: %s",
-               pasada_last_error());
-    } else {
-      cJSON *r = cJSON_CreateObject();
-      cJSON_AddItemToObject(r, "content", text_json(text, strlen(text)));
-      pasada_text_free(text);
-      out = print_and_delete(r);
-    }
-  }
-  free(ids);
-  cJSON_Delete(root);
-  return out;
 }

@@ -32,9 +32,11 @@ char *srv_openai_error_json(const srv_error *e);
 char *srv_openai_response(const srv_model_info *mi, srv_job *j);
 /* GET /v1/models */
 char *srv_openai_models(const srv_model_info *mi);
-/* POST /tokenize and /detokenize: the response body, or NULL with err set. */
+/* POST /tokenize, /detokenize and /apply-template (inspect.c): the
+ * response body, or NULL with err set. */
 char *srv_openai_tokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *err);
 char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t len, srv_error *err);
+char *srv_apply_template(const srv_model_info *mi, const char *body, size_t len, srv_error *err);
 
 /* Streaming: the state of one SSE response, advanced by srv_stream_next. */
 typedef struct {

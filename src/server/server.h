@@ -77,6 +77,7 @@ typedef struct {
   int top_logprobs;
   char *model; /* the name echoed back */
   bool tools;        /* tools were offered: the output is parsed for tool calls */
+  struct cJSON *tool_defs; /* owned: those tools (OpenAI shape), typing parsed arguments */
   bool in_reasoning; /* the prompt ends inside an opened reasoning block */
   char *grammar;     /* GBNF (root rule "root") constraining the output; NULL: free */
   int32_t *bias_ids; /* logit_bias: malloc'd token ids and their biases */

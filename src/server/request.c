@@ -1,0 +1,180 @@
+/* request.c: the request parts every generating API shares (see
+ * request.h): function tools and the tool choice, JSON and GBNF output
+ * constraints, logit biases, and the job's sampler made from them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/json_schema.h"
+#include "server/request.h"
+
+#define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
+
+static const cJSON *field(const cJSON *obj, const char *name) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+  return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static bool name_ok(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-'))
+      return false;
+  }
+  return true;
+}
+
+bool srv_tools_check(const cJSON *tools, const char *param, srv_error *e) {
+  if (!cJSON_IsArray(tools)) return BAD(e, param, "'%s' must be an array of tools", param);
+  if (cJSON_GetArraySize(tools) > 512)
+    return BAD(e, param, "'%s' has %d tools, at most 512 are allowed", param,
+               cJSON_GetArraySize(tools));
+  int i = 0;
+  const cJSON *t;
+  char p[128];
+  cJSON_ArrayForEach(t, tools) {
+    snprintf(p, sizeof p, "%s[%d]", param, i);
+    const cJSON *type = field(t, "type"), *fn = field(t, "function");
+    if (!cJSON_IsObject(t) || !cJSON_IsString(type))
+      return BAD(e, p, "'%s' must be an object with a 'type'", p);
+    if (strcmp(type->valuestring, "function") != 0)
+      return BAD(e, p, "tools of type '%s' are not supported (only 'function')", type->valuestring);
+    if (!cJSON_IsObject(fn)) return BAD(e, p, "'%s.function' must be an object", p);
+    const cJSON *name = field(fn, "name"), *desc = field(fn, "description"),
+                *params = field(fn, "parameters"), *strict = field(fn, "strict");
+    if (!cJSON_IsString(name) || !name_ok(name->valuestring))
+      return BAD(e, p, "'%s.function.name' must be 1 to 64 of a-z, A-Z, 0-9, '_' and '-'", p);
+    if (desc && !cJSON_IsString(desc))
+      return BAD(e, p, "'%s.function.description' must be a string", p);
+    if (params && !cJSON_IsObject(params))
+      return BAD(e, p, "'%s.function.parameters' must be a JSON schema object", p);
+    if (strict && !cJSON_IsBool(strict))
+      return BAD(e, p, "'%s.function.strict' must be a boolean", p);
+    /* names are unique: a call must say which function it means */
+    const cJSON *u;
+    int k = 0;
+    cJSON_ArrayForEach(u, tools) {
+      if (k++ >= i) break;
+      const cJSON *un = field(field(u, "function"), "name");
+      if (strcmp(un->valuestring, name->valuestring) == 0)
+        return BAD(e, p, "the function name '%s' is given twice", name->valuestring);
+    }
+    i++;
+  }
+  return true;
+}
+
+bool srv_tools_has(const cJSON *tools, const char *name) {
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tools) {
+    const cJSON *n = field(field(t, "function"), "name");
+    if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0) return true;
+  }
+  return false;
+}
+
+bool srv_tools_apply(const srv_model_info *mi, const cJSON *tools, srv_tool_mode mode,
+                     const char *name, bool parallel, srv_request *r, srv_error *e) {
+  r->tools = tools && cJSON_GetArraySize(tools) > 0 && mode != SRV_TOOLS_NONE;
+  if (!r->tools) {
+    if (mode == SRV_TOOLS_REQUIRED || mode == SRV_TOOLS_NAMED)
+      return BAD(e, "tool_choice", "'tool_choice' asks for a tool call but no tools are given");
+    return true;
+  }
+  if (mi->style.format == SRV_OUT_PLAIN)
+    return BAD(e, "tools",
+               "the model's chat template has no tool-call syntax the server can parse, so tool "
+               "calls cannot be returned");
+  r->tool_defs = cJSON_Duplicate(tools, true);
+  if (!r->tool_defs) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+  if (mode == SRV_TOOLS_AUTO) return true;
+  if (mode == SRV_TOOLS_NAMED && !srv_tools_has(tools, name))
+    return BAD(e, "tool_choice", "'tool_choice' names the function '%s', which is not in 'tools'",
+               name);
+  if (r->grammar)
+    return BAD(e, "tool_choice",
+               "a required tool call cannot be combined with another output constraint");
+  r->grammar = srv_tool_grammar(&mi->style, tools, mode == SRV_TOOLS_NAMED ? name : NULL, parallel,
+                                r->in_reasoning, e);
+  return r->grammar != NULL;
+}
+
+bool srv_request_json(const cJSON *schema, const char *param, srv_request *r, srv_error *e) {
+  if (r->grammar)
+    return BAD(e, param, "'%s' cannot be combined with another output constraint", param);
+  r->grammar = srv_json_schema_gbnf(schema, e);
+  if (!r->grammar && e->status == 400 && !e->param[0])
+    snprintf(e->param, sizeof e->param, "%s", param);
+  return r->grammar != NULL;
+}
+
+bool srv_request_grammar(const char *gbnf, const char *param, srv_request *r, srv_error *e) {
+  if (r->grammar)
+    return BAD(e, param, "'%s' cannot be combined with another output constraint", param);
+  if (!gbnf[0]) return BAD(e, param, "'%s' is empty", param);
+  r->grammar = strdup(gbnf);
+  if (!r->grammar) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+  return true;
+}
+
+bool srv_request_logit_bias(const srv_model_info *mi, const cJSON *bias, const char *param,
+                            srv_request *r, srv_error *e) {
+  if (!bias) return true;
+  if (!cJSON_IsObject(bias))
+    return BAD(e, param, "'%s' must be an object of token ids and biases", param);
+  int n = cJSON_GetArraySize(bias);
+  if (n > 1024) return BAD(e, param, "'%s' has %d entries, at most 1024 are allowed", param, n);
+  if (n == 0) return true;
+  r->bias_ids = malloc((size_t)n * sizeof *r->bias_ids);
+  r->bias = malloc((size_t)n * sizeof *r->bias);
+  if (!r->bias_ids || !r->bias)
+    return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+  const cJSON *b;
+  cJSON_ArrayForEach(b, bias) {
+    char *end = NULL;
+    long id = strtol(b->string, &end, 10);
+    if (!b->string[0] || *end || id < 0 || id >= mi->n_vocab)
+      return BAD(e, param, "'%s' has the key '%.32s', which is not a token id in [0, %d)", param,
+                 b->string, mi->n_vocab);
+    if (!cJSON_IsNumber(b) || !isfinite(b->valuedouble) || b->valuedouble < -100 ||
+        b->valuedouble > 100)
+      return BAD(e, param, "the bias of token %ld must be a number in [-100, 100]", id);
+    r->bias_ids[r->n_bias] = (int32_t)id;
+    r->bias[r->n_bias++] = (float)b->valuedouble;
+  }
+  return true;
+}
+
+bool srv_request_sampler(const srv_model_info *mi, const srv_request *r, pasada_sampler **out,
+                         pasada_grammar **grammar, srv_error *e) {
+  *out = NULL;
+  *grammar = NULL;
+  if (r->grammar &&
+      pasada_grammar_create(mi->tok, r->grammar, strlen(r->grammar), "root", grammar) != PASADA_OK)
+    return srv_fail(e, pasada_last_error()[0] ? 400 : 500, "invalid_request_error", NULL, "grammar",
+                    "the output grammar cannot be used: %s", pasada_last_error());
+  if (pasada_sampler_create(&r->sampling, mi->n_vocab, out) != PASADA_OK) {
+    srv_fail(e, 400, "invalid_request_error", NULL, NULL, "%s", pasada_last_error());
+    goto fail;
+  }
+  if (r->n_bias &&
+      pasada_sampler_set_logit_bias(*out, r->bias_ids, r->bias, (size_t)r->n_bias) != PASADA_OK) {
+    srv_fail(e, 400, "invalid_request_error", NULL, "logit_bias", "%s", pasada_last_error());
+    goto fail;
+  }
+  if (*grammar && pasada_sampler_set_grammar(*out, *grammar) != PASADA_OK) {
+    srv_fail(e, 500, "server_error", NULL, NULL, "%s", pasada_last_error());
+    goto fail;
+  }
+  return true;
+fail:
+  pasada_sampler_free(*out);
+  pasada_grammar_free(*grammar);
+  *out = NULL;
+  *grammar = NULL;
+  return false;
+}
