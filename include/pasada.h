@@ -371,7 +371,11 @@ PASADA_API uint64_t pasada_sampler_seed(const pasada_sampler *s);
  * the bias to the logits, then masks (to -infinity) every token the grammar
  * does not allow after the tokens accepted since it was set, then runs the
  * chain above: the distribution is exactly the chain's over the masked
- * logits. Under a grammar, end-of-generation tokens are allowed exactly
+ * logits. (Greedy checks the best token first, and a chain without top-k,
+ * top-p or min-p draws until the grammar allows the token: the mask is
+ * computed only when that fails, with the same distribution; a draw may
+ * then use several random numbers.) Under a grammar, end-of-generation
+ * tokens are allowed exactly
  * where the grammar can end; control tokens never. Setting either sizes
  * every buffer, so sampling still allocates nothing per token except, once
  * per grammar state first met, the grammar's cached token sets. */

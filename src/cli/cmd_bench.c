@@ -2,10 +2,13 @@
  * src/tools/bench.c. Usage errors exit 2, runtime failures 1, each with one
  * line on stderr. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "cli/cmd_bench.h"
 #include "pasada.h"
+#include "server/json_schema.h"
 #include "tools/bench.h"
 
 static void usage(FILE *f) {
@@ -39,12 +42,62 @@ static void usage(FILE *f) {
           CLI_DEVICE_HELP
           CLI_GPU_LAYERS_HELP
           "      --no-ceilings       skip the bandwidth and peak probes\n"
+          "\n"
+          "constrained decoding (then pp, tg and the ceilings are not measured):\n"
+          "      --grammar FILE      a GBNF grammar: per decode step, the batched forward\n"
+          "                          pass, every user's full token mask, and the sampling\n"
+          "                          phase with and without the grammar (-n steps)\n"
+          "      --json-schema FILE  the same for a JSON schema's grammar\n"
+          "      --users LIST        sequences decoding together, e.g. 1,16 (default 1,16)\n"
+          "      --temp T            the samplers' temperature (default 0.8)\n"
+          "      --shared-grammar    one grammar for all users (default: each compiles its\n"
+          "                          own, as the server's requests do: cold caches each)\n"
           "      --json              print one JSON object on stdout instead of the table\n"
           "  -q, --quiet             no progress on stderr\n"
           "  -h, --help              this help\n");
 }
 
-enum { OPT_PRICE = 2400, OPT_NO_CEILINGS, OPT_JSON };
+enum {
+  OPT_PRICE = 2400,
+  OPT_NO_CEILINGS,
+  OPT_JSON,
+  OPT_GRAMMAR,
+  OPT_JSON_SCHEMA,
+  OPT_USERS,
+  OPT_TEMP_B,
+  OPT_SHARED
+};
+
+/* --grammar / --json-schema: the GBNF text (malloc'd) or NULL after an error message. */
+static char *grammar_text(const char *grammar, const char *schema) {
+  char *text = NULL;
+  size_t len = 0;
+  if (cli_read_file(grammar ? grammar : schema, &text, &len)) return NULL;
+  if (!schema) return text;
+  cJSON *json = cJSON_ParseWithLength(text, len);
+  free(text);
+  if (!json) {
+    fprintf(stderr, "pasada bench: %s: not valid JSON\n", schema);
+    return NULL;
+  }
+  srv_error e = {0};
+  char *gbnf = srv_json_schema_gbnf(json, &e);
+  cJSON_Delete(json);
+  if (!gbnf) fprintf(stderr, "pasada bench: %s: %s\n", schema, e.message);
+  return gbnf;
+}
+
+/* "1,16" -> users (at most PA_BENCH_MAX_USERS counts in [1, 256]). */
+static bool parse_users(const char *s, pa_bench_grammar_params *g) {
+  g->n_users = 0;
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (g->n_users == PA_BENCH_MAX_USERS || !cli_parse_i32(t, 1, 256, &g->users[g->n_users])) return false;
+    g->n_users++;
+  }
+  return g->n_users > 0;
+}
 
 int cmd_bench(int argc, char **argv) {
   static const struct option opts[] = {CLI_SHAPE_LONG_OPTIONS,
@@ -52,11 +105,18 @@ int cmd_bench(int argc, char **argv) {
                                        {"price-per-hour", required_argument, 0, OPT_PRICE},
                                        {"no-ceilings", no_argument, 0, OPT_NO_CEILINGS},
                                        {"json", no_argument, 0, OPT_JSON},
+                                       {"grammar", required_argument, 0, OPT_GRAMMAR},
+                                       {"json-schema", required_argument, 0, OPT_JSON_SCHEMA},
+                                       {"users", required_argument, 0, OPT_USERS},
+                                       {"temp", required_argument, 0, OPT_TEMP_B},
+                                       {"shared-grammar", no_argument, 0, OPT_SHARED},
                                        {0, 0, 0, 0}};
   const char *cmd = "bench";
   pa_bench_params p;
   pa_bench_default_params(&p);
   bool json = false;
+  const char *grammar = NULL, *schema = NULL;
+  pa_bench_grammar_params gp = {.users = {1, 16}, .n_users = 2, .temp = 0.8f};
   opterr = 0;
   const char *device = NULL;
   int32_t gpu_layers = 0;
@@ -72,6 +132,18 @@ int cmd_bench(int argc, char **argv) {
       case 'q': p.progress = false; break;
       case OPT_NO_CEILINGS: p.skip_ceilings = true; break;
       case OPT_JSON: json = true; break;
+      case OPT_GRAMMAR: grammar = optarg; break;
+      case OPT_JSON_SCHEMA: schema = optarg; break;
+      case OPT_SHARED: gp.shared = true; break;
+      case OPT_USERS:
+        if (!parse_users(optarg, &gp))
+          return cli_usage_line(cmd, "--users: '%s' is not a list of user counts in [1, 256] (at most %d)", optarg,
+                                PA_BENCH_MAX_USERS);
+        break;
+      case OPT_TEMP_B:
+        if (!cli_parse_float(optarg, 0.0f, 100.0f, &gp.temp))
+          return cli_usage_line(cmd, "--temp: '%s' is not a temperature in [0, 100]", optarg);
+        break;
       case 'r':
         if (!cli_parse_i32(optarg, 1, 1000, &p.repeats))
           return cli_usage_line(cmd, "--repeats: '%s' is not a repeat count in [1, 1000]", optarg);
@@ -90,6 +162,24 @@ int cmd_bench(int argc, char **argv) {
   if (!p.model_path) return cli_usage_line(cmd, "no model given: use -m MODEL");
   if (!cli_backend_name(device, gpu_layers, backend, sizeof backend, &p.backend))
     return cli_usage_line(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
+  if (grammar && schema) return cli_usage_line(cmd, "--grammar and --json-schema: give one of them");
+  if (grammar || schema) {
+    char *gbnf = grammar_text(grammar, schema);
+    if (!gbnf) return 1;
+    gp.model_path = p.model_path, gp.backend = p.backend, gp.source = grammar ? grammar : schema;
+    gp.gbnf = gbnf, gp.gbnf_len = strlen(gbnf);
+    gp.n_gen = p.n_gen, gp.n_threads = p.n_threads, gp.seed = p.seed, gp.progress = p.progress;
+    gp.kv_type = p.kv_type;
+    pa_bench_grammar_result gr;
+    int rc = pa_bench_grammar_run(&gp, &gr);
+    free(gbnf);
+    if (rc) {
+      fprintf(stderr, "pasada bench: %s\n", pasada_last_error());
+      return 1;
+    }
+    pa_bench_grammar_print(stdout, &gp, &gr, json);
+    return 0;
+  }
   if (p.n_prompt == 0 && p.n_gen == 0) return cli_usage_line(cmd, "nothing to measure: -p and -n are both 0");
 
   pa_bench_result r;

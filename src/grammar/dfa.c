@@ -353,6 +353,10 @@ static int trim(dfa_builder *d) {
     uint32_t r = g->calls[k].ret;
     if (g->flags[r] == PA_GS_FINAL) g->calls[k].ret = PA_G_NONE; /* nothing follows: a tail call */
   }
+  for (size_t i = 0; i < (size_t)n * nc; i++) {
+    uint32_t t = g->trans[i];
+    if (t != PA_G_NONE && g->flags[t] != PA_GS_BYTES) g->trans[i] = t | PA_G_SLOW;
+  }
   bool root_live = live[g->start];
   free(live), free(cnt), free(pred), free(fill), free(todo);
   if (!root_live)

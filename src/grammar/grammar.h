@@ -41,6 +41,9 @@
 #define PA_G_WORK_BUDGET (1u << 27)  /* automaton steps of one mask or accept */
 
 #define PA_G_NONE UINT32_MAX /* no state (dead transition), no frame (empty stack) */
+/* A transition whose target is not a plain state (it calls rules or may
+ * end its rule) has this bit set: the walks' fast path reads one table. */
+#define PA_G_SLOW 0x80000000u
 
 /* ---- syntax tree (gbnf.c) ---- */
 typedef enum {
@@ -154,7 +157,7 @@ struct pa_grammar {
   int32_t n_vocab;
   uint32_t n_states, n_cls;
   uint8_t cls[256];   /* byte -> class */
-  uint32_t *trans;    /* [state * n_cls + class] -> state or PA_G_NONE */
+  uint32_t *trans;    /* [state * n_cls + class] -> state (| PA_G_SLOW) or PA_G_NONE */
   uint8_t *flags;     /* [state] PA_GS_* */
   uint32_t *call_off; /* [state + 1] into calls */
   pa_gcall *calls;

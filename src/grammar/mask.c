@@ -19,9 +19,10 @@ struct pa_gcache {
   bool dense; /* accepted tokens as bits (n_vocab), else as ids */
   uint64_t *acc_bits;
   int32_t *acc_ids;
-  uint32_t *unc_rank; /* uncertain tokens by rank, in byte order */
-  uint8_t *unc_lcp;   /* bytes each shares with the previous one */
-  uint32_t *unc_skip; /* pa_gskip_build over unc_lcp */
+  /* uncertain tokens: rank ranges in byte order, and the bytes each
+   * range's first shares with the last of the range before */
+  uint32_t *unc_start, *unc_end;
+  uint8_t *unc_lcp;
 };
 
 static inline void set_bit(uint64_t *bits, int32_t id) {
@@ -33,7 +34,7 @@ static inline bool has_bit(const uint64_t *bits, int32_t id) {
 
 /* Computes level d + 1 from level d by `byte`. */
 static bool step_any(pa_gmatcher *m, uint32_t d, uint8_t byte) {
-  uint32_t at = m->lv_off[d] + m->lv_n[d];
+  uint32_t at = m->lvl[d].off + m->lvl[d].n;
   if (at + PA_G_MAX_HEADS > m->lv_cap) {
     uint32_t cap = m->lv_cap * 2;
     while (at + PA_G_MAX_HEADS > cap) cap *= 2;
@@ -43,28 +44,25 @@ static bool step_any(pa_gmatcher *m, uint32_t d, uint8_t byte) {
     m->lv_cap = cap;
   }
   pa_gout o = {m->lv + at, 0, false};
-  if (!pa_gm_advance(m, m->lv + m->lv_off[d], m->lv_n[d], byte, true, &o)) return false;
-  m->lv_off[d + 1] = at;
-  m->lv_n[d + 1] = o.n;
-  m->lv_end[d + 1] = o.end;
-  m->lv_unc[d + 1] = m->lv_unc[d] || m->lv_end[d];
+  if (!pa_gm_advance(m, m->lv + m->lvl[d].off, m->lvl[d].n, byte, true, &o)) return false;
+  m->lvl[d + 1].off = at;
+  m->lvl[d + 1].n = o.n;
+  m->lvl[d + 1].end = o.end;
+  m->lvl[d + 1].unc = m->lvl[d].unc || m->lvl[d].end;
   return true;
 }
 
 /* step_any, with the common case inline: one head moving inside its rule. */
-static inline bool step(pa_gmatcher *m, uint32_t d, uint8_t byte) {
-  const uint32_t off = m->lv_off[d], at = off + 1;
-  if (m->lv_n[d] == 1 && at < m->lv_cap) {
+static inline __attribute__((always_inline)) bool step(pa_gmatcher *m, uint32_t d, uint8_t byte) {
+  pa_glevel *lv = m->lvl + d;
+  const uint32_t at = lv->off + 1;
+  if (lv->n == 1 && at < m->lv_cap) {
     const pa_grammar *g = m->g;
-    const pa_ghead h = m->lv[off];
+    const pa_ghead h = m->lv[lv->off];
     const uint32_t t = g->trans[(size_t)h.node * g->n_cls + g->cls[byte]];
-    if (t == PA_G_NONE || g->flags[t] == PA_GS_BYTES) {
-      const bool live = t != PA_G_NONE;
+    if (t == PA_G_NONE || !(t & PA_G_SLOW)) {
       m->lv[at] = (pa_ghead){t, h.parent};
-      m->lv_off[d + 1] = at;
-      m->lv_n[d + 1] = live;
-      m->lv_end[d + 1] = 0;
-      m->lv_unc[d + 1] = m->lv_unc[d] || m->lv_end[d];
+      lv[1] = (pa_glevel){at, t != PA_G_NONE, 0, (uint8_t)(lv->unc | lv->end)};
       m->steps++;
       return true;
     }
@@ -75,51 +73,55 @@ static inline bool step(pa_gmatcher *m, uint32_t d, uint8_t byte) {
 /* Level 0: heads in[0..n), no end. */
 static void level0(pa_gmatcher *m, const pa_ghead *in, uint32_t n) {
   memcpy(m->lv, in, (size_t)n * sizeof *in);
-  m->lv_off[0] = 0;
-  m->lv_n[0] = n;
-  m->lv_end[0] = 0;
-  m->lv_unc[0] = 0;
+  m->lvl[0].off = 0;
+  m->lvl[0].n = n;
+  m->lvl[0].end = 0;
+  m->lvl[0].unc = 0;
 }
 
-/* Walks the tokens ranks[0..n) (lcp[i]: bytes shared with ranks[i - 1],
- * skip: pa_gskip_build's) from level 0 and sets the bits of those it
+/* Walks the tokens of the rank ranges [start[k], end[k]) (lcp[k]: bytes
+ * the first shares with the last of the range before; within a range the
+ * vocabulary's lcp and skip) from level 0 and sets the bits of those it
  * accepts (skipping those set). */
-static bool walk_list(pa_gmatcher *m, const uint32_t *ranks, const uint8_t *lcp,
-                      const uint32_t *skip, uint32_t n, uint64_t *bits) {
+static bool walk_ranges(pa_gmatcher *m, const uint32_t *start, const uint32_t *end,
+                        const uint8_t *lcp, uint32_t n_ranges, uint64_t *bits) {
   const pa_gvocab *v = m->g->vocab;
   uint32_t valid = 0, dead_at = UINT32_MAX;
   bool dead_end = false;
-  for (uint32_t i = 0; i < n; i++) {
-    const uint32_t r = ranks[i], l = lcp[i], len = v->off[r + 1] - v->off[r];
-    const int32_t id = v->sorted_id[r];
-    if (l >= dead_at) { /* below a prefix no head survives */
-      /* tokens spelling just the prefix come first (byte order), then
-       * the longer ones, all rejected: jump past them */
-      if (len == dead_at) {
-        if (dead_end) set_bit(bits, id);
-      } else {
-        i = pa_gskip_hop(lcp, skip, i, n, dead_at) - 1;
+  for (uint32_t k = 0; k < n_ranges; k++) {
+    for (uint32_t r = start[k]; r < end[k]; r++) {
+      const uint32_t l = r == start[k] ? lcp[k] : v->lcp[r], len = v->off[r + 1] - v->off[r];
+      const int32_t id = v->sorted_id[r];
+      if (l >= dead_at) { /* below a prefix no head survives */
+        /* tokens spelling just the prefix come first (byte order), then
+         * the longer ones, all rejected: jump past them (the vocabulary's
+         * lcp is at least l here, so its skips hold) */
+        if (len == dead_at) {
+          if (dead_end) set_bit(bits, id);
+        } else {
+          r = pa_gskip_hop(v->lcp, v->skip, r, end[k], dead_at) - 1;
+        }
+        continue;
       }
-      continue;
+      dead_at = UINT32_MAX;
+      if (valid > l) valid = l;
+      if (has_bit(bits, id)) continue;
+      const uint8_t *b = v->bytes + v->off[r];
+      uint32_t d = valid;
+      for (; d < len; d++) {
+        if (!step(m, d, b[d])) return false;
+        if (!m->lvl[d + 1].n) break;
+      }
+      if (d < len) { /* level d + 1 has no heads */
+        dead_at = d + 1;
+        dead_end = m->lvl[d + 1].end;
+        valid = d + 1;
+        if (d + 1 == len && dead_end) set_bit(bits, id);
+        continue;
+      }
+      valid = len;
+      if (m->lvl[len].n || m->lvl[len].end) set_bit(bits, id);
     }
-    dead_at = UINT32_MAX;
-    if (valid > l) valid = l;
-    if (has_bit(bits, id)) continue;
-    const uint8_t *b = v->bytes + v->off[r];
-    uint32_t d = valid;
-    for (; d < len; d++) {
-      if (!step(m, d, b[d])) return false;
-      if (!m->lv_n[d + 1]) break;
-    }
-    if (d < len) { /* level d + 1 has no heads */
-      dead_at = d + 1;
-      dead_end = m->lv_end[d + 1];
-      valid = d + 1;
-      if (d + 1 == len && dead_end) set_bit(bits, id);
-      continue;
-    }
-    valid = len;
-    if (m->lv_n[len] || m->lv_end[len]) set_bit(bits, id);
   }
   return true;
 }
@@ -129,15 +131,37 @@ static bool walk_list(pa_gmatcher *m, const uint32_t *ranks, const uint8_t *lcp,
 typedef struct {
   int32_t *acc;
   uint32_t n_acc;
-  uint32_t *unc;
-  uint32_t n_unc;
+  uint32_t *unc_start, *unc_end; /* rank ranges, ascending, merged when adjacent */
+  uint32_t n_unc, cap_unc;
+  bool oom;
 } sort_out;
+
+static void add_unc(sort_out *o, uint32_t a, uint32_t z) {
+  if (o->n_unc && o->unc_end[o->n_unc - 1] == a) {
+    o->unc_end[o->n_unc - 1] = z;
+    return;
+  }
+  if (o->n_unc == o->cap_unc) {
+    uint32_t cap = o->cap_unc ? o->cap_unc * 2 : 256;
+    uint32_t *s = realloc(o->unc_start, (size_t)cap * sizeof *s);
+    if (s) o->unc_start = s;
+    uint32_t *e = realloc(o->unc_end, (size_t)cap * sizeof *e);
+    if (e) o->unc_end = e;
+    if (!s || !e) {
+      o->oom = true;
+      return;
+    }
+    o->cap_unc = cap;
+  }
+  o->unc_start[o->n_unc] = a;
+  o->unc_end[o->n_unc++] = z;
+}
 
 static void classify(sort_out *o, uint32_t r, int32_t id, bool accepted, bool uncertain) {
   if (accepted)
     o->acc[o->n_acc++] = id;
   else if (uncertain)
-    o->unc[o->n_unc++] = r;
+    add_unc(o, r, r + 1);
 }
 
 /* Walks the whole vocabulary from the single head (node over an unknown
@@ -145,6 +169,7 @@ static void classify(sort_out *o, uint32_t r, int32_t id, bool accepted, bool un
 static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
   const pa_gvocab *v = m->g->vocab;
   const pa_grammar *g = m->g;
+  const uint32_t n_sorted = (uint32_t)v->n_sorted;
   const pa_ghead h = {node, PA_G_NONE};
   level0(m, &h, 1);
   /* the bytes that keep a plain state in itself (a string's characters):
@@ -152,25 +177,25 @@ static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
   uint64_t loop[4] = {0};
   if (g->flags[node] == PA_GS_BYTES)
     for (int b = 0; b < 256; b++)
-      if (g->trans[(size_t)node * g->n_cls + g->cls[b]] == node) loop[b >> 6] |= 1ull << (b & 63);
+      if (g->trans[(size_t)node * g->n_cls + g->cls[b]] == node) /* a plain state: no PA_G_SLOW */
+        loop[b >> 6] |= 1ull << (b & 63);
   const bool loops = loop[0] | loop[1] | loop[2] | loop[3];
   uint32_t valid = 0, dead_at = UINT32_MAX;
   bool dead_end = false, dead_unc_eq = false, dead_unc_deeper = false;
-  for (uint32_t r = 0; r < (uint32_t)v->n_sorted;) {
+  for (uint32_t r = 0; r < n_sorted;) {
     const uint32_t l = v->lcp[r], len = v->off[r + 1] - v->off[r];
     const int32_t id = v->sorted_id[r];
     if (l >= dead_at) {
-      /* tokens spelling just the prefix come first, then the longer ones:
-       * when those are all rejected, jump past them */
+      /* tokens spelling just the prefix come first, then the longer ones,
+       * all rejected or all uncertain: jump past them */
       if (len == dead_at) {
         classify(o, r, id, dead_end, dead_unc_eq);
-      } else if (!dead_unc_deeper) {
-        r = pa_gskip_hop(v->lcp, v->skip, r, (uint32_t)v->n_sorted, dead_at);
-        continue;
+        r++;
       } else {
-        classify(o, r, id, false, true);
+        uint32_t next = pa_gskip_hop(v->lcp, v->skip, r, n_sorted, dead_at);
+        if (dead_unc_deeper) add_unc(o, r, next);
+        r = next;
       }
-      r++;
       continue;
     }
     dead_at = UINT32_MAX;
@@ -187,15 +212,15 @@ static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
     uint32_t d = valid;
     for (; d < len; d++) {
       if (!step(m, d, b[d])) return false;
-      if (!m->lv_n[d + 1]) break;
+      if (!m->lvl[d + 1].n) break;
     }
     if (d < len) {
       const uint32_t D = d + 1;
       dead_at = D;
       valid = D;
-      dead_end = m->lv_end[D];
-      dead_unc_eq = m->lv_unc[D];                     /* a token ending at D */
-      dead_unc_deeper = m->lv_unc[D] || m->lv_end[D]; /* one going past it */
+      dead_end = m->lvl[D].end;
+      dead_unc_eq = m->lvl[D].unc;                      /* a token ending at D */
+      dead_unc_deeper = m->lvl[D].unc || m->lvl[D].end; /* one going past it */
       if (D == len)
         classify(o, r, id, dead_end, dead_unc_eq);
       else
@@ -204,20 +229,19 @@ static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
       continue;
     }
     valid = len;
-    classify(o, r, id, m->lv_n[len] || m->lv_end[len], m->lv_unc[len]);
+    classify(o, r, id, m->lvl[len].n || m->lvl[len].end, m->lvl[len].unc);
     r++;
   }
-  return true;
+  return !o->oom || pa_gm_fail(m, "out of memory for a token cache");
 }
 
 /* Builds the cache of `node` (NULL with the error set on failure). */
 static pa_gcache *build_cache(pa_gmatcher *m, uint32_t node) {
   const pa_gvocab *v = m->g->vocab;
   const int32_t nv = v->n_vocab;
-  sort_out o = {malloc(((size_t)v->n_sorted + 1) * sizeof *o.acc), 0,
-                malloc(((size_t)v->n_sorted + 1) * sizeof *o.unc), 0};
+  sort_out o = {.acc = malloc(((size_t)v->n_sorted + 1) * sizeof *o.acc)};
   pa_gcache *c = NULL;
-  if (!o.acc || !o.unc) {
+  if (!o.acc) {
     pa_gm_fail(m, "out of memory for a token cache");
     goto out;
   }
@@ -242,29 +266,30 @@ static pa_gcache *build_cache(pa_gmatcher *m, uint32_t node) {
     p += words * 8;
   } else {
     c->acc_ids = (int32_t *)p;
-    memcpy(c->acc_ids, o.acc, (size_t)o.n_acc * 4);
+    if (o.n_acc) memcpy(c->acc_ids, o.acc, (size_t)o.n_acc * 4);
     p += (size_t)o.n_acc * 4;
   }
-  c->unc_rank = (uint32_t *)p;
-  memcpy(c->unc_rank, o.unc, (size_t)o.n_unc * 4);
+  c->unc_start = (uint32_t *)p;
   p += (size_t)o.n_unc * 4;
-  c->unc_skip = (uint32_t *)p;
+  c->unc_end = (uint32_t *)p;
   p += (size_t)o.n_unc * 4;
   c->unc_lcp = p;
   for (uint32_t i = 0; i < o.n_unc; i++) {
+    c->unc_start[i] = o.unc_start[i];
+    c->unc_end[i] = o.unc_end[i];
     uint32_t l = 0;
-    if (i > 0) {
-      const uint32_t a = o.unc[i - 1], b = o.unc[i];
+    if (i > 0) { /* the first of this range against the last of the one before */
+      const uint32_t a = o.unc_end[i - 1] - 1, b = o.unc_start[i];
       const uint32_t na = v->off[a + 1] - v->off[a], nb = v->off[b + 1] - v->off[b];
       const uint8_t *pa = v->bytes + v->off[a], *pb = v->bytes + v->off[b];
       while (l < na && l < nb && l < 255 && pa[l] == pb[l]) l++;
     }
     c->unc_lcp[i] = (uint8_t)l;
   }
-  pa_gskip_build(c->unc_lcp, o.n_unc, c->unc_skip);
 out:
   free(o.acc);
-  free(o.unc);
+  free(o.unc_start);
+  free(o.unc_end);
   return c;
 }
 
@@ -317,7 +342,7 @@ int64_t pa_gmatcher_mask(pa_gmatcher *m, uint64_t *bits) {
       }
       if (c->n_unc) {
         level0(m, group, n);
-        bool ok = walk_list(m, c->unc_rank, c->unc_lcp, c->unc_skip, c->n_unc, bits);
+        bool ok = walk_ranges(m, c->unc_start, c->unc_end, c->unc_lcp, c->n_unc, bits);
         pa_gm_drop_scratch(m);
         if (!ok) goto fail;
       }
@@ -347,10 +372,10 @@ bool pa_gmatcher_allows(pa_gmatcher *m, int32_t token) {
   uint32_t d = 0;
   for (; d < len && ok; d++) {
     ok = step(m, d, b[d]);
-    if (ok && !m->lv_n[d + 1]) break;
+    if (ok && !m->lvl[d + 1].n) break;
   }
   bool alive =
-      ok && (d == len ? m->lv_n[len] > 0 || m->lv_end[len] : d + 1 == len && m->lv_end[len]);
+      ok && (d == len ? m->lvl[len].n > 0 || m->lvl[len].end : d + 1 == len && m->lvl[len].end);
   pa_gm_drop_scratch(m);
   return alive;
 }

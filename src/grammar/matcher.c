@@ -179,11 +179,11 @@ bool pa_gm_advance(pa_gmatcher *m, const pa_ghead *in, uint32_t n_in, uint8_t by
   for (uint32_t i = 0; i < n_in; i++) {
     uint32_t t = g->trans[(size_t)in[i].node * nc + c];
     if (t == PA_G_NONE) continue;
-    if (g->flags[t] == PA_GS_BYTES) { /* the common case: stays inside the rule */
+    if (!(t & PA_G_SLOW)) { /* the common case: stays inside the rule */
       if (!emit(m, o, t, in[i].parent)) return false;
       continue;
     }
-    if (!pa_gm_closure(m, t, in[i].parent, scratch, o)) return false;
+    if (!pa_gm_closure(m, t & ~PA_G_SLOW, in[i].parent, scratch, o)) return false;
   }
   m->steps += n_in;
   if (m->steps > PA_G_WORK_BUDGET) return pa_gm_fail(m, "the grammar is too costly to follow");
@@ -208,14 +208,11 @@ int pa_gmatcher_create(const pa_grammar *g, pa_gmatcher **out) {
   m->work = malloc(PA_G_MAX_CLOSURE * sizeof *m->work);
   for (int i = 0; i < 3; i++) m->buf[i] = malloc(PA_G_MAX_HEADS * sizeof *m->buf[i]);
   m->max_len = g->vocab ? g->vocab->max_len : 0;
-  m->lv_off = malloc(((size_t)m->max_len + 2) * sizeof *m->lv_off);
-  m->lv_n = malloc(((size_t)m->max_len + 2) * sizeof *m->lv_n);
-  m->lv_end = malloc((size_t)m->max_len + 2);
-  m->lv_unc = malloc((size_t)m->max_len + 2);
+  m->lvl = malloc(((size_t)m->max_len + 2) * sizeof *m->lvl);
   m->lv_cap = 4 * PA_G_MAX_HEADS;
   m->lv = malloc(m->lv_cap * sizeof *m->lv);
   if (!m->frames || !m->ctab || !m->stab || !m->sstamp || !m->work || !m->buf[0] || !m->buf[1] ||
-      !m->buf[2] || !m->lv_off || !m->lv_n || !m->lv_end || !m->lv_unc || !m->lv) {
+      !m->buf[2] || !m->lvl || !m->lv) {
     pa_gmatcher_free(m);
     return pa_error(PASADA_ERR_NOMEM, "grammar: out of memory for a matcher");
   }
@@ -232,10 +229,7 @@ void pa_gmatcher_free(pa_gmatcher *m) {
   free(m->sstamp);
   free(m->work);
   for (int i = 0; i < 3; i++) free(m->buf[i]);
-  free(m->lv_off);
-  free(m->lv_n);
-  free(m->lv_end);
-  free(m->lv_unc);
+  free(m->lvl);
   free(m->lv);
   free(m);
 }

@@ -19,6 +19,13 @@ typedef struct {
   bool end;
 } pa_gout;
 
+/* One level of a walk: the heads after a token's first d bytes. */
+typedef struct {
+  uint32_t off, n; /* heads at lv[off .. off + n) */
+  uint8_t end;     /* the root (or, for a cache, the rule) can end here */
+  uint8_t unc;     /* it could end at a shorter prefix: what follows is uncertain */
+} pa_glevel;
+
 struct pa_gmatcher {
   const pa_grammar *g;
   /* frames: committed [0, n_committed), scratch [n_committed, n_frames) */
@@ -37,12 +44,11 @@ struct pa_gmatcher {
   uint64_t vkey[PA_GM_VISIT_SLOTS];
   uint32_t vstamp[PA_GM_VISIT_SLOTS], vcur;
   uint64_t steps; /* automaton steps of the current call, against PA_G_WORK_BUDGET */
-  /* walk levels: level d's heads at lv[lv_off[d] .. + lv_n[d]) */
+  /* walk levels: level d's heads at lv[lvl[d].off .. + lvl[d].n) */
   uint32_t max_len;
   pa_ghead *lv;
   uint32_t lv_cap;
-  uint32_t *lv_off, *lv_n;
-  uint8_t *lv_end, *lv_unc;
+  pa_glevel *lvl;
   char err[200];
 };
 

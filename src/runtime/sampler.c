@@ -60,6 +60,8 @@ struct pa_sampler {
 /* Top-p without top-k buckets the logits by distance to the maximum, so only
  * the tokens of the bucket where the mass crosses top_p need sorting. */
 #define PA_TOP_P_BUCKETS 4096
+/* Draws tried against a grammar before its mask is computed (no truncation). */
+#define PA_REJECT_TRIES 4
 /* Scans go by blocks of this many logits; a block whose maximum cannot
  * change the result is skipped after one vectorised pass. */
 #define PA_SCAN_BLOCK 64
@@ -742,6 +744,22 @@ int pasada_sampler_sample(pasada_sampler *s, const float *logits, int32_t n_voca
     if (pa_gmatcher_allows(s->con.matcher, best)) {
       *out = best;
       return PASADA_OK;
+    }
+  }
+  if ((s->p.top_k <= 0 || s->p.top_k >= n_vocab) && s->p.top_p >= 1.0f && s->p.min_p <= 0.0f &&
+      s->p.temp > 0.0f) {
+    /* no truncation: the chain draws token x with weight w(x), the same
+     * over the masked logits but for the masked tokens, so a draw repeated
+     * until the grammar allows it (rejection) is a draw from the masked
+     * chain; after a few refusals the mask decides (still exact: each
+     * refused draw leaves the distribution of what follows unchanged) */
+    prepare(s, logits, n_vocab, false);
+    for (int k = 0; s->dense && k < PA_REJECT_TRIES; k++) {
+      const int32_t t = dense_draw(s, pa_sampler_uniform(s));
+      if (pa_gmatcher_allows(s->con.matcher, t)) {
+        *out = t;
+        return PASADA_OK;
+      }
     }
   }
   if ((st = pa_sconstraint_mask(&s->con))) return st;

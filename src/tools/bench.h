@@ -135,6 +135,47 @@ void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_resu
 /* Exactly one JSON object and a newline; returns 0, or -1 if out of memory. */
 int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result *r);
 
+/* ---- constrained decoding (bench_grammar.c) ---- */
+#define PA_BENCH_MAX_USERS 8 /* user counts in one run */
+typedef struct {
+  const char *model_path;
+  const char *backend;
+  const char *source; /* the grammar's file, for the report */
+  const char *gbnf;
+  size_t gbnf_len;
+  int32_t users[PA_BENCH_MAX_USERS]; /* sequences decoding together, one run each */
+  int n_users;
+  int32_t n_gen;     /* steps */
+  int32_t n_threads; /* 0: every online core */
+  uint64_t seed;
+  float temp;        /* the samplers' (top-k/top-p/min-p off: every token a candidate) */
+  bool shared;       /* one grammar for every user (else each compiles its own) */
+  bool progress;
+  pasada_kv_type kv_type;
+} pa_bench_grammar_params;
+
+typedef struct {
+  int32_t users, steps, restarts;
+  double decode_ms;        /* the batched forward pass, mean per step */
+  double mask_ms;          /* every user's full mask, one after another: mean per step */
+  double mask_p50_ms, mask_max_ms; /* per step, over the steps */
+  double mask_user_max_ms; /* the slowest single mask */
+  double sample_plain_ms, sample_grammar_ms; /* the sampling phase without and with the grammar */
+} pa_bench_grammar_row;
+
+typedef struct {
+  int32_t n_vocab;
+  uint32_t n_states;
+  double compile_ms;
+  pa_bench_grammar_row rows[PA_BENCH_MAX_USERS];
+  int n_rows;
+} pa_bench_grammar_result;
+
+int pa_bench_grammar_run(const pa_bench_grammar_params *p, pa_bench_grammar_result *r);
+/* The table (or one JSON object). */
+void pa_bench_grammar_print(FILE *f, const pa_bench_grammar_params *p, const pa_bench_grammar_result *r,
+                            bool json);
+
 /* /proc/self/status fields in bytes (0 when unreadable). */
 void pa_bench_read_rss(uint64_t *rss, uint64_t *hwm);
 

@@ -132,7 +132,7 @@ static inline pasada_model *smollm2_vocab(void) {
   return m;
 }
 
-static pasada_grammar *compile(const pasada_tokenizer *tok, const char *gbnf) {
+static inline pasada_grammar *compile(const pasada_tokenizer *tok, const char *gbnf) {
   pasada_grammar *g = NULL;
   int st = pasada_grammar_create(tok, gbnf, strlen(gbnf), NULL, &g);
   CHECK(st == PASADA_OK, "grammar should compile: %s\n%s", pasada_last_error(), gbnf);
