@@ -3,10 +3,22 @@
  * its syntax tree and its constants and is never changed by a render, so
  * renders may run on several threads at once; and a model's own template
  * with its BOS and EOS text. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "template/tpl.h"
+
+/* Keeps the message of a failure on one line (a template's text or a
+ * raise_exception message may hold newlines and other control characters). */
+static int one_line(int rc) {
+  if (rc == PASADA_OK) return rc;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", pa_last_error());
+  for (char *p = msg; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
+  return pa_error(rc, "%s", msg);
+}
 
 PASADA_API int pasada_template_parse(const char *src, size_t len, pasada_template **out) {
   if (!out) return pa_error(PASADA_ERR_ARG, "template: no output given");
@@ -17,7 +29,7 @@ PASADA_API int pasada_template_parse(const char *src, size_t len, pasada_templat
   tpl_heap_init(&t->heap, SIZE_MAX / 2, SIZE_MAX / 2, true);
   tpl_heap *saved = tpl_heap_cur;
   tpl_heap_cur = &t->heap;
-  const int rc = tpl_parse(t, src ? src : "", len);
+  const int rc = one_line(tpl_parse(t, src ? src : "", len));
   tpl_heap_cur = saved;
   if (rc) {
     pasada_template_free(t);
@@ -33,7 +45,7 @@ PASADA_API int pasada_template_render(const pasada_template *t, const char *cont
   *out = NULL;
   if (!t) return pa_error(PASADA_ERR_ARG, "template: no template given");
   if (!context_json) return pa_error(PASADA_ERR_ARG, "template: no variables given");
-  return tpl_render(t, context_json, len, &tpl_default_limits, out);
+  return one_line(tpl_render(t, context_json, len, &tpl_default_limits, out));
 }
 
 PASADA_API void pasada_template_free(pasada_template *t) {

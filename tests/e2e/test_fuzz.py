@@ -10,6 +10,9 @@ crash, sanitizer report, leak or timeout they find:
 - fuzz_output (tests/fuzz/fuzz_output.c): the parser of generated text into
   content, reasoning and tool calls, seeded with the assistant turns the
   corpus's chat templates render (tests/fixtures/output/cases.json).
+- fuzz_template (tests/fuzz/fuzz_template.c): the Jinja chat-template engine
+  (a template, then optionally its JSON variables), seeded with the corpus of
+  real chat templates (../shared/chat-templates) and a few of every construct.
 The fuzz build lives in PASADA_FUZZ_BUILD_DIR (default build-fuzz/, made by
 scripts/build fuzz); a missing binary is a failure, not a skip."""
 import json
@@ -116,3 +119,26 @@ def test_fuzz_output(tmp_path):
             k += 1
     assert k > 400
     run_fuzzer("fuzz_output", corpus, tmp_path, 4096)
+
+
+def test_fuzz_template(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    templates = (ROOT / ".." / "shared" / "chat-templates").resolve()
+    for path in sorted(templates.glob("*.jinja")) if templates.is_dir() else []:
+        shutil.copy(path, corpus / path.name)
+    snippets = [
+        "{% for m in messages %}{{ m.role }}: {{ m.content | trim }}{% if not loop.last %}\n{% endif %}"
+        "{% endfor %}",
+        "{% macro f(x, y=2) %}{{ x ~ y }}{{ caller() if caller is defined }}{% endmacro %}"
+        "{% call f(1) %}c{% endcall %}{{ f('a', y=[1, 2][1:]) }}",
+        "{% set ns = namespace(n=0) %}{% for t in tools | selectattr('type', 'eq', 'function') %}"
+        "{% set ns.n = ns.n + 1 %}{{ t.function | tojson(indent=2) }}{% endfor %}{{ ns.n }}",
+        "{{ '%s-%05.1f' % ('a', 2.5) }}{{ '{:>4}'.format(1) }}{{ d | dictsort }}{{ 7 // 2 ** 2 }}",
+        "{%- raw -%} {{ x }} {%- endraw %}{# c #}  {%+ if true -%} y {%- endif %}",
+        "{{ strftime_now('%d %b %Y') }}\x00{\"d\": {\"b\": 1, \"a\": [1.5, null, true]}}",
+    ]
+    for i, s in enumerate(snippets):
+        (corpus / f"snippet{i}").write_bytes(s.encode())  # after a NUL: the variables
+    assert len(list(corpus.iterdir())) >= len(snippets)
+    run_fuzzer("fuzz_template", corpus, tmp_path, 20000)
