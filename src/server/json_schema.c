@@ -636,8 +636,12 @@ static bool gen_object(js_ctx *c, const cJSON *s, srv_buf *expr) {
       required[i] |= !strcmp(r->valuestring, p->string);
   }
   for (const cJSON *r = req ? req->child : NULL; ok && r; r = r->next)
-    if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring))
+    if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
+      if (cJSON_IsFalse(add))
+        ok = js_fail(c, "'%.64s' is required, but not a property and additionalProperties is false",
+                     r->valuestring);
       names[i] = r->valuestring, schema[i] = NULL, required[i++] = true;
+    }
   /* one rule per member: "name" ws ":" ws value ws */
   for (i = 0; ok && i < k; i++) {
     if ((kv[i] = js_new_rule(c)) < 0) {
@@ -1048,17 +1052,21 @@ bool srv_json_schema_rules(const cJSON *schema, const char *prefix, srv_buf *out
 }
 
 char *srv_json_schema_gbnf(const cJSON *schema, srv_error *e) {
+  /* the value may follow the same bounded whitespace as inside it (a JSON
+   * text may start with whitespace; models often open with a newline) */
   srv_buf out = {0};
+  js_put(&out, "root ::= ( \" \" | \"\\n\" [ \\t]{0,24} )? root-v\n");
   bool ok;
   if (!schema) {
     cJSON *obj = cJSON_CreateObject();
     cJSON_AddStringToObject(obj, "type", "object");
-    ok = obj && srv_json_schema_rules(obj, "root", &out, e);
+    ok = obj && srv_json_schema_rules(obj, "root-v", &out, e);
     cJSON_Delete(obj);
   } else {
-    ok = srv_json_schema_rules(schema, "root", &out, e);
+    ok = srv_json_schema_rules(schema, "root-v", &out, e);
   }
-  if (!ok) {
+  if (!ok || out.failed) {
+    if (ok) srv_fail(e, 500, "server_error", NULL, "", "json_schema: out of memory");
     srv_buf_free(&out);
     return NULL;
   }

@@ -153,9 +153,9 @@ static void test_json_object(const pasada_tokenizer *tok) {
           pasada_last_error());
   if (g) {
     static const char *yes[] = {"{}", "{\"a\": [1, 2.5e3, {\"b\": null}], \"c\": \"\\u00e9\\n\"}",
-                                "{ \"x\" : true }"};
+                                "{ \"x\" : true }", " {}", "\n  {}"};
     static const char *no[] = {
-        "[]", "1", "\"s\"", "{\"a\" 1}", "{\"a\": 01}", "{\"a\": [1,]}", "{'a': 1}", " {}"};
+        "[]", "1", "\"s\"", "{\"a\" 1}", "{\"a\": 01}", "{\"a\": [1,]}", "{'a': 1}", "  {}", "{} "};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
       CHECK(accepts(g, yes[i]), "json_object refused %s", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)

@@ -1,0 +1,184 @@
+"""Structured output end to end: the schema cases of
+tests/fixtures/schemas/cases.json judged by the jsonschema package (the
+fixtures the C test runs through the grammar are right), then real models
+constrained by `pasada run --json-schema` / `--grammar`: every output that
+ended by itself (end of generation, not the length limit) parses and
+validates; greedy output under a schema is the unconstrained greedy output
+wherever that already was a valid instance; errors are one line naming the
+problem; and `pasada bench --json-schema` reports its per-step figures."""
+import json
+import pathlib
+import re
+import subprocess
+
+import jsonschema
+import pytest
+
+from conftest import FIXTURES
+
+CASES = json.loads((FIXTURES / "schemas" / "cases.json").read_text())
+STATS_RE = re.compile(r"generated (\d+) tokens")
+
+
+def case(name):
+    return next(c for c in CASES if c["name"] == name)
+
+
+def run(binary, *args, timeout=300):
+    return subprocess.run([str(binary), *map(str, args)], capture_output=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def text(b):
+    return b.decode("utf-8", errors="replace")
+
+
+def write_schema(tmp_path, name, schema):
+    p = tmp_path / (re.sub(r"\W+", "_", name) + ".json")
+    p.write_text(json.dumps(schema))
+    return p
+
+
+# ---- the fixtures themselves ----
+
+@pytest.mark.parametrize("c", [c for c in CASES if "error" not in c], ids=lambda c: c["name"])
+def test_fixture_cases_agree_with_jsonschema(c):
+    """Valid instances validate, invalid ones do not, and the 'stricter' ones
+    (refused by the grammar by design, e.g. properties out of order) are
+    valid JSON Schema instances."""
+    cls = jsonschema.Draft7Validator if c.get("draft") == 7 else jsonschema.Draft202012Validator
+    v = cls(c["schema"])
+    for inst in c.get("valid", []) + c.get("stricter", []):
+        assert v.is_valid(inst), (c["name"], inst)
+    # formats are annotations unless checked: the format checker judges
+    # those it has (date-time needs an optional package)
+    checker = jsonschema.FormatChecker()
+    fmt = c["schema"].get("format") if isinstance(c["schema"], dict) else None
+    if fmt and fmt not in checker.checkers:
+        return
+    fv = cls(c["schema"], format_checker=checker)
+    for inst in c.get("invalid", []):
+        assert not fv.is_valid(inst), (c["name"], inst)
+
+
+# ---- models under a schema ----
+
+GEN_CASES = ["integer range", "enum", "type array", "string lengths", "object all required",
+             "object optional properties", "array bounds", "nested objects and arrays", "anyOf",
+             "oneOf discriminated", "allOf merge", "$ref and $defs", "recursive tree", "uuid",
+             "date-time", "pattern anchored", "number bounds", "OpenAI strict style",
+             "unicode property names", "prefixItems then items"]
+
+
+def generate(binary, model, schema_path, seed, temp="0.8", n=200, prompt=None):
+    prompt = prompt or "Give an example of a JSON value for this task. Reply with JSON only."
+    res = run(binary, "run", "-m", model, "--chat", "-p", prompt, "--json-schema", schema_path,
+              "--temp", temp, "--seed", seed, "-n", n)
+    assert res.returncode == 0, text(res.stderr)
+    m = STATS_RE.search(text(res.stderr))
+    assert m, text(res.stderr)
+    return res.stdout.decode("utf-8"), int(m.group(1)) < n
+
+
+def check_outputs(binary, model, tmp_path, names, seeds):
+    ended = 0
+    for name in names:
+        c = case(name)
+        path = write_schema(tmp_path, name, c["schema"])
+        for seed in seeds:
+            out, by_itself = generate(binary, model, path, seed)
+            if not by_itself:
+                continue  # the length limit cut it: not a whole value
+            ended += 1
+            value = json.loads(out)
+            jsonschema.validate(value, c["schema"])
+    return ended
+
+
+def test_smollm2_outputs_validate(pasada_bin, smollm2, tmp_path):
+    ended = check_outputs(pasada_bin, smollm2, tmp_path, GEN_CASES, ["1", "2"])
+    assert ended >= len(GEN_CASES), f"only {ended} of {2 * len(GEN_CASES)} outputs ended by themselves"
+
+
+def test_gemma3_outputs_validate(pasada_bin, gemma3, tmp_path):
+    names = ["object optional properties", "nested objects and arrays", "anyOf", "recursive tree",
+             "pattern anchored", "OpenAI strict style"]
+    ended = check_outputs(pasada_bin, gemma3, tmp_path, names, ["3"])
+    assert ended >= len(names) // 2, f"only {ended} of {len(names)} outputs ended by themselves"
+
+
+FEW_SHOT = ('Person: Alice, 30 years old, likes tea.\nJSON: {"name": "Alice", "age": 30, "likes": ["tea"]}\n'
+            'Person: Bob, 25 years old, likes chess and go.\nJSON:')
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                          "likes": {"type": "array", "items": {"type": "string"}}},
+          "required": ["name", "age", "likes"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize("model_fixture", ["smollm2", "gemma3"])
+def test_greedy_matches_unconstrained_when_valid(pasada_bin, model_fixture, request, tmp_path):
+    """Greedy decoding under a schema picks the unconstrained argmax whenever
+    the grammar allows it: where the unconstrained greedy text starts with a
+    valid instance, the constrained text is that instance."""
+    model = request.getfixturevalue(model_fixture)
+    path = write_schema(tmp_path, "person", PERSON)
+    free = run(pasada_bin, "run", "-m", model, "-p", FEW_SHOT, "--temp", "0", "-n", "60", "--no-stats")
+    assert free.returncode == 0, text(free.stderr)
+    t = free.stdout.decode("utf-8")
+    lead = len(t) - len(t.lstrip(" \n"))
+    value, end = json.JSONDecoder().raw_decode(t, lead)
+    jsonschema.validate(value, PERSON)  # the prompt makes both models write one
+    bound = run(pasada_bin, "run", "-m", model, "-p", FEW_SHOT, "--temp", "0", "-n", "60", "--no-stats",
+                "--json-schema", path)
+    assert bound.returncode == 0, text(bound.stderr)
+    assert bound.stdout.decode("utf-8") == t[:end]
+
+
+def test_grammar_file(pasada_bin, smollm2, tmp_path):
+    g = tmp_path / "answer.gbnf"
+    g.write_text('root ::= "The answer is " digit+ "."\ndigit ::= [0-9]\n')
+    for seed in ["1", "2", "3"]:
+        res = run(pasada_bin, "run", "-m", smollm2, "--chat", "-p", "What is 6 times 7?", "--grammar", g,
+                  "--temp", "1.0", "--seed", seed, "-n", "40", "--no-stats")
+        assert res.returncode == 0, text(res.stderr)
+        assert re.fullmatch(r"The answer is [0-9]+\.", text(res.stdout)), res.stdout
+
+
+def assert_one_line_error(res, *must):
+    err = text(res.stderr)
+    assert res.returncode == 1, err
+    assert len(err.splitlines()) == 1 and err.startswith("pasada: error: "), err
+    for s in must:
+        assert s in err, err
+
+
+def test_errors_name_the_problem(pasada_bin, smollm2, tmp_path):
+    bad_schema = write_schema(tmp_path, "bad", {"type": "object", "properties": {"a": {"not": {}}}})
+    assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", bad_schema),
+                          "unsupported keyword 'not'", "#/properties/a")
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text('root ::= "a" b\nb ::= "x" (\n')
+    assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--grammar", bad), "line 2, column")
+    left = tmp_path / "left.gbnf"
+    left.write_text('root ::= root "a" | "b"\n')
+    assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--grammar", left), "left-recursive")
+    notjson = tmp_path / "x.json"
+    notjson.write_text("{")
+    assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", notjson),
+                          "not valid JSON")
+    both = run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--grammar", bad, "--json-schema", notjson)
+    assert both.returncode == 2
+
+
+def test_bench_constrained(pasada_bin, smollm2, tmp_path):
+    path = write_schema(tmp_path, "nested", case("nested objects and arrays")["schema"])
+    res = subprocess.run([str(pasada_bin), "bench", "-m", str(smollm2), "--json-schema", str(path), "-n", "24",
+                          "--users", "1,4", "-t", "2", "--json", "-q"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["n_vocab"] == 49152 and r["grammar"]["states"] > 0
+    assert [row["users"] for row in r["rows"]] == [1, 4]
+    for row in r["rows"]:
+        assert row["steps"] == 24
+        assert row["decode_ms"] > 0 and row["mask_ms"] > 0 and row["sample_grammar_ms"] > 0
+        assert row["mask_p50_ms"] <= row["mask_max_ms"]
+        assert abs(row["mask_share"] - row["mask_ms"] / row["decode_ms"]) < 1e-3
