@@ -3,7 +3,8 @@
  * additional ones after them with keys that are not the listed names),
  * arrays (prefix items, then items, counted), $ref (one rule per target, so
  * recursion works), anyOf / oneOf (alternatives, siblings merged into each)
- * and allOf (merged). Strings, numbers and literals are json_schema_text.c's. */
+ * and the primitive rules. References are resolved and allOf merged by
+ * json_schema_ref.c; strings, numbers and literals are json_schema_text.c's. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,9 +13,9 @@
 
 #include "server/json_schema_int.h"
 
-static const char *const annotations[] = {
-    "title",      "description", "examples",  "default", "$schema",     "$id", "$comment",
-    "deprecated", "readOnly",    "writeOnly", "$defs",   "definitions", NULL};
+const char *const js_annotations[] = {"title", "description", "examples",   "default",  "$schema",
+                                      "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+                                      "$defs", "definitions", NULL};
 static const char *const handled[] = {"type",
                                       "enum",
                                       "const",
@@ -47,7 +48,7 @@ static const char *const string_keys[] = {"minLength", "maxLength", "pattern", "
 static const char *const number_keys[] = {"minimum", "maximum", "exclusiveMinimum",
                                           "exclusiveMaximum", NULL};
 
-static bool in_list(const char *const *list, const char *k) {
+bool js_in_list(const char *const *list, const char *k) {
   for (; *list; list++)
     if (!strcmp(*list, k)) return true;
   return false;
@@ -115,257 +116,13 @@ static void pop_path(js_ctx *c, size_t old) {
   c->path[old] = 0;
 }
 
-/* The schema a local "$ref" names (a JSON pointer after '#'). */
-static const cJSON *resolve(js_ctx *c, const char *ref) {
-  if (ref[0] != '#')
-    return js_fail(c, "$ref '%.200s': only references into the same schema (#...) are supported",
-                   ref),
-           NULL;
-  const cJSON *node = c->root;
-  const char *p = ref + 1;
-  while (*p == '/') {
-    p++;
-    char seg[256];
-    size_t n = 0;
-    for (; *p && *p != '/' && n + 1 < sizeof seg; p++) {
-      char ch = *p;
-      if (ch == '~' && (p[1] == '0' || p[1] == '1'))
-        ch = *++p == '0' ? '~' : '/';
-      else if (ch == '%' && p[1] && p[2]) {
-        unsigned v;
-        if (sscanf(p + 1, "%2x", &v) == 1) ch = (char)v, p += 2;
-      }
-      seg[n++] = ch;
-    }
-    seg[n] = 0;
-    if (cJSON_IsArray(node)) {
-      char *end;
-      long i = strtol(seg, &end, 10);
-      node = *end || i < 0 ? NULL : cJSON_GetArrayItem(node, (int)i);
-    } else if (cJSON_IsObject(node)) {
-      node = cJSON_GetObjectItemCaseSensitive(node, seg);
-    } else {
-      node = NULL;
-    }
-    if (!node) return js_fail(c, "$ref '%.200s' names nothing in the schema", ref), NULL;
-  }
-  if (*p) return js_fail(c, "$ref '%.200s' is not a JSON pointer", ref), NULL;
-  return node;
-}
-
-static cJSON *own(js_ctx *c, cJSON *x) {
-  if (!x) return js_fail(c, "out of memory"), NULL;
-  if (c->n_owned == c->cap_owned) {
-    int cap = c->cap_owned ? c->cap_owned * 2 : 16;
-    cJSON **v = realloc(c->owned, (size_t)cap * sizeof *v);
-    if (!v) {
-      cJSON_Delete(x);
-      return js_fail(c, "out of memory"), NULL;
-    }
-    c->owned = v;
-    c->cap_owned = cap;
-  }
-  c->owned[c->n_owned++] = x;
-  return x;
-}
-
-/* Whether schema s has keys other than annotations and `except`. */
-static bool constrains(const cJSON *s, const char *except) {
-  if (!cJSON_IsObject(s)) return false;
-  for (const cJSON *k = s->child; k; k = k->next)
-    if (!in_list(annotations, k->string) && (!except || strcmp(k->string, except))) return true;
-  return false;
-}
-
-/* ---- allOf: merging schemas ---- */
-
-static cJSON *merge(js_ctx *c, const cJSON *a, const cJSON *b);
-
-/* s with its $ref and allOf folded in (a new owned schema, or s itself). */
-static const cJSON *flatten(js_ctx *c, const cJSON *s) {
-  if (c->failed) return NULL;
-  if (cJSON_IsTrue(s)) return own(c, cJSON_CreateObject());
-  if (!cJSON_IsObject(s)) return js_fail(c, "a schema must be an object or a boolean"), NULL;
-  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
-  const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
-  if (!ref && !all) return s;
-  if (++c->depth > JS_MAX_DEPTH)
-    return js_fail(c, "schemas nest deeper than %d (a recursive allOf?)", JS_MAX_DEPTH), NULL;
-  cJSON *rest = own(c, cJSON_Duplicate(s, true));
-  if (!rest) return NULL;
-  cJSON_DeleteItemFromObjectCaseSensitive(rest, "$ref");
-  cJSON_DeleteItemFromObjectCaseSensitive(rest, "allOf");
-  const cJSON *acc = rest;
-  if (ref) {
-    if (!cJSON_IsString(ref)) return js_fail(c, "$ref must be a string"), NULL;
-    const cJSON *target = resolve(c, ref->valuestring);
-    const cJSON *flat = target ? flatten(c, target) : NULL;
-    acc = flat ? merge(c, acc, flat) : NULL;
-  }
-  if (all && acc) {
-    if (!cJSON_IsArray(all) || !cJSON_GetArraySize(all))
-      return js_fail(c, "allOf must be a non-empty array"), NULL;
-    for (const cJSON *sub = all->child; sub && acc; sub = sub->next) {
-      const cJSON *flat = flatten(c, sub);
-      acc = flat ? merge(c, acc, flat) : NULL;
-    }
-  }
-  c->depth--;
-  return acc;
-}
-
-static cJSON *as_types(js_ctx *c, const cJSON *t, cJSON *out) {
-  if (cJSON_IsString(t)) {
-    cJSON_AddItemToArray(out, cJSON_CreateString(t->valuestring));
-  } else if (cJSON_IsArray(t)) {
-    for (const cJSON *x = t->child; x; x = x->next)
-      if (cJSON_IsString(x)) cJSON_AddItemToArray(out, cJSON_CreateString(x->valuestring));
-  }
-  return out;
-}
-
-static bool has_type(const cJSON *types, const char *t) {
-  for (const cJSON *x = types->child; x; x = x->next)
-    if (!strcmp(x->valuestring, t)) return true;
-  return false;
-}
-
-/* The merged value of key k present in both a and b. */
-static cJSON *merge_key(js_ctx *c, const char *k, const cJSON *x, const cJSON *y) {
-  if (in_list(annotations, k)) return cJSON_Duplicate(x, true);
-  if (!strcmp(k, "type")) {
-    cJSON *tx = as_types(c, x, cJSON_CreateArray()), *ty = as_types(c, y, cJSON_CreateArray());
-    cJSON *out = cJSON_CreateArray();
-    for (const cJSON *t = tx->child; t; t = t->next) {
-      if (has_type(ty, t->valuestring))
-        cJSON_AddItemToArray(out, cJSON_CreateString(t->valuestring));
-      else if (!strcmp(t->valuestring, "number") && has_type(ty, "integer"))
-        cJSON_AddItemToArray(out, cJSON_CreateString("integer"));
-      else if (!strcmp(t->valuestring, "integer") && has_type(ty, "number"))
-        cJSON_AddItemToArray(out, cJSON_CreateString("integer"));
-    }
-    cJSON_Delete(tx);
-    cJSON_Delete(ty);
-    if (!cJSON_GetArraySize(out)) {
-      cJSON_Delete(out);
-      return js_fail(c, "allOf: the types have nothing in common"), NULL;
-    }
-    return out;
-  }
-  if (!strcmp(k, "properties")) {
-    if (!cJSON_IsObject(x) || !cJSON_IsObject(y))
-      return js_fail(c, "properties must be an object"), NULL;
-    cJSON *out = cJSON_CreateObject();
-    for (const cJSON *p = x->child; p; p = p->next) {
-      const cJSON *q = cJSON_GetObjectItemCaseSensitive(y, p->string);
-      const cJSON *m = q ? merge(c, flatten(c, p), flatten(c, q)) : p;
-      if (!m) {
-        cJSON_Delete(out);
-        return NULL;
-      }
-      cJSON_AddItemToObject(out, p->string, cJSON_Duplicate(m, true));
-    }
-    for (const cJSON *q = y->child; q; q = q->next)
-      if (!cJSON_GetObjectItemCaseSensitive(x, q->string))
-        cJSON_AddItemToObject(out, q->string, cJSON_Duplicate(q, true));
-    return out;
-  }
-  if (!strcmp(k, "required")) {
-    cJSON *out = cJSON_Duplicate(x, true);
-    for (const cJSON *q = y->child; q; q = q->next) {
-      bool seen = false;
-      for (const cJSON *p = x->child; p && !seen; p = p->next) seen = cJSON_Compare(p, q, true);
-      if (!seen) cJSON_AddItemToArray(out, cJSON_Duplicate(q, true));
-    }
-    return out;
-  }
-  if (!strcmp(k, "additionalProperties") || !strcmp(k, "items")) {
-    if (cJSON_IsFalse(x) || cJSON_IsFalse(y)) return cJSON_CreateFalse();
-    if (cJSON_IsTrue(x)) return cJSON_Duplicate(y, true);
-    if (cJSON_IsTrue(y)) return cJSON_Duplicate(x, true);
-    if (cJSON_IsObject(x) && cJSON_IsObject(y)) {
-      const cJSON *m = merge(c, flatten(c, x), flatten(c, y));
-      return m ? cJSON_Duplicate(m, true) : NULL;
-    }
-  }
-  if (!strcmp(k, "enum")) {
-    cJSON *out = cJSON_CreateArray();
-    for (const cJSON *p = x->child; p; p = p->next)
-      for (const cJSON *q = y->child; q; q = q->next)
-        if (cJSON_Compare(p, q, true)) {
-          cJSON_AddItemToArray(out, cJSON_Duplicate(p, true));
-          break;
-        }
-    return out;
-  }
-  bool lower = !strcmp(k, "minimum") || !strcmp(k, "minLength") || !strcmp(k, "minItems") ||
-               (!strcmp(k, "exclusiveMinimum") && cJSON_IsNumber(x));
-  bool upper = !strcmp(k, "maximum") || !strcmp(k, "maxLength") || !strcmp(k, "maxItems") ||
-               (!strcmp(k, "exclusiveMaximum") && cJSON_IsNumber(x));
-  if ((lower || upper) && cJSON_IsNumber(x) && cJSON_IsNumber(y)) {
-    double v = lower ? fmax(x->valuedouble, y->valuedouble) : fmin(x->valuedouble, y->valuedouble);
-    return cJSON_CreateNumber(v);
-  }
-  if (cJSON_Compare(x, y, true)) return cJSON_Duplicate(x, true);
-  return js_fail(c, "allOf: '%s' differs between the schemas and cannot be merged", k), NULL;
-}
-
-/* The schema both a and b describe, where the keywords merge. */
-static cJSON *merge(js_ctx *c, const cJSON *a, const cJSON *b) {
-  if (!a || !b || c->failed) return NULL;
-  cJSON *out = own(c, cJSON_CreateObject());
-  if (!out) return NULL;
-  for (const cJSON *k = a->child; k; k = k->next) {
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, k->string);
-    cJSON *v = o ? merge_key(c, k->string, k, o) : cJSON_Duplicate(k, true);
-    if (!v) return NULL;
-    cJSON_AddItemToObject(out, k->string, v);
-  }
-  for (const cJSON *k = b->child; k; k = k->next)
-    if (!cJSON_GetObjectItemCaseSensitive(a, k->string))
-      cJSON_AddItemToObject(out, k->string, cJSON_Duplicate(k, true));
-  const cJSON *any = cJSON_GetObjectItemCaseSensitive(out, "anyOf"),
-              *one = cJSON_GetObjectItemCaseSensitive(out, "oneOf");
-  if (any && one) return js_fail(c, "allOf: anyOf and oneOf cannot be merged"), NULL;
-  /* additionalProperties sees only its own schema's properties: a property
-   * the other side adds must pass it (false: must not appear) */
-  cJSON *props = cJSON_GetObjectItemCaseSensitive(out, "properties");
-  const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required");
-  for (int side = 0; side < 2; side++) {
-    const cJSON *me = side ? b : a;
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(me, "additionalProperties");
-    if (!addl || cJSON_IsTrue(addl)) continue;
-    const cJSON *mine = cJSON_GetObjectItemCaseSensitive(me, "properties");
-    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
-      if (cJSON_IsString(r) && cJSON_IsFalse(addl) &&
-          !cJSON_GetObjectItemCaseSensitive(mine, r->valuestring))
-        return js_fail(c,
-                       "allOf: '%.64s' is required but a schema with additionalProperties false "
-                       "does not list it",
-                       r->valuestring),
-               NULL;
-    for (cJSON *p = props ? props->child : NULL, *next; p; p = next) {
-      next = p->next;
-      if (cJSON_GetObjectItemCaseSensitive(mine, p->string)) continue;
-      if (cJSON_IsFalse(addl)) {
-        cJSON_DeleteItemFromObjectCaseSensitive(props, p->string);
-      } else {
-        const cJSON *m = merge(c, flatten(c, p), flatten(c, addl));
-        if (!m) return NULL;
-        cJSON_ReplaceItemInObjectCaseSensitive(props, p->string, cJSON_Duplicate(m, true));
-      }
-    }
-  }
-  return out;
-}
-
 /* ---- generation ---- */
 
 static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr);
 
 /* The rule of a $ref target, generated on first use. */
 static int ref_rule(js_ctx *c, const char *ref) {
-  const cJSON *target = resolve(c, ref);
+  const cJSON *target = js_resolve(c, ref);
   if (!target) return -1;
   for (int i = 0; i < c->n_refs; i++)
     if (c->refs[i].node == target) return c->refs[i].rule;
@@ -881,11 +638,11 @@ static const char *implied_type(js_ctx *c, const cJSON *s) {
   const char *t = NULL;
   int kinds = 0;
   for (const cJSON *k = s->child; k; k = k->next) {
-    const char *kt = in_list(object_keys, k->string)   ? "object"
-                     : in_list(array_keys, k->string)  ? "array"
-                     : in_list(string_keys, k->string) ? "string"
-                     : in_list(number_keys, k->string) ? "number"
-                                                       : NULL;
+    const char *kt = js_in_list(object_keys, k->string)   ? "object"
+                     : js_in_list(array_keys, k->string)  ? "array"
+                     : js_in_list(string_keys, k->string) ? "string"
+                     : js_in_list(number_keys, k->string) ? "number"
+                                                          : NULL;
     if (kt && (!t || strcmp(t, kt))) t = kt, kinds++;
   }
   if (kinds > 1) return js_fail(c, "keywords of several types and no 'type'"), NULL;
@@ -898,7 +655,7 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
   if (cJSON_IsFalse(s)) return js_fail(c, "the schema false matches nothing");
   if (!cJSON_IsObject(s)) return js_fail(c, "a schema must be an object or a boolean");
   for (const cJSON *k = s->child; k; k = k->next)
-    if (!in_list(annotations, k->string) && !in_list(handled, k->string))
+    if (!js_in_list(js_annotations, k->string) && !js_in_list(handled, k->string))
       return js_fail(c, "unsupported keyword '%.64s'", k->string);
   if (++c->depth > JS_MAX_DEPTH) return js_fail(c, "schemas nest deeper than %d", JS_MAX_DEPTH);
   bool ok = true;
@@ -906,7 +663,7 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
   const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
   const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
   const cJSON *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
-  if (ref && !constrains(s, "$ref")) { /* a plain reference: a rule, so recursion works */
+  if (ref && !js_constrains(s, "$ref")) { /* a plain reference: a rule, so recursion works */
     if (!cJSON_IsString(ref)) ok = js_fail(c, "$ref must be a string");
     int rule = ok ? ref_rule(c, ref->valuestring) : -1;
     if (rule < 0)
@@ -914,7 +671,7 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
     else
       js_rule_ref(c, expr, rule);
   } else if (ref || all) {
-    const cJSON *flat = flatten(c, s);
+    const cJSON *flat = js_flatten(c, s);
     ok = flat && gen(c, flat, expr);
   } else if (any || one) {
     if (any && one) ok = js_fail(c, "anyOf and oneOf together are not supported");
@@ -923,8 +680,8 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
     if (ok && (!cJSON_IsArray(alts) || !cJSON_GetArraySize(alts)))
       ok = js_fail(c, "%s must be a non-empty array", name);
     cJSON *siblings = NULL;
-    if (ok && constrains(s, name)) {
-      siblings = own(c, cJSON_Duplicate(s, true));
+    if (ok && js_constrains(s, name)) {
+      siblings = js_own(c, cJSON_Duplicate(s, true));
       if (siblings) cJSON_DeleteItemFromObjectCaseSensitive(siblings, name);
       ok = siblings != NULL;
     }
@@ -937,8 +694,8 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
       if (i) js_put(expr, " | ");
       const cJSON *branch = b;
       if (siblings) {
-        const cJSON *flat = flatten(c, b);
-        branch = flat ? merge(c, siblings, flat) : NULL;
+        const cJSON *flat = js_flatten(c, b);
+        branch = flat ? js_merge(c, siblings, flat) : NULL;
       }
       ok = branch && gen(c, branch, expr);
       pop_path(c, old);
@@ -946,14 +703,14 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
     js_put(expr, ")");
   } else {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
-    cJSON *types = own(c, cJSON_CreateArray());
+    cJSON *types = js_own(c, cJSON_CreateArray());
     if (!types) ok = false;
     if (ok && type) {
       if (!cJSON_IsString(type) && !cJSON_IsArray(type))
         ok = js_fail(c, "type must be a string or an array");
       for (const cJSON *t = cJSON_IsArray(type) ? type->child : NULL; ok && t; t = t->next)
         if (!cJSON_IsString(t)) ok = js_fail(c, "type must list strings");
-      if (ok) as_types(c, type, types);
+      if (ok) js_as_types(c, type, types);
     } else if (ok) {
       const char *t = implied_type(c, s);
       if (c->failed)

@@ -61,6 +61,25 @@ void js_emit_rule(js_ctx *c, int rule, const srv_buf *body);
 void js_prim(js_ctx *c, srv_buf *b, uint32_t prim);
 void js_rule_ref(js_ctx *c, srv_buf *b, int rule);
 
+/* json_schema.c */
+extern const char *const js_annotations[]; /* keywords that constrain nothing */
+bool js_in_list(const char *const *list, const char *k);
+
+/* json_schema_ref.c */
+/* The schema a local "$ref" names (a JSON pointer after '#'); NULL with the
+ * error set. */
+const cJSON *js_resolve(js_ctx *c, const char *ref);
+/* Keeps x until the end of the walk (freed with the context); NULL on NULL. */
+cJSON *js_own(js_ctx *c, cJSON *x);
+/* Whether schema s has keywords other than annotations and `except`. */
+bool js_constrains(const cJSON *s, const char *except);
+/* s with its $ref and allOf folded in (an owned schema, or s itself). */
+const cJSON *js_flatten(js_ctx *c, const cJSON *s);
+/* The schema both a and b describe (owned), where their keywords merge. */
+cJSON *js_merge(js_ctx *c, const cJSON *a, const cJSON *b);
+/* The type names of "type" t (a string or an array) appended to out. */
+cJSON *js_as_types(js_ctx *c, const cJSON *t, cJSON *out);
+
 /* json_schema_text.c */
 /* A GBNF literal spelling s[0..n) (UTF-8) exactly. */
 void js_literal(srv_buf *b, const char *s, size_t n);

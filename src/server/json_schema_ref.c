@@ -1,0 +1,255 @@
+/* json_schema_ref.c: the parts of JSON Schema -> GBNF that rewrite schemas
+ * before they are spelled: local $ref resolution (JSON pointers) and allOf,
+ * where schemas merge keyword by keyword (types intersected, properties
+ * merged, bounds tightened, additionalProperties applied to the other
+ * side's properties), or fail with a 400 naming the keyword. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/json_schema_int.h"
+
+/* The schema a local "$ref" names (a JSON pointer after '#'). */
+const cJSON *js_resolve(js_ctx *c, const char *ref) {
+  if (ref[0] != '#')
+    return js_fail(c, "$ref '%.200s': only references into the same schema (#...) are supported",
+                   ref),
+           NULL;
+  const cJSON *node = c->root;
+  const char *p = ref + 1;
+  while (*p == '/') {
+    p++;
+    char seg[256];
+    size_t n = 0;
+    for (; *p && *p != '/' && n + 1 < sizeof seg; p++) {
+      char ch = *p;
+      if (ch == '~' && (p[1] == '0' || p[1] == '1'))
+        ch = *++p == '0' ? '~' : '/';
+      else if (ch == '%' && p[1] && p[2]) {
+        unsigned v;
+        if (sscanf(p + 1, "%2x", &v) == 1) ch = (char)v, p += 2;
+      }
+      seg[n++] = ch;
+    }
+    seg[n] = 0;
+    if (cJSON_IsArray(node)) {
+      char *end;
+      long i = strtol(seg, &end, 10);
+      node = *end || i < 0 ? NULL : cJSON_GetArrayItem(node, (int)i);
+    } else if (cJSON_IsObject(node)) {
+      node = cJSON_GetObjectItemCaseSensitive(node, seg);
+    } else {
+      node = NULL;
+    }
+    if (!node) return js_fail(c, "$ref '%.200s' names nothing in the schema", ref), NULL;
+  }
+  if (*p) return js_fail(c, "$ref '%.200s' is not a JSON pointer", ref), NULL;
+  return node;
+}
+
+cJSON *js_own(js_ctx *c, cJSON *x) {
+  if (!x) return js_fail(c, "out of memory"), NULL;
+  if (c->n_owned == c->cap_owned) {
+    int cap = c->cap_owned ? c->cap_owned * 2 : 16;
+    cJSON **v = realloc(c->owned, (size_t)cap * sizeof *v);
+    if (!v) {
+      cJSON_Delete(x);
+      return js_fail(c, "out of memory"), NULL;
+    }
+    c->owned = v;
+    c->cap_owned = cap;
+  }
+  c->owned[c->n_owned++] = x;
+  return x;
+}
+
+/* Whether schema s has keys other than annotations and `except`. */
+bool js_constrains(const cJSON *s, const char *except) {
+  if (!cJSON_IsObject(s)) return false;
+  for (const cJSON *k = s->child; k; k = k->next)
+    if (!js_in_list(js_annotations, k->string) && (!except || strcmp(k->string, except)))
+      return true;
+  return false;
+}
+
+/* ---- allOf: merging schemas ---- */
+
+/* s with its $ref and allOf folded in (a new owned schema, or s itself). */
+const cJSON *js_flatten(js_ctx *c, const cJSON *s) {
+  if (c->failed) return NULL;
+  if (cJSON_IsTrue(s)) return js_own(c, cJSON_CreateObject());
+  if (!cJSON_IsObject(s)) return js_fail(c, "a schema must be an object or a boolean"), NULL;
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+  const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+  if (!ref && !all) return s;
+  if (++c->depth > JS_MAX_DEPTH)
+    return js_fail(c, "schemas nest deeper than %d (a recursive allOf?)", JS_MAX_DEPTH), NULL;
+  cJSON *rest = js_own(c, cJSON_Duplicate(s, true));
+  if (!rest) return NULL;
+  cJSON_DeleteItemFromObjectCaseSensitive(rest, "$ref");
+  cJSON_DeleteItemFromObjectCaseSensitive(rest, "allOf");
+  const cJSON *acc = rest;
+  if (ref) {
+    if (!cJSON_IsString(ref)) return js_fail(c, "$ref must be a string"), NULL;
+    const cJSON *target = js_resolve(c, ref->valuestring);
+    const cJSON *flat = target ? js_flatten(c, target) : NULL;
+    acc = flat ? js_merge(c, acc, flat) : NULL;
+  }
+  if (all && acc) {
+    if (!cJSON_IsArray(all) || !cJSON_GetArraySize(all))
+      return js_fail(c, "allOf must be a non-empty array"), NULL;
+    for (const cJSON *sub = all->child; sub && acc; sub = sub->next) {
+      const cJSON *flat = js_flatten(c, sub);
+      acc = flat ? js_merge(c, acc, flat) : NULL;
+    }
+  }
+  c->depth--;
+  return acc;
+}
+
+cJSON *js_as_types(js_ctx *c, const cJSON *t, cJSON *out) {
+  if (cJSON_IsString(t)) {
+    cJSON_AddItemToArray(out, cJSON_CreateString(t->valuestring));
+  } else if (cJSON_IsArray(t)) {
+    for (const cJSON *x = t->child; x; x = x->next)
+      if (cJSON_IsString(x)) cJSON_AddItemToArray(out, cJSON_CreateString(x->valuestring));
+  }
+  return out;
+}
+
+static bool has_type(const cJSON *types, const char *t) {
+  for (const cJSON *x = types->child; x; x = x->next)
+    if (!strcmp(x->valuestring, t)) return true;
+  return false;
+}
+
+/* The merged value of key k present in both a and b. */
+static cJSON *merge_key(js_ctx *c, const char *k, const cJSON *x, const cJSON *y) {
+  if (js_in_list(js_annotations, k)) return cJSON_Duplicate(x, true);
+  if (!strcmp(k, "type")) {
+    cJSON *tx = js_as_types(c, x, cJSON_CreateArray()),
+          *ty = js_as_types(c, y, cJSON_CreateArray());
+    cJSON *out = cJSON_CreateArray();
+    for (const cJSON *t = tx->child; t; t = t->next) {
+      if (has_type(ty, t->valuestring))
+        cJSON_AddItemToArray(out, cJSON_CreateString(t->valuestring));
+      else if (!strcmp(t->valuestring, "number") && has_type(ty, "integer"))
+        cJSON_AddItemToArray(out, cJSON_CreateString("integer"));
+      else if (!strcmp(t->valuestring, "integer") && has_type(ty, "number"))
+        cJSON_AddItemToArray(out, cJSON_CreateString("integer"));
+    }
+    cJSON_Delete(tx);
+    cJSON_Delete(ty);
+    if (!cJSON_GetArraySize(out)) {
+      cJSON_Delete(out);
+      return js_fail(c, "allOf: the types have nothing in common"), NULL;
+    }
+    return out;
+  }
+  if (!strcmp(k, "properties")) {
+    if (!cJSON_IsObject(x) || !cJSON_IsObject(y))
+      return js_fail(c, "properties must be an object"), NULL;
+    cJSON *out = cJSON_CreateObject();
+    for (const cJSON *p = x->child; p; p = p->next) {
+      const cJSON *q = cJSON_GetObjectItemCaseSensitive(y, p->string);
+      const cJSON *m = q ? js_merge(c, js_flatten(c, p), js_flatten(c, q)) : p;
+      if (!m) {
+        cJSON_Delete(out);
+        return NULL;
+      }
+      cJSON_AddItemToObject(out, p->string, cJSON_Duplicate(m, true));
+    }
+    for (const cJSON *q = y->child; q; q = q->next)
+      if (!cJSON_GetObjectItemCaseSensitive(x, q->string))
+        cJSON_AddItemToObject(out, q->string, cJSON_Duplicate(q, true));
+    return out;
+  }
+  if (!strcmp(k, "required")) {
+    cJSON *out = cJSON_Duplicate(x, true);
+    for (const cJSON *q = y->child; q; q = q->next) {
+      bool seen = false;
+      for (const cJSON *p = x->child; p && !seen; p = p->next) seen = cJSON_Compare(p, q, true);
+      if (!seen) cJSON_AddItemToArray(out, cJSON_Duplicate(q, true));
+    }
+    return out;
+  }
+  if (!strcmp(k, "additionalProperties") || !strcmp(k, "items")) {
+    if (cJSON_IsFalse(x) || cJSON_IsFalse(y)) return cJSON_CreateFalse();
+    if (cJSON_IsTrue(x)) return cJSON_Duplicate(y, true);
+    if (cJSON_IsTrue(y)) return cJSON_Duplicate(x, true);
+    if (cJSON_IsObject(x) && cJSON_IsObject(y)) {
+      const cJSON *m = js_merge(c, js_flatten(c, x), js_flatten(c, y));
+      return m ? cJSON_Duplicate(m, true) : NULL;
+    }
+  }
+  if (!strcmp(k, "enum")) {
+    cJSON *out = cJSON_CreateArray();
+    for (const cJSON *p = x->child; p; p = p->next)
+      for (const cJSON *q = y->child; q; q = q->next)
+        if (cJSON_Compare(p, q, true)) {
+          cJSON_AddItemToArray(out, cJSON_Duplicate(p, true));
+          break;
+        }
+    return out;
+  }
+  bool lower = !strcmp(k, "minimum") || !strcmp(k, "minLength") || !strcmp(k, "minItems") ||
+               (!strcmp(k, "exclusiveMinimum") && cJSON_IsNumber(x));
+  bool upper = !strcmp(k, "maximum") || !strcmp(k, "maxLength") || !strcmp(k, "maxItems") ||
+               (!strcmp(k, "exclusiveMaximum") && cJSON_IsNumber(x));
+  if ((lower || upper) && cJSON_IsNumber(x) && cJSON_IsNumber(y)) {
+    double v = lower ? fmax(x->valuedouble, y->valuedouble) : fmin(x->valuedouble, y->valuedouble);
+    return cJSON_CreateNumber(v);
+  }
+  if (cJSON_Compare(x, y, true)) return cJSON_Duplicate(x, true);
+  return js_fail(c, "allOf: '%s' differs between the schemas and cannot be merged", k), NULL;
+}
+
+/* The schema both a and b describe, where the keywords merge. */
+cJSON *js_merge(js_ctx *c, const cJSON *a, const cJSON *b) {
+  if (!a || !b || c->failed) return NULL;
+  cJSON *out = js_own(c, cJSON_CreateObject());
+  if (!out) return NULL;
+  for (const cJSON *k = a->child; k; k = k->next) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, k->string);
+    cJSON *v = o ? merge_key(c, k->string, k, o) : cJSON_Duplicate(k, true);
+    if (!v) return NULL;
+    cJSON_AddItemToObject(out, k->string, v);
+  }
+  for (const cJSON *k = b->child; k; k = k->next)
+    if (!cJSON_GetObjectItemCaseSensitive(a, k->string))
+      cJSON_AddItemToObject(out, k->string, cJSON_Duplicate(k, true));
+  const cJSON *any = cJSON_GetObjectItemCaseSensitive(out, "anyOf"),
+              *one = cJSON_GetObjectItemCaseSensitive(out, "oneOf");
+  if (any && one) return js_fail(c, "allOf: anyOf and oneOf cannot be merged"), NULL;
+  /* additionalProperties sees only its own schema's properties: a property
+   * the other side adds must pass it (false: must not appear) */
+  cJSON *props = cJSON_GetObjectItemCaseSensitive(out, "properties");
+  const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required");
+  for (int side = 0; side < 2; side++) {
+    const cJSON *me = side ? b : a;
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(me, "additionalProperties");
+    if (!addl || cJSON_IsTrue(addl)) continue;
+    const cJSON *mine = cJSON_GetObjectItemCaseSensitive(me, "properties");
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+      if (cJSON_IsString(r) && cJSON_IsFalse(addl) &&
+          !cJSON_GetObjectItemCaseSensitive(mine, r->valuestring))
+        return js_fail(c,
+                       "allOf: '%.64s' is required but a schema with additionalProperties false "
+                       "does not list it",
+                       r->valuestring),
+               NULL;
+    for (cJSON *p = props ? props->child : NULL, *next; p; p = next) {
+      next = p->next;
+      if (cJSON_GetObjectItemCaseSensitive(mine, p->string)) continue;
+      if (cJSON_IsFalse(addl)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(props, p->string);
+      } else {
+        const cJSON *m = js_merge(c, js_flatten(c, p), js_flatten(c, addl));
+        if (!m) return NULL;
+        cJSON_ReplaceItemInObjectCaseSensitive(props, p->string, cJSON_Duplicate(m, true));
+      }
+    }
+  }
+  return out;
+}
