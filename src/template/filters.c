@@ -399,8 +399,6 @@ bool tpl_call_filter(tpl_rt *rt, int id, const char *name, tpl_val v, const tpl_
     case F_REVERSE: {
       NOARGS();
       if (v.kind == TPL_STR) {
-        const tpl_args none = {0};
-        tpl_val r;
         tpl_list *chars;
         if (!tpl_iterate(v, &chars)) return false;
         tpl_buf b = {0};
@@ -408,15 +406,18 @@ bool tpl_call_filter(tpl_rt *rt, int id, const char *name, tpl_val v, const tpl_
         for (size_t i = chars->n; ok && i-- > 0;)
           ok = tpl_buf_put(&b, tpl_s(chars->v[i])->s, tpl_s(chars->v[i])->len);
         tpl_release_obj(&chars->h);
-        (void)none;
-        (void)r;
         if (!ok) {
           tpl_buf_free(&b);
           return false;
         }
         return tpl_buf_take(&b, tpl_is_markup(v), out);
       }
-      if (v.kind == TPL_UNDEF) return tpl_undefined_error(v);
+      if (v.kind == TPL_UNDEF) { /* reversed(Undefined): an empty iterator */
+        tpl_list *r = tpl_list_new(0, TPL_L_REVERSED);
+        if (!r) return false;
+        *out = tpl_obj_val(r);
+        return true;
+      }
       const bool reversible = v.kind == TPL_DICT ||
                               (v.kind == TPL_LIST && tpl_l(v)->h.sub != TPL_L_GEN &&
                                tpl_l(v)->h.sub != TPL_L_REVERSED && tpl_l(v)->h.sub != TPL_L_ITEMS);

@@ -58,6 +58,7 @@ bool tpl_f_tojson(tpl_val v, const tpl_val *p, tpl_val *out) {
 }
 
 bool tpl_f_indent(tpl_rt *rt, tpl_val v, const tpl_val *p, tpl_val *out) {
+  if (v.kind == TPL_UNDEF) return tpl_undefined_error(v); /* s += "\n" on undefined */
   tpl_val sv;
   if (!tpl_to_str(v, &sv)) return false;
   const tpl_str *s = tpl_s(sv);
