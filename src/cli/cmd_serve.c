@@ -36,7 +36,12 @@ static void usage(FILE *f) {
           "  --max-queue N           requests waiting for room before 429 (default 64)\n"
           "  --max-body BYTES        request body limit before 413 (default 4194304)\n"
           "  --max-connections N     open connections (default 256)\n"
-          "  --api-key KEY           require 'Authorization: Bearer KEY' (or $PASADA_API_KEY)\n"
+          "  --api-key KEY           require 'Authorization: Bearer KEY' or 'x-api-key: KEY'\n"
+          "                          (or $PASADA_API_KEY)\n"
+          "  --cors-origin ORIGIN    let browser pages of ORIGIN call the API (repeatable or a\n"
+          "                          comma list; '*': any origin); default: no CORS headers\n"
+          "  --responses-store N     Responses API responses kept for previous_response_id\n"
+          "                          (default 256, least recently used evicted; 0: none)\n"
           "  --alias NAME            the model name /v1/models lists (default: the file's)\n"
           "  --chat-template-file F  render chats with the Jinja template in file F\n"
           "                          (default: the model's tokenizer.chat_template)\n"
@@ -83,7 +88,13 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->host = v;
     else if (!strcmp(a, "--api-key"))
       c->api_key = v;
-    else if (!strcmp(a, "--alias"))
+    else if (!strcmp(a, "--cors-origin")) {
+      if (c->n_cors == SRV_MAX_CORS || !*v) {
+        fprintf(stderr, "pasada serve: --cors-origin: at most %d, none empty\n", SRV_MAX_CORS);
+        return false;
+      }
+      c->cors[c->n_cors++] = v;
+    } else if (!strcmp(a, "--alias"))
       c->model_alias = v;
     else if (!strcmp(a, "--chat-template"))
       c->chat_template = v;
@@ -142,6 +153,9 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
     } else if (!strcmp(a, "--max-connections")) {
       if (!parse_int(a, v, 1, 65536, &n)) return false;
       c->max_connections = (int)n;
+    } else if (!strcmp(a, "--responses-store")) {
+      if (!parse_int(a, v, 0, 1 << 20, &n)) return false;
+      c->responses_store = (int)n;
     } else if (!strcmp(a, "--shutdown-grace")) {
       if (!parse_int(a, v, 0, 86400, &n)) return false;
       c->shutdown_grace = (double)n;
@@ -205,7 +219,8 @@ int cmd_serve(int argc, char **argv) {
                     .prefill_chunk = 256,
                     .max_queue = 64,
                     .max_body = 4u << 20,
-                    .max_connections = 256};
+                    .max_connections = 256,
+                    .responses_store = 256};
   cfg.api_key = getenv("PASADA_API_KEY");
   const char *device = NULL, *backend = NULL;
   int32_t gpu_layers = 0;
@@ -232,7 +247,10 @@ int cmd_serve(int argc, char **argv) {
   st.metrics = srv_metrics_create();
   srv_http *http = NULL;
   if (!st.metrics || srv_http_start(&st, &http) != PASADA_OK) return 1;
-  fprintf(stderr, "pasada serve: listening on http://%s:%d\n", cfg.host, srv_http_port(http));
+  /* an IPv6 address in a URL is bracketed */
+  bool v6 = strchr(cfg.host, ':') != NULL;
+  fprintf(stderr, "pasada serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg.host,
+          v6 ? "]" : "", srv_http_port(http));
 
   int status = 1;
   pasada_model *model = NULL;

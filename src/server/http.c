@@ -1,9 +1,11 @@
 /* http.c: routes, authentication, body limits and response writing on
- * libmicrohttpd with one thread per connection. A generation request is
- * validated here (openai.c), queued to the scheduler, then either waited on
- * (non-streaming) or streamed: the content reader waits on the job for new
- * output and renders it as SSE at the client's pace. Both waits poll the
- * socket, so a client that hangs up has its job cancelled within ~100 ms. */
+ * libmicrohttpd with one thread per connection, CORS and preflights. A
+ * generation request is validated by its API (api.c: OpenAI's chat and
+ * completions, Anthropic's Messages, OpenAI's Responses), queued to the
+ * scheduler, then either waited on (non-streaming) or streamed: the
+ * content reader waits on the job for new output and renders it as SSE at
+ * the client's pace. Both waits poll the socket, so a client that hangs
+ * up has its job cancelled within ~100 ms. */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -15,12 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "server/anthropic.h"
+#include "server/api.h"
 #include "server/http.h"
 #include "server/request.h"
+#include "server/turn.h"
 
 /* ---- libmicrohttpd, loaded when the server starts ----
  * Linked, it would be mapped by every command along with the TLS libraries
@@ -97,7 +103,10 @@ static int mhd_load(void) {
 struct srv_http {
   struct MHD_Daemon *daemon;
   int port;
+  srv_resp_store *responses; /* st->responses, freed with the daemon */
 };
+
+#define RESPONSES_STORE_BYTES (64u << 20) /* the stored responses' bound besides their count */
 
 typedef enum {
   R_NOT_FOUND = 0,
@@ -108,13 +117,18 @@ typedef enum {
   R_COMPLETIONS,
   R_TOKENIZE,
   R_DETOKENIZE,
-  R_APPLY_TEMPLATE
+  R_APPLY_TEMPLATE,
+  R_MESSAGES,     /* Anthropic */
+  R_COUNT_TOKENS, /* Anthropic */
+  R_RESPONSES,
+  R_RESPONSE_ID, /* /v1/responses/{id} */
+  R_MODEL_ID     /* /v1/models/{id} */
 } route;
 
 static const struct {
   const char *path;
   route r;
-  const char *method;
+  const char *methods; /* the Allow header's list */
 } ROUTES[] = {
     {"/health", R_HEALTH, "GET"},
     {"/metrics", R_METRICS, "GET"},
@@ -127,13 +141,43 @@ static const struct {
     {"/tokenize", R_TOKENIZE, "POST"},
     {"/detokenize", R_DETOKENIZE, "POST"},
     {"/apply-template", R_APPLY_TEMPLATE, "POST"},
+    {"/v1/messages", R_MESSAGES, "POST"},
+    {"/v1/messages/count_tokens", R_COUNT_TOKENS, "POST"},
+    {"/v1/responses", R_RESPONSES, "POST"},
+    {"/responses", R_RESPONSES, "POST"},
 };
+
+/* Paths with an id: the prefix, then the id (a model's may hold '/'). */
+static const struct {
+  const char *prefix, *endpoint;
+  route r;
+  const char *methods;
+} ID_ROUTES[] = {
+    {"/v1/responses/", "/v1/responses/{id}", R_RESPONSE_ID, "GET, DELETE"},
+    {"/v1/models/", "/v1/models/{id}", R_MODEL_ID, "GET"},
+};
+
+/* Whether method is in the comma-separated list. */
+static bool method_in(const char *method, const char *list) {
+  size_t n = strlen(method);
+  for (const char *p = list; *p;) {
+    while (*p == ' ' || *p == ',') p++;
+    size_t k = strcspn(p, ",");
+    if (k == n && strncmp(p, method, n) == 0) return true;
+    p += k;
+  }
+  return false;
+}
 
 /* One request on a connection (MHD's *con_cls). */
 typedef struct {
   route r;
   const char *endpoint; /* metrics label: the canonical path, or "other" */
-  bool bad_method;
+  const char *methods;  /* the route's (Allow) */
+  char id[128];         /* an id route's id */
+  bool delete;          /* the method is DELETE */
+  bool bad_method, preflight;
+  void *api; /* the Messages / Responses request's own state (until a stream takes it) */
   srv_buf body;
   uint64_t received;
   bool too_large;
@@ -142,6 +186,32 @@ typedef struct {
 } http_req;
 
 /* ---- responses ---- */
+
+/* The Access-Control-Allow-Origin value for the request's Origin: "*" or
+ * the origin when --cors-origin allows it, else NULL (no CORS headers). */
+static const char *cors_origin(const srv_state *st, struct MHD_Connection *c) {
+  const srv_config *cfg = st->cfg;
+  if (cfg->n_cors == 0) return NULL;
+  const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  for (int i = 0; i < cfg->n_cors; i++) {
+    for (const char *p = cfg->cors[i]; *p;) {
+      while (*p == ' ' || *p == ',') p++;
+      size_t k = strcspn(p, ","), n = k;
+      while (n > 0 && p[n - 1] == ' ') n--;
+      if (n == 1 && *p == '*') return "*";
+      if (origin && n > 0 && strlen(origin) == n && strncasecmp(p, origin, n) == 0) return origin;
+      p += k;
+    }
+  }
+  return NULL;
+}
+
+static void add_cors(const srv_state *st, struct MHD_Connection *c, struct MHD_Response *resp) {
+  const char *allow = cors_origin(st, c);
+  if (!allow) return;
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+  if (strcmp(allow, "*") != 0) MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+}
 
 static enum MHD_Result send_body(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
                                  const char *content_type, char *body) {
@@ -162,6 +232,8 @@ static enum MHD_Result send_body(srv_state *st, struct MHD_Connection *c, http_r
   }
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
   if (status == 429) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (status == 405 && r->methods) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->methods);
+  add_cors(st, c, resp);
   if (atomic_load(&st->shutting_down) || r->too_large)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
@@ -176,9 +248,47 @@ static enum MHD_Result send_json(srv_state *st, struct MHD_Connection *c, http_r
   return send_body(st, c, r, status, "application/json", json);
 }
 
+/* An error in the shape of the route's API: Anthropic's for /v1/messages,
+ * else OpenAI's. */
 static enum MHD_Result send_error(srv_state *st, struct MHD_Connection *c, http_req *r,
                                   const srv_error *e) {
-  return send_json(st, c, r, e->status, srv_openai_error_json(e));
+  bool anthropic = r->r == R_MESSAGES || r->r == R_COUNT_TOKENS;
+  return send_json(st, c, r, e->status,
+                   anthropic ? srv_anthropic_error_json(e) : srv_openai_error_json(e));
+}
+
+/* A CORS preflight (OPTIONS): 204 with the route's methods and, for an
+ * allowed origin, the Access-Control headers. It needs no key. */
+static enum MHD_Result send_preflight(srv_state *st, struct MHD_Connection *c, http_req *r) {
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!resp) return MHD_NO;
+  char methods[64];
+  snprintf(methods, sizeof methods, "%s, OPTIONS", r->methods);
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, methods);
+  if (cors_origin(st, c)) {
+    add_cors(st, c, resp);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, methods);
+    /* the headers the SDKs send, and what else the browser asks for (when
+     * it is a plain list of header names) */
+    char headers[1024] =
+        "authorization, content-type, x-api-key, anthropic-version, anthropic-beta";
+    const char *want = MHD_lookup_connection_value(
+        c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCESS_CONTROL_REQUEST_HEADERS);
+    const char *name_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_, ";
+    if (want && *want && strlen(want) < sizeof headers - strlen(headers) - 3 &&
+        strspn(want, name_chars) == strlen(want)) {
+      strcat(headers, ", ");
+      strcat(headers, want);
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, headers);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "86400");
+  }
+  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);
+  MHD_destroy_response(resp);
+  srv_metrics_request(st->metrics, r->endpoint, 204);
+  r->responded = true;
+  return ret;
 }
 
 static enum MHD_Result fail(srv_state *st, struct MHD_Connection *c, http_req *r, int status,
@@ -269,8 +379,9 @@ typedef struct {
   struct MHD_Connection *conn;
   srv_job *job;
   srv_stream stream;
+  void *api; /* the API's own state of the request (owned) */
   srv_buf out;
-  bool done;
+  bool started, done;
 } stream_ctx;
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -288,7 +399,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
       srv_sched_cancel(sc->st->sched, j);
       return MHD_CONTENT_READER_END_WITH_ERROR;
     }
-    bool first = j->req.kind == SRV_CHAT && !sc->stream.sent_role;
+    /* every stream but completions' opens at once (chat's role chunk,
+     * message_start, response.created) */
+    bool first = j->req.kind != SRV_COMPLETION && !sc->started;
+    sc->started = true;
     if (!first) {
       size_t text_off = sc->stream.text_off, lp_off = sc->stream.lp_off;
       if (!wait_output(sc->st, sc->conn, j, false, text_off, lp_off, STREAM_PING_S))
@@ -297,11 +411,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
       bool news = j->finish != SRV_PENDING || j->n_text != text_off || j->n_lp != lp_off;
       pthread_mutex_unlock(&j->mu);
       if (!news) {
-        srv_buf_append(&sc->out, ": ping\n\n", 8);
+        if (j->req.kind == SRV_MESSAGES)
+          srv_buf_printf(&sc->out, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+        else
+          srv_buf_append(&sc->out, ": ping\n\n", 8);
         continue;
       }
     }
-    sc->done = srv_stream_next(&sc->st->mi, j, &sc->stream, &sc->out);
+    sc->done = srv_api_stream(&sc->st->mi, sc->st->responses, j, sc->api, &sc->stream, &sc->out);
     if (sc->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
   }
 }
@@ -312,6 +429,7 @@ static void stream_free(void *cls) {
   bool finished = sc->job->finish != SRV_PENDING;
   pthread_mutex_unlock(&sc->job->mu);
   if (!finished) srv_sched_cancel(sc->st->sched, sc->job);
+  srv_api_free(sc->job->req.kind, sc->api);
   srv_job_release(sc->job);
   srv_buf_free(&sc->out);
   free(sc);
@@ -325,6 +443,11 @@ static void make_id(srv_job *j) {
   x ^= x >> 31;
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 27;
+  if (j->req.kind == SRV_MESSAGES || j->req.kind == SRV_RESPONSES) {
+    /* random: a stored response is read back by its id alone */
+    srv_make_id(j->id, sizeof j->id, j->req.kind == SRV_MESSAGES ? "msg_" : "resp_");
+    return;
+  }
   snprintf(j->id, sizeof j->id, "%s-%016llx", j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl",
            (unsigned long long)x);
 }
@@ -333,7 +456,8 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
                                        srv_kind kind) {
   srv_error e;
   srv_request req;
-  if (!srv_openai_parse(&st->mi, kind, r->body.p ? r->body.p : "", r->body.n, &req, &e))
+  if (!srv_api_parse(&st->mi, st->responses, kind, r->body.p ? r->body.p : "", r->body.n, &req,
+                     &r->api, &e))
     return send_error(st, c, r, &e);
   srv_job *j = srv_job_create();
   if (!j) {
@@ -372,6 +496,8 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
     sc->st = st;
     sc->conn = c;
     sc->job = j;
+    sc->api = r->api;
+    r->api = NULL;
     srv_job_retain(j);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
                                                                   stream_read, sc, stream_free);
@@ -382,6 +508,7 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    add_cors(st, c, resp);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
     srv_metrics_request(st->metrics, r->endpoint, 200);
@@ -402,17 +529,22 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
     if (f == SRV_FINISH_CANCELLED) return MHD_NO;
     if (f != SRV_PENDING) break;
   }
-  return send_json(st, c, r, 200, srv_openai_response(&st->mi, j));
+  return send_json(st, c, r, 200, srv_api_response(&st->mi, st->responses, j, r->api));
 }
 
 /* ---- dispatch ---- */
 
+/* The key as 'Authorization: Bearer KEY' or (Anthropic's clients)
+ * 'x-api-key: KEY', compared in constant time. */
 static bool authorized(const srv_state *st, struct MHD_Connection *c) {
   const char *key = st->cfg->api_key;
   if (!key || !*key) return true;
   const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-  if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
-  h += 7;
+  if (h && strncmp(h, "Bearer ", 7) == 0)
+    h += 7;
+  else
+    h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+  if (!h) return false;
   size_t a = strlen(h), b = strlen(key);
   unsigned char diff = (unsigned char)(a != b);
   for (size_t i = 0; i < b; i++) diff |= (unsigned char)(key[i] ^ (i < a ? h[i] : 0));
@@ -425,9 +557,10 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
                 "the request body is larger than the limit of %zu bytes", st->cfg->max_body);
   if (r->r == R_NOT_FOUND)
     return fail(st, c, r, 404, "invalid_request_error", "not_found", "no such endpoint");
+  if (r->preflight) return send_preflight(st, c, r);
   if (r->bad_method)
     return fail(st, c, r, 405, "invalid_request_error", "method_not_allowed",
-                "method not allowed on this endpoint");
+                "method not allowed on this endpoint (allowed: %s)", r->methods);
   if (r->r == R_HEALTH) {
     bool ready = atomic_load(&st->ready), down = atomic_load(&st->shutting_down);
     const char *s = down ? "shutting_down" : ready ? "ok" : "loading";
@@ -437,13 +570,15 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
   }
   if (!authorized(st, c))
     return fail(st, c, r, 401, "invalid_request_error", "invalid_api_key",
-                "incorrect or missing API key (send 'Authorization: Bearer KEY')");
+                "incorrect or missing API key (send 'Authorization: Bearer KEY' or "
+                "'x-api-key: KEY')");
   if (r->r == R_METRICS)
     return send_body(st, c, r, 200, "text/plain; version=0.0.4; charset=utf-8",
                      srv_metrics_render(st->metrics));
   if (!atomic_load(&st->ready))
     return fail(st, c, r, 503, "server_error", "loading", "the model is still loading");
-  if (atomic_load(&st->shutting_down) && (r->r == R_CHAT || r->r == R_COMPLETIONS))
+  if (atomic_load(&st->shutting_down) &&
+      (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MESSAGES || r->r == R_RESPONSES))
     return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
   srv_error e;
   char *out;
@@ -462,6 +597,19 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
     case R_APPLY_TEMPLATE:
       out = srv_apply_template(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
+      return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    case R_MESSAGES:
+      return handle_generate(st, c, r, SRV_MESSAGES);
+    case R_COUNT_TOKENS:
+      out = srv_anthropic_count_tokens(&st->mi, r->body.p ? r->body.p : "", r->body.n, &e);
+      return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    case R_RESPONSES:
+      return handle_generate(st, c, r, SRV_RESPONSES);
+    case R_RESPONSE_ID:
+      out = srv_api_stored_response(st->responses, r->id, r->delete, &e);
+      return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    case R_MODEL_ID:
+      out = srv_api_model(&st->mi, r->id, &e);
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
     default:
       return MHD_NO;
@@ -484,11 +632,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       if (strcmp(url, ROUTES[i].path) != 0) continue;
       r->r = ROUTES[i].r;
       r->endpoint = ROUTES[i].path;
-      if (r->endpoint[1] != 'v' && (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MODELS))
+      if (r->endpoint[1] != 'v' && (r->r == R_CHAT || r->r == R_COMPLETIONS ||
+                                    r->r == R_MODELS || r->r == R_RESPONSES))
         r->endpoint = ROUTES[i - 1].path; /* the /v1 spelling */
-      r->bad_method = strcmp(method, ROUTES[i].method) != 0;
+      r->methods = ROUTES[i].methods;
       break;
     }
+    for (size_t i = 0; r->r == R_NOT_FOUND && i < sizeof ID_ROUTES / sizeof ID_ROUTES[0]; i++) {
+      size_t n = strlen(ID_ROUTES[i].prefix);
+      const char *id = url + n;
+      if (strncmp(url, ID_ROUTES[i].prefix, n) != 0 || !*id || strlen(id) >= sizeof r->id ||
+          (ID_ROUTES[i].r == R_RESPONSE_ID && strchr(id, '/')))
+        continue;
+      r->r = ID_ROUTES[i].r;
+      r->endpoint = ID_ROUTES[i].endpoint;
+      r->methods = ID_ROUTES[i].methods;
+      snprintf(r->id, sizeof r->id, "%s", id);
+    }
+    r->preflight = r->methods && strcmp(method, "OPTIONS") == 0;
+    r->bad_method = r->methods && !r->preflight && !method_in(method, r->methods);
+    r->delete = strcmp(method, "DELETE") == 0;
     const char *cl =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
@@ -532,6 +695,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   srv_state *st = cls;
   http_req *r = *con_cls;
   if (!r) return;
+  srv_api_free(r->r == R_MESSAGES ? SRV_MESSAGES : SRV_RESPONSES, r->api);
   if (r->job) {
     pthread_mutex_lock(&r->job->mu);
     bool finished = r->job->finish != SRV_PENDING;
@@ -573,7 +737,13 @@ int srv_http_start(srv_state *st, srv_http **out) {
   if ((rc = mhd_load()) != PASADA_OK) return rc;
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                    MHD_USE_ITC | MHD_USE_ERROR_LOG;
-  if (v6) flags |= MHD_USE_IPv6;
+  /* an IPv6 address listens for IPv4 too (IPV6_V6ONLY off): '::' is every
+   * address of both */
+  if (v6) flags |= MHD_USE_DUAL_STACK;
+  if (cfg->responses_store > 0) { /* before the first request can arrive */
+    st->responses = srv_resp_store_create(cfg->responses_store, RESPONSES_STORE_BYTES);
+    if (!st->responses) return PASADA_ERR_NOMEM;
+  }
   struct MHD_Daemon *d = MHD_start_daemon(
       flags, (uint16_t)cfg->port, NULL, NULL, on_request, st, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
       st, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
@@ -583,14 +753,19 @@ int srv_http_start(srv_state *st, srv_http **out) {
   if (!d) {
     fprintf(stderr, "pasada serve: cannot listen on %s:%d: %s\n", cfg->host, cfg->port,
             strerror(errno));
+    srv_resp_store_free(st->responses);
+    st->responses = NULL;
     return PASADA_ERR_IO;
   }
   srv_http *h = calloc(1, sizeof *h);
   if (!h) {
     MHD_stop_daemon(d);
+    srv_resp_store_free(st->responses);
+    st->responses = NULL;
     return PASADA_ERR_NOMEM;
   }
   h->daemon = d;
+  h->responses = st->responses;
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
   h->port = info ? info->port : cfg->port;
   *out = h;
@@ -620,5 +795,6 @@ bool srv_http_wait_idle(srv_state *st, double timeout_s) {
 void srv_http_stop(srv_http *h) {
   if (!h) return;
   MHD_stop_daemon(h->daemon);
+  srv_resp_store_free(h->responses);
   free(h);
 }

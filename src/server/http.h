@@ -6,6 +6,7 @@
 
 #include "server/metrics.h"
 #include "server/openai.h"
+#include "server/responses.h"
 #include "server/scheduler.h"
 #include "server/server.h"
 
@@ -16,6 +17,7 @@ typedef struct {
   srv_metrics *metrics;
   srv_model_info mi;
   srv_sched *sched;
+  srv_resp_store *responses; /* the Responses API's stored responses (made by srv_http_start) */
   atomic_bool ready;
   atomic_bool shutting_down;
   atomic_int active; /* requests between arrival and completion */

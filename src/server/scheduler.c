@@ -153,6 +153,18 @@ void srv_sched_join(srv_sched *s) {
 
 /* ---- a job's end ---- */
 
+/* Records which stop string begins at held[k] (the first listed of those
+ * that do): the Anthropic API names it. */
+static void note_stop(srv_job *j, size_t k) {
+  for (int i = 0; i < j->req.n_stop; i++) {
+    size_t len = strlen(j->req.stop[i]);
+    if (len && k + len <= j->n_held && memcmp(j->held + k, j->req.stop[i], len) == 0) {
+      j->stop_hit = i + 1;
+      return;
+    }
+  }
+}
+
 /* Releases the text held back for stop strings at the end of generation
  * (after flushing the detokenizer): a stop string may still complete. */
 static void release_held(srv_job *j) {
@@ -163,6 +175,7 @@ static void release_held(srv_job *j) {
   j->held = b.p, j->n_held = b.n, j->cap_held = b.cap;
   bool matched;
   size_t k = srv_stop_scan(j->held, j->n_held, j->req.stop, j->req.n_stop, &matched);
+  if (matched) note_stop(j, k);
   srv_job_emit(j, j->held, matched ? k : j->n_held, NULL);
   j->n_held = 0;
 }
@@ -346,6 +359,7 @@ static void on_sampled(srv_sched *s, int i, const srv_sampled *d) {
   size_t k = srv_stop_scan(j->held ? j->held : "", j->n_held, j->req.stop, j->req.n_stop, &matched);
   srv_job_emit(j, j->held, k, j->req.logprobs ? &d->lp : NULL);
   if (matched) {
+    note_stop(j, k);
     j->n_held = 0;
     finish_slot(s, i, SRV_FINISH_STOP, NULL);
     return;

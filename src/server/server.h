@@ -16,6 +16,7 @@
 #define SRV_MAX_STOP 16         /* stop strings per request */
 #define SRV_MAX_STOP_LEN 256    /* bytes per stop string */
 #define SRV_MAX_TOP_LOGPROBS 20 /* OpenAI's limit for top_logprobs */
+#define SRV_MAX_CORS 16         /* --cors-origin options */
 
 typedef struct {
   const char *model_path;
@@ -36,6 +37,9 @@ typedef struct {
   size_t max_body; /* bytes of a request body before 413 */
   int max_connections;
   const char *api_key;   /* NULL: no authentication */
+  const char *cors[SRV_MAX_CORS]; /* allowed browser origins, each a comma list ("*": any) */
+  int n_cors;                     /* 0: no CORS headers */
+  int responses_store;            /* Responses API responses kept for previous_response_id */
   double shutdown_grace; /* seconds running requests may go on after SIGTERM */
   bool verbose;
 } srv_config;
@@ -140,6 +144,7 @@ typedef struct srv_job {
   size_t n_lp, cap_lp;
   int32_t n_cached;    /* prompt positions reused from the prefix cache */
   int32_t n_generated; /* sampled tokens, end-of-generation included */
+  int32_t stop_hit;    /* 1 + the index in req.stop of the string that ended the output; 0: none */
   srv_finish finish;
   srv_error error;
   double t_submit, t_first, t_done; /* monotonic seconds */
