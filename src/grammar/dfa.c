@@ -28,6 +28,7 @@ typedef struct {
   uint32_t *stamp, cur_stamp;
   uint32_t *stack, *set;
   size_t n_calls, cap_calls;
+  uint64_t work; /* edges scanned, against PA_G_MAX_ANALYSIS */
   int err;
 } dfa_builder;
 
@@ -221,6 +222,13 @@ static void expand(dfa_builder *d, uint32_t s) {
   bool final = false;
   for (uint32_t i = 0; i < n_mem; i++) final |= mem[i] == nfa->rule_end[rule];
   g->flags[s] = final ? PA_GS_FINAL : 0;
+  uint32_t member_edges = 0;
+  for (uint32_t i = 0; i < n_mem; i++)
+    member_edges += nfa->edge_off[mem[i] + 1] - nfa->edge_off[mem[i]];
+  d->work += (uint64_t)member_edges * (g->n_cls + 1);
+  if (d->work > PA_G_MAX_ANALYSIS && !d->err)
+    d->err = pa_error(PASADA_ERR_ARG,
+                      "grammar: too costly to determinize (the automaton exceeds the limits)");
   for (uint32_t c = 0; c < g->n_cls && !d->err; c++) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < n_mem; i++)

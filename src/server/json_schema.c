@@ -788,11 +788,25 @@ static bool is_rule_name(const char *s) {
   return true;
 }
 
+/* Whether every key and string of v is valid UTF-8 (the JSON parser does
+ * not check; GBNF needs it), within JS_MAX_DEPTH levels. */
+static bool utf8_clean(const cJSON *v, int depth) {
+  if (depth > 4 * JS_MAX_DEPTH) return false;
+  if (v->string && !srv_utf8_valid(v->string, strlen(v->string))) return false;
+  if (cJSON_IsString(v) && !srv_utf8_valid(v->valuestring, strlen(v->valuestring))) return false;
+  for (const cJSON *k = v->child; k; k = k->next)
+    if (!utf8_clean(k, depth + 1)) return false;
+  return true;
+}
+
 bool srv_json_schema_rules(const cJSON *schema, const char *prefix, srv_buf *out, srv_error *e) {
   js_ctx c = {.root = schema, .prefix = prefix, .out = out, .e = e, .path = "#"};
   if (!prefix || !is_rule_name(prefix))
     return srv_fail(e, 400, "invalid_request_error", NULL, "", "json_schema: bad rule name '%s'",
                     prefix ? prefix : "");
+  if (!schema || !utf8_clean(schema, 0))
+    return srv_fail(e, 400, "invalid_request_error", NULL, "", "json_schema: %s",
+                    schema ? "invalid UTF-8 or nesting too deep" : "no schema");
   srv_buf body = {0};
   bool ok = gen(&c, schema, &body);
   if (ok) {

@@ -59,6 +59,7 @@ static int cmp_pair(const void *a, const void *b) {
 
 /* Sorted, merged. */
 static void cp_norm(cpset *s) {
+  if (!s->n) return;
   qsort(s->r, (size_t)s->n, 2 * sizeof *s->r, cmp_pair);
   int m = 0;
   for (int i = 0; i < s->n; i++) {

@@ -13,6 +13,9 @@ crash, sanitizer report, leak or timeout they find:
 - fuzz_template (tests/fuzz/fuzz_template.c): the Jinja chat-template engine
   (a template, then optionally its JSON variables), seeded with the corpus of
   real chat templates (../shared/chat-templates) and a few of every construct.
+- fuzz_grammar (tests/fuzz/fuzz_grammar.c): GBNF grammars and JSON schemas
+  compiled for a vocabulary and followed byte by byte, seeded with a few
+  grammars and the schema cases (tests/fixtures/schemas/cases.json).
 The fuzz build lives in PASADA_FUZZ_BUILD_DIR (default build-fuzz/, made by
 scripts/build fuzz); a missing binary is a failure, not a skip."""
 import json
@@ -142,3 +145,25 @@ def test_fuzz_template(tmp_path):
         (corpus / f"snippet{i}").write_bytes(s.encode())  # after a NUL: the variables
     assert len(list(corpus.iterdir())) >= len(snippets)
     run_fuzzer("fuzz_template", corpus, tmp_path, 20000)
+
+
+def test_fuzz_grammar(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    # byte 0: bit 0 a JSON schema (else GBNF), bit 1 the vocabulary; then
+    # the grammar, a NUL, and text to follow
+    grammars = [
+        'root ::= value\nvalue ::= "{" ws (str ":" ws value ("," ws str ":" ws value)*)? "}" | str | [0-9]+\n'
+        'str ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\t\\n]{0,4}\n',
+        'root ::= "a" [b-d]* ("x" | "yz"){1,3} . [^\\n\\u00e9]?\n',
+        'root ::= x x\nx ::= "(" x ")" | ""\n',
+        'root ::= ([ぁ-ゟ] | "\\U0001F600")+ # comment\n',
+    ]
+    for i, g in enumerate(grammars):
+        for v in range(2):
+            (corpus / f"g{i}{v}").write_bytes(bytes([2 * v]) + g.encode() + b"\0" + b'{"a": [1, (x)]}')
+    for i, c in enumerate(json.loads((FIXTURES / "schemas" / "cases.json").read_text())):
+        inst = json.dumps(c["valid"][0]) if c.get("valid") else "{}"
+        (corpus / f"s{i}").write_bytes(bytes([1 | 2 * (i % 2)]) + json.dumps(c["schema"]).encode() + b"\0"
+                                       + inst.encode())
+    run_fuzzer("fuzz_grammar", corpus, tmp_path, 4096)
