@@ -180,6 +180,24 @@ static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
       if (g->trans[(size_t)node * g->n_cls + g->cls[b]] == node) /* a plain state: no PA_G_SLOW */
         loop[b >> 6] |= 1ull << (b & 63);
   const bool loops = loop[0] | loop[1] | loop[2] | loop[3];
+  /* a chain of plain states that every printable ASCII byte but " and \
+   * moves along alike (a string's characters counted up to a bound): a
+   * token of those bytes no longer than the chain is accepted without a
+   * walk */
+  static const uint64_t plain[4] = {0xFFFFFFFB00000000ull, 0x7FFFFFFFEFFFFFFFull, 0, 0};
+  uint32_t chain = 0;
+  for (uint32_t q = node; chain < v->max_len; chain++) {
+    uint32_t t = PA_G_NONE;
+    bool same = true;
+    for (int b = 0x20; b < 0x7F && same; b++) {
+      if (!(plain[b >> 6] >> (b & 63) & 1)) continue;
+      const uint32_t x = g->trans[(size_t)q * g->n_cls + g->cls[b]];
+      same = x != PA_G_NONE && !(x & PA_G_SLOW) && (t == PA_G_NONE || x == t);
+      t = x;
+    }
+    if (!same) break;
+    q = t;
+  }
   uint32_t valid = 0, dead_at = UINT32_MAX;
   bool dead_end = false, dead_unc_eq = false, dead_unc_deeper = false;
   for (uint32_t r = 0; r < n_sorted;) {
@@ -200,9 +218,11 @@ static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
     }
     dead_at = UINT32_MAX;
     if (valid > l) valid = l;
-    if (loops) {
+    if (loops || chain) {
       const uint64_t *bs = v->byteset[r];
-      if (!((bs[0] & ~loop[0]) | (bs[1] & ~loop[1]) | (bs[2] & ~loop[2]) | (bs[3] & ~loop[3]))) {
+      if ((loops &&
+           !((bs[0] & ~loop[0]) | (bs[1] & ~loop[1]) | (bs[2] & ~loop[2]) | (bs[3] & ~loop[3]))) ||
+          (len <= chain && !((bs[0] & ~plain[0]) | (bs[1] & ~plain[1]) | bs[2] | bs[3]))) {
         classify(o, r, id, true, false); /* levels past `valid` stay unknown */
         r++;
         continue;
