@@ -57,16 +57,18 @@ static int mhd_load(void) {
   if (mhd.loaded) return PASADA_OK;
   const char *names[] = {"libmicrohttpd.so.12", PASADA_MHD_PATH};
   void *lib = NULL;
-  for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) lib = dlopen(names[i], RTLD_NOW);
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+    lib = dlopen(names[i], RTLD_NOW);
   if (!lib) {
-    fprintf(stderr, "pasada serve: cannot load libmicrohttpd (%s): %s\n", PASADA_MHD_PATH, dlerror());
+    fprintf(stderr, "pasada serve: cannot load libmicrohttpd (%s): %s\n", PASADA_MHD_PATH,
+            dlerror());
     return PASADA_ERR_IO;
   }
-#define MHD_SYM(field, name)                                                                   \
-  if (!(*(void **)&mhd.field = dlsym(lib, #name))) {                                           \
-    fprintf(stderr, "pasada serve: libmicrohttpd lacks %s\n", #name);                         \
-    dlclose(lib);                                                                             \
-    return PASADA_ERR_IO;                                                                     \
+#define MHD_SYM(field, name)                                          \
+  if (!(*(void **)&mhd.field = dlsym(lib, #name))) {                  \
+    fprintf(stderr, "pasada serve: libmicrohttpd lacks %s\n", #name); \
+    dlclose(lib);                                                     \
+    return PASADA_ERR_IO;                                             \
   }
   MHD_SYM(start_daemon, MHD_start_daemon)
   MHD_SYM(stop_daemon, MHD_stop_daemon)
@@ -273,8 +275,8 @@ static enum MHD_Result send_preflight(srv_state *st, struct MHD_Connection *c, h
      * it is a plain list of header names) */
     char headers[1024] =
         "authorization, content-type, x-api-key, anthropic-version, anthropic-beta";
-    const char *want = MHD_lookup_connection_value(
-        c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCESS_CONTROL_REQUEST_HEADERS);
+    const char *want = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_ACCESS_CONTROL_REQUEST_HEADERS);
     const char *name_chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_, ";
     if (want && *want && strlen(want) < sizeof headers - strlen(headers) - 3 &&
         strspn(want, name_chars) == strlen(want)) {
@@ -379,10 +381,35 @@ typedef struct {
   struct MHD_Connection *conn;
   srv_job *job;
   srv_stream stream;
-  void *api; /* the API's own state of the request (owned) */
+  srv_stream *streams; /* a request of several choices: one state per choice */
+  void *api;           /* the API's own state of the request (owned) */
   srv_buf out;
   bool started, done;
 } stream_ctx;
+
+/* Cancels every unfinished choice of the request whose first job is j. */
+static void cancel_all(srv_state *st, srv_job *j) {
+  int n = j->choices ? j->n_choices : 1;
+  for (int k = 0; k < n; k++) {
+    srv_job *c = j->choices ? j->choices[k] : j;
+    pthread_mutex_lock(&c->mu);
+    bool finished = c->finish != SRV_PENDING;
+    pthread_mutex_unlock(&c->mu);
+    if (!finished) srv_sched_cancel(st->sched, c);
+  }
+}
+
+/* The first unfinished choice of j's request (NULL when all are). */
+static srv_job *unfinished_choice(srv_job *j) {
+  for (int k = 0; j->choices && k < j->n_choices; k++) {
+    srv_job *c = j->choices[k];
+    pthread_mutex_lock(&c->mu);
+    bool finished = c->finish != SRV_PENDING;
+    pthread_mutex_unlock(&c->mu);
+    if (!finished) return c;
+  }
+  return NULL;
+}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   stream_ctx *sc = cls;
@@ -396,8 +423,23 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     }
     if (sc->done) return MHD_CONTENT_READER_END_OF_STREAM;
     if (client_gone(sc->conn)) {
-      srv_sched_cancel(sc->st->sched, j);
+      cancel_all(sc->st, j);
       return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (sc->streams) {
+      /* several choices: wait for news of one still running (they decode
+       * in the same steps, so the others' news is at most a step behind) */
+      srv_job *w = unfinished_choice(j);
+      if (sc->started && w &&
+          !wait_output(sc->st, sc->conn, w, false, sc->streams[w->choice].text_off,
+                       sc->streams[w->choice].lp_off, STREAM_PING_S)) {
+        cancel_all(sc->st, j);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+      }
+      sc->started = true;
+      sc->done = srv_stream_group(&sc->st->mi, j, sc->streams, &sc->out);
+      if (sc->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+      continue;
     }
     /* every stream but completions' opens at once (chat's role chunk,
      * message_start, response.created) */
@@ -425,10 +467,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) {
   stream_ctx *sc = cls;
-  pthread_mutex_lock(&sc->job->mu);
-  bool finished = sc->job->finish != SRV_PENDING;
-  pthread_mutex_unlock(&sc->job->mu);
-  if (!finished) srv_sched_cancel(sc->st->sched, sc->job);
+  cancel_all(sc->st, sc->job);
+  free(sc->streams);
   srv_api_free(sc->job->req.kind, sc->api);
   srv_job_release(sc->job);
   srv_buf_free(&sc->out);
@@ -452,6 +492,59 @@ static void make_id(srv_job *j) {
            (unsigned long long)x);
 }
 
+/* A job's sampler (with its grammar) and detokenizer. */
+static bool prepare_job(srv_state *st, srv_job *j, srv_error *e) {
+  if (!srv_request_sampler(&st->mi, &j->req, &j->sampler, &j->grammar, e)) return false;
+  /* a family whose reasoning or tool-call markers are special tokens needs
+   * them in the text the output parser reads (it removes them) */
+  const srv_out_style *style = &st->mi.style;
+  bool special =
+      j->req.kind != SRV_COMPLETION && (style->format != SRV_OUT_PLAIN || style->think_open[0]);
+  if (pasada_detok_create(st->mi.tok, special, &j->detok) != PASADA_OK)
+    return srv_fail(e, 500, "server_error", NULL, NULL, "%s", pasada_last_error());
+  return true;
+}
+
+/* A request of several choices (n > 1, several prompts): one job per
+ * choice beside j (choice 0), each with the request's fields, its prompt,
+ * and a seed of its own (the request's + the choice's index). Choices of
+ * one prompt after its first wait for that one's prefill and share its KV
+ * blocks. */
+static bool make_choices(srv_state *st, srv_job *j, srv_error *e) {
+  int per = j->req.n > 1 ? j->req.n : 1, total = per * (1 + j->req.n_more);
+  if (total <= 1) return true;
+  if (!(j->choices = calloc((size_t)total, sizeof *j->choices)))
+    return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+  j->choices[0] = j;
+  j->n_choices = 1;
+  for (int k = 1; k < total; k++) {
+    srv_job *c = srv_job_create();
+    if (!c) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    j->choices[j->n_choices++] = c;
+    if (!srv_request_clone(&j->req, &c->req))
+      return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    int p = k / per;
+    if (p > 0) {
+      int32_t n = j->req.n_prompts2[p - 1];
+      int32_t *ids = malloc((size_t)n * sizeof *ids);
+      if (!ids) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+      memcpy(ids, j->req.prompts2[p - 1], (size_t)n * sizeof *ids);
+      free(c->req.prompt);
+      c->req.prompt = ids;
+      c->req.n_prompt = n;
+      int64_t room = st->mi.n_ctx - n, asked = j->req.max_asked;
+      c->req.max_tokens = (int32_t)(asked > 0 && asked < room ? asked : room);
+    }
+    if (c->req.sampling.seed != PASADA_SEED_RANDOM) c->req.sampling.seed += (uint64_t)k;
+    c->choice = k;
+    c->wait_prefill = k % per != 0;
+    memcpy(c->id, j->id, sizeof c->id);
+    c->created = j->created;
+    if (!prepare_job(st, c, e)) return false;
+  }
+  return true;
+}
+
 static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, http_req *r,
                                        srv_kind kind) {
   srv_error e;
@@ -467,35 +560,35 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
   j->req = req;
   r->job = j;
   make_id(j);
-  if (!srv_request_sampler(&st->mi, &j->req, &j->sampler, &j->grammar, &e))
-    return send_error(st, c, r, &e);
-  /* a family whose reasoning or tool-call markers are special tokens needs
-   * them in the text the output parser reads (it removes them) */
-  const srv_out_style *style = &st->mi.style;
-  bool special = kind != SRV_COMPLETION && (style->format != SRV_OUT_PLAIN || style->think_open[0]);
-  if (pasada_detok_create(st->mi.tok, special, &j->detok) != PASADA_OK)
-    return fail(st, c, r, 500, "server_error", NULL, "%s", pasada_last_error());
+  if (!prepare_job(st, j, &e) || !make_choices(st, j, &e)) return send_error(st, c, r, &e);
 
-  switch (srv_sched_submit(st->sched, j)) {
-    case SRV_SUBMIT_QUEUE_FULL:
+  int n_jobs = j->choices ? j->n_choices : 1;
+  for (int k = 0; k < n_jobs; k++) {
+    srv_submit_result sr = srv_sched_submit(st->sched, j->choices ? j->choices[k] : j);
+    if (sr == SRV_SUBMIT_OK) continue;
+    for (int m = 0; m < k; m++) srv_sched_cancel(st->sched, j->choices[m]);
+    if (sr == SRV_SUBMIT_QUEUE_FULL) {
       srv_metrics_rejected(st->metrics, "queue_full");
       return fail(st, c, r, 429, "rate_limit_error", "queue_full",
                   "the server is busy: the request queue is full, retry later");
-    case SRV_SUBMIT_SHUTTING_DOWN:
-      return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
-    case SRV_SUBMIT_OK:
-      break;
+    }
+    return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
   }
 
   if (j->req.stream) {
     stream_ctx *sc = calloc(1, sizeof *sc);
     if (!sc) {
-      srv_sched_cancel(st->sched, j);
+      cancel_all(st, j);
       return MHD_NO;
     }
     sc->st = st;
     sc->conn = c;
     sc->job = j;
+    if (j->choices && !(sc->streams = calloc((size_t)j->n_choices, sizeof *sc->streams))) {
+      free(sc);
+      cancel_all(st, j);
+      return MHD_NO;
+    }
     sc->api = r->api;
     r->api = NULL;
     srv_job_retain(j);
@@ -516,18 +609,28 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
     return ret;
   }
 
-  for (;;) {
-    if (!wait_output(st, c, j, true, 0, 0, 1e30)) {
-      srv_metrics_request(st->metrics, r->endpoint, 499); /* client closed the request */
-      return MHD_NO;
+  for (int k = 0; k < n_jobs; k++) {
+    srv_job *w = j->choices ? j->choices[k] : j;
+    for (;;) {
+      if (!wait_output(st, c, w, true, 0, 0, 1e30)) {
+        cancel_all(st, j);
+        srv_metrics_request(st->metrics, r->endpoint, 499); /* client closed the request */
+        return MHD_NO;
+      }
+      pthread_mutex_lock(&w->mu);
+      srv_finish f = w->finish;
+      e = w->error;
+      pthread_mutex_unlock(&w->mu);
+      if (f == SRV_FINISH_ERROR) {
+        cancel_all(st, j);
+        return send_error(st, c, r, &e);
+      }
+      if (f == SRV_FINISH_CANCELLED) {
+        cancel_all(st, j);
+        return MHD_NO;
+      }
+      if (f != SRV_PENDING) break;
     }
-    pthread_mutex_lock(&j->mu);
-    srv_finish f = j->finish;
-    e = j->error;
-    pthread_mutex_unlock(&j->mu);
-    if (f == SRV_FINISH_ERROR) return send_error(st, c, r, &e);
-    if (f == SRV_FINISH_CANCELLED) return MHD_NO;
-    if (f != SRV_PENDING) break;
   }
   return send_json(st, c, r, 200, srv_api_response(&st->mi, st->responses, j, r->api));
 }
@@ -632,8 +735,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       if (strcmp(url, ROUTES[i].path) != 0) continue;
       r->r = ROUTES[i].r;
       r->endpoint = ROUTES[i].path;
-      if (r->endpoint[1] != 'v' && (r->r == R_CHAT || r->r == R_COMPLETIONS ||
-                                    r->r == R_MODELS || r->r == R_RESPONSES))
+      if (r->endpoint[1] != 'v' &&
+          (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MODELS || r->r == R_RESPONSES))
         r->endpoint = ROUTES[i - 1].path; /* the /v1 spelling */
       r->methods = ROUTES[i].methods;
       break;

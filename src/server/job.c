@@ -81,13 +81,45 @@ void srv_request_clear(srv_request *r) {
   free(r->model);
   free(r->grammar);
   cJSON_Delete(r->tool_defs);
+  for (int i = 0; i < r->n_more; i++) free(r->prompts2[i]);
+  free(r->prompts2);
+  free(r->n_prompts2);
   free(r->bias_ids);
   free(r->bias);
   memset(r, 0, sizeof *r);
 }
 
+static void *dup_bytes(const void *p, size_t n) {
+  void *q = malloc(n ? n : 1);
+  if (q && n) memcpy(q, p, n);
+  return q;
+}
+
+bool srv_request_clone(const srv_request *src, srv_request *dst) {
+  *dst = *src;
+  dst->prompt = NULL, dst->model = NULL, dst->grammar = NULL, dst->tool_defs = NULL;
+  dst->bias_ids = NULL, dst->bias = NULL, dst->prompts2 = NULL, dst->n_prompts2 = NULL;
+  dst->n_more = 0, dst->n_bias = 0, dst->n_stop = 0;
+  bool ok = (dst->prompt = dup_bytes(src->prompt, (size_t)src->n_prompt * sizeof(int32_t))) &&
+            (!src->model || (dst->model = strdup(src->model))) &&
+            (!src->grammar || (dst->grammar = strdup(src->grammar))) &&
+            (!src->tool_defs || (dst->tool_defs = cJSON_Duplicate(src->tool_defs, true)));
+  for (int i = 0; ok && i < src->n_stop; i++)
+    ok = (dst->stop[dst->n_stop++] = strdup(src->stop[i])) != NULL;
+  if (ok && src->n_bias) {
+    dst->bias_ids = dup_bytes(src->bias_ids, (size_t)src->n_bias * sizeof(int32_t));
+    dst->bias = dup_bytes(src->bias, (size_t)src->n_bias * sizeof(float));
+    ok = dst->bias_ids && dst->bias;
+    dst->n_bias = src->n_bias;
+  }
+  if (!ok) srv_request_clear(dst);
+  return ok;
+}
+
 void srv_job_release(srv_job *j) {
   if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
+  for (int i = 1; i < j->n_choices; i++) srv_job_release(j->choices[i]);
+  free(j->choices);
   srv_request_clear(&j->req);
   pasada_sampler_free(j->sampler);
   pasada_grammar_free(j->grammar);

@@ -98,8 +98,10 @@ static bool refuse_unsupported(const cJSON *root, bool chat, srv_error *e) {
   if (chat && mod) {
     const cJSON *m;
     if (!cJSON_IsArray(mod)) return BAD(e, "modalities", "'modalities' must be an array");
-    cJSON_ArrayForEach(m, mod) if (!cJSON_IsString(m) || strcmp(m->valuestring, "text") != 0)
-      return BAD(e, "modalities", "only the 'text' modality is supported");
+    cJSON_ArrayForEach(m, mod) if (!cJSON_IsString(m) ||
+                                   strcmp(m->valuestring, "text") !=
+                                       0) return BAD(e, "modalities",
+                                                     "only the 'text' modality is supported");
   }
   const cJSON *suffix = field(root, "suffix");
   if (!chat && suffix && (!cJSON_IsString(suffix) || suffix->valuestring[0]))
@@ -119,8 +121,8 @@ static bool parse_common(const srv_model_info *mi, const cJSON *root, srv_reques
     if (!get_bool(so, "include_usage", &r->include_usage, e)) return false;
   }
   int64_t n = 1;
-  if (!get_int(root, "n", -1e18, 1e18, &n, e)) return false;
-  if (n != 1) return BAD(e, "n", "'n' is %lld, only n=1 is supported", (long long)n);
+  if (!get_int(root, "n", 1, SRV_MAX_CHOICES, &n, e)) return false;
+  r->n = (int32_t)n;
   if (!get_int(root, "max_tokens", 1, 1e15, max_tokens, e)) return false;
 
   /* OpenAI's defaults: temperature 1, top_p 1, no top-k or min-p cut. */
@@ -179,6 +181,11 @@ static bool check_length(const srv_model_info *mi, const char *param, srv_reques
                     r->n_prompt, mi->n_ctx);
   int64_t room = mi->n_ctx - r->n_prompt;
   r->max_tokens = (int32_t)(max_tokens > 0 && max_tokens < room ? max_tokens : room);
+  r->max_asked = max_tokens;
+  if (r->n < 1) r->n = 1;
+  if ((int64_t)r->n * (1 + r->n_more) > SRV_MAX_CHOICES)
+    return BAD(e, "n", "'n' x the prompts is %lld choices, at most %d are allowed",
+               (long long)r->n * (1 + r->n_more), SRV_MAX_CHOICES);
   return true;
 }
 
@@ -200,15 +207,18 @@ static bool parse_tool_choice(const cJSON *root, srv_tool_mode *mode, const char
       *mode = SRV_TOOLS_REQUIRED;
       return true;
     }
-    return BAD(e, "tool_choice", "'tool_choice' is '%s'; it must be auto, none, required or a "
-               "function", tc->valuestring);
+    return BAD(e, "tool_choice",
+               "'tool_choice' is '%s'; it must be auto, none, required or a "
+               "function",
+               tc->valuestring);
   }
   const cJSON *type = field(tc, "type"), *fn = field(tc, "function");
   const cJSON *fname = fn ? field(fn, "name") : NULL;
   if (!cJSON_IsObject(tc) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
       !cJSON_IsString(fname))
     return BAD(e, "tool_choice",
-               "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+               "'tool_choice' must be a string or {\"type\": \"function\", \"function\": "
+               "{\"name\": ...}}");
   *mode = SRV_TOOLS_NAMED;
   *name = fname->valuestring;
   return true;
@@ -227,10 +237,12 @@ static bool parse_response_format(const cJSON *root, srv_request *r, srv_error *
   if (strcmp(type->valuestring, "json_schema") == 0) {
     const cJSON *js = field(rf, "json_schema");
     if (!cJSON_IsObject(js))
-      return BAD(e, "response_format.json_schema", "'response_format.json_schema' must be an object");
+      return BAD(e, "response_format.json_schema",
+                 "'response_format.json_schema' must be an object");
     const cJSON *schema = field(js, "schema");
     if (schema && !cJSON_IsObject(schema))
-      return BAD(e, "response_format.json_schema.schema", "'response_format.json_schema.schema' "
+      return BAD(e, "response_format.json_schema.schema",
+                 "'response_format.json_schema.schema' "
                  "must be a JSON schema object");
     return srv_request_json(schema ? schema : NULL, "response_format.json_schema.schema", r, e);
   }
@@ -286,33 +298,71 @@ static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request 
   return true;
 }
 
+/* One prompt: a string or an array of token ids, into ids / *n. */
+static bool one_prompt(const srv_model_info *mi, const cJSON *p, int32_t **ids, int32_t *n,
+                       srv_error *e) {
+  if (cJSON_IsString(p)) {
+    srv_request tmp = {0};
+    if (!tokenize_prompt(mi, p->valuestring, strlen(p->valuestring), "prompt", &tmp, e)) {
+      free(tmp.prompt);
+      return false;
+    }
+    *ids = tmp.prompt;
+    *n = tmp.n_prompt;
+    return true;
+  }
+  if (!cJSON_IsArray(p))
+    return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
+  int k = cJSON_GetArraySize(p);
+  *ids = malloc((size_t)(k > 0 ? k : 1) * sizeof(int32_t));
+  *n = 0;
+  if (!*ids) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+  const cJSON *t;
+  cJSON_ArrayForEach(t, p) {
+    if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble))
+      return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
+    if (t->valuedouble < 0 || t->valuedouble >= mi->n_vocab)
+      return BAD(e, "prompt", "token id %.0f is outside the vocabulary [0, %d)", t->valuedouble,
+                 mi->n_vocab);
+    (*ids)[(*n)++] = (int32_t)t->valuedouble;
+  }
+  return true;
+}
+
 static bool parse_completion(const srv_model_info *mi, const cJSON *root, srv_request *r,
                              srv_error *e) {
   const cJSON *p = field(root, "prompt");
   if (!p) return BAD(e, "prompt", "'prompt' is required");
-  /* a list of one prompt is that prompt */
-  if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
-      (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
-    p = p->child;
-  else if (cJSON_IsArray(p) && p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
-    return BAD(e, "prompt", "only one prompt per request is supported");
-  if (cJSON_IsString(p)) {
-    if (!tokenize_prompt(mi, p->valuestring, strlen(p->valuestring), "prompt", r, e)) return false;
-  } else if (cJSON_IsArray(p)) {
+  /* a list of prompts (strings or token arrays): each one gets n choices */
+  if (cJSON_IsArray(p) && p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child))) {
     int n = cJSON_GetArraySize(p);
-    r->prompt = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-    if (!r->prompt) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, p) {
-      if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble))
-        return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
-      if (t->valuedouble < 0 || t->valuedouble >= mi->n_vocab)
-        return BAD(e, "prompt", "token id %.0f is outside the vocabulary [0, %d)", t->valuedouble,
-                   mi->n_vocab);
-      r->prompt[r->n_prompt++] = (int32_t)t->valuedouble;
+    if (n > SRV_MAX_CHOICES)
+      return BAD(e, "prompt", "'prompt' has %d prompts, at most %d are allowed", n,
+                 SRV_MAX_CHOICES);
+    r->prompts2 = calloc((size_t)n, sizeof *r->prompts2);
+    r->n_prompts2 = calloc((size_t)n, sizeof *r->n_prompts2);
+    if (!r->prompts2 || !r->n_prompts2)
+      return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    const cJSON *q;
+    bool first = true;
+    cJSON_ArrayForEach(q, p) {
+      if (!cJSON_IsString(q) && !cJSON_IsArray(q))
+        return BAD(e, "prompt", "'prompt' must be a string, token ids, or a list of those");
+      if (first) {
+        if (!one_prompt(mi, q, &r->prompt, &r->n_prompt, e)) return false;
+        first = false;
+        continue;
+      }
+      int k = r->n_more++;
+      if (!one_prompt(mi, q, &r->prompts2[k], &r->n_prompts2[k], e)) return false;
+      if (r->n_prompts2[k] == 0) return BAD(e, "prompt", "prompt %d is empty", k + 1);
+      if (r->n_prompts2[k] >= mi->n_ctx)
+        return srv_fail(e, 400, "invalid_request_error", "context_length_exceeded", "prompt",
+                        "prompt %d has %d tokens but the context holds %d", k + 1, r->n_prompts2[k],
+                        mi->n_ctx);
     }
-  } else {
-    return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
+  } else if (!one_prompt(mi, p, &r->prompt, &r->n_prompt, e)) {
+    return false;
   }
   if (!parse_response_format(root, r, e)) return false;
   const cJSON *g = field(root, "grammar");
@@ -460,13 +510,24 @@ static cJSON *completion_logprobs(const srv_model_info *mi, const srv_token_logp
   return root;
 }
 
-static cJSON *usage_json(const srv_job *j) {
+/* The usage of a request: every choice's generated tokens, the prompt
+ * tokens of each of its prompts once (choices of one prompt share it). */
+static cJSON *usage_json(srv_job *j) {
+  int n = j->choices ? j->n_choices : 1, per = j->req.n > 1 ? j->req.n : 1;
+  int64_t prompt = 0, generated = 0, cached = 0;
+  for (int k = 0; k < n; k++) {
+    srv_job *c = j->choices ? j->choices[k] : j;
+    pthread_mutex_lock(&c->mu);
+    if (k % per == 0) prompt += c->req.n_prompt, cached += c->n_cached;
+    generated += c->n_generated;
+    pthread_mutex_unlock(&c->mu);
+  }
   cJSON *u = cJSON_CreateObject();
-  cJSON_AddNumberToObject(u, "prompt_tokens", j->req.n_prompt);
-  cJSON_AddNumberToObject(u, "completion_tokens", j->n_generated);
-  cJSON_AddNumberToObject(u, "total_tokens", j->req.n_prompt + j->n_generated);
+  cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt);
+  cJSON_AddNumberToObject(u, "completion_tokens", (double)generated);
+  cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt + generated));
   cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-  cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
+  cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
   return u;
 }
 
@@ -508,20 +569,20 @@ static const char *finish_reason(srv_finish f, int n_calls) {
   return f == SRV_FINISH_STOP && n_calls > 0 ? "tool_calls" : srv_finish_name(f);
 }
 
-char *srv_openai_response(const srv_model_info *mi, srv_job *j) {
+/* One finished choice's object (index, message or text, logprobs,
+ * finish_reason); NULL when out of memory. */
+static cJSON *choice_json(const srv_model_info *mi, srv_job *j) {
   pthread_mutex_lock(&j->mu); /* finished: the scheduler writes no more */
   bool chat = j->req.kind == SRV_CHAT;
-  cJSON *root = envelope(j, chat ? "chat.completion" : "text_completion");
-  cJSON *choices = cJSON_AddArrayToObject(root, "choices");
   cJSON *c = cJSON_CreateObject();
-  cJSON_AddNumberToObject(c, "index", 0);
+  cJSON_AddNumberToObject(c, "index", j->choice);
   int n_calls = 0;
   if (chat) {
     srv_output o = {0};
     srv_out_opts opts = out_opts(j, true);
     if (!srv_output_parse(&mi->style, j->text ? j->text : "", j->n_text, &opts, &o)) {
       pthread_mutex_unlock(&j->mu);
-      cJSON_Delete(root);
+      cJSON_Delete(c);
       return NULL;
     }
     cJSON *msg = cJSON_AddObjectToObject(c, "message");
@@ -552,9 +613,24 @@ char *srv_openai_response(const srv_model_info *mi, srv_job *j) {
     cJSON_AddItemToObject(c, "logprobs", completion_logprobs(mi, j->lp, j->n_lp, &off));
   }
   cJSON_AddStringToObject(c, "finish_reason", finish_reason(j->finish, n_calls));
-  cJSON_AddItemToArray(choices, c);
-  cJSON_AddItemToObject(root, "usage", usage_json(j));
   pthread_mutex_unlock(&j->mu);
+  return c;
+}
+
+char *srv_openai_response(const srv_model_info *mi, srv_job *j) {
+  bool chat = j->req.kind == SRV_CHAT;
+  cJSON *root = envelope(j, chat ? "chat.completion" : "text_completion");
+  cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+  int n = j->choices ? j->n_choices : 1;
+  for (int k = 0; k < n; k++) {
+    cJSON *c = choice_json(mi, j->choices ? j->choices[k] : j);
+    if (!c) {
+      cJSON_Delete(root);
+      return NULL;
+    }
+    cJSON_AddItemToArray(choices, c);
+  }
+  cJSON_AddItemToObject(root, "usage", usage_json(j));
   return print_and_delete(root);
 }
 
@@ -591,12 +667,15 @@ static cJSON *chunk(const srv_job *j, cJSON **choice) {
   cJSON *root = envelope(j, chat ? "chat.completion.chunk" : "text_completion");
   cJSON *choices = cJSON_AddArrayToObject(root, "choices");
   *choice = cJSON_CreateObject();
-  cJSON_AddNumberToObject(*choice, "index", 0);
+  cJSON_AddNumberToObject(*choice, "index", j->choice);
   cJSON_AddItemToArray(choices, *choice);
   return root;
 }
 
-bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_buf *out) {
+/* Renders one choice's new events; at its finish, the final chunk (or the
+ * error event, *error set). Returns true once the choice is complete. */
+static bool stream_choice(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_buf *out,
+                          bool *error) {
   if (st->sent_end) return true;
   bool chat = j->req.kind == SRV_CHAT;
   srv_output o = {0};
@@ -700,16 +779,40 @@ bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_b
     cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", finish_reason(finish, n_calls));
     sse(out, root);
-    if (j->req.include_usage) {
-      cJSON *u = envelope(j, chat ? "chat.completion.chunk" : "text_completion");
-      cJSON_AddArrayToObject(u, "choices");
-      pthread_mutex_lock(&j->mu);
-      cJSON_AddItemToObject(u, "usage", usage_json(j));
-      pthread_mutex_unlock(&j->mu);
-      sse(out, u);
-    }
+  }
+  if (finish == SRV_FINISH_ERROR) *error = true;
+  st->sent_end = true;
+  return true;
+}
+
+/* The end of a stream: the usage chunk when asked for, then [DONE]. */
+static void stream_end(srv_job *j, bool error, srv_buf *out) {
+  if (!error && j->req.include_usage) {
+    cJSON *u = envelope(j, j->req.kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(u, "choices");
+    cJSON_AddItemToObject(u, "usage", usage_json(j));
+    sse(out, u);
   }
   srv_buf_append(out, "data: [DONE]\n\n", 14);
-  st->sent_end = true;
+}
+
+bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_buf *out) {
+  if (st->sent_end) return true;
+  bool error = false;
+  if (!stream_choice(mi, j, st, out, &error)) return false;
+  stream_end(j, error, out);
+  return true;
+}
+
+bool srv_stream_group(const srv_model_info *mi, srv_job *j, srv_stream *sts, srv_buf *out) {
+  bool all = true, error = false;
+  for (int k = 0; k < j->n_choices; k++) {
+    if (sts[k].sent_end) continue;
+    all &= stream_choice(mi, j->choices[k], &sts[k], out, &error);
+    if (error) break;
+  }
+  if (!all && !error) return false;
+  for (int k = 0; k < j->n_choices; k++) sts[k].sent_end = true;
+  stream_end(j, error, out);
   return true;
 }

@@ -52,5 +52,9 @@ typedef struct {
  * "data: [DONE]"). The caller holds no lock. Returns true once the
  * stream is complete. */
 bool srv_stream_next(const srv_model_info *mi, srv_job *j, srv_stream *st, srv_buf *out);
+/* The same for a request of several choices (j->choices; sts: one state
+ * per choice): each choice's chunks carry its index; the usage and [DONE]
+ * come once, after the last choice's end. */
+bool srv_stream_group(const srv_model_info *mi, srv_job *j, srv_stream *sts, srv_buf *out);
 
 #endif

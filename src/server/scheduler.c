@@ -82,7 +82,8 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->b_seq = malloc((size_t)s->cap_batch * sizeof(int32_t));
   s->b_want = malloc((size_t)s->cap_batch);
   s->sampled = malloc((size_t)n_seq_max * sizeof *s->sampled);
-  if (!s->slot || !s->slot_order || !s->b_token || !s->b_pos || !s->b_seq || !s->b_want || !s->sampled) {
+  if (!s->slot || !s->slot_order || !s->b_token || !s->b_pos || !s->b_seq || !s->b_want ||
+      !s->sampled) {
     srv_sched_free(s);
     return PASADA_ERR_NOMEM;
   }
@@ -243,6 +244,19 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   return true;
 }
 
+/* Whether a running job is still prefilling j's prompt: j (another choice
+ * of the same request) then waits, to attach the blocks that prefill
+ * writes instead of computing them again. */
+static bool prefilling_same(const srv_sched *s, const srv_job *j) {
+  for (int i = 0; i < s->n_slots; i++) {
+    const srv_job *r = s->slot[i];
+    if (r && r->n_fed < r->req.n_prompt && r->req.n_prompt == j->req.n_prompt &&
+        memcmp(r->req.prompt, j->req.prompt, (size_t)j->req.n_prompt * sizeof(int32_t)) == 0)
+      return true;
+  }
+  return false;
+}
+
 /* Drops cancelled waiting jobs, fails them all when draining, and admits
  * from the head of the queue (first come, first served). */
 static void admit_waiting(srv_sched *s, bool draining) {
@@ -267,6 +281,7 @@ static void admit_waiting(srv_sched *s, bool draining) {
     int i = 0;
     while (s->slot[i]) i++;
     srv_job *j = s->queue_head;
+    if (j->wait_prefill && prefilling_same(s, j)) break;
     if (!admit(s, i, j)) break;
     s->queue_head = j->next;
     if (!s->queue_head) s->queue_tail = NULL;

@@ -16,6 +16,7 @@
 #define SRV_MAX_STOP 16         /* stop strings per request */
 #define SRV_MAX_STOP_LEN 256    /* bytes per stop string */
 #define SRV_MAX_TOP_LOGPROBS 20 /* OpenAI's limit for top_logprobs */
+#define SRV_MAX_CHOICES 64      /* choices of one request (n x prompts) */
 #define SRV_MAX_CORS 16         /* --cors-origin options */
 
 typedef struct {
@@ -87,6 +88,11 @@ typedef struct {
   int32_t *bias_ids; /* logit_bias: malloc'd token ids and their biases */
   float *bias;
   int n_bias;
+  int32_t n;           /* choices per prompt (OpenAI's n); 0 or 1: one */
+  int64_t max_asked;   /* the client's max_tokens (0: none), for the other prompts' clamps */
+  int32_t **prompts2;  /* completions: the prompts after the first (malloc'd), each n choices */
+  int32_t *n_prompts2;
+  int32_t n_more;
 } srv_request;
 
 typedef enum {
@@ -152,6 +158,14 @@ typedef struct srv_job {
   atomic_bool cancelled;
   atomic_int refs;
 
+  /* A request of several choices (n > 1, or several prompts) is one job
+   * per choice; the first holds references to the others. */
+  struct srv_job **choices; /* choices[0] is this job; NULL: a single choice */
+  int n_choices;
+  int choice;        /* this job's index among the request's choices */
+  bool wait_prefill; /* admitted only once no running job is prefilling the same prompt, whose
+                        KV blocks it then shares */
+
   /* scheduler-private from here on */
   struct srv_job *next; /* the waiting queue */
   int32_t seq;          /* -1 while waiting */
@@ -167,6 +181,8 @@ srv_job *srv_job_create(void);
 void srv_job_retain(srv_job *j);
 void srv_job_release(srv_job *j);
 void srv_request_clear(srv_request *r);
+/* A deep copy of src (one choice's request) into dst; false when out of memory. */
+bool srv_request_clone(const srv_request *src, srv_request *dst);
 /* Scheduler side: appends released text (and one logprob entry when lp is
  * non-NULL); signals the job's condition variable for its first output (or
  * every output when it has no bell); later output is announced by the

@@ -173,9 +173,15 @@ def test_named_tool_choice_forces_that_function(hermes):
         tool_choice={"type": "function", "function": {"name": "add"}}, max_tokens=80,
         temperature=0.7, seed=3)
     calls = r.choices[0].message.tool_calls
-    assert [c.function.name for c in calls] == ["add"]
-    args = json.loads(calls[0].function.arguments)
-    assert isinstance(args["a"], int) and isinstance(args["b"], int)
+    assert calls and all(c.function.name == "add" for c in calls)
+    for c in calls:
+        args = json.loads(c.function.arguments)
+        assert isinstance(args["a"], int) and isinstance(args["b"], int)
+    r = hermes.client().chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Tell me a joke."}], tools=[WEATHER, ADD],
+        tool_choice={"type": "function", "function": {"name": "add"}}, parallel_tool_calls=False,
+        max_tokens=80, temperature=0.7, seed=3)
+    assert [c.function.name for c in r.choices[0].message.tool_calls] == ["add"]
 
 
 def test_tool_choice_none_answers_in_text(hermes):
@@ -313,3 +319,57 @@ def test_template_errors_are_400_naming_the_line(pasada_bin, smollm2, tmp_path):
                         "--chat-template-file", str(bad)], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode != 0 and "bad.jinja" in p.stderr
+
+
+def test_n_choices_share_the_prompt(plain):
+    """n choices: one prompt prefilled once (the others attach its KV
+    blocks), each choice drawn with the request's seed + its index, so
+    choice k equals a single request with seed + k."""
+    client = plain.client()
+    msgs = [{"role": "system", "content": "You are a poet. " * 12},
+            {"role": "user", "content": "Write one line about the sea."}]
+    before = plain.wait_idle()
+    r = client.chat.completions.create(model="m", messages=msgs, n=3, temperature=0.9, seed=5,
+                                       max_tokens=12)
+    after = plain.wait_idle()  # the scheduler counts a choice's hits just after its finish
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    single = [client.chat.completions.create(model="m", messages=msgs, temperature=0.9,
+                                             seed=5 + k, max_tokens=12) for k in range(3)]
+    for k in range(3):
+        assert r.choices[k].message.content == single[k].choices[0].message.content
+    assert r.usage.prompt_tokens == single[0].usage.prompt_tokens
+    assert r.usage.completion_tokens == sum(s.usage.completion_tokens for s in single)
+    # choices 1 and 2 attached the prompt that choice 0 prefilled
+    hits = after["pasada_prefix_cache_hit_tokens_total"] - before["pasada_prefix_cache_hit_tokens_total"]
+    assert hits >= 2 * (r.usage.prompt_tokens - 16), hits
+
+    texts, finish = {}, {}
+    usage = None
+    for chunk in client.chat.completions.create(model="m", messages=msgs, n=3, temperature=0.9,
+                                                seed=5, max_tokens=12, stream=True,
+                                                stream_options={"include_usage": True}):
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+            finish[c.index] = c.finish_reason or finish.get(c.index)
+    assert texts == {k: r.choices[k].message.content for k in range(3)}
+    assert all(finish[k] in ("stop", "length") for k in range(3))
+    assert usage.completion_tokens == r.usage.completion_tokens
+
+
+def test_completions_list_of_prompts(plain):
+    client = plain.client()
+    prompts = ["The capital of France is", "One, two, three,"]
+    r = client.completions.create(model="m", prompt=prompts, n=2, max_tokens=6, temperature=0.8,
+                                  seed=9)
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    for k in range(4):
+        one = client.completions.create(model="m", prompt=prompts[k // 2], max_tokens=6,
+                                        temperature=0.8, seed=9 + k)
+        assert r.choices[k].text == one.choices[0].text, k
+    texts = {}
+    for chunk in client.completions.create(model="m", prompt=prompts, n=2, max_tokens=6,
+                                           temperature=0.8, seed=9, stream=True):
+        for c in chunk.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+    assert texts == {k: r.choices[k].text for k in range(4)}

@@ -372,7 +372,8 @@ def test_seed_reproducible(client):
     ({"max_tokens": 0}, "max_tokens"),
     ({"max_tokens": 2.5}, "max_tokens"),
     ({"max_completion_tokens": "10"}, "max_completion_tokens"),
-    ({"n": 2}, "n"),
+    ({"n": 0}, "n"),
+    ({"n": 65}, "n"),
     ({"stream": "yes"}, "stream"),
     ({"stop": 7}, "stop"),
     ({"stop": ["a"] * 17}, "stop"),
@@ -390,7 +391,9 @@ def test_chat_validation(server, body, param):
 
 @pytest.mark.parametrize("body,param", [
     ({"prompt": 5}, "prompt"),
-    ({"prompt": ["a", "b"]}, "prompt"),
+    ({"prompt": ["a", ""]}, "prompt"),
+    ({"prompt": ["a", 5]}, "prompt"),
+    ({"prompt": ["a"] * 10, "n": 7}, "n"),
     ({"prompt": [1, 2, 99999999]}, "prompt"),
     ({"prompt": [1, "x"]}, "prompt"),
     ({"prompt": ""}, "prompt"),
@@ -404,7 +407,7 @@ def test_completion_validation(server, body, param):
 
 def test_client_errors_are_typed(client):
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model="m", messages=chat_msgs("hi"), n=2)
+        client.chat.completions.create(model="m", messages=chat_msgs("hi"), n=100)
     assert e.value.status_code == 400 and e.value.body["param"] == "n"
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="m", messages=chat_msgs("hi"), temperature=9)
