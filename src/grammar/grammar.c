@@ -8,8 +8,6 @@
 #include "base/base.h"
 #include "grammar/nfa.h"
 
-void pa_gcache_free(pa_gcache *c); /* mask.c */
-
 void pa_grammar_release(pa_grammar *g) {
   if (g->cache)
     for (uint32_t s = 0; s < g->n_states; s++) pa_gcache_free(atomic_load(&g->cache[s]));

@@ -166,6 +166,9 @@ struct pa_grammar {
 };
 typedef struct pa_grammar pa_grammar;
 
+/* Frees one state's token cache (mask.c). */
+void pa_gcache_free(pa_gcache *c);
+
 /* AST -> automata (compile.c): checks left recursion and rules that never
  * complete, inlines, determinizes. */
 int pa_grammar_build(const pa_gast *ast, int32_t root, pa_grammar *g);
