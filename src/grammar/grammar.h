@@ -36,7 +36,7 @@
 #define PA_G_INLINE_MAX 256          /* automaton states of a rule inlined into callers */
 #define PA_G_INLINE_LEVELS 8         /* rules inlined within inlined rules */
 #define PA_G_MAX_HEADS 1024          /* heads in one parse state */
-#define PA_G_MAX_CLOSURE 8192        /* states one byte's closure visits */
+#define PA_G_MAX_CLOSURE 2048        /* states one byte's closure visits */
 #define PA_G_MAX_FRAMES (1u << 24)   /* stack frames one matcher holds */
 #define PA_G_WORK_BUDGET (1u << 27)  /* automaton steps of one mask or accept */
 

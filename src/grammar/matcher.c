@@ -124,6 +124,7 @@ static bool seen(pa_gmatcher *m, uint32_t node, uint32_t parent, uint32_t jc) {
   for (; m->vstamp[h] == m->vcur; h = (h + 1) & (PA_GM_VISIT_SLOTS - 1))
     if (m->vkey[h] == key) return true;
   m->vstamp[h] = m->vcur;
+  m->vcount++;
   m->vkey[h] = key;
   return false;
 }
@@ -134,6 +135,7 @@ static bool seen(pa_gmatcher *m, uint32_t node, uint32_t parent, uint32_t jc) {
  * below continues with (or the end of the root). */
 bool pa_gm_closure(pa_gmatcher *m, uint32_t node, uint32_t parent, bool scratch, pa_gout *o) {
   const pa_grammar *g = m->g;
+  m->vcount = 0;
   if (++m->vcur == 0) {
     memset(m->vstamp, 0, sizeof m->vstamp);
     m->vcur = 1;
@@ -143,6 +145,8 @@ bool pa_gm_closure(pa_gmatcher *m, uint32_t node, uint32_t parent, bool scratch,
   while (n) {
     pa_gwork w = m->work[--n];
     if (seen(m, w.node, w.parent, w.jc)) continue;
+    if (m->vcount >= PA_G_MAX_CLOSURE)
+      return pa_gm_fail(m, "the grammar is too ambiguous (closure)");
     if (++m->steps > PA_G_WORK_BUDGET) return pa_gm_fail(m, "the grammar is too costly to follow");
     uint8_t f = g->flags[w.node];
     if ((f & PA_GS_BYTES) && !emit(m, o, w.node, w.parent)) return false;

@@ -5,7 +5,7 @@
 
 #include "grammar/grammar.h"
 
-#define PA_GM_VISIT_SLOTS 4096 /* a closure's seen set (> PA_G_MAX_CLOSURE / 2 live) */
+#define PA_GM_VISIT_SLOTS (2 * PA_G_MAX_CLOSURE) /* a closure's seen set, at most half full */
 
 typedef struct {
   uint32_t node, parent, jc; /* jc: the rule was just called (it cannot end yet) */
@@ -42,7 +42,7 @@ struct pa_gmatcher {
   /* closure scratch */
   pa_gwork *work;
   uint64_t vkey[PA_GM_VISIT_SLOTS];
-  uint32_t vstamp[PA_GM_VISIT_SLOTS], vcur;
+  uint32_t vstamp[PA_GM_VISIT_SLOTS], vcur, vcount;
   uint64_t steps; /* automaton steps of the current call, against PA_G_WORK_BUDGET */
   /* walk levels: level d's heads at lv[lvl[d].off .. + lvl[d].n) */
   uint32_t max_len;
