@@ -205,10 +205,12 @@ static int scc(builder *b, const graph *gr, bool report_cycle, void (*visit)(bui
           len += (size_t)snprintf(path + len, sizeof path - len, "%s'%s'", i > k ? ", " : "",
                                   b->ast->rules[stack[i]].name);
         const pa_grule *r = &b->ast->rules[v];
+        int32_t line, col;
+        pa_gast_where(b->ast, r->pos, &line, &col);
         b->err = pa_error(PASADA_ERR_ARG,
                           "grammar: line %d, column %d: rule '%s' is left-recursive (it can reach "
                           "itself before matching a character; rules in the cycle: %s)",
-                          r->line, r->col, r->name, path);
+                          line, col, r->name, path);
         break;
       }
       for (int32_t i = k; i < sp; i++) {
@@ -650,11 +652,14 @@ int pa_nfa_build(const pa_gast *ast, int32_t root, pa_nfa *nfa) {
   if (build_graph(&b, false, &refs)) goto out;
   mark_reachable(&b, &refs, root);
   for (int32_t r = 0; r < nr && !b.err; r++)
-    if (b.reachable[r] && !b.productive[r])
+    if (b.reachable[r] && !b.productive[r]) {
+      int32_t line, col;
+      pa_gast_where(ast, ast->rules[r].pos, &line, &col);
       b.err = pa_error(PASADA_ERR_ARG,
                        "grammar: line %d, column %d: rule '%s' can never complete (every "
                        "alternative recurses without end)",
-                       ast->rules[r].line, ast->rules[r].col, ast->rules[r].name);
+                       line, col, ast->rules[r].name);
+    }
   if (b.err) goto out;
   /* left recursion: a cycle in the left-call graph */
   if (build_graph(&b, true, &left) || scc(&b, &left, true, NULL)) goto out;

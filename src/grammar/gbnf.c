@@ -16,14 +16,24 @@ typedef struct {
   size_t len, pos;
   pa_gast *ast;
   int depth;
-  int err; /* PASADA_OK until the first error */
+  int err;                           /* PASADA_OK until the first error */
+  int32_t names[2 * PA_G_MAX_RULES]; /* rule ids by name hash, -1 empty */
 } parser;
 
+#define NAME_SLOTS (2 * PA_G_MAX_RULES)
+
+static uint32_t name_hash(const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
 /* 1-based line and column (in bytes) of offset `at`. */
-static void line_col(const parser *p, size_t at, int32_t *line, int32_t *col) {
+/* Scans from the start: only ever called for an error message. */
+void pa_gast_where(const pa_gast *ast, size_t pos, int32_t *line, int32_t *col) {
   int32_t l = 1, c = 1;
-  for (size_t i = 0; i < at && i < p->len; i++) {
-    if (p->s[i] == '\n') {
+  for (size_t i = 0; i < pos && i < ast->src_len; i++) {
+    if (ast->src[i] == '\n') {
       l++;
       c = 1;
     } else {
@@ -32,6 +42,10 @@ static void line_col(const parser *p, size_t at, int32_t *line, int32_t *col) {
   }
   *line = l;
   *col = c;
+}
+
+static void line_col(const parser *p, size_t at, int32_t *line, int32_t *col) {
+  pa_gast_where(p->ast, at, line, col);
 }
 
 static int fail_at(parser *p, size_t at, const char *fmt, ...)
@@ -73,7 +87,7 @@ static int32_t new_node(parser *p, pa_gx_kind kind, size_t at) {
   }
   pa_gx *x = &a->x[a->n_x];
   *x = (pa_gx){.kind = (uint8_t)kind, .child = -1, .rule = -1, .max = 1, .min = 1};
-  line_col(p, at, &x->line, &x->col);
+  (void)at;
   return a->n_x++;
 }
 
@@ -112,8 +126,11 @@ int32_t pa_gast_find(const pa_gast *ast, const char *name) {
 /* The rule named s[0..n), added (undefined) when new; -1 on error. */
 static int32_t rule_id(parser *p, const char *s, size_t n, size_t at) {
   pa_gast *a = p->ast;
-  for (int32_t i = 0; i < a->n_rules; i++)
-    if (strlen(a->rules[i].name) == n && !memcmp(a->rules[i].name, s, n)) return i;
+  uint32_t h = name_hash(s, n) & (NAME_SLOTS - 1);
+  for (; p->names[h] >= 0; h = (h + 1) & (NAME_SLOTS - 1)) {
+    const char *name = a->rules[p->names[h]].name;
+    if (strlen(name) == n && !memcmp(name, s, n)) return p->names[h];
+  }
   if (a->n_rules >= PA_G_MAX_RULES) {
     fail_at(p, at, "more than %d rules", PA_G_MAX_RULES);
     return -1;
@@ -127,8 +144,8 @@ static int32_t rule_id(parser *p, const char *s, size_t n, size_t at) {
   memcpy(name, s, n);
   name[n] = 0;
   pa_grule *r = &a->rules[a->n_rules];
-  *r = (pa_grule){.name = name, .expr = -1};
-  line_col(p, at, &r->line, &r->col);
+  *r = (pa_grule){.name = name, .expr = -1, .pos = at};
+  p->names[h] = a->n_rules; /* at most half the slots fill: PA_G_MAX_RULES */
   return a->n_rules++;
 }
 
@@ -533,7 +550,7 @@ static int parse_rule(parser *p) {
   int32_t e = parse_alternates(p, false);
   if (e < 0) return p->err;
   p->ast->rules[r].expr = e;
-  line_col(p, at, &p->ast->rules[r].line, &p->ast->rules[r].col);
+  p->ast->rules[r].pos = at;
   int c = peek(p);
   if (c == '\r') p->pos++, c = peek(p);
   if (c == '\n') {
@@ -553,18 +570,28 @@ int pa_gbnf_parse(const char *text, size_t len, pa_gast *ast) {
   if (len > PA_G_MAX_TEXT)
     return pa_error(PASADA_ERR_ARG, "grammar: %zu bytes is longer than the limit of %u", len,
                     PA_G_MAX_TEXT);
-  parser p = {.s = text ? text : "", .len = text ? len : 0, .ast = ast};
-  skip_space(&p, true);
-  while (p.pos < p.len && !p.err) parse_rule(&p);
-  if (!p.err && ast->n_rules == 0) p.err = pa_error(PASADA_ERR_ARG, "grammar: no rules");
-  for (int32_t i = 0; i < ast->n_rules && !p.err; i++) {
+  parser *p = malloc(sizeof *p); /* the name table makes it large */
+  if (!p) return pa_error(PASADA_ERR_NOMEM, "grammar: out of memory");
+  *p = (parser){.s = text ? text : "", .len = text ? len : 0, .ast = ast};
+  for (int i = 0; i < NAME_SLOTS; i++) p->names[i] = -1;
+  ast->src = p->s;
+  ast->src_len = p->len;
+  skip_space(p, true);
+  while (p->pos < p->len && !p->err) parse_rule(p);
+  if (!p->err && ast->n_rules == 0) p->err = pa_error(PASADA_ERR_ARG, "grammar: no rules");
+  for (int32_t i = 0; i < ast->n_rules && !p->err; i++) {
     const pa_grule *r = &ast->rules[i];
-    if (r->expr < 0)
-      p.err = pa_error(PASADA_ERR_ARG, "grammar: line %d, column %d: rule '%s' is not defined",
-                       r->line, r->col, r->name);
+    if (r->expr < 0) {
+      int32_t line, col;
+      pa_gast_where(ast, r->pos, &line, &col);
+      p->err = pa_error(PASADA_ERR_ARG, "grammar: line %d, column %d: rule '%s' is not defined",
+                        line, col, r->name);
+    }
   }
-  if (p.err) pa_gast_free(ast);
-  return p.err;
+  int err = p->err;
+  free(p);
+  if (err) pa_gast_free(ast);
+  return err;
 }
 
 void pa_gast_free(pa_gast *ast) {

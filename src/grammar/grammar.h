@@ -62,13 +62,12 @@ typedef struct {
   int32_t child;
   int32_t min, max;
   int32_t rule;
-  int32_t line, col;
 } pa_gx;
 
 typedef struct {
   char *name;
-  int32_t expr;      /* -1 until defined */
-  int32_t line, col; /* definition, else first reference */
+  int32_t expr; /* -1 until defined */
+  size_t pos;   /* byte offset of its definition, else of its first reference */
 } pa_grule;
 
 typedef struct {
@@ -82,6 +81,8 @@ typedef struct {
   int32_t n_lit, cap_lit;
   pa_grule *rules;
   int32_t n_rules, cap_rules;
+  const char *src; /* the text, for pa_gast_where (only while it lives) */
+  size_t src_len;
 } pa_gast;
 
 /* Parses GBNF text into ast. Errors (PASADA_ERR_ARG) name the line and
@@ -90,6 +91,8 @@ typedef struct {
 int pa_gbnf_parse(const char *text, size_t len, pa_gast *ast);
 void pa_gast_free(pa_gast *ast);
 int32_t pa_gast_find(const pa_gast *ast, const char *name);
+/* The 1-based line and column (in bytes) of byte offset pos of the text. */
+void pa_gast_where(const pa_gast *ast, size_t pos, int32_t *line, int32_t *col);
 
 /* ---- vocabulary index (vocab.c): built once per tokenizer ---- */
 typedef struct pa_gvocab {
