@@ -107,8 +107,13 @@ def test_help_tells_the_truth(pasada_bin, cmd, tmp_path):
     not the usage error's 2)."""
     prompt_file = tmp_path / "prompt.txt"
     prompt_file.write_text("x")
+    grammar_file = tmp_path / "g.gbnf"
+    grammar_file.write_text('root ::= "x"')
+    schema_file = tmp_path / "s.json"
+    schema_file.write_text('{"type": "object"}')
     values = dict(OPTION_VALUES, **{"-f": prompt_file, "--file": prompt_file,
-                                    "--chat-template-file": prompt_file})
+                                    "--chat-template-file": prompt_file,
+                                    "--grammar": grammar_file, "--json-schema": schema_file})
     help_text = text(cli(pasada_bin, cmd, "--help").stdout)
     options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-z])(?![\w-])", help_text))
     assert options, help_text
