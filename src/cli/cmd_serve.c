@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "server/chat.h"
 #include "server/http.h"
+#include "server/request.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -310,6 +311,7 @@ out:
   srv_http_stop(http);
   srv_sched_free(sched);
   srv_chat_teardown(&st.mi);
+  srv_grammar_cache_clear();
   pasada_context_free(ctx);
   pasada_model_free(model);
   srv_metrics_free(st.metrics);

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "server/request.h"
 #include "server/server.h"
 
 double srv_now(void) {
@@ -122,7 +123,7 @@ void srv_job_release(srv_job *j) {
   free(j->choices);
   srv_request_clear(&j->req);
   pasada_sampler_free(j->sampler);
-  pasada_grammar_free(j->grammar);
+  srv_grammar_put(j->grammar);
   pasada_detok_free(j->detok);
   free(j->text);
   free(j->lp);

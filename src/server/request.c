@@ -2,6 +2,7 @@
  * request.h): function tools and the tool choice, JSON and GBNF output
  * constraints, logit biases, and the job's sampler made from them. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,14 +150,109 @@ bool srv_request_logit_bias(const srv_model_info *mi, const cJSON *bias, const c
   return true;
 }
 
+/* ---- compiled grammars, shared by the requests that send the same one ----
+ * A grammar is immutable once compiled and fills its per-state token caches
+ * on first use (thread-safe), so requests with the same schema share one:
+ * the second request skips the compilation and finds its states' masks
+ * ready. Entries in use are never evicted; the least recently used idle one
+ * makes room. */
+#define GRAMMAR_CACHE 32
+
+static struct {
+  char *text;
+  const pasada_tokenizer *tok;
+  pasada_grammar *g;
+  int refs;
+  uint64_t used;
+} gcache[GRAMMAR_CACHE];
+static pthread_mutex_t gcache_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t gcache_clock;
+
+static int gcache_find(const pasada_tokenizer *tok, const char *text) {
+  for (int i = 0; i < GRAMMAR_CACHE; i++)
+    if (gcache[i].g && gcache[i].tok == tok && strcmp(gcache[i].text, text) == 0) return i;
+  return -1;
+}
+
+/* The compiled grammar of text (a reference the caller returns with
+ * grammar_put), or NULL with the error in e. */
+static pasada_grammar *grammar_get(const pasada_tokenizer *tok, const char *text, srv_error *e) {
+  pthread_mutex_lock(&gcache_mu);
+  int i = gcache_find(tok, text);
+  if (i >= 0) {
+    gcache[i].refs++;
+    gcache[i].used = ++gcache_clock;
+    pthread_mutex_unlock(&gcache_mu);
+    return gcache[i].g;
+  }
+  pthread_mutex_unlock(&gcache_mu);
+  pasada_grammar *g = NULL; /* compiled outside the lock: it may take milliseconds */
+  int rc = pasada_grammar_create(tok, text, strlen(text), "root", &g);
+  if (rc != PASADA_OK) {
+    if (rc == PASADA_ERR_NOMEM)
+      srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    else
+      srv_fail(e, 400, "invalid_request_error", NULL, "grammar",
+               "the output grammar cannot be used: %s", pasada_last_error());
+    return NULL;
+  }
+  pthread_mutex_lock(&gcache_mu);
+  if ((i = gcache_find(tok, text)) >= 0) { /* another request compiled it meanwhile */
+    gcache[i].refs++;
+    gcache[i].used = ++gcache_clock;
+    pthread_mutex_unlock(&gcache_mu);
+    pasada_grammar_free(g);
+    return gcache[i].g;
+  }
+  int slot = -1; /* an empty entry, else the least recently used idle one */
+  for (int k = 0; k < GRAMMAR_CACHE && slot < 0; k++)
+    if (!gcache[k].g) slot = k;
+  for (int k = 0; k < GRAMMAR_CACHE && (slot < 0 || gcache[slot].g); k++)
+    if (gcache[k].refs == 0 && (slot < 0 || gcache[k].used < gcache[slot].used)) slot = k;
+  char *copy = slot >= 0 ? strdup(text) : NULL;
+  if (copy) {
+    if (gcache[slot].g) {
+      pasada_grammar_free(gcache[slot].g);
+      free(gcache[slot].text);
+    }
+    gcache[slot].text = copy;
+    gcache[slot].tok = tok;
+    gcache[slot].g = g;
+    gcache[slot].refs = 1;
+    gcache[slot].used = ++gcache_clock;
+  }
+  pthread_mutex_unlock(&gcache_mu);
+  return g; /* uncached when every entry is in use: grammar_put frees it */
+}
+
+void srv_grammar_put(pasada_grammar *g) {
+  if (!g) return;
+  pthread_mutex_lock(&gcache_mu);
+  for (int i = 0; i < GRAMMAR_CACHE; i++)
+    if (gcache[i].g == g) {
+      gcache[i].refs--;
+      pthread_mutex_unlock(&gcache_mu);
+      return;
+    }
+  pthread_mutex_unlock(&gcache_mu);
+  pasada_grammar_free(g);
+}
+
+void srv_grammar_cache_clear(void) {
+  pthread_mutex_lock(&gcache_mu);
+  for (int i = 0; i < GRAMMAR_CACHE; i++) {
+    pasada_grammar_free(gcache[i].g);
+    free(gcache[i].text);
+    memset(&gcache[i], 0, sizeof gcache[i]);
+  }
+  pthread_mutex_unlock(&gcache_mu);
+}
+
 bool srv_request_sampler(const srv_model_info *mi, const srv_request *r, pasada_sampler **out,
                          pasada_grammar **grammar, srv_error *e) {
   *out = NULL;
   *grammar = NULL;
-  if (r->grammar &&
-      pasada_grammar_create(mi->tok, r->grammar, strlen(r->grammar), "root", grammar) != PASADA_OK)
-    return srv_fail(e, pasada_last_error()[0] ? 400 : 500, "invalid_request_error", NULL, "grammar",
-                    "the output grammar cannot be used: %s", pasada_last_error());
+  if (r->grammar && !(*grammar = grammar_get(mi->tok, r->grammar, e))) return false;
   if (pasada_sampler_create(&r->sampling, mi->n_vocab, out) != PASADA_OK) {
     srv_fail(e, 400, "invalid_request_error", NULL, NULL, "%s", pasada_last_error());
     goto fail;
@@ -173,7 +269,7 @@ bool srv_request_sampler(const srv_model_info *mi, const srv_request *r, pasada_
   return true;
 fail:
   pasada_sampler_free(*out);
-  pasada_grammar_free(*grammar);
+  srv_grammar_put(*grammar);
   *out = NULL;
   *grammar = NULL;
   return false;

@@ -44,8 +44,15 @@ bool srv_request_logit_bias(const srv_model_info *mi, const cJSON *bias, const c
                             srv_request *r, srv_error *e);
 
 /* Makes the job's sampler from r: its parameters, logit biases and the
- * compiled grammar. A grammar the vocabulary cannot follow is a 400. */
+ * compiled grammar (a reference to the grammar cache's: give it back with
+ * srv_grammar_put after freeing the sampler). A grammar that does not
+ * compile is a 400. */
 bool srv_request_sampler(const srv_model_info *mi, const srv_request *r, pasada_sampler **out,
                          pasada_grammar **grammar, srv_error *e);
+
+/* Returns a grammar srv_request_sampler gave (NULL: nothing). */
+void srv_grammar_put(pasada_grammar *g);
+/* Frees the cached grammars (at shutdown, none in use). */
+void srv_grammar_cache_clear(void);
 
 #endif

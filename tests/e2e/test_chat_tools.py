@@ -373,3 +373,27 @@ def test_completions_list_of_prompts(plain):
         for c in chunk.choices:
             texts[c.index] = texts.get(c.index, "") + c.text
     assert texts == {k: r.choices[k].text for k in range(4)}
+
+
+def test_concurrent_requests_share_a_grammar(plain):
+    """Requests with the same schema share one compiled grammar (the server's
+    cache); each still follows it, and a different schema gets its own."""
+    from concurrent.futures import ThreadPoolExecutor
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
+                                                     "maximum": 99}},
+              "required": ["n"], "additionalProperties": False}
+    other = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+             "additionalProperties": False}
+    client = plain.client()
+
+    def ask(k):
+        s = schema if k % 3 else other
+        r = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": f"Pick a number, {k}."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": s}},
+            max_tokens=40, temperature=0.9, seed=k)
+        return s, r.choices[0].message.content
+
+    with ThreadPoolExecutor(8) as ex:
+        for s, text in ex.map(ask, range(12)):
+            jsonschema.validate(json.loads(text), s)
