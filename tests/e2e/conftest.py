@@ -2,7 +2,10 @@
 
 PASADA_BUILD_DIR (default build/) holds the release binaries; PASADA_ASAN_BUILD_DIR
 (default build-asan/) the AddressSanitizer + UBSan build when it exists;
-PASADA_MODELS_DIR (default ~/.cache/pasada/models) the fetched models.
+PASADA_MODELS_DIR (default ~/.cache/pasada/models) the fetched models;
+PASADA_CHAT_TEMPLATES the corpus of real chat templates (default: the
+workplace's shared folder, ../shared/chat-templates from the repository root,
+or /work/shared/chat-templates for a clone made elsewhere).
 The test command (scripts/test) builds both and fetches the models first, so a
 missing binary or model is a failure, not a skip."""
 import os
@@ -21,6 +24,20 @@ def _dir(env, default):
 BUILD = _dir("PASADA_BUILD_DIR", ROOT / "build")
 ASAN_BUILD = _dir("PASADA_ASAN_BUILD_DIR", ROOT / "build-asan")
 MODELS = _dir("PASADA_MODELS_DIR", "~/.cache/pasada/models")
+
+
+
+def _chat_templates():
+    env = os.environ.get("PASADA_CHAT_TEMPLATES")
+    if env:
+        return pathlib.Path(env).expanduser().resolve()
+    for c in (ROOT.parent / "shared" / "chat-templates", pathlib.Path("/work/shared/chat-templates")):
+        if c.is_dir():
+            return c.resolve()
+    return (ROOT.parent / "shared" / "chat-templates").resolve()
+
+
+CHAT_TEMPLATES = _chat_templates()
 
 SMOLLM2 = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3 = MODELS / "gemma-3-270m-q4_k_m.gguf"

@@ -13,12 +13,13 @@ import signal
 import anthropic
 import jsonschema
 import pytest
+from conftest import CHAT_TEMPLATES
 import requests
 
 from test_server import Server
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "chat-templates"
+CORPUS = CHAT_TEMPLATES
 QWEN25 = CORPUS / "Qwen-Qwen2.5-7B-Instruct.jinja"  # Hermes <tool_call> syntax
 R1 = CORPUS / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"  # opens <think> itself
 

@@ -16,12 +16,13 @@ import pathlib
 import jsonschema
 import openai
 import pytest
+from conftest import CHAT_TEMPLATES
 import requests
 
 from test_server import Server, assert_error, raw_post
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "chat-templates"
+CORPUS = CHAT_TEMPLATES
 QWEN25 = CORPUS / "Qwen-Qwen2.5-7B-Instruct.jinja"
 QWEN3 = CORPUS / "Qwen-Qwen3-0.6B.jinja"
 

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import CHAT_TEMPLATES
 
 from conftest import FIXTURES, ROOT
 
@@ -127,7 +128,7 @@ def test_fuzz_output(tmp_path):
 def test_fuzz_template(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    templates = (ROOT / ".." / "shared" / "chat-templates").resolve()
+    templates = CHAT_TEMPLATES
     for path in sorted(templates.glob("*.jinja")) if templates.is_dir() else []:
         shutil.copy(path, corpus / path.name)
     snippets = [

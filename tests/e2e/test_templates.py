@@ -24,13 +24,14 @@ import sys
 import time
 
 import pytest
+from conftest import CHAT_TEMPLATES
 
 from conftest import ROOT, FIXTURES
 
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
 import render_templates  # noqa: E402
 
-CORPUS = (ROOT / ".." / "shared" / "chat-templates").resolve()
+CORPUS = CHAT_TEMPLATES
 CONVERSATIONS = FIXTURES / "templates" / "conversations.json"
 NOW = "1767225600"  # 2026-01-01 00:00:00 UTC, for strftime_now
 ENV = dict(os.environ, PASADA_TEMPLATE_NOW=NOW, TZ="UTC")
