@@ -134,6 +134,7 @@ static bool format_number(tpl_buf *b, tpl_val v, const spec *sp, char type) {
       if (!strpbrk(digits, ".e")) strcat(digits, ".0");
     }
   } else {
+    if (!in_set("eEfFgG", type)) return tpl_err("Unknown format code '%c'", type);
     char f[8];
     snprintf(f, sizeof f, sp->alt ? "%%#.*%c" : "%%.*%c", type);
     snprintf(digits, sizeof digits, f, (int)prec, ax);
@@ -380,6 +381,8 @@ static bool format_field(tpl_buf *b, tpl_val v, const char *specs, size_t sn) {
     char type = sp.type;
     if (type == 0 && v.kind != TPL_FLOAT) type = 'd';
     if (type == 'n') type = v.kind == TPL_FLOAT ? 'g' : 'd';
+    if (type && !in_set("dxXobceEfFgG%", type))
+      return tpl_err("Unknown format code '%c' for object of type '%s'", type, tpl_type_name(v));
     const tpl_val num = v;
     if (v.kind == TPL_BOOL && sp.type == 0 && !sn)
       ok = tpl_str_of(&piece, v);

@@ -241,6 +241,10 @@ static void test_filters(void) {
       "%}",
       "['3', '1', '2'][]|gen");
   expect_error("{{ l | nosuchfilter }}", PASADA_ERR_FORMAT, "No filter named 'nosuchfilter'", 5);
+  /* a type letter that is not a number format: an error, for ints and floats */
+  expect_error("{{ '{:>q}'.format(1) }}", PASADA_ERR_ARG, "Unknown format code 'q'", 5);
+  expect_error("{{ '{:.2y}'.format(1.5) }}", PASADA_ERR_ARG, "Unknown format code 'y'", 5);
+  expect_error("{{ '{:5k}'.format(True) }}", PASADA_ERR_ARG, "Unknown format code 'k'", 5);
   expect("{% if false %}{{ l | nosuchfilter }}{% endif %}ok", "ok");
 }
 
