@@ -14,9 +14,9 @@
 #include "server/chat.h"
 #include "server/request.h"
 #include "server/turn.h"
+#include "server/json_util.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
-#define field srv_json_field
 
 struct srv_anth {
   cJSON *tools;       /* the offered tools (OpenAI shape), for the output parser */
@@ -63,7 +63,7 @@ static bool text_blocks(const cJSON *v, const char *param, srv_buf *out, srv_err
   char p[96];
   cJSON_ArrayForEach(b, v) {
     snprintf(p, sizeof p, "%s.%d", param, k++);
-    const cJSON *type = field(b, "type"), *text = field(b, "text");
+    const cJSON *type = srv_json_field(b, "type"), *text = srv_json_field(b, "text");
     if (!cJSON_IsObject(b) || !cJSON_IsString(type))
       return BAD(e, p, "%s: must be an object with a 'type'", p);
     if (strcmp(type->valuestring, "text") != 0)
@@ -88,8 +88,8 @@ static cJSON *add_message(cJSON *msgs, const char *role, const char *content) {
 static bool tool_result(const cJSON *b, const char *p, cJSON *msgs, const cJSON *last,
                         srv_error *e) {
   char q[160];
-  const cJSON *id = field(b, "tool_use_id"), *content = field(b, "content"),
-              *is_error = field(b, "is_error");
+  const cJSON *id = srv_json_field(b, "tool_use_id"), *content = srv_json_field(b, "content"),
+              *is_error = srv_json_field(b, "is_error");
   if (!cJSON_IsString(id) || !id->valuestring[0])
     return BAD(e, p, "%s.tool_use_id: must be a non-empty string", p);
   if (is_error && !cJSON_IsBool(is_error)) return BAD(e, p, "%s.is_error: must be a boolean", p);
@@ -111,7 +111,8 @@ static bool tool_result(const cJSON *b, const char *p, cJSON *msgs, const cJSON 
 }
 
 static bool tool_use(const cJSON *b, const char *p, cJSON *calls, srv_error *e) {
-  const cJSON *id = field(b, "id"), *name = field(b, "name"), *input = field(b, "input");
+  const cJSON *id = srv_json_field(b, "id"), *name = srv_json_field(b, "name"),
+              *input = srv_json_field(b, "input");
   if (!cJSON_IsString(id) || !id->valuestring[0])
     return BAD(e, p, "%s.id: must be a non-empty string", p);
   if (!cJSON_IsString(name) || !name->valuestring[0])
@@ -138,7 +139,7 @@ static bool convert_message(const cJSON *m, int i, cJSON *msgs, cJSON **last, sr
   char p[96];
   snprintf(p, sizeof p, "messages.%d", i);
   if (!cJSON_IsObject(m)) return BAD(e, p, "%s: must be an object", p);
-  const cJSON *role = field(m, "role"), *content = field(m, "content");
+  const cJSON *role = srv_json_field(m, "role"), *content = srv_json_field(m, "content");
   if (!cJSON_IsString(role) ||
       (strcmp(role->valuestring, "user") != 0 && strcmp(role->valuestring, "assistant") != 0))
     return BAD(e, p,
@@ -162,14 +163,14 @@ static bool convert_message(const cJSON *m, int i, cJSON *msgs, cJSON **last, sr
   cJSON_ArrayForEach(b, content) {
     char q[128];
     snprintf(q, sizeof q, "%s.%d", p, k++);
-    const cJSON *type = field(b, "type");
+    const cJSON *type = srv_json_field(b, "type");
     if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
       ok = BAD(e, q, "%s: must be an object with a 'type'", q);
       break;
     }
     const char *t = type->valuestring;
     if (strcmp(t, "text") == 0) {
-      const cJSON *s = field(b, "text");
+      const cJSON *s = srv_json_field(b, "text");
       if (!cJSON_IsString(s)) {
         ok = BAD(e, q, "%s.text: must be a string", q);
         break;
@@ -186,7 +187,7 @@ static bool convert_message(const cJSON *m, int i, cJSON *msgs, cJSON **last, sr
     } else if (!user && strcmp(t, "tool_use") == 0) {
       if (!(ok = tool_use(b, q, calls, e))) break;
     } else if (!user && strcmp(t, "thinking") == 0) {
-      const cJSON *s = field(b, "thinking");
+      const cJSON *s = srv_json_field(b, "thinking");
       if (!cJSON_IsString(s)) {
         ok = BAD(e, q, "%s.thinking: must be a string", q);
         break;
@@ -219,7 +220,7 @@ static bool convert_message(const cJSON *m, int i, cJSON *msgs, cJSON **last, sr
 static bool convert_messages(const cJSON *root, conv *c, srv_error *e) {
   c->messages = cJSON_CreateArray();
   if (!c->messages) return oom(e);
-  const cJSON *sys = field(root, "system");
+  const cJSON *sys = srv_json_field(root, "system");
   if (sys) {
     srv_buf s = {0};
     bool ok = text_blocks(sys, "system", &s, e);
@@ -228,7 +229,7 @@ static bool convert_messages(const cJSON *root, conv *c, srv_error *e) {
     srv_buf_free(&s);
     if (!ok) return false;
   }
-  const cJSON *msgs = field(root, "messages");
+  const cJSON *msgs = srv_json_field(root, "messages");
   if (!msgs) return BAD(e, "messages", "messages: field required");
   if (!cJSON_IsArray(msgs)) return BAD(e, "messages", "messages: must be an array");
   if (cJSON_GetArraySize(msgs) == 0) return BAD(e, "messages", "messages: must not be empty");
@@ -252,7 +253,7 @@ static bool name_ok(const char *s) {
 /* tools: [{name, description, input_schema}] into OpenAI function tools;
  * tool_choice: {type: auto | any | tool | none, name, disable_parallel_tool_use}. */
 static bool convert_tools(const cJSON *root, conv *c, srv_error *e) {
-  const cJSON *tools = field(root, "tools"), *tc = field(root, "tool_choice");
+  const cJSON *tools = srv_json_field(root, "tools"), *tc = srv_json_field(root, "tool_choice");
   c->mode = SRV_TOOLS_AUTO;
   c->parallel = true;
   if (tools && !cJSON_IsArray(tools)) return BAD(e, "tools", "tools: must be an array");
@@ -265,8 +266,9 @@ static bool convert_tools(const cJSON *root, conv *c, srv_error *e) {
     cJSON_ArrayForEach(t, tools) {
       char p[64];
       snprintf(p, sizeof p, "tools.%d", i++);
-      const cJSON *type = field(t, "type"), *name = field(t, "name"),
-                  *desc = field(t, "description"), *schema = field(t, "input_schema");
+      const cJSON *type = srv_json_field(t, "type"), *name = srv_json_field(t, "name"),
+                  *desc = srv_json_field(t, "description"),
+                  *schema = srv_json_field(t, "input_schema");
       if (!cJSON_IsObject(t)) return BAD(e, p, "%s: must be an object", p);
       if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "custom") != 0))
         return BAD(e, p,
@@ -279,7 +281,7 @@ static bool convert_tools(const cJSON *root, conv *c, srv_error *e) {
       if (!cJSON_IsObject(schema))
         return BAD(e, p, "%s.input_schema: must be a JSON schema object", p);
       for (const cJSON *u = tools->child; u != t; u = u->next)
-        if (strcmp(field(u, "name")->valuestring, name->valuestring) == 0)
+        if (strcmp(srv_json_field(u, "name")->valuestring, name->valuestring) == 0)
           return BAD(e, p, "%s.name: the tool name '%s' is given twice", p, name->valuestring);
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "type", "function");
@@ -292,7 +294,7 @@ static bool convert_tools(const cJSON *root, conv *c, srv_error *e) {
     if (!srv_tools_check(c->tools, "tools", e)) return false;
   }
   if (!tc) return true;
-  const cJSON *type = field(tc, "type"), *name = field(tc, "name");
+  const cJSON *type = srv_json_field(tc, "type"), *name = srv_json_field(tc, "name");
   if (!cJSON_IsObject(tc) || !cJSON_IsString(type))
     return BAD(e, "tool_choice", "tool_choice: must be an object with a 'type'");
   bool dp = false;
@@ -329,8 +331,8 @@ static bool convert_tools(const cJSON *root, conv *c, srv_error *e) {
  * (templates that know it switch the model's reasoning on or off; the
  * budget is not enforced); output_config.effort: its reasoning_effort. */
 static bool convert_thinking(const cJSON *root, conv *c, srv_error *e) {
-  const cJSON *th = field(root, "thinking"), *oc = field(root, "output_config");
-  const cJSON *effort = oc ? field(oc, "effort") : NULL;
+  const cJSON *th = srv_json_field(root, "thinking"), *oc = srv_json_field(root, "output_config");
+  const cJSON *effort = oc ? srv_json_field(oc, "effort") : NULL;
   if (oc && !cJSON_IsObject(oc)) return BAD(e, "output_config", "output_config: must be an object");
   if (effort && !cJSON_IsString(effort))
     return BAD(e, "output_config.effort", "output_config.effort: must be a string");
@@ -339,7 +341,7 @@ static bool convert_thinking(const cJSON *root, conv *c, srv_error *e) {
     cJSON_AddStringToObject(c->extra, "reasoning_effort", effort->valuestring);
   }
   if (!th) return true;
-  const cJSON *type = field(th, "type"), *display = field(th, "display");
+  const cJSON *type = srv_json_field(th, "type"), *display = srv_json_field(th, "display");
   if (!cJSON_IsObject(th) || !cJSON_IsString(type))
     return BAD(e, "thinking", "thinking: must be an object with a 'type'");
   const char *t = type->valuestring;
@@ -396,7 +398,7 @@ static cJSON *parse_body(const char *body, size_t len, srv_error *e) {
 }
 
 static bool parse_stop(const cJSON *root, srv_request *r, srv_error *e) {
-  const cJSON *v = field(root, "stop_sequences");
+  const cJSON *v = srv_json_field(root, "stop_sequences");
   if (!v) return true;
   if (!cJSON_IsArray(v))
     return BAD(e, "stop_sequences", "stop_sequences: must be an array of strings");
@@ -436,13 +438,13 @@ static bool parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
 /* output_format / output_config.format: {type: json_schema, schema}. */
 static bool parse_output_format(const cJSON *root, srv_request *r, srv_error *e) {
   const char *param = "output_format";
-  const cJSON *f = field(root, "output_format");
-  if (!f && field(root, "output_config")) {
+  const cJSON *f = srv_json_field(root, "output_format");
+  if (!f && srv_json_field(root, "output_config")) {
     param = "output_config.format";
-    f = field(field(root, "output_config"), "format");
+    f = srv_json_field(srv_json_field(root, "output_config"), "format");
   }
   if (!f) return true;
-  const cJSON *type = field(f, "type"), *schema = field(f, "schema");
+  const cJSON *type = srv_json_field(f, "type"), *schema = srv_json_field(f, "schema");
   if (!cJSON_IsObject(f) || !cJSON_IsString(type) || strcmp(type->valuestring, "json_schema") != 0)
     return BAD(e, param, "%s: must be {\"type\": \"json_schema\", \"schema\": {...}}", param);
   if (schema && !cJSON_IsObject(schema))
@@ -460,7 +462,7 @@ bool srv_anthropic_parse(const srv_model_info *mi, const char *body, size_t len,
   conv c = {0};
   srv_anth *a = calloc(1, sizeof *a);
   bool ok = a != NULL || oom(e);
-  const cJSON *model = field(root, "model"), *meta = field(root, "metadata");
+  const cJSON *model = srv_json_field(root, "model"), *meta = srv_json_field(root, "metadata");
   int64_t max_tokens = -1;
   if (ok && model && !cJSON_IsString(model)) ok = BAD(e, "model", "model: must be a string");
   if (ok && !(req->model = strdup(model ? model->valuestring : mi->name))) ok = oom(e);
@@ -519,12 +521,6 @@ char *srv_anthropic_count_tokens(const srv_model_info *mi, const char *body, siz
 
 /* ---- responses ---- */
 
-static char *print_and_delete(cJSON *root) {
-  char *s = root ? cJSON_PrintUnformatted(root) : NULL;
-  cJSON_Delete(root);
-  return s;
-}
-
 char *srv_anthropic_error_json(const srv_error *e) {
   const char *type = "api_error";
   switch (e->status) {
@@ -560,14 +556,7 @@ char *srv_anthropic_error_json(const srv_error *e) {
   cJSON *err = cJSON_AddObjectToObject(root, "error");
   cJSON_AddStringToObject(err, "type", type);
   cJSON_AddStringToObject(err, "message", e->message);
-  return print_and_delete(root);
-}
-
-static cJSON *text_json(const char *s, size_t n) {
-  char *clean = srv_utf8_sanitize(s ? s : "", s ? n : 0);
-  cJSON *v = cJSON_CreateString(clean ? clean : "");
-  free(clean);
-  return v;
+  return srv_json_print(root);
 }
 
 /* A tool_use id from the parser's call id: "toolu_" + its random part. */
@@ -584,17 +573,17 @@ static cJSON *block_json(const srv_part *p, bool whole, bool omit_thinking) {
   size_t n = whole && !omit ? p->text.n : 0;
   if (p->kind == SRV_PART_TEXT) {
     cJSON_AddStringToObject(b, "type", "text");
-    cJSON_AddItemToObject(b, "text", text_json(s, n));
+    cJSON_AddItemToObject(b, "text", srv_json_text(s, n));
   } else if (p->kind == SRV_PART_REASONING) {
     cJSON_AddStringToObject(b, "type", "thinking");
-    cJSON_AddItemToObject(b, "thinking", text_json(s, n));
+    cJSON_AddItemToObject(b, "thinking", srv_json_text(s, n));
     cJSON_AddStringToObject(b, "signature", "");
   } else {
     char id[64];
     tool_use_id(p, id, sizeof id);
     cJSON_AddStringToObject(b, "type", "tool_use");
     cJSON_AddStringToObject(b, "id", id);
-    cJSON_AddItemToObject(b, "name", text_json(p->name, strlen(p->name)));
+    cJSON_AddItemToObject(b, "name", srv_json_text(p->name, strlen(p->name)));
     cJSON *input = whole ? cJSON_Parse(p->text.p ? p->text.p : "{}") : NULL;
     if (!cJSON_IsObject(input)) {
       cJSON_Delete(input);
@@ -660,13 +649,13 @@ char *srv_anthropic_response(const srv_model_info *mi, srv_job *j, srv_anth *a) 
   cJSON_AddItemToObject(m, "usage", usage_json(j, false));
   pthread_mutex_unlock(&j->mu);
   srv_turn_free(&t);
-  return print_and_delete(m);
+  return srv_json_print(m);
 }
 
 /* ---- streaming ---- */
 
 static void event(srv_buf *out, const char *name, cJSON *data) {
-  char *s = print_and_delete(data);
+  char *s = srv_json_print(data);
   if (!s) {
     out->failed = true;
     return;
@@ -703,7 +692,7 @@ static void on_delta(void *u, const srv_turn *t, int k, const char *s, size_t n)
   cJSON_AddNumberToObject(ev, "index", k);
   cJSON *d = cJSON_AddObjectToObject(ev, "delta");
   cJSON_AddStringToObject(d, "type", kd[0]);
-  cJSON_AddItemToObject(d, kd[1], text_json(s, n));
+  cJSON_AddItemToObject(d, kd[1], srv_json_text(s, n));
   event(c->out, "content_block_delta", ev);
 }
 

@@ -8,13 +8,9 @@
 #include <string.h>
 
 #include "server/chat.h"
+#include "server/json_util.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
-
-static const cJSON *field(const cJSON *obj, const char *name) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  return v && !cJSON_IsNull(v) ? v : NULL;
-}
 
 /* content: a string, or an array of {"type": "text", "text": ...} parts,
  * joined. NULL content gives "". */
@@ -32,7 +28,7 @@ static bool content_text(const cJSON *content, const char *param, srv_buf *out, 
   char p[128];
   cJSON_ArrayForEach(part, content) {
     snprintf(p, sizeof p, "%s[%d]", param, k++);
-    const cJSON *type = field(part, "type"), *text = field(part, "text");
+    const cJSON *type = srv_json_field(part, "type"), *text = srv_json_field(part, "text");
     if (!cJSON_IsObject(part) || !cJSON_IsString(type))
       return BAD(e, p, "'%s' must be an object with a 'type'", p);
     if (strcmp(type->valuestring, "text") != 0 && strcmp(type->valuestring, "input_text") != 0 &&
@@ -54,7 +50,8 @@ static cJSON *tool_call(const cJSON *tc, const char *param, srv_error *e) {
     BAD(e, param, "'%s' must be an object", param);
     return NULL;
   }
-  const cJSON *type = field(tc, "type"), *fn = field(tc, "function"), *id = field(tc, "id");
+  const cJSON *type = srv_json_field(tc, "type"), *fn = srv_json_field(tc, "function"),
+              *id = srv_json_field(tc, "id");
   if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)) {
     snprintf(p, sizeof p, "%s.type", param);
     BAD(e, p, "'%s' must be \"function\"", p);
@@ -65,7 +62,8 @@ static cJSON *tool_call(const cJSON *tc, const char *param, srv_error *e) {
     BAD(e, p, "'%s' must be a string", p);
     return NULL;
   }
-  const cJSON *name = fn ? field(fn, "name") : NULL, *args = fn ? field(fn, "arguments") : NULL;
+  const cJSON *name = fn ? srv_json_field(fn, "name") : NULL,
+              *args = fn ? srv_json_field(fn, "arguments") : NULL;
   if (!cJSON_IsObject(fn) || !cJSON_IsString(name) || !name->valuestring[0]) {
     snprintf(p, sizeof p, "%s.function.name", param);
     BAD(e, p, "'%s' must be a non-empty string", p);
@@ -125,7 +123,7 @@ static cJSON *normalise(const cJSON *msgs, srv_error *e) {
       ok = BAD(e, param, "'%s' must be an object", param);
       break;
     }
-    const cJSON *role = field(m, "role");
+    const cJSON *role = srv_json_field(m, "role");
     if (!cJSON_IsString(role)) {
       snprintf(param, sizeof param, "messages[%d].role", i);
       ok = BAD(e, param, "'%s' must be a string", param);
@@ -141,7 +139,7 @@ static cJSON *normalise(const cJSON *msgs, srv_error *e) {
       break;
     }
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    const cJSON *calls = field(m, "tool_calls");
+    const cJSON *calls = srv_json_field(m, "tool_calls");
     snprintf(param, sizeof param, "messages[%d].content", i);
     if ((!content || cJSON_IsNull(content)) && !(assistant && calls) && !assistant) {
       ok = BAD(e, param, "'%s' is required", param);
@@ -158,7 +156,7 @@ static cJSON *normalise(const cJSON *msgs, srv_error *e) {
     cJSON_AddStringToObject(nm, "role", rs);
     cJSON_AddStringToObject(nm, "content", text.p ? text.p : "");
     srv_buf_free(&text);
-    const cJSON *name = field(m, "name");
+    const cJSON *name = srv_json_field(m, "name");
     if (name) {
       snprintf(param, sizeof param, "messages[%d].name", i);
       if (!cJSON_IsString(name)) {
@@ -167,7 +165,7 @@ static cJSON *normalise(const cJSON *msgs, srv_error *e) {
       }
       cJSON_AddStringToObject(nm, "name", name->valuestring);
     }
-    const cJSON *reasoning = field(m, "reasoning_content");
+    const cJSON *reasoning = srv_json_field(m, "reasoning_content");
     if (reasoning) {
       snprintf(param, sizeof param, "messages[%d].reasoning_content", i);
       if (!assistant || !cJSON_IsString(reasoning)) {
@@ -193,7 +191,7 @@ static cJSON *normalise(const cJSON *msgs, srv_error *e) {
           ok = false;
           break;
         }
-        const cJSON *id = field(c, "id");
+        const cJSON *id = srv_json_field(c, "id");
         if (id && !cJSON_GetObjectItemCaseSensitive(call_ids, id->valuestring))
           cJSON_AddTrueToObject(call_ids, id->valuestring);
         cJSON_AddItemToArray(arr, c);
@@ -201,7 +199,7 @@ static cJSON *normalise(const cJSON *msgs, srv_error *e) {
       if (!ok) break;
     }
     if (tool) {
-      const cJSON *id = field(m, "tool_call_id");
+      const cJSON *id = srv_json_field(m, "tool_call_id");
       snprintf(param, sizeof param, "messages[%d].tool_call_id", i);
       if (!cJSON_IsString(id)) {
         ok = BAD(e, param, "'%s' is required on a tool message", param);
@@ -241,9 +239,9 @@ static bool render_builtin(const srv_model_info *mi, const cJSON *msgs, const cJ
   const cJSON *m;
   bool ok = true;
   cJSON_ArrayForEach(m, msgs) {
-    cm[i].role = field(m, "role")->valuestring;
-    cm[i].content = field(m, "content")->valuestring;
-    if (strcmp(cm[i].role, "tool") == 0 || field(m, "tool_calls")) {
+    cm[i].role = srv_json_field(m, "role")->valuestring;
+    cm[i].content = srv_json_field(m, "content")->valuestring;
+    if (strcmp(cm[i].role, "tool") == 0 || srv_json_field(m, "tool_calls")) {
       char param[64];
       snprintf(param, sizeof param, "messages[%d]", i);
       ok = BAD(e, param, "the built-in chat template '%s' cannot render tool calls or results",

@@ -9,41 +9,15 @@
 
 #include "server/chat.h"
 #include "server/openai.h"
+#include "server/json_util.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
-
-static const cJSON *field(const cJSON *obj, const char *name) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static bool get_bool(const cJSON *obj, const char *name, bool *out, srv_error *e) {
-  const cJSON *v = field(obj, name);
-  if (!v) return true;
-  if (!cJSON_IsBool(v)) return BAD(e, name, "'%s' must be a boolean", name);
-  *out = cJSON_IsTrue(v);
-  return true;
-}
-
-static char *print_and_delete(cJSON *root) {
-  char *s = root ? cJSON_PrintUnformatted(root) : NULL;
-  cJSON_Delete(root);
-  return s;
-}
-
-/* A JSON string from bytes that may not be valid UTF-8. */
-static cJSON *text_json(const char *s, size_t n) {
-  char *clean = srv_utf8_sanitize(s ? s : "", s ? n : 0);
-  cJSON *v = cJSON_CreateString(clean ? clean : "");
-  free(clean);
-  return v;
-}
 
 static cJSON *token_json(const srv_model_info *mi, int32_t id, char *piece, size_t *len) {
   size_t n = pasada_token_to_piece(mi->tok, id, true, piece, PASADA_DETOK_PIECE_MAX);
   if (n > PASADA_DETOK_PIECE_MAX) n = PASADA_DETOK_PIECE_MAX;
   *len = n;
-  return text_json(piece, n);
+  return srv_json_text(piece, n);
 }
 
 /* ---- /tokenize and /detokenize (llama.cpp's shapes) ---- */
@@ -56,14 +30,14 @@ char *srv_openai_tokenize(const srv_model_info *mi, const char *body, size_t len
     return NULL;
   }
   bool add_special = false, parse_special = true, with_pieces = false;
-  const cJSON *content = field(root, "content");
-  if (!content) content = field(root, "text");
+  const cJSON *content = srv_json_field(root, "content");
+  if (!content) content = srv_json_field(root, "text");
   char *out = NULL;
   if (!cJSON_IsString(content)) {
     BAD(e, "content", "'content' must be a string");
-  } else if (get_bool(root, "add_special", &add_special, e) &&
-             get_bool(root, "parse_special", &parse_special, e) &&
-             get_bool(root, "with_pieces", &with_pieces, e)) {
+  } else if (srv_json_bool(root, "add_special", &add_special, e) &&
+             srv_json_bool(root, "parse_special", &parse_special, e) &&
+             srv_json_bool(root, "with_pieces", &with_pieces, e)) {
     int32_t *ids = NULL;
     size_t n = 0;
     if (pasada_tokenize(mi->tok, content->valuestring, strlen(content->valuestring), add_special,
@@ -85,7 +59,7 @@ char *srv_openai_tokenize(const srv_model_info *mi, const char *body, size_t len
         cJSON_AddItemToArray(arr, o);
       }
       pasada_text_free(ids);
-      out = print_and_delete(r);
+      out = srv_json_print(r);
       if (!out) srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     }
   }
@@ -100,7 +74,7 @@ char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t l
     BAD(e, NULL, "the body must be a JSON object");
     return NULL;
   }
-  const cJSON *tokens = field(root, "tokens");
+  const cJSON *tokens = srv_json_field(root, "tokens");
   char *out = NULL;
   int n = cJSON_IsArray(tokens) ? cJSON_GetArraySize(tokens) : -1;
   int32_t *ids = n >= 0 ? malloc((size_t)(n > 0 ? n : 1) * sizeof *ids) : NULL;
@@ -126,9 +100,9 @@ char *srv_openai_detokenize(const srv_model_info *mi, const char *body, size_t l
                pasada_last_error());
     } else {
       cJSON *r = cJSON_CreateObject();
-      cJSON_AddItemToObject(r, "content", text_json(text, strlen(text)));
+      cJSON_AddItemToObject(r, "content", srv_json_text(text, strlen(text)));
       pasada_text_free(text);
-      out = print_and_delete(r);
+      out = srv_json_print(r);
     }
   }
   free(ids);
@@ -147,8 +121,9 @@ char *srv_apply_template(const srv_model_info *mi, const char *body, size_t len,
   }
   char *out = NULL, *prompt = NULL;
   bool add_gen = true;
-  const cJSON *tools = field(root, "tools"), *kwargs = field(root, "chat_template_kwargs");
-  if (!get_bool(root, "add_generation_prompt", &add_gen, e)) goto done;
+  const cJSON *tools = srv_json_field(root, "tools"),
+              *kwargs = srv_json_field(root, "chat_template_kwargs");
+  if (!srv_json_bool(root, "add_generation_prompt", &add_gen, e)) goto done;
   if (tools && !cJSON_IsArray(tools)) {
     BAD(e, "tools", "'tools' must be an array");
     goto done;
@@ -157,11 +132,12 @@ char *srv_apply_template(const srv_model_info *mi, const char *body, size_t len,
     BAD(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
     goto done;
   }
-  if (!srv_chat_render(mi, field(root, "messages"), tools, add_gen, kwargs, &prompt, NULL, e))
+  if (!srv_chat_render(mi, srv_json_field(root, "messages"), tools, add_gen, kwargs, &prompt, NULL,
+                       e))
     goto done;
   cJSON *r = cJSON_CreateObject();
-  cJSON_AddItemToObject(r, "prompt", text_json(prompt, strlen(prompt)));
-  out = print_and_delete(r);
+  cJSON_AddItemToObject(r, "prompt", srv_json_text(prompt, strlen(prompt)));
+  out = srv_json_print(r);
   if (!out) srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 done:
   free(prompt);

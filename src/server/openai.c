@@ -11,60 +11,14 @@
 #include "server/chat.h"
 #include "server/openai.h"
 #include "server/request.h"
+#include "server/json_util.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
-
-/* ---- field readers: absent and null leave *out alone and succeed ---- */
-
-static const cJSON *field(const cJSON *obj, const char *name) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static bool get_bool(const cJSON *obj, const char *name, bool *out, srv_error *e) {
-  const cJSON *v = field(obj, name);
-  if (!v) return true;
-  if (!cJSON_IsBool(v)) return BAD(e, name, "'%s' must be a boolean", name);
-  *out = cJSON_IsTrue(v);
-  return true;
-}
-
-static bool get_number(const cJSON *obj, const char *name, double lo, double hi, double *out,
-                       srv_error *e) {
-  const cJSON *v = field(obj, name);
-  if (!v) return true;
-  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-    return BAD(e, name, "'%s' must be a number", name);
-  if (v->valuedouble < lo || v->valuedouble > hi)
-    return BAD(e, name, "'%s' is %g, it must be in [%g, %g]", name, v->valuedouble, lo, hi);
-  *out = v->valuedouble;
-  return true;
-}
-
-static bool get_int(const cJSON *obj, const char *name, double lo, double hi, int64_t *out,
-                    srv_error *e) {
-  const cJSON *v = field(obj, name);
-  if (!v) return true;
-  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
-    return BAD(e, name, "'%s' must be an integer", name);
-  if (v->valuedouble < lo || v->valuedouble > hi)
-    return BAD(e, name, "'%s' is %.0f, it must be in [%.0f, %.0f]", name, v->valuedouble, lo, hi);
-  *out = (int64_t)v->valuedouble;
-  return true;
-}
-
-static bool get_float(const cJSON *obj, const char *name, double lo, double hi, float *out,
-                      srv_error *e) {
-  double d = *out;
-  if (!get_number(obj, name, lo, hi, &d, e)) return false;
-  *out = (float)d;
-  return true;
-}
 
 /* ---- the fields both endpoints share ---- */
 
 static bool parse_stop(const cJSON *root, srv_request *r, srv_error *e) {
-  const cJSON *v = field(root, "stop");
+  const cJSON *v = srv_json_field(root, "stop");
   if (!v) return true;
   if (cJSON_IsString(v)) {
     if (!v->valuestring[0]) return true; /* "" stops nothing */
@@ -92,9 +46,9 @@ static bool refuse_unsupported(const cJSON *root, bool chat, srv_error *e) {
   static const char *const refused_chat[] = {"audio", "prediction", "web_search_options",
                                              "functions", "function_call"};
   for (size_t i = 0; chat && i < sizeof refused_chat / sizeof refused_chat[0]; i++)
-    if (field(root, refused_chat[i]))
+    if (srv_json_field(root, refused_chat[i]))
       return BAD(e, refused_chat[i], "'%s' is not supported", refused_chat[i]);
-  const cJSON *mod = field(root, "modalities");
+  const cJSON *mod = srv_json_field(root, "modalities");
   if (chat && mod) {
     const cJSON *m;
     if (!cJSON_IsArray(mod)) return BAD(e, "modalities", "'modalities' must be an array");
@@ -103,7 +57,7 @@ static bool refuse_unsupported(const cJSON *root, bool chat, srv_error *e) {
                                        0) return BAD(e, "modalities",
                                                      "only the 'text' modality is supported");
   }
-  const cJSON *suffix = field(root, "suffix");
+  const cJSON *suffix = srv_json_field(root, "suffix");
   if (!chat && suffix && (!cJSON_IsString(suffix) || suffix->valuestring[0]))
     return BAD(e, "suffix", "'suffix' is not supported");
   return true;
@@ -111,19 +65,19 @@ static bool refuse_unsupported(const cJSON *root, bool chat, srv_error *e) {
 
 static bool parse_common(const srv_model_info *mi, const cJSON *root, srv_request *r,
                          int64_t *max_tokens, srv_error *e) {
-  const cJSON *model = field(root, "model");
+  const cJSON *model = srv_json_field(root, "model");
   if (model && !cJSON_IsString(model)) return BAD(e, "model", "'model' must be a string");
   r->model = strdup(model ? model->valuestring : mi->name);
-  if (!get_bool(root, "stream", &r->stream, e)) return false;
-  const cJSON *so = field(root, "stream_options");
+  if (!srv_json_bool(root, "stream", &r->stream, e)) return false;
+  const cJSON *so = srv_json_field(root, "stream_options");
   if (so) {
     if (!cJSON_IsObject(so)) return BAD(e, "stream_options", "'stream_options' must be an object");
-    if (!get_bool(so, "include_usage", &r->include_usage, e)) return false;
+    if (!srv_json_bool(so, "include_usage", &r->include_usage, e)) return false;
   }
   int64_t n = 1;
-  if (!get_int(root, "n", 1, SRV_MAX_CHOICES, &n, e)) return false;
+  if (!srv_json_int(root, "n", 1, SRV_MAX_CHOICES, &n, e)) return false;
   r->n = (int32_t)n;
-  if (!get_int(root, "max_tokens", 1, 1e15, max_tokens, e)) return false;
+  if (!srv_json_int(root, "max_tokens", 1, 1e15, max_tokens, e)) return false;
 
   /* OpenAI's defaults: temperature 1, top_p 1, no top-k or min-p cut. */
   pasada_sampler_params *sp = &r->sampling;
@@ -134,18 +88,18 @@ static bool parse_common(const srv_model_info *mi, const cJSON *root, srv_reques
   sp->min_p = 0.0f;
   sp->repeat_last_n = -1; /* the penalties see every generated token */
   int64_t top_k = 0;
-  if (!get_float(root, "temperature", 0, 2, &sp->temp, e) ||
-      !get_float(root, "top_p", 0, 1, &sp->top_p, e) ||
-      !get_float(root, "min_p", 0, 1, &sp->min_p, e) ||
-      !get_int(root, "top_k", 0, 1e9, &top_k, e) ||
-      !get_float(root, "presence_penalty", -2, 2, &sp->presence_penalty, e) ||
-      !get_float(root, "frequency_penalty", -2, 2, &sp->frequency_penalty, e) ||
-      !get_float(root, "repetition_penalty", 1e-3, 100, &sp->repeat_penalty, e))
+  if (!srv_json_float(root, "temperature", 0, 2, &sp->temp, e) ||
+      !srv_json_float(root, "top_p", 0, 1, &sp->top_p, e) ||
+      !srv_json_float(root, "min_p", 0, 1, &sp->min_p, e) ||
+      !srv_json_int(root, "top_k", 0, 1e9, &top_k, e) ||
+      !srv_json_float(root, "presence_penalty", -2, 2, &sp->presence_penalty, e) ||
+      !srv_json_float(root, "frequency_penalty", -2, 2, &sp->frequency_penalty, e) ||
+      !srv_json_float(root, "repetition_penalty", 1e-3, 100, &sp->repeat_penalty, e))
     return false;
   sp->top_k = (int32_t)top_k;
   if (sp->top_p <= 0.0f) sp->temp = 0.0f; /* nothing left to draw from but the best */
   /* seed: any integer; -1 (or none) draws one from the clock */
-  const cJSON *seed = field(root, "seed");
+  const cJSON *seed = srv_json_field(root, "seed");
   if (seed) {
     double d = seed->valuedouble;
     if (!cJSON_IsNumber(seed) || !isfinite(d) || d != floor(d))
@@ -153,7 +107,8 @@ static bool parse_common(const srv_model_info *mi, const cJSON *root, srv_reques
     if (d < -9.2e18 || d >= 1.8e19) return BAD(e, "seed", "'seed' is out of the 64-bit range");
     sp->seed = d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
   }
-  if (!srv_request_logit_bias(mi, field(root, "logit_bias"), "logit_bias", r, e)) return false;
+  if (!srv_request_logit_bias(mi, srv_json_field(root, "logit_bias"), "logit_bias", r, e))
+    return false;
   if (!refuse_unsupported(root, r->kind == SRV_CHAT, e)) return false;
   return parse_stop(root, r, e);
 }
@@ -193,7 +148,7 @@ static bool check_length(const srv_model_info *mi, const char *param, srv_reques
  * "function": {"name": ...}}. */
 static bool parse_tool_choice(const cJSON *root, srv_tool_mode *mode, const char **name,
                               srv_error *e) {
-  const cJSON *tc = field(root, "tool_choice");
+  const cJSON *tc = srv_json_field(root, "tool_choice");
   *mode = SRV_TOOLS_AUTO;
   *name = NULL;
   if (!tc) return true;
@@ -212,8 +167,8 @@ static bool parse_tool_choice(const cJSON *root, srv_tool_mode *mode, const char
                "function",
                tc->valuestring);
   }
-  const cJSON *type = field(tc, "type"), *fn = field(tc, "function");
-  const cJSON *fname = fn ? field(fn, "name") : NULL;
+  const cJSON *type = srv_json_field(tc, "type"), *fn = srv_json_field(tc, "function");
+  const cJSON *fname = fn ? srv_json_field(fn, "name") : NULL;
   if (!cJSON_IsObject(tc) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
       !cJSON_IsString(fname))
     return BAD(e, "tool_choice",
@@ -226,20 +181,20 @@ static bool parse_tool_choice(const cJSON *root, srv_tool_mode *mode, const char
 
 /* response_format: text, json_object, or json_schema {name, schema, strict}. */
 static bool parse_response_format(const cJSON *root, srv_request *r, srv_error *e) {
-  const cJSON *rf = field(root, "response_format");
+  const cJSON *rf = srv_json_field(root, "response_format");
   if (!rf) return true;
-  const cJSON *type = field(rf, "type");
+  const cJSON *type = srv_json_field(rf, "type");
   if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
     return BAD(e, "response_format", "'response_format' must be an object with a 'type'");
   if (strcmp(type->valuestring, "text") == 0) return true;
   if (strcmp(type->valuestring, "json_object") == 0)
     return srv_request_json(NULL, "response_format", r, e);
   if (strcmp(type->valuestring, "json_schema") == 0) {
-    const cJSON *js = field(rf, "json_schema");
+    const cJSON *js = srv_json_field(rf, "json_schema");
     if (!cJSON_IsObject(js))
       return BAD(e, "response_format.json_schema",
                  "'response_format.json_schema' must be an object");
-    const cJSON *schema = field(js, "schema");
+    const cJSON *schema = srv_json_field(js, "schema");
     if (schema && !cJSON_IsObject(schema))
       return BAD(e, "response_format.json_schema.schema",
                  "'response_format.json_schema.schema' "
@@ -252,20 +207,20 @@ static bool parse_response_format(const cJSON *root, srv_request *r, srv_error *
 }
 
 static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request *r, srv_error *e) {
-  const cJSON *tools = field(root, "tools");
+  const cJSON *tools = srv_json_field(root, "tools");
   if (tools && !srv_tools_check(tools, "tools", e)) return false;
   if (tools && cJSON_GetArraySize(tools) == 0) tools = NULL;
   srv_tool_mode mode;
   const char *name;
   if (!parse_tool_choice(root, &mode, &name, e)) return false;
   bool parallel = true;
-  if (!get_bool(root, "parallel_tool_calls", &parallel, e)) return false;
-  const cJSON *kwargs = field(root, "chat_template_kwargs");
+  if (!srv_json_bool(root, "parallel_tool_calls", &parallel, e)) return false;
+  const cJSON *kwargs = srv_json_field(root, "chat_template_kwargs");
   if (kwargs && !cJSON_IsObject(kwargs))
     return BAD(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
   /* reasoning_effort reaches templates that read it (gpt-oss) */
   cJSON *extra = kwargs ? cJSON_Duplicate(kwargs, true) : NULL;
-  const cJSON *effort = field(root, "reasoning_effort");
+  const cJSON *effort = srv_json_field(root, "reasoning_effort");
   if (effort) {
     if (!cJSON_IsString(effort)) {
       cJSON_Delete(extra);
@@ -276,23 +231,24 @@ static bool parse_chat(const srv_model_info *mi, const cJSON *root, srv_request 
       cJSON_AddStringToObject(extra, "reasoning_effort", effort->valuestring);
   }
   char *prompt = NULL;
-  bool ok = srv_chat_render(mi, field(root, "messages"), mode == SRV_TOOLS_NONE ? NULL : tools,
-                            true, extra, &prompt, &r->in_reasoning, e);
+  bool ok =
+      srv_chat_render(mi, srv_json_field(root, "messages"), mode == SRV_TOOLS_NONE ? NULL : tools,
+                      true, extra, &prompt, &r->in_reasoning, e);
   cJSON_Delete(extra);
   if (ok) ok = srv_chat_tokenize(mi, prompt, "messages", r, e);
   free(prompt);
   if (!ok) return false;
   if (!srv_tools_apply(mi, tools, mode, name, parallel, r, e)) return false;
   if (!parse_response_format(root, r, e)) return false;
-  const cJSON *g = field(root, "grammar");
+  const cJSON *g = srv_json_field(root, "grammar");
   if (g && !cJSON_IsString(g)) return BAD(e, "grammar", "'grammar' must be a string (GBNF)");
   if (g && !srv_request_grammar(g->valuestring, "grammar", r, e)) return false;
 
   /* logprobs: true and top_logprobs: 0..20 */
-  if (!get_bool(root, "logprobs", &r->logprobs, e)) return false;
+  if (!srv_json_bool(root, "logprobs", &r->logprobs, e)) return false;
   int64_t top = 0;
-  if (!get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return false;
-  if (field(root, "top_logprobs") && !r->logprobs)
+  if (!srv_json_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return false;
+  if (srv_json_field(root, "top_logprobs") && !r->logprobs)
     return BAD(e, "top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
   r->top_logprobs = (int)top;
   return true;
@@ -331,7 +287,7 @@ static bool one_prompt(const srv_model_info *mi, const cJSON *p, int32_t **ids, 
 
 static bool parse_completion(const srv_model_info *mi, const cJSON *root, srv_request *r,
                              srv_error *e) {
-  const cJSON *p = field(root, "prompt");
+  const cJSON *p = srv_json_field(root, "prompt");
   if (!p) return BAD(e, "prompt", "'prompt' is required");
   /* a list of prompts (strings or token arrays): each one gets n choices */
   if (cJSON_IsArray(p) && p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child))) {
@@ -365,18 +321,18 @@ static bool parse_completion(const srv_model_info *mi, const cJSON *root, srv_re
     return false;
   }
   if (!parse_response_format(root, r, e)) return false;
-  const cJSON *g = field(root, "grammar");
+  const cJSON *g = srv_json_field(root, "grammar");
   if (g && !cJSON_IsString(g)) return BAD(e, "grammar", "'grammar' must be a string (GBNF)");
   if (g && !srv_request_grammar(g->valuestring, "grammar", r, e)) return false;
   int64_t lp = -1;
-  if (!get_int(root, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &lp, e)) return false;
+  if (!srv_json_int(root, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &lp, e)) return false;
   r->logprobs = lp >= 0;
   r->top_logprobs = lp > 0 ? (int)lp : 0;
   bool echo = false;
-  if (!get_bool(root, "echo", &echo, e)) return false;
+  if (!srv_json_bool(root, "echo", &echo, e)) return false;
   if (echo) return BAD(e, "echo", "'echo' is not supported");
   int64_t best_of = 1;
-  if (!get_int(root, "best_of", 1, 1e9, &best_of, e)) return false;
+  if (!srv_json_int(root, "best_of", 1, 1e9, &best_of, e)) return false;
   if (best_of != 1) return BAD(e, "best_of", "only best_of=1 is supported");
   return true;
 }
@@ -399,7 +355,7 @@ bool srv_openai_parse(const srv_model_info *mi, srv_kind kind, const char *body,
     ok = parse_common(mi, root, req, &max_tokens, err);
     if (ok && kind == SRV_CHAT) {
       /* max_completion_tokens supersedes max_tokens */
-      ok = get_int(root, "max_completion_tokens", 1, 1e15, &max_tokens, err);
+      ok = srv_json_int(root, "max_completion_tokens", 1, 1e15, &max_tokens, err);
       if (ok) ok = parse_chat(mi, root, req, err);
     } else if (ok) {
       ok = parse_completion(mi, root, req, err);
@@ -412,12 +368,6 @@ bool srv_openai_parse(const srv_model_info *mi, srv_kind kind, const char *body,
 }
 
 /* ---- responses ---- */
-
-static char *print_and_delete(cJSON *root) {
-  char *s = root ? cJSON_PrintUnformatted(root) : NULL;
-  cJSON_Delete(root);
-  return s;
-}
 
 char *srv_openai_error_json(const srv_error *e) {
   cJSON *root = cJSON_CreateObject();
@@ -432,22 +382,14 @@ char *srv_openai_error_json(const srv_error *e) {
     cJSON_AddStringToObject(err, "code", e->code);
   else
     cJSON_AddNullToObject(err, "code");
-  return print_and_delete(root);
-}
-
-/* A JSON string from bytes that may not be valid UTF-8. */
-static cJSON *text_json(const char *s, size_t n) {
-  char *clean = srv_utf8_sanitize(s ? s : "", s ? n : 0);
-  cJSON *v = cJSON_CreateString(clean ? clean : "");
-  free(clean);
-  return v;
+  return srv_json_print(root);
 }
 
 static cJSON *token_json(const srv_model_info *mi, int32_t id, char *piece, size_t *len) {
   size_t n = pasada_token_to_piece(mi->tok, id, true, piece, PASADA_DETOK_PIECE_MAX);
   if (n > PASADA_DETOK_PIECE_MAX) n = PASADA_DETOK_PIECE_MAX;
   *len = n;
-  return text_json(piece, n);
+  return srv_json_text(piece, n);
 }
 
 static cJSON *bytes_json(const char *piece, size_t n) {
@@ -559,8 +501,8 @@ static cJSON *tool_call_json(const srv_tool_call *tc, int index, bool with_index
   cJSON_AddStringToObject(o, "id", tc->id);
   cJSON_AddStringToObject(o, "type", "function");
   cJSON *f = cJSON_AddObjectToObject(o, "function");
-  cJSON_AddItemToObject(f, "name", text_json(tc->name, strlen(tc->name)));
-  cJSON_AddItemToObject(f, "arguments", text_json(tc->arguments, strlen(tc->arguments)));
+  cJSON_AddItemToObject(f, "name", srv_json_text(tc->name, strlen(tc->name)));
+  cJSON_AddItemToObject(f, "arguments", srv_json_text(tc->arguments, strlen(tc->arguments)));
   return o;
 }
 
@@ -588,11 +530,11 @@ static cJSON *choice_json(const srv_model_info *mi, srv_job *j) {
     cJSON *msg = cJSON_AddObjectToObject(c, "message");
     cJSON_AddStringToObject(msg, "role", "assistant");
     if (o.n_content || !o.n_calls)
-      cJSON_AddItemToObject(msg, "content", text_json(o.content, o.n_content));
+      cJSON_AddItemToObject(msg, "content", srv_json_text(o.content, o.n_content));
     else
       cJSON_AddNullToObject(msg, "content");
     if (o.n_reasoning)
-      cJSON_AddItemToObject(msg, "reasoning_content", text_json(o.reasoning, o.n_reasoning));
+      cJSON_AddItemToObject(msg, "reasoning_content", srv_json_text(o.reasoning, o.n_reasoning));
     if (o.n_calls) {
       cJSON *calls = cJSON_AddArrayToObject(msg, "tool_calls");
       for (int k = 0; k < o.n_calls; k++)
@@ -602,7 +544,7 @@ static cJSON *choice_json(const srv_model_info *mi, srv_job *j) {
     n_calls = o.n_calls;
     srv_output_free(&o);
   } else {
-    cJSON_AddItemToObject(c, "text", text_json(j->text, j->n_text));
+    cJSON_AddItemToObject(c, "text", srv_json_text(j->text, j->n_text));
   }
   if (!j->req.logprobs) {
     cJSON_AddNullToObject(c, "logprobs");
@@ -631,7 +573,7 @@ char *srv_openai_response(const srv_model_info *mi, srv_job *j) {
     cJSON_AddItemToArray(choices, c);
   }
   cJSON_AddItemToObject(root, "usage", usage_json(j));
-  return print_and_delete(root);
+  return srv_json_print(root);
 }
 
 char *srv_openai_models(const srv_model_info *mi) {
@@ -645,13 +587,13 @@ char *srv_openai_models(const srv_model_info *mi) {
   cJSON_AddStringToObject(m, "owned_by", "pasada");
   cJSON_AddNumberToObject(m, "context_length", mi->n_ctx);
   cJSON_AddItemToArray(data, m);
-  return print_and_delete(root);
+  return srv_json_print(root);
 }
 
 /* ---- streaming ---- */
 
 static void sse(srv_buf *out, cJSON *root) {
-  char *s = print_and_delete(root);
+  char *s = srv_json_print(root);
   if (!s) {
     out->failed = true;
     return;
@@ -721,7 +663,7 @@ static bool stream_choice(const srv_model_info *mi, srv_job *j, srv_stream *st, 
       cJSON *root = chunk(j, &c);
       cJSON *delta = cJSON_AddObjectToObject(c, "delta");
       cJSON_AddItemToObject(delta, "reasoning_content",
-                            text_json(o.reasoning + st->reasoning_off, nr));
+                            srv_json_text(o.reasoning + st->reasoning_off, nr));
       cJSON_AddNullToObject(c, "logprobs");
       cJSON_AddNullToObject(c, "finish_reason");
       sse(out, root);
@@ -730,7 +672,7 @@ static bool stream_choice(const srv_model_info *mi, srv_job *j, srv_stream *st, 
     if (nc || lp) {
       cJSON *root = chunk(j, &c);
       cJSON *delta = cJSON_AddObjectToObject(c, "delta");
-      cJSON_AddItemToObject(delta, "content", text_json(o.content + st->content_off, nc));
+      cJSON_AddItemToObject(delta, "content", srv_json_text(o.content + st->content_off, nc));
       if (lp)
         cJSON_AddItemToObject(c, "logprobs", chat_logprobs(mi, lp, n_lp));
       else

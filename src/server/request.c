@@ -9,13 +9,9 @@
 
 #include "server/json_schema.h"
 #include "server/request.h"
+#include "server/json_util.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
-
-static const cJSON *field(const cJSON *obj, const char *name) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  return v && !cJSON_IsNull(v) ? v : NULL;
-}
 
 static bool name_ok(const char *s) {
   size_t n = strlen(s);
@@ -39,14 +35,14 @@ bool srv_tools_check(const cJSON *tools, const char *param, srv_error *e) {
   char p[128];
   cJSON_ArrayForEach(t, tools) {
     snprintf(p, sizeof p, "%s[%d]", param, i);
-    const cJSON *type = field(t, "type"), *fn = field(t, "function");
+    const cJSON *type = srv_json_field(t, "type"), *fn = srv_json_field(t, "function");
     if (!cJSON_IsObject(t) || !cJSON_IsString(type))
       return BAD(e, p, "'%s' must be an object with a 'type'", p);
     if (strcmp(type->valuestring, "function") != 0)
       return BAD(e, p, "tools of type '%s' are not supported (only 'function')", type->valuestring);
     if (!cJSON_IsObject(fn)) return BAD(e, p, "'%s.function' must be an object", p);
-    const cJSON *name = field(fn, "name"), *desc = field(fn, "description"),
-                *params = field(fn, "parameters"), *strict = field(fn, "strict");
+    const cJSON *name = srv_json_field(fn, "name"), *desc = srv_json_field(fn, "description"),
+                *params = srv_json_field(fn, "parameters"), *strict = srv_json_field(fn, "strict");
     if (!cJSON_IsString(name) || !name_ok(name->valuestring))
       return BAD(e, p, "'%s.function.name' must be 1 to 64 of a-z, A-Z, 0-9, '_' and '-'", p);
     if (desc && !cJSON_IsString(desc))
@@ -60,7 +56,7 @@ bool srv_tools_check(const cJSON *tools, const char *param, srv_error *e) {
     int k = 0;
     cJSON_ArrayForEach(u, tools) {
       if (k++ >= i) break;
-      const cJSON *un = field(field(u, "function"), "name");
+      const cJSON *un = srv_json_field(srv_json_field(u, "function"), "name");
       if (strcmp(un->valuestring, name->valuestring) == 0)
         return BAD(e, p, "the function name '%s' is given twice", name->valuestring);
     }
@@ -72,7 +68,7 @@ bool srv_tools_check(const cJSON *tools, const char *param, srv_error *e) {
 bool srv_tools_has(const cJSON *tools, const char *name) {
   const cJSON *t;
   cJSON_ArrayForEach(t, tools) {
-    const cJSON *n = field(field(t, "function"), "name");
+    const cJSON *n = srv_json_field(srv_json_field(t, "function"), "name");
     if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0) return true;
   }
   return false;

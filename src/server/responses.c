@@ -12,9 +12,9 @@
 #include "server/chat.h"
 #include "server/request.h"
 #include "server/responses.h"
+#include "server/json_util.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
-#define field srv_json_field
 
 static bool oom(srv_error *e) {
   return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -36,12 +36,12 @@ static bool content_text(const cJSON *content, const char *param, srv_buf *out, 
   char p[96];
   cJSON_ArrayForEach(part, content) {
     snprintf(p, sizeof p, "%s[%d]", param, k++);
-    const cJSON *type = field(part, "type"), *text = field(part, "text");
+    const cJSON *type = srv_json_field(part, "type"), *text = srv_json_field(part, "text");
     if (!cJSON_IsObject(part) || !cJSON_IsString(type))
       return BAD(e, p, "'%s' must be an object with a 'type'", p);
     const char *t = type->valuestring;
     if (strcmp(t, "refusal") == 0)
-      text = field(part, "refusal");
+      text = srv_json_field(part, "refusal");
     else if (strcmp(t, "input_text") != 0 && strcmp(t, "output_text") != 0 &&
              strcmp(t, "text") != 0)
       return BAD(e, p, "content parts of type '%s' are not supported (input_text, output_text)", t);
@@ -77,7 +77,7 @@ static cJSON *assistant(input_state *s, const char *content) {
 
 static bool message_item(input_state *s, const cJSON *it, const char *p, srv_error *e) {
   char q[96];
-  const cJSON *role = field(it, "role"), *content = field(it, "content");
+  const cJSON *role = srv_json_field(it, "role"), *content = srv_json_field(it, "content");
   snprintf(q, sizeof q, "%s.role", p);
   if (!cJSON_IsString(role)) return BAD(e, q, "'%s' must be a string", q);
   const char *r = role->valuestring;
@@ -99,8 +99,8 @@ static bool message_item(input_state *s, const cJSON *it, const char *p, srv_err
 }
 
 static bool function_call_item(input_state *s, const cJSON *it, const char *p, srv_error *e) {
-  const cJSON *call_id = field(it, "call_id"), *name = field(it, "name"),
-              *args = field(it, "arguments");
+  const cJSON *call_id = srv_json_field(it, "call_id"), *name = srv_json_field(it, "name"),
+              *args = srv_json_field(it, "arguments");
   if (!cJSON_IsString(call_id) || !call_id->valuestring[0])
     return BAD(e, p, "'%s.call_id' must be a non-empty string", p);
   if (!cJSON_IsString(name) || !name->valuestring[0])
@@ -122,7 +122,7 @@ static bool function_call_item(input_state *s, const cJSON *it, const char *p, s
 
 static bool call_output_item(input_state *s, const cJSON *it, const char *p, srv_error *e) {
   char q[96];
-  const cJSON *call_id = field(it, "call_id"), *output = field(it, "output");
+  const cJSON *call_id = srv_json_field(it, "call_id"), *output = srv_json_field(it, "output");
   if (!cJSON_IsString(call_id) || !call_id->valuestring[0])
     return BAD(e, p, "'%s.call_id' must be a non-empty string", p);
   snprintf(q, sizeof q, "%s.output", p);
@@ -144,11 +144,12 @@ static bool call_output_item(input_state *s, const cJSON *it, const char *p, srv
 /* reasoning: {summary: [{text}], content: [{text}]}: the content if any,
  * else the summary, for the next assistant message. */
 static void reasoning_item(input_state *s, const cJSON *it) {
-  const cJSON *parts = field(it, "content");
-  if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) == 0) parts = field(it, "summary");
+  const cJSON *parts = srv_json_field(it, "content");
+  if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) == 0)
+    parts = srv_json_field(it, "summary");
   const cJSON *part;
   cJSON_ArrayForEach(part, parts) {
-    const cJSON *t = field(part, "text");
+    const cJSON *t = srv_json_field(part, "text");
     if (cJSON_IsString(t)) srv_buf_append(&s->reasoning, t->valuestring, strlen(t->valuestring));
   }
   s->calls_open = false;
@@ -176,7 +177,7 @@ static bool convert_input(const cJSON *input, cJSON *msgs, srv_error *e) {
       ok = BAD(e, p, "'%s' must be an object", p);
       break;
     }
-    const cJSON *type = field(it, "type");
+    const cJSON *type = srv_json_field(it, "type");
     if (type && !cJSON_IsString(type)) {
       ok = BAD(e, p, "'%s.type' must be a string", p);
       break;
@@ -218,7 +219,7 @@ static bool convert_tools(const cJSON *tools, cJSON **out, srv_error *e) {
   cJSON_ArrayForEach(t, tools) {
     char p[64];
     snprintf(p, sizeof p, "tools[%d]", i++);
-    const cJSON *type = field(t, "type");
+    const cJSON *type = srv_json_field(t, "type");
     if (!cJSON_IsObject(t) || !cJSON_IsString(type))
       return BAD(e, p, "'%s' must be an object with a 'type'", p);
     if (strcmp(type->valuestring, "function") != 0)
@@ -228,7 +229,7 @@ static bool convert_tools(const cJSON *tools, cJSON **out, srv_error *e) {
     cJSON *fn = cJSON_CreateObject();
     static const char *const keys[] = {"name", "description", "parameters", "strict"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-      const cJSON *v = field(t, keys[k]);
+      const cJSON *v = srv_json_field(t, keys[k]);
       if (v) cJSON_AddItemToObject(fn, keys[k], cJSON_Duplicate(v, true));
     }
     cJSON_AddItemToObject(o, "function", fn);
@@ -257,7 +258,7 @@ static bool parse_tool_choice(const cJSON *tc, srv_tool_mode *mode, const char *
                  s);
     return true;
   }
-  const cJSON *type = field(tc, "type"), *fname = field(tc, "name");
+  const cJSON *type = srv_json_field(tc, "type"), *fname = srv_json_field(tc, "name");
   if (!cJSON_IsObject(tc) || !cJSON_IsString(type))
     return BAD(e, "tool_choice", "'tool_choice' must be a string or an object with a 'type'");
   if (strcmp(type->valuestring, "function") != 0)
@@ -272,19 +273,19 @@ static bool parse_tool_choice(const cJSON *tc, srv_tool_mode *mode, const char *
 
 /* text.format: {type: text} | {type: json_object} | {type: json_schema, name, schema, strict}. */
 static bool parse_text_format(const cJSON *root, srv_request *r, srv_error *e) {
-  const cJSON *text = field(root, "text");
+  const cJSON *text = srv_json_field(root, "text");
   if (!text) return true;
   if (!cJSON_IsObject(text)) return BAD(e, "text", "'text' must be an object");
-  const cJSON *f = field(text, "format");
+  const cJSON *f = srv_json_field(text, "format");
   if (!f) return true;
-  const cJSON *type = field(f, "type");
+  const cJSON *type = srv_json_field(f, "type");
   if (!cJSON_IsObject(f) || !cJSON_IsString(type))
     return BAD(e, "text.format", "'text.format' must be an object with a 'type'");
   const char *t = type->valuestring;
   if (strcmp(t, "text") == 0) return true;
   if (strcmp(t, "json_object") == 0) return srv_request_json(NULL, "text.format", r, e);
   if (strcmp(t, "json_schema") == 0) {
-    const cJSON *schema = field(f, "schema");
+    const cJSON *schema = srv_json_field(f, "schema");
     if (!cJSON_IsObject(schema))
       return BAD(e, "text.format.schema", "'text.format.schema' must be a JSON schema object");
     return srv_request_json(schema, "text.format.schema", r, e);
@@ -311,10 +312,10 @@ static bool parse_sampling(const cJSON *root, srv_request *r, int64_t *max_token
     return false;
   if (sp->top_p <= 0.0f) sp->temp = 0.0f;
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-    const cJSON *v = field(root, refused[i]);
+    const cJSON *v = srv_json_field(root, refused[i]);
     if (v && !cJSON_IsFalse(v)) return BAD(e, refused[i], "'%s' is not supported", refused[i]);
   }
-  const cJSON *meta = field(root, "metadata");
+  const cJSON *meta = srv_json_field(root, "metadata");
   if (meta && !cJSON_IsObject(meta)) return BAD(e, "metadata", "'metadata' must be an object");
   return true;
 }
@@ -326,7 +327,7 @@ static cJSON *echo_fields(const cJSON *root, const srv_request *r, int64_t max_t
   cJSON *o = cJSON_CreateObject();
   static const char *const copied[] = {"instructions", "previous_response_id", "metadata", "user"};
   for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
-    const cJSON *v = field(root, copied[i]);
+    const cJSON *v = srv_json_field(root, copied[i]);
     if (v)
       cJSON_AddItemToObject(o, copied[i], cJSON_Duplicate(v, true));
     else if (strcmp(copied[i], "metadata") == 0)
@@ -334,7 +335,7 @@ static cJSON *echo_fields(const cJSON *root, const srv_request *r, int64_t max_t
     else
       cJSON_AddNullToObject(o, copied[i]);
   }
-  const cJSON *tools = field(root, "tools"), *tc = field(root, "tool_choice");
+  const cJSON *tools = srv_json_field(root, "tools"), *tc = srv_json_field(root, "tool_choice");
   cJSON_AddItemToObject(o, "tools", tools ? cJSON_Duplicate(tools, true) : cJSON_CreateArray());
   cJSON_AddItemToObject(o, "tool_choice",
                         tc ? cJSON_Duplicate(tc, true) : cJSON_CreateString("auto"));
@@ -345,16 +346,17 @@ static cJSON *echo_fields(const cJSON *root, const srv_request *r, int64_t max_t
     cJSON_AddNumberToObject(o, "max_output_tokens", (double)max_tokens);
   else
     cJSON_AddNullToObject(o, "max_output_tokens");
-  const cJSON *text = field(root, "text");
-  if (text && field(text, "format")) {
+  const cJSON *text = srv_json_field(root, "text");
+  if (text && srv_json_field(text, "format")) {
     cJSON_AddItemToObject(o, "text", cJSON_Duplicate(text, true));
   } else {
     cJSON *t = cJSON_AddObjectToObject(o, "text");
     cJSON_AddStringToObject(cJSON_AddObjectToObject(t, "format"), "type", "text");
   }
-  const cJSON *reasoning = field(root, "reasoning");
+  const cJSON *reasoning = srv_json_field(root, "reasoning");
   cJSON *re = cJSON_AddObjectToObject(o, "reasoning");
-  const cJSON *effort = field(reasoning, "effort"), *summary = field(reasoning, "summary");
+  const cJSON *effort = srv_json_field(reasoning, "effort"),
+              *summary = srv_json_field(reasoning, "summary");
   if (cJSON_IsString(effort))
     cJSON_AddStringToObject(re, "effort", effort->valuestring);
   else
@@ -372,7 +374,7 @@ static cJSON *echo_fields(const cJSON *root, const srv_request *r, int64_t max_t
  * the input's messages. */
 static bool conversation(srv_resp_store *store, const cJSON *root, cJSON **out, srv_error *e) {
   *out = NULL;
-  const cJSON *prev = field(root, "previous_response_id");
+  const cJSON *prev = srv_json_field(root, "previous_response_id");
   cJSON *msgs = NULL;
   if (prev) {
     if (!cJSON_IsString(prev))
@@ -394,7 +396,7 @@ static bool conversation(srv_resp_store *store, const cJSON *root, cJSON **out, 
     msgs = cJSON_CreateArray();
   }
   *out = msgs;
-  const cJSON *input = field(root, "input");
+  const cJSON *input = srv_json_field(root, "input");
   if (!input) return BAD(e, "input", "'input' is required");
   return convert_input(input, msgs, e);
 }
@@ -403,10 +405,10 @@ static bool conversation(srv_resp_store *store, const cJSON *root, cJSON **out, 
  * enable_thinking (off for "none") for templates that read that. */
 static bool template_extra(const cJSON *root, cJSON **extra, srv_error *e) {
   *extra = NULL;
-  const cJSON *re = field(root, "reasoning");
+  const cJSON *re = srv_json_field(root, "reasoning");
   if (!re) return true;
   if (!cJSON_IsObject(re)) return BAD(e, "reasoning", "'reasoning' must be an object");
-  const cJSON *effort = field(re, "effort");
+  const cJSON *effort = srv_json_field(re, "effort");
   if (effort && !cJSON_IsString(effort))
     return BAD(e, "reasoning.effort", "'reasoning.effort' must be a string");
   if (effort) {
@@ -419,7 +421,7 @@ static bool template_extra(const cJSON *root, cJSON **extra, srv_error *e) {
 
 static bool parse(const srv_model_info *mi, srv_resp_store *store, const cJSON *root,
                   srv_request *r, srv_resp *rs, srv_error *e) {
-  const cJSON *model = field(root, "model"), *instr = field(root, "instructions");
+  const cJSON *model = srv_json_field(root, "model"), *instr = srv_json_field(root, "instructions");
   if (model && !cJSON_IsString(model)) return BAD(e, "model", "'model' must be a string");
   if (!(r->model = strdup(model ? model->valuestring : mi->name))) return oom(e);
   int64_t max_tokens = 0;
@@ -435,8 +437,8 @@ static bool parse(const srv_model_info *mi, srv_resp_store *store, const cJSON *
   cJSON *tools = NULL, *extra = NULL, *msgs = NULL;
   srv_tool_mode mode;
   const char *name;
-  bool ok = convert_tools(field(root, "tools"), &tools, e) &&
-            parse_tool_choice(field(root, "tool_choice"), &mode, &name, e) &&
+  bool ok = convert_tools(srv_json_field(root, "tools"), &tools, e) &&
+            parse_tool_choice(srv_json_field(root, "tool_choice"), &mode, &name, e) &&
             template_extra(root, &extra, e) && conversation(store, root, &rs->conversation, e);
   if (ok && (msgs = cJSON_Duplicate(rs->conversation, true)) && instr) {
     cJSON *sys = cJSON_CreateObject();

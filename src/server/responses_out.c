@@ -9,19 +9,7 @@
 #include <string.h>
 
 #include "server/responses.h"
-
-static char *print_and_delete(cJSON *root) {
-  char *s = root ? cJSON_PrintUnformatted(root) : NULL;
-  cJSON_Delete(root);
-  return s;
-}
-
-static cJSON *text_json(const char *s, size_t n) {
-  char *clean = srv_utf8_sanitize(s ? s : "", s ? n : 0);
-  cJSON *v = cJSON_CreateString(clean ? clean : "");
-  free(clean);
-  return v;
-}
+#include "server/json_util.h"
 
 /* "msg_" / "rs_" / "fc_" + the response id's random part + the index. */
 static void item_id(const srv_job *j, const srv_part *p, int k, char *out, size_t size) {
@@ -34,7 +22,7 @@ static void item_id(const srv_job *j, const srv_part *p, int k, char *out, size_
 static cJSON *text_part(const char *s, size_t n, bool reasoning) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "type", reasoning ? "reasoning_text" : "output_text");
-  cJSON_AddItemToObject(o, "text", text_json(s, n));
+  cJSON_AddItemToObject(o, "text", srv_json_text(s, n));
   if (!reasoning) {
     cJSON_AddArrayToObject(o, "annotations");
     cJSON_AddArrayToObject(o, "logprobs");
@@ -67,9 +55,9 @@ static cJSON *item_json(const srv_job *j, const srv_part *p, int k, bool whole,
     cJSON_AddStringToObject(o, "type", "function_call");
     cJSON_AddStringToObject(o, "status", status);
     cJSON_AddStringToObject(o, "call_id", p->id);
-    cJSON_AddItemToObject(o, "name", text_json(p->name, strlen(p->name)));
+    cJSON_AddItemToObject(o, "name", srv_json_text(p->name, strlen(p->name)));
     cJSON_AddItemToObject(o, "arguments",
-                          whole ? text_json(p->text.p, p->text.n) : text_json("", 0));
+                          whole ? srv_json_text(p->text.p, p->text.n) : srv_json_text("", 0));
   }
   return o;
 }
@@ -151,15 +139,15 @@ static char *continued(const srv_resp *rs, const srv_turn *t) {
     cJSON_AddStringToObject(c, "id", p->id);
     cJSON_AddStringToObject(c, "type", "function");
     cJSON *fn = cJSON_AddObjectToObject(c, "function");
-    cJSON_AddItemToObject(fn, "name", text_json(p->name, strlen(p->name)));
-    cJSON_AddItemToObject(fn, "arguments", text_json(p->text.p, p->text.n));
+    cJSON_AddItemToObject(fn, "name", srv_json_text(p->name, strlen(p->name)));
+    cJSON_AddItemToObject(fn, "arguments", srv_json_text(p->text.p, p->text.n));
     cJSON_AddItemToArray(calls, c);
   }
   cJSON *m = cJSON_CreateObject();
   cJSON_AddStringToObject(m, "role", "assistant");
-  cJSON_AddItemToObject(m, "content", text_json(text.p, text.n));
+  cJSON_AddItemToObject(m, "content", srv_json_text(text.p, text.n));
   if (reasoning.n)
-    cJSON_AddItemToObject(m, "reasoning_content", text_json(reasoning.p, reasoning.n));
+    cJSON_AddItemToObject(m, "reasoning_content", srv_json_text(reasoning.p, reasoning.n));
   if (cJSON_GetArraySize(calls)) {
     cJSON_AddItemToObject(m, "tool_calls", calls);
     calls = NULL;
@@ -168,7 +156,7 @@ static char *continued(const srv_resp *rs, const srv_turn *t) {
   cJSON_AddItemToArray(msgs, m);
   srv_buf_free(&text);
   srv_buf_free(&reasoning);
-  return print_and_delete(msgs);
+  return srv_json_print(msgs);
 }
 
 static void store_response(srv_resp_store *store, const srv_resp *rs, const srv_job *j,
@@ -186,7 +174,7 @@ char *srv_responses_response(const srv_model_info *mi, srv_job *j, srv_resp *rs,
   srv_turn t = {.max_calls = rs->max_calls, .tool_defs = rs->tools};
   bool ok = text && srv_turn_update(&t, mi, j, text, n, true, NULL, NULL);
   free(text);
-  char *out = ok ? print_and_delete(response_json(mi, j, rs, &t, final_status(f))) : NULL;
+  char *out = ok ? srv_json_print(response_json(mi, j, rs, &t, final_status(f))) : NULL;
   store_response(store, rs, j, out, &t);
   srv_turn_free(&t);
   return out;
@@ -203,7 +191,7 @@ typedef struct {
 static void event(sink_ctx *c, const char *type, cJSON *ev) {
   cJSON_AddStringToObject(ev, "type", type);
   cJSON_AddNumberToObject(ev, "sequence_number", c->rs->seq++);
-  char *s = print_and_delete(ev);
+  char *s = srv_json_print(ev);
   if (!s) {
     c->out->failed = true;
     return;
@@ -242,7 +230,7 @@ static void on_delta(void *u, const srv_turn *t, int k, const char *s, size_t n)
   sink_ctx *c = u;
   srv_part_kind kind = t->parts[k].kind;
   cJSON *ev = part_event(c, t, k, kind != SRV_PART_CALL);
-  cJSON_AddItemToObject(ev, "delta", text_json(s, n));
+  cJSON_AddItemToObject(ev, "delta", srv_json_text(s, n));
   if (kind == SRV_PART_TEXT) cJSON_AddArrayToObject(ev, "logprobs");
   event(c,
         kind == SRV_PART_TEXT        ? "response.output_text.delta"
@@ -256,13 +244,13 @@ static void on_close(void *u, const srv_turn *t, int k) {
   const srv_part *p = &t->parts[k];
   if (p->kind == SRV_PART_CALL) {
     cJSON *ev = part_event(c, t, k, false);
-    cJSON_AddItemToObject(ev, "name", text_json(p->name, strlen(p->name)));
-    cJSON_AddItemToObject(ev, "arguments", text_json(p->text.p, p->text.n));
+    cJSON_AddItemToObject(ev, "name", srv_json_text(p->name, strlen(p->name)));
+    cJSON_AddItemToObject(ev, "arguments", srv_json_text(p->text.p, p->text.n));
     event(c, "response.function_call_arguments.done", ev);
   } else {
     bool r = p->kind == SRV_PART_REASONING;
     cJSON *ev = part_event(c, t, k, true);
-    cJSON_AddItemToObject(ev, "text", text_json(p->text.p, p->text.n));
+    cJSON_AddItemToObject(ev, "text", srv_json_text(p->text.p, p->text.n));
     if (!r) cJSON_AddArrayToObject(ev, "logprobs");
     event(c, r ? "response.reasoning_text.done" : "response.output_text.done", ev);
     ev = part_event(c, t, k, true);

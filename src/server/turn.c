@@ -1,6 +1,6 @@
 /* turn.c: a generated turn as ordered parts, tracked across re-parses of a
- * growing text (see turn.h), and the JSON field readers, ids and context
- * fit the Anthropic Messages and Responses parsers share. */
+ * growing text (see turn.h), and the ids and context fit the Anthropic
+ * Messages and Responses parsers share. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "server/turn.h"
+#include "server/json_util.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
@@ -129,45 +130,6 @@ char *srv_job_text(srv_job *j, size_t *n, srv_finish *finish, srv_error *err) {
   if (err) *err = j->error;
   pthread_mutex_unlock(&j->mu);
   return s;
-}
-
-/* ---- JSON field readers ---- */
-
-const cJSON *srv_json_field(const cJSON *obj, const char *name) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-  return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-bool srv_json_bool(const cJSON *obj, const char *name, bool *out, srv_error *e) {
-  const cJSON *v = srv_json_field(obj, name);
-  if (!v) return true;
-  if (!cJSON_IsBool(v)) return BAD(e, name, "'%s' must be a boolean", name);
-  *out = cJSON_IsTrue(v);
-  return true;
-}
-
-bool srv_json_int(const cJSON *obj, const char *name, double lo, double hi, int64_t *out,
-                  srv_error *e) {
-  const cJSON *v = srv_json_field(obj, name);
-  if (!v) return true;
-  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
-    return BAD(e, name, "'%s' must be an integer", name);
-  if (v->valuedouble < lo || v->valuedouble > hi)
-    return BAD(e, name, "'%s' is %.0f, it must be in [%.0f, %.0f]", name, v->valuedouble, lo, hi);
-  *out = (int64_t)v->valuedouble;
-  return true;
-}
-
-bool srv_json_float(const cJSON *obj, const char *name, double lo, double hi, float *out,
-                    srv_error *e) {
-  const cJSON *v = srv_json_field(obj, name);
-  if (!v) return true;
-  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-    return BAD(e, name, "'%s' must be a number", name);
-  if (v->valuedouble < lo || v->valuedouble > hi)
-    return BAD(e, name, "'%s' is %g, it must be in [%g, %g]", name, v->valuedouble, lo, hi);
-  *out = (float)v->valuedouble;
-  return true;
 }
 
 const char *srv_call_name(const cJSON *assistant, const char *id) {

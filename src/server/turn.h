@@ -2,13 +2,13 @@
  * tool calls), the form the Anthropic Messages and Responses APIs return.
  * The tracker re-parses the job's text (output.h) at each streaming step and
  * reports what is new as part openings, deltas and closings, so a stream
- * and the final object built from the same parts always agree. Also the
- * JSON field readers the two APIs' request parsers share. */
+ * and the final object built from the same parts always agree. */
 #ifndef PASADA_SERVER_TURN_H
 #define PASADA_SERVER_TURN_H
 
 #include <cjson/cJSON.h>
 
+#include "server/json_util.h"
 #include "server/openai.h"
 
 typedef enum { SRV_PART_REASONING = 0, SRV_PART_TEXT, SRV_PART_CALL } srv_part_kind;
@@ -53,15 +53,6 @@ int srv_turn_calls(const srv_turn *t); /* how many call parts */
 /* A snapshot of a job's output text (malloc'd, NUL-terminated) and its
  * finish, taken under the job's lock. NULL when out of memory. */
 char *srv_job_text(srv_job *j, size_t *n, srv_finish *finish, srv_error *err);
-
-/* ---- JSON field readers: absent and null fields leave *out alone ---- */
-
-const cJSON *srv_json_field(const cJSON *obj, const char *name);
-bool srv_json_bool(const cJSON *obj, const char *name, bool *out, srv_error *e);
-bool srv_json_int(const cJSON *obj, const char *name, double lo, double hi, int64_t *out,
-                  srv_error *e);
-bool srv_json_float(const cJSON *obj, const char *name, double lo, double hi, float *out,
-                    srv_error *e);
 
 /* The function name of the call with this id among an assistant message's
  * tool_calls (the first 256), or NULL: a tool message carries it for the
