@@ -12,6 +12,7 @@
 #include "server/openai.h"
 #include "server/request.h"
 #include "server/json_util.h"
+#include "server/turn.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
@@ -128,14 +129,7 @@ static bool tokenize_prompt(const srv_model_info *mi, const char *text, size_t l
 
 static bool check_length(const srv_model_info *mi, const char *param, srv_request *r,
                          int64_t max_tokens, srv_error *e) {
-  if (r->n_prompt == 0) return BAD(e, param, "the prompt is empty");
-  if (r->n_prompt >= mi->n_ctx)
-    return srv_fail(e, 400, "invalid_request_error", "context_length_exceeded", param,
-                    "the prompt has %d tokens but the context holds %d (the prompt and at least "
-                    "one generated token must fit)",
-                    r->n_prompt, mi->n_ctx);
-  int64_t room = mi->n_ctx - r->n_prompt;
-  r->max_tokens = (int32_t)(max_tokens > 0 && max_tokens < room ? max_tokens : room);
+  if (!srv_fit_context(mi, max_tokens, param, r, e)) return false;
   r->max_asked = max_tokens;
   if (r->n < 1) r->n = 1;
   if ((int64_t)r->n * (1 + r->n_more) > SRV_MAX_CHOICES)
