@@ -430,11 +430,20 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
       /* several choices: wait for news of one still running (they decode
        * in the same steps, so the others' news is at most a step behind) */
       srv_job *w = unfinished_choice(j);
-      if (sc->started && w &&
-          !wait_output(sc->st, sc->conn, w, false, sc->streams[w->choice].text_off,
-                       sc->streams[w->choice].lp_off, STREAM_PING_S)) {
-        cancel_all(sc->st, j);
-        return MHD_CONTENT_READER_END_WITH_ERROR;
+      if (sc->started && w) {
+        const size_t text_off = sc->streams[w->choice].text_off,
+                     lp_off = sc->streams[w->choice].lp_off;
+        if (!wait_output(sc->st, sc->conn, w, false, text_off, lp_off, STREAM_PING_S)) {
+          cancel_all(sc->st, j);
+          return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        pthread_mutex_lock(&w->mu);
+        const bool news = w->finish != SRV_PENDING || w->n_text != text_off || w->n_lp != lp_off;
+        pthread_mutex_unlock(&w->mu);
+        if (!news) { /* a quiet while (admission, a long prefill): keep the client's reader alive */
+          srv_buf_append(&sc->out, ": ping\n\n", 8);
+          continue;
+        }
       }
       sc->started = true;
       sc->done = srv_stream_group(&sc->st->mi, j, sc->streams, &sc->out);
