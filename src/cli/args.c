@@ -312,6 +312,16 @@ const char CLI_GEN_HELP[] =
     "  --frequency-penalty F     subtract F times its count there (default 0)\n"
     "  --seed S                  seed of the sampler: the same seed, model and options\n"
     "                            give the same text (default: random; -1: random)\n"
+    "speculative decoding (the same output, fewer passes over the weights):\n"
+    "  --lookup                  draft tokens by prompt lookup: where the last tokens\n"
+    "                            occurred before in the prompt or the output, propose\n"
+    "                            what followed them (code editing, summaries, quotes)\n"
+    "  --lookup-ngram N          longest n-gram --lookup matches (default 3; it falls\n"
+    "                            back to shorter ones down to 1)\n"
+    "  --draft FILE              draft tokens with a smaller GGUF model of the same\n"
+    "                            vocabulary\n"
+    "  --draft-max N             tokens drafted per step, 1 to 32 (default 8 with\n"
+    "                            --lookup, 4 with --draft)\n"
     "output:\n"
     "  --no-stats                do not print the statistics line(s) on stderr\n"
     "  --verbose                 print the model, context and sampler settings on stderr\n"
@@ -405,6 +415,20 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
       return 1;
     case OPT_SYSTEM:
       o->system = arg;
+      return 1;
+    case OPT_DRAFT:
+      o->draft_path = arg;
+      return 1;
+    case OPT_DRAFT_MAX:
+      if (!cli_parse_i32(arg, 1, 32, &o->draft_max))
+        return cli_usage(cmd, "--draft-max wants a count from 1 to 32, not '%s'", arg);
+      return 1;
+    case OPT_LOOKUP:
+      o->lookup = true;
+      return 1;
+    case OPT_LOOKUP_NGRAM:
+      if (!cli_parse_i32(arg, 1, 64, &o->lookup_ngram))
+        return cli_usage(cmd, "--lookup-ngram wants a count from 1 to 64, not '%s'", arg);
       return 1;
     case OPT_NO_STATS:
       o->no_stats = true;

@@ -107,6 +107,12 @@ typedef struct {
    * by cli_gen_backend; backend_name holds it when it is composed. */
   const char *backend;
   char backend_name[CLI_BACKEND_NAME_MAX];
+  /* speculative decoding: --draft MODEL, or --lookup (prompt lookup over
+   * the text so far with n-grams of --lookup-ngram tokens down to 1), each
+   * drafting up to --draft-max tokens a step (0: the mode's default) */
+  const char *draft_path;
+  bool lookup;
+  int32_t draft_max, lookup_ngram;
 } cli_gen_options;
 
 /* getopt_long ids of the options run and chat share (beyond single letters). */
@@ -131,6 +137,10 @@ enum {
   OPT_DEVICE,
   OPT_GPU_LAYERS,
   OPT_CHAT_TEMPLATE_FILE,
+  OPT_DRAFT,
+  OPT_DRAFT_MAX,
+  OPT_LOOKUP,
+  OPT_LOOKUP_NGRAM,
 };
 /* The --kv-type option's help line and parser (run, chat, serve, bench,
  * profile, perplexity, kld): "f16", "f32" or "q8"; false for anything else. */
@@ -203,6 +213,10 @@ bool cli_backend_name(const char *device, int32_t gpu_layers, char *buf, size_t 
   {"system", required_argument, 0, OPT_SYSTEM},                       \
   {"no-stats", no_argument, 0, OPT_NO_STATS},                         \
   {"verbose", no_argument, 0, OPT_VERBOSE},                           \
+  {"draft", required_argument, 0, OPT_DRAFT},                         \
+  {"draft-max", required_argument, 0, OPT_DRAFT_MAX},                 \
+  {"lookup", no_argument, 0, OPT_LOOKUP},                             \
+  {"lookup-ngram", required_argument, 0, OPT_LOOKUP_NGRAM},           \
   {"help", no_argument, 0, 'h'}
 /* clang-format on */
 
@@ -229,6 +243,16 @@ typedef struct {
   int32_t pos; /* tokens in the KV cache of sequence 0 */
   double load_s;
   bool stdout_tty;
+  /* speculative decoding (cli_spec_open): the mode (pa_spec_mode), the
+   * draft model, the tokens sequence 0's cache holds (prompt lookup's
+   * text), and the counts for the statistics line */
+  int spec_mode;
+  struct pa_spec_draft *draft;
+  int32_t draft_max, lookup_ngram;
+  bool spec_greedy; /* temp <= 0: drafts are the draft model's argmax */
+  cli_tokens hist;
+  float *spec_scratch;
+  int64_t spec_steps, spec_drafted, spec_accepted;
 } cli_session;
 
 /* Loads the model and creates the context, sampler and detokenizer; prints
@@ -284,6 +308,21 @@ typedef struct {
  * returns non-zero on failure. */
 int cli_generate(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *reply,
                  cli_gen_result *r);
+
+/* ---- speculative decoding (speculate.c) ---- */
+/* Sets up the session's speculation from the options (after
+ * cli_session_open): loads the draft model (its vocabulary checked against
+ * the model's). Prints the error and returns non-zero on failure. */
+int cli_spec_open(cli_session *s, const cli_gen_options *o);
+/* Frees what cli_spec_open made (cli_session_close calls it). */
+void cli_spec_close(cli_session *s);
+/* cli_generate with drafts verified in batches: the same tokens for the
+ * same sampler (see runtime/speculative.h). */
+int cli_generate_spec(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *reply,
+                      cli_gen_result *r);
+/* " | drafted D, accepted A (P%) in S steps" for the statistics line, or
+ * "" without speculation (buf of cap bytes). */
+const char *cli_spec_stats(const cli_session *s, char *buf, size_t cap);
 
 /* ---- sub-commands: argv[0] is the sub-command's name ---- */
 int cmd_run(int argc, char **argv);

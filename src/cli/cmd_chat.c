@@ -225,6 +225,7 @@ int cmd_chat(int argc, char **argv) {
     }
 
     cli_gen_result r;
+    char spec[128];
     reply.n = 0;
     if (!cli_text_append(&reply, "", 0)) {
       rc = cli_fail("out of memory");
@@ -246,9 +247,9 @@ int cmd_chat(int argc, char **argv) {
     if (!o.no_stats)
       fprintf(stderr,
               "pasada: turn %d | prefilled %d tokens (reused %zu cached), %.1f tok/s | "
-              "generated %d tokens, %.1f tok/s\n",
+              "generated %d tokens, %.1f tok/s%s\n",
               turn, n_new, common, per_s(n_new, prefill_s), r.n_generated,
-              per_s(r.n_generated, r.seconds));
+              per_s(r.n_generated, r.seconds), cli_spec_stats(&s, spec, sizeof spec));
     turn++;
   }
 

@@ -202,12 +202,14 @@ int cmd_run(int argc, char **argv) {
   if (s.stdout_tty) fputc('\n', stdout);
   fflush(stdout);
   if (rc) goto done;
+  char spec[128];
   if (!o.no_stats)
     fprintf(stderr,
             "pasada: load %.2f s | prompt %zu tokens, %.1f tok/s | generated %d tokens, "
-            "%.1f tok/s%s\n",
+            "%.1f tok/s%s%s\n",
             s.load_s, toks.n, per_s((int64_t)toks.n, prefill_s), r.n_generated,
-            per_s(r.n_generated, r.seconds), r.hit_context_end ? " | stopped: context full" : "");
+            per_s(r.n_generated, r.seconds), cli_spec_stats(&s, spec, sizeof spec),
+            r.hit_context_end ? " | stopped: context full" : "");
 
 done:
   cli_tokens_free(&toks);

@@ -47,6 +47,10 @@ int cli_session_open(cli_session *s, const cli_gen_options *o) {
     return rc;
   }
   s->load_s = now_s() - t0;
+  if (cli_spec_open(s, o) != CLI_OK) {
+    cli_session_close(s);
+    return CLI_RUNTIME_ERROR;
+  }
   if (o->verbose) {
     const pasada_sampler_params *p = &o->sampling;
     fprintf(stderr,
@@ -63,6 +67,7 @@ int cli_session_open(cli_session *s, const cli_gen_options *o) {
 }
 
 void cli_session_close(cli_session *s) {
+  cli_spec_close(s);
   pasada_detok_free(s->detok);
   pasada_sampler_free(s->sampler);
   pasada_context_free(s->ctx);
@@ -223,6 +228,10 @@ int cli_prefill(cli_session *s, const int32_t *tokens, int32_t n) {
       break;
     }
     for (int32_t i = 0; i < len; i++) pasada_sampler_accept(s->sampler, tokens[done + i]);
+    if (s->spec_mode && !cli_tokens_push(&s->hist, tokens + done, (size_t)len)) {
+      rc = cli_fail("out of memory");
+      break;
+    }
     s->pos += len;
     done += len;
   }
@@ -240,6 +249,7 @@ static void emit(const char *text, size_t n, cli_text *reply) {
 
 int cli_generate(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *reply,
                  cli_gen_result *r) {
+  if (s->spec_mode) return cli_generate_spec(s, n_predict, fed, reply, r);
   *r = (cli_gen_result){0};
   double t0 = now_s();
   char piece[PASADA_DETOK_PIECE_MAX];

@@ -93,11 +93,11 @@ OPTION_VALUES = {
     "--repeat-penalty": "1.1", "--repeat-last-n": "32", "--presence-penalty": "0.5",
     "--frequency-penalty": "0.5", "--seed": "7", "--chat-template": "chatml",
     "--system": "be brief", "-p": "x", "--prompt": "x", "--kv-type": "f32", "--device": "cpu",
-    "--gpu-layers": "4",
+    "--gpu-layers": "4", "--draft-max": "4", "--lookup-ngram": "2",
 }
 # Options that are valid only beside another: what test_help_tells_the_truth adds.
 OPTION_NEEDS = {"--gpu-layers": ["--device", "vulkan"]}
-FLAGS = {"--chat", "--no-stats", "--verbose", "--raw", "--vocab-only"}
+FLAGS = {"--chat", "--no-stats", "--verbose", "--raw", "--vocab-only", "--lookup"}
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -112,7 +112,7 @@ def test_help_tells_the_truth(pasada_bin, cmd, tmp_path):
     schema_file = tmp_path / "s.json"
     schema_file.write_text('{"type": "object"}')
     values = dict(OPTION_VALUES, **{"-f": prompt_file, "--file": prompt_file,
-                                    "--chat-template-file": prompt_file,
+                                    "--chat-template-file": prompt_file, "--draft": prompt_file,
                                     "--grammar": grammar_file, "--json-schema": schema_file})
     help_text = text(cli(pasada_bin, cmd, "--help").stdout)
     options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-z])(?![\w-])", help_text))
@@ -133,6 +133,39 @@ def test_help_tells_the_truth(pasada_bin, cmd, tmp_path):
         res = cli(pasada_bin, *args)
         assert res.returncode == 1, f"pasada {' '.join(map(str, args))}: {text(res.stderr)}"
         assert_runtime_error(res, MISSING)
+
+
+SERVE_VALUES = {
+    "--host": "127.0.0.1", "--port": "0", "--parallel": "2", "--ctx": "64", "--threads": "1",
+    "--device": "cpu", "--gpu-layers": "4", "--prefill-chunk": "32", "--kv-block-size": "32",
+    "--kv-blocks": "16", "--kv-memory": "8", "--kv-type": "q8", "--max-queue": "3",
+    "--max-body": "2048", "--max-connections": "8", "--api-key": "k", "--cors-origin": "*",
+    "--responses-store": "4", "--alias": "m", "--chat-template": "chatml",
+    "--shutdown-grace": "1", "--drain-delay": "1", "--kv-events": "tcp://127.0.0.1:1",
+    "--kv-events-topic": "t",
+}
+SERVE_NEEDS = {"--gpu-layers": ["--device", "vulkan"], "--kv-events-topic": ["--kv-events", "tcp://127.0.0.1:1"]}
+
+
+def test_serve_help_tells_the_truth(pasada_bin, tmp_path):
+    """Every option `pasada serve --help` lists is accepted with a valid
+    value: the server starts listening and fails only on the missing model
+    (exit 1), never with the usage error's 2."""
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ messages[0].content }}")
+    values = dict(SERVE_VALUES, **{"--chat-template-file": template})
+    help_text = text(cli(pasada_bin, "serve", "--help").stdout)
+    options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-z])(?![\w-])", help_text))
+    assert "--kv-events" in options and "--drain-delay" in options, help_text
+    for opt in sorted(options - {"-h", "--help", "-m", "--model"}):
+        assert opt in values or opt in ("-v", "--verbose"), \
+            f"serve --help lists {opt}: add a value for it to this test"
+        arg = [opt] if opt in ("-v", "--verbose") else [opt, values[opt]]
+        args = ["serve", "-m", MISSING, *([] if opt == "--port" else ["--port", "0"]), *arg,
+                *SERVE_NEEDS.get(opt, [])]
+        res = cli(pasada_bin, *args)
+        assert res.returncode == 1, f"pasada {' '.join(map(str, args))}: {text(res.stderr)}"
+        assert MISSING in text(res.stderr), text(res.stderr)
 
 
 @pytest.mark.parametrize("args,cmd", [
