@@ -206,6 +206,28 @@ PASADA_API int32_t pasada_kv_blocks_available(const pasada_context *ctx);
  * number of positions now cached; decoding continues at that position. */
 PASADA_API int32_t pasada_seq_reuse_prefix(pasada_context *ctx, int32_t seq, const int32_t *tokens,
                                            int32_t n);
+/* Changes of the prefix cache's full blocks, for a server that publishes
+ * them (a cache-aware router learns what each replica holds): STORED when
+ * a full block enters the prefix cache (its hash, its parent's hash, 0 for
+ * a sequence's first block, and its block_size tokens), REMOVED when it
+ * leaves (evicted, or rewritten). A block's hash covers its tokens and
+ * every token before it. The callback runs on the thread calling
+ * pasada_decode / pasada_seq_* and must be quick; tokens are valid during
+ * the call only. fn NULL: no callback. */
+enum { PASADA_KV_EVENT_STORED = 1, PASADA_KV_EVENT_REMOVED = 2 };
+typedef struct {
+  int kind;
+  uint64_t block_hash, parent_hash;
+  const int32_t *tokens;
+  int32_t n_tokens;
+} pasada_kv_event;
+typedef void (*pasada_kv_event_fn)(void *user, const pasada_kv_event *ev);
+PASADA_API void pasada_kv_set_event_callback(pasada_context *ctx, pasada_kv_event_fn fn, void *user);
+/* The hashes (and parent hashes, when parents is non-NULL) of the full
+ * blocks the prefix cache holds, at most max of them; returns how many it
+ * holds. Not safe against a concurrent pasada_decode on the context. */
+PASADA_API int32_t pasada_kv_cached_blocks(const pasada_context *ctx, uint64_t *hashes,
+                                           uint64_t *parents, int32_t max);
 
 /* ==== text and sampling ====
  * Text <-> tokens through a model's tokenizer (pasada_model_tokenizer), chat

@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "server/chat.h"
 #include "server/http.h"
+#include "server/kv_events.h"
 #include "server/request.h"
 
 static void usage(FILE *f) {
@@ -48,6 +51,13 @@ static void usage(FILE *f) {
           "                          (default: the model's tokenizer.chat_template)\n"
           "  --chat-template NAME    a built-in template instead: chatml, gemma or llama3\n"
           "  --shutdown-grace S      on SIGTERM, let running requests go on S seconds (default 0)\n"
+          "  --drain-delay S         on SIGTERM, answer GET /ready with 503 at once but keep\n"
+          "                          taking requests S seconds more, so routers stop sending\n"
+          "                          before the socket closes (default 0)\n"
+          "  --kv-events ENDPOINT    publish the prefix cache's block events as vLLM does\n"
+          "                          (ZeroMQ PUB, msgpack batches): tcp://*:5557 binds,\n"
+          "                          tcp://HOST:PORT connects to a subscriber that binds\n"
+          "  --kv-events-topic T     the events' topic (default kv@HOSTNAME@MODEL)\n"
           "  -v, --verbose           log HTTP library messages\n");
 }
 
@@ -97,6 +107,10 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->cors[c->n_cors++] = v;
     } else if (!strcmp(a, "--alias"))
       c->model_alias = v;
+    else if (!strcmp(a, "--kv-events"))
+      c->kv_events = v;
+    else if (!strcmp(a, "--kv-events-topic"))
+      c->kv_events_topic = v;
     else if (!strcmp(a, "--chat-template"))
       c->chat_template = v;
     else if (!strcmp(a, "--chat-template-file"))
@@ -160,6 +174,9 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
     } else if (!strcmp(a, "--shutdown-grace")) {
       if (!parse_int(a, v, 0, 86400, &n)) return false;
       c->shutdown_grace = (double)n;
+    } else if (!strcmp(a, "--drain-delay")) {
+      if (!parse_int(a, v, 0, 3600, &n)) return false;
+      c->drain_delay = (double)n;
     } else {
       fprintf(stderr, "pasada serve: unknown option %s (see pasada serve --help)\n", a);
       return false;
@@ -167,6 +184,16 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
   }
   if (!c->model_path) {
     fprintf(stderr, "pasada serve: a model is required (-m MODEL)\n");
+    return false;
+  }
+  if (c->kv_events && !srv_kv_events_available()) {
+    fprintf(stderr,
+            "pasada serve: --kv-events: this build has no KV-event publisher (configure it with "
+            "libzmq and msgpack-c: Debian libzmq3-dev, libmsgpack-dev)\n");
+    return false;
+  }
+  if (c->kv_events_topic && !c->kv_events) {
+    fprintf(stderr, "pasada serve: --kv-events-topic needs --kv-events\n");
     return false;
   }
   return true;
@@ -212,6 +239,32 @@ static int create_context(pasada_model *model, const srv_config *cfg, pasada_con
   return pasada_context_create(model, &cp, ctx);
 }
 
+/* Starts the KV-event publisher of cfg->kv_events (topic: the option's,
+ * else kv@HOSTNAME@MODEL, written to topic) and hooks it to the context's
+ * prefix cache. */
+static bool start_kv_events(const srv_config *cfg, pasada_context *ctx, const char *model,
+                            const char *medium, char *topic, size_t n_topic,
+                            srv_kv_events **out) {
+  if (cfg->kv_events_topic) {
+    snprintf(topic, n_topic, "%s", cfg->kv_events_topic);
+  } else {
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(topic, n_topic, "kv@%s@%s", host, model);
+  }
+  pasada_kv_stats kv;
+  pasada_kv_get_stats(ctx, &kv);
+  char err[512];
+  if (srv_kv_events_start(cfg->kv_events, topic, medium, kv.block_size, out, err, sizeof err) !=
+      PASADA_OK) {
+    fprintf(stderr, "pasada serve: --kv-events: %s\n", err);
+    return false;
+  }
+  pasada_kv_set_event_callback(ctx, srv_kv_events_on_event, *out);
+  fprintf(stderr, "pasada serve: publishing KV events on %s (topic '%s')\n", cfg->kv_events, topic);
+  return true;
+}
+
 int cmd_serve(int argc, char **argv) {
   srv_config cfg = {.host = "127.0.0.1",
                     .port = 8080,
@@ -243,6 +296,7 @@ int cmd_serve(int argc, char **argv) {
 
   srv_state st = {.cfg = &cfg};
   atomic_init(&st.ready, false);
+  atomic_init(&st.draining, false);
   atomic_init(&st.shutting_down, false);
   atomic_init(&st.active, 0);
   st.metrics = srv_metrics_create();
@@ -257,6 +311,8 @@ int cmd_serve(int argc, char **argv) {
   pasada_model *model = NULL;
   pasada_context *ctx = NULL;
   srv_sched *sched = NULL;
+  srv_kv_events *events = NULL;
+  char topic[320] = "";
   char *name = cfg.model_alias ? strdup(cfg.model_alias) : model_name(cfg.model_path);
   pasada_model_params mp = pasada_model_default_params();
   mp.backend = backend; /* NULL: the default, cpu */
@@ -276,6 +332,10 @@ int cmd_serve(int argc, char **argv) {
   mi->n_ctx = pasada_context_n_ctx(ctx);
   mi->n_vocab = pasada_model_n_vocab(model);
   if (!srv_chat_setup(mi, cfg.chat_template, cfg.chat_template_file)) goto out;
+  st.medium = strncmp(pasada_context_backend(ctx), "cpu", 3) == 0 ? "CPU" : "GPU";
+  if (cfg.kv_events && !start_kv_events(&cfg, ctx, mi->name, st.medium, topic, sizeof topic, &events))
+    goto out;
+  st.kv_events_topic = events ? topic : NULL;
   srv_sched_params sp = {.prefill_chunk = cfg.prefill_chunk, .max_queue = cfg.max_queue};
   if (srv_sched_create(model, ctx, cfg.parallel, &sp, st.metrics, &sched) != PASADA_OK ||
       srv_sched_start(sched) != PASADA_OK) {
@@ -295,6 +355,19 @@ int cmd_serve(int argc, char **argv) {
 
   int sig = 0;
   sigwait(&sigs, &sig);
+  /* Not ready from now on; the requests routers still send meanwhile are
+   * served until the delay ends (or a second signal comes). */
+  atomic_store(&st.draining, true);
+  if (cfg.drain_delay > 0) {
+    fprintf(stderr, "pasada serve: %s: draining for %.0f s (GET /ready answers 503)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", cfg.drain_delay);
+    /* a second signal ends the delay early */
+    for (double end = srv_now() + cfg.drain_delay, left; (left = end - srv_now()) > 0;) {
+      struct timespec ts = {.tv_sec = (time_t)left, .tv_nsec = (long)((left - (time_t)left) * 1e9)};
+      int got = sigtimedwait(&sigs, NULL, &ts);
+      if (got == SIGINT || got == SIGTERM) break;
+    }
+  }
   fprintf(stderr, "pasada serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   status = 0;
 
@@ -310,6 +383,10 @@ out:
     fprintf(stderr, "pasada serve: some clients did not read their responses in time\n");
   srv_http_stop(http);
   srv_sched_free(sched);
+  if (events) {
+    pasada_kv_set_event_callback(ctx, NULL, NULL);
+    srv_kv_events_stop(events);
+  }
   srv_chat_teardown(&st.mi);
   srv_grammar_cache_clear();
   pasada_context_free(ctx);

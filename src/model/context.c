@@ -210,6 +210,33 @@ int32_t pasada_kv_blocks_needed(const pasada_context *c, int32_t n_tokens) {
 
 int32_t pasada_kv_blocks_available(const pasada_context *c) { return pa_kv_available(&c->kv); }
 
+/* The cache's events as the public type: the same fields (the callback
+ * and its user travel in the context). */
+static void kv_event_relay(void *user, const pa_kv_event *ev) {
+  pasada_context *c = user;
+  const pasada_kv_event out = {.kind = ev->kind == PA_KV_EVENT_STORED ? PASADA_KV_EVENT_STORED
+                                                                      : PASADA_KV_EVENT_REMOVED,
+                               .block_hash = ev->hash,
+                               .parent_hash = ev->parent_hash,
+                               .tokens = ev->tokens,
+                               .n_tokens = ev->n_tokens};
+  c->kv_event_fn(c->kv_event_user, &out);
+}
+
+void pasada_kv_set_event_callback(pasada_context *c, pasada_kv_event_fn fn, void *user) {
+  if (!c) return;
+  c->kv_event_fn = fn;
+  c->kv_event_user = user;
+  c->kv.on_event = fn ? kv_event_relay : NULL;
+  c->kv.event_user = fn ? c : NULL;
+}
+
+int32_t pasada_kv_cached_blocks(const pasada_context *c, uint64_t *hashes, uint64_t *parents,
+                                int32_t max) {
+  if (!c || (!hashes && max > 0)) return 0;
+  return pa_kv_cached_hashes(&c->kv, hashes, parents, max < 0 ? 0 : max);
+}
+
 int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
   if (seq < 0 || seq >= c->n_seq_max || !tokens || n <= 0) return 0;
   if (n > c->n_ctx) n = c->n_ctx;

@@ -78,6 +78,8 @@ struct pa_context {
   int32_t n_batch_max, n_batch;
   pa_pool *pool;  /* the context's host threads (the CPU backend runs its ops on them) */
   pa_kv_cache kv; /* paged: block pool, block tables, prefix cache */
+  pasada_kv_event_fn kv_event_fn; /* pasada_kv_set_event_callback's (kv.on_event relays to it) */
+  void *kv_event_user;
   int32_t *out_rows; /* pass index of each logits row */
   /* logits of the last batch: n_logits rows of n_vocab; row_of[i] = row of
    * batch token i or -1 */

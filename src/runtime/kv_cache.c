@@ -217,13 +217,31 @@ static void map_remove(pa_kv_cache *kv, int32_t block) {
 
 static void unregister(pa_kv_cache *kv, int32_t b) {
   if (!kv->registered[b]) return;
-  if (kv->registered[b] == PA_KV_FULL) map_remove(kv, b);
+  if (kv->registered[b] == PA_KV_FULL) {
+    map_remove(kv, b);
+    if (kv->on_event)
+      kv->on_event(kv->event_user, &(pa_kv_event){.kind = PA_KV_EVENT_REMOVED, .hash = kv->hash[b]});
+  }
   kv->registered[b] = PA_KV_NONE;
   if (kv->ref[b] == 0) kv->n_evictable--;
 }
 
 /* ---- block allocation ---- */
 int32_t pa_kv_available(const pa_kv_cache *kv) { return kv->n_free + kv->n_evictable; }
+
+int32_t pa_kv_cached_hashes(const pa_kv_cache *kv, uint64_t *hashes, uint64_t *parent_hashes,
+                            int32_t max) {
+  int32_t n = 0;
+  for (int32_t b = 0; b < kv->n_blocks; b++) {
+    if (kv->registered[b] != PA_KV_FULL) continue;
+    if (n < max) {
+      hashes[n] = kv->hash[b];
+      if (parent_hashes) parent_hashes[n] = kv->parent_hash[b];
+    }
+    n++;
+  }
+  return n;
+}
 
 static int32_t take_block(pa_kv_cache *kv) {
   int32_t b = -1;
@@ -329,6 +347,12 @@ void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_
     kv->parent_hash[b] = parent;
     kv->registered[b] = PA_KV_FULL;
     map_insert(kv, b);
+    if (kv->on_event)
+      kv->on_event(kv->event_user, &(pa_kv_event){.kind = PA_KV_EVENT_STORED,
+                                                  .hash = h,
+                                                  .parent_hash = parent,
+                                                  .tokens = kv->tokens + (int64_t)b * bs,
+                                                  .n_tokens = bs});
   }
 }
 

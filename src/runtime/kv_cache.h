@@ -62,6 +62,22 @@ enum { PA_KV_NONE = 0, PA_KV_FULL = 1, PA_KV_TAIL = 2 };
 
 typedef struct pa_kv_cache pa_kv_cache;
 
+/* A change of the prefix cache's map of full blocks, for an observer (a
+ * server publishing them to a router): a block entered the map (STORED,
+ * with its parent's hash, 0 for a sequence's first block, and its
+ * block_size tokens) or left it (REMOVED: evicted, or rewritten by the one
+ * sequence holding it). Partial tails are not in the map and not reported.
+ * Called on the thread that changes the cache; the tokens are valid only
+ * during the call. */
+enum { PA_KV_EVENT_STORED = 1, PA_KV_EVENT_REMOVED = 2 };
+typedef struct {
+  int kind;
+  uint64_t hash, parent_hash;
+  const int32_t *tokens; /* STORED: n_tokens of them; REMOVED: NULL */
+  int32_t n_tokens;
+} pa_kv_event;
+typedef void (*pa_kv_event_fn)(void *user, const pa_kv_event *ev);
+
 /* The cache's values: storage a backend owns. */
 typedef struct pa_kv_values {
   pa_kv_type type;
@@ -109,6 +125,8 @@ struct pa_kv_cache {
   /* per sequence */
   int32_t **table, *len, *n_seq_blocks;
   uint64_t clock;
+  pa_kv_event_fn on_event; /* NULL: nobody observes the map */
+  void *event_user;
 };
 
 /* The block manager of n_blocks blocks of block_size positions (0: 16;
@@ -139,6 +157,11 @@ void pa_kv_commit(pa_kv_cache *kv, int32_t n, const int32_t *token, const int32_
 void pa_kv_truncate(pa_kv_cache *kv, int32_t seq, int32_t p0);
 int32_t pa_kv_reuse_prefix(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
 int32_t pa_kv_available(const pa_kv_cache *kv);
+/* The hashes of the full blocks in the prefix map (at most max of them into
+ * hashes, parents into parent_hashes when non-NULL); returns how many the map
+ * holds, which may exceed max. */
+int32_t pa_kv_cached_hashes(const pa_kv_cache *kv, uint64_t *hashes, uint64_t *parent_hashes,
+                            int32_t max);
 
 /* KV head h's part of the block holding position pos of sequence seq: K
  * (transposed, see above) and V (the first value of pos's row: the next

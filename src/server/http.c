@@ -25,6 +25,7 @@
 #include "server/anthropic.h"
 #include "server/api.h"
 #include "server/http.h"
+#include "server/replica.h"
 #include "server/request.h"
 #include "server/turn.h"
 
@@ -124,7 +125,11 @@ typedef enum {
   R_COUNT_TOKENS, /* Anthropic */
   R_RESPONSES,
   R_RESPONSE_ID, /* /v1/responses/{id} */
-  R_MODEL_ID     /* /v1/models/{id} */
+  R_MODEL_ID,    /* /v1/models/{id} */
+  R_READY,       /* readiness, for routers and Kubernetes */
+  R_SERVER_INFO, /* SGLang's worker metadata */
+  R_MODEL_INFO,
+  R_KV_BLOCKS /* the prefix cache's full blocks */
 } route;
 
 static const struct {
@@ -133,6 +138,12 @@ static const struct {
   const char *methods; /* the Allow header's list */
 } ROUTES[] = {
     {"/health", R_HEALTH, "GET"},
+    {"/ready", R_READY, "GET"},
+    {"/server_info", R_SERVER_INFO, "GET"},
+    {"/get_server_info", R_SERVER_INFO, "GET"},
+    {"/model_info", R_MODEL_INFO, "GET"},
+    {"/get_model_info", R_MODEL_INFO, "GET"},
+    {"/kv_cache/blocks", R_KV_BLOCKS, "GET"},
     {"/metrics", R_METRICS, "GET"},
     {"/v1/models", R_MODELS, "GET"},
     {"/models", R_MODELS, "GET"},
@@ -680,6 +691,11 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
     if (body) snprintf(body, 64, "{\"status\":\"%s\"}", s);
     return send_json(st, c, r, ready && !down ? 200 : 503, body);
   }
+  if (r->r == R_READY) { /* like /health, open to probes without a key */
+    const char *why;
+    bool ready = srv_replica_ready(st, &why);
+    return send_json(st, c, r, ready ? 200 : 503, srv_replica_ready_json(st, why));
+  }
   if (!authorized(st, c))
     return fail(st, c, r, 401, "invalid_request_error", "invalid_api_key",
                 "incorrect or missing API key (send 'Authorization: Bearer KEY' or "
@@ -722,6 +738,13 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
     case R_MODEL_ID:
       out = srv_api_model(&st->mi, r->id, &e);
+      return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    case R_SERVER_INFO:
+      return send_json(st, c, r, 200, srv_replica_server_info(st));
+    case R_MODEL_INFO:
+      return send_json(st, c, r, 200, srv_replica_model_info(st));
+    case R_KV_BLOCKS:
+      out = srv_replica_kv_blocks(st, &e);
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
     default:
       return MHD_NO;

@@ -19,7 +19,10 @@ typedef struct {
   srv_sched *sched;
   srv_resp_store *responses; /* the Responses API's stored responses (made by srv_http_start) */
   atomic_bool ready;
+  atomic_bool draining; /* SIGTERM came: GET /ready answers 503, work is still taken */
   atomic_bool shutting_down;
+  const char *kv_events_topic; /* the KV-event publisher's topic (NULL: none) */
+  const char *medium;          /* "CPU" or "GPU": where the KV cache lives */
   atomic_int active; /* requests between arrival and completion */
 } srv_state;
 

@@ -156,6 +156,47 @@ static void hist(srv_buf *b, const char *name, const char *help, const histogram
                  (unsigned long long)h->total);
 }
 
+/* Blocks held by running sequences over the pool (cached-but-unused
+ * blocks count as free: the pool can take them), vLLM's KV usage. */
+static double usage(const srv_metrics *m) {
+  int32_t used = m->kv.n_blocks - m->kv.n_free - m->kv.n_cached;
+  return m->kv.n_blocks > 0 ? (double)used / m->kv.n_blocks : 0.0;
+}
+
+/* The names routers scrape, with the types and meanings of the Gateway API
+ * Inference Extension's model-server protocol (vLLM's names, which its
+ * endpoint picker reads; the older vllm:gpu_cache_usage_perc too) and
+ * SGLang's for the same three gauges; pasada's own names above carry the
+ * same values. */
+static void render_router_names(srv_buf *b, const srv_metrics *m) {
+  const double u = usage(m);
+  gauge(b, "vllm:num_requests_waiting", "Requests waiting to be processed.", m->queue_depth);
+  gauge(b, "vllm:num_requests_running", "Requests in the running batch.", m->running);
+  gauge(b, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", u);
+  gauge(b, "vllm:gpu_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", u);
+  header(b, "vllm:cache_config_info", "gauge", "Information of the KV cache's configuration.");
+  srv_buf_printf(b, "vllm:cache_config_info{block_size=\"%d\",num_gpu_blocks=\"%d\"} 1\n",
+                 m->kv.block_size, m->kv.n_blocks);
+  counter(b, "vllm:prefix_cache_queries_total",
+          "Prefix cache queries, in terms of number of queried tokens.", m->prompt_tokens);
+  counter(b, "vllm:prefix_cache_hits_total",
+          "Prefix cache hits, in terms of number of cached tokens.", m->cached_tokens);
+  counter(b, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", m->prompt_tokens);
+  counter(b, "vllm:generation_tokens_total", "Number of generation tokens processed.",
+          m->generated_tokens);
+  gauge(b, "sglang:num_queue_reqs", "The number of requests in the waiting queue.", m->queue_depth);
+  gauge(b, "sglang:num_running_reqs", "The number of running requests.", m->running);
+  gauge(b, "sglang:token_usage", "The token usage (fraction of the KV pool in use).", u);
+}
+
+void srv_metrics_load(srv_metrics *m, int *queue_depth, int *running, pasada_kv_stats *kv) {
+  pthread_mutex_lock(&m->mu);
+  *queue_depth = m->queue_depth;
+  *running = m->running;
+  if (kv) *kv = m->kv;
+  pthread_mutex_unlock(&m->mu);
+}
+
 char *srv_metrics_render(srv_metrics *m) {
   srv_buf b = {0};
   pthread_mutex_lock(&m->mu);
@@ -197,6 +238,9 @@ char *srv_metrics_render(srv_metrics *m) {
         m->kv.n_cached);
   gauge(&b, "pasada_kv_block_size", "Positions per KV block.", m->kv.block_size);
   gauge(&b, "pasada_kv_bytes", "Memory of the KV pool.", (double)m->kv.bytes);
+  gauge(&b, "pasada_kv_cache_usage_ratio",
+        "Fraction of the KV pool held by running sequences (0 to 1).", usage(m));
+  render_router_names(&b, m);
   pthread_mutex_unlock(&m->mu);
   if (b.failed) {
     srv_buf_free(&b);

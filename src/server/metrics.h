@@ -23,6 +23,9 @@ void srv_metrics_step(srv_metrics *m, int32_t n_tokens, double seconds);
 /* The scheduler's view after a step. */
 void srv_metrics_gauges(srv_metrics *m, int queue_depth, int running, const pasada_kv_stats *kv);
 void srv_metrics_rejected(srv_metrics *m, const char *reason); /* "queue_full", ... */
+/* The last gauges the scheduler reported (readiness reads the queue);
+ * kv may be NULL. */
+void srv_metrics_load(srv_metrics *m, int *queue_depth, int *running, pasada_kv_stats *kv);
 
 /* The whole exposition as a malloc'd string (NULL when out of memory). */
 char *srv_metrics_render(srv_metrics *m);

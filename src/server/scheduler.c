@@ -40,6 +40,11 @@ struct srv_sched {
   int queue_len;
   bool draining;
   double drain_deadline;
+  /* srv_sched_call: one call at a time, run between steps */
+  void (*call_fn)(pasada_context *ctx, void *arg);
+  void *call_arg;
+  bool call_done, stopped;
+  pthread_cond_t call_cv;
 
   srv_bell bell; /* rung after each step's output (server.h) */
 
@@ -72,6 +77,7 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->pool_blocks = kv.n_blocks;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  pthread_cond_init(&s->call_cv, NULL);
   atomic_init(&s->bell.epoch, 0);
   atomic_init(&s->bell.sleepers, 0);
   s->cap_batch = n_seq_max + s->prefill_chunk;
@@ -103,6 +109,7 @@ void srv_sched_free(srv_sched *s) {
   free(s->sampled);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
+  pthread_cond_destroy(&s->call_cv);
   free(s);
 }
 
@@ -491,16 +498,43 @@ static void publish_gauges(srv_sched *s) {
   srv_metrics_gauges(s->metrics, q, s->n_running, &kv);
 }
 
+bool srv_sched_call(srv_sched *s, void (*fn)(pasada_context *ctx, void *arg), void *arg) {
+  pthread_mutex_lock(&s->mu);
+  while (s->call_fn && !s->stopped) pthread_cond_wait(&s->call_cv, &s->mu);
+  bool ran = false;
+  if (!s->stopped) {
+    s->call_fn = fn, s->call_arg = arg, s->call_done = false;
+    pthread_cond_signal(&s->cv);
+    while (!s->call_done && !s->stopped) pthread_cond_wait(&s->call_cv, &s->mu);
+    ran = s->call_done;
+    s->call_fn = NULL;
+    pthread_cond_broadcast(&s->call_cv); /* the next caller */
+  }
+  pthread_mutex_unlock(&s->mu);
+  return ran;
+}
+
+/* Runs a pending srv_sched_call (under s->mu). */
+static void run_call(srv_sched *s) {
+  if (!s->call_fn || s->call_done) return;
+  s->call_fn(s->ctx, s->call_arg);
+  s->call_done = true;
+  pthread_cond_broadcast(&s->call_cv);
+}
+
 static void *sched_main(void *arg) {
   srv_sched *s = arg;
   for (;;) {
     pthread_mutex_lock(&s->mu);
+    run_call(s);
     while (!s->draining && s->n_running == 0 && !s->queue_head) {
       pthread_mutex_unlock(&s->mu);
       publish_gauges(s);
       pthread_mutex_lock(&s->mu);
       if (s->draining || s->queue_head) break;
+      run_call(s); /* one that came while the lock was let go */
       pthread_cond_wait(&s->cv, &s->mu);
+      run_call(s);
     }
     bool draining = s->draining;
     bool past_deadline = draining && srv_now() >= s->drain_deadline;
@@ -520,6 +554,10 @@ static void *sched_main(void *arg) {
     publish_gauges(s);
   }
   publish_gauges(s);
+  pthread_mutex_lock(&s->mu);
+  s->stopped = true; /* a caller of srv_sched_call waits no more */
+  pthread_cond_broadcast(&s->call_cv);
+  pthread_mutex_unlock(&s->mu);
   return NULL;
 }
 

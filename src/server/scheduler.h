@@ -36,6 +36,11 @@ void srv_sched_cancel(srv_sched *s, srv_job *j);
 /* Stops admitting work: waiting jobs fail with 503, running ones go on for
  * at most grace seconds and then finish with "length". Returns at once. */
 void srv_sched_shutdown(srv_sched *s, double grace);
+/* Runs fn(ctx, arg) on the scheduler thread between two steps, when the
+ * context is the caller's to read (fn must be quick and must not decode),
+ * and returns once it has run: true, or false when the scheduler has
+ * stopped (fn did not run). */
+bool srv_sched_call(srv_sched *s, void (*fn)(pasada_context *ctx, void *arg), void *arg);
 /* Waits for the scheduler thread to end (after srv_sched_shutdown). */
 void srv_sched_join(srv_sched *s);
 

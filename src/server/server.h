@@ -42,6 +42,9 @@ typedef struct {
   int n_cors;                     /* 0: no CORS headers */
   int responses_store;            /* Responses API responses kept for previous_response_id */
   double shutdown_grace; /* seconds running requests may go on after SIGTERM */
+  double drain_delay;    /* seconds between SIGTERM (GET /ready turns 503) and closing the socket */
+  const char *kv_events; /* ZeroMQ endpoint of the KV-event publisher; NULL: none */
+  const char *kv_events_topic; /* its topic (NULL: kv@HOSTNAME@MODEL) */
   bool verbose;
 } srv_config;
 

@@ -1,0 +1,375 @@
+"""`pasada serve` behind routers: the worker metadata SGLang's model gateway
+reads (/server_info, /model_info), readiness apart from liveness (/ready:
+503 on a full queue and at once on SIGTERM, while the replica still serves
+during --drain-delay), the Gateway API Inference Extension's metric names
+and types, the KV events a precise prefix-cache router consumes (a pyzmq +
+msgpack subscriber rebuilds the replica's block set and finds it equal to
+the prefix cache's own list after a mixed workload with evictions), and two
+replicas behind the real sglang-router answering chat."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+
+from test_server import Server, chat_msgs, stream_text
+
+# The model-server protocol of the Gateway API Inference Extension
+# (docs/proposals/003-model-server-protocol): vLLM's names, which its
+# endpoint picker scrapes, with their types; the prefix-cache counters are
+# vLLM's (prometheus_client exposes a counter with _total).
+PROTOCOL = {
+    "vllm:num_requests_waiting": "gauge",
+    "vllm:num_requests_running": "gauge",
+    "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:gpu_cache_usage_perc": "gauge",
+    "vllm:cache_config_info": "gauge",
+    "vllm:prefix_cache_queries_total": "counter",
+    "vllm:prefix_cache_hits_total": "counter",
+    "sglang:num_queue_reqs": "gauge",
+    "sglang:num_running_reqs": "gauge",
+    "sglang:token_usage": "gauge",
+}
+COUNTING = "1, 2, 3, 4, 5, 6,"  # SmolLM2 keeps counting: long, predictable streams
+
+
+def types_of(text):
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+
+
+def samples(text):
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def get_metrics(s):
+    r = requests.get(s.url + "/metrics", timeout=10)
+    assert r.status_code == 200
+    return types_of(r.text), samples(r.text)
+
+
+def wait_for(pred, timeout=30, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v is not None and v is not False:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_worker_metadata_and_protocol_metrics(pasada_bin, smollm2):
+    s = Server(pasada_bin, smollm2, "--threads", 1, "--parallel", 1, "--max-queue", 1,
+               "--ctx", 512, "--kv-blocks", 48, "--alias", "smol")
+    try:
+        info = requests.get(s.url + "/server_info", timeout=10).json()
+        # what sglang-router's worker discovery reads
+        assert info["served_model_name"] == "smol" and info["model_path"] == str(smollm2)
+        assert info["tp_size"] == 1 and info["dp_size"] == 1
+        assert info["disaggregation_mode"] == "null" and info["kv_events"] is None
+        assert info["max_running_requests"] == 1 and info["page_size"] == 16
+        assert info["max_total_tokens"] == 48 * 16
+        assert requests.get(s.url + "/get_server_info", timeout=10).json() == info
+        model = requests.get(s.url + "/model_info", timeout=10).json()
+        assert model["is_generation"] is True and model["model_type"] == "llama"
+        assert model["model_path"] == str(smollm2) and model["tokenizer_path"] is None
+
+        r = requests.get(s.url + "/ready", timeout=10)
+        assert r.status_code == 200 and r.json()["status"] == "ok"
+        types, m = get_metrics(s)
+        for name, kind in PROTOCOL.items():
+            assert types.get(name) == kind, f"{name}: {types.get(name)} (want {kind})"
+        assert m['vllm:cache_config_info{block_size="16",num_gpu_blocks="48"}'] == 1
+        assert m["vllm:num_requests_waiting"] == m["vllm:num_requests_running"] == 0
+        assert m["vllm:kv_cache_usage_perc"] == 0
+
+        # One stream runs, one waits: the queue (max 1) is full, so /ready is
+        # 503 while /health stays 200; the gauges say the same under every name.
+        client = s.client()
+        streams = [client.completions.create(model="m", prompt=f"{i}, " + COUNTING, max_tokens=48,
+                                             temperature=0, stream=True) for i in range(2)]
+        first = [next(iter(streams[0]))]
+
+        def loaded():
+            _, m = get_metrics(s)
+            return m if m["vllm:num_requests_waiting"] == 1 else None
+        m = wait_for(loaded, what="a waiting request")
+        assert m["vllm:num_requests_running"] == 1 == m["pasada_running_sequences"]
+        assert m["sglang:num_queue_reqs"] == 1 == m["pasada_queue_depth"]
+        used = m["pasada_kv_blocks_used"]
+        assert 0 < m["vllm:kv_cache_usage_perc"] == pytest.approx(used / 48)
+        assert m["vllm:gpu_cache_usage_perc"] == m["sglang:token_usage"] == m["vllm:kv_cache_usage_perc"]
+        r = requests.get(s.url + "/ready", timeout=10)
+        assert r.status_code == 503 and r.json()["status"] == "queue_full", r.text
+        assert requests.get(s.url + "/health", timeout=10).status_code == 200
+        for st in streams:
+            list(st)
+        assert first
+        s.wait_idle()
+        assert wait_for(lambda: requests.get(s.url + "/ready", timeout=10).status_code == 200)
+
+        # the prefix-cache counters count tokens as vLLM's do
+        before = s.wait_idle()
+        msgs = chat_msgs("Describe a lighthouse on a rocky island at night in three sentences.")
+        a = client.chat.completions.create(model="m", messages=msgs, max_tokens=4, temperature=0)
+        b = client.chat.completions.create(model="m", messages=msgs, max_tokens=4, temperature=0)
+        hits = b.usage.prompt_tokens_details.cached_tokens
+        assert hits > 0
+        queried = a.usage.prompt_tokens + b.usage.prompt_tokens
+
+        def counted():  # a job is counted once its sequence is freed, just after its response
+            _, m = get_metrics(s)
+            q = m["vllm:prefix_cache_queries_total"] - before["vllm:prefix_cache_queries_total"]
+            return m if q >= queried else None
+        after = wait_for(counted, timeout=10, what="the requests counted")
+        assert after["vllm:prefix_cache_queries_total"] - before["vllm:prefix_cache_queries_total"] \
+            == queried
+        assert after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"] \
+            == a.usage.prompt_tokens_details.cached_tokens + hits
+    finally:
+        assert s.stop() == 0, s.stderr
+
+
+def test_ready_flips_at_once_on_sigterm(pasada_bin, smollm2):
+    s = Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 256, "--parallel", 2,
+               "--drain-delay", 3)
+    try:
+        client = s.client()
+        assert requests.get(s.url + "/ready", timeout=10).status_code == 200
+        t0 = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        while True:  # the signal is handled within a few ms
+            r = requests.get(s.url + "/ready", timeout=10)
+            if r.status_code == 503 or time.time() - t0 > 0.5:
+                break
+        flipped = time.time() - t0
+        assert r.json()["status"] == "draining" and flipped < 0.5, (r.text, flipped)
+        # liveness stays up, and work a router still sends meanwhile is served
+        assert requests.get(s.url + "/health", timeout=10).status_code == 200
+        out = client.completions.create(model="m", prompt="The capital of France is",
+                                        max_tokens=2, temperature=0)
+        assert out.choices[0].text.strip().startswith("Paris")
+        assert s.proc.wait(30) == 0, s.stderr
+        assert time.time() - t0 >= 2.5, "the socket closed before the drain delay"
+        assert "draining for 3 s" in s.stderr
+    finally:
+        s.kill()
+
+
+# ---- KV events ----
+
+class Subscriber(threading.Thread):
+    """A SUB socket bound on a free loopback port, read by this thread for
+    its whole life (ZeroMQ passes a subscription on to a publisher that
+    connects only while the owning thread calls into the socket)."""
+
+    def __init__(self, on_frames):
+        super().__init__(daemon=True)
+        self.zmq = pytest.importorskip("zmq")
+        pytest.importorskip("msgpack")
+        self.on_frames = on_frames
+        self.ctx = self.zmq.Context()
+        self.sock = self.ctx.socket(self.zmq.SUB)
+        self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.sock.setsockopt(self.zmq.SUBSCRIBE, b"")
+        self.stopping = threading.Event()
+        self.last = time.time()
+        self.error = None
+
+    def run(self):
+        try:
+            while not self.stopping.is_set():
+                if self.sock.poll(50):
+                    self.on_frames(self.sock.recv_multipart())
+                    self.last = time.time()
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            self.error = e
+        finally:
+            self.sock.close(0)
+            self.ctx.term()
+
+    def settle(self, quiet=0.5, timeout=30):
+        """Waits until nothing has come for `quiet` seconds."""
+        deadline = time.time() + timeout
+        while time.time() - self.last < quiet and time.time() < deadline:
+            time.sleep(0.05)
+
+    def stop(self):
+        self.stopping.set()
+        self.join(10)
+
+
+class BlockSet:
+    """A replica's full blocks as its KV events describe them (what a KV
+    indexer keeps): vLLM's array-encoded batches, applied in order."""
+
+    def __init__(self):
+        self.blocks = {}  # hash -> parent (None for a first block)
+        self.seqs = []
+        self.stored = self.removed = self.cleared = 0
+        self.topics = set()
+
+    def apply(self, frames):
+        import msgpack
+        topic, seq, payload = frames
+        self.topics.add(topic.decode())
+        assert len(seq) == 8
+        self.seqs.append(int.from_bytes(seq, "big"))
+        ts, events = msgpack.unpackb(payload)[:2]
+        assert abs(ts - time.time()) < 60
+        for ev in events:
+            tag = ev[0]
+            if tag == "BlockStored":
+                _, hashes, parent, tokens, block_size, lora_id, medium = ev
+                assert block_size == 16 and len(tokens) == 16 * len(hashes)
+                assert lora_id is None and medium == "CPU"
+                assert all(isinstance(t, int) and t >= 0 for t in tokens)
+                # a block enters after its parent (the chain it extends is cached)
+                assert parent is None or parent in self.blocks, "parent unknown"
+                for h in hashes:
+                    assert h not in self.blocks, "stored twice"
+                    self.blocks[h] = parent
+                    parent = h
+                self.stored += len(hashes)
+            elif tag == "BlockRemoved":
+                _, hashes, medium = ev
+                assert medium == "CPU"
+                for h in hashes:
+                    assert h in self.blocks, "removed a block never stored"
+                    del self.blocks[h]
+                self.removed += len(hashes)
+            elif tag == "AllBlocksCleared":
+                self.blocks.clear()
+                self.cleared += 1
+            else:
+                raise AssertionError(f"unknown event {tag}")
+
+
+def test_kv_events_rebuild_the_block_set(pasada_bin, smollm2):
+    bs = BlockSet()
+    sub = Subscriber(bs.apply)
+    sub.start()
+    port = sub.port
+    # a small pool, so the workload evicts: BlockRemoved as well as BlockStored
+    s = Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 512, "--parallel", 2,
+               "--kv-blocks", 40, "--kv-events", f"tcp://127.0.0.1:{port}",
+               "--kv-events-topic", "kv@replica-0@smol")
+    try:
+        info = requests.get(s.url + "/server_info", timeout=10).json()
+        assert info["kv_events"]["endpoint"] == f"tcp://127.0.0.1:{port}"
+        assert info["kv_events"]["topic"] == "kv@replica-0@smol"
+        time.sleep(0.5)  # the PUB socket connects and learns the subscription
+        client = s.client()
+        system = "You are a patient tutor who explains things with small concrete examples."
+        topics = ["fractions", "photosynthesis", "binary numbers", "the water cycle",
+                  "gravity", "prime numbers", "volcanoes", "tides"]
+        errors = []
+
+        def conversation(topic):
+            try:
+                msgs = chat_msgs(f"Explain {topic} to a ten year old.", system=system)
+                for turn in range(2):
+                    out = client.chat.completions.create(model="m", messages=msgs, max_tokens=24,
+                                                         temperature=0)
+                    msgs += [{"role": "assistant", "content": out.choices[0].message.content},
+                             {"role": "user", "content": "Say more, with an example."}]
+                client.completions.create(model="m", prompt=f"{topic}: " + COUNTING * 4,
+                                          max_tokens=8, temperature=0)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=conversation, args=(t,)) for t in topics]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert not errors, errors
+        s.wait_idle()
+        sub.settle()
+        assert sub.error is None, sub.error
+        own = requests.get(s.url + "/kv_cache/blocks", timeout=10).json()
+        assert own["block_size"] == 16 and own["n_blocks"] == len(own["blocks"])
+        cache = {b["hash"]: b["parent"] for b in own["blocks"]}
+        assert bs.stored > 0 and bs.removed > 0, (bs.stored, bs.removed, len(cache), s.stderr)
+        assert bs.topics == {"kv@replica-0@smol"}
+        # no batch lost: sequence numbers follow each other (the first, the
+        # start-up AllBlocksCleared, may go before the connection is made)
+        assert bs.seqs == list(range(bs.seqs[0], bs.seqs[0] + len(bs.seqs))) and bs.seqs[0] <= 1
+        assert bs.blocks == cache, (len(bs.blocks), len(cache))
+        assert 0 < len(cache) <= 40
+    finally:
+        assert s.stop() == 0, s.stderr
+        sub.stop()
+
+
+# ---- two replicas behind sglang-router ----
+
+def _free_port():
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def test_two_replicas_behind_sglang_router(pasada_bin, smollm2):
+    pytest.importorskip("sglang_router")
+    replicas = [Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 512, "--parallel", 2,
+                       "--alias", "smol") for _ in range(2)]
+    port = _free_port()
+    router = subprocess.Popen(
+        [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
+         str(port), "--policy", "cache_aware", "--health-check-endpoint", "/ready",
+         "--worker-urls", *[r.url for r in replicas]],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+        env=dict(os.environ, NO_COLOR="1"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        def both_registered():
+            try:
+                r = requests.get(url + "/workers", timeout=2)
+            except requests.RequestException:
+                return False
+            return r.status_code == 200 and r.text.count("http://127.0.0.1") >= 2
+        wait_for(both_registered, timeout=60, what="the router to register both replicas")
+        import openai
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        # each conversation twice: cache-aware routing sends the repeat where
+        # its prefix is cached, so the replica reports the reuse in usage
+        for i, topic in enumerate(["a red kite", "a lost key", "a quiet harbour"]):
+            msgs = chat_msgs(f"Write one sentence about {topic}, please, story {i}.")
+            first = client.chat.completions.create(model="smol", messages=msgs, max_tokens=8,
+                                                   temperature=0)
+            again = client.chat.completions.create(model="smol", messages=msgs, max_tokens=8,
+                                                   temperature=0)
+            assert first.choices[0].message.content == again.choices[0].message.content
+            assert again.usage.prompt_tokens_details.cached_tokens > 0
+        text, finish, _ = stream_text(client.chat.completions.create(
+            model="smol", messages=chat_msgs("Count: " + COUNTING), max_tokens=6, temperature=0,
+            stream=True, stream_options={"include_usage": True}))
+        assert text and finish == "length"
+        served = [requests.get(r.url + "/metrics", timeout=10).text for r in replicas]
+        n = [sum(float(v) for v in re.findall(
+            r'^pasada_requests_total\{endpoint="/v1/chat/completions",status="200"\} (\S+)$', t, re.M))
+             for t in served]
+        assert sum(n) == 7, n
+        # the router read the metadata (no warning about missing endpoints)
+        infos = sum(len(re.findall(r'endpoint="/server_info",status="200"', t)) for t in served)
+        assert infos == 2
+    finally:
+        router.send_signal(signal.SIGTERM)
+        try:
+            router.wait(10)
+        except subprocess.TimeoutExpired:
+            router.kill()
+            router.wait()
+        for r in replicas:
+            assert r.stop() == 0, r.stderr
