@@ -1,7 +1,8 @@
 /* gbnf.c: parses llama.cpp's GBNF into a syntax tree: `name ::= ...` rules
  * of alternatives (|), sequences, groups, the repetitions * + ? {m} {m,}
  * {m,n}, "literals", [classes] and [^negated] ones, . (any character), rule
- * references and # comments. A newline ends a rule except inside a group or
+ * references, token references (<[id]>, <|name|>: with a vocabulary) and #
+ * comments. A newline ends a rule except inside a group or
  * after |. The text is untrusted: every error names its line and column. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,11 +11,13 @@
 
 #include "base/base.h"
 #include "grammar/grammar.h"
+#include "tokenizer/tokenizer_internal.h"
 
 typedef struct {
   const char *s;
   size_t len, pos;
   pa_gast *ast;
+  const pa_tokenizer *tok; /* resolves token references; NULL: they are errors */
   int depth;
   int err;                           /* PASADA_OK until the first error */
   int32_t names[2 * PA_G_MAX_RULES]; /* rule ids by name hash, -1 empty */
@@ -299,6 +302,55 @@ static int32_t parse_literal(parser *p) {
   return x;
 }
 
+/* A token reference, <[id]> or <text> (the token whose text that is),
+ * as a literal of the token's spelling in the grammar's vocabulary
+ * (pa_gvocab_spelling): a special token matches only itself, whole; a text
+ * token matches its text. */
+static int32_t parse_token_ref(parser *p) {
+  const size_t at = p->pos++;
+  const char *close = memchr(p->s + p->pos, '>', p->len - p->pos);
+  const char *nl = memchr(p->s + p->pos, '\n', p->len - p->pos);
+  if (!close || (nl && nl < close)) return fail_at(p, at, "unterminated token reference"), -1;
+  const size_t n = (size_t)(close - (p->s + p->pos));
+  if (!p->tok)
+    return fail_at(p, at, "token references like <%.*s> need a model's vocabulary",
+                   (int)(n < 40 ? n : 40), p->s + p->pos),
+           -1;
+  int64_t id = -1;
+  if (n >= 3 && p->s[p->pos] == '[' && p->s[p->pos + n - 1] == ']') {
+    id = 0;
+    for (size_t i = p->pos + 1; i < p->pos + n - 1; i++) {
+      if (p->s[i] < '0' || p->s[i] > '9') return fail_at(p, at, "<[...]> takes a token id"), -1;
+      if (id <= p->tok->n_vocab) id = id * 10 + (p->s[i] - '0');
+    }
+    if (id >= p->tok->n_vocab)
+      return fail_at(p, at, "token %lld is outside the vocabulary (%d tokens)", (long long)id,
+                     p->tok->n_vocab),
+             -1;
+  } else if (n > 0 && n < 256) {
+    char name[258];
+    snprintf(name, sizeof name, "<%.*s>", (int)n, p->s + p->pos);
+    id = pa_tokenizer_find(p->tok, name);
+    if (id < 0) return fail_at(p, at, "%s is not a token of this vocabulary", name), -1;
+  } else {
+    return fail_at(p, at, "a token reference is <[id]> or <text of one token>"), -1;
+  }
+  p->pos += n + 1;
+  uint8_t tmp[PA_G_SPECIAL_LEN];
+  const uint8_t *b;
+  const size_t len = pa_gvocab_spelling(p->tok, (int32_t)id, tmp, &b);
+  const int32_t x = new_node(p, PA_GX_LITERAL, at);
+  if (x < 0) return -1;
+  pa_gast *a = p->ast;
+  if (!grow((void **)&a->lit, &a->cap_lit, a->n_lit + (int32_t)len, 1))
+    return p->err = pa_error(PASADA_ERR_NOMEM, "grammar: out of memory"), -1;
+  memcpy(a->lit + a->n_lit, b, len);
+  a->x[x].first = a->n_lit;
+  a->x[x].count = (int32_t)len;
+  a->n_lit += (int32_t)len;
+  return x;
+}
+
 static bool push_range(parser *p, uint32_t lo, uint32_t hi) {
   pa_gast *a = p->ast;
   if (!grow((void **)&a->ranges, &a->cap_ranges, a->n_ranges + 2, sizeof *a->ranges)) {
@@ -388,6 +440,11 @@ static int32_t parse_sequence(parser *p, bool nested) {
       item = parse_literal(p);
     } else if (c == '[') {
       item = parse_class(p);
+    } else if (c == '<') {
+      item = parse_token_ref(p);
+    } else if (c == '!' && peek_at(p, 1) == '<') {
+      fail_at(p, at, "negated token references (!<...>) are not supported");
+      goto out;
     } else if (c == '.') {
       p->pos++;
       item = new_node(p, PA_GX_CHARS, at);
@@ -566,13 +623,17 @@ static int parse_rule(parser *p) {
 }
 
 int pa_gbnf_parse(const char *text, size_t len, pa_gast *ast) {
+  return pa_gbnf_parse_vocab(text, len, NULL, ast);
+}
+
+int pa_gbnf_parse_vocab(const char *text, size_t len, const pa_tokenizer *tok, pa_gast *ast) {
   memset(ast, 0, sizeof *ast);
   if (len > PA_G_MAX_TEXT)
     return pa_error(PASADA_ERR_ARG, "grammar: %zu bytes is longer than the limit of %u", len,
                     PA_G_MAX_TEXT);
   parser *p = malloc(sizeof *p); /* the name table makes it large */
   if (!p) return pa_error(PASADA_ERR_NOMEM, "grammar: out of memory");
-  *p = (parser){.s = text ? text : "", .len = text ? len : 0, .ast = ast};
+  *p = (parser){.s = text ? text : "", .len = text ? len : 0, .ast = ast, .tok = tok};
   for (int i = 0; i < NAME_SLOTS; i++) p->names[i] = -1;
   ast->src = p->s;
   ast->src_len = p->len;

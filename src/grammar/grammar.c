@@ -41,7 +41,7 @@ int pasada_grammar_create(const pasada_tokenizer *tok, const char *gbnf, size_t 
   const pa_gvocab *v = pa_gvocab_get(tok);
   if (!v) return pa_error(PASADA_ERR_NOMEM, "grammar: out of memory for the vocabulary index");
   pa_gast ast;
-  int st = pa_gbnf_parse(gbnf, len, &ast);
+  int st = pa_gbnf_parse_vocab(gbnf, len, tok, &ast);
   if (st) return st;
   int32_t r = pa_gast_find(&ast, root_name);
   if (r < 0) {

@@ -89,6 +89,9 @@ typedef struct {
  * column: syntax, bad escapes, invalid UTF-8, a rule defined twice, a
  * reference to a rule never defined, the limits above. */
 int pa_gbnf_parse(const char *text, size_t len, pa_gast *ast);
+/* The same, with token references resolved in tok's vocabulary (tok NULL:
+ * a token reference is an error). */
+int pa_gbnf_parse_vocab(const char *text, size_t len, const pa_tokenizer *tok, pa_gast *ast);
 void pa_gast_free(pa_gast *ast);
 int32_t pa_gast_find(const pa_gast *ast, const char *name);
 /* The 1-based line and column (in bytes) of byte offset pos of the text. */
@@ -97,7 +100,7 @@ void pa_gast_where(const pa_gast *ast, size_t pos, int32_t *line, int32_t *col);
 /* ---- vocabulary index (vocab.c): built once per tokenizer ---- */
 typedef struct pa_gvocab {
   int32_t n_vocab;
-  int32_t n_sorted;   /* tokens that spell text: in the index */
+  int32_t n_sorted;   /* tokens in the index */
   int32_t *sorted_id; /* [rank] token id, ranks in byte order */
   uint32_t *off;      /* [rank + 1] their bytes: bytes[off[rank] .. off[rank + 1]) */
   uint8_t *bytes;
@@ -128,6 +131,17 @@ static inline uint32_t pa_gskip_hop(const uint8_t *lcp, const uint32_t *skip, ui
   return k;
 }
 
+/* How a grammar spells a token. A text token: its piece's bytes. A
+ * special token (control, unknown or unused, end-of-generation, or with an
+ * empty piece): PA_G_SPECIAL_LEN bytes, 0xFF and then its id in four 6-bit
+ * continuation bytes, a sequence no text holds, so only a token reference
+ * of the grammar (<[id]>, <|name|>) matches it, and only whole. Returns the
+ * length; *p points at the bytes (into the tokenizer or into tmp). */
+#define PA_G_SPECIAL_LEN 5
+bool pa_gvocab_is_special(const pa_tokenizer *t, int32_t id);
+size_t pa_gvocab_spelling(const pa_tokenizer *t, int32_t id, uint8_t tmp[PA_G_SPECIAL_LEN],
+                          const uint8_t **p);
+
 static inline bool pa_gvocab_is_eog(const pa_gvocab *v, int32_t id) {
   for (int32_t i = 0; i < v->n_eog; i++)
     if (v->eog[i] == id) return true;
@@ -136,8 +150,9 @@ static inline bool pa_gvocab_is_eog(const pa_gvocab *v, int32_t id) {
 
 /* The tokenizer's index, built on first use and kept with the tokenizer
  * (freed by pa_tokenizer_free). Thread-safe. NULL when out of memory. In the
- * index: every token with a non-empty piece that is not control, unknown,
- * unused or end-of-generation. */
+ * index: every token, spelled as pa_gvocab_spelling says, except text
+ * tokens holding the byte 0xFF (no grammar can match them: grammars spell
+ * text as UTF-8, where 0xFF never occurs). */
 const pa_gvocab *pa_gvocab_get(const pa_tokenizer *tok);
 void pa_gvocab_free(pa_gvocab *v);
 

@@ -380,9 +380,9 @@ fail:
 bool pa_gmatcher_allows(pa_gmatcher *m, int32_t token) {
   const pa_gvocab *v = m->g->vocab;
   if (m->dead || token < 0 || token >= v->n_vocab) return false;
+  if (m->end && pa_gvocab_is_eog(v, token)) return true;
   const int32_t r = v->rank[token];
-  if (r < 0) return m->end && pa_gvocab_is_eog(v, token);
-  if (m->finished) return false;
+  if (r < 0 || m->finished) return false;
   m->steps = 0;
   pa_gm_drop_scratch(m);
   level0(m, m->cur, m->n_cur);

@@ -289,7 +289,7 @@ int pa_gmatcher_accept(pa_gmatcher *m, int32_t token) {
     return pa_error(PASADA_ERR_ARG, "%s", m->err);
   }
   int32_t r = v->rank[token];
-  bool eog = r < 0 && pa_gvocab_is_eog(v, token);
+  bool eog = pa_gvocab_is_eog(v, token); /* ends the grammar, or matches a reference to it */
   if (eog && m->end) {
     m->finished = true;
     m->n_cur = 0;

@@ -1,5 +1,6 @@
-/* vocab_index.c: the vocabulary as the token mask walks it: every token
- * that spells text, sorted by its bytes, with the length of the prefix each
+/* vocab_index.c: the vocabulary as the token mask walks it: every token,
+ * spelled as grammars match it (text, or a special token's reserved
+ * sequence), sorted by its bytes, with the length of the prefix each
  * shares with the one before. Walking in that order advances a parse state
  * once per trie node (a shared prefix is matched once) and skips all the
  * tokens below a prefix the grammar rejects. Built once per tokenizer, on
@@ -19,24 +20,45 @@ typedef struct {
 
 static const pa_tokenizer *sort_tok; /* qsort has no context argument */
 
+bool pa_gvocab_is_special(const pa_tokenizer *t, int32_t id) {
+  const int ty = t->types[id];
+  return ty == PA_TOKEN_CONTROL || ty == PA_TOKEN_UNKNOWN || ty == PA_TOKEN_UNUSED ||
+         pa_piece_len(t, id) == 0 || pa_tokenizer_is_eog(t, id);
+}
+
+size_t pa_gvocab_spelling(const pa_tokenizer *t, int32_t id, uint8_t tmp[PA_G_SPECIAL_LEN],
+                          const uint8_t **p) {
+  if (!pa_gvocab_is_special(t, id)) {
+    *p = (const uint8_t *)t->piece_arena + t->piece_off[id];
+    return pa_piece_len(t, id);
+  }
+  const uint32_t u = (uint32_t)id;
+  tmp[0] = 0xFF;
+  for (int k = 0; k < 4; k++) tmp[1 + k] = (uint8_t)(0x80 | (u >> (18 - 6 * k) & 0x3F));
+  *p = tmp;
+  return PA_G_SPECIAL_LEN;
+}
+
 static int cmp_items(const void *pa, const void *pb) {
   const sort_item *a = pa, *b = pb;
   if (a->key != b->key) return a->key < b->key ? -1 : 1;
-  const pa_tokenizer *t = sort_tok;
-  size_t na = pa_piece_len(t, a->id), nb = pa_piece_len(t, b->id);
-  size_t n = na < nb ? na : nb;
-  int c = n > 8 ? memcmp(t->piece_arena + t->piece_off[a->id] + 8,
-                         t->piece_arena + t->piece_off[b->id] + 8, n - 8)
-                : 0;
+  uint8_t ta[PA_G_SPECIAL_LEN], tb[PA_G_SPECIAL_LEN];
+  const uint8_t *sa, *sb;
+  const size_t na = pa_gvocab_spelling(sort_tok, a->id, ta, &sa),
+               nb = pa_gvocab_spelling(sort_tok, b->id, tb, &sb);
+  const size_t n = na < nb ? na : nb;
+  const int c = n > 8 ? memcmp(sa + 8, sb + 8, n - 8) : 0;
   if (c) return c;
   if (na != nb) return na < nb ? -1 : 1;
   return a->id < b->id ? -1 : a->id > b->id;
 }
 
+/* Text tokens holding 0xFF stay out: they could spell a special token's
+ * sequence byte by byte, and no grammar's text matches them anyway. */
 static bool in_index(const pa_tokenizer *t, int32_t id) {
-  int ty = t->types[id];
-  if (ty == PA_TOKEN_CONTROL || ty == PA_TOKEN_UNKNOWN || ty == PA_TOKEN_UNUSED) return false;
-  return pa_piece_len(t, id) > 0 && !pa_tokenizer_is_eog(t, id);
+  if (pa_gvocab_is_special(t, id)) return true;
+  const uint8_t *p = (const uint8_t *)t->piece_arena + t->piece_off[id];
+  return memchr(p, 0xFF, pa_piece_len(t, id)) == NULL;
 }
 
 static pa_gvocab *build(const pa_tokenizer *t) {
@@ -49,8 +71,9 @@ static pa_gvocab *build(const pa_tokenizer *t) {
   size_t total = 0;
   for (int32_t id = 0; id < n; id++) {
     if (!in_index(t, id)) continue;
-    const uint8_t *p = (const uint8_t *)t->piece_arena + t->piece_off[id];
-    size_t len = pa_piece_len(t, id);
+    uint8_t tmp[PA_G_SPECIAL_LEN];
+    const uint8_t *p;
+    const size_t len = pa_gvocab_spelling(t, id, tmp, &p);
     uint64_t key = 0;
     for (size_t i = 0; i < 8; i++) key = key << 8 | (i < len ? p[i] : 0);
     items[m++] = (sort_item){key, id};
@@ -79,11 +102,13 @@ static pa_gvocab *build(const pa_tokenizer *t) {
   size_t off = 0;
   for (int32_t r = 0; r < m; r++) {
     int32_t id = items[r].id;
-    size_t len = pa_piece_len(t, id);
+    uint8_t tmp[PA_G_SPECIAL_LEN];
+    const uint8_t *p;
+    const size_t len = pa_gvocab_spelling(t, id, tmp, &p);
     v->sorted_id[r] = id;
     v->rank[id] = r;
     v->off[r] = (uint32_t)off;
-    memcpy(v->bytes + off, t->piece_arena + t->piece_off[id], len);
+    memcpy(v->bytes + off, p, len);
     for (size_t i = 0; i < len; i++)
       v->byteset[r][v->bytes[off + i] >> 6] |= 1ull << (v->bytes[off + i] & 63);
     uint32_t l = 0;

@@ -406,6 +406,7 @@ bool srv_chat_setup(srv_model_info *mi, const char *name, const char *file) {
     mi->tmpl = PASADA_CHAT_NONE;
   }
   srv_out_style_detect(mi->jinja ? src : NULL, pasada_model_arch(mi->model), &mi->style);
+  mi->style.vocab = mi->tok;
   if (src && !file)
     pasada_text_free(src);
   else

@@ -60,6 +60,11 @@ typedef struct {
                            DeepSeek 1 V3.1's name<sep>{..} (0 R1's fenced JSON), DSML 1
                            tool_calls (0 function_calls), GigaChat 1 "function call" role (0
                            <|function_call|>) */
+  /* The model's vocabulary, or NULL: where set, tool grammars name the
+   * markers that are special tokens of it (control, end-of-generation) by
+   * token reference, so a forced call writes the token the model was
+   * trained with, not its text spelled in pieces. */
+  const pasada_tokenizer *vocab;
 } srv_out_style;
 
 void srv_out_style_detect(const char *template_src, const char *arch, srv_out_style *out);

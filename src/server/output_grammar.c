@@ -5,11 +5,13 @@
  * arguments following its `parameters` JSON schema (server/json_schema.h).
  * Where the arguments are XML-style elements, each parameter gets its own
  * element: a string is raw text, any other type its JSON schema's grammar,
- * the required ones mandatory, in the schema's order. */
+ * the required ones mandatory, in the schema's order. Markers that are
+ * special tokens of the model's vocabulary are token references. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "server/json_schema.h"
 #include "server/output_int.h"
 
@@ -23,8 +25,29 @@ typedef struct {
 /* Appends a C string literal. */
 #define put(b, s) srv_buf_append((b), "" s, sizeof(s) - 1) /* s: a literal */
 
+/* The vocabulary of the grammar srv_tool_grammar is writing on this
+ * thread (its style's), or NULL: literals name its special tokens by
+ * reference. */
+static _Thread_local const pasada_tokenizer *g_vocab;
+
+/* The length of the longest special token's text (2..64 bytes) that s[0..n)
+ * starts with, and its id; 0 when none. */
+static size_t special_at(const char *s, size_t n, int32_t *id) {
+  char t[65];
+  for (size_t len = n < 64 ? n : 64; len >= 2; len--) {
+    memcpy(t, s, len);
+    t[len] = 0;
+    const int32_t k = pasada_tokenizer_find(g_vocab, t);
+    if (k >= 0 && pa_gvocab_is_special(g_vocab, k)) {
+      *id = k;
+      return len;
+    }
+  }
+  return 0;
+}
+
 /* A GBNF string literal of s[0..n) (quotes included). */
-static void litn(srv_buf *b, const char *s, size_t n) {
+static void text_lit(srv_buf *b, const char *s, size_t n) {
   put(b, "\"");
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -44,6 +67,33 @@ static void litn(srv_buf *b, const char *s, size_t n) {
     }
   }
   put(b, "\"");
+}
+
+/* s[0..n) as a GBNF item: a string literal, or where the text holds special
+ * tokens of g_vocab, a group of literals and token references. */
+static void litn(srv_buf *b, const char *s, size_t n) {
+  size_t start = 0;
+  bool group = false;
+  for (size_t i = 0; g_vocab && i < n; i++) {
+    int32_t id;
+    const size_t len = special_at(s + i, n - i, &id);
+    if (!len) continue;
+    srv_buf_append(b, group ? " " : "(", 1);
+    group = true;
+    if (i > start) {
+      text_lit(b, s + start, i - start);
+      put(b, " ");
+    }
+    srv_buf_printf(b, "<[%d]>", id);
+    start = i + len;
+    i = start - 1;
+  }
+  if (!group) return text_lit(b, s, n);
+  if (n > start) {
+    put(b, " ");
+    text_lit(b, s + start, n - start);
+  }
+  put(b, ")");
 }
 
 static void lit(srv_buf *b, const char *s) {
@@ -533,6 +583,7 @@ char *srv_tool_grammar(const srv_out_style *st, const cJSON *tools, const char *
     free(fs);
     return NULL;
   }
+  g_vocab = st->vocab; /* until the grammar is written */
   srv_buf b = {0};
   bool single = (jf ? jf->single : xf->single) || !parallel;
   const char *open = jf ? jf->open : xf->open, *sep = jf ? jf->sep : xf->sep,
@@ -591,6 +642,7 @@ char *srv_tool_grammar(const srv_out_style *st, const cJSON *tools, const char *
     ok = jf ? args_rule(&b, i, f, e) : xml_params(&b, xf, i, f, e);
   }
   free(fs);
+  g_vocab = NULL;
   if (ok && b.failed) ok = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
   if (!ok) {
     srv_buf_free(&b);

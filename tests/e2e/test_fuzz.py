@@ -159,6 +159,7 @@ def test_fuzz_grammar(tmp_path):
         'root ::= "a" [b-d]* ("x" | "yz"){1,3} . [^\\n\\u00e9]?\n',
         'root ::= x x\nx ::= "(" x ")" | ""\n',
         'root ::= ([ぁ-ゟ] | "\\U0001F600")+ # comment\n',
+        'root ::= "a" <[1]> [a-z]* (<[2]> | <s>)? <[7]>\n',  # token references
     ]
     for i, g in enumerate(grammars):
         for v in range(2):

@@ -306,6 +306,85 @@ static void test_sampler_semantics(const pasada_tokenizer *tok) {
   pasada_grammar_free(g);
 }
 
+/* The tokens a matcher allows now, as ids (at most cap). */
+static int32_t allowed_ids(pa_gmatcher *m, int32_t nv, int32_t *out, int32_t cap) {
+  uint64_t *bits = calloc(((size_t)nv + 63) / 64, 8);
+  int32_t n = 0;
+  CHECK(pa_gmatcher_mask(m, bits) >= 0, "mask: %s", pasada_last_error());
+  for (int32_t id = 0; id < nv; id++)
+    if (bits[id >> 6] >> (id & 63) & 1) {
+      if (n < cap) out[n] = id;
+      n++;
+    }
+  free(bits);
+  return n;
+}
+
+static void expect_grammar_error(const pasada_tokenizer *tok, const char *gbnf, const char *part) {
+  pasada_grammar *g = NULL;
+  int st = pasada_grammar_create(tok, gbnf, strlen(gbnf), NULL, &g);
+  CHECK(st == PASADA_ERR_ARG && !g, "'%s' should fail", gbnf);
+  CHECK(strstr(pasada_last_error(), part), "'%s': message '%s' lacks '%s'", gbnf,
+        pasada_last_error(), part);
+  pasada_grammar_free(g);
+}
+
+/* Token references (<[id]>, <text>) on the synthetic vocabulary (ids: 0
+ * <unk>, 1 <s> control, 2 </s> end, 3 "{" control, 4 + b the byte tokens):
+ * a special token is allowed only where the grammar names it, and then
+ * alone, whatever text tokens spell the same characters; an end token named
+ * mid-grammar is taken there without ending it; a text token's reference
+ * matches its text; malformed references are errors naming the problem. */
+static void test_token_refs(const pasada_tokenizer *tok) {
+  const int32_t nv = pasada_tokenizer_n_vocab(tok), byte = 4;
+  int32_t ids[8];
+  pa_gmatcher *m = NULL;
+  pasada_grammar *g = compile(tok, "root ::= \"a\" <[3]> \"b\"\n");
+  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+    CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK, "accept 'a'");
+    CHECK(allowed_ids(m, nv, ids, 8) == 1 && ids[0] == 3, "after 'a': only the control token 3");
+    CHECK(!pa_gmatcher_allows(m, byte + '{'), "the byte token '{' spells no control token");
+    CHECK(pa_gmatcher_accept(m, 3) == PASADA_OK, "accept the referenced control token");
+    CHECK(pa_gmatcher_allows(m, byte + 'b') && !pa_gmatcher_can_end(m), "then 'b'");
+    CHECK(pa_gmatcher_accept(m, byte + 'b') == PASADA_OK && pa_gmatcher_can_end(m), "end");
+    pa_gmatcher_free(m);
+  }
+  pasada_grammar_free(g);
+  /* by text: <s> is token 1; the end token 2 named mid-grammar */
+  g = compile(tok, "root ::= <s> \"x\" </s> \"y\"\n");
+  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+    CHECK(allowed_ids(m, nv, ids, 8) == 1 && ids[0] == 1, "first: only <s>");
+    CHECK(pa_gmatcher_accept(m, 1) == PASADA_OK && pa_gmatcher_accept(m, byte + 'x') == PASADA_OK,
+          "<s> x");
+    CHECK(allowed_ids(m, nv, ids, 8) == 1 && ids[0] == 2 && !pa_gmatcher_can_end(m),
+          "after x: only </s>, as a reference");
+    CHECK(pa_gmatcher_accept(m, 2) == PASADA_OK && !pa_gmatcher_must_end(m) &&
+              pa_gmatcher_allows(m, byte + 'y'),
+          "</s> taken mid-grammar, then y");
+    pa_gmatcher_free(m);
+  }
+  pasada_grammar_free(g);
+  /* a text token's reference is its text: any spelling of it */
+  char text_ref[64];
+  snprintf(text_ref, sizeof text_ref, "root ::= <[%d]> <[%d]>\n", byte + 'a', byte + 'b');
+  g = compile(tok, text_ref);
+  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+    CHECK(pa_gmatcher_accept_bytes(m, (const uint8_t *)"ab", 2) && pa_gmatcher_can_end(m),
+          "<[byte a]> <[byte b]> matches the text ab");
+    pa_gmatcher_free(m);
+  }
+  pasada_grammar_free(g);
+  expect_grammar_error(tok, "root ::= <nosuch>\n", "<nosuch> is not a token");
+  expect_grammar_error(tok, "root ::= <[99999999]>\n", "outside the vocabulary");
+  expect_grammar_error(tok, "root ::= <[1x]>\n", "takes a token id");
+  expect_grammar_error(tok, "root ::= <s\n", "unterminated token reference");
+  expect_grammar_error(tok, "root ::= !<s>\n", "not supported");
+  pa_gast ast;
+  CHECK(pa_gbnf_parse("root ::= <s>\n", 12, &ast) == PASADA_ERR_ARG &&
+            strstr(pasada_last_error(), "need a model's vocabulary"),
+        "without a vocabulary a token reference is an error");
+}
+
 int main(void) {
   test_seed("test_grammar_mask");
   pa_tokenizer *tok = synthetic_vocab(400);
@@ -318,6 +397,7 @@ int main(void) {
   test_logit_bias(pa_tokenizer_n_vocab(tok));
   test_sampler_grammar(tok);
   test_sampler_semantics(tok);
+  test_token_refs(tok);
   pasada_model *model = smollm2_vocab();
   if (model) {
     const pasada_tokenizer *real = pasada_model_tokenizer(model);

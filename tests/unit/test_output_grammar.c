@@ -4,13 +4,17 @@
  * with and without reasoning before them, and the parser reads what it
  * accepts; it refuses another function than the named one, a second call
  * unless parallel, and text that is not a call; families no grammar can
- * write are refused with a 400. */
+ * write are refused with a 400; markers that are control tokens of the
+ * model's vocabulary are token references. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
+#include <unistd.h>
+
+#include "format/gguf.h"
 #include "grammar/grammar.h"
 #include "server/output.h"
 #include "test_check.h"
@@ -159,6 +163,86 @@ static void template_cases(const char *root, const cJSON *tools, const cJSON *t)
   free(g);
 }
 
+/* A vocabulary of the 256 byte tokens (ids 5..260) after <unk>, <s>,
+ * </s> and two control tokens that are tool-call markers: [TOOL_CALLS] (3)
+ * and <|python_tag|> (4). */
+static pa_tokenizer *marker_vocab(void) {
+  const char *fixed[5] = {"<unk>", "<s>", "</s>", "[TOOL_CALLS]", "<|python_tag|>"};
+  const int n = 5 + 256;
+  char store[256][8];
+  const char *tokens[5 + 256];
+  float scores[5 + 256];
+  int32_t types[5 + 256];
+  for (int i = 0; i < n; i++) {
+    if (i < 5) {
+      tokens[i] = fixed[i];
+      types[i] = i ? PA_TOKEN_CONTROL : PA_TOKEN_UNKNOWN;
+    } else {
+      snprintf(store[i - 5], sizeof store[0], "<0x%02X>", i - 5);
+      tokens[i] = store[i - 5];
+      types[i] = PA_TOKEN_BYTE;
+    }
+    scores[i] = -(float)i;
+  }
+  gguf_writer *w = gguf_writer_create();
+  gguf_writer_set_string(w, "general.architecture", "llama");
+  gguf_writer_set_string(w, "tokenizer.ggml.model", "llama");
+  gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", tokens, (uint64_t)n);
+  gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (uint64_t)n);
+  gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (uint64_t)n);
+  gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+  gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+  gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+  char path[] = "/tmp/pasada-test-markers-XXXXXX";
+  int fd = mkstemp(path);
+  pa_tokenizer *t = NULL;
+  if (fd >= 0) {
+    close(fd);
+    gguf_file *f = NULL;
+    if (!gguf_writer_write(w, path, 3) && !gguf_open(path, &f)) pa_tokenizer_load(f, &t);
+    gguf_close(f);
+    unlink(path);
+  }
+  gguf_writer_free(w);
+  CHECK(t, "marker vocabulary: %s", pasada_last_error());
+  return t;
+}
+
+/* With the model's vocabulary in the style, a marker that is a control
+ * token is a token reference: the forced call starts with that token, and
+ * its text spelled in byte tokens is refused; a family whose markers are
+ * text keeps its literals. */
+static void special_markers(const cJSON *tools) {
+  pa_tokenizer *v = marker_vocab();
+  if (!v) return;
+  const int32_t byte = 5;
+  srv_error e = {0};
+  srv_out_style st = {.format = SRV_OUT_MISTRAL, .vocab = v};
+  char *g = srv_tool_grammar(&st, tools, "search", false, false, &e);
+  CHECK(g && strstr(g, "<[3]>") && !strstr(g, "TOOL_CALLS"), "mistral: marker by reference: %s",
+        g ? g : e.message);
+  pasada_grammar *pg = NULL;
+  pa_gmatcher *m = NULL;
+  if (g && pasada_grammar_create(v, g, strlen(g), NULL, &pg) == PASADA_OK &&
+      pa_gmatcher_create(pg, &m) == PASADA_OK) {
+    CHECK(pa_gmatcher_allows(m, 3), "mistral: [TOOL_CALLS] allowed first");
+    CHECK(!pa_gmatcher_allows(m, byte + '[') && !pa_gmatcher_allows(m, 4),
+          "mistral: '[' and <|python_tag|> refused first");
+    CHECK(pa_gmatcher_accept(m, 3) == PASADA_OK && pa_gmatcher_allows(m, byte + '['),
+          "mistral: then the JSON array");
+  } else {
+    CHECK(0, "mistral grammar with references compiles: %s", pasada_last_error());
+  }
+  pa_gmatcher_free(m);
+  pasada_grammar_free(pg);
+  free(g);
+  st = (srv_out_style){.format = SRV_OUT_HERMES, .vocab = v};
+  g = srv_tool_grammar(&st, tools, "search", false, false, &e);
+  CHECK(g && !strstr(g, "<[") && strstr(g, "<tool_call>"), "hermes: text markers stay literals");
+  free(g);
+  pa_tokenizer_free(v);
+}
+
 static void refusals(const cJSON *tools) {
   srv_error e = {0};
   srv_out_style st = {.format = SRV_OUT_HERMES};
@@ -213,6 +297,7 @@ int main(void) {
   const cJSON *tools = cJSON_GetObjectItem(doc, "tools"), *t;
   cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "templates")) template_cases(root, tools, t);
   refusals(tools);
+  special_markers(tools);
   cJSON_Delete(doc);
   printf("test_output_grammar: %d grammars, %d rendered calls accepted, %d failures\n", n_grammars,
          n_accepted, failures);
