@@ -10,6 +10,7 @@
 #include "pasada.h"
 #include "server/json_schema.h"
 #include "tools/bench.h"
+#include "runtime/speculative.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -52,6 +53,18 @@ static void usage(FILE *f) {
           "      --temp T            the samplers' temperature (default 0.8)\n"
           "      --shared-grammar    one grammar for all users (default: each compiles its\n"
           "                          own, as the server's requests do: cold caches each)\n"
+          "\n"
+          "speculative decoding (then pp, tg and the ceilings are not measured): greedy\n"
+          "generation of -n tokens after a prompt, plain and speculative in turn (-r\n"
+          "repeats), the acceptance rate, whether the tokens are the same, and the cost of\n"
+          "one pass of 1 to 17 tokens with every row's logits\n"
+          "      --lookup            drafts by prompt lookup\n"
+          "      --lookup-ngram N    the longest n-gram it matches (default 3)\n"
+          "      --draft FILE        drafts by a draft model of the same vocabulary\n"
+          "      --draft-max N       tokens drafted per step, 1 to 32 (default 8 with\n"
+          "                          --lookup, 4 with --draft)\n"
+          "      --text FILE         the prompt's text, in the model's chat template\n"
+          "                          (default: a code-editing request)\n"
           "      --json              print one JSON object on stdout instead of the table\n"
           "  -q, --quiet             no progress on stderr\n"
           "  -h, --help              this help\n");
@@ -65,7 +78,12 @@ enum {
   OPT_JSON_SCHEMA,
   OPT_USERS,
   OPT_TEMP_B,
-  OPT_SHARED
+  OPT_SHARED,
+  OPT_LOOKUP_B,
+  OPT_LOOKUP_NGRAM_B,
+  OPT_DRAFT_B,
+  OPT_DRAFT_MAX_B,
+  OPT_TEXT
 };
 
 /* --grammar / --json-schema: the GBNF text (malloc'd) or NULL after an error message. */
@@ -110,6 +128,11 @@ int cmd_bench(int argc, char **argv) {
                                        {"users", required_argument, 0, OPT_USERS},
                                        {"temp", required_argument, 0, OPT_TEMP_B},
                                        {"shared-grammar", no_argument, 0, OPT_SHARED},
+                                       {"lookup", no_argument, 0, OPT_LOOKUP_B},
+                                       {"lookup-ngram", required_argument, 0, OPT_LOOKUP_NGRAM_B},
+                                       {"draft", required_argument, 0, OPT_DRAFT_B},
+                                       {"draft-max", required_argument, 0, OPT_DRAFT_MAX_B},
+                                       {"text", required_argument, 0, OPT_TEXT},
                                        {0, 0, 0, 0}};
   const char *cmd = "bench";
   pa_bench_params p;
@@ -117,6 +140,7 @@ int cmd_bench(int argc, char **argv) {
   bool json = false;
   const char *grammar = NULL, *schema = NULL;
   pa_bench_grammar_params gp = {.users = {1, 16}, .n_users = 2, .temp = 0.8f};
+  pa_bench_spec_params sp = {.lookup_ngram = 3};
   opterr = 0;
   const char *device = NULL;
   int32_t gpu_layers = 0;
@@ -135,6 +159,17 @@ int cmd_bench(int argc, char **argv) {
       case OPT_GRAMMAR: grammar = optarg; break;
       case OPT_JSON_SCHEMA: schema = optarg; break;
       case OPT_SHARED: gp.shared = true; break;
+      case OPT_LOOKUP_B: sp.mode = PA_SPEC_LOOKUP; break;
+      case OPT_DRAFT_B: sp.draft_path = optarg; break;
+      case OPT_TEXT: sp.text_path = optarg; break;
+      case OPT_LOOKUP_NGRAM_B:
+        if (!cli_parse_i32(optarg, 1, 64, &sp.lookup_ngram))
+          return cli_usage_line(cmd, "--lookup-ngram: '%s' is not a count in [1, 64]", optarg);
+        break;
+      case OPT_DRAFT_MAX_B:
+        if (!cli_parse_i32(optarg, 1, PA_SPEC_DRAFT_MAX, &sp.draft_max))
+          return cli_usage_line(cmd, "--draft-max: '%s' is not a count in [1, 32]", optarg);
+        break;
       case OPT_USERS:
         if (!parse_users(optarg, &gp))
           return cli_usage_line(cmd, "--users: '%s' is not a list of user counts in [1, 256] (at most %d)", optarg,
@@ -163,6 +198,24 @@ int cmd_bench(int argc, char **argv) {
   if (!cli_backend_name(device, gpu_layers, backend, sizeof backend, &p.backend))
     return cli_usage_line(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
   if (grammar && schema) return cli_usage_line(cmd, "--grammar and --json-schema: give one of them");
+  if (sp.draft_path && sp.mode == PA_SPEC_LOOKUP)
+    return cli_usage_line(cmd, "--draft and --lookup both choose how to draft: give one of them");
+  if (sp.draft_path) sp.mode = PA_SPEC_DRAFT;
+  if (sp.mode != PA_SPEC_OFF && (grammar || schema))
+    return cli_usage_line(cmd, "speculative decoding and --grammar are separate benchmarks: give one");
+  if (sp.mode != PA_SPEC_OFF) {
+    sp.model_path = p.model_path, sp.backend = p.backend, sp.kv_type = p.kv_type;
+    sp.n_gen = p.n_gen > 0 ? p.n_gen : 128, sp.n_threads = p.n_threads, sp.repeats = p.repeats;
+    sp.progress = p.progress;
+    if (!sp.draft_max) sp.draft_max = sp.mode == PA_SPEC_LOOKUP ? 8 : 4;
+    pa_bench_spec_result sr;
+    if (pa_bench_spec_run(&sp, &sr) != PASADA_OK) {
+      fprintf(stderr, "pasada bench: %s\n", pasada_last_error());
+      return 1;
+    }
+    pa_bench_spec_print(stdout, &sp, &sr, json);
+    return 0;
+  }
   if (grammar || schema) {
     char *gbnf = grammar_text(grammar, schema);
     if (!gbnf) return 1;

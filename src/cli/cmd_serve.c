@@ -16,6 +16,7 @@
 #include "server/http.h"
 #include "server/kv_events.h"
 #include "server/request.h"
+#include "runtime/speculative.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -51,6 +52,14 @@ static void usage(FILE *f) {
           "                          (default: the model's tokenizer.chat_template)\n"
           "  --chat-template NAME    a built-in template instead: chatml, gemma or llama3\n"
           "  --shutdown-grace S      on SIGTERM, let running requests go on S seconds (default 0)\n"
+          "  --lookup                speculative decoding by prompt lookup for requests that\n"
+          "                          do not choose (\"speculative\": {\"mode\": ...})\n"
+          "  --draft FILE            a draft model of the same vocabulary: requests may ask\n"
+          "                          for \"mode\": \"draft\", and it is their default\n"
+          "  --draft-max N           tokens drafted per step, 1 to 32 (default 8 for lookup,\n"
+          "                          4 for a draft model)\n"
+          "  --spec-max-seqs N       draft only while at most N sequences generate (default 4:\n"
+          "                          larger batches are compute-bound and drafts cost more)\n"
           "  --drain-delay S         on SIGTERM, answer GET /ready with 503 at once but keep\n"
           "                          taking requests S seconds more, so routers stop sending\n"
           "                          before the socket closes (default 0)\n"
@@ -87,6 +96,10 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->verbose = true;
       continue;
     }
+    if (!strcmp(a, "--lookup")) {
+      c->spec_lookup = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "pasada serve: unknown option or missing value: %s\n", a);
       return false;
@@ -111,6 +124,8 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->kv_events = v;
     else if (!strcmp(a, "--kv-events-topic"))
       c->kv_events_topic = v;
+    else if (!strcmp(a, "--draft"))
+      c->draft_path = v;
     else if (!strcmp(a, "--chat-template"))
       c->chat_template = v;
     else if (!strcmp(a, "--chat-template-file"))
@@ -129,6 +144,12 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
     } else if (!strcmp(a, "--port")) {
       if (!parse_int(a, v, 0, 65535, &n)) return false;
       c->port = (int)n;
+    } else if (!strcmp(a, "--spec-max-seqs")) {
+      if (!parse_int(a, v, 1, 1024, &n)) return false;
+      c->spec_max_seqs = (int32_t)n;
+    } else if (!strcmp(a, "--draft-max")) {
+      if (!parse_int(a, v, 1, PA_SPEC_DRAFT_MAX, &n)) return false;
+      c->draft_max = (int32_t)n;
     } else if (!strcmp(a, "--parallel")) {
       if (!parse_int(a, v, 1, 1024, &n)) return false;
       c->parallel = (int)n;
@@ -311,6 +332,7 @@ int cmd_serve(int argc, char **argv) {
   pasada_model *model = NULL;
   pasada_context *ctx = NULL;
   srv_sched *sched = NULL;
+  pa_spec_draft *draft = NULL;
   srv_kv_events *events = NULL;
   char topic[320] = "";
   char *name = cfg.model_alias ? strdup(cfg.model_alias) : model_name(cfg.model_path);
@@ -336,7 +358,24 @@ int cmd_serve(int argc, char **argv) {
   if (cfg.kv_events && !start_kv_events(&cfg, ctx, mi->name, st.medium, topic, sizeof topic, &events))
     goto out;
   st.kv_events_topic = events ? topic : NULL;
-  srv_sched_params sp = {.prefill_chunk = cfg.prefill_chunk, .max_queue = cfg.max_queue};
+  if (cfg.draft_path) {
+    pasada_sampler_params dsp = pasada_sampler_default_params();
+    dsp.temp = 1.0f, dsp.top_k = 0, dsp.top_p = 1.0f, dsp.min_p = 0.0f;
+    if (pa_spec_draft_open(cfg.draft_path, model, &mp, cfg.parallel, mi->n_ctx, cfg.n_threads, &dsp,
+                           &draft) != PASADA_OK) {
+      fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
+      goto out;
+    }
+    mi->has_draft = true;
+  }
+  srv_sched_params sp = {.prefill_chunk = cfg.prefill_chunk,
+                         .max_queue = cfg.max_queue,
+                         .spec_mode = draft             ? PA_SPEC_DRAFT
+                                      : cfg.spec_lookup ? PA_SPEC_LOOKUP
+                                                        : PA_SPEC_OFF,
+                         .draft_max = cfg.draft_max,
+                         .spec_max_seqs = cfg.spec_max_seqs,
+                         .draft = draft};
   if (srv_sched_create(model, ctx, cfg.parallel, &sp, st.metrics, &sched) != PASADA_OK ||
       srv_sched_start(sched) != PASADA_OK) {
     fprintf(stderr, "pasada serve: cannot start the scheduler\n");
@@ -383,6 +422,7 @@ out:
     fprintf(stderr, "pasada serve: some clients did not read their responses in time\n");
   srv_http_stop(http);
   srv_sched_free(sched);
+  pa_spec_draft_free(draft);
   if (events) {
     pasada_kv_set_event_callback(ctx, NULL, NULL);
     srv_kv_events_stop(events);

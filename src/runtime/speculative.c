@@ -156,7 +156,8 @@ struct pa_spec_draft {
   pasada_sampler **sampler; /* per sequence: sampled proposals */
   int32_t n_seq, n_ctx, n_batch, n_vocab;
   int32_t **held; /* per sequence: the tokens its cache holds */
-  float *q;       /* PA_SPEC_DRAFT_MAX rows of n_vocab */
+  float **q;      /* per sequence: rows of n_vocab for sampled drafts (made on first use) */
+  int32_t *q_rows;
   int32_t *pos, *seqs;
 };
 
@@ -188,9 +189,11 @@ void pa_spec_draft_free(pa_spec_draft *d) {
   pasada_sampler_free(d->greedy);
   for (int32_t i = 0; d->sampler && i < d->n_seq; i++) pasada_sampler_free(d->sampler[i]);
   for (int32_t i = 0; d->held && i < d->n_seq; i++) free(d->held[i]);
+  for (int32_t i = 0; d->q && i < d->n_seq; i++) free(d->q[i]);
   free(d->sampler);
   free(d->held);
   free(d->q);
+  free(d->q_rows);
   free(d->pos);
   free(d->seqs);
   free(d);
@@ -233,10 +236,12 @@ int pa_spec_draft_open(const char *path, const pasada_model *target,
   sp.presence_penalty = sp.frequency_penalty = 0;
   d->sampler = calloc((size_t)n_seq, sizeof *d->sampler);
   d->held = calloc((size_t)n_seq, sizeof *d->held);
-  d->q = malloc((size_t)PA_SPEC_DRAFT_MAX * (size_t)d->n_vocab * sizeof *d->q);
+  d->q = calloc((size_t)n_seq, sizeof *d->q);
+  d->q_rows = calloc((size_t)n_seq, sizeof *d->q_rows);
   d->pos = malloc((size_t)d->n_batch * sizeof *d->pos);
   d->seqs = malloc((size_t)d->n_batch * sizeof *d->seqs);
-  st = d->sampler && d->held && d->q && d->pos && d->seqs ? PASADA_OK : PASADA_ERR_NOMEM;
+  st = d->sampler && d->held && d->q && d->q_rows && d->pos && d->seqs ? PASADA_OK
+                                                                       : PASADA_ERR_NOMEM;
   if (!st) st = pasada_sampler_create(&gp, d->n_vocab, &d->greedy);
   for (int32_t i = 0; !st && i < n_seq; i++) {
     if (sampling->seed != PASADA_SEED_RANDOM) sp.seed = sampling->seed + 1 + (uint64_t)i;
@@ -281,9 +286,19 @@ static int feed(pa_spec_draft *d, int32_t seq, const int32_t *tokens, int32_t n)
 
 int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist, int32_t n,
                               int32_t max, bool greedy, int32_t *out, const float **q) {
-  if (q) *q = d->q;
+  if (q) *q = NULL;
   if (max > PA_SPEC_DRAFT_MAX) max = PA_SPEC_DRAFT_MAX;
   if (n <= 0 || max <= 0 || n + max > d->n_ctx) return 0;
+  if (!greedy && d->q_rows[seq] < max) { /* rows for this many sampled drafts */
+    float *rows = realloc(d->q[seq], (size_t)max * (size_t)d->n_vocab * sizeof *rows);
+    if (!rows) {
+      pa_error(PASADA_ERR_NOMEM, "draft model: out of memory for %d rows", max);
+      return -1;
+    }
+    d->q[seq] = rows;
+    d->q_rows[seq] = max;
+  }
+  if (q && !greedy) *q = d->q[seq];
   /* keep what the cache holds of hist, short of its last token */
   int32_t len = pasada_seq_length(d->ctx, seq), c = 0;
   while (c < len && c < n - 1 && d->held[seq][c] == hist[c]) c++;
@@ -295,7 +310,7 @@ int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist
     if (greedy) {
       if (pasada_sampler_sample(d->greedy, logits, d->n_vocab, &tok)) return -1;
     } else {
-      float *row = d->q + (size_t)i * (size_t)d->n_vocab;
+      float *row = d->q[seq] + (size_t)i * (size_t)d->n_vocab;
       if (pa_sampler_distribution(d->sampler[seq], logits, d->n_vocab, row)) return -1;
       double total = 0;
       for (int32_t v = 0; v < d->n_vocab; v++) total += row[v];

@@ -112,8 +112,9 @@ void pa_spec_draft_reset(pa_spec_draft *d, int32_t seq);
 /* Proposes up to max (<= PA_SPEC_DRAFT_MAX) tokens after hist[0..n) for
  * sequence seq: first brings the draft's cache to hist (decoding what it
  * lacks, dropping what differs), then draws one token at a time; greedy
- * (argmax) when `greedy`, else from the draft sampler's distribution, whose
- * rows (n_vocab floats each) *q then points at (row i for token i).
+ * (argmax) when `greedy` (*q NULL), else from the draft sampler's
+ * distribution, whose rows (n_vocab floats each, valid until the
+ * sequence's next proposal) *q then points at (row i for token i).
  * Returns the count (0 when the draft's context is full), or -1 on a
  * decode failure (pasada_last_error says why). */
 int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist, int32_t n,

@@ -432,7 +432,7 @@ static bool parse_sampling(const cJSON *root, srv_request *r, srv_error *e) {
     return false;
   sp->top_k = (int32_t)top_k;
   if (sp->top_p <= 0.0f) sp->temp = 0.0f;
-  return true;
+  return srv_request_speculative(srv_json_field(root, "speculative"), "speculative", r, e);
 }
 
 /* output_format / output_config.format: {type: json_schema, schema}. */

@@ -111,6 +111,8 @@ static bool parse_common(const srv_model_info *mi, const cJSON *root, srv_reques
   if (!srv_request_logit_bias(mi, srv_json_field(root, "logit_bias"), "logit_bias", r, e))
     return false;
   if (!refuse_unsupported(root, r->kind == SRV_CHAT, e)) return false;
+  if (!srv_request_speculative(srv_json_field(root, "speculative"), "speculative", r, e))
+    return false;
   return parse_stop(root, r, e);
 }
 

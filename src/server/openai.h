@@ -19,6 +19,7 @@ typedef struct {
   const char *name; /* listed by /v1/models */
   int64_t created;  /* when the model was loaded */
   int32_t n_ctx, n_vocab;
+  bool has_draft; /* a draft model was loaded (serve --draft): "speculative" mode "draft" */
 } srv_model_info;
 
 /* Parses a /v1/chat/completions (SRV_CHAT) or /v1/completions body. On

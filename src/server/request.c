@@ -10,6 +10,7 @@
 #include "server/json_schema.h"
 #include "server/request.h"
 #include "server/json_util.h"
+#include "runtime/speculative.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 
@@ -248,6 +249,9 @@ bool srv_request_sampler(const srv_model_info *mi, const srv_request *r, pasada_
                          pasada_grammar **grammar, srv_error *e) {
   *out = NULL;
   *grammar = NULL;
+  if (r->spec_mode == 1 + PA_SPEC_DRAFT && !mi->has_draft)
+    return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
+                    "'speculative.mode' \"draft\" needs a server started with --draft MODEL");
   if (r->grammar && !(*grammar = grammar_get(mi->tok, r->grammar, e))) return false;
   if (pasada_sampler_create(&r->sampling, mi->n_vocab, out) != PASADA_OK) {
     srv_fail(e, 400, "invalid_request_error", NULL, NULL, "%s", pasada_last_error());
@@ -269,4 +273,31 @@ fail:
   *out = NULL;
   *grammar = NULL;
   return false;
+}
+
+/* ---- speculative decoding ---- */
+
+bool srv_request_speculative(const cJSON *spec, const char *param, srv_request *r, srv_error *e) {
+  if (!spec) return true;
+  if (!cJSON_IsObject(spec))
+    return BAD(e, param, "'%s' must be an object {\"mode\", \"draft_max\"}", param);
+  const cJSON *m;
+  cJSON_ArrayForEach(m, spec) {
+    if (m->string && !strcmp(m->string, "mode")) {
+      pa_spec_mode mode;
+      if (!cJSON_IsString(m) || !pa_spec_mode_from_name(m->valuestring, &mode))
+        return BAD(e, param, "'%s.mode' must be \"lookup\", \"draft\" or \"off\"", param);
+      r->spec_mode = 1 + (int)mode;
+    } else if (m->string && !strcmp(m->string, "draft_max")) {
+      const double d = m->valuedouble;
+      if (!cJSON_IsNumber(m) || !isfinite(d) || d != floor(d) || d < 1 || d > PA_SPEC_DRAFT_MAX)
+        return BAD(e, param, "'%s.draft_max' must be an integer from 1 to %d", param,
+                   PA_SPEC_DRAFT_MAX);
+      r->spec_draft_max = (int32_t)d;
+    } else {
+      return BAD(e, param, "'%s' has an unknown member '%.64s' (known: mode, draft_max)", param,
+                 m->string ? m->string : "");
+    }
+  }
+  return true;
 }

@@ -43,6 +43,11 @@ bool srv_request_grammar(const char *gbnf, const char *param, srv_request *r, sr
 bool srv_request_logit_bias(const srv_model_info *mi, const cJSON *bias, const char *param,
                             srv_request *r, srv_error *e);
 
+/* The "speculative" object: {"mode": "lookup" | "draft" | "off",
+ * "draft_max": 1..32}, both optional; any other member, type or value is a
+ * 400 on param. Sets r->spec_mode and r->spec_draft_max. */
+bool srv_request_speculative(const cJSON *spec, const char *param, srv_request *r, srv_error *e);
+
 /* Makes the job's sampler from r: its parameters, logit biases and the
  * compiled grammar (a reference to the grammar cache's: give it back with
  * srv_grammar_put after freeing the sampler). A grammar that does not

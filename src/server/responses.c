@@ -317,7 +317,7 @@ static bool parse_sampling(const cJSON *root, srv_request *r, int64_t *max_token
   }
   const cJSON *meta = srv_json_field(root, "metadata");
   if (meta && !cJSON_IsObject(meta)) return BAD(e, "metadata", "'metadata' must be an object");
-  return true;
+  return srv_request_speculative(srv_json_field(root, "speculative"), "speculative", r, e);
 }
 
 /* The fields the response object shows, from the request (with OpenAI's

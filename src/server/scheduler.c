@@ -7,13 +7,24 @@
  * tokens of the prefilling ones (oldest first), decode it, then sample each
  * sequence that has logits with its own sampler and append its text to its
  * job. Admission reserves the blocks a job can ever need (prompt + max
- * tokens), so a running sequence never runs out of cache half-way. */
+ * tokens), so a running sequence never runs out of cache half-way.
+ *
+ * Speculative decoding: while few sequences generate (at most
+ * spec_max_seqs), a sequence whose request asks for it (or the server's
+ * default) puts a draft after its next token (prompt lookup over its
+ * prompt and output, or the draft model's proposal) into the same batch,
+ * all rows with logits; its sampling verifies them (pa_spec_verify), the
+ * accepted tokens and the one after them are delivered in order, and the
+ * sequence's cache is truncated past what was kept. Requests that ask for
+ * logprobs decode without drafts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/scheduler.h"
+
+#include "runtime/speculative.h"
 
 /* One sequence's draw of a step, made on the context's threads. */
 typedef struct {
@@ -57,6 +68,21 @@ struct srv_sched {
   int32_t *b_token, *b_pos, *b_seq;
   int8_t *b_want;
   srv_sampled *sampled; /* a step's sampling, per sequence with logits */
+
+  /* speculative decoding, per slot (see the top of the file) */
+  int spec_default;
+  int32_t draft_max_default, spec_max_seqs;
+  pa_spec_draft *draft;
+  int8_t *sp_mode;          /* the slot's pa_spec_mode */
+  int32_t *sp_max;          /* its draft length */
+  int32_t **hist, *n_hist;  /* its prompt and delivered tokens (lookup's text) */
+  pa_spec_pace *pace;
+  int32_t *sp_row0, *sp_n;  /* this step: the row of its next token, drafts after it */
+  int32_t (*sp_draft)[PA_SPEC_DRAFT_MAX];
+  const float **sp_q;       /* the draft model's rows (sampled drafts), NULL otherwise */
+  int32_t (*sp_out)[PA_SPEC_DRAFT_MAX + 1];
+  int32_t *sp_n_out, *sp_n_acc;
+  float **sp_scratch;       /* n_vocab floats, made when the slot first drafts */
 };
 
 int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_seq_max,
@@ -88,8 +114,31 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->b_seq = malloc((size_t)s->cap_batch * sizeof(int32_t));
   s->b_want = malloc((size_t)s->cap_batch);
   s->sampled = malloc((size_t)n_seq_max * sizeof *s->sampled);
+  s->spec_default = p->spec_mode;
+  s->draft_max_default = p->draft_max;
+  s->spec_max_seqs = p->spec_max_seqs > 0 ? p->spec_max_seqs : SRV_SPEC_MAX_SEQS;
+  s->draft = p->draft;
+  const size_t ns = (size_t)n_seq_max;
+  s->sp_mode = calloc(ns, sizeof *s->sp_mode);
+  s->sp_max = calloc(ns, sizeof *s->sp_max);
+  s->hist = calloc(ns, sizeof *s->hist);
+  s->n_hist = calloc(ns, sizeof *s->n_hist);
+  s->pace = calloc(ns, sizeof *s->pace);
+  s->sp_row0 = calloc(ns, sizeof *s->sp_row0);
+  s->sp_n = calloc(ns, sizeof *s->sp_n);
+  s->sp_draft = calloc(ns, sizeof *s->sp_draft);
+  s->sp_q = calloc(ns, sizeof *s->sp_q);
+  s->sp_out = calloc(ns, sizeof *s->sp_out);
+  s->sp_n_out = calloc(ns, sizeof *s->sp_n_out);
+  s->sp_n_acc = calloc(ns, sizeof *s->sp_n_acc);
+  s->sp_scratch = calloc(ns, sizeof *s->sp_scratch);
+  bool spec_ok = s->sp_mode && s->sp_max && s->hist && s->n_hist && s->pace && s->sp_row0 &&
+                 s->sp_n && s->sp_draft && s->sp_q && s->sp_out && s->sp_n_out && s->sp_n_acc &&
+                 s->sp_scratch;
+  for (int32_t i = 0; spec_ok && i < n_seq_max; i++)
+    spec_ok = (s->hist[i] = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
   if (!s->slot || !s->slot_order || !s->b_token || !s->b_pos || !s->b_seq || !s->b_want ||
-      !s->sampled) {
+      !s->sampled || !spec_ok) {
     srv_sched_free(s);
     return PASADA_ERR_NOMEM;
   }
@@ -107,6 +156,23 @@ void srv_sched_free(srv_sched *s) {
   free(s->b_seq);
   free(s->b_want);
   free(s->sampled);
+  for (int32_t i = 0; i < s->n_slots; i++) {
+    if (s->hist) free(s->hist[i]);
+    if (s->sp_scratch) free(s->sp_scratch[i]);
+  }
+  free(s->sp_mode);
+  free(s->sp_max);
+  free(s->hist);
+  free(s->n_hist);
+  free(s->pace);
+  free(s->sp_row0);
+  free(s->sp_n);
+  free(s->sp_draft);
+  free(s->sp_q);
+  free(s->sp_out);
+  free(s->sp_n_out);
+  free(s->sp_n_acc);
+  free(s->sp_scratch);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   pthread_cond_destroy(&s->call_cv);
@@ -245,6 +311,20 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   j->seq = i;
   j->n_fed = cached;
   j->next_token = -1;
+  /* speculation: the request's choice or the server's; none with logprobs */
+  int mode = j->req.spec_mode > 0 ? j->req.spec_mode - 1 : s->spec_default;
+  if (j->req.logprobs || (mode == PA_SPEC_DRAFT && !s->draft)) mode = PA_SPEC_OFF;
+  s->sp_mode[i] = (int8_t)mode;
+  s->sp_max[i] = j->req.spec_draft_max > 0 ? j->req.spec_draft_max
+                 : s->draft_max_default > 0 ? s->draft_max_default
+                 : mode == PA_SPEC_LOOKUP   ? 8
+                                            : 4;
+  s->pace[i] = (pa_spec_pace){0};
+  s->n_hist[i] = 0;
+  if (mode != PA_SPEC_OFF && j->req.n_prompt < s->n_ctx) {
+    memcpy(s->hist[i], j->req.prompt, (size_t)j->req.n_prompt * sizeof(int32_t));
+    s->n_hist[i] = j->req.n_prompt;
+  }
   pthread_mutex_lock(&j->mu);
   j->n_cached = cached;
   pthread_mutex_unlock(&j->mu);
@@ -340,6 +420,17 @@ static void sample_one(void *arg, int32_t k) {
   srv_job *j = s->slot[d->slot];
   const float *logits = pasada_get_logits(s->ctx, d->row);
   d->token = -1;
+  const int i = d->slot;
+  if (s->sp_n[i] > 0) { /* verify the draft after the next token */
+    if (pa_spec_verify(s->ctx, d->row, j->sampler, s->tok, s->sp_draft[i], s->sp_n[i], s->sp_q[i],
+                       s->n_vocab, s->sp_scratch[i], j->req.max_tokens - j->n_generated,
+                       s->sp_out[i], &s->sp_n_out[i], &s->sp_n_acc[i]) != PASADA_OK) {
+      snprintf(d->err, sizeof d->err, "%s", pasada_last_error());
+      return;
+    }
+    d->token = s->sp_out[i][0];
+    return;
+  }
   if (!logits || pasada_sampler_sample(j->sampler, logits, s->n_vocab, &d->token) != PASADA_OK) {
     snprintf(d->err, sizeof d->err, "%s", logits ? pasada_last_error() : "no logits");
     return;
@@ -393,6 +484,58 @@ static void on_sampled(srv_sched *s, int i, const srv_sampled *d) {
     return;
   }
   j->next_token = tok;
+  if (s->sp_mode[i] != PA_SPEC_OFF && s->n_hist[i] < s->n_ctx) s->hist[i][s->n_hist[i]++] = tok;
+}
+
+/* Puts slot i's draft after its next token (row s->sp_row0[i]) into the
+ * batch at b_*[*n]: at most *budget tokens, which it lowers. */
+static void add_draft(srv_sched *s, int i, int32_t *n, int32_t *budget) {
+  srv_job *j = s->slot[i];
+  int32_t k = pa_spec_pace_next(&s->pace[i], s->sp_max[i]);
+  if (k > j->req.max_tokens - j->n_generated - 1) k = j->req.max_tokens - j->n_generated - 1;
+  if (k > s->n_ctx - j->n_fed - 1) k = s->n_ctx - j->n_fed - 1;
+  if (k > *budget) k = *budget;
+  if (k <= 0) return;
+  if (!s->sp_scratch[i] && !(s->sp_scratch[i] = malloc((size_t)s->n_vocab * sizeof(float)))) return;
+  int32_t m = 0;
+  s->sp_q[i] = NULL;
+  if (s->sp_mode[i] == PA_SPEC_LOOKUP) {
+    m = pa_spec_lookup(s->hist[i], s->n_hist[i], 3, 1, k, s->sp_draft[i]);
+  } else if (s->sp_mode[i] == PA_SPEC_DRAFT) {
+    const bool greedy = j->req.sampling.temp <= 0;
+    m = pa_spec_draft_propose(s->draft, i, s->hist[i], s->n_hist[i], k, greedy, s->sp_draft[i],
+                              &s->sp_q[i]);
+    if (m < 0) m = 0; /* the draft model failed: decode without a draft */
+  }
+  for (int32_t t = 0; t < m; t++) {
+    s->b_token[*n] = s->sp_draft[i][t];
+    s->b_pos[*n] = j->n_fed + 1 + t;
+    s->b_seq[*n] = i;
+    s->b_want[*n] = 1;
+    ++*n;
+  }
+  s->sp_n[i] = m;
+  *budget -= m;
+}
+
+/* Delivers slot i's verified tokens in order (each as on_sampled), then
+ * keeps the kept part of its batch rows in the cache (the step counted all
+ * of them in n_fed). */
+static void on_verified(srv_sched *s, int i, const srv_sampled *d) {
+  srv_job *j = s->slot[i];
+  const int32_t n_out = s->sp_n_out[i], n_draft = s->sp_n[i];
+  j->n_fed += n_out - (1 + n_draft);
+  pa_spec_pace_update(&s->pace[i], n_draft, s->sp_n_acc[i], s->sp_max[i]);
+  if (d->token < 0) {
+    on_sampled(s, i, d);
+    return;
+  }
+  for (int32_t t = 0; t < n_out && s->slot[i] == j; t++) {
+    srv_sampled one = *d;
+    one.token = s->sp_out[i][t];
+    on_sampled(s, i, &one);
+  }
+  if (s->slot[i] == j) pasada_seq_truncate(s->ctx, i, j->n_fed);
 }
 
 /* ---- one step ---- */
@@ -406,19 +549,27 @@ static int newest_slot(const srv_sched *s) {
 }
 
 static void run_step(srv_sched *s) {
-  int32_t n = 0;
-  /* every generating sequence's next token */
+  int32_t n = 0, n_gen = 0;
+  for (int i = 0; i < s->n_slots; i++) {
+    s->sp_n[i] = 0;
+    if (s->slot[i] && s->slot[i]->next_token >= 0) n_gen++;
+  }
+  /* every generating sequence's next token, and its draft while few generate */
+  int32_t draft_budget = n_gen <= s->spec_max_seqs ? s->prefill_chunk / 2 : 0;
+  const int32_t draft_total = draft_budget;
   for (int i = 0; i < s->n_slots; i++) {
     srv_job *j = s->slot[i];
     if (!j || j->next_token < 0) continue;
+    s->sp_row0[i] = n;
     s->b_token[n] = j->next_token;
     s->b_pos[n] = j->n_fed;
     s->b_seq[n] = i;
     s->b_want[n] = 1;
     n++;
+    if (s->sp_mode[i] != PA_SPEC_OFF && draft_budget > 0) add_draft(s, i, &n, &draft_budget);
   }
   /* prompt chunks, oldest admission first (a sequence at most once) */
-  int32_t budget = s->prefill_chunk;
+  int32_t budget = s->prefill_chunk - (draft_total - draft_budget);
   uint64_t after = 0; /* admission order already served */
   bool first = true;
   while (budget > 0) {
@@ -481,11 +632,20 @@ static void run_step(srv_sched *s) {
   /* draw every sequence's token at once (a sequence has at most one row
    * with logits), then deliver them in batch order */
   int32_t n_draw = 0;
-  for (int32_t t = 0; t < n; t++)
-    if (s->b_want[t] && s->slot[s->b_seq[t]] && n_draw < s->n_slots)
-      s->sampled[n_draw++] = (srv_sampled){.row = t, .slot = s->b_seq[t]};
+  for (int32_t t = 0; t < n; t++) {
+    const int32_t i = s->b_seq[t];
+    const bool draft_row = s->sp_n[i] > 0 && t > s->sp_row0[i] && t <= s->sp_row0[i] + s->sp_n[i];
+    if (s->b_want[t] && !draft_row && s->slot[i] && n_draw < s->n_slots)
+      s->sampled[n_draw++] = (srv_sampled){.row = t, .slot = i};
+  }
   pasada_parallel_for(s->ctx, sample_one, s, n_draw);
-  for (int32_t k = 0; k < n_draw; k++) on_sampled(s, s->sampled[k].slot, &s->sampled[k]);
+  for (int32_t k = 0; k < n_draw; k++) {
+    const int i = s->sampled[k].slot;
+    if (s->sp_n[i] > 0)
+      on_verified(s, i, &s->sampled[k]);
+    else
+      on_sampled(s, i, &s->sampled[k]);
+  }
   srv_bell_ring(&s->bell); /* the readers of this step's output, all at once */
 }
 

@@ -14,7 +14,19 @@ typedef struct srv_sched srv_sched;
 typedef struct {
   int32_t prefill_chunk; /* most prompt tokens per step (all prefilling sequences together) */
   int max_queue;         /* waiting jobs before submissions are refused */
+  /* Speculative decoding: the mode of requests that do not choose
+   * (pa_spec_mode), their draft length (0: 8 for lookup, 4 for a draft
+   * model), the draft model (NULL: none; its context has a sequence per
+   * slot), and the most generating sequences a step still drafts for (0:
+   * SRV_SPEC_MAX_SEQS; past it the batch is compute-bound and drafts cost
+   * more than they save). Draft tokens come out of the step's
+   * prefill_chunk budget (at most half of it). */
+  int spec_mode;
+  int32_t draft_max;
+  struct pa_spec_draft *draft;
+  int32_t spec_max_seqs;
 } srv_sched_params;
+#define SRV_SPEC_MAX_SEQS 4
 
 /* The context must have been created with n_seq_max slots and a batch size
  * of at least n_seq_max + prefill_chunk; the scheduler uses it exclusively

@@ -45,6 +45,11 @@ typedef struct {
   double drain_delay;    /* seconds between SIGTERM (GET /ready turns 503) and closing the socket */
   const char *kv_events; /* ZeroMQ endpoint of the KV-event publisher; NULL: none */
   const char *kv_events_topic; /* its topic (NULL: kv@HOSTNAME@MODEL) */
+  /* speculative decoding's defaults: --lookup, --draft FILE, --draft-max N */
+  bool spec_lookup;
+  const char *draft_path;
+  int32_t draft_max;
+  int32_t spec_max_seqs; /* --spec-max-seqs (0: SRV_SPEC_MAX_SEQS) */
   bool verbose;
 } srv_config;
 
@@ -96,6 +101,10 @@ typedef struct {
   int32_t **prompts2;  /* completions: the prompts after the first (malloc'd), each n choices */
   int32_t *n_prompts2;
   int32_t n_more;
+  /* speculative decoding ("speculative": {"mode", "draft_max"}): 0 the
+   * server's default, else 1 + the pa_spec_mode; draft_max 0: the server's */
+  int spec_mode;
+  int32_t spec_draft_max;
 } srv_request;
 
 typedef enum {

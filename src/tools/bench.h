@@ -179,4 +179,31 @@ void pa_bench_grammar_print(FILE *f, const pa_bench_grammar_params *p, const pa_
 /* /proc/self/status fields in bytes (0 when unreadable). */
 void pa_bench_read_rss(uint64_t *rss, uint64_t *hwm);
 
+/* ---- speculative decoding (bench_spec.c) ---- */
+#define PA_BENCH_SPEC_COSTS 6
+typedef struct {
+  const char *model_path, *draft_path; /* draft_path: mode PA_SPEC_DRAFT */
+  const char *text_path;               /* the prompt's text (NULL: a built-in code edit) */
+  int mode;                            /* pa_spec_mode: lookup or draft */
+  int32_t draft_max, lookup_ngram, n_gen, n_threads, repeats;
+  pasada_kv_type kv_type;
+  const char *backend;
+  bool progress;
+} pa_bench_spec_params;
+typedef struct {
+  int32_t n_prompt;
+  pa_bench_rate plain, spec; /* generation tok/s over the interleaved repeats */
+  int64_t drafted, accepted, steps;
+  bool identical; /* every speculative run's tokens equal the first plain run's */
+  int n_costs;    /* one forward pass of cost_tokens[i] tokens, all logits: cost_ms[i] */
+  int32_t cost_tokens[PA_BENCH_SPEC_COSTS];
+  double cost_ms[PA_BENCH_SPEC_COSTS];
+} pa_bench_spec_result;
+/* Greedy generation of n_gen tokens after the prompt, plain and speculative
+ * in turn, repeats times; and the cost of one pass of k tokens. */
+int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r);
+/* The table (or one JSON object {"speculative": {...}}). */
+void pa_bench_spec_print(FILE *f, const pa_bench_spec_params *p, const pa_bench_spec_result *r,
+                         bool json);
+
 #endif

@@ -142,8 +142,9 @@ SERVE_VALUES = {
     "--max-body": "2048", "--max-connections": "8", "--api-key": "k", "--cors-origin": "*",
     "--responses-store": "4", "--alias": "m", "--chat-template": "chatml",
     "--shutdown-grace": "1", "--drain-delay": "1", "--kv-events": "tcp://127.0.0.1:1",
-    "--kv-events-topic": "t",
+    "--kv-events-topic": "t", "--draft": "draft.gguf", "--draft-max": "4", "--spec-max-seqs": "2",
 }
+SERVE_FLAGS = ("-v", "--verbose", "--lookup")
 SERVE_NEEDS = {"--gpu-layers": ["--device", "vulkan"], "--kv-events-topic": ["--kv-events", "tcp://127.0.0.1:1"]}
 
 
@@ -158,9 +159,9 @@ def test_serve_help_tells_the_truth(pasada_bin, tmp_path):
     options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-z])(?![\w-])", help_text))
     assert "--kv-events" in options and "--drain-delay" in options, help_text
     for opt in sorted(options - {"-h", "--help", "-m", "--model"}):
-        assert opt in values or opt in ("-v", "--verbose"), \
+        assert opt in values or opt in SERVE_FLAGS, \
             f"serve --help lists {opt}: add a value for it to this test"
-        arg = [opt] if opt in ("-v", "--verbose") else [opt, values[opt]]
+        arg = [opt] if opt in SERVE_FLAGS else [opt, values[opt]]
         args = ["serve", "-m", MISSING, *([] if opt == "--port" else ["--port", "0"]), *arg,
                 *SERVE_NEEDS.get(opt, [])]
         res = cli(pasada_bin, *args)
