@@ -3,7 +3,7 @@
  * cases.json, from gen_cases.py) and on hand-written outputs per family
  * (malformed, cut off, tools off, text around calls): the parse, the
  * streaming rule at every prefix length, and the family detection of every
- * template in ../shared/chat-templates. */
+ * template in the corpus (test_templates_dir). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 
 #include "server/output.h"
 #include "test_check.h"
+#include "test_util.h"
 
 static char *read_file(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
@@ -161,7 +162,7 @@ static void corpus_cases(const char *root) {
   cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "templates")) {
     const char *file = cJSON_GetObjectItem(t, "template")->valuestring;
     const char *fmt = cJSON_GetObjectItem(t, "format")->valuestring;
-    snprintf(path, sizeof path, "%s/../shared/chat-templates/%s", root, file);
+    snprintf(path, sizeof path, "%s/%s", test_templates_dir(root), file);
     char *src = read_file(path, NULL);
     if (!src) {
       printf("test_output: no %s (corpus cases skipped)\n", path);
@@ -225,11 +226,15 @@ static double slowest(const char *rep, const char *tail, size_t k) {
     strcpy(st.think_close, "</think>");
     for (int fin = 0; fin < 2; fin++) {
       srv_out_opts o = {.final = fin, .tools = true};
-      srv_output out;
-      double t0 = seconds();
-      if (srv_output_parse(&st, t, n, &o, &out)) srv_output_free(&out);
-      double dt = seconds() - t0;
-      if (dt > worst) worst = dt;
+      double best = 1e9; /* the fastest of three: a preempted run says nothing of the parser */
+      for (int r = 0; r < 3; r++) {
+        srv_output out;
+        double t0 = seconds();
+        if (srv_output_parse(&st, t, n, &o, &out)) srv_output_free(&out);
+        double dt = seconds() - t0;
+        if (dt < best) best = dt;
+      }
+      if (best > worst) worst = best;
     }
   }
   free(t);
@@ -268,9 +273,9 @@ static void linear_cases(void) {
       double x = slowest(pats[q][0], pats[q][1], 4000), y = slowest(pats[q][0], pats[q][1], 16000);
       if (x < a) a = x;
       if (y < b) b = y;
-      if (b < 8 * a + 0.01) break;
+      if (b < 8 * a + 0.003) break;
     }
-    CHECK(b < 8 * a + 0.01, "[%s ... %s]: %.4fs for 4000, %.4fs for 16000 copies", pats[q][0],
+    CHECK(b < 8 * a + 0.003, "[%s ... %s]: %.4fs for 4000, %.4fs for 16000 copies", pats[q][0],
           pats[q][1], a, b);
   }
 }

@@ -18,6 +18,7 @@
 #include "grammar/grammar.h"
 #include "server/output.h"
 #include "test_check.h"
+#include "test_util.h"
 
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -82,7 +83,7 @@ static size_t accepted_len(compiled *c, const char *s) {
 static void template_cases(const char *root, const cJSON *tools, const cJSON *t) {
   const char *file = cJSON_GetObjectItem(t, "template")->valuestring;
   char path[4096];
-  snprintf(path, sizeof path, "%s/../shared/chat-templates/%s", root, file);
+  snprintf(path, sizeof path, "%s/%s", test_templates_dir(root), file);
   char *src = read_file(path);
   if (!src) return;
   srv_out_style st;

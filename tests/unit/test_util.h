@@ -1,7 +1,8 @@
 /* test_util.h: what the C unit tests share: a seeded xorshift generator
  * whose seed is fresh each run (time and clock) unless PASADA_TEST_SEED
  * replays one, printed so that a failure can be reproduced; and the size
- * knob PASADA_TEST_SCALE of the longest tests. Header-only: each test is
+ * knob PASADA_TEST_SCALE of the longest tests; where the chat-template
+ * corpus is. Header-only: each test is
  * one executable. */
 #ifndef PASADA_TEST_UTIL_H
 #define PASADA_TEST_UTIL_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
@@ -21,12 +23,15 @@ static inline uint64_t rng(void) {
 }
 
 /* uniform in [0, 1) */
-static inline double rnd_unit(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
+static inline double rnd_unit(void) {
+  return (double)(rng() >> 11) / 9007199254740992.0;
+}
 
 /* Seeds rng from PASADA_TEST_SEED or the clock and prints the seed. */
 static inline uint64_t test_seed(const char *test) {
   const char *env = getenv("PASADA_TEST_SEED");
-  uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)clock();
+  uint64_t seed =
+      env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)clock();
   if (!seed) seed = 1;
   rng_state = seed;
   printf("%s: seed %llu (PASADA_TEST_SEED replays)\n", test, (unsigned long long)seed);
@@ -51,6 +56,20 @@ static inline double test_scale(void) {
 static inline int test_reps(int n, int least) {
   const int k = (int)((double)n * test_scale() + 0.5);
   return k > least ? k : least;
+}
+
+/* The chat-template corpus: $PASADA_CHAT_TEMPLATES, else
+ * ../shared/chat-templates beside the checkout at root, else
+ * /work/shared/chat-templates (the e2e tests' conftest.CHAT_TEMPLATES looks
+ * alike). */
+static inline const char *test_templates_dir(const char *root) {
+  static char dir[2048];
+  const char *env = getenv("PASADA_CHAT_TEMPLATES");
+  if (env && *env) return env;
+  snprintf(dir, sizeof dir, "%s/../shared/chat-templates", root);
+  struct stat sb;
+  if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return dir;
+  return "/work/shared/chat-templates";
 }
 
 #endif
