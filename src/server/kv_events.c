@@ -44,10 +44,6 @@ int srv_kv_events_start(const char *endpoint, const char *topic, const char *med
 void srv_kv_events_on_event(void *user, const pasada_kv_event *ev) {
   (void)user, (void)ev;
 }
-uint64_t srv_kv_events_batches(srv_kv_events *p) {
-  (void)p;
-  return 0;
-}
 void srv_kv_events_stop(srv_kv_events *p) {
   (void)p;
 }
@@ -329,10 +325,6 @@ int srv_kv_events_start(const char *endpoint, const char *topic, const char *med
 fail:
   srv_kv_events_stop(p);
   return rc;
-}
-
-uint64_t srv_kv_events_batches(srv_kv_events *p) {
-  return p ? atomic_load(&p->seq) : 0;
 }
 
 void srv_kv_events_stop(srv_kv_events *p) {

@@ -31,9 +31,6 @@ int srv_kv_events_start(const char *endpoint, const char *topic, const char *med
  * It only queues: a thread of the publisher encodes and sends. */
 void srv_kv_events_on_event(void *user, const pasada_kv_event *ev);
 
-/* Batches sent so far (the next sequence number). */
-uint64_t srv_kv_events_batches(srv_kv_events *p);
-
 /* Sends what is queued, closes the socket (waiting up to a second for
  * delivery) and frees the publisher. NULL: nothing. */
 void srv_kv_events_stop(srv_kv_events *p);
