@@ -166,6 +166,40 @@ def test_ready_flips_at_once_on_sigterm(pasada_bin, smollm2):
         s.kill()
 
 
+def test_ready_says_loading_before_the_model(pasada_bin, smollm2):
+    """/ready answers 503 "loading" from the moment the socket listens until
+    the model and its KV pool are there (a large pool takes a while to commit)."""
+    p = subprocess.Popen([str(pasada_bin), "serve", "-m", str(smollm2), "--port", "0", "--threads",
+                          "1", "--kv-memory", "512"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        m = re.search(r"listening on (http://\S+)", line)
+        assert m, line
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            r = requests.get(m.group(1) + "/ready", timeout=10)
+            seen.append((r.status_code, r.json()["status"]))
+            if r.status_code == 200:
+                break
+            time.sleep(0.01)
+        assert seen[0] == (503, "loading") and seen[-1] == (200, "ok"), seen
+        assert {st for _, st in seen} <= {"loading", "ok"}, seen
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+
+
+def test_kv_events_bad_endpoint_is_a_clear_error(pasada_bin, smollm2):
+    res = subprocess.run([str(pasada_bin), "serve", "-m", str(smollm2), "--port", "0",
+                          "--kv-events", "bogus"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "--kv-events: cannot connect to bogus" in res.stderr, res.stderr
+    res = subprocess.run([str(pasada_bin), "serve", "-m", str(smollm2), "--kv-events-topic", "t"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--kv-events-topic needs --kv-events" in res.stderr, res.stderr
+
+
 # ---- KV events ----
 
 class Subscriber(threading.Thread):
