@@ -320,8 +320,9 @@ void cli_spec_close(cli_session *s);
  * same sampler (see runtime/speculative.h). */
 int cli_generate_spec(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *reply,
                       cli_gen_result *r);
-/* " | drafted D, accepted A (P%) in S steps" for the statistics line, or
- * "" without speculation (buf of cap bytes). */
+/* " | MODE: drafted D, accepted A (P%) in S steps" for the statistics line,
+ * or "" without speculation (buf of cap bytes). D counts the drafts
+ * verification judged, not those past a rejection or the end. */
 const char *cli_spec_stats(const cli_session *s, char *buf, size_t cap);
 
 /* ---- sub-commands: argv[0] is the sub-command's name ---- */

@@ -157,7 +157,7 @@ int cli_generate_spec(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_te
       break;
     }
     s->spec_steps++;
-    s->spec_drafted += n_draft;
+    s->spec_drafted += n_out < n_draft ? n_out : n_draft; /* the drafts judged */
     s->spec_accepted += n_acc;
     pa_spec_pace_update(&pace, n_draft, n_acc, s->draft_max);
     bool stop = false;

@@ -131,7 +131,7 @@ static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, dou
                              p->n_gen - n, emitted, &n_out, &n_acc)))
       goto out;
     pa_spec_pace_update(&pace, m, n_acc, p->draft_max);
-    *drafted += m, *accepted += n_acc, *steps += 1;
+    *drafted += n_out < m ? n_out : m, *accepted += n_acc, *steps += 1; /* drafts judged */
     for (int32_t i = 0; i < n_out; i++) b->out[n++] = emitted[i];
     memcpy(b->hist + pos + 1, batch + 1, (size_t)(n_out - 1) * sizeof *b->hist);
     pos += n_out;
