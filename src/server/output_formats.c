@@ -15,20 +15,33 @@
 /* ---- JSON call objects ---- */
 
 /* {"name": .., "arguments"|"parameters": {..} | "<json>"}, Cohere's
- * {"tool_name": .., "parameters": ..} and {"function": {"name", "arguments"}}. */
-static bool pend_call_object(op_state *p, op_pending *pd, const cJSON *o) {
+ * {"tool_name": .., "parameters": ..} and {"function": {"name", "arguments"}}.
+ * src[0..n): the object's text, whose arguments object is taken as written
+ * (compacted), not re-printed from cJSON's doubles. */
+static bool pend_call_object(op_state *p, op_pending *pd, const cJSON *o, const char *src,
+                             size_t n) {
   if (!cJSON_IsObject(o)) return false;
   const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "function");
-  if (cJSON_IsObject(f)) o = f;
+  size_t vs = 0, ve = 0;
+  if (cJSON_IsObject(f)) {
+    o = f;
+    if (op_json_span(src, n, "function", &vs, &ve))
+      src += vs, n = ve - vs;
+    else
+      src = NULL;
+  }
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
   if (!name) name = cJSON_GetObjectItemCaseSensitive(o, "tool_name");
   if (!cJSON_IsString(name)) return false;
-  const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
-  if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+  const char *key = "arguments";
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!args) args = cJSON_GetObjectItemCaseSensitive(o, key = "parameters");
   const char *nm = name->valuestring;
   if (cJSON_IsString(args))
     return op_pend_text(p, pd, nm, strlen(nm), args->valuestring, strlen(args->valuestring));
   if (args && !cJSON_IsObject(args)) return false;
+  if (args && src && op_json_span(src, n, key, &vs, &ve))
+    return op_pend_text(p, pd, nm, strlen(nm), src + vs, ve - vs);
   return op_pend_obj(p, pd, nm, strlen(nm), args);
 }
 
@@ -85,10 +98,15 @@ static blk_rc json_block(op_state *p, size_t at, size_t body, const json_spec *j
     bool ok = v != NULL;
     if (cJSON_IsArray(v)) {
       const cJSON *el;
+      size_t es = 0, ee = 0;
       ok = cJSON_GetArraySize(v) > 0;
-      cJSON_ArrayForEach(el, v) ok = ok && pend_call_object(p, &pd, el);
+      cJSON_ArrayForEach(el, v) {
+        const bool span = op_json_span(p->t + i, e - i, NULL, &es, &ee);
+        ok = ok && pend_call_object(p, &pd, el, span ? p->t + i + es : NULL, span ? ee - es : 0);
+        if (!span) ee = (size_t)-1; /* the spans are lost: the rest re-printed */
+      }
     } else if (v) {
-      ok = pend_call_object(p, &pd, v);
+      ok = pend_call_object(p, &pd, v, p->t + i, e - i);
     }
     cJSON_Delete(v);
     if (!ok) {

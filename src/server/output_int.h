@@ -115,6 +115,13 @@ size_t op_prefix_tail(const char *t, size_t n, const char *s);
  * > i when complete; 0 when the text ends first; (size_t)-1 when it is not
  * JSON (a bracket closes the wrong one, a stray character). Linear. */
 size_t op_json_end(const char *t, size_t n, size_t i);
+/* In the JSON text t[0..n) of an object or array (text cJSON accepted):
+ * the span [*vs, *ve) of the member `key` (the first of that name, its key
+ * written without escapes) or, with key NULL, of the element after the one
+ * ending at *ve (start with *ve = 0). False when there is none. The spans
+ * keep a value as the model wrote it (1500.0, integers past 2^53), which a
+ * round trip through cJSON's doubles would not. */
+bool op_json_span(const char *t, size_t n, const char *key, size_t *vs, size_t *ve);
 /* JSON text t[0..n) without insignificant whitespace, NUL-terminated
  * (malloc'd); NULL when it is not a single valid JSON value or out of memory
  * (*oom tells). */

@@ -54,6 +54,45 @@ size_t op_json_end(const char *t, size_t n, size_t i) {
   return 0;
 }
 
+static size_t skip_json_ws(const char *t, size_t n, size_t i) {
+  while (i < n && ws(t[i])) i++;
+  return i;
+}
+
+bool op_json_span(const char *t, size_t n, const char *key, size_t *vs, size_t *ve) {
+  size_t i = skip_json_ws(t, n, 0);
+  if (i >= n || (t[i] != '{' && t[i] != '[')) return false;
+  const bool object = t[i] == '{';
+  if (!key && (object || *ve > n)) return false;
+  i = key || *ve == 0 ? i + 1 : *ve; /* past the opening bracket, or the last element */
+  const size_t klen = key ? strlen(key) : 0;
+  for (;;) {
+    i = skip_json_ws(t, n, i);
+    if (i < n && t[i] == ',') i = skip_json_ws(t, n, i + 1);
+    if (i >= n || t[i] == '}' || t[i] == ']') return false;
+    bool match = !key;
+    if (object) {
+      const size_t ke = op_json_end(t, n, i);
+      if (t[i] != '"' || ke == 0 || ke == (size_t)-1) return false;
+      match = key && ke - i - 2 == klen && memcmp(t + i + 1, key, klen) == 0;
+      i = skip_json_ws(t, n, ke);
+      if (i >= n || t[i] != ':') return false;
+      i = skip_json_ws(t, n, i + 1);
+    }
+    const size_t e = op_json_end(t, n, i);
+    if (e == 0 || e == (size_t)-1) {
+      /* a literal that ends the text has no end mark: only inside a container */
+      return false;
+    }
+    if (match) {
+      *vs = i;
+      *ve = e;
+      return true;
+    }
+    i = e;
+  }
+}
+
 char *op_json_compact(const char *t, size_t n, bool *oom) {
   *oom = false;
   const char *end = NULL;
