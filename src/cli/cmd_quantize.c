@@ -133,7 +133,7 @@ int cmd_quantize(int argc, char **argv) {
   }
 
   gguf_file *f = NULL;
-  if (gguf_open(in, &f) != PASADA_OK) return cli_fail("%s", pasada_last_error());
+  if (gguf_open_model(in, &f) != PASADA_OK) return cli_fail("%s", pasada_last_error());
   pa_quant_plan plan;
   int rc = CLI_OK;
   if (pa_quant_plan_make(f, preset, pure, &plan) != PASADA_OK) {

@@ -94,6 +94,13 @@ typedef struct gguf_file {
   uint64_t size;
   uint64_t data_offset; /* start of the tensor data section */
   void *internal;       /* reader's private state (lookup tables) */
+  /* A model split across files (gguf_open_model) is a view of its parts:
+   * n_parts > 1, parts[i] the file of part i + 1; the view has the first
+   * part's path, version, alignment and metadata, the tensors of all parts
+   * (each one's data inside its own part's mapping), map NULL, size the
+   * parts' total and data_offset 0. Any other file: n_parts 1, parts NULL. */
+  uint32_t n_parts;
+  struct gguf_file **parts;
 } gguf_file;
 
 /* Opens and validates `path`. On failure returns a pasada_status and the
@@ -109,6 +116,23 @@ int gguf_open(const char *path, gguf_file **out);
  * must outlive the returned file. */
 int gguf_open_memory(const void *data, uint64_t size, const char *name, gguf_file **out);
 void gguf_close(gguf_file *f);
+/* Opens a model's file (gguf_split.c): a whole file as gguf_open does, or,
+ * when `path` is any part of a model split across files as llama.cpp's
+ * gguf-split writes them (names PREFIX-%05d-of-%05d.gguf; keys split.no,
+ * 0-based, split.count and split.tensors.count, the model's tensor total, in
+ * every part; the metadata in the first), every part, checked, as one view
+ * (see gguf_file.n_parts). One-line errors, starting with `path`, name a
+ * missing or unreadable part, a part that is not GGUF, split keys that
+ * disagree between parts or with a part's name, a tensor in two parts and a
+ * tensor total other than split.tensors.count. */
+int gguf_open_model(const char *path, gguf_file **out);
+/* Joins parts[0..n) (n >= 2, opened by gguf_open, their split keys checked)
+ * into a view (gguf_read.c); adopts the parts, closing them on failure too.
+ * Fails naming `name` and both parts when a tensor name is in two parts. */
+int gguf_join(gguf_file **parts, uint32_t n, const char *name, gguf_file **out);
+/* The file whose mapping holds the byte at p: f itself, one of a view's
+ * parts, or NULL when p is in none. */
+const gguf_file *gguf_part_holding(const gguf_file *f, const void *p);
 /* Frees the element tables of the top-level string arrays (16 bytes per
  * string: a vocabulary's tokens and merges, 1.5 MiB on a 49k vocabulary)
  * once their readers are done with them; such arrays then have arr.strs ==

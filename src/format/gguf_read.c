@@ -509,6 +509,7 @@ static int open_buffer(const uint8_t *map, uint64_t size, const char *name, bool
   f->map = map;
   f->size = size;
   f->internal = in;
+  f->n_parts = 1;
   in->mapped = mapped;
   reader r = {.file = name, .p = map, .size = size, .in = in};
   int st = parse(&r, f);
@@ -564,11 +565,76 @@ void gguf_close(gguf_file *f) {
     arena_free(in);
     free(in);
   }
+  for (uint32_t i = 0; f->parts && i < f->n_parts; i++) gguf_close(f->parts[i]);
+  free(f->parts);
   free(f->path);
   free(f);
 }
 
+int gguf_join(gguf_file **parts, uint32_t n, const char *name, gguf_file **out) {
+  *out = NULL;
+  gguf_file *f = calloc(1, sizeof *f);
+  gguf_internal *in = calloc(1, sizeof *in);
+  gguf_file **own = calloc(n, sizeof *own);
+  char *path = pa_strdup(parts[0]->path);
+  if (!f || !in || !own || !path) {
+    for (uint32_t i = 0; i < n; i++) gguf_close(parts[i]);
+    free(f), free(in), free(own), free(path);
+    return pa_error(PASADA_ERR_NOMEM, "%s: out of memory", name);
+  }
+  memcpy(own, parts, n * sizeof *own);
+  f->internal = in, f->parts = own, f->n_parts = n, f->path = path;
+  const gguf_file *first = parts[0];
+  const gguf_internal *fin = first->internal;
+  f->version = first->version;
+  f->alignment = first->alignment;
+  f->n_kv = first->n_kv;
+  f->kv = first->kv; /* the first part's metadata and its lookup table */
+  in->kv_table = fin->kv_table;
+  in->kv_mask = fin->kv_mask;
+  uint64_t total = 0; /* each part's count is bounded by its size: no overflow */
+  for (uint32_t i = 0; i < n; i++) total += parts[i]->n_tensors, f->size += parts[i]->size;
+  f->tensors = arena_alloc(in, total * sizeof(gguf_tensor) + 1);
+  in->tensor_table = table_new(in, total, &in->tensor_mask);
+  uint32_t *part_of = calloc(total + 1, sizeof *part_of); /* for the duplicate's message */
+  if (!f->tensors || !in->tensor_table || !part_of) {
+    free(part_of);
+    gguf_close(f);
+    return pa_error(PASADA_ERR_NOMEM, "%s: out of memory", name);
+  }
+  for (uint32_t p = 0; p < n; p++) {
+    for (uint64_t i = 0; i < parts[p]->n_tensors; i++) {
+      const gguf_tensor *t = &parts[p]->tensors[i];
+      uint64_t *slot = table_slot(in->tensor_table, in->tensor_mask, t->name, strlen(t->name), tensor_name, f);
+      if (*slot) {
+        uint32_t q = part_of[*slot - 1];
+        int st = pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.150s' is in two parts of the split model: %s and %s",
+                          name, t->name, parts[q]->path, parts[p]->path);
+        free(part_of);
+        gguf_close(f);
+        return st;
+      }
+      part_of[f->n_tensors] = p;
+      f->tensors[f->n_tensors++] = *t;
+      *slot = f->n_tensors;
+    }
+  }
+  free(part_of);
+  *out = f;
+  return PASADA_OK;
+}
+
+const gguf_file *gguf_part_holding(const gguf_file *f, const void *p) {
+  for (uint32_t i = 0; f && i < (f->parts ? f->n_parts : 1); i++) {
+    const gguf_file *g = f->parts ? f->parts[i] : f;
+    const uint8_t *b = p;
+    if (g->map && b >= g->map && (uint64_t)(b - g->map) < g->size) return g;
+  }
+  return NULL;
+}
+
 void gguf_drop_string_arrays(gguf_file *f) {
+  if (f->parts) f = f->parts[0]; /* a view's metadata is its first part's */
   gguf_internal *in = f->internal;
   for (uint64_t i = 0; in && i < f->n_kv; i++) {
     gguf_value *v = &f->kv[i].value;

@@ -386,14 +386,20 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
     return PASADA_OK;
   }
   const bool tied = m->output.data == m->tok_embd.data;
-  /* the file itself, when it is the one mapped (same size); a model built
-   * in memory (tests) has none, and its weights are not the file's pages */
+  /* the files themselves (each part of a split model), when they are the
+   * ones mapped (same size); a model built in memory (tests) has none, and
+   * its weights are not a file's pages */
   const gguf_file *g = m->gguf;
-  int fd = g && g->path ? open(g->path, O_RDONLY | O_CLOEXEC) : -1;
-  struct stat st;
-  if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_size != g->size)) {
-    close(fd);
-    fd = -1;
+  const uint32_t n_parts = g ? g->n_parts : 0;
+  int *fds = n_parts ? pa_calloc(n_parts, sizeof *fds) : NULL;
+  for (uint32_t i = 0; fds && i < n_parts; i++) {
+    const gguf_file *p = g->parts ? g->parts[i] : g;
+    struct stat st;
+    fds[i] = p->path && p->map ? open(p->path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fds[i] >= 0 && (fstat(fds[i], &st) != 0 || (uint64_t)st.st_size != p->size)) {
+      close(fds[i]);
+      fds[i] = -1;
+    }
   }
   /* a pool of a thread per core (NULL: this one alone), and one chunk
    * buffer per thread for the whole load (mapped, not malloc'ed: glibc
@@ -403,7 +409,7 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   pa_pool *pool = pa_pool_create(cores < 1 ? 1 : cores > REPACK_THREADS ? REPACK_THREADS : (int)cores);
   uint8_t *bufs[REPACK_THREADS] = {NULL};
-  const int nbuf = fd >= 0 ? pa_pool_size(pool) : 0;
+  const int nbuf = fds ? pa_pool_size(pool) : 0;
   for (int i = 0; i < nbuf; i++) {
     bufs[i] = mmap(NULL, REPACK_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (bufs[i] == MAP_FAILED) bufs[i] = NULL;
@@ -413,7 +419,11 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
     pa_matrix *w = mats[i];
     if (!w->data || w->layout != PA_LAYOUT_ROWS) continue;
     const pa_layout to = target_layout(w, k);
-    repack_job job = {w, to, dst + at, fd, fd >= 0 ? (uint64_t)((const uint8_t *)w->data - g->map) : 0, bufs};
+    const gguf_file *part = gguf_part_holding(g, w->data); /* NULL: not the file's bytes */
+    uint32_t pi = 0;
+    while (part && pi < n_parts && (g->parts ? g->parts[pi] : g) != part) pi++;
+    const int fd = part && fds && pi < n_parts ? fds[pi] : -1;
+    repack_job job = {w, to, dst + at, fd, fd >= 0 ? (uint64_t)((const uint8_t *)w->data - part->map) : 0, bufs};
     pa_pool_run(pool, repack_task, &job);
     if (g) release_pages(w->data, pa_row_size(w->type, w->cols) * (size_t)w->rows);
     w->data = dst + at;
@@ -423,7 +433,9 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   for (int i = 0; i < nbuf; i++)
     if (bufs[i]) munmap(bufs[i], REPACK_CHUNK);
   pa_pool_free(pool);
-  if (fd >= 0) close(fd);
+  for (uint32_t i = 0; fds && i < n_parts; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  pa_free(fds);
   if (tied) m->output = m->tok_embd;
   m->repacked = dst;
   m->repacked_bytes = total; /* pa_unmap_huge rounds it as pa_map_huge did */

@@ -48,14 +48,17 @@ void pasada_model_free(pasada_model *m) {
 static void release_metadata_pages(gguf_file *g) {
   gguf_drop_string_arrays(g); /* the pointers into those pages: 16 bytes a token and a merge */
   long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !g->map) return;
-  uintptr_t start = (uintptr_t)g->map, end = (start + g->data_offset) & ~((uintptr_t)page - 1);
-  if (start % (uintptr_t)page == 0 && end > start) (void)madvise((void *)start, end - start, MADV_DONTNEED);
+  for (uint32_t i = 0; page > 0 && i < g->n_parts; i++) { /* a split model: each part's head */
+    const gguf_file *p = g->parts ? g->parts[i] : g;
+    if (!p->map) continue;
+    uintptr_t start = (uintptr_t)p->map, end = (start + p->data_offset) & ~((uintptr_t)page - 1);
+    if (start % (uintptr_t)page == 0 && end > start) (void)madvise((void *)start, end - start, MADV_DONTNEED);
+  }
 }
 
 static int load(struct pa_model *m, const char *path, bool vocab_only, bool prepare, const char *backend,
                 pa_backend *be) {
-  int rc = gguf_open(path, &m->gguf);
+  int rc = gguf_open_model(path, &m->gguf); /* a whole file or every part of a split one */
   if (rc) return rc;
   if ((rc = gguf_get_string(m->gguf, "general.architecture", !vocab_only, &m->arch_name))) return rc;
   if (!m->arch_name) m->arch_name = pa_strdup("unknown");
@@ -136,6 +139,7 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
   fprintf(f, "gguf version:    %u (%llu metadata keys, %llu tensors, alignment %llu)\n", g->version,
           (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
           (unsigned long long)g->alignment);
+  if (g->n_parts > 1) fprintf(f, "split:           %u parts\n", g->n_parts);
   fprintf(f, "name:            %s\n", name ? name : "(none)");
   free(name);
   fprintf(f, "architecture:    %s\n", m->arch_name);

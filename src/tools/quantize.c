@@ -370,8 +370,8 @@ int pa_quant_write(const gguf_file *f, const pa_quant_plan *plan, const char *ou
   memcpy(tmp, out_path, len);
   memcpy(tmp + len, ".tmp", 5);
 
-  for (uint64_t i = 0; i < f->n_kv && !rc; i++)
-    rc = gguf_writer_set_value(w, f->kv[i].key, &f->kv[i].value);
+  for (uint64_t i = 0; i < f->n_kv && !rc; i++) /* a split model's keys: the output is one file */
+    if (strncmp(f->kv[i].key, "split.", 6) != 0) rc = gguf_writer_set_value(w, f->kv[i].key, &f->kv[i].value);
   if (!rc) rc = gguf_writer_set_u32(w, SET_KEYS[0], plan->preset->file_type);
   if (!rc) rc = gguf_writer_set_u32(w, SET_KEYS[1], 2); /* the K-quant block layouts' version */
   if (progress) progress(user, 0, total);
