@@ -58,7 +58,7 @@ static void usage(FILE *f) {
           "                          for \"mode\": \"draft\", and it is their default\n"
           "  --draft-max N           tokens drafted per step, 1 to 32 (default 8 for lookup,\n"
           "                          4 for a draft model)\n"
-          "  --spec-max-seqs N       draft only while at most N sequences generate (default 4:\n"
+          "  --spec-max-seqs N       draft only while at most N sequences run (default 1:\n"
           "                          larger batches are compute-bound and drafts cost more)\n"
           "  --drain-delay S         on SIGTERM, answer GET /ready with 503 at once but keep\n"
           "                          taking requests S seconds more, so routers stop sending\n"

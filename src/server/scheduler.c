@@ -9,8 +9,8 @@
  * job. Admission reserves the blocks a job can ever need (prompt + max
  * tokens), so a running sequence never runs out of cache half-way.
  *
- * Speculative decoding: while few sequences generate (at most
- * spec_max_seqs), a sequence whose request asks for it (or the server's
+ * Speculative decoding: while few sequences run (at most spec_max_seqs),
+ * a sequence whose request asks for it (or the server's
  * default) puts a draft after its next token (prompt lookup over its
  * prompt and output, or the draft model's proposal) into the same batch,
  * all rows with logits; its sampling verifies them (pa_spec_verify), the
@@ -549,13 +549,11 @@ static int newest_slot(const srv_sched *s) {
 }
 
 static void run_step(srv_sched *s) {
-  int32_t n = 0, n_gen = 0;
-  for (int i = 0; i < s->n_slots; i++) {
-    s->sp_n[i] = 0;
-    if (s->slot[i] && s->slot[i]->next_token >= 0) n_gen++;
-  }
-  /* every generating sequence's next token, and its draft while few generate */
-  int32_t draft_budget = n_gen <= s->spec_max_seqs ? s->prefill_chunk / 2 : 0;
+  int32_t n = 0;
+  for (int i = 0; i < s->n_slots; i++) s->sp_n[i] = 0;
+  /* every generating sequence's next token, and its draft while few run
+   * (prefilling ones count: their prompt chunks fill the batch too) */
+  int32_t draft_budget = s->n_running <= s->spec_max_seqs ? s->prefill_chunk / 2 : 0;
   const int32_t draft_total = draft_budget;
   for (int i = 0; i < s->n_slots; i++) {
     srv_job *j = s->slot[i];

@@ -17,7 +17,7 @@ typedef struct {
   /* Speculative decoding: the mode of requests that do not choose
    * (pa_spec_mode), their draft length (0: 8 for lookup, 4 for a draft
    * model), the draft model (NULL: none; its context has a sequence per
-   * slot), and the most generating sequences a step still drafts for (0:
+   * slot), and the most running sequences a step still drafts for (0:
    * SRV_SPEC_MAX_SEQS; past it the batch is compute-bound and drafts cost
    * more than they save). Draft tokens come out of the step's
    * prefill_chunk budget (at most half of it). */
@@ -26,7 +26,7 @@ typedef struct {
   struct pa_spec_draft *draft;
   int32_t spec_max_seqs;
 } srv_sched_params;
-#define SRV_SPEC_MAX_SEQS 4
+#define SRV_SPEC_MAX_SEQS 1
 
 /* The context must have been created with n_seq_max slots and a batch size
  * of at least n_seq_max + prefill_chunk; the scheduler uses it exclusively
