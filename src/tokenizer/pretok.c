@@ -26,6 +26,46 @@
   "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Every digit alone (Hugging Face's Digits(individual_digits=true)). */
 #define RE_DIGIT "\\p{N}"
+/* GPT-2's without the final \s+ (Falcon, StarCoder-style sequences: what no
+ * alternative matches stays a piece of its own anyway). */
+#define RE_GPT2_WORDS "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+/* Falcon: contiguous punctuation (Unicode P and the ASCII symbols), GPT-2's
+ * words, then digits in threes. */
+#define RE_FALCON_PUNCT "[\\p{P}\\$\\+<=>\\^~\\|`]+"
+#define RE_FALCON_DIGITS "[0-9][0-9][0-9]"
+/* DeepSeek LLM (its tokenizer.json's splits, in order). */
+#define RE_DEEPSEEK_NEWLINE "[\\r\\n]"
+#define RE_DEEPSEEK_LLM_LETTERS "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"
+#define RE_DEEPSEEK_LLM_PUNCT "\\s?[!-/:-~！-／：-～‘-‟　-。]+"
+#define RE_DEEPSEEK_LLM_TRAILING "\\s+$"
+#define RE_DEEPSEEK_CJK "[一-龥ࠀ-一가-퟿]+"
+#define RE_NUMBERS "\\p{N}+"
+/* DeepSeek Coder. */
+#define RE_DEEPSEEK_CODER_LETTERS "\\s?\\p{L}+"
+#define RE_DEEPSEEK_CODER_PUNCT "\\s?\\p{P}+"
+/* DeepSeek V3 (also Hunyuan dense): digits in threes, CJK and kana runs, then words. */
+#define RE_DIGITS3 "\\p{N}{1,3}"
+#define RE_DEEPSEEK3_CJK "[一-龥぀-ゟ゠-ヿ]+"
+#define RE_DEEPSEEK3_WORDS                                                                         \
+  "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"   \
+  "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen 3.5: as Qwen 2 with combining marks inside words. */
+#define RE_QWEN35                                                                                  \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"                      \
+  "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Tekken (Mistral NeMo): words split at case changes, single digits. */
+#define RE_TEKKEN                                                                                  \
+  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"          \
+  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"          \
+  "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* GPT-4o (tiktoken o200k; also Llama 4): Tekken's words with contractions,
+ * digits in threes. */
+#define RE_GPT4O                                                                                   \
+  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"          \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                                  \
+  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"          \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                                  \
+  "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 static const struct {
   const char *names; /* space-separated names of tokenizer.ggml.pre */
@@ -36,6 +76,19 @@ static const struct {
     {"llama-bpe llama3 llama-v3", {RE_LLAMA3}, true},
     {"qwen2 deepseek-r1-qwen", {RE_QWEN2}, false},
     {"smollm starcoder refact codeshell command-r", {RE_DIGIT, RE_GPT2}, false},
+    {"gpt-2 phi-2 mpt olmo jais roberta-bpe", {RE_GPT2}, false},
+    {"falcon", {RE_FALCON_PUNCT, RE_GPT2_WORDS, RE_FALCON_DIGITS}, false},
+    {"deepseek-llm",
+     {RE_DEEPSEEK_NEWLINE, RE_DEEPSEEK_LLM_LETTERS, RE_DEEPSEEK_LLM_PUNCT, RE_DEEPSEEK_LLM_TRAILING,
+      RE_DEEPSEEK_CJK, RE_NUMBERS},
+     false},
+    {"deepseek-coder",
+     {RE_DEEPSEEK_NEWLINE, RE_DEEPSEEK_CODER_LETTERS, RE_DEEPSEEK_CODER_PUNCT, RE_DEEPSEEK_CJK, RE_DIGIT},
+     false},
+    {"deepseek-v3 hunyuan-dense", {RE_DIGITS3, RE_DEEPSEEK3_CJK, RE_DEEPSEEK3_WORDS}, false},
+    {"qwen35", {RE_QWEN35}, false},
+    {"tekken", {RE_TEKKEN}, true},
+    {"gpt-4o llama4", {RE_GPT4O}, false},
 };
 
 struct pa_pretok {
@@ -45,7 +98,9 @@ struct pa_pretok {
 
 const char *pa_pretok_supported(void) {
   return "default, gpt2, llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, "
-         "starcoder, refact, codeshell, command-r";
+         "starcoder, refact, codeshell, command-r, gpt-2, phi-2, mpt, olmo, jais, roberta-bpe, "
+         "falcon, deepseek-llm, deepseek-coder, deepseek-v3, hunyuan-dense, qwen35, tekken, gpt-4o, "
+         "llama4";
 }
 
 static bool name_in(const char *names, const char *name) {

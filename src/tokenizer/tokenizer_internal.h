@@ -15,7 +15,7 @@
 
 typedef enum { PA_TOK_BPE = 1, PA_TOK_SPM = 2 } pa_tok_kind;
 
-#define PA_PRETOK_MAX_REGEX 3
+#define PA_PRETOK_MAX_REGEX 6
 #define PA_EOG_MAX 16
 
 /* Open-addressing table from a byte string to a token id (stored texts). */

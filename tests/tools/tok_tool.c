@@ -14,6 +14,7 @@
  *                      prompt) -> {"text": "...", "ids": [...]} (ids: text tokenized
  *                      with add_special and parse_special, as a prompt is)
  *     time N "TEXT"    tokenizes TEXT N times -> {"tokens": n, "seconds": s}
+ *     pre "TEXT"       the pre-tokenizer's pieces (BPE vocabularies)   -> ["a", " b"]
  * TEXT is a JSON string literal (\uXXXX escapes and surrogate pairs allowed).
  * Errors answer {"error": "..."} and the tool goes on with the next line. */
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "base/base.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h"
 
 /* ---- a minimal JSON string reader and writer ---- */
 
@@ -159,6 +161,47 @@ static void do_encode(const pa_tokenizer *t, const char *arg, bool add_special,
     putchar('\n');
     free(ids);
   }
+  free(text);
+}
+
+typedef struct {
+  const char *base;
+  size_t (*at)[2]; /* each piece's offset and length */
+  size_t n, cap;
+} pieces;
+
+static int add_piece(void *ctx, const char *s, size_t len) {
+  pieces *p = ctx;
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 64;
+    void *grown = realloc(p->at, cap * sizeof *p->at);
+    if (!grown) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+    p->at = grown, p->cap = cap;
+  }
+  p->at[p->n][0] = (size_t)(s - p->base), p->at[p->n][1] = len;
+  p->n++;
+  return 0;
+}
+
+/* The pre-tokenizer's pieces of a text, as a JSON array of strings. */
+static void do_pretok(const pa_tokenizer *t, const char *arg) {
+  size_t len;
+  char *text = read_json_string(&arg, &len);
+  if (!text) return write_error("malformed JSON string");
+  pieces p = {.base = text};
+  if (!t->pretok) {
+    write_error("this vocabulary has no pre-tokenizer");
+  } else if (pa_pretok_split(t->pretok, text, len, add_piece, &p)) {
+    write_error(pa_last_error());
+  } else {
+    putchar('[');
+    for (size_t i = 0; i < p.n; i++) {
+      if (i) putchar(',');
+      write_json_string(text + p.at[i][0], p.at[i][1]);
+    }
+    printf("]\n");
+  }
+  free(p.at);
   free(text);
 }
 
@@ -322,6 +365,8 @@ int main(int argc, char **argv) {
         do_chat(t, &fmt, arg);
       else if (strcmp(line, "time") == 0)
         do_time(t, arg);
+      else if (strcmp(line, "pre") == 0)
+        do_pretok(t, arg);
       else
         write_error("unknown request");
       fflush(stdout);

@@ -1,0 +1,125 @@
+"""Every pre-tokenizer pasada knows (src/tokenizer/pretok.c) against the
+patterns of the tokenizers that define them, run by another engine: the
+`regex` package (the Python port of the engine tiktoken and Hugging Face's
+Python tooling use) splits the same texts with the same sequence of
+patterns, each piece of a level split again by the next, matches and the
+text between them both kept ("isolated", as Hugging Face's Split); pasada's
+pieces (tok_tool `pre`, PCRE2) must be identical. The texts: llama.cpp's
+tokenizer test texts (scripts/fetch-vocabs; skipped without them) and tricky
+strings of our own (case changes inside words, combining marks and
+titlecase letters, long digit runs, CJK with kana, full-width forms,
+contractions in both cases, whitespace runs before text and at the end).
+
+The patterns here are the published ones (each tokenizer's tokenizer.json or
+tiktoken's definition); the vocabulary corpus test (test_vocab_corpus.py)
+checks the ids end to end where a vocabulary with reference cases exists."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+regex = pytest.importorskip("regex")
+
+from conftest import BUILD  # noqa: E402
+
+CACHE = pathlib.Path(os.environ.get("PASADA_CACHE", pathlib.Path.home() / ".cache" / "pasada"))
+VOCABS = pathlib.Path(os.environ.get("PASADA_VOCABS_DIR", CACHE / "vocabs"))
+FIXTURE_VOCAB = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tiny-llama-valid.gguf"
+
+CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+GPT2_WORDS = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+LLAMA3 = CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN2 = CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN35 = CONTRACTIONS + (r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+                         r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+UPPER, LOWER = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"
+TEKKEN = (rf"[^\r\n\p{{L}}\p{{N}}]?{UPPER}*{LOWER}+|[^\r\n\p{{L}}\p{{N}}]?{UPPER}+{LOWER}*"
+          r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+GPT4O = (rf"[^\r\n\p{{L}}\p{{N}}]?{UPPER}*{LOWER}+{CONTRACTIONS}?"
+         rf"|[^\r\n\p{{L}}\p{{N}}]?{UPPER}+{LOWER}*{CONTRACTIONS}?"
+         r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+DEEPSEEK_LLM_LETTERS = None  # read from pretok.c below: a 200-range class of letters
+DEEPSEEK3_WORDS = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+                   r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+PRETOKENIZERS = {
+    "gpt2": [GPT2],
+    "llama-bpe": [LLAMA3],
+    "qwen2": [QWEN2],
+    "smollm": [r"\p{N}", GPT2],
+    "falcon": [r"[\p{P}\$\+<=>\^~\|`]+", GPT2_WORDS, r"[0-9][0-9][0-9]"],
+    "deepseek-llm": [r"[\r\n]", "LETTERS", r"\s?[!-/:-~！-／：-～‘-‟　-。]+", r"\s+$",
+                     r"[一-龥ࠀ-一가-퟿]+", r"\p{N}+"],
+    "deepseek-coder": [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"],
+    "deepseek-v3": [r"\p{N}{1,3}", r"[一-龥぀-ゟ゠-ヿ]+", DEEPSEEK3_WORDS],
+    "qwen35": [QWEN35],
+    "tekken": [TEKKEN],
+    "gpt-4o": [GPT4O],
+}
+OWN_TEXTS = [
+    "HelloWorld camelCaseXMLParser iPhone McDonald's WORLDWide",
+    "I'M DON'T you'RE we've THEY'LL she'd It's",
+    "ǅungla ǈj x̄ȳ e\u0301cole A\u030a Ω\u0301 ﬁne",
+    "1234567890 12 345 6789 ١٢٣ ٤٥",
+    "日本語のテキスト カタカナ 한국어 中文字符 ＡＢＣ１２３",
+    "   leading spaces\n\n\ttabs\r\n  trailing   ",
+    "a/b/c\n//comment\n$x+=y<=z^w~v|u`t",
+    "emoji 🦙🦙 and 👍🏽 mixed!!! ... ？！",
+    "don't stop\u00a0believing\u2003em space",
+    "",
+]
+
+
+def split_like_pasada(patterns, text):
+    pieces = [text]
+    for pattern in patterns:
+        compiled = regex.compile(pattern)
+        out = []
+        for piece in pieces:
+            gap = 0
+            for m in compiled.finditer(piece):
+                if m.end() == m.start():
+                    continue
+                if m.start() > gap:
+                    out.append(piece[gap:m.start()])
+                out.append(m.group())
+                gap = m.end()
+            if gap < len(piece):
+                out.append(piece[gap:])
+        pieces = out
+    return pieces
+
+
+def deepseek_letters():
+    """The DeepSeek LLM letter class, as pretok.c spells it (a long literal)."""
+    src = (pathlib.Path(__file__).resolve().parents[2] / "src" / "tokenizer" / "pretok.c").read_text("utf-8")
+    line = next(ln for ln in src.splitlines() if ln.startswith("#define RE_DEEPSEEK_LLM_LETTERS "))
+    return json.loads(line.split(" ", 2)[2])
+
+
+def texts():
+    found = list(OWN_TEXTS)
+    for inp in sorted(VOCABS.glob("ggml-vocab-*.gguf.inp")):
+        found += inp.read_text("utf-8").split("\n__ggml_vocab_test__\n")
+    return list(dict.fromkeys(found))
+
+
+@pytest.mark.parametrize("name", list(PRETOKENIZERS))
+def test_pretokenizer_matches_regex_engine(name):
+    exe = BUILD / "tok_tool"
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing: build the project first")
+    patterns = [deepseek_letters() if p == "LETTERS" else p for p in PRETOKENIZERS[name]]
+    todo = texts()
+    reqs = "".join("pre " + json.dumps(t) + "\n" for t in todo).encode()
+    res = subprocess.run([str(exe), str(FIXTURE_VOCAB), "serve", "--pre", name], input=reqs,
+                         capture_output=True, timeout=300)
+    assert res.returncode == 0, res.stderr.decode(errors="replace")[-2000:]
+    got = [json.loads(line) for line in res.stdout.decode("utf-8").split("\n")[:-1]]
+    assert len(got) == len(todo)
+    wrong = [(t, g) for t, g in zip(todo, got) if g != split_like_pasada(patterns, t)]
+    assert not wrong, (f"{name}: {len(wrong)} of {len(todo)} texts split differently; first {wrong[0][0]!r}: "
+                       f"pasada {wrong[0][1]} regex {split_like_pasada(patterns, wrong[0][0])}")

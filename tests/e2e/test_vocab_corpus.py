@@ -1,0 +1,90 @@
+"""The tokenizer against llama.cpp's vocabulary corpus: each
+ggml-vocab-*.gguf of the corpus (scripts/fetch-vocabs: the vocabulary-only
+GGUF files of llama.cpp's models/ and their reference cases, ids written by
+the original Hugging Face tokenizers) whose tokenizer pasada supports must
+encode every case to exactly the reference ids (special-token text parsed as
+specials, no BOS/EOS: how the references were made), release and ASan builds.
+
+SUPPORTED lists the vocabularies that must load (a file there that pasada
+refuses fails the test); any other vocabulary must be refused with one line
+naming what is not supported (never half-loaded). Without the corpus the test
+fails when PASADA_REQUIRE_VOCABS=1 (scripts/test sets it) and skips otherwise."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from conftest import ASAN_BUILD, BUILD
+
+CACHE = pathlib.Path(os.environ.get("PASADA_CACHE", pathlib.Path.home() / ".cache" / "pasada"))
+VOCABS = pathlib.Path(os.environ.get("PASADA_VOCABS_DIR", CACHE / "vocabs"))
+SEPARATOR = "\n__ggml_vocab_test__\n"
+# by tokenizer.ggml.pre (BPE) or the file's name (SPM)
+SUPPORTED = ["command-r", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2", "llama-bpe",
+             "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
+SAN_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+
+
+def corpus():
+    files = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
+    if not files:
+        if os.environ.get("PASADA_REQUIRE_VOCABS") == "1":
+            pytest.fail(f"no vocabularies in {VOCABS}: run scripts/fetch-vocabs")
+        pytest.skip(f"no vocabularies in {VOCABS} (scripts/fetch-vocabs)")
+    return files
+
+
+def cases(vocab):
+    """The reference cases of a vocabulary: [(text, ids)], or [] when it has none."""
+    inp, out = vocab.with_name(vocab.name + ".inp"), vocab.with_name(vocab.name + ".out")
+    if not inp.exists() or not out.exists():
+        return []
+    texts = inp.read_text(encoding="utf-8").split(SEPARATOR)
+    last = SEPARATOR.rstrip("\n")
+    if texts and texts[-1].endswith(last):
+        texts[-1] = texts[-1][: -len(last)]
+    ids = out.read_text(encoding="utf-8").split("\n")
+    assert len(ids) >= len(texts), f"{out.name}: {len(ids)} lines for {len(texts)} texts"
+    return [(t, [int(x) for x in ids[i].split()]) for i, t in enumerate(texts)]
+
+
+def tool(kind):
+    path = (BUILD if kind == "release" else ASAN_BUILD) / "tok_tool"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run scripts/test (it builds what tests need)")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["release", "asan"])
+def test_vocab_corpus(kind):
+    exe = tool(kind)
+    checked, refused = [], []
+    for vocab in corpus():
+        name = vocab.name[len("ggml-vocab-"):-len(".gguf")]
+        info = subprocess.run([str(exe), str(vocab), "info"], capture_output=True, text=True, timeout=120)
+        assert not any(m in info.stderr for m in SAN_MARKS), info.stderr[-3000:]
+        if info.returncode != 0:
+            lines = info.stderr.splitlines()
+            assert name not in SUPPORTED, f"{vocab.name} refused: {info.stderr.strip()}"
+            assert len(lines) == 1 and "not supported" in lines[0], f"{vocab.name}: {info.stderr}"
+            refused.append(name)
+            continue
+        pre = json.loads(info.stdout).get("pre")
+        todo = cases(vocab)
+        if not todo:
+            continue
+        assert name in SUPPORTED or pre in SUPPORTED, f"{vocab.name} (pre {pre}) loads: add it to SUPPORTED"
+        reqs = "".join("encs " + json.dumps(t) + "\n" for t, _ in todo).encode()
+        res = subprocess.run([str(exe), str(vocab), "serve"], input=reqs, capture_output=True, timeout=600)
+        err = res.stderr.decode(errors="replace")
+        assert res.returncode == 0 and not any(m in err for m in SAN_MARKS), err[-3000:]
+        got = [json.loads(line) for line in res.stdout.decode("utf-8").split("\n")[:-1]]
+        assert len(got) == len(todo), f"{vocab.name}: {len(got)} answers to {len(todo)} requests"
+        wrong = [(t, want, ids) for (t, want), ids in zip(todo, got) if ids != want]
+        assert not wrong, f"{vocab.name} (pre {pre}): {len(wrong)} of {len(todo)} cases differ, " \
+                          f"first: {wrong[0][0]!r}: expected {wrong[0][1]}, got {wrong[0][2]}"
+        checked.append(name)
+    missing = [n for n in SUPPORTED if n not in checked]
+    assert not missing, f"no reference cases checked for {missing} (in {VOCABS})"
