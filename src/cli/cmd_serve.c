@@ -67,6 +67,9 @@ static void usage(FILE *f) {
           "                          (ZeroMQ PUB, msgpack batches): tcp://*:5557 binds,\n"
           "                          tcp://HOST:PORT connects to a subscriber that binds\n"
           "  --kv-events-topic T     the events' topic (default kv@HOSTNAME@MODEL)\n"
+          "  --kv-events-replay ENDPOINT  keep the latest 10000 event batches and send them\n"
+          "                          again to a subscriber that asks from a sequence number\n"
+          "                          (vLLM's replay: a ZeroMQ ROUTER bound there)\n"
           "  -v, --verbose           log HTTP library messages\n");
 }
 
@@ -124,6 +127,8 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->kv_events = v;
     else if (!strcmp(a, "--kv-events-topic"))
       c->kv_events_topic = v;
+    else if (!strcmp(a, "--kv-events-replay"))
+      c->kv_events_replay = v;
     else if (!strcmp(a, "--draft"))
       c->draft_path = v;
     else if (!strcmp(a, "--chat-template"))
@@ -213,8 +218,9 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
             "libzmq and msgpack-c: Debian libzmq3-dev, libmsgpack-dev)\n");
     return false;
   }
-  if (c->kv_events_topic && !c->kv_events) {
-    fprintf(stderr, "pasada serve: --kv-events-topic needs --kv-events\n");
+  if ((c->kv_events_topic || c->kv_events_replay) && !c->kv_events) {
+    fprintf(stderr, "pasada serve: %s needs --kv-events\n",
+            c->kv_events_topic ? "--kv-events-topic" : "--kv-events-replay");
     return false;
   }
   return true;
@@ -276,8 +282,8 @@ static bool start_kv_events(const srv_config *cfg, pasada_context *ctx, const ch
   pasada_kv_stats kv;
   pasada_kv_get_stats(ctx, &kv);
   char err[512];
-  if (srv_kv_events_start(cfg->kv_events, topic, medium, kv.block_size, out, err, sizeof err) !=
-      PASADA_OK) {
+  if (srv_kv_events_start(cfg->kv_events, topic, medium, kv.block_size, cfg->kv_events_replay, out,
+                          err, sizeof err) != PASADA_OK) {
     fprintf(stderr, "pasada serve: --kv-events: %s\n", err);
     return false;
   }

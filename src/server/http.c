@@ -129,7 +129,8 @@ typedef enum {
   R_READY,       /* readiness, for routers and Kubernetes */
   R_SERVER_INFO, /* SGLang's worker metadata */
   R_MODEL_INFO,
-  R_KV_BLOCKS /* the prefix cache's full blocks */
+  R_KV_BLOCKS, /* the prefix cache's full blocks */
+  R_GET_LOAD   /* SGLang's load report, for power_of_two routing */
 } route;
 
 static const struct {
@@ -144,6 +145,7 @@ static const struct {
     {"/model_info", R_MODEL_INFO, "GET"},
     {"/get_model_info", R_MODEL_INFO, "GET"},
     {"/kv_cache/blocks", R_KV_BLOCKS, "GET"},
+    {"/get_load", R_GET_LOAD, "GET"},
     {"/metrics", R_METRICS, "GET"},
     {"/v1/models", R_MODELS, "GET"},
     {"/models", R_MODELS, "GET"},
@@ -746,6 +748,8 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
     case R_KV_BLOCKS:
       out = srv_replica_kv_blocks(st, &e);
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
+    case R_GET_LOAD:
+      return send_json(st, c, r, 200, srv_replica_load_json(st));
     default:
       return MHD_NO;
   }

@@ -1,7 +1,9 @@
 /* kv_events.c: the KV-event publisher of `pasada serve --kv-events`: the
  * engine's prefix-cache callback queues events; a thread groups them into
  * batches, encodes them with msgpack-c and sends them on a ZeroMQ PUB
- * socket in vLLM's framing (see kv_events.h and docs/server.md). libzmq is
+ * socket in vLLM's framing (see kv_events.h and docs/server.md), and with a
+ * replay endpoint keeps the latest batches for a ROUTER socket's thread to
+ * send again to a subscriber that asks. libzmq is
  * loaded when the publisher starts, like libmicrohttpd, so the commands
  * that never publish do not map it. */
 #include "server/kv_events.h"
@@ -32,8 +34,9 @@ bool srv_kv_events_available(void) {
 }
 
 int srv_kv_events_start(const char *endpoint, const char *topic, const char *medium,
-                        int32_t block_size, srv_kv_events **out, char *err, size_t n_err) {
-  (void)endpoint, (void)topic, (void)medium, (void)block_size;
+                        int32_t block_size, const char *replay_endpoint, srv_kv_events **out,
+                        char *err, size_t n_err) {
+  (void)endpoint, (void)topic, (void)medium, (void)block_size, (void)replay_endpoint;
   *out = NULL;
   snprintf(err, n_err,
            "this build cannot publish KV events: it was configured without libzmq and msgpack-c "
@@ -61,6 +64,9 @@ static struct {
   __typeof__(&zmq_bind) bind;
   __typeof__(&zmq_connect) connect;
   __typeof__(&zmq_send) send;
+  __typeof__(&zmq_recv) recv;
+  __typeof__(&zmq_poll) poll;
+  __typeof__(&zmq_getsockopt) getsockopt;
   __typeof__(&zmq_errno) errno_;
   __typeof__(&zmq_strerror) strerror_;
 } z;
@@ -93,6 +99,9 @@ static bool zmq_load(char *err, size_t n_err) {
       Z_SYM(bind, zmq_bind)
       Z_SYM(connect, zmq_connect)
       Z_SYM(send, zmq_send)
+      Z_SYM(recv, zmq_recv)
+      Z_SYM(poll, zmq_poll)
+      Z_SYM(getsockopt, zmq_getsockopt)
       Z_SYM(errno_, zmq_errno)
       Z_SYM(strerror_, zmq_strerror)
 #undef Z_SYM
@@ -117,6 +126,13 @@ typedef struct {
   size_t tok_off;
 } queued;
 
+/* A sent batch kept for replay: its sequence number and msgpack payload. */
+typedef struct {
+  uint64_t seq;
+  char *data;
+  size_t size;
+} kept;
+
 struct srv_kv_events {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -133,7 +149,40 @@ struct srv_kv_events {
   char medium[16];
   int32_t block_size;
   _Atomic uint64_t seq;
+  /* replay: batches k_first..k_next-1 at ring[seq % SRV_KV_REPLAY_BATCHES], under kmu */
+  void *rsock;
+  pthread_t rthread;
+  bool rstarted;
+  atomic_bool rstop;
+  pthread_mutex_t kmu;
+  kept *ring;
+  uint64_t k_first, k_next;
+  size_t k_bytes;
 };
+
+/* Keeps the batch seq (data malloc'd, now owned by the ring), dropping the
+ * oldest ones past the bounds; one batch larger than the byte bound alone
+ * is not kept, and neither is anything before it. */
+static void keep(srv_kv_events *p, uint64_t seq, char *data, size_t size) {
+  pthread_mutex_lock(&p->kmu);
+  while (p->k_first < p->k_next && (p->k_next - p->k_first >= SRV_KV_REPLAY_BATCHES ||
+                                    p->k_bytes + size > SRV_KV_REPLAY_BYTES)) {
+    kept *k = &p->ring[p->k_first % SRV_KV_REPLAY_BATCHES];
+    p->k_bytes -= k->size;
+    free(k->data);
+    k->data = NULL;
+    p->k_first++;
+  }
+  if (size > SRV_KV_REPLAY_BYTES) {
+    free(data);
+    p->k_first = p->k_next = seq + 1;
+  } else {
+    p->ring[seq % SRV_KV_REPLAY_BATCHES] = (kept){.seq = seq, .data = data, .size = size};
+    p->k_bytes += size;
+    p->k_next = seq + 1;
+  }
+  pthread_mutex_unlock(&p->kmu);
+}
 
 /* Appends one event under p->mu; false when the queue is full or memory short. */
 static bool enqueue(srv_kv_events *p, int kind, uint64_t hash, uint64_t parent,
@@ -251,7 +300,81 @@ static void send_batch(srv_kv_events *p, const queued *q, size_t n, const int32_
       z.send(p->sock, be, sizeof be, ZMQ_SNDMORE) < 0 || z.send(p->sock, sb.data, sb.size, 0) < 0)
     fprintf(stderr, "pasada serve: kv-events: send failed: %s\n", z.strerror_(z.errno_()));
   atomic_store(&p->seq, seq + 1);
+  if (p->ring) {
+    size_t size = sb.size;
+    keep(p, seq, msgpack_sbuffer_release(&sb), size);
+  }
   msgpack_sbuffer_destroy(&sb);
+}
+
+#define ID_MAX 256 /* a ZeroMQ routing id has at most 255 bytes */
+
+/* Sends one replay message: the peer's id, the empty frame when its
+ * request had one, then the given frames. */
+static void send_reply(srv_kv_events *p, const unsigned char *id, size_t n_id, bool delim,
+                       const void *a, size_t n_a, const void *b, size_t n_b) {
+  /* ROUTER never blocks: a message for a peer gone, or past its high-water mark, is dropped */
+  z.send(p->rsock, id, n_id, ZMQ_SNDMORE);
+  if (delim) z.send(p->rsock, "", 0, ZMQ_SNDMORE);
+  z.send(p->rsock, a, n_a, ZMQ_SNDMORE);
+  z.send(p->rsock, b, n_b, 0);
+}
+
+/* Reads one request, all its frames, and answers it (see kv_events.h):
+ * the kept batches from its start to the newest one kept when it came,
+ * then the end marker. */
+static void serve_replay(srv_kv_events *p) {
+  unsigned char frame[3][ID_MAX], spare[ID_MAX];
+  int len[3] = {0}, n = 0, more = 1;
+  while (more) {
+    int r =
+        z.recv(p->rsock, n < 3 ? frame[n] : spare, ID_MAX, 0); /* the rest came with the first */
+    if (r < 0) return;
+    if (n < 3) len[n] = r;
+    n++;
+    size_t n_more = sizeof more;
+    if (z.getsockopt(p->rsock, ZMQ_RCVMORE, &more, &n_more) != 0) return;
+  }
+  if (n < 2 || n > 3 || len[0] > ID_MAX || (n == 3 && len[1] != 0) || len[n - 1] != 8) return;
+  uint64_t start = 0;
+  for (int i = 0; i < 8; i++) start = start << 8 | frame[n - 1][i];
+  bool delim = n == 3;
+  pthread_mutex_lock(&p->kmu);
+  uint64_t end = p->k_next;
+  pthread_mutex_unlock(&p->kmu);
+  for (uint64_t s = start; s < end; s++) {
+    pthread_mutex_lock(&p->kmu);
+    if (s < p->k_first) s = p->k_first; /* dropped meanwhile, or before what is kept */
+    char *copy = NULL;
+    size_t size = 0;
+    if (s < end) {
+      const kept *k = &p->ring[s % SRV_KV_REPLAY_BATCHES];
+      size = k->size;
+      if ((copy = malloc(size ? size : 1))) memcpy(copy, k->data, size);
+    }
+    pthread_mutex_unlock(&p->kmu);
+    if (s >= end) break;
+    if (!copy) {
+      fprintf(stderr, "pasada serve: kv-events replay: out of memory\n");
+      break;
+    }
+    unsigned char be[8];
+    for (int i = 0; i < 8; i++) be[i] = (unsigned char)(s >> (56 - 8 * i));
+    send_reply(p, frame[0], (size_t)len[0], delim, be, sizeof be, copy, size);
+    free(copy);
+  }
+  static const unsigned char END[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  send_reply(p, frame[0], (size_t)len[0], delim, END, sizeof END, "", 0);
+}
+
+/* Answers replay requests until stopped, looking for the stop every 100 ms. */
+static void *replay_main(void *arg) {
+  srv_kv_events *p = arg;
+  while (!atomic_load(&p->rstop)) {
+    zmq_pollitem_t it = {.socket = p->rsock, .events = ZMQ_POLLIN};
+    if (z.poll(&it, 1, 100) > 0 && (it.revents & ZMQ_POLLIN)) serve_replay(p);
+  }
+  return NULL;
 }
 
 /* Takes what is queued, a batch at a time, until stopped with nothing left. */
@@ -282,8 +405,33 @@ static void *publisher_main(void *arg) {
   return NULL;
 }
 
+/* Binds the replay ROUTER socket and starts its thread. */
+static int start_replay(srv_kv_events *p, const char *endpoint, char *err, size_t n_err) {
+  if (!(p->ring = calloc(SRV_KV_REPLAY_BATCHES, sizeof *p->ring)) ||
+      !(p->rsock = z.socket(p->ctx, ZMQ_ROUTER))) {
+    snprintf(err, n_err, "cannot make the replay socket: %s",
+             p->ring ? z.strerror_(z.errno_()) : "out of memory");
+    return PASADA_ERR_IO;
+  }
+  int hwm = SRV_KV_REPLAY_BATCHES + 2, linger = 0; /* one whole replay fits */
+  z.setsockopt(p->rsock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  z.setsockopt(p->rsock, ZMQ_LINGER, &linger, sizeof linger);
+  if (z.bind(p->rsock, endpoint) != 0) {
+    snprintf(err, n_err, "cannot bind the replay endpoint %s: %s", endpoint,
+             z.strerror_(z.errno_()));
+    return PASADA_ERR_ARG;
+  }
+  if (pthread_create(&p->rthread, NULL, replay_main, p) != 0) {
+    snprintf(err, n_err, "cannot start the replay thread");
+    return PASADA_ERR_IO;
+  }
+  p->rstarted = true;
+  return PASADA_OK;
+}
+
 int srv_kv_events_start(const char *endpoint, const char *topic, const char *medium,
-                        int32_t block_size, srv_kv_events **out, char *err, size_t n_err) {
+                        int32_t block_size, const char *replay_endpoint, srv_kv_events **out,
+                        char *err, size_t n_err) {
   *out = NULL;
   if (!zmq_load(err, n_err)) return PASADA_ERR_IO;
   srv_kv_events *p = calloc(1, sizeof *p);
@@ -296,7 +444,9 @@ int srv_kv_events_start(const char *endpoint, const char *topic, const char *med
   p->block_size = block_size;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
+  pthread_mutex_init(&p->kmu, NULL);
   atomic_init(&p->seq, 0);
+  atomic_init(&p->rstop, false);
   int rc = PASADA_ERR_IO;
   p->ctx = z.ctx_new();
   if (!p->ctx || !(p->sock = z.socket(p->ctx, ZMQ_PUB))) {
@@ -314,6 +464,9 @@ int srv_kv_events_start(const char *endpoint, const char *topic, const char *med
     rc = PASADA_ERR_ARG;
     goto fail;
   }
+  if (replay_endpoint && (rc = start_replay(p, replay_endpoint, err, n_err)) != PASADA_OK)
+    goto fail;
+  rc = PASADA_ERR_IO;
   enqueue(p, 0, 0, 0, NULL, 0); /* AllBlocksCleared: whatever a subscriber knew is gone */
   if (pthread_create(&p->thread, NULL, publisher_main, p) != 0) {
     snprintf(err, n_err, "cannot start the publisher thread");
@@ -336,6 +489,16 @@ void srv_kv_events_stop(srv_kv_events *p) {
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->thread, NULL);
   }
+  if (p->rstarted) {
+    atomic_store(&p->rstop, true);
+    pthread_join(p->rthread, NULL);
+  }
+  if (p->rsock) z.close(p->rsock);
+  if (p->ring) {
+    for (uint64_t s = p->k_first; s < p->k_next; s++) free(p->ring[s % SRV_KV_REPLAY_BATCHES].data);
+    free(p->ring);
+  }
+  pthread_mutex_destroy(&p->kmu);
   if (p->sock) z.close(p->sock); /* lingers up to a second to deliver */
   if (p->ctx) z.ctx_term(p->ctx);
   pthread_mutex_destroy(&p->mu);

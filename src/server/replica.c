@@ -67,6 +67,10 @@ char *srv_replica_server_info(srv_state *st) {
     cJSON_AddStringToObject(e, "topic", st->kv_events_topic ? st->kv_events_topic : "");
     cJSON_AddNumberToObject(e, "block_size", kv.block_size);
     cJSON_AddStringToObject(e, "medium", st->medium ? st->medium : "CPU");
+    if (cfg->kv_events_replay)
+      cJSON_AddStringToObject(e, "replay_endpoint", cfg->kv_events_replay);
+    else
+      cJSON_AddNullToObject(e, "replay_endpoint");
   } else {
     cJSON_AddNullToObject(o, "kv_events");
   }
@@ -89,6 +93,22 @@ char *srv_replica_model_info(srv_state *st) {
   cJSON_AddNumberToObject(o, "vocab_size", st->mi.n_vocab);
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
+  return s;
+}
+
+char *srv_replica_load_json(srv_state *st) {
+  pasada_kv_stats kv = {0};
+  int queue = 0, running = 0;
+  srv_metrics_load(st->metrics, &queue, &running, &kv); /* the scheduler's last view */
+  int64_t held = (int64_t)kv.n_blocks - kv.n_free - kv.n_cached;
+  cJSON *a = cJSON_CreateArray(), *o = cJSON_CreateObject();
+  cJSON_AddItemToArray(a, o);
+  cJSON_AddNumberToObject(o, "dp_rank", 0);
+  cJSON_AddNumberToObject(o, "num_reqs", running + queue);
+  cJSON_AddNumberToObject(o, "num_waiting_reqs", queue);
+  cJSON_AddNumberToObject(o, "num_tokens", (double)(held > 0 ? held : 0) * kv.block_size);
+  char *s = cJSON_PrintUnformatted(a);
+  cJSON_Delete(a);
   return s;
 }
 

@@ -19,6 +19,15 @@ char *srv_replica_ready_json(srv_state *st, const char *why);
 char *srv_replica_server_info(srv_state *st);
 char *srv_replica_model_info(srv_state *st);
 
+/* GET /get_load, in SGLang's shape, which sglang-router's load monitor
+ * polls for its power_of_two policy: an array of one object per data-
+ * parallel rank (one here), {"dp_rank": 0, "num_reqs": running + waiting,
+ * "num_waiting_reqs", "num_tokens"}; num_tokens counts the KV positions
+ * held by running sequences (used blocks times the block size; cached
+ * blocks no sequence uses are free to evict and not counted), the number
+ * the router sums over ranks and compares. malloc'd; NULL: out of memory. */
+char *srv_replica_load_json(srv_state *st);
+
 /* GET /kv_cache/blocks: {"block_size", "blocks": [{"hash", "parent"}]},
  * the full blocks of the prefix cache read on the scheduler thread between
  * two steps (hashes as JSON integers, parent null for a first block).

@@ -45,6 +45,7 @@ typedef struct {
   double drain_delay;    /* seconds between SIGTERM (GET /ready turns 503) and closing the socket */
   const char *kv_events; /* ZeroMQ endpoint of the KV-event publisher; NULL: none */
   const char *kv_events_topic; /* its topic (NULL: kv@HOSTNAME@MODEL) */
+  const char *kv_events_replay; /* ROUTER endpoint replaying kept batches; NULL: none */
   /* speculative decoding's defaults: --lookup, --draft FILE, --draft-max N */
   bool spec_lookup;
   const char *draft_path;

@@ -142,10 +142,11 @@ SERVE_VALUES = {
     "--max-body": "2048", "--max-connections": "8", "--api-key": "k", "--cors-origin": "*",
     "--responses-store": "4", "--alias": "m", "--chat-template": "chatml",
     "--shutdown-grace": "1", "--drain-delay": "1", "--kv-events": "tcp://127.0.0.1:1",
-    "--kv-events-topic": "t", "--draft": "draft.gguf", "--draft-max": "4", "--spec-max-seqs": "2",
+    "--kv-events-topic": "t", "--kv-events-replay": "tcp://127.0.0.1:2", "--draft": "draft.gguf", "--draft-max": "4", "--spec-max-seqs": "2",
 }
 SERVE_FLAGS = ("-v", "--verbose", "--lookup")
-SERVE_NEEDS = {"--gpu-layers": ["--device", "vulkan"], "--kv-events-topic": ["--kv-events", "tcp://127.0.0.1:1"]}
+SERVE_NEEDS = {"--gpu-layers": ["--device", "vulkan"], "--kv-events-topic": ["--kv-events", "tcp://127.0.0.1:1"],
+               "--kv-events-replay": ["--kv-events", "tcp://127.0.0.1:1"]}
 
 
 def test_serve_help_tells_the_truth(pasada_bin, tmp_path):

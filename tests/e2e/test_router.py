@@ -4,8 +4,10 @@ reads (/server_info, /model_info), readiness apart from liveness (/ready:
 during --drain-delay), the Gateway API Inference Extension's metric names
 and types, the KV events a precise prefix-cache router consumes (a pyzmq +
 msgpack subscriber rebuilds the replica's block set and finds it equal to
-the prefix cache's own list after a mixed workload with evictions), and two
-replicas behind the real sglang-router answering chat."""
+the prefix cache's own list after a mixed workload with evictions; one that
+comes late replays the kept batches from sequence 0 and gets the same set),
+SGLang's /get_load, and replicas behind the real sglang-router answering
+chat (cache_aware, and power_of_two, which polls /get_load)."""
 import os
 import re
 import signal
@@ -198,6 +200,60 @@ def test_kv_events_bad_endpoint_is_a_clear_error(pasada_bin, smollm2):
     res = subprocess.run([str(pasada_bin), "serve", "-m", str(smollm2), "--kv-events-topic", "t"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "--kv-events-topic needs --kv-events" in res.stderr, res.stderr
+    res = subprocess.run([str(pasada_bin), "serve", "-m", str(smollm2), "--kv-events-replay",
+                          "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--kv-events-replay needs --kv-events" in res.stderr, res.stderr
+    with socket.socket() as taken:  # a replay endpoint in use: the bind's error, named
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        res = subprocess.run([str(pasada_bin), "serve", "-m", str(smollm2), "--port", "0",
+                              "--kv-events", f"tcp://127.0.0.1:{_free_port()}",
+                              "--kv-events-replay", busy],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1, res.stderr
+    assert f"--kv-events: cannot bind the replay endpoint {busy}: Address already in use" \
+        in res.stderr, res.stderr
+
+
+def test_get_load_in_sglang_shape(pasada_bin, smollm2):
+    """GET /get_load as sglang-router's load monitor reads it: a list of one
+    object per data-parallel rank, whose num_tokens the router sums; here the
+    KV positions running sequences hold (cached blocks no one uses are free
+    to evict and not counted)."""
+    s = Server(pasada_bin, smollm2, "--threads", 1, "--parallel", 1, "--max-queue", 2,
+               "--ctx", 512, "--kv-blocks", 48)
+    try:
+        idle = requests.get(s.url + "/get_load", timeout=10)
+        assert idle.status_code == 200 and idle.headers["content-type"] == "application/json"
+        assert idle.json() == [{"dp_rank": 0, "num_reqs": 0, "num_waiting_reqs": 0,
+                                "num_tokens": 0}]
+        client = s.client()
+        streams = [client.completions.create(model="m", prompt=f"{i}, " + COUNTING, max_tokens=48,
+                                             temperature=0, stream=True) for i in range(2)]
+        first = next(iter(streams[0]))
+
+        def busy():
+            load = requests.get(s.url + "/get_load", timeout=10).json()
+            return load if load[0]["num_waiting_reqs"] == 1 else None
+        load = wait_for(busy, what="a waiting request in /get_load")
+        assert len(load) == 1 and load[0]["dp_rank"] == 0 and load[0]["num_reqs"] == 2
+        # one running sequence: its prompt and output so far, in whole blocks
+        assert 16 <= load[0]["num_tokens"] <= 48 * 16 and load[0]["num_tokens"] % 16 == 0
+        for st in streams:
+            list(st)
+        assert first
+        s.wait_idle()
+
+        def drained():
+            load = requests.get(s.url + "/get_load", timeout=10).json()
+            return load if load[0]["num_reqs"] == 0 else None
+        load = wait_for(drained, what="an idle /get_load")
+        assert load[0]["num_tokens"] == 0 and load[0]["num_waiting_reqs"] == 0
+        cached = requests.get(s.url + "/kv_cache/blocks", timeout=10).json()
+        assert cached["n_blocks"] > 0  # held by the prefix cache, yet no load
+    finally:
+        assert s.stop() == 0, s.stderr
 
 
 # ---- KV events ----
@@ -289,6 +345,38 @@ class BlockSet:
                 raise AssertionError(f"unknown event {tag}")
 
 
+def mixed_workload(s):
+    """Eight concurrent conversations of two chat turns with a shared system
+    prompt, then a long completion each: reuse, growth and, in a small pool,
+    evictions."""
+    client = s.client()
+    system = "You are a patient tutor who explains things with small concrete examples."
+    topics = ["fractions", "photosynthesis", "binary numbers", "the water cycle",
+              "gravity", "prime numbers", "volcanoes", "tides"]
+    errors = []
+
+    def conversation(topic):
+        try:
+            msgs = chat_msgs(f"Explain {topic} to a ten year old.", system=system)
+            for turn in range(2):
+                out = client.chat.completions.create(model="m", messages=msgs, max_tokens=24,
+                                                     temperature=0)
+                msgs += [{"role": "assistant", "content": out.choices[0].message.content},
+                         {"role": "user", "content": "Say more, with an example."}]
+            client.completions.create(model="m", prompt=f"{topic}: " + COUNTING * 4,
+                                      max_tokens=8, temperature=0)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=conversation, args=(t,)) for t in topics]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    s.wait_idle()
+
+
 def test_kv_events_rebuild_the_block_set(pasada_bin, smollm2):
     bs = BlockSet()
     sub = Subscriber(bs.apply)
@@ -302,33 +390,9 @@ def test_kv_events_rebuild_the_block_set(pasada_bin, smollm2):
         info = requests.get(s.url + "/server_info", timeout=10).json()
         assert info["kv_events"]["endpoint"] == f"tcp://127.0.0.1:{port}"
         assert info["kv_events"]["topic"] == "kv@replica-0@smol"
+        assert info["kv_events"]["replay_endpoint"] is None
         time.sleep(0.5)  # the PUB socket connects and learns the subscription
-        client = s.client()
-        system = "You are a patient tutor who explains things with small concrete examples."
-        topics = ["fractions", "photosynthesis", "binary numbers", "the water cycle",
-                  "gravity", "prime numbers", "volcanoes", "tides"]
-        errors = []
-
-        def conversation(topic):
-            try:
-                msgs = chat_msgs(f"Explain {topic} to a ten year old.", system=system)
-                for turn in range(2):
-                    out = client.chat.completions.create(model="m", messages=msgs, max_tokens=24,
-                                                         temperature=0)
-                    msgs += [{"role": "assistant", "content": out.choices[0].message.content},
-                             {"role": "user", "content": "Say more, with an example."}]
-                client.completions.create(model="m", prompt=f"{topic}: " + COUNTING * 4,
-                                          max_tokens=8, temperature=0)
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-
-        threads = [threading.Thread(target=conversation, args=(t,)) for t in topics]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(300)
-        assert not errors, errors
-        s.wait_idle()
+        mixed_workload(s)
         sub.settle()
         assert sub.error is None, sub.error
         own = requests.get(s.url + "/kv_cache/blocks", timeout=10).json()
@@ -346,7 +410,92 @@ def test_kv_events_rebuild_the_block_set(pasada_bin, smollm2):
         sub.stop()
 
 
-# ---- two replicas behind sglang-router ----
+END_SEQ = b"\xff" * 8
+
+
+def replay(endpoint, start, delimiter=True, timeout=20):
+    """vLLM's replay request from a DEALER: [b"", start] (or [start] alone);
+    returns the replies' frames after the empty one, up to the end marker."""
+    zmq = pytest.importorskip("zmq")
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    try:
+        sock.connect(endpoint)
+        sock.send_multipart(([b""] if delimiter else []) + [start.to_bytes(8, "big")])
+        out = []
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if not sock.poll(int(1000 * (deadline - time.time())) + 1):
+                break
+            frames = sock.recv_multipart()
+            if delimiter:
+                assert frames[0] == b"", frames[:1]
+                frames = frames[1:]
+            assert len(frames) == 2, len(frames)
+            if frames[0] == END_SEQ:
+                assert frames[1] == b""
+                return out
+            out.append(frames)
+        raise AssertionError("no end marker")
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def test_kv_events_replay_rebuilds_the_block_set(pasada_bin, smollm2):
+    """No subscriber while the replica works; one that comes afterwards asks
+    the replay endpoint for everything from sequence 0 (vLLM's protocol) and
+    rebuilds the same block set as the cache's own list, start-up
+    AllBlocksCleared included."""
+    pytest.importorskip("msgpack")
+    rep_ep = f"tcp://127.0.0.1:{_free_port()}"
+    s = Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 512, "--parallel", 2,
+               "--kv-blocks", 40, "--kv-events", f"tcp://127.0.0.1:{_free_port()}",
+               "--kv-events-topic", "kv@late", "--kv-events-replay", rep_ep)
+    try:
+        info = requests.get(s.url + "/server_info", timeout=10).json()
+        assert info["kv_events"]["replay_endpoint"] == rep_ep
+        mixed_workload(s)
+        own = requests.get(s.url + "/kv_cache/blocks", timeout=10).json()
+        cache = {b["hash"]: b["parent"] for b in own["blocks"]}
+        assert 0 < len(cache) <= 40
+        # the publisher's thread may still be sending the last step's batch
+        for _ in range(50):
+            bs = BlockSet()
+            batches = replay(rep_ep, 0)
+            for seq, payload in batches:
+                bs.apply([b"kv@late", seq, payload])
+            if bs.blocks == cache:
+                break
+            time.sleep(0.1)
+        assert bs.seqs == list(range(len(batches))), bs.seqs[:5]
+        assert bs.cleared == 1 and bs.stored > 0 and bs.removed > 0, (bs.stored, bs.removed)
+        assert bs.blocks == cache, (len(bs.blocks), len(cache))
+
+        # from the middle: the batches from there on, the same bytes
+        mid = len(batches) // 2
+        tail = replay(rep_ep, mid)
+        assert tail == batches[mid:]
+        # a DEALER that sends the start alone gets the replies without the empty frame
+        assert replay(rep_ep, mid, delimiter=False) == tail
+        # past the newest: only the end marker
+        assert replay(rep_ep, len(batches) + 1000) == []
+        # a malformed request is ignored, and the endpoint still answers
+        zmq = pytest.importorskip("zmq")
+        ctx = zmq.Context()
+        bad = ctx.socket(zmq.DEALER)
+        bad.connect(rep_ep)
+        bad.send_multipart([b"", b"abc"])
+        bad.send_multipart([b"x", b"", b"\0" * 8, b"more"])
+        assert not bad.poll(300)
+        bad.close(0)
+        ctx.term()
+        assert replay(rep_ep, mid) == tail
+    finally:
+        assert s.stop() == 0, s.stderr
+
+
+# ---- replicas behind sglang-router ----
 
 def _free_port():
     with socket.socket() as so:
@@ -398,6 +547,54 @@ def test_two_replicas_behind_sglang_router(pasada_bin, smollm2):
         # the router read the metadata (no warning about missing endpoints)
         infos = sum(len(re.findall(r'endpoint="/server_info",status="200"', t)) for t in served)
         assert infos == 2
+    finally:
+        router.send_signal(signal.SIGTERM)
+        try:
+            router.wait(10)
+        except subprocess.TimeoutExpired:
+            router.kill()
+            router.wait()
+        for r in replicas:
+            assert r.stop() == 0, r.stderr
+
+
+def test_power_of_two_behind_sglang_router(pasada_bin, smollm2):
+    """sglang-router's power_of_two policy polls each worker's /get_load and
+    sends a request to the less loaded of two: chat through it works and
+    both replicas are polled."""
+    pytest.importorskip("sglang_router")
+    replicas = [Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 512, "--parallel", 2,
+                       "--alias", "smol") for _ in range(2)]
+    port = _free_port()
+    router = subprocess.Popen(
+        [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
+         str(port), "--policy", "power_of_two", "--health-check-endpoint", "/ready",
+         "--worker-urls", *[r.url for r in replicas]],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+        env=dict(os.environ, NO_COLOR="1"))
+    url = f"http://127.0.0.1:{port}"
+
+    def polled(r):
+        text = requests.get(r.url + "/metrics", timeout=10).text
+        return sum(float(v) for v in re.findall(
+            r'^pasada_requests_total\{endpoint="/get_load",status="200"\} (\S+)$', text, re.M))
+    try:
+        def both_registered():
+            try:
+                r = requests.get(url + "/workers", timeout=2)
+            except requests.RequestException:
+                return False
+            return r.status_code == 200 and r.text.count("http://127.0.0.1") >= 2
+        wait_for(both_registered, timeout=60, what="the router to register both replicas")
+        import openai
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        for i in range(4):
+            out = client.chat.completions.create(
+                model="smol", messages=chat_msgs(f"Name a colour, please ({i})."), max_tokens=4,
+                temperature=0)
+            assert out.choices[0].message.content
+        wait_for(lambda: all(polled(r) > 0 for r in replicas), timeout=60,
+                 what="the router to poll /get_load on both replicas")
     finally:
         router.send_signal(signal.SIGTERM)
         try:
