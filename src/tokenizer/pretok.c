@@ -10,6 +10,7 @@
 #include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "base/base.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -26,6 +27,32 @@
   "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Every digit alone (Hugging Face's Digits(individual_digits=true)). */
 #define RE_DIGIT "\\p{N}"
+/* Llama 3's with runs of spaces cut at powers of two (Jais 2). */
+#define RE_JAIS2                                                                                   \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                         \
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)"      \
+  "|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}"
+/* Qwen 2's without the contractions (Turkish suffixes after an apostrophe
+ * stay with their word). */
+#define RE_UFAKZEKA                                                                                \
+  "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Seed-Coder: single digits, punctuation runs that stop at a line break. */
+#define RE_SEED_CODER                                                                              \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}"                           \
+  "| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Ling (BailingMoE): possessive quantifiers, one line break at a time. */
+#define RE_BAILINGMOE                                                                              \
+  "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*"            \
+  "|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"
+/* MiniCPM 5: digits in threes, then Llama 3's words with whole numbers. */
+#define RE_MINICPM5_WORDS                                                                          \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+"                             \
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* BLOOM, Poro, GPT-3 Finnish: a word is anything up to a space or one of
+ * a few punctuation marks (the class as the tokenizers publish it). */
+#define RE_BLOOM " ?[^(\\s|.,!?…。，、।۔،)]+"
+/* Tiny Aya: digit groups aligned to thousands, then GPT-4o's words. */
+#define RE_TINY_AYA_DIGITS "\\d{1,3}(?=(?:\\d{3})*\\b)"
 /* GPT-2's without the final \s+ (Falcon, StarCoder-style sequences: what no
  * alternative matches stays a piece of its own anyway). */
 #define RE_GPT2_WORDS "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
@@ -73,10 +100,23 @@ static const struct {
   bool ignore_merges;
 } pretok_table[] = {
     {"default gpt2", {RE_GPT2}, false},
-    {"llama-bpe llama3 llama-v3", {RE_LLAMA3}, true},
-    {"qwen2 deepseek-r1-qwen", {RE_QWEN2}, false},
-    {"smollm starcoder refact codeshell command-r", {RE_DIGIT, RE_GPT2}, false},
-    {"gpt-2 phi-2 mpt olmo jais roberta-bpe", {RE_GPT2}, false},
+    {"llama-bpe llama3 llama-v3 falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano glm4 glm5",
+     {RE_LLAMA3},
+     true},
+    {"dbrx smaug-bpe chatglm-bpe", {RE_LLAMA3}, false},
+    {"jais-2", {RE_JAIS2}, false},
+    {"qwen2 deepseek-r1-qwen kormo f2llmv2 stablelm2 megrez hunyuan solar-open grok-2", {RE_QWEN2}, false},
+    {"ufakzeka", {RE_UFAKZEKA}, false},
+    {"seed-coder", {RE_SEED_CODER}, false},
+    {"bailingmoe bailingmoe2 llada-moe", {RE_BAILINGMOE}, false},
+    {"minicpm5", {RE_DIGITS3, RE_MINICPM5_WORDS}, true},
+    {"smollm starcoder refact codeshell command-r exaone minerva-7b mellum2", {RE_DIGIT, RE_GPT2}, false},
+    {"gpt-2 phi-2 mpt olmo jais roberta-bpe gigachat jina-es jina-de jina-v1-en jina-v2-es jina-v2-de "
+     "jina-v2-code a.x-4.0 mellum modern-bert trillion granite-docling exaone4",
+     {RE_GPT2},
+     false},
+    {"bloom poro-chat gpt3-finnish", {RE_BLOOM}, false},
+    {"viking", {RE_BLOOM, RE_DIGIT}, false},
     {"falcon", {RE_FALCON_PUNCT, RE_GPT2_WORDS, RE_FALCON_DIGITS}, false},
     {"deepseek-llm",
      {RE_DEEPSEEK_NEWLINE, RE_DEEPSEEK_LLM_LETTERS, RE_DEEPSEEK_LLM_PUNCT, RE_DEEPSEEK_LLM_TRAILING,
@@ -85,10 +125,11 @@ static const struct {
     {"deepseek-coder",
      {RE_DEEPSEEK_NEWLINE, RE_DEEPSEEK_CODER_LETTERS, RE_DEEPSEEK_CODER_PUNCT, RE_DEEPSEEK_CJK, RE_DIGIT},
      false},
-    {"deepseek-v3 hunyuan-dense", {RE_DIGITS3, RE_DEEPSEEK3_CJK, RE_DEEPSEEK3_WORDS}, false},
+    {"deepseek-v3 hunyuan-dense joyai-llm hy_v4", {RE_DIGITS3, RE_DEEPSEEK3_CJK, RE_DEEPSEEK3_WORDS}, false},
     {"qwen35", {RE_QWEN35}, false},
     {"tekken", {RE_TEKKEN}, true},
-    {"gpt-4o llama4", {RE_GPT4O}, false},
+    {"gpt-4o llama4 kanana2 talkie minimax-m2", {RE_GPT4O}, false},
+    {"tiny_aya cohere2moe", {RE_TINY_AYA_DIGITS, RE_GPT4O}, false},
 };
 
 struct pa_pretok {
@@ -96,11 +137,28 @@ struct pa_pretok {
   int n_code;
 };
 
+static char supported[600];
+static once_flag supported_once = ONCE_FLAG_INIT;
+
+/* "gpt2, llama-bpe, ... (and N more names of these families)": the first
+ * name of each row, built once. */
+static void list_supported(void) {
+  size_t at = 0, rows = sizeof pretok_table / sizeof pretok_table[0];
+  int more = 0;
+  for (size_t i = 0; i < rows; i++) {
+    const char *names = pretok_table[i].names, *sp = strchr(names, ' ');
+    size_t len = sp ? (size_t)(sp - names) : strlen(names);
+    for (const char *q = sp; q; q = strchr(q + 1, ' ')) more++;
+    if (at < sizeof supported)
+      at += (size_t)snprintf(supported + at, sizeof supported - at, "%s%.*s", i ? ", " : "", (int)len, names);
+  }
+  if (at < sizeof supported)
+    snprintf(supported + at, sizeof supported - at, " and %d more names of these families", more);
+}
+
 const char *pa_pretok_supported(void) {
-  return "default, gpt2, llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, "
-         "starcoder, refact, codeshell, command-r, gpt-2, phi-2, mpt, olmo, jais, roberta-bpe, "
-         "falcon, deepseek-llm, deepseek-coder, deepseek-v3, hunyuan-dense, qwen35, tekken, gpt-4o, "
-         "llama4";
+  call_once(&supported_once, list_supported);
+  return supported;
 }
 
 static bool name_in(const char *names, const char *name) {

@@ -58,6 +58,35 @@ PRETOKENIZERS = {
     "qwen35": [QWEN35],
     "tekken": [TEKKEN],
     "gpt-4o": [GPT4O],
+    "jais-2": [CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+               r"|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)"
+               r"|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}"],
+    "ufakzeka": [r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    "seed-coder": [CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+"
+                   r"|\s+(?!\S)|\s+"],
+    "bailingmoe": [r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*"
+                   r"|\s*[\r\n]|\s+(?!\S)|\s+"],
+    "minicpm5": [r"\p{N}{1,3}", CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    "bloom": [r" ?[^(\s|.,!?…。，、।۔،)]+"],
+    "viking": [r" ?[^(\s|.,!?…。，、।۔،)]+", r"\p{N}"],
+    "tiny_aya": [r"\d{1,3}(?=(?:\d{3})*\b)", GPT4O],
+}
+# Other tokenizer.ggml.pre names of the same families (llama.cpp's mapping):
+# each must split exactly as the family's name above.
+ALIASES = {
+    "llama-bpe": ["llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano",
+                  "glm4", "glm5", "dbrx", "smaug-bpe", "chatglm-bpe"],
+    "qwen2": ["deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan", "solar-open", "grok-2"],
+    "smollm": ["starcoder", "refact", "codeshell", "command-r", "exaone", "minerva-7b", "mellum2"],
+    "gpt2": ["default", "gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "gigachat", "jina-es", "jina-de",
+             "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "a.x-4.0", "mellum", "modern-bert",
+             "trillion", "granite-docling", "exaone4"],
+    "bloom": ["poro-chat", "gpt3-finnish"],
+    "deepseek-v3": ["hunyuan-dense", "joyai-llm", "hy_v4"],
+    "gpt-4o": ["llama4", "kanana2", "talkie", "minimax-m2"],
+    "tiny_aya": ["cohere2moe"],
+    "bailingmoe": ["bailingmoe2", "llada-moe"],
 }
 OWN_TEXTS = [
     "HelloWorld camelCaseXMLParser iPhone McDonald's WORLDWide",
@@ -107,19 +136,32 @@ def texts():
     return list(dict.fromkeys(found))
 
 
-@pytest.mark.parametrize("name", list(PRETOKENIZERS))
-def test_pretokenizer_matches_regex_engine(name):
+def pasada_pieces(name, todo):
     exe = BUILD / "tok_tool"
     if not exe.exists():
         pytest.fail(f"{exe} is missing: build the project first")
-    patterns = [deepseek_letters() if p == "LETTERS" else p for p in PRETOKENIZERS[name]]
-    todo = texts()
     reqs = "".join("pre " + json.dumps(t) + "\n" for t in todo).encode()
     res = subprocess.run([str(exe), str(FIXTURE_VOCAB), "serve", "--pre", name], input=reqs,
                          capture_output=True, timeout=300)
     assert res.returncode == 0, res.stderr.decode(errors="replace")[-2000:]
     got = [json.loads(line) for line in res.stdout.decode("utf-8").split("\n")[:-1]]
     assert len(got) == len(todo)
+    return got
+
+
+@pytest.mark.parametrize("name", list(PRETOKENIZERS))
+def test_pretokenizer_matches_regex_engine(name):
+    patterns = [deepseek_letters() if p == "LETTERS" else p for p in PRETOKENIZERS[name]]
+    todo = texts()
+    got = pasada_pieces(name, todo)
     wrong = [(t, g) for t, g in zip(todo, got) if g != split_like_pasada(patterns, t)]
     assert not wrong, (f"{name}: {len(wrong)} of {len(todo)} texts split differently; first {wrong[0][0]!r}: "
                        f"pasada {wrong[0][1]} regex {split_like_pasada(patterns, wrong[0][0])}")
+
+
+@pytest.mark.parametrize("family", list(ALIASES))
+def test_aliases_split_as_their_family(family):
+    todo = texts()
+    want = pasada_pieces(family, todo)
+    for alias in ALIASES[family]:
+        assert pasada_pieces(alias, todo) == want, f"{alias} does not split as {family}"
