@@ -7,6 +7,7 @@
  * loaded when the publisher starts, like libmicrohttpd, so the commands
  * that never publish do not map it. */
 #include "server/kv_events.h"
+#include "server/kv_replay.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -126,13 +127,6 @@ typedef struct {
   size_t tok_off;
 } queued;
 
-/* A sent batch kept for replay: its sequence number and msgpack payload. */
-typedef struct {
-  uint64_t seq;
-  char *data;
-  size_t size;
-} kept;
-
 struct srv_kv_events {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -149,40 +143,13 @@ struct srv_kv_events {
   char medium[16];
   int32_t block_size;
   _Atomic uint64_t seq;
-  /* replay: batches k_first..k_next-1 at ring[seq % SRV_KV_REPLAY_BATCHES], under kmu */
+  /* replay: the kept batches, and the ROUTER socket's thread */
+  srv_kv_ring *ring;
   void *rsock;
   pthread_t rthread;
   bool rstarted;
   atomic_bool rstop;
-  pthread_mutex_t kmu;
-  kept *ring;
-  uint64_t k_first, k_next;
-  size_t k_bytes;
 };
-
-/* Keeps the batch seq (data malloc'd, now owned by the ring), dropping the
- * oldest ones past the bounds; one batch larger than the byte bound alone
- * is not kept, and neither is anything before it. */
-static void keep(srv_kv_events *p, uint64_t seq, char *data, size_t size) {
-  pthread_mutex_lock(&p->kmu);
-  while (p->k_first < p->k_next && (p->k_next - p->k_first >= SRV_KV_REPLAY_BATCHES ||
-                                    p->k_bytes + size > SRV_KV_REPLAY_BYTES)) {
-    kept *k = &p->ring[p->k_first % SRV_KV_REPLAY_BATCHES];
-    p->k_bytes -= k->size;
-    free(k->data);
-    k->data = NULL;
-    p->k_first++;
-  }
-  if (size > SRV_KV_REPLAY_BYTES) {
-    free(data);
-    p->k_first = p->k_next = seq + 1;
-  } else {
-    p->ring[seq % SRV_KV_REPLAY_BATCHES] = (kept){.seq = seq, .data = data, .size = size};
-    p->k_bytes += size;
-    p->k_next = seq + 1;
-  }
-  pthread_mutex_unlock(&p->kmu);
-}
 
 /* Appends one event under p->mu; false when the queue is full or memory short. */
 static bool enqueue(srv_kv_events *p, int kind, uint64_t hash, uint64_t parent,
@@ -302,7 +269,7 @@ static void send_batch(srv_kv_events *p, const queued *q, size_t n, const int32_
   atomic_store(&p->seq, seq + 1);
   if (p->ring) {
     size_t size = sb.size;
-    keep(p, seq, msgpack_sbuffer_release(&sb), size);
+    srv_kv_ring_keep(p->ring, seq, msgpack_sbuffer_release(&sb), size);
   }
   msgpack_sbuffer_destroy(&sb);
 }
@@ -326,9 +293,8 @@ static void send_reply(srv_kv_events *p, const unsigned char *id, size_t n_id, b
 static void serve_replay(srv_kv_events *p) {
   unsigned char frame[3][ID_MAX], spare[ID_MAX];
   int len[3] = {0}, n = 0, more = 1;
-  while (more) {
-    int r =
-        z.recv(p->rsock, n < 3 ? frame[n] : spare, ID_MAX, 0); /* the rest came with the first */
+  while (more) { /* the frames after the first have come with it: recv does not wait */
+    int r = z.recv(p->rsock, n < 3 ? frame[n] : spare, ID_MAX, 0);
     if (r < 0) return;
     if (n < 3) len[n] = r;
     n++;
@@ -339,23 +305,14 @@ static void serve_replay(srv_kv_events *p) {
   uint64_t start = 0;
   for (int i = 0; i < 8; i++) start = start << 8 | frame[n - 1][i];
   bool delim = n == 3;
-  pthread_mutex_lock(&p->kmu);
-  uint64_t end = p->k_next;
-  pthread_mutex_unlock(&p->kmu);
-  for (uint64_t s = start; s < end; s++) {
-    pthread_mutex_lock(&p->kmu);
-    if (s < p->k_first) s = p->k_first; /* dropped meanwhile, or before what is kept */
-    char *copy = NULL;
+  uint64_t first, end;
+  srv_kv_ring_range(p->ring, &first, &end); /* what is kept when the request comes */
+  for (uint64_t s = start < first ? first : start; s < end; s++) {
     size_t size = 0;
-    if (s < end) {
-      const kept *k = &p->ring[s % SRV_KV_REPLAY_BATCHES];
-      size = k->size;
-      if ((copy = malloc(size ? size : 1))) memcpy(copy, k->data, size);
-    }
-    pthread_mutex_unlock(&p->kmu);
-    if (s >= end) break;
+    bool nomem;
+    char *copy = srv_kv_ring_copy(p->ring, &s, end, &size, &nomem);
     if (!copy) {
-      fprintf(stderr, "pasada serve: kv-events replay: out of memory\n");
+      if (nomem) fprintf(stderr, "pasada serve: kv-events replay: out of memory\n");
       break;
     }
     unsigned char be[8];
@@ -407,7 +364,7 @@ static void *publisher_main(void *arg) {
 
 /* Binds the replay ROUTER socket and starts its thread. */
 static int start_replay(srv_kv_events *p, const char *endpoint, char *err, size_t n_err) {
-  if (!(p->ring = calloc(SRV_KV_REPLAY_BATCHES, sizeof *p->ring)) ||
+  if (!(p->ring = srv_kv_ring_new(SRV_KV_REPLAY_BATCHES, SRV_KV_REPLAY_BYTES)) ||
       !(p->rsock = z.socket(p->ctx, ZMQ_ROUTER))) {
     snprintf(err, n_err, "cannot make the replay socket: %s",
              p->ring ? z.strerror_(z.errno_()) : "out of memory");
@@ -444,7 +401,6 @@ int srv_kv_events_start(const char *endpoint, const char *topic, const char *med
   p->block_size = block_size;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
-  pthread_mutex_init(&p->kmu, NULL);
   atomic_init(&p->seq, 0);
   atomic_init(&p->rstop, false);
   int rc = PASADA_ERR_IO;
@@ -494,11 +450,7 @@ void srv_kv_events_stop(srv_kv_events *p) {
     pthread_join(p->rthread, NULL);
   }
   if (p->rsock) z.close(p->rsock);
-  if (p->ring) {
-    for (uint64_t s = p->k_first; s < p->k_next; s++) free(p->ring[s % SRV_KV_REPLAY_BATCHES].data);
-    free(p->ring);
-  }
-  pthread_mutex_destroy(&p->kmu);
+  srv_kv_ring_free(p->ring);
   if (p->sock) z.close(p->sock); /* lingers up to a second to deliver */
   if (p->ctx) z.ctx_term(p->ctx);
   pthread_mutex_destroy(&p->mu);
