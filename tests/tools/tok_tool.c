@@ -331,6 +331,7 @@ int main(int argc, char **argv) {
   }
   if (pa_tokenizer_load(f, &t)) {
     fprintf(stderr, "tok_tool: %s\n", pa_last_error());
+    gguf_close(f);
     return 1;
   }
   int rc = 0;
