@@ -53,6 +53,17 @@
 #define RE_BLOOM " ?[^(\\s|.,!?…。，、।۔،)]+"
 /* Tiny Aya: digit groups aligned to thousands, then GPT-4o's words. */
 #define RE_TINY_AYA_DIGITS "\\d{1,3}(?=(?:\\d{3})*\\b)"
+/* Laguna: lines first, then Qwen 2's splits. */
+#define RE_LINES "[^\\n]+|[\\n]+"
+/* EXAONE MoE: a word runs on over single spaces between letters. */
+#define RE_EXAONE_MOE                                                                              \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}"          \
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"
+/* Spark 2.5: DeepSeek V3's with every line break alone, then single digits. */
+#define RE_SPARK25_WORDS "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+"
+/* Youtu: Korean, CJK punctuation, bopomofo, CJK and kana runs, then words. */
+#define RE_YOUTU_CJK "[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+"
+#define RE_YOUTU_WORDS "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* GPT-2's without the final \s+ (Falcon, StarCoder-style sequences: what no
  * alternative matches stays a piece of its own anyway). */
 #define RE_GPT2_WORDS "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
@@ -127,6 +138,10 @@ static const struct {
      false},
     {"deepseek-v3 hunyuan-dense joyai-llm hy_v4", {RE_DIGITS3, RE_DEEPSEEK3_CJK, RE_DEEPSEEK3_WORDS}, false},
     {"qwen35", {RE_QWEN35}, false},
+    {"laguna", {RE_LINES, RE_QWEN2}, false},
+    {"exaone-moe", {RE_EXAONE_MOE}, false},
+    {"spark2_5", {RE_DIGITS3, RE_DEEPSEEK3_CJK, RE_SPARK25_WORDS, RE_DIGIT}, false},
+    {"youtu", {RE_YOUTU_CJK, RE_YOUTU_WORDS}, true},
     {"tekken", {RE_TEKKEN}, true},
     {"gpt-4o llama4 kanana2 talkie minimax-m2", {RE_GPT4O}, false},
     {"tiny_aya cohere2moe", {RE_TINY_AYA_DIGITS, RE_GPT4O}, false},

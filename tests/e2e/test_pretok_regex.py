@@ -71,6 +71,16 @@ PRETOKENIZERS = {
     "bloom": [r" ?[^(\s|.,!?…。，、।۔،)]+"],
     "viking": [r" ?[^(\s|.,!?…。，、।۔،)]+", r"\p{N}"],
     "tiny_aya": [r"\d{1,3}(?=(?:\d{3})*\b)", GPT4O],
+    "laguna": [r"[^\n]+|[\n]+", QWEN2],
+    "exaone-moe": [CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}"
+                   r"| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+"],
+    "spark2_5": [r"\p{N}{1,3}", r"[一-龥぀-ゟ゠-ヿ]+",
+                 r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+                 r"| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+", r"\p{N}"],
+    "youtu": [r"[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+",
+              rf"[^\r\n\p{{L}}\p{{N}}]?{UPPER}*{LOWER}+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+              rf"|[^\r\n\p{{L}}\p{{N}}]?{UPPER}+{LOWER}*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+              r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
 }
 # Other tokenizer.ggml.pre names of the same families (llama.cpp's mapping):
 # each must split exactly as the family's name above.
