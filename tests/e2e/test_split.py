@@ -2,7 +2,9 @@
 are made here by tests/tools/gguf_split.py with the `gguf` package).
 
 - The tiny fixture models split in 3 (2 for gemma3) give bit-identical logits
-  to the whole file, batched and token by token, whichever part is named.
+  to the whole file, batched and token by token, whichever part is named;
+  also with a first part that holds only metadata (gguf-split
+  --no-tensor-in-metadata) and with the gguf package's own shards.
 - SmolLM2 split in 3 generates the same greedy text as the whole file.
 - Each malformed split (gguf_split.CASES: a missing part, a part that is not
   GGUF, parts that disagree on split.count / split.tensors.count / split.no /
@@ -58,8 +60,22 @@ def test_split_logits_identical(arch, n_parts, tmp_path):
         ref = run_eval(mode, whole, prompts, tmp_path / f"whole-{mode}")
         for named in (parts[0], parts[1]):
             got = run_eval(mode, named, prompts, tmp_path / f"{named.stem}-{mode}")
+            assert len(got) == len(ref) == len(prompts) > 0
             for g, r in zip(got, ref):
                 assert np.array_equal(g, r), f"{arch} {mode}: {named.name} differs from the whole file"
+
+
+def test_first_part_metadata_only(tmp_path):
+    """gguf-split --no-tensor-in-metadata: the first part has no tensors."""
+    whole = FIXTURES / "tiny" / "qwen3.gguf"
+    parts = gguf_split.split(whole, tmp_path / "meta", 3, metadata_only_first=True)
+    assert not gguf_split.GGUFReader(str(parts[0])).tensors
+    prompts = [ids for ids, _ in load_fixture("qwen3")]
+    ref = run_eval("logits", whole, prompts, tmp_path / "whole")
+    for named in parts:
+        got = run_eval("logits", named, prompts, tmp_path / named.stem)
+        assert len(got) == len(ref) == len(prompts) > 0
+        assert all(np.array_equal(g, r) for g, r in zip(got, ref)), named.name
 
 
 def test_gguf_py_shards(tmp_path):
@@ -84,6 +100,7 @@ def test_gguf_py_shards(tmp_path):
     prompts = [ids for ids, _ in load_fixture("llama")]
     ref = run_eval("logits", whole, prompts, tmp_path / "whole")
     got = run_eval("logits", parts[-1], prompts, tmp_path / "parts")
+    assert len(got) == len(ref) == len(prompts) > 0
     assert all(np.array_equal(g, r) for g, r in zip(got, ref))
 
 

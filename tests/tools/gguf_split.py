@@ -74,14 +74,18 @@ def chunks(items, n):
     return out
 
 
-def split(model, prefix, n, edit=None):
+def split(model, prefix, n, edit=None, metadata_only_first=False):
     """Writes model as n parts; edit(i, kvs, tensors, extra) may change part
-    i's metadata, tensors and extra keys (lists, changed in place). Returns
-    the parts' paths."""
+    i's metadata, tensors and extra keys (lists, changed in place).
+    metadata_only_first: the first part holds no tensors (gguf-split's
+    --no-tensor-in-metadata). Returns the parts' paths."""
     reader = GGUFReader(str(model))
     arch = str(reader.fields["general.architecture"].contents())
     kvs = model_kvs(reader)
-    runs = chunks(list(reader.tensors), n)
+    if metadata_only_first:
+        runs = [[], *chunks(list(reader.tensors), n - 1)]
+    else:
+        runs = chunks(list(reader.tensors), n)
     paths = []
     for i in range(n):
         part_kvs, tensors, extra = (list(kvs) if i == 0 else []), list(runs[i]), []
