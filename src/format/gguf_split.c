@@ -94,8 +94,8 @@ static int open_part(const char *name, const char *path, uint32_t no, const spli
   if ((rc = gguf_get_string(*out, "general.architecture", false, &a))) return rc;
   bool other = a && arch && strcmp(a, arch) != 0;
   if (other)
-    rc = pa_error(PASADA_ERR_FORMAT, "%s: %s is part of a '%s' model, the first part of a '%s' one",
-                  name, path, a, arch);
+    rc = pa_error(PASADA_ERR_FORMAT, "%s: %s is part of a '%s' model, %s of a '%s' one", name, path,
+                  a, name, arch);
   free(a);
   return rc;
 }
