@@ -560,10 +560,12 @@ def test_two_replicas_behind_sglang_router(pasada_bin, smollm2):
 
 def test_power_of_two_behind_sglang_router(pasada_bin, smollm2):
     """sglang-router's power_of_two policy polls each worker's /get_load and
-    sends a request to the less loaded of two: chat through it works and
-    both replicas are polled."""
+    sends a request to the less loaded of two: chat through it works, both
+    replicas are polled, and while one replica runs long completions the
+    router never saw (sent to it directly), its /get_load is what steers the
+    router's requests to the other."""
     pytest.importorskip("sglang_router")
-    replicas = [Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 512, "--parallel", 2,
+    replicas = [Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 2048, "--parallel", 2,
                        "--alias", "smol") for _ in range(2)]
     port = _free_port()
     router = subprocess.Popen(
@@ -595,6 +597,39 @@ def test_power_of_two_behind_sglang_router(pasada_bin, smollm2):
             assert out.choices[0].message.content
         wait_for(lambda: all(polled(r) > 0 for r in replicas), timeout=60,
                  what="the router to poll /get_load on both replicas")
+
+        def chats(r):
+            text = requests.get(r.url + "/metrics", timeout=10).text
+            return sum(float(v) for v in re.findall(
+                r'^pasada_requests_total\{endpoint="/v1/chat/completions",status="200"\} (\S+)$',
+                text, re.M))
+        busy, idle = replicas
+        # two staggered loops of long completions sent to one replica
+        # directly (the router never sees them): it is loaded whenever the
+        # router polls (its interval is its own, tens of seconds here)
+        stop = threading.Event()
+
+        def keep_busy(delay):
+            time.sleep(delay)
+            while not stop.is_set():
+                busy.client().completions.create(model="smol", prompt=COUNTING, max_tokens=1200,
+                                                 temperature=0)
+        loaders = [threading.Thread(target=keep_busy, args=(d,), daemon=True) for d in (0, 2)]
+        for t in loaders:
+            t.start()
+        wait_for(lambda: requests.get(busy.url + "/get_load", timeout=10).json()[0]["num_reqs"]
+                 == 2, what="the busy replica's load")
+        seen = polled(busy)
+        wait_for(lambda: polled(busy) > seen, timeout=150,
+                 what="the router to poll the busy replica's load")
+        before = [chats(busy), chats(idle)]
+        for i in range(3):
+            client.chat.completions.create(model="smol", messages=chat_msgs(f"Hi ({i})."),
+                                           max_tokens=2, temperature=0)
+        assert [chats(busy) - before[0], chats(idle) - before[1]] == [0, 3]
+        stop.set()
+        for t in loaders:
+            t.join(120)
     finally:
         router.send_signal(signal.SIGTERM)
         try:
