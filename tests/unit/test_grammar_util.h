@@ -23,9 +23,41 @@
 #define SYN_EOS 2
 #define SYN_CONTROL 3 /* a control token that spells "{" */
 
+/* A SentencePiece ("llama") vocabulary of these tokens and types (scores
+ * falling with the id; BOS 1, UNK 0, eos), written as a GGUF and loaded. */
+static inline pa_tokenizer *write_vocab(const char *const *tokens, const int32_t *types, int n,
+                                        uint32_t eos) {
+  float *scores = calloc((size_t)n, sizeof *scores);
+  for (int i = 0; scores && i < n; i++) scores[i] = -(float)i;
+  gguf_writer *w = gguf_writer_create();
+  gguf_writer_set_string(w, "general.architecture", "llama");
+  gguf_writer_set_string(w, "tokenizer.ggml.model", "llama");
+  gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", (const char **)tokens, (uint64_t)n);
+  gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (uint64_t)n);
+  gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (uint64_t)n);
+  gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+  gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", eos);
+  gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+  gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
+  char path[] = "/tmp/pasada-test-vocab-XXXXXX";
+  int fd = mkstemp(path);
+  pa_tokenizer *t = NULL;
+  if (fd >= 0 && scores) {
+    close(fd);
+    gguf_file *f = NULL;
+    if (!gguf_writer_write(w, path, 3) && !gguf_open(path, &f)) pa_tokenizer_load(f, &t);
+    gguf_close(f);
+    unlink(path);
+  }
+  gguf_writer_free(w);
+  free(scores);
+  CHECK(t != NULL, "test vocabulary: %s", pa_last_error());
+  return t;
+}
+
 /* A synthetic vocabulary: <unk>, <s>, </s> (end), a control "{", the 256
  * <0xNN> byte tokens, then n_words random pieces. */
-static pa_tokenizer *synthetic_vocab(int n_words) {
+static inline pa_tokenizer *synthetic_vocab(int n_words) {
   static const char *parts[] = {"{",
                                 "}",
                                 "[",
@@ -61,7 +93,6 @@ static pa_tokenizer *synthetic_vocab(int n_words) {
   const int n = 4 + 256 + n_words;
   char **store = calloc((size_t)n, sizeof *store);
   const char **tokens = calloc((size_t)n, sizeof *tokens);
-  float *scores = calloc((size_t)n, sizeof *scores);
   int32_t *types = calloc((size_t)n, sizeof *types);
   const char *fixed[4] = {"<unk>", "<s>", "</s>", "{"};
   const int fixed_type[4] = {PA_TOKEN_UNKNOWN, PA_TOKEN_CONTROL, PA_TOKEN_CONTROL,
@@ -83,31 +114,10 @@ static pa_tokenizer *synthetic_vocab(int n_words) {
     store[k] = strdup(s);
     types[k++] = rng() % 16 ? PA_TOKEN_NORMAL : PA_TOKEN_USER_DEFINED;
   }
-  for (int i = 0; i < n; i++) tokens[i] = store[i], scores[i] = -(float)i;
-  gguf_writer *w = gguf_writer_create();
-  gguf_writer_set_string(w, "general.architecture", "llama");
-  gguf_writer_set_string(w, "tokenizer.ggml.model", "llama");
-  gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", tokens, (uint64_t)n);
-  gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (uint64_t)n);
-  gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (uint64_t)n);
-  gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-  gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", SYN_EOS);
-  gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-  gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
-  char path[] = "/tmp/pasada-test-grammar-XXXXXX";
-  int fd = mkstemp(path);
-  pa_tokenizer *t = NULL;
-  if (fd >= 0) {
-    close(fd);
-    gguf_file *f = NULL;
-    if (!gguf_writer_write(w, path, 3) && !gguf_open(path, &f)) pa_tokenizer_load(f, &t);
-    gguf_close(f);
-    unlink(path);
-  }
-  gguf_writer_free(w);
+  for (int i = 0; i < n; i++) tokens[i] = store[i];
+  pa_tokenizer *t = write_vocab(tokens, types, n, SYN_EOS);
   for (int i = 0; i < n; i++) free(store[i]);
-  free(store), free(tokens), free(scores), free(types);
-  CHECK(t != NULL, "synthetic vocabulary: %s", pa_last_error());
+  free(store), free(tokens), free(types);
   return t;
 }
 

@@ -12,13 +12,8 @@
 
 #include <cjson/cJSON.h>
 
-#include <unistd.h>
-
-#include "format/gguf.h"
-#include "grammar/grammar.h"
 #include "server/output.h"
-#include "test_check.h"
-#include "test_util.h"
+#include "test_grammar_util.h"
 
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -42,7 +37,7 @@ typedef struct {
   bool ok;
 } compiled;
 
-static bool compile(const char *gbnf, compiled *c) {
+static bool compile_ast(const char *gbnf, compiled *c) {
   memset(c, 0, sizeof *c);
   if (pa_gbnf_parse(gbnf, strlen(gbnf), &c->ast)) return false;
   int32_t root = pa_gast_find(&c->ast, "root");
@@ -103,7 +98,7 @@ static void template_cases(const char *root, const cJSON *tools, const cJSON *t)
       CHECK(e.status == 400, "%s: status %d", file, e.status);
       return;
     }
-    ok[r] = compile(gbnf[r], &c[r]);
+    ok[r] = compile_ast(gbnf[r], &c[r]);
     CHECK(ok[r], "%s: the grammar does not compile: %s\n%s", file, pasada_last_error(), gbnf[r]);
   }
   n_grammars++;
@@ -140,7 +135,7 @@ static void template_cases(const char *root, const cJSON *tools, const cJSON *t)
   char *g = srv_tool_grammar(&st, tools, "search", false, false, &e);
   CHECK(g, "%s: named: %s", file, e.message);
   compiled n;
-  if (g && compile(g, &n)) {
+  if (g && compile_ast(g, &n)) {
     cJSON_ArrayForEach(k, cJSON_GetObjectItem(t, "cases")) {
       const cJSON *calls = cJSON_GetObjectItem(k, "calls");
       const char *name = cJSON_GetObjectItem(k, "name")->valuestring;
@@ -169,12 +164,10 @@ static void template_cases(const char *root, const cJSON *tools, const cJSON *t)
  * and <|python_tag|> (4). */
 static pa_tokenizer *marker_vocab(void) {
   const char *fixed[5] = {"<unk>", "<s>", "</s>", "[TOOL_CALLS]", "<|python_tag|>"};
-  const int n = 5 + 256;
   char store[256][8];
   const char *tokens[5 + 256];
-  float scores[5 + 256];
   int32_t types[5 + 256];
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < 5 + 256; i++) {
     if (i < 5) {
       tokens[i] = fixed[i];
       types[i] = i ? PA_TOKEN_CONTROL : PA_TOKEN_UNKNOWN;
@@ -183,30 +176,8 @@ static pa_tokenizer *marker_vocab(void) {
       tokens[i] = store[i - 5];
       types[i] = PA_TOKEN_BYTE;
     }
-    scores[i] = -(float)i;
   }
-  gguf_writer *w = gguf_writer_create();
-  gguf_writer_set_string(w, "general.architecture", "llama");
-  gguf_writer_set_string(w, "tokenizer.ggml.model", "llama");
-  gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", tokens, (uint64_t)n);
-  gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, (uint64_t)n);
-  gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (uint64_t)n);
-  gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-  gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
-  gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-  char path[] = "/tmp/pasada-test-markers-XXXXXX";
-  int fd = mkstemp(path);
-  pa_tokenizer *t = NULL;
-  if (fd >= 0) {
-    close(fd);
-    gguf_file *f = NULL;
-    if (!gguf_writer_write(w, path, 3) && !gguf_open(path, &f)) pa_tokenizer_load(f, &t);
-    gguf_close(f);
-    unlink(path);
-  }
-  gguf_writer_free(w);
-  CHECK(t, "marker vocabulary: %s", pasada_last_error());
-  return t;
+  return write_vocab(tokens, types, 5 + 256, 2);
 }
 
 /* With the model's vocabulary in the style, a marker that is a control
@@ -277,7 +248,7 @@ static void refusals(const cJSON *tools) {
         char *g = srv_tool_grammar(&s, t ? bare : tools, NULL, v, t, &e);
         if (!g) continue;
         compiled c;
-        CHECK(compile(g, &c), "%s/%d: %s\n%s", srv_out_format_name(s.format), v,
+        CHECK(compile_ast(g, &c), "%s/%d: %s\n%s", srv_out_format_name(s.format), v,
               pasada_last_error(), g);
         release(&c);
         free(g);
