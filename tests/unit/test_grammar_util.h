@@ -104,6 +104,9 @@ static inline pa_tokenizer *synthetic_vocab(int n_words) {
     snprintf(s, sizeof s, "<0x%02X>", b);
     store[k] = strdup(s), types[k++] = PA_TOKEN_BYTE;
   }
+  /* every part is a token of its own (the tests name "a" and "b"); the rest
+   * are random concatenations of one to four parts */
+  for (int i = 0; i < n_parts && k < n; i++) store[k] = strdup(parts[i]), types[k++] = PA_TOKEN_NORMAL;
   while (k < n) {
     char s[64] = "";
     int np = 1 + (int)(rng() % 4);
