@@ -34,6 +34,20 @@ typedef struct {
   char err[160];
 } srv_sampled;
 
+/* A slot's speculative-decoding state. */
+typedef struct {
+  int8_t mode;           /* the slot's pa_spec_mode */
+  int32_t max;           /* its draft length */
+  int32_t *hist, n_hist; /* its prompt and delivered tokens (lookup's text), n_ctx of room */
+  pa_spec_pace pace;
+  int32_t row0, n; /* this step: the row of its next token, drafts after it */
+  int32_t draft[PA_SPEC_DRAFT_MAX];
+  const float *q; /* the draft model's rows (sampled drafts), NULL otherwise */
+  int32_t out[PA_SPEC_DRAFT_MAX + 1];
+  int32_t n_out, n_acc;
+  float *scratch; /* n_vocab floats, made when the slot first drafts */
+} srv_spec_slot;
+
 struct srv_sched {
   const pasada_tokenizer *tok;
   pasada_context *ctx;
@@ -73,16 +87,7 @@ struct srv_sched {
   int spec_default;
   int32_t draft_max_default, spec_max_seqs;
   pa_spec_draft *draft;
-  int8_t *sp_mode;          /* the slot's pa_spec_mode */
-  int32_t *sp_max;          /* its draft length */
-  int32_t **hist, *n_hist;  /* its prompt and delivered tokens (lookup's text) */
-  pa_spec_pace *pace;
-  int32_t *sp_row0, *sp_n;  /* this step: the row of its next token, drafts after it */
-  int32_t (*sp_draft)[PA_SPEC_DRAFT_MAX];
-  const float **sp_q;       /* the draft model's rows (sampled drafts), NULL otherwise */
-  int32_t (*sp_out)[PA_SPEC_DRAFT_MAX + 1];
-  int32_t *sp_n_out, *sp_n_acc;
-  float **sp_scratch;       /* n_vocab floats, made when the slot first drafts */
+  srv_spec_slot *sp; /* n_slots of them */
 };
 
 int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_seq_max,
@@ -119,24 +124,9 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->spec_max_seqs = p->spec_max_seqs > 0 ? p->spec_max_seqs : SRV_SPEC_MAX_SEQS;
   s->draft = p->draft;
   const size_t ns = (size_t)n_seq_max;
-  s->sp_mode = calloc(ns, sizeof *s->sp_mode);
-  s->sp_max = calloc(ns, sizeof *s->sp_max);
-  s->hist = calloc(ns, sizeof *s->hist);
-  s->n_hist = calloc(ns, sizeof *s->n_hist);
-  s->pace = calloc(ns, sizeof *s->pace);
-  s->sp_row0 = calloc(ns, sizeof *s->sp_row0);
-  s->sp_n = calloc(ns, sizeof *s->sp_n);
-  s->sp_draft = calloc(ns, sizeof *s->sp_draft);
-  s->sp_q = calloc(ns, sizeof *s->sp_q);
-  s->sp_out = calloc(ns, sizeof *s->sp_out);
-  s->sp_n_out = calloc(ns, sizeof *s->sp_n_out);
-  s->sp_n_acc = calloc(ns, sizeof *s->sp_n_acc);
-  s->sp_scratch = calloc(ns, sizeof *s->sp_scratch);
-  bool spec_ok = s->sp_mode && s->sp_max && s->hist && s->n_hist && s->pace && s->sp_row0 &&
-                 s->sp_n && s->sp_draft && s->sp_q && s->sp_out && s->sp_n_out && s->sp_n_acc &&
-                 s->sp_scratch;
+  bool spec_ok = (s->sp = calloc(ns, sizeof *s->sp)) != NULL;
   for (int32_t i = 0; spec_ok && i < n_seq_max; i++)
-    spec_ok = (s->hist[i] = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
+    spec_ok = (s->sp[i].hist = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
   if (!s->slot || !s->slot_order || !s->b_token || !s->b_pos || !s->b_seq || !s->b_want ||
       !s->sampled || !spec_ok) {
     srv_sched_free(s);
@@ -156,23 +146,11 @@ void srv_sched_free(srv_sched *s) {
   free(s->b_seq);
   free(s->b_want);
   free(s->sampled);
-  for (int32_t i = 0; i < s->n_slots; i++) {
-    if (s->hist) free(s->hist[i]);
-    if (s->sp_scratch) free(s->sp_scratch[i]);
+  for (int32_t i = 0; s->sp && i < s->n_slots; i++) {
+    free(s->sp[i].hist);
+    free(s->sp[i].scratch);
   }
-  free(s->sp_mode);
-  free(s->sp_max);
-  free(s->hist);
-  free(s->n_hist);
-  free(s->pace);
-  free(s->sp_row0);
-  free(s->sp_n);
-  free(s->sp_draft);
-  free(s->sp_q);
-  free(s->sp_out);
-  free(s->sp_n_out);
-  free(s->sp_n_acc);
-  free(s->sp_scratch);
+  free(s->sp);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   pthread_cond_destroy(&s->call_cv);
@@ -314,16 +292,16 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   /* speculation: the request's choice or the server's; none with logprobs */
   int mode = j->req.spec_mode > 0 ? j->req.spec_mode - 1 : s->spec_default;
   if (j->req.logprobs || (mode == PA_SPEC_DRAFT && !s->draft)) mode = PA_SPEC_OFF;
-  s->sp_mode[i] = (int8_t)mode;
-  s->sp_max[i] = j->req.spec_draft_max > 0 ? j->req.spec_draft_max
+  s->sp[i].mode = (int8_t)mode;
+  s->sp[i].max = j->req.spec_draft_max > 0  ? j->req.spec_draft_max
                  : s->draft_max_default > 0 ? s->draft_max_default
                  : mode == PA_SPEC_LOOKUP   ? 8
                                             : 4;
-  s->pace[i] = (pa_spec_pace){0};
-  s->n_hist[i] = 0;
+  s->sp[i].pace = (pa_spec_pace){0};
+  s->sp[i].n_hist = 0;
   if (mode != PA_SPEC_OFF && j->req.n_prompt < s->n_ctx) {
-    memcpy(s->hist[i], j->req.prompt, (size_t)j->req.n_prompt * sizeof(int32_t));
-    s->n_hist[i] = j->req.n_prompt;
+    memcpy(s->sp[i].hist, j->req.prompt, (size_t)j->req.n_prompt * sizeof(int32_t));
+    s->sp[i].n_hist = j->req.n_prompt;
   }
   pthread_mutex_lock(&j->mu);
   j->n_cached = cached;
@@ -421,14 +399,14 @@ static void sample_one(void *arg, int32_t k) {
   const float *logits = pasada_get_logits(s->ctx, d->row);
   d->token = -1;
   const int i = d->slot;
-  if (s->sp_n[i] > 0) { /* verify the draft after the next token */
-    if (pa_spec_verify(s->ctx, d->row, j->sampler, s->tok, s->sp_draft[i], s->sp_n[i], s->sp_q[i],
-                       s->n_vocab, s->sp_scratch[i], j->req.max_tokens - j->n_generated,
-                       s->sp_out[i], &s->sp_n_out[i], &s->sp_n_acc[i]) != PASADA_OK) {
+  if (s->sp[i].n > 0) { /* verify the draft after the next token */
+    if (pa_spec_verify(s->ctx, d->row, j->sampler, s->tok, s->sp[i].draft, s->sp[i].n, s->sp[i].q,
+                       s->n_vocab, s->sp[i].scratch, j->req.max_tokens - j->n_generated,
+                       s->sp[i].out, &s->sp[i].n_out, &s->sp[i].n_acc) != PASADA_OK) {
       snprintf(d->err, sizeof d->err, "%s", pasada_last_error());
       return;
     }
-    d->token = s->sp_out[i][0];
+    d->token = s->sp[i].out[0];
     return;
   }
   if (!logits || pasada_sampler_sample(j->sampler, logits, s->n_vocab, &d->token) != PASADA_OK) {
@@ -484,37 +462,38 @@ static void on_sampled(srv_sched *s, int i, const srv_sampled *d) {
     return;
   }
   j->next_token = tok;
-  if (s->sp_mode[i] != PA_SPEC_OFF && s->n_hist[i] < s->n_ctx) s->hist[i][s->n_hist[i]++] = tok;
+  if (s->sp[i].mode != PA_SPEC_OFF && s->sp[i].n_hist < s->n_ctx)
+    s->sp[i].hist[s->sp[i].n_hist++] = tok;
 }
 
-/* Puts slot i's draft after its next token (row s->sp_row0[i]) into the
+/* Puts slot i's draft after its next token (row s->sp[i].row0) into the
  * batch at b_*[*n]: at most *budget tokens, which it lowers. */
 static void add_draft(srv_sched *s, int i, int32_t *n, int32_t *budget) {
   srv_job *j = s->slot[i];
-  int32_t k = pa_spec_pace_next(&s->pace[i], s->sp_max[i]);
+  int32_t k = pa_spec_pace_next(&s->sp[i].pace, s->sp[i].max);
   if (k > j->req.max_tokens - j->n_generated - 1) k = j->req.max_tokens - j->n_generated - 1;
   if (k > s->n_ctx - j->n_fed - 1) k = s->n_ctx - j->n_fed - 1;
   if (k > *budget) k = *budget;
   if (k <= 0) return;
-  if (!s->sp_scratch[i] && !(s->sp_scratch[i] = malloc((size_t)s->n_vocab * sizeof(float)))) return;
+  if (!s->sp[i].scratch && !(s->sp[i].scratch = malloc((size_t)s->n_vocab * sizeof(float)))) return;
   int32_t m = 0;
-  s->sp_q[i] = NULL;
-  if (s->sp_mode[i] == PA_SPEC_LOOKUP) {
-    m = pa_spec_lookup(s->hist[i], s->n_hist[i], 3, 1, k, s->sp_draft[i]);
-  } else if (s->sp_mode[i] == PA_SPEC_DRAFT) {
+  s->sp[i].q = NULL;
+  if (s->sp[i].mode == PA_SPEC_LOOKUP) {
+    m = pa_spec_lookup(s->sp[i].hist, s->sp[i].n_hist, 3, 1, k, s->sp[i].draft);
+  } else if (s->sp[i].mode == PA_SPEC_DRAFT) {
     const bool greedy = j->req.sampling.temp <= 0;
-    m = pa_spec_draft_propose(s->draft, i, s->hist[i], s->n_hist[i], k, greedy, s->sp_draft[i],
-                              &s->sp_q[i]);
+    m = pa_spec_draft_propose(s->draft, i, s->sp[i].hist, s->sp[i].n_hist, k, greedy,
+                              s->sp[i].draft, &s->sp[i].q);
     if (m < 0) m = 0; /* the draft model failed: decode without a draft */
   }
   for (int32_t t = 0; t < m; t++) {
-    s->b_token[*n] = s->sp_draft[i][t];
+    s->b_token[*n] = s->sp[i].draft[t];
     s->b_pos[*n] = j->n_fed + 1 + t;
     s->b_seq[*n] = i;
     s->b_want[*n] = 1;
     ++*n;
   }
-  s->sp_n[i] = m;
+  s->sp[i].n = m;
   *budget -= m;
 }
 
@@ -523,16 +502,16 @@ static void add_draft(srv_sched *s, int i, int32_t *n, int32_t *budget) {
  * of them in n_fed). */
 static void on_verified(srv_sched *s, int i, const srv_sampled *d) {
   srv_job *j = s->slot[i];
-  const int32_t n_out = s->sp_n_out[i], n_draft = s->sp_n[i];
+  const int32_t n_out = s->sp[i].n_out, n_draft = s->sp[i].n;
   j->n_fed += n_out - (1 + n_draft);
-  pa_spec_pace_update(&s->pace[i], n_draft, s->sp_n_acc[i], s->sp_max[i]);
+  pa_spec_pace_update(&s->sp[i].pace, n_draft, s->sp[i].n_acc, s->sp[i].max);
   if (d->token < 0) {
     on_sampled(s, i, d);
     return;
   }
   for (int32_t t = 0; t < n_out && s->slot[i] == j; t++) {
     srv_sampled one = *d;
-    one.token = s->sp_out[i][t];
+    one.token = s->sp[i].out[t];
     on_sampled(s, i, &one);
   }
   if (s->slot[i] == j) pasada_seq_truncate(s->ctx, i, j->n_fed);
@@ -550,7 +529,7 @@ static int newest_slot(const srv_sched *s) {
 
 static void run_step(srv_sched *s) {
   int32_t n = 0;
-  for (int i = 0; i < s->n_slots; i++) s->sp_n[i] = 0;
+  for (int i = 0; i < s->n_slots; i++) s->sp[i].n = 0;
   /* every generating sequence's next token, and its draft while few run
    * (prefilling ones count: their prompt chunks fill the batch too) */
   int32_t draft_budget = s->n_running <= s->spec_max_seqs ? s->prefill_chunk / 2 : 0;
@@ -558,13 +537,13 @@ static void run_step(srv_sched *s) {
   for (int i = 0; i < s->n_slots; i++) {
     srv_job *j = s->slot[i];
     if (!j || j->next_token < 0) continue;
-    s->sp_row0[i] = n;
+    s->sp[i].row0 = n;
     s->b_token[n] = j->next_token;
     s->b_pos[n] = j->n_fed;
     s->b_seq[n] = i;
     s->b_want[n] = 1;
     n++;
-    if (s->sp_mode[i] != PA_SPEC_OFF && draft_budget > 0) add_draft(s, i, &n, &draft_budget);
+    if (s->sp[i].mode != PA_SPEC_OFF && draft_budget > 0) add_draft(s, i, &n, &draft_budget);
   }
   /* prompt chunks, oldest admission first (a sequence at most once) */
   int32_t budget = s->prefill_chunk - (draft_total - draft_budget);
@@ -632,14 +611,14 @@ static void run_step(srv_sched *s) {
   int32_t n_draw = 0;
   for (int32_t t = 0; t < n; t++) {
     const int32_t i = s->b_seq[t];
-    const bool draft_row = s->sp_n[i] > 0 && t > s->sp_row0[i] && t <= s->sp_row0[i] + s->sp_n[i];
+    const bool draft_row = s->sp[i].n > 0 && t > s->sp[i].row0 && t <= s->sp[i].row0 + s->sp[i].n;
     if (s->b_want[t] && !draft_row && s->slot[i] && n_draw < s->n_slots)
       s->sampled[n_draw++] = (srv_sampled){.row = t, .slot = i};
   }
   pasada_parallel_for(s->ctx, sample_one, s, n_draw);
   for (int32_t k = 0; k < n_draw; k++) {
     const int i = s->sampled[k].slot;
-    if (s->sp_n[i] > 0)
+    if (s->sp[i].n > 0)
       on_verified(s, i, &s->sampled[k]);
     else
       on_sampled(s, i, &s->sampled[k]);
