@@ -10,6 +10,7 @@ The test command (scripts/test) builds both and fetches the models first, so a
 missing binary or model is a failure, not a skip."""
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -47,6 +48,40 @@ def _need(path):
     if not path.exists():
         pytest.fail(f"{path} is missing: run scripts/test (it builds and fetches what tests need)")
     return path
+
+
+# ---- the CLI on untrusted input: one line on stderr, exit 1, no sanitizer report ----
+
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
+                   "runtime error:", "SUMMARY: ")
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
+
+
+def run_cli(kind, args, timeout=120):
+    """Runs `pasada ARGS` of the "release" or the "asan" build (with leak
+    detection), stdin closed; returns the CompletedProcess."""
+    path = _need((BUILD if kind == "release" else ASAN_BUILD) / "pasada")
+    env = dict(os.environ, **SAN_ENV) if kind == "asan" else None
+    return subprocess.run([str(path), *map(str, args)], capture_output=True, text=True,
+                          errors="replace", timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line_error(res, where, hints=(), names=()):
+    """The contract for rejected input: exit status 1, no sanitizer report,
+    exactly one line on stderr starting "pasada: ", containing every string
+    of `names` and (case-insensitive) at least one of `hints` when given."""
+    where = f"{where}: exit {res.returncode}\nstderr:\n{res.stderr[-3000:]}"
+    assert not any(m in res.stderr for m in SANITIZER_MARKS), "sanitizer report: " + where
+    assert res.returncode == 1, where
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and res.stderr.endswith("\n"), "expected one line: " + where
+    line = lines[0]
+    assert line.startswith("pasada: "), where
+    for n in names:
+        assert n in line, f"the message does not name {n}: " + where
+    if hints:
+        assert any(h.lower() in line.lower() for h in hints), \
+            f"the message does not say what is wrong (expected one of {list(hints)}): " + where
 
 
 @pytest.fixture(scope="session")

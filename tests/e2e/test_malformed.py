@@ -8,12 +8,9 @@ Files named tok-* and model-* are valid GGUF with one defect the tokenizer or
 the model loader must catch; their line must name what is wrong (HINTS). The
 others are caught by the GGUF reader; their line must name the file. The valid
 tiny model the corpus derives from must be accepted."""
-import os
-import subprocess
-
 import pytest
 
-from conftest import ASAN_BUILD, BUILD, FIXTURES
+from conftest import FIXTURES, SANITIZER_MARKS, assert_one_line_error, run_cli
 
 MALFORMED = FIXTURES / "malformed"
 VALID = FIXTURES / "tiny-llama-valid.gguf"
@@ -39,9 +36,6 @@ HINTS = {
     "model-missing-ffn-down": ["ffn_down"],
     "model-block-count-too-large": ["blk.1.", "block_count"],
 }
-SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
-                   "runtime error:", "SUMMARY: ")
-SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
 COMMANDS = {
     "info": lambda path: ["info", str(path)],
     "run": lambda path: ["run", "-m", str(path), "-p", "hi", "-n", "1"],
@@ -54,40 +48,20 @@ def test_corpus_is_complete():
     assert not missing, f"HINTS names files that are not in the corpus: {missing}"
 
 
-def binary(kind):
-    path = (BUILD if kind == "release" else ASAN_BUILD) / "pasada"
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run scripts/test (it builds what tests need)")
-    return path
-
-
-def run_cli(kind, args):
-    env = dict(os.environ, **SAN_ENV) if kind == "asan" else None
-    return subprocess.run([str(binary(kind)), *args], capture_output=True, text=True,
-                          errors="replace", timeout=120, env=env)
-
-
 @pytest.mark.parametrize("kind", ["release", "asan"])
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("name", CORPUS)
 def test_malformed_rejected(kind, command, name):
     path = MALFORMED / name
     res = run_cli(kind, COMMANDS[command](path))
-    where = f"pasada {command} {name} ({kind}): exit {res.returncode}\nstderr:\n{res.stderr[-3000:]}"
-    assert not any(m in res.stderr for m in SANITIZER_MARKS), "sanitizer report: " + where
-    assert res.returncode == 1, where
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and res.stderr.endswith("\n"), "expected one line: " + where
-    line = lines[0]
-    assert line.startswith("pasada: "), where
+    where = f"pasada {command} {name} ({kind})"
     stem = name[:-5]
     if stem in HINTS:
-        assert any(h.lower() in line.lower() for h in HINTS[stem]), \
-            f"the message does not say what is wrong (expected one of {HINTS[stem]}): " + where
+        assert_one_line_error(res, where, hints=HINTS[stem])
     elif stem.startswith(("tok-", "model-")):
         pytest.fail(f"{name}: add the words its message must contain to HINTS")
     else:
-        assert name in line, "the message does not name the file: " + where
+        assert_one_line_error(res, where, names=[name])
 
 
 @pytest.mark.parametrize("kind", ["release", "asan"])

@@ -8,6 +8,7 @@ the prefix cache's own list after a mixed workload with evictions; one that
 comes late replays the kept batches from sequence 0 and gets the same set),
 SGLang's /get_load, and replicas behind the real sglang-router answering
 chat (cache_aware, and power_of_two, which polls /get_load)."""
+import contextlib
 import os
 import re
 import signal
@@ -503,14 +504,18 @@ def _free_port():
         return so.getsockname()[1]
 
 
-def test_two_replicas_behind_sglang_router(pasada_bin, smollm2):
+@contextlib.contextmanager
+def sglang_router(pasada_bin, model, policy, ctx):
+    """Two replicas (1 thread, 2 sequences each) behind a real sglang-router
+    with `policy`; yields (router url, replicas) once the router has
+    registered both, and stops everything after (each replica must exit 0)."""
     pytest.importorskip("sglang_router")
-    replicas = [Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 512, "--parallel", 2,
+    replicas = [Server(pasada_bin, model, "--threads", 1, "--ctx", ctx, "--parallel", 2,
                        "--alias", "smol") for _ in range(2)]
     port = _free_port()
     router = subprocess.Popen(
         [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
-         str(port), "--policy", "cache_aware", "--health-check-endpoint", "/ready",
+         str(port), "--policy", policy, "--health-check-endpoint", "/ready",
          "--worker-urls", *[r.url for r in replicas]],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
         env=dict(os.environ, NO_COLOR="1"))
@@ -523,6 +528,20 @@ def test_two_replicas_behind_sglang_router(pasada_bin, smollm2):
                 return False
             return r.status_code == 200 and r.text.count("http://127.0.0.1") >= 2
         wait_for(both_registered, timeout=60, what="the router to register both replicas")
+        yield url, replicas
+    finally:
+        router.send_signal(signal.SIGTERM)
+        try:
+            router.wait(10)
+        except subprocess.TimeoutExpired:
+            router.kill()
+            router.wait()
+        for r in replicas:
+            assert r.stop() == 0, r.stderr
+
+
+def test_two_replicas_behind_sglang_router(pasada_bin, smollm2):
+    with sglang_router(pasada_bin, smollm2, "cache_aware", 512) as (url, replicas):
         import openai
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
         # each conversation twice: cache-aware routing sends the repeat where
@@ -547,15 +566,6 @@ def test_two_replicas_behind_sglang_router(pasada_bin, smollm2):
         # the router read the metadata (no warning about missing endpoints)
         infos = sum(len(re.findall(r'endpoint="/server_info",status="200"', t)) for t in served)
         assert infos == 2
-    finally:
-        router.send_signal(signal.SIGTERM)
-        try:
-            router.wait(10)
-        except subprocess.TimeoutExpired:
-            router.kill()
-            router.wait()
-        for r in replicas:
-            assert r.stop() == 0, r.stderr
 
 
 def test_power_of_two_behind_sglang_router(pasada_bin, smollm2):
@@ -564,30 +574,11 @@ def test_power_of_two_behind_sglang_router(pasada_bin, smollm2):
     replicas are polled, and while one replica runs long completions the
     router never saw (sent to it directly), its /get_load is what steers the
     router's requests to the other."""
-    pytest.importorskip("sglang_router")
-    replicas = [Server(pasada_bin, smollm2, "--threads", 1, "--ctx", 2048, "--parallel", 2,
-                       "--alias", "smol") for _ in range(2)]
-    port = _free_port()
-    router = subprocess.Popen(
-        [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
-         str(port), "--policy", "power_of_two", "--health-check-endpoint", "/ready",
-         "--worker-urls", *[r.url for r in replicas]],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
-        env=dict(os.environ, NO_COLOR="1"))
-    url = f"http://127.0.0.1:{port}"
-
     def polled(r):
         text = requests.get(r.url + "/metrics", timeout=10).text
         return sum(float(v) for v in re.findall(
             r'^pasada_requests_total\{endpoint="/get_load",status="200"\} (\S+)$', text, re.M))
-    try:
-        def both_registered():
-            try:
-                r = requests.get(url + "/workers", timeout=2)
-            except requests.RequestException:
-                return False
-            return r.status_code == 200 and r.text.count("http://127.0.0.1") >= 2
-        wait_for(both_registered, timeout=60, what="the router to register both replicas")
+    with sglang_router(pasada_bin, smollm2, "power_of_two", 2048) as (url, replicas):
         import openai
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
         for i in range(4):
@@ -630,12 +621,3 @@ def test_power_of_two_behind_sglang_router(pasada_bin, smollm2):
         stop.set()
         for t in loaders:
             t.join(120)
-    finally:
-        router.send_signal(signal.SIGTERM)
-        try:
-            router.wait(10)
-        except subprocess.TimeoutExpired:
-            router.kill()
-            router.wait()
-        for r in replicas:
-            assert r.stop() == 0, r.stderr

@@ -15,16 +15,14 @@ are made here by tests/tools/gguf_split.py with the `gguf` package).
   sanitizer report (release and ASan builds).
 - `pasada quantize` of a split model writes one whole file without split keys.
 """
-import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import ASAN_BUILD, BUILD, FIXTURES, SMOLLM2
+from conftest import FIXTURES, SANITIZER_MARKS, SMOLLM2, assert_one_line_error, run_cli
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
 import gguf_split  # noqa: E402
@@ -32,24 +30,6 @@ import gguf_split  # noqa: E402
 from test_arch_parity import load_fixture, run_eval  # noqa: E402
 
 VALID = FIXTURES / "tiny-llama-valid.gguf"
-SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
-                   "runtime error:", "SUMMARY: ")
-SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
-
-
-def binary(kind):
-    path = (BUILD if kind == "release" else ASAN_BUILD) / "pasada"
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run scripts/test (it builds what tests need)")
-    return path
-
-
-def run_cli(kind, args, timeout=120):
-    env = dict(os.environ, **SAN_ENV) if kind == "asan" else None
-    return subprocess.run([str(binary(kind)), *map(str, args)], capture_output=True, text=True,
-                          errors="replace", timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-
-
 @pytest.mark.parametrize("arch,n_parts", [("llama", 3), ("qwen2", 3), ("qwen3", 3), ("gemma3", 2)])
 def test_split_logits_identical(arch, n_parts, tmp_path):
     whole = FIXTURES / "tiny" / f"{arch}.gguf"
@@ -154,14 +134,7 @@ def test_malformed_split_rejected(malformed, case, kind):
         name = pathlib.Path(path).name
         for args in (["info", path], ["run", "-m", path, "-p", "hi", "-n", "1"]):
             res = run_cli(kind, args)
-            where = f"pasada {args[0]} {name} ({kind}): exit {res.returncode}\nstderr:\n{res.stderr[-3000:]}"
-            assert not any(m in res.stderr for m in SANITIZER_MARKS), "sanitizer report: " + where
-            assert res.returncode == 1, where
-            lines = res.stderr.splitlines()
-            assert len(lines) == 1 and res.stderr.endswith("\n"), "expected one line: " + where
-            line = lines[0]
-            assert line.startswith("pasada: ") and name in line, where
-            assert any(h.lower() in line.lower() for h in hints), f"expected one of {hints}: " + where
+            assert_one_line_error(res, f"pasada {args[0]} {name} ({kind})", hints=hints, names=[name])
 
 
 def test_quantize_split_input(tmp_path):
