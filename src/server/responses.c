@@ -298,6 +298,80 @@ static bool parse_text_format(const cJSON *root, srv_request *r, srv_error *e) {
 
 static const char *const refused[] = {"background", "conversation", "prompt"};
 
+/* `include` values: those naming items of the built-in tools and input
+ * images can match nothing (such tools and inputs are refused), so they
+ * are accepted; the two that would change the output are refused. */
+static const char *const include_inert[] = {"file_search_call.results",
+                                            "web_search_call.results",
+                                            "web_search_call.action.sources",
+                                            "code_interpreter_call.outputs",
+                                            "computer_call_output.output.image_url",
+                                            "message.input_image.image_url"};
+
+/* The request fields besides sampling, input and tools: each honoured
+ * (they change nothing pasada does), or refused naming it. */
+static bool parse_other_fields(const cJSON *root, srv_error *e) {
+  const cJSON *inc = srv_json_field(root, "include");
+  if (inc && !cJSON_IsNull(inc)) {
+    if (!cJSON_IsArray(inc)) return BAD(e, "include", "'include' must be an array of strings");
+    for (const cJSON *v = inc->child; v; v = v->next) {
+      if (!cJSON_IsString(v)) return BAD(e, "include", "'include' must be an array of strings");
+      bool inert = false;
+      for (size_t i = 0; i < sizeof include_inert / sizeof include_inert[0]; i++)
+        inert |= strcmp(v->valuestring, include_inert[i]) == 0;
+      if (inert) continue;
+      if (strcmp(v->valuestring, "message.output_text.logprobs") == 0)
+        return BAD(e, "include",
+                   "'include': 'message.output_text.logprobs' is not supported by the Responses "
+                   "API here (use /v1/chat/completions with logprobs)");
+      if (strcmp(v->valuestring, "reasoning.encrypted_content") == 0)
+        return BAD(e, "include",
+                   "'include': 'reasoning.encrypted_content' is not supported (reasoning is "
+                   "returned as plain text items)");
+      return BAD(e, "include", "'include' has an unknown value '%.80s'", v->valuestring);
+    }
+  }
+  int64_t top = 0, max_calls = 1;
+  if (!srv_json_int(root, "top_logprobs", 0, 20, &top, e) ||
+      !srv_json_int(root, "max_tool_calls", 1, 1e9, &max_calls, e))
+    return false;
+  if (top > 0)
+    return BAD(e, "top_logprobs",
+               "'top_logprobs' needs logprobs, which the Responses API here does not return "
+               "(use /v1/chat/completions)");
+  const cJSON *trunc = srv_json_field(root, "truncation");
+  if (trunc && !cJSON_IsNull(trunc) &&
+      !(cJSON_IsString(trunc) && strcmp(trunc->valuestring, "disabled") == 0))
+    return BAD(e, "truncation",
+               "'truncation' must be 'disabled' (an input longer than the context is an error, "
+               "never cut)");
+  const cJSON *tier = srv_json_field(root, "service_tier");
+  if (tier && !cJSON_IsNull(tier)) {
+    static const char *const tiers[] = {"auto", "default", "flex", "priority", "scale"};
+    bool ok = false;
+    for (size_t i = 0; cJSON_IsString(tier) && i < sizeof tiers / sizeof tiers[0]; i++)
+      ok |= strcmp(tier->valuestring, tiers[i]) == 0;
+    if (!ok)
+      return BAD(e, "service_tier",
+                 "'service_tier' must be one of auto, default, flex, priority, scale");
+  }
+  static const char *const strings[] = {"prompt_cache_key", "safety_identifier", "user"};
+  for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+    const cJSON *v = srv_json_field(root, strings[i]);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v))
+      return BAD(e, strings[i], "'%s' must be a string", strings[i]);
+  }
+  const cJSON *so = srv_json_field(root, "stream_options");
+  if (so && !cJSON_IsNull(so)) {
+    if (!cJSON_IsObject(so)) return BAD(e, "stream_options", "'stream_options' must be an object");
+    for (const cJSON *f = so->child; f; f = f->next)
+      if (strcmp(f->string, "include_obfuscation") != 0 || !cJSON_IsBool(f))
+        return BAD(e, "stream_options",
+                   "'stream_options' takes only 'include_obfuscation' (a boolean)");
+  }
+  return true;
+}
+
 static bool parse_sampling(const cJSON *root, srv_request *r, int64_t *max_tokens, srv_error *e) {
   pasada_sampler_params *sp = &r->sampling;
   *sp = pasada_sampler_default_params();
@@ -317,7 +391,8 @@ static bool parse_sampling(const cJSON *root, srv_request *r, int64_t *max_token
   }
   const cJSON *meta = srv_json_field(root, "metadata");
   if (meta && !cJSON_IsObject(meta)) return BAD(e, "metadata", "'metadata' must be an object");
-  return srv_request_speculative(srv_json_field(root, "speculative"), "speculative", r, e);
+  return parse_other_fields(root, e) &&
+         srv_request_speculative(srv_json_field(root, "speculative"), "speculative", r, e);
 }
 
 /* The fields the response object shows, from the request (with OpenAI's
@@ -325,7 +400,9 @@ static bool parse_sampling(const cJSON *root, srv_request *r, int64_t *max_token
 static cJSON *echo_fields(const cJSON *root, const srv_request *r, int64_t max_tokens,
                           bool parallel, bool store) {
   cJSON *o = cJSON_CreateObject();
-  static const char *const copied[] = {"instructions", "previous_response_id", "metadata", "user"};
+  static const char *const copied[] = {"instructions",  "previous_response_id", "metadata",
+                                       "user",          "prompt_cache_key",     "safety_identifier",
+                                       "max_tool_calls"};
   for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
     const cJSON *v = srv_json_field(root, copied[i]);
     if (v)
@@ -367,6 +444,9 @@ static cJSON *echo_fields(const cJSON *root, const srv_request *r, int64_t max_t
     cJSON_AddNullToObject(re, "summary");
   cJSON_AddBoolToObject(o, "store", store);
   cJSON_AddStringToObject(o, "truncation", "disabled");
+  cJSON_AddNumberToObject(o, "top_logprobs", 0);
+  cJSON_AddStringToObject(o, "service_tier", "default");
+  cJSON_AddFalseToObject(o, "background");
   return o;
 }
 

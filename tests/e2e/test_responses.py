@@ -289,6 +289,27 @@ def test_stream_failed_event(pasada_bin, smollm2):
         assert s.stop() == 0, s.stderr
 
 
+def test_accepted_fields_echoed(client):
+    """Fields that change nothing here are accepted and shown as the response
+    object shows them: include values naming items that cannot occur (the
+    built-in tools are refused), top_logprobs 0, truncation disabled, any
+    service tier (served as "default"), the cache key and identifiers."""
+    out = client.responses.create(
+        model="m", input="Say hi.", max_output_tokens=4, temperature=0,
+        include=["file_search_call.results", "web_search_call.action.sources"], top_logprobs=0,
+        truncation="disabled", service_tier="flex", prompt_cache_key="k1",
+        safety_identifier="u-7", max_tool_calls=3)
+    assert out.status in ("completed", "incomplete") and out.output_text
+    assert out.truncation == "disabled" and out.top_logprobs == 0
+    assert out.service_tier == "default" and out.background is False
+    assert out.prompt_cache_key == "k1" and out.safety_identifier == "u-7"
+    assert out.max_tool_calls == 3
+    stream = client.responses.create(model="m", input="Say hi.", max_output_tokens=2,
+                                     temperature=0, stream=True,
+                                     stream_options={"include_obfuscation": False})
+    assert list(stream)[-1].type in ("response.completed", "response.incomplete")
+
+
 def test_errors(server, client):
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model="m", input="hi", tools=[{"type": "web_search"}])
@@ -306,6 +327,16 @@ def test_errors(server, client):
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model="m", input="hi", background=True)
     assert e.value.body["param"] == "background"
+    # fields that would change the output and are not offered: refused, named
+    for field, value in [("include", ["message.output_text.logprobs"]),
+                         ("include", ["reasoning.encrypted_content"]),
+                         ("include", ["no.such.item"]), ("include", "x"),
+                         ("top_logprobs", 3), ("top_logprobs", 21), ("truncation", "auto"),
+                         ("service_tier", "cheap"), ("max_tool_calls", 0),
+                         ("prompt_cache_key", 7), ("stream_options", {"x": 1})]:
+        r = raw_post(server, "/v1/responses", json.dumps({"model": "m", "input": "hi", field: value}))
+        assert_error(r, 400)
+        assert r.json()["error"]["param"] == field, (field, value, r.json())
     assert_error(raw_post(server, "/v1/responses", json.dumps({"model": "m"})), 400, "input")
     assert_error(raw_post(server, "/v1/responses", b"[1]"), 400)
     assert_error(requests.get(server.url + "/v1/responses/resp_nope", timeout=10), 404)
