@@ -452,6 +452,24 @@ static bool parse_output_format(const cJSON *root, srv_request *r, srv_error *e)
   return srv_request_json(schema, param, r, e);
 }
 
+/* The request fields beyond the conversation and sampling: service_tier
+ * accepted (one tier here); the server-side features a local server does
+ * not have (code-execution containers, MCP servers, context editing) are
+ * refused naming the field. */
+static bool parse_other_fields(const cJSON *root, srv_error *e) {
+  const cJSON *tier = srv_json_field(root, "service_tier");
+  if (tier && !(cJSON_IsString(tier) && (strcmp(tier->valuestring, "auto") == 0 ||
+                                         strcmp(tier->valuestring, "standard_only") == 0)))
+    return BAD(e, "service_tier", "service_tier: must be 'auto' or 'standard_only'");
+  static const char *const refused[] = {"container", "mcp_servers", "context_management"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    const cJSON *v = srv_json_field(root, refused[i]);
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && !v->child))
+      return BAD(e, refused[i], "%s: not supported by this server", refused[i]);
+  }
+  return true;
+}
+
 bool srv_anthropic_parse(const srv_model_info *mi, const char *body, size_t len, srv_request *req,
                          srv_anth **out, srv_error *e) {
   memset(req, 0, sizeof *req);
@@ -469,7 +487,7 @@ bool srv_anthropic_parse(const srv_model_info *mi, const char *body, size_t len,
   if (ok) ok = srv_json_int(root, "max_tokens", 1, 1e15, &max_tokens, e);
   if (ok && max_tokens < 0) ok = BAD(e, "max_tokens", "max_tokens: field required");
   if (ok && meta && !cJSON_IsObject(meta)) ok = BAD(e, "metadata", "metadata: must be an object");
-  if (ok) ok = srv_json_bool(root, "stream", &req->stream, e);
+  if (ok) ok = srv_json_bool(root, "stream", &req->stream, e) && parse_other_fields(root, e);
   if (ok) ok = parse_sampling(root, req, e) && parse_stop(root, req, e);
   if (ok) ok = render(mi, root, &c, req, e);
   if (ok) ok = srv_fit_context(mi, max_tokens, "messages", req, e);

@@ -362,6 +362,16 @@ def test_errors(server, client):
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.count_tokens(model="m", messages=[])
     error_of(e, 400)
+    # server-side features a local server lacks: refused, named
+    for field, value in [("container", "c1"), ("mcp_servers", [{"type": "url", "url": "http://x",
+                                                                  "name": "x"}]),
+                         ("context_management", {"edits": []}), ("service_tier", "premium")]:
+        with pytest.raises(anthropic.BadRequestError) as e:
+            client.messages.create(model="m", max_tokens=2, messages=user("hi"),
+                                   extra_body={field: value})
+        assert field in error_of(e, 400)["message"]
+    assert client.messages.create(model="m", max_tokens=2, messages=user("hi"),
+                                  service_tier="standard_only", extra_body={"mcp_servers": []}).content
     r = requests.post(server.url + "/v1/messages", data=b"{not json", timeout=10)
     assert r.status_code == 400 and r.json()["type"] == "error"
     r = requests.get(server.url + "/v1/messages", timeout=10)
