@@ -182,6 +182,10 @@ typedef struct {
    * tokens, into host memory (n_out rows of n_vocab) */
   void (*logits)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
                  float *logits);
+  /* hidden[i] = rmsnorm(X[out_idx[i]]) * norm, for the pass's output
+   * tokens, into host memory (n_out rows of n_embd): the final hidden
+   * states an embedding model pools (pasada_context_params.pooling) */
+  void (*hidden)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, float *hidden);
   /* The ops that follow, up to the next call, are those of layer `layer`
    * (hp->n_layer: the output); the model code calls it before each layer
    * and before the logits. A backend that splits the model by layers

@@ -58,6 +58,11 @@ int pa_model_load_hparams(struct pa_model *m) {
   if ((rc = key_u32(m, "context_length", false, &n_ctx))) return rc;
   uint32_t n_head_kv = n_head;
   if ((rc = key_u32(m, "attention.head_count_kv", false, &n_head_kv))) return rc;
+  /* llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last (4 rank: not an
+   * embedding pasada pools, read as none) */
+  uint32_t pooling = 0;
+  if ((rc = key_u32(m, "pooling_type", false, &pooling))) return rc;
+  m->pooling = pooling <= 3 ? (int32_t)pooling : 0;
   if ((rc = check_range("block_count", n_layer, 1, PA_MAX_LAYERS)) ||
       (rc = check_range("embedding_length", n_embd, 1, 1 << 16)) ||
       (rc = check_range("attention.head_count", n_head, 1, 1024)) ||

@@ -36,6 +36,7 @@ struct pa_model {
   float *output_norm;
   float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
   pa_layer *layers;
+  int32_t pooling;       /* pasada_pooling the file declares ({arch}.pooling_type) */
   pa_backend *be;        /* the backend that runs the model; it prepared the weights */
   void *repacked;        /* the weights repacked at load (kernels/x4.h): a mapping, or NULL */
   size_t repacked_bytes; /* the size asked of pa_map_huge */
@@ -87,6 +88,14 @@ struct pa_context {
   int32_t n_logits, cap_logits;
   int32_t *row_of;
   int32_t row_of_n;
+  /* an embedding context (pooling != PASADA_POOLING_NONE): the pass's final
+   * hidden states ([n_batch][n_embd]) and each sequence's pool: the sum
+   * (mean), the first row (cls) or the latest row (last), of pool_n tokens */
+  int32_t pooling;
+  bool embd_normalize;
+  float *hidden;
+  double *embd_pool;
+  int32_t *pool_n;
 };
 
 /* pasada_model_load with backend be (adopted, freed with the model, also

@@ -14,7 +14,9 @@
  *     RoPE, KV store, gates, residual adds) and the logits: within a bound
  *     per weight type (TOL_MM below) of the largest reference output, as
  *     a fast backend rounds activations to 8 bits (or to F16 for F16 and
- *     BF16 weights).
+ *     BF16 weights);
+ *   - the final hidden states (the output norm of chosen rows, for
+ *     embeddings): as the RMS norm.
  * Inputs of each op are uploaded identically to both backends, so an op is
  * judged alone. The model's shape is small but not round: 97-token
  * vocabulary, two KV heads of four query heads, an FFN of 768.
@@ -188,8 +190,11 @@ static double rel_err(const float *a, const float *b, int64_t n) {
 static double worst[16]; /* per op, for the report */
 static const char *OP_NAMES[] = {"upload", "embed", "rms_norm", "add", "matmul qkv", "kv store", "attention",
                                  "attention window", "matmul o + residual", "matmul gate_up", "matmul down + residual",
-                                 "logits"};
-enum { OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS };
+                                 "logits", "hidden"};
+enum {
+  OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS,
+  OP_HIDDEN
+};
 
 static void expect(const char *backend, pa_type type, int n, pa_kv_type kvt, int op, const float *a, const float *b,
                    int64_t count, double tol) {
@@ -357,6 +362,16 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   x->ops->logits(x->bc, &b2, x->tm.m.output_norm, &x->tm.m.output, lx);
   r->ops->logits(r->bc, &b2, r->tm.m.output_norm, &r->tm.m.output, lr);
   expect(backend, type, n, kvt, OP_LOGITS, lx, lr, (int64_t)b2.n_out * NV, tol_mm(type));
+  /* the final hidden states (an embedding context's output): of two tokens
+   * in reverse order, then of every token; the X rows are left as they were */
+  static float hx[N_BATCH * E], hr[N_BATCH * E];
+  for (int pass = 0; pass < 2; pass++) {
+    const pa_fwd_batch *bh = pass ? &b : &b2;
+    memset(hx, 0xff, sizeof hx); /* NaN: a row left unwritten fails */
+    x->ops->hidden(x->bc, bh, x->tm.m.output_norm, hx);
+    r->ops->hidden(r->bc, bh, r->tm.m.output_norm, hr);
+    expect(backend, type, n, kvt, OP_HIDDEN, hx, hr, (int64_t)bh->n_out * E, host_backend(backend) ? 0 : 1e-6);
+  }
   x->ops->synchronize(x->bc);
   pa_kv_truncate(&x->kv, 0, 0);
   pa_kv_truncate(&r->kv, 0, 0);
@@ -387,7 +402,7 @@ static void check_backend(const char *backend) {
       side_close(&r);
     }
   printf("  %-16s worst relative difference from ref:", backend);
-  for (int op = 0; op <= OP_LOGITS; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_LOGITS ? "," : "\n");
+  for (int op = 0; op <= OP_HIDDEN; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_HIDDEN ? "," : "\n");
 }
 
 /* A context on a GPU backend for a model loaded on the CPU is refused

@@ -299,6 +299,13 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
     pa_matmul(&c->be->ex, c->pool, out, c->xn, E, logits, out->rows, b->n_out, c->work);
 }
 
+static void op_hidden(pa_bctx *c, const pa_fwd_batch *b, const float *norm, float *hidden) {
+  const int64_t E = c->hp->n_embd;
+  const pa_ops_kernels *ops = c->be->ex.ops;
+  for (int32_t i = 0; i < b->n_out; i++)
+    ops->rmsnorm(hidden + i * E, c->buf[PA_BUF_X] + (int64_t)b->out_idx[i] * E, norm, E, c->hp->norm_eps);
+}
+
 /* ---- contexts ---- */
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -388,7 +395,7 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
    .context_init = context_init, .context_free = context_free, .upload = op_upload,             \
    .download = op_download, .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, \
    .rms_norm = op_rms_norm, .add = op_add, .matmul = op_matmul, .attention = op_attention,     \
-   .logits = op_logits}
+   .logits = op_logits, .hidden = op_hidden}
 
 const pa_backend_ops pa_cpu_backend_ops = HOST_OPS("cpu", PA_KV_F16);
 const pa_backend_ops pa_ref_backend_ops = HOST_OPS("ref", PA_KV_F32);

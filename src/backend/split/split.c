@@ -119,6 +119,12 @@ static void op_logits(pa_bctx *s, const pa_fwd_batch *b, const float *norm, cons
   ops_of(s, gpu)->logits(ctx_of_side(s, gpu), b, norm, out, logits);
 }
 
+static void op_hidden(pa_bctx *s, const pa_fwd_batch *b, const float *norm, float *hidden) {
+  s->layer = s->hp->n_layer;
+  const bool gpu = side(s);
+  ops_of(s, gpu)->hidden(ctx_of_side(s, gpu), b, norm, hidden);
+}
+
 /* ---- the KV values: by layer ---- */
 
 static pa_bctx *split_of(pa_kv_values *v) { return (pa_bctx *)(void *)((uint8_t *)v - offsetof(pa_bctx, vals)); }
@@ -200,7 +206,7 @@ static const pa_backend_ops split_ops = {
     .name = "split", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
-    .matmul = op_matmul, .attention = op_attention, .logits = op_logits, .layer = op_layer};
+    .matmul = op_matmul, .attention = op_attention, .logits = op_logits, .hidden = op_hidden, .layer = op_layer};
 
 static void split_free(pa_backend *be) {
   split_backend *sb = be->impl;

@@ -604,6 +604,19 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
   memcpy(logits, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)out->rows * (size_t)b->n_out);
 }
 
+/* The final norm of the output rows, written straight into the host-visible
+ * step buffer (the logits' room, sized for either) and copied out. */
+static void op_hidden(pa_bctx *c, const pa_fwd_batch *b, const float *norm, float *hidden) {
+  if (b->n_out == 0) return;
+  const int64_t E = c->hp->n_embd;
+  int32_t *oi = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_out);
+  for (int32_t i = 0; i < b->n_out; i++) oi[i] = b->out_idx[i];
+  norm_rows(c, step_addr(c, c->s_logits), buf_addr(c, PA_BUF_X), norm, E, (uint32_t)b->n_out,
+            step_addr(c, c->s_out));
+  flush(c);
+  memcpy(hidden, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)E * (size_t)b->n_out);
+}
+
 /* ---- the KV cache's values on the device ---- */
 
 static pa_bctx *ctx_of(pa_kv_values *vals) {
@@ -776,7 +789,8 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->s_tables = take(&at, (uint64_t)p->n_seq_max * (uint64_t)c->max_blocks * 4);
   c->staging_bytes = 4ull << 20;
   c->s_staging = take(&at, c->staging_bytes);
-  c->s_logits = take(&at, B * (uint64_t)hp->n_vocab * 4);
+  /* the logits, or the hidden states of an embedding context */
+  c->s_logits = take(&at, B * (uint64_t)(hp->n_vocab > hp->n_embd ? hp->n_vocab : hp->n_embd) * 4);
   if (!rc) rc = pa_vk_buf_create(d, at, true, &c->step);
   /* the KV cache's values, one buffer per layer */
   const pa_kv_cache *kv = p->kv;
@@ -854,7 +868,8 @@ static const pa_backend_ops vulkan_ops = {
     .name = "vulkan", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
-    .matmul = op_matmul, .attention = op_attention, .logits = op_logits};
+    .matmul = op_matmul, .attention = op_attention, .logits = op_logits,
+    .hidden = op_hidden};
 
 static void vk_backend_free_impl(vk_backend *vb) {
   if (!vb) return;
