@@ -56,7 +56,8 @@ static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) 
   for (int l = 0; l < m->hp.n_layer; l++) {
     const pa_layer *L = &m->layers[l];
     const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 7; i++) mats[n++] = lm[i];
+    for (int i = 0; i < 7; i++)
+      if (lm[i]->data) mats[n++] = lm[i]; /* bert has no gate */
   }
   return n;
 }
@@ -72,6 +73,12 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   const pa_hparams *hp = &m->hp;
   if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
   if (p.n_ctx > (1 << 22)) return pa_error(PASADA_ERR_ARG, "context size %d is too large", p.n_ctx);
+  if (hp->arch == PA_ARCH_BERT) {
+    /* learned positions: no position past the table's */
+    if (p.n_ctx > hp->n_ctx_train) p.n_ctx = hp->n_ctx_train;
+    if (p.pooling == PASADA_POOLING_NONE)
+      return pa_error(PASADA_ERR_ARG, "bert is an embedding model: a context on it needs a pooling (mean, cls, last)");
+  }
   if (p.n_seq_max <= 0 || p.n_seq_max > 1024)
     return pa_error(PASADA_ERR_ARG, "n_seq_max %d is out of range [1, 1024]", p.n_seq_max);
   if (p.n_batch <= 0) p.n_batch = 512;
@@ -267,6 +274,8 @@ int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *t
 static void forward(pasada_context *c, const pa_fwd_batch *fb) {
   if (c->model->hp.arch == PA_ARCH_GEMMA3)
     pa_forward_gemma3(c, fb);
+  else if (c->model->hp.arch == PA_ARCH_BERT)
+    pa_forward_bert(c, fb);
   else
     pa_forward_llama(c, fb);
 }

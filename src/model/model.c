@@ -22,7 +22,8 @@ void pasada_model_free(pasada_model *m) {
     for (int i = 0; i < m->hp.n_layer; i++) {
       pa_layer *L = &m->layers[i];
       float *v[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->post_attn_norm,
-                    L->post_ffn_norm, L->bq, L->bk, L->bv};
+                    L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
+                    L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b};
       for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
     }
     pa_free(m->layers);
@@ -30,6 +31,8 @@ void pasada_model_free(pasada_model *m) {
   pa_unmap_huge(m->repacked, m->repacked_bytes);
   pa_backend_free(m->be);
   pa_free(m->output_norm);
+  pa_free(m->embd_norm);
+  pa_free(m->embd_norm_b);
   pa_free(m->rope_freqs);
   pa_tokenizer_free(m->tok);
   gguf_close(m->gguf);
