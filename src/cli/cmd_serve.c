@@ -262,10 +262,20 @@ static char *model_name(const char *path) {
   return s;
 }
 
-static int create_context(pasada_model *model, const srv_config *cfg, pasada_context **ctx) {
+/* The server's context; with --embeddings it first raises cfg's prefill
+ * chunk to hold a whole input. */
+static int create_context(pasada_model *model, srv_config *cfg, pasada_context **ctx) {
   pasada_context_params cp = pasada_context_default_params();
   cp.n_ctx = cfg->n_ctx;
   cp.n_seq_max = cfg->parallel;
+  if (cfg->embeddings) {
+    /* every input to embed goes in one step, whole: a chunk holds the
+     * longest (bert's context is its 512 learned positions) */
+    int32_t n = cfg->n_ctx > 0 ? cfg->n_ctx : pasada_model_n_ctx_train(model);
+    if (pasada_model_n_ctx_train(model) < n && !strcmp(pasada_model_arch(model), "bert"))
+      n = pasada_model_n_ctx_train(model);
+    if (cfg->prefill_chunk < n) cfg->prefill_chunk = n;
+  }
   cp.n_batch = cfg->parallel + cfg->prefill_chunk;
   cp.n_threads = cfg->n_threads;
   cp.kv_block_size = cfg->kv_block_size;

@@ -102,6 +102,8 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->n_seq_max = p.n_seq_max;
   c->n_batch_max = p.n_batch;
   c->n_batch = p.n_batch < PA_FWD_TOKENS_MAX ? p.n_batch : PA_FWD_TOKENS_MAX;
+  /* a bidirectional encoder's input is one pass, however long */
+  if (hp->bidirectional) c->n_batch = p.n_batch;
   c->n_threads = p.n_threads;
   int rc = PASADA_OK;
   /* another backend than the model's: one that reads the weights as the
@@ -381,6 +383,13 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
       return pa_error(PASADA_ERR_CONTEXT_FULL, "sequence %d is full: position %d, context size %d", s,
                       b->pos[i], c->n_ctx);
   }
+  if (hp->bidirectional) /* every token sees the whole input: all of it in this batch */
+    for (int32_t i = 0; i < b->n_tokens; i++)
+      if (c->kv.len[b->seq_id[i]] != 0)
+        return pa_error(PASADA_ERR_ARG,
+                        "%s attends in both directions: sequence %d's whole input must be in one batch "
+                        "(it already has %d positions)",
+                        c->model->arch_name, b->seq_id[i], c->kv.len[b->seq_id[i]]);
   if (c->pooling) return decode_embeddings(c, b);
   for (int32_t i = 0; i < b->n_tokens; i++) {
     bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;

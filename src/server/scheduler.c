@@ -585,6 +585,9 @@ static void run_step(srv_sched *s) {
     after = s->slot_order[best];
     srv_job *j = s->slot[best];
     int32_t k = j->req.n_prompt - j->n_fed;
+    /* an input to embed goes in whole (a bidirectional encoder needs all
+     * of it in one pass; serve makes the chunk hold the longest) */
+    if (j->req.kind == SRV_EMBEDDING && k > budget) break;
     if (k > budget) k = budget;
     for (int32_t t = 0; t < k; t++) {
       int32_t p = j->n_fed + t;
