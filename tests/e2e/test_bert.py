@@ -79,3 +79,12 @@ def test_minilm_served_through_openai(pasada_bin, minilm_gguf):
         assert "512" in str(ei.value)
     finally:
         assert s.stop() == 0, s.stderr
+
+
+def test_minilm_on_vulkan(pasada_bin, minilm_gguf, vulkan_device):
+    """The same model on the Vulkan backend (lavapipe in CI): 8 sentences."""
+    sentences = [str(s) for s in REF["sentences"][:8]]
+    got = embed_all(pasada_bin, minilm_gguf, sentences, "--device", vulkan_device)
+    d = [cos_dist(g, r) for g, r in zip(got, REF["emb"][:8])]
+    print(f"vulkan cosine distance to transformers: worst {max(d):.2e}")
+    assert max(d) <= 1e-5

@@ -78,3 +78,13 @@ def test_embed_usage_errors(pasada_bin):
     # an empty line is an input without tokens (these models add no BOS)
     empty = run_embed(pasada_bin, model, stdin="a\n\nb\n")
     assert empty.returncode == 1 and "input 2" in empty.stderr
+
+
+def test_embed_on_vulkan(pasada_bin, vulkan_device, tmp_path):
+    """Decoder embeddings (the output norm's hidden states) on Vulkan."""
+    model = FIXTURES / "tiny" / "qwen3.gguf"
+    p = run_embed(pasada_bin, model, "-p", TEXTS[1], "--pooling", "mean", "--device", vulkan_device)
+    assert p.returncode == 0, p.stderr
+    got = np.array(json.loads(p.stdout), np.float64)
+    want = pool(reference_forward(model, token_ids(pasada_bin, model, TEXTS[1]), hidden=True), "mean", True)
+    assert float(np.max(np.abs(got - want)) / np.max(np.abs(want))) <= 3e-3

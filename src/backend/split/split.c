@@ -197,6 +197,10 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
   const split_backend *sb = be->impl;
   if (sb->n_gpu > m->hp.n_layer)
     return pa_error(PASADA_ERR_ARG, "--gpu-layers %d: the model has %d layers", sb->n_gpu, m->hp.n_layer);
+  /* bert's embedding stage (learned positions, a LayerNorm: layer_norm and
+   * embed_add, which this backend does not route) runs on one device */
+  if (m->hp.arch == PA_ARCH_BERT)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "--gpu-layers: a bert model runs whole on one device (drop --gpu-layers)");
   /* the GPU's layers (and the output when it holds every layer); the CPU
    * reads the rest as the file lays them out */
   return pa_vulkan_prepare_layers(sb->gpu, m, sb->n_gpu, sb->n_gpu == m->hp.n_layer);
