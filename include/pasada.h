@@ -99,6 +99,8 @@ PASADA_API const pasada_tokenizer *pasada_model_tokenizer(const pasada_model *mo
 PASADA_API int32_t pasada_model_n_vocab(const pasada_model *model);
 PASADA_API int32_t pasada_model_n_ctx_train(const pasada_model *model);
 PASADA_API const char *pasada_model_arch(const pasada_model *model);
+/* The width of the model's hidden states: the length of its embeddings. */
+PASADA_API int32_t pasada_model_n_embd(const pasada_model *model);
 /* Writes a human-readable description (architecture, hyper-parameters,
  * tokenizer, tensor types with counts and bytes) to `file`. */
 PASADA_API int pasada_model_print_info(const pasada_model *model, FILE *file);
@@ -127,6 +129,25 @@ typedef enum { PASADA_KV_DEFAULT = 0, PASADA_KV_F32 = 1, PASADA_KV_F16 = 2, PASA
 PASADA_API int pasada_kv_type_from_name(const char *name, pasada_kv_type *out);
 PASADA_API const char *pasada_kv_type_name(pasada_kv_type type); /* "f32", "f16", "q8", "default" */
 
+/* How an embedding context pools a sequence's final hidden states (the
+ * residual stream after the output norm) into one vector: NONE (the
+ * default) is a language-model context that computes logits; LAST is the
+ * last token's (Qwen3-Embedding and other decoder embedders), MEAN the mean
+ * over every token, CLS the first token's (position 0). The values are
+ * those of GGUF's {arch}.pooling_type, which pasada_model_pooling reads. */
+typedef enum {
+  PASADA_POOLING_NONE = 0,
+  PASADA_POOLING_MEAN = 1,
+  PASADA_POOLING_CLS = 2,
+  PASADA_POOLING_LAST = 3
+} pasada_pooling;
+/* "none" / "mean" / "cls" / "last" -> the pooling; PASADA_ERR_ARG otherwise */
+PASADA_API int pasada_pooling_from_name(const char *name, pasada_pooling *out);
+PASADA_API const char *pasada_pooling_name(pasada_pooling pooling);
+/* The pooling the model file declares ({arch}.pooling_type), or
+ * PASADA_POOLING_NONE when it declares none (or one pasada lacks). */
+PASADA_API pasada_pooling pasada_model_pooling(const pasada_model *model);
+
 typedef struct {
   int32_t n_ctx;     /* positions per sequence (0: min(model's training context, 4096)) */
   int32_t n_seq_max; /* sequences that can be live at once */
@@ -141,6 +162,14 @@ typedef struct {
    * pasada_model_params.backend. A GPU backend runs only models loaded on
    * it: naming one here for another model is PASADA_ERR_ARG. */
   const char *backend;
+  /* Embeddings: with a pooling other than NONE, pasada_decode computes no
+   * logits; it pools the final hidden states of every token of the batch
+   * into its sequence's embedding (pasada_get_embeddings), and
+   * pasada_get_logits gives NULL. A sequence's pool restarts at its
+   * position 0. embd_normalize: the pooled vector is divided by its L2
+   * norm (the default params set it). */
+  pasada_pooling pooling;
+  bool embd_normalize;
 } pasada_context_params;
 
 PASADA_API pasada_context_params pasada_context_default_params(void);
@@ -166,6 +195,12 @@ PASADA_API int pasada_decode(pasada_context *ctx, const pasada_batch *batch);
 /* Logits of the i-th token of the last batch that asked for them, n_vocab
  * floats; NULL if that token's logits were not requested. */
 PASADA_API const float *pasada_get_logits(const pasada_context *ctx, int32_t i);
+/* The embedding of sequence `seq` in an embedding context: its tokens'
+ * final hidden states since its position 0 pooled as the context's pooling
+ * says (and L2-normalised when the context's embd_normalize), n_embd floats
+ * into out. PASADA_ERR_ARG for a context without pooling, a sequence out of
+ * range, or one with no tokens decoded since its start. */
+PASADA_API int pasada_get_embeddings(const pasada_context *ctx, int32_t seq, float *out);
 /* Runs fn(arg, i) for every i in [0, n) on the context's threads (the
  * calling one included) and returns when all have run: for work between
  * forward passes that is independent per sequence, such as sampling each

@@ -44,7 +44,7 @@
 
 struct pa_model;
 
-typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_GEMMA3 } pa_arch;
+typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_GEMMA3, PA_ARCH_BERT } pa_arch;
 typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
 
 #define PA_MAX_LAYERS 512
@@ -64,6 +64,9 @@ typedef struct {
   int32_t sliding_window;  /* 0: none */
   bool swa_layer[PA_MAX_LAYERS];
   pa_activation act;
+  /* attention sees the whole sequence (BERT), not only the positions up to
+   * the token's own: see the attention op */
+  bool bidirectional;
 } pa_hparams;
 
 /* The tokens of one forward pass (validated by pasada_decode). */
@@ -86,6 +89,9 @@ typedef enum {
 
 typedef enum { PA_ROPE_NONE, PA_ROPE_GLOBAL, PA_ROPE_SWA } pa_rope_kind;
 typedef enum { PA_GATE_NONE, PA_GATE_SILU, PA_GATE_GELU_TANH } pa_gate;
+/* An activation of a product's own output (no gate): GELU with the exact
+ * erf, 0.5 x (1 + erf(x / sqrt 2)) (BERT's FFN). */
+typedef enum { PA_UNARY_NONE, PA_UNARY_GELU_ERF } pa_unary;
 
 /* A matrix product and what is fused around it. For m < n_w:
  *   n = in_norm ? rmsnorm(in) * in_norm : in            (each row, eps of hp)
@@ -96,6 +102,7 @@ typedef enum { PA_GATE_NONE, PA_GATE_SILU, PA_GATE_GELU_TANH } pa_gate;
  *   kv_layer >= 0: out[1] is K and out[2] is V: stored into the cache of
  *     that layer at the tokens' (sequence, position)
  *   gate: n_w == 2 and out[0] = act(out[0]) * out[1]
+ *   unary: n_w == 1, no gate, and out[0] = unary(out[0]) (after its bias)
  *   residual != PA_BUF_NONE: residual += out[0]
  * Any field may be empty (NULL / PA_ROPE_NONE / -1 / PA_GATE_NONE /
  * PA_BUF_NONE). The input and output buffers are distinct. A backend gives
@@ -111,6 +118,7 @@ typedef struct {
   pa_rope_kind rope[3];
   int kv_layer;
   pa_gate gate;
+  pa_unary unary;
   pa_buf residual;
 } pa_matmul_desc;
 
@@ -171,17 +179,31 @@ typedef struct {
   void (*embed)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matrix *table, float scale);
   /* out[t] = rmsnorm(in[t]) * w, rows of n floats (out may be in) */
   void (*rms_norm)(pa_bctx *bc, pa_buf out, pa_buf in, const float *w, int64_t n, int32_t n_tok);
+  /* out[t] = (in[t] - mean) / sqrt(var + eps) * w + bias, rows of n floats
+   * (mean and variance of the row's n values, eps of hp; out may be in) */
+  void (*layer_norm)(pa_bctx *bc, pa_buf out, pa_buf in, const float *w, const float *bias, int64_t n,
+                     int32_t n_tok);
+  /* X[t] += row (by_pos ? pos[t] : 0) of an F32 table (learned position
+   * embeddings, BERT's token-type row); the rows exist (the loader checks) */
+  void (*embed_add)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matrix *table, bool by_pos);
   /* x[t] += y[t], rows of n floats */
   void (*add)(pa_bctx *bc, pa_buf x, pa_buf y, int64_t n, int32_t n_tok);
   void (*matmul)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matmul_desc *d);
   /* ATT = causal attention of Q over the cache of `layer` (every token's own
    * K and V already stored), over the last `window` positions when window
-   * > 0, scaled by hp->attn_scale */
+   * > 0, scaled by hp->attn_scale. hp->bidirectional: a token attends to
+   * every position of its sequence up to the last one of that sequence in
+   * this pass (the whole input when it is in one pass; window 0). */
   void (*attention)(pa_bctx *bc, const pa_fwd_batch *b, int layer, int32_t window);
   /* logits[i] = out · rmsnorm(X[out_idx[i]]) * norm, for the pass's output
    * tokens, into host memory (n_out rows of n_vocab) */
   void (*logits)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
                  float *logits);
+  /* hidden[i] = rmsnorm(X[out_idx[i]]) * norm (norm NULL: X[out_idx[i]]
+   * as it is), for the pass's output tokens, into host memory (n_out rows
+   * of n_embd): the final hidden states an embedding model pools
+   * (pasada_context_params.pooling) */
+  void (*hidden)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, float *hidden);
   /* The ops that follow, up to the next call, are those of layer `layer`
    * (hp->n_layer: the output); the model code calls it before each layer
    * and before the logits. A backend that splits the model by layers

@@ -70,6 +70,14 @@ static void usage(FILE *f) {
           "  --kv-events-replay ENDPOINT  keep the latest 10000 event batches and send them\n"
           "                          again to a subscriber that asks from a sequence number\n"
           "                          (vLLM's replay: a ZeroMQ ROUTER bound there)\n"
+          "  --embeddings            serve the model's embeddings at /v1/embeddings (its final\n"
+          "                          hidden states pooled and L2-normalised); the generating\n"
+          "                          endpoints then answer 400\n"
+          "  --pooling P             with --embeddings: last, mean or cls (default: the\n"
+          "                          model's pooling_type, else last)\n"
+          "  --matryoshka            with --embeddings: the model was trained for truncated\n"
+          "                          embeddings, so `dimensions` below its width truncates\n"
+          "                          and renormalises (otherwise such a request is a 400)\n"
           "  -v, --verbose           log HTTP library messages\n");
 }
 
@@ -101,6 +109,20 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
     }
     if (!strcmp(a, "--lookup")) {
       c->spec_lookup = true;
+      continue;
+    }
+    if (!strcmp(a, "--embeddings") || !strcmp(a, "--matryoshka")) {
+      if (a[2] == 'e') c->embeddings = true;
+      else c->matryoshka = true;
+      continue;
+    }
+    if (!strcmp(a, "--pooling") && i + 1 < argc) {
+      pasada_pooling p;
+      if (pasada_pooling_from_name(argv[++i], &p) != PASADA_OK || p == PASADA_POOLING_NONE) {
+        fprintf(stderr, "pasada serve: --pooling wants last, mean or cls, not '%s'\n", argv[i]);
+        return false;
+      }
+      c->pooling = (int)p;
       continue;
     }
     if (i + 1 >= argc) {
@@ -240,15 +262,29 @@ static char *model_name(const char *path) {
   return s;
 }
 
-static int create_context(pasada_model *model, const srv_config *cfg, pasada_context **ctx) {
+/* The server's context; with --embeddings it first raises cfg's prefill
+ * chunk to hold a whole input. */
+static int create_context(pasada_model *model, srv_config *cfg, pasada_context **ctx) {
   pasada_context_params cp = pasada_context_default_params();
   cp.n_ctx = cfg->n_ctx;
   cp.n_seq_max = cfg->parallel;
+  if (cfg->embeddings) {
+    /* every input to embed goes in one step, whole: a chunk holds the
+     * longest (bert's context is its 512 learned positions) */
+    int32_t n = cfg->n_ctx > 0 ? cfg->n_ctx : pasada_model_n_ctx_train(model);
+    if (pasada_model_n_ctx_train(model) < n && !strcmp(pasada_model_arch(model), "bert"))
+      n = pasada_model_n_ctx_train(model);
+    if (cfg->prefill_chunk < n) cfg->prefill_chunk = n;
+  }
   cp.n_batch = cfg->parallel + cfg->prefill_chunk;
   cp.n_threads = cfg->n_threads;
   cp.kv_block_size = cfg->kv_block_size;
   cp.kv_blocks = cfg->kv_blocks;
   cp.kv_type = cfg->kv_type;
+  if (cfg->embeddings) {
+    cp.pooling = cfg->pooling ? (pasada_pooling)cfg->pooling : pasada_model_pooling(model);
+    if (cp.pooling == PASADA_POOLING_NONE) cp.pooling = PASADA_POOLING_LAST;
+  }
   int rc = pasada_context_create(model, &cp, ctx);
   if (rc != PASADA_OK || cfg->kv_blocks > 0 || cfg->kv_memory_mib <= 0) return rc;
   /* Size the pool by memory: learn a block's size, then create it again. */
@@ -359,6 +395,9 @@ int cmd_serve(int argc, char **argv) {
   mi->created = srv_unix_time();
   mi->n_ctx = pasada_context_n_ctx(ctx);
   mi->n_vocab = pasada_model_n_vocab(model);
+  mi->n_embd = pasada_model_n_embd(model);
+  mi->embeddings = cfg.embeddings;
+  mi->matryoshka = cfg.matryoshka;
   if (!srv_chat_setup(mi, cfg.chat_template, cfg.chat_template_file)) goto out;
   st.medium = strncmp(pasada_context_backend(ctx), "cpu", 3) == 0 ? "CPU" : "GPU";
   if (cfg.kv_events && !start_kv_events(&cfg, ctx, mi->name, st.medium, topic, sizeof topic, &events))

@@ -22,6 +22,7 @@ static const char MAIN_HELP[] =
     "  chat       an interactive conversation on stdin/stdout\n"
     "  info       describe a model file\n"
     "  tokenize   print the token ids of a text\n"
+    "  embed      print the embeddings of texts, one JSON array per line\n"
     "  template   render a conversation with a model's Jinja chat template\n"
     "  serve      an OpenAI-compatible HTTP server (pasada serve --help)\n"
     "  bench      prompt and generation speed against this machine's limits\n"
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(int, char **);
   } commands[] = {
-      {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"template", cmd_template},
+      {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"embed", cmd_embed}, {"template", cmd_template},
       {"serve", cmd_serve}, {"bench", cmd_bench},
       {"perplexity", cmd_perplexity}, {"kld", cmd_kld}, {"quantize", cmd_quantize}, {"verify", cmd_verify},
       {"profile", cmd_profile}, {"devices", cmd_devices}};

@@ -5,6 +5,7 @@
  * batch asks for more rows than any before). A batch larger than
  * PA_FWD_TOKENS_MAX runs as several forward passes, so the scratch stays
  * small whatever the batch size. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,7 +14,8 @@
 #include "model/model.h"
 
 pasada_context_params pasada_context_default_params(void) {
-  pasada_context_params p = {.n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .n_threads = 0};
+  pasada_context_params p = {.n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .n_threads = 0,
+                             .pooling = PASADA_POOLING_NONE, .embd_normalize = true};
   return p;
 }
 
@@ -26,6 +28,9 @@ void pasada_context_free(pasada_context *c) {
   pa_free(c->out_rows);
   pa_free(c->hook_x);
   pa_free(c->logits);
+  pa_free(c->hidden);
+  pa_free(c->embd_pool);
+  pa_free(c->pool_n);
   free(c->row_of);
   pa_free(c);
 }
@@ -51,7 +56,8 @@ static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) 
   for (int l = 0; l < m->hp.n_layer; l++) {
     const pa_layer *L = &m->layers[l];
     const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 7; i++) mats[n++] = lm[i];
+    for (int i = 0; i < 7; i++)
+      if (lm[i]->data) mats[n++] = lm[i]; /* bert has no gate */
   }
   return n;
 }
@@ -67,6 +73,12 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   const pa_hparams *hp = &m->hp;
   if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
   if (p.n_ctx > (1 << 22)) return pa_error(PASADA_ERR_ARG, "context size %d is too large", p.n_ctx);
+  if (hp->arch == PA_ARCH_BERT) {
+    /* learned positions: no position past the table's */
+    if (p.n_ctx > hp->n_ctx_train) p.n_ctx = hp->n_ctx_train;
+    if (p.pooling == PASADA_POOLING_NONE)
+      return pa_error(PASADA_ERR_ARG, "bert is an embedding model: a context on it needs a pooling (mean, cls, last)");
+  }
   if (p.n_seq_max <= 0 || p.n_seq_max > 1024)
     return pa_error(PASADA_ERR_ARG, "n_seq_max %d is out of range [1, 1024]", p.n_seq_max);
   if (p.n_batch <= 0) p.n_batch = 512;
@@ -79,6 +91,8 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   if (p.kv_type != PASADA_KV_DEFAULT && p.kv_type != PASADA_KV_F32 && p.kv_type != PASADA_KV_F16 &&
       p.kv_type != PASADA_KV_Q8)
     return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)p.kv_type);
+  if (p.pooling < PASADA_POOLING_NONE || p.pooling > PASADA_POOLING_LAST)
+    return pa_error(PASADA_ERR_ARG, "unknown pooling %d", (int)p.pooling);
 
   struct pa_context *c = pa_calloc(1, sizeof *c);
   if (!c) return pa_error(PASADA_ERR_NOMEM, "out of memory");
@@ -88,6 +102,8 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->n_seq_max = p.n_seq_max;
   c->n_batch_max = p.n_batch;
   c->n_batch = p.n_batch < PA_FWD_TOKENS_MAX ? p.n_batch : PA_FWD_TOKENS_MAX;
+  /* a bidirectional encoder's input is one pass, however long */
+  if (hp->bidirectional) c->n_batch = p.n_batch;
   c->n_threads = p.n_threads;
   int rc = PASADA_OK;
   /* another backend than the model's: one that reads the weights as the
@@ -113,6 +129,19 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   c->pool = pa_pool_create(p.n_threads);
   c->row_of = malloc((size_t)p.n_batch * sizeof(int32_t));
   c->out_rows = pa_alloc((size_t)c->n_batch * sizeof(int32_t));
+  c->pooling = p.pooling;
+  c->embd_normalize = p.embd_normalize;
+  if (c->pooling) {
+    const size_t E = (size_t)hp->n_embd;
+    c->hidden = pa_alloc((size_t)c->n_batch * E * sizeof(float));
+    c->embd_pool = pa_alloc((size_t)p.n_seq_max * E * sizeof(double));
+    c->pool_n = pa_alloc((size_t)p.n_seq_max * sizeof(int32_t));
+    if (!c->hidden || !c->embd_pool || !c->pool_n) {
+      pasada_context_free(c);
+      return pa_error(PASADA_ERR_NOMEM, "out of memory for the embeddings of %d sequences", p.n_seq_max);
+    }
+    memset(c->pool_n, 0, (size_t)p.n_seq_max * sizeof(int32_t));
+  }
   if (!c->pool || !c->row_of || !c->out_rows) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory creating a context");
@@ -239,8 +268,91 @@ int32_t pasada_kv_cached_blocks(const pasada_context *c, uint64_t *hashes, uint6
 
 int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
   if (seq < 0 || seq >= c->n_seq_max || !tokens || n <= 0) return 0;
+  if (c->pooling) return 0; /* a pool needs every token's hidden state */
   if (n > c->n_ctx) n = c->n_ctx;
   return pa_kv_reuse_prefix(&c->kv, seq, tokens, n);
+}
+
+static void forward(pasada_context *c, const pa_fwd_batch *fb) {
+  if (c->model->hp.arch == PA_ARCH_GEMMA3)
+    pa_forward_gemma3(c, fb);
+  else if (c->model->hp.arch == PA_ARCH_BERT)
+    pa_forward_bert(c, fb);
+  else
+    pa_forward_llama(c, fb);
+}
+
+/* Adds hidden state h (n floats) of a token at position pos to its
+ * sequence's pool. */
+static void pool_add(pasada_context *c, int32_t seq, int32_t pos, const float *h, int64_t n) {
+  double *p = c->embd_pool + (size_t)seq * (size_t)n;
+  if (pos == 0) {
+    memset(p, 0, (size_t)n * sizeof(double));
+    c->pool_n[seq] = 0;
+  }
+  if (c->pooling == PASADA_POOLING_MEAN)
+    for (int64_t j = 0; j < n; j++) p[j] += h[j];
+  else if (c->pooling == PASADA_POOLING_LAST || pos == 0)
+    for (int64_t j = 0; j < n; j++) p[j] = h[j];
+  c->pool_n[seq]++;
+}
+
+/* pasada_decode of an embedding context (the batch validated and its KV
+ * room not yet taken): forward passes whose output is every token's final
+ * hidden state, each added to its sequence's pool. */
+static int decode_embeddings(pasada_context *c, const pasada_batch *b) {
+  const int64_t E = c->model->hp.n_embd;
+  c->row_of_n = b->n_tokens;
+  for (int32_t i = 0; i < b->n_tokens; i++) c->row_of[i] = -1; /* no logits */
+  c->n_logits = 0;
+  int rc = pa_kv_reserve(&c->kv, b->n_tokens, b->seq_id, b->pos);
+  if (rc) return rc;
+  const int32_t n_pass = (b->n_tokens + c->n_batch - 1) / c->n_batch;
+  for (int32_t k = 0, i0 = 0; k < n_pass; k++) {
+    const int32_t i1 = (int32_t)((int64_t)b->n_tokens * (k + 1) / n_pass);
+    for (int32_t i = 0; i < i1 - i0; i++) c->out_rows[i] = i;
+    pa_fwd_batch fb = {.n = i1 - i0, .token = b->token + i0, .pos = b->pos + i0, .seq = b->seq_id + i0,
+                       .n_out = i1 - i0, .out_idx = c->out_rows};
+    c->fwd_first = i0;
+    forward(c, &fb);
+    for (int32_t i = 0; i < fb.n; i++) pool_add(c, fb.seq[i], fb.pos[i], c->hidden + (size_t)i * (size_t)E, E);
+    i0 = i1;
+  }
+  c->fwd_first = 0;
+  pa_kv_commit(&c->kv, b->n_tokens, b->token, b->seq_id, b->pos);
+  return PASADA_OK;
+}
+
+int pasada_get_embeddings(const pasada_context *c, int32_t seq, float *out) {
+  if (!c || !out) return pa_error(PASADA_ERR_ARG, "embeddings: no context or no output");
+  if (!c->pooling) return pa_error(PASADA_ERR_ARG, "embeddings: the context has no pooling (a language-model context)");
+  if (seq < 0 || seq >= c->n_seq_max)
+    return pa_error(PASADA_ERR_ARG, "embeddings: sequence id %d is out of range [0, %d)", seq, c->n_seq_max);
+  if (c->pool_n[seq] == 0 || c->kv.len[seq] == 0)
+    return pa_error(PASADA_ERR_ARG, "embeddings: sequence %d has no tokens", seq);
+  const int64_t E = c->model->hp.n_embd;
+  const double *p = c->embd_pool + (size_t)seq * (size_t)E;
+  const double scale = c->pooling == PASADA_POOLING_MEAN ? 1.0 / c->pool_n[seq] : 1.0;
+  double ss = 0;
+  for (int64_t j = 0; j < E; j++) ss += p[j] * scale * (p[j] * scale);
+  /* a zero vector stays zero (as torch's F.normalize with its eps) */
+  const double norm = c->embd_normalize && ss > 0 ? 1.0 / sqrt(ss) : 1.0;
+  for (int64_t j = 0; j < E; j++) out[j] = (float)(p[j] * scale * norm);
+  return PASADA_OK;
+}
+
+int pasada_pooling_from_name(const char *name, pasada_pooling *out) {
+  if (!out || !name) return pa_error(PASADA_ERR_ARG, "pooling: no name or no output");
+  if (!strcmp(name, "none")) *out = PASADA_POOLING_NONE;
+  else if (!strcmp(name, "mean")) *out = PASADA_POOLING_MEAN;
+  else if (!strcmp(name, "cls")) *out = PASADA_POOLING_CLS;
+  else if (!strcmp(name, "last")) *out = PASADA_POOLING_LAST;
+  else return pa_error(PASADA_ERR_ARG, "unknown pooling '%.40s' (known: last, mean, cls, none)", name);
+  return PASADA_OK;
+}
+
+const char *pasada_pooling_name(pasada_pooling p) {
+  return p == PASADA_POOLING_MEAN ? "mean" : p == PASADA_POOLING_CLS ? "cls" : p == PASADA_POOLING_LAST ? "last" : "none";
 }
 
 int pasada_decode(pasada_context *c, const pasada_batch *b) {
@@ -271,6 +383,14 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
       return pa_error(PASADA_ERR_CONTEXT_FULL, "sequence %d is full: position %d, context size %d", s,
                       b->pos[i], c->n_ctx);
   }
+  if (hp->bidirectional) /* every token sees the whole input: all of it in this batch */
+    for (int32_t i = 0; i < b->n_tokens; i++)
+      if (c->kv.len[b->seq_id[i]] != 0)
+        return pa_error(PASADA_ERR_ARG,
+                        "%s attends in both directions: sequence %d's whole input must be in one batch "
+                        "(it already has %d positions)",
+                        c->model->arch_name, b->seq_id[i], c->kv.len[b->seq_id[i]]);
+  if (c->pooling) return decode_embeddings(c, b);
   for (int32_t i = 0; i < b->n_tokens; i++) {
     bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
     c->row_of[i] = want ? n_out++ : -1;
@@ -299,10 +419,7 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
                        .n_out = n_out_k, .out_idx = c->out_rows};
     c->logits = logits ? logits + (size_t)rows * (size_t)hp->n_vocab : NULL;
     c->fwd_first = i0;
-    if (hp->arch == PA_ARCH_GEMMA3)
-      pa_forward_gemma3(c, &fb);
-    else
-      pa_forward_llama(c, &fb);
+    forward(c, &fb);
     rows += n_out_k;
     i0 = i1;
   }

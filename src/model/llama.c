@@ -48,5 +48,8 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
     pa_layer_done(c, l, n);
   }
   if (be->layer) be->layer(bc, hp->n_layer);
-  OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
+  if (c->pooling) /* an embedding context: the normed hidden states, no logits */
+    OP(PA_OP_OUTPUT, -1, b->n_out, hidden(bc, b, m->output_norm, c->hidden));
+  else
+    OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
 }

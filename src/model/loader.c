@@ -43,9 +43,10 @@ int pa_model_load_hparams(struct pa_model *m) {
   else if (!strcmp(a, "qwen2")) hp->arch = PA_ARCH_QWEN2;
   else if (!strcmp(a, "qwen3")) hp->arch = PA_ARCH_QWEN3;
   else if (!strcmp(a, "gemma3")) hp->arch = PA_ARCH_GEMMA3;
+  else if (!strcmp(a, "bert")) hp->arch = PA_ARCH_BERT;
   else
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "architecture '%s' is not supported (supported: llama, qwen2, qwen3, gemma3)", a);
+                    "architecture '%s' is not supported (supported: llama, qwen2, qwen3, gemma3, bert)", a);
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
   int rc;
@@ -58,6 +59,11 @@ int pa_model_load_hparams(struct pa_model *m) {
   if ((rc = key_u32(m, "context_length", false, &n_ctx))) return rc;
   uint32_t n_head_kv = n_head;
   if ((rc = key_u32(m, "attention.head_count_kv", false, &n_head_kv))) return rc;
+  /* llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last (4 rank: not an
+   * embedding pasada pools, read as none) */
+  uint32_t pooling = 0;
+  if ((rc = key_u32(m, "pooling_type", false, &pooling))) return rc;
+  m->pooling = pooling <= 3 ? (int32_t)pooling : 0;
   if ((rc = check_range("block_count", n_layer, 1, PA_MAX_LAYERS)) ||
       (rc = check_range("embedding_length", n_embd, 1, 1 << 16)) ||
       (rc = check_range("attention.head_count", n_head, 1, 1024)) ||
@@ -93,10 +99,19 @@ int pa_model_load_hparams(struct pa_model *m) {
   hp->rope_dim = (int32_t)rope_dim;
 
   hp->norm_eps = 1e-5f;
-  if ((rc = key_f32(m, "attention.layer_norm_rms_epsilon", false, &hp->norm_eps))) return rc;
+  /* bert's norms are LayerNorms (attention.layer_norm_epsilon) */
+  const char *eps_key = hp->arch == PA_ARCH_BERT ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+  if ((rc = key_f32(m, eps_key, false, &hp->norm_eps))) return rc;
   if (!(hp->norm_eps > 0 && hp->norm_eps < 1))
-    return pa_error(PASADA_ERR_FORMAT, "attention.layer_norm_rms_epsilon %g is out of range (0, 1)",
-                    hp->norm_eps);
+    return pa_error(PASADA_ERR_FORMAT, "%s %g is out of range (0, 1)", eps_key, hp->norm_eps);
+  if (hp->arch == PA_ARCH_BERT) {
+    bool causal = false;
+    char ck[256];
+    snprintf(ck, sizeof ck, "%s.attention.causal", a);
+    if ((rc = gguf_get_bool(m->gguf, ck, false, &causal))) return rc;
+    if (causal) return pa_error(PASADA_ERR_UNSUPPORTED, "%s = true: a causal bert is not supported", ck);
+    hp->bidirectional = true;
+  }
   hp->rope_base = 10000.0f;
   if ((rc = key_f32(m, "rope.freq_base", false, &hp->rope_base))) return rc;
   if (!(hp->rope_base > 1 && hp->rope_base < 1e12f))
@@ -220,6 +235,57 @@ static int get_vector(struct pa_model *m, const char *name, int64_t n, bool requ
   return PASADA_OK;
 }
 
+/* bert's tensors (llama.cpp's names): learned positions and token types,
+ * the embeddings' LayerNorm, and per layer q/k/v/output, two LayerNorms,
+ * up and down, every product with its bias. The lookup tables are F32, as
+ * the embed_add op reads them. */
+static int load_bert(struct pa_model *m) {
+  const pa_hparams *hp = &m->hp;
+  const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim;
+  int rc;
+  uint32_t n_types = 2;
+  if ((rc = gguf_get_u32(m->gguf, "tokenizer.ggml.token_type_count", false, &n_types))) return rc;
+  if ((rc = check_range("tokenizer.ggml.token_type_count", n_types, 1, 16))) return rc;
+  if (hp->n_head_kv != hp->n_head || Q != E || hp->head_dim_v != hp->head_dim)
+    return pa_error(PASADA_ERR_FORMAT, "bert: attention heads must cover the embedding (heads %d x %d, kv heads "
+                    "%d, embedding %lld)", hp->n_head, hp->head_dim, hp->n_head_kv, (long long)E);
+  if ((rc = get_matrix(m, "position_embd.weight", E, hp->n_ctx_train, true, &m->pos_embd)) ||
+      (rc = get_matrix(m, "token_types.weight", E, n_types, true, &m->type_embd)) ||
+      (rc = get_vector(m, "token_embd_norm.weight", E, true, &m->embd_norm)) ||
+      (rc = get_vector(m, "token_embd_norm.bias", E, true, &m->embd_norm_b)))
+    return rc;
+  if (m->pos_embd.type != PA_TYPE_F32 || m->type_embd.type != PA_TYPE_F32)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "bert: position_embd and token_types must be F32 (they are %s, %s)",
+                    pa_type_name(m->pos_embd.type), pa_type_name(m->type_embd.type));
+  m->output = m->tok_embd; /* no output matrix: an embedding model computes no logits */
+  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
+  if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
+  for (int i = 0; i < hp->n_layer; i++) {
+    pa_layer *L = &m->layers[i];
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+    if ((rc = get_matrix(m, NAME("attn_q.weight"), E, E, true, &L->wq)) ||
+        (rc = get_matrix(m, NAME("attn_k.weight"), E, E, true, &L->wk)) ||
+        (rc = get_matrix(m, NAME("attn_v.weight"), E, E, true, &L->wv)) ||
+        (rc = get_matrix(m, NAME("attn_output.weight"), E, E, true, &L->wo)) ||
+        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
+        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)) ||
+        (rc = get_vector(m, NAME("attn_q.bias"), E, true, &L->bq)) ||
+        (rc = get_vector(m, NAME("attn_k.bias"), E, true, &L->bk)) ||
+        (rc = get_vector(m, NAME("attn_v.bias"), E, true, &L->bv)) ||
+        (rc = get_vector(m, NAME("attn_output.bias"), E, true, &L->bo)) ||
+        (rc = get_vector(m, NAME("ffn_up.bias"), F, true, &L->b_up)) ||
+        (rc = get_vector(m, NAME("ffn_down.bias"), E, true, &L->b_down)) ||
+        (rc = get_vector(m, NAME("attn_output_norm.weight"), E, true, &L->attn_out_norm)) ||
+        (rc = get_vector(m, NAME("attn_output_norm.bias"), E, true, &L->attn_out_norm_b)) ||
+        (rc = get_vector(m, NAME("layer_output_norm.weight"), E, true, &L->out_norm)) ||
+        (rc = get_vector(m, NAME("layer_output_norm.bias"), E, true, &L->out_norm_b)))
+      return rc;
+#undef NAME
+  }
+  return PASADA_OK;
+}
+
 int pa_model_load_weights(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
@@ -227,6 +293,7 @@ int pa_model_load_weights(struct pa_model *m) {
   int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
   int rc;
   if ((rc = get_matrix(m, "token_embd.weight", E, V, true, &m->tok_embd))) return rc;
+  if (hp->arch == PA_ARCH_BERT) return load_bert(m);
   if ((rc = get_vector(m, "output_norm.weight", E, true, &m->output_norm))) return rc;
   if ((rc = get_matrix(m, "output.weight", E, V, false, &m->output))) return rc;
   if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
@@ -275,7 +342,8 @@ static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   for (int i = 0; i < m->hp.n_layer; i++) {
     pa_layer *L = &m->layers[i];
     pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++) out[n++] = mats[k];
+    for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
+      if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate */
   }
   out[n++] = m->output.data == m->tok_embd.data ? &m->tok_embd : &m->output;
   return n;

@@ -22,7 +22,8 @@ void pasada_model_free(pasada_model *m) {
     for (int i = 0; i < m->hp.n_layer; i++) {
       pa_layer *L = &m->layers[i];
       float *v[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->post_attn_norm,
-                    L->post_ffn_norm, L->bq, L->bk, L->bv};
+                    L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
+                    L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b};
       for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
     }
     pa_free(m->layers);
@@ -30,6 +31,8 @@ void pasada_model_free(pasada_model *m) {
   pa_unmap_huge(m->repacked, m->repacked_bytes);
   pa_backend_free(m->be);
   pa_free(m->output_norm);
+  pa_free(m->embd_norm);
+  pa_free(m->embd_norm_b);
   pa_free(m->rope_freqs);
   pa_tokenizer_free(m->tok);
   gguf_close(m->gguf);
@@ -122,6 +125,8 @@ int32_t pasada_model_n_vocab(const pasada_model *m) {
 }
 int32_t pasada_model_n_ctx_train(const pasada_model *m) { return m->hp.n_ctx_train; }
 const char *pasada_model_arch(const pasada_model *m) { return m->arch_name; }
+int32_t pasada_model_n_embd(const pasada_model *m) { return m->hp.n_embd; }
+pasada_pooling pasada_model_pooling(const pasada_model *m) { return (pasada_pooling)m->pooling; }
 
 static void fmt_bytes(char *buf, size_t cap, double b) {
   const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -151,19 +156,27 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
     fprintf(f, "heads:           %d (kv heads %d, head size %d, value size %d)\n", h->n_head,
             h->n_head_kv, h->head_dim, h->head_dim_v);
     fprintf(f, "context (train): %d\n", h->n_ctx_train);
-    fprintf(f, "rope:            %s, dims %d, base %g, freq scale %g", h->rope_neox ? "neox" : "normal",
-            h->rope_dim, h->rope_base, h->rope_freq_scale);
-    if (h->sliding_window) fprintf(f, ", local base %g", h->rope_base_swa);
-    fprintf(f, "\n");
+    if (h->arch == PA_ARCH_BERT) {
+      fprintf(f, "positions:       learned (%d), attention in both directions\n", h->n_ctx_train);
+    } else {
+      fprintf(f, "rope:            %s, dims %d, base %g, freq scale %g", h->rope_neox ? "neox" : "normal",
+              h->rope_dim, h->rope_base, h->rope_freq_scale);
+      if (h->sliding_window) fprintf(f, ", local base %g", h->rope_base_swa);
+      fprintf(f, "\n");
+    }
     if (h->sliding_window) {
       int n_swa = 0;
       for (int i = 0; i < h->n_layer; i++) n_swa += h->swa_layer[i];
       fprintf(f, "sliding window:  %d tokens on %d of %d layers\n", h->sliding_window, n_swa, h->n_layer);
     }
-    fprintf(f, "norm epsilon:    %g\n", h->norm_eps);
-    fprintf(f, "activation:      %s\n", h->act == PA_ACT_SILU ? "silu (gated)" : "gelu-tanh (gated)");
-    fprintf(f, "vocab (embd):    %d%s\n", h->n_vocab,
-            m->output.data == m->tok_embd.data ? " (output tied to embeddings)" : "");
+    fprintf(f, "norm epsilon:    %g%s\n", h->norm_eps, h->arch == PA_ARCH_BERT ? " (LayerNorm)" : "");
+    fprintf(f, "activation:      %s\n", h->arch == PA_ARCH_BERT ? "gelu-erf" : h->act == PA_ACT_SILU ? "silu (gated)" : "gelu-tanh (gated)");
+    if (h->arch == PA_ARCH_BERT)
+      fprintf(f, "vocab (embd):    %d (an encoder: no output head)\n", h->n_vocab);
+    else
+      fprintf(f, "vocab (embd):    %d%s\n", h->n_vocab,
+              m->output.data == m->tok_embd.data ? " (output tied to embeddings)" : "");
+    if (m->pooling) fprintf(f, "pooling:         %s\n", pasada_pooling_name((pasada_pooling)m->pooling));
     /* K and V of every layer for one position */
     const double kv_values = (double)h->n_layer * h->n_head_kv * (h->head_dim + h->head_dim_v);
     const double q8_scales = (double)h->n_layer * h->n_head_kv * 2 * 4; /* a float for K and for V */

@@ -23,7 +23,11 @@ typedef struct {
   float *attn_norm, *ffn_norm;            /* always present */
   float *q_norm, *k_norm;                 /* per-head RMS norm weights (qwen3, gemma3) */
   float *post_attn_norm, *post_ffn_norm;  /* gemma3 */
-  float *bq, *bk, *bv;                    /* qwen2 */
+  float *bq, *bk, *bv;                    /* qwen2, bert */
+  /* bert: the output and FFN biases, and the two post-norms (LayerNorm:
+   * weight and bias) after the attention and the FFN residual adds */
+  float *bo, *b_up, *b_down;
+  float *attn_out_norm, *attn_out_norm_b, *out_norm, *out_norm_b;
 } pa_layer;
 
 struct pa_model {
@@ -34,8 +38,11 @@ struct pa_model {
   pa_hparams hp;
   pa_matrix tok_embd, output;
   float *output_norm;
+  pa_matrix pos_embd, type_embd; /* bert: learned positions, token-type rows (F32) */
+  float *embd_norm, *embd_norm_b; /* bert: the embeddings' LayerNorm */
   float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
   pa_layer *layers;
+  int32_t pooling;       /* pasada_pooling the file declares ({arch}.pooling_type) */
   pa_backend *be;        /* the backend that runs the model; it prepared the weights */
   void *repacked;        /* the weights repacked at load (kernels/x4.h): a mapping, or NULL */
   size_t repacked_bytes; /* the size asked of pa_map_huge */
@@ -87,6 +94,14 @@ struct pa_context {
   int32_t n_logits, cap_logits;
   int32_t *row_of;
   int32_t row_of_n;
+  /* an embedding context (pooling != PASADA_POOLING_NONE): the pass's final
+   * hidden states ([n_batch][n_embd]) and each sequence's pool: the sum
+   * (mean), the first row (cls) or the latest row (last), of pool_n tokens */
+  int32_t pooling;
+  bool embd_normalize;
+  float *hidden;
+  double *embd_pool;
+  int32_t *pool_n;
 };
 
 /* pasada_model_load with backend be (adopted, freed with the model, also
@@ -105,6 +120,7 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k);
 /* The forward pass of each family: the backend's ops, layer by layer. */
 void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
+void pa_forward_bert(struct pa_context *ctx, const pa_fwd_batch *b);
 /* Sets the context's layer hook (NULL: none) and the host buffer it reads. */
 int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user);
 /* After layer l: the residual stream to the context's layer hook, if any. */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "server/anthropic.h"
+#include "server/embeddings.h"
 #include "server/api.h"
 #include "server/http.h"
 #include "server/replica.h"
@@ -130,7 +131,8 @@ typedef enum {
   R_SERVER_INFO, /* SGLang's worker metadata */
   R_MODEL_INFO,
   R_KV_BLOCKS, /* the prefix cache's full blocks */
-  R_GET_LOAD   /* SGLang's load report, for power_of_two routing */
+  R_GET_LOAD,  /* SGLang's load report, for power_of_two routing */
+  R_EMBEDDINGS
 } route;
 
 static const struct {
@@ -160,6 +162,8 @@ static const struct {
     {"/v1/messages/count_tokens", R_COUNT_TOKENS, "POST"},
     {"/v1/responses", R_RESPONSES, "POST"},
     {"/responses", R_RESPONSES, "POST"},
+    {"/v1/embeddings", R_EMBEDDINGS, "POST"},
+    {"/embeddings", R_EMBEDDINGS, "POST"},
 };
 
 /* Paths with an id: the prefix, then the id (a model's may hold '/'). */
@@ -657,6 +661,88 @@ static enum MHD_Result handle_generate(srv_state *st, struct MHD_Connection *c, 
   return send_json(st, c, r, 200, srv_api_response(&st->mi, st->responses, j, r->api));
 }
 
+/* /v1/embeddings: one job per input (the first holds the others as its
+ * choices), each queued to the scheduler, which batches their prompts with
+ * whatever else runs; the answer once every input is done. */
+static enum MHD_Result handle_embeddings(srv_state *st, struct MHD_Connection *c, http_req *r) {
+  srv_error e;
+  srv_embd_request er;
+  if (!srv_embd_parse(&st->mi, r->body.p ? r->body.p : "", r->body.n, &er, &e)) return send_error(st, c, r, &e);
+  er.n_embd = st->mi.n_embd;
+  srv_job *j = srv_job_create();
+  srv_job **jobs = calloc((size_t)er.n, sizeof *jobs);
+  if (!j || !jobs) {
+    srv_job_release(j);
+    free(jobs);
+    srv_embd_request_free(&er);
+    return fail(st, c, r, 500, "server_error", NULL, "out of memory");
+  }
+  r->job = j;
+  make_id(j);
+  jobs[0] = j;
+  bool ok = true;
+  for (int k = 1; k < er.n && ok; k++) ok = (jobs[k] = srv_job_create()) != NULL;
+  for (int k = 0; k < er.n && ok; k++) {
+    srv_request *q = &jobs[k]->req;
+    q->kind = SRV_EMBEDDING;
+    q->prompt = er.ids[k], er.ids[k] = NULL; /* the job owns the tokens now */
+    q->n_prompt = er.n_ids[k];
+    q->max_tokens = 0;
+    jobs[k]->choice = k;
+  }
+  j->choices = jobs, j->n_choices = er.n;
+  if (!ok) {
+    for (int k = 1; k < er.n; k++)
+      if (!jobs[k]) {
+        j->n_choices = k;
+        break;
+      }
+    srv_embd_request_free(&er);
+    return fail(st, c, r, 500, "server_error", NULL, "out of memory");
+  }
+  for (int k = 0; k < er.n; k++) {
+    srv_submit_result sr = srv_sched_submit(st->sched, jobs[k]);
+    if (sr == SRV_SUBMIT_OK) continue;
+    for (int m = 0; m < k; m++) srv_sched_cancel(st->sched, jobs[m]);
+    srv_embd_request_free(&er);
+    if (sr == SRV_SUBMIT_QUEUE_FULL) {
+      srv_metrics_rejected(st->metrics, "queue_full");
+      return fail(st, c, r, 429, "rate_limit_error", "queue_full",
+                  "the server is busy: the request queue is full, retry later");
+    }
+    return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+  }
+  const float **vecs = calloc((size_t)er.n, sizeof *vecs);
+  for (int k = 0; k < er.n; k++) {
+    srv_job *w = jobs[k];
+    if (!wait_output(st, c, w, true, 0, 0, 1e30)) {
+      cancel_all(st, j);
+      free(vecs);
+      srv_embd_request_free(&er);
+      srv_metrics_request(st->metrics, r->endpoint, 499); /* client closed the request */
+      return MHD_NO;
+    }
+    pthread_mutex_lock(&w->mu);
+    srv_finish f = w->finish;
+    e = w->error;
+    pthread_mutex_unlock(&w->mu);
+    if (f != SRV_FINISH_STOP || !w->embd) {
+      cancel_all(st, j);
+      free(vecs);
+      srv_embd_request_free(&er);
+      if (f == SRV_FINISH_CANCELLED) return MHD_NO;
+      if (f != SRV_FINISH_ERROR) srv_fail(&e, 500, "server_error", NULL, NULL, "an input was not embedded");
+      return send_error(st, c, r, &e);
+    }
+    if (vecs) vecs[k] = w->embd;
+  }
+  char *out = vecs ? srv_embd_response(&er, vecs) : NULL;
+  free(vecs);
+  srv_embd_request_free(&er);
+  if (!out) return fail(st, c, r, 500, "server_error", NULL, "out of memory");
+  return send_json(st, c, r, 200, out);
+}
+
 /* ---- dispatch ---- */
 
 /* The key as 'Authorization: Bearer KEY' or (Anthropic's clients)
@@ -708,8 +794,12 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
   if (!atomic_load(&st->ready))
     return fail(st, c, r, 503, "server_error", "loading", "the model is still loading");
   if (atomic_load(&st->shutting_down) &&
-      (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MESSAGES || r->r == R_RESPONSES))
+      (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MESSAGES || r->r == R_RESPONSES ||
+       r->r == R_EMBEDDINGS))
     return fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+  if (st->mi.embeddings && (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MESSAGES || r->r == R_RESPONSES))
+    return fail(st, c, r, 400, "invalid_request_error", "model_not_generative",
+                "this server serves embeddings (pasada serve --embeddings): use /v1/embeddings");
   srv_error e;
   char *out;
   switch (r->r) {
@@ -735,6 +825,8 @@ static enum MHD_Result dispatch(srv_state *st, struct MHD_Connection *c, http_re
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
     case R_RESPONSES:
       return handle_generate(st, c, r, SRV_RESPONSES);
+    case R_EMBEDDINGS:
+      return handle_embeddings(st, c, r);
     case R_RESPONSE_ID:
       out = srv_api_stored_response(st->responses, r->id, r->delete, &e);
       return out ? send_json(st, c, r, 200, out) : send_error(st, c, r, &e);
@@ -772,7 +864,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       r->r = ROUTES[i].r;
       r->endpoint = ROUTES[i].path;
       if (r->endpoint[1] != 'v' &&
-          (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MODELS || r->r == R_RESPONSES))
+          (r->r == R_CHAT || r->r == R_COMPLETIONS || r->r == R_MODELS || r->r == R_RESPONSES ||
+           r->r == R_EMBEDDINGS))
         r->endpoint = ROUTES[i - 1].path; /* the /v1 spelling */
       r->methods = ROUTES[i].methods;
       break;

@@ -128,6 +128,7 @@ void srv_job_release(srv_job *j) {
   free(j->text);
   free(j->lp);
   free(j->held);
+  free(j->embd);
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cv);
   free(j);

@@ -20,6 +20,9 @@ typedef struct {
   int64_t created;  /* when the model was loaded */
   int32_t n_ctx, n_vocab;
   bool has_draft; /* a draft model was loaded (serve --draft): "speculative" mode "draft" */
+  bool embeddings;  /* an embedding server (serve --embeddings) */
+  bool matryoshka;  /* `dimensions` below n_embd truncate and renormalise (serve --matryoshka) */
+  int32_t n_embd;
 } srv_model_info;
 
 /* Parses a /v1/chat/completions (SRV_CHAT) or /v1/completions body. On

@@ -52,7 +52,7 @@ struct srv_sched {
   const pasada_tokenizer *tok;
   pasada_context *ctx;
   srv_metrics *metrics;
-  int32_t n_vocab, n_ctx, n_slots, prefill_chunk, max_queue;
+  int32_t n_vocab, n_ctx, n_slots, prefill_chunk, max_queue, n_embd;
   int32_t pool_blocks;
 
   pthread_t thread;
@@ -100,6 +100,7 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->metrics = metrics;
   s->n_vocab = pasada_model_n_vocab(model);
   s->n_ctx = pasada_context_n_ctx(ctx);
+  s->n_embd = pasada_model_n_embd(model);
   s->n_slots = n_seq_max;
   s->prefill_chunk = p->prefill_chunk > 0 ? p->prefill_chunk : 256;
   s->max_queue = p->max_queue;
@@ -291,7 +292,8 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   j->next_token = -1;
   /* speculation: the request's choice or the server's; none with logprobs */
   int mode = j->req.spec_mode > 0 ? j->req.spec_mode - 1 : s->spec_default;
-  if (j->req.logprobs || (mode == PA_SPEC_DRAFT && !s->draft)) mode = PA_SPEC_OFF;
+  if (j->req.logprobs || j->req.kind == SRV_EMBEDDING || (mode == PA_SPEC_DRAFT && !s->draft))
+    mode = PA_SPEC_OFF;
   s->sp[i].mode = (int8_t)mode;
   s->sp[i].max = j->req.spec_draft_max > 0  ? j->req.spec_draft_max
                  : s->draft_max_default > 0 ? s->draft_max_default
@@ -562,13 +564,16 @@ static void run_step(srv_sched *s) {
     after = s->slot_order[best];
     srv_job *j = s->slot[best];
     int32_t k = j->req.n_prompt - j->n_fed;
+    /* an input to embed goes in whole (a bidirectional encoder needs all
+     * of it in one pass; serve makes the chunk hold the longest) */
+    if (j->req.kind == SRV_EMBEDDING && k > budget) break;
     if (k > budget) k = budget;
     for (int32_t t = 0; t < k; t++) {
       int32_t p = j->n_fed + t;
       s->b_token[n] = j->req.prompt[p];
       s->b_pos[n] = p;
       s->b_seq[n] = best;
-      s->b_want[n] = p == j->req.n_prompt - 1;
+      s->b_want[n] = p == j->req.n_prompt - 1 && j->req.kind != SRV_EMBEDDING; /* embeddings: no logits */
       n++;
     }
     budget -= k;
@@ -606,6 +611,23 @@ static void run_step(srv_sched *s) {
   }
   srv_metrics_step(s->metrics, n, srv_now() - t0);
   for (int32_t t = 0; t < n; t++) s->slot[s->b_seq[t]]->n_fed++;
+  /* an embedding job is done once its whole input is in: its sequence's pool */
+  for (int i = 0; i < s->n_slots; i++) {
+    srv_job *j = s->slot[i];
+    if (!j || j->req.kind != SRV_EMBEDDING || j->n_fed < j->req.n_prompt) continue;
+    float *v = malloc((size_t)s->n_embd * sizeof *v);
+    srv_error e;
+    if (!v || pasada_get_embeddings(s->ctx, i, v) != PASADA_OK) {
+      free(v);
+      srv_fail(&e, 500, "server_error", NULL, NULL, "embedding failed: %s", v ? pasada_last_error() : "out of memory");
+      finish_slot(s, i, SRV_FINISH_ERROR, &e);
+      continue;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->embd = v;
+    pthread_mutex_unlock(&j->mu);
+    finish_slot(s, i, SRV_FINISH_STOP, NULL);
+  }
   /* draw every sequence's token at once (a sequence has at most one row
    * with logits), then deliver them in batch order */
   int32_t n_draw = 0;

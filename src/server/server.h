@@ -51,6 +51,12 @@ typedef struct {
   const char *draft_path;
   int32_t draft_max;
   int32_t spec_max_seqs; /* --spec-max-seqs (0: SRV_SPEC_MAX_SEQS) */
+  /* --embeddings: an embedding server (/v1/embeddings; the generating
+   * endpoints answer 400), pooling as --pooling says (0: the model's, else
+   * last); --matryoshka: `dimensions` below the model's may truncate */
+  bool embeddings;
+  int pooling;
+  bool matryoshka;
   bool verbose;
 } srv_config;
 
@@ -73,7 +79,8 @@ typedef enum {
   SRV_CHAT = 0,       /* OpenAI /v1/chat/completions */
   SRV_COMPLETION = 1, /* OpenAI /v1/completions */
   SRV_MESSAGES = 2,   /* Anthropic /v1/messages */
-  SRV_RESPONSES = 3   /* OpenAI /v1/responses */
+  SRV_RESPONSES = 3,  /* OpenAI /v1/responses */
+  SRV_EMBEDDING = 4   /* OpenAI /v1/embeddings: one input, no generation */
 } srv_kind;
 
 /* A request after validation: everything the scheduler needs, in engine terms. */
@@ -167,6 +174,7 @@ typedef struct srv_job {
   srv_finish finish;
   srv_error error;
   double t_submit, t_first, t_done; /* monotonic seconds */
+  float *embd; /* SRV_EMBEDDING: the pooled embedding (n_embd floats), set at the finish */
 
   atomic_bool cancelled;
   atomic_int refs;

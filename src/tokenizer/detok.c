@@ -42,7 +42,7 @@ static size_t decode_token(const pa_tokenizer *t, int32_t id, char *out) {
     return n;
   }
   size_t o = 0;
-  if (t->kind == PA_TOK_SPM) {
+  if (t->kind == PA_TOK_SPM || t->kind == PA_TOK_WPM) { /* "\u2581" -> ' ' */
     int b = ty == PA_TOKEN_BYTE ? byte_token_value(s, n) : -1;
     if (b >= 0) {
       out[0] = (char)b;
@@ -236,7 +236,7 @@ size_t pa_detok_push(pa_detok *d, int32_t id, char *buf, size_t cap) {
   const char *p = piece_of(t, id, d->render_special, &n);
   /* SentencePiece with add_space_prefix: the space the encoder put in front
    * of the text is not part of it (Hugging Face strips one leading space). */
-  if (d->prev < 0 && t->kind == PA_TOK_SPM && t->add_space_prefix && n > 0 && p[0] == ' ') {
+  if (d->prev < 0 && (t->kind == PA_TOK_SPM || t->kind == PA_TOK_WPM) && t->add_space_prefix && n > 0 && p[0] == ' ') {
     p++;
     n--;
   }

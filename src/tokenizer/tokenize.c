@@ -68,8 +68,9 @@ size_t pa_utf8_encode(uint32_t cp, char *out) {
 static int encode_text(const pa_tokenizer *t, const char *s, size_t len, bool at_start,
                        pa_ids *ids) {
   if (len == 0) return PASADA_OK;
-  return t->kind == PA_TOK_BPE ? pa_bpe_encode(t, s, len, ids)
-                               : pa_spm_encode(t, s, len, at_start, ids);
+  return t->kind == PA_TOK_BPE   ? pa_bpe_encode(t, s, len, ids)
+         : t->kind == PA_TOK_WPM ? pa_wpm_encode(t, s, len, ids)
+                                 : pa_spm_encode(t, s, len, at_start, ids);
 }
 
 int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_special,
@@ -106,6 +107,7 @@ int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_sp
     pos = at + match_len;
   }
   if (!rc && add_special && t->add_eos) rc = pa_ids_push(&ids, t->eos);
+  if (!rc && add_special && t->add_sep) rc = pa_ids_push(&ids, t->sep); /* BERT's [SEP] */
   free(norm);
   if (rc) {
     free(ids.v);

@@ -13,7 +13,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-typedef enum { PA_TOK_BPE = 1, PA_TOK_SPM = 2 } pa_tok_kind;
+typedef enum { PA_TOK_BPE = 1, PA_TOK_SPM = 2, PA_TOK_WPM = 3 /* WordPiece (BERT) */ } pa_tok_kind;
 
 #define PA_PRETOK_MAX_REGEX 6
 #define PA_EOG_MAX 16
@@ -74,6 +74,7 @@ struct pa_tokenizer {
 
   int32_t bos, eos, unk, pad, sep, eot, eom;
   bool add_bos, add_eos, add_space_prefix;
+  bool add_sep; /* append the separator (BERT's [SEP]) after the text */
   int32_t eog[PA_EOG_MAX];
   int n_eog;
 
@@ -139,6 +140,8 @@ int pa_gpt2_cp_to_byte(uint32_t cp); /* -1 when cp is not in the map */
 
 /* spm.c */
 int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_start, pa_ids *out);
+/* wpm.c: WordPiece (BERT's normalizer, pre-tokenizer and greedy pieces). */
+int pa_wpm_encode(const pa_tokenizer *t, const char *text, size_t len, pa_ids *out);
 
 /* detok.c */
 int pa_pieces_build(pa_tokenizer *t);

@@ -231,6 +231,21 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
   if ((rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix))) return rc;
+  if (t->kind == PA_TOK_WPM) {
+    /* llama.cpp's files spell the separator's key "seperator"; BERT adds
+     * [CLS] (bos) and [SEP] by default, and words start with "\u2581" */
+    if (t->sep < 0 && (rc = get_special(f, "tokenizer.ggml.seperator_token_id", t->n_vocab, &t->sep))) return rc;
+    t->add_bos = t->add_sep = true;
+    t->add_space_prefix = true;
+    if ((rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
+    if ((rc = get_flag(f, "tokenizer.ggml.add_sep_token", &t->add_sep))) return rc;
+    if (t->unk < 0)
+      return pa_error(PASADA_ERR_FORMAT, "%s: a bert (WordPiece) vocabulary needs tokenizer.ggml.unknown_token_id",
+                      fname(f));
+    if (t->add_sep && t->sep < 0)
+      return pa_error(PASADA_ERR_FORMAT,
+                      "%s: tokenizer.ggml.add_sep_token is set but there is no seperator_token_id", fname(f));
+  }
   if (t->add_bos && t->bos < 0)
     return pa_error(PASADA_ERR_FORMAT,
                     "%s: tokenizer.ggml.add_bos_token is set but there is no bos_token_id",
@@ -287,9 +302,11 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
     t->kind = PA_TOK_BPE;
   } else if (strcmp(model, "llama") == 0) {
     t->kind = PA_TOK_SPM;
+  } else if (strcmp(model, "bert") == 0) {
+    t->kind = PA_TOK_WPM;
   } else {
     rc = pa_error(PASADA_ERR_UNSUPPORTED,
-                  "%s: tokenizer.ggml.model '%.40s' is not supported (supported: gpt2, llama)",
+                  "%s: tokenizer.ggml.model '%.40s' is not supported (supported: gpt2, llama, bert)",
                   fname(f), model);
     goto fail;
   }

@@ -42,6 +42,7 @@ CHAT_TEMPLATES = _chat_templates()
 
 SMOLLM2 = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3 = MODELS / "gemma-3-270m-q4_k_m.gguf"
+MINILM = MODELS / "all-MiniLM-L6-v2"  # a Hugging Face folder (scripts/fetch-models minilm)
 
 
 def _need(path):
@@ -107,6 +108,20 @@ def smollm2():
 @pytest.fixture(scope="session")
 def gemma3():
     return _need(GEMMA3)
+
+
+@pytest.fixture(scope="session")
+def minilm_gguf(tmp_path_factory):
+    """all-MiniLM-L6-v2 as GGUF, converted from its Hugging Face folder by
+    scripts/bert-to-gguf.py (numpy and gguf only) once per session."""
+    import subprocess
+    import sys
+    _need(MINILM / "model.safetensors")
+    out = tmp_path_factory.mktemp("minilm") / "all-MiniLM-L6-v2.gguf"
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bert-to-gguf.py"), str(MINILM), str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return out
 
 
 @pytest.fixture(scope="session")

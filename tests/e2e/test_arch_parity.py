@@ -107,14 +107,16 @@ def load_reference_model(path):
     return r, T
 
 
-def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6):
+def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6, hidden=False):
     """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
     `ids` at positions 0..n-1, from the GGUF alone (a path, or what
     load_reference_model returned): weights as stored (quantized ones
     dequantized), every activation in float64. Supports llama, gemma3, qwen2
     and qwen3 as pasada reads them. The keyword arguments override conventions
     (RoPE style, Gemma's window, local RoPE base and layer pattern);
-    make-tiny-models.py uses them to show each one matters."""
+    make-tiny-models.py uses them to show each one matters. hidden: the final
+    hidden states after the output norm (n_tokens x n_embd) instead of the
+    logits, what an embedding model pools."""
     r, T = load_reference_model(model) if isinstance(model, (str, pathlib.Path)) else model
     arch = _field(r, "general.architecture")
     n_layer = _field(r, f"{arch}.block_count")
@@ -177,6 +179,8 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
             f = _rms_norm(f, T[b + "post_ffw_norm.weight"], eps)
         x = x + f
     x = _rms_norm(x, T["output_norm.weight"], eps)
+    if hidden:
+        return x
     out = T.get("output.weight", T["token_embd.weight"])
     return x @ out.T
 

@@ -143,8 +143,9 @@ SERVE_VALUES = {
     "--responses-store": "4", "--alias": "m", "--chat-template": "chatml",
     "--shutdown-grace": "1", "--drain-delay": "1", "--kv-events": "tcp://127.0.0.1:1",
     "--kv-events-topic": "t", "--kv-events-replay": "tcp://127.0.0.1:2", "--draft": "draft.gguf", "--draft-max": "4", "--spec-max-seqs": "2",
+    "--pooling": "mean",
 }
-SERVE_FLAGS = ("-v", "--verbose", "--lookup")
+SERVE_FLAGS = ("-v", "--verbose", "--lookup", "--embeddings", "--matryoshka")
 SERVE_NEEDS = {"--gpu-layers": ["--device", "vulkan"], "--kv-events-topic": ["--kv-events", "tcp://127.0.0.1:1"],
                "--kv-events-replay": ["--kv-events", "tcp://127.0.0.1:1"]}
 

@@ -411,8 +411,9 @@ def test_client_errors_are_typed(client):
     assert e.value.status_code == 400 and e.value.body["param"] == "n"
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="m", messages=chat_msgs("hi"), temperature=9)
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.BadRequestError) as e:  # a generating server: serve --embeddings
         client.embeddings.create(model="m", input="x")
+    assert e.value.body["code"] == "model_not_embedding"
 
 
 def test_malformed_requests(server):

@@ -14,7 +14,9 @@
  *     RoPE, KV store, gates, residual adds) and the logits: within a bound
  *     per weight type (TOL_MM below) of the largest reference output, as
  *     a fast backend rounds activations to 8 bits (or to F16 for F16 and
- *     BF16 weights).
+ *     BF16 weights);
+ *   - the final hidden states (the output norm of chosen rows, for
+ *     embeddings): as the RMS norm.
  * Inputs of each op are uploaded identically to both backends, so an op is
  * judged alone. The model's shape is small but not round: 97-token
  * vocabulary, two KV heads of four query heads, an FFN of 768.
@@ -124,6 +126,13 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox) {
   t->m.tok_embd = random_matrix(t, type, NV, E, 1.0f);
   t->m.output = random_matrix(t, type, NV, E, 0.1f);
   t->m.output_norm = random_vec(t, E, 1.0f, 0.2f);
+  /* bert's: LayerNorm weight and bias, learned positions and token types
+   * (F32), the FFN's bias */
+  t->m.embd_norm = random_vec(t, E, 1.0f, 0.2f);
+  t->m.embd_norm_b = random_vec(t, E, 0.0f, 0.5f);
+  t->m.pos_embd = random_matrix(t, PA_TYPE_F32, N_BATCH, E, 1.0f);
+  t->m.type_embd = random_matrix(t, PA_TYPE_F32, 2, E, 1.0f);
+  L->b_up = random_vec(t, F, 0.0f, 0.5f);
   t->m.layers = L;
   rng_state = saved;
 }
@@ -185,11 +194,15 @@ static double rel_err(const float *a, const float *b, int64_t n) {
   return num == 0 ? 0 : num / (den > 0 ? den : 1e-30);
 }
 
-static double worst[16]; /* per op, for the report */
+static double worst[20]; /* per op, for the report */
 static const char *OP_NAMES[] = {"upload", "embed", "rms_norm", "add", "matmul qkv", "kv store", "attention",
                                  "attention window", "matmul o + residual", "matmul gate_up", "matmul down + residual",
-                                 "logits"};
-enum { OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS };
+                                 "logits", "hidden", "layer_norm", "embed_add", "attention bidirectional",
+                                 "matmul up + bias + gelu_erf"};
+enum {
+  OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS,
+  OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU
+};
 
 static void expect(const char *backend, pa_type type, int n, pa_kv_type kvt, int op, const float *a, const float *b,
                    int64_t count, double tol) {
@@ -272,6 +285,28 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   download2(x, r, PA_BUF_X, (int64_t)n * E);
   expect(backend, type, n, kvt, OP_ADD, got_a, got_b, (int64_t)n * E, 0);
 
+  /* LayerNorm with weight and bias (bert), in place too */
+  random_fill(in, (int64_t)n * E, 2.0f);
+  for (int i = 0; i < n * E; i++) in[i] += 0.5f; /* a mean to take away */
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  x->ops->layer_norm(x->bc, PA_BUF_XB, PA_BUF_X, x->tm.m.embd_norm, x->tm.m.embd_norm_b, E, n);
+  r->ops->layer_norm(r->bc, PA_BUF_XB, PA_BUF_X, r->tm.m.embd_norm, r->tm.m.embd_norm_b, E, n);
+  download2(x, r, PA_BUF_XB, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_LNORM, got_a, got_b, (int64_t)n * E, host_backend(backend) ? 0 : 2e-6);
+  x->ops->layer_norm(x->bc, PA_BUF_X, PA_BUF_X, x->tm.m.embd_norm, x->tm.m.embd_norm_b, E, n);
+  r->ops->layer_norm(r->bc, PA_BUF_X, PA_BUF_X, r->tm.m.embd_norm, r->tm.m.embd_norm_b, E, n);
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_LNORM, got_a, got_b, (int64_t)n * E, host_backend(backend) ? 0 : 2e-6);
+
+  /* learned positions and the token-type row added to the embeddings */
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  x->ops->embed_add(x->bc, &b, &x->tm.m.pos_embd, true);
+  r->ops->embed_add(r->bc, &b, &r->tm.m.pos_embd, true);
+  x->ops->embed_add(x->bc, &b, &x->tm.m.type_embd, false);
+  r->ops->embed_add(r->bc, &b, &r->tm.m.type_embd, false);
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_EMBED_ADD, got_a, got_b, (int64_t)n * E, 0);
+
   /* q, k, v with every fusion the models use, K and V into the cache */
   upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
   const pa_matrix *wx[3] = {&LX->wq, &LX->wk, &LX->wv}, *wr[3] = {&LR->wq, &LR->wk, &LR->wv};
@@ -323,6 +358,18 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   r->ops->attention(r->bc, &b, 0, 3);
   download2(x, r, PA_BUF_ATT, (int64_t)n * Q);
   expect(backend, type, n, kvt, OP_ATT_W, got_a, got_b, (int64_t)n * Q, tol_att);
+  /* bidirectional (bert): every token over the whole pass; the reference's
+   * first row then differs from its causal one (it sees later tokens) */
+  static float causal0[NH * HD];
+  memcpy(causal0, got_b, sizeof causal0);
+  x->tm.m.hp.bidirectional = r->tm.m.hp.bidirectional = true;
+  x->ops->attention(x->bc, &b, 0, 0);
+  r->ops->attention(r->bc, &b, 0, 0);
+  x->tm.m.hp.bidirectional = r->tm.m.hp.bidirectional = false;
+  download2(x, r, PA_BUF_ATT, (int64_t)n * Q);
+  expect(backend, type, n, kvt, OP_ATT_BI, got_a, got_b, (int64_t)n * Q, tol_att);
+  if (n > 1 && rel_err(got_b, causal0, Q) == 0 && failures++ < 20)
+    printf("FAIL ref: bidirectional attention of the first token equals the causal one\n");
 
   /* x += Wo att */
   random_fill(in, (int64_t)n * E, 1.0f);
@@ -342,6 +389,16 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
     expect(backend, type, n, kvt, OP_GATE, got_a, got_b, (int64_t)n * F, 2 * tol_mm(type));
   }
 
+  /* h = gelu_erf(W_up x + b_up) (bert's un-gated FFN) */
+  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+  pa_matmul_desc gx = pa_mm(&LX->w_up, PA_BUF_X, PA_BUF_H1), gr = pa_mm(&LR->w_up, PA_BUF_X, PA_BUF_H1);
+  gx.bias[0] = LX->b_up, gr.bias[0] = LR->b_up;
+  gx.unary = gr.unary = PA_UNARY_GELU_ERF;
+  x->ops->matmul(x->bc, &b, &gx);
+  r->ops->matmul(r->bc, &b, &gr);
+  download2(x, r, PA_BUF_H1, (int64_t)n * F);
+  expect(backend, type, n, kvt, OP_UP_GELU, got_a, got_b, (int64_t)n * F, 2 * tol_mm(type));
+
   /* x += W_down h */
   random_fill(in2, (int64_t)n * F, 1.0f);
   check_residual_product(backend, x, r, &b, type, kvt, OP_DOWN, &LX->w_down, &LR->w_down, PA_BUF_H1, in2, in);
@@ -357,6 +414,21 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   x->ops->logits(x->bc, &b2, x->tm.m.output_norm, &x->tm.m.output, lx);
   r->ops->logits(r->bc, &b2, r->tm.m.output_norm, &r->tm.m.output, lr);
   expect(backend, type, n, kvt, OP_LOGITS, lx, lr, (int64_t)b2.n_out * NV, tol_mm(type));
+  /* the final hidden states (an embedding context's output): of two tokens
+   * in reverse order, then of every token; the X rows are left as they were */
+  static float hx[N_BATCH * E], hr[N_BATCH * E];
+  for (int pass = 0; pass < 2; pass++) {
+    const pa_fwd_batch *bh = pass ? &b : &b2;
+    memset(hx, 0xff, sizeof hx); /* NaN: a row left unwritten fails */
+    x->ops->hidden(x->bc, bh, x->tm.m.output_norm, hx);
+    r->ops->hidden(r->bc, bh, r->tm.m.output_norm, hr);
+    expect(backend, type, n, kvt, OP_HIDDEN, hx, hr, (int64_t)bh->n_out * E, host_backend(backend) ? 0 : 1e-6);
+    /* without a norm (bert's output): the rows as they are */
+    memset(hx, 0xff, sizeof hx);
+    x->ops->hidden(x->bc, bh, NULL, hx);
+    r->ops->hidden(r->bc, bh, NULL, hr);
+    expect(backend, type, n, kvt, OP_HIDDEN, hx, hr, (int64_t)bh->n_out * E, 0);
+  }
   x->ops->synchronize(x->bc);
   pa_kv_truncate(&x->kv, 0, 0);
   pa_kv_truncate(&r->kv, 0, 0);
@@ -387,7 +459,7 @@ static void check_backend(const char *backend) {
       side_close(&r);
     }
   printf("  %-16s worst relative difference from ref:", backend);
-  for (int op = 0; op <= OP_LOGITS; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_LOGITS ? "," : "\n");
+  for (int op = 0; op <= OP_UP_GELU; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_UP_GELU ? "," : "\n");
 }
 
 /* A context on a GPU backend for a model loaded on the CPU is refused

@@ -403,6 +403,83 @@ static void test_stream(void) {
   pa_tokenizer_free(t);
 }
 
+/* ---- WordPiece (bert) ---- */
+
+static void expect_error(gguf_writer *w, const char *needle, const char *what);
+
+/* A vocabulary in llama.cpp's spelling: word-initial pieces with U+2581,
+ * continuations bare, the special tokens as they are. unk < 0: none. */
+static gguf_writer *wpm_vocab(int32_t unk) {
+  const char *tokens[] = {"[PAD]",
+                          "[UNK]",
+                          "[CLS]",
+                          "[SEP]",
+                          "\xE2\x96\x81un",
+                          "aff",
+                          "able",
+                          "\xE2\x96\x81,",
+                          "\xE2\x96\x81"
+                          "cafe",
+                          "\xE2\x96\x81\xE4\xB8\xAD",
+                          "\xE2\x96\x81"
+                          "a",
+                          "b"};
+  int32_t types[12];
+  for (int i = 0; i < 12; i++) types[i] = i < 4 ? PA_TOKEN_CONTROL : PA_TOKEN_NORMAL;
+  gguf_writer *w = gguf_writer_create();
+  gguf_writer_set_string(w, "general.architecture", "bert");
+  gguf_writer_set_string(w, "tokenizer.ggml.model", "bert");
+  gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", tokens, 12);
+  gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 12);
+  gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 2);
+  gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3);
+  if (unk >= 0) gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);
+  return w;
+}
+
+static void test_wordpiece(void) {
+  pa_tokenizer *t = NULL;
+  CHECK(load(wpm_vocab(1), &t) == 0, "wordpiece vocabulary loads: %s", pa_last_error());
+  if (!t) return;
+  const struct {
+    const char *text;
+    int32_t ids[12];
+    int n;
+  } cases[] = {
+      /* [CLS] un ##aff ##able , [SEP]: longest match first, punctuation split */
+      {"Unaffable,", {2, 4, 5, 6, 7, 3}, 6},
+      /* accents stripped and lowercased: CAFÉ -> cafe; a CJK ideograph on its own */
+      {"CAF\xC3\x89\xE4\xB8\xAD", {2, 8, 9, 3}, 4},
+      /* a word no piece continues is [UNK] whole (unaffablex); a ab */
+      {"unaffablex a ab", {2, 1, 10, 10, 11, 3}, 6},
+      /* control characters dropped, tabs and newlines split */
+      {"a\x07"
+       "b\t\na",
+       {2, 10, 11, 10, 3},
+       5},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = pa_tokenize(t, cases[c].text, strlen(cases[c].text), true, true, &ids, &n);
+    bool same =
+        rc == 0 && n == (size_t)cases[c].n && memcmp(ids, cases[c].ids, n * sizeof *ids) == 0;
+    CHECK(same, "wordpiece case %zu: rc %d, %zu ids (first %d)", c, rc, n, n ? ids[0] : -1);
+    free(ids);
+  }
+  /* a word of 101 characters is [UNK] (100 at most) */
+  char longw[102];
+  memset(longw, 'a', 101);
+  longw[101] = 0;
+  int32_t *ids = NULL;
+  size_t n = 0;
+  CHECK(pa_tokenize(t, longw, 101, false, false, &ids, &n) == 0 && n == 1 && ids[0] == 1,
+        "101 characters: [UNK]");
+  free(ids);
+  pa_tokenizer_free(t);
+  expect_error(wpm_vocab(-1), "unknown_token_id", "wordpiece without an unknown token");
+}
+
 /* ---- validation ---- */
 
 static void expect_error(gguf_writer *w, const char *needle, const char *what) {
@@ -452,8 +529,8 @@ static void test_validation(void) {
   expect_error(w, "token_type[7]", "token type out of range");
 
   w = spm_vocab(false);
-  gguf_writer_set_string(w, "tokenizer.ggml.model", "bert");
-  expect_error(w, "'bert'", "unknown tokenizer model");
+  gguf_writer_set_string(w, "tokenizer.ggml.model", "rwkv");
+  expect_error(w, "'rwkv'", "unknown tokenizer model");
 
   w = spm_vocab(false);
   uint32_t ints[3] = {1, 2, 3};
@@ -625,6 +702,7 @@ int main(void) {
   test_spm();
   test_stream();
   test_validation();
+  test_wordpiece();
   test_chat();
   test_chat_detect();
   test_chat_detect_dropped();

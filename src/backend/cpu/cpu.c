@@ -9,6 +9,7 @@
  * context_init. */
 #include "backend/cpu/cpu.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,6 +119,38 @@ static void op_embed(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, 
   }
 }
 
+/* X[t] += row (by_pos ? pos[t] : 0) of table. */
+static void op_embed_add(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, bool by_pos) {
+  const int64_t E = c->hp->n_embd;
+  float *row = c->xn; /* free between ops */
+  for (int32_t t = 0; t < b->n; t++) {
+    pa_matrix_get_row(table, by_pos ? b->pos[t] : 0, row);
+    c->be->ex.ops->add(c->buf[PA_BUF_X] + t * E, row, E);
+  }
+}
+
+/* One row's layer norm, the mean and the variance summed in double (the
+ * same function on every host table: the reference's bits). */
+static void layer_norm_row(float *out, const float *x, const float *w, const float *bias, int64_t n, float eps) {
+  double s = 0, ss = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  const double mean = s / (double)n;
+  for (int64_t i = 0; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
+  const float inv = (float)(1.0 / sqrt(ss / (double)n + eps)), m = (float)mean;
+  for (int64_t i = 0; i < n; i++) out[i] = (x[i] - m) * inv * (w ? w[i] : 1.0f) + (bias ? bias[i] : 0.0f);
+}
+
+static void op_layer_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, const float *bias, int64_t n,
+                          int32_t n_tok) {
+  for (int32_t t = 0; t < n_tok; t++)
+    layer_norm_row(c->buf[out] + t * n, c->buf[in] + t * n, w, bias, n, c->hp->norm_eps);
+}
+
+/* GELU with the exact erf over n floats, in place. */
+static void gelu_erf(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
 static void op_rms_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, int64_t n, int32_t n_tok) {
   norm_rows(c, c->buf[out], c->buf[in], w, n, n_tok);
 }
@@ -155,7 +188,7 @@ static void out_rows_epi(void *arg, int m, int64_t r0, int64_t r1) {
   const float *bias = d->bias[m], *hnorm = d->head_norm[m];
   const bool rope = d->rope[m] != PA_ROPE_NONE;
   const bool store = d->kv_layer >= 0 && m >= 1;
-  if (bias || hnorm || rope || store) {
+  if (bias || hnorm || rope || store || (d->unary && m == 0)) {
     const int hd = head_dim_of(c, d, m), half = hp->rope_dim / 2;
     const int h0 = (int)(r0 / hd), h1 = (int)(r1 / hd);
     const float *ct = d->rope[m] == PA_ROPE_SWA ? c->rope_cos_swa : c->rope_cos;
@@ -163,6 +196,7 @@ static void out_rows_epi(void *arg, int m, int64_t r0, int64_t r1) {
     for (int32_t t = 0; t < j->b->n; t++) {
       float *row = y + t * stride;
       if (bias) ops->add(row + r0, bias + r0, r1 - r0);
+      if (d->unary == PA_UNARY_GELU_ERF && m == 0) gelu_erf(row + r0, r1 - r0);
       for (int h = h0; h < h1; h++) {
         float *head = row + (int64_t)h * hd;
         if (hnorm) ops->rmsnorm(head, head, hnorm, hd, hp->norm_eps);
@@ -229,7 +263,8 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
   const int32_t n = b->n;
   const float *x = c->buf[d->in];
   const bool headwise = d->bias[0] || d->bias[1] || d->bias[2] || d->head_norm[0] || d->head_norm[1] ||
-                        d->head_norm[2] || d->rope[0] || d->rope[1] || d->rope[2] || d->kv_layer >= 0;
+                        d->head_norm[2] || d->rope[0] || d->rope[1] || d->rope[2] || d->kv_layer >= 0 ||
+                        d->unary != PA_UNARY_NONE;
   bool fuse = !c->be->exact && (d->gate == PA_GATE_NONE || d->n_w == 2);
   for (int m = 0; m < d->n_w && fuse && d->in_norm; m++) fuse = pa_matmul_can_norm(d->w[m]);
   if (fuse && (d->gate != PA_GATE_NONE || !headwise)) {
@@ -257,6 +292,7 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
     const int64_t rows = out_rows(d, m);
     if (d->bias[m])
       for (int32_t t = 0; t < n; t++) ops->add(y + t * rows, d->bias[m], rows);
+    if (d->unary == PA_UNARY_GELU_ERF && m == 0) gelu_erf(y, (int64_t)n * rows);
     if (d->head_norm[m]) {
       const int hd = head_dim_of(c, d, m);
       for (int64_t i = 0; i < (int64_t)n * (rows / hd); i++)
@@ -283,7 +319,22 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
 }
 
 static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t window) {
-  pa_cpu_attention(c, b, layer, window);
+  if (!c->hp->bidirectional) {
+    pa_cpu_attention(c, b, layer, window);
+    return;
+  }
+  /* every token up to its sequence's last position of the pass: the same
+   * attention with that position as each token's own (positions only
+   * bound the range attention reads) */
+  for (int32_t t = 0; t < b->n; t++) {
+    int32_t last = b->pos[t];
+    for (int32_t u = 0; u < b->n; u++)
+      if (b->seq[u] == b->seq[t] && b->pos[u] > last) last = b->pos[u];
+    c->att_pos[t] = last;
+  }
+  pa_fwd_batch wide = *b;
+  wide.pos = c->att_pos;
+  pa_cpu_attention(c, &wide, layer, 0);
 }
 
 static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
@@ -299,6 +350,16 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
     pa_matmul(&c->be->ex, c->pool, out, c->xn, E, logits, out->rows, b->n_out, c->work);
 }
 
+static void op_hidden(pa_bctx *c, const pa_fwd_batch *b, const float *norm, float *hidden) {
+  const int64_t E = c->hp->n_embd;
+  const pa_ops_kernels *ops = c->be->ex.ops;
+  for (int32_t i = 0; i < b->n_out; i++)
+    if (!norm)
+      memcpy(hidden + i * E, c->buf[PA_BUF_X] + (int64_t)b->out_idx[i] * E, (size_t)E * sizeof(float));
+    else
+      ops->rmsnorm(hidden + i * E, c->buf[PA_BUF_X] + (int64_t)b->out_idx[i] * E, norm, E, c->hp->norm_eps);
+}
+
 /* ---- contexts ---- */
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -311,6 +372,7 @@ static void context_free(pa_bctx *c) {
   pa_free(c->mem);
   pa_free(c->scores);
   pa_free(c->work);
+  pa_free(c->att_pos);
   pa_free(c);
 }
 
@@ -354,7 +416,8 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
     work = max_sz(work, dev->exact ? pa_matmul_exact_work_size(p->mats[i], c->n_threads)
                                    : pa_matmul_work_size(p->mats[i], B));
   c->work = pa_alloc(work ? work : 64);
-  if (!m || !c->scores || !c->work) {
+  c->att_pos = pa_alloc((size_t)B * sizeof(int32_t));
+  if (!m || !c->scores || !c->work || !c->att_pos) {
     context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory for the buffers of %d tokens", p->n_batch);
   }
@@ -387,8 +450,9 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
   {.name = NAME, .default_kv_type = KV, .prepare_weights = prepare_weights,                    \
    .context_init = context_init, .context_free = context_free, .upload = op_upload,             \
    .download = op_download, .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, \
-   .rms_norm = op_rms_norm, .add = op_add, .matmul = op_matmul, .attention = op_attention,     \
-   .logits = op_logits}
+   .rms_norm = op_rms_norm, .add = op_add, .layer_norm = op_layer_norm, .embed_add = op_embed_add, \
+    .matmul = op_matmul, .attention = op_attention,     \
+   .logits = op_logits, .hidden = op_hidden}
 
 const pa_backend_ops pa_cpu_backend_ops = HOST_OPS("cpu", PA_KV_F16);
 const pa_backend_ops pa_ref_backend_ops = HOST_OPS("ref", PA_KV_F32);

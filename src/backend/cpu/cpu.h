@@ -31,6 +31,7 @@ struct pa_bctx {
   float *rope_cos_swa, *rope_sin_swa;
   float *scores;                 /* attention's scratch (pa_cpu_attention_scratch_size) */
   void *work;                    /* the products' activation scratch */
+  int32_t *att_pos;              /* [n_batch] bidirectional attention's last position per token */
   void *mem;                     /* the buffers above but scores and work, in one allocation */
 };
 

