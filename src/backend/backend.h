@@ -44,7 +44,7 @@
 
 struct pa_model;
 
-typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_GEMMA3 } pa_arch;
+typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_QWEN3MOE, PA_ARCH_GEMMA3 } pa_arch;
 typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
 
 #define PA_MAX_LAYERS 512
@@ -64,7 +64,14 @@ typedef struct {
   int32_t sliding_window;  /* 0: none */
   bool swa_layer[PA_MAX_LAYERS];
   pa_activation act;
+  /* mixture of experts (0 experts: a dense FFN of n_ff): n_expert experts
+   * of n_ff_exp, n_expert_used of them per token */
+  int32_t n_expert, n_expert_used, n_ff_exp;
 } pa_hparams;
+
+/* The most experts a layer may have, and use per token. */
+#define PA_MAX_EXPERTS 512
+#define PA_MAX_EXPERTS_USED 32
 
 /* The tokens of one forward pass (validated by pasada_decode). */
 typedef struct {
@@ -131,6 +138,30 @@ static inline pa_matmul_desc pa_mm3(const pa_matrix *w0, const pa_matrix *w1, co
                           .kv_layer = -1, .residual = PA_BUF_NONE};
 }
 
+/* A mixture-of-experts feed-forward block:
+ *   n = rmsnorm(in) * in_norm                          (each token, eps of hp)
+ *   p = softmax(router n)                              (n_expert probabilities)
+ *   S = the n_used experts of largest p (ties: the lower index first)
+ *   w_e = p_e / sum_{S} p  when norm_topk, else p_e     (e in S)
+ *   out = sum_{e in S} w_e * down[e] (act(gate[e] n) * (up[e] n))
+ *   residual != PA_BUF_NONE: residual += out
+ * router: n_expert rows of n_embd; gate[e], up[e]: n_ff_exp rows of n_embd;
+ * down[e]: n_embd rows of n_ff_exp (every expert of one kind has one type).
+ * The sum runs over S in increasing expert index. out is n_embd wide, in and
+ * out distinct buffers. A family with shared experts (always-on experts
+ * added to out, e.g. qwen2moe's) would add their matrices here, NULL when
+ * absent; qwen3moe and mixtral have none. */
+typedef struct {
+  pa_buf in, out;
+  const float *in_norm;
+  const pa_matrix *router;
+  int32_t n_expert, n_used;
+  bool norm_topk;
+  const pa_matrix *gate, *up, *down; /* arrays of n_expert */
+  pa_gate act;
+  pa_buf residual;
+} pa_moe_desc;
+
 typedef struct pa_bctx pa_bctx; /* a backend's per-context state (its own struct) */
 typedef struct pa_backend pa_backend;
 
@@ -178,6 +209,9 @@ typedef struct {
    * K and V already stored), over the last `window` positions when window
    * > 0, scaled by hp->attn_scale */
   void (*attention)(pa_bctx *bc, const pa_fwd_batch *b, int layer, int32_t window);
+  /* A mixture-of-experts block (pa_moe_desc). NULL: the backend runs no
+   * model with experts (refused at load). */
+  void (*moe)(pa_bctx *bc, const pa_fwd_batch *b, const pa_moe_desc *d);
   /* logits[i] = out · rmsnorm(X[out_idx[i]]) * norm, for the pass's output
    * tokens, into host memory (n_out rows of n_vocab) */
   void (*logits)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
