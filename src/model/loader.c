@@ -239,8 +239,8 @@ static int get_experts(struct pa_model *m, const char *name, int64_t cols, int64
   if (rc) return rc;
   if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_expert || t->ne[3] != 1)
     return pa_error(PASADA_ERR_FORMAT,
-                    "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld] (one %lld x %lld "
-                    "matrix per expert)",
+                    "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld] (3-D: one %lld x "
+                    "%lld matrix per expert)",
                     name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                     (long long)cols, (long long)rows, (long long)n_expert, (long long)rows, (long long)cols);
   const pa_type_traits *tr = pa_type_get(t->type);
