@@ -162,6 +162,14 @@ typedef struct {
   pa_buf residual;
 } pa_moe_desc;
 
+/* The router's choice for one token (every backend's, so they choose alike
+ * from the same logits): its n_used experts of largest logit (ties: the
+ * lower index) into chosen[] in increasing index, their weights (softmax
+ * over every logit, in double; renormalised over the chosen when
+ * norm_topk) into weight[]. n_expert <= PA_MAX_EXPERTS. */
+void pa_moe_route(const float *logit, int32_t n_expert, int32_t n_used, bool norm_topk, int32_t *chosen,
+                  float *weight);
+
 typedef struct pa_bctx pa_bctx; /* a backend's per-context state (its own struct) */
 typedef struct pa_backend pa_backend;
 

@@ -5,7 +5,6 @@
  * pass with the product kernels of kernels.h on its slice (a decode step
  * reads only its n_used experts). The reference backend runs the same
  * steps with the exact product. */
-#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -48,35 +47,6 @@ void pa_cpu_moe_bind(pa_bctx *c, void *mem) {
   c->moe.slots = i;
 }
 
-/* Token t's n_used experts of largest logit (ties: the lower index) into
- * chosen[], in increasing expert index, with their weights: softmax over
- * every expert, renormalised over the chosen when norm_topk. */
-static void route(const float *logit, int32_t n_expert, int32_t n_used, bool norm_topk,
-                  int32_t *chosen, float *weight) {
-  float mx = logit[0];
-  for (int32_t e = 1; e < n_expert; e++) mx = logit[e] > mx ? logit[e] : mx;
-  double sum = 0;
-  for (int32_t e = 0; e < n_expert; e++) sum += exp((double)logit[e] - mx);
-  bool taken[PA_MAX_EXPERTS] = {false};
-  for (int32_t k = 0; k < n_used; k++) {
-    int32_t best = -1;
-    for (int32_t e = 0; e < n_expert; e++)
-      if (!taken[e] && (best < 0 || logit[e] > logit[best])) best = e;
-    taken[best] = true;
-  }
-  double sel = 0;
-  int32_t k = 0;
-  for (int32_t e = 0; e < n_expert; e++)
-    if (taken[e]) {
-      chosen[k] = e;
-      const double p = exp((double)logit[e] - mx) / sum;
-      weight[k++] = (float)p;
-      sel += p;
-    }
-  if (norm_topk)
-    for (k = 0; k < n_used; k++) weight[k] = (float)(weight[k] / sel);
-}
-
 /* y = W x for n tokens (rows of cols floats in, rows floats out). */
 static void product(pa_bctx *c, const pa_matrix *w, const float *x, float *y, int32_t n) {
   if (c->be->exact)
@@ -100,8 +70,8 @@ void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   int32_t *count = c->moe.count, *first = c->moe.first, *slots = c->moe.slots;
   memset(count, 0, (size_t)NE * sizeof *count);
   for (int32_t t = 0; t < n; t++) {
-    route(c->moe.logits + (int64_t)t * NE, NE, K, d->norm_topk, c->moe.chosen + t * K,
-          c->moe.weight + t * K);
+    pa_moe_route(c->moe.logits + (int64_t)t * NE, NE, K, d->norm_topk, c->moe.chosen + t * K,
+                 c->moe.weight + t * K);
     for (int32_t k = 0; k < K; k++) count[c->moe.chosen[t * K + k]]++;
   }
   /* slots (t * K + k) grouped by expert, tokens in order within each */
