@@ -88,7 +88,7 @@ static int load(struct pa_model *m, const char *path, bool vocab_only, bool prep
   }
   if (m->hp.n_expert > 0 && !m->be->ops->moe)
     return pa_error(PASADA_ERR_UNSUPPORTED, "backend %s does not run mixture-of-experts models (%d experts); "
-                    "use cpu or ref", m->be->name, m->hp.n_expert);
+                    "use cpu, ref or vulkan", m->be->name, m->hp.n_expert);
   if (prepare && (rc = m->be->ops->prepare_weights(m->be, m))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;

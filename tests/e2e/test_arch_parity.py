@@ -286,3 +286,16 @@ def test_batched_and_stepwise_agree(arch, tmp_path):
     for i, (a, b) in enumerate(zip(batched, steps)):
         err = relative_error(b, a)
         assert err <= TOLERANCE["f32"], f"{arch} seq{i}: batched vs stepwise rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("arch", MOE)
+def test_moe_split_parity(arch, tmp_path, vulkan_device):
+    """A mixture of experts across the GPU and the CPU (backend DEV/1: the
+    first layer's experts on the Vulkan test device, the second's on the
+    CPU) gives transformers' logits at the F32 bound."""
+    fixture = load_fixture(arch)
+    got = run_eval("logits", TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path,
+                   ("--kv-type", "f32", "--backend", f"{vulkan_device}/1"))
+    for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
+        err = relative_error(out, ref)
+        assert err <= TOLERANCE["f32"], f"{arch} seq{i} on {vulkan_device}/1: rel err {err:.2e}"

@@ -107,7 +107,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     }
     /* experts: the router, and each kind's n_expert slices as one block
      * (the loader's 3-D tensor; an expert's address is the block's plus its
-     * offset, moe_weight_addr) */
+     * offset, expert_product) */
     if (L->exp_gate && !rc) rc = collect(t, &n, cap, L->router.data, matrix_bytes(&L->router));
     const pa_matrix *kinds[3] = {L->exp_gate, L->exp_up, L->exp_down};
     for (int k = 0; k < 3 && L->exp_gate && !rc; k++) {
