@@ -478,7 +478,9 @@ PASADA_API bool pasada_sampler_grammar_must_end(const pasada_sampler *s);
  * limits: the bytes and multiply-adds one token costs (src/model/model_stats.c). */
 typedef struct {
   int32_t n_layer;
-  int64_t n_params_layers;     /* elements of every layer matrix (q, k, v, o, gate, up, down) */
+  int64_t n_params_layers;     /* elements of every layer matrix (q, k, v, o, gate, up, down; of a
+                                  mixture of experts the router and the n_used experts a token
+                                  reads, not every expert) */
   int64_t n_params_output;     /* elements of the output matrix (the embedding when tied) */
   int64_t bytes_layers;        /* bytes of those layer matrices */
   int64_t bytes_output;        /* bytes of the output matrix */

@@ -8,6 +8,8 @@ Writes, deterministically and with the standard library only:
     tests/fixtures/tiny-llama-valid.gguf   a tiny but complete llama model
                                            (seeded random F32 weights, GPT-2
                                            style byte-level BPE vocabulary)
+    tests/fixtures/tiny-moe-valid.gguf     the same as a qwen3moe mixture of
+                                           experts (4 experts, 2 per token)
     tests/fixtures/malformed/*.gguf        one file per defect, named for it
 
 File-name prefixes say who must reject the file:
@@ -208,6 +210,44 @@ def small_base():
     return kvs, tensors
 
 
+N_EXPERT, N_EXPERT_USED, N_FF_EXP = 4, 2, 48
+
+
+def tiny_moe():
+    """(kvs, tensors) of the tiny model as a qwen3moe: its keys under
+    qwen3moe., q/k norms, and a mixture of N_EXPERT experts in place of the
+    FFN (llama.cpp's names: ffn_gate_inp [n_embd, n_expert], ffn_*_exps
+    [cols, rows, n_expert])."""
+    kvs, tensors = tiny_llama()
+    rng = random.Random(20240612)
+    out = []
+    for key, entry in kvs:
+        if key == "general.architecture":
+            out.append(kv(key, STR, "qwen3moe"))
+        elif key.startswith("llama."):  # the same type and value under the new key
+            new = "qwen3moe." + key[6:]
+            out.append((new, gstr(new) + entry[len(gstr(key)):]))
+        else:
+            out.append((key, entry))
+    out += [kv("qwen3moe.expert_count", U32, N_EXPERT), kv("qwen3moe.expert_used_count", U32, N_EXPERT_USED),
+            kv("qwen3moe.expert_feed_forward_length", U32, N_FF_EXP)]
+    hd = N_EMBD // N_HEAD
+
+    def w(name, ne, around=0.0):
+        n = 1
+        for d in ne:
+            n *= d
+        return Tensor(name, ne, GGML_F32, f32_data(rng, n, around))
+
+    ts = [t for t in tensors if not t.name.startswith(("blk.0.ffn_gate", "blk.0.ffn_up", "blk.0.ffn_down"))]
+    ts += [w("blk.0.attn_q_norm.weight", [hd], 1.0), w("blk.0.attn_k_norm.weight", [hd], 1.0),
+           w("blk.0.ffn_gate_inp.weight", [N_EMBD, N_EXPERT]),
+           w("blk.0.ffn_gate_exps.weight", [N_EMBD, N_FF_EXP, N_EXPERT]),
+           w("blk.0.ffn_up_exps.weight", [N_EMBD, N_FF_EXP, N_EXPERT]),
+           w("blk.0.ffn_down_exps.weight", [N_FF_EXP, N_EMBD, N_EXPERT])]
+    return out, ts
+
+
 # ------------------------------------------------------------------ defects
 def replace_kv(kvs, key, entry):
     return [entry if k == key else (k, e) for k, e in kvs]
@@ -376,6 +416,25 @@ def model_cases():
         data=f32_data(random.Random(2), N_EMBD * (n_vocab - 1))))[0]
     cases["model-missing-ffn-down"] = build(kvs, [t for t in ts if t.name != "blk.0.ffn_down.weight"])[0]
     cases["model-block-count-too-large"] = k("llama.block_count", U32, 1000000)
+
+    # mixtures of experts: counts out of range, the router's shape, experts not 3-D
+    mkvs, mts = tiny_moe()
+
+    def mk(key, t, v):
+        return build(replace_kv(mkvs, key, kv(key, t, v)), mts)[0]
+
+    cases["model-moe-expert-count-zero"] = mk("qwen3moe.expert_count", U32, 0)
+    cases["model-moe-expert-count-huge"] = mk("qwen3moe.expert_count", U32, 1 << 30)
+    cases["model-moe-expert-count-missing"] = build(drop_kv(mkvs, "qwen3moe.expert_count"), mts)[0]
+    cases["model-moe-used-above-count"] = mk("qwen3moe.expert_used_count", U32, N_EXPERT + 1)
+    cases["model-moe-used-zero"] = mk("qwen3moe.expert_used_count", U32, 0)
+    cases["model-moe-router-wrong-shape"] = build(mkvs, tensor_variant(
+        mts, "blk.0.ffn_gate_inp.weight", ne=[N_EMBD, N_EXPERT - 1],
+        data=f32_data(random.Random(3), N_EMBD * (N_EXPERT - 1))))[0]
+    cases["model-moe-experts-not-3d"] = build(mkvs, tensor_variant(
+        mts, "blk.0.ffn_up_exps.weight", ne=[N_EMBD, N_FF_EXP * N_EXPERT]))[0]
+    cases["model-moe-experts-count-mismatch"] = build(mkvs, tensor_variant(
+        mts, "blk.0.ffn_down_exps.weight", ne=[N_FF_EXP, N_EMBD // 2, N_EXPERT * 2]))[0]
     return cases
 
 
@@ -390,6 +449,7 @@ def main():
         old.unlink()
     valid, _ = build(*tiny_llama())
     (fixtures / "tiny-llama-valid.gguf").write_bytes(valid)
+    (fixtures / "tiny-moe-valid.gguf").write_bytes(build(*tiny_moe())[0])
     cases = {**format_cases(), **model_cases()}
     for name, data in sorted(cases.items()):
         (out / (name + ".gguf")).write_bytes(data)

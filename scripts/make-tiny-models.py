@@ -2,7 +2,9 @@
 """make-tiny-models.py: tiny random models and their reference logits, for the
 architecture parity tests (tests/e2e/test_arch_parity.py).
 
-For each architecture (llama, gemma3, qwen2, qwen3) this builds a tiny, seeded,
+For each architecture (llama, gemma3, qwen2, qwen3, and the mixtures of
+experts qwen3moe and mixtral, the latter a GGUF of arch "llama" with
+experts) this builds a tiny, seeded,
 randomly initialised model with transformers' own configuration and model
 classes, converts it to an F32 GGUF file with gguf.GGUFWriter (the converter is
 below, written from the documented llama.cpp conventions), runs transformers
@@ -20,7 +22,7 @@ when llama-cpp-python is installed, llama.cpp itself must load the file and
 agree with transformers.
 
 Needs the heavy reference venv (torch, transformers); see docs/parity.md.
-Usage: make-tiny-models.py [--out tests/fixtures/tiny]
+Usage: make-tiny-models.py [--out tests/fixtures/tiny] [--only ARCH...]
 """
 import argparse
 import importlib.util
@@ -59,6 +61,15 @@ ARCHS = {
     # qwen3: per-head q/k RMS norms; head_dim 32, so the attention width
     # (4 x 32 = 128) differs from the hidden size (64), as in real Qwen3; tied.
     "qwen3": dict(vocab=262, layers=2, tied=True, rope_theta=1e6, head_dim=32),
+    # qwen3moe: qwen3's attention, a mixture of 7 experts (40 wide) of which
+    # 3 per token, renormalised (norm_topk_prob), in every layer; untied.
+    "qwen3moe": dict(vocab=271, layers=2, tied=False, rope_theta=1e6, head_dim=32, experts=7, used=3,
+                     expert_ff=40),
+    # mixtral: llama's attention (adjacent-pair RoPE after the Q/K
+    # permutation), 5 experts of which 2, softmax over the chosen; GGUF arch
+    # "llama" with llama.expert_count.
+    "mixtral": dict(vocab=266, layers=2, tied=False, rope_theta=1e6, experts=5, used=2, expert_ff=48,
+                    gguf_arch="llama"),
 }
 
 BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
@@ -78,6 +89,15 @@ def make_config(arch, spec):
         return transformers.Qwen2Config(**common, rope_parameters=rope)
     if arch == "qwen3":
         return transformers.Qwen3Config(**common, rope_parameters=rope)
+    if arch == "qwen3moe":
+        return transformers.Qwen3MoeConfig(**common, rope_parameters=rope, num_experts=spec["experts"],
+                                           num_experts_per_tok=spec["used"],
+                                           moe_intermediate_size=spec["expert_ff"], norm_topk_prob=True,
+                                           decoder_sparse_step=1, mlp_only_layers=[])
+    if arch == "mixtral":
+        common["intermediate_size"] = spec["expert_ff"]
+        return transformers.MixtralConfig(**common, rope_parameters=rope, num_local_experts=spec["experts"],
+                                          num_experts_per_tok=spec["used"])
     if arch == "gemma3":
         return transformers.Gemma3TextConfig(
             **common, query_pre_attn_scalar=common["head_dim"], sliding_window=spec["sliding_window"],
@@ -90,7 +110,8 @@ def make_config(arch, spec):
 
 def model_class(arch):
     return {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
-            "qwen3": transformers.Qwen3ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM}[arch]
+            "qwen3": transformers.Qwen3ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM,
+            "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM}[arch]
 
 
 def randomize(model, arch, gen):
@@ -113,6 +134,8 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
             elif p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[1]))
+            elif p.dim() == 3:  # experts: [n_expert][rows][cols]
+                p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[2]))
             else:
                 raise RuntimeError(f"unexpected parameter {name}")
         if not model.config.tie_word_embeddings:
@@ -166,7 +189,7 @@ def tokenizer_vocab(vocab_size):
 def write_gguf(path, arch, cfg, spec, sd):
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     head_dim = cfg.head_dim
-    w = gguf.GGUFWriter(str(path), arch)
+    w = gguf.GGUFWriter(str(path), spec.get("gguf_arch", arch))
     w.add_name(f"pasada tiny {arch}")
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     w.add_block_count(cfg.num_hidden_layers)
@@ -183,6 +206,11 @@ def write_gguf(path, arch, cfg, spec, sd):
     w.add_vocab_size(cfg.vocab_size)
     if arch == "gemma3":
         w.add_sliding_window(spec["sliding_window"])
+    if "experts" in spec:  # llama.cpp's keys; the llama arch's experts are feed_forward_length wide
+        w.add_expert_count(spec["experts"])
+        w.add_expert_used_count(spec["used"])
+        if arch == "qwen3moe":
+            w.add_expert_feed_forward_length(spec["expert_ff"])
 
     tokens, types, merges = tokenizer_vocab(cfg.vocab_size)
     w.add_tokenizer_model("gpt2")
@@ -205,7 +233,7 @@ def write_gguf(path, arch, cfg, spec, sd):
     for i in range(cfg.num_hidden_layers):
         p, b = f"model.layers.{i}.", f"blk.{i}."
         q, k = t(p + "self_attn.q_proj.weight"), t(p + "self_attn.k_proj.weight")
-        if arch == "llama":
+        if spec.get("gguf_arch", arch) == "llama":
             q, k = permute_rope(q, n_head), permute_rope(k, n_head_kv)
         w.add_tensor(b + "attn_norm.weight", norm(p + "input_layernorm.weight"))
         w.add_tensor(b + "attn_q.weight", q)
@@ -214,7 +242,7 @@ def write_gguf(path, arch, cfg, spec, sd):
         if arch == "qwen2":
             for x in "qkv":
                 w.add_tensor(b + f"attn_{x}.bias", t(p + f"self_attn.{x}_proj.bias"))
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "gemma3", "qwen3moe"):
             w.add_tensor(b + "attn_q_norm.weight", norm(p + "self_attn.q_norm.weight"))
             w.add_tensor(b + "attn_k_norm.weight", norm(p + "self_attn.k_norm.weight"))
         w.add_tensor(b + "attn_output.weight", t(p + "self_attn.o_proj.weight"))
@@ -224,9 +252,20 @@ def write_gguf(path, arch, cfg, spec, sd):
             w.add_tensor(b + "post_ffw_norm.weight", norm(p + "post_feedforward_layernorm.weight"))
         else:
             w.add_tensor(b + "ffn_norm.weight", norm(p + "post_attention_layernorm.weight"))
-        w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
-        w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
-        w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
+        if "experts" in spec:
+            # the router [n_expert][n_embd]; transformers' fused gate_up
+            # [n_expert][2 ff][n_embd] (gate rows first) split into llama.cpp's
+            # 3-D ffn_gate_exps / ffn_up_exps, down [n_expert][n_embd][ff]
+            ff = spec["expert_ff"]
+            gate_up = t(p + "mlp.experts.gate_up_proj")
+            w.add_tensor(b + "ffn_gate_inp.weight", t(p + "mlp.gate.weight"))
+            w.add_tensor(b + "ffn_gate_exps.weight", np.ascontiguousarray(gate_up[:, :ff, :]))
+            w.add_tensor(b + "ffn_up_exps.weight", np.ascontiguousarray(gate_up[:, ff:, :]))
+            w.add_tensor(b + "ffn_down_exps.weight", t(p + "mlp.experts.down_proj"))
+        else:
+            w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
+            w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
+            w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
     w.add_tensor("output_norm.weight", norm("model.norm.weight"))
     if not cfg.tie_word_embeddings:
         w.add_tensor("output.weight", t("lm_head.weight"))
@@ -241,7 +280,10 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
     """Each convention the fixture is meant to test must move the logits far
     beyond the 1e-4 tolerance when it is got wrong, on the longest sequence."""
     ids, ref = arrays["ids2"], arrays["logits2"]
-    variants = {"rope pairs (normal vs neox)": dict(neox=(arch != "llama") is False)}
+    variants = {"rope pairs (normal vs neox)": dict(neox=(arch not in ("llama", "mixtral")) is False)}
+    if "experts" in ARCHS[arch]:
+        variants.update({"chosen weights not renormalised": dict(norm_topk=False),
+                         "one expert fewer per token": dict(used_delta=-1)})
     if arch == "gemma3":
         variants.update({"no sliding window": dict(window=10 ** 9),
                          "window off by one": dict(window=9),
@@ -291,6 +333,7 @@ def load_test_module():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "tiny"))
+    ap.add_argument("--only", nargs="*", help="these architectures only (default: every one)")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -298,6 +341,8 @@ def main():
     checker = load_test_module()
 
     for k, (arch, spec) in enumerate(ARCHS.items()):
+        if args.only and arch not in args.only:
+            continue
         gen = torch.Generator().manual_seed(SEED + k)
         cfg = make_config(arch, spec)
         cfg._attn_implementation = "eager"
@@ -309,6 +354,11 @@ def main():
             kinds = cfg.layer_types
             assert kinds.count("sliding_attention") == 5 and kinds[5] == "full_attention", kinds
 
+        routers = []  # the router logits of each MoE layer, per forward pass
+        if "experts" in spec:
+            for layer in model.model.layers:
+                layer.mlp.gate.register_forward_hook(
+                    lambda mod, inp, out: routers.append(out[0].detach().reshape(-1, spec["experts"]).numpy()))
         rng = np.random.default_rng(SEED + 100 + k)
         arrays = {}
         for i, n in enumerate(SEQ_LENGTHS):
@@ -318,10 +368,16 @@ def main():
             for _ in range(50):
                 ids = rng.integers(0, cfg.vocab_size, size=n).astype(np.int32)
                 ids[0] = BOS_ID
+                routers.clear()
                 with torch.no_grad():
                     logits = model(torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
                 top2 = np.sort(logits, axis=-1)[:, -2:]
-                if np.min(top2[:, 1] - top2[:, 0]) >= 1e-3 * np.max(np.abs(logits)):
+                # experts: no near-tie between the last chosen and the first
+                # unchosen router logit either (a 1e-4 difference must not
+                # change the choice)
+                route_gap = min((np.min(np.sort(r, -1)[:, -spec["used"]] - np.sort(r, -1)[:, -spec["used"] - 1])
+                                 for r in routers), default=1.0)
+                if np.min(top2[:, 1] - top2[:, 0]) >= 1e-3 * np.max(np.abs(logits)) and route_gap >= 1e-3:
                     break
             else:
                 raise SystemExit(f"{arch}: no tie-free sequence of length {n}")

@@ -1,6 +1,7 @@
 /* backend.c: backends by name (backend.h). */
 #include "backend/backend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,4 +46,30 @@ void pa_backend_free(pa_backend *be) {
   else
     pa_free(be->impl);
   pa_free(be);
+}
+
+void pa_moe_route(const float *logit, int32_t n_expert, int32_t n_used, bool norm_topk, int32_t *chosen,
+                  float *weight) {
+  float mx = logit[0];
+  for (int32_t e = 1; e < n_expert; e++) mx = logit[e] > mx ? logit[e] : mx;
+  double sum = 0;
+  for (int32_t e = 0; e < n_expert; e++) sum += exp((double)logit[e] - mx);
+  bool taken[PA_MAX_EXPERTS] = {false};
+  for (int32_t k = 0; k < n_used; k++) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < n_expert; e++)
+      if (!taken[e] && (best < 0 || logit[e] > logit[best])) best = e;
+    taken[best] = true;
+  }
+  double sel = 0;
+  int32_t k = 0;
+  for (int32_t e = 0; e < n_expert; e++)
+    if (taken[e]) {
+      chosen[k] = e;
+      const double p = exp((double)logit[e] - mx) / sum;
+      weight[k++] = (float)p;
+      sel += p;
+    }
+  if (norm_topk)
+    for (k = 0; k < n_used; k++) weight[k] = (float)(weight[k] / sel);
 }

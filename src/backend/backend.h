@@ -44,7 +44,14 @@
 
 struct pa_model;
 
-typedef enum { PA_ARCH_LLAMA, PA_ARCH_QWEN2, PA_ARCH_QWEN3, PA_ARCH_GEMMA3, PA_ARCH_BERT } pa_arch;
+typedef enum {
+  PA_ARCH_LLAMA,
+  PA_ARCH_QWEN2,
+  PA_ARCH_QWEN3,
+  PA_ARCH_QWEN3MOE,
+  PA_ARCH_GEMMA3,
+  PA_ARCH_BERT
+} pa_arch;
 typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
 
 #define PA_MAX_LAYERS 512
@@ -67,7 +74,14 @@ typedef struct {
   /* attention sees the whole sequence (BERT), not only the positions up to
    * the token's own: see the attention op */
   bool bidirectional;
+  /* mixture of experts (0 experts: a dense FFN of n_ff): n_expert experts
+   * of n_ff_exp, n_expert_used of them per token */
+  int32_t n_expert, n_expert_used, n_ff_exp;
 } pa_hparams;
+
+/* The most experts a layer may have, and use per token. */
+#define PA_MAX_EXPERTS 512
+#define PA_MAX_EXPERTS_USED 32
 
 /* The tokens of one forward pass (validated by pasada_decode). */
 typedef struct {
@@ -139,6 +153,38 @@ static inline pa_matmul_desc pa_mm3(const pa_matrix *w0, const pa_matrix *w1, co
                           .kv_layer = -1, .residual = PA_BUF_NONE};
 }
 
+/* A mixture-of-experts feed-forward block:
+ *   n = rmsnorm(in) * in_norm                          (each token, eps of hp)
+ *   p = softmax(router n)                              (n_expert probabilities)
+ *   S = the n_used experts of largest p (ties: the lower index first)
+ *   w_e = p_e / sum_{S} p  when norm_topk, else p_e     (e in S)
+ *   out = sum_{e in S} w_e * down[e] (act(gate[e] n) * (up[e] n))
+ *   residual != PA_BUF_NONE: residual += out
+ * router: n_expert rows of n_embd; gate[e], up[e]: n_ff_exp rows of n_embd;
+ * down[e]: n_embd rows of n_ff_exp (every expert of one kind has one type).
+ * The sum runs over S in increasing expert index. out is n_embd wide, in and
+ * out distinct buffers. A family with shared experts (always-on experts
+ * added to out, e.g. qwen2moe's) would add their matrices here, NULL when
+ * absent; qwen3moe and mixtral have none. */
+typedef struct {
+  pa_buf in, out;
+  const float *in_norm;
+  const pa_matrix *router;
+  int32_t n_expert, n_used;
+  bool norm_topk;
+  const pa_matrix *gate, *up, *down; /* arrays of n_expert */
+  pa_gate act;
+  pa_buf residual;
+} pa_moe_desc;
+
+/* The router's choice for one token (every backend's, so they choose alike
+ * from the same logits): its n_used experts of largest logit (ties: the
+ * lower index) into chosen[] in increasing index, their weights (softmax
+ * over every logit, in double; renormalised over the chosen when
+ * norm_topk) into weight[]. n_expert <= PA_MAX_EXPERTS. */
+void pa_moe_route(const float *logit, int32_t n_expert, int32_t n_used, bool norm_topk, int32_t *chosen,
+                  float *weight);
+
 typedef struct pa_bctx pa_bctx; /* a backend's per-context state (its own struct) */
 typedef struct pa_backend pa_backend;
 
@@ -195,6 +241,9 @@ typedef struct {
    * every position of its sequence up to the last one of that sequence in
    * this pass (the whole input when it is in one pass; window 0). */
   void (*attention)(pa_bctx *bc, const pa_fwd_batch *b, int layer, int32_t window);
+  /* A mixture-of-experts block (pa_moe_desc). NULL: the backend runs no
+   * model with experts (refused at load). */
+  void (*moe)(pa_bctx *bc, const pa_fwd_batch *b, const pa_moe_desc *d);
   /* logits[i] = out · rmsnorm(X[out_idx[i]]) * norm, for the pass's output
    * tokens, into host memory (n_out rows of n_vocab) */
   void (*logits)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,

@@ -48,7 +48,8 @@ void pasada_context_free(pasada_context *c) {
 #define PA_FWD_TOKENS_MAX 128
 
 /* Every matrix the forward pass multiplies by (the backend sizes its
- * scratch for them); mats holds 7 per layer + 2. */
+ * scratch for them; of the experts, the first of each kind stands for all,
+ * as they share their shape and type); mats holds 11 per layer + 2. */
 static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) {
   int32_t n = 0;
   mats[n++] = &m->output;
@@ -58,6 +59,10 @@ static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) 
     const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     for (int i = 0; i < 7; i++)
       if (lm[i]->data) mats[n++] = lm[i]; /* bert has no gate */
+    if (L->exp_gate) {
+      mats[n++] = &L->router;
+      mats[n++] = &L->exp_gate[0], mats[n++] = &L->exp_up[0], mats[n++] = &L->exp_down[0];
+    }
   }
   return n;
 }
@@ -126,6 +131,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     }
     c->be = be;
   }
+
   c->pool = pa_pool_create(p.n_threads);
   c->row_of = malloc((size_t)p.n_batch * sizeof(int32_t));
   c->out_rows = pa_alloc((size_t)c->n_batch * sizeof(int32_t));
@@ -157,7 +163,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     pasada_context_free(c);
     return rc; /* message set by pa_kv_init */
   }
-  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 7 + 2) * sizeof *mats);
+  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 11 + 2) * sizeof *mats);
   if (!mats) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory");

@@ -1,6 +1,8 @@
 /* llama.c: the forward pass of the Llama family: Llama 2/3, Mistral,
  * TinyLlama, SmolLM2 (arch "llama"), Qwen2 (adds q/k/v biases) and Qwen3
- * (adds per-head RMS norms of q and k). Pre-norm decoder:
+ * (adds per-head RMS norms of q and k), and their mixtures of experts:
+ * Qwen3-MoE (arch "qwen3moe") and Mixtral (arch "llama" with
+ * expert_count > 0), whose FFN is the backend's moe op. Pre-norm decoder:
  *   x = embed(tokens)
  *   per layer: x += Wo · attention(rope(Wq·n), rope(Wk·n), Wv·n),  n = rmsnorm(x)
  *              x += W_down · (silu(W_gate·n) * (W_up·n)),            n = rmsnorm(x)
@@ -37,6 +39,19 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
     pa_matmul_desc o = pa_mm(&L->wo, PA_BUF_ATT, PA_BUF_XB);
     o.residual = PA_BUF_X;
     OP(PA_OP_O, l, n, matmul(bc, b, &o));
+    if (hp->n_expert > 0) {
+      /* x += sum over the chosen experts e of w_e W_down[e] (silu(W_gate[e] n) * (W_up[e] n));
+       * both families renormalise the chosen weights (Mixtral: softmax over
+       * the top k; Qwen3-MoE: norm_topk_prob, true in every released model
+       * and fixed so by llama.cpp) */
+      const pa_moe_desc moe = {.in = PA_BUF_X, .out = PA_BUF_XB, .in_norm = L->ffn_norm, .router = &L->router,
+                               .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .norm_topk = true,
+                               .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down, .act = gate,
+                               .residual = PA_BUF_X};
+      OP(PA_OP_MOE, l, n, moe(bc, b, &moe));
+      pa_layer_done(c, l, n);
+      continue;
+    }
     /* feed-forward: h = silu(W_gate n) * (W_up n), n = rmsnorm(x); x += W_down h */
     pa_matmul_desc up = pa_mm2(&L->w_gate, &L->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
     up.in_norm = L->ffn_norm;

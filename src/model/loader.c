@@ -36,17 +36,43 @@ static int check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
   return PASADA_OK;
 }
 
+/* Mixture of experts (llama.cpp's keys): qwen3moe has experts in every
+ * layer (expert_count required), llama has them when expert_count > 0
+ * (Mixtral; its experts are feed_forward_length wide unless
+ * expert_feed_forward_length says otherwise). */
+static int load_experts(struct pa_model *m, uint32_t n_ff) {
+  pa_hparams *hp = &m->hp;
+  const bool moe_arch = hp->arch == PA_ARCH_QWEN3MOE;
+  if (!moe_arch && hp->arch != PA_ARCH_LLAMA) return PASADA_OK;
+  uint32_t n_expert = 0, n_used = 0, n_ff_exp = n_ff;
+  int rc;
+  if ((rc = key_u32(m, "expert_count", moe_arch, &n_expert))) return rc;
+  if (!moe_arch && n_expert == 0) return PASADA_OK;
+  if ((rc = check_range("expert_count", n_expert, 1, PA_MAX_EXPERTS))) return rc;
+  if ((rc = key_u32(m, "expert_used_count", true, &n_used))) return rc;
+  if ((rc = check_range("expert_used_count", n_used, 1,
+                        n_expert < PA_MAX_EXPERTS_USED ? n_expert : PA_MAX_EXPERTS_USED)))
+    return rc;
+  if ((rc = key_u32(m, "expert_feed_forward_length", moe_arch, &n_ff_exp))) return rc;
+  if ((rc = check_range("expert_feed_forward_length", n_ff_exp, 1, 1 << 18))) return rc;
+  hp->n_expert = (int32_t)n_expert;
+  hp->n_expert_used = (int32_t)n_used;
+  hp->n_ff_exp = (int32_t)n_ff_exp;
+  return PASADA_OK;
+}
+
 int pa_model_load_hparams(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   const char *a = m->arch_name;
   if (!strcmp(a, "llama")) hp->arch = PA_ARCH_LLAMA;
   else if (!strcmp(a, "qwen2")) hp->arch = PA_ARCH_QWEN2;
   else if (!strcmp(a, "qwen3")) hp->arch = PA_ARCH_QWEN3;
+  else if (!strcmp(a, "qwen3moe")) hp->arch = PA_ARCH_QWEN3MOE;
   else if (!strcmp(a, "gemma3")) hp->arch = PA_ARCH_GEMMA3;
   else if (!strcmp(a, "bert")) hp->arch = PA_ARCH_BERT;
   else
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "architecture '%s' is not supported (supported: llama, qwen2, qwen3, gemma3, bert)", a);
+                    "architecture '%s' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, bert)", a);
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
   int rc;
@@ -146,6 +172,8 @@ int pa_model_load_hparams(struct pa_model *m) {
   hp->embed_scale = 1.0f;
   hp->act = PA_ACT_SILU;
 
+  if ((rc = load_experts(m, n_ff))) return rc;
+
   if (hp->arch == PA_ARCH_GEMMA3) {
     hp->act = PA_ACT_GELU_TANH;
     hp->embed_scale = sqrtf((float)n_embd);
@@ -214,6 +242,32 @@ static int get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_
   out->cols = cols;
   out->rows = rows;
   out->data = t->data;
+  return PASADA_OK;
+}
+
+/* The n_expert matrices of a 3-D expert tensor ([n_expert][rows][cols]):
+ * out[e] is expert e's slice, rows x cols, in the file's bytes. */
+static int get_experts(struct pa_model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
+                       pa_matrix *out) {
+  const gguf_tensor *t;
+  int rc = find_tensor(m, name, true, &t);
+  if (rc) return rc;
+  if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_expert || t->ne[3] != 1)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld] (3-D: one %lld x "
+                    "%lld matrix per expert)",
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                    (long long)cols, (long long)rows, (long long)n_expert, (long long)rows, (long long)cols);
+  const pa_type_traits *tr = pa_type_get(t->type);
+  if (!tr || t->type >= PA_TYPE_COUNT || !pa_kernels_reference()->vec_dot[t->type] || !tr->to_float)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has type %s, which matrix products do not support",
+                    name, pa_type_name(t->type));
+  const size_t slice = pa_row_size(t->type, cols) * (size_t)rows;
+  if ((uintptr_t)t->data % 4 || slice % 4)
+    return pa_error(PASADA_ERR_FORMAT, "tensor '%s' data is not 4-byte aligned", name);
+  for (int64_t e = 0; e < n_expert; e++)
+    out[e] = (pa_matrix){.type = (pa_type)t->type, .rows = rows, .cols = cols,
+                         .data = (const uint8_t *)t->data + (size_t)e * slice};
   return PASADA_OK;
 }
 
@@ -301,7 +355,8 @@ int pa_model_load_weights(struct pa_model *m) {
 
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
-  bool qk_norm = hp->arch == PA_ARCH_QWEN3 || hp->arch == PA_ARCH_GEMMA3;
+  bool qk_norm = hp->arch == PA_ARCH_QWEN3 || hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GEMMA3;
+  const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
   bool bias = hp->arch == PA_ARCH_QWEN2;
   bool post = hp->arch == PA_ARCH_GEMMA3;
   for (int i = 0; i < hp->n_layer; i++) {
@@ -313,11 +368,22 @@ int pa_model_load_weights(struct pa_model *m) {
         (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
         (rc = get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv)) ||
         (rc = get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
-        (rc = get_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) ||
-        (rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
-        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
+        (rc = get_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)))
       return rc;
+    if (NE == 0 && ((rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+                    (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
+                    (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down))))
+      return rc;
+    if (NE > 0) {
+      L->exp_gate = pa_calloc((size_t)NE * 3, sizeof(pa_matrix));
+      if (!L->exp_gate) return pa_error(PASADA_ERR_NOMEM, "out of memory for layer %d's experts", i);
+      L->exp_up = L->exp_gate + NE, L->exp_down = L->exp_gate + 2 * NE;
+      if ((rc = get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
+          (rc = get_experts(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
+          (rc = get_experts(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
+          (rc = get_experts(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
+        return rc;
+    }
     if (qk_norm && ((rc = get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
                     (rc = get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm))))
       return rc;
@@ -333,7 +399,8 @@ int pa_model_load_weights(struct pa_model *m) {
   return PASADA_OK;
 }
 
-/* The matrices pa_model_repack may repack, each once (a tied output is
+/* The matrices pa_model_repack may repack, each once (every expert's
+ * slice on its own: an expert is a matrix of whole row groups; a tied output is
  * the embedding matrix: repacked as the output, the lookup reads it
  * through pa_matrix_get_row). An untied embedding matrix is only looked up
  * a row at a time, so it keeps the file's layout. */
@@ -341,9 +408,10 @@ static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   int n = 0;
   for (int i = 0; i < m->hp.n_layer; i++) {
     pa_layer *L = &m->layers[i];
-    pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
     for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
-      if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate */
+      if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate, a mixture no dense FFN */
+    for (int e = 0; L->exp_gate && e < 3 * m->hp.n_expert; e++) out[n++] = &L->exp_gate[e];
   }
   out[n++] = m->output.data == m->tok_embd.data ? &m->tok_embd : &m->output;
   return n;
@@ -423,7 +491,7 @@ static size_t slot_bytes(const pa_matrix *w, pa_layout to) {
 
 int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   if (pa_env_no_repack()) return PASADA_OK;
-  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * 7 + 1, sizeof *mats);
+  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (8 + 3 * (size_t)m->hp.n_expert) + 1, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
   /* When any matrix is repacked, the others are copied beside it as they

@@ -25,6 +25,7 @@ void pasada_model_free(pasada_model *m) {
                     L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
                     L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b};
       for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
+      pa_free(L->exp_gate); /* exp_up and exp_down share its allocation */
     }
     pa_free(m->layers);
   }
@@ -88,6 +89,9 @@ static int load(struct pa_model *m, const char *path, bool vocab_only, bool prep
     pasada_model_get_stats(m, &st);
     if ((rc = pa_backend_create(backend, (uint64_t)(st.bytes_layers + st.bytes_output), &m->be))) return rc;
   }
+  if (m->hp.n_expert > 0 && !m->be->ops->moe)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "backend %s does not run mixture-of-experts models (%d experts); "
+                    "use cpu, ref or vulkan", m->be->name, m->hp.n_expert);
   if (prepare && (rc = m->be->ops->prepare_weights(m->be, m))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;
@@ -153,6 +157,8 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
     fprintf(f, "layers:          %d\n", h->n_layer);
     fprintf(f, "embedding:       %d\n", h->n_embd);
     fprintf(f, "feed-forward:    %d\n", h->n_ff);
+    if (h->n_expert)
+      fprintf(f, "experts:         %d of %d per token, %d wide\n", h->n_expert_used, h->n_expert, h->n_ff_exp);
     fprintf(f, "heads:           %d (kv heads %d, head size %d, value size %d)\n", h->n_head,
             h->n_head_kv, h->head_dim, h->head_dim_v);
     fprintf(f, "context (train): %d\n", h->n_ctx_train);

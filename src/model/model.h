@@ -2,7 +2,7 @@
  * file, tokenizer, the backend that runs it) and a context (KV cache, thread
  * pool, the backend's buffers) that runs batched forward passes. Each
  * architecture family has one file with its forward pass (llama.c serves
- * llama, qwen2, qwen3; gemma3.c), written as a sequence of the backend's ops
+ * llama, qwen2, qwen3, qwen3moe and llama with experts; gemma3.c), written as a sequence of the backend's ops
  * (backend/backend.h). */
 #ifndef PASADA_MODEL_H
 #define PASADA_MODEL_H
@@ -28,6 +28,10 @@ typedef struct {
    * weight and bias) after the attention and the FFN residual adds */
   float *bo, *b_up, *b_down;
   float *attn_out_norm, *attn_out_norm_b, *out_norm, *out_norm_b;
+  /* mixture of experts (hp.n_expert > 0; then w_gate, w_up, w_down are
+   * empty): the router and each expert's slice of the 3-D tensors */
+  pa_matrix router;
+  pa_matrix *exp_gate, *exp_up, *exp_down; /* n_expert each, one allocation */
 } pa_layer;
 
 struct pa_model {
@@ -60,7 +64,7 @@ typedef void (*pa_layer_hook)(void *user, int layer, const float *x, int32_t n_t
 typedef enum {
   PA_OP_EMBED, PA_OP_ROPE_TABLE,
   PA_OP_QKV, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
-  PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM, PA_OP_FFN_RESIDUAL, PA_OP_OUTPUT,
+  PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM, PA_OP_FFN_RESIDUAL, PA_OP_MOE, PA_OP_OUTPUT,
   PA_OP_TOKENIZE, PA_OP_SAMPLE, /* timed by the profile driver around the public API */
   PA_OP_COUNT
 } pa_prof_op;

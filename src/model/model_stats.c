@@ -2,7 +2,8 @@
  * the bytes of weights a token reads, the multiply-adds its matrix products
  * and its attention do, and the KV rows attention reads. Read-only use of the
  * model's structs (model/model.h); the numbers follow the forward pass of
- * llama.c / gemma3.c (every layer matrix once per token, the output matrix
+ * llama.c / gemma3.c (every layer matrix once per token, of a mixture of
+ * experts the router and n_expert_used experts, the output matrix
  * once per token whose logits are wanted, one embedding row per token). */
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +32,17 @@ void pasada_model_get_stats(const pasada_model *m, pasada_model_stats *out) {
       out->n_params_layers += params;
       out->bytes_layers += bytes;
       if (mats[i]->data && (unsigned)mats[i]->type < PA_TYPE_COUNT) by_type[mats[i]->type] += bytes;
+    }
+    if (!L->exp_gate) continue;
+    /* experts: the router and n_expert_used experts (what a token reads) */
+    matrix_add(&L->router, &out->n_params_layers, &out->bytes_layers);
+    const pa_matrix *ex[] = {&L->exp_gate[0], &L->exp_up[0], &L->exp_down[0]};
+    for (int i = 0; i < 3; i++) {
+      int64_t params = 0, bytes = 0;
+      matrix_add(ex[i], &params, &bytes);
+      out->n_params_layers += params * hp->n_expert_used;
+      out->bytes_layers += bytes * hp->n_expert_used;
+      if ((unsigned)ex[i]->type < PA_TYPE_COUNT) by_type[ex[i]->type] += bytes * hp->n_expert_used;
     }
   }
   matrix_add(&m->output, &out->n_params_output, &out->bytes_output);

@@ -49,6 +49,7 @@ static const struct {
     [PA_OP_DOWN] = {"ffn_down", "matmul", 1},
     [PA_OP_POST_FFN_NORM] = {"post_ffw_norm", "norm", ROWS},
     [PA_OP_FFN_RESIDUAL] = {"ffn_residual", "add", ROWS},
+    [PA_OP_MOE] = {"ffn_moe", "moe", 1},
     [PA_OP_OUTPUT] = {"output", "matmul", 1},
     [PA_OP_TOKENIZE] = {"tokenize", "tokenization", 0},
     [PA_OP_SAMPLE] = {"sample", "sampling", 0},
@@ -142,6 +143,16 @@ static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot
       b = T * E * 12;
       f = T * E;
       break;
+    case PA_OP_MOE: { /* the router, and each expert some token chose read once per call */
+      const pa_layer *L = &m->layers[layer];
+      const double Fe = hp->n_ff_exp, used = hp->n_expert_used;
+      const double chosen = T * used / C < hp->n_expert ? T * used / C : hp->n_expert; /* per call */
+      const double expert = (double)pa_matrix_bytes(&L->exp_gate[0]) + (double)pa_matrix_bytes(&L->exp_up[0]) +
+                            (double)pa_matrix_bytes(&L->exp_down[0]);
+      b = C * ((double)pa_matrix_bytes(&L->router) + chosen * expert) + T * E * 12;
+      f = 2 * T * E * hp->n_expert + T * used * (6 * E * Fe + 6 * Fe + 2 * E);
+      break;
+    }
     case PA_OP_TOKENIZE: /* no floating point: only its bytes */
       b = text_bytes + T * 4;
       break;

@@ -1,7 +1,8 @@
 """Architecture parity: pasada's forward pass against transformers on tiny random models.
 
 The fixtures in tests/fixtures/tiny/ (made by scripts/make-tiny-models.py) are,
-per architecture (llama, gemma3, qwen2, qwen3), an F32 GGUF file of a tiny
+per architecture (llama, gemma3, qwen2, qwen3, and the mixtures of experts
+qwen3moe and mixtral), an F32 GGUF file of a tiny
 randomly initialised transformers model and the logits transformers computed
 for three token sequences (lengths 7, 24, 32). pasada_eval runs the same
 sequences two ways: the whole prompt in one batch ("logits") and one token per
@@ -35,7 +36,8 @@ import gguf
 from conftest import BUILD, FIXTURES
 
 TINY = FIXTURES / "tiny"
-ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "qwen3moe", "mixtral")
+MOE = ("qwen3moe", "mixtral")
 TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8": 2.5e-2}
 
 
@@ -107,13 +109,33 @@ def load_reference_model(path):
     return r, T
 
 
-def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6, hidden=False):
+def _moe(h, T, b, n_used, norm_topk):
+    """A mixture-of-experts FFN: softmax over the router's logits, the
+    n_used largest, renormalised over them when norm_topk, each token's
+    chosen experts' gated products summed with those weights."""
+    logits = h @ T[b + "ffn_gate_inp.weight"].T
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    gate, up, down = T[b + "ffn_gate_exps.weight"], T[b + "ffn_up_exps.weight"], T[b + "ffn_down_exps.weight"]
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        chosen = np.argsort(-logits[t], kind="stable")[:n_used]
+        w = p[t, chosen] / (p[t, chosen].sum() if norm_topk else 1.0)
+        for e, we in zip(chosen, w):
+            out[t] += we * ((_silu(gate[e] @ h[t]) * (up[e] @ h[t])) @ down[e].T)
+    return out
+
+
+def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6,
+                      norm_topk=True, used_delta=0, hidden=False):
     """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
     `ids` at positions 0..n-1, from the GGUF alone (a path, or what
     load_reference_model returned): weights as stored (quantized ones
     dequantized), every activation in float64. Supports llama, gemma3, qwen2
-    and qwen3 as pasada reads them. The keyword arguments override conventions
-    (RoPE style, Gemma's window, local RoPE base and layer pattern);
+    and qwen3 as pasada reads them, and their mixtures of experts (qwen3moe;
+    llama with expert_count). The keyword arguments override conventions
+    (RoPE style, Gemma's window, local RoPE base and layer pattern, the
+    experts' renormalisation and count);
     make-tiny-models.py uses them to show each one matters. hidden: the final
     hidden states after the output norm (n_tokens x n_embd) instead of the
     logits, what an embedding model pools."""
@@ -131,6 +153,8 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
     if neox is None:
         neox = arch != "llama"
     gemma = arch == "gemma3"
+    n_expert = _field(r, f"{arch}.expert_count", 0)
+    n_used = _field(r, f"{arch}.expert_used_count", 0) + used_delta
 
     ids = np.asarray(ids)
     n = len(ids)
@@ -172,6 +196,9 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
             o = _rms_norm(o, T[b + "post_attention_norm.weight"], eps)
         x = x + o
         h = _rms_norm(x, T[b + "ffn_norm.weight"], eps)
+        if n_expert:
+            x = x + _moe(h, T, b, n_used, norm_topk)
+            continue
         gate = h @ T[b + "ffn_gate.weight"].T
         act = _gelu_tanh(gate) if gemma else _silu(gate)
         f = (act * (h @ T[b + "ffn_up.weight"].T)) @ T[b + "ffn_down.weight"].T
@@ -223,6 +250,12 @@ def test_fixture_gguf_reproduces_transformers(arch):
 def test_arch_parity(arch, mode, kv, backend, tmp_path, request):
     """Each backend (backend/backend.h) gives transformers' logits on every
     architecture, with every KV cache type, batched and token by token."""
+    if arch in MOE and kv == "q8":
+        # a Q8 cache moves the router's input by up to ~1e-2, enough to choose
+        # another expert where two are within that of each other (measured:
+        # qwen3moe seq2 position 15): the logits then come from different
+        # experts, not from rounding (the F32 and F16 caches are held to it)
+        pytest.skip("a Q8 cache can change the experts chosen: not comparable at a logit tolerance")
     if backend == "vulkan":  # the GPU tests' device (conftest.py): lavapipe where there is no GPU
         backend = request.getfixturevalue("vulkan_device")
     fixture = load_fixture(arch)
@@ -257,3 +290,16 @@ def test_batched_and_stepwise_agree(arch, tmp_path):
     for i, (a, b) in enumerate(zip(batched, steps)):
         err = relative_error(b, a)
         assert err <= TOLERANCE["f32"], f"{arch} seq{i}: batched vs stepwise rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("arch", MOE)
+def test_moe_split_parity(arch, tmp_path, vulkan_device):
+    """A mixture of experts across the GPU and the CPU (backend DEV/1: the
+    first layer's experts on the Vulkan test device, the second's on the
+    CPU) gives transformers' logits at the F32 bound."""
+    fixture = load_fixture(arch)
+    got = run_eval("logits", TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path,
+                   ("--kv-type", "f32", "--backend", f"{vulkan_device}/1"))
+    for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
+        err = relative_error(out, ref)
+        assert err <= TOLERANCE["f32"], f"{arch} seq{i} on {vulkan_device}/1: rel err {err:.2e}"

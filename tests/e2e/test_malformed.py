@@ -14,6 +14,7 @@ from conftest import FIXTURES, SANITIZER_MARKS, assert_one_line_error, run_cli
 
 MALFORMED = FIXTURES / "malformed"
 VALID = FIXTURES / "tiny-llama-valid.gguf"
+VALID_MOE = FIXTURES / "tiny-moe-valid.gguf"  # the base of the model-moe-* files
 CORPUS = sorted(p.name for p in MALFORMED.glob("*.gguf"))
 
 # What the one line must mention (any of, case-insensitive) for files that
@@ -35,6 +36,14 @@ HINTS = {
     "model-token-embd-wrong-shape": ["token_embd"],
     "model-missing-ffn-down": ["ffn_down"],
     "model-block-count-too-large": ["blk.1.", "block_count"],
+    "model-moe-expert-count-zero": ["expert_count"],
+    "model-moe-expert-count-huge": ["expert_count"],
+    "model-moe-expert-count-missing": ["expert_count"],
+    "model-moe-used-above-count": ["expert_used_count"],
+    "model-moe-used-zero": ["expert_used_count"],
+    "model-moe-router-wrong-shape": ["ffn_gate_inp"],
+    "model-moe-experts-not-3d": ["ffn_up_exps"],
+    "model-moe-experts-count-mismatch": ["ffn_down_exps"],
 }
 COMMANDS = {
     "info": lambda path: ["info", str(path)],
@@ -65,12 +74,13 @@ def test_malformed_rejected(kind, command, name):
 
 
 @pytest.mark.parametrize("kind", ["release", "asan"])
-def test_valid_tiny_model_accepted(kind):
-    res = run_cli(kind, ["info", str(VALID)])
-    assert res.returncode == 0, f"pasada info {VALID.name} ({kind}): {res.stderr[-3000:]}"
+@pytest.mark.parametrize("valid", [VALID, VALID_MOE], ids=["llama", "moe"])
+def test_valid_tiny_model_accepted(kind, valid):
+    res = run_cli(kind, ["info", str(valid)])
+    assert res.returncode == 0, f"pasada info {valid.name} ({kind}): {res.stderr[-3000:]}"
     assert not any(m in res.stderr for m in SANITIZER_MARKS), res.stderr[-3000:]
     # The corpus's tok-*/model-* files must fail for their one defect, so the
     # base they are made from must also run.
-    res = run_cli(kind, COMMANDS["run"](VALID))
-    assert res.returncode == 0, f"pasada run -m {VALID.name} ({kind}): {res.stderr[-3000:]}"
+    res = run_cli(kind, COMMANDS["run"](valid))
+    assert res.returncode == 0, f"pasada run -m {valid.name} ({kind}): {res.stderr[-3000:]}"
     assert not any(m in res.stderr for m in SANITIZER_MARKS), res.stderr[-3000:]

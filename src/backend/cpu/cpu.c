@@ -370,6 +370,8 @@ static void context_free(pa_bctx *c) {
   if (c->kv && c->kv->values == c->values) pa_kv_attach(c->kv, NULL);
   pa_kv_values_free(c->values);
   pa_free(c->mem);
+  pa_free(c->moe_mem);
+  pa_free(c->moe_work);
   pa_free(c->scores);
   pa_free(c->work);
   pa_free(c->att_pos);
@@ -417,7 +419,14 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
                                    : pa_matmul_work_size(p->mats[i], B));
   c->work = pa_alloc(work ? work : 64);
   c->att_pos = pa_alloc((size_t)B * sizeof(int32_t));
-  if (!m || !c->scores || !c->work || !c->att_pos) {
+  if (hp->n_expert > 0) {
+    size_t ew = 0;
+    for (int32_t i = 0; i < p->n_mats; i++) ew = max_sz(ew, pa_matmul_exact_work_size(p->mats[i], c->n_threads));
+    c->moe_work = pa_alloc(ew ? ew : 64);
+    c->moe_mem = pa_alloc(pa_cpu_moe_scratch_size(hp, c->n_batch));
+  }
+  if (!m || !c->scores || !c->work || !c->att_pos ||
+      (hp->n_expert > 0 && (!c->moe_work || !c->moe_mem))) {
     context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory for the buffers of %d tokens", p->n_batch);
   }
@@ -434,6 +443,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->rope_sin = m, m += n_rt;
   c->rope_cos_swa = m, m += n_rt;
   c->rope_sin_swa = m;
+  pa_cpu_moe_bind(c, c->moe_mem);
   *out = c;
   return PASADA_OK;
 }
@@ -451,8 +461,8 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
    .context_init = context_init, .context_free = context_free, .upload = op_upload,             \
    .download = op_download, .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, \
    .rms_norm = op_rms_norm, .add = op_add, .layer_norm = op_layer_norm, .embed_add = op_embed_add, \
-    .matmul = op_matmul, .attention = op_attention,     \
-   .logits = op_logits, .hidden = op_hidden}
+   .matmul = op_matmul, .attention = op_attention, .moe = pa_cpu_moe, .logits = op_logits,        \
+   .hidden = op_hidden}
 
 const pa_backend_ops pa_cpu_backend_ops = HOST_OPS("cpu", PA_KV_F16);
 const pa_backend_ops pa_ref_backend_ops = HOST_OPS("ref", PA_KV_F32);

@@ -33,6 +33,15 @@ struct pa_bctx {
   void *work;                    /* the products' activation scratch */
   int32_t *att_pos;              /* [n_batch] bidirectional attention's last position per token */
   void *mem;                     /* the buffers above but scores and work, in one allocation */
+  /* the mixture-of-experts op's scratch (moe.c; NULL without experts) */
+  struct {
+    float *logits, *weight;      /* [n_batch][n_expert], [n_batch][n_used] */
+    float *xg, *hg, *hu, *yg;    /* one expert's tokens: inputs, gate, up, outputs */
+    int32_t *chosen;             /* [n_batch][n_used] experts, increasing */
+    int32_t *count, *first, *slots; /* per expert: its slots (t * n_used + k), grouped */
+  } moe;
+  void *moe_mem;
+  void *moe_work;                /* the router's exact product's scratch */
 };
 
 /* Norms, residual adds and RoPE of at least this many tokens run on the
@@ -45,6 +54,12 @@ size_t pa_cpu_attention_scratch_size(int32_t n_threads, int32_t n_batch, int32_t
                                      const pa_hparams *hp);
 /* K and V of the batch (buffers K, V) into the cache of `layer`. */
 void pa_cpu_kv_store_batch(pa_bctx *c, const pa_fwd_batch *b, int layer);
+
+/* The mixture-of-experts op (moe.c), its scratch's bytes for a context of
+ * n_batch tokens (0 without experts), and its pointers into mem. */
+void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d);
+size_t pa_cpu_moe_scratch_size(const pa_hparams *hp, int32_t n_batch);
+void pa_cpu_moe_bind(pa_bctx *c, void *mem);
 
 /* The host backends' ops table with `exact` deciding the kernels. */
 extern const pa_backend_ops pa_cpu_backend_ops, pa_ref_backend_ops;

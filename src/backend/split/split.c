@@ -107,6 +107,11 @@ static void op_matmul(pa_bctx *s, const pa_fwd_batch *b, const pa_matmul_desc *d
   ops_of(s, gpu)->matmul(ctx_of_side(s, gpu), b, d);
 }
 
+static void op_moe(pa_bctx *s, const pa_fwd_batch *b, const pa_moe_desc *d) {
+  const bool gpu = side(s);
+  ops_of(s, gpu)->moe(ctx_of_side(s, gpu), b, d);
+}
+
 static void op_attention(pa_bctx *s, const pa_fwd_batch *b, int layer, int32_t window) {
   s->layer = layer;
   const bool gpu = side(s);
@@ -210,7 +215,8 @@ static const pa_backend_ops split_ops = {
     .name = "split", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
-    .matmul = op_matmul, .attention = op_attention, .logits = op_logits, .hidden = op_hidden, .layer = op_layer};
+    .matmul = op_matmul, .moe = op_moe, .attention = op_attention, .logits = op_logits, .hidden = op_hidden,
+    .layer = op_layer};
 
 static void split_free(pa_backend *be) {
   split_backend *sb = be->impl;

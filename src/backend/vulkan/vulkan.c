@@ -87,7 +87,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = hp->n_layer * 24 + 16;
+  const int cap = hp->n_layer * 28 + 16;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -116,6 +116,18 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     const uint64_t FB = (uint64_t)hp->n_ff * 4;
     const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E};
     for (int i = 0; i < 16 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
+    /* experts: the router, and each kind's n_expert slices as one block
+     * (the loader's 3-D tensor; an expert's address is the block's plus its
+     * offset, expert_product) */
+    if (L->exp_gate && !rc) rc = collect(t, &n, cap, L->router.data, matrix_bytes(&L->router));
+    const pa_matrix *kinds[3] = {L->exp_gate, L->exp_up, L->exp_down};
+    for (int k = 0; k < 3 && L->exp_gate && !rc; k++) {
+      for (int e = 1; e < hp->n_expert && !rc; e++)
+        if (kinds[k][e].layout != PA_LAYOUT_ROWS ||
+            (const uint8_t *)kinds[k][e].data != (const uint8_t *)kinds[k][0].data + matrix_bytes(&kinds[k][0]) * e)
+          rc = pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: the experts are not one block of the file's layout");
+      if (!rc) rc = collect(t, &n, cap, kinds[k][0].data, matrix_bytes(&kinds[k][0]) * (uint64_t)hp->n_expert);
+    }
   }
   /* chunks: tensors in order, 256-byte aligned, each chunk at most one
    * allocation (and 1 GiB, unless one tensor needs more) */
@@ -215,6 +227,10 @@ struct pa_bctx {
   /* activations (device) */
   pa_vk_buf act;
   uint64_t off[PA_BUF_COUNT], off_xn;
+  uint64_t off_xg, off_hg, off_hu, off_yg; /* the moe op's: one expert's tokens */
+  uint64_t s_moe_logits, s_moe_idx, s_moe_w; /* the moe op's, in the step buffer */
+  int32_t *moe_chosen, *moe_count, *moe_first; /* the moe op's routing, on the host */
+  float *moe_weight;
   /* the step buffer (host-visible) */
   pa_vk_buf step;
   uint64_t s_tok, s_pos, s_seq, s_out, s_slot, s_cos, s_sin, s_cos_swa, s_sin_swa, s_tables;
@@ -528,13 +544,14 @@ static void op_embed_add(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *tab
   }
 }
 
-/* y = W x for n_tok rows of x (ldx floats apart) into rows ldy apart */
-static void product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, uint64_t y, uint32_t ldy,
-                    uint32_t n_tok) {
+/* y = W x for n_tok rows of x (ldx floats apart) into rows ldy apart, W's
+ * bytes at device address wa */
+static void product_at(pa_bctx *c, const pa_matrix *w, uint64_t wa, uint64_t x, uint32_t ldx, uint64_t y,
+                       uint32_t ldy, uint32_t n_tok) {
   struct {
     uint64_t w, x, y, row_bytes;
     uint32_t rows, cols, n_tok, ldx, ldy;
-  } p = {weight_addr(c->vb, w->data), x, y, pa_row_size(w->type, w->cols), (uint32_t)w->rows,
+  } p = {wa, x, y, pa_row_size(w->type, w->cols), (uint32_t)w->rows,
          (uint32_t)w->cols, n_tok, ldx, ldy};
   char name[32];
   const uint32_t rows = (uint32_t)w->rows;
@@ -547,6 +564,11 @@ static void product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, ui
     const uint32_t wgs = (rows + 63) / 64;
     push_dispatch(c, name, &p, sizeof p, wgs < 65535 ? wgs : 65535, (n_tok + 31) / 32, (wgs + 65534) / 65535);
   }
+}
+
+static void product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, uint64_t y, uint32_t ldy,
+                    uint32_t n_tok) {
+  product_at(c, w, weight_addr(c->vb, w->data), x, ldx, y, ldy, n_tok);
 }
 
 static void rope_rows(pa_bctx *c, uint64_t x, uint32_t n_tok, uint32_t n_heads, uint32_t stride, pa_rope_kind k) {
@@ -614,6 +636,72 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
   }
   if (d->residual != PA_BUF_NONE)
     add_addr(c, buf_addr(c, d->residual), buf_addr(c, d->out[0]), (uint64_t)d->w[0]->rows * n, 0);
+}
+
+/* Expert e of kind ex (one block on the device, prepare). */
+static void expert_product(pa_bctx *c, const pa_matrix *ex, int e, uint64_t x, uint64_t y, uint32_t n_tok) {
+  const uint64_t wa = weight_addr(c->vb, ex[0].data) + matrix_bytes(&ex[0]) * (uint64_t)e;
+  product_at(c, &ex[e], wa, x, (uint32_t)ex[e].cols, y, (uint32_t)ex[e].rows, n_tok);
+}
+
+/* moe_scatter: out[idx[i]] += w[i] * y[i] (rows of n floats), i < n_rows;
+ * idx 0: out's first n_rows rows zeroed */
+static void moe_scatter(pa_bctx *c, uint64_t out, uint64_t y, uint64_t idx, uint64_t w, uint32_t n, uint32_t rows) {
+  struct {
+    uint64_t out, y, idx, w;
+    uint32_t n, n_rows;
+  } p = {out, y, idx, w, n, rows};
+  push_dispatch(c, "moe_scatter", &p, sizeof p, 1, rows, 1);
+}
+
+/* The mixture of experts (backend.h): the router's logits on the device,
+ * read back (a flush) and the top k chosen on the host (pa_moe_route, as
+ * the host backends do), then per chosen expert, over its tokens: their
+ * rows of X gathered and normalised (rms_norm's gather), gate and up, the
+ * gate, down, and the weighted rows added into out (moe_scatter), experts
+ * in increasing index. */
+static void op_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
+  const uint32_t n = (uint32_t)b->n, E = (uint32_t)c->hp->n_embd, FE = (uint32_t)d->gate[0].rows;
+  const int32_t NE = d->n_expert, K = d->n_used;
+  const uint64_t xn = c->act.addr + c->off_xn, out = buf_addr(c, d->out);
+  norm_rows(c, xn, buf_addr(c, d->in), d->in_norm, E, n, 0);
+  product(c, d->router, xn, E, step_addr(c, c->s_moe_logits), (uint32_t)NE, n);
+  flush(c);
+  const float *logits = (const float *)(const void *)((const uint8_t *)c->step.map + c->s_moe_logits);
+  int32_t *count = c->moe_count, *first = c->moe_first;
+  memset(count, 0, (size_t)NE * sizeof *count);
+  for (uint32_t t = 0; t < n; t++) {
+    pa_moe_route(logits + (size_t)t * NE, NE, K, d->norm_topk, c->moe_chosen + t * K, c->moe_weight + t * K);
+    for (int32_t k = 0; k < K; k++) count[c->moe_chosen[t * K + k]]++;
+  }
+  /* per expert, its tokens (in order) and their weights, into the step buffer */
+  int32_t *idx = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_moe_idx);
+  float *wts = (float *)(void *)((uint8_t *)c->step.map + c->s_moe_w);
+  for (int32_t e = 0, at = 0; e < NE; e++) first[e] = at, at += count[e], count[e] = 0;
+  for (uint32_t t = 0; t < n; t++)
+    for (int32_t k = 0; k < K; k++) {
+      const int32_t e = c->moe_chosen[t * K + k], i = first[e] + count[e]++;
+      idx[i] = (int32_t)t, wts[i] = c->moe_weight[t * K + k];
+    }
+  moe_scatter(c, out, 0, 0, 0, E, n);
+  const uint64_t xg = c->act.addr + c->off_xg, hg = c->act.addr + c->off_hg, hu = c->act.addr + c->off_hu;
+  const uint64_t yg = c->act.addr + c->off_yg;
+  for (int32_t e = 0; e < NE; e++) {
+    const uint32_t m = (uint32_t)count[e];
+    if (!m) continue;
+    const uint64_t ia = step_addr(c, c->s_moe_idx + 4 * (uint64_t)first[e]);
+    norm_rows(c, xg, buf_addr(c, d->in), d->in_norm, E, m, ia);
+    expert_product(c, d->gate, e, xg, hg, m);
+    expert_product(c, d->up, e, xg, hu, m);
+    struct {
+      uint64_t g, u;
+      uint32_t n, kind;
+    } p = {hg, hu, m * FE, d->act == PA_GATE_SILU ? 0u : 1u};
+    push_dispatch(c, "gate", &p, sizeof p, groups_for((uint64_t)m * FE, 256), 1, 1);
+    expert_product(c, d->down, e, hg, yg, m);
+    moe_scatter(c, out, yg, ia, step_addr(c, c->s_moe_w + 4 * (uint64_t)first[e]), E, m);
+  }
+  if (d->residual != PA_BUF_NONE) add_addr(c, buf_addr(c, d->residual), out, (uint64_t)E * n, 0);
 }
 
 static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t window) {
@@ -798,6 +886,10 @@ static void context_free(pa_bctx *c) {
   pa_vk_buf_free(d, &c->act);
   pa_vk_buf_free(d, &c->step);
   pa_free(c->nodes);
+  pa_free(c->moe_chosen);
+  pa_free(c->moe_weight);
+  pa_free(c->moe_count);
+  pa_free(c->moe_first);
   pa_free(c);
 }
 
@@ -837,7 +929,16 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   uint64_t at = 0;
   for (int i = 0; i < PA_BUF_COUNT; i++) c->off[i] = take(&at, B * rows[i] * 4);
   c->off_xn = take(&at, B * (E > F ? E : F) * 4);
+  const uint64_t NE = (uint64_t)hp->n_expert, KU = (uint64_t)hp->n_expert_used, FE = (uint64_t)hp->n_ff_exp;
+  c->off_xg = take(&at, B * E * 4 * (NE > 0)), c->off_yg = take(&at, B * E * 4 * (NE > 0));
+  c->off_hg = take(&at, B * FE * 4 * (NE > 0)), c->off_hu = take(&at, B * FE * 4 * (NE > 0));
   rc = pa_vk_buf_create(d, at, false, &c->act);
+  if (NE > 0 && !rc) {
+    c->moe_chosen = pa_alloc(B * KU * sizeof(int32_t)), c->moe_weight = pa_alloc(B * KU * sizeof(float));
+    c->moe_count = pa_alloc(NE * sizeof(int32_t)), c->moe_first = pa_alloc(NE * sizeof(int32_t));
+    if (!c->moe_chosen || !c->moe_weight || !c->moe_count || !c->moe_first)
+      rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
   /* the step buffer */
   const uint64_t half = (uint64_t)hp->rope_dim / 2;
   at = 0;
@@ -850,6 +951,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->s_staging = take(&at, c->staging_bytes);
   /* the logits, or the hidden states of an embedding context */
   c->s_logits = take(&at, B * (uint64_t)(hp->n_vocab > hp->n_embd ? hp->n_vocab : hp->n_embd) * 4);
+  c->s_moe_logits = take(&at, B * NE * 4), c->s_moe_idx = take(&at, B * KU * 4), c->s_moe_w = take(&at, B * KU * 4);
   if (!rc) rc = pa_vk_buf_create(d, at, true, &c->step);
   /* the KV cache's values, one buffer per layer */
   const pa_kv_cache *kv = p->kv;
@@ -928,7 +1030,7 @@ static const pa_backend_ops vulkan_ops = {
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
     .layer_norm = op_layer_norm, .embed_add = op_embed_add,
-    .matmul = op_matmul, .attention = op_attention, .logits = op_logits,
+    .matmul = op_matmul, .attention = op_attention, .moe = op_moe, .logits = op_logits,
     .hidden = op_hidden};
 
 static void vk_backend_free_impl(vk_backend *vb) {
