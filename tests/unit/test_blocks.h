@@ -15,7 +15,9 @@
 #include "quant/quant.h"
 #include "test_util.h"
 
-static inline float rnd_sym(void) { return (float)(2.0 * rnd_unit() - 1.0); }
+static inline float rnd_sym(void) {
+  return (float)(2.0 * rnd_unit() - 1.0);
+}
 
 /* Where a block keeps its fp16 scales, and its quant payload (bytes that
  * are zeroed to find the block offsets). */
@@ -28,13 +30,21 @@ typedef struct {
 } block_shape;
 
 #define F16S(a) \
-  1, { a, 0 }
+  1, {          \
+    a, 0        \
+  }
 #define F16S2(a, b) \
-  2, { a, b }
-#define PAY(s, f) \
-  1, {offsetof(s, f), 0}, { sizeof(((s *)0)->f), 0 }
-#define PAY2(s, f, g) \
-  2, {offsetof(s, f), offsetof(s, g)}, { sizeof(((s *)0)->f), sizeof(((s *)0)->g) }
+  2, {              \
+    a, b            \
+  }
+#define PAY(s, f)           \
+  1, {offsetof(s, f), 0}, { \
+    sizeof(((s *)0)->f), 0  \
+  }
+#define PAY2(s, f, g)                        \
+  2, {offsetof(s, f), offsetof(s, g)}, {     \
+    sizeof(((s *)0)->f), sizeof(((s *)0)->g) \
+  }
 static const block_shape shapes[] = {
     {PA_TYPE_Q4_0, F16S(offsetof(block_q4_0, d)), PAY(block_q4_0, qs)},
     {PA_TYPE_Q4_1, F16S2(offsetof(block_q4_1, d), offsetof(block_q4_1, m)), PAY(block_q4_1, qs)},
@@ -48,6 +58,9 @@ static const block_shape shapes[] = {
     {PA_TYPE_Q5_K, F16S2(offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)),
      PAY2(block_q5_K, qh, qs)},
     {PA_TYPE_Q6_K, F16S(offsetof(block_q6_K, d)), PAY2(block_q6_K, ql, qh)},
+    {PA_TYPE_IQ4_NL, F16S(offsetof(block_iq4_nl, d)), PAY(block_iq4_nl, qs)},
+    {PA_TYPE_IQ4_XS, F16S(offsetof(block_iq4_xs, d)), PAY(block_iq4_xs, qs)},
+    {PA_TYPE_MXFP4, 0, {0, 0}, PAY(block_mxfp4, qs)}, /* exponent: random_weights */
 };
 
 static inline const block_shape *shape_of(pa_type t) {
@@ -82,12 +95,14 @@ static inline void random_weights(pa_type type, int64_t n, uint8_t *dst) {
       float mag = 1e-3f * powf(100.0f, rnd_unit());
       put_f16(blk + s->f16_at[k], (rng() & 1) ? mag : -mag);
     }
+    /* MXFP4's shared exponent: scales 2^-10 .. 2^0 (times levels up to 12) */
+    if (type == PA_TYPE_MXFP4) blk[0] = (uint8_t)(118 + rng() % 11);
   }
 }
 
 /* Dequantized row and the block offsets (payload zeroed), as floats. */
 static inline void dequantize_with_offsets(pa_type type, int64_t n, const uint8_t *row, float *w,
-                                    float *w0) {
+                                           float *w0) {
   const pa_type_traits *t = pa_type_get(type);
   t->to_float(row, w, n);
   const block_shape *s = shape_of(type);
