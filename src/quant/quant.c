@@ -22,14 +22,9 @@ _Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl layout");
 _Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs layout");
 _Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 layout");
 
-#define TRAITS(type_, name_, bs_, size_, quantized_, to_, from_, dot_) \
-  [type_] = {.name = name_,                                            \
-             .block_size = bs_,                                        \
-             .type_size = size_,                                       \
-             .quantized = quantized_,                                  \
-             .to_float = to_,                                          \
-             .from_float = from_,                                      \
-             .vec_dot_type = dot_}
+#define TRAITS(type_, name_, bs_, size_, quantized_, to_, from_, dot_)                   \
+  [type_] = {.name = name_, .block_size = bs_, .type_size = size_, .quantized = quantized_, \
+             .to_float = to_, .from_float = from_, .vec_dot_type = dot_}
 
 /* F16/BF16 weights take float32 activations: their dot products are then
  * exact up to float32 accumulation, which is what a reference wants. */
@@ -38,8 +33,8 @@ static const pa_type_traits type_traits[PA_TYPE_COUNT] = {
            PA_TYPE_F32),
     TRAITS(PA_TYPE_F16, "F16", 1, sizeof(pa_f16), false, pa_dequantize_f16, pa_quantize_f16,
            PA_TYPE_F32),
-    TRAITS(PA_TYPE_BF16, "BF16", 1, sizeof(pa_bf16), false, pa_dequantize_bf16, pa_quantize_bf16,
-           PA_TYPE_F32),
+    TRAITS(PA_TYPE_BF16, "BF16", 1, sizeof(pa_bf16), false, pa_dequantize_bf16,
+           pa_quantize_bf16, PA_TYPE_F32),
     TRAITS(PA_TYPE_Q4_0, "Q4_0", QK4_0, sizeof(block_q4_0), true, pa_dequantize_q4_0,
            pa_quantize_q4_0, PA_TYPE_Q8_0),
     TRAITS(PA_TYPE_Q4_1, "Q4_1", QK4_1, sizeof(block_q4_1), true, pa_dequantize_q4_1,
@@ -147,9 +142,7 @@ pa_f16 pa_f32_to_f16(float f) {
   return (pa_f16)(sign | shift_round_even(mant, 126 - exp));
 }
 
-float pa_bf16_to_f32(pa_bf16 h) {
-  return f32_from_bits((uint32_t)h << 16);
-}
+float pa_bf16_to_f32(pa_bf16 h) { return f32_from_bits((uint32_t)h << 16); }
 
 pa_bf16 pa_f32_to_bf16(float f) {
   uint32_t u = f32_bits(f);

@@ -15,9 +15,7 @@
 #include "quant/quant.h"
 #include "test_util.h"
 
-static inline float rnd_sym(void) {
-  return (float)(2.0 * rnd_unit() - 1.0);
-}
+static inline float rnd_sym(void) { return (float)(2.0 * rnd_unit() - 1.0); }
 
 /* Where a block keeps its fp16 scales, and its quant payload (bytes that
  * are zeroed to find the block offsets). */
@@ -30,21 +28,13 @@ typedef struct {
 } block_shape;
 
 #define F16S(a) \
-  1, {          \
-    a, 0        \
-  }
+  1, { a, 0 }
 #define F16S2(a, b) \
-  2, {              \
-    a, b            \
-  }
-#define PAY(s, f)           \
-  1, {offsetof(s, f), 0}, { \
-    sizeof(((s *)0)->f), 0  \
-  }
-#define PAY2(s, f, g)                        \
-  2, {offsetof(s, f), offsetof(s, g)}, {     \
-    sizeof(((s *)0)->f), sizeof(((s *)0)->g) \
-  }
+  2, { a, b }
+#define PAY(s, f) \
+  1, {offsetof(s, f), 0}, { sizeof(((s *)0)->f), 0 }
+#define PAY2(s, f, g) \
+  2, {offsetof(s, f), offsetof(s, g)}, { sizeof(((s *)0)->f), sizeof(((s *)0)->g) }
 static const block_shape shapes[] = {
     {PA_TYPE_Q4_0, F16S(offsetof(block_q4_0, d)), PAY(block_q4_0, qs)},
     {PA_TYPE_Q4_1, F16S2(offsetof(block_q4_1, d), offsetof(block_q4_1, m)), PAY(block_q4_1, qs)},
@@ -102,7 +92,7 @@ static inline void random_weights(pa_type type, int64_t n, uint8_t *dst) {
 
 /* Dequantized row and the block offsets (payload zeroed), as floats. */
 static inline void dequantize_with_offsets(pa_type type, int64_t n, const uint8_t *row, float *w,
-                                           float *w0) {
+                                    float *w0) {
   const pa_type_traits *t = pa_type_get(type);
   t->to_float(row, w, n);
   const block_shape *s = shape_of(type);

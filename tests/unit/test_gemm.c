@@ -35,9 +35,7 @@
 
 /* The table under test and its settings (pa_cpu_exec; set_table). */
 static pa_cpu_exec test_exec;
-static void set_table(const pa_cpu_kernels *k) {
-  pa_cpu_exec_init(&test_exec, k, 0);
-}
+static void set_table(const pa_cpu_kernels *k) { pa_cpu_exec_init(&test_exec, k, 0); }
 static const pa_cpu_exec *ex(void) {
   if (!test_exec.k) set_table(NULL);
   return &test_exec;
@@ -122,9 +120,8 @@ static void check(pa_type type, int64_t rows, int64_t cols, pa_pool **pools, con
           const float got = y[tk * y_stride + r];
           if (tk >= n || r >= rows) {
             if (bits_of(got) != bits_of(SENTINEL) && reported++ < 5) {
-              printf(
-                  "FAIL type=%s path=%s threads=%d tokens=%lld: wrote outside y at [%lld][%lld]\n",
-                  t->name, path, p + 1, (long long)n, (long long)tk, (long long)r);
+              printf("FAIL type=%s path=%s threads=%d tokens=%lld: wrote outside y at [%lld][%lld]\n",
+                     t->name, path, p + 1, (long long)n, (long long)tk, (long long)r);
               failures++;
             }
             continue;
@@ -134,8 +131,8 @@ static void check(pa_type type, int64_t rows, int64_t cols, pa_pool **pools, con
             printf(
                 "FAIL batch type=%s rows=%lld cols=%lld path=%s threads=%d tokens=%lld "
                 "y[%lld][%lld]: %.9g (0x%08x), alone %.9g (0x%08x)\n",
-                t->name, (long long)rows, (long long)cols, path, p + 1, (long long)n, (long long)tk,
-                (long long)r, got, bits_of(got), want, bits_of(want));
+                t->name, (long long)rows, (long long)cols, path, p + 1, (long long)n,
+                (long long)tk, (long long)r, got, bits_of(got), want, bits_of(want));
             failures++;
           }
         }
@@ -151,15 +148,16 @@ static void check(pa_type type, int64_t rows, int64_t cols, pa_pool **pools, con
   pa_free(wdata);
 }
 
-static const pa_type weight_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1,   PA_TYPE_Q5_0,   PA_TYPE_Q5_1,
-                                       PA_TYPE_Q8_0, PA_TYPE_Q4_K,   PA_TYPE_Q5_K,   PA_TYPE_Q6_K,
-                                       PA_TYPE_Q2_K, PA_TYPE_Q3_K,   PA_TYPE_F16,    PA_TYPE_BF16,
+static const pa_type weight_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1,
+                                       PA_TYPE_Q8_0, PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K,
+                                       PA_TYPE_Q2_K, PA_TYPE_Q3_K, PA_TYPE_F16,  PA_TYPE_BF16,
                                        PA_TYPE_F32,  PA_TYPE_IQ4_NL, PA_TYPE_IQ4_XS, PA_TYPE_MXFP4};
 #define N_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
 
 /* The types each AVX-512 table must have a GEMM kernel for. */
-static const pa_type avx512_gemm_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1,
-                                            PA_TYPE_Q8_0, PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K};
+static const pa_type avx512_gemm_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0,
+                                            PA_TYPE_Q5_1, PA_TYPE_Q8_0, PA_TYPE_Q4_K,
+                                            PA_TYPE_Q5_K, PA_TYPE_Q6_K};
 
 int main(void) {
   test_seed("test_gemm");
@@ -171,7 +169,8 @@ int main(void) {
   for (int k = 0; k < n_tables; k++) {
     printf(" %s[", tables[k]->name);
     for (int i = 0; i < N_TYPES; i++)
-      if (pa_kernels_gemm(tables[k], weight_types[i])) printf(" %s", pa_type_name(weight_types[i]));
+      if (pa_kernels_gemm(tables[k], weight_types[i]))
+        printf(" %s", pa_type_name(weight_types[i]));
     printf(" ]");
   }
   printf("\n");
@@ -200,8 +199,7 @@ int main(void) {
         /* last groups of 1, 2, 3, 4, 5, 7, 8 blocks (AVX-512 VNNI: the short
          * tail), 9 and 15 (padded to 16), alone, after one full group of 16
          * and (41) after two; 16 and 32: none */
-        const int64_t ks[] = {1,  2,  3,  4,  5,  7,  8,  9,  15, 16, 17,
-                              18, 19, 20, 21, 23, 24, 25, 31, 32, 41};
+        const int64_t ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 31, 32, 41};
         const int64_t rs[] = {37, 13, 6, 9, 7, 10, 5, 6, 11, 7, 7, 70, 5, 9, 6, 5, 13, 6, 5, 6, 19};
         for (int s = 0; s < (int)(sizeof ks / sizeof ks[0]); s++)
           check(type, rs[s], 32 * ks[s], pools, tables[k]->name);

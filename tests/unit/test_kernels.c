@@ -30,9 +30,7 @@
 
 /* The table under test and its settings (pa_cpu_exec; set_table). */
 static pa_cpu_exec test_exec;
-static void set_table(const pa_cpu_kernels *k) {
-  pa_cpu_exec_init(&test_exec, k, 0);
-}
+static void set_table(const pa_cpu_kernels *k) { pa_cpu_exec_init(&test_exec, k, 0); }
 static const pa_cpu_exec *ex(void) {
   if (!test_exec.k) set_table(NULL);
   return &test_exec;
@@ -40,9 +38,9 @@ static const pa_cpu_exec *ex(void) {
 
 static int failures;
 
-static const pa_type weight_types[] = {PA_TYPE_F32,  PA_TYPE_F16,    PA_TYPE_BF16,   PA_TYPE_Q4_0,
-                                       PA_TYPE_Q4_1, PA_TYPE_Q5_0,   PA_TYPE_Q5_1,   PA_TYPE_Q8_0,
-                                       PA_TYPE_Q2_K, PA_TYPE_Q3_K,   PA_TYPE_Q4_K,   PA_TYPE_Q5_K,
+static const pa_type weight_types[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0,
+                                       PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0,
+                                       PA_TYPE_Q2_K, PA_TYPE_Q3_K, PA_TYPE_Q4_K, PA_TYPE_Q5_K,
                                        PA_TYPE_Q6_K, PA_TYPE_IQ4_NL, PA_TYPE_IQ4_XS, PA_TYPE_MXFP4};
 #define N_WEIGHT_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
 

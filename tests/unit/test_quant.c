@@ -32,9 +32,7 @@ static uint64_t rng_u64(void) {
   rng_state ^= rng_state >> 27;
   return rng_state * 0x2545F4914F6CDD1Dull;
 }
-static double rng_uniform(void) {
-  return (double)(rng_u64() >> 11) * 0x1.0p-53;
-}
+static double rng_uniform(void) { return (double)(rng_u64() >> 11) * 0x1.0p-53; }
 static double rng_normal(void) {
   double u = rng_uniform(), v = rng_uniform();
   return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
@@ -128,23 +126,25 @@ static void test_f16(void) {
     uint32_t in;
     uint16_t out;
   } cases[] = {
-      {0x3F800000, 0x3C00},                       /* 1 */
-      {0x3F801000, 0x3C00},                       /* 1 + 2^-11: tie, down to even */
-      {0x3F801001, 0x3C01},                       /* just above the tie */
-      {0x3F803000, 0x3C02},                       /* 1 + 3*2^-11: tie, up to even */
-      {0x3F802FFF, 0x3C01}, {0x477FE000, 0x7BFF}, /* 65504, the largest half */
-      {0x477FEFFF, 0x7BFF},                       /* just below the tie with 65536 */
-      {0x477FF000, 0x7C00},                       /* 65520: tie, to even = inf */
-      {0x7F7FFFFF, 0x7C00},                       /* FLT_MAX */
-      {0x7F800000, 0x7C00},                       /* inf */
-      {0x38800000, 0x0400},                       /* 2^-14, smallest normal */
+      {0x3F800000, 0x3C00}, /* 1 */
+      {0x3F801000, 0x3C00}, /* 1 + 2^-11: tie, down to even */
+      {0x3F801001, 0x3C01}, /* just above the tie */
+      {0x3F803000, 0x3C02}, /* 1 + 3*2^-11: tie, up to even */
+      {0x3F802FFF, 0x3C01},
+      {0x477FE000, 0x7BFF}, /* 65504, the largest half */
+      {0x477FEFFF, 0x7BFF}, /* just below the tie with 65536 */
+      {0x477FF000, 0x7C00}, /* 65520: tie, to even = inf */
+      {0x7F7FFFFF, 0x7C00}, /* FLT_MAX */
+      {0x7F800000, 0x7C00}, /* inf */
+      {0x38800000, 0x0400}, /* 2^-14, smallest normal */
       {0x387FE000, 0x0400}, /* largest subnormal + half an ulp: tie, up to even (0x400) */
       {0x387FC000, 0x03FF}, /* largest subnormal */
       {0x33800000, 0x0001}, /* 2^-24, smallest subnormal */
       {0x33000000, 0x0000}, /* 2^-25: tie between 0 and 1 -> 0 */
       {0x33000001, 0x0001}, /* above it */
       {0x33C00000, 0x0002}, /* 3*2^-25: tie between 1 and 2 -> 2 */
-      {0x32FFFFFF, 0x0000}, {0x00000001, 0x0000}, /* float subnormal */
+      {0x32FFFFFF, 0x0000},
+      {0x00000001, 0x0000}, /* float subnormal */
       {0x00000000, 0x0000},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -176,10 +176,8 @@ static void test_bf16(void) {
   for (uint32_t h = 0; h < 65536; h++) {
     float f = pa_bf16_to_f32((pa_bf16)h);
     CHECK(bits_of(f) == h << 16, "bf16 %04x decodes to %08x", h, bits_of(f));
-    if (!isnan(f))
-      CHECK(pa_f32_to_bf16(f) == h, "bf16 %04x round trip", h);
-    else
-      CHECK((pa_f32_to_bf16(f) & 0x7FC0) == 0x7FC0, "bf16 NaN %04x stays a quiet NaN", h);
+    if (!isnan(f)) CHECK(pa_f32_to_bf16(f) == h, "bf16 %04x round trip", h);
+    else CHECK((pa_f32_to_bf16(f) & 0x7FC0) == 0x7FC0, "bf16 NaN %04x stays a quiet NaN", h);
   }
   const struct {
     uint32_t in;
@@ -191,8 +189,8 @@ static void test_bf16(void) {
       {0x7F7FFFFF, 0x7F80}, /* FLT_MAX rounds to inf */
       {0x7F7F7FFF, 0x7F7F}, {0x7F800000, 0x7F80},
       {0x00000001, 0x0000}, /* subnormals round like everything else */
-      {0x00008000, 0x0000}, {0x00018000, 0x0002},
-      {0x007FFFFF, 0x0080}, {0x7F800001, 0x7FC0}, /* signalling NaN becomes quiet */
+      {0x00008000, 0x0000}, {0x00018000, 0x0002}, {0x007FFFFF, 0x0080},
+      {0x7F800001, 0x7FC0}, /* signalling NaN becomes quiet */
       {0xFFC00001, 0xFFC0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -225,27 +223,13 @@ static void make_awkward(float *x) {
     for (int i = 0; i < 16; i++) {
       float *v = &x[g * 16 + i];
       switch (kind) {
-        case 0:
-          *v = 0.0f;
-          break;
-        case 1:
-          *v = (float)scale;
-          break;
-        case 2:
-          *v = i == 5 ? (float)-scale : 0.0f;
-          break;
-        case 3:
-          *v = (float)(fabs(rng_normal()) * scale);
-          break;
-        case 4:
-          *v = (float)(-fabs(rng_normal()) * scale);
-          break;
-        case 5:
-          *v = (float)((int)(rng_u64() % 17) - 8) * 0.25f;
-          break;
-        default:
-          *v = (float)(rng_normal() * scale);
-          break;
+      case 0: *v = 0.0f; break;
+      case 1: *v = (float)scale; break;
+      case 2: *v = i == 5 ? (float)-scale : 0.0f; break;
+      case 3: *v = (float)(fabs(rng_normal()) * scale); break;
+      case 4: *v = (float)(-fabs(rng_normal()) * scale); break;
+      case 5: *v = (float)((int)(rng_u64() % 17) - 8) * 0.25f; break;
+      default: *v = (float)(rng_normal() * scale); break;
       }
     }
   }
@@ -332,23 +316,15 @@ static void test_round_trips(void) {
    * measured with a margin for the K-quants, whose sub-block scales are
    * quantized against the super-block's. */
   static const round_trip_case cases[] = {
-      {PA_TYPE_F16, 0.0003, 0.0005, 0, 0, false},
-      {PA_TYPE_BF16, 0.003, 0.004, 0, 0, false},
-      {PA_TYPE_F32, 0.0, 0.0, 0, 0, false},
-      {PA_TYPE_Q8_0, 0.006, 0.0045, 0, 0, false},
-      {PA_TYPE_Q8_1, 0.006, 0.0045, 0, 0, false},
-      {PA_TYPE_Q8_K, 0.012, 0.0045, 0, 0, false},
-      {PA_TYPE_Q4_0, 0.12, 0.13, 0, 0, false},
-      {PA_TYPE_Q4_1, 0.10, 0.07, 0, 0, false},
-      {PA_TYPE_Q5_0, 0.06, 0.065, 0, 0, false},
-      {PA_TYPE_Q5_1, 0.05, 0.035, 0, 0, false},
-      {PA_TYPE_Q2_K, 0.45, 0.40, 16, 2, true},
-      {PA_TYPE_Q3_K, 0.22, 0.28, 16, 3, false},
-      {PA_TYPE_Q4_K, 0.10, 0.10, 32, 4, true},
-      {PA_TYPE_Q5_K, 0.05, 0.05, 32, 5, true},
+      {PA_TYPE_F16, 0.0003, 0.0005, 0, 0, false},  {PA_TYPE_BF16, 0.003, 0.004, 0, 0, false},
+      {PA_TYPE_F32, 0.0, 0.0, 0, 0, false},        {PA_TYPE_Q8_0, 0.006, 0.0045, 0, 0, false},
+      {PA_TYPE_Q8_1, 0.006, 0.0045, 0, 0, false},  {PA_TYPE_Q8_K, 0.012, 0.0045, 0, 0, false},
+      {PA_TYPE_Q4_0, 0.12, 0.13, 0, 0, false},     {PA_TYPE_Q4_1, 0.10, 0.07, 0, 0, false},
+      {PA_TYPE_Q5_0, 0.06, 0.065, 0, 0, false},    {PA_TYPE_Q5_1, 0.05, 0.035, 0, 0, false},
+      {PA_TYPE_Q2_K, 0.45, 0.40, 16, 2, true},     {PA_TYPE_Q3_K, 0.22, 0.28, 16, 3, false},
+      {PA_TYPE_Q4_K, 0.10, 0.10, 32, 4, true},     {PA_TYPE_Q5_K, 0.05, 0.05, 32, 5, true},
       {PA_TYPE_Q6_K, 0.025, 0.025, 16, 6, false},
-      {PA_TYPE_IQ4_NL, 0.085, 0.08, 32, 4, false},
-      {PA_TYPE_IQ4_XS, 0.08, 0.075, 32, 4, false},
+      {PA_TYPE_IQ4_NL, 0.085, 0.08, 32, 4, false}, {PA_TYPE_IQ4_XS, 0.08, 0.075, 32, 4, false},
       /* E2M1 holds 4 and 6 (x 2^k) at the top: up to a quarter of amax */
       {PA_TYPE_MXFP4, 0.14, 0.26, 0, 0, false},
   };
@@ -359,10 +335,8 @@ static void test_round_trips(void) {
     const pa_type_traits *t = pa_type_get(cases[c].type);
     if (t == NULL || t->from_float == NULL) continue; /* reported by test_traits */
     for (int data = 0; data < 2; data++) {
-      if (data == 0)
-        make_smooth(x);
-      else
-        make_awkward(x);
+      if (data == 0) make_smooth(x);
+      else make_awkward(x);
       memset(q, 0xA5, sizeof q);
       t->from_float(x, q, N);
       CHECK(q[pa_row_size(cases[c].type, N)] == 0xA5, "%s wrote past its row", t->name);
@@ -377,8 +351,8 @@ static void test_round_trips(void) {
         if (cases[c].base_bits) {
           plain_quant(x, base, N, cases[c].base_group, cases[c].base_bits, cases[c].base_asym);
           double ours = total_rel_rmse(x, y, N), plain = total_rel_rmse(x, base, N);
-          CHECK(ours <= 1.05 * plain, "%s: error %.4g, plain %d-bit quantizer %.4g", t->name, ours,
-                cases[c].base_bits, plain);
+          CHECK(ours <= 1.05 * plain, "%s: error %.4g, plain %d-bit quantizer %.4g", t->name,
+                ours, cases[c].base_bits, plain);
           printf("%-5s relative rmse %.4f (plain %d-bit: %.4f)\n", t->name, ours,
                  cases[c].base_bits, plain);
         } else {

@@ -298,9 +298,7 @@ static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
  * computed as x * (1/d) and rounded to nearest even, so |q| <= 127 (never
  * -128: the SIMD dots rely on it to keep 16-bit pair sums from saturating) ---- */
 
-static void quantize_f32(const float *x, void *y, int64_t n) {
-  memmove(y, x, (size_t)n * 4);
-}
+static void quantize_f32(const float *x, void *y, int64_t n) { memmove(y, x, (size_t)n * 4); }
 
 /* Writes 32 quants of one block; returns their sum; *d_out gets the scale. */
 static int quantize_block32(const float *x, int8_t *q, float *d_out) {
@@ -401,6 +399,4 @@ static const pa_cpu_kernels reference = {
         },
 };
 
-const pa_cpu_kernels *pa_kernels_reference(void) {
-  return &reference;
-}
+const pa_cpu_kernels *pa_kernels_reference(void) { return &reference; }
