@@ -42,7 +42,8 @@ enum { E = 512, NH = 4, NKV = 2, HD = 64, F = 768, NV = 97, N_BATCH = 32, N_CTX 
 
 static const pa_type TYPES[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0, PA_TYPE_Q4_1,
                                 PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0, PA_TYPE_Q2_K, PA_TYPE_Q3_K,
-                                PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K};
+                                PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K, PA_TYPE_IQ4_NL, PA_TYPE_IQ4_XS,
+                                PA_TYPE_MXFP4};
 #define N_TYPES (int)(sizeof TYPES / sizeof TYPES[0])
 
 /* The products' bound, relative to the largest reference output: measured

@@ -444,6 +444,9 @@ static const char *type_suffix(pa_type t) {
     case PA_TYPE_Q4_K: return "q4_k";
     case PA_TYPE_Q5_K: return "q5_k";
     case PA_TYPE_Q6_K: return "q6_k";
+    case PA_TYPE_IQ4_NL: return "iq4_nl";
+    case PA_TYPE_IQ4_XS: return "iq4_xs";
+    case PA_TYPE_MXFP4: return "mxfp4";
     default: return NULL;
   }
 }
