@@ -26,8 +26,15 @@ typedef enum {
   PA_TYPE_Q5_K = 13,
   PA_TYPE_Q6_K = 14,
   PA_TYPE_Q8_K = 15,
+  PA_TYPE_IQ2_XXS = 16,
+  PA_TYPE_IQ2_XS = 17,
+  PA_TYPE_IQ3_XXS = 18,
+  PA_TYPE_IQ1_S = 19,
   PA_TYPE_IQ4_NL = 20,
+  PA_TYPE_IQ3_S = 21,
+  PA_TYPE_IQ2_S = 22,
   PA_TYPE_IQ4_XS = 23,
+  PA_TYPE_IQ1_M = 29,
   PA_TYPE_BF16 = 30,
   PA_TYPE_MXFP4 = 39,
   PA_TYPE_COUNT = 40 /* table size; unknown numbers have no traits */
@@ -72,6 +79,16 @@ typedef struct { pa_f16 d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8
  * values doubled, so half of 2^(e - 127)); nibbles as IQ4_NL. 17 bytes: a
  * block may start at any address. */
 typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
+/* The grid I-quants (256 elements; dequant_iq.c has how each is read):
+ * groups of 8 (IQ2, IQ1) or 4 (IQ3) values are rows of a fixed grid
+ * (iq_grids.h) picked by an index, with sign bits and small scales. */
+typedef struct { pa_f16 d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;
+typedef struct { pa_f16 d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;
+typedef struct { pa_f16 d; uint8_t qs[QK_K / 8]; uint8_t signs[QK_K / 8]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s;
+typedef struct { pa_f16 d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;
+typedef struct { pa_f16 d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t signs[QK_K / 8]; uint8_t scales[QK_K / 64]; } block_iq3_s;
+typedef struct { pa_f16 d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;
+typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m;
 /* activation type of K-quant dots: bsums[i] = sum of qs[16*i .. 16*i+15] */
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
 
@@ -127,6 +144,13 @@ void pa_dequantize_q8_K(const void *src, float *dst, int64_t n);
 void pa_dequantize_iq4_nl(const void *src, float *dst, int64_t n);
 void pa_dequantize_iq4_xs(const void *src, float *dst, int64_t n);
 void pa_dequantize_mxfp4(const void *src, float *dst, int64_t n);
+void pa_dequantize_iq2_xxs(const void *src, float *dst, int64_t n);
+void pa_dequantize_iq2_xs(const void *src, float *dst, int64_t n);
+void pa_dequantize_iq2_s(const void *src, float *dst, int64_t n);
+void pa_dequantize_iq3_xxs(const void *src, float *dst, int64_t n);
+void pa_dequantize_iq3_s(const void *src, float *dst, int64_t n);
+void pa_dequantize_iq1_s(const void *src, float *dst, int64_t n);
+void pa_dequantize_iq1_m(const void *src, float *dst, int64_t n);
 
 void pa_quantize_f32(const float *src, void *dst, int64_t n);
 void pa_quantize_f16(const float *src, void *dst, int64_t n);

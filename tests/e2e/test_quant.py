@@ -26,6 +26,8 @@ F16_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q8_1: [0, 2],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
     T.IQ4_NL: [0], T.IQ4_XS: [0], T.MXFP4: [],  # MXFP4's exponent byte: any value
+    T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0],
+    T.IQ1_M: [],  # its fp16 d is spread over the scale words' top nibbles: any bits
 }
 BLOCK_TYPES = list(F16_FIELDS) + [T.Q8_K]
 N_BLOCKS = 517  # not a round number
@@ -74,7 +76,7 @@ def reference_dequantize(raw, qtype):
     if qtype == T.Q8_K:
         d = raw[:, 0:4].copy().view(np.float32)
         return (raw[:, 4:260].view(np.int8).astype(np.float32) * d).reshape(-1)
-    with np.errstate(over="ignore"):  # MXFP4 exponent 255 times 12 is inf, in both
+    with np.errstate(over="ignore", invalid="ignore"):  # MXFP4 2^127 x 12, IQ1_M inf x 0: both
         return dequantize(raw, qtype).reshape(-1)
 
 

@@ -51,6 +51,13 @@ static const block_shape shapes[] = {
     {PA_TYPE_IQ4_NL, F16S(offsetof(block_iq4_nl, d)), PAY(block_iq4_nl, qs)},
     {PA_TYPE_IQ4_XS, F16S(offsetof(block_iq4_xs, d)), PAY(block_iq4_xs, qs)},
     {PA_TYPE_MXFP4, 0, {0, 0}, PAY(block_mxfp4, qs)}, /* exponent: random_weights */
+    {PA_TYPE_IQ2_XXS, F16S(offsetof(block_iq2_xxs, d)), PAY(block_iq2_xxs, qs)},
+    {PA_TYPE_IQ2_XS, F16S(offsetof(block_iq2_xs, d)), PAY(block_iq2_xs, qs)},
+    {PA_TYPE_IQ2_S, F16S(offsetof(block_iq2_s, d)), PAY(block_iq2_s, qs)},
+    {PA_TYPE_IQ3_XXS, F16S(offsetof(block_iq3_xxs, d)), PAY(block_iq3_xxs, qs)},
+    {PA_TYPE_IQ3_S, F16S(offsetof(block_iq3_s, d)), PAY(block_iq3_s, qs)},
+    {PA_TYPE_IQ1_S, F16S(offsetof(block_iq1_s, d)), PAY(block_iq1_s, qs)},
+    {PA_TYPE_IQ1_M, 0, {0, 0}, PAY(block_iq1_m, qs)}, /* d: random_weights */
 };
 
 static inline const block_shape *shape_of(pa_type t) {
@@ -87,6 +94,12 @@ static inline void random_weights(pa_type type, int64_t n, uint8_t *dst) {
     }
     /* MXFP4's shared exponent: scales 2^-10 .. 2^0 (times levels up to 12) */
     if (type == PA_TYPE_MXFP4) blk[0] = (uint8_t)(118 + rng() % 11);
+    /* IQ1_M's fp16 d: the top nibbles of its four scale words */
+    if (type == PA_TYPE_IQ1_M) {
+      const pa_f16 d = pa_f32_to_f16(1e-3f * powf(100.0f, rnd_unit()));
+      uint8_t *sc = blk + offsetof(block_iq1_m, scales);
+      for (int k = 0; k < 4; k++) sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0F) | ((d >> (4 * k)) & 0xF) << 4);
+    }
   }
 }
 

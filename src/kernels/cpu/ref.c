@@ -294,6 +294,33 @@ static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
   *out = (float)sum;
 }
 
+/* ---- grid I-quants (IQ2_XXS ... IQ1_M): the plain path, through the
+ * reference dequantizer: each super-block as floats, dotted in double with
+ * the Q8_K activations as floats (d * q) ---- */
+
+static void dot_grid_iq(pa_type type, int64_t n, float *out, const void *w, const void *x) {
+  const pa_type_traits *t = pa_type_get(type);
+  const uint8_t *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    float wf[QK_K];
+    t->to_float(a + (size_t)i * t->type_size, wf, QK_K);
+    for (int l = 0; l < QK_K; l++) sum += (double)wf[l] * (b[i].d * (float)b[i].qs[l]);
+  }
+  *out = (float)sum;
+}
+
+#define DOT_GRID(name, type) \
+  static void name(int64_t n, float *out, const void *w, const void *x) { dot_grid_iq(type, n, out, w, x); }
+DOT_GRID(dot_iq2_xxs, PA_TYPE_IQ2_XXS)
+DOT_GRID(dot_iq2_xs, PA_TYPE_IQ2_XS)
+DOT_GRID(dot_iq2_s, PA_TYPE_IQ2_S)
+DOT_GRID(dot_iq3_xxs, PA_TYPE_IQ3_XXS)
+DOT_GRID(dot_iq3_s, PA_TYPE_IQ3_S)
+DOT_GRID(dot_iq1_s, PA_TYPE_IQ1_S)
+DOT_GRID(dot_iq1_m, PA_TYPE_IQ1_M)
+
 /* ---- activation quantizers: symmetric, d = max|x| / 127, q = round(x / d)
  * computed as x * (1/d) and rounded to nearest even, so |q| <= 127 (never
  * -128: the SIMD dots rely on it to keep 16-bit pair sums from saturating) ---- */
@@ -377,6 +404,13 @@ static const pa_cpu_kernels reference = {
             [PA_TYPE_IQ4_NL] = dot_iq4_nl,
             [PA_TYPE_IQ4_XS] = dot_iq4_xs,
             [PA_TYPE_MXFP4] = dot_mxfp4,
+            [PA_TYPE_IQ2_XXS] = dot_iq2_xxs,
+            [PA_TYPE_IQ2_XS] = dot_iq2_xs,
+            [PA_TYPE_IQ2_S] = dot_iq2_s,
+            [PA_TYPE_IQ3_XXS] = dot_iq3_xxs,
+            [PA_TYPE_IQ3_S] = dot_iq3_s,
+            [PA_TYPE_IQ1_S] = dot_iq1_s,
+            [PA_TYPE_IQ1_M] = dot_iq1_m,
         },
     .quantize_row =
         {
