@@ -33,6 +33,14 @@ FMT = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL:
        U64: "Q", I64: "q", F64: "d"}
 # GGML tensor types used here
 GGML_F32, GGML_Q8_0 = 0, 8
+# the table-lookup 4-bit types: GGML number, elements and bytes per block,
+# and one block's bytes (a sane scale, then random levels)
+IQ_TYPES = {
+    "iq4_nl": (20, 32, 18, lambda rng: struct.pack("<H", 0x211F) + bytes(rng.randrange(256) for _ in range(16))),
+    "iq4_xs": (23, 256, 136, lambda rng: struct.pack("<HH", 0x211F, 0xAAAA)
+               + bytes(rng.randrange(256) for _ in range(132))),
+    "mxfp4": (39, 32, 17, lambda rng: bytes([120]) + bytes(rng.randrange(256) for _ in range(16))),
+}
 
 
 def gstr(s):
@@ -384,6 +392,16 @@ def format_cases():
     add("tensor-data-truncated", base[:last_end - 10])
     add("tensor-data-missing", base[:lay["table_end"]])
     add("tensor-data-section-half", base[:lay["data"] + (last_end - lay["data"]) // 2])
+    # per table-lookup type, with the last tensor (attn_q) in that type: a row
+    # that is not a whole number of blocks, and data that ends inside a block
+    rng = random.Random(11)
+    for tname, (gtype, block, size, make_block) in IQ_TYPES.items():
+        data = b"".join(make_block(rng) for _ in range(2))
+        add(f"tensor-{tname}-row-not-multiple-of-block",
+            with_tensor("blk.0.attn_q.weight", type=gtype, ne=[block + 16, 2], data=data))
+        variant, vlay = build(kvs, tensor_variant(ts, "blk.0.attn_q.weight", type=gtype, ne=[block, 2], data=data))
+        end = vlay["data"] + vlay["offsets"][2] + 2 * size
+        add(f"tensor-{tname}-data-truncated-in-block", variant[:end - size // 2])
     return cases
 
 

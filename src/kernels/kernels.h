@@ -117,6 +117,9 @@ const pa_cpu_kernels *pa_kernels_amx(void);         /* ... + AMX-INT8 (batches) 
 /* Overwrite the entries a SIMD file implements (avx2.c, avx512.c). */
 void pa_kernels_fill_avx2(pa_cpu_kernels *k);
 void pa_kernels_fill_avx512(pa_cpu_kernels *k, int vnni);
+/* The table-lookup 4-bit types IQ4_NL, IQ4_XS, MXFP4 (iq_avx2.c, iq_avx512.c). */
+void pa_kernels_fill_iq_avx2(pa_cpu_kernels *k);
+void pa_kernels_fill_iq_avx512_vnni(pa_cpu_kernels *k);
 /* The AVX-512 activation quantizers (quant_avx512.c: Q8_0, Q8_1, Q8_K). */
 void pa_kernels_fill_avx512_quant(pa_cpu_kernels *k);
 /* k->ilv[layout][type] (NULL when the layout does not take the type), and

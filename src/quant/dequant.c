@@ -174,3 +174,46 @@ void pa_dequantize_q8_K(const void *src, float *dst, int64_t n) {
     for (int l = 0; l < QK_K; l++) dst[l] = d * (float)x[b].qs[l];
   }
 }
+
+const int8_t pa_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+const int8_t pa_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void pa_dequantize_iq4_nl(const void *src, float *dst, int64_t n) {
+  const block_iq4_nl *x = src;
+  for (int64_t b = 0; b < n / QK4_NL; b++, dst += QK4_NL) {
+    const float d = pa_load_f16(&x[b].d);
+    for (int l = 0; l < QK4_NL / 2; l++) {
+      dst[l] = d * (float)pa_kvalues_iq4nl[x[b].qs[l] & 0xF];
+      dst[l + QK4_NL / 2] = d * (float)pa_kvalues_iq4nl[x[b].qs[l] >> 4];
+    }
+  }
+}
+
+/* IQ4_XS: sub-block ib's scale dl = d * (6-bit scale - 32), then one
+ * multiply per element, as gguf and ggml. */
+void pa_dequantize_iq4_xs(const void *src, float *dst, int64_t n) {
+  const block_iq4_xs *x = src;
+  for (int64_t b = 0; b < n / QK_K; b++) {
+    const float d = pa_load_f16(&x[b].d);
+    for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+      const float dl = d * (float)(pa_iq4_xs_scale(&x[b], ib) - 32);
+      const uint8_t *q = x[b].qs + 16 * ib;
+      for (int l = 0; l < 16; l++) {
+        dst[l] = dl * (float)pa_kvalues_iq4nl[q[l] & 0xF];
+        dst[l + 16] = dl * (float)pa_kvalues_iq4nl[q[l] >> 4];
+      }
+    }
+  }
+}
+
+void pa_dequantize_mxfp4(const void *src, float *dst, int64_t n) {
+  const block_mxfp4 *x = src;
+  for (int64_t b = 0; b < n / QK_MXFP4; b++, dst += QK_MXFP4) {
+    const float d = pa_e8m0_to_f32_half(x[b].e);
+    for (int l = 0; l < QK_MXFP4 / 2; l++) {
+      dst[l] = d * (float)pa_kvalues_mxfp4[x[b].qs[l] & 0xF];
+      dst[l + QK_MXFP4 / 2] = d * (float)pa_kvalues_mxfp4[x[b].qs[l] >> 4];
+    }
+  }
+}

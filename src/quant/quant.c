@@ -18,6 +18,16 @@ _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K layout");
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K layout");
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
+_Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl layout");
+_Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs layout");
+_Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 layout");
+_Static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs layout");
+_Static_assert(sizeof(block_iq2_xs) == 74, "block_iq2_xs layout");
+_Static_assert(sizeof(block_iq2_s) == 82, "block_iq2_s layout");
+_Static_assert(sizeof(block_iq3_xxs) == 98, "block_iq3_xxs layout");
+_Static_assert(sizeof(block_iq3_s) == 110, "block_iq3_s layout");
+_Static_assert(sizeof(block_iq1_s) == 50, "block_iq1_s layout");
+_Static_assert(sizeof(block_iq1_m) == 56, "block_iq1_m layout");
 
 #define TRAITS(type_, name_, bs_, size_, quantized_, to_, from_, dot_)                   \
   [type_] = {.name = name_, .block_size = bs_, .type_size = size_, .quantized = quantized_, \
@@ -56,6 +66,27 @@ static const pa_type_traits type_traits[PA_TYPE_COUNT] = {
            pa_quantize_q6_K, PA_TYPE_Q8_K),
     TRAITS(PA_TYPE_Q8_K, "Q8_K", QK_K, sizeof(block_q8_K), true, pa_dequantize_q8_K,
            pa_quantize_q8_K, PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_IQ4_NL, "IQ4_NL", QK4_NL, sizeof(block_iq4_nl), true, pa_dequantize_iq4_nl,
+           pa_quantize_iq4_nl, PA_TYPE_Q8_0),
+    TRAITS(PA_TYPE_IQ4_XS, "IQ4_XS", QK_K, sizeof(block_iq4_xs), true, pa_dequantize_iq4_xs,
+           pa_quantize_iq4_xs, PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_MXFP4, "MXFP4", QK_MXFP4, sizeof(block_mxfp4), true, pa_dequantize_mxfp4,
+           pa_quantize_mxfp4, PA_TYPE_Q8_0),
+    /* the grid I-quants: dequantization only (no quantizer) */
+    TRAITS(PA_TYPE_IQ2_XXS, "IQ2_XXS", QK_K, sizeof(block_iq2_xxs), true, pa_dequantize_iq2_xxs, NULL,
+           PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_IQ2_XS, "IQ2_XS", QK_K, sizeof(block_iq2_xs), true, pa_dequantize_iq2_xs, NULL,
+           PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_IQ2_S, "IQ2_S", QK_K, sizeof(block_iq2_s), true, pa_dequantize_iq2_s, NULL,
+           PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_IQ3_XXS, "IQ3_XXS", QK_K, sizeof(block_iq3_xxs), true, pa_dequantize_iq3_xxs, NULL,
+           PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_IQ3_S, "IQ3_S", QK_K, sizeof(block_iq3_s), true, pa_dequantize_iq3_s, NULL,
+           PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_IQ1_S, "IQ1_S", QK_K, sizeof(block_iq1_s), true, pa_dequantize_iq1_s, NULL,
+           PA_TYPE_Q8_K),
+    TRAITS(PA_TYPE_IQ1_M, "IQ1_M", QK_K, sizeof(block_iq1_m), true, pa_dequantize_iq1_m, NULL,
+           PA_TYPE_Q8_K),
 };
 
 const pa_type_traits *pa_type_get(uint32_t type) {

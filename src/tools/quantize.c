@@ -21,7 +21,9 @@
 
 /* llama.cpp's llama_ftype numbers, written to general.file_type. There is no
  * "all Q4_K", "all Q5_K", "all Q3_K" or "all Q2_K" ftype: those presets carry
- * the _S number, the nearest (llama.cpp only shows it as a label). */
+ * the _S number, the nearest (llama.cpp only shows it as a label); MXFP4
+ * carries MXFP4_MOE's, llama.cpp's only MXFP4 ftype (which keeps the
+ * non-expert matrices in Q8_0; pasada's MXFP4 preset converts them all). */
 static const pa_quant_preset presets[] = {
     {"Q4_K_M", PA_TYPE_Q4_K, PA_MIX_K_M, 15,
      "Q4_K; half of attn_v and ffn_down in Q6_K; output Q6_K"},
@@ -41,6 +43,14 @@ static const pa_quant_preset presets[] = {
     {"Q4_1", PA_TYPE_Q4_1, PA_MIX_NONE, 3, "5 bits per weight, 32-element blocks; output Q6_K"},
     {"Q5_0", PA_TYPE_Q5_0, PA_MIX_NONE, 8, "5.5 bits per weight, 32-element blocks; output Q6_K"},
     {"Q5_1", PA_TYPE_Q5_1, PA_MIX_NONE, 9, "6 bits per weight, 32-element blocks; output Q6_K"},
+    {"IQ4_XS", PA_TYPE_IQ4_XS, PA_MIX_IQ4, 30,
+     "4.25 bits per weight, non-linear levels, 256-element super-blocks; first eighth of ffn_down "
+     "Q5_K; output Q6_K"},
+    {"IQ4_NL", PA_TYPE_IQ4_NL, PA_MIX_IQ4, 25,
+     "4.5 bits per weight, non-linear levels, 32-element blocks; first eighth of ffn_down Q5_K; "
+     "output Q6_K"},
+    {"MXFP4", PA_TYPE_MXFP4, PA_MIX_NONE, 38,
+     "4.25 bits per weight, E2M1 values with a shared power-of-two scale; output Q6_K"},
     {"F16", PA_TYPE_F16, PA_MIX_NONE, 1, "IEEE half precision"},
     {"BF16", PA_TYPE_BF16, PA_MIX_NONE, 32, "bfloat16"},
     {"F32", PA_TYPE_F32, PA_MIX_NONE, 0, "single precision"},
@@ -143,6 +153,7 @@ static pa_type fallback_of(pa_type t) {
     case PA_TYPE_Q6_K: return PA_TYPE_Q8_0;
     case PA_TYPE_Q2_K:
     case PA_TYPE_Q3_K: return PA_TYPE_Q4_0;
+    case PA_TYPE_IQ4_XS: return PA_TYPE_IQ4_NL;
     default: return PA_TYPE_F16;
   }
 }
@@ -181,6 +192,12 @@ static pa_type choose_type(const gguf_file *f, size_t i, const pa_quant_preset *
       if (use_more_bits(r, n)) {
         type = PA_TYPE_Q6_K;
         snprintf(why, why_len, "_M: ffn_down %" PRId64 " of %" PRId64, r, n);
+      }
+    } else if (p->mix == PA_MIX_IQ4 && strstr(t->name, "ffn_down")) {
+      r = rank_of(f, i, "ffn_down", &n);
+      if (r < n / 8) {
+        type = PA_TYPE_Q5_K;
+        snprintf(why, why_len, "IQ4: ffn_down %" PRId64 " of %" PRId64 " (first eighth)", r, n);
       }
     } else if (p->mix == PA_MIX_K_M && strstr(t->name, "attn_qkv.weight")) {
       type = p->type == PA_TYPE_Q4_K ? PA_TYPE_Q5_K : PA_TYPE_Q6_K;

@@ -19,6 +19,8 @@
 typedef enum {
   PA_MIX_NONE = 0, /* every quantized matrix in `type` (the output matrix aside) */
   PA_MIX_K_M,      /* llama.cpp's _M recipe: some attn_v and ffn_down in Q6_K */
+  PA_MIX_IQ4,      /* llama.cpp's IQ4_NL/IQ4_XS without an importance matrix:
+                      ffn_down of the first eighth of the layers in Q5_K */
 } pa_quant_mix;
 
 typedef struct {

@@ -6,7 +6,7 @@ Python package (an independent implementation of the same formats).
     GGUF reader) and by gguf's GGUFReader + dequantize: bit-exact;
 (c) random float data quantized by quant_tool and by gguf.quants.quantize,
     for every type the package can quantize: byte-identical; for the types
-    it cannot (K-quants, Q8_K, Q8_1), against committed bytes written by
+    it cannot (K-quants, Q8_K, Q8_1, IQ4_NL, IQ4_XS), against committed bytes written by
     llama.cpp's reference quantizers (scripts/make-quant-fixtures.py)."""
 import pathlib
 import subprocess
@@ -25,6 +25,9 @@ QUANT_FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "qua
 F16_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q8_1: [0, 2],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+    T.IQ4_NL: [0], T.IQ4_XS: [0], T.MXFP4: [],  # MXFP4's exponent byte: any value
+    T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0],
+    T.IQ1_M: [],  # its fp16 d is spread over the scale words' top nibbles: any bits
 }
 BLOCK_TYPES = list(F16_FIELDS) + [T.Q8_K]
 N_BLOCKS = 517  # not a round number
@@ -73,7 +76,8 @@ def reference_dequantize(raw, qtype):
     if qtype == T.Q8_K:
         d = raw[:, 0:4].copy().view(np.float32)
         return (raw[:, 4:260].view(np.int8).astype(np.float32) * d).reshape(-1)
-    return dequantize(raw, qtype).reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):  # MXFP4 2^127 x 12, IQ1_M inf x 0: both
+        return dequantize(raw, qtype).reshape(-1)
 
 
 def assert_same_floats(ours, ref, what):
@@ -137,7 +141,7 @@ def reference_quantize(x, qtype):
 
 
 # Every type gguf.quants.quantize implements among ours.
-GGUF_QUANTIZERS = [T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
+GGUF_QUANTIZERS = [T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.MXFP4]
 
 
 @pytest.mark.parametrize("qtype", GGUF_QUANTIZERS, ids=lambda t: t.name)
@@ -179,7 +183,8 @@ def special_floats():
 
 
 # Types whose reference bytes come from llama.cpp (see the module docstring).
-LLAMA_CPP_QUANTIZERS = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.Q8_K, T.Q8_1]
+LLAMA_CPP_QUANTIZERS = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.Q8_K, T.Q8_1, T.IQ4_NL, T.IQ4_XS,
+                        T.MXFP4]
 
 
 @pytest.mark.parametrize("qtype", LLAMA_CPP_QUANTIZERS, ids=lambda t: t.name)

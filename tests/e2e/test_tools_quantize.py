@@ -256,3 +256,27 @@ def test_help_lists_every_type(pasada_bin):
     out = run(pasada_bin, "quantize", "--help").stdout
     for t in TYPES + ["F16", "BF16", "--dry-run", "--pure", "--json"]:
         assert t in out
+
+
+@pytest.mark.parametrize("qtype", ["IQ4_NL", "IQ4_XS", "MXFP4"])
+def test_table_lookup_presets(pasada_bin, tmp_path, qtype):
+    """The tiny llama (rows of 64 and 128) quantized to the table-lookup
+    types: IQ4_XS falls back to IQ4_NL (no row is a multiple of 256), the
+    output matrix (Q6_K) to Q8_0; the file reads back in the gguf package
+    with values equal to pasada's own dequantization of them, and runs."""
+    src = FIXTURES / "tiny" / "llama.gguf"
+    out = tmp_path / "q.gguf"
+    run(pasada_bin, "quantize", src, out, "--type", qtype)
+    want = "IQ4_NL" if qtype == "IQ4_XS" else qtype
+    reader = gguf.GGUFReader(out)
+    types = {t.name: t.tensor_type.name for t in reader.tensors}
+    assert types["blk.0.attn_q.weight"] == want and types["blk.1.ffn_down.weight"] == want, types
+    assert types["output.weight"] == "Q8_0", types  # Q6_K, rows of 64: its fallback
+    t = next(t for t in reader.tensors if t.name == "blk.0.ffn_up.weight")
+    ref = gguf.quants.dequantize(np.asarray(t.data).view(np.uint8), t.tensor_type).reshape(-1)
+    raw = tmp_path / "w.bin"
+    raw.write_bytes(np.asarray(t.data).view(np.uint8).tobytes())
+    run(pasada_bin.parent / "quant_tool", "dequant", want, raw, tmp_path / "w.f32")
+    assert np.array_equal(np.fromfile(tmp_path / "w.f32", dtype=np.float32).view(np.uint32), ref.view(np.uint32))
+    p = run(pasada_bin, "run", "-m", out, "-p", "hello", "-n", "4", "--temp", "0")
+    assert p.returncode == 0

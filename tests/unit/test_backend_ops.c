@@ -33,6 +33,7 @@
  *                                     too); exit 77 when there is none
  * A new backend passes this suite before it is used. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,9 @@ enum { E = 512, NH = 4, NKV = 2, HD = 64, F = 768, NV = 97, N_BATCH = 32, N_CTX 
 
 static const pa_type TYPES[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0, PA_TYPE_Q4_1,
                                 PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0, PA_TYPE_Q2_K, PA_TYPE_Q3_K,
-                                PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K};
+                                PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K, PA_TYPE_IQ4_NL, PA_TYPE_IQ4_XS,
+                                PA_TYPE_MXFP4, PA_TYPE_IQ2_XXS, PA_TYPE_IQ2_XS, PA_TYPE_IQ2_S, PA_TYPE_IQ3_XXS,
+                                PA_TYPE_IQ3_S, PA_TYPE_IQ1_S, PA_TYPE_IQ1_M};
 #define N_TYPES (int)(sizeof TYPES / sizeof TYPES[0])
 
 /* The products' bound, relative to the largest reference output: measured
@@ -82,7 +85,32 @@ static void *keep(tmodel *t, void *p) {
   return p;
 }
 
+/* The grid I-quants (no quantizer): random blocks whose fp16 d (IQ1_M: the
+ * top nibbles of its four scale words) puts the values near `scale`. */
+static bool is_grid_iq(pa_type t) { return pa_type_get(t)->from_float == NULL; }
+
+static void random_grid_blocks(pa_type type, uint8_t *q, size_t bytes, float scale) {
+  const pa_type_traits *tr = pa_type_get(type);
+  for (size_t i = 0; i < bytes; i++) q[i] = (uint8_t)rng();
+  for (size_t b = 0; b < bytes / tr->type_size; b++) {
+    uint8_t *blk = q + b * tr->type_size;
+    const pa_f16 d = pa_f32_to_f16(scale * 2e-3f * (float)(0.5 + rnd_unit()));
+    if (type == PA_TYPE_IQ1_M) {
+      uint8_t *sc = blk + offsetof(block_iq1_m, scales);
+      for (int k = 0; k < 4; k++) sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0F) | ((d >> (4 * k)) & 0xF) << 4);
+    } else {
+      memcpy(blk, &d, 2); /* d leads every other grid block */
+    }
+  }
+}
+
 static pa_matrix random_matrix(tmodel *t, pa_type type, int64_t rows, int64_t cols, float scale) {
+  if (is_grid_iq(type)) {
+    const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
+    void *q = keep(t, pa_alloc(bytes));
+    random_grid_blocks(type, q, bytes, scale);
+    return (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = q};
+  }
   float *f = malloc(sizeof(float) * (size_t)(rows * cols));
   for (int64_t i = 0; i < rows * cols; i++) f[i] = rnd_sym(scale);
   const size_t bytes = pa_row_size(type, cols) * (size_t)rows;
@@ -513,6 +541,7 @@ static void check_backend(const char *backend) {
   /* PASADA_TEST_SCALE below 1: fewer caches per weight type, taken in turn,
    * so every cache type still meets several weight types */
   const int n_kvts = test_reps(3, 1);
+  const bool gpu = !strncmp(backend, "vulkan", 6);
   for (int ti = 0; ti < N_TYPES; ti++)
     for (int j = 0; j < n_kvts; j++) {
       const int k = (ti + j) % 3;
@@ -520,6 +549,21 @@ static void check_backend(const char *backend) {
       const bool neox = (ti + k) % 2;
       side x, r;
       const bool experts = j == 0; /* once per weight type */
+      /* The grid I-quants: every CPU table holds the reference's plain
+       * kernel for them, so "cpu" alone runs them (and ref); the GPU must
+       * refuse them at load with one line naming the type. */
+      if (is_grid_iq(TYPES[ti]) && !strncmp(backend, "cpu:", 4)) break;
+      if (is_grid_iq(TYPES[ti]) && gpu) {
+        const int rc = side_open(&x, backend, TYPES[ti], seed, neox, kvts[k], experts);
+        if (rc != PASADA_ERR_UNSUPPORTED || !strstr(pasada_last_error(), pa_type_name(TYPES[ti]))) {
+          printf("FAIL %s %s: not refused at load (status %d: %s)\n", backend, pa_type_name(TYPES[ti]), rc,
+                 rc ? pasada_last_error() : "accepted");
+          failures++;
+        }
+        x.bc = NULL;
+        side_close(&x);
+        break;
+      }
       int rc = side_open(&x, backend, TYPES[ti], seed, neox, kvts[k], experts);
       if (!rc) rc = side_open(&r, "ref", TYPES[ti], seed, neox, kvts[k], experts);
       if (rc) {

@@ -48,6 +48,16 @@ static const block_shape shapes[] = {
     {PA_TYPE_Q5_K, F16S2(offsetof(block_q5_K, d), offsetof(block_q5_K, dmin)),
      PAY2(block_q5_K, qh, qs)},
     {PA_TYPE_Q6_K, F16S(offsetof(block_q6_K, d)), PAY2(block_q6_K, ql, qh)},
+    {PA_TYPE_IQ4_NL, F16S(offsetof(block_iq4_nl, d)), PAY(block_iq4_nl, qs)},
+    {PA_TYPE_IQ4_XS, F16S(offsetof(block_iq4_xs, d)), PAY(block_iq4_xs, qs)},
+    {PA_TYPE_MXFP4, 0, {0, 0}, PAY(block_mxfp4, qs)}, /* exponent: random_weights */
+    {PA_TYPE_IQ2_XXS, F16S(offsetof(block_iq2_xxs, d)), PAY(block_iq2_xxs, qs)},
+    {PA_TYPE_IQ2_XS, F16S(offsetof(block_iq2_xs, d)), PAY(block_iq2_xs, qs)},
+    {PA_TYPE_IQ2_S, F16S(offsetof(block_iq2_s, d)), PAY(block_iq2_s, qs)},
+    {PA_TYPE_IQ3_XXS, F16S(offsetof(block_iq3_xxs, d)), PAY(block_iq3_xxs, qs)},
+    {PA_TYPE_IQ3_S, F16S(offsetof(block_iq3_s, d)), PAY(block_iq3_s, qs)},
+    {PA_TYPE_IQ1_S, F16S(offsetof(block_iq1_s, d)), PAY(block_iq1_s, qs)},
+    {PA_TYPE_IQ1_M, 0, {0, 0}, PAY(block_iq1_m, qs)}, /* d: random_weights */
 };
 
 static inline const block_shape *shape_of(pa_type t) {
@@ -81,6 +91,14 @@ static inline void random_weights(pa_type type, int64_t n, uint8_t *dst) {
       /* magnitudes 1e-3 .. 1e-1, either sign */
       float mag = 1e-3f * powf(100.0f, rnd_unit());
       put_f16(blk + s->f16_at[k], (rng() & 1) ? mag : -mag);
+    }
+    /* MXFP4's shared exponent: scales 2^-10 .. 2^0 (times levels up to 12) */
+    if (type == PA_TYPE_MXFP4) blk[0] = (uint8_t)(118 + rng() % 11);
+    /* IQ1_M's fp16 d: the top nibbles of its four scale words */
+    if (type == PA_TYPE_IQ1_M) {
+      const pa_f16 d = pa_f32_to_f16(1e-3f * powf(100.0f, rnd_unit()));
+      uint8_t *sc = blk + offsetof(block_iq1_m, scales);
+      for (int k = 0; k < 4; k++) sc[2 * k + 1] = (uint8_t)((sc[2 * k + 1] & 0x0F) | ((d >> (4 * k)) & 0xF) << 4);
     }
   }
 }

@@ -62,6 +62,9 @@ static void test_traits(void) {
       {PA_TYPE_Q5_K, "Q5_K", 256, 176, PA_TYPE_Q8_K},
       {PA_TYPE_Q6_K, "Q6_K", 256, 210, PA_TYPE_Q8_K},
       {PA_TYPE_Q8_K, "Q8_K", 256, 292, PA_TYPE_Q8_K},
+      {PA_TYPE_IQ4_NL, "IQ4_NL", 32, 18, PA_TYPE_Q8_0},
+      {PA_TYPE_IQ4_XS, "IQ4_XS", 256, 136, PA_TYPE_Q8_K},
+      {PA_TYPE_MXFP4, "MXFP4", 32, 17, PA_TYPE_Q8_0},
   };
   int known = 0;
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -84,8 +87,23 @@ static void test_traits(void) {
           "%s: a row past 2^31 elements", t->name);
   }
   for (uint32_t t = 0; t < 1000; t++) known += pa_type_get(t) != NULL;
-  CHECK(known == (int)(sizeof want / sizeof want[0]), "%d types have traits", known);
-  const uint32_t unknown[] = {4, 5, 16, 29, 31, 39, 40, 41, 1000, 0xFFFFFFFFu};
+  /* the grid I-quants: dequantization only, 256-element blocks, Q8_K dots */
+  static const struct {
+    pa_type type;
+    const char *name;
+    size_t size;
+  } grid[] = {{PA_TYPE_IQ2_XXS, "IQ2_XXS", 66}, {PA_TYPE_IQ2_XS, "IQ2_XS", 74}, {PA_TYPE_IQ2_S, "IQ2_S", 82},
+              {PA_TYPE_IQ3_XXS, "IQ3_XXS", 98}, {PA_TYPE_IQ3_S, "IQ3_S", 110},  {PA_TYPE_IQ1_S, "IQ1_S", 50},
+              {PA_TYPE_IQ1_M, "IQ1_M", 56}};
+  for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++) {
+    const pa_type_traits *t = pa_type_get(grid[i].type);
+    CHECK(t && !strcmp(t->name, grid[i].name) && t->block_size == 256 && t->type_size == grid[i].size &&
+              t->quantized && t->to_float && !t->from_float && t->vec_dot_type == PA_TYPE_Q8_K,
+          "traits of %s", grid[i].name);
+  }
+  CHECK(known == (int)(sizeof want / sizeof want[0] + sizeof grid / sizeof grid[0]), "%d types have traits",
+        known);
+  const uint32_t unknown[] = {4, 5, 24, 25, 26, 27, 28, 31, 38, 40, 41, 1000, 0xFFFFFFFFu};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
     CHECK(pa_type_get(unknown[i]) == NULL, "type %u should be unknown", unknown[i]);
     CHECK(strcmp(pa_type_name(unknown[i]), "?") == 0, "name of unknown type %u", unknown[i]);
@@ -321,6 +339,9 @@ static void test_round_trips(void) {
       {PA_TYPE_Q2_K, 0.45, 0.40, 16, 2, true},     {PA_TYPE_Q3_K, 0.22, 0.28, 16, 3, false},
       {PA_TYPE_Q4_K, 0.10, 0.10, 32, 4, true},     {PA_TYPE_Q5_K, 0.05, 0.05, 32, 5, true},
       {PA_TYPE_Q6_K, 0.025, 0.025, 16, 6, false},
+      {PA_TYPE_IQ4_NL, 0.085, 0.08, 32, 4, false}, {PA_TYPE_IQ4_XS, 0.08, 0.075, 32, 4, false},
+      /* E2M1 holds 4 and 6 (x 2^k) at the top: up to a quarter of amax */
+      {PA_TYPE_MXFP4, 0.14, 0.26, 0, 0, false},
   };
 
   static float x[N], y[N], base[N];

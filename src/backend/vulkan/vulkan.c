@@ -81,6 +81,16 @@ static int collect(wtensor *t, int *n, int cap, const void *p, uint64_t bytes) {
 
 static uint64_t matrix_bytes(const pa_matrix *m) { return (uint64_t)pa_row_size(m->type, m->cols) * (uint64_t)m->rows; }
 
+static const char *type_suffix(pa_type t);
+
+/* PASADA_OK when the shaders read matrix m's type (dequant.glsl), else a
+ * one-line error naming the tensor type (the grid I-quants: CPU only). */
+static int check_type(const pa_matrix *m) {
+  if (!m->data || type_suffix(m->type)) return PASADA_OK;
+  return pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: tensor type %s is not supported on this backend (use the CPU)",
+                  pa_type_name(m->type));
+}
+
 /* Uploads the tensors of layers [0, n_layers), the embedding table when
  * `embed`, the output norm and matrix when `output`. */
 static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, bool embed, bool output) {
@@ -94,7 +104,14 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   const uint64_t E = (uint64_t)hp->n_embd * 4, HD = (uint64_t)hp->head_dim * 4;
   const uint64_t QB = (uint64_t)hp->n_head * hp->head_dim * 4, KB = (uint64_t)hp->n_head_kv * hp->head_dim * 4;
   const uint64_t VB = (uint64_t)hp->n_head_kv * hp->head_dim_v * 4;
-  if (embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, matrix_bytes(&m->tok_embd));
+  if (embed) rc = check_type(&m->tok_embd);
+  if (!rc && output) rc = check_type(&m->output);
+  for (int l = 0; l < n_layers && !rc; l++) {
+    const pa_layer *L = &m->layers[l];
+    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 7 && !rc; i++) rc = check_type(lm[i]);
+  }
+  if (!rc && embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, matrix_bytes(&m->tok_embd));
   if (!rc && output && m->output.data) rc = collect(t, &n, cap, m->output.data, matrix_bytes(&m->output));
   if (!rc && output) rc = collect(t, &n, cap, m->output_norm, E);
   /* bert: learned positions and token types (F32), the embeddings' LayerNorm */
@@ -468,6 +485,9 @@ static const char *type_suffix(pa_type t) {
     case PA_TYPE_Q4_K: return "q4_k";
     case PA_TYPE_Q5_K: return "q5_k";
     case PA_TYPE_Q6_K: return "q6_k";
+    case PA_TYPE_IQ4_NL: return "iq4_nl";
+    case PA_TYPE_IQ4_XS: return "iq4_xs";
+    case PA_TYPE_MXFP4: return "mxfp4";
     default: return NULL;
   }
 }

@@ -52,6 +52,7 @@ static void tables_init(void) {
   table_avx2 = *pa_kernels_reference();
   table_avx2.name = "avx2";
   pa_kernels_fill_avx2(&table_avx2);
+  pa_kernels_fill_iq_avx2(&table_avx2);
   pa_kernels_fill_ilv_avx2(&table_avx2);
   pa_kernels_fill_ilv_avx2_k16(&table_avx2);
 
@@ -64,6 +65,7 @@ static void tables_init(void) {
   table_avx512_vnni = table_avx2;
   table_avx512_vnni.name = "avx512_vnni";
   pa_kernels_fill_avx512(&table_avx512_vnni, 1);
+  pa_kernels_fill_iq_avx512_vnni(&table_avx512_vnni);
   pa_kernels_fill_avx512_quant(&table_avx512_vnni);
   pa_kernels_fill_ilv_vnni(&table_avx512_vnni);
 

@@ -251,6 +251,76 @@ static void dot_q6_K(int64_t n, float *out, const void *w, const void *x) {
   *out = (float)sum;
 }
 
+/* ---- non-linear 4-bit types: each nibble indexes an int8 level table;
+ * IQ4_NL and MXFP4 (32-element blocks) take Q8_0, IQ4_XS (256) Q8_K ---- */
+
+static int dot_levels32(const uint8_t qs[16], const int8_t levels[16], const int8_t *y) {
+  int isum = 0;
+  for (int l = 0; l < 16; l++) isum += levels[qs[l] & 0xF] * y[l] + levels[qs[l] >> 4] * y[l + 16];
+  return isum;
+}
+
+static void dot_iq4_nl(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq4_nl *a = w;
+  const block_q8_0 *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK4_NL; i++)
+    sum +=
+        f16_at(&a[i].d) * f16_at(&b[i].d) * (float)dot_levels32(a[i].qs, pa_kvalues_iq4nl, b[i].qs);
+  *out = (float)sum;
+}
+
+static void dot_mxfp4(int64_t n, float *out, const void *w, const void *x) {
+  const block_mxfp4 *a = w;
+  const block_q8_0 *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_MXFP4; i++)
+    sum += pa_e8m0_to_f32_half(a[i].e) * f16_at(&b[i].d) *
+           (float)dot_levels32(a[i].qs, pa_kvalues_mxfp4, b[i].qs);
+  *out = (float)sum;
+}
+
+static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq4_xs *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    int isum = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++)
+      isum += (pa_iq4_xs_scale(&a[i], ib) - 32) *
+              dot_levels32(a[i].qs + 16 * ib, pa_kvalues_iq4nl, b[i].qs + 32 * ib);
+    sum += b[i].d * f16_at(&a[i].d) * (float)isum;
+  }
+  *out = (float)sum;
+}
+
+/* ---- grid I-quants (IQ2_XXS ... IQ1_M): the plain path, through the
+ * reference dequantizer: each super-block as floats, dotted in double with
+ * the Q8_K activations as floats (d * q) ---- */
+
+static void dot_grid_iq(pa_type type, int64_t n, float *out, const void *w, const void *x) {
+  const pa_type_traits *t = pa_type_get(type);
+  const uint8_t *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    float wf[QK_K];
+    t->to_float(a + (size_t)i * t->type_size, wf, QK_K);
+    for (int l = 0; l < QK_K; l++) sum += (double)wf[l] * (b[i].d * (float)b[i].qs[l]);
+  }
+  *out = (float)sum;
+}
+
+#define DOT_GRID(name, type) \
+  static void name(int64_t n, float *out, const void *w, const void *x) { dot_grid_iq(type, n, out, w, x); }
+DOT_GRID(dot_iq2_xxs, PA_TYPE_IQ2_XXS)
+DOT_GRID(dot_iq2_xs, PA_TYPE_IQ2_XS)
+DOT_GRID(dot_iq2_s, PA_TYPE_IQ2_S)
+DOT_GRID(dot_iq3_xxs, PA_TYPE_IQ3_XXS)
+DOT_GRID(dot_iq3_s, PA_TYPE_IQ3_S)
+DOT_GRID(dot_iq1_s, PA_TYPE_IQ1_S)
+DOT_GRID(dot_iq1_m, PA_TYPE_IQ1_M)
+
 /* ---- activation quantizers: symmetric, d = max|x| / 127, q = round(x / d)
  * computed as x * (1/d) and rounded to nearest even, so |q| <= 127 (never
  * -128: the SIMD dots rely on it to keep 16-bit pair sums from saturating) ---- */
@@ -331,6 +401,16 @@ static const pa_cpu_kernels reference = {
             [PA_TYPE_Q4_K] = dot_q4_K,
             [PA_TYPE_Q5_K] = dot_q5_K,
             [PA_TYPE_Q6_K] = dot_q6_K,
+            [PA_TYPE_IQ4_NL] = dot_iq4_nl,
+            [PA_TYPE_IQ4_XS] = dot_iq4_xs,
+            [PA_TYPE_MXFP4] = dot_mxfp4,
+            [PA_TYPE_IQ2_XXS] = dot_iq2_xxs,
+            [PA_TYPE_IQ2_XS] = dot_iq2_xs,
+            [PA_TYPE_IQ2_S] = dot_iq2_s,
+            [PA_TYPE_IQ3_XXS] = dot_iq3_xxs,
+            [PA_TYPE_IQ3_S] = dot_iq3_s,
+            [PA_TYPE_IQ1_S] = dot_iq1_s,
+            [PA_TYPE_IQ1_M] = dot_iq1_m,
         },
     .quantize_row =
         {

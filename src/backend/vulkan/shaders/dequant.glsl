@@ -1,14 +1,15 @@
 /* dequant.glsl: the weight types on the GPU. For the one type the build
- * defines (TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q4_0 ... TYPE_Q6_K) it gives
+ * defines (TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q4_0 ... TYPE_Q6_K, TYPE_IQ4_NL,
+ * TYPE_IQ4_XS, TYPE_MXFP4) it gives
  *   QK           elements per block (8 for the float types, so that every
  *                type is read in groups of 8 that lie inside one block),
  *   BLOCK_BYTES  bytes per block, and
  *   dq8(row, g, v)  elements [8g, 8g + 8) of the row whose first byte is at
  *                device address `row`, as float32.
  * Included after common.glsl. Rows are the GGUF bytes: consecutive blocks,
- * starting on a block boundary, so every block starts at an even address
- * and every field below that holds two bytes read together sits at an even
- * offset (16-bit loads). The results are bit-exact with src/quant/dequant.c:
+ * starting on a block boundary, so every block but MXFP4's starts at an even
+ * address and every field below that holds two bytes read together sits at
+ * an even offset (16-bit loads). The results are bit-exact with src/quant/dequant.c:
  * the same float32 operations in the same order (scale products first, then
  * one multiply and one add or subtract per element); `precise` keeps the
  * compiler from fusing a multiply and an add into one rounding. */
@@ -228,6 +229,70 @@ void dq8(uint64_t row, uint g, out float v[8]) {
   for (int i = 0; i < 8; i++) {
     int q = int(((ql[i] >> lshift) & 0xFu) | ((qh[i] >> hshift) & 3u) << 4) - 32;
     precise float r = dl * float(q);
+    v[i] = r;
+  }
+}
+
+/* The table-lookup 4-bit types: each nibble indexes 16 int8 levels (the
+ * tables of src/quant/dequant.c). IQ4_NL and MXFP4 lay a block of 32 out as
+ * Q4_0 does (group j reads qs[8 (j % 2) .. +7] at nibble j / 2); IQ4_XS
+ * holds 8 such sub-blocks of 16 bytes each with a 6-bit scale per
+ * sub-block, sub-block G / 4 for group G. MXFP4 blocks are 17 bytes, so
+ * they (and its rows) may start at odd addresses: byte loads only. */
+#elif defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS)
+const int KV_IQ4NL[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#if defined(TYPE_IQ4_NL)
+#define QK 32
+#define BLOCK_BYTES 18 /* d, qs[16] */
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint j = g % 4;
+  const uint64_t blk = row + uint64_t(g / 4) * BLOCK_BYTES;
+  const float d = half_bits(ld_u16(blk));
+  uint qs[8];
+  ld_bytes8(blk + 2 + 8 * (j % 2), qs);
+  const uint shift = 4 * (j / 2);
+  for (int i = 0; i < 8; i++) {
+    precise float r = d * float(KV_IQ4NL[(qs[i] >> shift) & 0xFu]);
+    v[i] = r;
+  }
+}
+#else
+#define QK 256
+#define BLOCK_BYTES 136 /* d, scales_h, scales_l[4], qs[128] */
+/* Sub-block s = G / 4: scale low nibble s % 2 of scales_l[s / 2], high two
+ * bits 2s of scales_h; dl = d * (scale - 32). Its 16 bytes of qs start at
+ * 8 + 16 s; group G % 4 = j reads 8 (j % 2) .. +7 at nibble j / 2. */
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint G = g % 32, s = G / 4, j = G % 4;
+  const uint64_t blk = row + uint64_t(g / 32) * BLOCK_BYTES;
+  const float d = half_bits(ld_u16(blk));
+  const uint sh = ld_u16(blk + 2), sl = ld_u8(blk + 4 + s / 2);
+  const int ls = int(((sl >> (4 * (s % 2))) & 0xFu) | ((sh >> (2 * s)) & 3u) << 4);
+  precise float dl = d * float(ls - 32);
+  uint qs[8];
+  ld_bytes8(blk + 8 + 16 * s + 8 * (j % 2), qs);
+  const uint shift = 4 * (j / 2);
+  for (int i = 0; i < 8; i++) {
+    precise float r = dl * float(KV_IQ4NL[(qs[i] >> shift) & 0xFu]);
+    v[i] = r;
+  }
+}
+#endif
+
+#elif defined(TYPE_MXFP4)
+#define QK 32
+#define BLOCK_BYTES 17 /* e, qs[16] */
+const int KV_MXFP4[16] = int[16](0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+/* 2^(e - 128): the bits of ggml_e8m0_to_fp32_half (subnormal for e < 2). */
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint j = g % 4;
+  const uint64_t blk = row + uint64_t(g / 4) * BLOCK_BYTES;
+  const uint e = ld_u8(blk);
+  const float d = uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
+  const uint64_t q = blk + 1 + 8 * (j % 2);
+  const uint shift = 4 * (j / 2);
+  for (int i = 0; i < 8; i++) {
+    precise float r = d * float(KV_MXFP4[(ld_u8(q + i) >> shift) & 0xFu]);
     v[i] = r;
   }
 }
