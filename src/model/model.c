@@ -31,6 +31,8 @@ void pasada_model_free(pasada_model *m) {
   pa_backend_free(m->be);
   pa_free(m->output_norm);
   pa_free(m->rope_freqs);
+  pa_free(m->rope_long);
+  pa_free(m->rope_short);
   pa_tokenizer_free(m->tok);
   gguf_close(m->gguf);
   free(m->arch_name);

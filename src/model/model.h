@@ -2,7 +2,7 @@
  * file, tokenizer, the backend that runs it) and a context (KV cache, thread
  * pool, the backend's buffers) that runs batched forward passes. Each
  * architecture family has one file with its forward pass (llama.c serves
- * llama, qwen2, qwen3; gemma3.c), written as a sequence of the backend's ops
+ * llama, qwen2, qwen3, phi3; gemma3.c serves gemma2 and gemma3), written as a sequence of the backend's ops
  * (backend/backend.h). */
 #ifndef PASADA_MODEL_H
 #define PASADA_MODEL_H
@@ -19,10 +19,10 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
-  pa_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  pa_matrix wq, wk, wv, wo, w_gate, w_up, w_down; /* phi3: views of its fused tensors */
   float *attn_norm, *ffn_norm;            /* always present */
   float *q_norm, *k_norm;                 /* per-head RMS norm weights (qwen3, gemma3) */
-  float *post_attn_norm, *post_ffn_norm;  /* gemma3 */
+  float *post_attn_norm, *post_ffn_norm;  /* gemma2, gemma3 */
   float *bq, *bk, *bv;                    /* qwen2 */
 } pa_layer;
 
@@ -35,6 +35,10 @@ struct pa_model {
   pa_matrix tok_embd, output;
   float *output_norm;
   float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
+  /* LongRoPE (phi3): rope_dim/2 factors each, or NULL; a context uses the
+   * long ones when its n_ctx exceeds n_ctx_orig, else the short ones */
+  float *rope_long, *rope_short;
+  int32_t n_ctx_orig;
   pa_layer *layers;
   pa_backend *be;        /* the backend that runs the model; it prepared the weights */
   void *repacked;        /* the weights repacked at load (kernels/x4.h): a mapping, or NULL */

@@ -10,14 +10,17 @@
  *     exponentials and float sums differ from the plain ones in the last
  *     bits; measured worst 2.4e-7), 1e-4 on a Q8 cache (those bits can move
  *     a weight across an edge of its 16-bit step; measured worst 1.4e-5);
+ *     scores soft-capped too (Gemma 2);
  *   - matrix products with each fusion (input norm, biases, head norms,
- *     RoPE, KV store, gates, residual adds) and the logits: within a bound
+ *     RoPE, KV store, gates, residual adds) and the logits (soft-capped
+ *     too): within a bound
  *     per weight type (TOL_MM below) of the largest reference output, as
  *     a fast backend rounds activations to 8 bits (or to F16 for F16 and
  *     BF16 weights).
  * Inputs of each op are uploaded identically to both backends, so an op is
  * judged alone. The model's shape is small but not round: 97-token
- * vocabulary, two KV heads of four query heads, an FFN of 768.
+ * vocabulary, two KV heads of four query heads, an FFN of 768; a third
+ * of the models add soft-capping and Phi-3's RoPE (model_build's extras).
  *
  *   test_backend_ops [BACKEND...]     default: every CPU table this machine
  *                                     has ("cpu", "cpu:scalar", ...) and "ref"
@@ -94,8 +97,11 @@ static float *random_vec(tmodel *t, int64_t n, float center, float spread) {
 }
 
 /* The weights come from the generator state `seed`, so every backend gets
- * the same model; neox picks the RoPE pairing. */
-static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox) {
+ * the same model; neox picks the RoPE pairing; extras turns on what Gemma 2
+ * and Phi-3 add: soft-capped attention scores and logits (caps inside the
+ * values' range, so they bend them), a partial RoPE (48 of 64 dims) with
+ * per-frequency factors and an attention factor on the tables. */
+static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool extras) {
   memset(t, 0, sizeof *t);
   const uint64_t saved = rng_state;
   rng_state = seed;
@@ -125,6 +131,11 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox) {
   t->m.output = random_matrix(t, type, NV, E, 0.1f);
   t->m.output_norm = random_vec(t, E, 1.0f, 0.2f);
   t->m.layers = L;
+  hp->rope_attn_factor = 1.0f;
+  if (extras) {
+    hp->attn_softcap = 0.3f, hp->final_softcap = 1.5f, hp->rope_attn_factor = 1.25f, hp->rope_dim = 48;
+    t->m.rope_freqs = random_vec(t, 24, 3.0f, 2.0f);
+  }
   rng_state = saved;
 }
 
@@ -144,9 +155,10 @@ typedef struct {
   const pa_backend_ops *ops;
 } side;
 
-static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, bool neox, pa_kv_type kvt) {
+static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, bool neox, bool extras,
+                     pa_kv_type kvt) {
   memset(s, 0, sizeof *s);
-  model_build(&s->tm, type, seed, neox);
+  model_build(&s->tm, type, seed, neox, extras);
   int rc = pa_backend_create(backend, 0, &s->tm.m.be);
   if (rc) return rc;
   s->ops = s->tm.m.be->ops;
@@ -156,7 +168,7 @@ static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, 
   const pa_layer *L = &s->tm.layer;
   const pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                              &s->tm.m.output, &s->tm.m.tok_embd};
-  const pa_bctx_params bp = {.hp = &s->tm.m.hp, .n_batch = N_BATCH, .n_seq_max = 1, .pool = s->pool,
+  const pa_bctx_params bp = {.hp = &s->tm.m.hp, .rope_freqs = s->tm.m.rope_freqs, .n_batch = N_BATCH, .n_seq_max = 1, .pool = s->pool,
                              .kv = &s->kv, .kv_type = kvt, .mats = mats, .n_mats = 9};
   return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
 }
@@ -191,13 +203,16 @@ static const char *OP_NAMES[] = {"upload", "embed", "rms_norm", "add", "matmul q
                                  "logits"};
 enum { OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS };
 
+static bool cur_extras; /* the model under test has model_build's extras */
+
 static void expect(const char *backend, pa_type type, int n, pa_kv_type kvt, int op, const float *a, const float *b,
                    int64_t count, double tol) {
   const double e = rel_err(a, b, count);
   worst[op] = e > worst[op] ? e : worst[op];
   if (!(e <= tol) && failures++ < 20)
-    printf("FAIL %s %s, %d tokens, %s cache: %s differs from ref by %.3g of its largest value (tolerance %.3g)\n",
-           backend, pa_type_name(type), n, pa_kv_type_name(kvt), OP_NAMES[op], e, tol);
+    printf("FAIL %s %s%s, %d tokens, %s cache: %s differs from ref by %.3g of its largest value (tolerance %.3g)\n",
+           backend, pa_type_name(type), cur_extras ? " (soft-caps, partial RoPE, factors)" : "", n,
+           pa_kv_type_name(kvt), OP_NAMES[op], e, tol);
 }
 
 static void download2(side *x, side *r, pa_buf buf, int64_t count) {
@@ -373,15 +388,16 @@ static void check_backend(const char *backend) {
     for (int j = 0; j < n_kvts; j++) {
       const int k = (ti + j) % 3;
       const uint64_t seed = rng() | 1;
-      const bool neox = (ti + k) % 2;
+      const bool neox = (ti + k) % 2, extras = (ti + j) % 3 == 1;
       side x, r;
-      int rc = side_open(&x, backend, TYPES[ti], seed, neox, kvts[k]);
-      if (!rc) rc = side_open(&r, "ref", TYPES[ti], seed, neox, kvts[k]);
+      int rc = side_open(&x, backend, TYPES[ti], seed, neox, extras, kvts[k]);
+      if (!rc) rc = side_open(&r, "ref", TYPES[ti], seed, neox, extras, kvts[k]);
       if (rc) {
         printf("FAIL %s %s: %s\n", backend, pa_type_name(TYPES[ti]), pasada_last_error());
         failures++;
         return;
       }
+      cur_extras = extras;
       for (int c = 0; c < 3; c++) run_ops(backend, &x, &r, TYPES[ti], counts[c], kvts[k]);
       side_close(&x);
       side_close(&r);
