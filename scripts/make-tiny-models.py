@@ -81,6 +81,14 @@ ARCHS = {
 
 BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
 
+# Phi-3-mini-4k-instruct's chat template (as llama.cpp's test-chat-template
+# quotes it), written into the phi3 fixture so pasada's chat paths render the
+# template the file carries.
+PHI3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
+    "{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}"
+    "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\\n'}}{% endif %}{% endfor %}")
+
 
 def make_config(arch, spec):
     common = dict(COMMON)
@@ -242,6 +250,8 @@ def write_gguf(path, arch, cfg, spec, sd):
     w.add_bos_token_id(BOS_ID)
     w.add_eos_token_id(EOS_ID)
     w.add_add_bos_token(False)
+    if arch == "phi3":
+        w.add_chat_template(PHI3_CHAT_TEMPLATE)
 
     def t(name):
         return sd[name].detach().to(torch.float32).numpy()
