@@ -431,6 +431,17 @@ def main():
             arrays[f"ids{i}"] = ids
             arrays[f"logits{i}"] = logits.astype(np.float32)
 
+        if "orig_ctx" in spec:
+            # LongRoPE's short factors: a sequence no longer than the original
+            # context, which transformers runs with them (and pasada, in a
+            # context of that size); "short_ids" / "short_logits"
+            n = spec["orig_ctx"]
+            ids = rng.integers(0, cfg.vocab_size, size=n).astype(np.int32)
+            ids[0] = BOS_ID
+            with torch.no_grad():
+                logits = model(torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
+            arrays["short_ids"], arrays["short_logits"] = ids, logits.astype(np.float32)
+
         gguf_path = out / f"{arch}.gguf"
         write_gguf(gguf_path, arch, cfg, spec, model.state_dict())
         np.savez_compressed(out / f"{arch}.logits.npz", **arrays)
@@ -446,6 +457,14 @@ def main():
                   f"mean top-1 prob {p.max(-1).mean():.2f}, numpy-from-GGUF rel err {err:.2e}")
             if err > 1e-5:
                 raise SystemExit(f"{arch}: the GGUF file does not reproduce transformers (rel err {err:.2e})")
+        if "short_ids" in arrays:
+            ids, ref = arrays["short_ids"], arrays["short_logits"]
+            err = checker.relative_error(checker.reference_forward(gguf_path, ids), ref)
+            other = checker.relative_error(checker.reference_forward(gguf_path, ids, factors="long"), ref)
+            print(f"{arch} short factors n={len(ids)}: numpy-from-GGUF rel err {err:.2e}, "
+                  f"with the long factors instead {other:.2e}")
+            if err > 1e-5 or other < 1e-2:
+                raise SystemExit(f"{arch}: the short-factor sequence fails its check")
         check_sensitivity(checker, arch, gguf_path, arrays)
         check_with_llama_cpp(arch, gguf_path, arrays)
         print(f"wrote {gguf_path} ({gguf_path.stat().st_size} bytes)")

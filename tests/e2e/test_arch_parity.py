@@ -300,3 +300,22 @@ def test_batched_and_stepwise_agree(arch, tmp_path):
     for i, (a, b) in enumerate(zip(batched, steps)):
         err = relative_error(b, a)
         assert err <= TOLERANCE["f32"], f"{arch} seq{i}: batched vs stepwise rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "ref", "vulkan"])
+def test_longrope_short_factors(backend, tmp_path, request):
+    """Phi-3's LongRoPE: in a context no longer than the original one (the
+    fixture's 4 tokens; pasada_eval sizes the context to the prompt) pasada
+    takes the short factors, as transformers does for such a sequence; the
+    other tests' contexts take the long ones. The fixture's short_logits
+    differ from the long factors' by 0.25 (make-tiny-models.py checks)."""
+    if backend == "vulkan":
+        backend = request.getfixturevalue("vulkan_device")
+    data = np.load(TINY / "phi3.logits.npz")
+    ids, ref = data["short_ids"], data["short_logits"]
+    assert relative_error(reference_forward(TINY / "phi3.gguf", ids), ref) <= 1e-5
+    for mode in ("logits", "logits-steps"):
+        (got,) = run_eval(mode, TINY / "phi3.gguf", [ids], tmp_path / mode, ("--kv-type", "f32", "--backend", backend))
+        err = relative_error(got, ref)
+        print(f"\n  phi3 short factors {mode} {backend}: rel err {err:.2e}", end="")
+        assert err <= TOLERANCE["f32"], f"phi3 short factors {mode} {backend}: rel err {err:.2e}"
