@@ -2,9 +2,9 @@
 """make-tiny-models.py: tiny random models and their reference logits, for the
 architecture parity tests (tests/e2e/test_arch_parity.py).
 
-For each architecture (llama, gemma3, qwen2, qwen3, and the mixtures of
-experts qwen3moe and mixtral, the latter a GGUF of arch "llama" with
-experts) this builds a tiny, seeded,
+For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, and the
+mixtures of experts qwen3moe and mixtral, the latter a GGUF of arch "llama"
+with experts) this builds a tiny, seeded,
 randomly initialised model with transformers' own configuration and model
 classes, converts it to an F32 GGUF file with gguf.GGUFWriter (the converter is
 below, written from the documented llama.cpp conventions), runs transformers
@@ -17,12 +17,13 @@ It then checks the GGUF file on its own, before pasada is ever compared with
 it: an independent numpy forward pass that reads only the GGUF
 (tests/e2e/test_arch_parity.py: reference_forward) must reproduce the
 transformers logits; getting any convention wrong in that pass (RoPE pairing,
-Gemma's window, local RoPE base, layer pattern) must move them by > 1e-2; and,
+Gemma's window, local RoPE base, layer pattern, soft-caps, LongRoPE factors)
+must move them by > 1e-2; and,
 when llama-cpp-python is installed, llama.cpp itself must load the file and
 agree with transformers.
 
 Needs the heavy reference venv (torch, transformers); see docs/parity.md.
-Usage: make-tiny-models.py [--out tests/fixtures/tiny] [--only ARCH...]
+Usage: make-tiny-models.py [--out tests/fixtures/tiny] [--arch NAME]...
 """
 import argparse
 import importlib.util
@@ -61,6 +62,23 @@ ARCHS = {
     # qwen3: per-head q/k RMS norms; head_dim 32, so the attention width
     # (4 x 32 = 128) differs from the hidden size (64), as in real Qwen3; tied.
     "qwen3": dict(vocab=262, layers=2, tied=True, rope_theta=1e6, head_dim=32),
+    # gemma2: gemma3's layer without q/k norms; 4 layers, local and global
+    # alternating from the first (local); window 8; attention scores
+    # soft-capped at 1.0 and logits at 8.0, inside the values' range (the
+    # sensitivity check shows each cap moves the logits); one RoPE base for
+    # all layers; tied output.
+    "gemma2": dict(vocab=277, layers=4, tied=True, rope_theta=10000.0, sliding_window=8,
+                   attn_softcap=1.0, final_softcap=8.0, min_gap=1.5e-2),
+    # phi3: fused QKV and gate-up tensors; GQA (transformers' Phi3 splits the
+    # fused QKV by the kv head count); half the head rotated (partial
+    # rotary factor 0.5: 8 of 16 dims); LongRoPE with original context 4, so
+    # every test sequence (and pasada's test context) takes the long
+    # factors; the attention factor on the tables given as Phi-3-mini-128k's
+    # (sqrt(1 + ln 32 / ln 4096) = 1.19: the formula at this original context
+    # would give 1.87, whose 3.5x sharper scores took the Q8 cache's error
+    # past its bound); window 8 over every layer; untied output.
+    "phi3": dict(vocab=289, layers=3, tied=False, rope_theta=10000.0, sliding_window=8,
+                 partial_rotary=0.5, orig_ctx=4, attn_factor=1.19, min_gap=1.5e-2),
     # qwen3moe: qwen3's attention, a mixture of 7 experts (40 wide) of which
     # 3 per token, renormalised (norm_topk_prob), in every layer; untied.
     "qwen3moe": dict(vocab=271, layers=2, tied=False, rope_theta=1e6, head_dim=32, experts=7, used=3,
@@ -74,11 +92,21 @@ ARCHS = {
 
 BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
 
+# Phi-3-mini-4k-instruct's chat template (as llama.cpp's test-chat-template
+# quotes it), written into the phi3 fixture so pasada's chat paths render the
+# template the file carries.
+PHI3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
+    "{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}"
+    "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\\n'}}{% endif %}{% endfor %}")
+
 
 def make_config(arch, spec):
     common = dict(COMMON)
     if "head_dim" in spec:
         common["head_dim"] = spec["head_dim"]
+    if arch == "phi3":  # Phi3Config has no head_dim: hidden_size / heads (16)
+        del common["head_dim"]
     common.update(vocab_size=spec["vocab"], num_hidden_layers=spec["layers"],
                   tie_word_embeddings=spec["tied"], bos_token_id=BOS_ID, eos_token_id=EOS_ID,
                   pad_token_id=None)
@@ -105,12 +133,31 @@ def make_config(arch, spec):
                              "sliding_attention": {"rope_type": "default",
                                                    "rope_theta": spec["rope_local"]}},
             final_logit_softcapping=None, attn_logit_softcapping=None)
+    if arch == "gemma2":
+        return transformers.Gemma2Config(
+            **common, query_pre_attn_scalar=common["head_dim"], sliding_window=spec["sliding_window"],
+            rope_parameters=rope, attn_logit_softcapping=spec["attn_softcap"],
+            final_logit_softcapping=spec["final_softcap"])
+    if arch == "phi3":
+        half = int(common["hidden_size"] // common["num_attention_heads"] * spec["partial_rotary"]) // 2
+        g = np.random.default_rng(SEED + 7)
+        # LongRoPE factors as the 128k Phi-3 models have them: >= 1, rising
+        # with the wavelength (the long ones far more)
+        short = [float(x) for x in np.sort(1.0 + g.random(half) * 0.5)]
+        long_ = [float(x) for x in np.sort(1.0 + g.random(half) * 12.0)]
+        return transformers.Phi3Config(
+            **common, sliding_window=spec["sliding_window"], original_max_position_embeddings=spec["orig_ctx"],
+            rope_parameters={"rope_type": "longrope", "rope_theta": spec["rope_theta"],
+                             "partial_rotary_factor": spec["partial_rotary"], "short_factor": short,
+                             "long_factor": long_, "original_max_position_embeddings": spec["orig_ctx"],
+                             "attention_factor": spec["attn_factor"]})
     raise ValueError(arch)
 
 
 def model_class(arch):
     return {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
             "qwen3": transformers.Qwen3ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM,
+            "gemma2": transformers.Gemma2ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM}[arch]
 
 
@@ -123,14 +170,14 @@ def randomize(model, arch, gen):
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             if name.endswith("norm.weight"):
-                if arch == "gemma3":  # Gemma scales by (1 + w)
+                if arch in ("gemma2", "gemma3"):  # Gemma scales by (1 + w)
                     p.copy_((torch.rand(p.shape, generator=gen) - 0.5) * 0.8)
                 else:
                     p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
             elif name.endswith("bias"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
             elif "embed_tokens" in name:
-                std = 0.3 if arch == "gemma3" else 0.4
+                std = 0.3 if arch in ("gemma2", "gemma3") else 0.4
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
             elif p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[1]))
@@ -188,7 +235,8 @@ def tokenizer_vocab(vocab_size):
 
 def write_gguf(path, arch, cfg, spec, sd):
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
-    head_dim = cfg.head_dim
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
+    rope_dim = int(head_dim * spec.get("partial_rotary", 1.0))
     w = gguf.GGUFWriter(str(path), spec.get("gguf_arch", arch))
     w.add_name(f"pasada tiny {arch}")
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -200,17 +248,26 @@ def write_gguf(path, arch, cfg, spec, sd):
     w.add_head_count_kv(n_head_kv)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
-    w.add_rope_dimension_count(head_dim)
+    w.add_rope_dimension_count(rope_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(spec["rope_theta"])
     w.add_vocab_size(cfg.vocab_size)
-    if arch == "gemma3":
+    if arch in ("gemma2", "gemma3", "phi3"):
         w.add_sliding_window(spec["sliding_window"])
     if "experts" in spec:  # llama.cpp's keys; the llama arch's experts are feed_forward_length wide
         w.add_expert_count(spec["experts"])
         w.add_expert_used_count(spec["used"])
         if arch == "qwen3moe":
             w.add_expert_feed_forward_length(spec["expert_ff"])
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(spec["attn_softcap"])
+        w.add_final_logit_softcapping(spec["final_softcap"])
+    if arch == "phi3":  # LongRoPE as llama.cpp's converter writes it
+        orig = spec["orig_ctx"]
+        scale = cfg.max_position_embeddings / orig
+        w.add_rope_scaling_orig_ctx_len(orig)
+        factor = cfg.rope_parameters.get("attention_factor") or float(np.sqrt(1 + np.log(scale) / np.log(orig)))
+        w.add_rope_scaling_attn_factors(factor)
 
     tokens, types, merges = tokenizer_vocab(cfg.vocab_size)
     w.add_tokenizer_model("gpt2")
@@ -221,21 +278,34 @@ def write_gguf(path, arch, cfg, spec, sd):
     w.add_bos_token_id(BOS_ID)
     w.add_eos_token_id(EOS_ID)
     w.add_add_bos_token(False)
+    if arch == "phi3":
+        w.add_chat_template(PHI3_CHAT_TEMPLATE)
 
     def t(name):
         return sd[name].detach().to(torch.float32).numpy()
 
     def norm(name):
         x = t(name)
-        return x + 1.0 if arch == "gemma3" else x  # GGUF stores Gemma's (1 + w)
+        return x + 1.0 if arch in ("gemma2", "gemma3") else x  # GGUF stores Gemma's (1 + w)
 
     w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
+    if arch == "phi3":
+        rp = cfg.rope_parameters
+        w.add_tensor("rope_factors_long.weight", np.asarray(rp["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.asarray(rp["short_factor"], dtype=np.float32))
     for i in range(cfg.num_hidden_layers):
         p, b = f"model.layers.{i}.", f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", norm(p + "input_layernorm.weight"))
+        if arch == "phi3":  # fused: q rows, then k, then v (as transformers splits them)
+            w.add_tensor(b + "attn_qkv.weight", t(p + "self_attn.qkv_proj.weight"))
+            w.add_tensor(b + "attn_output.weight", t(p + "self_attn.o_proj.weight"))
+            w.add_tensor(b + "ffn_norm.weight", norm(p + "post_attention_layernorm.weight"))
+            w.add_tensor(b + "ffn_up.weight", t(p + "mlp.gate_up_proj.weight"))  # gate rows, then up
+            w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
+            continue
         q, k = t(p + "self_attn.q_proj.weight"), t(p + "self_attn.k_proj.weight")
         if spec.get("gguf_arch", arch) == "llama":
             q, k = permute_rope(q, n_head), permute_rope(k, n_head_kv)
-        w.add_tensor(b + "attn_norm.weight", norm(p + "input_layernorm.weight"))
         w.add_tensor(b + "attn_q.weight", q)
         w.add_tensor(b + "attn_k.weight", k)
         w.add_tensor(b + "attn_v.weight", t(p + "self_attn.v_proj.weight"))
@@ -246,7 +316,7 @@ def write_gguf(path, arch, cfg, spec, sd):
             w.add_tensor(b + "attn_q_norm.weight", norm(p + "self_attn.q_norm.weight"))
             w.add_tensor(b + "attn_k_norm.weight", norm(p + "self_attn.k_norm.weight"))
         w.add_tensor(b + "attn_output.weight", t(p + "self_attn.o_proj.weight"))
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             w.add_tensor(b + "post_attention_norm.weight", norm(p + "post_attention_layernorm.weight"))
             w.add_tensor(b + "ffn_norm.weight", norm(p + "pre_feedforward_layernorm.weight"))
             w.add_tensor(b + "post_ffw_norm.weight", norm(p + "post_feedforward_layernorm.weight"))
@@ -289,6 +359,19 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
                          "window off by one": dict(window=9),
                          "local RoPE base = global": dict(local_base=1e6),
                          "all layers global": dict(swa_pattern=1)})
+    if arch == "gemma2":
+        variants.update({"no sliding window": dict(window=10 ** 9),
+                         "window off by one": dict(window=9),
+                         "all layers global": dict(swa_pattern=1),
+                         "no attention soft-cap": dict(attn_softcap=0.0),
+                         "no final soft-cap": dict(final_softcap=0.0)})
+    if arch == "phi3":
+        variants.update({"no sliding window": dict(window=10 ** 9),
+                         "window off by one": dict(window=9),
+                         "short factors": dict(factors="short"),
+                         "no LongRoPE factors": dict(factors="none"),
+                         "no attention factor": dict(attn_factor=1.0),
+                         "4 dims rotated, not 8": dict(rope_dim=4)})
     for what, kw in variants.items():
         err = checker.relative_error(checker.reference_forward(gguf_path, ids, **kw), ref)
         print(f"  sensitivity {arch}: {what}: rel err {err:.2e}")
@@ -322,6 +405,18 @@ def check_with_llama_cpp(arch, gguf_path, arrays):
 
 
 def load_test_module():
+    """tests/e2e/test_arch_parity.py, for its numpy reference. The reference
+    venv need not have pytest: the module only decorates with it at import,
+    so a stand-in whose decorators return the function serves."""
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        import types
+        stub = types.ModuleType("pytest")
+        passthrough = lambda *a, **k: (lambda f: f)  # noqa: E731
+        stub.fixture = lambda *a, **k: a[0] if a and callable(a[0]) else (lambda f: f)
+        stub.mark = types.SimpleNamespace(parametrize=passthrough, skipif=passthrough)
+        sys.modules["pytest"] = stub
     path = ROOT / "tests" / "e2e" / "test_arch_parity.py"
     spec = importlib.util.spec_from_file_location("test_arch_parity", path)
     mod = importlib.util.module_from_spec(spec)
@@ -333,7 +428,8 @@ def load_test_module():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "tiny"))
-    ap.add_argument("--only", nargs="*", help="these architectures only (default: every one)")
+    ap.add_argument("--arch", action="append", choices=list(ARCHS),
+                    help="only this architecture (repeatable; default: all); each keeps its own seed")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -341,7 +437,7 @@ def main():
     checker = load_test_module()
 
     for k, (arch, spec) in enumerate(ARCHS.items()):
-        if args.only and arch not in args.only:
+        if args.arch and arch not in args.arch:
             continue
         gen = torch.Generator().manual_seed(SEED + k)
         cfg = make_config(arch, spec)
@@ -365,7 +461,11 @@ def main():
             # Draw sequences until the reference has no near-tie for the top
             # token anywhere (gap >= 1e-3 of max |logit|, ten times what the
             # 1e-4 tolerance could flip), so "argmax identical" is a fair test.
-            for _ in range(50):
+            # The newer fixtures ask for min_gap (1.5e-2): a Q8 cache moves
+            # their logits by up to 7e-3 of the largest, and at 1e-3 phi3's
+            # drew a position whose top two a Q8 cache swapped.
+            gap = spec.get("min_gap", 1e-3)
+            for _ in range(400):
                 ids = rng.integers(0, cfg.vocab_size, size=n).astype(np.int32)
                 ids[0] = BOS_ID
                 routers.clear()
@@ -377,12 +477,23 @@ def main():
                 # change the choice)
                 route_gap = min((np.min(np.sort(r, -1)[:, -spec["used"]] - np.sort(r, -1)[:, -spec["used"] - 1])
                                  for r in routers), default=1.0)
-                if np.min(top2[:, 1] - top2[:, 0]) >= 1e-3 * np.max(np.abs(logits)) and route_gap >= 1e-3:
+                if np.min(top2[:, 1] - top2[:, 0]) >= gap * np.max(np.abs(logits)) and route_gap >= 1e-3:
                     break
             else:
                 raise SystemExit(f"{arch}: no tie-free sequence of length {n}")
             arrays[f"ids{i}"] = ids
             arrays[f"logits{i}"] = logits.astype(np.float32)
+
+        if "orig_ctx" in spec:
+            # LongRoPE's short factors: a sequence no longer than the original
+            # context, which transformers runs with them (and pasada, in a
+            # context of that size); "short_ids" / "short_logits"
+            n = spec["orig_ctx"]
+            ids = rng.integers(0, cfg.vocab_size, size=n).astype(np.int32)
+            ids[0] = BOS_ID
+            with torch.no_grad():
+                logits = model(torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
+            arrays["short_ids"], arrays["short_logits"] = ids, logits.astype(np.float32)
 
         gguf_path = out / f"{arch}.gguf"
         write_gguf(gguf_path, arch, cfg, spec, model.state_dict())
@@ -399,6 +510,14 @@ def main():
                   f"mean top-1 prob {p.max(-1).mean():.2f}, numpy-from-GGUF rel err {err:.2e}")
             if err > 1e-5:
                 raise SystemExit(f"{arch}: the GGUF file does not reproduce transformers (rel err {err:.2e})")
+        if "short_ids" in arrays:
+            ids, ref = arrays["short_ids"], arrays["short_logits"]
+            err = checker.relative_error(checker.reference_forward(gguf_path, ids), ref)
+            other = checker.relative_error(checker.reference_forward(gguf_path, ids, factors="long"), ref)
+            print(f"{arch} short factors n={len(ids)}: numpy-from-GGUF rel err {err:.2e}, "
+                  f"with the long factors instead {other:.2e}")
+            if err > 1e-5 or other < 1e-2:
+                raise SystemExit(f"{arch}: the short-factor sequence fails its check")
         check_sensitivity(checker, arch, gguf_path, arrays)
         check_with_llama_cpp(arch, gguf_path, arrays)
         print(f"wrote {gguf_path} ({gguf_path.stat().st_size} bytes)")

@@ -49,7 +49,9 @@ typedef enum {
   PA_ARCH_QWEN2,
   PA_ARCH_QWEN3,
   PA_ARCH_QWEN3MOE,
+  PA_ARCH_GEMMA2,
   PA_ARCH_GEMMA3,
+  PA_ARCH_PHI3,
   PA_ARCH_BERT
 } pa_arch;
 typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
@@ -65,11 +67,14 @@ typedef struct {
   float rope_base;      /* global layers */
   float rope_base_swa;  /* sliding-window layers */
   float rope_freq_scale, rope_freq_scale_swa; /* 1/linear scaling factor */
+  float rope_attn_factor; /* the RoPE tables' cos and sin times this (LongRoPE; else 1) */
   float norm_eps;
   float attn_scale;     /* applied to q.k */
+  float attn_softcap;   /* > 0: scores s = cap * tanh(s / cap) after the scale (gemma2) */
+  float final_softcap;  /* > 0: logits l = cap * tanh(l / cap) (gemma2) */
   float embed_scale;    /* embeddings multiplied by this (gemma: sqrt(n_embd)) */
   int32_t sliding_window;  /* 0: none */
-  bool swa_layer[PA_MAX_LAYERS];
+  bool swa_layer[PA_MAX_LAYERS]; /* the layers that attend over the window only */
   pa_activation act;
   /* attention sees the whole sequence (BERT), not only the positions up to
    * the token's own: see the attention op */
@@ -191,7 +196,7 @@ typedef struct pa_backend pa_backend;
 /* What a context gives its backend. */
 typedef struct {
   const pa_hparams *hp;
-  const float *rope_freqs; /* rope_dim / 2 frequency factors, or NULL */
+  const float *rope_freqs; /* rope_dim / 2 frequency factors, or NULL (the global tables only) */
   int32_t n_batch, n_seq_max;
   pa_pool *pool;           /* the context's host threads */
   pa_kv_cache *kv;         /* the context's KV block manager: the backend attaches its values */
@@ -219,7 +224,9 @@ typedef struct {
   void (*synchronize)(pa_bctx *bc);
   /* ---- ops ---- */
   /* Starts a forward pass: what depends only on the batch's positions
-   * (RoPE tables). */
+   * (RoPE tables: cos and sin of pos * base^(-2i/rope_dim) * freq_scale /
+   * rope_freqs[i], times hp->rope_attn_factor; the sliding-window tables
+   * with the _swa base and scale, no factors). */
   void (*begin)(pa_bctx *bc, const pa_fwd_batch *b);
   /* X[t] = row token[t] of the embedding table * scale */
   void (*embed)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matrix *table, float scale);
@@ -237,15 +244,18 @@ typedef struct {
   void (*matmul)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matmul_desc *d);
   /* ATT = causal attention of Q over the cache of `layer` (every token's own
    * K and V already stored), over the last `window` positions when window
-   * > 0, scaled by hp->attn_scale. hp->bidirectional: a token attends to
-   * every position of its sequence up to the last one of that sequence in
-   * this pass (the whole input when it is in one pass; window 0). */
+   * > 0: scores scaled by hp->attn_scale, then soft-capped by
+   * hp->attn_softcap when it is > 0 (s = cap * tanh(s / cap)).
+   * hp->bidirectional: a token attends to every position of its sequence
+   * up to the last one of that sequence in this pass (the whole input when
+   * it is in one pass; window 0). */
   void (*attention)(pa_bctx *bc, const pa_fwd_batch *b, int layer, int32_t window);
   /* A mixture-of-experts block (pa_moe_desc). NULL: the backend runs no
    * model with experts (refused at load). */
   void (*moe)(pa_bctx *bc, const pa_fwd_batch *b, const pa_moe_desc *d);
   /* logits[i] = out · rmsnorm(X[out_idx[i]]) * norm, for the pass's output
-   * tokens, into host memory (n_out rows of n_vocab) */
+   * tokens, into host memory (n_out rows of n_vocab), soft-capped by
+   * hp->final_softcap when it is > 0 (l = cap * tanh(l / cap)) */
   void (*logits)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
                  float *logits);
   /* hidden[i] = rmsnorm(X[out_idx[i]]) * norm (norm NULL: X[out_idx[i]]

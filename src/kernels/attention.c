@@ -312,6 +312,14 @@ VECTORIZE void pa_attn_merge_row(float *M, float *L, float *restrict ACC, float 
   for (int32_t d = 0; d < n; d++) ACC[d] = ACC[d] * a + acc[d] * b;
 }
 
+void pa_attn_softcap_tile(const pa_attn_tile *t) {
+  const float cap = t->softcap, inv = 1.0f / t->softcap;
+  for (int32_t r = 0; r < t->n_rows; r++) {
+    float *s = t->s + (int64_t)r * PA_ATTN_TILE;
+    for (int32_t j = t->jlo[r]; j < t->jhi[r]; j++) s[j] = cap * tanhf(s[j] * inv);
+  }
+}
+
 /* The tiles of positions [pmin, pmax] for rows whose ranges are [lo_r,
  * hi_r] (empty: lo_r > hi_r), into t's running m, l and acc (not reset
  * here); then_k / then_v: the lines to ask for during the last tile. */
@@ -372,10 +380,12 @@ static void rows_tiles(const pa_attn_kernels *kt, const pa_kv_cache *kv, int lay
     }
     if (q8) {
       kt->qk_q8(t);
+      if (t->softcap > 0) pa_attn_softcap_tile(t);
       kt->softmax(t);
       kt->pv_q8(t);
     } else {
       kt->qk(t);
+      if (t->softcap > 0) pa_attn_softcap_tile(t);
       kt->softmax(t);
       kt->pv(t);
     }
@@ -422,7 +432,7 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
   pa_attn_tile t = {.n_rows = n, .q = qr->q, .jlo = jlo, .jhi = jhi, .s = s, .m = m, .l = l,
                     .alpha = alpha, .acc = acc, .acc_stride = stride, .k_stride = kv->block_size,
                     .v = vp, .kind = kv->values->type, .head_dim = head_dim, .head_dim_v = head_dim_v,
-                    .scale = scale, .q16 = q16, .q16_stride = head_dim, .qf = qf, .ks = ksc,
+                    .scale = scale, .softcap = qr->softcap, .q16 = q16, .q16_stride = head_dim, .qf = qf, .ks = ksc,
                     .vs = vsc, .w16 = w16, .wf = wf, .next_k = &next_k, .next_v = &next_v};
   if (q8)
     for (int32_t r = 0; r < n; r++) qf[r] = scale * kt->quantize_q(qr->q[r], head_dim, q16 + (int64_t)r * head_dim);

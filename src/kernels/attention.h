@@ -140,6 +140,7 @@ typedef struct {
                            quants, in the layouts of kv_cache.h */
   int32_t head_dim, head_dim_v;
   float scale;
+  float softcap; /* > 0: the walk soft-caps the scores after qk (pa_attn_softcap_tile) */
   /* Q8 only. K: value d of column 16c + i is byte (d / 2 * k_stride + i) * 2
    * + d % 2 of kc[c]. V: of chunk c, pairs of positions: value d of column
    * 16c + i is byte (i / 2 * head_dim_v + d) * 2 + i % 2 of vc[c]. */
@@ -208,7 +209,16 @@ typedef struct {
    * head_dim_v floats of acc (not normalized), for the caller to merge */
   float *part;
   int32_t seg;
+  /* > 0: every score s = scale * q . k becomes softcap * tanh(s / softcap)
+   * before the softmax (Gemma 2); 0: none */
+  float softcap;
 } pa_attn_query;
+
+/* The soft-cap step of a tile (s[r][j] = cap * tanh(s[r][j] / cap) for j
+ * in [jlo_r, jhi_r), cap = t->softcap), between qk and softmax: one plain
+ * function for every table (tanhf per score), so the tables agree on it
+ * bit for bit and the SIMD kernels need no twin of it. */
+void pa_attn_softcap_tile(const pa_attn_tile *t);
 
 
 /* Bytes of `work` pa_attn_rows needs for up to n_rows rows. */

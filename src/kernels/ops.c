@@ -32,15 +32,25 @@ static void rmsnorm_plain(float *out, const float *x, const float *w, int64_t n,
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
 }
 
-void pa_rope_table(float *cos_t, float *sin_t, int rope_dim, int32_t pos, float base,
-                   float freq_scale, const float *freq_factors) {
+void pa_rope_table_ext(float *cos_t, float *sin_t, int rope_dim, int32_t pos, float base, float freq_scale,
+                       const float *freq_factors, float mscale) {
   for (int i = 0; i < rope_dim / 2; i++) {
     double inv = pow((double)base, -2.0 * i / rope_dim);
     double theta = (double)pos * inv * freq_scale;
     if (freq_factors) theta /= freq_factors[i];
-    cos_t[i] = (float)cos(theta);
-    sin_t[i] = (float)sin(theta);
+    cos_t[i] = (float)(cos(theta) * mscale);
+    sin_t[i] = (float)(sin(theta) * mscale);
   }
+}
+
+void pa_rope_table(float *cos_t, float *sin_t, int rope_dim, int32_t pos, float base,
+                   float freq_scale, const float *freq_factors) {
+  pa_rope_table_ext(cos_t, sin_t, rope_dim, pos, base, freq_scale, freq_factors, 1.0f);
+}
+
+void pa_softcap(float *x, float cap, int64_t n) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * inv);
 }
 
 static void rope_plain(float *x, int n_heads, int head_dim, int rope_dim, const float *cos_t,

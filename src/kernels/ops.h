@@ -25,6 +25,12 @@ void pa_rope(float *x, int n_heads, int head_dim, int rope_dim, const float *cos
 /* Fills cos/sin tables for one position: theta_i = pos * base^(-2i/rope_dim) / freq_factor[i]. */
 void pa_rope_table(float *cos_t, float *sin_t, int rope_dim, int32_t pos, float base,
                    float freq_scale, const float *freq_factors);
+/* pa_rope_table with cos and sin multiplied by mscale (in double, then
+ * rounded): LongRoPE's attention factor. */
+void pa_rope_table_ext(float *cos_t, float *sin_t, int rope_dim, int32_t pos, float base, float freq_scale,
+                       const float *freq_factors, float mscale);
+/* x[i] = cap * tanh(x[i] / cap) (logit soft-capping; cap > 0) */
+void pa_softcap(float *x, float cap, int64_t n);
 void pa_softmax(float *x, int64_t n);
 /* gate[i] = act(gate[i]) * up[i] */
 void pa_silu_mul(float *gate, const float *up, int64_t n);

@@ -168,7 +168,13 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory");
   }
-  const pa_bctx_params bp = {.hp = hp, .rope_freqs = m->rope_freqs, .n_batch = c->n_batch,
+  /* LongRoPE: the long factors when the context is longer than what the
+   * short ones served in training (llama.cpp's choice; transformers
+   * chooses by each call's largest position instead) */
+  const float *freqs = m->rope_freqs ? m->rope_freqs
+                       : m->rope_long ? (p.n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short)
+                                      : NULL;
+  const pa_bctx_params bp = {.hp = hp, .rope_freqs = freqs, .n_batch = c->n_batch,
                              .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv, .kv_type = kt,
                              .mats = mats, .n_mats = model_matrices(m, mats)};
   rc = c->be->ops->context_init(c->be, &bp, &c->bc);
@@ -280,7 +286,7 @@ int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *t
 }
 
 static void forward(pasada_context *c, const pa_fwd_batch *fb) {
-  if (c->model->hp.arch == PA_ARCH_GEMMA3)
+  if (c->model->hp.arch == PA_ARCH_GEMMA3 || c->model->hp.arch == PA_ARCH_GEMMA2)
     pa_forward_gemma3(c, fb);
   else if (c->model->hp.arch == PA_ARCH_BERT)
     pa_forward_bert(c, fb);

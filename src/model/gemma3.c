@@ -1,4 +1,8 @@
-/* gemma3.c: the forward pass of Gemma 3. Differences from Llama: embeddings
+/* gemma3.c: the forward pass of Gemma 3 and Gemma 2 (the same layer
+ * without the q/k head norms, with the attention scores and the logits
+ * soft-capped inside the backend's ops, hp->attn_softcap and
+ * hp->final_softcap; its local layers are every other one from the first,
+ * with the global RoPE base). Gemma 3's differences from Llama: embeddings
  * scaled by sqrt(n_embd); per-head RMS norms of q and k; norms after the
  * attention and the FFN as well as before (the GGUF weights already hold
  * Gemma's 1 + w); GELU (tanh) gating; layers alternate between sliding-window
@@ -26,7 +30,7 @@ void pa_forward_gemma3(struct pa_context *c, const pa_fwd_batch *b) {
     const pa_layer *L = &m->layers[l];
     if (be->layer) be->layer(bc, l);
     const bool local = hp->swa_layer[l];
-    /* attention: q, k, v = W rmsnorm(x), head norms of q and k, RoPE (the
+    /* attention: q, k, v = W rmsnorm(x), head norms of q and k (Gemma 3), RoPE (the
      * local or global base), k and v into the cache */
     pa_matmul_desc qkv = pa_mm3(&L->wq, &L->wk, &L->wv, PA_BUF_X, PA_BUF_Q, PA_BUF_K, PA_BUF_V);
     qkv.in_norm = L->attn_norm;

@@ -1,8 +1,10 @@
 /* llama.c: the forward pass of the Llama family: Llama 2/3, Mistral,
- * TinyLlama, SmolLM2 (arch "llama"), Qwen2 (adds q/k/v biases) and Qwen3
- * (adds per-head RMS norms of q and k), and their mixtures of experts:
- * Qwen3-MoE (arch "qwen3moe") and Mixtral (arch "llama" with
- * expert_count > 0), whose FFN is the backend's moe op. Pre-norm decoder:
+ * TinyLlama, SmolLM2 (arch "llama"), Qwen2 (adds q/k/v biases), Qwen3
+ * (adds per-head RMS norms of q and k), Phi-3 (its fused QKV and gate-up
+ * tensors are row views, loader.c; LongRoPE factors in the RoPE tables; an
+ * optional window over every layer), and the mixtures of experts Qwen3-MoE
+ * (arch "qwen3moe") and Mixtral (arch "llama" with expert_count > 0), whose
+ * FFN is the backend's moe op. Pre-norm decoder:
  *   x = embed(tokens)
  *   per layer: x += Wo · attention(rope(Wq·n), rope(Wk·n), Wv·n),  n = rmsnorm(x)
  *              x += W_down · (silu(W_gate·n) * (W_up·n)),            n = rmsnorm(x)
@@ -35,7 +37,7 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
     qkv.rope[0] = qkv.rope[1] = PA_ROPE_GLOBAL;
     qkv.kv_layer = l;
     OP(PA_OP_QKV, l, n, matmul(bc, b, &qkv));
-    OP(PA_OP_ATTENTION, l, n, attention(bc, b, l, 0));
+    OP(PA_OP_ATTENTION, l, n, attention(bc, b, l, hp->swa_layer[l] ? hp->sliding_window : 0));
     pa_matmul_desc o = pa_mm(&L->wo, PA_BUF_ATT, PA_BUF_XB);
     o.residual = PA_BUF_X;
     OP(PA_OP_O, l, n, matmul(bc, b, &o));

@@ -61,6 +61,33 @@ static int load_experts(struct pa_model *m, uint32_t n_ff) {
   return PASADA_OK;
 }
 
+/* Phi-3's own keys: an optional sliding window over every layer (0 or
+ * absent: none; transformers applies it to all layers, as here; llama.cpp
+ * ignores it), and LongRoPE: the context length the short factors serve
+ * and the attention factor that multiplies the RoPE tables. Its fused
+ * tensors' shapes need n_embd = n_head * head_dim. */
+static int load_phi3_hparams(struct pa_model *m) {
+  pa_hparams *hp = &m->hp;
+  int rc;
+  if ((int64_t)hp->n_head * hp->head_dim != hp->n_embd || hp->head_dim_v != hp->head_dim)
+    return pa_error(PASADA_ERR_FORMAT, "phi3: %d heads of %d values must make n_embd %d", hp->n_head,
+                    hp->head_dim, hp->n_embd);
+  uint32_t window = 0;
+  if ((rc = key_u32(m, "attention.sliding_window", false, &window))) return rc;
+  if ((rc = check_range("attention.sliding_window", window, 0, 1 << 24))) return rc;
+  hp->sliding_window = (int32_t)window;
+  for (int32_t i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = window > 0;
+  uint32_t orig = (uint32_t)hp->n_ctx_train;
+  if ((rc = key_u32(m, "rope.scaling.original_context_length", false, &orig))) return rc;
+  if ((rc = check_range("rope.scaling.original_context_length", orig, 1, 1 << 24))) return rc;
+  m->n_ctx_orig = (int32_t)orig;
+  if ((rc = key_f32(m, "rope.scaling.attn_factor", false, &hp->rope_attn_factor))) return rc;
+  if (!(hp->rope_attn_factor > 0 && hp->rope_attn_factor < 100))
+    return pa_error(PASADA_ERR_FORMAT, "rope.scaling.attn_factor %g is out of range (0, 100)",
+                    hp->rope_attn_factor);
+  return PASADA_OK;
+}
+
 int pa_model_load_hparams(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   const char *a = m->arch_name;
@@ -68,11 +95,15 @@ int pa_model_load_hparams(struct pa_model *m) {
   else if (!strcmp(a, "qwen2")) hp->arch = PA_ARCH_QWEN2;
   else if (!strcmp(a, "qwen3")) hp->arch = PA_ARCH_QWEN3;
   else if (!strcmp(a, "qwen3moe")) hp->arch = PA_ARCH_QWEN3MOE;
+  else if (!strcmp(a, "gemma2")) hp->arch = PA_ARCH_GEMMA2;
   else if (!strcmp(a, "gemma3")) hp->arch = PA_ARCH_GEMMA3;
+  else if (!strcmp(a, "phi3")) hp->arch = PA_ARCH_PHI3;
   else if (!strcmp(a, "bert")) hp->arch = PA_ARCH_BERT;
   else
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "architecture '%s' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, bert)", a);
+                    "architecture '%s' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma2, "
+                    "gemma3, phi3, bert)",
+                    a);
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
   int rc;
@@ -171,24 +202,43 @@ int pa_model_load_hparams(struct pa_model *m) {
   hp->attn_scale = 1.0f / sqrtf((float)head_dim);
   hp->embed_scale = 1.0f;
   hp->act = PA_ACT_SILU;
+  hp->rope_attn_factor = 1.0f;
 
   if ((rc = load_experts(m, n_ff))) return rc;
 
-  if (hp->arch == PA_ARCH_GEMMA3) {
+  if (hp->arch == PA_ARCH_GEMMA2 || hp->arch == PA_ARCH_GEMMA3) {
+    const bool g3 = hp->arch == PA_ARCH_GEMMA3;
     hp->act = PA_ACT_GELU_TANH;
     hp->embed_scale = sqrtf((float)n_embd);
-    /* Gemma 3's local layers keep the original base and no scaling. */
-    hp->rope_base_swa = 10000.0f;
-    hp->rope_freq_scale_swa = 1.0f;
+    /* Gemma 3's local layers keep the original base and no scaling;
+     * Gemma 2's use the global ones unless the file names a base. */
+    if (g3) {
+      hp->rope_base_swa = 10000.0f;
+      hp->rope_freq_scale_swa = 1.0f;
+    }
     if ((rc = key_f32(m, "rope.freq_base_swa", false, &hp->rope_base_swa))) return rc;
-    /* query_pre_attn_scalar is the head size in every Gemma 3 but the 27B,
-     * where it is n_embd / n_head. */
-    if (n_layer == 62) hp->attn_scale = 1.0f / sqrtf((float)n_embd / (float)n_head);
-    uint32_t window = 0;
-    if ((rc = key_u32(m, "attention.sliding_window", true, &window))) return rc;
+    if (!(hp->rope_base_swa > 1 && hp->rope_base_swa < 1e12f))
+      return pa_error(PASADA_ERR_FORMAT, "rope.freq_base_swa %g is out of range", hp->rope_base_swa);
+    /* query_pre_attn_scalar is the head size in every Gemma 2 and 3 but the
+     * 27B ones (46 and 62 layers), where it is n_embd / n_head (the files
+     * do not store it; llama.cpp decides by the layer count too). */
+    if (n_layer == (g3 ? 62u : 46u)) hp->attn_scale = 1.0f / sqrtf((float)n_embd / (float)n_head);
+    if (!g3) { /* soft-capping: absent or 0 is none */
+      if ((rc = key_f32(m, "attn_logit_softcapping", false, &hp->attn_softcap)) ||
+          (rc = key_f32(m, "final_logit_softcapping", false, &hp->final_softcap)))
+        return rc;
+      if (!(hp->attn_softcap >= 0 && hp->attn_softcap < 1e6f) ||
+          !(hp->final_softcap >= 0 && hp->final_softcap < 1e6f))
+        return pa_error(PASADA_ERR_FORMAT, "logit soft-capping %g / %g is out of range [0, 1e6)",
+                        hp->attn_softcap, hp->final_softcap);
+    }
+    uint32_t window = 4096; /* Gemma 2's when the file has none (llama.cpp's default) */
+    if ((rc = key_u32(m, "attention.sliding_window", g3, &window))) return rc;
     if ((rc = check_range("attention.sliding_window", window, 1, 1 << 24))) return rc;
     hp->sliding_window = (int32_t)window;
-    uint32_t period = 6;
+    /* the local layers: Gemma 3 five in six (layer i is local unless
+     * (i + 1) % 6 == 0), Gemma 2 every other one from the first */
+    uint32_t period = g3 ? 6 : 2;
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
     const gguf_value *pat = gguf_get(m->gguf, key);
     if (pat && pat->type == GGUF_TYPE_ARRAY && pat->arr.elem_type == GGUF_TYPE_BOOL) {
@@ -202,6 +252,7 @@ int pa_model_load_hparams(struct pa_model *m) {
       for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = (i + 1) % period != 0;
     }
   }
+  if (hp->arch == PA_ARCH_PHI3 && (rc = load_phi3_hparams(m))) return rc;
   return PASADA_OK;
 }
 
@@ -268,6 +319,22 @@ static int get_experts(struct pa_model *m, const char *name, int64_t cols, int64
   for (int64_t e = 0; e < n_expert; e++)
     out[e] = (pa_matrix){.type = (pa_type)t->type, .rows = rows, .cols = cols,
                          .data = (const uint8_t *)t->data + (size_t)e * slice};
+  return PASADA_OK;
+}
+
+/* Rows [r0, r0 + rows) of matrix w as a matrix of its own that reads w's
+ * bytes (no copy): how Phi-3's fused QKV and gate-up tensors become the
+ * separate products the forward pass multiplies by. Rows of the file's
+ * layout are contiguous, so the view is w's data from row r0 on; it must
+ * start 4-byte aligned like every matrix. */
+static int row_view(const pa_matrix *w, int64_t r0, int64_t rows, const char *name, pa_matrix *out) {
+  const size_t off = pa_row_size(w->type, w->cols) * (size_t)r0;
+  if (((uintptr_t)w->data + off) % 4)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s': row %lld of type %s is not 4-byte aligned", name,
+                    (long long)r0, pa_type_name(w->type));
+  *out = *w;
+  out->rows = rows;
+  out->data = (const uint8_t *)w->data + off;
   return PASADA_OK;
 }
 
@@ -352,28 +419,53 @@ int pa_model_load_weights(struct pa_model *m) {
   if ((rc = get_matrix(m, "output.weight", E, V, false, &m->output))) return rc;
   if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
   if ((rc = get_vector(m, "rope_freqs.weight", hp->rope_dim / 2, false, &m->rope_freqs))) return rc;
+  if (hp->arch == PA_ARCH_PHI3 && /* LongRoPE's factors: both or neither */
+      ((rc = get_vector(m, "rope_factors_long.weight", hp->rope_dim / 2, false, &m->rope_long)) ||
+       (rc = get_vector(m, "rope_factors_short.weight", hp->rope_dim / 2, m->rope_long != NULL, &m->rope_short))))
+    return rc;
+  for (int i = 0; m->rope_long && i < hp->rope_dim / 2; i++)
+    if (!(m->rope_long[i] > 0 && m->rope_short[i] > 0 && m->rope_long[i] < 1e9f && m->rope_short[i] < 1e9f))
+      return pa_error(PASADA_ERR_FORMAT, "rope factor %d (long %g, short %g) is out of range (0, 1e9)", i,
+                      m->rope_long[i], m->rope_short[i]);
 
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
   bool qk_norm = hp->arch == PA_ARCH_QWEN3 || hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GEMMA3;
   const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
   bool bias = hp->arch == PA_ARCH_QWEN2;
-  bool post = hp->arch == PA_ARCH_GEMMA3;
+  bool post = hp->arch == PA_ARCH_GEMMA2 || hp->arch == PA_ARCH_GEMMA3;
+  bool fused = hp->arch == PA_ARCH_PHI3;
   for (int i = 0; i < hp->n_layer; i++) {
     pa_layer *L = &m->layers[i];
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
     if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
-        (rc = get_matrix(m, NAME("attn_q.weight"), E, Q, true, &L->wq)) ||
-        (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
-        (rc = get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv)) ||
         (rc = get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
         (rc = get_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)))
       return rc;
-    if (NE == 0 && ((rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-                    (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
-                    (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down))))
+    pa_matrix qkv = {0}, gate_up = {0};
+    if (fused && ((rc = get_matrix(m, NAME("attn_qkv.weight"), E, Q + K + VV, false, &qkv)) ||
+                  (rc = get_matrix(m, NAME("ffn_up.weight"), E, 2 * F, false, &gate_up))))
       return rc;
+    if (qkv.data) { /* Phi-3: q, k and v are row ranges of one matrix */
+      if ((rc = row_view(&qkv, 0, Q, NAME("attn_qkv.weight"), &L->wq)) ||
+          (rc = row_view(&qkv, Q, K, n, &L->wk)) || (rc = row_view(&qkv, Q + K, VV, n, &L->wv)))
+        return rc;
+    } else if ((rc = get_matrix(m, NAME("attn_q.weight"), E, Q, true, &L->wq)) ||
+               (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
+               (rc = get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv))) {
+      return rc;
+    }
+    if (gate_up.data) { /* Phi-3: the gate's rows, then the up projection's */
+      if ((rc = row_view(&gate_up, 0, F, NAME("ffn_up.weight"), &L->w_gate)) ||
+          (rc = row_view(&gate_up, F, F, n, &L->w_up)) ||
+          (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
+        return rc;
+    } else if (NE == 0 && ((rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+                           (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
+                           (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))) {
+      return rc;
+    }
     if (NE > 0) {
       L->exp_gate = pa_calloc((size_t)NE * 3, sizeof(pa_matrix));
       if (!L->exp_gate) return pa_error(PASADA_ERR_NOMEM, "out of memory for layer %d's experts", i);

@@ -2,8 +2,9 @@
  * file, tokenizer, the backend that runs it) and a context (KV cache, thread
  * pool, the backend's buffers) that runs batched forward passes. Each
  * architecture family has one file with its forward pass (llama.c serves
- * llama, qwen2, qwen3, qwen3moe and llama with experts; gemma3.c), written as a sequence of the backend's ops
- * (backend/backend.h). */
+ * llama, qwen2, qwen3, phi3, qwen3moe and llama with experts; gemma3.c
+ * serves gemma2 and gemma3; bert.c), written as a sequence of the
+ * backend's ops (backend/backend.h). */
 #ifndef PASADA_MODEL_H
 #define PASADA_MODEL_H
 
@@ -19,10 +20,10 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
-  pa_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  pa_matrix wq, wk, wv, wo, w_gate, w_up, w_down; /* phi3: views of its fused tensors */
   float *attn_norm, *ffn_norm;            /* always present */
   float *q_norm, *k_norm;                 /* per-head RMS norm weights (qwen3, gemma3) */
-  float *post_attn_norm, *post_ffn_norm;  /* gemma3 */
+  float *post_attn_norm, *post_ffn_norm;  /* gemma2, gemma3 */
   float *bq, *bk, *bv;                    /* qwen2, bert */
   /* bert: the output and FFN biases, and the two post-norms (LayerNorm:
    * weight and bias) after the attention and the FFN residual adds */
@@ -45,6 +46,10 @@ struct pa_model {
   pa_matrix pos_embd, type_embd; /* bert: learned positions, token-type rows (F32) */
   float *embd_norm, *embd_norm_b; /* bert: the embeddings' LayerNorm */
   float *rope_freqs; /* rope_dim/2 factors or NULL (llama 3.1+) */
+  /* LongRoPE (phi3): rope_dim/2 factors each, or NULL; a context uses the
+   * long ones when its n_ctx exceeds n_ctx_orig, else the short ones */
+  float *rope_long, *rope_short;
+  int32_t n_ctx_orig;
   pa_layer *layers;
   int32_t pooling;       /* pasada_pooling the file declares ({arch}.pooling_type) */
   pa_backend *be;        /* the backend that runs the model; it prepared the weights */

@@ -21,7 +21,7 @@ prof_slot *pa_prof_slot(struct pa_profiler *p, int phase, int op, int layer) {
 /* Positions the batch's tokens attend to in layer l (as pa_attention does). */
 static double attention_span(const struct pa_model *m, const pa_fwd_batch *b, int l) {
   const pa_hparams *hp = &m->hp;
-  int32_t window = hp->arch == PA_ARCH_GEMMA3 && hp->swa_layer[l] ? hp->sliding_window : 0;
+  int32_t window = hp->swa_layer[l] ? hp->sliding_window : 0;
   double span = 0;
   for (int32_t t = 0; t < b->n; t++) {
     int32_t pos = b->pos[t], first = 0;

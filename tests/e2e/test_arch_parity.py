@@ -1,8 +1,8 @@
 """Architecture parity: pasada's forward pass against transformers on tiny random models.
 
 The fixtures in tests/fixtures/tiny/ (made by scripts/make-tiny-models.py) are,
-per architecture (llama, gemma3, qwen2, qwen3, and the mixtures of experts
-qwen3moe and mixtral), an F32 GGUF file of a tiny
+per architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, and the
+mixtures of experts qwen3moe and mixtral), an F32 GGUF file of a tiny
 randomly initialised transformers model and the logits transformers computed
 for three token sequences (lengths 7, 24, 32). pasada_eval runs the same
 sequences two ways: the whole prompt in one batch ("logits") and one token per
@@ -36,7 +36,7 @@ import gguf
 from conftest import BUILD, FIXTURES
 
 TINY = FIXTURES / "tiny"
-ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "qwen3moe", "mixtral")
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "phi3", "qwen3moe", "mixtral")
 MOE = ("qwen3moe", "mixtral")
 TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8": 2.5e-2}
 
@@ -68,23 +68,30 @@ def _rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def _rope(x, pos, base, neox):
-    """x: (n_tokens, n_heads, head_dim). GGML 'normal' RoPE rotates adjacent
-    pairs (2i, 2i+1); 'neox' rotates (i, i + head_dim/2)."""
-    d = x.shape[-1]
+def _rope(x, pos, base, neox, rope_dim=None, factors=None, mscale=1.0):
+    """x: (n_tokens, n_heads, head_dim). The first rope_dim (default: all)
+    values of each head rotate, the rest pass. GGML 'normal' RoPE rotates
+    adjacent pairs (2i, 2i+1); 'neox' rotates (i, i + rope_dim/2). Frequency
+    i is divided by factors[i] (LongRoPE) and cos, sin are multiplied by
+    mscale (its attention factor)."""
+    d = x.shape[-1] if rope_dim is None else rope_dim
+    x, rest = x[..., :d], x[..., d:]
     inv_freq = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    if factors is not None:
+        inv_freq = inv_freq / np.asarray(factors, dtype=np.float64)[: d // 2]
     ang = pos[:, None].astype(np.float64) * inv_freq[None, :]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    cos, sin = np.cos(ang)[:, None, :] * mscale, np.sin(ang)[:, None, :] * mscale
     if neox:
         a, b = x[..., : d // 2], x[..., d // 2:]
     else:
         a, b = x[..., 0::2], x[..., 1::2]
     ra, rb = a * cos - b * sin, a * sin + b * cos
     if neox:
-        return np.concatenate([ra, rb], axis=-1)
-    out = np.empty_like(x)
-    out[..., 0::2], out[..., 1::2] = ra, rb
-    return out
+        out = np.concatenate([ra, rb], axis=-1)
+    else:
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = ra, rb
+    return np.concatenate([out, rest], axis=-1)
 
 
 def _gelu_tanh(x):
@@ -126,19 +133,24 @@ def _moe(h, T, b, n_used, norm_topk):
     return out
 
 
-def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, swa_pattern=6,
+def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_pattern=None, attn_softcap=None,
+                      final_softcap=None, factors=None, attn_factor=None, rope_dim=None, n_ctx=None,
                       norm_topk=True, used_delta=0, hidden=False):
     """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
     `ids` at positions 0..n-1, from the GGUF alone (a path, or what
     load_reference_model returned): weights as stored (quantized ones
-    dequantized), every activation in float64. Supports llama, gemma3, qwen2
-    and qwen3 as pasada reads them, and their mixtures of experts (qwen3moe;
-    llama with expert_count). The keyword arguments override conventions
-    (RoPE style, Gemma's window, local RoPE base and layer pattern, the
-    experts' renormalisation and count);
-    make-tiny-models.py uses them to show each one matters. hidden: the final
-    hidden states after the output norm (n_tokens x n_embd) instead of the
-    logits, what an embedding model pools."""
+    dequantized), every activation in float64. Supports llama, gemma3, qwen2,
+    qwen3, gemma2 and phi3 as pasada reads them, and the mixtures of experts
+    (qwen3moe; llama with expert_count). The keyword arguments override
+    conventions (RoPE style, the window, the local RoPE base and layer
+    pattern, the soft-caps (0: none), LongRoPE's factors ("long", "short",
+    "none"), its attention factor, the rotated dims, the experts'
+    renormalisation and count); make-tiny-models.py uses them to show each
+    one matters. n_ctx (default: the sequence's length) picks LongRoPE's
+    factors as a context of that size does: long when it exceeds the
+    original context length. hidden: the final hidden states after the
+    output norm (n_tokens x n_embd) instead of the logits, what an embedding
+    model pools."""
     r, T = load_reference_model(model) if isinstance(model, (str, pathlib.Path)) else model
     arch = _field(r, "general.architecture")
     n_layer = _field(r, f"{arch}.block_count")
@@ -152,12 +164,31 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
         window = _field(r, f"{arch}.attention.sliding_window")
     if neox is None:
         neox = arch != "llama"
-    gemma = arch == "gemma3"
+    gemma = arch in ("gemma2", "gemma3")
+    if rope_dim is None:
+        rope_dim = _field(r, f"{arch}.rope.dimension_count", head_dim)
+    if local_base is None:  # Gemma 3's local layers: 10000; Gemma 2's: the global base
+        local_base = 10000.0 if arch == "gemma3" else base
+    if swa_pattern is None:  # Gemma 3: five local layers in six; Gemma 2: every other one
+        swa_pattern = 6 if arch == "gemma3" else 2
+    if attn_softcap is None:
+        attn_softcap = _field(r, f"{arch}.attn_logit_softcapping", 0.0)
+    if final_softcap is None:
+        final_softcap = _field(r, f"{arch}.final_logit_softcapping", 0.0)
+    if attn_factor is None:
+        attn_factor = _field(r, f"{arch}.rope.scaling.attn_factor", 1.0)
     n_expert = _field(r, f"{arch}.expert_count", 0)
     n_used = _field(r, f"{arch}.expert_used_count", 0) + used_delta
 
     ids = np.asarray(ids)
     n = len(ids)
+    rope_factors = None
+    if "rope_factors_long.weight" in T:
+        if factors is None:
+            orig = _field(r, f"{arch}.rope.scaling.original_context_length")
+            factors = "long" if (n if n_ctx is None else n_ctx) > orig else "short"
+        if factors != "none":
+            rope_factors = T[f"rope_factors_{factors}.weight"]
     pos = np.arange(n)
     x = T["token_embd.weight"][ids].astype(np.float64)
     if gemma:
@@ -166,12 +197,18 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
     for il in range(n_layer):
         b = f"blk.{il}."
         # Gemma 3: every 6th layer is global, the others use the sliding window
-        # and the local RoPE base 10000.
-        swa = gemma and (il + 1) % swa_pattern != 0
+        # and the local RoPE base 10000; Gemma 2: even layers local; Phi-3:
+        # the window (if any) on every layer.
+        swa = (gemma and (il + 1) % swa_pattern != 0) or (arch == "phi3" and bool(window))
         h = _rms_norm(x, T[b + "attn_norm.weight"], eps)
-        q = h @ T[b + "attn_q.weight"].T
-        k = h @ T[b + "attn_k.weight"].T
-        v = h @ T[b + "attn_v.weight"].T
+        if b + "attn_qkv.weight" in T:  # fused: q rows, then k, then v
+            qkv = h @ T[b + "attn_qkv.weight"].T
+            nq, nk = n_head * head_dim, n_head_kv * head_dim
+            q, k, v = qkv[:, :nq], qkv[:, nq:nq + nk], qkv[:, nq + nk:]
+        else:
+            q = h @ T[b + "attn_q.weight"].T
+            k = h @ T[b + "attn_k.weight"].T
+            v = h @ T[b + "attn_v.weight"].T
         if b + "attn_q.bias" in T:
             q, k, v = q + T[b + "attn_q.bias"], k + T[b + "attn_k.bias"], v + T[b + "attn_v.bias"]
         q = q.reshape(n, n_head, head_dim)
@@ -181,12 +218,16 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
             q = _rms_norm(q, T[b + "attn_q_norm.weight"], eps)
             k = _rms_norm(k, T[b + "attn_k_norm.weight"], eps)
         rope_base = local_base if swa else base
-        q, k = _rope(q, pos, rope_base, neox), _rope(k, pos, rope_base, neox)
+        rf = rope_factors if not swa or arch == "phi3" else None
+        q = _rope(q, pos, rope_base, neox, rope_dim, rf, attn_factor)
+        k = _rope(k, pos, rope_base, neox, rope_dim, rf, attn_factor)
         mask = causal & ((pos[:, None] - pos[None, :]) < window) if swa else causal
         group = n_head // n_head_kv
         att = np.empty((n, n_head, head_dim))
         for hd in range(n_head):
             s = q[:, hd, :] @ k[:, hd // group, :].T / np.sqrt(head_dim)
+            if attn_softcap:
+                s = attn_softcap * np.tanh(s / attn_softcap)
             s = np.where(mask, s, -np.inf)
             p = np.exp(s - s.max(axis=-1, keepdims=True))
             p /= p.sum(axis=-1, keepdims=True)
@@ -199,9 +240,12 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
         if n_expert:
             x = x + _moe(h, T, b, n_used, norm_topk)
             continue
-        gate = h @ T[b + "ffn_gate.weight"].T
+        if b + "ffn_gate.weight" in T:
+            gate, up = h @ T[b + "ffn_gate.weight"].T, h @ T[b + "ffn_up.weight"].T
+        else:  # fused: the gate's rows, then the up projection's
+            gate, up = np.split(h @ T[b + "ffn_up.weight"].T, 2, axis=-1)
         act = _gelu_tanh(gate) if gemma else _silu(gate)
-        f = (act * (h @ T[b + "ffn_up.weight"].T)) @ T[b + "ffn_down.weight"].T
+        f = (act * up) @ T[b + "ffn_down.weight"].T
         if gemma:
             f = _rms_norm(f, T[b + "post_ffw_norm.weight"], eps)
         x = x + f
@@ -209,7 +253,10 @@ def reference_forward(model, ids, neox=None, window=None, local_base=10000.0, sw
     if hidden:
         return x
     out = T.get("output.weight", T["token_embd.weight"])
-    return x @ out.T
+    logits = x @ out.T
+    if final_softcap:
+        logits = final_softcap * np.tanh(logits / final_softcap)
+    return logits
 
 
 # ---- running pasada ----
@@ -303,3 +350,22 @@ def test_moe_split_parity(arch, tmp_path, vulkan_device):
     for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
         err = relative_error(out, ref)
         assert err <= TOLERANCE["f32"], f"{arch} seq{i} on {vulkan_device}/1: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "ref", "vulkan"])
+def test_longrope_short_factors(backend, tmp_path, request):
+    """Phi-3's LongRoPE: in a context no longer than the original one (the
+    fixture's 4 tokens; pasada_eval sizes the context to the prompt) pasada
+    takes the short factors, as transformers does for such a sequence; the
+    other tests' contexts take the long ones. The fixture's short_logits
+    differ from the long factors' by 0.25 (make-tiny-models.py checks)."""
+    if backend == "vulkan":
+        backend = request.getfixturevalue("vulkan_device")
+    data = np.load(TINY / "phi3.logits.npz")
+    ids, ref = data["short_ids"], data["short_logits"]
+    assert relative_error(reference_forward(TINY / "phi3.gguf", ids), ref) <= 1e-5
+    for mode in ("logits", "logits-steps"):
+        (got,) = run_eval(mode, TINY / "phi3.gguf", [ids], tmp_path / mode, ("--kv-type", "f32", "--backend", backend))
+        err = relative_error(got, ref)
+        print(f"\n  phi3 short factors {mode} {backend}: rel err {err:.2e}", end="")
+        assert err <= TOLERANCE["f32"], f"phi3 short factors {mode} {backend}: rel err {err:.2e}"

@@ -1,7 +1,8 @@
 """Models split across GGUF files (llama.cpp's gguf-split layout; the parts
 are made here by tests/tools/gguf_split.py with the `gguf` package).
 
-- The tiny fixture models split in 3 (2 for gemma3) give bit-identical logits
+- The tiny fixture models split in 3 (2 for gemma3; phi3 too, its fused
+  tensors read as row views in whichever part holds them) give bit-identical logits
   to the whole file, batched and token by token, whichever part is named;
   also with a first part that holds only metadata (gguf-split
   --no-tensor-in-metadata) and with the gguf package's own shards.
@@ -30,7 +31,7 @@ import gguf_split  # noqa: E402
 from test_arch_parity import load_fixture, run_eval  # noqa: E402
 
 VALID = FIXTURES / "tiny-llama-valid.gguf"
-@pytest.mark.parametrize("arch,n_parts", [("llama", 3), ("qwen2", 3), ("qwen3", 3), ("gemma3", 2)])
+@pytest.mark.parametrize("arch,n_parts", [("llama", 3), ("qwen2", 3), ("qwen3", 3), ("gemma3", 2), ("phi3", 3)])
 def test_split_logits_identical(arch, n_parts, tmp_path):
     whole = FIXTURES / "tiny" / f"{arch}.gguf"
     parts = gguf_split.split(whole, tmp_path / arch, n_parts)

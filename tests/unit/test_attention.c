@@ -4,6 +4,7 @@
  * table the CPU has (plain, avx2, avx512, as capped by PASADA_CPU), over
  * shapes with head sizes that are and are not multiples of the vector width,
  * block sizes 16, 32 and 64, GQA groups of 1 to 4, sliding windows and none,
+ * scores soft-capped (Gemma 2) and not,
  * with an F32, an F16 and a Q8 cache (read back: F32 exactly, F16 rounded
  * to nearest even, Q8 within half a step of its row's scale; the exact
  * reference reads the values the cache holds):
@@ -53,14 +54,17 @@ static float rnd_sym(float a) {
 
 typedef struct {
   int32_t hd, hdv, n_kv, group, block, window;
+  float softcap; /* > 0: scores soft-capped (Gemma 2) */
 } shape;
 
 static const shape shapes[] = {
-    {64, 64, 3, 3, 16, 0},   /* SmolLM2-like */
-    {256, 256, 1, 4, 16, 45}, /* gemma3-like, sliding window */
-    {40, 24, 2, 2, 32, 0},    /* head sizes off the vector widths, longer blocks */
-    {72, 72, 1, 1, 64, 19},   /* no GQA, long blocks, a window inside one tile */
-    {8, 12, 2, 1, 16, 0},
+    {64, 64, 3, 3, 16, 0, 0},     /* SmolLM2-like */
+    {256, 256, 1, 4, 16, 45, 0},  /* gemma3-like, sliding window */
+    {40, 24, 2, 2, 32, 0, 0},     /* head sizes off the vector widths, longer blocks */
+    {72, 72, 1, 1, 64, 19, 0},    /* no GQA, long blocks, a window inside one tile */
+    {8, 12, 2, 1, 16, 0, 0},
+    {48, 48, 2, 2, 16, 27, 1.5f}, /* gemma2-like: a window, scores soft-capped within their range */
+    {24, 24, 1, 3, 32, 0, 0.75f}, /* soft-capped, no window */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 /* A Q8 cache's kernels quantize each query row and each tile's weights to
@@ -127,7 +131,7 @@ static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
   free(v);
 }
 
-/* softmax(scale q.k) v over [lo, hi] in double */
+/* softmax(cap(scale q.k)) v over [lo, hi] in double (cap: sh->softcap's soft-cap, if any) */
 static void exact_row(const pa_kv_cache *kv, int layer, int32_t seq, int g, const shape *sh, float scale,
                       const float *q, int32_t lo, int32_t hi, double *out) {
   double *w = malloc(sizeof(double) * (size_t)(hi - lo + 1)), mx = -INFINITY, sum = 0;
@@ -137,6 +141,7 @@ static void exact_row(const pa_kv_cache *kv, int layer, int32_t seq, int g, cons
     double d = 0;
     for (int i = 0; i < sh->hd; i++) d += (double)q[i] * k[i];
     w[p - lo] = d * scale;
+    if (sh->softcap > 0) w[p - lo] = sh->softcap * tanh(w[p - lo] / sh->softcap);
     mx = w[p - lo] > mx ? w[p - lo] : mx;
   }
   for (int32_t p = lo; p <= hi; p++) sum += w[p - lo] = exp(w[p - lo] - mx);
@@ -180,7 +185,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
           lo[r] = sh->window > 0 && pos - sh->window + 1 > 0 ? pos - sh->window + 1 : 0;
           qp[r] = q + (int64_t)r * sh->hd;
           op[r] = alone + (int64_t)r * sh->hdv;
-          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL, NULL, 0};
+          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &one, work);
           exact_row(&kv, layer, s, g, sh, scale, qp[r], lo[r], hi[r], ex);
           double err = 0, vmax = 2.0;
@@ -198,8 +203,8 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             mixed.quantize_q = kt->quantize_q;
             float twin[256], mine[256];
             float *tp = twin, *mp = mine;
-            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL, NULL, 0},
-                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL, NULL, 0};
+            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap},
+                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap};
             pa_attn_rows(pa_attn_plain(), &kv, layer, s, g, sh->hd, sh->hdv, scale, &tq, work);
             pa_attn_rows(&mixed, &kv, layer, s, g, sh->hd, sh->hdv, scale, &mq, work);
             if (memcmp(twin, mine, sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
@@ -228,7 +233,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             glo[i] = lo[perm[i]];
             ghi[i] = hi[perm[i]];
           }
-          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL, NULL, 0};
+          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL, NULL, 0, sh->softcap};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &grp, work);
           for (int32_t i = 0; i < n; i++)
             if (memcmp(go[i], op[perm[i]], sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
@@ -271,6 +276,7 @@ static void ctx_open(tmodel *m, tctx *c, const shape *sh, pa_kv_type type, int n
   hp->head_dim = sh->hd;
   hp->head_dim_v = sh->hdv;
   hp->attn_scale = 1.0f / sqrtf((float)sh->hd);
+  hp->attn_softcap = sh->softcap;
   memset(c, 0, sizeof *c);
   if (pa_kv_init_host(&c->kv, N_LAYER, sh->n_kv, sh->hd, sh->hdv, type, n_seq, n_ctx, sh->block, 0)) exit(1);
   c->s.q = pa_alloc(sizeof(float) * (size_t)n_batch * (size_t)hp->n_head * (size_t)sh->hd);
@@ -475,7 +481,8 @@ static void check_segments(const shape *sh, pa_kv_type type) {
           los[r] = lo;
           his[r] = pos;
         }
-        pa_attn_query qr = {.n_rows = sh->group, .q = qp, .out = op, .lo = los, .hi = his};
+        pa_attn_query qr = {
+            .n_rows = sh->group, .q = qp, .out = op, .lo = los, .hi = his, .softcap = hp->attn_softcap};
         pa_attn_rows(cur_dev.attn, &c.kv, layer, 0, g, sh->hd, sh->hdv, hp->attn_scale, &qr, work);
       }
       if (memcmp(c.s.att, ref, sizeof(float) * (size_t)O) && failures++ < 10)

@@ -10,8 +10,10 @@
  *     exponentials and float sums differ from the plain ones in the last
  *     bits; measured worst 2.4e-7), 1e-4 on a Q8 cache (those bits can move
  *     a weight across an edge of its 16-bit step; measured worst 1.4e-5);
+ *     scores soft-capped too (Gemma 2);
  *   - matrix products with each fusion (input norm, biases, head norms,
- *     RoPE, KV store, gates, residual adds) and the logits: within a bound
+ *     RoPE, KV store, gates, residual adds) and the logits (soft-capped
+ *     too): within a bound
  *     per weight type (TOL_MM below) of the largest reference output, as
  *     a fast backend rounds activations to 8 bits (or to F16 for F16 and
  *     BF16 weights);
@@ -25,7 +27,8 @@
  *     backend, so both sides choose the same experts.
  * Inputs of each op are uploaded identically to both backends, so an op is
  * judged alone. The model's shape is small but not round: 97-token
- * vocabulary, two KV heads of four query heads, an FFN of 768.
+ * vocabulary, two KV heads of four query heads, an FFN of 768; a third
+ * of the models add soft-capping and Phi-3's RoPE (model_build's extras).
  *
  *   test_backend_ops [BACKEND...]     default: every CPU table this machine
  *                                     has ("cpu", "cpu:scalar", ...) and "ref"
@@ -130,8 +133,12 @@ static float *random_vec(tmodel *t, int64_t n, float center, float spread) {
 }
 
 /* The weights come from the generator state `seed`, so every backend gets
- * the same model; neox picks the RoPE pairing. */
-static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool experts) {
+ * the same model; neox picks the RoPE pairing; extras turns on what Gemma 2
+ * and Phi-3 add: soft-capped attention scores and logits (caps inside the
+ * values' range, so they bend them), a partial RoPE (48 of 64 dims) with
+ * per-frequency factors and an attention factor on the tables; experts
+ * adds a mixture-of-experts block (the moe op's weights). */
+static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool extras, bool experts) {
   memset(t, 0, sizeof *t);
   const uint64_t saved = rng_state;
   rng_state = seed;
@@ -168,6 +175,11 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool 
   t->m.type_embd = random_matrix(t, PA_TYPE_F32, 2, E, 1.0f);
   L->b_up = random_vec(t, F, 0.0f, 0.5f);
   t->m.layers = L;
+  hp->rope_attn_factor = 1.0f;
+  if (extras) {
+    hp->attn_softcap = 0.3f, hp->final_softcap = 1.5f, hp->rope_attn_factor = 1.25f, hp->rope_dim = 48;
+    t->m.rope_freqs = random_vec(t, 24, 3.0f, 2.0f);
+  }
   /* experts (when asked), drawn last: 5 to 8 of them, 2 or 3 per token, an
    * F32 router (as in converted files); each kind one 3-D block sliced per
    * expert, as loaded. Quantizing them is most of a build: the second side
@@ -227,10 +239,10 @@ typedef struct {
   const pa_backend_ops *ops;
 } side;
 
-static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, bool neox, pa_kv_type kvt,
-                     bool experts) {
+static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, bool neox, bool extras,
+                     pa_kv_type kvt, bool experts) {
   memset(s, 0, sizeof *s);
-  model_build(&s->tm, type, seed, neox, experts);
+  model_build(&s->tm, type, seed, neox, extras, experts);
   int rc = pa_backend_create(backend, 0, &s->tm.m.be);
   if (rc) return rc;
   s->ops = s->tm.m.be->ops;
@@ -245,8 +257,9 @@ static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, 
     mats[n_mats++] = &L->router;
     mats[n_mats++] = L->exp_gate, mats[n_mats++] = L->exp_up, mats[n_mats++] = L->exp_down;
   }
-  const pa_bctx_params bp = {.hp = &s->tm.m.hp, .n_batch = N_BATCH, .n_seq_max = 1, .pool = s->pool,
-                             .kv = &s->kv, .kv_type = kvt, .mats = mats, .n_mats = n_mats};
+  const pa_bctx_params bp = {.hp = &s->tm.m.hp, .rope_freqs = s->tm.m.rope_freqs, .n_batch = N_BATCH,
+                             .n_seq_max = 1, .pool = s->pool, .kv = &s->kv, .kv_type = kvt,
+                             .mats = mats, .n_mats = n_mats};
   return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
 }
 
@@ -284,13 +297,16 @@ enum {
   OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU, OP_MOE
 };
 
+static bool cur_extras; /* the model under test has model_build's extras */
+
 static void expect(const char *backend, pa_type type, int n, pa_kv_type kvt, int op, const float *a, const float *b,
                    int64_t count, double tol) {
   const double e = rel_err(a, b, count);
   worst[op] = e > worst[op] ? e : worst[op];
   if (!(e <= tol) && failures++ < 20)
-    printf("FAIL %s %s, %d tokens, %s cache: %s differs from ref by %.3g of its largest value (tolerance %.3g)\n",
-           backend, pa_type_name(type), n, pa_kv_type_name(kvt), OP_NAMES[op], e, tol);
+    printf("FAIL %s %s%s, %d tokens, %s cache: %s differs from ref by %.3g of its largest value (tolerance %.3g)\n",
+           backend, pa_type_name(type), cur_extras ? " (soft-caps, partial RoPE, factors)" : "", n,
+           pa_kv_type_name(kvt), OP_NAMES[op], e, tol);
 }
 
 static void download2(side *x, side *r, pa_buf buf, int64_t count) {
@@ -546,7 +562,7 @@ static void check_backend(const char *backend) {
     for (int j = 0; j < n_kvts; j++) {
       const int k = (ti + j) % 3;
       const uint64_t seed = rng() | 1;
-      const bool neox = (ti + k) % 2;
+      const bool neox = (ti + k) % 2, extras = (ti + j) % 3 == 1;
       side x, r;
       const bool experts = j == 0; /* once per weight type */
       /* The grid I-quants: every CPU table holds the reference's plain
@@ -554,7 +570,7 @@ static void check_backend(const char *backend) {
        * refuse them at load with one line naming the type. */
       if (is_grid_iq(TYPES[ti]) && !strncmp(backend, "cpu:", 4)) break;
       if (is_grid_iq(TYPES[ti]) && gpu) {
-        const int rc = side_open(&x, backend, TYPES[ti], seed, neox, kvts[k], experts);
+        const int rc = side_open(&x, backend, TYPES[ti], seed, neox, extras, kvts[k], experts);
         if (rc != PASADA_ERR_UNSUPPORTED || !strstr(pasada_last_error(), pa_type_name(TYPES[ti]))) {
           printf("FAIL %s %s: not refused at load (status %d: %s)\n", backend, pa_type_name(TYPES[ti]), rc,
                  rc ? pasada_last_error() : "accepted");
@@ -564,13 +580,14 @@ static void check_backend(const char *backend) {
         side_close(&x);
         break;
       }
-      int rc = side_open(&x, backend, TYPES[ti], seed, neox, kvts[k], experts);
-      if (!rc) rc = side_open(&r, "ref", TYPES[ti], seed, neox, kvts[k], experts);
+      int rc = side_open(&x, backend, TYPES[ti], seed, neox, extras, kvts[k], experts);
+      if (!rc) rc = side_open(&r, "ref", TYPES[ti], seed, neox, extras, kvts[k], experts);
       if (rc) {
         printf("FAIL %s %s: %s\n", backend, pa_type_name(TYPES[ti]), pasada_last_error());
         failures++;
         return;
       }
+      cur_extras = extras;
       for (int c = 0; c < 3; c++) run_ops(backend, &x, &r, TYPES[ti], counts[c], kvts[k]);
       side_close(&x);
       side_close(&r);

@@ -251,7 +251,7 @@ static void attention_worker(void *arg, int ith, int nth) {
         else if (more)
           item_lines(j, &nxt, 0, nxt.g0, &then_k, &then_v);
         pa_attn_query qr = {.n_rows = r1 - r0, .q = q, .out = out, .lo = lo, .hi = hi,
-                            .then_k = &then_k, .then_v = &then_v};
+                            .then_k = &then_k, .then_v = &then_v, .softcap = hp->attn_softcap};
         pa_attn_rows(j->kt, c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
       }
     }
@@ -298,7 +298,8 @@ static void seg_worker(void *arg, int ith, int nth) {
     const int32_t s0 = sg * PA_ATTN_SEG > a ? sg * PA_ATTN_SEG : a;
     pa_attn_prefetch(c->kv, j->layer, seq, g, s0, s0 + PA_ATTN_TILE - 1 < z ? s0 + PA_ATTN_TILE - 1 : z);
     pa_attn_query qr = {.n_rows = group, .q = area.q, .out = area.out, .lo = area.lo, .hi = area.hi,
-                        .part = j->sc.seg_part + (int64_t)i * group * (hdv + 2), .seg = sg};
+                        .part = j->sc.seg_part + (int64_t)i * group * (hdv + 2), .seg = sg,
+                        .softcap = hp->attn_softcap};
     pa_attn_rows(j->kt, c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, area.work);
   }
 }

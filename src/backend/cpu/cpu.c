@@ -102,8 +102,8 @@ static void op_begin(pa_bctx *c, const pa_fwd_batch *b) {
   const pa_hparams *hp = c->hp;
   const int half = hp->rope_dim / 2;
   for (int32_t t = 0; t < b->n; t++) {
-    pa_rope_table(c->rope_cos + t * half, c->rope_sin + t * half, hp->rope_dim, b->pos[t], hp->rope_base,
-                  hp->rope_freq_scale, c->rope_freqs);
+    pa_rope_table_ext(c->rope_cos + t * half, c->rope_sin + t * half, hp->rope_dim, b->pos[t], hp->rope_base,
+                      hp->rope_freq_scale, c->rope_freqs, hp->rope_attn_factor);
     if (hp->sliding_window)
       pa_rope_table(c->rope_cos_swa + t * half, c->rope_sin_swa + t * half, hp->rope_dim, b->pos[t],
                     hp->rope_base_swa, hp->rope_freq_scale_swa, NULL);
@@ -348,6 +348,7 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
     pa_matmul_exact(c->pool, out, c->xn, E, logits, out->rows, b->n_out, c->work);
   else
     pa_matmul(&c->be->ex, c->pool, out, c->xn, E, logits, out->rows, b->n_out, c->work);
+  if (c->hp->final_softcap > 0) pa_softcap(logits, c->hp->final_softcap, out->rows * (int64_t)b->n_out);
 }
 
 static void op_hidden(pa_bctx *c, const pa_fwd_batch *b, const float *norm, float *hidden) {

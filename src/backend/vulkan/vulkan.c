@@ -455,8 +455,9 @@ static void op_begin(pa_bctx *c, const pa_fwd_batch *b) {
     pos[t] = b->pos[t];
     seq[t] = b->seq[t];
     slot[t] = c->kv->table[b->seq[t]][b->pos[t] / bs] * bs + b->pos[t] % bs;
-    pa_rope_table((float *)(void *)(s + c->s_cos) + t * half, (float *)(void *)(s + c->s_sin) + t * half,
-                  hp->rope_dim, b->pos[t], hp->rope_base, hp->rope_freq_scale, c->rope_freqs);
+    pa_rope_table_ext((float *)(void *)(s + c->s_cos) + t * half, (float *)(void *)(s + c->s_sin) + t * half,
+                      hp->rope_dim, b->pos[t], hp->rope_base, hp->rope_freq_scale, c->rope_freqs,
+                      hp->rope_attn_factor);
     if (hp->sliding_window)
       pa_rope_table((float *)(void *)(s + c->s_cos_swa) + t * half, (float *)(void *)(s + c->s_sin_swa) + t * half,
                     hp->rope_dim, b->pos[t], hp->rope_base_swa, hp->rope_freq_scale_swa, NULL);
@@ -730,12 +731,13 @@ static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t w
   struct {
     uint64_t q, out, kc, vc, ks, vs, pos, seq, tables;
     uint32_t n_head, n_kv, hd_k, hd_v, q_stride, o_stride, bs, max_blocks, window;
-    float scale;
+    float scale, softcap;
   } p = {buf_addr(c, PA_BUF_Q), buf_addr(c, PA_BUF_ATT), L->addr + c->kv_k, L->addr + c->kv_v,
          L->addr + c->kv_ks, L->addr + c->kv_vs, step_addr(c, c->s_pos), step_addr(c, c->s_seq),
          step_addr(c, c->s_tables), (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
          (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head * hp->head_dim), (uint32_t)(hp->n_head * hp->head_dim_v),
-         (uint32_t)c->kv->block_size, (uint32_t)c->max_blocks, (uint32_t)(window > 0 ? window : 0), hp->attn_scale};
+         (uint32_t)c->kv->block_size, (uint32_t)c->max_blocks, (uint32_t)(window > 0 ? window : 0), hp->attn_scale,
+         hp->attn_softcap};
   if (hp->bidirectional) {
     /* every token up to its sequence's last position of the pass: the
      * shader bounds a token's keys by the position it reads here */
@@ -765,6 +767,9 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
           (uint32_t)b->n_out);
   flush(c);
   memcpy(logits, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)out->rows * (size_t)b->n_out);
+  /* soft-capping on the host: the logits are here anyway, and it is one
+   * tanh per value (the CPU backend's function, so the same bits) */
+  if (c->hp->final_softcap > 0) pa_softcap(logits, c->hp->final_softcap, out->rows * (int64_t)b->n_out);
 }
 
 /* The final norm of the output rows, written straight into the host-visible

@@ -1,4 +1,4 @@
-/* attention: out[t][h] = softmax(scale * q[t][h] . K[p]) V[p] over the
+/* attention: out[t][h] = softmax(cap(scale * q[t][h] . K[p])) V[p] over the
  * positions p of token t's sequence from lo to pos[t] (lo = pos[t] -
  * window + 1 when window > 0, else 0), K and V of KV head h / (n_head /
  * n_kv) read from the paged cache through the sequence's block table
@@ -6,7 +6,8 @@
  * tiles of WG positions, one score per invocation, then the running
  * maximum and sum rescale the output (online softmax); each invocation
  * owns head_dim_v / WG of the output's values (at most 4: head_dim_v <=
- * 256). */
+ * 256). cap(s) = softcap * tanh(s / softcap) when softcap > 0 (Gemma 2),
+ * else s. */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -16,7 +17,7 @@ layout(local_size_x = WG) in;
 layout(push_constant) uniform P {
   uint64_t q, out_, kc, vc, ks, vs, pos, seq, tables;
   uint n_head, n_kv, hd_k, hd_v, q_stride, o_stride, bs, max_blocks, window;
-  float scale;
+  float scale, softcap;
 } p;
 shared float qs[256];
 shared float w[WG];
@@ -46,6 +47,9 @@ void main() {
       d *= F32s(p.ks).v[row];
 #endif
       s = d * p.scale;
+      /* tanh of the clamped value: tanh(15) is 1 in float, and some drivers
+       * compute tanh from exponentials that overflow far out */
+      if (p.softcap > 0.0) s = p.softcap * tanh(clamp(s / p.softcap, -15.0, 15.0));
     }
     float m;
     PA_WG_MAX(red, WG, s, m);

@@ -1,0 +1,148 @@
+"""`pasada run` and `pasada serve` on the tiny Gemma 2 and Phi-3 fixtures
+(tests/fixtures/tiny, made by scripts/make-tiny-models.py; their logits are
+held to transformers' by test_arch_parity.py).
+
+- `pasada run` loads each and generates on the CPU and on the Vulkan test
+  device (lavapipe where there is no GPU), whole and split across the two.
+- `pasada serve` renders a chat with the template the GGUF file carries: the
+  phi3 fixture holds Phi-3-mini's Jinja template, and a chat request must be
+  the completion of exactly that template's text (same prompt tokens, same
+  greedy answer)."""
+import re
+import subprocess
+
+import pytest
+import requests
+
+from conftest import FIXTURES
+from test_server import Server
+
+TINY = FIXTURES / "tiny"
+STATS_RE = re.compile(r"prompt (\d+) tokens.*generated (\d+) tokens")
+
+
+def run(pasada_bin, arch, *args):
+    res = subprocess.run([str(pasada_bin), "run", "-m", str(TINY / f"{arch}.gguf"), "-p", "the cat sat on",
+                          "-n", "8", "--temp", "0", *args], capture_output=True, stdin=subprocess.DEVNULL,
+                         timeout=120)
+    err = res.stderr.decode("utf-8", "replace")
+    assert res.returncode == 0, err
+    m = STATS_RE.search(err)
+    assert m, err
+    return res.stdout, int(m.group(1)), int(m.group(2))
+
+
+@pytest.mark.parametrize("arch", ["gemma2", "phi3"])
+@pytest.mark.parametrize("device", ["cpu", "vulkan", "split"])
+def test_run(pasada_bin, arch, device, request):
+    """Greedy generation runs to its 8 tokens (the tiny vocabulary's end token
+    is never the argmax of these prompts) on every device."""
+    args = []
+    if device != "cpu":
+        dev = request.getfixturevalue("vulkan_device")
+        args = ["--device", dev] + (["--gpu-layers", "2"] if device == "split" else [])
+    _, n_prompt, n_gen = run(pasada_bin, arch, *args)
+    assert n_prompt > 0 and n_gen == 8
+
+
+def test_serve_renders_the_gguf_chat_template(pasada_bin):
+    """A chat request on phi3 is the completion of Phi-3's template text."""
+    srv = Server(pasada_bin, TINY / "phi3.gguf")
+    try:
+        msgs = [{"role": "user", "content": "hello there"}]
+        chat = requests.post(srv.url + "/v1/chat/completions", timeout=60,
+                             json={"messages": msgs, "max_tokens": 6, "temperature": 0}).json()
+        text = "<|bos|><|user|>\nhello there<|end|>\n<|assistant|>\n"
+        comp = requests.post(srv.url + "/v1/completions", timeout=60,
+                             json={"prompt": text, "max_tokens": 6, "temperature": 0}).json()
+        assert chat["usage"]["prompt_tokens"] == comp["usage"]["prompt_tokens"], (chat, comp)
+        assert chat["choices"][0]["message"]["content"].strip() == comp["choices"][0]["text"].strip()
+    finally:
+        srv.kill()
+
+
+# ---- defective variants of the fixtures: one line naming the defect ----
+
+def _copy_gguf(src, dst, set_kv=None, drop_tensors=(), tensor_fn=None):
+    """src rewritten to dst with gguf's reader and writer: key values changed
+    or added by set_kv ({key: (GGUFValueType, value)}), tensors left out, or
+    replaced by tensor_fn(name, array) (None keeps the array)."""
+    import gguf
+    import numpy as np
+    r = gguf.GGUFReader(str(src))
+    arch = r.fields["general.architecture"].contents()
+    w = gguf.GGUFWriter(str(dst), arch)
+    set_kv = dict(set_kv or {})
+    for key, f in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if key in set_kv:
+            t, v = set_kv.pop(key)
+            w.add_key_value(key, v, t)
+        elif f.types[0] == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, f.contents(), f.types[0], sub_type=f.types[-1])
+        else:
+            w.add_key_value(key, f.contents(), f.types[0])
+    for key, (t, v) in set_kv.items():
+        w.add_key_value(key, v, t)
+    for t in r.tensors:
+        if t.name in drop_tensors:
+            continue
+        a = np.asarray(t.data, dtype=np.float32).reshape([int(s) for s in reversed(t.shape)])
+        if tensor_fn is not None:
+            b = tensor_fn(t.name, a)
+            a = a if b is None else b
+        w.add_tensor(t.name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def _defects():
+    import gguf
+    F32, U32 = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.UINT32
+    neg = lambda name, a: -a if name == "rope_factors_long.weight" else None  # noqa: E731
+    short_qkv = lambda name, a: a[:-1] if name == "blk.1.attn_qkv.weight" else None  # noqa: E731
+    odd_up = lambda name, a: a[:-2] if name == "blk.0.ffn_up.weight" else None  # noqa: E731
+    return {
+        "phi3 qkv rows": ("phi3", dict(tensor_fn=short_qkv), "attn_qkv"),
+        "phi3 gate-up rows": ("phi3", dict(tensor_fn=odd_up), "ffn_up"),
+        "phi3 long factors without short": ("phi3", dict(drop_tensors=("rope_factors_short.weight",)),
+                                            "rope_factors_short"),
+        "phi3 negative factor": ("phi3", dict(tensor_fn=neg), "rope factor"),
+        "phi3 attn factor 0": ("phi3", dict(set_kv={"phi3.rope.scaling.attn_factor": (F32, 0.0)}),
+                               "attn_factor"),
+        "phi3 heads not n_embd": ("phi3", dict(set_kv={"phi3.attention.key_length": (U32, 8),
+                                                       "phi3.attention.value_length": (U32, 8)}),
+                                  "n_embd"),
+        "gemma2 negative soft-cap": ("gemma2", dict(set_kv={"gemma2.attn_logit_softcapping": (F32, -1.0)}),
+                                     "soft-capping"),
+        "gemma2 window 0": ("gemma2", dict(set_kv={"gemma2.attention.sliding_window": (U32, 0)}),
+                            "sliding_window"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_defects()))
+def test_defective_file_is_one_line(pasada_bin, case, tmp_path):
+    """A file with one defect in what gemma2 and phi3 add is refused at load
+    with one line that names it (never a crash)."""
+    arch, kw, hint = _defects()[case]
+    path = tmp_path / f"{arch}.gguf"
+    _copy_gguf(TINY / f"{arch}.gguf", path, **kw)
+    res = subprocess.run([str(pasada_bin), "info", str(path)], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=60)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and lines[0].startswith("pasada: "), res.stderr
+    assert hint in lines[0], lines[0]
+
+
+def test_copied_fixture_still_loads(pasada_bin, tmp_path):
+    """The copier alone changes nothing pasada rejects (so the defects above
+    are what the loader refuses)."""
+    for arch in ("gemma2", "phi3"):
+        path = tmp_path / f"{arch}.gguf"
+        _copy_gguf(TINY / f"{arch}.gguf", path)
+        res = subprocess.run([str(pasada_bin), "run", "-m", str(path), "-p", "hi", "-n", "2"], capture_output=True,
+                             stdin=subprocess.DEVNULL, timeout=60)
+        assert res.returncode == 0, res.stderr
