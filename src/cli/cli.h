@@ -330,6 +330,7 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_convert(int argc, char **argv); /* cmd_convert.c */
 int cmd_template(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 
