@@ -545,8 +545,14 @@ static int build(hf_ctx *c, gguf_writer *w, gguf_file **out) {
   return rc;
 }
 
-int hf_open(const char *dir, gguf_file **out) {
+int hf_open(const char *path, gguf_file **out) {
   *out = NULL;
+  char dir[2048];
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') len--; /* "dir/" names files "dir/x", not "dir//x" */
+  if (len >= sizeof dir) return pa_error(PASADA_ERR_ARG, "%.100s...: path too long", path);
+  memcpy(dir, path, len);
+  dir[len] = 0;
   hf_ctx c = {.dir = dir};
   gguf_writer *w = gguf_writer_create();
   if (!w) return pa_error(PASADA_ERR_NOMEM, "out of memory");

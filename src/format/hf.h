@@ -25,6 +25,6 @@ bool hf_is_dir(const char *path);
  *    as F32, in memory of the view's own.
  * Every file is checked (safetensors.h); a malformed or unsupported folder is
  * one error naming the file and the problem. */
-int hf_open(const char *dir, gguf_file **out);
+int hf_open(const char *dir, gguf_file **out); /* trailing slashes of dir ignored */
 
 #endif

@@ -282,14 +282,9 @@ static int parse_header(st_file *f, const cJSON *h) {
     rc = parse_entry(path, e, data_size, f->map + f->data_offset, t, &b);
     sp[f->n_tensors - 1] = (span){b, b + t->nbytes, t->name};
   }
-  if (!rc && n > 1) {
-    qsort(sp, n, sizeof *sp, cmp_span);
-    for (uint64_t i = 1; i < n && !rc; i++)
-      if (sp[i].begin < sp[i - 1].end)
-        rc = pa_error(PASADA_ERR_FORMAT, "%s: tensors '%.100s' and '%.100s' overlap", path,
-                      sp[i - 1].name, sp[i].name);
-    st_tensor *sorted = rc ? NULL : malloc(n * sizeof *sorted);
-    if (!rc && !sorted) rc = pa_error(PASADA_ERR_NOMEM, "%s: out of memory", path);
+  if (!rc && n > 1) { /* names first: a name given twice also overlaps itself */
+    st_tensor *sorted = malloc(n * sizeof *sorted);
+    if (!sorted) rc = pa_error(PASADA_ERR_NOMEM, "%s: out of memory", path);
     if (!rc) {
       memcpy(sorted, f->tensors, n * sizeof *sorted);
       qsort(sorted, n, sizeof *sorted, cmp_name);
@@ -299,6 +294,11 @@ static int parse_header(st_file *f, const cJSON *h) {
                         sorted[i].name);
       free(sorted);
     }
+    if (!rc) qsort(sp, n, sizeof *sp, cmp_span);
+    for (uint64_t i = 1; i < n && !rc; i++)
+      if (sp[i].begin < sp[i - 1].end)
+        rc = pa_error(PASADA_ERR_FORMAT, "%s: tensors '%.100s' and '%.100s' overlap", path,
+                      sp[i - 1].name, sp[i].name);
   }
   free(sp);
   return rc;
