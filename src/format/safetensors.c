@@ -304,6 +304,49 @@ static int parse_header(st_file *f, const cJSON *h) {
   return rc;
 }
 
+/* Checks the header of f (map, size set) and fills its tensor table. */
+static int parse_file(st_file *f) {
+  const char *path = f->path;
+  if (f->size < 8)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: %" PRIu64 " bytes is too short for a safetensors header", path, f->size);
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->map[i] << (8 * i);
+  if (hlen > f->size - 8 || hlen > ST_MAX_HEADER)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: header length %" PRIu64 " is past the end of the file (%" PRIu64 " bytes)",
+                    path, hlen, f->size);
+  if (hlen < 2)
+    return pa_error(PASADA_ERR_FORMAT, "%s: header length %" PRIu64 " is too short", path, hlen);
+  f->data_offset = 8 + hlen;
+  cJSON *h = NULL;
+  char what[1100];
+  snprintf(what, sizeof what, "%s: header", path);
+  int rc = parse_json(what, f->map + 8, hlen, &h);
+  if (!rc) rc = parse_header(f, h);
+  cJSON_Delete(h);
+  return rc;
+}
+
+int st_open_memory(const void *data, uint64_t size, const char *name, st_file **out) {
+  *out = NULL;
+  st_file *f = calloc(1, sizeof *f);
+  if (!f || !(f->path = pa_strdup(name))) {
+    free(f);
+    return pa_error(PASADA_ERR_NOMEM, "%s: out of memory", name);
+  }
+  f->map = data;
+  f->size = size;
+  f->borrowed = true;
+  int rc = parse_file(f);
+  if (rc) {
+    st_close(f);
+    return rc;
+  }
+  *out = f;
+  return PASADA_OK;
+}
+
 int st_open(const char *path, st_file **out) {
   *out = NULL;
   st_file *f = calloc(1, sizeof *f);
@@ -330,25 +373,7 @@ int st_open(const char *path, st_file **out) {
       f->map = map;
   }
   if (fd >= 0) close(fd);
-  if (!rc) {
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->map[i] << (8 * i);
-    if (hlen > f->size - 8 || hlen > ST_MAX_HEADER)
-      rc = pa_error(PASADA_ERR_FORMAT,
-                    "%s: header length %" PRIu64 " is past the end of the file (%" PRIu64 " bytes)",
-                    path, hlen, f->size);
-    else if (hlen < 2)
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: header length %" PRIu64 " is too short", path, hlen);
-    else {
-      f->data_offset = 8 + hlen;
-      cJSON *h = NULL;
-      char what[1100];
-      snprintf(what, sizeof what, "%s: header", path);
-      rc = parse_json(what, f->map + 8, hlen, &h);
-      if (!rc) rc = parse_header(f, h);
-      cJSON_Delete(h);
-    }
-  }
+  if (!rc) rc = parse_file(f);
   if (rc) {
     st_close(f);
     return rc;
@@ -359,7 +384,7 @@ int st_open(const char *path, st_file **out) {
 
 void st_close(st_file *f) {
   if (!f) return;
-  if (f->map) munmap((void *)f->map, (size_t)f->size);
+  if (f->map && !f->borrowed) munmap((void *)f->map, (size_t)f->size);
   for (uint64_t i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
   free(f->tensors);
   free(f->path);

@@ -6,6 +6,7 @@
 #ifndef PASADA_SAFETENSORS_H
 #define PASADA_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "format/gguf.h"
@@ -30,6 +31,7 @@ typedef struct {
   uint64_t data_offset; /* 8 + header length */
   uint64_t n_tensors;
   st_tensor *tensors;
+  bool borrowed; /* map is the caller's (st_open_memory) */
 } st_file;
 
 /* Maps and validates `path`: header length inside the file (and at most
@@ -40,6 +42,9 @@ typedef struct {
  * [begin, end] inside the data section with end - begin the shape's byte
  * size, and no two tensors overlapping. Errors start with `path`. */
 int st_open(const char *path, st_file **out);
+/* The same checks on a buffer in memory (the fuzzer uses this); the buffer
+ * must outlive the result. */
+int st_open_memory(const void *data, uint64_t size, const char *name, st_file **out);
 void st_close(st_file *f);
 
 /* Reads `path` (at most ST_MAX_JSON bytes), checks it is valid UTF-8 and
