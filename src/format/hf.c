@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -321,6 +322,60 @@ static void permute_rows(const uint8_t *src, uint8_t *dst, int64_t rows, size_t 
                src + (size_t)(h * d + j * (d / 2) + i) * row_bytes, row_bytes);
 }
 
+/* The type matrices are quantized to at load; PA_TYPE_COUNT: as stored. */
+static uint32_t load_type = PA_TYPE_COUNT;
+
+int hf_set_load_type(const char *name) {
+  if (!name) {
+    load_type = PA_TYPE_COUNT;
+    return PASADA_OK;
+  }
+  for (uint32_t t = 0; t < PA_TYPE_COUNT; t++) {
+    const pa_type_traits *tr = pa_type_get(t);
+    if (tr && tr->from_float && t != PA_TYPE_Q8_1 && t != PA_TYPE_Q8_K &&
+        !strcasecmp(tr->name, name)) {
+      load_type = t;
+      return PASADA_OK;
+    }
+  }
+  char list[512] = "";
+  size_t at = 0;
+  for (uint32_t t = 0; t < PA_TYPE_COUNT && at < sizeof list; t++) {
+    const pa_type_traits *tr = pa_type_get(t);
+    if (tr && tr->from_float)
+      at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "", tr->name);
+  }
+  return pa_error(PASADA_ERR_ARG, "'%.40s' is not a type weights can be quantized to (%s)", name,
+                  list);
+}
+
+/* The tensor t, its rows permuted first when `heads` (llama's Q/K), as
+ * `type` into buf: rows through F32, then the reference quantizer. (Q8_1
+ * and Q8_K, the activations' types, are not offered for weights.) */
+static int quantize_tensor(const st_tensor *t, uint32_t heads, uint32_t type, uint8_t *buf) {
+  const int64_t cols = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
+  float *f32 = malloc((size_t)(cols * rows) * sizeof *f32);
+  float *perm = heads ? malloc((size_t)(cols * rows) * sizeof *perm) : NULL;
+  if (!f32 || (heads && !perm)) {
+    free(f32), free(perm);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory quantizing '%s'", t->name);
+  }
+  if (t->type == PA_TYPE_F32)
+    memcpy(f32, t->data, (size_t)(cols * rows) * sizeof *f32);
+  else
+    pa_type_get(t->type)->to_float(t->data, f32, cols * rows);
+  if (heads) {
+    permute_rows((const uint8_t *)f32, (uint8_t *)perm, rows, (size_t)cols * sizeof(float), heads);
+    free(f32);
+    f32 = perm;
+  }
+  const size_t row = pa_row_size((pa_type)type, cols);
+  for (int64_t r = 0; r < rows; r++)
+    pa_type_get(type)->from_float(f32 + r * cols, buf + (size_t)r * row, cols);
+  free(f32);
+  return PASADA_OK;
+}
+
 static void *keep_buf(hf_ctx *c, size_t n) {
   void **nb = realloc(c->bufs, (size_t)(c->n_bufs + 1) * sizeof *nb);
   if (!nb) return NULL;
@@ -338,6 +393,20 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
   const bool permute = c->llama && (is_q || is_k);
   const bool to_f32 = t->n_dims == 1; /* norms and biases: F32 as llama.cpp writes them */
   const int64_t count = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+  const bool quantize = load_type != PA_TYPE_COUNT && !to_f32 && load_type != t->type &&
+                        t->ne[0] % pa_type_get(load_type)->block_size == 0;
+  if (quantize) {
+    const uint32_t heads = permute ? (is_q ? c->n_head : c->n_head_kv) : 0;
+    const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+    if (heads && rows % (2 * (int64_t)heads) != 0)
+      return pa_error(PASADA_ERR_FORMAT, "%s: %lld rows do not split into %u heads of pairs", name,
+                      (long long)rows, heads);
+    const size_t bytes = pa_row_size((pa_type)load_type, t->ne[0]) * (size_t)rows;
+    uint8_t *buf = keep_buf(c, bytes);
+    if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+    int rc = quantize_tensor(t, heads, load_type, buf);
+    return rc ? rc : gguf_writer_add_tensor(w, name, load_type, t->n_dims, t->ne, buf, bytes);
+  }
   if (!permute && !to_f32 && ((uintptr_t)t->data % 32) == 0) { /* used as stored */
     gguf_tensor g = {.name = (char *)name,
                      .type = t->type,

@@ -25,6 +25,15 @@ bool hf_is_dir(const char *path);
  *    as F32, in memory of the view's own.
  * Every file is checked (safetensors.h); a malformed or unsupported folder is
  * one error naming the file and the problem. */
-int hf_open(const char *dir, gguf_file **out); /* trailing slashes of dir ignored */
+int hf_open(const char *dir, gguf_file **out);
+
+/* Quantizes the matrices of folders opened from then on to the type named
+ * (a tensor type with a reference quantizer: Q8_0, Q4_K, Q6_K, F16, ...,
+ * case-insensitive) at load, with the reference quantizers of src/quant;
+ * matrices whose rows are not a whole number of its blocks stay as stored.
+ * NULL: as stored (the default). A process-wide setting for the command
+ * line (--quantize), set before any model loads; an unknown name is an
+ * error listing the types. */
+int hf_set_load_type(const char *name); /* trailing slashes of dir ignored */
 
 #endif

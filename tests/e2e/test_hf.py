@@ -134,3 +134,28 @@ def test_commands_take_a_folder(tmp_path):
     conv.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
     tpl = pasada("template", "-m", HF / "llama", "-f", conv).stdout
     assert "<|bos|>user\nhi<|eos|>" in tpl
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_quantize_at_load_equals_quantize_of_the_converted_file(arch, tmp_path):
+    """--quantize Q8_0 on a folder gives the logits of `pasada quantize
+    --type Q8_0 --pure` on its converted GGUF, bit for bit (the same
+    reference quantizer, after llama's Q/K permutation), and differs from
+    the unquantized folder."""
+    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    pasada("convert", folder, tmp_path / "f32.gguf")
+    pasada("quantize", tmp_path / "f32.gguf", tmp_path / "q8.gguf", "--type", "Q8_0", "--pure")
+    ids = [np.load(TINY / f"{arch}.logits.npz")["ids1"]]
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    from_file = run_eval("logits", tmp_path / "q8.gguf", ids, tmp_path / "a", args)[0]
+    at_load = run_eval("logits", folder, ids, tmp_path / "b", (*args, "--quantize", "Q8_0"))[0]
+    plain = run_eval("logits", folder, ids, tmp_path / "c", args)[0]
+    assert np.array_equal(from_file, at_load)
+    assert not np.array_equal(plain, at_load)
+
+
+def test_quantize_option_checks_its_type():
+    res = pasada("run", "-m", HF / "llama", "--quantize", "Q9_9", "-p", "x", check=False)
+    assert res.returncode == 2 and "Q8_0" in res.stderr
+    run = pasada("run", "-m", HF / "llama", "--quantize", "q8_0", "-p", "the cat", "-n", "4", "--temp", "0")
+    assert run.returncode == 0
