@@ -55,14 +55,17 @@ def test_f32_folder_is_bit_identical_to_gguf(arch, tmp_path):
         assert a.shape == b.shape and np.array_equal(a, b), f"max diff {np.max(np.abs(a - b))}"
 
 
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_low_precision_folder_matches_transformers(arch, tmp_path):
+def test_low_precision_folder_matches_transformers(arch, backend, tmp_path, request):
     """The committed BF16 / F16 (sharded) folders against transformers on
-    the same rounded weights."""
+    the same rounded weights, on the CPU and on the GPU tests' device."""
+    if backend == "vulkan":  # lavapipe where there is no GPU (conftest.py)
+        backend = request.getfixturevalue("vulkan_device")
     data = np.load(HF / f"{arch}.logits.npz")
-    got = run_eval("logits", HF / arch, [data["ids"]], tmp_path, ("--kv-type", "f32", "--backend", "cpu"))[0]
+    got = run_eval("logits", HF / arch, [data["ids"]], tmp_path, ("--kv-type", "f32", "--backend", backend))[0]
     err = relative_error(got, data["logits"])
-    print(f"\n  {arch}: rel err {err:.2e}")
+    print(f"\n  {arch} {backend}: rel err {err:.2e}")
     assert err <= LOW_TOLERANCE[arch]
     assert np.array_equal(got.argmax(1), data["logits"].argmax(1))
 
