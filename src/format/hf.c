@@ -229,6 +229,9 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                       ")",
                       c->cfg_path, qpas, want);
     const cJSON *lt = hf_member(c->cfg, "layer_types");
+    uint64_t period = 0; /* older configs: every period-th layer global */
+    if (!lt && (rc = cfg_uint(c, "sliding_window_pattern", false, 1 << 16, &period))) return rc;
+    if (period && period != 6) SET_U32("attention.sliding_window_pattern", period);
     if (lt) {
       if (!cJSON_IsArray(lt) || (uint64_t)cJSON_GetArraySize(lt) != n_layer)
         return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",

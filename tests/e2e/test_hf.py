@@ -12,6 +12,7 @@ script checks it equals save_pretrained's F32 folder), so reading them must
 give the GGUF's logits bit for bit.
 """
 import json
+import shutil
 import subprocess
 
 import numpy as np
@@ -162,3 +163,26 @@ def test_quantize_option_checks_its_type():
     assert res.returncode == 2 and "Q8_0" in res.stderr
     run = pasada("run", "-m", HF / "llama", "--quantize", "q8_0", "-p", "the cat", "-n", "4", "--temp", "0")
     assert run.returncode == 0
+
+
+def test_gemma3_config_of_older_transformers(tmp_path):
+    """transformers 4's Gemma 3 config.json (rope_theta and
+    rope_local_base_freq keys, sliding_window_pattern instead of layer_types)
+    reads as the same model as transformers 5's."""
+    folder = tmp_path / "gemma3"
+    shutil.copytree(HF / "gemma3", folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    rope = cfg.pop("rope_parameters")
+    cfg.pop("layer_types")
+    cfg.update(rope_theta=rope["full_attention"]["rope_theta"], sliding_window_pattern=6,
+               rope_local_base_freq=rope["sliding_attention"]["rope_theta"], rope_scaling=None)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    ids = [np.load(HF / "gemma3.logits.npz")["ids"]]
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    a = run_eval("logits", HF / "gemma3", ids, tmp_path / "a", args)[0]
+    b = run_eval("logits", folder, ids, tmp_path / "b", args)[0]
+    assert np.array_equal(a, b)
+    cfg["sliding_window_pattern"] = 2  # every second layer global: a different model
+    (folder / "config.json").write_text(json.dumps(cfg))
+    c = run_eval("logits", folder, ids, tmp_path / "c", args)[0]
+    assert not np.array_equal(a, c)
