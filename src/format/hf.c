@@ -25,7 +25,7 @@ bool hf_is_dir(const char *path) {
   return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-int hf_read_json(const char *dir, const char *name, bool optional, cJSON **out) {
+int hf_read_json(const char *dir, const char *name, bool optional, pj_value **out) {
   *out = NULL;
   char path[4096];
   if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
@@ -38,15 +38,15 @@ int hf_read_json(const char *dir, const char *name, bool optional, cJSON **out) 
   return st_read_json(path, out);
 }
 
-const cJSON *hf_member(const cJSON *obj, const char *key) {
-  const cJSON *j = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
-  return j && !cJSON_IsNull(j) ? j : NULL;
+const pj_value *hf_member(const pj_value *obj, const char *key) {
+  const pj_value *j = pj_is_obj(obj) ? pj_get(obj, key) : NULL;
+  return j && !pj_is_null(j) ? j : NULL;
 }
 
 typedef struct {
   const char *dir;
   char cfg_path[4096];
-  const cJSON *cfg;
+  const pj_value *cfg;
   const char *arch;  /* GGUF architecture name */
   bool llama, gemma; /* Q/K permutation; (1 + w) norms */
   uint32_t n_head, n_head_kv, n_layer;
@@ -63,13 +63,13 @@ typedef struct {
 /* ---- config.json ---- */
 
 static int cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uint64_t *out) {
-  const cJSON *j = hf_member(c->cfg, key);
+  const pj_value *j = hf_member(c->cfg, key);
   if (!j) {
     if (required)
       return pa_error(PASADA_ERR_FORMAT, "%s: required key '%s' is missing", c->cfg_path, key);
     return PASADA_OK;
   }
-  double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
+  double d = pj_is_num(j) ? j->valuedouble : -1;
   if (!(d >= 0 && d <= (double)max) || floor(d) != d)
     return pa_error(PASADA_ERR_FORMAT, "%s: '%s' is not an integer in [0, %" PRIu64 "]",
                     c->cfg_path, key, max);
@@ -77,11 +77,11 @@ static int cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uin
   return PASADA_OK;
 }
 
-static int cfg_num(hf_ctx *c, const cJSON *obj, const char *key, double *out, bool *found) {
-  const cJSON *j = hf_member(obj, key);
+static int cfg_num(hf_ctx *c, const pj_value *obj, const char *key, double *out, bool *found) {
+  const pj_value *j = hf_member(obj, key);
   *found = j != NULL;
   if (!j) return PASADA_OK;
-  if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+  if (!pj_is_num(j) || !isfinite(j->valuedouble))
     return pa_error(PASADA_ERR_FORMAT, "%s: '%s' is not a number", c->cfg_path, key);
   *out = j->valuedouble;
   return PASADA_OK;
@@ -101,11 +101,11 @@ static const struct {
                   {"gemma3_text", "gemma3"}};
 
 static int pick_arch(hf_ctx *c) {
-  const cJSON *archs = hf_member(c->cfg, "architectures"), *mt = hf_member(c->cfg, "model_type");
+  const pj_value *archs = hf_member(c->cfg, "architectures"), *mt = hf_member(c->cfg, "model_type");
   const char *name = NULL;
-  if (cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0)))
-    name = cJSON_GetArrayItem(archs, 0)->valuestring;
-  else if (cJSON_IsString(mt))
+  if (pj_is_arr(archs) && pj_is_str(pj_at(archs, 0)))
+    name = pj_at(archs, 0)->valuestring;
+  else if (pj_is_str(mt))
     name = mt->valuestring;
   if (!name)
     return pa_error(PASADA_ERR_FORMAT, "%s: names no architecture (architectures or model_type)",
@@ -126,10 +126,11 @@ static int pick_arch(hf_ctx *c) {
 /* rope_theta: a key of its own (older configs) or inside rope_parameters,
  * per attention kind for Gemma 3 (transformers 5). */
 static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
-  const cJSON *rp = hf_member(c->cfg, "rope_parameters");
+  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
   if (!rp) rp = hf_member(c->cfg, "rope_scaling");
-  const cJSON *full = hf_member(rp, "full_attention"), *slide = hf_member(rp, "sliding_attention");
-  const cJSON *rp_main = full ? full : rp;
+  const pj_value *full = hf_member(rp, "full_attention"),
+                 *slide = hf_member(rp, "sliding_attention");
+  const pj_value *rp_main = full ? full : rp;
   double theta = 0, theta_swa = 0;
   bool f1 = false, f2 = false;
   int rc;
@@ -145,9 +146,9 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
     snprintf(key, cap, "%s.rope.freq_base_swa", c->arch);
     if ((rc = gguf_writer_set_f32(w, key, (float)theta_swa))) return rc;
   }
-  const cJSON *type = hf_member(rp_main, "rope_type");
+  const pj_value *type = hf_member(rp_main, "rope_type");
   if (!type) type = hf_member(rp_main, "type");
-  if (type && !cJSON_IsString(type))
+  if (type && !pj_is_str(type))
     return pa_error(PASADA_ERR_FORMAT, "%s: rope_type is not a string", c->cfg_path);
   if (!type || !strcmp(type->valuestring, "default")) return PASADA_OK;
   if (strcmp(type->valuestring, "linear") != 0)
@@ -185,10 +186,10 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                     "%s: num_hidden_layers and num_attention_heads must be positive", c->cfg_path);
   if (!n_head_kv) n_head_kv = n_head;
   c->n_layer = (uint32_t)n_layer, c->n_head = (uint32_t)n_head, c->n_head_kv = (uint32_t)n_head_kv;
-  const cJSON *tie = hf_member(c->cfg, "tie_word_embeddings");
-  if (tie && !cJSON_IsBool(tie))
+  const pj_value *tie = hf_member(c->cfg, "tie_word_embeddings");
+  if (tie && !pj_is_bool(tie))
     return pa_error(PASADA_ERR_FORMAT, "%s: tie_word_embeddings is not a boolean", c->cfg_path);
-  c->tied = tie ? cJSON_IsTrue(tie) : c->gemma;
+  c->tied = tie ? pj_is_true(tie) : c->gemma;
   char key[256];
   const char *a = c->arch;
 #define SET_U32(suffix, v)                                            \
@@ -228,20 +229,20 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                       "%s: query_pre_attn_scalar %" PRIu64 " is not supported (expected %" PRIu64
                       ")",
                       c->cfg_path, qpas, want);
-    const cJSON *lt = hf_member(c->cfg, "layer_types");
+    const pj_value *lt = hf_member(c->cfg, "layer_types");
     uint64_t period = 0; /* older configs: every period-th layer global */
     if (!lt && (rc = cfg_uint(c, "sliding_window_pattern", false, 1 << 16, &period))) return rc;
     if (period && period != 6) SET_U32("attention.sliding_window_pattern", period);
     if (lt) {
-      if (!cJSON_IsArray(lt) || (uint64_t)cJSON_GetArraySize(lt) != n_layer)
+      if (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer)
         return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",
                         c->cfg_path, n_layer);
       bool *swa = calloc(n_layer, sizeof *swa), periodic = true;
       if (!swa) return pa_error(PASADA_ERR_NOMEM, "out of memory");
       uint32_t i = 0;
-      for (const cJSON *e = lt->child; e; e = e->next, i++) {
-        if (!cJSON_IsString(e) || (strcmp(e->valuestring, "sliding_attention") &&
-                                   strcmp(e->valuestring, "full_attention"))) {
+      for (const pj_value *e = lt->child; e; e = e->next, i++) {
+        if (!pj_is_str(e) || (strcmp(e->valuestring, "sliding_attention") &&
+                              strcmp(e->valuestring, "full_attention"))) {
           free(swa);
           return pa_error(PASADA_ERR_FORMAT,
                           "%s: layer_types[%u] is not sliding_attention or full_attention",
@@ -258,12 +259,12 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   }
 #undef SET_U32
   *n_vocab = (uint32_t)vocab;
-  const cJSON *name = hf_member(c->cfg, "_name_or_path");
+  const pj_value *name = hf_member(c->cfg, "_name_or_path");
   const char *base = strrchr(c->dir, '/');
   return gguf_writer_set_string(w, "general.name",
-                                cJSON_IsString(name) && name->valuestring[0] ? name->valuestring
-                                : base && base[1]                            ? base + 1
-                                                                             : c->dir);
+                                pj_is_str(name) && name->valuestring[0] ? name->valuestring
+                                : base && base[1]                       ? base + 1
+                                                                        : c->dir);
 }
 
 /* ---- tensors ---- */
@@ -449,7 +450,7 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
 }
 
 static int index_shards(hf_ctx *c) {
-  cJSON *idx = NULL;
+  pj_value *idx = NULL;
   int rc = hf_read_json(c->dir, "model.safetensors.index.json", true, &idx);
   if (rc) return rc;
   char path[4096];
@@ -464,13 +465,13 @@ static int index_shards(hf_ctx *c) {
     n = 1;
   } else {
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", c->dir);
-    const cJSON *wm = hf_member(idx, "weight_map");
-    if (!cJSON_IsObject(wm)) rc = pa_error(PASADA_ERR_FORMAT, "%s: no weight_map object", path);
-    int cap = wm ? cJSON_GetArraySize(wm) : 0;
+    const pj_value *wm = hf_member(idx, "weight_map");
+    if (!pj_is_obj(wm)) rc = pa_error(PASADA_ERR_FORMAT, "%s: no weight_map object", path);
+    int cap = wm ? pj_size(wm) : 0;
     names = calloc(cap ? (size_t)cap : 1, sizeof *names);
     if (!rc && !names) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
-    for (const cJSON *e = wm ? wm->child : NULL; e && !rc; e = e->next) {
-      if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') ||
+    for (const pj_value *e = wm ? wm->child : NULL; e && !rc; e = e->next) {
+      if (!pj_is_str(e) || !e->valuestring[0] || strchr(e->valuestring, '/') ||
           !strcmp(e->valuestring, "..") || !strcmp(e->valuestring, ".")) {
         rc = pa_error(PASADA_ERR_FORMAT,
                       "%s: weight_map['%.100s'] is not a file name in the folder", path, e->string);
@@ -497,8 +498,8 @@ static int index_shards(hf_ctx *c) {
     rc = st_open(path, &c->shards[i]);
   }
   /* every tensor the index names is in the shard it names */
-  const cJSON *wm = idx ? hf_member(idx, "weight_map") : NULL;
-  for (const cJSON *e = wm ? wm->child : NULL; e && !rc; e = e->next) {
+  const pj_value *wm = idx ? hf_member(idx, "weight_map") : NULL;
+  for (const pj_value *e = wm ? wm->child : NULL; e && !rc; e = e->next) {
     uint32_t k = 0;
     while (k < n && strcmp(names[k], e->valuestring)) k++;
     const st_file *s = c->shards[k];
@@ -510,7 +511,7 @@ static int index_shards(hf_ctx *c) {
   }
   for (uint32_t i = 0; names && i < n; i++) free(names[i]);
   free(names);
-  cJSON_Delete(idx);
+  pj_free(idx);
   return rc;
 }
 
@@ -564,19 +565,19 @@ static int file_type(const hf_ctx *c) {
 }
 
 static int build(hf_ctx *c, gguf_writer *w, gguf_file **out) {
-  cJSON *cfg = NULL;
+  pj_value *cfg = NULL;
   int rc = hf_read_json(c->dir, "config.json", false, &cfg);
   if (rc) return rc;
   c->cfg = cfg;
   snprintf(c->cfg_path, sizeof c->cfg_path, "%s/config.json", c->dir);
   uint32_t n_vocab = 0;
-  if (!cJSON_IsObject(cfg)) rc = pa_error(PASADA_ERR_FORMAT, "%s: not a JSON object", c->cfg_path);
+  if (!pj_is_obj(cfg)) rc = pa_error(PASADA_ERR_FORMAT, "%s: not a JSON object", c->cfg_path);
   if (!rc) rc = config_to_gguf(c, w, &n_vocab);
   if (!rc) rc = hf_tokenizer_to_gguf(c->dir, cfg, n_vocab, w);
   if (!rc) rc = index_shards(c);
   if (!rc) rc = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type(c));
   if (!rc) rc = tensors_to_gguf(c, w);
-  cJSON_Delete(cfg);
+  pj_free(cfg);
   c->cfg = NULL;
   if (rc) return rc;
   void *img = NULL;

@@ -3,7 +3,7 @@
  * index). Both are borders with untrusted files: every length, offset and
  * shape is checked before use, JSON must be valid UTF-8 and shallowly
  * nested, and each problem is one error naming the file. */
-#include <cjson/cJSON.h>
+#include "format/json.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,7 +35,7 @@ static int utf8_len(const uint8_t *s, uint64_t n) {
 
 /* Checks UTF-8 validity, the absence of NUL bytes and the nesting depth
  * (brackets outside strings), then parses. `what` names the text. */
-static int parse_json(const char *what, const uint8_t *p, uint64_t n, cJSON **out) {
+static int parse_json(const char *what, const uint8_t *p, uint64_t n, pj_value **out) {
   *out = NULL;
   int depth = 0;
   bool in_str = false, esc = false;
@@ -62,17 +62,10 @@ static int parse_json(const char *what, const uint8_t *p, uint64_t n, cJSON **ou
     }
     i += (uint64_t)len;
   }
-  const char *end = NULL;
-  cJSON *j = cJSON_ParseWithLengthOpts((const char *)p, (size_t)n, &end, false);
-  if (j && end) { /* only white space may follow the value */
-    const char *e = (const char *)p + n;
-    while (end < e && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
-    if (end < e) cJSON_Delete(j), j = NULL;
-  }
-  if (!j) {
-    uint64_t at = end && end >= (const char *)p ? (uint64_t)(end - (const char *)p) : 0;
-    return pa_error(PASADA_ERR_FORMAT, "%s: invalid JSON near byte %" PRIu64, what, at);
-  }
+  size_t at = 0;
+  const char *why = NULL;
+  pj_value *j = pj_parse((const char *)p, (size_t)n, ST_MAX_DEPTH, &at, &why);
+  if (!j) return pa_error(PASADA_ERR_FORMAT, "%s: invalid JSON at byte %zu: %s", what, at, why);
   *out = j;
   return PASADA_OK;
 }
@@ -111,7 +104,7 @@ static int read_file(const char *path, uint8_t **out, size_t *len) {
   return PASADA_OK;
 }
 
-int st_read_json(const char *path, cJSON **out) {
+int st_read_json(const char *path, pj_value **out) {
   *out = NULL;
   uint8_t *buf;
   size_t n;
@@ -161,8 +154,8 @@ static const struct {
               {"U64", 0, 0}};
 
 /* A JSON number that is an integer in [0, 2^53]. */
-static bool json_uint(const cJSON *j, uint64_t *out) {
-  if (!cJSON_IsNumber(j)) return false;
+static bool json_uint(const pj_value *j, uint64_t *out) {
+  if (!pj_is_num(j)) return false;
   double d = j->valuedouble;
   if (!(d >= 0 && d <= 9007199254740992.0) || floor(d) != d) return false;
   *out = (uint64_t)d;
@@ -170,15 +163,15 @@ static bool json_uint(const cJSON *j, uint64_t *out) {
 }
 
 /* Checks one header entry and fills t (name set by the caller). */
-static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, const uint8_t *data,
+static int parse_entry(const char *path, const pj_value *e, uint64_t data_size, const uint8_t *data,
                        st_tensor *t, uint64_t *begin) {
   const char *name = e->string;
-  if (!cJSON_IsObject(e))
+  if (!pj_is_obj(e))
     return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is not an object", path, name);
-  const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-  const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
-  const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-  if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off))
+  const pj_value *dt = pj_get(e, "dtype");
+  const pj_value *sh = pj_get(e, "shape");
+  const pj_value *off = pj_get(e, "data_offsets");
+  if (!pj_is_str(dt) || !pj_is_arr(sh) || !pj_is_arr(off))
     return pa_error(
         PASADA_ERR_FORMAT,
         "%s: tensor '%.100s' lacks a string dtype, a shape array or a data_offsets array", path,
@@ -192,7 +185,7 @@ static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, con
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", path, name,
                     dtypes[k].name);
-  int n_dims = cJSON_GetArraySize(sh);
+  int n_dims = pj_size(sh);
   if (n_dims > GGUF_MAX_DIMS)
     return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has %d dims (at most %d)", path,
                     name, n_dims, GGUF_MAX_DIMS);
@@ -201,16 +194,15 @@ static int parse_entry(const char *path, const cJSON *e, uint64_t data_size, con
   for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
   for (int d = 0; d < n_dims; d++) {
     uint64_t v;
-    if (!json_uint(cJSON_GetArrayItem(sh, d), &v) || v == 0 || v > INT64_MAX / 8 ||
-        count > INT64_MAX / 8 / v)
+    if (!json_uint(pj_at(sh, d), &v) || v == 0 || v > INT64_MAX / 8 || count > INT64_MAX / 8 / v)
       return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' has an invalid shape (dim %d)", path,
                       name, d);
     count *= v;
     t->ne[n_dims - 1 - d] = (int64_t)v;
   }
   uint64_t b, en;
-  if (cJSON_GetArraySize(off) != 2 || !json_uint(cJSON_GetArrayItem(off, 0), &b) ||
-      !json_uint(cJSON_GetArrayItem(off, 1), &en) || b > en)
+  if (pj_size(off) != 2 || !json_uint(pj_at(off, 0), &b) || !json_uint(pj_at(off, 1), &en) ||
+      b > en)
     return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' has invalid data_offsets", path, name);
   if (en > data_size)
     return pa_error(PASADA_ERR_FORMAT,
@@ -243,12 +235,12 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
 }
 
-static int parse_header(st_file *f, const cJSON *h) {
+static int parse_header(st_file *f, const pj_value *h) {
   const char *path = f->path;
-  if (!cJSON_IsObject(h))
+  if (!pj_is_obj(h))
     return pa_error(PASADA_ERR_FORMAT, "%s: the header is not a JSON object", path);
   uint64_t n = 0;
-  for (const cJSON *e = h->child; e; e = e->next) n += strcmp(e->string, "__metadata__") != 0;
+  for (const pj_value *e = h->child; e; e = e->next) n += strcmp(e->string, "__metadata__") != 0;
   f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
   span *sp = calloc(n ? n : 1, sizeof *sp);
   if (!f->tensors || !sp) {
@@ -257,12 +249,12 @@ static int parse_header(st_file *f, const cJSON *h) {
   }
   const uint64_t data_size = f->size - f->data_offset;
   int rc = PASADA_OK;
-  for (const cJSON *e = h->child; e && !rc; e = e->next) {
+  for (const pj_value *e = h->child; e && !rc; e = e->next) {
     if (!strcmp(e->string, "__metadata__")) {
-      if (!cJSON_IsObject(e))
+      if (!pj_is_obj(e))
         rc = pa_error(PASADA_ERR_FORMAT, "%s: __metadata__ is not an object", path);
-      for (const cJSON *m = e->child; m && !rc; m = m->next)
-        if (!cJSON_IsString(m))
+      for (const pj_value *m = e->child; m && !rc; m = m->next)
+        if (!pj_is_str(m))
           rc = pa_error(PASADA_ERR_FORMAT, "%s: __metadata__ '%.100s' is not a string", path,
                         m->string);
       continue;
@@ -319,12 +311,12 @@ static int parse_file(st_file *f) {
   if (hlen < 2)
     return pa_error(PASADA_ERR_FORMAT, "%s: header length %" PRIu64 " is too short", path, hlen);
   f->data_offset = 8 + hlen;
-  cJSON *h = NULL;
+  pj_value *h = NULL;
   char what[1100];
   snprintf(what, sizeof what, "%s: header", path);
   int rc = parse_json(what, f->map + 8, hlen, &h);
   if (!rc) rc = parse_header(f, h);
-  cJSON_Delete(h);
+  pj_free(h);
   return rc;
 }
 

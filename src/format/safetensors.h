@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "format/gguf.h"
+#include "format/json.h"
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20) /* the safetensors library's own limit */
 #define ST_MAX_JSON ((uint64_t)256 << 20)   /* config/tokenizer JSON files */
@@ -48,10 +49,9 @@ int st_open_memory(const void *data, uint64_t size, const char *name, st_file **
 void st_close(st_file *f);
 
 /* Reads `path` (at most ST_MAX_JSON bytes), checks it is valid UTF-8 and
- * parses it as JSON nested at most ST_MAX_DEPTH deep; *out is a cJSON tree
- * (cJSON_Delete). Errors start with `path`. */
-struct cJSON;
-int st_read_json(const char *path, struct cJSON **out);
+ * parses it as JSON nested at most ST_MAX_DEPTH deep; *out is a pj_value tree
+ * (pj_value_Delete). Errors start with `path`. */
+int st_read_json(const char *path, pj_value **out);
 /* Reads `path` (at most ST_MAX_JSON bytes) as UTF-8 text without NUL bytes
  * into a malloc'd NUL-terminated string. */
 int st_read_text(const char *path, char **out);

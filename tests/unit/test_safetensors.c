@@ -1,4 +1,5 @@
-/* test_safetensors: the safetensors reader on headers built here (shapes in
+/* test_safetensors: the JSON reader (valid values, escapes, each error),
+ * the safetensors reader on headers built here (shapes in
  * GGUF order, data pointers, each defect one error naming it), and the GGUF
  * pieces the Hugging Face view is built from: gguf_writer_write_memory,
  * gguf_open_anon, gguf_wrap_mapping joined by gguf_join. */
@@ -125,6 +126,53 @@ static void test_rejects(void) {
   rejects("{\"__metadata__\": {\"x\": 1}}", 0, "__metadata__");
 }
 
+/* The JSON reader (format/json.h): values, escapes, and each error. */
+static void test_json(void) {
+  const char *ok =
+      " {\"a\": [1, -2.5e3, true, false, null], \"s\": \"x\\u00e9\\ud83d\\ude00\\n\\\"\", "
+      "\"o\": {}, \"e\": []} ";
+  size_t at;
+  const char *why;
+  pj_value *v = pj_parse(ok, strlen(ok), 8, &at, &why);
+  CHECK(v && v->count == 4, "valid JSON rejected at %zu: %s", v ? 0 : at, v ? "" : why);
+  if (v) {
+    const pj_value *a = pj_get(v, "a"), *s = pj_get(v, "s");
+    CHECK(pj_size(a) == 5 && pj_at(a, 1)->valuedouble == -2500.0 && pj_is_true(pj_at(a, 2)) &&
+              pj_is(pj_at(a, 3), PJ_FALSE) && pj_is_null(pj_at(a, 4)) && !pj_at(a, 5),
+          "array");
+    CHECK(pj_is_str(s) && !strcmp(s->valuestring, "x\xc3\xa9\xf0\x9f\x98\x80\n\""), "string '%s'",
+          s ? s->valuestring : "?");
+    CHECK(pj_is_obj(pj_get(v, "o")) && pj_size(pj_get(v, "e")) == 0 && !pj_get(v, "zz"),
+          "empty containers");
+  }
+  pj_free(v);
+  static const struct {
+    const char *text, *why;
+  } bad[] = {{"", "unexpected end"},
+             {"{\"a\" 1}", "expected ':'"},
+             {"[1 2]", "expected ','"},
+             {"{\"a\": 1,}", "member name"},
+             {"[01]", "expected ','"},
+             {"[1.]", "bad number"},
+             {"[-]", "unexpected character"},
+             {"\"abc", "unterminated"},
+             {"\"a\\x\"", "bad escape"},
+             {"\"\\ud800\"", "lone surrogate"},
+             {"\"\\udc00\"", "lone surrogate"},
+             {"\"\\u0000\"", "\\u0000"},
+             {"\"a\tb\"", "control character"},
+             {"\"\xff\"", "UTF-8"},
+             {"[[[[[[[[[]]]]]]]]]", "nested"},
+             {"{} x", "text after"},
+             {"tru", "unexpected character"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    v = pj_parse(bad[i].text, strlen(bad[i].text), 8, &at, &why);
+    CHECK(!v && strstr(why, bad[i].why), "'%s': %s (expected %s)", bad[i].text,
+          v ? "accepted" : why, bad[i].why);
+    pj_free(v);
+  }
+}
+
 /* The view hf.c builds: metadata and one tensor in an anonymous GGUF image,
  * another tensor in a wrapped mapping, joined. */
 static void test_view(void) {
@@ -169,6 +217,7 @@ static void test_view(void) {
 }
 
 int main(void) {
+  test_json();
   test_valid();
   test_rejects();
   test_view();
