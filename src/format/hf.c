@@ -411,7 +411,8 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
     int rc = quantize_tensor(t, heads, load_type, buf);
     return rc ? rc : gguf_writer_add_tensor(w, name, load_type, t->n_dims, t->ne, buf, bytes);
   }
-  if (!permute && !to_f32 && ((uintptr_t)t->data % 32) == 0) { /* used as stored */
+  if (!permute && !to_f32 &&
+      ((uintptr_t)t->data % 4) == 0) { /* used as stored (the loader needs 4-byte alignment) */
     gguf_tensor g = {.name = (char *)name,
                      .type = t->type,
                      .n_dims = t->n_dims,
