@@ -138,6 +138,11 @@ def test_commands_take_a_folder(tmp_path):
     conv.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
     tpl = pasada("template", "-m", HF / "llama", "-f", conv).stdout
     assert "<|bos|>user\nhi<|eos|>" in tpl
+    assert "PASS" in pasada("verify", "-m", HF / "gemma3").stdout
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat and the dog ate the hat. " * 8)
+    ppl = pasada("perplexity", "-m", HF / "qwen3", "-f", text, "-c", "32", "-q", "--json").stdout
+    assert json.loads(ppl)["ppl"] > 1
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
