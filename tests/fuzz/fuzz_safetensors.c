@@ -22,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st_open_memory(buf, size, "fuzz", &f) == PASADA_OK) {
     for (uint64_t i = 0; i < f->n_tensors; i++) {
       const st_tensor *t = &f->tensors[i];
-      if (t->data < buf || t->data + t->nbytes > buf + size || t->data < buf + f->data_offset) abort();
+      if (t->data < buf || t->data + t->nbytes > buf + size || t->data < buf + f->data_offset)
+        abort();
       if (t->nbytes) sink += t->data[0] + t->data[t->nbytes - 1];
       sink += strlen(t->name);
     }
