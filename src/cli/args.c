@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "base/base.h"
+#include "format/hf.h"
 
 /* ---- messages ---- */
 
@@ -110,6 +112,9 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
       return CLI_OK;
     case OPT_GPU_LAYERS:
       if (!cli_parse_gpu_layers(arg, o->gpu_layers)) return cli_usage_line(cmd, CLI_GPU_LAYERS_ERROR, arg);
+      return CLI_OK;
+    case OPT_QUANTIZE:
+      if (hf_set_load_type(arg) != PASADA_OK) return cli_usage_line(cmd, "--quantize: %s", pa_last_error());
       return CLI_OK;
     default: return cli_getopt_error_line(cmd, opt, argv);
   }
@@ -284,7 +289,7 @@ void cli_text_free(cli_text *t) {
 
 const char CLI_GEN_HELP[] =
     "model and context:\n"
-    "  -m, --model FILE          GGUF model to load (required)\n"
+    "  -m, --model FILE          GGUF model or Hugging Face folder to load (required)\n"
     "  -t, --threads N           worker threads (default 0: all cores)\n"
     "  -c, --ctx-size N          context length in tokens (default 0: the model's\n"
     "                            training context, at most 4096)\n"
@@ -295,6 +300,8 @@ const char CLI_GEN_HELP[] =
     "                            vulkan:N (device N of `pasada devices`)\n"
     "  --gpu-layers N            with a GPU --device: run the first N layers there,\n"
     "                            the rest on the CPU (default: all layers on the GPU)\n"
+    "  --quantize T              a Hugging Face folder (-m DIR): quantize its matrices\n"
+    "                            to T at load (Q8_0, Q4_K, Q6_K, ...; default: as stored)\n"
     "sampling:\n"
     "  --temp T                  temperature (default 0.8; 0: greedy, always the most\n"
     "                            likely token)\n"
@@ -360,6 +367,9 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
       return 1;
     case OPT_GPU_LAYERS:
       if (!cli_parse_gpu_layers(arg, &o->gpu_layers)) return cli_usage(cmd, CLI_GPU_LAYERS_ERROR, arg);
+      return 1;
+    case OPT_QUANTIZE:
+      if (hf_set_load_type(arg) != PASADA_OK) return cli_usage(cmd, "--quantize: %s", pa_last_error());
       return 1;
     case OPT_TEMP:
       if (!cli_parse_float(arg, 0.0f, 1000.0f, &sp->temp))

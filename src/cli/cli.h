@@ -70,6 +70,7 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
       {"kv-type", required_argument, 0, OPT_KV_TYPE},                                       \
       {"device", required_argument, 0, OPT_DEVICE},                                         \
       {"gpu-layers", required_argument, 0, OPT_GPU_LAYERS},                                 \
+      {"quantize", required_argument, 0, OPT_QUANTIZE},                                     \
       {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}
 
 int cli_read_file(const char *path, char **out, size_t *len);
@@ -141,6 +142,7 @@ enum {
   OPT_DRAFT_MAX,
   OPT_LOOKUP,
   OPT_LOOKUP_NGRAM,
+  OPT_QUANTIZE,
 };
 /* The --kv-type option's help line and parser (run, chat, serve, bench,
  * profile, perplexity, kld): "f16", "f32" or "q8"; false for anything else. */
@@ -149,6 +151,11 @@ enum {
   "                          the bytes attention reads), f32, or q8 (8-bit, a scale\n"  \
   "                          per position and head: about half of f16)\n"
 bool cli_parse_kv_type(const char *s, pasada_kv_type *out);
+/* --quantize TYPE (run, chat, bench, profile): a Hugging Face folder's
+ * matrices quantized to TYPE at load (hf_set_load_type); its help line. */
+#define CLI_QUANTIZE_HELP                                                                  \
+  "      --quantize T        a Hugging Face folder (-m DIR): quantize its matrices to T\n" \
+  "                          at load (Q8_0, Q4_K, Q6_K, ...; default: as stored)\n"
 
 /* --device DEV (run, chat, serve, bench, profile, verify, perplexity, kld):
  * "cpu", "vulkan" (the first GPU) or "vulkan:N" (device N of `pasada
@@ -199,6 +206,7 @@ bool cli_backend_name(const char *device, int32_t gpu_layers, char *buf, size_t 
   {"kv-type", required_argument, 0, OPT_KV_TYPE},                     \
   {"device", required_argument, 0, OPT_DEVICE},                       \
   {"gpu-layers", required_argument, 0, OPT_GPU_LAYERS},               \
+  {"quantize", required_argument, 0, OPT_QUANTIZE},                   \
   {"temp", required_argument, 0, OPT_TEMP},                           \
   {"top-k", required_argument, 0, OPT_TOP_K},                         \
   {"top-p", required_argument, 0, OPT_TOP_P},                         \
@@ -331,6 +339,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
+int cmd_convert(int argc, char **argv); /* cmd_convert.c */
 int cmd_template(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 

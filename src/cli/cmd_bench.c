@@ -39,7 +39,7 @@ static void usage(FILE *f) {
           "  -b, --batch N           tokens per decode call during pp (default 512)\n"
           "      --seed N            seed of the prompt token ids (default 1234)\n"
           "      --price-per-hour P  machine price in $/hour: adds $ per million tokens\n"
-          CLI_KV_TYPE_HELP
+          CLI_KV_TYPE_HELP CLI_QUANTIZE_HELP
           CLI_DEVICE_HELP
           CLI_GPU_LAYERS_HELP
           "      --no-ceilings       skip the bandwidth and peak probes\n"

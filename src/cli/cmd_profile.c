@@ -40,7 +40,7 @@ static void usage(FILE *f) {
           "  -n, --gen N             decode steps (default 64; 0: prefill only)\n"
           "  -t, --threads N         threads (default: every online core)\n"
           "  -b, --batch N           tokens per decode call during prefill (default 512)\n"
-          CLI_KV_TYPE_HELP
+          CLI_KV_TYPE_HELP CLI_QUANTIZE_HELP
           CLI_DEVICE_HELP
           CLI_GPU_LAYERS_HELP
           "      --parallel N        decode N sequences together, one token each per step\n"

@@ -15,7 +15,8 @@
 static const char MAIN_HELP[] =
     "usage: pasada <command> [options]\n"
     "\n"
-    "pasada runs large language models stored as GGUF files.\n"
+    "pasada runs large language models stored as GGUF files or Hugging Face\n"
+    "folders (config.json, tokenizer.json, *.safetensors: -m DIR).\n"
     "\n"
     "commands:\n"
     "  run        generate text from a prompt, streamed to stdout\n"
@@ -29,6 +30,7 @@ static const char MAIN_HELP[] =
     "  perplexity perplexity of a model on a text, with its standard error\n"
     "  kld        a quantized model against its base: KL divergence, top-1, size, speed\n"
     "  quantize   convert a GGUF file's weights to another type (Q4_K_M, Q8_0...)\n"
+    "  convert    write a Hugging Face model folder as a GGUF file\n"
     "  verify     the fast path against the reference path, layer by layer\n"
     "  profile    time per op, per layer, per phase, against this machine's limits\n"
     "  devices    the CPU and the GPUs that --device names (cpu, vulkan, vulkan:N)\n"
@@ -61,8 +63,8 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(int, char **);
   } commands[] = {
-      {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"embed", cmd_embed}, {"template", cmd_template},
-      {"serve", cmd_serve}, {"bench", cmd_bench},
+      {"run", cmd_run}, {"chat", cmd_chat}, {"info", cmd_info}, {"tokenize", cmd_tokenize}, {"embed", cmd_embed},
+      {"template", cmd_template}, {"convert", cmd_convert}, {"serve", cmd_serve}, {"bench", cmd_bench},
       {"perplexity", cmd_perplexity}, {"kld", cmd_kld}, {"quantize", cmd_quantize}, {"verify", cmd_verify},
       {"profile", cmd_profile}, {"devices", cmd_devices}};
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -126,6 +126,7 @@ void gguf_close(gguf_file *f);
  * disagree between parts or with a part's name, a tensor in two parts and a
  * tensor total other than split.tensors.count. */
 int gguf_open_model(const char *path, gguf_file **out);
+/* (A `path` that is a directory is a Hugging Face model folder: hf.h.) */
 /* Joins parts[0..n) (n >= 2, opened by gguf_open, their split keys checked)
  * into a view (gguf_read.c); adopts the parts, closing them on failure too.
  * Fails naming `name` and both parts when a tensor name is in two parts. */
@@ -192,5 +193,18 @@ int gguf_writer_set_string_array(gguf_writer *w, const char *key, const char *co
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                            const int64_t *ne, const void *data, uint64_t nbytes);
 int gguf_writer_write(gguf_writer *w, const char *path, uint32_t version /* 2 or 3 */);
+/* The same file in a malloc'd buffer (*buf, caller frees, *size bytes). */
+int gguf_writer_write_memory(gguf_writer *w, void **buf, uint64_t *size, uint32_t version);
+
+/* ---- views built by other readers (src/format/hf.c) ---- */
+/* Opens a GGUF image held in an anonymous mapping of `size` bytes (adopted:
+ * unmapped at close, and on failure). The file reports map NULL: its bytes
+ * are no file's pages, so nothing releases or re-reads them as such. */
+int gguf_open_anon(void *map, uint64_t size, const char *name, gguf_file **out);
+/* A file with no metadata whose n tensors (copied, names too) lie in a
+ * mapping of `path` the caller made and checked (adopted: unmapped at close,
+ * and on failure); data_offset is where its tensor data starts. */
+int gguf_wrap_mapping(const char *path, const uint8_t *map, uint64_t size, uint64_t data_offset,
+                      const gguf_tensor *tensors, uint64_t n, gguf_file **out);
 
 #endif

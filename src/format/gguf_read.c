@@ -45,6 +45,8 @@ typedef struct {
   uint64_t *tensor_table;
   uint64_t tensor_mask;
   bool mapped; /* map came from mmap (gguf_open) */
+  void *anon;  /* gguf_open_anon's mapping (f->map is NULL there) */
+  uint64_t anon_size;
 } gguf_internal;
 
 #define ARENA_CHUNK ((size_t)64 << 10)
@@ -557,11 +559,66 @@ int gguf_open(const char *path, gguf_file **out) {
   return open_buffer(map, size, path, true, out);
 }
 
+int gguf_open_anon(void *map, uint64_t size, const char *name, gguf_file **out) {
+  int rc = open_buffer(map, size, name, true, out);
+  if (rc) return rc; /* unmapped by open_buffer */
+  gguf_internal *in = (*out)->internal;
+  in->mapped = false;
+  in->anon = map;
+  in->anon_size = size;
+  (*out)->map = NULL;
+  return PASADA_OK;
+}
+
+int gguf_wrap_mapping(const char *path, const uint8_t *map, uint64_t size, uint64_t data_offset,
+                      const gguf_tensor *tensors, uint64_t n, gguf_file **out) {
+  *out = NULL;
+  gguf_file *f = calloc(1, sizeof *f);
+  gguf_internal *in = calloc(1, sizeof *in);
+  char *p = pa_strdup(path);
+  if (!f || !in || !p) {
+    munmap((void *)map, (size_t)size);
+    free(f), free(in), free(p);
+    return pa_error(PASADA_ERR_NOMEM, "%s: out of memory", path);
+  }
+  f->path = p, f->map = map, f->size = size, f->data_offset = data_offset, f->internal = in;
+  f->n_parts = 1, f->version = 3, f->alignment = GGUF_DEFAULT_ALIGNMENT;
+  in->mapped = true;
+  f->tensors = arena_alloc(in, n * sizeof(gguf_tensor) + 1);
+  in->kv_table = table_new(in, 0, &in->kv_mask);
+  in->tensor_table = table_new(in, n, &in->tensor_mask);
+  if (!f->tensors || !in->kv_table || !in->tensor_table) {
+    gguf_close(f);
+    return pa_error(PASADA_ERR_NOMEM, "%s: out of memory", path);
+  }
+  for (uint64_t i = 0; i < n; i++) {
+    gguf_tensor *t = &f->tensors[i];
+    *t = tensors[i];
+    size_t len = strlen(tensors[i].name);
+    if (!(t->name = arena_alloc(in, len + 1))) {
+      gguf_close(f);
+      return pa_error(PASADA_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(t->name, tensors[i].name, len);
+    uint64_t *slot = table_slot(in->tensor_table, in->tensor_mask, t->name, len, tensor_name, f);
+    if (*slot) {
+      int st = pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.150s' is named twice", path, t->name);
+      gguf_close(f);
+      return st;
+    }
+    f->n_tensors = i + 1;
+    *slot = i + 1;
+  }
+  *out = f;
+  return PASADA_OK;
+}
+
 void gguf_close(gguf_file *f) {
   if (!f) return;
   gguf_internal *in = f->internal;
   if (in) {
     if (in->mapped) munmap((void *)f->map, (size_t)f->size);
+    if (in->anon) munmap(in->anon, (size_t)in->anon_size);
     arena_free(in);
     free(in);
   }

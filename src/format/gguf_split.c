@@ -10,6 +10,7 @@
 
 #include "base/base.h"
 #include "format/gguf.h"
+#include "format/hf.h"
 
 #define KEY_NO "split.no"
 #define KEY_COUNT "split.count"
@@ -148,6 +149,7 @@ static int open_parts(const char *path, gguf_file *named, const split_keys *k, g
 
 int gguf_open_model(const char *path, gguf_file **out) {
   *out = NULL;
+  if (hf_is_dir(path)) return hf_open(path, out); /* a Hugging Face model folder (hf.c) */
   gguf_file *f = NULL;
   int rc = gguf_open(path, &f);
   if (rc) return rc;

@@ -345,23 +345,28 @@ static void put_value(out_stream *o, const gguf_value *v) {
   }
 }
 
-int gguf_writer_write(gguf_writer *w, const char *path, uint32_t version) {
-  if (version != 2 && version != 3)
+/* Streams the file to fp (closed here, on failure too); `path` names it in errors. */
+static int write_stream(gguf_writer *w, FILE *fp, const char *path, uint32_t version) {
+  if (version != 2 && version != 3) {
+    fclose(fp);
     return pa_error(PASADA_ERR_ARG, "gguf writer: version %u (only 2 and 3 are written)", version);
+  }
   /* A general.alignment key, when set, is the alignment the reader will use. */
   uint64_t alignment = w->alignment;
   for (size_t i = 0; i < w->n_kv; i++)
     if (!strcmp(w->kv[i].key, "general.alignment")) {
       const gguf_value *v = &w->kv[i].value;
-      if (v->type != GGUF_TYPE_UINT32)
+      if (v->type != GGUF_TYPE_UINT32) {
+        fclose(fp);
         return pa_error(PASADA_ERR_ARG, "gguf writer: general.alignment must be uint32");
+      }
       alignment = v->u64;
     }
-  if (alignment == 0 || (alignment & (alignment - 1)) || alignment > GGUF_MAX_ALIGNMENT)
+  if (alignment == 0 || (alignment & (alignment - 1)) || alignment > GGUF_MAX_ALIGNMENT) {
+    fclose(fp);
     return pa_error(PASADA_ERR_ARG, "gguf writer: alignment %" PRIu64 " is not a power of two in 1..%u",
                     alignment, GGUF_MAX_ALIGNMENT);
-  FILE *fp = fopen(path, "wb");
-  if (!fp) return pa_error(PASADA_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  }
   out_stream o = {.fp = fp};
   put(&o, "GGUF", 4);
   put_le(&o, version, 4);
@@ -391,5 +396,28 @@ int gguf_writer_write(gguf_writer *w, const char *path, uint32_t version) {
   if (fclose(fp) != 0 && !err) err = errno ? errno : EIO;
   if (o.failed || err)
     return pa_error(PASADA_ERR_IO, "%s: write failed: %s", path, strerror(err ? err : EIO));
+  return PASADA_OK;
+}
+
+int gguf_writer_write(gguf_writer *w, const char *path, uint32_t version) {
+  FILE *fp = fopen(path, "wb");
+  if (!fp) return pa_error(PASADA_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  return write_stream(w, fp, path, version);
+}
+
+int gguf_writer_write_memory(gguf_writer *w, void **buf, uint64_t *size, uint32_t version) {
+  char *p = NULL;
+  size_t n = 0;
+  *buf = NULL;
+  *size = 0;
+  FILE *fp = open_memstream(&p, &n);
+  if (!fp) return pa_error(PASADA_ERR_NOMEM, "gguf writer: out of memory");
+  int rc = write_stream(w, fp, "<memory>", version);
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  *buf = p;
+  *size = n;
   return PASADA_OK;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "format/hf.h"
 #include "model/model.h"
 
 const char *pasada_last_error(void) { return pa_last_error(); }
@@ -147,10 +148,16 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
   char *name = NULL;
   gguf_get_string(g, "general.name", false, &name);
   fprintf(f, "file:            %s\n", g->path ? g->path : "?");
-  fprintf(f, "gguf version:    %u (%llu metadata keys, %llu tensors, alignment %llu)\n", g->version,
-          (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
-          (unsigned long long)g->alignment);
-  if (g->n_parts > 1) fprintf(f, "split:           %u parts\n", g->n_parts);
+  if (hf_is_dir(g->path)) { /* a Hugging Face folder: its GGUF view (hf.h) and safetensors files */
+    fprintf(f, "format:          Hugging Face folder, %u safetensors file(s), read as GGUF (%llu metadata keys, "
+               "%llu tensors)\n",
+            g->n_parts - 1, (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors);
+  } else {
+    fprintf(f, "gguf version:    %u (%llu metadata keys, %llu tensors, alignment %llu)\n", g->version,
+            (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
+            (unsigned long long)g->alignment);
+    if (g->n_parts > 1) fprintf(f, "split:           %u parts\n", g->n_parts);
+  }
   fprintf(f, "name:            %s\n", name ? name : "(none)");
   free(name);
   fprintf(f, "architecture:    %s\n", m->arch_name);

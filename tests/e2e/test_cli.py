@@ -93,7 +93,7 @@ OPTION_VALUES = {
     "--repeat-penalty": "1.1", "--repeat-last-n": "32", "--presence-penalty": "0.5",
     "--frequency-penalty": "0.5", "--seed": "7", "--chat-template": "chatml",
     "--system": "be brief", "-p": "x", "--prompt": "x", "--kv-type": "f32", "--device": "cpu",
-    "--gpu-layers": "4", "--draft-max": "4", "--lookup-ngram": "2",
+    "--gpu-layers": "4", "--draft-max": "4", "--lookup-ngram": "2", "--quantize": "Q8_0",
 }
 # Options that are valid only beside another: what test_help_tells_the_truth adds.
 OPTION_NEEDS = {"--gpu-layers": ["--device", "vulkan"]}

@@ -2,6 +2,9 @@
 crash, sanitizer report, leak or timeout they find:
 - fuzz_gguf (tests/fuzz/fuzz_gguf.c): the GGUF reader, seeded with the
   malformed corpus and the valid tiny model;
+- fuzz_safetensors (tests/fuzz/fuzz_safetensors.c): the safetensors reader
+  and its JSON checks, seeded with the safetensors files of the Hugging Face
+  folders (tests/fixtures/hf, tests/fixtures/malformed-hf);
 - fuzz_model (tests/fuzz/fuzz_model.c): a model's whole way from its file
   to logits (tokenizer, hyper-parameters, weights, a forward pass), with
   edits to the headers of the tiny fixture models;
@@ -59,6 +62,16 @@ def test_fuzz_gguf(tmp_path):
         shutil.copy(seed, corpus / seed.name)
     assert len(list(corpus.iterdir())) >= 41
     run_fuzzer("fuzz_gguf", corpus, tmp_path, 16384)
+
+
+def test_fuzz_safetensors(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    seeds = sorted((FIXTURES / "malformed-hf").glob("*/*.safetensors")) + sorted((FIXTURES / "hf").glob("*/*.safetensors"))
+    for seed in seeds:
+        shutil.copy(seed, corpus / f"{seed.parent.name}-{seed.name}")
+    assert len(list(corpus.iterdir())) >= 40
+    run_fuzzer("fuzz_safetensors", corpus, tmp_path, 16384)
 
 
 def test_fuzz_model(tmp_path):

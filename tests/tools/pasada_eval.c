@@ -6,6 +6,7 @@
  *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
+ * (--quantize TYPE: a Hugging Face folder's matrices quantized to TYPE at load)
  *
  * IDS_FILE holds one prompt per line as space-separated token ids (blank lines
  * are skipped). The logits modes write OUT_DIR/prompt<i>.f32: n_tokens x n_vocab
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/hf.h" /* --quantize: a Hugging Face folder quantized at load */
 #include "pasada.h"
 
 typedef struct {
@@ -213,6 +215,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pasada_eval: --kv-type wants f16, f32 or q8\n");
         return 2;
       }
+    } else if (strcmp(argv[i], "--quantize") == 0 && i + 1 < argc) {
+      if (hf_set_load_type(argv[++i]) != PASADA_OK) fail("--quantize: %s", pasada_last_error());
     } else if (strcmp(argv[i], "--reference") == 0) {
       backend = "ref"; /* F32-dequantized weights, unquantized activations */
     } else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {

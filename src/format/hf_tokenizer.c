@@ -1,0 +1,289 @@
+/* hf_tokenizer.c: tokenizer.json (+ tokenizer_config.json) to the
+ * tokenizer.ggml.* keys llama.cpp's converter writes for byte-level BPE
+ * vocabularies: tokens by id (gaps padded as [PADn], unused), token types
+ * (added special tokens control, other added tokens user-defined), merges,
+ * the pre-tokenizer recognised from tokenizer.json's definition, special
+ * token ids, add_bos/add_eos and the chat template. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/base.h"
+#include "format/hf_internal.h"
+#include "format/safetensors.h"
+
+enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5 };
+
+/* The split regexes of tokenizer.json that name llama.cpp pre-tokenizers. */
+static const struct {
+  const char *regex, *pre;
+} split_regexes[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "\\s+(?!\\S)|\\s+",
+     "qwen2"},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "\\s+(?!\\S)|\\s+",
+     "llama-bpe"},
+};
+
+static bool is_type(const pj_value *j, const char *type) {
+  const pj_value *t = hf_member(j, "type");
+  return pj_is_str(t) && !strcmp(t->valuestring, type);
+}
+
+/* ByteLevel with add_prefix_space false; *regex: its own GPT-2 split on. */
+static bool byte_level(const pj_value *j, bool *regex) {
+  if (!is_type(j, "ByteLevel")) return false;
+  const pj_value *aps = hf_member(j, "add_prefix_space"), *ur = hf_member(j, "use_regex");
+  if (pj_is_true(aps)) return false;
+  *regex = !ur || pj_is_true(ur);
+  return true;
+}
+
+/* The llama.cpp pre-tokenizer name of tokenizer.json's pre_tokenizer, or NULL. */
+static const char *recognise_pre(const pj_value *pt) {
+  bool rx = false;
+  if (byte_level(pt, &rx)) return rx ? "gpt-2" : NULL;
+  if (!is_type(pt, "Sequence")) return NULL;
+  const pj_value *seq = hf_member(pt, "pretokenizers");
+  if (!pj_is_arr(seq) || pj_size(seq) != 2) return NULL;
+  const pj_value *a = pj_at(seq, 0), *b = pj_at(seq, 1);
+  if (!byte_level(b, &rx)) return NULL;
+  if (is_type(a, "Digits") && pj_is_true(hf_member(a, "individual_digits")) && rx) return "smollm";
+  if (is_type(a, "Split") && !rx) {
+    const pj_value *re = hf_member(hf_member(a, "pattern"), "Regex"),
+                   *beh = hf_member(a, "behavior");
+    if (!pj_is_str(re) || !pj_is_str(beh) || strcmp(beh->valuestring, "Isolated") != 0 ||
+        pj_is_true(hf_member(a, "invert")))
+      return NULL;
+    for (size_t i = 0; i < sizeof split_regexes / sizeof split_regexes[0]; i++)
+      if (!strcmp(re->valuestring, split_regexes[i].regex)) return split_regexes[i].pre;
+  }
+  return NULL;
+}
+
+typedef struct {
+  const char *path; /* tokenizer.json */
+  uint32_t n;
+  char **text; /* by id; borrowed from the pj_value tree or owned pads */
+  bool *owned;
+  int32_t *type;
+} vocab;
+
+static int64_t find_token(const vocab *v, const char *s) {
+  for (uint32_t i = 0; i < v->n; i++)
+    if (v->text[i] && !strcmp(v->text[i], s)) return i;
+  return -1;
+}
+
+static bool json_id(const pj_value *j, uint64_t max, uint64_t *out) {
+  if (!pj_is_num(j) || !(j->valuedouble >= 0 && j->valuedouble < (double)max) ||
+      floor(j->valuedouble) != j->valuedouble)
+    return false;
+  *out = (uint64_t)j->valuedouble;
+  return true;
+}
+
+static int build_vocab(vocab *v, const pj_value *tok, uint32_t n_vocab) {
+  const pj_value *model = hf_member(tok, "model"), *vj = hf_member(model, "vocab");
+  const pj_value *added = hf_member(tok, "added_tokens");
+  if (!pj_is_obj(vj))
+    return pa_error(PASADA_ERR_FORMAT, "%s: model.vocab is not an object", v->path);
+  if (added && !pj_is_arr(added))
+    return pa_error(PASADA_ERR_FORMAT, "%s: added_tokens is not an array", v->path);
+  uint64_t max_id = 0, id;
+  bool any = false;
+  for (const pj_value *e = vj->child; e; e = e->next) {
+    if (!json_id(e, INT32_MAX, &id))
+      return pa_error(PASADA_ERR_FORMAT, "%s: model.vocab['%.60s'] is not a token id", v->path,
+                      e->string);
+    max_id = id > max_id ? id : max_id, any = true;
+  }
+  for (const pj_value *e = added ? added->child : NULL; e; e = e->next) {
+    if (!json_id(hf_member(e, "id"), INT32_MAX, &id) || !pj_is_str(hf_member(e, "content")))
+      return pa_error(PASADA_ERR_FORMAT, "%s: an added token lacks an id or a content string",
+                      v->path);
+    max_id = id > max_id ? id : max_id, any = true;
+  }
+  if (!any) return pa_error(PASADA_ERR_FORMAT, "%s: the vocabulary is empty", v->path);
+  if (n_vocab && max_id >= n_vocab)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: token id %" PRIu64 " is past config.json's vocab_size %u", v->path, max_id,
+                    n_vocab);
+  v->n = n_vocab ? n_vocab : (uint32_t)max_id + 1;
+  v->text = calloc(v->n, sizeof *v->text);
+  v->owned = calloc(v->n, sizeof *v->owned);
+  v->type = calloc(v->n, sizeof *v->type);
+  if (!v->text || !v->owned || !v->type) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  for (const pj_value *e = vj->child; e; e = e->next) {
+    json_id(e, INT32_MAX, &id);
+    if (v->text[id])
+      return pa_error(PASADA_ERR_FORMAT, "%s: token id %" PRIu64 " is given to '%.60s' and '%.60s'",
+                      v->path, id, v->text[id], e->string);
+    v->text[id] = e->string;
+    v->type[id] = TT_NORMAL;
+  }
+  for (const pj_value *e = added ? added->child : NULL; e; e = e->next) {
+    json_id(hf_member(e, "id"), INT32_MAX, &id);
+    const char *content = hf_member(e, "content")->valuestring;
+    if (v->text[id] && strcmp(v->text[id], content) != 0 && v->type[id] != TT_NORMAL)
+      return pa_error(PASADA_ERR_FORMAT, "%s: added token id %" PRIu64 " is given twice", v->path,
+                      id);
+    v->text[id] = (char *)content;
+    v->type[id] = pj_is_true(hf_member(e, "special")) ? TT_CONTROL : TT_USER_DEFINED;
+  }
+  for (uint32_t i = 0; i < v->n; i++) {
+    if (v->text[i]) continue;
+    char pad[32];
+    snprintf(pad, sizeof pad, "[PAD%u]", i);
+    if (!(v->text[i] = pa_strdup(pad))) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+    v->owned[i] = true;
+    v->type[i] = TT_UNUSED;
+  }
+  return PASADA_OK;
+}
+
+static int write_merges(const char *path, const pj_value *merges, gguf_writer *w) {
+  if (!pj_is_arr(merges))
+    return pa_error(PASADA_ERR_FORMAT, "%s: model.merges is not an array", path);
+  int n = pj_size(merges), i = 0, rc = PASADA_OK;
+  char **m = calloc(n ? (size_t)n : 1, sizeof *m);
+  if (!m) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  for (const pj_value *e = merges->child; e && !rc; e = e->next, i++) {
+    if (pj_is_str(e)) {
+      m[i] = pa_strdup(e->valuestring);
+    } else if (pj_is_arr(e) && pj_size(e) == 2 && pj_is_str(e->child) &&
+               pj_is_str(e->child->next)) {
+      size_t a = strlen(e->child->valuestring), b = strlen(e->child->next->valuestring);
+      if ((m[i] = malloc(a + b + 2)))
+        snprintf(m[i], a + b + 2, "%s %s", e->child->valuestring, e->child->next->valuestring);
+    } else {
+      rc = pa_error(PASADA_ERR_FORMAT, "%s: model.merges[%d] is neither \"a b\" nor [a, b]", path,
+                    i);
+      continue;
+    }
+    if (!m[i]) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
+  if (!rc)
+    rc = gguf_writer_set_string_array(w, "tokenizer.ggml.merges", (const char *const *)m,
+                                      (uint64_t)n);
+  for (int k = 0; k < n; k++) free(m[k]);
+  free(m);
+  return rc;
+}
+
+/* tokenizer_config.json's bos_token (a string or {"content": ...}) as an
+ * id, else config.json's bos_token_id (an integer, or a list: its first). */
+static int special_id(const vocab *v, const pj_value *tc, const pj_value *cfg, const char *name,
+                      gguf_writer *w) {
+  char key[64], gkey[80];
+  snprintf(key, sizeof key, "%s_token", name);
+  snprintf(gkey, sizeof gkey, "tokenizer.ggml.%s_token_id",
+           !strcmp(name, "unk")   ? "unknown"
+           : !strcmp(name, "pad") ? "padding"
+                                  : name);
+  const pj_value *t = hf_member(tc, key);
+  if (pj_is_obj(t)) t = hf_member(t, "content");
+  if (pj_is_str(t)) {
+    int64_t id = find_token(v, t->valuestring);
+    if (id < 0 && (!strcmp(name, "unk") || !strcmp(name, "pad")))
+      return PASADA_OK; /* names a token it lacks */
+    if (id < 0)
+      return pa_error(PASADA_ERR_FORMAT,
+                      "tokenizer_config.json: %s '%.60s' is not in the vocabulary", key,
+                      t->valuestring);
+    return gguf_writer_set_u32(w, gkey, (uint32_t)id);
+  }
+  snprintf(key, sizeof key, "%s_token_id", name);
+  const pj_value *j = hf_member(cfg, key);
+  if (pj_is_arr(j)) j = pj_at(j, 0);
+  uint64_t id;
+  if (!j) return PASADA_OK;
+  if (!json_id(j, v->n, &id))
+    return pa_error(PASADA_ERR_FORMAT, "config.json: %s is not a token id below %u", key, v->n);
+  return gguf_writer_set_u32(w, gkey, (uint32_t)id);
+}
+
+static int chat_template(const char *dir, const pj_value *tc, gguf_writer *w) {
+  const pj_value *ct = hf_member(tc, "chat_template");
+  if (pj_is_arr(ct)) { /* [{name, template}]: the default one */
+    const pj_value *pick = NULL;
+    for (const pj_value *e = ct->child; e; e = e->next) {
+      const pj_value *nm = hf_member(e, "name");
+      if (pj_is_str(nm) && !strcmp(nm->valuestring, "default")) pick = e;
+    }
+    ct = pick ? hf_member(pick, "template") : NULL;
+  }
+  if (pj_is_str(ct)) return gguf_writer_set_string(w, "tokenizer.chat_template", ct->valuestring);
+  if (ct)
+    return pa_error(PASADA_ERR_FORMAT, "tokenizer_config.json: chat_template is not a string");
+  char path[4096];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+  if (stat(path, &sb) != 0) return PASADA_OK;
+  char *text = NULL;
+  int rc = st_read_text(path, &text);
+  if (!rc) rc = gguf_writer_set_string(w, "tokenizer.chat_template", text);
+  free(text);
+  return rc;
+}
+
+static int flag(const pj_value *tc, const char *key, gguf_writer *w) {
+  const pj_value *j = hf_member(tc, key);
+  if (!j) return PASADA_OK;
+  if (!pj_is_bool(j))
+    return pa_error(PASADA_ERR_FORMAT, "tokenizer_config.json: %s is not a boolean", key);
+  char gkey[64];
+  snprintf(gkey, sizeof gkey, "tokenizer.ggml.%s", key);
+  return gguf_writer_set_bool(w, gkey, pj_is_true(j));
+}
+
+int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_vocab,
+                         gguf_writer *w) {
+  pj_value *tok = NULL, *tc = NULL;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  int rc = hf_read_json(dir, "tokenizer.json", false, &tok);
+  if (!rc) rc = hf_read_json(dir, "tokenizer_config.json", true, &tc);
+  vocab v = {.path = path};
+  const pj_value *model = hf_member(tok, "model");
+  if (!rc && !pj_is_obj(model)) rc = pa_error(PASADA_ERR_FORMAT, "%s: no model object", path);
+  if (!rc && !is_type(model, "BPE"))
+    rc = pa_error(
+        PASADA_ERR_UNSUPPORTED, "%s: tokenizer model '%.40s' is not supported (byte-level BPE)",
+        path, pj_is_str(hf_member(model, "type")) ? hf_member(model, "type")->valuestring : "?");
+  if (!rc && pj_is_true(hf_member(model, "byte_fallback")))
+    rc = pa_error(PASADA_ERR_UNSUPPORTED,
+                  "%s: a SentencePiece-style BPE (byte_fallback) is not supported from "
+                  "tokenizer.json (byte-level BPE only)",
+                  path);
+  const char *pre = NULL;
+  if (!rc && !(pre = recognise_pre(hf_member(tok, "pre_tokenizer"))))
+    rc = pa_error(PASADA_ERR_UNSUPPORTED,
+                  "%s: the pre_tokenizer is not one pasada recognises (ByteLevel; Digits + "
+                  "ByteLevel; the Qwen2 or Llama 3 split + ByteLevel)",
+                  path);
+  if (!rc) rc = build_vocab(&v, tok, n_vocab);
+  if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.model", "gpt2");
+  if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.pre", pre);
+  if (!rc)
+    rc = gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", (const char *const *)v.text, v.n);
+  if (!rc) rc = gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v.type, v.n);
+  if (!rc) rc = write_merges(path, hf_member(model, "merges"), w);
+  const char *specials[] = {"bos", "eos", "unk", "pad"};
+  for (size_t i = 0; i < 4 && !rc; i++) rc = special_id(&v, tc, config, specials[i], w);
+  if (!rc) rc = flag(tc, "add_bos_token", w);
+  if (!rc) rc = flag(tc, "add_eos_token", w);
+  if (!rc) rc = chat_template(dir, tc, w);
+  for (uint32_t i = 0; v.owned && i < v.n; i++)
+    if (v.owned[i]) free(v.text[i]);
+  free(v.text), free(v.owned), free(v.type);
+  pj_free(tok);
+  pj_free(tc);
+  return rc;
+}

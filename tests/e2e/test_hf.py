@@ -1,0 +1,193 @@
+"""Hugging Face model folders (-m DIR): config.json, tokenizer.json,
+tokenizer_config.json and *.safetensors read as the GGUF files llama.cpp's
+converter writes (src/format/hf.c).
+
+Fixtures (scripts/make-hf-fixtures.py): tests/fixtures/hf/<arch>/, the tiny
+models of tests/fixtures/tiny/ saved by transformers' save_pretrained (llama,
+gemma3, qwen3 in BF16; qwen2 in F16 and sharded) with a tokenizer.json of
+the same vocabulary, and <arch>.logits.npz, transformers' logits on those
+rounded weights. F32 folders are written here from the F32 GGUF files
+(write_f32_folder: the inverse of llama.cpp's conventions; the fixture
+script checks it equals save_pretrained's F32 folder), so reading them must
+give the GGUF's logits bit for bit.
+"""
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import gguf
+
+from conftest import BUILD, FIXTURES
+from hf_folder import HF, write_f32_folder
+from test_arch_parity import relative_error, run_eval
+
+TINY = FIXTURES / "tiny"
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
+# BF16/F16 folders against transformers in F32 on the same rounded weights.
+# The weights are identical; the matrix products round their activations to
+# the weights' type (as ggml's vec_dot does; the ref backend too), so the
+# error is that rounding's: measured (cpu and ref backends) 3.0e-4 to 1.0e-3
+# with BF16 (8 significant bits), 7.2e-5 with F16 (11 bits).
+LOW_TOLERANCE = {"llama": 3e-3, "gemma3": 3e-3, "qwen3": 3e-3, "qwen2": 3e-4}
+
+
+def pasada(*args, check=True):
+    proc = subprocess.run([str(BUILD / "pasada"), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        pytest.fail(f"pasada {' '.join(map(str, args))}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+# ---- the folders against the GGUF files ----
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_f32_folder_is_bit_identical_to_gguf(arch, tmp_path):
+    """An F32 folder gives the same logits as the GGUF file, bit for bit."""
+    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    data = np.load(TINY / f"{arch}.logits.npz")
+    prompts = [data["ids0"], data["ids2"]]
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    from_gguf = run_eval("logits", TINY / f"{arch}.gguf", prompts, tmp_path / "g", args)
+    from_dir = run_eval("logits", folder, prompts, tmp_path / "d", args)
+    for a, b in zip(from_gguf, from_dir):
+        assert a.shape == b.shape and np.array_equal(a, b), f"max diff {np.max(np.abs(a - b))}"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_low_precision_folder_matches_transformers(arch, backend, tmp_path, request):
+    """The committed BF16 / F16 (sharded) folders against transformers on
+    the same rounded weights, on the CPU and on the GPU tests' device."""
+    if backend == "vulkan":  # lavapipe where there is no GPU (conftest.py)
+        backend = request.getfixturevalue("vulkan_device")
+    data = np.load(HF / f"{arch}.logits.npz")
+    got = run_eval("logits", HF / arch, [data["ids"]], tmp_path, ("--kv-type", "f32", "--backend", backend))[0]
+    err = relative_error(got, data["logits"])
+    print(f"\n  {arch} {backend}: rel err {err:.2e}")
+    assert err <= LOW_TOLERANCE[arch]
+    assert np.array_equal(got.argmax(1), data["logits"].argmax(1))
+
+
+def test_sharded_folder_is_sharded():
+    index = json.loads((HF / "qwen2" / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) >= 2
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tokenizer_json_gives_the_gguf_ids(arch):
+    texts = ["Hello world, the cat sat on the mat.", "  spaces\tand\nnewlines 123 4567 ",
+             "<|bos|>special<|eos|> text", "ünïcödé 日本語 🙂", "the theme of them is the thing"]
+    for text in texts:
+        a = pasada("tokenize", "-m", TINY / f"{arch}.gguf", "-p", text).stdout
+        b = pasada("tokenize", "-m", HF / arch, "-p", text).stdout
+        assert a == b, f"{text!r}: GGUF {a.strip()} folder {b.strip()}"
+
+
+# ---- convert ----
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_convert_writes_the_gguf_file(arch, tmp_path):
+    """`pasada convert` of an F32 folder: the gguf package reads the same
+    tensors (names, shapes, values) and hyper-parameters as the committed
+    GGUF's, and pasada's logits from it equal the folder's."""
+    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    out = tmp_path / "out.gguf"
+    pasada("convert", folder, out)
+    mine, ref = gguf.GGUFReader(str(out)), gguf.GGUFReader(str(TINY / f"{arch}.gguf"))
+    assert sorted(t.name for t in mine.tensors) == sorted(t.name for t in ref.tensors)
+    want = {t.name: t for t in ref.tensors}
+    for t in mine.tensors:
+        assert t.tensor_type == want[t.name].tensor_type
+        assert np.array_equal(np.array(t.data), np.array(want[t.name].data)), t.name
+    for key in ("general.architecture", f"{arch}.block_count", f"{arch}.embedding_length",
+                f"{arch}.attention.head_count", f"{arch}.attention.head_count_kv", f"{arch}.feed_forward_length",
+                f"{arch}.rope.freq_base", f"{arch}.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model",
+                "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+        a, b = mine.fields[key], ref.fields[key]
+        assert [bytes(a.parts[i]) for i in a.data] == [bytes(b.parts[i]) for i in b.data], key
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type"):
+        a, b = mine.fields[key], ref.fields[key]
+        assert [bytes(a.parts[i]) for i in a.data] == [bytes(b.parts[i]) for i in b.data], key
+    data = np.load(TINY / f"{arch}.logits.npz")
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    a = run_eval("logits", out, [data["ids1"]], tmp_path / "a", args)[0]
+    b = run_eval("logits", folder, [data["ids1"]], tmp_path / "b", args)[0]
+    assert np.array_equal(a, b)
+
+
+def test_convert_keeps_bf16_and_the_chat_template(tmp_path):
+    out = tmp_path / "llama-bf16.gguf"
+    pasada("convert", HF / "llama", out)
+    r = gguf.GGUFReader(str(out))
+    types = {t.name: t.tensor_type for t in r.tensors}
+    assert types["blk.0.attn_q.weight"] == gguf.GGMLQuantizationType.BF16
+    assert types["blk.0.attn_norm.weight"] == gguf.GGMLQuantizationType.F32
+    f = r.fields["tokenizer.chat_template"]
+    assert "add_generation_prompt" in bytes(f.parts[f.data[0]]).decode()
+
+
+def test_commands_take_a_folder(tmp_path):
+    info = pasada("info", "-m", HF / "qwen2").stdout
+    assert "qwen2" in info
+    run = pasada("run", "-m", HF / "llama", "-p", "the cat", "-n", "4", "--temp", "0")
+    assert run.returncode == 0
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    tpl = pasada("template", "-m", HF / "llama", "-f", conv).stdout
+    assert "<|bos|>user\nhi<|eos|>" in tpl
+    assert "PASS" in pasada("verify", "-m", HF / "gemma3").stdout
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat and the dog ate the hat. " * 8)
+    ppl = pasada("perplexity", "-m", HF / "qwen3", "-f", text, "-c", "32", "-q", "--json").stdout
+    assert json.loads(ppl)["ppl"] > 1
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_quantize_at_load_equals_quantize_of_the_converted_file(arch, tmp_path):
+    """--quantize Q8_0 on a folder gives the logits of `pasada quantize
+    --type Q8_0 --pure` on its converted GGUF, bit for bit (the same
+    reference quantizer, after llama's Q/K permutation), and differs from
+    the unquantized folder."""
+    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    pasada("convert", folder, tmp_path / "f32.gguf")
+    pasada("quantize", tmp_path / "f32.gguf", tmp_path / "q8.gguf", "--type", "Q8_0", "--pure")
+    ids = [np.load(TINY / f"{arch}.logits.npz")["ids1"]]
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    from_file = run_eval("logits", tmp_path / "q8.gguf", ids, tmp_path / "a", args)[0]
+    at_load = run_eval("logits", folder, ids, tmp_path / "b", (*args, "--quantize", "Q8_0"))[0]
+    plain = run_eval("logits", folder, ids, tmp_path / "c", args)[0]
+    assert np.array_equal(from_file, at_load)
+    assert not np.array_equal(plain, at_load)
+
+
+def test_quantize_option_checks_its_type():
+    res = pasada("run", "-m", HF / "llama", "--quantize", "Q9_9", "-p", "x", check=False)
+    assert res.returncode == 2 and "Q8_0" in res.stderr
+    run = pasada("run", "-m", HF / "llama", "--quantize", "q8_0", "-p", "the cat", "-n", "4", "--temp", "0")
+    assert run.returncode == 0
+
+
+def test_gemma3_config_of_older_transformers(tmp_path):
+    """transformers 4's Gemma 3 config.json (rope_theta and
+    rope_local_base_freq keys, sliding_window_pattern instead of layer_types)
+    reads as the same model as transformers 5's."""
+    folder = tmp_path / "gemma3"
+    shutil.copytree(HF / "gemma3", folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    rope = cfg.pop("rope_parameters")
+    cfg.pop("layer_types")
+    cfg.update(rope_theta=rope["full_attention"]["rope_theta"], sliding_window_pattern=6,
+               rope_local_base_freq=rope["sliding_attention"]["rope_theta"], rope_scaling=None)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    ids = [np.load(HF / "gemma3.logits.npz")["ids"]]
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    a = run_eval("logits", HF / "gemma3", ids, tmp_path / "a", args)[0]
+    b = run_eval("logits", folder, ids, tmp_path / "b", args)[0]
+    assert np.array_equal(a, b)
+    cfg["sliding_window_pattern"] = 2  # every second layer global: a different model
+    (folder / "config.json").write_text(json.dumps(cfg))
+    c = run_eval("logits", folder, ids, tmp_path / "c", args)[0]
+    assert not np.array_equal(a, c)

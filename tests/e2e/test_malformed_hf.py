@@ -1,0 +1,90 @@
+"""Broken Hugging Face model folders through the CLI: every folder of the
+corpus (tests/fixtures/malformed-hf, made by scripts/make-malformed-hf.py)
+must make `pasada info -m DIR` (release and AddressSanitizer + UBSan builds)
+and `pasada run -m DIR -p hi -n 1` (release) exit with status 1 and print
+exactly one line on stderr, starting "pasada: ", that names the problem
+(HINTS), with no sanitizer report. The valid folder they derive from loads
+and runs."""
+import pytest
+
+from conftest import FIXTURES
+from test_malformed import SANITIZER_MARKS, run_cli
+
+CORPUS_DIR = FIXTURES / "malformed-hf"
+CORPUS = sorted(p.name for p in CORPUS_DIR.iterdir() if p.is_dir() and p.name != "valid")
+
+# What the one line must mention (all of, case-insensitive): the file and the defect.
+HINTS = {
+    "st-missing": ["model.safetensors", "cannot open"],
+    "st-too-short": ["model.safetensors", "too short"],
+    "st-header-length-past-end": ["model.safetensors", "header length", "past the end"],
+    "st-header-not-json": ["model.safetensors", "invalid json"],
+    "st-header-not-utf8": ["model.safetensors", "utf-8"],
+    "st-header-deeply-nested": ["model.safetensors", "nested"],
+    "st-header-not-object": ["model.safetensors", "not a json object"],
+    "st-offsets-past-end": ["model.safetensors", "past the end of the data"],
+    "st-offsets-reversed": ["model.safetensors", "data_offsets"],
+    "st-offsets-overlap": ["model.safetensors", "overlap"],
+    "st-dtype-shape-mismatch": ["model.safetensors", "bytes of data", "shape"],
+    "st-dtype-unknown": ["model.safetensors", "unknown dtype"],
+    "st-dtype-unsupported": ["model.safetensors", "i64"],
+    "st-shape-negative": ["model.safetensors", "shape"],
+    "st-shape-too-many-dims": ["model.safetensors", "dims"],
+    "st-duplicate-name": ["model.safetensors", "named twice"],
+    "st-index-missing-shard": ["model-00001-of-00002.safetensors", "cannot open"],
+    "st-index-path-escape": ["model.safetensors.index.json", "not a file name"],
+    "st-index-tensor-not-in-shard": ["model-00001-of-00002.safetensors", "not in it"],
+    "st-tensor-in-two-shards": ["model-00002-of-00002.safetensors", "also in"],
+    "config-missing": ["config.json", "cannot open"],
+    "config-not-utf8": ["config.json", "utf-8"],
+    "config-truncated": ["config.json", "invalid json"],
+    "config-deeply-nested": ["config.json", "nested"],
+    "config-not-object": ["config.json", "not a json object"],
+    "config-missing-hidden-size": ["config.json", "hidden_size", "missing"],
+    "config-layers-not-a-number": ["config.json", "num_hidden_layers"],
+    "config-unknown-architecture": ["config.json", "gpt2lmheadmodel", "not supported"],
+    "config-rope-scaling-unsupported": ["config.json", "yarn"],
+    "tok-missing": ["tokenizer.json", "cannot open"],
+    "tok-not-utf8": ["tokenizer.json", "utf-8"],
+    "tok-model-unigram": ["tokenizer.json", "unigram"],
+    "tok-byte-fallback": ["tokenizer.json", "byte_fallback"],
+    "tok-pretokenizer-unknown": ["tokenizer.json", "pre_tokenizer"],
+    "tok-id-negative": ["tokenizer.json", "token id"],
+    "tok-id-past-vocab-size": ["tokenizer.json", "vocab_size"],
+    "tok-id-duplicate": ["tokenizer.json", "token id 66"],
+    "tok-merges-not-pairs": ["tokenizer.json", "merges"],
+    "tok-bos-token-unknown": ["tokenizer_config.json", "bos_token"],
+    "model-tensor-unknown-name": ["model.safetensors", "mlp.extra.weight"],
+    "model-q-proj-wrong-shape": ["blk.0.attn_q.weight", "shape"],
+    "model-down-proj-missing": ["blk.0.ffn_down.weight", "missing"],
+}
+RUNS = [("release", "info"), ("asan", "info"), ("release", "run")]
+
+
+def command(kind, path):
+    return ["info", "-m", str(path)] if kind == "info" else ["run", "-m", str(path), "-p", "hi", "-n", "1"]
+
+
+def test_corpus_is_complete():
+    assert set(CORPUS) == set(HINTS), "run scripts/make-malformed-hf.py (or update HINTS)"
+
+
+@pytest.mark.parametrize("kind,cmd", RUNS)
+@pytest.mark.parametrize("name", CORPUS)
+def test_malformed_folder_rejected(name, kind, cmd):
+    res = run_cli(kind, command(cmd, CORPUS_DIR / name))
+    where = f"pasada {cmd} {name} ({kind}): exit {res.returncode}\nstderr:\n{res.stderr[-3000:]}"
+    assert not any(m in res.stderr for m in SANITIZER_MARKS), "sanitizer report: " + where
+    assert res.returncode == 1, where
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pasada: "), "expected one line: " + where
+    missing = [h for h in HINTS[name] if h not in lines[0].lower()]
+    assert not missing, f"the message lacks {missing}: " + where
+
+
+@pytest.mark.parametrize("kind", ["release", "asan"])
+def test_valid_folder_accepted(kind):
+    for cmd in ("info", "run"):
+        res = run_cli(kind, command(cmd, CORPUS_DIR / "valid"))
+        assert res.returncode == 0, f"pasada {cmd} valid ({kind}): {res.stderr[-3000:]}"
+        assert not any(m in res.stderr for m in SANITIZER_MARKS), res.stderr[-3000:]
