@@ -2,8 +2,8 @@
  * file, tokenizer, the backend that runs it) and a context (KV cache, thread
  * pool, the backend's buffers) that runs batched forward passes. Each
  * architecture family has one file with its forward pass (llama.c serves
- * llama, qwen2, qwen3, qwen3moe and llama with experts; gemma3.c), written as a sequence of the backend's ops
- * (backend/backend.h). */
+ * llama, qwen2, qwen3, qwen3moe and llama with experts; gemma3.c), written
+ * as a sequence of the backend's ops (backend/backend.h). */
 #ifndef PASADA_MODEL_H
 #define PASADA_MODEL_H
 
