@@ -110,6 +110,11 @@ def test_fuzz_openai(tmp_path):
         (0x11, {"prompt": "h\u00e9llo w\u00f6rld \u65e5\u672c", "max_tokens": 2}),
         (0x12, {"content": "  tabs\tand\nnew lines 123 4567"}),
         (0x13, {"tokens": [0, 1, 2, 250, 251]}),
+        (0x20, {"input": "hello world", "model": "m"}),  # bit 5: /v1/embeddings
+        (0x30, {"input": ["a b", "c"], "encoding_format": "base64"}),
+        (0x20, {"input": [[1, 2], [3]], "dimensions": 8}),
+        (0x60, {"input": [1, 2, 3], "dimensions": 3}),  # bit 6: a Matryoshka model
+        (0x20, {"input": "", "dimensions": 0, "encoding_format": "hex"}),
     ]
     for i, (head, body) in enumerate(bodies):
         (corpus / f"body{i:02d}").write_bytes(bytes([head]) + json.dumps(body).encode())

@@ -3,7 +3,8 @@
  * endpoint and, for chat, the template: bits 0-1 chat completions,
  * completions, /tokenize, /detokenize; bits 2-3 chatml, gemma, llama3, or
  * none (chat then fails with 500: the server has no template); bit 4 the
- * tokenizer; the rest is the body. Any body must
+ * tokenizer; bit 5 /v1/embeddings instead (bit 6: a Matryoshka model);
+ * the rest is the body. Any body must
  * either give a request whose fields are in range (checked below) or a
  * client error (4xx, with a message) whose JSON renders; nothing may leave a buffer or
  * leak (ASan and UBSan watch).
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "pasada.h"
+#include "server/embeddings.h"
 #include "server/openai.h"
 
 #ifndef PASADA_FIXTURES_DIR
@@ -50,6 +52,33 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* /v1/embeddings: a request in range renders with made-up vectors. */
+static void check_embeddings(const char *body, size_t len, bool matryoshka, srv_error *e, char **out) {
+  enum { N_EMBD = 8 };
+  info.embeddings = true;
+  info.matryoshka = matryoshka;
+  info.n_embd = N_EMBD;
+  srv_embd_request r;
+  if (!srv_embd_parse(&info, body, len, &r, e)) return;
+  if (r.n < 1 || r.n > 2048 || r.dimensions < 1 || r.dimensions > N_EMBD ||
+      (!matryoshka && r.dimensions != N_EMBD) || !r.model)
+    abort();
+  static const float vec[N_EMBD] = {0.5f, -0.5f, 0.25f, 0, 1, -1, 0.125f, 2};
+  const float **vecs = malloc((size_t)r.n * sizeof *vecs);
+  if (!vecs) abort();
+  for (int i = 0; i < r.n; i++) {
+    if (r.n_ids[i] < 1 || r.n_ids[i] > info.n_ctx) abort();
+    for (int32_t k = 0; k < r.n_ids[i]; k++)
+      if (r.ids[i][k] < 0 || r.ids[i][k] >= info.n_vocab) abort();
+    vecs[i] = vec;
+  }
+  r.n_embd = N_EMBD;
+  *out = srv_embd_response(&r, vecs);
+  if (!*out) abort();
+  free(vecs);
+  srv_embd_request_free(&r);
+}
+
 static void check_request(const srv_request *r) {
   if (r->n_prompt < 1 || r->n_prompt > info.n_ctx) abort(); /* the context's bound is checked */
   for (int32_t i = 0; i < r->n_prompt; i++)
@@ -70,28 +99,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   srv_error e;
   memset(&e, 0, sizeof e);
   char *out = NULL;
-  switch (data[0] & 3) {
-    case 0:
-    case 1: {
-      srv_request r;
-      memset(&r, 0, sizeof r);
-      const bool ok =
-          srv_openai_parse(&info, (data[0] & 3) ? SRV_COMPLETION : SRV_CHAT, body, len, &r, &e);
-      if (ok) check_request(&r);
-      srv_request_clear(&r);
-      if (ok) return 0;
-      break;
+  info.embeddings = false;
+  if (data[0] & 0x20)
+    check_embeddings(body, len, (data[0] & 0x40) != 0, &e, &out);
+  else
+    switch (data[0] & 3) {
+      case 0:
+      case 1: {
+        srv_request r;
+        memset(&r, 0, sizeof r);
+        const bool ok =
+            srv_openai_parse(&info, (data[0] & 3) ? SRV_COMPLETION : SRV_CHAT, body, len, &r, &e);
+        if (ok) check_request(&r);
+        srv_request_clear(&r);
+        if (ok) return 0;
+        break;
+      }
+      case 2:
+        out = srv_openai_tokenize(&info, body, len, &e);
+        break;
+      default:
+        out = srv_openai_detokenize(&info, body, len, &e);
+        break;
     }
-    case 2:
-      out = srv_openai_tokenize(&info, body, len, &e);
-      break;
-    default:
-      out = srv_openai_detokenize(&info, body, len, &e);
-      break;
-  }
   if (!out) { /* an error with a message, that renders: a client's (4xx), or a
                * 500 for chat without a template (the server's configuration) */
-    const bool no_template = (data[0] & 3) == 0 && info.tmpl == PASADA_CHAT_NONE;
+    const bool no_template = !(data[0] & 0x20) && (data[0] & 3) == 0 && info.tmpl == PASADA_CHAT_NONE;
     if (!(e.status >= 400 && e.status <= 499) && !(no_template && e.status == 500)) {
       fprintf(stderr, "status %d: %s\n", e.status, e.message);
       abort();

@@ -382,27 +382,31 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   download2(x, r, PA_BUF_X, (int64_t)n * E);
   expect(backend, type, n, kvt, OP_ADD, got_a, got_b, (int64_t)n * E, 0);
 
-  /* LayerNorm with weight and bias (bert), in place too */
-  random_fill(in, (int64_t)n * E, 2.0f);
-  for (int i = 0; i < n * E; i++) in[i] += 0.5f; /* a mean to take away */
-  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
-  x->ops->layer_norm(x->bc, PA_BUF_XB, PA_BUF_X, x->tm.m.embd_norm, x->tm.m.embd_norm_b, E, n);
-  r->ops->layer_norm(r->bc, PA_BUF_XB, PA_BUF_X, r->tm.m.embd_norm, r->tm.m.embd_norm_b, E, n);
-  download2(x, r, PA_BUF_XB, (int64_t)n * E);
-  expect(backend, type, n, kvt, OP_LNORM, got_a, got_b, (int64_t)n * E, host_backend(backend) ? 0 : 2e-6);
-  x->ops->layer_norm(x->bc, PA_BUF_X, PA_BUF_X, x->tm.m.embd_norm, x->tm.m.embd_norm_b, E, n);
-  r->ops->layer_norm(r->bc, PA_BUF_X, PA_BUF_X, r->tm.m.embd_norm, r->tm.m.embd_norm_b, E, n);
-  download2(x, r, PA_BUF_X, (int64_t)n * E);
-  expect(backend, type, n, kvt, OP_LNORM, got_a, got_b, (int64_t)n * E, host_backend(backend) ? 0 : 2e-6);
+  /* LayerNorm with weight and bias (bert), in place too; it and embed_add
+   * read only F32 vectors and tables, so they run with the first weight
+   * type only */
+  if (type == TYPES[0]) {
+    random_fill(in, (int64_t)n * E, 2.0f);
+    for (int i = 0; i < n * E; i++) in[i] += 0.5f; /* a mean to take away */
+    upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+    x->ops->layer_norm(x->bc, PA_BUF_XB, PA_BUF_X, x->tm.m.embd_norm, x->tm.m.embd_norm_b, E, n);
+    r->ops->layer_norm(r->bc, PA_BUF_XB, PA_BUF_X, r->tm.m.embd_norm, r->tm.m.embd_norm_b, E, n);
+    download2(x, r, PA_BUF_XB, (int64_t)n * E);
+    expect(backend, type, n, kvt, OP_LNORM, got_a, got_b, (int64_t)n * E, host_backend(backend) ? 0 : 2e-6);
+    x->ops->layer_norm(x->bc, PA_BUF_X, PA_BUF_X, x->tm.m.embd_norm, x->tm.m.embd_norm_b, E, n);
+    r->ops->layer_norm(r->bc, PA_BUF_X, PA_BUF_X, r->tm.m.embd_norm, r->tm.m.embd_norm_b, E, n);
+    download2(x, r, PA_BUF_X, (int64_t)n * E);
+    expect(backend, type, n, kvt, OP_LNORM, got_a, got_b, (int64_t)n * E, host_backend(backend) ? 0 : 2e-6);
 
-  /* learned positions and the token-type row added to the embeddings */
-  upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
-  x->ops->embed_add(x->bc, &b, &x->tm.m.pos_embd, true);
-  r->ops->embed_add(r->bc, &b, &r->tm.m.pos_embd, true);
-  x->ops->embed_add(x->bc, &b, &x->tm.m.type_embd, false);
-  r->ops->embed_add(r->bc, &b, &r->tm.m.type_embd, false);
-  download2(x, r, PA_BUF_X, (int64_t)n * E);
-  expect(backend, type, n, kvt, OP_EMBED_ADD, got_a, got_b, (int64_t)n * E, 0);
+    /* learned positions and the token-type row added to the embeddings */
+    upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
+    x->ops->embed_add(x->bc, &b, &x->tm.m.pos_embd, true);
+    r->ops->embed_add(r->bc, &b, &r->tm.m.pos_embd, true);
+    x->ops->embed_add(x->bc, &b, &x->tm.m.type_embd, false);
+    r->ops->embed_add(r->bc, &b, &r->tm.m.type_embd, false);
+    download2(x, r, PA_BUF_X, (int64_t)n * E);
+    expect(backend, type, n, kvt, OP_EMBED_ADD, got_a, got_b, (int64_t)n * E, 0);
+  }
 
   /* q, k, v with every fusion the models use, K and V into the cache */
   upload2(x, r, PA_BUF_X, in, (int64_t)n * E);

@@ -777,8 +777,15 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
 static void op_hidden(pa_bctx *c, const pa_fwd_batch *b, const float *norm, float *hidden) {
   if (b->n_out == 0) return;
   const int64_t E = c->hp->n_embd;
-  if (!norm) { /* the rows as they are */
-    for (int32_t i = 0; i < b->n_out; i++) op_download(c, PA_BUF_X, (int64_t)b->out_idx[i] * E, hidden + i * E, E);
+  if (!norm) { /* the rows as they are: a copy each, one flush */
+    const uint64_t row = (uint64_t)E * 4;
+    for (int32_t i = 0; i < b->n_out; i++) {
+      if (c->n_dl == MAX_DL) flush(c);
+      const uint64_t so = staging(c, row);
+      push_copy(c, c->act.buf, c->off[PA_BUF_X] + (uint64_t)b->out_idx[i] * row, c->step.buf, so, row);
+      c->dl[c->n_dl++] = (pending_download){so, row, (uint8_t *)(hidden + (int64_t)i * E)};
+    }
+    flush(c);
     return;
   }
   int32_t *oi = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_out);
