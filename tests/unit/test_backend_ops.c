@@ -577,6 +577,9 @@ static void check_backend(const char *backend) {
        * kernel for them, so "cpu" alone runs them (and ref); the GPU must
        * refuse them at load with one line naming the type. */
       if (is_grid_iq(TYPES[ti]) && !strncmp(backend, "cpu:", 4)) break;
+      /* one KV cache type each (their plain kernel is slow; the rotation
+       * (ti + j) % 3 still pairs them with every cache type) */
+      if (is_grid_iq(TYPES[ti]) && j > 0) break;
       if (is_grid_iq(TYPES[ti]) && gpu) {
         const int rc = side_open(&x, backend, TYPES[ti], seed, neox, extras, kvts[k], experts);
         if (rc != PASADA_ERR_UNSUPPORTED || !strstr(pasada_last_error(), pa_type_name(TYPES[ti]))) {
