@@ -24,25 +24,7 @@ PA_NO_FP_CONTRACT
 
 /* ---- helpers ---- */
 
-static inline AVX2 float hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-static inline AVX2 int hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-
-static inline AVX2 float f16_at(const void *p) {
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+#include "kernels/cpu/avx2_util.h"
 
 /* Two adjacent fp16 values (d and m of a weight block, d and s of a Q8_1
  * block) as floats in lanes 0 and 1. */

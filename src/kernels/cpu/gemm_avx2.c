@@ -31,20 +31,9 @@ PA_NO_FP_CONTRACT
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BODY static inline __attribute__((always_inline)) AVX2
 
-/* ---- helpers (the same instruction sequences as avx2.c) ---- */
+/* ---- helpers (hsum_ps, f16_at: avx2_util.h, shared with avx2.c) ---- */
 
-BODY float hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-BODY float f16_at(const void *p) {
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+#include "kernels/cpu/avx2_util.h"
 
 BODY __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 BODY void store256(void *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
