@@ -244,6 +244,18 @@ int cli_read_file(const char *path, char **out, size_t *len) {
   return rc;
 }
 
+int cli_read_input(const char *prompt, const char *file, char **owned, const char **text, size_t *len) {
+  *owned = NULL;
+  if (file) {
+    if (cli_read_file(file, owned, len)) return CLI_RUNTIME_ERROR;
+  } else if (!prompt) {
+    if (cli_read_stream(stdin, "stdin", owned, len)) return CLI_RUNTIME_ERROR;
+  }
+  *text = *owned ? *owned : prompt;
+  if (!*owned) *len = strlen(prompt);
+  return CLI_OK;
+}
+
 /* ---- growable arrays ---- */
 
 static bool grow(void **p, size_t *cap, size_t need, size_t elem) {

@@ -75,6 +75,10 @@ int cli_shape_option(const char *cmd, int opt, char **argv, const cli_shape_opti
 
 int cli_read_file(const char *path, char **out, size_t *len);
 int cli_read_stream(FILE *f, const char *name, char **out, size_t *len);
+/* A command's input text: -p's `prompt`, else the file `file` (-f), else
+ * all of stdin; *owned is what to free (NULL for the prompt), *text and
+ * *len the bytes. CLI_RUNTIME_ERROR (reported) when a read fails. */
+int cli_read_input(const char *prompt, const char *file, char **owned, const char **text, size_t *len);
 
 /* ---- growable arrays ---- */
 typedef struct {

@@ -137,12 +137,9 @@ int cmd_embed(int argc, char **argv) {
     return cli_usage(cmd, "no input: give -p TEXT, -f FILE or lines on stdin");
 
   char *owned = NULL;
+  const char *text = NULL;
   size_t len = 0;
-  if (file) {
-    if (cli_read_file(file, &owned, &len)) return CLI_RUNTIME_ERROR;
-  } else if (!prompt) {
-    if (cli_read_stream(stdin, "stdin", &owned, &len)) return CLI_RUNTIME_ERROR;
-  }
+  if (cli_read_input(prompt, file, &owned, &text, &len)) return CLI_RUNTIME_ERROR;
 
   pasada_model_params mp = pasada_model_default_params();
   mp.backend = device;
@@ -163,15 +160,15 @@ int cmd_embed(int argc, char **argv) {
     rc = cli_fail("out of memory");
   } else if (pasada_context_create(model, &cp, &ctx) != PASADA_OK) {
     rc = cli_fail("%s", pasada_last_error());
-  } else if (prompt) {
-    rc = embed_one(model, ctx, prompt, strlen(prompt), 1, vec);
+  } else if (!owned) { /* -p: one input */
+    rc = embed_one(model, ctx, text, len, 1, vec);
   } else {
     long line = 0;
     for (size_t i = 0; i < len && rc == CLI_OK;) {
-      const char *nl = memchr(owned + i, '\n', len - i);
-      size_t end = nl ? (size_t)(nl - owned) : len, n = end - i;
-      if (n > 0 && owned[i + n - 1] == '\r') n--;
-      rc = embed_one(model, ctx, owned + i, n, ++line, vec);
+      const char *nl = memchr(text + i, '\n', len - i);
+      size_t end = nl ? (size_t)(nl - text) : len, n = end - i;
+      if (n > 0 && text[i + n - 1] == '\r') n--;
+      rc = embed_one(model, ctx, text + i, n, ++line, vec);
       i = end + 1;
     }
   }

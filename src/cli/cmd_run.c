@@ -135,14 +135,9 @@ int cmd_run(int argc, char **argv) {
 
   /* The prompt's text. */
   char *owned = NULL;
+  const char *text = NULL;
   size_t len = 0;
-  if (file) {
-    if (cli_read_file(file, &owned, &len)) return CLI_RUNTIME_ERROR;
-  } else if (!prompt) {
-    if (cli_read_stream(stdin, "stdin", &owned, &len)) return CLI_RUNTIME_ERROR;
-  }
-  const char *text = owned ? owned : prompt;
-  if (!owned) len = strlen(prompt);
+  if (cli_read_input(prompt, file, &owned, &text, &len)) return CLI_RUNTIME_ERROR;
 
   cli_session s;
   int rc = cli_session_open(&s, &o);

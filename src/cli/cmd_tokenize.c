@@ -66,14 +66,9 @@ int cmd_tokenize(int argc, char **argv) {
     return cli_usage(cmd, "no text: give -p TEXT, -f FILE or text on stdin");
 
   char *owned = NULL;
+  const char *text = NULL;
   size_t len = 0;
-  if (file) {
-    if (cli_read_file(file, &owned, &len)) return CLI_RUNTIME_ERROR;
-  } else if (!prompt) {
-    if (cli_read_stream(stdin, "stdin", &owned, &len)) return CLI_RUNTIME_ERROR;
-  }
-  const char *text = owned ? owned : prompt;
-  if (!owned) len = strlen(prompt);
+  if (cli_read_input(prompt, file, &owned, &text, &len)) return CLI_RUNTIME_ERROR;
 
   pasada_model_params mp = pasada_model_default_params();
   mp.vocab_only = true;
