@@ -49,6 +49,7 @@ typedef struct {
   const pj_value *cfg;
   const char *arch;  /* GGUF architecture name */
   bool llama, gemma; /* Q/K permutation; (1 + w) norms */
+  bool bert;         /* hf_bert.c's config, tokenizer and names */
   uint32_t n_head, n_head_kv, n_layer;
   bool tied;
   st_file **shards;
@@ -94,11 +95,15 @@ static const struct {
                   {"Qwen2ForCausalLM", "qwen2"},
                   {"Qwen3ForCausalLM", "qwen3"},
                   {"Gemma3ForCausalLM", "gemma3"},
+                  {"Gemma2ForCausalLM", "gemma2"},
+                  {"BertModel", "bert"},
                   {"llama", "llama"},
                   {"mistral", "llama"},
                   {"qwen2", "qwen2"},
                   {"qwen3", "qwen3"},
-                  {"gemma3_text", "gemma3"}};
+                  {"gemma3_text", "gemma3"},
+                  {"gemma2", "gemma2"},
+                  {"bert", "bert"}};
 
 static int pick_arch(hf_ctx *c) {
   const pj_value *archs = hf_member(c->cfg, "architectures"), *mt = hf_member(c->cfg, "model_type");
@@ -113,13 +118,15 @@ static int pick_arch(hf_ctx *c) {
   for (size_t i = 0; i < sizeof arch_names / sizeof arch_names[0]; i++)
     if (!strcmp(name, arch_names[i].hf)) c->arch = arch_names[i].gguf;
   if (!c->arch)
-    return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: architecture '%.80s' is not supported (supported: LlamaForCausalLM, "
-                    "MistralForCausalLM, "
-                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM)",
-                    c->cfg_path, name);
+    return pa_error(
+        PASADA_ERR_UNSUPPORTED,
+        "%s: architecture '%.80s' is not supported (supported: LlamaForCausalLM, "
+        "MistralForCausalLM, "
+        "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM, BertModel)",
+        c->cfg_path, name);
   c->llama = !strcmp(c->arch, "llama");
-  c->gemma = !strcmp(c->arch, "gemma3");
+  c->gemma = !strcmp(c->arch, "gemma3") || !strcmp(c->arch, "gemma2");
+  c->bert = !strcmp(c->arch, "bert");
   return PASADA_OK;
 }
 
@@ -142,7 +149,7 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
   }
   if ((rc = cfg_num(c, c->cfg, "rope_local_base_freq", &theta_swa, &f2))) return rc;
   if (!f2 && (rc = cfg_num(c, slide, "rope_theta", &theta_swa, &f2))) return rc;
-  if (f2 && c->gemma) {
+  if (f2 && !strcmp(c->arch, "gemma3")) {
     snprintf(key, cap, "%s.rope.freq_base_swa", c->arch);
     if ((rc = gguf_writer_set_f32(w, key, (float)theta_swa))) return rc;
   }
@@ -169,6 +176,16 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
 static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   int rc;
   if ((rc = pick_arch(c))) return rc;
+  if (c->bert) {
+    *n_vocab = 0;
+    if ((rc = hf_bert_config(c->dir, c->cfg_path, c->cfg, w, &c->n_layer))) return rc;
+    const pj_value *name = hf_member(c->cfg, "_name_or_path");
+    const char *base = strrchr(c->dir, '/');
+    return gguf_writer_set_string(w, "general.name",
+                                  base && base[1]   ? base + 1
+                                  : pj_is_str(name) ? name->valuestring
+                                                    : c->dir);
+  }
   uint64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, n_ctx = 0, head_dim = 0,
            vocab = 0;
   uint64_t window = 0, qpas = 0;
@@ -218,12 +235,29 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   }
   if ((rc = rope_params(c, w, key, sizeof key))) return rc;
   if (c->gemma) {
-    if ((rc = cfg_uint(c, "sliding_window", true, 1 << 24, &window))) return rc;
-    SET_U32("attention.sliding_window", window);
+    /* Gemma 2: local layers every other one from the first, soft-capped
+     * scores and logits; Gemma 3: five local layers in six */
+    const bool g2 = !strcmp(a, "gemma2");
+    const uint32_t def_period = g2 ? 2 : 6;
+    if ((rc = cfg_uint(c, "sliding_window", !g2, 1 << 24, &window))) return rc;
+    if (window) SET_U32("attention.sliding_window", window);
+    if (g2) {
+      static const char *caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+      for (int i = 0; i < 2; i++) {
+        double cap = 0;
+        bool fc = false;
+        if ((rc = cfg_num(c, c->cfg, caps[i], &cap, &fc))) return rc;
+        if (fc && !(cap >= 0 && cap < 1e6))
+          return pa_error(PASADA_ERR_FORMAT, "%s: '%s' %g is out of range [0, 1e6)", c->cfg_path,
+                          caps[i], cap);
+        snprintf(key, sizeof key, "%s.%s", a, caps[i]);
+        if (fc && (rc = gguf_writer_set_f32(w, key, (float)cap))) return rc;
+      }
+    }
     /* the loader scales scores by 1/sqrt(head_dim) (n_embd / n_head for the 27B shape) */
     if ((rc = cfg_uint(c, "query_pre_attn_scalar", false, 1 << 20, &qpas))) return rc;
     uint64_t hd = head_dim ? head_dim : n_embd / n_head,
-             want = n_layer == 62 ? n_embd / n_head : hd;
+             want = n_layer == (g2 ? 46 : 62) ? n_embd / n_head : hd;
     if (qpas && qpas != want)
       return pa_error(PASADA_ERR_UNSUPPORTED,
                       "%s: query_pre_attn_scalar %" PRIu64 " is not supported (expected %" PRIu64
@@ -232,7 +266,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     const pj_value *lt = hf_member(c->cfg, "layer_types");
     uint64_t period = 0; /* older configs: every period-th layer global */
     if (!lt && (rc = cfg_uint(c, "sliding_window_pattern", false, 1 << 16, &period))) return rc;
-    if (period && period != 6) SET_U32("attention.sliding_window_pattern", period);
+    if (period && period != def_period) SET_U32("attention.sliding_window_pattern", period);
     if (lt) {
       if (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer)
         return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",
@@ -249,7 +283,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                           c->cfg_path, i);
         }
         swa[i] = !strcmp(e->valuestring, "sliding_attention");
-        periodic &= swa[i] == ((i + 1) % 6 != 0);
+        periodic &= swa[i] == ((i + 1) % def_period != 0);
       }
       snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
       if (!periodic) rc = gguf_writer_set_array(w, key, GGUF_TYPE_BOOL, swa, n_layer);
@@ -272,6 +306,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
 /* llama.cpp's name for an HF tensor name into out; 0: mapped, 1: dropped
  * (rotary tables, a tied lm_head), -1: unknown. */
 static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
+  if (c->bert) return hf_bert_tensor_name(hf, c->n_layer, out, cap);
   if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, cap, "token_embd.weight"), 0;
   if (!strcmp(hf, "model.norm.weight")) return snprintf(out, cap, "output_norm.weight"), 0;
   if (!strcmp(hf, "lm_head.weight")) return c->tied ? 1 : (snprintf(out, cap, "output.weight"), 0);
@@ -395,7 +430,11 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
   const bool is_q = strstr(name, "attn_q.weight") != NULL,
              is_k = strstr(name, "attn_k.weight") != NULL;
   const bool permute = c->llama && (is_q || is_k);
-  const bool to_f32 = t->n_dims == 1; /* norms and biases: F32 as llama.cpp writes them */
+  /* norms and biases F32 as llama.cpp writes them; bert's learned
+   * positions and token types too (the loader adds them as F32 rows) */
+  const bool to_f32 =
+      t->n_dims == 1 ||
+      (c->bert && (!strcmp(name, "position_embd.weight") || !strcmp(name, "token_types.weight")));
   const int64_t count = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
   const bool quantize = load_type != PA_TYPE_COUNT && !to_f32 && load_type != t->type &&
                         t->ne[0] % pa_type_get(load_type)->block_size == 0;
@@ -528,6 +567,10 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
         return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a %s model",
                         f->path, t->name, c->arch);
       if (m > 0) continue;
+      if (t->type == ST_TYPE_I64)
+        return pa_error(PASADA_ERR_UNSUPPORTED,
+                        "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
+                        t->name);
       for (uint32_t p = 0; p < s; p++) /* a name in two shards */
         for (uint64_t j = 0; j < c->shards[p]->n_tensors; j++)
           if (!strcmp(c->shards[p]->tensors[j].name, t->name))
@@ -558,7 +601,8 @@ static int file_type(const hf_ctx *c) {
   uint32_t t = PA_TYPE_F32;
   for (uint32_t s = 0; s < c->n_shards; s++)
     for (uint64_t i = 0; i < c->shards[s]->n_tensors; i++)
-      if (c->shards[s]->tensors[i].type != PA_TYPE_F32 && c->shards[s]->tensors[i].n_dims > 1)
+      if (c->shards[s]->tensors[i].type != PA_TYPE_F32 &&
+          c->shards[s]->tensors[i].type != ST_TYPE_I64 && c->shards[s]->tensors[i].n_dims > 1)
         t = c->shards[s]->tensors[i].type;
   return t == PA_TYPE_F16    ? 1
          : t == PA_TYPE_BF16 ? 32
@@ -574,7 +618,8 @@ static int build(hf_ctx *c, gguf_writer *w, gguf_file **out) {
   uint32_t n_vocab = 0;
   if (!pj_is_obj(cfg)) rc = pa_error(PASADA_ERR_FORMAT, "%s: not a JSON object", c->cfg_path);
   if (!rc) rc = config_to_gguf(c, w, &n_vocab);
-  if (!rc) rc = hf_tokenizer_to_gguf(c->dir, cfg, n_vocab, w);
+  if (!rc)
+    rc = c->bert ? hf_bert_tokenizer(c->dir, w) : hf_tokenizer_to_gguf(c->dir, cfg, n_vocab, w);
   if (!rc) rc = index_shards(c);
   if (!rc) rc = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type(c));
   if (!rc) rc = tensors_to_gguf(c, w);
