@@ -50,6 +50,9 @@ typedef struct {
   const char *arch;  /* GGUF architecture name */
   bool llama, gemma; /* Q/K permutation; (1 + w) norms */
   bool bert;         /* hf_bert.c's config, tokenizer and names */
+  bool mixtral;      /* experts under block_sparse_moe (w1, w3, w2) */
+  uint32_t n_expert;
+  const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
   uint32_t n_head, n_head_kv, n_layer;
   bool tied;
   st_file **shards;
@@ -96,6 +99,8 @@ static const struct {
                   {"Qwen3ForCausalLM", "qwen3"},
                   {"Gemma3ForCausalLM", "gemma3"},
                   {"Gemma2ForCausalLM", "gemma2"},
+                  {"Qwen3MoeForCausalLM", "qwen3moe"},
+                  {"MixtralForCausalLM", "llama"},
                   {"BertModel", "bert"},
                   {"llama", "llama"},
                   {"mistral", "llama"},
@@ -103,6 +108,8 @@ static const struct {
                   {"qwen3", "qwen3"},
                   {"gemma3_text", "gemma3"},
                   {"gemma2", "gemma2"},
+                  {"qwen3_moe", "qwen3moe"},
+                  {"mixtral", "llama"},
                   {"bert", "bert"}};
 
 static int pick_arch(hf_ctx *c) {
@@ -118,15 +125,17 @@ static int pick_arch(hf_ctx *c) {
   for (size_t i = 0; i < sizeof arch_names / sizeof arch_names[0]; i++)
     if (!strcmp(name, arch_names[i].hf)) c->arch = arch_names[i].gguf;
   if (!c->arch)
-    return pa_error(
-        PASADA_ERR_UNSUPPORTED,
-        "%s: architecture '%.80s' is not supported (supported: LlamaForCausalLM, "
-        "MistralForCausalLM, "
-        "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM, BertModel)",
-        c->cfg_path, name);
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: architecture '%.80s' is not supported (supported: LlamaForCausalLM, "
+                    "MistralForCausalLM, "
+                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM, "
+                    "Qwen3MoeForCausalLM, "
+                    "MixtralForCausalLM, BertModel)",
+                    c->cfg_path, name);
   c->llama = !strcmp(c->arch, "llama");
   c->gemma = !strcmp(c->arch, "gemma3") || !strcmp(c->arch, "gemma2");
   c->bert = !strcmp(c->arch, "bert");
+  c->mixtral = !strcmp(name, "MixtralForCausalLM") || !strcmp(name, "mixtral");
   return PASADA_OK;
 }
 
@@ -171,6 +180,44 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
   if ((rc = gguf_writer_set_string(w, key, "linear"))) return rc;
   snprintf(key, cap, "%s.rope.scaling.factor", c->arch);
   return gguf_writer_set_f32(w, key, (float)factor);
+}
+
+/* The mixture of experts: expert_count, expert_used_count and (Qwen3-MoE)
+ * expert_feed_forward_length; Qwen3-MoE's experts in every layer and the
+ * chosen weights renormalised, as pasada runs it. */
+static int experts_config(hf_ctx *c, gguf_writer *w) {
+  const bool q3 = !strcmp(c->arch, "qwen3moe");
+  if (!q3 && !c->mixtral) return PASADA_OK;
+  uint64_t n_expert = 0, n_used = 0, n_ff_exp = 0, step = 1;
+  int rc;
+  if ((rc =
+           cfg_uint(c, hf_member(c->cfg, "num_local_experts") ? "num_local_experts" : "num_experts",
+                    true, 4096, &n_expert)) ||
+      (rc = cfg_uint(c, "num_experts_per_tok", true, 4096, &n_used)) ||
+      (q3 && (rc = cfg_uint(c, "moe_intermediate_size", true, 1 << 24, &n_ff_exp))) ||
+      (rc = cfg_uint(c, "decoder_sparse_step", false, 4096, &step)))
+    return rc;
+  if (n_expert == 0 || n_used == 0 || n_used > n_expert)
+    return pa_error(PASADA_ERR_FORMAT, "%s: %" PRIu64 " experts of which %" PRIu64 " per token",
+                    c->cfg_path, n_expert, n_used);
+  const pj_value *mlp_only = hf_member(c->cfg, "mlp_only_layers"),
+                 *norm = hf_member(c->cfg, "norm_topk_prob");
+  if (q3 && (step != 1 || (mlp_only && !(pj_is_arr(mlp_only) && pj_size(mlp_only) == 0))))
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: experts in only some layers (decoder_sparse_step, mlp_only_layers) are "
+                    "not supported",
+                    c->cfg_path);
+  if (q3 && norm && !pj_is_true(norm))
+    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: norm_topk_prob false is not supported",
+                    c->cfg_path);
+  c->n_expert = (uint32_t)n_expert;
+  char key[128];
+  snprintf(key, sizeof key, "%s.expert_count", c->arch);
+  if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_expert))) return rc;
+  snprintf(key, sizeof key, "%s.expert_used_count", c->arch);
+  if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_used))) return rc;
+  snprintf(key, sizeof key, "%s.expert_feed_forward_length", c->arch);
+  return q3 ? gguf_writer_set_u32(w, key, (uint32_t)n_ff_exp) : PASADA_OK;
 }
 
 static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
@@ -226,6 +273,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     SET_U32("attention.value_length", head_dim);
   }
   if (vocab) SET_U32("vocab_size", vocab);
+  if ((rc = experts_config(c, w))) return rc;
   double eps = 0;
   bool found = false;
   if ((rc = cfg_num(c, c->cfg, "rms_norm_eps", &eps, &found))) return rc;
@@ -332,7 +380,9 @@ static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
                    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
                    {"mlp.gate_proj.weight", "ffn_gate.weight"},
                    {"mlp.up_proj.weight", "ffn_up.weight"},
-                   {"mlp.down_proj.weight", "ffn_down.weight"}};
+                   {"mlp.down_proj.weight", "ffn_down.weight"},
+                   {"mlp.gate.weight", "ffn_gate_inp.weight"},
+                   {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
   const char *g = NULL;
   if (!strcmp(rest, "post_attention_layernorm.weight"))
     g = c->gemma ? "post_attention_norm.weight"
@@ -342,6 +392,25 @@ static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
   if (!g) return -1;
   snprintf(out, cap, "blk.%u.%s", layer, g);
   return 0;
+}
+
+/* An expert's matrix (per-expert names, as transformers saves them):
+ * true with its layer, kind (0 gate, 1 up, 2 down) and expert index. */
+static bool expert_part(const hf_ctx *c, const char *hf, uint32_t *layer, int *kind, uint32_t *e) {
+  unsigned l, x;
+  int at = 0;
+  char part[16];
+  if (!c->n_expert) return false;
+  const char *fmt = c->mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%15[^.].weight%n"
+                               : "model.layers.%u.mlp.experts.%u.%15[^.].weight%n";
+  if (sscanf(hf, fmt, &l, &x, part, &at) != 3 || at == 0 || hf[at] != 0) return false;
+  static const char *names[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(part, names[c->mixtral][k])) {
+      *layer = l, *kind = k, *e = x;
+      return true;
+    }
+  return false;
 }
 
 static size_t elem_size(uint32_t type) {
@@ -555,13 +624,81 @@ static int index_shards(hf_ctx *c) {
   return rc;
 }
 
+/* Each layer's experts stacked into llama.cpp's 3-D ffn_{gate,up,down}_exps
+ * ([expert][rows][cols]); every expert present, one shape and one type. */
+static int stack_experts(hf_ctx *c, gguf_writer *w) {
+  static const char *gname[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+  for (uint32_t l = 0; l < c->n_layer; l++)
+    for (int k = 0; k < 3; k++) {
+      const st_tensor **x = c->experts + ((size_t)l * 3 + (size_t)k) * c->n_expert;
+      uint32_t have = 0;
+      for (uint32_t e = 0; e < c->n_expert; e++) have += x[e] != NULL;
+      if (have == 0) continue; /* the model loader names what is missing */
+      char name[GGUF_MAX_NAME_LEN];
+      snprintf(name, sizeof name, "blk.%u.%s.weight", l, gname[k]);
+      for (uint32_t e = 0; e < c->n_expert; e++) {
+        if (!x[e])
+          return pa_error(PASADA_ERR_FORMAT, "%s: expert %u of layer %u is missing (%u experts)",
+                          c->dir, e, l, c->n_expert);
+        if (x[e]->n_dims != 2 || x[e]->type != x[0]->type || x[e]->ne[0] != x[0]->ne[0] ||
+            x[e]->ne[1] != x[0]->ne[1])
+          return pa_error(PASADA_ERR_FORMAT,
+                          "%s: expert tensor '%.100s' is not a matrix of its siblings' shape and "
+                          "type",
+                          c->dir, x[e]->name);
+      }
+      const size_t one = (size_t)x[0]->nbytes;
+      uint8_t *buf = keep_buf(c, one * c->n_expert);
+      if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+      for (uint32_t e = 0; e < c->n_expert; e++) memcpy(buf + one * e, x[e]->data, one);
+      st_tensor t = {
+          .name = name, .type = x[0]->type, .n_dims = 3, .nbytes = one * c->n_expert, .data = buf};
+      t.ne[0] = x[0]->ne[0], t.ne[1] = x[0]->ne[1], t.ne[2] = c->n_expert, t.ne[3] = 1;
+      const bool quantize = load_type != PA_TYPE_COUNT && load_type != t.type &&
+                            t.ne[0] % pa_type_get(load_type)->block_size == 0;
+      int rc;
+      if (quantize) {
+        const size_t bytes = pa_row_size((pa_type)load_type, t.ne[0]) * (size_t)(t.ne[1] * t.ne[2]);
+        uint8_t *q = keep_buf(c, bytes);
+        if (!q) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+        if ((rc = quantize_tensor(&t, 0, load_type, q))) return rc;
+        rc = gguf_writer_add_tensor(w, name, load_type, 3, t.ne, q, bytes);
+      } else {
+        rc = gguf_writer_add_tensor(w, name, t.type, 3, t.ne, buf, t.nbytes);
+      }
+      if (rc) return rc;
+    }
+  return PASADA_OK;
+}
+
 static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
   char name[GGUF_MAX_NAME_LEN + 64];
   int rc = PASADA_OK;
+  if (c->n_expert &&
+      !(c->experts = calloc((size_t)c->n_layer * 3 * c->n_expert, sizeof *c->experts)))
+    return pa_error(PASADA_ERR_NOMEM, "out of memory");
   for (uint32_t s = 0; s < c->n_shards && !rc; s++) {
     const st_file *f = c->shards[s];
     for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
       const st_tensor *t = &f->tensors[i];
+      uint32_t layer = 0, e = 0;
+      int kind = 0;
+      if (expert_part(c, t->name, &layer, &kind, &e)) {
+        if (layer >= c->n_layer || e >= c->n_expert)
+          return pa_error(PASADA_ERR_FORMAT,
+                          "%s: tensor '%.100s' is past the %u layers or %u experts of config.json",
+                          f->path, t->name, c->n_layer, c->n_expert);
+        const st_tensor **slot = &c->experts[((size_t)layer * 3 + (size_t)kind) * c->n_expert + e];
+        if (*slot)
+          return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in another shard",
+                          f->path, t->name);
+        if (t->type == ST_TYPE_I64)
+          return pa_error(PASADA_ERR_UNSUPPORTED,
+                          "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
+                          t->name);
+        *slot = t;
+        continue;
+      }
       int m = map_name(c, t->name, name, sizeof name);
       if (m < 0)
         return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a %s model",
@@ -579,6 +716,7 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
       rc = add_tensor(c, w, s, t, name);
     }
   }
+  if (!rc && c->n_expert) rc = stack_experts(c, w);
   return rc; /* no tensors: a vocabulary-only folder (the model loader names what is missing) */
 }
 
@@ -593,6 +731,7 @@ static void ctx_free(hf_ctx *c) {
   free(c->direct);
   free(c->n_direct);
   free(c->shards);
+  free(c->experts);
   for (uint64_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
   free(c->bufs);
 }
