@@ -100,6 +100,7 @@ static const struct {
                   {"Gemma3ForCausalLM", "gemma3"},
                   {"Gemma2ForCausalLM", "gemma2"},
                   {"Qwen3MoeForCausalLM", "qwen3moe"},
+                  {"Phi3ForCausalLM", "phi3"},
                   {"MixtralForCausalLM", "llama"},
                   {"BertModel", "bert"},
                   {"llama", "llama"},
@@ -109,6 +110,7 @@ static const struct {
                   {"gemma3_text", "gemma3"},
                   {"gemma2", "gemma2"},
                   {"qwen3_moe", "qwen3moe"},
+                  {"phi3", "phi3"},
                   {"mixtral", "llama"},
                   {"bert", "bert"}};
 
@@ -129,7 +131,7 @@ static int pick_arch(hf_ctx *c) {
                     "%s: architecture '%.80s' is not supported (supported: LlamaForCausalLM, "
                     "MistralForCausalLM, "
                     "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM, "
-                    "Qwen3MoeForCausalLM, "
+                    "Qwen3MoeForCausalLM, Phi3ForCausalLM, "
                     "MixtralForCausalLM, BertModel)",
                     c->cfg_path, name);
   c->llama = !strcmp(c->arch, "llama");
@@ -167,6 +169,9 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
   if (type && !pj_is_str(type))
     return pa_error(PASADA_ERR_FORMAT, "%s: rope_type is not a string", c->cfg_path);
   if (!type || !strcmp(type->valuestring, "default")) return PASADA_OK;
+  if (!strcmp(c->arch, "phi3") &&
+      (!strcmp(type->valuestring, "longrope") || !strcmp(type->valuestring, "su")))
+    return PASADA_OK; /* phi3_config */
   if (strcmp(type->valuestring, "linear") != 0)
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "%s: rope scaling '%.40s' is not supported (default, linear)", c->cfg_path,
@@ -218,6 +223,76 @@ static int experts_config(hf_ctx *c, gguf_writer *w) {
   if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_used))) return rc;
   snprintf(key, sizeof key, "%s.expert_feed_forward_length", c->arch);
   return q3 ? gguf_writer_set_u32(w, key, (uint32_t)n_ff_exp) : PASADA_OK;
+}
+
+static void *keep_buf(hf_ctx *c, size_t n);
+
+/* A LongRoPE factor list of rope_parameters as an F32 tensor of n entries. */
+static int rope_factors(hf_ctx *c, gguf_writer *w, const pj_value *rp, const char *key,
+                        const char *name, uint64_t n) {
+  const pj_value *a = hf_member(rp, key);
+  if (!pj_is_arr(a) || (uint64_t)pj_size(a) != n)
+    return pa_error(PASADA_ERR_FORMAT, "%s: LongRoPE's %s is not an array of %" PRIu64 " numbers",
+                    c->cfg_path, key, n);
+  float *f = keep_buf(c, n * sizeof *f);
+  if (!f) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  uint64_t i = 0;
+  for (const pj_value *e = a->child; e; e = e->next, i++) {
+    if (!pj_is_num(e) || !(e->valuedouble > 0 && e->valuedouble < 1e9))
+      return pa_error(PASADA_ERR_FORMAT, "%s: %s[%" PRIu64 "] is not a number in (0, 1e9)",
+                      c->cfg_path, key, i);
+    f[i] = (float)e->valuedouble;
+  }
+  const int64_t ne[4] = {(int64_t)n, 1, 1, 1};
+  return gguf_writer_add_tensor(w, name, PA_TYPE_F32, 1, ne, f, n * sizeof *f);
+}
+
+/* Phi-3: partial rotary (rope.dimension_count), the window over every
+ * layer, and LongRoPE (factor tensors, original context, attention factor:
+ * the given one, else sqrt(1 + ln(scale) / ln(original)) for scale > 1). */
+static int phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx) {
+  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
+  if (!rp) rp = hf_member(c->cfg, "rope_scaling");
+  double prf = 1;
+  bool found = false;
+  int rc;
+  if ((rc = cfg_num(c, c->cfg, "partial_rotary_factor", &prf, &found))) return rc;
+  if (!found && (rc = cfg_num(c, rp, "partial_rotary_factor", &prf, &found))) return rc;
+  const double rd = (double)head_dim * prf;
+  if (!(prf > 0 && prf <= 1) || floor(rd) != rd || (uint64_t)rd % 2)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: partial_rotary_factor %g does not rotate an even part of the head",
+                    c->cfg_path, prf);
+  const uint64_t rope_dim = (uint64_t)rd;
+  if ((rc = gguf_writer_set_u32(w, "phi3.rope.dimension_count", (uint32_t)rope_dim))) return rc;
+  uint64_t window = 0;
+  if ((rc = cfg_uint(c, "sliding_window", false, 1 << 24, &window))) return rc;
+  if (window && (rc = gguf_writer_set_u32(w, "phi3.attention.sliding_window", (uint32_t)window)))
+    return rc;
+  const pj_value *type = hf_member(rp, "rope_type");
+  if (!type) type = hf_member(rp, "type");
+  if (!pj_is_str(type) ||
+      (strcmp(type->valuestring, "longrope") && strcmp(type->valuestring, "su")))
+    return PASADA_OK;
+  double orig = 0, attn = 0;
+  bool fo = false, fa = false;
+  if ((rc = cfg_num(c, rp, "original_max_position_embeddings", &orig, &fo))) return rc;
+  if (!fo && (rc = cfg_num(c, c->cfg, "original_max_position_embeddings", &orig, &fo))) return rc;
+  if (!fo || !(orig >= 1 && orig <= (1 << 24)) || floor(orig) != orig)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: LongRoPE needs original_max_position_embeddings in [1, 2^24]",
+                    c->cfg_path);
+  if ((rc = cfg_num(c, rp, "attention_factor", &attn, &fa))) return rc;
+  if (!fa) {
+    const double scale = n_ctx ? (double)n_ctx / orig : 1;
+    attn = scale <= 1 || orig <= 1 ? 1.0 : sqrt(1 + log(scale) / log(orig));
+  }
+  if ((rc = gguf_writer_set_u32(w, "phi3.rope.scaling.original_context_length", (uint32_t)orig)) ||
+      (rc = gguf_writer_set_f32(w, "phi3.rope.scaling.attn_factor", (float)attn)))
+    return rc;
+  if ((rc = rope_factors(c, w, rp, "long_factor", "rope_factors_long.weight", rope_dim / 2)))
+    return rc;
+  return rope_factors(c, w, rp, "short_factor", "rope_factors_short.weight", rope_dim / 2);
 }
 
 static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
@@ -282,6 +357,8 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     if ((rc = gguf_writer_set_f32(w, key, (float)eps))) return rc;
   }
   if ((rc = rope_params(c, w, key, sizeof key))) return rc;
+  if (!strcmp(a, "phi3") && (rc = phi3_config(c, w, head_dim ? head_dim : n_embd / n_head, n_ctx)))
+    return rc;
   if (c->gemma) {
     /* Gemma 2: local layers every other one from the first, soft-capped
      * scores and logits; Gemma 3: five local layers in six */
@@ -382,6 +459,8 @@ static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
                    {"mlp.up_proj.weight", "ffn_up.weight"},
                    {"mlp.down_proj.weight", "ffn_down.weight"},
                    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+                   {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+                   {"mlp.gate_up_proj.weight", "ffn_up.weight"},
                    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
   const char *g = NULL;
   if (!strcmp(rest, "post_attention_layernorm.weight"))
@@ -390,6 +469,12 @@ static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
   for (size_t i = 0; !g && i < sizeof per_layer / sizeof per_layer[0]; i++)
     if (!strcmp(rest, per_layer[i].hf)) g = per_layer[i].gguf;
   if (!g) return -1;
+  /* the fused Phi-3 matrices and the routers only where the family has them */
+  const bool phi3 = !strcmp(c->arch, "phi3");
+  if ((!phi3 && (strstr(rest, "qkv_proj") || strstr(rest, "gate_up_proj"))) ||
+      (!strcmp(g, "ffn_gate_inp.weight") &&
+       (!c->n_expert || c->mixtral != !strncmp(rest, "block_sparse_moe.", 17))))
+    return -1;
   snprintf(out, cap, "blk.%u.%s", layer, g);
   return 0;
 }

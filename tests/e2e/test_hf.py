@@ -26,7 +26,7 @@ from test_arch_parity import relative_error, run_eval
 
 TINY = FIXTURES / "tiny"
 ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
-F32_ARCHS = ARCHS + ("gemma2", "qwen3moe", "mixtral")  # folders of config + tokenizer files only
+F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral")  # folders of config + tokenizer files only
 # BF16/F16 folders against transformers in F32 on the same rounded weights.
 # The weights are identical; the matrix products round their activations to
 # the weights' type (as ggml's vec_dot does; the ref backend too), so the
