@@ -590,7 +590,9 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
       t->n_dims == 1 ||
       (c->bert && (!strcmp(name, "position_embd.weight") || !strcmp(name, "token_types.weight")));
   const int64_t count = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+  /* MoE routers stay as stored (pasada quantize keeps them too) */
   const bool quantize = load_type != PA_TYPE_COUNT && !to_f32 && load_type != t->type &&
+                        !strstr(name, "ffn_gate_inp.weight") &&
                         t->ne[0] % pa_type_get(load_type)->block_size == 0;
   if (quantize) {
     const uint32_t heads = permute ? (is_q ? c->n_head : c->n_head_kv) : 0;
