@@ -205,3 +205,42 @@ def test_gemma3_config_of_older_transformers(tmp_path):
     (folder / "config.json").write_text(json.dumps(cfg))
     c = run_eval("logits", folder, ids, tmp_path / "c", args)[0]
     assert not np.array_equal(a, c)
+
+
+def _read_safetensors(path):
+    import struct
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    return {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], "<f4").reshape(v["shape"])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+@pytest.mark.parametrize("case", ["norm-topk-false", "expert-missing", "long-factor-short", "fused-moe-layout"])
+def test_unsupported_or_broken_family_folder_is_one_line(case, tmp_path):
+    """Folders of the MoE and Phi-3 families with one thing pasada cannot
+    take: refused in one line naming it."""
+    from hf_folder import write_safetensors
+    arch = {"norm-topk-false": "qwen3moe", "expert-missing": "mixtral", "long-factor-short": "phi3",
+            "fused-moe-layout": "qwen3moe"}[case]
+    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    cfg = json.loads((folder / "config.json").read_text())
+    st = folder / "model.safetensors"
+    if case == "norm-topk-false":
+        cfg["norm_topk_prob"], hint = False, "norm_topk_prob"
+    elif case == "long-factor-short":
+        cfg["rope_parameters"]["long_factor"].pop()
+        hint = "long_factor"
+    else:
+        t = _read_safetensors(st)
+        if case == "expert-missing":
+            del t["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+            hint = "expert 3 of layer 1 is missing"
+        else:  # the 3-D gate_up_proj of transformers' fused experts
+            t["model.layers.0.mlp.experts.gate_up_proj"] = np.zeros((7, 80, 64), np.float32)
+            hint = "gate_up_proj"
+        write_safetensors(st, t)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    res = pasada("info", "-m", folder, check=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and hint in lines[0], res.stderr
