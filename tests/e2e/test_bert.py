@@ -12,7 +12,8 @@ transformers' BertModel, mean pooling, L2 normalisation; ids from the
   - the Hugging Face folder itself as the model (-m DIR, src/format/hf_bert.c):
     the same token ids and bit-identical embeddings to the converted GGUF,
     through `pasada embed` and `pasada serve --embeddings`; unsupported
-    folders (cased tokenizer, max pooling) refused in one line."""
+    folders (cased tokenizer, max pooling) refused in one line; `pasada
+    convert` of the folder writes bert-to-gguf.py's keys and tensors."""
 import json
 import shutil
 import subprocess
@@ -151,3 +152,23 @@ def test_unsupported_folder_is_one_line(pasada_bin, tmp_path, case):
     assert p.returncode == 1 and p.stdout == "", p.stdout
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and hint in lines[0], p.stderr
+
+
+def test_folder_converts_to_the_bert_to_gguf_file(pasada_bin, minilm_gguf, tmp_path):
+    """`pasada convert` of the folder: every key and tensor of the file
+    scripts/bert-to-gguf.py writes, equal (pasada adds general.file_type)."""
+    import gguf
+    out = tmp_path / "minilm.gguf"
+    p = subprocess.run([str(pasada_bin), "convert", str(MINILM), str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    mine, ref = gguf.GGUFReader(str(out)), gguf.GGUFReader(str(minilm_gguf))
+    for k, f in ref.fields.items():
+        if not k.startswith("GGUF."):
+            g = mine.fields[k]
+            assert [bytes(g.parts[i]) for i in g.data] == [bytes(f.parts[i]) for i in f.data], k
+    assert set(mine.fields) - set(ref.fields) == {"general.file_type"}
+    want = {t.name: t for t in ref.tensors}
+    assert sorted(t.name for t in mine.tensors) == sorted(want)
+    for t in mine.tensors:
+        assert t.tensor_type == want[t.name].tensor_type and np.array_equal(t.data, want[t.name].data), t.name
