@@ -1,7 +1,7 @@
 /* hf_bert.c: a Hugging Face BERT folder (sentence-transformers layout) as
  * llama.cpp's "bert" GGUF keys: config.json's hyper-parameters, the pooling
  * of 1_Pooling/config.json (or the Pooling module modules.json names), the
- * WordPiece vocabulary of tokenizer.json in llama.cpp's spelling, and the
+ * WordPiece vocabulary of tokenizer.json (or vocab.txt) in llama.cpp's spelling, and the
  * tensor names (the forms scripts/bert-to-gguf.py writes). */
 #include <inttypes.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 
 #include "base/base.h"
 #include "format/hf_internal.h"
+#include "format/safetensors.h"
 
 enum { TT_NORMAL = 1, TT_CONTROL = 3 };
 
@@ -138,46 +139,116 @@ static int check_wordpiece(const char *path, const pj_value *tok) {
   return PASADA_OK;
 }
 
-int hf_bert_tokenizer(const char *dir, gguf_writer *w) {
-  pj_value *tok = NULL, *tc = NULL;
+/* vocab.txt (one token a line, the line number its id) as `raw`: the
+ * text is split in place; the uncased pipeline checked against
+ * tokenizer_config.json's do_lower_case and strip_accents. */
+static int read_vocab_txt(const char *dir, const pj_value *tc, char **text, const char ***raw,
+                          uint32_t *n) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-  int rc = hf_read_json(dir, "tokenizer.json", false, &tok);
-  if (!rc) rc = hf_read_json(dir, "tokenizer_config.json", true, &tc);
-  if (!rc) rc = check_wordpiece(path, tok);
-  const pj_value *vj = hf_member(hf_member(tok, "model"), "vocab"),
-                 *added = hf_member(tok, "added_tokens");
-  if (!rc && !pj_is_obj(vj))
-    rc = pa_error(PASADA_ERR_FORMAT, "%s: model.vocab is not an object", path);
-  uint32_t n = 0;
-  for (const pj_value *e = rc ? NULL : vj->child; e && !rc; e = e->next) {
+  snprintf(path, sizeof path, "%s/vocab.txt", dir);
+  const pj_value *lc = hf_member(tc, "do_lower_case"), *acc = hf_member(tc, "strip_accents");
+  if ((lc && !pj_is_true(lc)) || (acc && !pj_is_true(acc)))
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s/tokenizer_config.json: only the uncased BERT pipeline is supported "
+                    "(do_lower_case, accents stripped)",
+                    dir);
+  int rc = st_read_text(path, text);
+  if (rc) return rc;
+  uint32_t lines = 0;
+  for (const char *p = *text; *p; p++) lines += *p == '\n';
+  *raw = calloc((size_t)lines + 1, sizeof **raw);
+  if (!*raw) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  *n = 0;
+  for (char *p = *text; *p && *n <= lines;) {
+    char *nl = strchr(p, '\n');
+    if (nl) *nl = 0;
+    size_t len = strlen(p);
+    if (len && p[len - 1] == '\r') p[len - 1] = 0;
+    (*raw)[(*n)++] = p;
+    if (!nl) break;
+    p = nl + 1;
+  }
+  if (*n == 0) return pa_error(PASADA_ERR_FORMAT, "%s: the vocabulary is empty", path);
+  if (*n >= (1u << 24)) return pa_error(PASADA_ERR_FORMAT, "%s: too many tokens", path);
+  return PASADA_OK;
+}
+
+/* tokenizer.json's model.vocab as `raw` (by id, NULL: a gap) and its
+ * special added tokens marked in `type`. */
+static int read_tokenizer_json(const char *path, const pj_value *tok, const char ***raw,
+                               uint32_t *n) {
+  int rc = check_wordpiece(path, tok);
+  if (rc) return rc;
+  const pj_value *vj = hf_member(hf_member(tok, "model"), "vocab");
+  if (!pj_is_obj(vj)) return pa_error(PASADA_ERR_FORMAT, "%s: model.vocab is not an object", path);
+  *n = 0;
+  for (const pj_value *e = vj->child; e; e = e->next) {
     double d = pj_is_num(e) ? e->valuedouble : -1;
     if (!(d >= 0 && d < (1 << 24)) || floor(d) != d)
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: model.vocab['%.60s'] is not a token id", path,
-                    e->string);
-    else if ((uint32_t)d + 1 > n)
-      n = (uint32_t)d + 1;
+      return pa_error(PASADA_ERR_FORMAT, "%s: model.vocab['%.60s'] is not a token id", path,
+                      e->string);
+    if ((uint32_t)d + 1 > *n) *n = (uint32_t)d + 1;
   }
-  if (!rc && n == 0) rc = pa_error(PASADA_ERR_FORMAT, "%s: the vocabulary is empty", path);
+  if (*n == 0) return pa_error(PASADA_ERR_FORMAT, "%s: the vocabulary is empty", path);
+  if (!(*raw = calloc(*n, sizeof **raw))) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  for (const pj_value *e = vj->child; e; e = e->next) {
+    uint32_t id = (uint32_t)e->valuedouble;
+    if ((*raw)[id]) return pa_error(PASADA_ERR_FORMAT, "%s: token id %u is given twice", path, id);
+    (*raw)[id] = e->string;
+  }
+  return PASADA_OK;
+}
+
+static int64_t find_raw(const char **raw, uint32_t n, const char *s) {
+  for (uint32_t i = 0; i < n; i++)
+    if (raw[i] && !strcmp(raw[i], s)) return i;
+  return -1;
+}
+
+int hf_bert_tokenizer(const char *dir, gguf_writer *w) {
+  pj_value *tok = NULL, *tc = NULL;
+  char path[4096], *vocab_txt = NULL;
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  int rc = hf_read_json(dir, "tokenizer.json", true, &tok);
+  if (!rc) rc = hf_read_json(dir, "tokenizer_config.json", true, &tc);
+  const char **raw = NULL;
+  uint32_t n = 0;
+  if (!rc)
+    rc = tok ? read_tokenizer_json(path, tok, &raw, &n)
+             : read_vocab_txt(dir, tc, &vocab_txt, &raw, &n);
   char **text = rc ? NULL : calloc(n, sizeof *text);
   int32_t *type = rc ? NULL : calloc(n, sizeof *type);
   if (!rc && (!text || !type)) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
-  /* special: an added token marked special whose id is in the vocabulary */
+  static const struct {
+    const char *cfg, *def, *gguf;
+    bool required;
+  } sp[] = {{"cls_token", "[CLS]", "tokenizer.ggml.bos_token_id", true},
+            {"sep_token", "[SEP]", "tokenizer.ggml.seperator_token_id", true},
+            {"unk_token", "[UNK]", "tokenizer.ggml.unknown_token_id", true},
+            {"pad_token", "[PAD]", "tokenizer.ggml.padding_token_id", false},
+            {"mask_token", "[MASK]", "tokenizer.ggml.mask_token_id", false}};
+  /* control: tokenizer.json's added tokens marked special; from vocab.txt,
+   * the special tokens tokenizer_config.json names (BertTokenizer's) */
   for (uint32_t i = 0; !rc && i < n; i++) type[i] = TT_NORMAL;
+  const pj_value *added = hf_member(tok, "added_tokens");
   for (const pj_value *e = !rc && pj_is_arr(added) ? added->child : NULL; e; e = e->next) {
     const pj_value *id = hf_member(e, "id");
     if (pj_is_true(hf_member(e, "special")) && pj_is_num(id) && id->valuedouble >= 0 &&
         id->valuedouble < n && floor(id->valuedouble) == id->valuedouble)
       type[(uint32_t)id->valuedouble] = TT_CONTROL;
   }
-  for (const pj_value *e = rc ? NULL : vj->child; e && !rc; e = e->next) {
-    uint32_t id = (uint32_t)e->valuedouble;
-    const char *s = e->string;
-    size_t len = strlen(s);
-    if (text[id]) {
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: token id %u is given twice", path, id);
-      break;
+  for (size_t i = 0; !rc && !tok && i < sizeof sp / sizeof sp[0]; i++) {
+    int64_t id = find_raw(raw, n, special_text(tc, sp[i].cfg, sp[i].def));
+    if (id >= 0) type[id] = TT_CONTROL;
+  }
+  for (uint32_t id = 0; !rc && id < n; id++) {
+    const char *s = raw[id];
+    char pad[40];
+    if (!s) { /* a gap: bert-to-gguf.py's filler */
+      snprintf(pad, sizeof pad, "[PAD%u]", id);
+      s = pad;
     }
+    size_t len = strlen(s);
     if (!(text[id] = malloc(len + 4)))
       rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
     else if (type[id] == TT_CONTROL)
@@ -187,38 +258,24 @@ int hf_bert_tokenizer(const char *dir, gguf_writer *w) {
     else
       snprintf(text[id], len + 4, "\xe2\x96\x81%s", s); /* U+2581 */
   }
-  for (uint32_t i = 0; !rc && i < n; i++) {
-    if (text[i]) continue;
-    char pad[40];
-    snprintf(pad, sizeof pad, "\xe2\x96\x81[PAD%u]", i);
-    if (!(text[i] = pa_strdup(pad))) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
-  }
   if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.model", "bert");
   if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.pre", "default");
   if (!rc)
     rc = gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", (const char *const *)text, n);
   if (!rc) rc = gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, n);
-  static const struct {
-    const char *cfg, *def, *gguf;
-    bool required;
-  } sp[] = {{"cls_token", "[CLS]", "tokenizer.ggml.bos_token_id", true},
-            {"sep_token", "[SEP]", "tokenizer.ggml.seperator_token_id", true},
-            {"unk_token", "[UNK]", "tokenizer.ggml.unknown_token_id", true},
-            {"pad_token", "[PAD]", "tokenizer.ggml.padding_token_id", false},
-            {"mask_token", "[MASK]", "tokenizer.ggml.mask_token_id", false}};
   for (size_t i = 0; !rc && i < sizeof sp / sizeof sp[0]; i++) {
     const char *want = special_text(tc, sp[i].cfg, sp[i].def);
-    const pj_value *id = hf_member(vj, want);
-    if (id)
-      rc = gguf_writer_set_u32(w, sp[i].gguf, (uint32_t)id->valuedouble);
+    int64_t id = find_raw(raw, n, want);
+    if (id >= 0)
+      rc = gguf_writer_set_u32(w, sp[i].gguf, (uint32_t)id);
     else if (sp[i].required)
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: the %s '%.40s' is not in the vocabulary", path,
-                    sp[i].cfg, want);
+      rc = pa_error(PASADA_ERR_FORMAT, "%s: the %s '%.40s' is not in the vocabulary",
+                    tok ? path : "vocab.txt", sp[i].cfg, want);
   }
   if (!rc) rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
   if (!rc) rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_sep_token", true);
   for (uint32_t i = 0; text && i < n; i++) free(text[i]);
-  free(text), free(type);
+  free(text), free(type), free(raw), free(vocab_txt);
   pj_free(tok), pj_free(tc);
   return rc;
 }

@@ -11,7 +11,8 @@ transformers' BertModel, mean pooling, L2 normalisation; ids from the
   - the same through `pasada serve --embeddings` and the openai client;
   - the Hugging Face folder itself as the model (-m DIR, src/format/hf_bert.c):
     the same token ids and bit-identical embeddings to the converted GGUF,
-    through `pasada embed` and `pasada serve --embeddings`; unsupported
+    through `pasada embed` and `pasada serve --embeddings`, also from
+    vocab.txt without tokenizer.json; unsupported
     folders (cased tokenizer, max pooling) refused in one line; `pasada
     convert` of the folder writes bert-to-gguf.py's keys and tensors."""
 import json
@@ -172,3 +173,27 @@ def test_folder_converts_to_the_bert_to_gguf_file(pasada_bin, minilm_gguf, tmp_p
     assert sorted(t.name for t in mine.tensors) == sorted(want)
     for t in mine.tensors:
         assert t.tensor_type == want[t.name].tensor_type and np.array_equal(t.data, want[t.name].data), t.name
+
+
+def test_folder_with_vocab_txt_only(build_dir, pasada_bin, minilm_gguf, tmp_path):
+    """Without tokenizer.json the vocabulary comes from vocab.txt (specials
+    named by tokenizer_config.json): the same ids and embeddings; a
+    do_lower_case false config is refused in one line."""
+    d = tmp_path / "minilm-vocab"
+    d.mkdir()
+    for name in ("config.json", "tokenizer_config.json", "modules.json", "vocab.txt"):
+        shutil.copy(MINILM / name, d / name)
+    shutil.copytree(MINILM / "1_Pooling", d / "1_Pooling")
+    (d / "model.safetensors").symlink_to(MINILM / "model.safetensors")
+    reqs = ["enca " + json.dumps(str(t)) for t in REF["tok_texts"]]
+    assert tok_serve(build_dir / "tok_tool", d, reqs) == tok_serve(build_dir / "tok_tool", minilm_gguf, reqs)
+    sentences = "\n".join(str(s) for s in REF["sentences"][:8] if "\n" not in str(s)) + "\n"
+    a, b = (subprocess.run([str(pasada_bin), "embed", "-m", str(m)], input=sentences, capture_output=True,
+                           text=True, timeout=120) for m in (d, minilm_gguf))
+    assert a.returncode == 0 and a.stdout == b.stdout, a.stderr
+    tc = json.loads((d / "tokenizer_config.json").read_text())
+    tc["do_lower_case"] = False
+    (d / "tokenizer_config.json").write_text(json.dumps(tc))
+    p = subprocess.run([str(pasada_bin), "embed", "-m", str(d), "-p", "hi"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "uncased" in p.stderr, p.stderr
