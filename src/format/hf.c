@@ -43,30 +43,9 @@ const pj_value *hf_member(const pj_value *obj, const char *key) {
   return j && !pj_is_null(j) ? j : NULL;
 }
 
-typedef struct {
-  const char *dir;
-  char cfg_path[4096];
-  const pj_value *cfg;
-  const char *arch;  /* GGUF architecture name */
-  bool llama, gemma; /* Q/K permutation; (1 + w) norms */
-  bool bert;         /* hf_bert.c's config, tokenizer and names */
-  bool mixtral;      /* experts under block_sparse_moe (w1, w3, w2) */
-  uint32_t n_expert;
-  const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
-  uint32_t n_head, n_head_kv, n_layer;
-  bool tied;
-  st_file **shards;
-  uint32_t n_shards;
-  /* tensors used as stored, per shard */
-  gguf_tensor **direct;
-  uint64_t *n_direct;
-  void **bufs; /* transformed tensors' data, until the image is written */
-  uint64_t n_bufs;
-} hf_ctx;
-
 /* ---- config.json ---- */
 
-static int cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uint64_t *out) {
+int hf_cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uint64_t *out) {
   const pj_value *j = hf_member(c->cfg, key);
   if (!j) {
     if (required)
@@ -81,7 +60,7 @@ static int cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uin
   return PASADA_OK;
 }
 
-static int cfg_num(hf_ctx *c, const pj_value *obj, const char *key, double *out, bool *found) {
+int hf_cfg_num(hf_ctx *c, const pj_value *obj, const char *key, double *out, bool *found) {
   const pj_value *j = hf_member(obj, key);
   *found = j != NULL;
   if (!j) return PASADA_OK;
@@ -152,14 +131,14 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
   double theta = 0, theta_swa = 0;
   bool f1 = false, f2 = false;
   int rc;
-  if ((rc = cfg_num(c, c->cfg, "rope_theta", &theta, &f1))) return rc;
-  if (!f1 && (rc = cfg_num(c, rp_main, "rope_theta", &theta, &f1))) return rc;
+  if ((rc = hf_cfg_num(c, c->cfg, "rope_theta", &theta, &f1))) return rc;
+  if (!f1 && (rc = hf_cfg_num(c, rp_main, "rope_theta", &theta, &f1))) return rc;
   if (f1) {
     snprintf(key, cap, "%s.rope.freq_base", c->arch);
     if ((rc = gguf_writer_set_f32(w, key, (float)theta))) return rc;
   }
-  if ((rc = cfg_num(c, c->cfg, "rope_local_base_freq", &theta_swa, &f2))) return rc;
-  if (!f2 && (rc = cfg_num(c, slide, "rope_theta", &theta_swa, &f2))) return rc;
+  if ((rc = hf_cfg_num(c, c->cfg, "rope_local_base_freq", &theta_swa, &f2))) return rc;
+  if (!f2 && (rc = hf_cfg_num(c, slide, "rope_theta", &theta_swa, &f2))) return rc;
   if (f2 && !strcmp(c->arch, "gemma3")) {
     snprintf(key, cap, "%s.rope.freq_base_swa", c->arch);
     if ((rc = gguf_writer_set_f32(w, key, (float)theta_swa))) return rc;
@@ -178,121 +157,13 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
                     type->valuestring);
   double factor = 0;
   bool ff = false;
-  if ((rc = cfg_num(c, rp_main, "factor", &factor, &ff))) return rc;
+  if ((rc = hf_cfg_num(c, rp_main, "factor", &factor, &ff))) return rc;
   if (!ff)
     return pa_error(PASADA_ERR_FORMAT, "%s: linear rope scaling without a factor", c->cfg_path);
   snprintf(key, cap, "%s.rope.scaling.type", c->arch);
   if ((rc = gguf_writer_set_string(w, key, "linear"))) return rc;
   snprintf(key, cap, "%s.rope.scaling.factor", c->arch);
   return gguf_writer_set_f32(w, key, (float)factor);
-}
-
-/* The mixture of experts: expert_count, expert_used_count and (Qwen3-MoE)
- * expert_feed_forward_length; Qwen3-MoE's experts in every layer and the
- * chosen weights renormalised, as pasada runs it. */
-static int experts_config(hf_ctx *c, gguf_writer *w) {
-  const bool q3 = !strcmp(c->arch, "qwen3moe");
-  if (!q3 && !c->mixtral) return PASADA_OK;
-  uint64_t n_expert = 0, n_used = 0, n_ff_exp = 0, step = 1;
-  int rc;
-  if ((rc =
-           cfg_uint(c, hf_member(c->cfg, "num_local_experts") ? "num_local_experts" : "num_experts",
-                    true, 4096, &n_expert)) ||
-      (rc = cfg_uint(c, "num_experts_per_tok", true, 4096, &n_used)) ||
-      (q3 && (rc = cfg_uint(c, "moe_intermediate_size", true, 1 << 24, &n_ff_exp))) ||
-      (rc = cfg_uint(c, "decoder_sparse_step", false, 4096, &step)))
-    return rc;
-  if (n_expert == 0 || n_used == 0 || n_used > n_expert)
-    return pa_error(PASADA_ERR_FORMAT, "%s: %" PRIu64 " experts of which %" PRIu64 " per token",
-                    c->cfg_path, n_expert, n_used);
-  const pj_value *mlp_only = hf_member(c->cfg, "mlp_only_layers"),
-                 *norm = hf_member(c->cfg, "norm_topk_prob");
-  if (q3 && (step != 1 || (mlp_only && !(pj_is_arr(mlp_only) && pj_size(mlp_only) == 0))))
-    return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: experts in only some layers (decoder_sparse_step, mlp_only_layers) are "
-                    "not supported",
-                    c->cfg_path);
-  if (q3 && norm && !pj_is_true(norm))
-    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: norm_topk_prob false is not supported",
-                    c->cfg_path);
-  c->n_expert = (uint32_t)n_expert;
-  char key[128];
-  snprintf(key, sizeof key, "%s.expert_count", c->arch);
-  if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_expert))) return rc;
-  snprintf(key, sizeof key, "%s.expert_used_count", c->arch);
-  if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_used))) return rc;
-  snprintf(key, sizeof key, "%s.expert_feed_forward_length", c->arch);
-  return q3 ? gguf_writer_set_u32(w, key, (uint32_t)n_ff_exp) : PASADA_OK;
-}
-
-static void *keep_buf(hf_ctx *c, size_t n);
-
-/* A LongRoPE factor list of rope_parameters as an F32 tensor of n entries. */
-static int rope_factors(hf_ctx *c, gguf_writer *w, const pj_value *rp, const char *key,
-                        const char *name, uint64_t n) {
-  const pj_value *a = hf_member(rp, key);
-  if (!pj_is_arr(a) || (uint64_t)pj_size(a) != n)
-    return pa_error(PASADA_ERR_FORMAT, "%s: LongRoPE's %s is not an array of %" PRIu64 " numbers",
-                    c->cfg_path, key, n);
-  float *f = keep_buf(c, n * sizeof *f);
-  if (!f) return pa_error(PASADA_ERR_NOMEM, "out of memory");
-  uint64_t i = 0;
-  for (const pj_value *e = a->child; e; e = e->next, i++) {
-    if (!pj_is_num(e) || !(e->valuedouble > 0 && e->valuedouble < 1e9))
-      return pa_error(PASADA_ERR_FORMAT, "%s: %s[%" PRIu64 "] is not a number in (0, 1e9)",
-                      c->cfg_path, key, i);
-    f[i] = (float)e->valuedouble;
-  }
-  const int64_t ne[4] = {(int64_t)n, 1, 1, 1};
-  return gguf_writer_add_tensor(w, name, PA_TYPE_F32, 1, ne, f, n * sizeof *f);
-}
-
-/* Phi-3: partial rotary (rope.dimension_count), the window over every
- * layer, and LongRoPE (factor tensors, original context, attention factor:
- * the given one, else sqrt(1 + ln(scale) / ln(original)) for scale > 1). */
-static int phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx) {
-  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
-  if (!rp) rp = hf_member(c->cfg, "rope_scaling");
-  double prf = 1;
-  bool found = false;
-  int rc;
-  if ((rc = cfg_num(c, c->cfg, "partial_rotary_factor", &prf, &found))) return rc;
-  if (!found && (rc = cfg_num(c, rp, "partial_rotary_factor", &prf, &found))) return rc;
-  const double rd = (double)head_dim * prf;
-  if (!(prf > 0 && prf <= 1) || floor(rd) != rd || (uint64_t)rd % 2)
-    return pa_error(PASADA_ERR_FORMAT,
-                    "%s: partial_rotary_factor %g does not rotate an even part of the head",
-                    c->cfg_path, prf);
-  const uint64_t rope_dim = (uint64_t)rd;
-  if ((rc = gguf_writer_set_u32(w, "phi3.rope.dimension_count", (uint32_t)rope_dim))) return rc;
-  uint64_t window = 0;
-  if ((rc = cfg_uint(c, "sliding_window", false, 1 << 24, &window))) return rc;
-  if (window && (rc = gguf_writer_set_u32(w, "phi3.attention.sliding_window", (uint32_t)window)))
-    return rc;
-  const pj_value *type = hf_member(rp, "rope_type");
-  if (!type) type = hf_member(rp, "type");
-  if (!pj_is_str(type) ||
-      (strcmp(type->valuestring, "longrope") && strcmp(type->valuestring, "su")))
-    return PASADA_OK;
-  double orig = 0, attn = 0;
-  bool fo = false, fa = false;
-  if ((rc = cfg_num(c, rp, "original_max_position_embeddings", &orig, &fo))) return rc;
-  if (!fo && (rc = cfg_num(c, c->cfg, "original_max_position_embeddings", &orig, &fo))) return rc;
-  if (!fo || !(orig >= 1 && orig <= (1 << 24)) || floor(orig) != orig)
-    return pa_error(PASADA_ERR_FORMAT,
-                    "%s: LongRoPE needs original_max_position_embeddings in [1, 2^24]",
-                    c->cfg_path);
-  if ((rc = cfg_num(c, rp, "attention_factor", &attn, &fa))) return rc;
-  if (!fa) {
-    const double scale = n_ctx ? (double)n_ctx / orig : 1;
-    attn = scale <= 1 || orig <= 1 ? 1.0 : sqrt(1 + log(scale) / log(orig));
-  }
-  if ((rc = gguf_writer_set_u32(w, "phi3.rope.scaling.original_context_length", (uint32_t)orig)) ||
-      (rc = gguf_writer_set_f32(w, "phi3.rope.scaling.attn_factor", (float)attn)))
-    return rc;
-  if ((rc = rope_factors(c, w, rp, "long_factor", "rope_factors_long.weight", rope_dim / 2)))
-    return rc;
-  return rope_factors(c, w, rp, "short_factor", "rope_factors_short.weight", rope_dim / 2);
 }
 
 static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
@@ -311,14 +182,14 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   uint64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, n_ctx = 0, head_dim = 0,
            vocab = 0;
   uint64_t window = 0, qpas = 0;
-  if ((rc = cfg_uint(c, "num_hidden_layers", true, 4096, &n_layer)) ||
-      (rc = cfg_uint(c, "hidden_size", true, 1 << 20, &n_embd)) ||
-      (rc = cfg_uint(c, "intermediate_size", true, 1 << 24, &n_ff)) ||
-      (rc = cfg_uint(c, "num_attention_heads", true, 1 << 16, &n_head)) ||
-      (rc = cfg_uint(c, "num_key_value_heads", false, 1 << 16, &n_head_kv)) ||
-      (rc = cfg_uint(c, "max_position_embeddings", false, UINT32_MAX, &n_ctx)) ||
-      (rc = cfg_uint(c, "head_dim", false, 1 << 16, &head_dim)) ||
-      (rc = cfg_uint(c, "vocab_size", false, INT32_MAX, &vocab)))
+  if ((rc = hf_cfg_uint(c, "num_hidden_layers", true, 4096, &n_layer)) ||
+      (rc = hf_cfg_uint(c, "hidden_size", true, 1 << 20, &n_embd)) ||
+      (rc = hf_cfg_uint(c, "intermediate_size", true, 1 << 24, &n_ff)) ||
+      (rc = hf_cfg_uint(c, "num_attention_heads", true, 1 << 16, &n_head)) ||
+      (rc = hf_cfg_uint(c, "num_key_value_heads", false, 1 << 16, &n_head_kv)) ||
+      (rc = hf_cfg_uint(c, "max_position_embeddings", false, UINT32_MAX, &n_ctx)) ||
+      (rc = hf_cfg_uint(c, "head_dim", false, 1 << 16, &head_dim)) ||
+      (rc = hf_cfg_uint(c, "vocab_size", false, INT32_MAX, &vocab)))
     return rc;
   if (n_layer == 0 || n_head == 0)
     return pa_error(PASADA_ERR_FORMAT,
@@ -348,30 +219,31 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     SET_U32("attention.value_length", head_dim);
   }
   if (vocab) SET_U32("vocab_size", vocab);
-  if ((rc = experts_config(c, w))) return rc;
+  if ((rc = hf_experts_config(c, w))) return rc;
   double eps = 0;
   bool found = false;
-  if ((rc = cfg_num(c, c->cfg, "rms_norm_eps", &eps, &found))) return rc;
+  if ((rc = hf_cfg_num(c, c->cfg, "rms_norm_eps", &eps, &found))) return rc;
   if (found) {
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((rc = gguf_writer_set_f32(w, key, (float)eps))) return rc;
   }
   if ((rc = rope_params(c, w, key, sizeof key))) return rc;
-  if (!strcmp(a, "phi3") && (rc = phi3_config(c, w, head_dim ? head_dim : n_embd / n_head, n_ctx)))
+  if (!strcmp(a, "phi3") &&
+      (rc = hf_phi3_config(c, w, head_dim ? head_dim : n_embd / n_head, n_ctx)))
     return rc;
   if (c->gemma) {
     /* Gemma 2: local layers every other one from the first, soft-capped
      * scores and logits; Gemma 3: five local layers in six */
     const bool g2 = !strcmp(a, "gemma2");
     const uint32_t def_period = g2 ? 2 : 6;
-    if ((rc = cfg_uint(c, "sliding_window", !g2, 1 << 24, &window))) return rc;
+    if ((rc = hf_cfg_uint(c, "sliding_window", !g2, 1 << 24, &window))) return rc;
     if (window) SET_U32("attention.sliding_window", window);
     if (g2) {
       static const char *caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
       for (int i = 0; i < 2; i++) {
         double cap = 0;
         bool fc = false;
-        if ((rc = cfg_num(c, c->cfg, caps[i], &cap, &fc))) return rc;
+        if ((rc = hf_cfg_num(c, c->cfg, caps[i], &cap, &fc))) return rc;
         if (fc && !(cap >= 0 && cap < 1e6))
           return pa_error(PASADA_ERR_FORMAT, "%s: '%s' %g is out of range [0, 1e6)", c->cfg_path,
                           caps[i], cap);
@@ -380,7 +252,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
       }
     }
     /* the loader scales scores by 1/sqrt(head_dim) (n_embd / n_head for the 27B shape) */
-    if ((rc = cfg_uint(c, "query_pre_attn_scalar", false, 1 << 20, &qpas))) return rc;
+    if ((rc = hf_cfg_uint(c, "query_pre_attn_scalar", false, 1 << 20, &qpas))) return rc;
     uint64_t hd = head_dim ? head_dim : n_embd / n_head,
              want = n_layer == (g2 ? 46 : 62) ? n_embd / n_head : hd;
     if (qpas && qpas != want)
@@ -390,7 +262,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                       c->cfg_path, qpas, want);
     const pj_value *lt = hf_member(c->cfg, "layer_types");
     uint64_t period = 0; /* older configs: every period-th layer global */
-    if (!lt && (rc = cfg_uint(c, "sliding_window_pattern", false, 1 << 16, &period))) return rc;
+    if (!lt && (rc = hf_cfg_uint(c, "sliding_window_pattern", false, 1 << 16, &period))) return rc;
     if (period && period != def_period) SET_U32("attention.sliding_window_pattern", period);
     if (lt) {
       if (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer)
@@ -569,7 +441,7 @@ static int quantize_tensor(const st_tensor *t, uint32_t heads, uint32_t type, ui
   return PASADA_OK;
 }
 
-static void *keep_buf(hf_ctx *c, size_t n) {
+void *hf_keep_buf(hf_ctx *c, size_t n) {
   void **nb = realloc(c->bufs, (size_t)(c->n_bufs + 1) * sizeof *nb);
   if (!nb) return NULL;
   c->bufs = nb;
@@ -601,7 +473,7 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
       return pa_error(PASADA_ERR_FORMAT, "%s: %lld rows do not split into %u heads of pairs", name,
                       (long long)rows, heads);
     const size_t bytes = pa_row_size((pa_type)load_type, t->ne[0]) * (size_t)rows;
-    uint8_t *buf = keep_buf(c, bytes);
+    uint8_t *buf = hf_keep_buf(c, bytes);
     if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
     int rc = quantize_tensor(t, heads, load_type, buf);
     return rc ? rc : gguf_writer_add_tensor(w, name, load_type, t->n_dims, t->ne, buf, bytes);
@@ -623,7 +495,7 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
   }
   const uint32_t type = to_f32 ? PA_TYPE_F32 : t->type;
   const size_t bytes = (size_t)count * elem_size(type);
-  uint8_t *buf = keep_buf(c, bytes);
+  uint8_t *buf = hf_keep_buf(c, bytes);
   if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
   if (to_f32) {
     if (t->type == PA_TYPE_F32)
@@ -735,7 +607,7 @@ static int stack_experts(hf_ctx *c, gguf_writer *w) {
                           c->dir, x[e]->name);
       }
       const size_t one = (size_t)x[0]->nbytes;
-      uint8_t *buf = keep_buf(c, one * c->n_expert);
+      uint8_t *buf = hf_keep_buf(c, one * c->n_expert);
       if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
       for (uint32_t e = 0; e < c->n_expert; e++) memcpy(buf + one * e, x[e]->data, one);
       st_tensor t = {
@@ -746,7 +618,7 @@ static int stack_experts(hf_ctx *c, gguf_writer *w) {
       int rc;
       if (quantize) {
         const size_t bytes = pa_row_size((pa_type)load_type, t.ne[0]) * (size_t)(t.ne[1] * t.ne[2]);
-        uint8_t *q = keep_buf(c, bytes);
+        uint8_t *q = hf_keep_buf(c, bytes);
         if (!q) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
         if ((rc = quantize_tensor(&t, 0, load_type, q))) return rc;
         rc = gguf_writer_add_tensor(w, name, load_type, 3, t.ne, q, bytes);
