@@ -17,6 +17,9 @@ PreTrainedTokenizerFast.save_pretrained:
     tests/fixtures/hf/<arch>.logits.npz   ids, logits: transformers in F32 on
                                 the folder's weights (rounded to BF16 / F16)
 
+    tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral}/  config and tokenizer
+                                files only (save_pretrained's), no weights
+
 F32 folders are not committed: the test writes them from the GGUF files
 (tests/e2e/hf_folder.py: write_f32_folder, the inverse of llama.cpp's
 conventions). This script checks that folder equals what save_pretrained
@@ -45,6 +48,13 @@ import gguf
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DTYPES = {"llama": torch.bfloat16, "gemma3": torch.bfloat16, "qwen3": torch.bfloat16, "qwen2": torch.float16}
 SHARDED = {"qwen2"}
+# Families committed as config and tokenizer files only: the test writes
+# their F32 weights from the GGUF files (checked here against save_pretrained).
+# The committed qwen3moe and mixtral GGUF files were drawn with the seeds
+# of their earlier places in make-tiny-models.py's ARCHS (before gemma2 and
+# phi3 came ahead of them): SEED + 4 and SEED + 5 reproduce them exactly.
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5}
+CONFIG_ONLY = ("gemma2", "phi3", "qwen3moe", "mixtral")
 CHATML = ("{% for m in messages %}<|bos|>{{ m['role'] }}\n{{ m['content'] }}<|eos|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|bos|>assistant\n{% endif %}")
 
@@ -79,6 +89,7 @@ def save_tokenizer(mt, vocab_size, out, chat):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "fixtures" / "hf"))
+    ap.add_argument("--arch", action="append", help="only this architecture (repeatable; default: all)")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -88,7 +99,9 @@ def main():
     tiny = ROOT / "tests" / "fixtures" / "tiny"
 
     for k, (arch, spec) in enumerate(mt.ARCHS.items()):
-        gen = torch.Generator().manual_seed(mt.SEED + k)
+        if args.arch and arch not in args.arch:
+            continue
+        gen = torch.Generator().manual_seed(mt.SEED + SEED_INDEX.get(arch, k))
         cfg = mt.make_config(arch, spec)
         cfg._attn_implementation = "eager"
         model = mt.model_class(arch)(cfg).to(torch.float32).eval()
@@ -97,8 +110,13 @@ def main():
         d = out / arch
         shutil.rmtree(d, ignore_errors=True)
         f32 = copy.deepcopy(model)
-        low = model.to(DTYPES[arch])
-        low.save_pretrained(d, max_shard_size="100KB" if arch in SHARDED else "1GB")
+        if arch in CONFIG_ONLY:
+            f32.save_pretrained(d)
+            for f in d.glob("model*"):
+                f.unlink()
+        else:
+            low = model.to(DTYPES[arch])
+            low.save_pretrained(d, max_shard_size="100KB" if arch in SHARDED else "1GB")
         save_tokenizer(mt, cfg.vocab_size, d, chat=arch == "llama")
         if arch in SHARDED:
             assert (d / "model.safetensors.index.json").exists(), "no shards written"
@@ -112,12 +130,15 @@ def main():
             assert sorted(ours) == sorted(theirs), (sorted(set(ours) ^ set(theirs)))
             for name in ours:
                 a, b = ours[name], theirs[name]
-                if arch == "gemma3" and name.endswith("norm.weight"):
+                if arch in ("gemma2", "gemma3") and name.endswith("norm.weight"):
                     # the GGUF holds fl(1 + w): compare in that convention
                     a, b = a + np.float32(1), b + np.float32(1)
                 assert np.array_equal(a, b), f"{arch}: {name} differs from save_pretrained's"
             print(f"{arch}: the GGUF's weights are the seeded model's ({len(ours)} tensors)")
 
+        if arch in CONFIG_ONLY:
+            print(f"wrote {d} ({sorted(p.name for p in d.iterdir())})")
+            continue
         ref_model = low.to(torch.float32)
         fixture = np.load(tiny / f"{arch}.logits.npz")
         ids = fixture["ids1"]

@@ -43,26 +43,9 @@ const pj_value *hf_member(const pj_value *obj, const char *key) {
   return j && !pj_is_null(j) ? j : NULL;
 }
 
-typedef struct {
-  const char *dir;
-  char cfg_path[4096];
-  const pj_value *cfg;
-  const char *arch;  /* GGUF architecture name */
-  bool llama, gemma; /* Q/K permutation; (1 + w) norms */
-  uint32_t n_head, n_head_kv, n_layer;
-  bool tied;
-  st_file **shards;
-  uint32_t n_shards;
-  /* tensors used as stored, per shard */
-  gguf_tensor **direct;
-  uint64_t *n_direct;
-  void **bufs; /* transformed tensors' data, until the image is written */
-  uint64_t n_bufs;
-} hf_ctx;
-
 /* ---- config.json ---- */
 
-static int cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uint64_t *out) {
+int hf_cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uint64_t *out) {
   const pj_value *j = hf_member(c->cfg, key);
   if (!j) {
     if (required)
@@ -77,7 +60,7 @@ static int cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uin
   return PASADA_OK;
 }
 
-static int cfg_num(hf_ctx *c, const pj_value *obj, const char *key, double *out, bool *found) {
+int hf_cfg_num(hf_ctx *c, const pj_value *obj, const char *key, double *out, bool *found) {
   const pj_value *j = hf_member(obj, key);
   *found = j != NULL;
   if (!j) return PASADA_OK;
@@ -94,11 +77,21 @@ static const struct {
                   {"Qwen2ForCausalLM", "qwen2"},
                   {"Qwen3ForCausalLM", "qwen3"},
                   {"Gemma3ForCausalLM", "gemma3"},
+                  {"Gemma2ForCausalLM", "gemma2"},
+                  {"Qwen3MoeForCausalLM", "qwen3moe"},
+                  {"Phi3ForCausalLM", "phi3"},
+                  {"MixtralForCausalLM", "llama"},
+                  {"BertModel", "bert"},
                   {"llama", "llama"},
                   {"mistral", "llama"},
                   {"qwen2", "qwen2"},
                   {"qwen3", "qwen3"},
-                  {"gemma3_text", "gemma3"}};
+                  {"gemma3_text", "gemma3"},
+                  {"gemma2", "gemma2"},
+                  {"qwen3_moe", "qwen3moe"},
+                  {"phi3", "phi3"},
+                  {"mixtral", "llama"},
+                  {"bert", "bert"}};
 
 static int pick_arch(hf_ctx *c) {
   const pj_value *archs = hf_member(c->cfg, "architectures"), *mt = hf_member(c->cfg, "model_type");
@@ -116,10 +109,14 @@ static int pick_arch(hf_ctx *c) {
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "%s: architecture '%.80s' is not supported (supported: LlamaForCausalLM, "
                     "MistralForCausalLM, "
-                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM)",
+                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM, "
+                    "Qwen3MoeForCausalLM, Phi3ForCausalLM, "
+                    "MixtralForCausalLM, BertModel)",
                     c->cfg_path, name);
   c->llama = !strcmp(c->arch, "llama");
-  c->gemma = !strcmp(c->arch, "gemma3");
+  c->gemma = !strcmp(c->arch, "gemma3") || !strcmp(c->arch, "gemma2");
+  c->bert = !strcmp(c->arch, "bert");
+  c->mixtral = !strcmp(name, "MixtralForCausalLM") || !strcmp(name, "mixtral");
   return PASADA_OK;
 }
 
@@ -134,15 +131,15 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
   double theta = 0, theta_swa = 0;
   bool f1 = false, f2 = false;
   int rc;
-  if ((rc = cfg_num(c, c->cfg, "rope_theta", &theta, &f1))) return rc;
-  if (!f1 && (rc = cfg_num(c, rp_main, "rope_theta", &theta, &f1))) return rc;
+  if ((rc = hf_cfg_num(c, c->cfg, "rope_theta", &theta, &f1))) return rc;
+  if (!f1 && (rc = hf_cfg_num(c, rp_main, "rope_theta", &theta, &f1))) return rc;
   if (f1) {
     snprintf(key, cap, "%s.rope.freq_base", c->arch);
     if ((rc = gguf_writer_set_f32(w, key, (float)theta))) return rc;
   }
-  if ((rc = cfg_num(c, c->cfg, "rope_local_base_freq", &theta_swa, &f2))) return rc;
-  if (!f2 && (rc = cfg_num(c, slide, "rope_theta", &theta_swa, &f2))) return rc;
-  if (f2 && c->gemma) {
+  if ((rc = hf_cfg_num(c, c->cfg, "rope_local_base_freq", &theta_swa, &f2))) return rc;
+  if (!f2 && (rc = hf_cfg_num(c, slide, "rope_theta", &theta_swa, &f2))) return rc;
+  if (f2 && !strcmp(c->arch, "gemma3")) {
     snprintf(key, cap, "%s.rope.freq_base_swa", c->arch);
     if ((rc = gguf_writer_set_f32(w, key, (float)theta_swa))) return rc;
   }
@@ -151,13 +148,16 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
   if (type && !pj_is_str(type))
     return pa_error(PASADA_ERR_FORMAT, "%s: rope_type is not a string", c->cfg_path);
   if (!type || !strcmp(type->valuestring, "default")) return PASADA_OK;
+  if (!strcmp(c->arch, "phi3") &&
+      (!strcmp(type->valuestring, "longrope") || !strcmp(type->valuestring, "su")))
+    return PASADA_OK; /* phi3_config */
   if (strcmp(type->valuestring, "linear") != 0)
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "%s: rope scaling '%.40s' is not supported (default, linear)", c->cfg_path,
                     type->valuestring);
   double factor = 0;
   bool ff = false;
-  if ((rc = cfg_num(c, rp_main, "factor", &factor, &ff))) return rc;
+  if ((rc = hf_cfg_num(c, rp_main, "factor", &factor, &ff))) return rc;
   if (!ff)
     return pa_error(PASADA_ERR_FORMAT, "%s: linear rope scaling without a factor", c->cfg_path);
   snprintf(key, cap, "%s.rope.scaling.type", c->arch);
@@ -169,17 +169,27 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
 static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   int rc;
   if ((rc = pick_arch(c))) return rc;
+  if (c->bert) {
+    *n_vocab = 0;
+    if ((rc = hf_bert_config(c->dir, c->cfg_path, c->cfg, w, &c->n_layer))) return rc;
+    const pj_value *name = hf_member(c->cfg, "_name_or_path");
+    const char *base = strrchr(c->dir, '/');
+    return gguf_writer_set_string(w, "general.name",
+                                  base && base[1]   ? base + 1
+                                  : pj_is_str(name) ? name->valuestring
+                                                    : c->dir);
+  }
   uint64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, n_ctx = 0, head_dim = 0,
            vocab = 0;
   uint64_t window = 0, qpas = 0;
-  if ((rc = cfg_uint(c, "num_hidden_layers", true, 4096, &n_layer)) ||
-      (rc = cfg_uint(c, "hidden_size", true, 1 << 20, &n_embd)) ||
-      (rc = cfg_uint(c, "intermediate_size", true, 1 << 24, &n_ff)) ||
-      (rc = cfg_uint(c, "num_attention_heads", true, 1 << 16, &n_head)) ||
-      (rc = cfg_uint(c, "num_key_value_heads", false, 1 << 16, &n_head_kv)) ||
-      (rc = cfg_uint(c, "max_position_embeddings", false, UINT32_MAX, &n_ctx)) ||
-      (rc = cfg_uint(c, "head_dim", false, 1 << 16, &head_dim)) ||
-      (rc = cfg_uint(c, "vocab_size", false, INT32_MAX, &vocab)))
+  if ((rc = hf_cfg_uint(c, "num_hidden_layers", true, 4096, &n_layer)) ||
+      (rc = hf_cfg_uint(c, "hidden_size", true, 1 << 20, &n_embd)) ||
+      (rc = hf_cfg_uint(c, "intermediate_size", true, 1 << 24, &n_ff)) ||
+      (rc = hf_cfg_uint(c, "num_attention_heads", true, 1 << 16, &n_head)) ||
+      (rc = hf_cfg_uint(c, "num_key_value_heads", false, 1 << 16, &n_head_kv)) ||
+      (rc = hf_cfg_uint(c, "max_position_embeddings", false, UINT32_MAX, &n_ctx)) ||
+      (rc = hf_cfg_uint(c, "head_dim", false, 1 << 16, &head_dim)) ||
+      (rc = hf_cfg_uint(c, "vocab_size", false, INT32_MAX, &vocab)))
     return rc;
   if (n_layer == 0 || n_head == 0)
     return pa_error(PASADA_ERR_FORMAT,
@@ -209,21 +219,42 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     SET_U32("attention.value_length", head_dim);
   }
   if (vocab) SET_U32("vocab_size", vocab);
+  if ((rc = hf_experts_config(c, w))) return rc;
   double eps = 0;
   bool found = false;
-  if ((rc = cfg_num(c, c->cfg, "rms_norm_eps", &eps, &found))) return rc;
+  if ((rc = hf_cfg_num(c, c->cfg, "rms_norm_eps", &eps, &found))) return rc;
   if (found) {
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((rc = gguf_writer_set_f32(w, key, (float)eps))) return rc;
   }
   if ((rc = rope_params(c, w, key, sizeof key))) return rc;
+  if (!strcmp(a, "phi3") &&
+      (rc = hf_phi3_config(c, w, head_dim ? head_dim : n_embd / n_head, n_ctx)))
+    return rc;
   if (c->gemma) {
-    if ((rc = cfg_uint(c, "sliding_window", true, 1 << 24, &window))) return rc;
-    SET_U32("attention.sliding_window", window);
+    /* Gemma 2: local layers every other one from the first, soft-capped
+     * scores and logits; Gemma 3: five local layers in six */
+    const bool g2 = !strcmp(a, "gemma2");
+    const uint32_t def_period = g2 ? 2 : 6;
+    if ((rc = hf_cfg_uint(c, "sliding_window", !g2, 1 << 24, &window))) return rc;
+    if (window) SET_U32("attention.sliding_window", window);
+    if (g2) {
+      static const char *caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+      for (int i = 0; i < 2; i++) {
+        double cap = 0;
+        bool fc = false;
+        if ((rc = hf_cfg_num(c, c->cfg, caps[i], &cap, &fc))) return rc;
+        if (fc && !(cap >= 0 && cap < 1e6))
+          return pa_error(PASADA_ERR_FORMAT, "%s: '%s' %g is out of range [0, 1e6)", c->cfg_path,
+                          caps[i], cap);
+        snprintf(key, sizeof key, "%s.%s", a, caps[i]);
+        if (fc && (rc = gguf_writer_set_f32(w, key, (float)cap))) return rc;
+      }
+    }
     /* the loader scales scores by 1/sqrt(head_dim) (n_embd / n_head for the 27B shape) */
-    if ((rc = cfg_uint(c, "query_pre_attn_scalar", false, 1 << 20, &qpas))) return rc;
+    if ((rc = hf_cfg_uint(c, "query_pre_attn_scalar", false, 1 << 20, &qpas))) return rc;
     uint64_t hd = head_dim ? head_dim : n_embd / n_head,
-             want = n_layer == 62 ? n_embd / n_head : hd;
+             want = n_layer == (g2 ? 46 : 62) ? n_embd / n_head : hd;
     if (qpas && qpas != want)
       return pa_error(PASADA_ERR_UNSUPPORTED,
                       "%s: query_pre_attn_scalar %" PRIu64 " is not supported (expected %" PRIu64
@@ -231,8 +262,8 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                       c->cfg_path, qpas, want);
     const pj_value *lt = hf_member(c->cfg, "layer_types");
     uint64_t period = 0; /* older configs: every period-th layer global */
-    if (!lt && (rc = cfg_uint(c, "sliding_window_pattern", false, 1 << 16, &period))) return rc;
-    if (period && period != 6) SET_U32("attention.sliding_window_pattern", period);
+    if (!lt && (rc = hf_cfg_uint(c, "sliding_window_pattern", false, 1 << 16, &period))) return rc;
+    if (period && period != def_period) SET_U32("attention.sliding_window_pattern", period);
     if (lt) {
       if (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer)
         return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",
@@ -249,7 +280,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                           c->cfg_path, i);
         }
         swa[i] = !strcmp(e->valuestring, "sliding_attention");
-        periodic &= swa[i] == ((i + 1) % 6 != 0);
+        periodic &= swa[i] == ((i + 1) % def_period != 0);
       }
       snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
       if (!periodic) rc = gguf_writer_set_array(w, key, GGUF_TYPE_BOOL, swa, n_layer);
@@ -272,6 +303,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
 /* llama.cpp's name for an HF tensor name into out; 0: mapped, 1: dropped
  * (rotary tables, a tied lm_head), -1: unknown. */
 static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
+  if (c->bert) return hf_bert_tensor_name(hf, c->n_layer, out, cap);
   if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, cap, "token_embd.weight"), 0;
   if (!strcmp(hf, "model.norm.weight")) return snprintf(out, cap, "output_norm.weight"), 0;
   if (!strcmp(hf, "lm_head.weight")) return c->tied ? 1 : (snprintf(out, cap, "output.weight"), 0);
@@ -297,7 +329,11 @@ static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
                    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
                    {"mlp.gate_proj.weight", "ffn_gate.weight"},
                    {"mlp.up_proj.weight", "ffn_up.weight"},
-                   {"mlp.down_proj.weight", "ffn_down.weight"}};
+                   {"mlp.down_proj.weight", "ffn_down.weight"},
+                   {"mlp.gate.weight", "ffn_gate_inp.weight"},
+                   {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+                   {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+                   {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
   const char *g = NULL;
   if (!strcmp(rest, "post_attention_layernorm.weight"))
     g = c->gemma ? "post_attention_norm.weight"
@@ -305,8 +341,33 @@ static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
   for (size_t i = 0; !g && i < sizeof per_layer / sizeof per_layer[0]; i++)
     if (!strcmp(rest, per_layer[i].hf)) g = per_layer[i].gguf;
   if (!g) return -1;
+  /* the fused Phi-3 matrices and the routers only where the family has them */
+  const bool phi3 = !strcmp(c->arch, "phi3");
+  if ((!phi3 && (strstr(rest, "qkv_proj") || strstr(rest, "gate_up_proj"))) ||
+      (!strcmp(g, "ffn_gate_inp.weight") &&
+       (!c->n_expert || c->mixtral != !strncmp(rest, "block_sparse_moe.", 17))))
+    return -1;
   snprintf(out, cap, "blk.%u.%s", layer, g);
   return 0;
+}
+
+/* An expert's matrix (per-expert names, as transformers saves them):
+ * true with its layer, kind (0 gate, 1 up, 2 down) and expert index. */
+static bool expert_part(const hf_ctx *c, const char *hf, uint32_t *layer, int *kind, uint32_t *e) {
+  unsigned l, x;
+  int at = 0;
+  char part[16];
+  if (!c->n_expert) return false;
+  const char *fmt = c->mixtral ? "model.layers.%u.block_sparse_moe.experts.%u.%15[^.].weight%n"
+                               : "model.layers.%u.mlp.experts.%u.%15[^.].weight%n";
+  if (sscanf(hf, fmt, &l, &x, part, &at) != 3 || at == 0 || hf[at] != 0) return false;
+  static const char *names[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(part, names[c->mixtral][k])) {
+      *layer = l, *kind = k, *e = x;
+      return true;
+    }
+  return false;
 }
 
 static size_t elem_size(uint32_t type) {
@@ -380,7 +441,7 @@ static int quantize_tensor(const st_tensor *t, uint32_t heads, uint32_t type, ui
   return PASADA_OK;
 }
 
-static void *keep_buf(hf_ctx *c, size_t n) {
+void *hf_keep_buf(hf_ctx *c, size_t n) {
   void **nb = realloc(c->bufs, (size_t)(c->n_bufs + 1) * sizeof *nb);
   if (!nb) return NULL;
   c->bufs = nb;
@@ -395,9 +456,15 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
   const bool is_q = strstr(name, "attn_q.weight") != NULL,
              is_k = strstr(name, "attn_k.weight") != NULL;
   const bool permute = c->llama && (is_q || is_k);
-  const bool to_f32 = t->n_dims == 1; /* norms and biases: F32 as llama.cpp writes them */
+  /* norms and biases F32 as llama.cpp writes them; bert's learned
+   * positions and token types too (the loader adds them as F32 rows) */
+  const bool to_f32 =
+      t->n_dims == 1 ||
+      (c->bert && (!strcmp(name, "position_embd.weight") || !strcmp(name, "token_types.weight")));
   const int64_t count = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+  /* MoE routers stay as stored (pasada quantize keeps them too) */
   const bool quantize = load_type != PA_TYPE_COUNT && !to_f32 && load_type != t->type &&
+                        !strstr(name, "ffn_gate_inp.weight") &&
                         t->ne[0] % pa_type_get(load_type)->block_size == 0;
   if (quantize) {
     const uint32_t heads = permute ? (is_q ? c->n_head : c->n_head_kv) : 0;
@@ -406,7 +473,7 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
       return pa_error(PASADA_ERR_FORMAT, "%s: %lld rows do not split into %u heads of pairs", name,
                       (long long)rows, heads);
     const size_t bytes = pa_row_size((pa_type)load_type, t->ne[0]) * (size_t)rows;
-    uint8_t *buf = keep_buf(c, bytes);
+    uint8_t *buf = hf_keep_buf(c, bytes);
     if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
     int rc = quantize_tensor(t, heads, load_type, buf);
     return rc ? rc : gguf_writer_add_tensor(w, name, load_type, t->n_dims, t->ne, buf, bytes);
@@ -428,7 +495,7 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
   }
   const uint32_t type = to_f32 ? PA_TYPE_F32 : t->type;
   const size_t bytes = (size_t)count * elem_size(type);
-  uint8_t *buf = keep_buf(c, bytes);
+  uint8_t *buf = hf_keep_buf(c, bytes);
   if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
   if (to_f32) {
     if (t->type == PA_TYPE_F32)
@@ -516,18 +583,90 @@ static int index_shards(hf_ctx *c) {
   return rc;
 }
 
+/* Each layer's experts stacked into llama.cpp's 3-D ffn_{gate,up,down}_exps
+ * ([expert][rows][cols]); every expert present, one shape and one type. */
+static int stack_experts(hf_ctx *c, gguf_writer *w) {
+  static const char *gname[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+  for (uint32_t l = 0; l < c->n_layer; l++)
+    for (int k = 0; k < 3; k++) {
+      const st_tensor **x = c->experts + ((size_t)l * 3 + (size_t)k) * c->n_expert;
+      uint32_t have = 0;
+      for (uint32_t e = 0; e < c->n_expert; e++) have += x[e] != NULL;
+      if (have == 0) continue; /* the model loader names what is missing */
+      char name[GGUF_MAX_NAME_LEN];
+      snprintf(name, sizeof name, "blk.%u.%s.weight", l, gname[k]);
+      for (uint32_t e = 0; e < c->n_expert; e++) {
+        if (!x[e])
+          return pa_error(PASADA_ERR_FORMAT, "%s: expert %u of layer %u is missing (%u experts)",
+                          c->dir, e, l, c->n_expert);
+        if (x[e]->n_dims != 2 || x[e]->type != x[0]->type || x[e]->ne[0] != x[0]->ne[0] ||
+            x[e]->ne[1] != x[0]->ne[1])
+          return pa_error(PASADA_ERR_FORMAT,
+                          "%s: expert tensor '%.100s' is not a matrix of its siblings' shape and "
+                          "type",
+                          c->dir, x[e]->name);
+      }
+      const size_t one = (size_t)x[0]->nbytes;
+      uint8_t *buf = hf_keep_buf(c, one * c->n_expert);
+      if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+      for (uint32_t e = 0; e < c->n_expert; e++) memcpy(buf + one * e, x[e]->data, one);
+      st_tensor t = {
+          .name = name, .type = x[0]->type, .n_dims = 3, .nbytes = one * c->n_expert, .data = buf};
+      t.ne[0] = x[0]->ne[0], t.ne[1] = x[0]->ne[1], t.ne[2] = c->n_expert, t.ne[3] = 1;
+      const bool quantize = load_type != PA_TYPE_COUNT && load_type != t.type &&
+                            t.ne[0] % pa_type_get(load_type)->block_size == 0;
+      int rc;
+      if (quantize) {
+        const size_t bytes = pa_row_size((pa_type)load_type, t.ne[0]) * (size_t)(t.ne[1] * t.ne[2]);
+        uint8_t *q = hf_keep_buf(c, bytes);
+        if (!q) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+        if ((rc = quantize_tensor(&t, 0, load_type, q))) return rc;
+        rc = gguf_writer_add_tensor(w, name, load_type, 3, t.ne, q, bytes);
+      } else {
+        rc = gguf_writer_add_tensor(w, name, t.type, 3, t.ne, buf, t.nbytes);
+      }
+      if (rc) return rc;
+    }
+  return PASADA_OK;
+}
+
 static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
   char name[GGUF_MAX_NAME_LEN + 64];
   int rc = PASADA_OK;
+  if (c->n_expert &&
+      !(c->experts = calloc((size_t)c->n_layer * 3 * c->n_expert, sizeof *c->experts)))
+    return pa_error(PASADA_ERR_NOMEM, "out of memory");
   for (uint32_t s = 0; s < c->n_shards && !rc; s++) {
     const st_file *f = c->shards[s];
     for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
       const st_tensor *t = &f->tensors[i];
+      uint32_t layer = 0, e = 0;
+      int kind = 0;
+      if (expert_part(c, t->name, &layer, &kind, &e)) {
+        if (layer >= c->n_layer || e >= c->n_expert)
+          return pa_error(PASADA_ERR_FORMAT,
+                          "%s: tensor '%.100s' is past the %u layers or %u experts of config.json",
+                          f->path, t->name, c->n_layer, c->n_expert);
+        const st_tensor **slot = &c->experts[((size_t)layer * 3 + (size_t)kind) * c->n_expert + e];
+        if (*slot)
+          return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in another shard",
+                          f->path, t->name);
+        if (t->type == ST_TYPE_I64)
+          return pa_error(PASADA_ERR_UNSUPPORTED,
+                          "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
+                          t->name);
+        *slot = t;
+        continue;
+      }
       int m = map_name(c, t->name, name, sizeof name);
       if (m < 0)
         return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a %s model",
                         f->path, t->name, c->arch);
       if (m > 0) continue;
+      if (t->type == ST_TYPE_I64)
+        return pa_error(PASADA_ERR_UNSUPPORTED,
+                        "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
+                        t->name);
       for (uint32_t p = 0; p < s; p++) /* a name in two shards */
         for (uint64_t j = 0; j < c->shards[p]->n_tensors; j++)
           if (!strcmp(c->shards[p]->tensors[j].name, t->name))
@@ -536,6 +675,7 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
       rc = add_tensor(c, w, s, t, name);
     }
   }
+  if (!rc && c->n_expert) rc = stack_experts(c, w);
   return rc; /* no tensors: a vocabulary-only folder (the model loader names what is missing) */
 }
 
@@ -550,6 +690,7 @@ static void ctx_free(hf_ctx *c) {
   free(c->direct);
   free(c->n_direct);
   free(c->shards);
+  free(c->experts);
   for (uint64_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
   free(c->bufs);
 }
@@ -558,7 +699,8 @@ static int file_type(const hf_ctx *c) {
   uint32_t t = PA_TYPE_F32;
   for (uint32_t s = 0; s < c->n_shards; s++)
     for (uint64_t i = 0; i < c->shards[s]->n_tensors; i++)
-      if (c->shards[s]->tensors[i].type != PA_TYPE_F32 && c->shards[s]->tensors[i].n_dims > 1)
+      if (c->shards[s]->tensors[i].type != PA_TYPE_F32 &&
+          c->shards[s]->tensors[i].type != ST_TYPE_I64 && c->shards[s]->tensors[i].n_dims > 1)
         t = c->shards[s]->tensors[i].type;
   return t == PA_TYPE_F16    ? 1
          : t == PA_TYPE_BF16 ? 32
@@ -574,7 +716,8 @@ static int build(hf_ctx *c, gguf_writer *w, gguf_file **out) {
   uint32_t n_vocab = 0;
   if (!pj_is_obj(cfg)) rc = pa_error(PASADA_ERR_FORMAT, "%s: not a JSON object", c->cfg_path);
   if (!rc) rc = config_to_gguf(c, w, &n_vocab);
-  if (!rc) rc = hf_tokenizer_to_gguf(c->dir, cfg, n_vocab, w);
+  if (!rc)
+    rc = c->bert ? hf_bert_tokenizer(c->dir, w) : hf_tokenizer_to_gguf(c->dir, cfg, n_vocab, w);
   if (!rc) rc = index_shards(c);
   if (!rc) rc = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type(c));
   if (!rc) rc = tensors_to_gguf(c, w);

@@ -1,13 +1,16 @@
-/* hf_internal.h: what the Hugging Face folder reader's files share: the
- * checked JSON getters and the tokenizer half (hf_tokenizer.c). */
+/* hf_internal.h: what the Hugging Face folder reader's files share (hf.c,
+ * hf_tokenizer.c, hf_bert.c, hf_families.c): the folder's context, the
+ * checked JSON getters and the halves of the other files. */
 #ifndef PASADA_HF_INTERNAL_H
 #define PASADA_HF_INTERNAL_H
 
 #include "format/json.h"
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "format/gguf.h"
+#include "format/safetensors.h"
 
 /* Reads dir/name as JSON (st_read_json); when `optional` and the file does
  * not exist, *out is NULL and the result PASADA_OK. */
@@ -19,5 +22,50 @@ const pj_value *hf_member(const pj_value *obj, const char *key);
  * tokenizer.json and tokenizer_config.json (chat template included);
  * `config` supplies bos/eos ids when tokenizer_config.json names none. */
 int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_vocab, gguf_writer *w);
+
+/* hf_bert.c: config.json (+ modules.json, 1_Pooling/config.json) of a
+ * BERT folder to the bert.* keys (and token_type_count); *n_layer its depth. */
+int hf_bert_config(const char *dir, const char *cfg_path, const pj_value *cfg, gguf_writer *w,
+                   uint32_t *n_layer);
+/* tokenizer.json's WordPiece vocabulary, or vocab.txt's when there is no
+ * tokenizer.json (uncased BERT pipeline only), as the tokenizer.ggml.* keys
+ * of llama.cpp's "bert" tokenizer. */
+int hf_bert_tokenizer(const char *dir, gguf_writer *w);
+/* llama.cpp's name of a BERT tensor into out; 0 mapped, 1 dropped
+ * (position_ids, the pooler), -1 unknown. */
+int hf_bert_tensor_name(const char *hf, uint32_t n_layer, char *out, size_t cap);
+
+/* The state of one folder being read (hf.c), shared with hf_families.c. */
+typedef struct {
+  const char *dir;
+  char cfg_path[4096];
+  const pj_value *cfg;
+  const char *arch;  /* GGUF architecture name */
+  bool llama, gemma; /* Q/K permutation; (1 + w) norms */
+  bool bert;         /* hf_bert.c's config, tokenizer and names */
+  bool mixtral;      /* experts under block_sparse_moe (w1, w3, w2) */
+  uint32_t n_expert;
+  const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
+  uint32_t n_head, n_head_kv, n_layer;
+  bool tied;
+  st_file **shards;
+  uint32_t n_shards;
+  /* tensors used as stored, per shard */
+  gguf_tensor **direct;
+  uint64_t *n_direct;
+  void **bufs; /* transformed tensors' data, until the image is written */
+  uint64_t n_bufs;
+} hf_ctx;
+
+/* config.json's integer in [0, max] / finite number; absent: *out
+ * untouched (an error when `required`). */
+int hf_cfg_uint(hf_ctx *c, const char *key, bool required, uint64_t max, uint64_t *out);
+int hf_cfg_num(hf_ctx *c, const pj_value *obj, const char *key, double *out, bool *found);
+/* n bytes the context frees after the GGUF image is written; NULL: out of memory. */
+void *hf_keep_buf(hf_ctx *c, size_t n);
+/* hf_families.c: the experts' keys (no-op for other families; sets
+ * c->n_expert) and Phi-3's (rope.dimension_count, the window, LongRoPE). */
+int hf_experts_config(hf_ctx *c, gguf_writer *w);
+int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx);
 
 #endif

@@ -16,9 +16,13 @@
 #define ST_MAX_JSON ((uint64_t)256 << 20)   /* config/tokenizer JSON files */
 #define ST_MAX_DEPTH 64                     /* JSON nesting accepted */
 
+/* An I64 tensor (position ids beside the weights): opened so the file can
+ * be read, never a weight. */
+#define ST_TYPE_I64 0x10000u
+
 typedef struct {
   char *name;    /* NUL-terminated */
-  uint32_t type; /* PA_TYPE_F32, PA_TYPE_F16 or PA_TYPE_BF16 */
+  uint32_t type; /* PA_TYPE_F32, PA_TYPE_F16, PA_TYPE_BF16 or ST_TYPE_I64 */
   uint32_t n_dims;
   int64_t ne[GGUF_MAX_DIMS]; /* GGUF order: ne[0] the last safetensors dim (row length); unused 1 */
   uint64_t nbytes;
@@ -39,7 +43,7 @@ typedef struct {
  * ST_MAX_HEADER), the header valid UTF-8 JSON (nesting at most ST_MAX_DEPTH)
  * whose top level is an object of tensors (plus an optional __metadata__
  * object of strings), no duplicate names, each tensor a known dtype (F32,
- * F16, BF16; others are refused by name), 0..4 dims each >= 1, data_offsets
+ * F16, BF16, and I64 as ST_TYPE_I64; others are refused by name), 0..4 dims each >= 1, data_offsets
  * [begin, end] inside the data section with end - begin the shape's byte
  * size, and no two tensors overlapping. Errors start with `path`. */
 int st_open(const char *path, st_file **out);

@@ -26,12 +26,18 @@ from test_arch_parity import relative_error, run_eval
 
 TINY = FIXTURES / "tiny"
 ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
+F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral")  # folders of config + tokenizer files only
 # BF16/F16 folders against transformers in F32 on the same rounded weights.
 # The weights are identical; the matrix products round their activations to
 # the weights' type (as ggml's vec_dot does; the ref backend too), so the
 # error is that rounding's: measured (cpu and ref backends) 3.0e-4 to 1.0e-3
 # with BF16 (8 significant bits), 7.2e-5 with F16 (11 bits).
 LOW_TOLERANCE = {"llama": 3e-3, "gemma3": 3e-3, "qwen3": 3e-3, "qwen2": 3e-4}
+
+
+# keys the converter leaves to the loader's default: the head n_embd / n_head,
+# all of it rotated
+DEFAULTED = {"rope.dimension_count", "attention.key_length", "attention.value_length"}
 
 
 def pasada(*args, check=True):
@@ -43,7 +49,7 @@ def pasada(*args, check=True):
 
 # ---- the folders against the GGUF files ----
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", F32_ARCHS)
 def test_f32_folder_is_bit_identical_to_gguf(arch, tmp_path):
     """An F32 folder gives the same logits as the GGUF file, bit for bit."""
     folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
@@ -76,19 +82,20 @@ def test_sharded_folder_is_sharded():
     assert len(set(index["weight_map"].values())) >= 2
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_tokenizer_json_gives_the_gguf_ids(arch):
+@pytest.mark.parametrize("arch", F32_ARCHS)
+def test_tokenizer_json_gives_the_gguf_ids(arch, tmp_path):
+    folder = HF / arch if arch in ARCHS else write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
     texts = ["Hello world, the cat sat on the mat.", "  spaces\tand\nnewlines 123 4567 ",
              "<|bos|>special<|eos|> text", "ünïcödé 日本語 🙂", "the theme of them is the thing"]
     for text in texts:
         a = pasada("tokenize", "-m", TINY / f"{arch}.gguf", "-p", text).stdout
-        b = pasada("tokenize", "-m", HF / arch, "-p", text).stdout
+        b = pasada("tokenize", "-m", folder, "-p", text).stdout
         assert a == b, f"{text!r}: GGUF {a.strip()} folder {b.strip()}"
 
 
 # ---- convert ----
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", F32_ARCHS)
 def test_convert_writes_the_gguf_file(arch, tmp_path):
     """`pasada convert` of an F32 folder: the gguf package reads the same
     tensors (names, shapes, values) and hyper-parameters as the committed
@@ -102,6 +109,13 @@ def test_convert_writes_the_gguf_file(arch, tmp_path):
     for t in mine.tensors:
         assert t.tensor_type == want[t.name].tensor_type
         assert np.array_equal(np.array(t.data), np.array(want[t.name].data)), t.name
+    garch = "llama" if arch == "mixtral" else arch
+    for key in [k for k in ref.fields if k.startswith(garch + ".")]:  # every hyper-parameter
+        if key not in mine.fields and key.split(".", 1)[1] in DEFAULTED:
+            continue  # the loader's default (the logits above and below are equal)
+        a, b = mine.fields[key], ref.fields[key]
+        assert [bytes(a.parts[i]) for i in a.data] == [bytes(b.parts[i]) for i in b.data], key
+    arch = garch
     for key in ("general.architecture", f"{arch}.block_count", f"{arch}.embedding_length",
                 f"{arch}.attention.head_count", f"{arch}.attention.head_count_kv", f"{arch}.feed_forward_length",
                 f"{arch}.rope.freq_base", f"{arch}.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model",
@@ -191,3 +205,42 @@ def test_gemma3_config_of_older_transformers(tmp_path):
     (folder / "config.json").write_text(json.dumps(cfg))
     c = run_eval("logits", folder, ids, tmp_path / "c", args)[0]
     assert not np.array_equal(a, c)
+
+
+def _read_safetensors(path):
+    import struct
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    return {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], "<f4").reshape(v["shape"])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+@pytest.mark.parametrize("case", ["norm-topk-false", "expert-missing", "long-factor-short", "fused-moe-layout"])
+def test_unsupported_or_broken_family_folder_is_one_line(case, tmp_path):
+    """Folders of the MoE and Phi-3 families with one thing pasada cannot
+    take: refused in one line naming it."""
+    from hf_folder import write_safetensors
+    arch = {"norm-topk-false": "qwen3moe", "expert-missing": "mixtral", "long-factor-short": "phi3",
+            "fused-moe-layout": "qwen3moe"}[case]
+    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    cfg = json.loads((folder / "config.json").read_text())
+    st = folder / "model.safetensors"
+    if case == "norm-topk-false":
+        cfg["norm_topk_prob"], hint = False, "norm_topk_prob"
+    elif case == "long-factor-short":
+        cfg["rope_parameters"]["long_factor"].pop()
+        hint = "long_factor"
+    else:
+        t = _read_safetensors(st)
+        if case == "expert-missing":
+            del t["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+            hint = "expert 3 of layer 1 is missing"
+        else:  # the 3-D gate_up_proj of transformers' fused experts
+            t["model.layers.0.mlp.experts.gate_up_proj"] = np.zeros((7, 80, 64), np.float32)
+            hint = "gate_up_proj"
+        write_safetensors(st, t)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    res = pasada("info", "-m", folder, check=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and hint in lines[0], res.stderr

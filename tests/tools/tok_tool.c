@@ -23,6 +23,7 @@
 
 #include "base/base.h"
 #include "format/gguf.h"
+#include "format/hf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_internal.h"
 
@@ -70,27 +71,45 @@ static char *read_json_string(const char **p, size_t *len) {
     s++;
     unsigned cp, lo;
     switch (*s) {
-    case 'n': *o++ = '\n', s++; break;
-    case 't': *o++ = '\t', s++; break;
-    case 'r': *o++ = '\r', s++; break;
-    case 'b': *o++ = '\b', s++; break;
-    case 'f': *o++ = '\f', s++; break;
-    case '/': *o++ = '/', s++; break;
-    case '\\': *o++ = '\\', s++; break;
-    case '"': *o++ = '"', s++; break;
-    case 'u':
-      if (hex4(s + 1, &cp)) goto bad;
-      s += 5;
-      if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (s[0] != '\\' || s[1] != 'u' || hex4(s + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF) goto bad;
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        s += 6;
-      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+      case 'n':
+        *o++ = '\n', s++;
+        break;
+      case 't':
+        *o++ = '\t', s++;
+        break;
+      case 'r':
+        *o++ = '\r', s++;
+        break;
+      case 'b':
+        *o++ = '\b', s++;
+        break;
+      case 'f':
+        *o++ = '\f', s++;
+        break;
+      case '/':
+        *o++ = '/', s++;
+        break;
+      case '\\':
+        *o++ = '\\', s++;
+        break;
+      case '"':
+        *o++ = '"', s++;
+        break;
+      case 'u':
+        if (hex4(s + 1, &cp)) goto bad;
+        s += 5;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          if (s[0] != '\\' || s[1] != 'u' || hex4(s + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+            goto bad;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          s += 6;
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          goto bad;
+        }
+        o += put_utf8(cp, o);
+        break;
+      default:
         goto bad;
-      }
-      o += put_utf8(cp, o);
-      break;
-    default: goto bad;
     }
   }
   if (*s != '"') goto bad;
@@ -312,12 +331,12 @@ static void do_info(const pa_tokenizer *t, const gguf_file *f) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: tok_tool MODEL.gguf info|serve [--pre NAME]\n");
+    fprintf(stderr, "usage: tok_tool MODEL.gguf|DIR info|serve [--pre NAME]\n");
     return 2;
   }
   gguf_file *f;
   pa_tokenizer *t;
-  if (gguf_open(argv[1], &f)) {
+  if (hf_is_dir(argv[1]) ? hf_open(argv[1], &f) : gguf_open(argv[1], &f)) { /* -m DIR too */
     fprintf(stderr, "tok_tool: %s\n", pa_last_error());
     return 1;
   }

@@ -77,6 +77,24 @@ static void test_valid(void) {
   free(b);
 }
 
+/* I64 tensors (BERT's position ids) open, marked ST_TYPE_I64, their size
+ * checked at 8 bytes an element. */
+static void test_i64(void) {
+  uint64_t size;
+  uint8_t *b = make("{\"p\": {\"dtype\": \"I64\", \"shape\": [1, 2], \"data_offsets\": [0, 16]}}",
+                    16, &size);
+  st_file *f = NULL;
+  CHECK(st_open_memory(b, size, "v", &f) == PASADA_OK, "%s", pa_last_error());
+  if (f)
+    CHECK(f->n_tensors == 1 && f->tensors[0].type == ST_TYPE_I64 && f->tensors[0].ne[0] == 2 &&
+              f->tensors[0].nbytes == 16,
+          "p");
+  st_close(f);
+  free(b);
+  rejects("{\"p\": {\"dtype\": \"I64\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+          "bytes of data");
+}
+
 static void test_rejects(void) {
   uint64_t size;
   uint8_t *b = make("{}", 0, &size);
@@ -220,6 +238,7 @@ int main(void) {
   test_json();
   test_valid();
   test_rejects();
+  test_i64();
   test_view();
   if (failures) fprintf(stderr, "test_safetensors: %d failures\n", failures);
   return failures ? 1 : 0;

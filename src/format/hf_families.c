@@ -1,0 +1,119 @@
+/* hf_families.c: the config.json keys of the Hugging Face families with
+ * their own hyper-parameters: the mixtures of experts (Qwen3-MoE, Mixtral)
+ * and Phi-3 (partial rotary, the window, LongRoPE and its factor tensors). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "format/hf_internal.h"
+#include "quant/quant.h"
+
+/* The mixture of experts: expert_count, expert_used_count and (Qwen3-MoE)
+ * expert_feed_forward_length; Qwen3-MoE's experts in every layer and the
+ * chosen weights renormalised, as pasada runs it. */
+int hf_experts_config(hf_ctx *c, gguf_writer *w) {
+  const bool q3 = !strcmp(c->arch, "qwen3moe");
+  if (!q3 && !c->mixtral) return PASADA_OK;
+  uint64_t n_expert = 0, n_used = 0, n_ff_exp = 0, step = 1;
+  int rc;
+  if ((rc = hf_cfg_uint(
+           c, hf_member(c->cfg, "num_local_experts") ? "num_local_experts" : "num_experts", true,
+           4096, &n_expert)) ||
+      (rc = hf_cfg_uint(c, "num_experts_per_tok", true, 4096, &n_used)) ||
+      (q3 && (rc = hf_cfg_uint(c, "moe_intermediate_size", true, 1 << 24, &n_ff_exp))) ||
+      (rc = hf_cfg_uint(c, "decoder_sparse_step", false, 4096, &step)))
+    return rc;
+  if (n_expert == 0 || n_used == 0 || n_used > n_expert)
+    return pa_error(PASADA_ERR_FORMAT, "%s: %" PRIu64 " experts of which %" PRIu64 " per token",
+                    c->cfg_path, n_expert, n_used);
+  const pj_value *mlp_only = hf_member(c->cfg, "mlp_only_layers"),
+                 *norm = hf_member(c->cfg, "norm_topk_prob");
+  if (q3 && (step != 1 || (mlp_only && !(pj_is_arr(mlp_only) && pj_size(mlp_only) == 0))))
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: experts in only some layers (decoder_sparse_step, mlp_only_layers) are "
+                    "not supported",
+                    c->cfg_path);
+  if (q3 && norm && !pj_is_true(norm))
+    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: norm_topk_prob false is not supported",
+                    c->cfg_path);
+  c->n_expert = (uint32_t)n_expert;
+  char key[128];
+  snprintf(key, sizeof key, "%s.expert_count", c->arch);
+  if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_expert))) return rc;
+  snprintf(key, sizeof key, "%s.expert_used_count", c->arch);
+  if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_used))) return rc;
+  snprintf(key, sizeof key, "%s.expert_feed_forward_length", c->arch);
+  return q3 ? gguf_writer_set_u32(w, key, (uint32_t)n_ff_exp) : PASADA_OK;
+}
+
+/* A LongRoPE factor list of rope_parameters as an F32 tensor of n entries. */
+static int rope_factors(hf_ctx *c, gguf_writer *w, const pj_value *rp, const char *key,
+                        const char *name, uint64_t n) {
+  const pj_value *a = hf_member(rp, key);
+  if (!pj_is_arr(a) || (uint64_t)pj_size(a) != n)
+    return pa_error(PASADA_ERR_FORMAT, "%s: LongRoPE's %s is not an array of %" PRIu64 " numbers",
+                    c->cfg_path, key, n);
+  float *f = hf_keep_buf(c, n * sizeof *f);
+  if (!f) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  uint64_t i = 0;
+  for (const pj_value *e = a->child; e; e = e->next, i++) {
+    if (!pj_is_num(e) || !(e->valuedouble > 0 && e->valuedouble < 1e9))
+      return pa_error(PASADA_ERR_FORMAT, "%s: %s[%" PRIu64 "] is not a number in (0, 1e9)",
+                      c->cfg_path, key, i);
+    f[i] = (float)e->valuedouble;
+  }
+  const int64_t ne[4] = {(int64_t)n, 1, 1, 1};
+  return gguf_writer_add_tensor(w, name, PA_TYPE_F32, 1, ne, f, n * sizeof *f);
+}
+
+/* Phi-3: partial rotary (rope.dimension_count), the window over every
+ * layer, and LongRoPE (factor tensors, original context, attention factor:
+ * the given one, else sqrt(1 + ln(scale) / ln(original)) for scale > 1). */
+int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx) {
+  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
+  if (!rp) rp = hf_member(c->cfg, "rope_scaling");
+  double prf = 1;
+  bool found = false;
+  int rc;
+  if ((rc = hf_cfg_num(c, c->cfg, "partial_rotary_factor", &prf, &found))) return rc;
+  if (!found && (rc = hf_cfg_num(c, rp, "partial_rotary_factor", &prf, &found))) return rc;
+  const double rd = (double)head_dim * prf;
+  if (!(prf > 0 && prf <= 1) || floor(rd) != rd || (uint64_t)rd % 2)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: partial_rotary_factor %g does not rotate an even part of the head",
+                    c->cfg_path, prf);
+  const uint64_t rope_dim = (uint64_t)rd;
+  if ((rc = gguf_writer_set_u32(w, "phi3.rope.dimension_count", (uint32_t)rope_dim))) return rc;
+  uint64_t window = 0;
+  if ((rc = hf_cfg_uint(c, "sliding_window", false, 1 << 24, &window))) return rc;
+  if (window && (rc = gguf_writer_set_u32(w, "phi3.attention.sliding_window", (uint32_t)window)))
+    return rc;
+  const pj_value *type = hf_member(rp, "rope_type");
+  if (!type) type = hf_member(rp, "type");
+  if (!pj_is_str(type) ||
+      (strcmp(type->valuestring, "longrope") && strcmp(type->valuestring, "su")))
+    return PASADA_OK;
+  double orig = 0, attn = 0;
+  bool fo = false, fa = false;
+  if ((rc = hf_cfg_num(c, rp, "original_max_position_embeddings", &orig, &fo))) return rc;
+  if (!fo && (rc = hf_cfg_num(c, c->cfg, "original_max_position_embeddings", &orig, &fo)))
+    return rc;
+  if (!fo || !(orig >= 1 && orig <= (1 << 24)) || floor(orig) != orig)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: LongRoPE needs original_max_position_embeddings in [1, 2^24]",
+                    c->cfg_path);
+  if ((rc = hf_cfg_num(c, rp, "attention_factor", &attn, &fa))) return rc;
+  if (!fa) {
+    const double scale = n_ctx ? (double)n_ctx / orig : 1;
+    attn = scale <= 1 || orig <= 1 ? 1.0 : sqrt(1 + log(scale) / log(orig));
+  }
+  if ((rc = gguf_writer_set_u32(w, "phi3.rope.scaling.original_context_length", (uint32_t)orig)) ||
+      (rc = gguf_writer_set_f32(w, "phi3.rope.scaling.attn_factor", (float)attn)))
+    return rc;
+  if ((rc = rope_factors(c, w, rp, "long_factor", "rope_factors_long.weight", rope_dim / 2)))
+    return rc;
+  return rope_factors(c, w, rp, "short_factor", "rope_factors_short.weight", rope_dim / 2);
+}
