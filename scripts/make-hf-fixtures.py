@@ -50,10 +50,6 @@ DTYPES = {"llama": torch.bfloat16, "gemma3": torch.bfloat16, "qwen3": torch.bflo
 SHARDED = {"qwen2"}
 # Families committed as config and tokenizer files only: the test writes
 # their F32 weights from the GGUF files (checked here against save_pretrained).
-# The committed qwen3moe and mixtral GGUF files were drawn with the seeds
-# of their earlier places in make-tiny-models.py's ARCHS (before gemma2 and
-# phi3 came ahead of them): SEED + 4 and SEED + 5 reproduce them exactly.
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5}
 CONFIG_ONLY = ("gemma2", "phi3", "qwen3moe", "mixtral")
 CHATML = ("{% for m in messages %}<|bos|>{{ m['role'] }}\n{{ m['content'] }}<|eos|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|bos|>assistant\n{% endif %}")
@@ -101,7 +97,7 @@ def main():
     for k, (arch, spec) in enumerate(mt.ARCHS.items()):
         if args.arch and arch not in args.arch:
             continue
-        gen = torch.Generator().manual_seed(mt.SEED + SEED_INDEX.get(arch, k))
+        gen = torch.Generator().manual_seed(mt.SEED + mt.seed_index(arch, k))
         cfg = mt.make_config(arch, spec)
         cfg._attn_implementation = "eager"
         model = mt.model_class(arch)(cfg).to(torch.float32).eval()
