@@ -235,6 +235,9 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
     /* llama.cpp's files spell the separator's key "seperator"; BERT adds
      * [CLS] (bos) and [SEP] by default, and words start with "\u2581" */
     if (t->sep < 0 && (rc = get_special(f, "tokenizer.ggml.seperator_token_id", t->n_vocab, &t->sep))) return rc;
+    /* [CLS] is BERT's beginning token: files that name it only as
+     * cls_token_id (llama.cpp's converter writes no bos_token_id) use it */
+    if (t->bos < 0 && (rc = get_special(f, "tokenizer.ggml.cls_token_id", t->n_vocab, &t->bos))) return rc;
     t->add_bos = t->add_sep = true;
     t->add_space_prefix = true;
     if ((rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
