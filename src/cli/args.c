@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "base/base.h"
@@ -253,6 +254,14 @@ int cli_read_input(const char *prompt, const char *file, char **owned, const cha
   }
   *text = *owned ? *owned : prompt;
   if (!*owned) *len = strlen(prompt);
+  return CLI_OK;
+}
+
+int cli_check_input(const char *cmd, const char *prompt, const char *file, const char *what,
+                    const char *on_stdin) {
+  if (prompt && file) return cli_usage(cmd, "-p and -f both give the %s: use one of them", what);
+  if (!prompt && !file && isatty(STDIN_FILENO))
+    return cli_usage(cmd, "no %s: give -p TEXT, -f FILE or %s on stdin", what, on_stdin);
   return CLI_OK;
 }
 

@@ -79,6 +79,12 @@ int cli_read_stream(FILE *f, const char *name, char **out, size_t *len);
  * all of stdin; *owned is what to free (NULL for the prompt), *text and
  * *len the bytes. CLI_RUNTIME_ERROR (reported) when a read fails. */
 int cli_read_input(const char *prompt, const char *file, char **owned, const char **text, size_t *len);
+/* The usage checks before cli_read_input: -p and -f not both, and some input
+ * when stdin is a terminal. `what` names the input in the messages ("prompt",
+ * "text"), `on_stdin` what stdin would hold ("text", "lines"). CLI_OK, or
+ * CLI_USAGE_ERROR (reported). */
+int cli_check_input(const char *cmd, const char *prompt, const char *file, const char *what,
+                    const char *on_stdin);
 
 /* ---- growable arrays ---- */
 typedef struct {

@@ -3,7 +3,6 @@
  * and printed as one JSON array of floats on its own line. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -132,9 +131,7 @@ int cmd_embed(int argc, char **argv) {
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
   if (!model_path) return cli_usage(cmd, "no model given: use -m MODEL");
-  if (prompt && file) return cli_usage(cmd, "-p and -f both give the inputs: use one of them");
-  if (!prompt && !file && isatty(STDIN_FILENO))
-    return cli_usage(cmd, "no input: give -p TEXT, -f FILE or lines on stdin");
+  if (cli_check_input(cmd, prompt, file, "inputs", "lines")) return CLI_USAGE_ERROR;
 
   char *owned = NULL;
   const char *text = NULL;

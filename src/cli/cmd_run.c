@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "server/json_schema.h"
@@ -126,11 +125,9 @@ int cmd_run(int argc, char **argv) {
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
   if (!o.model_path) return cli_usage(cmd, "no model given: use -m MODEL");
   if (cli_gen_backend(cmd, &o)) return CLI_USAGE_ERROR;
-  if (prompt && file) return cli_usage(cmd, "-p and -f both give the prompt: use one of them");
   if (grammar_file && schema_file)
     return cli_usage(cmd, "--grammar and --json-schema both constrain the output: use one of them");
-  if (!prompt && !file && isatty(STDIN_FILENO))
-    return cli_usage(cmd, "no prompt: give -p TEXT, -f FILE or text on stdin");
+  if (cli_check_input(cmd, prompt, file, "prompt", "text")) return CLI_USAGE_ERROR;
   if (o.chat_template || o.chat_template_file || o.system) chat = true;
 
   /* The prompt's text. */

@@ -3,7 +3,6 @@
  * vocabulary-only GGUF files. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -61,9 +60,7 @@ int cmd_tokenize(int argc, char **argv) {
   }
   if (optind < argc) return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
   if (!model_path) return cli_usage(cmd, "no model given: use -m MODEL");
-  if (prompt && file) return cli_usage(cmd, "-p and -f both give the text: use one of them");
-  if (!prompt && !file && isatty(STDIN_FILENO))
-    return cli_usage(cmd, "no text: give -p TEXT, -f FILE or text on stdin");
+  if (cli_check_input(cmd, prompt, file, "text", "text")) return CLI_USAGE_ERROR;
 
   char *owned = NULL;
   const char *text = NULL;
