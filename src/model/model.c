@@ -24,12 +24,14 @@ void pasada_model_free(pasada_model *m) {
       pa_layer *L = &m->layers[i];
       float *v[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->post_attn_norm,
                     L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
-                    L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b};
+                    L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b,
+                    L->attn_sinks, L->router_b, L->exp_gate_b, L->exp_up_b, L->exp_down_b};
       for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
       pa_free(L->exp_gate); /* exp_up and exp_down share its allocation */
     }
     pa_free(m->layers);
   }
+  pa_free(m->attn_sinks);
   pa_unmap_huge(m->repacked, m->repacked_bytes);
   pa_backend_free(m->be);
   pa_free(m->output_norm);

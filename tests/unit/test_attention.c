@@ -185,7 +185,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
           lo[r] = sh->window > 0 && pos - sh->window + 1 > 0 ? pos - sh->window + 1 : 0;
           qp[r] = q + (int64_t)r * sh->hd;
           op[r] = alone + (int64_t)r * sh->hdv;
-          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap};
+          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap, NULL};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &one, work);
           exact_row(&kv, layer, s, g, sh, scale, qp[r], lo[r], hi[r], ex);
           double err = 0, vmax = 2.0;
@@ -203,8 +203,8 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             mixed.quantize_q = kt->quantize_q;
             float twin[256], mine[256];
             float *tp = twin, *mp = mine;
-            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap},
-                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap};
+            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap, NULL},
+                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap, NULL};
             pa_attn_rows(pa_attn_plain(), &kv, layer, s, g, sh->hd, sh->hdv, scale, &tq, work);
             pa_attn_rows(&mixed, &kv, layer, s, g, sh->hd, sh->hdv, scale, &mq, work);
             if (memcmp(twin, mine, sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
@@ -233,7 +233,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             glo[i] = lo[perm[i]];
             ghi[i] = hi[perm[i]];
           }
-          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL, NULL, 0, sh->softcap};
+          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL, NULL, 0, sh->softcap, NULL};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &grp, work);
           for (int32_t i = 0; i < n; i++)
             if (memcmp(go[i], op[perm[i]], sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
