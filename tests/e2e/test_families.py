@@ -92,6 +92,39 @@ def test_serve_gpt_oss_harmony(pasada_bin, tmp_path):
         srv.kill()
 
 
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_gpt_oss_prefix_reuse(pasada_bin, device, request):
+    """gpt-oss through the server's prefix cache (its windowed layers
+    included: the prompts run past the window of 8): a prompt that extends
+    an earlier one reuses its positions and gives, greedily, the text a
+    fresh server gives it."""
+    args = ["--device", request.getfixturevalue("vulkan_device")] if device == "vulkan" else []
+    first = "the cat sat on the mat and then the dog"
+    longer = first + " ran far away from the old red barn"
+
+    def complete(srv, prompt):
+        r = requests.post(srv.url + "/v1/completions", timeout=60,
+                          json={"prompt": prompt, "max_tokens": 8, "temperature": 0})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    srv = Server(pasada_bin, TINY / "gpt-oss.gguf", *args)
+    try:
+        a = complete(srv, first)
+        b = complete(srv, longer)
+    finally:
+        srv.kill()
+    fresh = Server(pasada_bin, TINY / "gpt-oss.gguf", *args)
+    try:
+        c = complete(fresh, longer)
+    finally:
+        fresh.kill()
+    cached = b["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    assert a["usage"]["prompt_tokens"] > 8 and cached >= a["usage"]["prompt_tokens"] - 1, (a["usage"], b["usage"])
+    assert c["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) == 0, c["usage"]
+    assert b["choices"][0]["text"] == c["choices"][0]["text"]
+
+
 # ---- defective variants of the fixtures: one line naming the defect ----
 
 def _copy_gguf(src, dst, set_kv=None, drop_tensors=(), tensor_fn=None, drop_kvs=()):
