@@ -88,6 +88,16 @@ ARCHS = {
     # "llama" with llama.expert_count.
     "mixtral": dict(vocab=266, layers=2, tied=False, rope_theta=1e6, experts=5, used=2, expert_ff=48,
                     gguf_arch="llama"),
+    # gpt-oss: q/k/v/o biases; attention sinks (a logit per head); every
+    # other layer windowed (8) from the first; YaRN (factor 4 over an
+    # original context of 32 at base 1e4, 4 x 32 the model's 128 positions:
+    # the ramp spans the first 2 of 8 frequencies, the attention factor
+    # 1.14; truncated, as llama.cpp applies it); 6 experts of which 2,
+    # router and experts with biases,
+    # the clamped SwiGLU with the experts' gate/up weights scaled up so
+    # that both clamps bite; untied.
+    "gpt-oss": dict(vocab=279, layers=3, tied=False, rope_theta=10000.0, experts=6, used=2, expert_ff=32,
+                    sliding_window=8, yarn_factor=4.0, orig_ctx=32, min_gap=1.5e-2),
 }
 
 BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
@@ -103,6 +113,16 @@ PHI3_CHAT_TEMPLATE = (
 
 def make_config(arch, spec):
     common = dict(COMMON)
+    if arch == "gpt-oss":
+        common.update(vocab_size=spec["vocab"], num_hidden_layers=spec["layers"],
+                      tie_word_embeddings=spec["tied"], bos_token_id=BOS_ID, eos_token_id=EOS_ID,
+                      pad_token_id=None, intermediate_size=spec["expert_ff"])
+        return transformers.GptOssConfig(
+            **common, num_local_experts=spec["experts"], num_experts_per_tok=spec["used"],
+            sliding_window=spec["sliding_window"], attention_bias=True,
+            rope_parameters={"rope_type": "yarn", "rope_theta": spec["rope_theta"], "factor": spec["yarn_factor"],
+                             "beta_fast": 32.0, "beta_slow": 1.0, "truncate": True,
+                             "original_max_position_embeddings": spec["orig_ctx"]})
     if "head_dim" in spec:
         common["head_dim"] = spec["head_dim"]
     if arch == "phi3":  # Phi3Config has no head_dim: hidden_size / heads (16)
@@ -157,7 +177,7 @@ def make_config(arch, spec):
 # The seed offset of each architecture: its index in ARCHS, except the
 # mixtures of experts, whose committed fixtures were drawn at offsets 4 and 5
 # (as gemma2 and phi3 were: distinct models, so sharing an offset is fine).
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5}
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8}
 
 
 def seed_index(arch, k):
@@ -168,7 +188,8 @@ def model_class(arch):
     return {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
             "qwen3": transformers.Qwen3ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM,
             "gemma2": transformers.Gemma2ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
-            "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM}[arch]
+            "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM,
+            "gpt-oss": transformers.GptOssForCausalLM}[arch]
 
 
 def randomize(model, arch, gen):
@@ -191,6 +212,13 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
             elif p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[1]))
+            elif name.endswith("sinks"):  # gpt-oss: a logit per head, about the scores' size
+                p.copy_(torch.randn(p.shape, generator=gen) * 1.5)
+            elif p.dim() == 3 and arch == "gpt-oss":  # [n_expert][cols][rows]: x @ W
+                # the gate/up products scaled up so that both clamps of the
+                # SwiGLU (at 7) bite, the down product down to match
+                scale = 4.0 if "gate_up" in name else 0.25
+                p.copy_(torch.randn(p.shape, generator=gen) * scale / np.sqrt(p.shape[1]))
             elif p.dim() == 3:  # experts: [n_expert][rows][cols]
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[2]))
             else:
@@ -262,16 +290,20 @@ def write_gguf(path, arch, cfg, spec, sd):
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(spec["rope_theta"])
     w.add_vocab_size(cfg.vocab_size)
-    if arch in ("gemma2", "gemma3", "phi3"):
+    if arch in ("gemma2", "gemma3", "phi3", "gpt-oss"):
         w.add_sliding_window(spec["sliding_window"])
     if "experts" in spec:  # llama.cpp's keys; the llama arch's experts are feed_forward_length wide
         w.add_expert_count(spec["experts"])
         w.add_expert_used_count(spec["used"])
-        if arch == "qwen3moe":
+        if arch in ("qwen3moe", "gpt-oss"):
             w.add_expert_feed_forward_length(spec["expert_ff"])
     if arch == "gemma2":
         w.add_attn_logit_softcapping(spec["attn_softcap"])
         w.add_final_logit_softcapping(spec["final_softcap"])
+    if arch == "gpt-oss":  # YaRN as llama.cpp's converter writes it
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(spec["yarn_factor"])
+        w.add_rope_scaling_orig_ctx_len(spec["orig_ctx"])
     if arch == "phi3":  # LongRoPE as llama.cpp's converter writes it
         orig = spec["orig_ctx"]
         scale = cfg.max_position_embeddings / orig
@@ -319,20 +351,39 @@ def write_gguf(path, arch, cfg, spec, sd):
         w.add_tensor(b + "attn_q.weight", q)
         w.add_tensor(b + "attn_k.weight", k)
         w.add_tensor(b + "attn_v.weight", t(p + "self_attn.v_proj.weight"))
-        if arch == "qwen2":
+        if arch in ("qwen2", "gpt-oss"):
             for x in "qkv":
                 w.add_tensor(b + f"attn_{x}.bias", t(p + f"self_attn.{x}_proj.bias"))
+        if arch == "gpt-oss":
+            w.add_tensor(b + "attn_output.bias", t(p + "self_attn.o_proj.bias"))
+            w.add_tensor(b + "attn_sinks.weight", t(p + "self_attn.sinks"))
         if arch in ("qwen3", "gemma3", "qwen3moe"):
             w.add_tensor(b + "attn_q_norm.weight", norm(p + "self_attn.q_norm.weight"))
             w.add_tensor(b + "attn_k_norm.weight", norm(p + "self_attn.k_norm.weight"))
         w.add_tensor(b + "attn_output.weight", t(p + "self_attn.o_proj.weight"))
-        if arch in ("gemma2", "gemma3"):
+        if arch == "gpt-oss":  # llama.cpp names its FFN norm post_attention_norm
+            w.add_tensor(b + "post_attention_norm.weight", norm(p + "post_attention_layernorm.weight"))
+        elif arch in ("gemma2", "gemma3"):
             w.add_tensor(b + "post_attention_norm.weight", norm(p + "post_attention_layernorm.weight"))
             w.add_tensor(b + "ffn_norm.weight", norm(p + "pre_feedforward_layernorm.weight"))
             w.add_tensor(b + "post_ffw_norm.weight", norm(p + "post_feedforward_layernorm.weight"))
         else:
             w.add_tensor(b + "ffn_norm.weight", norm(p + "post_attention_layernorm.weight"))
-        if "experts" in spec:
+        if arch == "gpt-oss":
+            # transformers' experts multiply x @ W: gate_up [n_expert][n_embd][2 ff],
+            # gate and up interleaved (even and odd columns), down [n_expert][ff][n_embd];
+            # llama.cpp's 3-D tensors are [n_expert][rows][cols], biases [n_expert][rows]
+            gate_up, gub = t(p + "mlp.experts.gate_up_proj"), t(p + "mlp.experts.gate_up_proj_bias")
+            w.add_tensor(b + "ffn_gate_inp.weight", t(p + "mlp.router.weight"))
+            w.add_tensor(b + "ffn_gate_inp.bias", t(p + "mlp.router.bias"))
+            w.add_tensor(b + "ffn_gate_exps.weight", np.ascontiguousarray(gate_up[:, :, 0::2].transpose(0, 2, 1)))
+            w.add_tensor(b + "ffn_up_exps.weight", np.ascontiguousarray(gate_up[:, :, 1::2].transpose(0, 2, 1)))
+            w.add_tensor(b + "ffn_down_exps.weight",
+                         np.ascontiguousarray(t(p + "mlp.experts.down_proj").transpose(0, 2, 1)))
+            w.add_tensor(b + "ffn_gate_exps.bias", np.ascontiguousarray(gub[:, 0::2]))
+            w.add_tensor(b + "ffn_up_exps.bias", np.ascontiguousarray(gub[:, 1::2]))
+            w.add_tensor(b + "ffn_down_exps.bias", t(p + "mlp.experts.down_proj_bias"))
+        elif "experts" in spec:
             # the router [n_expert][n_embd]; transformers' fused gate_up
             # [n_expert][2 ff][n_embd] (gate rows first) split into llama.cpp's
             # 3-D ffn_gate_exps / ffn_up_exps, down [n_expert][n_embd][ff]
@@ -361,6 +412,13 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
     beyond the 1e-4 tolerance when it is got wrong, on the longest sequence."""
     ids, ref = arrays["ids2"], arrays["logits2"]
     variants = {"rope pairs (normal vs neox)": dict(neox=(arch not in ("llama", "mixtral")) is False)}
+    if arch == "gpt-oss":
+        variants.update({"no YaRN": dict(yarn=False),
+                         "no attention sinks": dict(sinks=False),
+                         "SwiGLU unclamped": dict(clamp=None),
+                         "no sliding window": dict(window=10 ** 9),
+                         "window off by one": dict(window=9),
+                         "all layers global": dict(swa_pattern=1)})
     if "experts" in ARCHS[arch]:
         variants.update({"chosen weights not renormalised": dict(norm_topk=False),
                          "one expert fewer per token": dict(used_delta=-1)})
@@ -463,7 +521,7 @@ def main():
         routers = []  # the router logits of each MoE layer, per forward pass
         if "experts" in spec:
             for layer in model.model.layers:
-                layer.mlp.gate.register_forward_hook(
+                (layer.mlp.router if arch == "gpt-oss" else layer.mlp.gate).register_forward_hook(
                     lambda mod, inp, out: routers.append(out[0].detach().reshape(-1, spec["experts"]).numpy()))
         rng = np.random.default_rng(SEED + 100 + seed_index(arch, k))
         arrays = {}
@@ -494,7 +552,7 @@ def main():
             arrays[f"ids{i}"] = ids
             arrays[f"logits{i}"] = logits.astype(np.float32)
 
-        if "orig_ctx" in spec:
+        if "orig_ctx" in spec and arch == "phi3":
             # LongRoPE's short factors: a sequence no longer than the original
             # context, which transformers runs with them (and pasada, in a
             # context of that size); "short_ids" / "short_logits"

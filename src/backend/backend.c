@@ -73,3 +73,12 @@ void pa_moe_route(const float *logit, int32_t n_expert, int32_t n_used, bool nor
   if (norm_topk)
     for (k = 0; k < n_used; k++) weight[k] = (float)(weight[k] / sel);
 }
+
+void pa_swiglu_oai(float *g, const float *u, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const float m = g[i] < PA_SWIGLU_OAI_LIMIT ? g[i] : PA_SWIGLU_OAI_LIMIT;
+    float v = u[i] < -PA_SWIGLU_OAI_LIMIT ? -PA_SWIGLU_OAI_LIMIT : u[i];
+    v = v > PA_SWIGLU_OAI_LIMIT ? PA_SWIGLU_OAI_LIMIT : v;
+    g[i] = (v + 1.0f) * (m / (1.0f + expf(-PA_SWIGLU_OAI_ALPHA * m)));
+  }
+}

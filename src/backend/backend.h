@@ -52,7 +52,8 @@ typedef enum {
   PA_ARCH_GEMMA2,
   PA_ARCH_GEMMA3,
   PA_ARCH_PHI3,
-  PA_ARCH_BERT
+  PA_ARCH_BERT,
+  PA_ARCH_GPT_OSS
 } pa_arch;
 typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
 
@@ -107,7 +108,12 @@ typedef enum {
 } pa_buf;
 
 typedef enum { PA_ROPE_NONE, PA_ROPE_GLOBAL, PA_ROPE_SWA } pa_rope_kind;
-typedef enum { PA_GATE_NONE, PA_GATE_SILU, PA_GATE_GELU_TANH } pa_gate;
+/* PA_GATE_SWIGLU_OAI: gpt-oss's clamped SwiGLU, g = min(gate, L), u =
+ * clamp(up, -L, L), out = (u + 1) * g * sigmoid(A * g), L and A below
+ * (pa_swiglu_oai). */
+typedef enum { PA_GATE_NONE, PA_GATE_SILU, PA_GATE_GELU_TANH, PA_GATE_SWIGLU_OAI } pa_gate;
+#define PA_SWIGLU_OAI_ALPHA 1.702f
+#define PA_SWIGLU_OAI_LIMIT 7.0f
 /* An activation of a product's own output (no gate): GELU with the exact
  * erf, 0.5 x (1 + erf(x / sqrt 2)) (BERT's FFN). */
 typedef enum { PA_UNARY_NONE, PA_UNARY_GELU_ERF } pa_unary;
@@ -160,11 +166,18 @@ static inline pa_matmul_desc pa_mm3(const pa_matrix *w0, const pa_matrix *w1, co
 
 /* A mixture-of-experts feed-forward block:
  *   n = rmsnorm(in) * in_norm                          (each token, eps of hp)
- *   p = softmax(router n)                              (n_expert probabilities)
+ *   r = router n + router_bias                         (n_expert logits)
+ *   p = softmax(r)                                     (n_expert probabilities)
  *   S = the n_used experts of largest p (ties: the lower index first)
  *   w_e = p_e / sum_{S} p  when norm_topk, else p_e     (e in S)
- *   out = sum_{e in S} w_e * down[e] (act(gate[e] n) * (up[e] n))
+ *   g_e = gate[e] n + gate_bias[e],  u_e = up[e] n + up_bias[e]
+ *   out = sum_{e in S} w_e * (down[e] act(g_e, u_e) + down_bias[e])
  *   residual != PA_BUF_NONE: residual += out
+ * act(g, u) = silu(g) * u, gelu_tanh(g) * u, or gpt-oss's pa_swiglu_oai;
+ * every bias may be NULL (none): router_bias n_expert floats, gate_bias
+ * and up_bias [n_expert][n_ff_exp], down_bias [n_expert][n_embd]. With
+ * norm_topk the weights are the softmax over the chosen logits alone
+ * (gpt-oss's top-k, then softmax; Mixtral's).
  * router: n_expert rows of n_embd; gate[e], up[e]: n_ff_exp rows of n_embd;
  * down[e]: n_embd rows of n_ff_exp (every expert of one kind has one type).
  * The sum runs over S in increasing expert index. out is n_embd wide, in and
@@ -180,7 +193,13 @@ typedef struct {
   const pa_matrix *gate, *up, *down; /* arrays of n_expert */
   pa_gate act;
   pa_buf residual;
+  const float *router_bias, *gate_bias, *up_bias, *down_bias;
 } pa_moe_desc;
+
+/* gpt-oss's clamped SwiGLU over n values (PA_GATE_SWIGLU_OAI): g[i] =
+ * (clamp(u[i], -L, L) + 1) * m * sigmoid(A m), m = min(g[i], L). One
+ * plain function for every host table. */
+void pa_swiglu_oai(float *g, const float *u, int64_t n);
 
 /* The router's choice for one token (every backend's, so they choose alike
  * from the same logits): its n_used experts of largest logit (ties: the
@@ -204,6 +223,9 @@ typedef struct {
   const pa_matrix *const *mats; /* every matrix the forward pass multiplies by */
   int32_t n_mats;
   int32_t kv_layers;       /* the KV values of layers [0, kv_layers) only (0: of every layer) */
+  /* attention sinks (gpt-oss): per layer n_head logits (NULL: the layer
+   * has none), or NULL for a model without; see the attention op */
+  const float *const *attn_sinks;
 } pa_bctx_params;
 
 typedef struct {
@@ -245,7 +267,11 @@ typedef struct {
   /* ATT = causal attention of Q over the cache of `layer` (every token's own
    * K and V already stored), over the last `window` positions when window
    * > 0: scores scaled by hp->attn_scale, then soft-capped by
-   * hp->attn_softcap when it is > 0 (s = cap * tanh(s / cap)).
+   * hp->attn_softcap when it is > 0 (s = cap * tanh(s / cap)). With the
+   * context's attention sinks for the layer (pa_bctx_params.attn_sinks),
+   * head h's softmax has one more logit, sink[h], in its denominator and
+   * none in its output: out = sum_j e^(s_j - m) v_j / (sum_j e^(s_j - m) +
+   * e^(sink[h] - m)).
    * hp->bidirectional: a token attends to every position of its sequence
    * up to the last one of that sequence in this pass (the whole input when
    * it is in one pass; window 0). */

@@ -38,6 +38,10 @@ PA_NO_FP_CONTRACT
 #define VECTORIZE
 #endif
 
+float pa_attn_inv(float m, float l, const float *sink) {
+  return sink ? 1.0f / (l + expf(*sink - m)) : 1.0f / l;
+}
+
 VECTORIZE void pa_attn_normalize_row(float *restrict o, const float *restrict a, float inv, int32_t n) {
   for (int32_t d = 0; d < n; d++) o[d] = a[d] * inv;
 }
@@ -471,7 +475,9 @@ void pa_attn_rows(const pa_attn_kernels *kt, const pa_kv_cache *kv, int layer, i
       pa_attn_merge_row(&run_m[r], &run_l[r], run_acc + r * stride, m[r], l[r], acc + r * stride, head_dim_v);
     }
   }
-  const float *res = s0 == s1 ? acc : run_acc, *lr = s0 == s1 ? l : run_l;
-  for (int32_t r = 0; r < n; r++) pa_attn_normalize_row(qr->out[r], res + r * stride, 1.0f / lr[r], head_dim_v);
+  const float *res = s0 == s1 ? acc : run_acc, *lr = s0 == s1 ? l : run_l, *mr = s0 == s1 ? m : run_m;
+  for (int32_t r = 0; r < n; r++)
+    pa_attn_normalize_row(qr->out[r], res + r * stride, pa_attn_inv(mr[r], lr[r], qr->sink ? qr->sink + r : NULL),
+                          head_dim_v);
 }
 

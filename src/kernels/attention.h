@@ -212,6 +212,10 @@ typedef struct {
   /* > 0: every score s = scale * q . k becomes softcap * tanh(s / softcap)
    * before the softmax (Gemma 2); 0: none */
   float softcap;
+  /* optional (NULL: none): [n_rows] attention sinks (gpt-oss), each row's
+   * extra logit in the softmax's denominator: out = acc / (l + e^(sink -
+   * m)) (pa_attn_inv) */
+  const float *sink;
 } pa_attn_query;
 
 /* The soft-cap step of a tile (s[r][j] = cap * tanh(s[r][j] / cap) for j
@@ -237,6 +241,9 @@ void pa_attn_kv_lines(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head
  * for every caller, so one merge order gives one result. */
 void pa_attn_merge_row(float *M, float *L, float *restrict ACC, float m, float l, const float *restrict acc,
                        int32_t n);
+/* The final normalisation's factor of a row whose state is (m, l): 1 / l,
+ * or with a sink (non-NULL) 1 / (l + e^(*sink - m)). */
+float pa_attn_inv(float m, float l, const float *sink);
 /* o = a * inv, n values (the final normalisation of a row). */
 void pa_attn_normalize_row(float *restrict o, const float *restrict a, float inv, int32_t n);
 

@@ -176,7 +176,8 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
                                       : NULL;
   const pa_bctx_params bp = {.hp = hp, .rope_freqs = freqs, .n_batch = c->n_batch,
                              .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv, .kv_type = kt,
-                             .mats = mats, .n_mats = model_matrices(m, mats)};
+                             .mats = mats, .n_mats = model_matrices(m, mats),
+                             .attn_sinks = (const float *const *)m->attn_sinks};
   rc = c->be->ops->context_init(c->be, &bp, &c->bc);
   pa_free(mats);
   if (rc) {

@@ -42,7 +42,7 @@ static int check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
  * expert_feed_forward_length says otherwise). */
 static int load_experts(struct pa_model *m, uint32_t n_ff) {
   pa_hparams *hp = &m->hp;
-  const bool moe_arch = hp->arch == PA_ARCH_QWEN3MOE;
+  const bool moe_arch = hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GPT_OSS;
   if (!moe_arch && hp->arch != PA_ARCH_LLAMA) return PASADA_OK;
   uint32_t n_expert = 0, n_used = 0, n_ff_exp = n_ff;
   int rc;
@@ -88,6 +88,66 @@ static int load_phi3_hparams(struct pa_model *m) {
   return PASADA_OK;
 }
 
+/* YaRN (rope.scaling.type "yarn", llama.cpp's keys): the factor, the
+ * original context, beta_fast and beta_slow (default 32 and 1), the
+ * extrapolation mix (yarn_ext_factor, default 1) and a further attention
+ * factor (yarn_attn_factor, default 1). pa_model_yarn_factors turns them
+ * into the RoPE tables' frequency factors and attention factor. */
+static int load_yarn(struct pa_model *m, float factor) {
+  pa_hparams *hp = &m->hp;
+  int rc;
+  uint32_t orig = (uint32_t)hp->n_ctx_train;
+  float fast = 32.0f, slow = 1.0f, ext = 1.0f, attn = 1.0f;
+  if ((rc = key_u32(m, "rope.scaling.original_context_length", false, &orig)) ||
+      (rc = key_f32(m, "rope.scaling.yarn_beta_fast", false, &fast)) ||
+      (rc = key_f32(m, "rope.scaling.yarn_beta_slow", false, &slow)) ||
+      (rc = key_f32(m, "rope.scaling.yarn_ext_factor", false, &ext)) ||
+      (rc = key_f32(m, "rope.scaling.yarn_attn_factor", false, &attn)))
+    return rc;
+  if ((rc = check_range("rope.scaling.original_context_length", orig, 1, 1 << 24))) return rc;
+  if (!(fast > 0 && fast < 1e6f && slow > 0 && slow < 1e6f) || !(ext >= 0 && ext <= 1) ||
+      !(attn > 0 && attn < 100))
+    return pa_error(PASADA_ERR_FORMAT,
+                    "yarn parameters out of range (beta_fast %g, beta_slow %g: (0, 1e6); ext_factor %g: [0, 1]; "
+                    "attn_factor %g: (0, 100))",
+                    fast, slow, ext, attn);
+  m->yarn = (pa_yarn){.factor = factor, .orig_ctx = (int32_t)orig, .beta_fast = fast, .beta_slow = slow,
+                      .ext_factor = ext, .attn_factor = attn, .truncate = true};
+  return PASADA_OK;
+}
+
+int pa_model_yarn_factors(struct pa_model *m) {
+  pa_hparams *hp = &m->hp;
+  const pa_yarn *y = &m->yarn;
+  if (!(y->factor > 0)) return PASADA_OK;
+  const int half = hp->rope_dim / 2;
+  if (!m->rope_freqs) {
+    m->rope_freqs = pa_calloc((size_t)half, sizeof(float));
+    if (!m->rope_freqs) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < half; i++) m->rope_freqs[i] = 1.0f;
+  }
+  /* the dimensions whose wavelength turns beta_fast and beta_slow times
+   * in the original context bound the ramp (floored and ceiled when
+   * truncated, as llama.cpp always does) */
+  const double n = hp->rope_dim, lb = 2.0 * log((double)hp->rope_base);
+  double lo = n * log(y->orig_ctx / (y->beta_fast * 2.0 * 3.14159265358979323846)) / lb;
+  double hi = n * log(y->orig_ctx / (y->beta_slow * 2.0 * 3.14159265358979323846)) / lb;
+  if (y->truncate) lo = floor(lo), hi = ceil(hi);
+  lo = lo > 0 ? lo : 0;
+  hi = hi < n - 1 ? hi : n - 1;
+  const double scale = 1.0 / y->factor, span = hi - lo > 0.001 ? hi - lo : 0.001;
+  for (int i = 0; i < half; i++) {
+    /* mix 1: the frequency as it is (extrapolated); 0: divided by factor */
+    double r = (i - lo) / span;
+    r = r < 0 ? 0 : r > 1 ? 1 : r;
+    const double mix = (1.0 - r) * y->ext_factor;
+    m->rope_freqs[i] = (float)(m->rope_freqs[i] / (scale * (1.0 - mix) + mix));
+  }
+  hp->rope_freq_scale = hp->rope_freq_scale_swa = 1.0f;
+  if (y->ext_factor != 0) hp->rope_attn_factor *= y->attn_factor * (1.0f + 0.1f * logf(y->factor));
+  return PASADA_OK;
+}
+
 int pa_model_load_hparams(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   const char *a = m->arch_name;
@@ -99,10 +159,11 @@ int pa_model_load_hparams(struct pa_model *m) {
   else if (!strcmp(a, "gemma3")) hp->arch = PA_ARCH_GEMMA3;
   else if (!strcmp(a, "phi3")) hp->arch = PA_ARCH_PHI3;
   else if (!strcmp(a, "bert")) hp->arch = PA_ARCH_BERT;
+  else if (!strcmp(a, "gpt-oss")) hp->arch = PA_ARCH_GPT_OSS;
   else
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "architecture '%s' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma2, "
-                    "gemma3, phi3, bert)",
+                    "gemma3, phi3, bert, gpt-oss)",
                     a);
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
@@ -179,8 +240,9 @@ int pa_model_load_hparams(struct pa_model *m) {
   snprintf(key, sizeof key, "%s.rope.scaling.type", a);
   if ((rc = gguf_get_string(m->gguf, key, false, &scaling))) return rc;
   if (scaling && strcmp(scaling, "none") != 0) {
-    if (strcmp(scaling, "linear") != 0) {
-      rc = pa_error(PASADA_ERR_UNSUPPORTED, "rope scaling type '%s' is not supported (linear only)", scaling);
+    const bool yarn = !strcmp(scaling, "yarn");
+    if (strcmp(scaling, "linear") != 0 && !yarn) {
+      rc = pa_error(PASADA_ERR_UNSUPPORTED, "rope scaling type '%s' is not supported (linear, yarn)", scaling);
       free(scaling);
       return rc;
     }
@@ -194,6 +256,9 @@ int pa_model_load_hparams(struct pa_model *m) {
       return pa_error(PASADA_ERR_FORMAT, "rope.scaling.factor %g is out of range", factor);
     }
     hp->rope_freq_scale = 1.0f / factor;
+    free(scaling);
+    if (yarn && (rc = load_yarn(m, factor))) return rc;
+    scaling = NULL;
   }
   free(scaling);
   hp->rope_base_swa = hp->rope_base;
@@ -253,6 +318,15 @@ int pa_model_load_hparams(struct pa_model *m) {
     }
   }
   if (hp->arch == PA_ARCH_PHI3 && (rc = load_phi3_hparams(m))) return rc;
+  if (hp->arch == PA_ARCH_GPT_OSS) {
+    /* every other layer windowed, from the first (llama.cpp's pattern 2;
+     * transformers' layer_types) */
+    uint32_t window = 0;
+    if ((rc = key_u32(m, "attention.sliding_window", true, &window))) return rc;
+    if ((rc = check_range("attention.sliding_window", window, 1, 1 << 24))) return rc;
+    hp->sliding_window = (int32_t)window;
+    for (int32_t i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = i % 2 == 0;
+  }
   return PASADA_OK;
 }
 
@@ -356,6 +430,24 @@ static int get_vector(struct pa_model *m, const char *name, int64_t n, bool requ
   return PASADA_OK;
 }
 
+/* A table of `rows` rows of `cols` floats (the experts' biases: a row per
+ * expert), copied to floats. Required. */
+static int get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out) {
+  const gguf_tensor *t;
+  *out = NULL;
+  int rc = find_tensor(m, name, true, &t);
+  if (rc) return rc;
+  if ((rc = check_shape(t, cols, rows))) return rc;
+  const pa_type_traits *tr = pa_type_get(t->type);
+  if (!tr || !tr->to_float || t->type >= PA_TYPE_COUNT)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s", name, pa_type_name(t->type));
+  float *v = pa_calloc((size_t)(cols * rows), sizeof(float));
+  if (!v) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+  for (int64_t r = 0; r < rows; r++) tr->to_float((const uint8_t *)t->data + pa_row_size(t->type, cols) * (size_t)r, v + r * cols, cols);
+  *out = v;
+  return PASADA_OK;
+}
+
 /* bert's tensors (llama.cpp's names): learned positions and token types,
  * the embeddings' LayerNorm, and per layer q/k/v/output, two LayerNorms,
  * up and down, every product with its bias. The lookup tables are F32, as
@@ -423,6 +515,7 @@ int pa_model_load_weights(struct pa_model *m) {
       ((rc = get_vector(m, "rope_factors_long.weight", hp->rope_dim / 2, false, &m->rope_long)) ||
        (rc = get_vector(m, "rope_factors_short.weight", hp->rope_dim / 2, m->rope_long != NULL, &m->rope_short))))
     return rc;
+  if ((rc = pa_model_yarn_factors(m))) return rc;
   for (int i = 0; m->rope_long && i < hp->rope_dim / 2; i++)
     if (!(m->rope_long[i] > 0 && m->rope_short[i] > 0 && m->rope_long[i] < 1e9f && m->rope_short[i] < 1e9f))
       return pa_error(PASADA_ERR_FORMAT, "rope factor %d (long %g, short %g) is out of range (0, 1e9)", i,
@@ -432,7 +525,8 @@ int pa_model_load_weights(struct pa_model *m) {
   if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
   bool qk_norm = hp->arch == PA_ARCH_QWEN3 || hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GEMMA3;
   const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
-  bool bias = hp->arch == PA_ARCH_QWEN2;
+  const bool oss = hp->arch == PA_ARCH_GPT_OSS;
+  bool bias = hp->arch == PA_ARCH_QWEN2 || oss;
   bool post = hp->arch == PA_ARCH_GEMMA2 || hp->arch == PA_ARCH_GEMMA3;
   bool fused = hp->arch == PA_ARCH_PHI3;
   for (int i = 0; i < hp->n_layer; i++) {
@@ -441,7 +535,7 @@ int pa_model_load_weights(struct pa_model *m) {
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
     if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
         (rc = get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
-        (rc = get_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)))
+        (rc = get_vector(m, NAME(oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true, &L->ffn_norm)))
       return rc;
     pa_matrix qkv = {0}, gate_up = {0};
     if (fused && ((rc = get_matrix(m, NAME("attn_qkv.weight"), E, Q + K + VV, false, &qkv)) ||
@@ -479,14 +573,28 @@ int pa_model_load_weights(struct pa_model *m) {
     if (qk_norm && ((rc = get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
                     (rc = get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm))))
       return rc;
-    if (bias && ((rc = get_vector(m, NAME("attn_q.bias"), Q, false, &L->bq)) ||
-                 (rc = get_vector(m, NAME("attn_k.bias"), K, false, &L->bk)) ||
-                 (rc = get_vector(m, NAME("attn_v.bias"), VV, false, &L->bv))))
+    if (bias && ((rc = get_vector(m, NAME("attn_q.bias"), Q, oss, &L->bq)) ||
+                 (rc = get_vector(m, NAME("attn_k.bias"), K, oss, &L->bk)) ||
+                 (rc = get_vector(m, NAME("attn_v.bias"), VV, oss, &L->bv))))
+      return rc;
+    /* gpt-oss: the output's bias, the attention sinks (a logit per head),
+     * and the router's and every expert's biases */
+    if (oss && ((rc = get_vector(m, NAME("attn_output.bias"), E, true, &L->bo)) ||
+                (rc = get_vector(m, NAME("attn_sinks.weight"), hp->n_head, true, &L->attn_sinks)) ||
+                (rc = get_vector(m, NAME("ffn_gate_inp.bias"), NE, true, &L->router_b)) ||
+                (rc = get_table(m, NAME("ffn_gate_exps.bias"), FE, NE, &L->exp_gate_b)) ||
+                (rc = get_table(m, NAME("ffn_up_exps.bias"), FE, NE, &L->exp_up_b)) ||
+                (rc = get_table(m, NAME("ffn_down_exps.bias"), E, NE, &L->exp_down_b))))
       return rc;
     if (post && ((rc = get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->post_attn_norm)) ||
                  (rc = get_vector(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm))))
       return rc;
 #undef NAME
+  }
+  if (oss) { /* the contexts' view of the sinks: a pointer per layer */
+    m->attn_sinks = pa_calloc((size_t)hp->n_layer, sizeof *m->attn_sinks);
+    if (!m->attn_sinks) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < hp->n_layer; i++) m->attn_sinks[i] = m->layers[i].attn_sinks;
   }
   return PASADA_OK;
 }

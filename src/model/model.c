@@ -24,12 +24,14 @@ void pasada_model_free(pasada_model *m) {
       pa_layer *L = &m->layers[i];
       float *v[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->post_attn_norm,
                     L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
-                    L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b};
+                    L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b,
+                    L->attn_sinks, L->router_b, L->exp_gate_b, L->exp_up_b, L->exp_down_b};
       for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
       pa_free(L->exp_gate); /* exp_up and exp_down share its allocation */
     }
     pa_free(m->layers);
   }
+  pa_free(m->attn_sinks);
   pa_unmap_huge(m->repacked, m->repacked_bytes);
   pa_backend_free(m->be);
   pa_free(m->output_norm);
@@ -177,15 +179,22 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
       fprintf(f, "rope:            %s, dims %d, base %g, freq scale %g", h->rope_neox ? "neox" : "normal",
               h->rope_dim, h->rope_base, h->rope_freq_scale);
       if (h->sliding_window) fprintf(f, ", local base %g", h->rope_base_swa);
+      if (m->yarn.factor > 0)
+        fprintf(f, ", yarn factor %g over %d positions (attention factor %g)", m->yarn.factor, m->yarn.orig_ctx,
+                h->rope_attn_factor);
       fprintf(f, "\n");
     }
+    if (m->attn_sinks) fprintf(f, "attention sinks: a logit per head, every layer\n");
     if (h->sliding_window) {
       int n_swa = 0;
       for (int i = 0; i < h->n_layer; i++) n_swa += h->swa_layer[i];
       fprintf(f, "sliding window:  %d tokens on %d of %d layers\n", h->sliding_window, n_swa, h->n_layer);
     }
     fprintf(f, "norm epsilon:    %g%s\n", h->norm_eps, h->arch == PA_ARCH_BERT ? " (LayerNorm)" : "");
-    fprintf(f, "activation:      %s\n", h->arch == PA_ARCH_BERT ? "gelu-erf" : h->act == PA_ACT_SILU ? "silu (gated)" : "gelu-tanh (gated)");
+    fprintf(f, "activation:      %s\n", h->arch == PA_ARCH_BERT      ? "gelu-erf"
+                                        : h->arch == PA_ARCH_GPT_OSS ? "swiglu-oai (clamped at 7, gated)"
+                                        : h->act == PA_ACT_SILU      ? "silu (gated)"
+                                                                     : "gelu-tanh (gated)");
     if (h->arch == PA_ARCH_BERT)
       fprintf(f, "vocab (embd):    %d (an encoder: no output head)\n", h->n_vocab);
     else

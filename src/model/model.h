@@ -33,7 +33,22 @@ typedef struct {
    * empty): the router and each expert's slice of the 3-D tensors */
   pa_matrix router;
   pa_matrix *exp_gate, *exp_up, *exp_down; /* n_expert each, one allocation */
+  /* gpt-oss: the attention sinks (n_head logits), the router's bias
+   * (n_expert), the experts' biases ([n_expert][n_ff_exp] gate and up,
+   * [n_expert][n_embd] down) */
+  float *attn_sinks, *router_b, *exp_gate_b, *exp_up_b, *exp_down_b;
 } pa_layer;
+
+/* YaRN's parameters (rope.scaling.type "yarn"; factor 0: none), made into
+ * the RoPE tables' frequency factors and attention factor at load
+ * (pa_model_yarn_factors). truncate: the ramp's ends rounded outward to
+ * whole dimensions (llama.cpp always; transformers unless the config says
+ * "truncate": false, as gpt-oss's does). */
+typedef struct {
+  float factor, beta_fast, beta_slow, ext_factor, attn_factor;
+  int32_t orig_ctx;
+  bool truncate;
+} pa_yarn;
 
 struct pa_model {
   gguf_file *gguf;
@@ -50,7 +65,9 @@ struct pa_model {
    * long ones when its n_ctx exceeds n_ctx_orig, else the short ones */
   float *rope_long, *rope_short;
   int32_t n_ctx_orig;
+  pa_yarn yarn;
   pa_layer *layers;
+  const float **attn_sinks; /* per layer its attn_sinks, or NULL (no layer has sinks) */
   int32_t pooling;       /* pasada_pooling the file declares ({arch}.pooling_type) */
   pa_backend *be;        /* the backend that runs the model; it prepared the weights */
   void *repacked;        /* the weights repacked at load (kernels/x4.h): a mapping, or NULL */
@@ -119,6 +136,9 @@ int pa_model_load_backend(const char *path, const pasada_model_params *params, p
                           pasada_model **out);
 int pa_model_load_hparams(struct pa_model *m);
 int pa_model_load_weights(struct pa_model *m);
+/* m->yarn into m->rope_freqs (allocated, or multiplied into the file's)
+ * and hp.rope_attn_factor; nothing without YaRN. */
+int pa_model_yarn_factors(struct pa_model *m);
 /* Repacks the matrices an interleaved layout exists for (kernels/layout.h:
  * the K-quants in groups of 4 rows, Q4_0, Q4_1, Q5_0 and Q8_0 in groups of
  * 16) when kernel table k has a fast kernel for it, unless PASADA_REPACK=0;

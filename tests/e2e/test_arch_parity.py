@@ -36,8 +36,8 @@ import gguf
 from conftest import BUILD, FIXTURES
 
 TINY = FIXTURES / "tiny"
-ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "phi3", "qwen3moe", "mixtral")
-MOE = ("qwen3moe", "mixtral")
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss")
+MOE = ("qwen3moe", "mixtral", "gpt-oss")
 TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8": 2.5e-2}
 
 
@@ -116,26 +116,62 @@ def load_reference_model(path):
     return r, T
 
 
-def _moe(h, T, b, n_used, norm_topk):
-    """A mixture-of-experts FFN: softmax over the router's logits, the
-    n_used largest, renormalised over them when norm_topk, each token's
-    chosen experts' gated products summed with those weights."""
-    logits = h @ T[b + "ffn_gate_inp.weight"].T
+def _swiglu_oai(gate, up, limit=7.0, alpha=1.702):
+    """gpt-oss's clamped SwiGLU: the gate clamped above, up both sides."""
+    g = np.minimum(gate, limit)
+    u = np.clip(up, -limit, limit)
+    return (u + 1.0) * g / (1.0 + np.exp(-alpha * g))
+
+
+def _moe(h, T, b, n_used, norm_topk, clamp=7.0):
+    """A mixture-of-experts FFN: softmax over the router's logits (plus its
+    bias, when the file has one), the n_used largest, renormalised over them
+    when norm_topk, each token's chosen experts' gated products (with the
+    experts' biases when the file has them: gpt-oss, whose gate is the
+    clamped SwiGLU, clamp None: unclamped) summed with those weights."""
+    logits = h @ T[b + "ffn_gate_inp.weight"].T + T.get(b + "ffn_gate_inp.bias", 0.0)
     p = np.exp(logits - logits.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     gate, up, down = T[b + "ffn_gate_exps.weight"], T[b + "ffn_up_exps.weight"], T[b + "ffn_down_exps.weight"]
+    oss = b + "ffn_gate_exps.bias" in T
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
         chosen = np.argsort(-logits[t], kind="stable")[:n_used]
         w = p[t, chosen] / (p[t, chosen].sum() if norm_topk else 1.0)
         for e, we in zip(chosen, w):
-            out[t] += we * ((_silu(gate[e] @ h[t]) * (up[e] @ h[t])) @ down[e].T)
+            if oss:
+                g = gate[e] @ h[t] + T[b + "ffn_gate_exps.bias"][e]
+                u = up[e] @ h[t] + T[b + "ffn_up_exps.bias"][e]
+                a = _swiglu_oai(g, u, clamp if clamp else np.inf)
+                out[t] += we * (a @ down[e].T + T[b + "ffn_down_exps.bias"][e])
+            else:
+                out[t] += we * ((_silu(gate[e] @ h[t]) * (up[e] @ h[t])) @ down[e].T)
     return out
+
+
+def _yarn(r, arch, rope_dim, base):
+    """YaRN's frequency divisors and attention factor from the GGUF's
+    rope.scaling keys, as llama.cpp applies them (the ramp's ends floored
+    and ceiled), or (None, 1.0) when the file has no YaRN."""
+    if _field(r, f"{arch}.rope.scaling.type") != "yarn":
+        return None, 1.0
+    factor = _field(r, f"{arch}.rope.scaling.factor")
+    orig = _field(r, f"{arch}.rope.scaling.original_context_length")
+    fast = _field(r, f"{arch}.rope.scaling.yarn_beta_fast", 32.0)
+    slow = _field(r, f"{arch}.rope.scaling.yarn_beta_slow", 1.0)
+
+    def corr(rot):
+        return rope_dim * np.log(orig / (rot * 2 * np.pi)) / (2 * np.log(base))
+    lo, hi = max(np.floor(corr(fast)), 0), min(np.ceil(corr(slow)), rope_dim - 1)
+    ramp = np.clip((np.arange(rope_dim // 2) - lo) / max(hi - lo, 0.001), 0, 1)
+    extrap = 1.0 - ramp  # 1: the frequency kept; 0: divided by factor
+    scale = (1.0 / factor) * (1 - extrap) + extrap
+    return 1.0 / scale, 1.0 + 0.1 * np.log(factor)
 
 
 def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_pattern=None, attn_softcap=None,
                       final_softcap=None, factors=None, attn_factor=None, rope_dim=None, n_ctx=None,
-                      norm_topk=True, used_delta=0, hidden=False):
+                      norm_topk=True, used_delta=0, hidden=False, yarn=True, sinks=True, clamp=7.0):
     """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
     `ids` at positions 0..n-1, from the GGUF alone (a path, or what
     load_reference_model returned): weights as stored (quantized ones
@@ -145,7 +181,8 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
     conventions (RoPE style, the window, the local RoPE base and layer
     pattern, the soft-caps (0: none), LongRoPE's factors ("long", "short",
     "none"), its attention factor, the rotated dims, the experts'
-    renormalisation and count); make-tiny-models.py uses them to show each
+    renormalisation and count; gpt-oss's YaRN, attention sinks and SwiGLU
+    clamp); make-tiny-models.py uses them to show each
     one matters. n_ctx (default: the sequence's length) picks LongRoPE's
     factors as a context of that size does: long when it exceeds the
     original context length. hidden: the final hidden states after the
@@ -169,7 +206,8 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
         rope_dim = _field(r, f"{arch}.rope.dimension_count", head_dim)
     if local_base is None:  # Gemma 3's local layers: 10000; Gemma 2's: the global base
         local_base = 10000.0 if arch == "gemma3" else base
-    if swa_pattern is None:  # Gemma 3: five local layers in six; Gemma 2: every other one
+    oss = arch == "gpt-oss"
+    if swa_pattern is None:  # Gemma 3: five local layers in six; Gemma 2 and gpt-oss: every other one
         swa_pattern = 6 if arch == "gemma3" else 2
     if attn_softcap is None:
         attn_softcap = _field(r, f"{arch}.attn_logit_softcapping", 0.0)
@@ -189,6 +227,9 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
             factors = "long" if (n if n_ctx is None else n_ctx) > orig else "short"
         if factors != "none":
             rope_factors = T[f"rope_factors_{factors}.weight"]
+    yarn_factors, yarn_mscale = _yarn(r, arch, rope_dim, base) if yarn else (None, 1.0)
+    if yarn_factors is not None:
+        rope_factors, attn_factor = yarn_factors, attn_factor * yarn_mscale
     pos = np.arange(n)
     x = T["token_embd.weight"][ids].astype(np.float64)
     if gemma:
@@ -199,7 +240,7 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
         # Gemma 3: every 6th layer is global, the others use the sliding window
         # and the local RoPE base 10000; Gemma 2: even layers local; Phi-3:
         # the window (if any) on every layer.
-        swa = (gemma and (il + 1) % swa_pattern != 0) or (arch == "phi3" and bool(window))
+        swa = ((gemma or oss) and (il + 1) % swa_pattern != 0) or (arch == "phi3" and bool(window))
         h = _rms_norm(x, T[b + "attn_norm.weight"], eps)
         if b + "attn_qkv.weight" in T:  # fused: q rows, then k, then v
             qkv = h @ T[b + "attn_qkv.weight"].T
@@ -218,7 +259,7 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
             q = _rms_norm(q, T[b + "attn_q_norm.weight"], eps)
             k = _rms_norm(k, T[b + "attn_k_norm.weight"], eps)
         rope_base = local_base if swa else base
-        rf = rope_factors if not swa or arch == "phi3" else None
+        rf = rope_factors if not swa or arch in ("phi3", "gpt-oss") else None
         q = _rope(q, pos, rope_base, neox, rope_dim, rf, attn_factor)
         k = _rope(k, pos, rope_base, neox, rope_dim, rf, attn_factor)
         mask = causal & ((pos[:, None] - pos[None, :]) < window) if swa else causal
@@ -229,16 +270,18 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
             if attn_softcap:
                 s = attn_softcap * np.tanh(s / attn_softcap)
             s = np.where(mask, s, -np.inf)
-            p = np.exp(s - s.max(axis=-1, keepdims=True))
-            p /= p.sum(axis=-1, keepdims=True)
+            sink = T[b + "attn_sinks.weight"][hd] if sinks and b + "attn_sinks.weight" in T else -np.inf
+            mx = np.maximum(s.max(axis=-1, keepdims=True), sink)
+            p = np.exp(s - mx)
+            p /= p.sum(axis=-1, keepdims=True) + np.exp(sink - mx)  # a sink: a logit with no value
             att[:, hd, :] = p @ v[:, hd // group, :]
-        o = att.reshape(n, n_head * head_dim) @ T[b + "attn_output.weight"].T
+        o = att.reshape(n, n_head * head_dim) @ T[b + "attn_output.weight"].T + T.get(b + "attn_output.bias", 0.0)
         if gemma:
             o = _rms_norm(o, T[b + "post_attention_norm.weight"], eps)
         x = x + o
-        h = _rms_norm(x, T[b + "ffn_norm.weight"], eps)
+        h = _rms_norm(x, T[b + ("post_attention_norm.weight" if oss else "ffn_norm.weight")], eps)
         if n_expert:
-            x = x + _moe(h, T, b, n_used, norm_topk)
+            x = x + _moe(h, T, b, n_used, norm_topk, clamp)
             continue
         if b + "ffn_gate.weight" in T:
             gate, up = h @ T[b + "ffn_gate.weight"].T, h @ T[b + "ffn_up.weight"].T
@@ -369,3 +412,30 @@ def test_longrope_short_factors(backend, tmp_path, request):
         err = relative_error(got, ref)
         print(f"\n  phi3 short factors {mode} {backend}: rel err {err:.2e}", end="")
         assert err <= TOLERANCE["f32"], f"phi3 short factors {mode} {backend}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("backend", ["ref", "vulkan"])
+def test_gpt_oss_mxfp4(pasada_bin, backend, tmp_path, request):
+    """gpt-oss with its matrices (experts included) in MXFP4, as the released
+    files hold its experts: `pasada quantize --type MXFP4` of the fixture,
+    whose logits on the backends with float activations (ref; the Vulkan
+    shaders) equal the numpy reference's on that same file (the gguf
+    package's dequantization) at the F32 bound. (The CPU's 8-bit
+    activations move this tiny model's MXFP4 logits by up to 0.23 relative,
+    its gate values being scaled up for the clamps: not held to a bound.)"""
+    if backend == "vulkan":
+        backend = request.getfixturevalue("vulkan_device")
+    path = tmp_path / "gpt-oss-mxfp4.gguf"
+    res = subprocess.run([str(pasada_bin), "quantize", str(TINY / "gpt-oss.gguf"), str(path), "--type", "MXFP4"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    model = load_reference_model(path)
+    assert sum(t.tensor_type == gguf.GGMLQuantizationType.MXFP4 for t in model[0].tensors) >= 3 * 3
+    fixture = load_fixture("gpt-oss")
+    got = run_eval("logits", path, [ids for ids, _ in fixture], tmp_path / "out",
+                   ("--kv-type", "f32", "--backend", backend))
+    for i, ((ids, _), out) in enumerate(zip(fixture, got)):
+        ref = reference_forward(model, ids)
+        err = relative_error(out, ref)
+        print(f"\n  gpt-oss MXFP4 {backend} seq{i}: rel err {err:.2e}", end="")
+        assert err <= TOLERANCE["f32"], f"gpt-oss MXFP4 {backend} seq{i}: rel err {err:.2e}"

@@ -1,4 +1,4 @@
-"""`pasada run` and `pasada serve` on the tiny Gemma 2 and Phi-3 fixtures
+"""`pasada run` and `pasada serve` on the tiny Gemma 2, Phi-3 and gpt-oss fixtures
 (tests/fixtures/tiny, made by scripts/make-tiny-models.py; their logits are
 held to transformers' by test_arch_parity.py).
 
@@ -7,14 +7,16 @@ held to transformers' by test_arch_parity.py).
 - `pasada serve` renders a chat with the template the GGUF file carries: the
   phi3 fixture holds Phi-3-mini's Jinja template, and a chat request must be
   the completion of exactly that template's text (same prompt tokens, same
-  greedy answer)."""
+  greedy answer); the gpt-oss fixture, given gpt-oss's harmony template,
+  renders a chat through it and answers.
+- A defect in what each family adds is refused at load with one line."""
 import re
 import subprocess
 
 import pytest
 import requests
 
-from conftest import FIXTURES
+from conftest import CHAT_TEMPLATES, FIXTURES
 from test_server import Server
 
 TINY = FIXTURES / "tiny"
@@ -32,7 +34,7 @@ def run(pasada_bin, arch, *args):
     return res.stdout, int(m.group(1)), int(m.group(2))
 
 
-@pytest.mark.parametrize("arch", ["gemma2", "phi3"])
+@pytest.mark.parametrize("arch", ["gemma2", "phi3", "gpt-oss"])
 @pytest.mark.parametrize("device", ["cpu", "vulkan", "split"])
 def test_run(pasada_bin, arch, device, request):
     """Greedy generation runs to its 8 tokens (the tiny vocabulary's end token
@@ -61,9 +63,71 @@ def test_serve_renders_the_gguf_chat_template(pasada_bin):
         srv.kill()
 
 
+HARMONY = CHAT_TEMPLATES / "openai-gpt-oss-120b.jinja"
+
+
+@pytest.mark.skipif(not HARMONY.is_file(), reason=f"no {HARMONY} (the shared chat-templates folder)")
+def test_serve_gpt_oss_harmony(pasada_bin, tmp_path):
+    """The gpt-oss fixture carrying gpt-oss's own (harmony) template: a chat
+    renders through it (system message, the user's turn, the assistant's
+    opening) and is answered from exactly that text's tokens."""
+    import gguf
+    path = tmp_path / "gpt-oss.gguf"
+    _copy_gguf(TINY / "gpt-oss.gguf", path,
+               set_kv={"tokenizer.chat_template": (gguf.GGUFValueType.STRING, HARMONY.read_text())})
+    srv = Server(pasada_bin, path)
+    try:
+        msgs = [{"role": "user", "content": "hello there"}]
+        r = requests.post(srv.url + "/apply-template", json={"messages": msgs}, timeout=60)
+        assert r.status_code == 200, r.text
+        text = r.json()["prompt"]
+        assert text.startswith("<|start|>system<|message|>") and "<|start|>user<|message|>hello there<|end|>" in text
+        assert text.endswith("<|start|>assistant"), text[-80:]
+        n_text = len(requests.post(srv.url + "/tokenize", json={"content": text}, timeout=60).json()["tokens"])
+        chat = requests.post(srv.url + "/v1/chat/completions", timeout=60,
+                             json={"messages": msgs, "max_tokens": 6, "temperature": 0})
+        assert chat.status_code == 200, chat.text
+        assert chat.json()["usage"]["prompt_tokens"] == n_text, (chat.json(), n_text)
+    finally:
+        srv.kill()
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_gpt_oss_prefix_reuse(pasada_bin, device, request):
+    """gpt-oss through the server's prefix cache (its windowed layers
+    included: the prompts run past the window of 8): a prompt that extends
+    an earlier one reuses its positions and gives, greedily, the text a
+    fresh server gives it."""
+    args = ["--device", request.getfixturevalue("vulkan_device")] if device == "vulkan" else []
+    first = "the cat sat on the mat and then the dog"
+    longer = first + " ran far away from the old red barn"
+
+    def complete(srv, prompt):
+        r = requests.post(srv.url + "/v1/completions", timeout=60,
+                          json={"prompt": prompt, "max_tokens": 8, "temperature": 0})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    srv = Server(pasada_bin, TINY / "gpt-oss.gguf", *args)
+    try:
+        a = complete(srv, first)
+        b = complete(srv, longer)
+    finally:
+        srv.kill()
+    fresh = Server(pasada_bin, TINY / "gpt-oss.gguf", *args)
+    try:
+        c = complete(fresh, longer)
+    finally:
+        fresh.kill()
+    cached = b["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    assert a["usage"]["prompt_tokens"] > 8 and cached >= a["usage"]["prompt_tokens"] - 1, (a["usage"], b["usage"])
+    assert c["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) == 0, c["usage"]
+    assert b["choices"][0]["text"] == c["choices"][0]["text"]
+
+
 # ---- defective variants of the fixtures: one line naming the defect ----
 
-def _copy_gguf(src, dst, set_kv=None, drop_tensors=(), tensor_fn=None):
+def _copy_gguf(src, dst, set_kv=None, drop_tensors=(), tensor_fn=None, drop_kvs=()):
     """src rewritten to dst with gguf's reader and writer: key values changed
     or added by set_kv ({key: (GGUFValueType, value)}), tensors left out, or
     replaced by tensor_fn(name, array) (None keeps the array)."""
@@ -74,7 +138,7 @@ def _copy_gguf(src, dst, set_kv=None, drop_tensors=(), tensor_fn=None):
     w = gguf.GGUFWriter(str(dst), arch)
     set_kv = dict(set_kv or {})
     for key, f in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
+        if key.startswith("GGUF.") or key == "general.architecture" or key in drop_kvs:
             continue
         if key in set_kv:
             t, v = set_kv.pop(key)
@@ -101,7 +165,7 @@ def _copy_gguf(src, dst, set_kv=None, drop_tensors=(), tensor_fn=None):
 
 def _defects():
     import gguf
-    F32, U32 = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.UINT32
+    F32, U32, STR = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.UINT32, gguf.GGUFValueType.STRING
     neg = lambda name, a: -a if name == "rope_factors_long.weight" else None  # noqa: E731
     short_qkv = lambda name, a: a[:-1] if name == "blk.1.attn_qkv.weight" else None  # noqa: E731
     odd_up = lambda name, a: a[:-2] if name == "blk.0.ffn_up.weight" else None  # noqa: E731
@@ -120,12 +184,29 @@ def _defects():
                                      "soft-capping"),
         "gemma2 window 0": ("gemma2", dict(set_kv={"gemma2.attention.sliding_window": (U32, 0)}),
                             "sliding_window"),
+        "gpt-oss sinks short": ("gpt-oss", dict(tensor_fn=lambda n, a: a[:-1] if n == "blk.0.attn_sinks.weight"
+                                                else None), "attn_sinks"),
+        "gpt-oss sinks missing": ("gpt-oss", dict(drop_tensors=("blk.1.attn_sinks.weight",)), "attn_sinks"),
+        "gpt-oss router bias missing": ("gpt-oss", dict(drop_tensors=("blk.2.ffn_gate_inp.bias",)),
+                                        "ffn_gate_inp.bias"),
+        "gpt-oss expert bias shape": ("gpt-oss", dict(tensor_fn=lambda n, a: a[:, :-1] if n == "blk.1.ffn_down_exps.bias"
+                                                      else None), "ffn_down_exps.bias"),
+        "gpt-oss output bias missing": ("gpt-oss", dict(drop_tensors=("blk.0.attn_output.bias",)),
+                                        "attn_output.bias"),
+        "gpt-oss window missing": ("gpt-oss", dict(drop_kvs=("gpt-oss.attention.sliding_window",)),
+                                   "sliding_window"),
+        "gpt-oss yarn beta 0": ("gpt-oss", dict(set_kv={"gpt-oss.rope.scaling.yarn_beta_fast": (F32, 0.0)}),
+                                "yarn"),
+        "gpt-oss rope scaling unknown": ("gpt-oss", dict(set_kv={"gpt-oss.rope.scaling.type": (STR, "longrope")}),
+                                         "rope scaling type"),
+        "gpt-oss expert width missing": ("gpt-oss", dict(drop_kvs=("gpt-oss.expert_feed_forward_length",)),
+                                         "expert_feed_forward_length"),
     }
 
 
 @pytest.mark.parametrize("case", list(_defects()))
 def test_defective_file_is_one_line(pasada_bin, case, tmp_path):
-    """A file with one defect in what gemma2 and phi3 add is refused at load
+    """A file with one defect in what gemma2, phi3 and gpt-oss add is refused at load
     with one line that names it (never a crash)."""
     arch, kw, hint = _defects()[case]
     path = tmp_path / f"{arch}.gguf"

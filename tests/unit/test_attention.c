@@ -55,16 +55,19 @@ static float rnd_sym(float a) {
 typedef struct {
   int32_t hd, hdv, n_kv, group, block, window;
   float softcap; /* > 0: scores soft-capped (Gemma 2) */
+  float sink;    /* != 0: each row has an attention sink of this logit (gpt-oss) */
 } shape;
 
 static const shape shapes[] = {
-    {64, 64, 3, 3, 16, 0, 0},     /* SmolLM2-like */
-    {256, 256, 1, 4, 16, 45, 0},  /* gemma3-like, sliding window */
-    {40, 24, 2, 2, 32, 0, 0},     /* head sizes off the vector widths, longer blocks */
-    {72, 72, 1, 1, 64, 19, 0},    /* no GQA, long blocks, a window inside one tile */
-    {8, 12, 2, 1, 16, 0, 0},
-    {48, 48, 2, 2, 16, 27, 1.5f}, /* gemma2-like: a window, scores soft-capped within their range */
-    {24, 24, 1, 3, 32, 0, 0.75f}, /* soft-capped, no window */
+    {64, 64, 3, 3, 16, 0, 0, 0},     /* SmolLM2-like */
+    {256, 256, 1, 4, 16, 45, 0, 0},  /* gemma3-like, sliding window */
+    {40, 24, 2, 2, 32, 0, 0, 0},     /* head sizes off the vector widths, longer blocks */
+    {72, 72, 1, 1, 64, 19, 0, 0},    /* no GQA, long blocks, a window inside one tile */
+    {8, 12, 2, 1, 16, 0, 0, 0},
+    {48, 48, 2, 2, 16, 27, 1.5f, 0}, /* gemma2-like: a window, scores soft-capped within their range */
+    {24, 24, 1, 3, 32, 0, 0.75f, 0}, /* soft-capped, no window */
+    {64, 64, 2, 4, 16, 0, 0, 2.5f},  /* gpt-oss-like: a sink per row, no window */
+    {64, 64, 2, 2, 16, 33, 0, 1.0f}, /* a sink and a window */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 /* A Q8 cache's kernels quantize each query row and each tile's weights to
@@ -134,7 +137,7 @@ static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
 /* softmax(cap(scale q.k)) v over [lo, hi] in double (cap: sh->softcap's soft-cap, if any) */
 static void exact_row(const pa_kv_cache *kv, int layer, int32_t seq, int g, const shape *sh, float scale,
                       const float *q, int32_t lo, int32_t hi, double *out) {
-  double *w = malloc(sizeof(double) * (size_t)(hi - lo + 1)), mx = -INFINITY, sum = 0;
+  double *w = malloc(sizeof(double) * (size_t)(hi - lo + 1)), mx = sh->sink ? sh->sink : -INFINITY, sum = 0;
   float k[256], v[256];
   for (int32_t p = lo; p <= hi; p++) {
     pa_kv_load(kv, layer, seq, p, g, k, v);
@@ -145,6 +148,7 @@ static void exact_row(const pa_kv_cache *kv, int layer, int32_t seq, int g, cons
     mx = w[p - lo] > mx ? w[p - lo] : mx;
   }
   for (int32_t p = lo; p <= hi; p++) sum += w[p - lo] = exp(w[p - lo] - mx);
+  if (sh->sink) sum += exp(sh->sink - mx); /* a logit with no value */
   for (int i = 0; i < sh->hdv; i++) out[i] = 0;
   for (int32_t p = lo; p <= hi; p++) {
     pa_kv_load(kv, layer, seq, p, g, k, v);
@@ -164,6 +168,8 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
   fill_cache(&kv, len);
   const float scale = 2.5f / sqrtf((float)sh->hd); /* peaked and flat softmaxes both occur */
   enum { MAXR = 96 };
+  float sinks[MAXR];
+  for (int i = 0; i < MAXR; i++) sinks[i] = sh->sink;
   const int32_t n_tok = MAXR / sh->group;
   float *q = malloc(sizeof(float) * MAXR * (size_t)sh->hd);
   float *out = malloc(sizeof(float) * MAXR * (size_t)sh->hdv);
@@ -185,7 +191,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
           lo[r] = sh->window > 0 && pos - sh->window + 1 > 0 ? pos - sh->window + 1 : 0;
           qp[r] = q + (int64_t)r * sh->hd;
           op[r] = alone + (int64_t)r * sh->hdv;
-          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap};
+          pa_attn_query one = {1, &qp[r], &op[r], &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap, sh->sink ? sinks : NULL};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &one, work);
           exact_row(&kv, layer, s, g, sh, scale, qp[r], lo[r], hi[r], ex);
           double err = 0, vmax = 2.0;
@@ -203,8 +209,8 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             mixed.quantize_q = kt->quantize_q;
             float twin[256], mine[256];
             float *tp = twin, *mp = mine;
-            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap},
-                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap};
+            pa_attn_query tq = {1, &qp[r], &tp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap, sh->sink ? sinks : NULL},
+                          mq = {1, &qp[r], &mp, &lo[r], &hi[r], NULL, NULL, NULL, 0, sh->softcap, sh->sink ? sinks : NULL};
             pa_attn_rows(pa_attn_plain(), &kv, layer, s, g, sh->hd, sh->hdv, scale, &tq, work);
             pa_attn_rows(&mixed, &kv, layer, s, g, sh->hd, sh->hdv, scale, &mq, work);
             if (memcmp(twin, mine, sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
@@ -233,7 +239,7 @@ static void check_rows(const pa_attn_kernels *kt, const shape *sh, pa_kv_type ty
             glo[i] = lo[perm[i]];
             ghi[i] = hi[perm[i]];
           }
-          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL, NULL, 0, sh->softcap};
+          pa_attn_query grp = {n, gq, go, glo, ghi, NULL, NULL, NULL, 0, sh->softcap, sh->sink ? sinks : NULL};
           pa_attn_rows(kt, &kv, layer, s, g, sh->hd, sh->hdv, scale, &grp, work);
           for (int32_t i = 0; i < n; i++)
             if (memcmp(go[i], op[perm[i]], sizeof(float) * (size_t)sh->hdv) && failures++ < 10)
@@ -463,6 +469,15 @@ static void check_segments(const shape *sh, pa_kv_type type) {
   float *ref = malloc(sizeof(float) * (size_t)O);
   void *work = pa_alloc(pa_attn_work_size(sh->group, sh->hd, sh->hdv));
   const int32_t probes[] = {LEN - 1, 2048, 2047, 1030, 600, 512, 511, 530};
+  /* a shape with sinks: a different one per layer and head, merged after
+   * the segments on both paths */
+  float sink_vals[N_LAYER][16];
+  const float *sink_layers[N_LAYER];
+  for (int l = 0; l < N_LAYER; l++) {
+    for (int h = 0; h < 16; h++) sink_vals[l][h] = sh->sink + 0.25f * (float)h - 0.5f * (float)l;
+    sink_layers[l] = sink_vals[l];
+  }
+  if (sh->sink) c.b.attn_sinks = sink_layers;
   int32_t tok = 0, seq0 = 0;
   for (int layer = 0; layer < N_LAYER; layer++)
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
@@ -481,8 +496,9 @@ static void check_segments(const shape *sh, pa_kv_type type) {
           los[r] = lo;
           his[r] = pos;
         }
-        pa_attn_query qr = {
-            .n_rows = sh->group, .q = qp, .out = op, .lo = los, .hi = his, .softcap = hp->attn_softcap};
+        pa_attn_query qr = {.n_rows = sh->group, .q = qp, .out = op, .lo = los, .hi = his,
+                            .softcap = hp->attn_softcap,
+                            .sink = sh->sink ? &sink_vals[layer][g * sh->group] : NULL};
         pa_attn_rows(cur_dev.attn, &c.kv, layer, 0, g, sh->hd, sh->hdv, hp->attn_scale, &qr, work);
       }
       if (memcmp(c.s.att, ref, sizeof(float) * (size_t)O) && failures++ < 10)

@@ -25,7 +25,13 @@
  *     PASADA_TEST_SCALE below 1): three times the products' bound (two products in a
  *     row, summed over the experts; measured worst 0.04 of the largest
  *     output, on cpu:avx512); the router runs the exact product on every host
- *     backend, so both sides choose the same experts.
+ *     backend, so both sides choose the same experts; and gpt-oss's form
+ *     of it: biases on the router and every expert, the clamped SwiGLU
+ *     (biases large enough that both clamps bite);
+ *   - attention with sinks (gpt-oss: a logit per head in the softmax's
+ *     denominator), windowed too: as attention;
+ *   - YaRN: a third of the extras models take their RoPE factors and
+ *     attention factor from pa_model_yarn_factors instead of random ones.
  * Inputs of each op are uploaded identically to both backends, so an op is
  * judged alone. The model's shape is small but not round: 97-token
  * vocabulary, two KV heads of four query heads, an FFN of 768; a third
@@ -79,7 +85,8 @@ static bool host_backend(const char *name) { return !strncmp(name, "cpu", 3) || 
 typedef struct {
   struct pa_model m;
   pa_layer layer;
-  void *owned[48]; /* what this test allocated (the repacked copies are the model's) */
+  void *owned[64]; /* what this test allocated (the repacked copies are the model's) */
+  const float *sinks[1]; /* the contexts' attention sinks (pa_bctx_params): NULL or the layer's */
   int n_owned;
 } tmodel;
 
@@ -177,9 +184,17 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool 
   L->b_up = random_vec(t, F, 0.0f, 0.5f);
   t->m.layers = L;
   hp->rope_attn_factor = 1.0f;
+  L->attn_sinks = random_vec(t, NH, 0.0f, 2.0f);
   if (extras) {
     hp->attn_softcap = 0.3f, hp->final_softcap = 1.5f, hp->rope_attn_factor = 1.25f, hp->rope_dim = 48;
-    t->m.rope_freqs = random_vec(t, 24, 3.0f, 2.0f);
+    if (seed & 2) { /* YaRN's factors (gpt-oss's betas, a ramp over the first dims) */
+      t->m.yarn = (pa_yarn){.factor = 8.0f, .orig_ctx = 256, .beta_fast = 32.0f, .beta_slow = 1.0f,
+                            .ext_factor = 1.0f, .attn_factor = 1.0f, .truncate = true};
+      if (pa_model_yarn_factors(&t->m)) abort();
+      keep(t, t->m.rope_freqs);
+    } else {
+      t->m.rope_freqs = random_vec(t, 24, 3.0f, 2.0f);
+    }
   }
   /* experts (when asked), drawn last: 5 to 8 of them, 2 or 3 per token, an
    * F32 router (as in converted files); each kind one 3-D block sliced per
@@ -194,6 +209,14 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool 
     hp->n_expert = 5 + (int32_t)((seed >> 8) % 4), hp->n_expert_used = 2 + (int32_t)((seed >> 12) % 2);
     hp->n_ff_exp = pa_type_get(type)->block_size == 256 ? 256 : FE_SMALL;
     const bool copy = made.seed == seed && made.type == type;
+    /* gpt-oss's biases (drawn before the blocks, which the second side
+     * copies without drawing): the gate's and up's large enough that the
+     * SwiGLU's clamps (at 7) bite */
+    const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
+    L->router_b = random_vec(t, NE, 0.0f, 0.5f);
+    L->exp_gate_b = random_vec(t, NE * FE, 0.0f, 12.0f);
+    L->exp_up_b = random_vec(t, NE * FE, 0.0f, 12.0f);
+    L->exp_down_b = random_vec(t, NE * E, 0.0f, 0.5f);
     L->exp_gate = keep(t, pa_calloc(3 * (size_t)hp->n_expert, sizeof(pa_matrix)));
     L->exp_up = L->exp_gate + hp->n_expert, L->exp_down = L->exp_gate + 2 * hp->n_expert;
     pa_matrix *kinds[3] = {L->exp_gate, L->exp_up, L->exp_down};
@@ -260,7 +283,7 @@ static int side_open(side *s, const char *backend, pa_type type, uint64_t seed, 
   }
   const pa_bctx_params bp = {.hp = &s->tm.m.hp, .rope_freqs = s->tm.m.rope_freqs, .n_batch = N_BATCH,
                              .n_seq_max = 1, .pool = s->pool, .kv = &s->kv, .kv_type = kvt,
-                             .mats = mats, .n_mats = n_mats};
+                             .mats = mats, .n_mats = n_mats, .attn_sinks = s->tm.sinks};
   return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
 }
 
@@ -292,10 +315,11 @@ static double worst[20]; /* per op, for the report */
 static const char *OP_NAMES[] = {"upload", "embed", "rms_norm", "add", "matmul qkv", "kv store", "attention",
                                  "attention window", "matmul o + residual", "matmul gate_up", "matmul down + residual",
                                  "logits", "hidden", "layer_norm", "embed_add", "attention bidirectional",
-                                 "matmul up + bias + gelu_erf", "moe + residual"};
+                                 "matmul up + bias + gelu_erf", "moe + residual",
+                                 "attention sinks", "moe biases + swiglu_oai"};
 enum {
   OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS,
-  OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU, OP_MOE
+  OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU, OP_MOE, OP_ATT_SINK, OP_MOE_OAI
 };
 
 static bool cur_extras; /* the model under test has model_build's extras */
@@ -471,6 +495,18 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   expect(backend, type, n, kvt, OP_ATT_BI, got_a, got_b, (int64_t)n * Q, tol_att);
   if (n > 1 && rel_err(got_b, causal0, Q) == 0 && failures++ < 20)
     printf("FAIL ref: bidirectional attention of the first token equals the causal one\n");
+  /* with attention sinks (gpt-oss), whole and windowed; the reference's
+   * output then differs from the causal one without */
+  x->tm.sinks[0] = LX->attn_sinks, r->tm.sinks[0] = LR->attn_sinks;
+  for (int w = 0; w < 2; w++) {
+    x->ops->attention(x->bc, &b, 0, w ? 3 : 0);
+    r->ops->attention(r->bc, &b, 0, w ? 3 : 0);
+    download2(x, r, PA_BUF_ATT, (int64_t)n * Q);
+    expect(backend, type, n, kvt, OP_ATT_SINK, got_a, got_b, (int64_t)n * Q, tol_att);
+    if (!w && rel_err(got_b, causal0, Q) < 1e-3 && failures++ < 20)
+      printf("FAIL ref: attention with sinks equals attention without\n");
+  }
+  x->tm.sinks[0] = r->tm.sinks[0] = NULL;
 
   /* x += Wo att */
   random_fill(in, (int64_t)n * E, 1.0f);
@@ -506,22 +542,32 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
 
   /* x += the mixture of experts of rmsnorm(x), both gates (a backend
    * without the op refuses such models at load: skipped) */
-  for (int g = 0; x->ops->moe && x->tm.m.hp.n_expert > 0 && g < 2; g++) {
+  for (int g = 0; x->ops->moe && x->tm.m.hp.n_expert > 0 && g < 3; g++) {
     const pa_hparams *hp = &x->tm.m.hp;
     upload2(x, r, PA_BUF_X, in, (int64_t)n * E);
     pa_moe_desc mx = {.in = PA_BUF_X, .out = PA_BUF_XB, .in_norm = LX->ffn_norm, .router = &LX->router,
                       .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .norm_topk = g == 0,
                       .gate = LX->exp_gate, .up = LX->exp_up, .down = LX->exp_down,
                       .act = g ? PA_GATE_GELU_TANH : PA_GATE_SILU, .residual = PA_BUF_X};
+    if (g == 2) { /* gpt-oss: biases everywhere, the clamped SwiGLU, softmax over the chosen */
+      mx.norm_topk = true, mx.act = PA_GATE_SWIGLU_OAI;
+      mx.router_bias = LX->router_b, mx.gate_bias = LX->exp_gate_b;
+      mx.up_bias = LX->exp_up_b, mx.down_bias = LX->exp_down_b;
+    }
     pa_moe_desc mr = mx;
     mr.in_norm = LR->ffn_norm, mr.router = &LR->router;
     mr.gate = LR->exp_gate, mr.up = LR->exp_up, mr.down = LR->exp_down;
+    if (g == 2) {
+      mr.router_bias = LR->router_b, mr.gate_bias = LR->exp_gate_b;
+      mr.up_bias = LR->exp_up_b, mr.down_bias = LR->exp_down_b;
+    }
     x->ops->moe(x->bc, &b, &mx);
     r->ops->moe(r->bc, &b, &mr);
+    const int op = g == 2 ? OP_MOE_OAI : OP_MOE;
     download2(x, r, PA_BUF_XB, (int64_t)n * E);
-    expect(backend, type, n, kvt, OP_MOE, got_a, got_b, (int64_t)n * E, 3 * tol_mm(type));
+    expect(backend, type, n, kvt, op, got_a, got_b, (int64_t)n * E, 3 * tol_mm(type));
     download2(x, r, PA_BUF_X, (int64_t)n * E);
-    expect(backend, type, n, kvt, OP_MOE, got_a, got_b, (int64_t)n * E, 3 * tol_mm(type));
+    expect(backend, type, n, kvt, op, got_a, got_b, (int64_t)n * E, 3 * tol_mm(type));
   }
 
   /* logits of every token, then of two of them */
@@ -604,7 +650,7 @@ static void check_backend(const char *backend) {
       side_close(&r);
     }
   printf("  %-16s worst relative difference from ref:", backend);
-  for (int op = 0; op <= OP_MOE; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_MOE ? "," : "\n");
+  for (int op = 0; op <= OP_MOE_OAI; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_MOE_OAI ? "," : "\n");
 }
 
 /* A context on a GPU backend for a model loaded on the CPU is refused

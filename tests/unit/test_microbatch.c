@@ -3,8 +3,8 @@
  * of the same tokens decoded one at a time. Three sequences interleaved in
  * one 390-token batch, every row's logits asked for, on each tiny model
  * (llama, qwen2, qwen3, gemma3 with its sliding window, and the mixtures
- * of experts qwen3moe and mixtral, whose experts see other groups of
- * tokens in each pass). And
+ * of experts qwen3moe, mixtral and gpt-oss, whose experts see other
+ * groups of tokens in each pass). And
  * pasada_parallel_for over those rows (as the server samples them): every
  * index runs once, on the context's threads, reading the logits. */
 #include <stdio.h>
@@ -115,8 +115,8 @@ static void check_model(const char *path) {
 
 int main(void) {
   const char *dir = getenv("PASADA_SOURCE_DIR");
-  const char *names[] = {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "mixtral"};
-  for (int i = 0; i < 6; i++) {
+  const char *names[] = {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "mixtral", "gpt-oss"};
+  for (int i = 0; i < 7; i++) {
     char path[4096];
     snprintf(path, sizeof path, "%s/tests/fixtures/tiny/%s.gguf", dir ? dir : ".", names[i]);
     check_model(path);

@@ -54,7 +54,7 @@ typedef struct {
 
 static size_t per_thread_size(const pa_hparams *hp) {
   int32_t rows = chunk_tokens(hp) * (hp->n_head / hp->n_head_kv);
-  return align64((size_t)rows * (2 * sizeof(float *) + 2 * sizeof(int32_t))) +
+  return align64((size_t)rows * (2 * sizeof(float *) + 2 * sizeof(int32_t) + sizeof(float))) +
          pa_attn_work_size(rows, hp->head_dim, hp->head_dim_v);
 }
 
@@ -191,6 +191,7 @@ typedef struct {
   const float **q;
   float **out;
   int32_t *lo, *hi;
+  float *sink; /* the rows' attention sinks, when the layer has them */
   void *work;
 } attn_thread;
 
@@ -203,7 +204,8 @@ static attn_thread thread_area(const attn_job *j, int ith) {
   a.out = (float **)(a.q + rows_max);
   a.lo = (int32_t *)(a.out + rows_max);
   a.hi = a.lo + rows_max;
-  a.work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t)));
+  a.sink = (float *)(a.hi + rows_max);
+  a.work = mine + align64((size_t)rows_max * (2 * sizeof(float *) + 2 * sizeof(int32_t) + sizeof(float)));
   return a;
 }
 
@@ -218,6 +220,7 @@ static void attention_worker(void *arg, int ith, int nth) {
   float **out = area.out;
   int32_t *lo = area.lo, *hi = area.hi;
   void *work = area.work;
+  const float *sinks = c->attn_sinks ? c->attn_sinks[j->layer] : NULL;
   /* The last tile of each call asks for the first tile of the next one
    * (the item's next chunk, its first chunk's next head, or the next
    * item), while it computes. With several items per thread they are
@@ -242,6 +245,7 @@ static void attention_worker(void *arg, int ith, int nth) {
           out[r - r0] = c->buf[PA_BUF_ATT] + t * O + (int64_t)h * hdv;
           lo[r - r0] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
           hi[r - r0] = pos;
+          if (sinks) area.sink[r - r0] = sinks[h];
         }
         pa_attn_lines then_k = {.nr = 0}, then_v = {.nr = 0};
         if (k + 1 < cur.nch)
@@ -251,7 +255,8 @@ static void attention_worker(void *arg, int ith, int nth) {
         else if (more)
           item_lines(j, &nxt, 0, nxt.g0, &then_k, &then_v);
         pa_attn_query qr = {.n_rows = r1 - r0, .q = q, .out = out, .lo = lo, .hi = hi,
-                            .then_k = &then_k, .then_v = &then_v, .softcap = hp->attn_softcap};
+                            .then_k = &then_k, .then_v = &then_v, .softcap = hp->attn_softcap,
+                            .sink = sinks ? area.sink : NULL};
         pa_attn_rows(j->kt, c->kv, j->layer, seq, g, hd, hdv, hp->attn_scale, &qr, work);
       }
     }
@@ -367,7 +372,9 @@ static bool seg_split(attn_job *j) {
         const float *st = j->sc.seg_part + ((int64_t)i * group + r) * (hdv + 2);
         pa_attn_merge_row(&M, &L, ACC, st[0], st[1], st + 2, hdv);
       }
-      pa_attn_normalize_row(c->buf[PA_BUF_ATT] + t * O + (int64_t)(g * group + r) * hdv, ACC, 1.0f / L, hdv);
+      const float *sink = c->attn_sinks && c->attn_sinks[j->layer] ? &c->attn_sinks[j->layer][g * group + r] : NULL;
+      pa_attn_normalize_row(c->buf[PA_BUF_ATT] + t * O + (int64_t)(g * group + r) * hdv, ACC, pa_attn_inv(M, L, sink),
+                            hdv);
     }
     i0 = i1;
   }

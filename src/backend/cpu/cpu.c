@@ -387,6 +387,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->be = be->impl;
   c->hp = hp;
   c->rope_freqs = p->rope_freqs;
+  c->attn_sinks = p->attn_sinks;
   c->kv = p->kv;
   c->pool = p->pool;
   int rc = pa_kv_host_create(p->kv, p->kv_type, &c->values);

@@ -21,6 +21,7 @@ struct pa_bctx {
   const pa_cpu_backend *be;
   const pa_hparams *hp;
   const float *rope_freqs;
+  const float *const *attn_sinks; /* per layer n_head, or NULL (pa_bctx_params) */
   pa_kv_cache *kv;               /* the context's block manager */
   pa_kv_values *values;          /* the cache's values, in host memory: this backend's */
   pa_pool *pool;

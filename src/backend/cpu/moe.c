@@ -67,6 +67,8 @@ void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   for (int32_t t = 0; t < n; t++)
     ops->rmsnorm(xn + t * E, c->buf[d->in] + t * E, d->in_norm, E, hp->norm_eps);
   pa_matmul_exact(c->pool, d->router, xn, E, c->moe.logits, NE, n, c->moe_work);
+  if (d->router_bias)
+    for (int32_t t = 0; t < n; t++) ops->add(c->moe.logits + (int64_t)t * NE, d->router_bias, NE);
   int32_t *count = c->moe.count, *first = c->moe.first, *slots = c->moe.slots;
   memset(count, 0, (size_t)NE * sizeof *count);
   for (int32_t t = 0; t < n; t++) {
@@ -85,6 +87,9 @@ void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   float *out = c->buf[d->out];
   memset(out, 0, (size_t)(n * E) * sizeof(float));
   const pa_gate_fn act = d->act == PA_GATE_GELU_TANH ? ops->gelu_tanh_mul : ops->silu_mul;
+  /* biases or gpt-oss's clamped gate: the two products, then the biases and
+   * the gate, op after op (the fused gated product knows neither) */
+  const bool separate = c->be->exact || d->gate_bias || d->up_bias || d->act == PA_GATE_SWIGLU_OAI;
   for (int32_t e = 0; e < NE; e++) {
     const int32_t m = count[e];
     if (!m) continue;
@@ -95,15 +100,24 @@ void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
         memcpy(c->moe.xg + i * E, xn + (s[i] / K) * E, (size_t)E * sizeof(float));
       x = c->moe.xg;
     }
-    if (c->be->exact) {
+    if (separate) {
       product(c, &d->gate[e], x, c->moe.hg, m);
       product(c, &d->up[e], x, c->moe.hu, m);
-      act(c->moe.hg, c->moe.hu, (int64_t)m * FE);
+      for (int32_t i = 0; i < m; i++) {
+        if (d->gate_bias) ops->add(c->moe.hg + i * FE, d->gate_bias + e * FE, FE);
+        if (d->up_bias) ops->add(c->moe.hu + i * FE, d->up_bias + e * FE, FE);
+      }
+      if (d->act == PA_GATE_SWIGLU_OAI)
+        pa_swiglu_oai(c->moe.hg, c->moe.hu, (int64_t)m * FE);
+      else
+        act(c->moe.hg, c->moe.hu, (int64_t)m * FE);
     } else {
       pa_matmul_gated(&c->be->ex, c->pool, &d->gate[e], &d->up[e], act, x, E, c->moe.hg, c->moe.hu,
                       FE, m, c->work);
     }
     product(c, &d->down[e], c->moe.hg, c->moe.yg, m);
+    if (d->down_bias)
+      for (int32_t i = 0; i < m; i++) ops->add(c->moe.yg + i * E, d->down_bias + e * E, E);
     for (int32_t i = 0; i < m; i++) {
       const float w = c->moe.weight[s[i]];
       float *o = out + (s[i] / K) * E;

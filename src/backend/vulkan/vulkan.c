@@ -97,7 +97,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = hp->n_layer * 28 + 16;
+  const int cap = hp->n_layer * 34 + 16;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -137,6 +137,11 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
      * (the loader's 3-D tensor; an expert's address is the block's plus its
      * offset, expert_product) */
     if (L->exp_gate && !rc) rc = collect(t, &n, cap, L->router.data, matrix_bytes(&L->router));
+    /* gpt-oss: the sinks, the router's and the experts' biases */
+    const uint64_t NE = (uint64_t)hp->n_expert, FEB = (uint64_t)hp->n_ff_exp * 4;
+    const void *ov[] = {L->attn_sinks, L->router_b, L->exp_gate_b, L->exp_up_b, L->exp_down_b};
+    const uint64_t ob[] = {(uint64_t)hp->n_head * 4, NE * 4, NE * FEB, NE * FEB, NE * E};
+    for (int i = 0; i < 5 && !rc; i++) rc = collect(t, &n, cap, ov[i], ob[i]);
     const pa_matrix *kinds[3] = {L->exp_gate, L->exp_up, L->exp_down};
     for (int k = 0; k < 3 && L->exp_gate && !rc; k++) {
       for (int e = 1; e < hp->n_expert && !rc; e++)
@@ -241,6 +246,7 @@ struct pa_bctx {
   pa_kv_cache *kv;
   int32_t n_batch, n_seq_max;
   const float *rope_freqs;
+  const float *const *attn_sinks; /* pa_bctx_params' */
   /* activations (device) */
   pa_vk_buf act;
   uint64_t off[PA_BUF_COUNT], off_xn;
@@ -687,6 +693,8 @@ static void op_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   const uint64_t xn = c->act.addr + c->off_xn, out = buf_addr(c, d->out);
   norm_rows(c, xn, buf_addr(c, d->in), d->in_norm, E, n, 0);
   product(c, d->router, xn, E, step_addr(c, c->s_moe_logits), (uint32_t)NE, n);
+  if (d->router_bias)
+    add_addr(c, step_addr(c, c->s_moe_logits), weight_addr(c->vb, d->router_bias), (uint64_t)NE * n, (uint32_t)NE);
   flush(c);
   const float *logits = (const float *)(const void *)((const uint8_t *)c->step.map + c->s_moe_logits);
   int32_t *count = c->moe_count, *first = c->moe_first;
@@ -714,12 +722,15 @@ static void op_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
     norm_rows(c, xg, buf_addr(c, d->in), d->in_norm, E, m, ia);
     expert_product(c, d->gate, e, xg, hg, m);
     expert_product(c, d->up, e, xg, hu, m);
+    if (d->gate_bias) add_addr(c, hg, weight_addr(c->vb, d->gate_bias) + 4 * (uint64_t)e * FE, (uint64_t)m * FE, FE);
+    if (d->up_bias) add_addr(c, hu, weight_addr(c->vb, d->up_bias) + 4 * (uint64_t)e * FE, (uint64_t)m * FE, FE);
     struct {
       uint64_t g, u;
       uint32_t n, kind;
-    } p = {hg, hu, m * FE, d->act == PA_GATE_SILU ? 0u : 1u};
+    } p = {hg, hu, m * FE, d->act == PA_GATE_SILU ? 0u : d->act == PA_GATE_SWIGLU_OAI ? 3u : 1u};
     push_dispatch(c, "gate", &p, sizeof p, groups_for((uint64_t)m * FE, 256), 1, 1);
     expert_product(c, d->down, e, hg, yg, m);
+    if (d->down_bias) add_addr(c, yg, weight_addr(c->vb, d->down_bias) + 4 * (uint64_t)e * E, (uint64_t)m * E, E);
     moe_scatter(c, out, yg, ia, step_addr(c, c->s_moe_w + 4 * (uint64_t)first[e]), E, m);
   }
   if (d->residual != PA_BUF_NONE) add_addr(c, buf_addr(c, d->residual), out, (uint64_t)E * n, 0);
@@ -729,12 +740,13 @@ static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t w
   const pa_hparams *hp = c->hp;
   const pa_vk_buf *L = &c->kvb[layer];
   struct {
-    uint64_t q, out, kc, vc, ks, vs, pos, seq, tables;
+    uint64_t q, out, kc, vc, ks, vs, pos, seq, tables, sinks;
     uint32_t n_head, n_kv, hd_k, hd_v, q_stride, o_stride, bs, max_blocks, window;
     float scale, softcap;
   } p = {buf_addr(c, PA_BUF_Q), buf_addr(c, PA_BUF_ATT), L->addr + c->kv_k, L->addr + c->kv_v,
          L->addr + c->kv_ks, L->addr + c->kv_vs, step_addr(c, c->s_pos), step_addr(c, c->s_seq),
-         step_addr(c, c->s_tables), (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
+         step_addr(c, c->s_tables),
+         c->attn_sinks && c->attn_sinks[layer] ? weight_addr(c->vb, c->attn_sinks[layer]) : 0, (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
          (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head * hp->head_dim), (uint32_t)(hp->n_head * hp->head_dim_v),
          (uint32_t)c->kv->block_size, (uint32_t)c->max_blocks, (uint32_t)(window > 0 ? window : 0), hp->attn_scale,
          hp->attn_softcap};
@@ -942,6 +954,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   if (!c) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   c->vb = vb, c->d = d, c->hp = hp, c->kv = p->kv;
   c->n_batch = p->n_batch, c->n_seq_max = p->n_seq_max, c->rope_freqs = p->rope_freqs;
+  c->attn_sinks = p->attn_sinks;
   c->max_blocks = p->kv->max_blocks_per_seq;
   int rc = PASADA_OK;
   c->nodes = pa_calloc(MAX_NODES, sizeof(node));

@@ -7,7 +7,8 @@
  * maximum and sum rescale the output (online softmax); each invocation
  * owns head_dim_v / WG of the output's values (at most 4: head_dim_v <=
  * 256). cap(s) = softcap * tanh(s / softcap) when softcap > 0 (Gemma 2),
- * else s. */
+ * else s. sinks != 0: head h's attention sink (gpt-oss), one more logit in
+ * the softmax's denominator, sinks[h], with no value. */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -15,7 +16,7 @@
 #define WG 64
 layout(local_size_x = WG) in;
 layout(push_constant) uniform P {
-  uint64_t q, out_, kc, vc, ks, vs, pos, seq, tables;
+  uint64_t q, out_, kc, vc, ks, vs, pos, seq, tables, sinks;
   uint n_head, n_kv, hd_k, hd_v, q_stride, o_stride, bs, max_blocks, window;
   float scale, softcap;
 } p;
@@ -78,6 +79,7 @@ void main() {
     }
     barrier();
   }
+  if (p.sinks != 0) L += pa_exp(F32s(p.sinks).v[h] - M);
   F32s O = F32s(p.out_);
   for (uint j = 0; j < 4; j++) {
     const uint d = lid + j * WG;

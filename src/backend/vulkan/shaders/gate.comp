@@ -2,7 +2,9 @@
  * (kind 1), in the CPU tables' arithmetic (kernels/ops.c); kind 2: g[i] =
  * GELU with erf of g[i], no gate (u unused; erf from a rational
  * approximation of erfc, fractional error below 1.2e-7: Numerical
- * Recipes' erfcc). */
+ * Recipes' erfcc); kind 3: gpt-oss's clamped SwiGLU, g[i] = (clamp(u[i],
+ * -7, 7) + 1) * m * sigmoid(1.702 m), m = min(g[i], 7) (backend.h,
+ * pa_swiglu_oai). */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -33,6 +35,15 @@ void main() {
     return;
   }
   const uint stride = gl_NumWorkGroups.x * 256;
+  if (p.kind == 3) {
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
+      const float m = min(G.v[i], 7.0), u = clamp(U.v[i], -7.0, 7.0);
+      precise float den = 1.0 + pa_exp(-1.702 * m);
+      precise float out_ = (u + 1.0) * (m / den);
+      G.v[i] = out_;
+    }
+    return;
+  }
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     const float g = G.v[i];
     precise float z;
