@@ -26,6 +26,7 @@ output, ...), so a pasada failure is pasada's. It needs no binary, so it also
 guards the fixtures where pasada is not built. See docs/parity.md.
 """
 import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -457,3 +458,56 @@ def test_longrope_short_factors(backend, tmp_path, request):
         err = relative_error(got, ref)
         print(f"\n  phi3 short factors {mode} {backend}: rel err {err:.2e}", end="")
         assert err <= TOLERANCE["f32"], f"phi3 short factors {mode} {backend}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
+@pytest.mark.parametrize("arch", ["gemma3", "gemma4"])
+def test_prefix_reuse_parity(arch, backend, tmp_path, request):
+    """Through the prefix cache: each prompt decoded, its sequence emptied,
+    its first half's cached K and V attached again and the rest decoded
+    (pasada_eval logits-reuse) gives transformers' logits at the F32 bound;
+    on gemma4 the KV-sharing layers then read the reused cache of the layers
+    they share."""
+    if backend == "vulkan":
+        backend = request.getfixturevalue("vulkan_device")
+    fixture = load_fixture(arch)
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("".join(" ".join(str(int(t)) for t in ids) + "\n" for ids, _ in fixture))
+    proc = subprocess.run([str(BUILD / "pasada_eval"), "logits-reuse", str(TINY / f"{arch}.gguf"), str(ids_file),
+                           str(tmp_path), "--kv-type", "f32", "--backend", backend],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    reused = [int(x) for x in re.findall(r"reused (\d+) of", proc.stderr)]
+    assert len(reused) == len(fixture) and max(reused) > 0, proc.stderr
+    for i, (ids, ref) in enumerate(fixture):
+        out = np.fromfile(tmp_path / f"prompt{i}.f32", dtype="<f4").reshape(len(ids), -1)
+        err = relative_error(out, ref)
+        print(f"\n  {arch} reuse {backend} seq{i}: reused {reused[i]} of {len(ids)}, rel err {err:.2e}", end="")
+        assert err <= TOLERANCE["f32"], f"{arch} seq{i} reusing {reused[i]} positions on {backend}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("n_gpu", [2, 6])
+def test_gemma4_split_parity(n_gpu, tmp_path, vulkan_device):
+    """gemma4 across the GPU and the CPU (DEV/2: the first two layers on the
+    Vulkan test device; DEV/6: every layer) gives transformers' logits at the
+    F32 bound, batched and token by token."""
+    fixture = load_fixture("gemma4")
+    for mode in ("logits", "logits-steps"):
+        got = run_eval(mode, TINY / "gemma4.gguf", [ids for ids, _ in fixture], tmp_path / mode,
+                       ("--kv-type", "f32", "--backend", f"{vulkan_device}/{n_gpu}"))
+        for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
+            err = relative_error(out, ref)
+            assert err <= TOLERANCE["f32"], f"gemma4 seq{i} {mode} on {vulkan_device}/{n_gpu}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("n_gpu,layer,source", [(3, 5, 2), (4, 4, 3)])
+def test_gemma4_split_refuses_shared_kv_across_devices(n_gpu, layer, source, tmp_path, vulkan_device):
+    """A split that puts a KV-sharing layer and the layer whose cache it reads
+    on different devices is refused with one line naming both."""
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("1 2 3\n")
+    proc = subprocess.run([str(BUILD / "pasada_eval"), "logits", str(TINY / "gemma4.gguf"), str(ids_file),
+                           str(tmp_path), "--backend", f"{vulkan_device}/{n_gpu}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"layer {layer} attends over layer {source}'s KV cache" in proc.stderr, proc.stderr

@@ -211,6 +211,11 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
    * embed_add, which this backend does not route) runs on one device */
   if (m->hp.arch == PA_ARCH_BERT)
     return pa_error(PASADA_ERR_UNSUPPORTED, "--gpu-layers: a bert model runs whole on one device (drop --gpu-layers)");
+  /* a layer that reads another's KV cache (gemma4) runs where that cache is */
+  for (int l = 0; m->hp.n_kv_shared > 0 && l < m->hp.n_layer; l++)
+    if ((l < sb->n_gpu) != (m->hp.kv_from[l] < sb->n_gpu))
+      return pa_error(PASADA_ERR_UNSUPPORTED, "--gpu-layers %d: layer %d attends over layer %d's KV cache, which "
+                      "would be on the other device (put both on one side)", sb->n_gpu, l, m->hp.kv_from[l]);
   /* the GPU's layers (and the output when it holds every layer); the CPU
    * reads the rest as the file lays them out */
   return pa_vulkan_prepare_layers(sb->gpu, m, sb->n_gpu, sb->n_gpu == m->hp.n_layer);
