@@ -95,8 +95,9 @@ ARCHS = {
     # a twice as wide FFN (use_double_wide_mlp); V normed per head; random
     # per-layer output scalars; logits soft-capped at 8. One head size for
     # every layer (global_head_dim = head_dim). Norms multiply by w as stored.
+    # Intermediate 64 (128 on the double-wide layers) keeps the file < 1 MB.
     "gemma4": dict(vocab=281, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0, sliding_window=8,
-                   final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2,
+                   final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
                    layer_types=["sliding_attention", "sliding_attention", "full_attention",
                                 "sliding_attention", "sliding_attention", "full_attention"]),
 }
@@ -116,6 +117,8 @@ def make_config(arch, spec):
     common = dict(COMMON)
     if "head_dim" in spec:
         common["head_dim"] = spec["head_dim"]
+    if "intermediate" in spec:
+        common["intermediate_size"] = spec["intermediate"]
     if arch == "phi3":  # Phi3Config has no head_dim: hidden_size / heads (16)
         del common["head_dim"]
     common.update(vocab_size=spec["vocab"], num_hidden_layers=spec["layers"],
@@ -567,7 +570,7 @@ def main():
             assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
         if arch == "gemma4":
             assert cfg.kv_sharing_modes == [None, None, "store", "store", "reuse", "reuse"], cfg.kv_sharing_modes
-            assert model.model.layers[2].self_attn.v_proj is None and model.model.layers[4].mlp.intermediate_size == 256
+            assert model.model.layers[2].self_attn.v_proj is None and model.model.layers[4].mlp.intermediate_size == 128
         if arch == "gemma3":
             kinds = cfg.layer_types
             assert kinds.count("sliding_attention") == 5 and kinds[5] == "full_attention", kinds
