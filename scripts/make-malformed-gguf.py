@@ -256,6 +256,51 @@ def tiny_moe():
     return out, ts
 
 
+def tiny_gemma4():
+    """(kvs, tensors) of the tiny model as a two-layer gemma4: both layers
+    sliding-window, the second sharing the first's KV cache
+    (shared_kv_layers 1), q/k head norms, the norms after the attention and
+    the FFN, rope_freqs, the layer scalars (llama.cpp's names and keys)."""
+    kvs, tensors = tiny_llama()
+    rng = random.Random(20240613)
+    out = []
+    for key, entry in kvs:
+        if key == "general.architecture":
+            out.append(kv(key, STR, "gemma4"))
+        elif key == "llama.block_count":
+            out.append(kv("gemma4.block_count", U32, 2))
+        elif key.startswith("llama."):
+            new = "gemma4." + key[6:]
+            out.append((new, gstr(new) + entry[len(gstr(key)):]))
+        else:
+            out.append((key, entry))
+    hd = N_EMBD // N_HEAD
+    out += [kv("gemma4.attention.key_length", U32, hd), kv("gemma4.attention.value_length", U32, hd),
+            kv("gemma4.attention.key_length_swa", U32, hd), kv("gemma4.attention.value_length_swa", U32, hd),
+            kv("gemma4.attention.sliding_window", U32, 4),
+            kv("gemma4.attention.sliding_window_pattern", ARR, (BOOL, [True, True])),
+            kv("gemma4.attention.shared_kv_layers", U32, 1), kv("gemma4.rope.freq_base_swa", F32, 10000.0),
+            kv("gemma4.final_logit_softcapping", F32, 30.0)]
+
+    def w(name, ne, around=0.0):
+        n = 1
+        for d in ne:
+            n *= d
+        return Tensor(name, ne, GGML_F32, f32_data(rng, n, around))
+
+    ts = [t for t in tensors if t.name != "output.weight"]
+    ts += [w("rope_freqs.weight", [hd // 2], 1.0), w("blk.0.attn_q_norm.weight", [hd], 1.0),
+           w("blk.0.attn_k_norm.weight", [hd], 1.0), w("blk.0.post_attention_norm.weight", [N_EMBD], 1.0),
+           w("blk.0.post_ffw_norm.weight", [N_EMBD], 1.0), w("blk.0.layer_output_scale.weight", [1], 1.0)]
+    ts += [w("blk.1.attn_norm.weight", [N_EMBD], 1.0), w("blk.1.attn_q.weight", [N_EMBD, N_EMBD]),
+           w("blk.1.attn_q_norm.weight", [hd], 1.0), w("blk.1.attn_output.weight", [N_EMBD, N_EMBD]),
+           w("blk.1.post_attention_norm.weight", [N_EMBD], 1.0), w("blk.1.ffn_norm.weight", [N_EMBD], 1.0),
+           w("blk.1.ffn_gate.weight", [N_EMBD, N_FF]), w("blk.1.ffn_up.weight", [N_EMBD, N_FF]),
+           w("blk.1.ffn_down.weight", [N_FF, N_EMBD]), w("blk.1.post_ffw_norm.weight", [N_EMBD], 1.0),
+           w("blk.1.layer_output_scale.weight", [1], 1.0)]
+    return out, ts
+
+
 # ------------------------------------------------------------------ defects
 def replace_kv(kvs, key, entry):
     return [entry if k == key else (k, e) for k, e in kvs]
@@ -453,6 +498,24 @@ def model_cases():
         mts, "blk.0.ffn_up_exps.weight", ne=[N_EMBD, N_FF_EXP * N_EXPERT]))[0]
     cases["model-moe-experts-count-mismatch"] = build(mkvs, tensor_variant(
         mts, "blk.0.ffn_down_exps.weight", ne=[N_FF_EXP, N_EMBD // 2, N_EXPERT * 2]))[0]
+
+    # gemma4: head sizes per kind of layer, KV sharing, per-layer counts, rope_freqs
+    gkvs, gts = tiny_gemma4()
+
+    def gk(key, t, v):
+        return build(replace_kv(gkvs, key, kv(key, t, v)), gts)[0]
+
+    cases["model-gemma4-head-size-per-kind"] = gk("gemma4.attention.key_length_swa", U32, 2 * (N_EMBD // N_HEAD))
+    cases["model-gemma4-shared-kv-every-layer"] = gk("gemma4.attention.shared_kv_layers", U32, 2)
+    cases["model-gemma4-shared-kv-no-source"] = gk("gemma4.attention.sliding_window_pattern", ARR,
+                                                   (BOOL, [False, True]))
+    cases["model-gemma4-ffn-length-array-count"] = gk("gemma4.feed_forward_length", ARR, (U32, [N_FF] * 3))
+    cases["model-gemma4-kv-heads-per-layer"] = gk("gemma4.attention.head_count_kv", ARR,
+                                                  (U32, [N_HEAD_KV, N_HEAD_KV * 2]))
+    cases["model-gemma4-per-layer-embeddings"] = build(
+        gkvs + [kv("gemma4.embedding_length_per_layer_input", U32, 8)], gts)[0]
+    cases["model-gemma4-rope-freqs-nan"] = build(gkvs, tensor_variant(
+        gts, "rope_freqs.weight", data=struct.pack("<f", float("nan")) * (N_EMBD // N_HEAD // 2)))[0]
     return cases
 
 
@@ -468,6 +531,7 @@ def main():
     valid, _ = build(*tiny_llama())
     (fixtures / "tiny-llama-valid.gguf").write_bytes(valid)
     (fixtures / "tiny-moe-valid.gguf").write_bytes(build(*tiny_moe())[0])
+    (fixtures / "tiny-gemma4-valid.gguf").write_bytes(build(*tiny_gemma4())[0])
     cases = {**format_cases(), **model_cases()}
     for name, data in sorted(cases.items()):
         (out / (name + ".gguf")).write_bytes(data)

@@ -2,7 +2,7 @@
 """make-tiny-models.py: tiny random models and their reference logits, for the
 architecture parity tests (tests/e2e/test_arch_parity.py).
 
-For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, and the
+For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, and the
 mixtures of experts qwen3moe and mixtral, the latter a GGUF of arch "llama"
 with experts) this builds a tiny, seeded,
 randomly initialised model with transformers' own configuration and model
@@ -98,6 +98,18 @@ ARCHS = {
     # that both clamps bite; untied.
     "gpt-oss": dict(vocab=279, layers=3, tied=False, rope_theta=10000.0, experts=6, used=2, expert_ff=32,
                     sliding_window=8, yarn_factor=4.0, orig_ctx=32, min_gap=1.5e-2),
+    # gemma4: 6 layers of four kinds: sliding (0, 1, 3; window 8, base 1e4)
+    # and global (2; base 1e6, "proportional" RoPE rotating 2 of 8 pairs,
+    # no V projection: V is K's projection, attention_k_eq_v); the last two
+    # (4 sliding, 5 global) share the KV cache of layers 3 and 2 and have
+    # a twice as wide FFN (use_double_wide_mlp); V normed per head; random
+    # per-layer output scalars; logits soft-capped at 8. One head size for
+    # every layer (global_head_dim = head_dim). Norms multiply by w as stored.
+    # Intermediate 64 (128 on the double-wide layers) keeps the file < 1 MB.
+    "gemma4": dict(vocab=281, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0, sliding_window=8,
+                   final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
+                   layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                "sliding_attention", "sliding_attention", "full_attention"]),
 }
 
 BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
@@ -125,6 +137,8 @@ def make_config(arch, spec):
                              "original_max_position_embeddings": spec["orig_ctx"]})
     if "head_dim" in spec:
         common["head_dim"] = spec["head_dim"]
+    if "intermediate" in spec:
+        common["intermediate_size"] = spec["intermediate"]
     if arch == "phi3":  # Phi3Config has no head_dim: hidden_size / heads (16)
         del common["head_dim"]
     common.update(vocab_size=spec["vocab"], num_hidden_layers=spec["layers"],
@@ -158,6 +172,16 @@ def make_config(arch, spec):
             **common, query_pre_attn_scalar=common["head_dim"], sliding_window=spec["sliding_window"],
             rope_parameters=rope, attn_logit_softcapping=spec["attn_softcap"],
             final_logit_softcapping=spec["final_softcap"])
+    if arch == "gemma4":
+        return transformers.Gemma4TextConfig(
+            **common, global_head_dim=common["head_dim"], num_global_key_value_heads=common["num_key_value_heads"],
+            sliding_window=spec["sliding_window"], layer_types=spec["layer_types"],
+            rope_parameters={"full_attention": {"rope_type": "proportional", "rope_theta": spec["rope_theta"],
+                                                "partial_rotary_factor": spec["partial_rotary"]},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": spec["rope_local"]}},
+            final_logit_softcapping=spec["final_softcap"], hidden_size_per_layer_input=0,
+            attention_k_eq_v=True, num_kv_shared_layers=spec["kv_shared"], use_double_wide_mlp=True,
+            hidden_activation="gelu_pytorch_tanh")
     if arch == "phi3":
         half = int(common["hidden_size"] // common["num_attention_heads"] * spec["partial_rotary"]) // 2
         g = np.random.default_rng(SEED + 7)
@@ -174,10 +198,11 @@ def make_config(arch, spec):
     raise ValueError(arch)
 
 
-# The seed offset of each architecture: its index in ARCHS, except the
-# mixtures of experts, whose committed fixtures were drawn at offsets 4 and 5
-# (as gemma2 and phi3 were: distinct models, so sharing an offset is fine).
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8}
+# The seed offset of each architecture: its index in ARCHS, except those
+# whose committed fixtures were drawn at another: the mixtures of experts at
+# 4 and 5 (as gemma2 and phi3 were), gpt-oss and gemma4 both at 8 (distinct
+# models, so sharing an offset is fine).
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8}
 
 
 def seed_index(arch, k):
@@ -189,7 +214,8 @@ def model_class(arch):
             "qwen3": transformers.Qwen3ForCausalLM, "gemma3": transformers.Gemma3ForCausalLM,
             "gemma2": transformers.Gemma2ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM,
-            "gpt-oss": transformers.GptOssForCausalLM}[arch]
+            "gpt-oss": transformers.GptOssForCausalLM,
+            "gemma4": transformers.Gemma4ForCausalLM}[arch]
 
 
 def randomize(model, arch, gen):
@@ -223,6 +249,9 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[2]))
             else:
                 raise RuntimeError(f"unexpected parameter {name}")
+        if arch == "gemma4":  # the layer scalars are buffers: random too, so they are tested
+            for layer in model.model.layers:
+                layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=gen))
         if not model.config.tie_word_embeddings:
             # Scale the untied head like the tied ones so logits have a similar spread.
             model.lm_head.weight.mul_(0.4 * np.sqrt(model.config.hidden_size))
@@ -271,7 +300,82 @@ def tokenizer_vocab(vocab_size):
     return tokens, types, merges
 
 
+def write_gguf_gemma4(path, cfg, spec, sd):
+    """Gemma 4's GGUF as llama.cpp's converter writes it: norms as stored
+    (no + 1), key_length / key_length_swa (here equal), the sliding pattern
+    as bools, shared_kv_layers, the double-wide layers' widths as an array,
+    rope_freqs freezing the global layers' unrotated pairs (1e30), the
+    layer scalars as blk.N.layer_output_scale; no V where k_eq_v."""
+    n_layer, hd = cfg.num_hidden_layers, cfg.head_dim
+    w = gguf.GGUFWriter(str(path), "gemma4")
+    w.add_name("pasada tiny gemma4")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_block_count(n_layer)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    first_shared = n_layer - cfg.num_kv_shared_layers
+    w.add_feed_forward_length([cfg.intermediate_size * (2 if i >= first_shared else 1) for i in range(n_layer)])
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_key_length_swa(hd)
+    w.add_value_length_swa(hd)
+    w.add_rope_dimension_count(hd)
+    w.add_rope_dimension_count_swa(hd)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(spec["rope_theta"])
+    w.add_rope_freq_base_swa(spec["rope_local"])
+    w.add_sliding_window(cfg.sliding_window)
+    w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
+    w.add_shared_kv_layers(cfg.num_kv_shared_layers)
+    w.add_embedding_length_per_layer_input(0)
+    w.add_final_logit_softcapping(spec["final_softcap"])
+    w.add_vocab_size(cfg.vocab_size)
+    tokens, types, merges = tokenizer_vocab(cfg.vocab_size)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(BOS_ID)
+    w.add_eos_token_id(EOS_ID)
+    w.add_add_bos_token(False)
+
+    def t(name):
+        return sd[name].detach().to(torch.float32).numpy()
+
+    n_rot = int(hd * spec["partial_rotary"] / 2)
+    w.add_tensor("rope_freqs.weight", np.asarray([1.0] * n_rot + [1e30] * (hd // 2 - n_rot), dtype=np.float32))
+    w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
+    for i in range(n_layer):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", t(p + "input_layernorm.weight"))
+        w.add_tensor(b + "attn_q.weight", t(p + "self_attn.q_proj.weight"))
+        w.add_tensor(b + "attn_q_norm.weight", t(p + "self_attn.q_norm.weight"))
+        if i < first_shared:
+            w.add_tensor(b + "attn_k.weight", t(p + "self_attn.k_proj.weight"))
+            w.add_tensor(b + "attn_k_norm.weight", t(p + "self_attn.k_norm.weight"))
+            if p + "self_attn.v_proj.weight" in sd:
+                w.add_tensor(b + "attn_v.weight", t(p + "self_attn.v_proj.weight"))
+        w.add_tensor(b + "attn_output.weight", t(p + "self_attn.o_proj.weight"))
+        w.add_tensor(b + "post_attention_norm.weight", t(p + "post_attention_layernorm.weight"))
+        w.add_tensor(b + "ffn_norm.weight", t(p + "pre_feedforward_layernorm.weight"))
+        w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
+        w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
+        w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
+        w.add_tensor(b + "post_ffw_norm.weight", t(p + "post_feedforward_layernorm.weight"))
+        w.add_tensor(b + "layer_output_scale.weight", t(p + "layer_scalar").reshape(1))
+    w.add_tensor("output_norm.weight", t("model.norm.weight"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_gguf(path, arch, cfg, spec, sd):
+    if arch == "gemma4":
+        return write_gguf_gemma4(path, cfg, spec, sd)
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
     rope_dim = int(head_dim * spec.get("partial_rotary", 1.0))
@@ -433,6 +537,15 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
                          "all layers global": dict(swa_pattern=1),
                          "no attention soft-cap": dict(attn_softcap=0.0),
                          "no final soft-cap": dict(final_softcap=0.0)})
+    if arch == "gemma4":
+        variants.update({"no sliding window": dict(window=10 ** 9),
+                         "window off by one": dict(window=9),
+                         "local RoPE base = global": dict(local_base=1e6),
+                         "no final soft-cap": dict(final_softcap=0.0),
+                         "global layers fully rotated": dict(factors="none"),
+                         "no V norm": dict(v_norm=False),
+                         "KV shared from the first layer of a kind": dict(kv_source="first"),
+                         "no layer scalars": dict(layer_scalars=False)})
     if arch == "phi3":
         variants.update({"no sliding window": dict(window=10 ** 9),
                          "window off by one": dict(window=9),
@@ -514,6 +627,9 @@ def main():
         randomize(model, arch, gen)
         if cfg.tie_word_embeddings:
             assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+        if arch == "gemma4":
+            assert cfg.kv_sharing_modes == [None, None, "store", "store", "reuse", "reuse"], cfg.kv_sharing_modes
+            assert model.model.layers[2].self_attn.v_proj is None and model.model.layers[4].mlp.intermediate_size == 128
         if arch == "gemma3":
             kinds = cfg.layer_types
             assert kinds.count("sliding_attention") == 5 and kinds[5] == "full_attention", kinds

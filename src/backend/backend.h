@@ -53,7 +53,8 @@ typedef enum {
   PA_ARCH_GEMMA3,
   PA_ARCH_PHI3,
   PA_ARCH_BERT,
-  PA_ARCH_GPT_OSS
+  PA_ARCH_GPT_OSS,
+  PA_ARCH_GEMMA4
 } pa_arch;
 typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
 
@@ -83,6 +84,12 @@ typedef struct {
   /* mixture of experts (0 experts: a dense FFN of n_ff): n_expert experts
    * of n_ff_exp, n_expert_used of them per token */
   int32_t n_expert, n_expert_used, n_ff_exp;
+  /* KV sharing (gemma4): the last n_kv_shared layers store no K and V;
+   * layer l's attention reads the cache of layer kv_from[l] (the last
+   * earlier layer of its kind that stores them; kv_from[l] == l for the
+   * others). kv_from is meaningful when n_kv_shared > 0. */
+  int32_t n_kv_shared;
+  int16_t kv_from[PA_MAX_LAYERS];
 } pa_hparams;
 
 /* The most experts a layer may have, and use per token. */
@@ -263,6 +270,8 @@ typedef struct {
   void (*embed_add)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matrix *table, bool by_pos);
   /* x[t] += y[t], rows of n floats */
   void (*add)(pa_bctx *bc, pa_buf x, pa_buf y, int64_t n, int32_t n_tok);
+  /* x[t] *= s, rows of n floats (gemma4's per-layer output scalar) */
+  void (*scale)(pa_bctx *bc, pa_buf x, float s, int64_t n, int32_t n_tok);
   void (*matmul)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matmul_desc *d);
   /* ATT = causal attention of Q over the cache of `layer` (every token's own
    * K and V already stored), over the last `window` positions when window

@@ -289,6 +289,8 @@ int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *t
 static void forward(pasada_context *c, const pa_fwd_batch *fb) {
   if (c->model->hp.arch == PA_ARCH_GEMMA3 || c->model->hp.arch == PA_ARCH_GEMMA2)
     pa_forward_gemma3(c, fb);
+  else if (c->model->hp.arch == PA_ARCH_GEMMA4)
+    pa_forward_gemma4(c, fb);
   else if (c->model->hp.arch == PA_ARCH_BERT)
     pa_forward_bert(c, fb);
   else

@@ -148,6 +148,124 @@ int pa_model_yarn_factors(struct pa_model *m) {
   return PASADA_OK;
 }
 
+/* A count that may be per layer (an array of n_layer integers, as
+ * llama.cpp writes gemma4's feed_forward_length and head_count_kv) or one
+ * for every layer: into out[0, n_layer); out[0] is the default of every
+ * layer when the key is absent and not required. */
+static int key_u32_layers(struct pa_model *m, const char *suffix, bool required, uint32_t n_layer, uint32_t *out) {
+  char key[256];
+  snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+  const gguf_value *v = gguf_get(m->gguf, key);
+  if (v && v->type == GGUF_TYPE_ARRAY) {
+    const uint32_t t = v->arr.elem_type;
+    if (!(t <= GGUF_TYPE_INT32 || t == GGUF_TYPE_UINT64 || t == GGUF_TYPE_INT64))
+      return pa_error(PASADA_ERR_FORMAT, "%s is an array of a non-integer type", key);
+    if (v->arr.count != n_layer)
+      return pa_error(PASADA_ERR_FORMAT, "%s has %llu entries for %u layers", key,
+                      (unsigned long long)v->arr.count, n_layer);
+    for (uint32_t i = 0; i < n_layer; i++) {
+      const int64_t x = gguf_arr_i64(v, i);
+      if (x < 0 || x > INT32_MAX)
+        return pa_error(PASADA_ERR_FORMAT, "%s[%u] = %lld is out of range", key, i, (long long)x);
+      out[i] = (uint32_t)x;
+    }
+    return PASADA_OK;
+  }
+  uint32_t one = out[0];
+  const int rc = gguf_get_u32(m->gguf, key, required, &one);
+  for (uint32_t i = 0; !rc && i < n_layer; i++) out[i] = one;
+  return rc;
+}
+
+/* The sliding-window layers: attention.sliding_window_pattern as one bool
+ * per layer, or a period (layer i is local unless (i + 1) % period == 0;
+ * `period` when absent). */
+static int load_swa_pattern(struct pa_model *m, uint32_t period) {
+  pa_hparams *hp = &m->hp;
+  const uint32_t n_layer = (uint32_t)hp->n_layer;
+  char key[256];
+  snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch_name);
+  const gguf_value *pat = gguf_get(m->gguf, key);
+  if (pat && pat->type == GGUF_TYPE_ARRAY && pat->arr.elem_type == GGUF_TYPE_BOOL) {
+    if (pat->arr.count != n_layer)
+      return pa_error(PASADA_ERR_FORMAT, "%s has %llu entries for %u layers", key,
+                      (unsigned long long)pat->arr.count, n_layer);
+    for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = gguf_arr_i64(pat, i) != 0;
+    return PASADA_OK;
+  }
+  int rc = gguf_get_u32(m->gguf, key, false, &period);
+  if (rc) return rc;
+  if (period == 0) period = 1;
+  for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = (i + 1) % period != 0;
+  return PASADA_OK;
+}
+
+/* Gemma 4's keys (llama.cpp's names): key_length is the global layers'
+ * head size and key_length_swa the sliding layers' (pasada runs one head
+ * size for both, and refuses files whose sizes differ); the global
+ * layers' partial RoPE is rope_freqs (factors of 1e30 freeze the
+ * unrotated pairs); shared_kv_layers: the last layers reuse the KV cache
+ * of the last earlier layer of their kind. */
+static int load_gemma4_hparams(struct pa_model *m) {
+  pa_hparams *hp = &m->hp;
+  const uint32_t n_layer = (uint32_t)hp->n_layer;
+  int rc;
+  hp->act = PA_ACT_GELU_TANH;
+  hp->embed_scale = sqrtf((float)hp->n_embd);
+  hp->attn_scale = 1.0f; /* q and k are RMS-normed per head: no 1/sqrt(head_dim) */
+  uint32_t hd_swa = (uint32_t)hp->head_dim, hdv_swa = (uint32_t)hp->head_dim_v, rope_swa = (uint32_t)hp->rope_dim;
+  if ((rc = key_u32(m, "attention.key_length_swa", false, &hd_swa)) ||
+      (rc = key_u32(m, "attention.value_length_swa", false, &hdv_swa)) ||
+      (rc = key_u32(m, "rope.dimension_count_swa", false, &rope_swa)))
+    return rc;
+  if (hd_swa != (uint32_t)hp->head_dim || hdv_swa != (uint32_t)hp->head_dim_v || hp->head_dim_v != hp->head_dim)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: head sizes of %u/%u (sliding layers) and %d/%d (global "
+                    "layers): only one head size for every layer is supported", hd_swa, hdv_swa, hp->head_dim,
+                    hp->head_dim_v);
+  if (rope_swa != (uint32_t)hp->rope_dim)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: rope.dimension_count_swa %u differs from rope.dimension_count "
+                    "%d: not supported", rope_swa, hp->rope_dim);
+  hp->rope_base_swa = 10000.0f;
+  hp->rope_freq_scale_swa = 1.0f;
+  if ((rc = key_f32(m, "rope.freq_base_swa", false, &hp->rope_base_swa))) return rc;
+  if (!(hp->rope_base_swa > 1 && hp->rope_base_swa < 1e12f))
+    return pa_error(PASADA_ERR_FORMAT, "rope.freq_base_swa %g is out of range", hp->rope_base_swa);
+  if ((rc = key_f32(m, "final_logit_softcapping", false, &hp->final_softcap))) return rc;
+  if (!(hp->final_softcap >= 0 && hp->final_softcap < 1e6f))
+    return pa_error(PASADA_ERR_FORMAT, "final_logit_softcapping %g is out of range [0, 1e6)", hp->final_softcap);
+  uint32_t window = 0, per_layer = 0, n_expert = 0, shared = 0;
+  if ((rc = key_u32(m, "attention.sliding_window", true, &window)) ||
+      (rc = check_range("attention.sliding_window", window, 1, 1 << 24)) ||
+      (rc = key_u32(m, "embedding_length_per_layer_input", false, &per_layer)) ||
+      (rc = key_u32(m, "expert_count", false, &n_expert)) ||
+      (rc = key_u32(m, "attention.shared_kv_layers", false, &shared)) ||
+      (rc = check_range("attention.shared_kv_layers", shared, 0, n_layer - 1)))
+    return rc;
+  hp->sliding_window = (int32_t)window;
+  if (per_layer > 0)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: per-layer embeddings (embedding_length_per_layer_input %u) "
+                    "are not supported", per_layer);
+  if (n_expert > 0)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: the mixture-of-experts variant (expert_count %u) is not "
+                    "supported", n_expert);
+  if ((rc = load_swa_pattern(m, 6))) return rc;
+  hp->n_kv_shared = (int32_t)shared;
+  const uint32_t first = n_layer - shared;
+  for (uint32_t l = 0; l < n_layer; l++) {
+    int32_t from = (int32_t)l;
+    if (l >= first) {
+      from = -1;
+      for (int32_t j = (int32_t)first - 1; j >= 0 && from < 0; j--)
+        if (hp->swa_layer[j] == hp->swa_layer[l]) from = j;
+      if (from < 0)
+        return pa_error(PASADA_ERR_FORMAT, "gemma4: layer %u shares the KV cache of an earlier %s layer, and none "
+                        "of the first %u is one", l, hp->swa_layer[l] ? "sliding" : "global", first);
+    }
+    hp->kv_from[l] = (int16_t)from;
+  }
+  return PASADA_OK;
+}
+
 int pa_model_load_hparams(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   const char *a = m->arch_name;
@@ -160,30 +278,45 @@ int pa_model_load_hparams(struct pa_model *m) {
   else if (!strcmp(a, "phi3")) hp->arch = PA_ARCH_PHI3;
   else if (!strcmp(a, "bert")) hp->arch = PA_ARCH_BERT;
   else if (!strcmp(a, "gpt-oss")) hp->arch = PA_ARCH_GPT_OSS;
+  else if (!strcmp(a, "gemma4")) hp->arch = PA_ARCH_GEMMA4;
   else
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "architecture '%s' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma2, "
-                    "gemma3, phi3, bert, gpt-oss)",
+                    "gemma3, gemma4, phi3, bert, gpt-oss)",
                     a);
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
   int rc;
   if ((rc = key_u32(m, "block_count", true, &n_layer)) ||
+      (rc = check_range("block_count", n_layer, 1, PA_MAX_LAYERS)) ||
       (rc = key_u32(m, "embedding_length", true, &n_embd)) ||
-      (rc = key_u32(m, "attention.head_count", true, &n_head)) ||
-      (rc = key_u32(m, "feed_forward_length", true, &n_ff)))
+      (rc = key_u32(m, "attention.head_count", true, &n_head)))
     return rc;
+  /* counts that may be per layer (gemma4): the FFN widths, the KV heads */
+  static uint32_t ff[PA_MAX_LAYERS], kvh[PA_MAX_LAYERS];
+  kvh[0] = n_head;
+  if ((rc = key_u32_layers(m, "feed_forward_length", true, n_layer, ff)) ||
+      (rc = key_u32_layers(m, "attention.head_count_kv", false, n_layer, kvh)))
+    return rc;
+  for (uint32_t i = 0; i < n_layer; i++) {
+    if (ff[i] > n_ff) n_ff = ff[i];
+    if (kvh[i] != kvh[0])
+      return pa_error(PASADA_ERR_UNSUPPORTED, "attention.head_count_kv differs between layers (%u, %u): not supported",
+                      kvh[0], kvh[i]);
+    if (ff[i] != ff[0] && hp->arch != PA_ARCH_GEMMA4)
+      return pa_error(PASADA_ERR_UNSUPPORTED, "feed_forward_length differs between layers: not supported for %s", a);
+    if ((rc = check_range("feed_forward_length", ff[i], 1, 1 << 18))) return rc;
+    m->ff_layer[i] = (int32_t)ff[i];
+  }
   n_ctx = 4096;
   if ((rc = key_u32(m, "context_length", false, &n_ctx))) return rc;
-  uint32_t n_head_kv = n_head;
-  if ((rc = key_u32(m, "attention.head_count_kv", false, &n_head_kv))) return rc;
+  uint32_t n_head_kv = kvh[0];
   /* llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last (4 rank: not an
    * embedding pasada pools, read as none) */
   uint32_t pooling = 0;
   if ((rc = key_u32(m, "pooling_type", false, &pooling))) return rc;
   m->pooling = pooling <= 3 ? (int32_t)pooling : 0;
-  if ((rc = check_range("block_count", n_layer, 1, PA_MAX_LAYERS)) ||
-      (rc = check_range("embedding_length", n_embd, 1, 1 << 16)) ||
+  if ((rc = check_range("embedding_length", n_embd, 1, 1 << 16)) ||
       (rc = check_range("attention.head_count", n_head, 1, 1024)) ||
       (rc = check_range("attention.head_count_kv", n_head_kv, 1, n_head)) ||
       (rc = check_range("feed_forward_length", n_ff, 1, 1 << 18)) ||
@@ -303,20 +436,9 @@ int pa_model_load_hparams(struct pa_model *m) {
     hp->sliding_window = (int32_t)window;
     /* the local layers: Gemma 3 five in six (layer i is local unless
      * (i + 1) % 6 == 0), Gemma 2 every other one from the first */
-    uint32_t period = g3 ? 6 : 2;
-    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
-    const gguf_value *pat = gguf_get(m->gguf, key);
-    if (pat && pat->type == GGUF_TYPE_ARRAY && pat->arr.elem_type == GGUF_TYPE_BOOL) {
-      if (pat->arr.count != n_layer)
-        return pa_error(PASADA_ERR_FORMAT, "%s has %llu entries for %u layers", key,
-                        (unsigned long long)pat->arr.count, n_layer);
-      for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = gguf_arr_i64(pat, i) != 0;
-    } else {
-      if ((rc = gguf_get_u32(m->gguf, key, false, &period))) return rc;
-      if (period == 0) period = 1;
-      for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = (i + 1) % period != 0;
-    }
+    if ((rc = load_swa_pattern(m, g3 ? 6 : 2))) return rc;
   }
+  if (hp->arch == PA_ARCH_GEMMA4 && (rc = load_gemma4_hparams(m))) return rc;
   if (hp->arch == PA_ARCH_PHI3 && (rc = load_phi3_hparams(m))) return rc;
   if (hp->arch == PA_ARCH_GPT_OSS) {
     /* every other layer windowed, from the first (llama.cpp's pattern 2;
@@ -499,6 +621,55 @@ static int load_bert(struct pa_model *m) {
   return PASADA_OK;
 }
 
+/* gemma4's tensors (llama.cpp's names; norms as Gemma 4 applies them,
+ * x * w, with no 1 + w): per layer q with its head norm, k and v with k's
+ * head norm where the layer stores its own KV (v absent: V is K's
+ * projection, attention_k_eq_v), norms before and after the attention and
+ * the FFN, and layer_output_scale, a scalar. The KV-sharing layers'
+ * k and v tensors, if present, are not read. */
+static int load_gemma4(struct pa_model *m) {
+  const pa_hparams *hp = &m->hp;
+  const int64_t E = hp->n_embd, HD = hp->head_dim, Q = (int64_t)hp->n_head * HD, K = (int64_t)hp->n_head_kv * HD;
+  int rc;
+  m->ones = pa_calloc((size_t)HD, sizeof(float));
+  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
+  if (!m->ones || !m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
+  for (int64_t i = 0; i < HD; i++) m->ones[i] = 1.0f;
+  for (int i = 0; i < hp->n_layer; i++) {
+    pa_layer *L = &m->layers[i];
+    const int64_t F = m->ff_layer[i];
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+    if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
+        (rc = get_matrix(m, NAME("attn_q.weight"), E, Q, true, &L->wq)) ||
+        (rc = get_vector(m, NAME("attn_q_norm.weight"), HD, true, &L->q_norm)) ||
+        (rc = get_matrix(m, NAME("attn_output.weight"), Q, E, true, &L->wo)) ||
+        (rc = get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->post_attn_norm)) ||
+        (rc = get_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) ||
+        (rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
+        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)) ||
+        (rc = get_vector(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm)))
+      return rc;
+    if (hp->n_kv_shared == 0 || hp->kv_from[i] == i) {
+      if ((rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
+          (rc = get_vector(m, NAME("attn_k_norm.weight"), HD, true, &L->k_norm)) ||
+          (rc = get_matrix(m, NAME("attn_v.weight"), E, K, false, &L->wv)))
+        return rc;
+      if (!L->wv.data) L->wv = L->wk;
+      L->v_norm = m->ones;
+    }
+    float *scale = NULL;
+    if ((rc = get_vector(m, NAME("layer_output_scale.weight"), 1, false, &scale))) return rc;
+    L->out_scale = scale ? scale[0] : 1.0f;
+    pa_free(scale);
+    if (!isfinite(L->out_scale) || fabsf(L->out_scale) > 1e6f)
+      return pa_error(PASADA_ERR_FORMAT, "tensor '%s' = %g is out of range", n, L->out_scale);
+#undef NAME
+  }
+  return PASADA_OK;
+}
+
 int pa_model_load_weights(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
@@ -520,6 +691,11 @@ int pa_model_load_weights(struct pa_model *m) {
     if (!(m->rope_long[i] > 0 && m->rope_short[i] > 0 && m->rope_long[i] < 1e9f && m->rope_short[i] < 1e9f))
       return pa_error(PASADA_ERR_FORMAT, "rope factor %d (long %g, short %g) is out of range (0, 1e9)", i,
                       m->rope_long[i], m->rope_short[i]);
+  for (int i = 0; m->rope_freqs && i < hp->rope_dim / 2; i++)
+    if (!(m->rope_freqs[i] > 0 && m->rope_freqs[i] <= 1e30f))
+      return pa_error(PASADA_ERR_FORMAT, "rope_freqs.weight[%d] = %g is out of range (0, 1e30]", i,
+                      m->rope_freqs[i]);
+  if (hp->arch == PA_ARCH_GEMMA4) return load_gemma4(m);
 
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");

@@ -38,6 +38,7 @@ void pasada_model_free(pasada_model *m) {
   pa_free(m->embd_norm);
   pa_free(m->embd_norm_b);
   pa_free(m->rope_freqs);
+  pa_free(m->ones); /* every layer's v_norm */
   pa_free(m->rope_long);
   pa_free(m->rope_short);
   pa_tokenizer_free(m->tok);

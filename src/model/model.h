@@ -3,7 +3,7 @@
  * pool, the backend's buffers) that runs batched forward passes. Each
  * architecture family has one file with its forward pass (llama.c serves
  * llama, qwen2, qwen3, phi3, qwen3moe and llama with experts; gemma3.c
- * serves gemma2 and gemma3; bert.c), written as a sequence of the
+ * serves gemma2 and gemma3; gemma4.c; bert.c), written as a sequence of the
  * backend's ops (backend/backend.h). */
 #ifndef PASADA_MODEL_H
 #define PASADA_MODEL_H
@@ -23,7 +23,12 @@ typedef struct {
   pa_matrix wq, wk, wv, wo, w_gate, w_up, w_down; /* phi3: views of its fused tensors */
   float *attn_norm, *ffn_norm;            /* always present */
   float *q_norm, *k_norm;                 /* per-head RMS norm weights (qwen3, gemma3) */
-  float *post_attn_norm, *post_ffn_norm;  /* gemma2, gemma3 */
+  float *post_attn_norm, *post_ffn_norm;  /* gemma2, gemma3, gemma4 */
+  /* gemma4: V's per-head RMS norm without a weight (the model's ones
+   * vector), and the scalar the layer's output is multiplied by (1 when
+   * the file has none) */
+  float *v_norm;
+  float out_scale;
   float *bq, *bk, *bv;                    /* qwen2, bert */
   /* bert: the output and FFN biases, and the two post-norms (LayerNorm:
    * weight and bias) after the attention and the FFN residual adds */
@@ -66,6 +71,8 @@ struct pa_model {
   float *rope_long, *rope_short;
   int32_t n_ctx_orig;
   pa_yarn yarn;
+  float *ones;     /* gemma4: head_dim ones (the weight of V's norm) */
+  int32_t ff_layer[PA_MAX_LAYERS]; /* gemma4: each layer's FFN width (its KV-sharing layers may be twice as wide) */
   pa_layer *layers;
   const float **attn_sinks; /* per layer its attn_sinks, or NULL (no layer has sinks) */
   int32_t pooling;       /* pasada_pooling the file declares ({arch}.pooling_type) */
@@ -149,6 +156,7 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k);
 /* The forward pass of each family: the backend's ops, layer by layer. */
 void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
+void pa_forward_gemma4(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_bert(struct pa_context *ctx, const pa_fwd_batch *b);
 /* Sets the context's layer hook (NULL: none) and the host buffer it reads. */
 int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user);

@@ -159,7 +159,7 @@ static bool cand_less(const void *pa, const void *pb) {
 static int try_pair(bpe_state *st, int32_t left) {
   if (left < 0) return PASADA_OK;
   int32_t right = st->sym[left].next;
-  if (right < 0) return PASADA_OK;
+  if (right < 0 || st->sym[left].id < 0 || st->sym[right].id < 0) return PASADA_OK; /* spm_bpe: no token */
   int32_t rank, result;
   if (!merge_find(&st->t->merges, st->sym[left].id, st->sym[right].id, &rank, &result))
     return PASADA_OK;
@@ -182,6 +182,53 @@ static int32_t whole_word(bpe_state *st, const char *s, size_t len) {
   return pa_table_find(st->t, st->spelled, n);
 }
 
+static int merge_all(bpe_state *st, int32_t n);
+
+/* The length of the UTF-8 sequence a lead byte starts (0: not a lead byte). */
+static size_t utf8_len(uint8_t c) {
+  return c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+}
+
+/* spm_bpe (gemma4): the word's UTF-8 characters are the symbols; one that
+ * is no token (id -2 - its byte offset) merges with nothing and comes out
+ * as its bytes' <0xNN> tokens (a byte without one is dropped, as llama.cpp
+ * does); a word of newlines only that is a token is that token. */
+static int spm_bpe_word(bpe_state *st, const char *s, size_t len) {
+  const pa_tokenizer *t = st->t;
+  size_t nl = 0;
+  while (nl < len && s[nl] == '\n') nl++;
+  if (nl == len) {
+    int32_t id = pa_table_find(t, s, len);
+    if (id >= 0) return pa_ids_push(st->out, id);
+  }
+  int32_t n = 0;
+  for (size_t i = 0; i < len;) {
+    size_t cl = utf8_len((uint8_t)s[i]);
+    if (cl == 0 || cl > len - i) cl = 1;
+    int32_t id = pa_table_find(t, s + i, cl);
+    st->sym[n] = (symbol){id >= 0 ? id : -2 - (int32_t)i, n - 1, -1};
+    if (n > 0) st->sym[n - 1].next = n;
+    n++;
+    i += cl;
+  }
+  int rc = merge_all(st, n);
+  for (int32_t i = n > 0 ? 0 : -1; !rc && i >= 0; i = st->sym[i].next) {
+    const int32_t id = st->sym[i].id;
+    if (id >= 0) {
+      rc = pa_ids_push(st->out, id);
+      continue;
+    }
+    const size_t at = (size_t)(-2 - id);
+    size_t cl = utf8_len((uint8_t)s[at]);
+    if (cl == 0 || cl > len - at) cl = 1;
+    for (size_t k = 0; !rc && k < cl; k++) {
+      const int32_t b = t->byte_fallback[(uint8_t)s[at + k]];
+      if (b >= 0) rc = pa_ids_push(st->out, b);
+    }
+  }
+  return rc;
+}
+
 static int bpe_word(void *ctx, const char *s, size_t len) {
   bpe_state *st = ctx;
   const pa_tokenizer *t = st->t;
@@ -196,6 +243,7 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
     st->sym_cap = len;
   }
   int32_t n = 0;
+  if (t->spm_bpe) return spm_bpe_word(st, s, len);
   for (size_t i = 0; i < len; i++) {
     int32_t id = t->byte_token[(uint8_t)s[i]];
     /* A vocabulary without this byte (SmolLM2 lacks 0x1D): the byte is
@@ -205,6 +253,14 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
     if (n > 0) st->sym[n - 1].next = n;
     n++;
   }
+  int rc = merge_all(st, n);
+  for (int32_t i = n > 0 ? 0 : -1; !rc && i >= 0; i = st->sym[i].next) rc = pa_ids_push(st->out, st->sym[i].id);
+  return rc;
+}
+
+/* Merges the n symbols of st->sym, lowest rank first (ties: leftmost). */
+static int merge_all(bpe_state *st, int32_t n) {
+  const pa_tokenizer *t = st->t;
   st->heap.n = 0;
   for (int32_t i = 0; i + 1 < n; i++) {
     int rc = try_pair(st, i);
@@ -225,10 +281,6 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
     r->next = -1;
     int rc = try_pair(st, l->prev);
     if (!rc) rc = try_pair(st, c.left);
-    if (rc) return rc;
-  }
-  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = st->sym[i].next) {
-    int rc = pa_ids_push(st->out, st->sym[i].id);
     if (rc) return rc;
   }
   return PASADA_OK;

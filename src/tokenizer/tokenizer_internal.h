@@ -84,6 +84,12 @@ struct pa_tokenizer {
   pa_merge_table merges;
   int32_t byte_token[256]; /* token of each single byte (-1 when missing) */
   bool ignore_merges;      /* a pre-token that is itself a token is kept whole */
+  /* SentencePiece-style BPE (tokenizer.ggml.model "gemma4"): spaces become
+   * "\u2581" before merging, symbols are the text's UTF-8 characters (no
+   * byte-level map), a run of newlines that is a token stays whole, a
+   * character that is no token becomes its <0xNN> tokens; decoding turns
+   * "\u2581" back into spaces */
+  bool spm_bpe;
   pa_pretok *pretok;
 
   /* SPM */

@@ -231,6 +231,7 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
   if ((rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix))) return rc;
+  if (t->spm_bpe) t->add_bos = true; /* as llama.cpp: Gemma 4 always begins with BOS */
   if (t->kind == PA_TOK_WPM) {
     /* llama.cpp's files spell the separator's key "seperator"; BERT adds
      * [CLS] (bos) and [SEP] by default, and words start with "\u2581" */
@@ -307,15 +308,18 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
     t->kind = PA_TOK_SPM;
   } else if (strcmp(model, "bert") == 0) {
     t->kind = PA_TOK_WPM;
+  } else if (strcmp(model, "gemma4") == 0) {
+    t->kind = PA_TOK_BPE;
+    t->spm_bpe = true;
   } else {
     rc = pa_error(PASADA_ERR_UNSUPPORTED,
-                  "%s: tokenizer.ggml.model '%.40s' is not supported (supported: gpt2, llama, bert)",
+                  "%s: tokenizer.ggml.model '%.40s' is not supported (supported: gpt2, llama, bert, gemma4)",
                   fname(f), model);
     goto fail;
   }
   snprintf(t->model_name, sizeof t->model_name, "%s", model);
   if ((rc = gguf_get_string(f, "tokenizer.ggml.pre", false, &pre))) goto fail;
-  snprintf(t->pre_name, sizeof t->pre_name, "%s", pre ? pre : "default");
+  snprintf(t->pre_name, sizeof t->pre_name, "%s", t->spm_bpe ? "gemma4" : pre ? pre : "default");
 
   const gguf_value *tokens;
   if ((rc = get_array(f, "tokenizer.ggml.tokens", true, 's', &tokens))) goto fail;
@@ -335,6 +339,7 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
       pa_error_prefix("%s", fname(f));
       goto fail;
     }
+    if (t->spm_bpe) build_byte_fallback(t);
   } else {
     build_byte_fallback(t);
   }

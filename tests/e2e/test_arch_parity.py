@@ -1,7 +1,7 @@
 """Architecture parity: pasada's forward pass against transformers on tiny random models.
 
 The fixtures in tests/fixtures/tiny/ (made by scripts/make-tiny-models.py) are,
-per architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, and the
+per architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, and the
 mixtures of experts qwen3moe and mixtral), an F32 GGUF file of a tiny
 randomly initialised transformers model and the logits transformers computed
 for three token sequences (lengths 7, 24, 32). pasada_eval runs the same
@@ -26,6 +26,7 @@ output, ...), so a pasada failure is pasada's. It needs no binary, so it also
 guards the fixtures where pasada is not built. See docs/parity.md.
 """
 import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -36,7 +37,7 @@ import gguf
 from conftest import BUILD, FIXTURES
 
 TINY = FIXTURES / "tiny"
-ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss")
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "gemma4")
 MOE = ("qwen3moe", "mixtral", "gpt-oss")
 TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8": 2.5e-2}
 
@@ -169,14 +170,92 @@ def _yarn(r, arch, rope_dim, base):
     return 1.0 / scale, 1.0 + 0.1 * np.log(factor)
 
 
+def _bools(reader, key):
+    f = reader.fields[key]
+    return [bool(f.parts[i][0]) for i in f.data]
+
+
+def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors, v_norm, kv_source, layer_scalars,
+                    hidden):
+    """Gemma 4's text model from its GGUF (llama.cpp's conventions): norms
+    as stored (x * w), q and k normed per head and v too (no weight), no
+    score scaling, the sliding layers with their window and base, the
+    global ones with rope_freqs (factors "none": every pair rotated), V
+    from K's projection where attn_v is absent, the last shared_kv_layers
+    layers attending over the K and V of the last (kv_source "first": the
+    first) earlier layer of their kind, each layer's output times its
+    layer_output_scale, the logits soft-capped."""
+    arch = "gemma4"
+    n_layer = _field(r, f"{arch}.block_count")
+    n_embd = _field(r, f"{arch}.embedding_length")
+    n_head = _field(r, f"{arch}.attention.head_count")
+    n_head_kv = _field(r, f"{arch}.attention.head_count_kv")
+    hd = _field(r, f"{arch}.attention.key_length")
+    eps = _field(r, f"{arch}.attention.layer_norm_rms_epsilon")
+    base = _field(r, f"{arch}.rope.freq_base")
+    if local_base is None:
+        local_base = _field(r, f"{arch}.rope.freq_base_swa", 10000.0)
+    if window is None:
+        window = _field(r, f"{arch}.attention.sliding_window")
+    if final_softcap is None:
+        final_softcap = _field(r, f"{arch}.final_logit_softcapping", 0.0)
+    pattern = _bools(r, f"{arch}.attention.sliding_window_pattern")
+    first = n_layer - _field(r, f"{arch}.attention.shared_kv_layers", 0)
+    ids = np.asarray(ids)
+    n = len(ids)
+    pos = np.arange(n)
+    causal = pos[None, :] <= pos[:, None]
+    x = T["token_embd.weight"][ids].astype(np.float64) * np.sqrt(n_embd)
+    kv = {}
+    for il in range(n_layer):
+        b, swa = f"blk.{il}.", pattern[il]
+        h = _rms_norm(x, T[b + "attn_norm.weight"], eps)
+        rb = local_base if swa else base
+        rf = None if swa or factors == "none" else T.get("rope_freqs.weight")
+        q = _rms_norm((h @ T[b + "attn_q.weight"].T).reshape(n, n_head, hd), T[b + "attn_q_norm.weight"], eps)
+        q = _rope(q, pos, rb, neox, hd, rf)
+        if il < first:
+            k = h @ T[b + "attn_k.weight"].T
+            v = h @ T[b + "attn_v.weight"].T if b + "attn_v.weight" in T else k
+            k = _rope(_rms_norm(k.reshape(n, n_head_kv, hd), T[b + "attn_k_norm.weight"], eps), pos, rb, neox, hd, rf)
+            v = v.reshape(n, n_head_kv, hd)
+            if v_norm:
+                v = _rms_norm(v, 1.0, eps)
+            if kv_source == "last" or swa not in kv:
+                kv[swa] = (k, v)
+        k, v = kv[swa]
+        mask = causal & ((pos[:, None] - pos[None, :]) < window) if swa else causal
+        group = n_head // n_head_kv
+        att = np.empty((n, n_head, hd))
+        for j in range(n_head):
+            s = np.where(mask, q[:, j, :] @ k[:, j // group, :].T, -np.inf)
+            p = np.exp(s - s.max(axis=-1, keepdims=True))
+            att[:, j, :] = (p / p.sum(axis=-1, keepdims=True)) @ v[:, j // group, :]
+        o = att.reshape(n, n_head * hd) @ T[b + "attn_output.weight"].T
+        x = x + _rms_norm(o, T[b + "post_attention_norm.weight"], eps)
+        h = _rms_norm(x, T[b + "ffn_norm.weight"], eps)
+        f = (_gelu_tanh(h @ T[b + "ffn_gate.weight"].T) * (h @ T[b + "ffn_up.weight"].T)) @ T[b + "ffn_down.weight"].T
+        x = x + _rms_norm(f, T[b + "post_ffw_norm.weight"], eps)
+        if layer_scalars and b + "layer_output_scale.weight" in T:
+            x = x * T[b + "layer_output_scale.weight"][0]
+    x = _rms_norm(x, T["output_norm.weight"], eps)
+    if hidden:
+        return x
+    logits = x @ T.get("output.weight", T["token_embd.weight"]).T
+    if final_softcap:
+        logits = final_softcap * np.tanh(logits / final_softcap)
+    return logits
+
+
 def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_pattern=None, attn_softcap=None,
                       final_softcap=None, factors=None, attn_factor=None, rope_dim=None, n_ctx=None,
-                      norm_topk=True, used_delta=0, hidden=False, yarn=True, sinks=True, clamp=7.0):
+                      norm_topk=True, used_delta=0, hidden=False, yarn=True, sinks=True, clamp=7.0, v_norm=True,
+                      kv_source="last", layer_scalars=True):
     """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
     `ids` at positions 0..n-1, from the GGUF alone (a path, or what
     load_reference_model returned): weights as stored (quantized ones
     dequantized), every activation in float64. Supports llama, gemma3, qwen2,
-    qwen3, gemma2 and phi3 as pasada reads them, and the mixtures of experts
+    qwen3, gemma2, phi3 and gemma4 (_gemma4_forward) as pasada reads them, and the mixtures of experts
     (qwen3moe; llama with expert_count). The keyword arguments override
     conventions (RoPE style, the window, the local RoPE base and layer
     pattern, the soft-caps (0: none), LongRoPE's factors ("long", "short",
@@ -190,6 +269,9 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
     model pools."""
     r, T = load_reference_model(model) if isinstance(model, (str, pathlib.Path)) else model
     arch = _field(r, "general.architecture")
+    if arch == "gemma4":
+        return _gemma4_forward(r, T, ids, True if neox is None else neox, window, local_base, final_softcap, factors, v_norm, kv_source,
+                               layer_scalars, hidden)
     n_layer = _field(r, f"{arch}.block_count")
     n_embd = _field(r, f"{arch}.embedding_length")
     n_head = _field(r, f"{arch}.attention.head_count")
@@ -352,6 +434,13 @@ def test_arch_parity(arch, mode, kv, backend, tmp_path, request):
     got = run_eval(mode, TINY / f"{arch}.gguf", [ids for ids, _ in fixture], tmp_path,
                    ("--kv-type", kv, "--backend", backend))
     tol = TOLERANCE[kv]
+    if arch == "gemma4" and kv == "q8":
+        # Gemma 4 does not scale its scores (q and k are RMS-normed per head,
+        # scale 1), so they are sqrt(head_dim) = 4 times larger than a scaled
+        # model's and a K value's Q8 step moves them 4 times as much
+        # (measured 1.9e-2 to 4.1e-2 on every backend alike, argmax intact; a
+        # wrong convention costs 0.25 or more, make-tiny-models.py)
+        tol = 6e-2
     failures = []
     for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
         assert out.shape == ref.shape, f"{arch} seq{i}: shape {out.shape}, expected {ref.shape}"
@@ -439,3 +528,56 @@ def test_gpt_oss_mxfp4(pasada_bin, backend, tmp_path, request):
         err = relative_error(out, ref)
         print(f"\n  gpt-oss MXFP4 {backend} seq{i}: rel err {err:.2e}", end="")
         assert err <= TOLERANCE["f32"], f"gpt-oss MXFP4 {backend} seq{i}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
+@pytest.mark.parametrize("arch", ["gemma3", "gemma4"])
+def test_prefix_reuse_parity(arch, backend, tmp_path, request):
+    """Through the prefix cache: each prompt decoded, its sequence emptied,
+    its first half's cached K and V attached again and the rest decoded
+    (pasada_eval logits-reuse) gives transformers' logits at the F32 bound;
+    on gemma4 the KV-sharing layers then read the reused cache of the layers
+    they share."""
+    if backend == "vulkan":
+        backend = request.getfixturevalue("vulkan_device")
+    fixture = load_fixture(arch)
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("".join(" ".join(str(int(t)) for t in ids) + "\n" for ids, _ in fixture))
+    proc = subprocess.run([str(BUILD / "pasada_eval"), "logits-reuse", str(TINY / f"{arch}.gguf"), str(ids_file),
+                           str(tmp_path), "--kv-type", "f32", "--backend", backend],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    reused = [int(x) for x in re.findall(r"reused (\d+) of", proc.stderr)]
+    assert len(reused) == len(fixture) and max(reused) > 0, proc.stderr
+    for i, (ids, ref) in enumerate(fixture):
+        out = np.fromfile(tmp_path / f"prompt{i}.f32", dtype="<f4").reshape(len(ids), -1)
+        err = relative_error(out, ref)
+        print(f"\n  {arch} reuse {backend} seq{i}: reused {reused[i]} of {len(ids)}, rel err {err:.2e}", end="")
+        assert err <= TOLERANCE["f32"], f"{arch} seq{i} reusing {reused[i]} positions on {backend}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("n_gpu", [2, 6])
+def test_gemma4_split_parity(n_gpu, tmp_path, vulkan_device):
+    """gemma4 across the GPU and the CPU (DEV/2: the first two layers on the
+    Vulkan test device; DEV/6: every layer) gives transformers' logits at the
+    F32 bound, batched and token by token."""
+    fixture = load_fixture("gemma4")
+    for mode in ("logits", "logits-steps"):
+        got = run_eval(mode, TINY / "gemma4.gguf", [ids for ids, _ in fixture], tmp_path / mode,
+                       ("--kv-type", "f32", "--backend", f"{vulkan_device}/{n_gpu}"))
+        for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
+            err = relative_error(out, ref)
+            assert err <= TOLERANCE["f32"], f"gemma4 seq{i} {mode} on {vulkan_device}/{n_gpu}: rel err {err:.2e}"
+
+
+@pytest.mark.parametrize("n_gpu,layer,source", [(3, 5, 2), (4, 4, 3)])
+def test_gemma4_split_refuses_shared_kv_across_devices(n_gpu, layer, source, tmp_path, vulkan_device):
+    """A split that puts a KV-sharing layer and the layer whose cache it reads
+    on different devices is refused with one line naming both."""
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text("1 2 3\n")
+    proc = subprocess.run([str(BUILD / "pasada_eval"), "logits", str(TINY / "gemma4.gguf"), str(ids_file),
+                           str(tmp_path), "--backend", f"{vulkan_device}/{n_gpu}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"layer {layer} attends over layer {source}'s KV cache" in proc.stderr, proc.stderr

@@ -15,6 +15,7 @@ from conftest import FIXTURES, SANITIZER_MARKS, assert_one_line_error, run_cli
 MALFORMED = FIXTURES / "malformed"
 VALID = FIXTURES / "tiny-llama-valid.gguf"
 VALID_MOE = FIXTURES / "tiny-moe-valid.gguf"  # the base of the model-moe-* files
+VALID_GEMMA4 = FIXTURES / "tiny-gemma4-valid.gguf"  # the base of the model-gemma4-* files
 CORPUS = sorted(p.name for p in MALFORMED.glob("*.gguf"))
 
 # What the one line must mention (any of, case-insensitive) for files that
@@ -44,6 +45,13 @@ HINTS = {
     "model-moe-router-wrong-shape": ["ffn_gate_inp"],
     "model-moe-experts-not-3d": ["ffn_up_exps"],
     "model-moe-experts-count-mismatch": ["ffn_down_exps"],
+    "model-gemma4-head-size-per-kind": ["gemma4", "head sizes", "not supported"],
+    "model-gemma4-shared-kv-every-layer": ["shared_kv_layers", "out of range"],
+    "model-gemma4-shared-kv-no-source": ["layer 1", "KV cache", "sliding"],
+    "model-gemma4-ffn-length-array-count": ["feed_forward_length", "entries for 2 layers"],
+    "model-gemma4-kv-heads-per-layer": ["head_count_kv", "not supported"],
+    "model-gemma4-per-layer-embeddings": ["per-layer embeddings", "not supported"],
+    "model-gemma4-rope-freqs-nan": ["rope_freqs.weight", "out of range"],
 }
 COMMANDS = {
     "info": lambda path: ["info", str(path)],
@@ -74,7 +82,7 @@ def test_malformed_rejected(kind, command, name):
 
 
 @pytest.mark.parametrize("kind", ["release", "asan"])
-@pytest.mark.parametrize("valid", [VALID, VALID_MOE], ids=["llama", "moe"])
+@pytest.mark.parametrize("valid", [VALID, VALID_MOE, VALID_GEMMA4], ids=["llama", "moe", "gemma4"])
 def test_valid_tiny_model_accepted(kind, valid):
     res = run_cli(kind, ["info", str(valid)])
     assert res.returncode == 0, f"pasada info {valid.name} ({kind}): {res.stderr[-3000:]}"

@@ -22,7 +22,7 @@ CACHE = pathlib.Path(os.environ.get("PASADA_CACHE", pathlib.Path.home() / ".cach
 VOCABS = pathlib.Path(os.environ.get("PASADA_VOCABS_DIR", CACHE / "vocabs"))
 SEPARATOR = "\n__ggml_vocab_test__\n"
 # by tokenizer.ggml.pre (BPE) or the file's name (SPM)
-SUPPORTED = ["bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2", "llama-bpe",
+SUPPORTED = ["bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2", "llama-bpe",
              "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
 SAN_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 

@@ -5,6 +5,7 @@
  *
  *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
+ *   pasada_eval logits-reuse MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  * (--quantize TYPE: a Hugging Face folder's matrices quantized to TYPE at load)
  *
@@ -12,7 +13,12 @@
  * are skipped). The logits modes write OUT_DIR/prompt<i>.f32: n_tokens x n_vocab
  * float32, little-endian, row-major. "logits" decodes each prompt in one batch
  * that wants every token's logits; "logits-steps" feeds it one token per decode
- * call, so the KV-cache path is exercised. "greedy" decodes the prompt in one
+ * call, so the KV-cache path is exercised. "logits-reuse" decodes each prompt
+ * in one batch, empties the sequence (its blocks stay in the prefix cache),
+ * attaches the cached prefix of the prompt's first half + 1 tokens again
+ * (pasada_seq_reuse_prefix) and decodes the rest in one batch: the rows
+ * from the reused position on are that batch's, those before it the first
+ * pass's; "reused R of N" goes to stderr per prompt. "greedy" decodes the prompt in one
  * batch, then one token per step, and prints one line per prompt with the N
  * argmax tokens (lowest id on ties); it stops only at N. --backend NAME runs
  * the model on that backend (cpu, cpu:TABLE, ref); --reference is --backend
@@ -63,7 +69,7 @@ static void *xrealloc(void *p, size_t n) {
 static void usage(void) {
   fprintf(
       stderr,
-      "usage: pasada_eval logits|logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type T]\n"
+      "usage: pasada_eval logits|logits-steps|logits-reuse MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type T]\n"
       "       pasada_eval greedy MODEL IDS_FILE N [-t THREADS] [--reference | --backend NAME] [--kv-type T]\n");
   exit(1);
 }
@@ -158,7 +164,7 @@ static int32_t argmax(const float *l, int32_t n) {
 }
 
 static void run_logits(pasada_context *ctx, const prompt_list *prompts, const char *out_dir,
-                       int32_t n_vocab, bool steps) {
+                       int32_t n_vocab, bool steps, bool reuse) {
   for (int k = 0; k < prompts->n; k++) {
     const prompt *p = &prompts->items[k];
     char path[4096];
@@ -172,6 +178,18 @@ static void run_logits(pasada_context *ctx, const prompt_list *prompts, const ch
         decode(ctx, &p->ids[i], 1, i, true);
         write_row(f, logits_of(ctx, 0), n_vocab, path);
       }
+    } else if (reuse) {
+      decode(ctx, p->ids, p->n, 0, true);
+      const int32_t half = p->n / 2 + 1 < p->n ? p->n / 2 + 1 : p->n;
+      float *first = xrealloc(NULL, (size_t)half * (size_t)n_vocab * sizeof *first);
+      for (int32_t i = 0; i < half; i++) memcpy(first + (size_t)i * n_vocab, logits_of(ctx, i), (size_t)n_vocab * 4);
+      pasada_seq_truncate(ctx, 0, 0);
+      const int32_t r = pasada_seq_reuse_prefix(ctx, 0, p->ids, half);
+      fprintf(stderr, "reused %d of %d\n", (int)r, (int)p->n);
+      for (int32_t i = 0; i < r; i++) write_row(f, first + (size_t)i * n_vocab, n_vocab, path);
+      free(first);
+      decode(ctx, p->ids + r, p->n - r, r, true);
+      for (int32_t i = 0; i < p->n - r; i++) write_row(f, logits_of(ctx, i), n_vocab, path);
     } else {
       decode(ctx, p->ids, p->n, 0, true);
       for (int32_t i = 0; i < p->n; i++) write_row(f, logits_of(ctx, i), n_vocab, path);
@@ -202,8 +220,8 @@ int main(int argc, char **argv) {
   if (argc < 5) usage();
   const char *mode = argv[1], *model_path = argv[2], *ids_path = argv[3], *target = argv[4];
   bool greedy = strcmp(mode, "greedy") == 0;
-  bool steps = strcmp(mode, "logits-steps") == 0;
-  if (!greedy && !steps && strcmp(mode, "logits") != 0) usage();
+  bool steps = strcmp(mode, "logits-steps") == 0, reuse = strcmp(mode, "logits-reuse") == 0;
+  if (!greedy && !steps && !reuse && strcmp(mode, "logits") != 0) usage();
   int32_t n_threads = 0;
   const char *backend = NULL;
   pasada_kv_type kv_type = PASADA_KV_DEFAULT;
@@ -255,7 +273,7 @@ int main(int argc, char **argv) {
   if (greedy) {
     run_greedy(ctx, &prompts, n_gen, n_vocab);
   } else {
-    run_logits(ctx, &prompts, target, n_vocab, steps);
+    run_logits(ctx, &prompts, target, n_vocab, steps, reuse);
   }
 
   pasada_context_free(ctx);

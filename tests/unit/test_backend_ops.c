@@ -311,15 +311,15 @@ static double rel_err(const float *a, const float *b, int64_t n) {
   return num == 0 ? 0 : num / (den > 0 ? den : 1e-30);
 }
 
-static double worst[20]; /* per op, for the report */
+static double worst[24]; /* per op, for the report */
 static const char *OP_NAMES[] = {"upload", "embed", "rms_norm", "add", "matmul qkv", "kv store", "attention",
                                  "attention window", "matmul o + residual", "matmul gate_up", "matmul down + residual",
                                  "logits", "hidden", "layer_norm", "embed_add", "attention bidirectional",
                                  "matmul up + bias + gelu_erf", "moe + residual",
-                                 "attention sinks", "moe biases + swiglu_oai"};
+                                 "attention sinks", "moe biases + swiglu_oai", "scale"};
 enum {
   OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS,
-  OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU, OP_MOE, OP_ATT_SINK, OP_MOE_OAI
+  OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU, OP_MOE, OP_ATT_SINK, OP_MOE_OAI, OP_SCALE
 };
 
 static bool cur_extras; /* the model under test has model_build's extras */
@@ -405,6 +405,13 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   r->ops->add(r->bc, PA_BUF_X, PA_BUF_XB, E, n);
   download2(x, r, PA_BUF_X, (int64_t)n * E);
   expect(backend, type, n, kvt, OP_ADD, got_a, got_b, (int64_t)n * E, 0);
+
+  /* scale (gemma4's layer scalars): X *= s, exact in float */
+  const float s = 0.5f + (float)(rng() % 1000) / 1000.0f;
+  x->ops->scale(x->bc, PA_BUF_X, s, E, n);
+  r->ops->scale(r->bc, PA_BUF_X, s, E, n);
+  download2(x, r, PA_BUF_X, (int64_t)n * E);
+  expect(backend, type, n, kvt, OP_SCALE, got_a, got_b, (int64_t)n * E, 0);
 
   /* LayerNorm with weight and bias (bert), in place too; it and embed_add
    * read only F32 vectors and tables, so they run with the first weight
@@ -650,7 +657,7 @@ static void check_backend(const char *backend) {
       side_close(&r);
     }
   printf("  %-16s worst relative difference from ref:", backend);
-  for (int op = 0; op <= OP_MOE_OAI; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_MOE_OAI ? "," : "\n");
+  for (int op = 0; op <= OP_SCALE; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_SCALE ? "," : "\n");
 }
 
 /* A context on a GPU backend for a model loaded on the CPU is refused

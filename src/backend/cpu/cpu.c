@@ -23,7 +23,7 @@
  * other threads waiting ~5% of a decode step; fewer than PA_ROWS_PAR
  * tokens stay on the calling thread (a pool job costs more than they do). */
 
-typedef enum { ROWS_NORM, ROWS_ADD, ROWS_ROPE } rows_op;
+typedef enum { ROWS_NORM, ROWS_ADD, ROWS_ROPE, ROWS_SCALE } rows_op;
 
 typedef struct {
   pa_bctx *c;
@@ -33,6 +33,7 @@ typedef struct {
   int32_t n_tok;
   rows_op op;
   const float *cos_t, *sin_t; /* ROWS_ROPE: the tables; out = q rows, (float *)in = k rows */
+  float s;                    /* ROWS_SCALE: out *= s */
 } rows_job;
 
 static void rope_rows(const rows_job *j, int32_t t0, int32_t t1) {
@@ -62,6 +63,7 @@ static void rows_task(void *arg, int i, int n_tasks) {
       break;
     case ROWS_ADD: ops->add(j->out + t0 * j->n, j->in + t0 * j->n, (int64_t)(t1 - t0) * j->n); break;
     case ROWS_ROPE: rope_rows(j, t0, t1); break;
+    case ROWS_SCALE: pa_scale(j->out + t0 * j->n, j->s, (int64_t)(t1 - t0) * j->n); break;
   }
 }
 
@@ -157,6 +159,11 @@ static void op_rms_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, int64
 
 static void op_add(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int32_t n_tok) {
   add_rows(c, c->buf[x], c->buf[y], n, n_tok);
+}
+
+static void op_scale(pa_bctx *c, pa_buf x, float s, int64_t n, int32_t n_tok) {
+  rows_job j = {.c = c, .out = c->buf[x], .n = n, .n_tok = n_tok, .op = ROWS_SCALE, .s = s};
+  run_rows(c, &j);
 }
 
 /* A product's rows: out[m] has rows_of(m) floats per token. */
@@ -462,7 +469,7 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
   {.name = NAME, .default_kv_type = KV, .prepare_weights = prepare_weights,                    \
    .context_init = context_init, .context_free = context_free, .upload = op_upload,             \
    .download = op_download, .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, \
-   .rms_norm = op_rms_norm, .add = op_add, .layer_norm = op_layer_norm, .embed_add = op_embed_add, \
+   .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale, .layer_norm = op_layer_norm, .embed_add = op_embed_add, \
    .matmul = op_matmul, .attention = op_attention, .moe = pa_cpu_moe, .logits = op_logits,        \
    .hidden = op_hidden}
 

@@ -102,6 +102,11 @@ static void op_add(pa_bctx *s, pa_buf x, pa_buf y, int64_t n, int32_t n_tok) {
   ops_of(s, gpu)->add(ctx_of_side(s, gpu), x, y, n, n_tok);
 }
 
+static void op_scale(pa_bctx *s, pa_buf x, float v, int64_t n, int32_t n_tok) {
+  const bool gpu = side(s);
+  ops_of(s, gpu)->scale(ctx_of_side(s, gpu), x, v, n, n_tok);
+}
+
 static void op_matmul(pa_bctx *s, const pa_fwd_batch *b, const pa_matmul_desc *d) {
   const bool gpu = side(s);
   ops_of(s, gpu)->matmul(ctx_of_side(s, gpu), b, d);
@@ -206,6 +211,11 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
    * embed_add, which this backend does not route) runs on one device */
   if (m->hp.arch == PA_ARCH_BERT)
     return pa_error(PASADA_ERR_UNSUPPORTED, "--gpu-layers: a bert model runs whole on one device (drop --gpu-layers)");
+  /* a layer that reads another's KV cache (gemma4) runs where that cache is */
+  for (int l = 0; m->hp.n_kv_shared > 0 && l < m->hp.n_layer; l++)
+    if ((l < sb->n_gpu) != (m->hp.kv_from[l] < sb->n_gpu))
+      return pa_error(PASADA_ERR_UNSUPPORTED, "--gpu-layers %d: layer %d attends over layer %d's KV cache, which "
+                      "would be on the other device (put both on one side)", sb->n_gpu, l, m->hp.kv_from[l]);
   /* the GPU's layers (and the output when it holds every layer); the CPU
    * reads the rest as the file lays them out */
   return pa_vulkan_prepare_layers(sb->gpu, m, sb->n_gpu, sb->n_gpu == m->hp.n_layer);
@@ -214,7 +224,7 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
 static const pa_backend_ops split_ops = {
     .name = "split", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
-    .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
+    .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale,
     .matmul = op_matmul, .moe = op_moe, .attention = op_attention, .logits = op_logits, .hidden = op_hidden,
     .layer = op_layer};
 

@@ -129,10 +129,10 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     }
     const void *vec[] = {L->attn_norm, L->ffn_norm,      L->post_attn_norm, L->post_ffn_norm, L->q_norm, L->k_norm,
                          L->bq,        L->bk,           L->bv,             L->bo,            L->b_up,    L->b_down,
-                         L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b};
+                         L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b, L->v_norm};
     const uint64_t FB = (uint64_t)hp->n_ff * 4;
-    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E};
-    for (int i = 0; i < 16 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
+    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HD};
+    for (int i = 0; i < 17 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
     /* experts: the router, and each kind's n_expert slices as one block
      * (the loader's 3-D tensor; an expert's address is the block's plus its
      * offset, expert_product) */
@@ -555,6 +555,16 @@ static void add_addr(pa_bctx *c, uint64_t x, uint64_t y, uint64_t n, uint32_t pe
 
 static void op_add(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int32_t n_tok) {
   add_addr(c, buf_addr(c, x), buf_addr(c, y), (uint64_t)n * (uint64_t)n_tok, 0);
+}
+
+static void op_scale(pa_bctx *c, pa_buf x, float s, int64_t n, int32_t n_tok) {
+  const uint64_t N = (uint64_t)n * (uint64_t)n_tok;
+  struct {
+    uint64_t x;
+    uint32_t n;
+    float s;
+  } p = {buf_addr(c, x), (uint32_t)N, s};
+  push_dispatch(c, "scale", &p, sizeof p, groups_for(N, 256), 1, 1);
 }
 
 /* X[t] += row (by_pos ? pos[t] : 0) of an F32 table: one add per run of
@@ -1073,7 +1083,7 @@ pa_vk_dev *pa_vk_backend_dev(const pa_backend *be) { return ((const vk_backend *
 static const pa_backend_ops vulkan_ops = {
     .name = "vulkan", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
-    .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add,
+    .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale,
     .layer_norm = op_layer_norm, .embed_add = op_embed_add,
     .matmul = op_matmul, .attention = op_attention, .moe = op_moe, .logits = op_logits,
     .hidden = op_hidden};
