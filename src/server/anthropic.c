@@ -463,15 +463,32 @@ static bool parse_output_format(const cJSON *root, srv_request *r, srv_error *e)
 }
 
 /* The request fields beyond the conversation and sampling: service_tier
- * accepted (one tier here); the server-side features a local server does
- * not have (code-execution containers, MCP servers, context editing) are
- * refused naming the field. */
+ * and speed accepted (one tier, one speed here), cache_control (the prefix
+ * cache needs no marker), inference_geo and user_profile_id (strings);
+ * the server-side features a local server does not have (code-execution
+ * containers, MCP servers, context editing, cache diagnostics) are refused
+ * naming the field. */
 static bool parse_other_fields(const cJSON *root, srv_error *e) {
+  const cJSON *speed = srv_json_field(root, "speed");
+  if (speed && !cJSON_IsNull(speed) &&
+      !(cJSON_IsString(speed) && (strcmp(speed->valuestring, "standard") == 0 ||
+                                  strcmp(speed->valuestring, "fast") == 0)))
+    return BAD(e, "speed", "speed: must be 'standard' or 'fast'");
+  const cJSON *cc = srv_json_field(root, "cache_control");
+  if (cc && !cJSON_IsNull(cc) && !cJSON_IsObject(cc))
+    return BAD(e, "cache_control", "cache_control: must be an object");
+  static const char *const strings[] = {"inference_geo", "user_profile_id"};
+  for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+    const cJSON *v = srv_json_field(root, strings[i]);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v))
+      return BAD(e, strings[i], "%s: must be a string", strings[i]);
+  }
   const cJSON *tier = srv_json_field(root, "service_tier");
   if (tier && !(cJSON_IsString(tier) && (strcmp(tier->valuestring, "auto") == 0 ||
                                          strcmp(tier->valuestring, "standard_only") == 0)))
     return BAD(e, "service_tier", "service_tier: must be 'auto' or 'standard_only'");
-  static const char *const refused[] = {"container", "mcp_servers", "context_management"};
+  static const char *const refused[] = {"container", "mcp_servers", "context_management",
+                                        "diagnostics"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     const cJSON *v = srv_json_field(root, refused[i]);
     if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && !v->child))

@@ -416,13 +416,17 @@ def test_errors(server, client):
     # server-side features a local server lacks: refused, named
     for field, value in [("container", "c1"), ("mcp_servers", [{"type": "url", "url": "http://x",
                                                                   "name": "x"}]),
-                         ("context_management", {"edits": []}), ("service_tier", "premium")]:
+                         ("context_management", {"edits": []}), ("service_tier", "premium"),
+                         ("diagnostics", {"previous_message_id": "msg_1"}), ("speed", "warp"),
+                         ("cache_control", "x"), ("inference_geo", 3)]:
         with pytest.raises(anthropic.BadRequestError) as e:
             client.messages.create(model="m", max_tokens=2, messages=user("hi"),
                                    extra_body={field: value})
         assert field in error_of(e, 400)["message"]
     assert client.messages.create(model="m", max_tokens=2, messages=user("hi"),
-                                  service_tier="standard_only", extra_body={"mcp_servers": []}).content
+                                  service_tier="standard_only", extra_body={
+                                      "mcp_servers": [], "speed": "standard", "inference_geo": "us",
+                                      "cache_control": {"type": "ephemeral"}}).content
     r = requests.post(server.url + "/v1/messages", data=b"{not json", timeout=10)
     assert r.status_code == 400 and r.json()["type"] == "error"
     r = requests.get(server.url + "/v1/messages", timeout=10)
