@@ -305,9 +305,12 @@ static int32_t parse_literal(parser *p) {
 /* A token reference, <[id]> or <text> (the token whose text that is),
  * as a literal of the token's spelling in the grammar's vocabulary
  * (pa_gvocab_spelling): a special token matches only itself, whole; a text
- * token matches its text. */
-static int32_t parse_token_ref(parser *p) {
-  const size_t at = p->pos++;
+ * token matches its text. Negated (!<...>, the '!' at `at`): one whole
+ * token other than that one, spelled as the literal pa_gneg_spelling
+ * writes, which the matcher reads at a token's start (negation.c). */
+static int32_t parse_token_ref(parser *p, bool negated) {
+  const size_t at = p->pos - (negated ? 1 : 0);
+  p->pos++;
   const char *close = memchr(p->s + p->pos, '>', p->len - p->pos);
   const char *nl = memchr(p->s + p->pos, '\n', p->len - p->pos);
   if (!close || (nl && nl < close)) return fail_at(p, at, "unterminated token reference"), -1;
@@ -337,8 +340,9 @@ static int32_t parse_token_ref(parser *p) {
   }
   p->pos += n + 1;
   uint8_t tmp[PA_G_SPECIAL_LEN];
-  const uint8_t *b;
-  const size_t len = pa_gvocab_spelling(p->tok, (int32_t)id, tmp, &b);
+  const uint8_t *b = tmp;
+  const size_t len = negated ? pa_gneg_spelling((int32_t)id, tmp)
+                             : pa_gvocab_spelling(p->tok, (int32_t)id, tmp, &b);
   const int32_t x = new_node(p, PA_GX_LITERAL, at);
   if (x < 0) return -1;
   pa_gast *a = p->ast;
@@ -441,10 +445,10 @@ static int32_t parse_sequence(parser *p, bool nested) {
     } else if (c == '[') {
       item = parse_class(p);
     } else if (c == '<') {
-      item = parse_token_ref(p);
+      item = parse_token_ref(p, false);
     } else if (c == '!' && peek_at(p, 1) == '<') {
-      fail_at(p, at, "negated token references (!<...>) are not supported");
-      goto out;
+      p->pos++;
+      item = parse_token_ref(p, true);
     } else if (c == '.') {
       p->pos++;
       item = new_node(p, PA_GX_CHARS, at);

@@ -139,6 +139,17 @@ static inline uint32_t pa_gskip_hop(const uint8_t *lcp, const uint32_t *skip, ui
  * length; *p points at the bytes (into the tokenizer or into tmp). */
 #define PA_G_SPECIAL_LEN 5
 bool pa_gvocab_is_special(const pa_tokenizer *t, int32_t id);
+/* A negated token reference (!<[id]>): PA_G_SPECIAL_LEN bytes, 0xFE and the
+ * id as in a special token's spelling. No token is spelled with 0xFE (the
+ * index leaves out text tokens holding it), so only the matcher's reading
+ * of a negation at a token's start crosses it (negation.c). */
+#define PA_G_NEG_BYTE 0xFE
+static inline size_t pa_gneg_spelling(int32_t id, uint8_t out[PA_G_SPECIAL_LEN]) {
+  const uint32_t u = (uint32_t)id;
+  out[0] = PA_G_NEG_BYTE;
+  for (int k = 0; k < 4; k++) out[1 + k] = (uint8_t)(0x80 | (u >> (18 - 6 * k) & 0x3F));
+  return PA_G_SPECIAL_LEN;
+}
 size_t pa_gvocab_spelling(const pa_tokenizer *t, int32_t id, uint8_t tmp[PA_G_SPECIAL_LEN],
                           const uint8_t **p);
 
@@ -151,8 +162,8 @@ static inline bool pa_gvocab_is_eog(const pa_gvocab *v, int32_t id) {
 /* The tokenizer's index, built on first use and kept with the tokenizer
  * (freed by pa_tokenizer_free). Thread-safe. NULL when out of memory. In the
  * index: every token, spelled as pa_gvocab_spelling says, except text
- * tokens holding the byte 0xFF (no grammar can match them: grammars spell
- * text as UTF-8, where 0xFF never occurs). */
+ * tokens holding the byte 0xFF or 0xFE (no grammar's text can match them:
+ * grammars spell text as UTF-8, where neither byte occurs). */
 const pa_gvocab *pa_gvocab_get(const pa_tokenizer *tok);
 void pa_gvocab_free(pa_gvocab *v);
 

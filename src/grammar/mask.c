@@ -368,6 +368,22 @@ int64_t pa_gmatcher_mask(pa_gmatcher *m, uint64_t *bits) {
       }
     }
   }
+  if (m->has_neg && !m->finished) { /* negated token references: any token but one */
+    bool all;
+    int32_t but;
+    if (!pa_gm_neg_allowed(m, &all, &but)) goto fail;
+    if (all || but >= 0) {
+      /* end-of-generation tokens keep their own verdict: they are no
+       * negation's match (they end the grammar, where it may end) */
+      bool eog_bit[64];
+      const int32_t ne = v->n_eog < 64 ? v->n_eog : 64;
+      for (int32_t i = 0; i < ne; i++) eog_bit[i] = has_bit(bits, v->eog[i]);
+      for (int32_t id = 0; id < v->n_vocab; id++)
+        if (id != but || all) set_bit(bits, id);
+      for (int32_t i = 0; i < ne; i++)
+        if (!eog_bit[i]) bits[v->eog[i] / 64] &= ~(1ull << (v->eog[i] % 64));
+    }
+  }
   int64_t count = 0;
   for (size_t w = 0; w < words; w++) count += __builtin_popcountll(bits[w]);
   return count;
@@ -382,8 +398,14 @@ bool pa_gmatcher_allows(pa_gmatcher *m, int32_t token) {
   if (m->dead || token < 0 || token >= v->n_vocab) return false;
   if (m->end && pa_gvocab_is_eog(v, token)) return true;
   const int32_t r = v->rank[token];
-  if (r < 0 || m->finished) return false;
+  if (m->finished) return false;
   m->steps = 0;
+  if (m->has_neg && !pa_gvocab_is_eog(v, token)) {
+    bool all;
+    int32_t but;
+    if (pa_gm_neg_allowed(m, &all, &but) && (all || (but >= 0 && but != token))) return true;
+  }
+  if (r < 0) return false;
   pa_gm_drop_scratch(m);
   level0(m, m->cur, m->n_cur);
   const uint32_t len = v->off[r + 1] - v->off[r];

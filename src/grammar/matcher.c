@@ -216,7 +216,7 @@ int pa_gmatcher_create(const pa_grammar *g, pa_gmatcher **out) {
   m->lv_cap = 4 * PA_G_MAX_HEADS;
   m->lv = malloc(m->lv_cap * sizeof *m->lv);
   if (!m->frames || !m->ctab || !m->stab || !m->sstamp || !m->work || !m->buf[0] || !m->buf[1] ||
-      !m->buf[2] || !m->lvl || !m->lv) {
+      !m->buf[2] || !m->lvl || !m->lv || !pa_gm_neg_init(m)) {
     pa_gmatcher_free(m);
     return pa_error(PASADA_ERR_NOMEM, "grammar: out of memory for a matcher");
   }
@@ -235,6 +235,7 @@ void pa_gmatcher_free(pa_gmatcher *m) {
   for (int i = 0; i < 3; i++) free(m->buf[i]);
   free(m->lvl);
   free(m->lv);
+  pa_gm_neg_free(m);
   free(m);
 }
 
@@ -295,9 +296,39 @@ int pa_gmatcher_accept(pa_gmatcher *m, int32_t token) {
     m->n_cur = 0;
     return PASADA_OK;
   }
+  /* negated references the token satisfies, read before its bytes move the heads */
+  m->n_neg_acc = 0;
+  m->neg_end = false;
+  m->steps = 0;
+  if (m->has_neg && !m->finished && !pa_gm_neg_accept(m, token)) {
+    m->dead = true;
+    return pa_error(PASADA_ERR_ARG, "%s", m->err);
+  }
+  const bool neg = m->n_neg_acc || m->neg_end;
   if (r >= 0 && !m->finished &&
-      pa_gmatcher_accept_bytes(m, v->bytes + v->off[r], v->off[r + 1] - v->off[r]))
+      pa_gmatcher_accept_bytes(m, v->bytes + v->off[r], v->off[r + 1] - v->off[r])) {
+    for (uint32_t i = 0; i < m->n_neg_acc; i++) { /* both ways: the union */
+      bool dup = false;
+      for (uint32_t k = 0; k < m->n_cur && !dup; k++)
+        dup = m->cur[k].node == m->neg_acc[i].node && m->cur[k].parent == m->neg_acc[i].parent;
+      if (dup) continue;
+      if (m->n_cur == PA_G_MAX_HEADS) {
+        pa_gm_fail(m, "the grammar is too ambiguous (too many parses at once)");
+        m->dead = true;
+        return pa_error(PASADA_ERR_ARG, "%s", m->err);
+      }
+      m->cur[m->n_cur++] = m->neg_acc[i];
+    }
+    m->end |= m->neg_end;
     return PASADA_OK;
+  }
+  if (m->dead) return pa_error(PASADA_ERR_ARG, "%s", m->err);
+  if (neg) {
+    memcpy(m->cur, m->neg_acc, m->n_neg_acc * sizeof *m->cur);
+    m->n_cur = m->n_neg_acc;
+    m->end = m->neg_end;
+    return PASADA_OK;
+  }
   if (!m->err[0])
     snprintf(m->err, sizeof m->err, "grammar: token %d is not allowed here%s", token,
              eog           ? " (the grammar cannot end yet)"

@@ -50,6 +50,13 @@ struct pa_gmatcher {
   uint32_t lv_cap;
   pa_glevel *lvl;
   char err[200];
+  /* negated token references (negation.c): whether the grammar has any;
+   * 5 x PA_G_MAX_HEADS heads of scratch for their walks, and the heads
+   * an accepted token reached through them */
+  bool has_neg;
+  pa_ghead *neg_buf, *neg_acc;
+  uint32_t n_neg_acc;
+  bool neg_end;
 };
 
 bool pa_gm_fail(pa_gmatcher *m, const char *why);
@@ -61,5 +68,15 @@ bool pa_gm_closure(pa_gmatcher *m, uint32_t node, uint32_t parent, bool scratch,
 /* The heads after reading `byte` from in[0..n_in) into o. */
 bool pa_gm_advance(pa_gmatcher *m, const pa_ghead *in, uint32_t n_in, uint8_t byte, bool scratch,
                    pa_gout *o);
+
+/* Negated token references at the current heads (negation.c). */
+bool pa_gm_neg_init(pa_gmatcher *m); /* at creation: has_neg and the buffers */
+void pa_gm_neg_free(pa_gmatcher *m);
+/* The heads token `token` reaches through them, into neg_acc / neg_end
+ * (committed frames). False on error (m->err). */
+bool pa_gm_neg_accept(pa_gmatcher *m, int32_t token);
+/* Which tokens they allow: *all (any token), else only_but >= 0: any token
+ * but that one, else none. False on error. */
+bool pa_gm_neg_allowed(pa_gmatcher *m, bool *all, int32_t *only_but);
 
 #endif

@@ -53,12 +53,14 @@ static int cmp_items(const void *pa, const void *pb) {
   return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Text tokens holding 0xFF stay out: they could spell a special token's
- * sequence byte by byte, and no grammar's text matches them anyway. */
+/* Text tokens holding 0xFF or 0xFE stay out: they could spell a special
+ * token's or a negated reference's sequence byte by byte, and no grammar's
+ * text matches them anyway (UTF-8 holds neither byte). */
 static bool in_index(const pa_tokenizer *t, int32_t id) {
   if (pa_gvocab_is_special(t, id)) return true;
   const uint8_t *p = (const uint8_t *)t->piece_arena + t->piece_off[id];
-  return memchr(p, 0xFF, pa_piece_len(t, id)) == NULL;
+  const size_t n = pa_piece_len(t, id);
+  return memchr(p, 0xFF, n) == NULL && memchr(p, PA_G_NEG_BYTE, n) == NULL;
 }
 
 static pa_gvocab *build(const pa_tokenizer *t) {

@@ -35,6 +35,7 @@ typedef struct {
   const char *tool_name; /* SRV_TOOLS_NAMED: the function (in the request's JSON) */
   bool parallel;
   bool omit_thinking;
+  int64_t think_budget; /* thinking enabled: budget_tokens; disabled: 0; else -1 (no limit) */
 } conv;
 
 static void conv_free(conv *c) {
@@ -328,8 +329,11 @@ static bool convert_tools(const cJSON *root, conv *c, srv_error *e) {
 
 /* thinking: {type: enabled, budget_tokens, display} | {type: adaptive |
  * between_tools} | {type: disabled}: the template's enable_thinking
- * (templates that know it switch the model's reasoning on or off; the
- * budget is not enforced); output_config.effort: its reasoning_effort. */
+ * (templates that know it switch the model's reasoning on or off), and a
+ * reasoning budget the scheduler enforces: budget_tokens (at least 1024, as
+ * Anthropic's API requires, and below max_tokens), 0 when disabled (a model
+ * that reasons whatever its template says has its block closed at once);
+ * output_config.effort: the template's reasoning_effort. */
 static bool convert_thinking(const cJSON *root, conv *c, srv_error *e) {
   const cJSON *th = srv_json_field(root, "thinking"), *oc = srv_json_field(root, "output_config");
   const cJSON *effort = oc ? srv_json_field(oc, "effort") : NULL;
@@ -356,12 +360,18 @@ static bool convert_thinking(const cJSON *root, conv *c, srv_error *e) {
   c->omit_thinking = display && strcmp(display->valuestring, "omitted") == 0;
   if (strcmp(type->valuestring, "enabled") == 0) {
     int64_t budget = -1;
-    if (!srv_json_int(th, "budget_tokens", 1, 1e9, &budget, e)) {
+    if (!srv_json_int(th, "budget_tokens", 0, 1e9, &budget, e)) {
       snprintf(e->param, sizeof e->param, "thinking.budget_tokens");
       return false;
     }
     if (budget < 0)
       return BAD(e, "thinking.budget_tokens", "thinking.budget_tokens: field required");
+    if (budget < 1024)
+      return BAD(e, "thinking.budget_tokens",
+                 "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024");
+    c->think_budget = budget;
+  } else if (!on) {
+    c->think_budget = 0;
   }
   if (!c->extra) c->extra = cJSON_CreateObject();
   cJSON_AddBoolToObject(c->extra, "enable_thinking", on);
@@ -453,15 +463,32 @@ static bool parse_output_format(const cJSON *root, srv_request *r, srv_error *e)
 }
 
 /* The request fields beyond the conversation and sampling: service_tier
- * accepted (one tier here); the server-side features a local server does
- * not have (code-execution containers, MCP servers, context editing) are
- * refused naming the field. */
+ * and speed accepted (one tier, one speed here), cache_control (the prefix
+ * cache needs no marker), inference_geo and user_profile_id (strings);
+ * the server-side features a local server does not have (code-execution
+ * containers, MCP servers, context editing, cache diagnostics) are refused
+ * naming the field. */
 static bool parse_other_fields(const cJSON *root, srv_error *e) {
+  const cJSON *speed = srv_json_field(root, "speed");
+  if (speed && !cJSON_IsNull(speed) &&
+      !(cJSON_IsString(speed) && (strcmp(speed->valuestring, "standard") == 0 ||
+                                  strcmp(speed->valuestring, "fast") == 0)))
+    return BAD(e, "speed", "speed: must be 'standard' or 'fast'");
+  const cJSON *cc = srv_json_field(root, "cache_control");
+  if (cc && !cJSON_IsNull(cc) && !cJSON_IsObject(cc))
+    return BAD(e, "cache_control", "cache_control: must be an object");
+  static const char *const strings[] = {"inference_geo", "user_profile_id"};
+  for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+    const cJSON *v = srv_json_field(root, strings[i]);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v))
+      return BAD(e, strings[i], "%s: must be a string", strings[i]);
+  }
   const cJSON *tier = srv_json_field(root, "service_tier");
   if (tier && !(cJSON_IsString(tier) && (strcmp(tier->valuestring, "auto") == 0 ||
                                          strcmp(tier->valuestring, "standard_only") == 0)))
     return BAD(e, "service_tier", "service_tier: must be 'auto' or 'standard_only'");
-  static const char *const refused[] = {"container", "mcp_servers", "context_management"};
+  static const char *const refused[] = {"container", "mcp_servers", "context_management",
+                                        "diagnostics"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     const cJSON *v = srv_json_field(root, refused[i]);
     if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && !v->child))
@@ -477,7 +504,7 @@ bool srv_anthropic_parse(const srv_model_info *mi, const char *body, size_t len,
   req->kind = SRV_MESSAGES;
   cJSON *root = parse_body(body, len, e);
   if (!root) return false;
-  conv c = {0};
+  conv c = {.think_budget = -1};
   srv_anth *a = calloc(1, sizeof *a);
   bool ok = a != NULL || oom(e);
   const cJSON *model = srv_json_field(root, "model"), *meta = srv_json_field(root, "metadata");
@@ -490,6 +517,13 @@ bool srv_anthropic_parse(const srv_model_info *mi, const char *body, size_t len,
   if (ok) ok = srv_json_bool(root, "stream", &req->stream, e) && parse_other_fields(root, e);
   if (ok) ok = parse_sampling(root, req, e) && parse_stop(root, req, e);
   if (ok) ok = render(mi, root, &c, req, e);
+  if (ok && c.think_budget >= max_tokens)
+    ok = BAD(e, "max_tokens",
+             "max_tokens: must be greater than thinking.budget_tokens (%lld); the budget counts "
+             "toward max_tokens",
+             (long long)c.think_budget);
+  if (ok && c.think_budget >= 0)
+    ok = srv_request_think_budget(mi, (int32_t)c.think_budget, req, e);
   if (ok) ok = srv_fit_context(mi, max_tokens, "messages", req, e);
   if (ok) ok = srv_tools_apply(mi, c.tools, c.mode, c.tool_name, c.parallel, req, e);
   if (ok) ok = parse_output_format(root, req, e);

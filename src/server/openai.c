@@ -58,6 +58,45 @@ static bool refuse_unsupported(const cJSON *root, bool chat, srv_error *e) {
                                        0) return BAD(e, "modalities",
                                                      "only the 'text' modality is supported");
   }
+  if (chat) {
+    /* fields about the caller or the provider's caching: honoured (nothing
+     * to change), their types checked; store, moderation and a verbosity
+     * other than the default would change what happens: refused */
+    static const char *const strings[] = {"user", "safety_identifier", "prompt_cache_key"};
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+      const cJSON *v = srv_json_field(root, strings[i]);
+      if (v && !cJSON_IsNull(v) && !cJSON_IsString(v))
+        return BAD(e, strings[i], "'%s' must be a string", strings[i]);
+    }
+    static const char *const objects[] = {"metadata", "prompt_cache_options"};
+    for (size_t i = 0; i < sizeof objects / sizeof objects[0]; i++) {
+      const cJSON *v = srv_json_field(root, objects[i]);
+      if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v))
+        return BAD(e, objects[i], "'%s' must be an object", objects[i]);
+    }
+    const cJSON *v = srv_json_field(root, "store");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v))
+      return BAD(e, "store", "'store' must be false: chat completions are not stored here");
+    v = srv_json_field(root, "moderation");
+    if (v && !cJSON_IsNull(v)) return BAD(e, "moderation", "'moderation' is not supported");
+    v = srv_json_field(root, "verbosity");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && strcmp(v->valuestring, "medium") == 0))
+      return BAD(e, "verbosity", "'verbosity' must be 'medium' (the model's own length)");
+    v = srv_json_field(root, "prompt_cache_retention");
+    if (v && !cJSON_IsNull(v) &&
+        !(cJSON_IsString(v) && (strcmp(v->valuestring, "in_memory") == 0 ||
+                                strcmp(v->valuestring, "24h") == 0)))
+      return BAD(e, "prompt_cache_retention",
+                 "'prompt_cache_retention' must be 'in_memory' or '24h'");
+    v = srv_json_field(root, "service_tier");
+    static const char *const tiers[] = {"auto", "default", "flex", "scale", "priority", "fast"};
+    bool tier_ok = !v || cJSON_IsNull(v);
+    for (size_t i = 0; !tier_ok && cJSON_IsString(v) && i < sizeof tiers / sizeof tiers[0]; i++)
+      tier_ok = strcmp(v->valuestring, tiers[i]) == 0;
+    if (!tier_ok)
+      return BAD(e, "service_tier",
+                 "'service_tier' must be one of auto, default, flex, scale, priority, fast");
+  }
   const cJSON *suffix = srv_json_field(root, "suffix");
   if (!chat && suffix && (!cJSON_IsString(suffix) || suffix->valuestring[0]))
     return BAD(e, "suffix", "'suffix' is not supported");
@@ -395,27 +434,33 @@ static cJSON *bytes_json(const char *piece, size_t n) {
   return a;
 }
 
-/* chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]} */
-static cJSON *chat_logprobs(const srv_model_info *mi, const srv_token_logprob *lp, size_t n) {
-  cJSON *root = cJSON_CreateObject();
-  cJSON *content = cJSON_AddArrayToObject(root, "content");
+cJSON *srv_logprobs_json(const srv_model_info *mi, const srv_token_logprob *lp, size_t n,
+                        bool bytes) {
+  cJSON *content = cJSON_CreateArray();
   char piece[PASADA_DETOK_PIECE_MAX];
   size_t len;
   for (size_t i = 0; i < n; i++) {
     cJSON *t = cJSON_CreateObject();
     cJSON_AddItemToObject(t, "token", token_json(mi, lp[i].token, piece, &len));
     cJSON_AddNumberToObject(t, "logprob", lp[i].logprob);
-    cJSON_AddItemToObject(t, "bytes", bytes_json(piece, len));
+    if (bytes) cJSON_AddItemToObject(t, "bytes", bytes_json(piece, len));
     cJSON *top = cJSON_AddArrayToObject(t, "top_logprobs");
     for (int k = 0; k < lp[i].n_top; k++) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddItemToObject(o, "token", token_json(mi, lp[i].top_token[k], piece, &len));
       cJSON_AddNumberToObject(o, "logprob", lp[i].top_logprob[k]);
-      cJSON_AddItemToObject(o, "bytes", bytes_json(piece, len));
+      if (bytes) cJSON_AddItemToObject(o, "bytes", bytes_json(piece, len));
       cJSON_AddItemToArray(top, o);
     }
     cJSON_AddItemToArray(content, t);
   }
+  return content;
+}
+
+/* chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]} */
+static cJSON *chat_logprobs(const srv_model_info *mi, const srv_token_logprob *lp, size_t n) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddItemToObject(root, "content", srv_logprobs_json(mi, lp, n, true));
   cJSON_AddNullToObject(root, "refusal");
   return root;
 }

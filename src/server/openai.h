@@ -34,6 +34,11 @@ bool srv_openai_parse(const srv_model_info *mi, srv_kind kind, const char *body,
 char *srv_openai_error_json(const srv_error *e);
 /* The whole response of a finished job (non-streaming). */
 char *srv_openai_response(const srv_model_info *mi, srv_job *j);
+/* Tokens' logprobs as chat's logprobs.content lists them: [{token,
+ * logprob, bytes, top_logprobs: [{token, logprob, bytes}]}] (bytes left
+ * out without `bytes`, as the Responses API's stream events show them). */
+struct cJSON *srv_logprobs_json(const srv_model_info *mi, const srv_token_logprob *lp, size_t n,
+                         bool bytes);
 /* GET /v1/models */
 char *srv_openai_models(const srv_model_info *mi);
 /* POST /tokenize, /detokenize and /apply-template (inspect.c): the

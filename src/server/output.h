@@ -112,8 +112,9 @@ void srv_output_free(srv_output *out);
  * (with `in_reasoning`, the prompt opened it: its text and close marker
  * come first), then one call, or with `parallel` one or more, in the syntax
  * srv_output_parse reads, the arguments following each function's
- * `parameters` schema (server/json_schema.h). NULL with a 400 in *e for a
- * family whose calls no grammar writes (plain, Gemma 4, LFM2), a name not
+ * `parameters` schema (server/json_schema.h; LFM2's and Gemma 4's plain
+ * strings and booleans in their own spelling). NULL with a 400 in *e for a
+ * family whose calls no grammar writes (plain), a name not
  * in tools, a function or parameter name the syntax cannot carry, a schema
  * the grammar cannot follow. */
 char *srv_tool_grammar(const srv_out_style *st, const struct cJSON *tools, const char *only_name,

@@ -477,6 +477,169 @@ static bool xml_params(srv_buf *b, const xml_form *x, int i, const func *f, srv_
   return true;
 }
 
+/* ---- the literal-argument families: key=value calls (LFM2's Python
+ * calls, Gemma 4's key:value objects) ---- */
+
+typedef struct {
+  const char *open, *sep, *close; /* around the calls */
+  const char *pre, *mid, *post;   /* a call: pre NAME mid ARGS post */
+  const char *eq, *comma;         /* KEY eq VALUE, comma between arguments */
+  const char *q_open, *q_close;   /* a plain string's quotes (its text holds no q_close) */
+  const char *t, *f;              /* a plain boolean's spellings */
+  const char *tail;               /* optional after the calls */
+  bool sorted;                    /* arguments in name order (Gemma 4's template sorts them);
+                                     else the required ones first, each in the schema's order */
+} lit_form;
+
+/* LFM2: <|tool_call_start|>[f(a='x', b=1), g()]<|tool_call_end|> */
+static const lit_form L_LFM2 = {.open = "<|tool_call_start|>[",
+                                .sep = ", ",
+                                .close = "]<|tool_call_end|>",
+                                .pre = "",
+                                .mid = "(",
+                                .post = ")",
+                                .eq = "=",
+                                .comma = ", ",
+                                .q_open = "'",
+                                .q_close = "'",
+                                .t = "True",
+                                .f = "False"};
+/* Gemma 4: <|tool_call>call:f{a:<|"|>x<|"|>,b:1}<tool_call|><|tool_response> */
+static const lit_form L_GEMMA = {.open = "",
+                                 .sep = "",
+                                 .close = "",
+                                 .tail = "<|tool_response>", /* the cue for the results */
+                                 .pre = "<|tool_call>call:",
+                                 .mid = "{",
+                                 .post = "}<tool_call|>",
+                                 .eq = ":",
+                                 .comma = ",",
+                                 .q_open = "<|\"|>",
+                                 .q_close = "<|\"|>",
+                                 .t = "true",
+                                 .f = "false",
+                                 .sorted = true};
+
+static const lit_form *lit_form_of(const srv_out_style *st) {
+  return st->format == SRV_OUT_LFM2 ? &L_LFM2 : st->format == SRV_OUT_GEMMA ? &L_GEMMA : NULL;
+}
+
+/* A schema of only `type` (and annotations): the family's own spelling of
+ * its values; anything else is written as JSON (both parse). */
+static const char *plain_type(const cJSON *s) {
+  const cJSON *k;
+  cJSON_ArrayForEach(k, s) {
+    if (strcmp(k->string, "type") && strcmp(k->string, "description") &&
+        strcmp(k->string, "title") && strcmp(k->string, "examples") && strcmp(k->string, "default"))
+      return NULL;
+  }
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+  return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+#define LIT_MAX_PARAMS 64
+
+/* params-f<i> ::= the arguments: every required one, any optional ones,
+ * in the form's order, comma-separated. */
+static bool lit_params(srv_buf *b, const lit_form *L, int i, const func *f, srv_error *e) {
+  const cJSON *props = cJSON_GetObjectItemCaseSensitive(f->params, "properties");
+  srv_buf rules = {0};
+  bool ok = true;
+  if (!cJSON_IsObject(props) || !props->child) { /* any keys, JSON values */
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "f%d-any", i);
+    srv_buf_printf(b, "params-f%d ::= (f%d-kv (", i, i);
+    lit(b, L->comma);
+    srv_buf_printf(b, " f%d-kv)*)?\nf%d-kv ::= [a-zA-Z_] [a-zA-Z0-9_]{0,63} ", i, i);
+    lit(b, L->eq);
+    srv_buf_printf(b, " %s\n", prefix);
+    cJSON *any = cJSON_CreateObject();
+    ok = any ? srv_json_schema_rules(any, prefix, &rules, e)
+             : srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    cJSON_Delete(any);
+  } else {
+    const cJSON *order[LIT_MAX_PARAMS];
+    int n = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, props) {
+      bool name_fits = name_ok(p->string) && !strpbrk(p->string, ".:/");
+      if (!name_fits || n == LIT_MAX_PARAMS) {
+        srv_buf_free(&rules);
+        return srv_fail(e, 400, "invalid_request_error", NULL, "tools",
+                        n == LIT_MAX_PARAMS
+                            ? "%s has more than 64 parameters, more than this model's tool "
+                              "calls are written with"
+                            : "parameter name \"%.64s\" of %s cannot be written in this model's "
+                              "tool calls",
+                        n == LIT_MAX_PARAMS ? f->name : p->string, f->name);
+      }
+      order[n++] = p;
+    }
+    if (L->sorted) {
+      qsort(order, (size_t)n, sizeof order[0], cmp_names);
+    } else { /* required first (stable) */
+      const cJSON *tmp[LIT_MAX_PARAMS];
+      int m = 0;
+      for (int r = 1; r >= 0; r--)
+        for (int k = 0; k < n; k++)
+          if (required(f->params, order[k]->string) == (r == 1)) tmp[m++] = order[k];
+      memcpy(order, tmp, (size_t)n * sizeof order[0]);
+    }
+    /* f<i>-kv<k> ::= KEY eq VALUE */
+    for (int k = 0; ok && k < n; k++) {
+      srv_buf_printf(b, "f%d-kv%d ::=", i, k);
+      lit(b, order[k]->string);
+      put(b, " ");
+      lit(b, L->eq);
+      const char *type = plain_type(order[k]);
+      if (type && !strcmp(type, "string")) {
+        put(b, " ");
+        lit(b, L->q_open);
+        srv_buf_printf(b, " lit-text ");
+        lit(b, L->q_close);
+      } else if (type && !strcmp(type, "boolean")) {
+        put(b, " (");
+        lit(b, L->t);
+        put(b, " | ");
+        lit(b, L->f);
+        put(b, ")");
+      } else {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "f%d-p%d", i, k);
+        srv_buf_printf(b, " %s", prefix);
+        ok = srv_json_schema_rules(order[k], prefix, &rules, e);
+      }
+      put(b, "\n");
+    }
+    /* s<k>: arguments from k on, none written yet; the rest after one:
+     * each (comma kv) required or optional */
+    for (int k = 0; ok && k <= n; k++) {
+      srv_buf_printf(b, "f%d-s%d ::=", i, k);
+      if (k == n) {
+        put(b, " \"\"\n");
+        break;
+      }
+      srv_buf_printf(b, " f%d-kv%d", i, k);
+      for (int j = k + 1; j < n; j++) {
+        put(b, " (");
+        lit(b, L->comma);
+        srv_buf_printf(b, " f%d-kv%d)%s", i, j, required(f->params, order[j]->string) ? "" : "?");
+      }
+      if (!required(f->params, order[k]->string)) srv_buf_printf(b, " | f%d-s%d", i, k + 1);
+      put(b, "\n");
+    }
+    srv_buf_printf(b, "params-f%d ::= f%d-s0\n", i, i);
+  }
+  if (ok && rules.n) srv_buf_append(b, rules.p, rules.n);
+  if (rules.failed) b->failed = true;
+  srv_buf_free(&rules);
+  return ok;
+}
+
 /* ---- reasoning ---- */
 
 /* reasoning ::= a block before the calls: optional, or, when the prompt
@@ -566,7 +729,8 @@ char *srv_tool_grammar(const srv_out_style *st, const cJSON *tools, const char *
                        bool parallel, bool in_reasoning, srv_error *e) {
   const json_form *jf = json_form_of(st);
   const xml_form *xf = jf ? NULL : xml_form_of(st);
-  if (!jf && !xf) {
+  const lit_form *lf = jf || xf ? NULL : lit_form_of(st);
+  if (!jf && !xf && !lf) {
     srv_fail(e, 400, "invalid_request_error", NULL, "tool_choice",
              "this model's tool calls (%s) cannot be forced by a grammar; use tool_choice "
              "\"auto\"",
@@ -585,9 +749,10 @@ char *srv_tool_grammar(const srv_out_style *st, const cJSON *tools, const char *
   }
   g_vocab = st->vocab; /* until the grammar is written */
   srv_buf b = {0};
-  bool single = (jf ? jf->single : xf->single) || !parallel;
-  const char *open = jf ? jf->open : xf->open, *sep = jf ? jf->sep : xf->sep,
-             *close = jf ? jf->close : xf->close;
+  bool single = (jf ? jf->single : xf ? xf->single : false) || !parallel;
+  const char *open = jf ? jf->open : xf ? xf->open : lf->open,
+             *sep = jf ? jf->sep : xf ? xf->sep : lf->sep,
+             *close = jf ? jf->close : xf ? xf->close : lf->close;
   /* a family with a close marker and no open one always reasons first */
   bool must = in_reasoning || (st->think_close[0] && !st->think_open[0]);
   bool reasons = reasoning_rule(&b, st, must);
@@ -614,8 +779,14 @@ char *srv_tool_grammar(const srv_out_style *st, const cJSON *tools, const char *
     item(&b, close);
     put(&b, " ws");
   }
+  if (lf && lf->tail) {
+    put(&b, " (");
+    lit(&b, lf->tail);
+    put(&b, " ws)?");
+  }
   put(&b, "\nws ::= [ \\t\\n]{0,8}\n");
   if (xf) put(&b, "xml-text ::= ([^<] | \"<\" [^/])*\n");
+  if (lf) rule_without(&b, "lit-text", lf->q_close);
   put(&b, "call ::=");
   for (int i = 0; i < nf; i++) srv_buf_printf(&b, "%s call-f%d", i ? " |" : "", i);
   put(&b, "\n");
@@ -623,11 +794,11 @@ char *srv_tool_grammar(const srv_out_style *st, const cJSON *tools, const char *
   for (int i = 0; ok && i < nf; i++) {
     const func *f = &fs[i];
     srv_buf_printf(&b, "call-f%d ::=", i);
-    item(&b, jf ? jf->pre : xf->pre);
+    item(&b, jf ? jf->pre : xf ? xf->pre : lf->pre);
     if (jf && jf->id_rule) srv_buf_printf(&b, " %s", jf->id_rule);
     item(&b, f->name);
     if (jf && jf->name_rule) srv_buf_printf(&b, " %s", jf->name_rule);
-    item(&b, jf ? jf->mid : xf->mid);
+    item(&b, jf ? jf->mid : xf ? xf->mid : lf->mid);
     if (xf && st->format == SRV_OUT_ATEM) { /* the invoke repeats the name */
       item(&b, f->name);
       item(&b, "\">");
@@ -637,9 +808,9 @@ char *srv_tool_grammar(const srv_out_style *st, const cJSON *tools, const char *
     if (jf && jf->post_rule)
       srv_buf_printf(&b, " %s", jf->post_rule);
     else
-      item(&b, jf ? jf->post : xf->post);
+      item(&b, jf ? jf->post : xf ? xf->post : lf->post);
     put(&b, "\n");
-    ok = jf ? args_rule(&b, i, f, e) : xml_params(&b, xf, i, f, e);
+    ok = jf ? args_rule(&b, i, f, e) : xf ? xml_params(&b, xf, i, f, e) : lit_params(&b, lf, i, f, e);
   }
   free(fs);
   g_vocab = NULL;

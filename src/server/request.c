@@ -301,3 +301,31 @@ bool srv_request_speculative(const cJSON *spec, const char *param, srv_request *
   }
   return true;
 }
+
+bool srv_request_think_budget(const srv_model_info *mi, int32_t budget, srv_request *r,
+                              srv_error *e) {
+  const srv_out_style *st = &mi->style;
+  const char *open = st->think_open, *close = st->think_close, *force = close;
+  if (st->format == SRV_OUT_GPT_OSS) {
+    open = "<|channel|>analysis<|message|>";
+    close = "<|end|>";
+    force = "<|end|><|start|>assistant<|channel|>final<|message|>";
+  }
+  if (!close[0]) return true;
+  int32_t *ids = NULL;
+  size_t n = 0;
+  if (pasada_tokenize(mi->tok, force, strlen(force), false, true, &ids, &n) != PASADA_OK || !n ||
+      n > sizeof r->think_force / sizeof r->think_force[0]) {
+    pasada_text_free(ids);
+    return srv_fail(e, 500, "server_error", NULL, NULL,
+                    "the model's end-of-reasoning marker %s does not tokenize", force);
+  }
+  memcpy(r->think_force, ids, n * sizeof *ids);
+  r->n_think_force = (int)n;
+  pasada_text_free(ids);
+  snprintf(r->think_open, sizeof r->think_open, "%s", open);
+  snprintf(r->think_close, sizeof r->think_close, "%s", close);
+  r->think_limit = true;
+  r->think_budget = budget;
+  return true;
+}

@@ -48,6 +48,15 @@ bool srv_request_logit_bias(const srv_model_info *mi, const cJSON *bias, const c
  * 400 on param. Sets r->spec_mode and r->spec_draft_max. */
 bool srv_request_speculative(const cJSON *spec, const char *param, srv_request *r, srv_error *e);
 
+/* A reasoning budget of `budget` tokens (0: no reasoning) on r, with the
+ * model family's markers (the reasoning block's open and close markers;
+ * gpt-oss: the analysis channel, closed by <|end|> and followed by the final
+ * channel). A family without reasoning markers reasons in no block the
+ * server knows: nothing to limit. False (a 500) only when the close marker
+ * does not tokenize. */
+bool srv_request_think_budget(const srv_model_info *mi, int32_t budget, srv_request *r,
+                              srv_error *e);
+
 /* Makes the job's sampler from r: its parameters, logit biases and the
  * compiled grammar (a reference to the grammar cache's: give it back with
  * srv_grammar_put after freeing the sampler). A grammar that does not

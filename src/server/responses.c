@@ -300,7 +300,8 @@ static const char *const refused[] = {"background", "conversation", "prompt"};
 
 /* `include` values: those naming items of the built-in tools and input
  * images can match nothing (such tools and inputs are refused), so they
- * are accepted; the two that would change the output are refused. */
+ * are accepted; message.output_text.logprobs is honoured; encrypted
+ * reasoning is refused. */
 static const char *const include_inert[] = {"file_search_call.results",
                                             "web_search_call.results",
                                             "web_search_call.action.sources",
@@ -310,7 +311,7 @@ static const char *const include_inert[] = {"file_search_call.results",
 
 /* The request fields besides sampling, input and tools: each honoured
  * (they change nothing pasada does), or refused naming it. */
-static bool parse_other_fields(const cJSON *root, srv_error *e) {
+static bool parse_other_fields(const cJSON *root, srv_request *r, srv_error *e) {
   const cJSON *inc = srv_json_field(root, "include");
   if (inc && !cJSON_IsNull(inc)) {
     if (!cJSON_IsArray(inc)) return BAD(e, "include", "'include' must be an array of strings");
@@ -320,10 +321,10 @@ static bool parse_other_fields(const cJSON *root, srv_error *e) {
       for (size_t i = 0; i < sizeof include_inert / sizeof include_inert[0]; i++)
         inert |= strcmp(v->valuestring, include_inert[i]) == 0;
       if (inert) continue;
-      if (strcmp(v->valuestring, "message.output_text.logprobs") == 0)
-        return BAD(e, "include",
-                   "'include': 'message.output_text.logprobs' is not supported by the Responses "
-                   "API here (use /v1/chat/completions with logprobs)");
+      if (strcmp(v->valuestring, "message.output_text.logprobs") == 0) {
+        r->logprobs = true;
+        continue;
+      }
       if (strcmp(v->valuestring, "reasoning.encrypted_content") == 0)
         return BAD(e, "include",
                    "'include': 'reasoning.encrypted_content' is not supported (reasoning is "
@@ -335,10 +336,9 @@ static bool parse_other_fields(const cJSON *root, srv_error *e) {
   if (!srv_json_int(root, "top_logprobs", 0, 20, &top, e) ||
       !srv_json_int(root, "max_tool_calls", 1, 1e9, &max_calls, e))
     return false;
-  if (top > 0)
-    return BAD(e, "top_logprobs",
-               "'top_logprobs' needs logprobs, which the Responses API here does not return "
-               "(use /v1/chat/completions)");
+  /* top_logprobs above 0 asks for logprobs as the include value does */
+  r->top_logprobs = (int)top;
+  if (top > 0) r->logprobs = true;
   const cJSON *trunc = srv_json_field(root, "truncation");
   if (trunc && !cJSON_IsNull(trunc) &&
       !(cJSON_IsString(trunc) && strcmp(trunc->valuestring, "disabled") == 0))
@@ -391,7 +391,7 @@ static bool parse_sampling(const cJSON *root, srv_request *r, int64_t *max_token
   }
   const cJSON *meta = srv_json_field(root, "metadata");
   if (meta && !cJSON_IsObject(meta)) return BAD(e, "metadata", "'metadata' must be an object");
-  return parse_other_fields(root, e) &&
+  return parse_other_fields(root, r, e) &&
          srv_request_speculative(srv_json_field(root, "speculative"), "speculative", r, e);
 }
 
@@ -444,7 +444,7 @@ static cJSON *echo_fields(const cJSON *root, const srv_request *r, int64_t max_t
     cJSON_AddNullToObject(re, "summary");
   cJSON_AddBoolToObject(o, "store", store);
   cJSON_AddStringToObject(o, "truncation", "disabled");
-  cJSON_AddNumberToObject(o, "top_logprobs", 0);
+  cJSON_AddNumberToObject(o, "top_logprobs", r->top_logprobs);
   cJSON_AddStringToObject(o, "service_tier", "default");
   cJSON_AddFalseToObject(o, "background");
   return o;

@@ -44,7 +44,8 @@ typedef struct {
   bool store;
   int max_calls; /* 1: parallel_tool_calls false */
   srv_turn turn;
-  int seq; /* the next event's sequence_number */
+  int seq;        /* the next event's sequence_number */
+  size_t lp_sent; /* the tokens whose logprobs went out in output_text.delta events */
   bool started, ended;
 } srv_resp;
 

@@ -19,13 +19,45 @@ static void item_id(const srv_job *j, const srv_part *p, int k, char *out, size_
   snprintf(out, size, "%s_%s%02d", prefix[p->kind], base, k);
 }
 
-static cJSON *text_part(const char *s, size_t n, bool reasoning) {
+/* The generated tokens' logprobs (a copy), when the request asked for
+ * them: every token of the output, as /v1/chat/completions lists them. */
+typedef struct {
+  const srv_model_info *mi;
+  srv_token_logprob *v;
+  size_t n;
+} lp_list;
+
+static void job_lps(const srv_model_info *mi, srv_job *j, lp_list *l) {
+  *l = (lp_list){.mi = mi};
+  if (!j->req.logprobs) return;
+  pthread_mutex_lock(&j->mu);
+  if (j->n_lp && (l->v = malloc(j->n_lp * sizeof *l->v))) {
+    memcpy(l->v, j->lp, j->n_lp * sizeof *l->v);
+    l->n = j->n_lp;
+  }
+  pthread_mutex_unlock(&j->mu);
+}
+
+/* tokens [from, l->n) as an event's or a part's logprobs array */
+static cJSON *lp_json(const lp_list *l, size_t from, bool bytes) {
+  if (!l || !l->v || from >= l->n) return cJSON_CreateArray();
+  return srv_logprobs_json(l->mi, l->v + from, l->n - from, bytes);
+}
+
+/* The message's first text part carries the logprobs (l: NULL for the others). */
+static int first_text(const srv_turn *t) {
+  for (int k = 0; t && k < t->n_parts; k++)
+    if (t->parts[k].kind == SRV_PART_TEXT) return k;
+  return -1;
+}
+
+static cJSON *text_part(const char *s, size_t n, bool reasoning, const lp_list *l) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "type", reasoning ? "reasoning_text" : "output_text");
   cJSON_AddItemToObject(o, "text", srv_json_text(s, n));
   if (!reasoning) {
     cJSON_AddArrayToObject(o, "annotations");
-    cJSON_AddArrayToObject(o, "logprobs");
+    cJSON_AddItemToObject(o, "logprobs", lp_json(l, 0, true));
   }
   return o;
 }
@@ -33,7 +65,7 @@ static cJSON *text_part(const char *s, size_t n, bool reasoning) {
 /* An output item; whole: with its text and final status, else as
  * output_item.added shows it. */
 static cJSON *item_json(const srv_job *j, const srv_part *p, int k, bool whole,
-                        const char *status) {
+                        const char *status, const lp_list *l) {
   char id[96];
   item_id(j, p, k, id, sizeof id);
   cJSON *o = cJSON_CreateObject();
@@ -44,13 +76,13 @@ static cJSON *item_json(const srv_job *j, const srv_part *p, int k, bool whole,
     cJSON_AddStringToObject(o, "status", status);
     cJSON_AddStringToObject(o, "role", "assistant");
     cJSON *c = cJSON_AddArrayToObject(o, "content");
-    if (whole) cJSON_AddItemToArray(c, text_part(p->text.p, p->text.n, false));
+    if (whole) cJSON_AddItemToArray(c, text_part(p->text.p, p->text.n, false, l));
   } else if (p->kind == SRV_PART_REASONING) {
     cJSON_AddStringToObject(o, "type", "reasoning");
     cJSON_AddStringToObject(o, "status", status);
     cJSON_AddArrayToObject(o, "summary");
     cJSON *c = cJSON_AddArrayToObject(o, "content");
-    if (whole) cJSON_AddItemToArray(c, text_part(p->text.p, p->text.n, true));
+    if (whole) cJSON_AddItemToArray(c, text_part(p->text.p, p->text.n, true, NULL));
   } else {
     cJSON_AddStringToObject(o, "type", "function_call");
     cJSON_AddStringToObject(o, "status", status);
@@ -96,8 +128,12 @@ static cJSON *response_json(const srv_model_info *mi, srv_job *j, const srv_resp
   cJSON_AddStringToObject(o, "model", j->req.model);
   cJSON *out = cJSON_AddArrayToObject(o, "output");
   /* items are whole when listed; a cut response says so in its status */
+  lp_list l = {0};
+  if (t && done) job_lps(mi, j, &l);
+  const int ft = first_text(t);
   for (int k = 0; t && done && k < t->n_parts; k++)
-    cJSON_AddItemToArray(out, item_json(j, &t->parts[k], k, true, "completed"));
+    cJSON_AddItemToArray(out, item_json(j, &t->parts[k], k, true, "completed", k == ft ? &l : NULL));
+  free(l.v);
   for (const cJSON *f = rs->echo ? rs->echo->child : NULL; f; f = f->next)
     cJSON_AddItemToObject(o, f->string, cJSON_Duplicate(f, true));
   if (!done) {
@@ -186,6 +222,7 @@ typedef struct {
   srv_buf *out;
   srv_resp *rs;
   const srv_job *j;
+  lp_list lps; /* the tokens so far; rs->lp_sent of them went out in deltas */
 } sink_ctx;
 
 static void event(sink_ctx *c, const char *type, cJSON *ev) {
@@ -218,11 +255,11 @@ static void on_open(void *u, const srv_turn *t, int k) {
   const srv_part *p = &t->parts[k];
   cJSON *ev = cJSON_CreateObject();
   cJSON_AddNumberToObject(ev, "output_index", k);
-  cJSON_AddItemToObject(ev, "item", item_json(c->j, p, k, false, NULL));
+  cJSON_AddItemToObject(ev, "item", item_json(c->j, p, k, false, NULL, NULL));
   event(c, "response.output_item.added", ev);
   if (p->kind == SRV_PART_CALL) return;
   ev = part_event(c, t, k, true);
-  cJSON_AddItemToObject(ev, "part", text_part("", 0, p->kind == SRV_PART_REASONING));
+  cJSON_AddItemToObject(ev, "part", text_part("", 0, p->kind == SRV_PART_REASONING, NULL));
   event(c, "response.content_part.added", ev);
 }
 
@@ -231,7 +268,12 @@ static void on_delta(void *u, const srv_turn *t, int k, const char *s, size_t n)
   srv_part_kind kind = t->parts[k].kind;
   cJSON *ev = part_event(c, t, k, kind != SRV_PART_CALL);
   cJSON_AddItemToObject(ev, "delta", srv_json_text(s, n));
-  if (kind == SRV_PART_TEXT) cJSON_AddArrayToObject(ev, "logprobs");
+  if (kind == SRV_PART_TEXT) {
+    /* the tokens generated since the last text delta */
+    const bool first = k == first_text(t);
+    cJSON_AddItemToObject(ev, "logprobs", lp_json(first ? &c->lps : NULL, c->rs->lp_sent, false));
+    if (first && c->lps.n > c->rs->lp_sent) c->rs->lp_sent = c->lps.n;
+  }
   event(c,
         kind == SRV_PART_TEXT        ? "response.output_text.delta"
         : kind == SRV_PART_REASONING ? "response.reasoning_text.delta"
@@ -249,17 +291,20 @@ static void on_close(void *u, const srv_turn *t, int k) {
     event(c, "response.function_call_arguments.done", ev);
   } else {
     bool r = p->kind == SRV_PART_REASONING;
+    const lp_list *l = k == first_text(t) ? &c->lps : NULL;
     cJSON *ev = part_event(c, t, k, true);
     cJSON_AddItemToObject(ev, "text", srv_json_text(p->text.p, p->text.n));
-    if (!r) cJSON_AddArrayToObject(ev, "logprobs");
+    if (!r) cJSON_AddItemToObject(ev, "logprobs", lp_json(l, 0, false));
     event(c, r ? "response.reasoning_text.done" : "response.output_text.done", ev);
     ev = part_event(c, t, k, true);
-    cJSON_AddItemToObject(ev, "part", text_part(p->text.p, p->text.n, r));
+    cJSON_AddItemToObject(ev, "part", text_part(p->text.p, p->text.n, r, l));
     event(c, "response.content_part.done", ev);
   }
   cJSON *ev = cJSON_CreateObject();
   cJSON_AddNumberToObject(ev, "output_index", k);
-  cJSON_AddItemToObject(ev, "item", item_json(c->j, p, k, true, "completed"));
+  cJSON_AddItemToObject(ev, "item",
+                        item_json(c->j, p, k, true, "completed",
+                                  k == first_text(t) ? &c->lps : NULL));
   event(c, "response.output_item.done", ev);
 }
 
@@ -279,7 +324,12 @@ bool srv_responses_stream_next(const srv_model_info *mi, srv_job *j, srv_resp *r
   size_t n;
   srv_finish f;
   srv_error err;
+  job_lps(mi, j, &c.lps); /* before the text: no token listed before its text */
   char *text = srv_job_text(j, &n, &f, &err);
+  if (!text || f == SRV_FINISH_ERROR) {
+    free(c.lps.v);
+    c.lps.v = NULL;
+  }
   if (!text) {
     out->failed = true;
     return true;
@@ -310,7 +360,12 @@ bool srv_responses_stream_next(const srv_model_info *mi, srv_job *j, srv_resp *r
   }
   const srv_turn_sink sink = {on_open, on_delta, on_close};
   bool final = f != SRV_PENDING;
+  if (final) { /* nothing is emitted after the finish: all the tokens */
+    free(c.lps.v);
+    job_lps(mi, j, &c.lps);
+  }
   if (!srv_turn_update(&rs->turn, mi, j, text, n, final, &sink, &c)) out->failed = true;
+  free(c.lps.v);
   free(text);
   if (!final) return false;
   const char *status = final_status(f);

@@ -16,7 +16,12 @@
  * all rows with logits; its sampling verifies them (pa_spec_verify), the
  * accepted tokens and the one after them are delivered in order, and the
  * sequence's cache is truncated past what was kept. Requests that ask for
- * logprobs decode without drafts. */
+ * logprobs or limit their reasoning decode without drafts.
+ *
+ * A reasoning budget (req.think_limit): the tokens generated inside the
+ * family's reasoning block are counted; at the budget, the next steps write
+ * the close marker's tokens instead of sampling (the sampler and its
+ * grammar accept them as drawn), then the model answers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,10 +295,18 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   j->seq = i;
   j->n_fed = cached;
   j->next_token = -1;
-  /* speculation: the request's choice or the server's; none with logprobs */
+  /* speculation: the request's choice or the server's; none with logprobs
+   * or a reasoning budget */
   int mode = j->req.spec_mode > 0 ? j->req.spec_mode - 1 : s->spec_default;
-  if (j->req.logprobs || j->req.kind == SRV_EMBEDDING || (mode == PA_SPEC_DRAFT && !s->draft))
+  if (j->req.logprobs || j->req.think_limit || j->req.kind == SRV_EMBEDDING ||
+      (mode == PA_SPEC_DRAFT && !s->draft))
     mode = PA_SPEC_OFF;
+  /* the reasoning block is open from the start when the prompt opened it
+   * or the family has no open marker */
+  j->think_state = j->req.in_reasoning || !j->req.think_open[0] ? 1 : 0;
+  j->think_used = 0;
+  j->think_forced = j->req.think_limit && j->think_state == 1 && j->req.think_budget == 0 ? 0 : -1;
+  j->n_think_tail = 0;
   s->sp[i].mode = (int8_t)mode;
   s->sp[i].max = j->req.spec_draft_max > 0  ? j->req.spec_draft_max
                  : s->draft_max_default > 0 ? s->draft_max_default
@@ -411,12 +424,59 @@ static void sample_one(void *arg, int32_t k) {
     d->token = s->sp[i].out[0];
     return;
   }
-  if (!logits || pasada_sampler_sample(j->sampler, logits, s->n_vocab, &d->token) != PASADA_OK) {
+  if (j->think_forced >= 0 && j->think_forced < j->req.n_think_force) { /* the budget is spent */
+    d->token = j->req.think_force[j->think_forced++];
+  } else if (!logits ||
+             pasada_sampler_sample(j->sampler, logits, s->n_vocab, &d->token) != PASADA_OK) {
     snprintf(d->err, sizeof d->err, "%s", logits ? pasada_last_error() : "no logits");
     return;
   }
   pasada_sampler_accept(j->sampler, d->token);
-  if (j->req.logprobs) compute_logprobs(logits, s->n_vocab, d->token, j->req.top_logprobs, &d->lp);
+  if (j->req.logprobs && logits)
+    compute_logprobs(logits, s->n_vocab, d->token, j->req.top_logprobs, &d->lp);
+}
+
+/* Whether s[0..n) holds m. */
+static bool holds(const char *s, size_t n, const char *m) {
+  const size_t k = strlen(m);
+  for (size_t i = 0; k && i + k <= n; i++)
+    if (memcmp(s + i, m, k) == 0) return true;
+  return false;
+}
+
+/* The reasoning budget's count after a token whose text is piece[0..n). */
+static void think_track(srv_job *j, const char *piece, size_t n) {
+  if (!j->req.think_limit || j->think_state == 2) return;
+  const srv_request *r = &j->req;
+  if (j->think_forced >= r->n_think_force) { /* the close marker is written */
+    j->think_state = 2;
+    return;
+  }
+  /* the last bytes of the output, enough to hold either marker */
+  char *t = j->think_tail;
+  const size_t cap = sizeof j->think_tail;
+  if (n >= cap) {
+    memcpy(t, piece + n - cap, cap);
+    j->n_think_tail = (uint8_t)cap;
+  } else {
+    size_t keep = j->n_think_tail + n > cap ? cap - n : j->n_think_tail;
+    memmove(t, t + j->n_think_tail - keep, keep);
+    memcpy(t + keep, piece, n);
+    j->n_think_tail = (uint8_t)(keep + n);
+  }
+  if (j->think_state == 0) {
+    if (!holds(t, j->n_think_tail, r->think_open)) return;
+    j->think_state = 1; /* tokens after this one count */
+    j->n_think_tail = 0;
+    j->think_used = 0;
+  } else {
+    if (j->think_forced < 0 && holds(t, j->n_think_tail, r->think_close)) {
+      j->think_state = 2; /* the model closed it within the budget */
+      return;
+    }
+    if (j->think_forced < 0) j->think_used++;
+  }
+  if (j->think_forced < 0 && j->think_used >= r->think_budget) j->think_forced = 0;
 }
 
 /* Delivers slot i's drawn token (d): its text, stop strings, the end. */
@@ -445,6 +505,7 @@ static void on_sampled(srv_sched *s, int i, const srv_sampled *d) {
   }
   char piece[PASADA_DETOK_PIECE_MAX];
   size_t n = pasada_detok_push(j->detok, tok, piece, sizeof piece);
+  think_track(j, piece, n);
   srv_buf b = {.p = j->held, .n = j->n_held, .cap = j->cap_held};
   srv_buf_append(&b, piece, n);
   j->held = b.p, j->n_held = b.n, j->cap_held = b.cap;

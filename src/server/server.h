@@ -113,6 +113,17 @@ typedef struct {
    * server's default, else 1 + the pa_spec_mode; draft_max 0: the server's */
   int spec_mode;
   int32_t spec_draft_max;
+  /* A reasoning budget (Anthropic's thinking.budget_tokens; 0 for thinking
+   * disabled): once think_budget tokens were generated inside the family's
+   * reasoning block (from think_open, or from the start when the prompt
+   * opened it or the family has no open marker) and think_close has not
+   * come, the scheduler writes the tokens think_force, then lets the model
+   * answer. */
+  bool think_limit;
+  int32_t think_budget;
+  char think_open[40], think_close[40];
+  int32_t think_force[24];
+  int n_think_force;
 } srv_request;
 
 typedef enum {
@@ -195,6 +206,14 @@ typedef struct srv_job {
   char *held;           /* text held back: it may be the start of a stop string */
   size_t n_held, cap_held;
   double t_last; /* the previous token's time (inter-token latency) */
+  /* the reasoning budget (req.think_limit): 0 before the reasoning block,
+   * 1 inside it, 2 after it; tokens generated inside; think_forced: the
+   * next of req.think_force to write (-1: not forcing); the text's last
+   * bytes, where the markers are looked for */
+  int8_t think_state;
+  int32_t think_used, think_forced;
+  char think_tail[80];
+  uint8_t n_think_tail;
 } srv_job;
 
 /* job.c */

@@ -287,15 +287,59 @@ def test_thinking_blocks(pasada_bin, smollm2):
     try:
         c = anthropic_client(s)
         kw = dict(model="m", max_tokens=10, **T0, messages=user("Hi"),
-                  thinking={"type": "enabled", "budget_tokens": 1024})
+                  thinking={"type": "adaptive"})
         m = c.messages.create(**kw)
         assert m.content[0].type == "thinking" and m.content[0].thinking, m
         with c.messages.stream(**kw) as st:
             final = st.get_final_message()
         assert final.content[0].thinking == m.content[0].thinking
-        kw["thinking"] = {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}
+        kw["thinking"] = {"type": "adaptive", "display": "omitted"}
         hidden = c.messages.create(**kw)
         assert hidden.content[0].type == "thinking" and hidden.content[0].thinking == ""
+        # disabled: a model that reasons whatever its template says (the prompt
+        # opened <think>) has its block closed at once: no thinking, an answer
+        kw["thinking"] = {"type": "disabled"}
+        off = c.messages.create(**kw)
+        assert [b.type for b in off.content] == ["text"] and off.content[0].text, off
+        assert off.usage.output_tokens == 10
+        with c.messages.stream(**kw) as st:
+            assert st.get_final_message().content[0].text == off.content[0].text
+    finally:
+        assert s.stop() == 0, s.stderr
+
+
+def test_thinking_budget_enforced(pasada_bin):
+    """thinking.budget_tokens is enforced: the tiny random qwen3 model never
+    closes the <think> the R1 template opens; after the budget the server
+    writes </think> and the model answers (a text block), streamed or not.
+    The thinking is then a prefix of the unlimited one, longer for a
+    larger budget."""
+    s = Server(pasada_bin, ROOT / "tests" / "fixtures" / "tiny" / "qwen3.gguf", "--ctx", 2048,
+               "--chat-template-file", need(R1))
+    try:
+        c = anthropic_client(s)
+
+        def ask(thinking, stream=False):
+            kw = dict(model="m", max_tokens=1100, **T0, messages=user("Hi"), thinking=thinking)
+            if not stream:
+                return c.messages.create(**kw)
+            with c.messages.stream(**kw) as st:
+                return st.get_final_message()
+
+        free = ask({"type": "adaptive"})
+        assert [b.type for b in free.content] == ["thinking"]  # it never stops thinking
+        small = ask({"type": "enabled", "budget_tokens": 1024})
+        assert [b.type for b in small.content] == ["thinking", "text"], small.content
+        assert small.content[1].text and small.usage.output_tokens == 1100
+        streamed = ask({"type": "enabled", "budget_tokens": 1024}, stream=True)
+        assert [(b.type, getattr(b, "thinking", None), getattr(b, "text", None))
+                for b in streamed.content] == [
+            (b.type, getattr(b, "thinking", None), getattr(b, "text", None)) for b in small.content]
+        large = ask({"type": "enabled", "budget_tokens": 1050})
+        assert [b.type for b in large.content] == ["thinking", "text"]
+        a, b, f = (m.content[0].thinking for m in (small, large, free))
+        assert len(a) < len(b) < len(f)
+        assert f.startswith(a[:-3]) and f.startswith(b[:-3])  # (a cut may split a character)
     finally:
         assert s.stop() == 0, s.stderr
 
@@ -359,19 +403,30 @@ def test_errors(server, client):
         client.messages.create(model="m", max_tokens=4, messages=user("hi"),
                                thinking={"type": "sometimes"})
     error_of(e, 400)
+    # Anthropic's bounds on the budget: at least 1024, below max_tokens
+    for max_tokens, budget, param in [(2000, 1023, "budget_tokens"), (1024, 1024, "max_tokens"),
+                                      (100, 1500, "max_tokens")]:
+        with pytest.raises(anthropic.BadRequestError) as e:
+            client.messages.create(model="m", max_tokens=max_tokens, messages=user("hi"),
+                                   thinking={"type": "enabled", "budget_tokens": budget})
+        assert param in error_of(e, 400)["message"]
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.count_tokens(model="m", messages=[])
     error_of(e, 400)
     # server-side features a local server lacks: refused, named
     for field, value in [("container", "c1"), ("mcp_servers", [{"type": "url", "url": "http://x",
                                                                   "name": "x"}]),
-                         ("context_management", {"edits": []}), ("service_tier", "premium")]:
+                         ("context_management", {"edits": []}), ("service_tier", "premium"),
+                         ("diagnostics", {"previous_message_id": "msg_1"}), ("speed", "warp"),
+                         ("cache_control", "x"), ("inference_geo", 3)]:
         with pytest.raises(anthropic.BadRequestError) as e:
             client.messages.create(model="m", max_tokens=2, messages=user("hi"),
                                    extra_body={field: value})
         assert field in error_of(e, 400)["message"]
     assert client.messages.create(model="m", max_tokens=2, messages=user("hi"),
-                                  service_tier="standard_only", extra_body={"mcp_servers": []}).content
+                                  service_tier="standard_only", extra_body={
+                                      "mcp_servers": [], "speed": "standard", "inference_geo": "us",
+                                      "cache_control": {"type": "ephemeral"}}).content
     r = requests.post(server.url + "/v1/messages", data=b"{not json", timeout=10)
     assert r.status_code == 400 and r.json()["type"] == "error"
     r = requests.get(server.url + "/v1/messages", timeout=10)

@@ -281,6 +281,13 @@ def test_logit_bias(plain):
     ({"logit_bias": {"1": 500}}, "logit_bias"),
     ({"audio": {"voice": "x"}}, "audio"),
     ({"modalities": ["text", "audio"]}, "modalities"),
+    ({"store": True}, "store"),
+    ({"moderation": {"model": "m"}}, "moderation"),
+    ({"verbosity": "low"}, "verbosity"),
+    ({"service_tier": "cheap"}, "service_tier"),
+    ({"prompt_cache_retention": "1y"}, "prompt_cache_retention"),
+    ({"user": 7}, "user"),
+    ({"metadata": "x"}, "metadata"),
     ({"grammar": "root ::= undefined-rule"}, "grammar"),
     ({"messages": [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]},
      "messages[0].tool_call_id"),
@@ -291,6 +298,17 @@ def test_refused_fields(hermes, body, param):
     full = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **body}
     err = assert_error(raw_post(hermes, "/v1/chat/completions", json.dumps(full)), 400, param)
     assert err["message"]
+
+
+def test_accepted_fields(hermes):
+    """Fields about the caller and the provider's caching change nothing a
+    local server does: accepted (their types checked)."""
+    full = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "store": False,
+            "user": "u1", "safety_identifier": "s1", "prompt_cache_key": "k",
+            "prompt_cache_retention": "24h", "metadata": {"a": "b"}, "service_tier": "auto",
+            "verbosity": "medium"}
+    r = raw_post(hermes, "/v1/chat/completions", json.dumps(full))
+    assert r.status_code == 200, r.text
 
 
 def test_tools_on_a_template_without_tool_syntax(plain):

@@ -310,6 +310,50 @@ def test_accepted_fields_echoed(client):
     assert list(stream)[-1].type in ("response.completed", "response.incomplete")
 
 
+def test_logprobs(client):
+    """include message.output_text.logprobs with top_logprobs: the output_text
+    part lists each generated token (its text, bytes, logprob and the top
+    alternatives, most likely first) as chat's logprobs.content does for the
+    same greedy request; streamed, the text deltas carry the same tokens
+    (without bytes, as the API's delta events show them)."""
+    kw = dict(model="m", input=Q, max_output_tokens=8, temperature=0,
+              include=["message.output_text.logprobs"], top_logprobs=3)
+    r = client.responses.create(**kw)
+    assert r.top_logprobs == 3
+    part = r.output[0].content[0]
+    lps = part.logprobs
+    assert lps and "".join(t.token for t in lps).strip() == part.text.strip()
+    for t in lps:
+        assert bytes(t.bytes) == t.token.encode() and t.logprob <= 0
+        assert len(t.top_logprobs) == 3
+        tops = [x.logprob for x in t.top_logprobs]
+        assert tops == sorted(tops, reverse=True)
+        assert t.top_logprobs[0].token == t.token  # greedy: the drawn token is the likeliest
+        assert abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6
+    c = client.chat.completions.create(model="m", messages=[{"role": "user", "content": Q}],
+                                       max_tokens=8, temperature=0, logprobs=True, top_logprobs=3)
+    ref = c.choices[0].logprobs.content
+    assert [t.token for t in lps] == [t.token for t in ref]
+    assert all(abs(a.logprob - b.logprob) < 1e-4 for a, b in zip(lps, ref))
+    # top_logprobs alone asks for them too; the default lists none
+    only_top = client.responses.create(model="m", input=Q, max_output_tokens=3, temperature=0,
+                                       top_logprobs=1)
+    assert [len(t.top_logprobs) for t in only_top.output[0].content[0].logprobs] == [1, 1, 1]
+    plain = client.responses.create(model="m", input=Q, max_output_tokens=3, temperature=0)
+    assert plain.output[0].content[0].logprobs == [] and plain.top_logprobs == 0
+    # streamed
+    events = list(client.responses.create(**kw, stream=True))
+    deltas = [e for e in events if e.type == "response.output_text.delta"]
+    streamed = [t for d in deltas for t in d.logprobs]
+    assert [t.token for t in streamed] == [t.token for t in lps]
+    assert all(abs(a.logprob - b.logprob) < 1e-6 and len(a.top_logprobs) == 3
+               for a, b in zip(streamed, lps))
+    done = next(e for e in events if e.type == "response.output_text.done")
+    assert [t.token for t in done.logprobs] == [t.token for t in lps]
+    final = events[-1].response.output[0].content[0]
+    assert [t.token for t in final.logprobs] == [t.token for t in lps]
+
+
 def test_errors(server, client):
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model="m", input="hi", tools=[{"type": "web_search"}])
@@ -328,10 +372,9 @@ def test_errors(server, client):
         client.responses.create(model="m", input="hi", background=True)
     assert e.value.body["param"] == "background"
     # fields that would change the output and are not offered: refused, named
-    for field, value in [("include", ["message.output_text.logprobs"]),
-                         ("include", ["reasoning.encrypted_content"]),
+    for field, value in [("include", ["reasoning.encrypted_content"]),
                          ("include", ["no.such.item"]), ("include", "x"),
-                         ("top_logprobs", 3), ("top_logprobs", 21), ("truncation", "auto"),
+                         ("top_logprobs", -1), ("top_logprobs", 21), ("truncation", "auto"),
                          ("service_tier", "cheap"), ("max_tool_calls", 0),
                          ("prompt_cache_key", 7), ("stream_options", {"x": 1})]:
         r = raw_post(server, "/v1/responses", json.dumps({"model": "m", "input": "hi", field: value}))

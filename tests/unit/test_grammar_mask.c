@@ -378,11 +378,86 @@ static void test_token_refs(const pasada_tokenizer *tok) {
   expect_grammar_error(tok, "root ::= <[99999999]>\n", "outside the vocabulary");
   expect_grammar_error(tok, "root ::= <[1x]>\n", "takes a token id");
   expect_grammar_error(tok, "root ::= <s\n", "unterminated token reference");
-  expect_grammar_error(tok, "root ::= !<s>\n", "not supported");
   pa_gast ast;
   CHECK(pa_gbnf_parse("root ::= <s>\n", 12, &ast) == PASADA_ERR_ARG &&
             strstr(pasada_last_error(), "need a model's vocabulary"),
         "without a vocabulary a token reference is an error");
+}
+
+/* Negated token references (!<[id]>, !<text>): one whole token other than
+ * the named one, end-of-generation tokens excepted; a multi-byte token is
+ * taken whole; two negations of different ids allow any token; the
+ * llama.cpp idiom (!<[x]>)* <[x]> runs to the token x. */
+static void test_negated_refs(const pasada_tokenizer *tok) {
+  const int32_t nv = pasada_tokenizer_n_vocab(tok), byte = 4, eog = 2;
+  int32_t ids[8];
+  pa_gmatcher *m = NULL;
+  /* a word token of several bytes, none of them 'b' first */
+  int32_t word = -1;
+  char piece[64];
+  for (int32_t id = 260; id < nv && word < 0; id++) {
+    size_t n = pasada_token_to_piece(tok, id, false, piece, sizeof piece);
+    if (n >= 3 && n < sizeof piece && piece[0] != 'b') word = id;
+  }
+  CHECK(word >= 0, "the synthetic vocabulary has a word of 3+ bytes");
+  pasada_grammar *g = compile(tok, "root ::= \"a\" !<[3]> \"b\"\n");
+  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+    CHECK(allowed_ids(m, nv, ids, 8) >= 1 && pa_gmatcher_allows(m, byte + 'a') &&
+              !pa_gmatcher_allows(m, 3),
+          "first: 'a' only");
+    CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK, "accept 'a'");
+    const int32_t n = allowed_ids(m, nv, ids, 8);
+    CHECK(n == nv - 2, "after 'a': every token but 3 and the end token (%d of %d)", n, nv);
+    CHECK(!pa_gmatcher_allows(m, 3) && !pa_gmatcher_allows(m, eog) &&
+              pa_gmatcher_allows(m, 1) && pa_gmatcher_allows(m, word),
+          "allows: not 3, not the end; control token 1 and a word yes");
+    CHECK(pa_gmatcher_accept(m, word) == PASADA_OK, "a word of several bytes, as one token");
+    CHECK(allowed_ids(m, nv, ids, 8) >= 1 && pa_gmatcher_allows(m, byte + 'b') &&
+              !pa_gmatcher_allows(m, word) && !pa_gmatcher_can_end(m),
+          "then 'b' only");
+    CHECK(pa_gmatcher_accept(m, byte + 'b') == PASADA_OK && pa_gmatcher_can_end(m), "end");
+    pa_gmatcher_reset(m);
+    CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK && pa_gmatcher_accept(m, 3) != PASADA_OK,
+          "the excluded token is refused");
+    pa_gmatcher_reset(m);
+    CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK && pa_gmatcher_accept(m, eog) != PASADA_OK,
+          "the end token is no negation's match");
+    pa_gmatcher_free(m);
+  }
+  pasada_grammar_free(g);
+  /* anything up to the control token 3, which ends it */
+  g = compile(tok, "root ::= ( !<[3]> )* <[3]>\n");
+  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+    CHECK(allowed_ids(m, nv, ids, 8) == nv - 1 && !pa_gmatcher_allows(m, eog),
+          "every token but the end one");
+    CHECK(pa_gmatcher_accept(m, byte + 'x') == PASADA_OK && pa_gmatcher_accept(m, word) == PASADA_OK &&
+              pa_gmatcher_accept(m, 1) == PASADA_OK && !pa_gmatcher_can_end(m),
+          "text, a word, a control token: still inside");
+    CHECK(pa_gmatcher_accept(m, 3) == PASADA_OK && pa_gmatcher_must_end(m), "3 ends it");
+    pa_gmatcher_free(m);
+  }
+  pasada_grammar_free(g);
+  /* two negations of different ids: any token; by name: <s> is token 1 */
+  g = compile(tok, "root ::= !<s> | !<[3]>\n");
+  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+    CHECK(allowed_ids(m, nv, ids, 8) == nv - 1, "!<s> | !<[3]>: every token but the end one");
+    CHECK(pa_gmatcher_accept(m, 1) == PASADA_OK && pa_gmatcher_must_end(m), "<s> via !<[3]>");
+    pa_gmatcher_free(m);
+  }
+  pasada_grammar_free(g);
+  /* a negation beside text: the text's tokens both ways */
+  g = compile(tok, "root ::= \"a\" \"c\" | !<s> \"d\"\n");
+  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+    CHECK(allowed_ids(m, nv, ids, 8) == nv - 2, "every token but <s> and the end one");
+    CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK && pa_gmatcher_allows(m, byte + 'c') &&
+              pa_gmatcher_allows(m, byte + 'd') && allowed_ids(m, nv, ids, 8) == 2,
+          "after 'a': 'c' (the text) or 'd' (after the negation)");
+    pa_gmatcher_free(m);
+  }
+  pasada_grammar_free(g);
+  expect_grammar_error(tok, "root ::= !<[99999999]>\n", "outside the vocabulary");
+  expect_grammar_error(tok, "root ::= !<nosuch>\n", "<nosuch> is not a token");
+  expect_grammar_error(tok, "root ::= !<s\n", "unterminated token reference");
 }
 
 int main(void) {
@@ -398,6 +473,7 @@ int main(void) {
   test_sampler_grammar(tok);
   test_sampler_semantics(tok);
   test_token_refs(tok);
+  test_negated_refs(tok);
   pasada_model *model = smollm2_vocab();
   if (model) {
     const pasada_tokenizer *real = pasada_model_tokenizer(model);
