@@ -27,9 +27,10 @@ typedef void (*pa_quantize_row_fn)(const float *x, void *y, int64_t n);
  * row after row, row stride pa_row_size(type, cols). The interleaved
  * layouts (kernels/layout.h), into which the loader repacks weights when
  * the CPU has fast kernels for them, store groups of rows together so that
- * each 32-bit lane of a vector belongs to one row: PA_LAYOUT_K_X4, Q4_K
- * and Q5_K in groups of 4 rows (kernels/x4.h); PA_LAYOUT_B32_X16, Q4_0, Q4_1, Q5_0
- * and Q8_0 in groups of 16 rows (kernels/x16.h). The one-token and the batched
+ * each 32-bit lane of a vector belongs to one row: PA_LAYOUT_K_X4, Q4_K,
+ * Q5_K, Q6_K, Q3_K and Q2_K in groups of 4 rows (kernels/x4.h);
+ * PA_LAYOUT_B32_X16, Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, MXFP4 and IQ4_XS in
+ * groups of 16 rows (kernels/x16.h). The one-token and the batched
  * paths read them alike. */
 typedef enum { PA_LAYOUT_ROWS = 0, PA_LAYOUT_K_X4 = 1, PA_LAYOUT_B32_X16 = 2, PA_LAYOUT_COUNT } pa_layout;
 

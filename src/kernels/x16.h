@@ -1,4 +1,5 @@
-/* x16.h: 32-element block weights (Q4_0, Q4_1, Q5_0, Q8_0) interleaved sixteen
+/* x16.h: 32-element block weights (Q4_0, Q4_1, Q5_0, Q8_0, and the table-lookup
+ * 4-bit types IQ4_NL, MXFP4, IQ4_XS) interleaved sixteen
  * rows at a time (PA_LAYOUT_B32_X16), and the canonical arithmetic every
  * kernel of the layout follows.
  *
@@ -26,12 +27,25 @@
  *         (i < 4) = fifth bit of element 4 i + e of row l, of mask 4 + i
  *         = that of element 16 + 4 i + e (a k-mask that sets bit 4 of
  *         the unpacked bytes); d[16] fp16 at 320.             (352 bytes)
+ *   IQ4_NL  qs as Q4_0 (each nibble indexes pa_kvalues_iq4nl); d[16] fp16
+ *         at 256.                                             (288 bytes)
+ *   MXFP4 qs as Q4_0 (indexes into pa_kvalues_mxfp4); e[16], the E8M0
+ *         exponent bytes, at 256.                             (272 bytes)
+ *   IQ4_XS  one record per super-block of 256 (group g, super-block b at
+ *         data + (g * (cols / 256) + b) * 2208): sub-block ib's nibbles
+ *         as Q4_0's qs at 256 ib; sc[8][16] int8 at 2048, sc[ib][l] = the
+ *         6-bit scale of row l, sub-block ib, minus 32; d[16] fp16 at
+ *         2176.                              (2208 bytes for the file's 2176)
  *
  * A token's activations: its row of the type's vec_dot_type (Q8_0 or Q8_1)
  * packed per block into PA_X16_XREC bytes: qs[32] (int8), then the float
  * d, then a 32-bit word: Q8_0, Q4_0 and Q5_0, the int32 offset off = 128
  * (Q8_0), 8 (Q4_0) or 16 (Q5_0) times the block's sum of quants; Q4_1, the
- * float s of the Q8_1 block.
+ * float s of the Q8_1 block. IQ4_NL, MXFP4: as Q8_0's, with off = 128
+ * (IQ4_NL) or 12 (MXFP4) times the block's sum (for kernels that read the
+ * levels offset to unsigned, level + 128 or level + 12). IQ4_XS: its Q8_K
+ * row per super-block in PA_X16_XREC_XS bytes: qs[256], the float d at
+ * 256, then off[8] int32 at 260, 128 times each sub-block's sum.
  *
  * The canonical arithmetic (x16.c's reference is the specification; the
  * SIMD kernels repeat it bit for bit). Per token and row l, a float acc,
@@ -41,6 +55,13 @@
  *         nibble, with Q5_0's fifth bit) * (activation quant)   (int32)
  *   Q8_0, Q4_0, Q5_0: acc = fma((float)(sum - off), dl * dx, acc)
  *   Q4_1:       acc = fma((float)sum, dl * dx, acc); acc = fma(ml, s, acc)
+ *   IQ4_NL, MXFP4: sum = sum over the block of level * (activation quant)
+ *         (int32, the level signed: the table's entry for the nibble);
+ *         acc = fma((float)sum, dl * dx, acc), dl the row's d (IQ4_NL) or
+ *         pa_e8m0_to_f32_half(e) (MXFP4)
+ *   IQ4_XS, per super-block: sum = sum over ib of sc[ib][l] * (sum over
+ *         sub-block ib of level * quant) (int32, |sum| < 2^28);
+ *         acc = fma((float)sum, dl * dx, acc), dx the Q8_K block's d
  * and y[l] = acc. The integers are exact (|sum| < 2^21), so every path
  * that follows these float steps gives the same bits for any number of
  * tokens. */
@@ -52,6 +73,12 @@
 #define PA_X16_TOKENS 8 /* tokens per kernel call */
 #define PA_X16_AMX_TOKENS 16 /* tokens per call of the AMX kernels */
 #define PA_X16_XREC 40
+#define PA_X16_REC_XS 2208  /* IQ4_XS: bytes per group and super-block */
+#define PA_X16_XS_SC 2048
+#define PA_X16_XS_D 2176
+#define PA_X16_XREC_XS 292  /* IQ4_XS: activation bytes per super-block */
+#define PA_X16_XS_XD 256
+#define PA_X16_XS_XOFF 260
 
 bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols);
 size_t pa_x16_rec(pa_type type); /* bytes per group and block; 0: not a layout type */
@@ -62,9 +89,13 @@ void pa_x16_get_row(const pa_matrix *w, int64_t r, float *out);
 /* The reference kernels (plain C, x16.c) and the AVX-512 VNNI ones
  * (x16_avx512.c). */
 extern const pa_ilv_kernel pa_x16_ref_q8_0, pa_x16_ref_q4_0, pa_x16_ref_q4_1, pa_x16_ref_q5_0;
+extern const pa_ilv_kernel pa_x16_ref_iq4_nl, pa_x16_ref_mxfp4, pa_x16_ref_iq4_xs;
 extern const pa_ilv_kernel pa_x16_vnni_q8_0, pa_x16_vnni_q4_0, pa_x16_vnni_q4_1, pa_x16_vnni_q5_0;
 /* The AVX2 ones (x16_avx2.c): 4 tokens a call, the same bits. */
 extern const pa_ilv_kernel pa_x16_avx2_q8_0, pa_x16_avx2_q4_0, pa_x16_avx2_q4_1, pa_x16_avx2_q5_0;
+/* IQ4_NL, MXFP4, IQ4_XS (x16_iq_avx2.c): AVX2, 4 tokens a call, the
+ * reference's bits; the AVX-512 tables use them too. */
+extern const pa_ilv_kernel pa_x16_avx2_iq4_nl, pa_x16_avx2_mxfp4, pa_x16_avx2_iq4_xs;
 /* The AMX ones (x16_amx.c): batches on the tile unit, fewer than 10 tokens
  * through the VNNI kernels; the same bits. */
 extern const pa_ilv_kernel pa_x16_amx_q8_0, pa_x16_amx_q4_0, pa_x16_amx_q4_1, pa_x16_amx_q5_0;
@@ -73,5 +104,8 @@ void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp);
 void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp);
 void pa_x16_pack_x_q4_1(int64_t cols, const void *xq, void *xp);
 void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp);
+void pa_x16_pack_x_mxfp4(int64_t cols, const void *xq, void *xp);
+size_t pa_x16_x_size_xs(int64_t cols);
+void pa_x16_pack_x_iq4_xs(int64_t cols, const void *xq, void *xp);
 
 #endif

@@ -1,6 +1,6 @@
 /* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K,
  * Q5_K, Q6_K, Q3_K and Q2_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1,
- * Q5_0 and Q8_0 in groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
+ * Q5_0, Q8_0, IQ4_NL, MXFP4 and IQ4_XS in groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
  * type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
  *     equals the file layout's reference dequantization bit for bit;
@@ -364,7 +364,8 @@ int main(void) {
       drop(&a);
     }
   /* the 32-element types, groups of 16: rows of 1 to 131 blocks */
-  const pa_type b32[] = {PA_TYPE_Q8_0, PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0};
+  const pa_type b32[] = {PA_TYPE_Q8_0, PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_IQ4_NL,
+                         PA_TYPE_MXFP4};
   const int64_t kb[] = {1, 2, 7, 18, 20, 131};
   const int64_t rb[] = {16, 48, 32, 16, 80, 16};
   for (int i = 0; i < (int)(sizeof b32 / sizeof b32[0]); i++) {
@@ -383,6 +384,23 @@ int main(void) {
     }
     check_mixed(pools[1], b32[i]);
   }
+  /* IQ4_XS, groups of 16 rows, a record per super-block: rows of 1 to 13 */
+  const int64_t kx[] = {1, 2, 3, 13};
+  const int64_t rx[] = {16, 48, 32, 16};
+  if (pa_layout_for(PA_TYPE_IQ4_XS, 16, 256) != PA_LAYOUT_B32_X16 ||
+      pa_layout_for(PA_TYPE_IQ4_XS, 16, 288) != PA_LAYOUT_ROWS) {
+    printf("FAIL IQ4_XS's 16-row layout\n");
+    failures++;
+  }
+  for (int s = 0; s < (int)(sizeof kx / sizeof kx[0]); s++) {
+    mat a;
+    make(&a, PA_TYPE_IQ4_XS, rx[s], QK_K * kx[s]);
+    check_rows(&a);
+    check_kernels(&a);
+    check_matmul(&a, pools, tables, n_tables);
+    drop(&a);
+  }
+  check_mixed(pools[1], PA_TYPE_IQ4_XS);
   check_mixed(pools[1], PA_TYPE_Q4_K);
   check_mixed(pools[1], PA_TYPE_Q5_K);
   check_mixed(pools[1], PA_TYPE_Q6_K);

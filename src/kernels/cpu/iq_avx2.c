@@ -12,6 +12,7 @@
 PA_NO_FP_CONTRACT
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -40,46 +41,48 @@ static inline AVX2 __m256i block_sums(const uint8_t *qs, __m256i lut, const int8
   return _mm256_madd_epi16(pairs_ss(levels32(qs, lut), y), _mm256_set1_epi16(1));
 }
 
-static AVX2 void dot_iq4_nl(int64_t n, float *out, const void *w, const void *x) {
-  const block_iq4_nl *a = w;
+/* IQ4_NL and MXFP4: 32-element blocks that differ only in the level table
+ * and the scale (IQ4_NL's fp16 d, MXFP4's E8M0 exponent), one body. */
+enum { B_IQ4_NL, B_MXFP4 };
+
+static inline __attribute__((always_inline)) AVX2 float w_scale(const int kind, const uint8_t *blk) {
+  return kind == B_MXFP4 ? pa_e8m0_to_f32_half(blk[offsetof(block_mxfp4, e)])
+                         : f16_at(blk + offsetof(block_iq4_nl, d));
+}
+
+static inline __attribute__((always_inline)) AVX2 void dot_b32(const int kind, int64_t n, float *out,
+                                                               const void *w, const void *x) {
+  const size_t size = kind == B_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_iq4_nl);
+  const size_t qs = kind == B_MXFP4 ? offsetof(block_mxfp4, qs) : offsetof(block_iq4_nl, qs);
+  const uint8_t *a = w;
   const block_q8_0 *b = x;
-  const __m256i lut = lut256(pa_kvalues_iq4nl);
-  const int64_t nb = n / QK4_NL;
+  const __m256i lut = lut256(kind == B_MXFP4 ? pa_kvalues_mxfp4 : pa_kvalues_iq4nl);
+  const int64_t nb = n / 32;
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {
-    const __m256i s0 = block_sums(a[i].qs, lut, b[i].qs);
-    const __m256i s1 = block_sums(a[i + 1].qs, lut, b[i + 1].qs);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(&a[i].d) * f16_at(&b[i].d)),
+    const uint8_t *a0 = a + (size_t)i * size, *a1 = a0 + size;
+    const __m256i s0 = block_sums(a0 + qs, lut, b[i].qs);
+    const __m256i s1 = block_sums(a1 + qs, lut, b[i + 1].qs);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(w_scale(kind, a0) * f16_at(&b[i].d)),
                            _mm256_cvtepi32_ps(s0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(&a[i + 1].d) * f16_at(&b[i + 1].d)),
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(w_scale(kind, a1) * f16_at(&b[i + 1].d)),
                            _mm256_cvtepi32_ps(s1), acc1);
   }
-  for (; i < nb; i++)
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(&a[i].d) * f16_at(&b[i].d)),
-                           _mm256_cvtepi32_ps(block_sums(a[i].qs, lut, b[i].qs)), acc0);
+  for (; i < nb; i++) {
+    const uint8_t *a0 = a + (size_t)i * size;
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(w_scale(kind, a0) * f16_at(&b[i].d)),
+                           _mm256_cvtepi32_ps(block_sums(a0 + qs, lut, b[i].qs)), acc0);
+  }
   *out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+static AVX2 void dot_iq4_nl(int64_t n, float *out, const void *w, const void *x) {
+  dot_b32(B_IQ4_NL, n, out, w, x);
+}
+
 static AVX2 void dot_mxfp4(int64_t n, float *out, const void *w, const void *x) {
-  const block_mxfp4 *a = w;
-  const block_q8_0 *b = x;
-  const __m256i lut = lut256(pa_kvalues_mxfp4);
-  const int64_t nb = n / QK_MXFP4;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m256i s0 = block_sums(a[i].qs, lut, b[i].qs);
-    const __m256i s1 = block_sums(a[i + 1].qs, lut, b[i + 1].qs);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(pa_e8m0_to_f32_half(a[i].e) * f16_at(&b[i].d)),
-                           _mm256_cvtepi32_ps(s0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(pa_e8m0_to_f32_half(a[i + 1].e) * f16_at(&b[i + 1].d)),
-                           _mm256_cvtepi32_ps(s1), acc1);
-  }
-  for (; i < nb; i++)
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(pa_e8m0_to_f32_half(a[i].e) * f16_at(&b[i].d)),
-                           _mm256_cvtepi32_ps(block_sums(a[i].qs, lut, b[i].qs)), acc0);
-  *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+  dot_b32(B_MXFP4, n, out, w, x);
 }
 
 /* IQ4_XS: per super-block one exact int32 sum, each sub-block's 16-bit

@@ -12,6 +12,7 @@
 PA_NO_FP_CONTRACT
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
@@ -65,54 +66,51 @@ static inline VNNI __m512i one_block(const uint8_t *qs, __m512i lut, const int8_
   return _mm512_maskz_mov_epi32(0x00FF, sums_ss(v, ys));
 }
 
-static VNNI void dot_iq4_nl(int64_t n, float *out, const void *w, const void *x) {
-  const block_iq4_nl *a = w;
+/* IQ4_NL and MXFP4: 32-element blocks that differ only in the level table
+ * and the scale (IQ4_NL's fp16 d, MXFP4's E8M0 exponent), one body. */
+enum { B_IQ4_NL, B_MXFP4 };
+
+static inline __attribute__((always_inline)) VNNI float w_scale(const int kind, const uint8_t *blk) {
+  return kind == B_MXFP4 ? pa_e8m0_to_f32_half(blk[offsetof(block_mxfp4, e)])
+                         : f16_at(blk + offsetof(block_iq4_nl, d));
+}
+
+static inline __attribute__((always_inline)) VNNI void dot_b32(const int kind, int64_t n, float *out,
+                                                               const void *w, const void *x) {
+  const size_t size = kind == B_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_iq4_nl);
+  const size_t qs = kind == B_MXFP4 ? offsetof(block_mxfp4, qs) : offsetof(block_iq4_nl, qs);
+  const uint8_t *a = w;
   const block_q8_0 *b = x;
-  const __m512i lut = lut512(pa_kvalues_iq4nl);
-  const int64_t nb = n / QK4_NL;
+  const __m512i lut = lut512(kind == B_MXFP4 ? pa_kvalues_mxfp4 : pa_kvalues_iq4nl);
+  const int64_t nb = n / 32;
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 4 <= nb; i += 4) {
-    const __m512i s0 =
-        sums_ss(levels64(a[i].qs, a[i + 1].qs, lut), load2x256(b[i].qs, b[i + 1].qs));
+    const uint8_t *a0 = a + (size_t)i * size, *a1 = a0 + size, *a2 = a1 + size, *a3 = a2 + size;
+    const __m512i s0 = sums_ss(levels64(a0 + qs, a1 + qs, lut), load2x256(b[i].qs, b[i + 1].qs));
     const __m512i s1 =
-        sums_ss(levels64(a[i + 2].qs, a[i + 3].qs, lut), load2x256(b[i + 2].qs, b[i + 3].qs));
-    acc0 = _mm512_fmadd_ps(
-        two_scales(f16_at(&a[i].d) * f16_at(&b[i].d), f16_at(&a[i + 1].d) * f16_at(&b[i + 1].d)),
-        _mm512_cvtepi32_ps(s0), acc0);
-    acc1 = _mm512_fmadd_ps(two_scales(f16_at(&a[i + 2].d) * f16_at(&b[i + 2].d),
-                                      f16_at(&a[i + 3].d) * f16_at(&b[i + 3].d)),
+        sums_ss(levels64(a2 + qs, a3 + qs, lut), load2x256(b[i + 2].qs, b[i + 3].qs));
+    acc0 = _mm512_fmadd_ps(two_scales(w_scale(kind, a0) * f16_at(&b[i].d),
+                                      w_scale(kind, a1) * f16_at(&b[i + 1].d)),
+                           _mm512_cvtepi32_ps(s0), acc0);
+    acc1 = _mm512_fmadd_ps(two_scales(w_scale(kind, a2) * f16_at(&b[i + 2].d),
+                                      w_scale(kind, a3) * f16_at(&b[i + 3].d)),
                            _mm512_cvtepi32_ps(s1), acc1);
   }
-  for (; i < nb; i++)
-    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(f16_at(&a[i].d) * f16_at(&b[i].d)),
-                           _mm512_cvtepi32_ps(one_block(a[i].qs, lut, b[i].qs)), acc0);
+  for (; i < nb; i++) {
+    const uint8_t *a0 = a + (size_t)i * size;
+    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(w_scale(kind, a0) * f16_at(&b[i].d)),
+                           _mm512_cvtepi32_ps(one_block(a0 + qs, lut, b[i].qs)), acc0);
+  }
   *out = hsum_ps512(_mm512_add_ps(acc0, acc1));
 }
 
+static VNNI void dot_iq4_nl(int64_t n, float *out, const void *w, const void *x) {
+  dot_b32(B_IQ4_NL, n, out, w, x);
+}
+
 static VNNI void dot_mxfp4(int64_t n, float *out, const void *w, const void *x) {
-  const block_mxfp4 *a = w;
-  const block_q8_0 *b = x;
-  const __m512i lut = lut512(pa_kvalues_mxfp4);
-  const int64_t nb = n / QK_MXFP4;
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 4 <= nb; i += 4) {
-    const __m512i s0 =
-        sums_ss(levels64(a[i].qs, a[i + 1].qs, lut), load2x256(b[i].qs, b[i + 1].qs));
-    const __m512i s1 =
-        sums_ss(levels64(a[i + 2].qs, a[i + 3].qs, lut), load2x256(b[i + 2].qs, b[i + 3].qs));
-    acc0 = _mm512_fmadd_ps(two_scales(pa_e8m0_to_f32_half(a[i].e) * f16_at(&b[i].d),
-                                      pa_e8m0_to_f32_half(a[i + 1].e) * f16_at(&b[i + 1].d)),
-                           _mm512_cvtepi32_ps(s0), acc0);
-    acc1 = _mm512_fmadd_ps(two_scales(pa_e8m0_to_f32_half(a[i + 2].e) * f16_at(&b[i + 2].d),
-                                      pa_e8m0_to_f32_half(a[i + 3].e) * f16_at(&b[i + 3].d)),
-                           _mm512_cvtepi32_ps(s1), acc1);
-  }
-  for (; i < nb; i++)
-    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(pa_e8m0_to_f32_half(a[i].e) * f16_at(&b[i].d)),
-                           _mm512_cvtepi32_ps(one_block(a[i].qs, lut, b[i].qs)), acc0);
-  *out = hsum_ps512(_mm512_add_ps(acc0, acc1));
+  dot_b32(B_MXFP4, n, out, w, x);
 }
 
 /* IQ4_XS: sub-blocks 2k and 2k + 1 per step; their int32 sums times the

@@ -429,7 +429,10 @@ static const pa_cpu_kernels reference = {
             [PA_LAYOUT_B32_X16] = {[PA_TYPE_Q8_0] = &pa_x16_ref_q8_0,
                                    [PA_TYPE_Q4_0] = &pa_x16_ref_q4_0,
                                    [PA_TYPE_Q4_1] = &pa_x16_ref_q4_1,
-                                   [PA_TYPE_Q5_0] = &pa_x16_ref_q5_0},
+                                   [PA_TYPE_Q5_0] = &pa_x16_ref_q5_0,
+                                   [PA_TYPE_IQ4_NL] = &pa_x16_ref_iq4_nl,
+                                   [PA_TYPE_MXFP4] = &pa_x16_ref_mxfp4,
+                                   [PA_TYPE_IQ4_XS] = &pa_x16_ref_iq4_xs},
         },
 };
 

@@ -19,17 +19,61 @@ size_t pa_x16_rec(pa_type type) {
       return 320;
     case PA_TYPE_Q5_0:
       return 352;
+    case PA_TYPE_IQ4_NL:
+      return 288;
+    case PA_TYPE_MXFP4:
+      return 272;
+    case PA_TYPE_IQ4_XS:
+      return PA_X16_REC_XS;
     default:
       return 0;
   }
 }
 
+/* Elements per record: 32, IQ4_XS's 256. */
+static int64_t rec_cols(pa_type type) { return type == PA_TYPE_IQ4_XS ? QK_K : 32; }
+
 bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols) {
-  return pa_x16_rec(type) && rows > 0 && rows % 16 == 0 && cols > 0 && cols % 32 == 0;
+  return pa_x16_rec(type) && rows > 0 && rows % 16 == 0 && cols > 0 && cols % rec_cols(type) == 0;
 }
 
 size_t pa_x16_bytes(pa_type type, int64_t rows, int64_t cols) {
-  return (size_t)(rows / 16) * (size_t)(cols / 32) * pa_x16_rec(type);
+  return (size_t)(rows / 16) * (size_t)(cols / rec_cols(type)) * pa_x16_rec(type);
+}
+
+/* IQ4_NL, MXFP4, IQ4_XS (x16.h): the 16 rows' qs of a 32-element block as
+ * Q4_0's, each row's 16 bytes from q(l). */
+static void put_nibbles(uint8_t *o, int l, const uint8_t *qs) {
+  for (int i = 0; i < 4; i++) memcpy(o + 64 * i + 4 * l, qs + 4 * i, 4);
+}
+
+static void repack_iq(pa_type type, int64_t cols, const uint8_t *in, uint8_t *out,
+                      int64_t n_groups) {
+  const int64_t nb = cols / rec_cols(type);
+  const size_t rec = pa_x16_rec(type), in_size = pa_type_get(type)->type_size;
+  for (int64_t g = 0; g < n_groups; g++)
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t *o = out + (size_t)(g * nb + b) * rec;
+      for (int l = 0; l < 16; l++) {
+        const uint8_t *blk = in + ((size_t)(16 * g + l) * (size_t)nb + (size_t)b) * in_size;
+        if (type == PA_TYPE_IQ4_NL) {
+          const block_iq4_nl *q = (const block_iq4_nl *)blk;
+          put_nibbles(o, l, q->qs);
+          memcpy(o + 256 + 2 * l, &q->d, 2);
+        } else if (type == PA_TYPE_MXFP4) {
+          const block_mxfp4 *q = (const block_mxfp4 *)blk;
+          put_nibbles(o, l, q->qs);
+          o[256 + l] = q->e;
+        } else {
+          const block_iq4_xs *q = (const block_iq4_xs *)blk;
+          for (int ib = 0; ib < 8; ib++) {
+            put_nibbles(o + 256 * ib, l, q->qs + 16 * ib);
+            o[PA_X16_XS_SC + 16 * ib + l] = (uint8_t)(int8_t)(pa_iq4_xs_scale(q, ib) - 32);
+          }
+          memcpy(o + PA_X16_XS_D + 2 * l, &q->d, 2);
+        }
+      }
+    }
 }
 
 void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups) {
@@ -37,6 +81,10 @@ void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64
   const size_t rec = pa_x16_rec(type), in_size = pa_type_get(type)->type_size;
   const uint8_t *in = src;
   uint8_t *out = dst;
+  if (type == PA_TYPE_IQ4_NL || type == PA_TYPE_MXFP4 || type == PA_TYPE_IQ4_XS) {
+    repack_iq(type, cols, in, out, n_groups);
+    return;
+  }
   for (int64_t g = 0; g < n_groups; g++)
     for (int64_t b = 0; b < nb; b++) {
       uint8_t *o = out + (size_t)(g * nb + b) * rec;
@@ -98,8 +146,47 @@ static int quant_at(const uint8_t *o, pa_type type, int l, int k) {
   return v;
 }
 
+/* The level (signed) of element k (0..31) of row l in the nibbles at o. */
+static int level_at(const uint8_t *o, const int8_t *levels, int l, int k) {
+  const uint8_t q = o[64 * ((k % 16) / 4) + 4 * l + k % 4];
+  return levels[k < 16 ? q & 0x0F : q >> 4];
+}
+
+/* The 32-bit scale of row l of an IQ4_NL or MXFP4 record, or of IQ4_XS's
+ * super-block record. */
+static float iq_scale(pa_type type, const uint8_t *o, int l) {
+  return type == PA_TYPE_MXFP4    ? pa_e8m0_to_f32_half(o[256 + l])
+         : type == PA_TYPE_IQ4_XS ? f16_at(o + PA_X16_XS_D + 2 * l)
+                                  : f16_at(o + 256 + 2 * l);
+}
+
+static void get_row_iq(const pa_matrix *w, int64_t row, float *out) {
+  const int64_t nb = w->cols / rec_cols(w->type), g = row / 16;
+  const int l = (int)(row % 16);
+  const size_t rec = pa_x16_rec(w->type);
+  const int8_t *levels = w->type == PA_TYPE_MXFP4 ? pa_kvalues_mxfp4 : pa_kvalues_iq4nl;
+  const uint8_t *data = w->data;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *o = data + (size_t)(g * nb + b) * rec;
+    const float d = iq_scale(w->type, o, l);
+    if (w->type == PA_TYPE_IQ4_XS) {
+      for (int ib = 0; ib < 8; ib++) {
+        const float dl = d * (float)(int8_t)o[PA_X16_XS_SC + 16 * ib + l];
+        for (int k = 0; k < 32; k++)
+          out[QK_K * b + 32 * ib + k] = dl * (float)level_at(o + 256 * ib, levels, l, k);
+      }
+    } else {
+      for (int k = 0; k < 32; k++) out[32 * b + k] = d * (float)level_at(o, levels, l, k);
+    }
+  }
+}
+
 /* The file's reference dequantizers' expressions (dequant.c), exactly. */
 void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
+  if (w->type == PA_TYPE_IQ4_NL || w->type == PA_TYPE_MXFP4 || w->type == PA_TYPE_IQ4_XS) {
+    get_row_iq(w, row, out);
+    return;
+  }
   const int64_t nb = w->cols / 32, g = row / 16;
   const int l = (int)(row % 16);
   const size_t rec = pa_x16_rec(w->type);
@@ -158,6 +245,42 @@ void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp) {
   pack_q8_0(cols, xq, xp, 4);
 }
 
+/* MXFP4: off = 12 x the block's sum (weights read as level + 12, 0..24) */
+void pa_x16_pack_x_mxfp4(int64_t cols, const void *xq, void *xp) {
+  const block_q8_0 *x = xq;
+  uint8_t *out = xp;
+  for (int64_t b = 0; b < cols / 32; b++) {
+    uint8_t *o = out + (size_t)b * PA_X16_XREC;
+    memcpy(o, x[b].qs, 32);
+    const float d = pa_f16_to_f32(x[b].d);
+    int32_t sum = 0;
+    for (int k = 0; k < 32; k++) sum += x[b].qs[k];
+    const int32_t off = 12 * sum;
+    memcpy(o + 32, &d, 4);
+    memcpy(o + 36, &off, 4);
+  }
+}
+
+size_t pa_x16_x_size_xs(int64_t cols) {
+  return (size_t)(cols / QK_K) * PA_X16_XREC_XS;
+}
+
+/* IQ4_XS: the Q8_K block's quants and d, and per sub-block 128 x its sum
+ * (from bsums) */
+void pa_x16_pack_x_iq4_xs(int64_t cols, const void *xq, void *xp) {
+  const block_q8_K *x = xq;
+  uint8_t *out = xp;
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    uint8_t *o = out + (size_t)b * PA_X16_XREC_XS;
+    memcpy(o, x[b].qs, QK_K);
+    memcpy(o + PA_X16_XS_XD, &x[b].d, 4);
+    for (int ib = 0; ib < 8; ib++) {
+      const int32_t off = 128 * ((int32_t)x[b].bsums[2 * ib] + x[b].bsums[2 * ib + 1]);
+      memcpy(o + PA_X16_XS_XOFF + 4 * ib, &off, 4);
+    }
+  }
+}
+
 void pa_x16_pack_x_q4_1(int64_t cols, const void *xq, void *xp) {
   const block_q8_1 *x = xq;
   uint8_t *out = xp;
@@ -200,6 +323,54 @@ static void run_ref(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t
       y[t * ldy + l] = acc;
     }
 }
+
+/* IQ4_NL, MXFP4, IQ4_XS's specification (x16.h), one token at a time. */
+static void run_ref_iq(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                       int nt, float *y, int64_t ldy) {
+  const int64_t nb = cols / rec_cols(type);
+  const size_t rec = pa_x16_rec(type), xrec = type == PA_TYPE_IQ4_XS ? PA_X16_XREC_XS : PA_X16_XREC;
+  const int8_t *levels = type == PA_TYPE_MXFP4 ? pa_kvalues_mxfp4 : pa_kvalues_iq4nl;
+  for (int t = 0; t < nt; t++)
+    for (int l = 0; l < 16; l++) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = wg + (size_t)b * rec, *x = xp[t] + (size_t)b * xrec;
+        const int8_t *xq = (const int8_t *)x;
+        float dx;
+        memcpy(&dx, x + (type == PA_TYPE_IQ4_XS ? PA_X16_XS_XD : 32), 4);
+        int32_t sum = 0;
+        if (type == PA_TYPE_IQ4_XS) {
+          for (int ib = 0; ib < 8; ib++) {
+            int32_t s = 0;
+            for (int k = 0; k < 32; k++)
+              s += level_at(o + 256 * ib, levels, l, k) * (int32_t)xq[32 * ib + k];
+            sum += (int8_t)o[PA_X16_XS_SC + 16 * ib + l] * s;
+          }
+        } else {
+          for (int k = 0; k < 32; k++) sum += level_at(o, levels, l, k) * (int32_t)xq[k];
+        }
+        acc = fmaf((float)sum, iq_scale(type, o, l) * dx, acc);
+      }
+      y[t * ldy + l] = acc;
+    }
+}
+
+#define RUN_IQ(name, type)                                                                      \
+  static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
+                   int64_t ldy, const pa_prefetch *stream) {                                    \
+    (void)stream;                                                                               \
+    run_ref_iq(type, cols, wg, xp, nt, y, ldy);                                                 \
+  }
+RUN_IQ(run_iq4_nl, PA_TYPE_IQ4_NL)
+RUN_IQ(run_mxfp4, PA_TYPE_MXFP4)
+RUN_IQ(run_iq4_xs, PA_TYPE_IQ4_XS)
+
+const pa_ilv_kernel pa_x16_ref_iq4_nl = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
+                                         run_iq4_nl};
+const pa_ilv_kernel pa_x16_ref_mxfp4 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_mxfp4,
+                                        run_mxfp4};
+const pa_ilv_kernel pa_x16_ref_iq4_xs = {16, PA_X16_TOKENS, pa_x16_x_size_xs,
+                                         pa_x16_pack_x_iq4_xs, run_iq4_xs};
 
 #define RUN(name, type)                                                                         \
   static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
