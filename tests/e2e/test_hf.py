@@ -184,6 +184,64 @@ def test_quantize_option_checks_its_type():
     assert run.returncode == 0
 
 
+@pytest.fixture(scope="module")
+def llama_q8(tmp_path_factory):
+    """An F32 llama folder and its converted GGUF quantized to Q8_0 (--pure):
+    what --quantize Q8_0 on the folder must equal."""
+    d = tmp_path_factory.mktemp("q8")
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", d / "llama")
+    pasada("convert", folder, d / "f32.gguf")
+    pasada("quantize", d / "f32.gguf", d / "q8.gguf", "--type", "Q8_0", "--pure")
+    text = d / "text.txt"
+    text.write_text("the cat sat on the mat and the dog ate the hat. " * 8)
+    return folder, d / "q8.gguf", text
+
+
+def test_quantize_option_on_perplexity_and_kld(llama_q8):
+    """perplexity --quantize gives the quantized file's value; kld
+    --quantize quantizes QUANT only, so a folder against itself quantized
+    is the folder against the quantized file."""
+    folder, q8, text = llama_q8
+    ppl = lambda *a: json.loads(pasada("perplexity", "-f", text, "-c", "32", "-q", "--json", *a).stdout)["ppl"]
+    assert ppl("-m", folder, "--quantize", "Q8_0") == ppl("-m", q8) != ppl("-m", folder)
+    kld = lambda *a: json.loads(pasada("kld", "--base", folder, "-f", text, "-c", "32", "-q", "--json", *a).stdout)
+    a, b = kld("-m", folder, "--quantize", "Q8_0"), kld("-m", q8)
+    keys = ("kl_mean", "kl_max", "top1_agreement", "ppl_ratio")
+    assert [a[k] for k in keys] == [b[k] for k in keys] and a["kl_mean"] > 0
+    assert kld("-m", folder)["kl_mean"] == 0
+    for cmd in (("perplexity",), ("kld", "--base", folder)):
+        res = pasada(*cmd, "-m", folder, "-f", text, "--quantize", "Q9_9", check=False)
+        assert res.returncode == 2 and "Q8_0" in res.stderr, res.stderr
+
+
+def test_quantize_option_on_verify(llama_q8, tmp_path):
+    """verify --quantize runs the quantized weights on both backends: the
+    fast path's logits are those of the quantized file."""
+    folder, q8, _ = llama_q8
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    pasada("verify", "-m", folder, "--quantize", "Q8_0", "--save", a, "-q")
+    pasada("verify", "-m", q8, "--save", b, "-q")
+    la, lb = (gguf.GGUFReader(f).get_tensor(0).data for f in (a, b))
+    assert np.array_equal(la, lb)
+    res = pasada("verify", "-m", folder, "--quantize", "Q9_9", check=False)
+    assert res.returncode == 2 and "Q8_0" in res.stderr
+
+
+def test_quantize_option_on_serve(llama_q8, pasada_bin):
+    """serve --quantize answers as the quantized file does (greedy text)."""
+    from test_server import Server
+    folder, q8, _ = llama_q8
+    want = pasada("run", "-m", q8, "-p", "the cat", "-n", "6", "--temp", "0", "--no-stats").stdout
+    s = Server(pasada_bin, folder, "--quantize", "Q8_0", "--parallel", "1", "--ctx", "64")
+    try:
+        r = s.client().completions.create(model="m", prompt="the cat", max_tokens=6, temperature=0)
+    finally:
+        assert s.stop() == 0, s.stderr
+    assert want and r.choices[0].text == want
+    res = pasada("serve", "-m", folder, "--quantize", "Q9_9", check=False)
+    assert res.returncode == 2 and "Q8_0" in res.stderr
+
+
 def test_gemma3_config_of_older_transformers(tmp_path):
     """transformers 4's Gemma 3 config.json (rope_theta and
     rope_local_base_freq keys, sliding_window_pattern instead of layer_types)
