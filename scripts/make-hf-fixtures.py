@@ -19,6 +19,10 @@ PreTrainedTokenizerFast.save_pretrained:
 
     tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral}/  config and tokenizer
                                 files only (save_pretrained's), no weights
+    tests/fixtures/hf/rope.json, rope.npz   RoPE scaling of the tiny llama
+                                (llama3: Llama 3.1's; linear): each variant's
+                                rope_parameters, transformers' logits in F32
+                                on the F32 weights and its inv_freq
 
 F32 folders are not committed: the test writes them from the GGUF files
 (tests/e2e/hf_folder.py: write_f32_folder, the inverse of llama.cpp's
@@ -143,6 +147,44 @@ def main():
         np.savez_compressed(out / f"{arch}.logits.npz", ids=ids, logits=logits.astype(np.float32))
         size = sum(p.stat().st_size for p in d.iterdir())
         print(f"wrote {d} ({size} bytes, {sorted(p.name for p in d.iterdir())})")
+    if not args.arch or "rope" in args.arch:
+        rope_variants(mt, tiny, out)
+
+
+# RoPE scaling variants of the tiny llama (head_dim 16, theta 10000: the
+# wavelengths 6.3 .. 19869). llama3: original context 256, so with
+# high_freq_factor 8 the pairs 0-1 keep their frequency, 2-3 are blended and
+# 4-7 divided by the factor.
+ROPE_VARIANTS = {
+    "llama3": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 8.0, "original_max_position_embeddings": 256},
+    "linear": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+}
+
+
+def rope_variants(mt, tiny, out):
+    spec = mt.ARCHS["llama"]
+    k = list(mt.ARCHS).index("llama")
+    ids = np.load(tiny / "llama.logits.npz")["ids1"]
+    arrays = {"ids": ids}
+    for name, rp in ROPE_VARIANTS.items():
+        gen = torch.Generator().manual_seed(mt.SEED + mt.seed_index("llama", k))
+        cfg = mt.make_config("llama", spec)
+        cfg._attn_implementation = "eager"
+        cfg.rope_parameters = dict(rp)
+        model = mt.model_class("llama")(cfg).to(torch.float32).eval()
+        mt.randomize(model, "llama", gen)
+        base = 1.0 / (rp["rope_theta"] ** (np.arange(0, 16, 2, dtype=np.float64) / 16))
+        inv = model.model.rotary_emb.inv_freq.double().numpy()
+        assert not np.allclose(inv, base), f"{name}: transformers did not scale the frequencies"
+        with torch.no_grad():
+            logits = model(torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
+        arrays[f"{name}_logits"] = logits.astype(np.float32)
+        arrays[f"{name}_inv_freq"] = inv
+        print(f"rope {name}: inv_freq / default {np.round(inv / base, 4)}")
+    (out / "rope.json").write_text(json.dumps(ROPE_VARIANTS, indent=2) + "\n")
+    np.savez_compressed(out / "rope.npz", **arrays)
+    print(f"wrote {out / 'rope.json'}, {out / 'rope.npz'}")
 
 
 if __name__ == "__main__":

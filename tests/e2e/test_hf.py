@@ -265,6 +265,66 @@ def test_gemma3_config_of_older_transformers(tmp_path):
     assert not np.array_equal(a, c)
 
 
+@pytest.mark.parametrize("spelling", ["rope_parameters", "rope_scaling"])
+@pytest.mark.parametrize("variant", ["llama3", "linear"])
+def test_rope_scaling_matches_transformers(variant, spelling, tmp_path):
+    """The tiny llama with Llama 3.1's RoPE scaling (llama3) or linear
+    scaling, in transformers 5's rope_parameters or older configs'
+    rope_scaling + rope_theta: logits within 1e-4 of transformers', and not
+    those of the unscaled model."""
+    rp = json.loads((HF / "rope.json").read_text())[variant]
+    data = np.load(HF / "rope.npz")
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "llama")
+    cfg = json.loads((folder / "config.json").read_text())
+    if spelling == "rope_parameters":
+        cfg["rope_parameters"] = rp
+    else:
+        del cfg["rope_parameters"]
+        cfg["rope_theta"] = rp["rope_theta"]
+        cfg["rope_scaling"] = {k: v for k, v in rp.items() if k != "rope_theta"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    got = run_eval("logits", folder, [data["ids"]], tmp_path / "a", args)[0]
+    want = data[f"{variant}_logits"]
+    err = relative_error(got, want)
+    plain = run_eval("logits", write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "plain"), [data["ids"]],
+                     tmp_path / "b", args)[0]
+    print(f"\n  {variant} ({spelling}): rel err {err:.2e}, unscaled {relative_error(plain, want):.2e}")
+    assert err <= 1e-4 and relative_error(plain, want) > 1e-3
+
+
+def test_convert_writes_llama3_rope_freqs(tmp_path):
+    """`pasada convert` of a llama3-scaled folder writes what llama.cpp's
+    converter does: no scaling keys, rope_freqs.weight whose entries divide
+    each frequency: transformers' default inv_freq over its scaled one."""
+    rp = json.loads((HF / "rope.json").read_text())["llama3"]
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "llama")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["rope_parameters"] = rp
+    (folder / "config.json").write_text(json.dumps(cfg))
+    pasada("convert", folder, tmp_path / "out.gguf")
+    r = gguf.GGUFReader(str(tmp_path / "out.gguf"))
+    t = {t.name: t for t in r.tensors}["rope_freqs.weight"]
+    assert t.tensor_type == gguf.GGMLQuantizationType.F32
+    head_dim = 16
+    base = 1.0 / (rp["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    want = base / np.load(HF / "rope.npz")["llama3_inv_freq"]
+    got = np.array(t.data, np.float64)
+    assert got.shape == want.shape and np.max(np.abs(got / want - 1)) < 1e-6, (got, want)
+    assert not any(k.startswith("llama.rope.scaling") for k in r.fields)
+
+
+def test_yarn_rope_scaling_is_refused(tmp_path):
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "llama")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                              "original_max_position_embeddings": 32}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    res = pasada("info", "-m", folder, check=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and "'yarn' is not supported" in lines[0], res.stderr
+
+
 def _read_safetensors(path):
     import struct
     data = path.read_bytes()
