@@ -19,6 +19,22 @@ PreTrainedTokenizerFast.save_pretrained:
 
     tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral}/  config and tokenizer
                                 files only (save_pretrained's), no weights
+    tests/fixtures/hf/spm-{legacy,metaspace,gemma}/  SentencePiece-style
+                                tokenizer.json (BPE with byte_fallback; spaces
+                                as "\u2581" by Llama 2's legacy normalizer, by
+                                a Metaspace pre-tokenizer, by Gemma's Replace)
+                                of one vocabulary trained here, with
+                                tokenizer_config.json (no model: the test puts
+                                them into llama-spm's folder); spm-cases.json:
+                                tricky strings and the `tokenizers` library's ids
+    tests/fixtures/hf/llama-spm/   the tiny llama (BF16) with the spm-legacy
+                                tokenizer and a vocabulary of its size;
+                                llama-spm.json: transformers' greedy ids and
+                                text from a prompt
+    tests/fixtures/hf/rope.json, rope.npz   RoPE scaling of the tiny llama
+                                (llama3: Llama 3.1's; linear): each variant's
+                                rope_parameters, transformers' logits in F32
+                                on the F32 weights and its inv_freq
 
 F32 folders are not committed: the test writes them from the GGUF files
 (tests/e2e/hf_folder.py: write_f32_folder, the inverse of llama.cpp's
@@ -41,7 +57,7 @@ import numpy as np
 import torch
 import transformers
 from safetensors.numpy import load_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 import gguf
 
@@ -145,6 +161,151 @@ def main():
         np.savez_compressed(out / f"{arch}.logits.npz", ids=ids, logits=logits.astype(np.float32))
         size = sum(p.stat().st_size for p in d.iterdir())
         print(f"wrote {d} ({size} bytes, {sorted(p.name for p in d.iterdir())})")
+    if not args.arch or "rope" in args.arch:
+        rope_variants(mt, tiny, out)
+    if not args.arch or "spm" in args.arch:
+        spm_fixtures(mt, out)
+
+
+# RoPE scaling variants of the tiny llama (head_dim 16, theta 10000: the
+# wavelengths 6.3 .. 19869). llama3: original context 256, so with
+# high_freq_factor 8 the pairs 0-1 keep their frequency, 2-3 are blended and
+# 4-7 divided by the factor.
+ROPE_VARIANTS = {
+    "llama3": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 8.0, "original_max_position_embeddings": 256},
+    "linear": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+}
+
+
+def rope_variants(mt, tiny, out):
+    spec = mt.ARCHS["llama"]
+    k = list(mt.ARCHS).index("llama")
+    ids = np.load(tiny / "llama.logits.npz")["ids1"]
+    arrays = {"ids": ids}
+    for name, rp in ROPE_VARIANTS.items():
+        gen = torch.Generator().manual_seed(mt.SEED + mt.seed_index("llama", k))
+        cfg = mt.make_config("llama", spec)
+        cfg._attn_implementation = "eager"
+        cfg.rope_parameters = dict(rp)
+        model = mt.model_class("llama")(cfg).to(torch.float32).eval()
+        mt.randomize(model, "llama", gen)
+        base = 1.0 / (rp["rope_theta"] ** (np.arange(0, 16, 2, dtype=np.float64) / 16))
+        inv = model.model.rotary_emb.inv_freq.double().numpy()
+        assert not np.allclose(inv, base), f"{name}: transformers did not scale the frequencies"
+        with torch.no_grad():
+            logits = model(torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
+        arrays[f"{name}_logits"] = logits.astype(np.float32)
+        arrays[f"{name}_inv_freq"] = inv
+        print(f"rope {name}: inv_freq / default {np.round(inv / base, 4)}")
+    (out / "rope.json").write_text(json.dumps(ROPE_VARIANTS, indent=2) + "\n")
+    np.savez_compressed(out / "rope.npz", **arrays)
+    print(f"wrote {out / 'rope.json'}, {out / 'rope.npz'}")
+
+
+# ---- SentencePiece-style tokenizer.json ----
+
+SPM_CORPUS = """The quick brown fox jumps over the lazy dog. Hello world, hello there!
+A tokenizer turns text into pieces; the pieces into numbers; the numbers back into text.
+Spaces matter: "  two spaces", tabs\tand newlines\n, and    runs of them.
+Numbers: 0 1 2 3 4 5 6 7 8 9 10 42 123 2024 3.14159 1,000,000.
+Code: def main(): return [x * 2 for x in range(10)]  # comment
+Accents: café, naïve, résumé, über, señor, façade. Greek: αβγ δέλτα.
+""" * 3
+SPM_CASES = [
+    "Hello world", "hello", " Hello world", "  two leading spaces", "trailing space ", "a  b   c    d",
+    "tabs\tand\nnewlines\n\n", "3.14159 and 1,000,000 and 2024", "café naïve über", "日本語のテキスト",
+    "emoji 🙂 and ✓", "ẞ ß Ω ω ж", "<s>after bos", "text</s>more text", "mixed <s> in the middle",
+    "\u2581literal marks\u2581", "x", "  ", "def main(): return [x * 2 for x in range(10)]",
+]
+SPM_STYLES = ("legacy", "metaspace", "gemma")
+
+
+def spm_vocab():
+    """A vocabulary as SentencePiece BPE files have it: <unk> <s> </s>, the
+    256 <0xNN> byte pieces, then the characters and merged pieces learned
+    from SPM_CORPUS; the merges every split of a piece into two pieces,
+    ranked piece by piece (transformers' generate_merges, as its converters
+    write Llama's and Gemma's tokenizer.json)."""
+    from transformers.tokenization_utils_base import generate_merges
+    t = Tokenizer(models.BPE(unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    t.train_from_iterator([SPM_CORPUS], trainers.BpeTrainer(vocab_size=320, show_progress=False, special_tokens=[]))
+    learned = sorted(t.get_vocab().items(), key=lambda kv: kv[1])
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [w for w, _ in learned]
+    vocab = {w: i for i, w in enumerate(tokens)}
+    specials = {"<unk>", "<s>", "</s>"} | {w for w in tokens if w.startswith("<0x")}
+    return vocab, generate_merges(vocab, skip_tokens=specials)
+
+
+def spm_tokenizer(vocab, merges, style):
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    dec = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if style == "legacy":  # Llama 2, Mistral v0.1: transformers' LlamaConverter, legacy
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+        dec.append(decoders.Strip(" ", 1, 0))
+    elif style == "metaspace":  # transformers' LlamaTokenizer
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+        dec.append(decoders.Strip(" ", 1, 0))
+    else:  # Gemma: no space prefix
+        tok.normalizer = normalizers.Replace(" ", "\u2581")
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
+    tok.decoder = decoders.Sequence(dec)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<unk>", "<s>", "</s>")])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", 1)])
+    return tok
+
+
+def save_spm_folder(tok, d):
+    d.mkdir(parents=True, exist_ok=True)
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps(
+        {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+         "unk_token": "<unk>", "tokenizer_class": "LlamaTokenizer"}, indent=2) + "\n")
+
+
+def spm_fixtures(mt, out):
+    vocab, merges = spm_vocab()
+    cases = {}
+    for style in SPM_STYLES:
+        tok = spm_tokenizer(vocab, merges, style)
+        d = out / f"spm-{style}"
+        shutil.rmtree(d, ignore_errors=True)
+        save_spm_folder(tok, d)
+        cases[style] = [[text, tok.encode(text).ids] for text in SPM_CASES]
+        fell_back = sum(any(3 <= i < 259 for i in ids) for _, ids in cases[style])
+        print(f"spm-{style}: {len(vocab)} tokens, {len(merges)} merges; {fell_back} cases use byte fallback")
+    (out / "spm-cases.json").write_text(json.dumps(cases, ensure_ascii=False, indent=1) + "\n")
+
+    # the tiny llama with the legacy tokenizer: greedy text from transformers
+    spec = mt.ARCHS["llama"]
+    gen = torch.Generator().manual_seed(mt.SEED + 100)
+    cfg = mt.make_config("llama", spec)
+    cfg.vocab_size, cfg.bos_token_id, cfg.eos_token_id = len(vocab), 1, 2
+    cfg._attn_implementation = "eager"
+    model = mt.model_class("llama")(cfg).to(torch.float32).eval()
+    mt.randomize(model, "llama", gen)
+    with torch.no_grad():  # no byte pieces in the greedy text: it stays readable
+        model.lm_head.weight[3:259] = 0
+    d = out / "llama-spm"
+    shutil.rmtree(d, ignore_errors=True)
+    low = model.to(torch.bfloat16)
+    low.save_pretrained(d)
+    tok = spm_tokenizer(vocab, merges, "legacy")
+    save_spm_folder(tok, d)
+    ref = low.to(torch.float32)
+    prompt = "The quick brown fox"
+    ids = tok.encode(prompt).ids
+    with torch.no_grad():
+        outp = ref.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=None,
+                            pad_token_id=0)[0, len(ids):].tolist()
+        logits = ref(torch.tensor([ids])).logits[0].numpy()
+    text = tok.decode(outp, skip_special_tokens=False)
+    (out / "llama-spm.json").write_text(json.dumps({"prompt": prompt, "prompt_ids": ids, "ids": outp, "text": text,
+                                                    "last_logits": logits[-1].tolist()}, ensure_ascii=False) + "\n")
+    size = sum(p.stat().st_size for p in d.iterdir())
+    print(f"wrote {d} ({size} bytes): greedy {outp} {text!r}")
 
 
 if __name__ == "__main__":

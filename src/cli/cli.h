@@ -161,7 +161,8 @@ enum {
   "                          the bytes attention reads), f32, or q8 (8-bit, a scale\n"  \
   "                          per position and head: about half of f16)\n"
 bool cli_parse_kv_type(const char *s, pasada_kv_type *out);
-/* --quantize TYPE (run, chat, bench, profile): a Hugging Face folder's
+/* --quantize TYPE (run, chat, bench, profile; serve, verify, perplexity and kld
+ * spell it out in their own layouts): a Hugging Face folder's
  * matrices quantized to TYPE at load (hf_set_load_type); its help line. */
 #define CLI_QUANTIZE_HELP                                                                  \
   "      --quantize T        a Hugging Face folder (-m DIR): quantize its matrices to T\n" \

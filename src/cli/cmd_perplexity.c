@@ -7,6 +7,8 @@
 #include "cli.h"
 #include "cmd_perplexity.h"
 #include "tools/perplexity.h"
+#include "base/base.h"
+#include "format/hf.h"
 
 static const char PPL_HELP[] =
     "usage: pasada perplexity -m MODEL -f TEXT [options]\n"
@@ -23,7 +25,7 @@ static const char PPL_HELP[] =
     "scripts/fetch-eval-text fetches the project's evaluation text.\n"
     "\n"
     "options:\n"
-    "  -m, --model FILE     GGUF model (required)\n"
+    "  -m, --model FILE     GGUF model or Hugging Face folder (required)\n"
     "  -f, --file FILE      the text (required)\n"
     "  -c, --ctx N          tokens per window (default 512; even, 16..1048576)\n"
     "  -b, --batch N        tokens per decode call (default: the window; smaller\n"
@@ -35,6 +37,8 @@ static const char PPL_HELP[] =
     "                       vulkan:N (device N of `pasada devices`)\n"
     "  --gpu-layers N       with a GPU --device: run the first N layers there,\n"
     "                       the rest on the CPU (default: all layers on the GPU)\n"
+    "  --quantize T         a Hugging Face folder (-m DIR): quantize its matrices to T\n"
+    "                       at load (Q8_0, Q4_K, Q6_K, ...; default: as stored)\n"
     "  -q, --quiet          no progress on stderr\n"
     "  --json               one JSON object on stdout instead of the table\n"
     "  -h, --help           show this help\n"
@@ -116,6 +120,11 @@ int cli_eval_option(const char *cmd, int opt, char **argv, pa_eval_params *e, cl
       return CLI_OK;
     case CLI_OPT_EVAL_GPU_LAYERS:
       if (!cli_parse_gpu_layers(optarg, &dev->gpu_layers)) return cli_usage(cmd, CLI_GPU_LAYERS_ERROR, optarg);
+      return CLI_OK;
+    case CLI_OPT_EVAL_QUANTIZE: /* checked here, applied at load (pa_eval_model_open) */
+      if (hf_set_load_type(optarg) != PASADA_OK) return cli_usage(cmd, "--quantize: %s", pa_last_error());
+      hf_set_load_type(NULL);
+      e->quantize = optarg;
       return CLI_OK;
     default: return cli_getopt_error(cmd, opt, argv);
   }

@@ -12,7 +12,7 @@ int cmd_perplexity(int argc, char **argv);
 
 /* The options of the evaluation windows, shared with `pasada kld`:
  * -c/--ctx, -b/--batch, --chunks, -t/--threads, --kv-type, --device and
- * --gpu-layers. CLI_EVAL_OPTIONS goes into a getopt_long table and
+ * --gpu-layers, --quantize. CLI_EVAL_OPTIONS goes into a getopt_long table and
  * CLI_EVAL_SHORT into its short-option string; cli_eval_option parses option
  * `opt` (in a switch's default branch) into *eval, and --device and
  * --gpu-layers into *dev: CLI_OK when it is one of them with a good value,
@@ -24,6 +24,7 @@ int cmd_perplexity(int argc, char **argv);
 #define CLI_OPT_EVAL_KV_TYPE 2001
 #define CLI_OPT_EVAL_DEVICE 2002
 #define CLI_OPT_EVAL_GPU_LAYERS 2003
+#define CLI_OPT_EVAL_QUANTIZE 2004
 #define CLI_EVAL_SHORT "c:b:t:"
 #define CLI_EVAL_OPTIONS                                                              \
   {"ctx", required_argument, 0, 'c'}, {"ctx-size", required_argument, 0, 'c'},        \
@@ -31,7 +32,8 @@ int cmd_perplexity(int argc, char **argv);
       {"threads", required_argument, 0, 't'},                                                \
       {"kv-type", required_argument, 0, CLI_OPT_EVAL_KV_TYPE},                               \
       {"device", required_argument, 0, CLI_OPT_EVAL_DEVICE},                                 \
-      {"gpu-layers", required_argument, 0, CLI_OPT_EVAL_GPU_LAYERS}
+      {"gpu-layers", required_argument, 0, CLI_OPT_EVAL_GPU_LAYERS},                         \
+      {"quantize", required_argument, 0, CLI_OPT_EVAL_QUANTIZE}
 typedef struct {
   const char *device; /* --device (NULL: not given) */
   int32_t gpu_layers; /* --gpu-layers (0: not given) */

@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "cli/cli.h"
+#include "format/hf.h"
 #include "server/chat.h"
 #include "server/http.h"
 #include "server/kv_events.h"
@@ -21,7 +23,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: pasada serve -m MODEL [options]\n"
-          "  -m, --model PATH        GGUF model to serve\n"
+          "  -m, --model PATH        GGUF model or Hugging Face folder to serve\n"
           "  --host HOST             address to listen on (default 127.0.0.1)\n"
           "  --port N                port (default 8080; 0 picks a free one)\n"
           "  --parallel N            sequences decoded together (default 4)\n"
@@ -35,6 +37,8 @@ static void usage(FILE *f) {
           "  --kv-block-size N       positions per KV block, a multiple of 16 (default 16)\n"
           "  --kv-blocks N           KV blocks in the pool (default: parallel full sequences)\n"
           "  --kv-memory MIB         size the KV pool by memory instead\n"
+          "  --quantize T            a Hugging Face folder (-m DIR): quantize its matrices to\n"
+          "                          T at load (Q8_0, Q4_K, Q6_K, ...; default: as stored)\n"
           "  --kv-type T             the KV cache's values: f16 (default: half the memory and\n"
           "                          the bytes attention reads), f32, or q8 (8-bit, a scale\n"
           "                          per position and head: about half of f16)\n"
@@ -153,6 +157,12 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->kv_events_replay = v;
     else if (!strcmp(a, "--draft"))
       c->draft_path = v;
+    else if (!strcmp(a, "--quantize")) {
+      if (hf_set_load_type(v) != PASADA_OK) {
+        fprintf(stderr, "pasada serve: --quantize: %s\n", pa_last_error());
+        return false;
+      }
+    }
     else if (!strcmp(a, "--chat-template"))
       c->chat_template = v;
     else if (!strcmp(a, "--chat-template-file"))

@@ -6,6 +6,8 @@
 #include "cli.h"
 #include "cmd_verify.h"
 #include "tools/verify.h"
+#include "base/base.h"
+#include "format/hf.h"
 
 /* The results are outside the tolerances. */
 #define CLI_VERIFY_FAILED 3
@@ -51,6 +53,9 @@ static const char VERIFY_HELP[] =
     "  --gpu-layers N         with a GPU under test (vulkan, vulkan:N): run the first\n"
     "                         N layers there, the rest on the CPU (default: all\n"
     "                         layers on the GPU)\n"
+    "  --quantize T           a Hugging Face folder (-m DIR): quantize its matrices to T\n"
+    "                         at load (Q8_0, Q4_K, Q6_K, ...; default: as stored); both\n"
+    "                         backends run the quantized weights\n"
     "  -n, --max-tokens N     tokens per prompt at most; longer ones are cut (default 256)\n"
     "  -b, --batch N          tokens per decode call (default 64; 1 checks the decode path)\n"
     "  -t, --threads N        threads (default: every online core)\n"
@@ -86,6 +91,7 @@ int cmd_verify(int argc, char **argv) {
                                        {"against-backend", required_argument, 0, OPT_AGAINST_BACKEND},
                                        {"device", required_argument, 0, OPT_DEVICE},
                                        {"gpu-layers", required_argument, 0, OPT_GPU_LAYERS},
+                                       {"quantize", required_argument, 0, OPT_QUANTIZE},
                                        {"max-tokens", required_argument, 0, 'n'},
                                        {"batch", required_argument, 0, 'b'},
                                        {"threads", required_argument, 0, 't'},
@@ -123,6 +129,9 @@ int cmd_verify(int argc, char **argv) {
         break;
       case OPT_GPU_LAYERS:
         if (!cli_parse_gpu_layers(optarg, &gpu_layers)) return cli_usage(cmd, CLI_GPU_LAYERS_ERROR, optarg);
+        break;
+      case OPT_QUANTIZE:
+        if (hf_set_load_type(optarg) != PASADA_OK) return cli_usage(cmd, "--quantize: %s", pa_last_error());
         break;
       case 'q': p.progress = false; break;
       case OPT_JSON: json = true; break;

@@ -121,8 +121,10 @@ static int pick_arch(hf_ctx *c) {
 }
 
 /* rope_theta: a key of its own (older configs) or inside rope_parameters,
- * per attention kind for Gemma 3 (transformers 5). */
-static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
+ * per attention kind for Gemma 3 (transformers 5); the scaling in
+ * rope_parameters (transformers 5) or rope_scaling (older configs): linear
+ * (the scaling keys), llama3 (rope_freqs factors over rope_dim). */
+static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap, uint64_t rope_dim) {
   const pj_value *rp = hf_member(c->cfg, "rope_parameters");
   if (!rp) rp = hf_member(c->cfg, "rope_scaling");
   const pj_value *full = hf_member(rp, "full_attention"),
@@ -151,10 +153,13 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap) {
   if (!strcmp(c->arch, "phi3") &&
       (!strcmp(type->valuestring, "longrope") || !strcmp(type->valuestring, "su")))
     return PASADA_OK; /* phi3_config */
+  if (!strcmp(type->valuestring, "llama3") && !full && strcmp(c->arch, "phi3") != 0)
+    return hf_llama3_rope(c, w, rp_main, f1 ? theta : 10000, rope_dim);
   if (strcmp(type->valuestring, "linear") != 0)
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: rope scaling '%.40s' is not supported (default, linear)", c->cfg_path,
-                    type->valuestring);
+                    "%s: rope scaling '%.40s' is not supported (default, linear, llama3%s)",
+                    c->cfg_path, type->valuestring,
+                    !strcmp(c->arch, "phi3") ? ", longrope" : "");
   double factor = 0;
   bool ff = false;
   if ((rc = hf_cfg_num(c, rp_main, "factor", &factor, &ff))) return rc;
@@ -227,7 +232,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((rc = gguf_writer_set_f32(w, key, (float)eps))) return rc;
   }
-  if ((rc = rope_params(c, w, key, sizeof key))) return rc;
+  if ((rc = rope_params(c, w, key, sizeof key, head_dim ? head_dim : n_embd / n_head))) return rc;
   if (!strcmp(a, "phi3") &&
       (rc = hf_phi3_config(c, w, head_dim ? head_dim : n_embd / n_head, n_ctx)))
     return rc;

@@ -117,3 +117,48 @@ int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx)
     return rc;
   return rope_factors(c, w, rp, "short_factor", "rope_factors_short.weight", rope_dim / 2);
 }
+
+/* Llama 3.1's RoPE scaling as llama.cpp's converter writes it: no scaling
+ * keys, a rope_freqs tensor of head_dim / 2 factors that divide each
+ * frequency: 1 for wavelengths under original / high_freq_factor, `factor`
+ * above original / low_freq_factor, and between them the smooth blend
+ * 1 / ((1 - s) / factor + s), s = (original / wavelength - low) / (high - low). */
+int hf_llama3_rope(hf_ctx *c, gguf_writer *w, const pj_value *rp, double theta,
+                   uint64_t rope_dim) {
+  double factor = 8, low = 1, high = 4, orig = 8192;
+  bool found = false;
+  int rc;
+  if ((rc = hf_cfg_num(c, rp, "factor", &factor, &found)) ||
+      (rc = hf_cfg_num(c, rp, "low_freq_factor", &low, &found)) ||
+      (rc = hf_cfg_num(c, rp, "high_freq_factor", &high, &found)) ||
+      (rc = hf_cfg_num(c, rp, "original_max_position_embeddings", &orig, &found)))
+    return rc;
+  if (!(factor > 0 && factor < 1e6) || !(low > 0) || !(high > low) || !(high < 1e6) ||
+      !(orig >= 1 && orig <= (1 << 24)))
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: llama3 rope scaling needs factor in (0, 1e6), 0 < low_freq_factor < "
+                    "high_freq_factor < 1e6 and original_max_position_embeddings in [1, 2^24]",
+                    c->cfg_path);
+  if (!(theta > 1) || rope_dim < 2 || rope_dim % 2)
+    return pa_error(PASADA_ERR_FORMAT, "%s: llama3 rope scaling needs rope_theta > 1 and an even head",
+                    c->cfg_path);
+  const uint64_t n = rope_dim / 2;
+  float *f = hf_keep_buf(c, n * sizeof *f);
+  if (!f) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  const double low_wavelen = orig / low, high_wavelen = orig / high;
+  for (uint64_t i = 0; i < n; i++) {
+    /* the converter's frequencies are float32 */
+    const float freq = (float)(1.0 / pow(theta, (double)(2 * i) / (double)rope_dim));
+    const double wavelen = 2 * 3.14159265358979323846 / freq;
+    if (wavelen < high_wavelen) {
+      f[i] = 1;
+    } else if (wavelen > low_wavelen) {
+      f[i] = (float)factor;
+    } else {
+      const double s = (orig / wavelen - low) / (high - low);
+      f[i] = (float)(1 / ((1 - s) / factor + s));
+    }
+  }
+  const int64_t ne[4] = {(int64_t)n, 1, 1, 1};
+  return gguf_writer_add_tensor(w, "rope_freqs.weight", PA_TYPE_F32, 1, ne, f, n * sizeof *f);
+}

@@ -67,5 +67,8 @@ void *hf_keep_buf(hf_ctx *c, size_t n);
  * c->n_expert) and Phi-3's (rope.dimension_count, the window, LongRoPE). */
 int hf_experts_config(hf_ctx *c, gguf_writer *w);
 int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx);
+/* rope_parameters' llama3 scaling (rp) as the rope_freqs.weight tensor of
+ * rope_dim / 2 frequency divisors. */
+int hf_llama3_rope(hf_ctx *c, gguf_writer *w, const pj_value *rp, double theta, uint64_t rope_dim);
 
 #endif

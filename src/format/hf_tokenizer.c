@@ -3,7 +3,10 @@
  * vocabularies: tokens by id (gaps padded as [PADn], unused), token types
  * (added special tokens control, other added tokens user-defined), merges,
  * the pre-tokenizer recognised from tokenizer.json's definition, special
- * token ids, add_bos/add_eos and the chat template. */
+ * token ids, add_bos/add_eos and the chat template. A SentencePiece-style
+ * BPE (byte_fallback, spaces as "\u2581": Llama 2, Mistral, Gemma) becomes
+ * a "llama" vocabulary instead: <0xNN> tokens typed byte, scores from the
+ * merges' ranks, add_space_prefix from the normalizer or pre-tokenizer. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +18,7 @@
 #include "format/hf_internal.h"
 #include "format/safetensors.h"
 
-enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5 };
+enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
 /* The split regexes of tokenizer.json that name llama.cpp pre-tokenizers. */
 static const struct {
@@ -65,6 +68,165 @@ static const char *recognise_pre(const pj_value *pt) {
       if (!strcmp(re->valuestring, split_regexes[i].regex)) return split_regexes[i].pre;
   }
   return NULL;
+}
+
+/* ---- SentencePiece-style BPE ---- */
+
+#define SPACE_MARK "\xE2\x96\x81" /* U+2581, SentencePiece's space */
+
+static bool str_is(const pj_value *j, const char *s) {
+  return pj_is_str(j) && !strcmp(j->valuestring, s);
+}
+
+/* Replace " " -> "\u2581" (a String pattern). */
+static bool replaces_spaces(const pj_value *n) {
+  return is_type(n, "Replace") && str_is(hf_member(hf_member(n, "pattern"), "String"), " ") &&
+         str_is(hf_member(n, "content"), SPACE_MARK);
+}
+
+/* How a byte_fallback BPE's tokenizer.json turns spaces into "\u2581": 1
+ * with one prepended to the text, 0 without, -1 a definition pasada does
+ * not recognise. Llama 2 / Mistral (transformers' legacy conversion):
+ * normalizer Prepend("\u2581") + Replace; transformers' current Llama
+ * tokenizers: pre-tokenizer Metaspace (prepend_scheme first or never, no
+ * split; first: *first_only, the prefix at the start of the text only and
+ * not before a space, where the others prefix every text between special
+ * tokens); Gemma: normalizer Replace, pre-tokenizer none or a Split on " "
+ * (which has no space left to split on). */
+static int recognise_spm(const pj_value *tok, bool *first_only) {
+  const pj_value *n = hf_member(tok, "normalizer"), *p = hf_member(tok, "pre_tokenizer");
+  if (is_type(p, "Sequence") && pj_size(hf_member(p, "pretokenizers")) == 1)
+    p = pj_at(hf_member(p, "pretokenizers"), 0);
+  if (is_type(n, "Sequence") && pj_size(hf_member(n, "normalizers")) == 1)
+    n = pj_at(hf_member(n, "normalizers"), 0);
+  if (!p && is_type(n, "Sequence")) {
+    const pj_value *seq = hf_member(n, "normalizers");
+    if (pj_size(seq) == 2 && is_type(pj_at(seq, 0), "Prepend") &&
+        str_is(hf_member(pj_at(seq, 0), "prepend"), SPACE_MARK) && replaces_spaces(pj_at(seq, 1)))
+      return 1;
+    return -1;
+  }
+  if (replaces_spaces(n)) {
+    if (!p) return 0;
+    if (is_type(p, "Split") && str_is(hf_member(hf_member(p, "pattern"), "String"), " ") &&
+        !pj_is_true(hf_member(p, "invert")))
+      return 0;
+    return -1;
+  }
+  if (!n && is_type(p, "Metaspace") && str_is(hf_member(p, "replacement"), SPACE_MARK) &&
+      pj_is_bool(hf_member(p, "split")) && !pj_is_true(hf_member(p, "split"))) {
+    const pj_value *scheme = hf_member(p, "prepend_scheme");
+    if (str_is(scheme, "first")) return *first_only = true, 1;
+    if (str_is(scheme, "never")) return 0;
+  }
+  return -1;
+}
+
+/* An open-addressing table of the vocabulary's strings. */
+typedef struct {
+  uint32_t cap; /* a power of two */
+  int32_t *slot;
+  char *const *text;
+} str_index;
+
+static size_t utf8_chars(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += ((uint8_t)*s & 0xC0) != 0x80;
+  return n;
+}
+
+static uint64_t str_hash(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
+}
+
+static int index_build(str_index *x, char *const *text, uint32_t n) {
+  x->cap = 16;
+  while (x->cap < 2 * (uint64_t)n) x->cap *= 2;
+  x->text = text;
+  if (!(x->slot = malloc(x->cap * sizeof *x->slot))) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  memset(x->slot, 0xff, x->cap * sizeof *x->slot);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t h = (uint32_t)str_hash(text[i], strlen(text[i])) & (x->cap - 1);
+    while (x->slot[h] >= 0) h = (h + 1) & (x->cap - 1);
+    x->slot[h] = (int32_t)i; /* the first id of a string is found first */
+  }
+  return PASADA_OK;
+}
+
+static int32_t index_find(const str_index *x, const char *s, size_t len) {
+  for (uint32_t h = (uint32_t)str_hash(s, len) & (x->cap - 1); x->slot[h] >= 0;
+       h = (h + 1) & (x->cap - 1)) {
+    const char *t = x->text[x->slot[h]];
+    if (strlen(t) == len && !memcmp(t, s, len)) return x->slot[h];
+  }
+  return -1;
+}
+
+/* SentencePiece's merge order as scores: the token a merge makes scores
+ * minus the merge's rank (its first one), so the highest-scoring pair
+ * merges first as the lowest-ranked merge does in tokenizer.json's BPE
+ * (their merges are every split of a piece, ranked piece by piece, as
+ * transformers writes them); single characters score 0, longer pieces no
+ * merge makes score below every merge. <0xNN> pieces are typed byte. */
+static int spm_scores(const char *path, const pj_value *merges, char *const *text, int32_t *type,
+                      uint32_t n, float *score) {
+  if (merges && !pj_is_arr(merges))
+    return pa_error(PASADA_ERR_FORMAT, "%s: model.merges is not an array", path);
+  str_index x = {0};
+  int rc = index_build(&x, text, n);
+  if (rc) return rc;
+  for (uint32_t i = 0; i < n; i++) {
+    score[i] = 0;
+    unsigned b;
+    char tail;
+    if (type[i] == TT_NORMAL && strlen(text[i]) == 6 &&
+        sscanf(text[i], "<0x%2X%c", &b, &tail) == 2 && tail == '>')
+      type[i] = TT_BYTE;
+  }
+  bool *seen = calloc(n, sizeof *seen);
+  char *buf = NULL;
+  size_t cap = 0;
+  if (!seen) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  int64_t rank = 0;
+  for (const pj_value *e = merges ? merges->child : NULL; e && !rc; e = e->next, rank++) {
+    const char *a = NULL, *bb = NULL;
+    size_t la = 0;
+    if (pj_is_str(e)) { /* "a b": a has no space, "\u2581" stands for one */
+      const char *sp = strchr(e->valuestring, ' ');
+      if (sp) a = e->valuestring, la = (size_t)(sp - a), bb = sp + 1;
+    } else if (pj_is_arr(e) && pj_size(e) == 2 && pj_is_str(e->child) && pj_is_str(e->child->next)) {
+      a = e->child->valuestring, la = strlen(a), bb = e->child->next->valuestring;
+    }
+    if (!a) {
+      rc = pa_error(PASADA_ERR_FORMAT, "%s: model.merges[%" PRId64 "] is neither \"a b\" nor [a, b]",
+                    path, rank);
+      break;
+    }
+    size_t lb = strlen(bb);
+    if (la + lb + 1 > cap) {
+      char *nb = realloc(buf, cap = 2 * (la + lb + 1));
+      if (!nb) {
+        rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+        break;
+      }
+      buf = nb;
+    }
+    memcpy(buf, a, la);
+    memcpy(buf + la, bb, lb);
+    int32_t id = index_find(&x, buf, la + lb);
+    if (id >= 0 && !seen[id]) {
+      seen[id] = true;
+      score[id] = -(float)(rank + 1);
+    }
+  }
+  for (uint32_t i = 0; !rc && i < n; i++) /* after every merge: a piece BPE never makes */
+    if (!seen[i] && type[i] == TT_NORMAL && utf8_chars(text[i]) > 1) score[i] = -(float)(rank + 1);
+  free(buf);
+  free(seen);
+  free(x.slot);
+  return rc;
 }
 
 typedef struct {
@@ -257,24 +419,37 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
     rc = pa_error(
         PASADA_ERR_UNSUPPORTED, "%s: tokenizer model '%.40s' is not supported (byte-level BPE)",
         path, pj_is_str(hf_member(model, "type")) ? hf_member(model, "type")->valuestring : "?");
-  if (!rc && pj_is_true(hf_member(model, "byte_fallback")))
+  const bool spm = !rc && pj_is_true(hf_member(model, "byte_fallback"));
+  int space_prefix = -1;
+  bool first_only = false;
+  if (spm && (space_prefix = recognise_spm(tok, &first_only)) < 0)
     rc = pa_error(PASADA_ERR_UNSUPPORTED,
-                  "%s: a SentencePiece-style BPE (byte_fallback) is not supported from "
-                  "tokenizer.json (byte-level BPE only)",
+                  "%s: the normalizer and pre_tokenizer of this SentencePiece-style BPE "
+                  "(byte_fallback) are not ones pasada recognises (Prepend + Replace \" \" by "
+                  "\"\\u2581\"; Replace alone; Metaspace without split, prepend_scheme first or "
+                  "never)",
                   path);
-  const char *pre = NULL;
-  if (!rc && !(pre = recognise_pre(hf_member(tok, "pre_tokenizer"))))
+  const char *pre = spm ? "default" : NULL;
+  if (!rc && !spm && !(pre = recognise_pre(hf_member(tok, "pre_tokenizer"))))
     rc = pa_error(PASADA_ERR_UNSUPPORTED,
                   "%s: the pre_tokenizer is not one pasada recognises (ByteLevel; Digits + "
                   "ByteLevel; the Qwen2 or Llama 3 split + ByteLevel)",
                   path);
+  float *scores = NULL;
   if (!rc) rc = build_vocab(&v, tok, n_vocab);
-  if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.model", "gpt2");
+  if (!rc && spm && !(scores = malloc(v.n * sizeof *scores)))
+    rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  if (!rc && spm) rc = spm_scores(path, hf_member(model, "merges"), v.text, v.type, v.n, scores);
+  if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
   if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.pre", pre);
   if (!rc)
     rc = gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", (const char *const *)v.text, v.n);
+  if (!rc && spm) rc = gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, v.n);
   if (!rc) rc = gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v.type, v.n);
-  if (!rc) rc = write_merges(path, hf_member(model, "merges"), w);
+  if (!rc && spm) rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", space_prefix == 1);
+  if (!rc && spm && first_only)
+    rc = gguf_writer_set_bool(w, "pasada.tokenizer.space_prefix_first", true);
+  if (!rc && !spm) rc = write_merges(path, hf_member(model, "merges"), w);
   const char *specials[] = {"bos", "eos", "unk", "pad"};
   for (size_t i = 0; i < 4 && !rc; i++) rc = special_id(&v, tc, config, specials[i], w);
   if (!rc) rc = flag(tc, "add_bos_token", w);
@@ -283,6 +458,7 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
   for (uint32_t i = 0; v.owned && i < v.n; i++)
     if (v.owned[i]) free(v.text[i]);
   free(v.text), free(v.owned), free(v.type);
+  free(scores);
   pj_free(tok);
   pj_free(tc);
   return rc;

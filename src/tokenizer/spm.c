@@ -1,7 +1,8 @@
 /* spm.c: SentencePiece-style BPE (tokenizer.ggml.model "llama").
  *
- * Spaces become "▁" (with one prepended at the start of the input when the
- * file asks for add_space_prefix); the text starts as one symbol per UTF-8
+ * Spaces become "▁" (with one prepended to each text at the start or after
+ * a special token when the file asks for add_space_prefix; see
+ * space_prefix_first for the other rule); the text starts as one symbol per UTF-8
  * character; then the adjacent pair whose concatenation is a token with the
  * highest score merges, leftmost first on ties, until no pair is a token.
  * Only normal and user-defined pieces take part, as in SentencePiece.
@@ -73,7 +74,8 @@ int pa_spm_encode(const pa_tokenizer *t, const char *text, size_t len, bool at_s
   for (size_t i = 0; i < len; i++) n_spaces += text[i] == ' ';
   if (len > (UINT32_MAX - 3) / 3)
     return pa_error(PASADA_ERR_ARG, "tokenizer: text of %zu bytes is too long", len);
-  bool prefix = at_start && t->add_space_prefix;
+  bool prefix = at_start && t->add_space_prefix &&
+                !(t->space_prefix_first && (text[0] == ' ' || (len >= 3 && !memcmp(text, space_mark, 3))));
   size_t n_norm = 0;
   char *norm = malloc(len + 2 * n_spaces + 3);
   symbol *sym = malloc((len + 1) * sizeof *sym);

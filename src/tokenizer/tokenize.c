@@ -101,7 +101,9 @@ int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_sp
     size_t at = len, match_len = 0;
     int32_t special = pa_special_next(t, text, len, pos, parse_special, &at, &match_len);
     if (special < 0) at = len;
-    rc = encode_text(t, text + pos, at - pos, pos == 0, &ids);
+    /* llama.cpp: the space prefix before every text (after the start or a
+     * special token); Metaspace's "first": only at the start */
+    rc = encode_text(t, text + pos, at - pos, pos == 0 || !t->space_prefix_first, &ids);
     if (rc || special < 0) break;
     rc = pa_ids_push(&ids, special);
     pos = at + match_len;

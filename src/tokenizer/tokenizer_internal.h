@@ -74,6 +74,12 @@ struct pa_tokenizer {
 
   int32_t bos, eos, unk, pad, sep, eot, eom;
   bool add_bos, add_eos, add_space_prefix;
+  /* SPM: the space prefix goes before the text at the start only, and not
+   * when that text begins with a space (Hugging Face's Metaspace,
+   * prepend_scheme "first"; key pasada.tokenizer.space_prefix_first);
+   * otherwise before every text after the start or a special token, as
+   * llama.cpp and SentencePiece-converted legacy tokenizers do. */
+  bool space_prefix_first;
   bool add_sep; /* append the separator (BERT's [SEP]) after the text */
   int32_t eog[PA_EOG_MAX];
   int n_eog;

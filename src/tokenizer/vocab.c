@@ -232,6 +232,7 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
   if ((rc = get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix))) return rc;
   if (t->spm_bpe) t->add_bos = true; /* as llama.cpp: Gemma 4 always begins with BOS */
+  if ((rc = get_flag(f, "pasada.tokenizer.space_prefix_first", &t->space_prefix_first))) return rc;
   if (t->kind == PA_TOK_WPM) {
     /* llama.cpp's files spell the separator's key "seperator"; BERT adds
      * [CLS] (bos) and [SEP] by default, and words start with "\u2581" */

@@ -93,7 +93,9 @@ int pa_kld_run(const pa_kld_params *p, pa_kld_result *r) {
   int32_t *tokens = NULL, *tokens_q = NULL;
   size_t n_tokens = 0, n_tokens_q = 0;
   kld_state s = {0};
-  if ((rc = pa_eval_model_open(p->base_path, &p->eval, &mb))) goto done;
+  pa_eval_params base_eval = p->eval;
+  base_eval.quantize = NULL; /* --quantize is QUANT's */
+  if ((rc = pa_eval_model_open(p->base_path, &base_eval, &mb))) goto done;
   if ((rc = pa_eval_model_open(p->quant_path, &p->eval, &mq))) goto done;
   if (mb.n_vocab != mq.n_vocab) {
     rc = pa_error(PASADA_ERR_ARG,

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/base.h"
+#include "format/hf.h"
 
 /* ---- evaluation windows ---- */
 
@@ -19,7 +20,9 @@ int pa_eval_model_open(const char *path, const pa_eval_params *p, pa_eval_model 
   memset(out, 0, sizeof *out);
   pasada_model_params mp = pasada_model_default_params();
   mp.backend = p->backend;
-  int rc = pasada_model_load(path, &mp, &out->model);
+  int rc = hf_set_load_type(p->quantize);
+  if (!rc) rc = pasada_model_load(path, &mp, &out->model);
+  hf_set_load_type(NULL);
   if (rc) return rc;
   pasada_context_params cp = pasada_context_default_params();
   cp.n_ctx = p->n_ctx;

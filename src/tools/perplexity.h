@@ -26,6 +26,8 @@ typedef struct {
   int32_t n_chunks;  /* windows to evaluate (<= 0: all the text holds) */
   pasada_kv_type kv_type; /* the context's KV cache (PASADA_KV_DEFAULT: the engine's) */
   const char *backend;    /* the model's backend, as pasada_model_params.backend (NULL: cpu) */
+  const char *quantize;   /* a Hugging Face folder's matrices quantized to this type at
+                             load (hf_set_load_type's names; NULL: as stored) */
 } pa_eval_params;
 
 typedef struct {

@@ -184,6 +184,64 @@ def test_quantize_option_checks_its_type():
     assert run.returncode == 0
 
 
+@pytest.fixture(scope="module")
+def llama_q8(tmp_path_factory):
+    """An F32 llama folder and its converted GGUF quantized to Q8_0 (--pure):
+    what --quantize Q8_0 on the folder must equal."""
+    d = tmp_path_factory.mktemp("q8")
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", d / "llama")
+    pasada("convert", folder, d / "f32.gguf")
+    pasada("quantize", d / "f32.gguf", d / "q8.gguf", "--type", "Q8_0", "--pure")
+    text = d / "text.txt"
+    text.write_text("the cat sat on the mat and the dog ate the hat. " * 8)
+    return folder, d / "q8.gguf", text
+
+
+def test_quantize_option_on_perplexity_and_kld(llama_q8):
+    """perplexity --quantize gives the quantized file's value; kld
+    --quantize quantizes QUANT only, so a folder against itself quantized
+    is the folder against the quantized file."""
+    folder, q8, text = llama_q8
+    ppl = lambda *a: json.loads(pasada("perplexity", "-f", text, "-c", "32", "-q", "--json", *a).stdout)["ppl"]
+    assert ppl("-m", folder, "--quantize", "Q8_0") == ppl("-m", q8) != ppl("-m", folder)
+    kld = lambda *a: json.loads(pasada("kld", "--base", folder, "-f", text, "-c", "32", "-q", "--json", *a).stdout)
+    a, b = kld("-m", folder, "--quantize", "Q8_0"), kld("-m", q8)
+    keys = ("kl_mean", "kl_max", "top1_agreement", "ppl_ratio")
+    assert [a[k] for k in keys] == [b[k] for k in keys] and a["kl_mean"] > 0
+    assert kld("-m", folder)["kl_mean"] == 0
+    for cmd in (("perplexity",), ("kld", "--base", folder)):
+        res = pasada(*cmd, "-m", folder, "-f", text, "--quantize", "Q9_9", check=False)
+        assert res.returncode == 2 and "Q8_0" in res.stderr, res.stderr
+
+
+def test_quantize_option_on_verify(llama_q8, tmp_path):
+    """verify --quantize runs the quantized weights on both backends: the
+    fast path's logits are those of the quantized file."""
+    folder, q8, _ = llama_q8
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    pasada("verify", "-m", folder, "--quantize", "Q8_0", "--save", a, "-q")
+    pasada("verify", "-m", q8, "--save", b, "-q")
+    la, lb = (gguf.GGUFReader(f).get_tensor(0).data for f in (a, b))
+    assert np.array_equal(la, lb)
+    res = pasada("verify", "-m", folder, "--quantize", "Q9_9", check=False)
+    assert res.returncode == 2 and "Q8_0" in res.stderr
+
+
+def test_quantize_option_on_serve(llama_q8, pasada_bin):
+    """serve --quantize answers as the quantized file does (greedy text)."""
+    from test_server import Server
+    folder, q8, _ = llama_q8
+    want = pasada("run", "-m", q8, "-p", "the cat", "-n", "6", "--temp", "0", "--no-stats").stdout
+    s = Server(pasada_bin, folder, "--quantize", "Q8_0", "--parallel", "1", "--ctx", "64")
+    try:
+        r = s.client().completions.create(model="m", prompt="the cat", max_tokens=6, temperature=0)
+    finally:
+        assert s.stop() == 0, s.stderr
+    assert want and r.choices[0].text == want
+    res = pasada("serve", "-m", folder, "--quantize", "Q9_9", check=False)
+    assert res.returncode == 2 and "Q8_0" in res.stderr
+
+
 def test_gemma3_config_of_older_transformers(tmp_path):
     """transformers 4's Gemma 3 config.json (rope_theta and
     rope_local_base_freq keys, sliding_window_pattern instead of layer_types)
@@ -205,6 +263,66 @@ def test_gemma3_config_of_older_transformers(tmp_path):
     (folder / "config.json").write_text(json.dumps(cfg))
     c = run_eval("logits", folder, ids, tmp_path / "c", args)[0]
     assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("spelling", ["rope_parameters", "rope_scaling"])
+@pytest.mark.parametrize("variant", ["llama3", "linear"])
+def test_rope_scaling_matches_transformers(variant, spelling, tmp_path):
+    """The tiny llama with Llama 3.1's RoPE scaling (llama3) or linear
+    scaling, in transformers 5's rope_parameters or older configs'
+    rope_scaling + rope_theta: logits within 1e-4 of transformers', and not
+    those of the unscaled model."""
+    rp = json.loads((HF / "rope.json").read_text())[variant]
+    data = np.load(HF / "rope.npz")
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "llama")
+    cfg = json.loads((folder / "config.json").read_text())
+    if spelling == "rope_parameters":
+        cfg["rope_parameters"] = rp
+    else:
+        del cfg["rope_parameters"]
+        cfg["rope_theta"] = rp["rope_theta"]
+        cfg["rope_scaling"] = {k: v for k, v in rp.items() if k != "rope_theta"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    got = run_eval("logits", folder, [data["ids"]], tmp_path / "a", args)[0]
+    want = data[f"{variant}_logits"]
+    err = relative_error(got, want)
+    plain = run_eval("logits", write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "plain"), [data["ids"]],
+                     tmp_path / "b", args)[0]
+    print(f"\n  {variant} ({spelling}): rel err {err:.2e}, unscaled {relative_error(plain, want):.2e}")
+    assert err <= 1e-4 and relative_error(plain, want) > 1e-3
+
+
+def test_convert_writes_llama3_rope_freqs(tmp_path):
+    """`pasada convert` of a llama3-scaled folder writes what llama.cpp's
+    converter does: no scaling keys, rope_freqs.weight whose entries divide
+    each frequency: transformers' default inv_freq over its scaled one."""
+    rp = json.loads((HF / "rope.json").read_text())["llama3"]
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "llama")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["rope_parameters"] = rp
+    (folder / "config.json").write_text(json.dumps(cfg))
+    pasada("convert", folder, tmp_path / "out.gguf")
+    r = gguf.GGUFReader(str(tmp_path / "out.gguf"))
+    t = {t.name: t for t in r.tensors}["rope_freqs.weight"]
+    assert t.tensor_type == gguf.GGMLQuantizationType.F32
+    head_dim = 16
+    base = 1.0 / (rp["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    want = base / np.load(HF / "rope.npz")["llama3_inv_freq"]
+    got = np.array(t.data, np.float64)
+    assert got.shape == want.shape and np.max(np.abs(got / want - 1)) < 1e-6, (got, want)
+    assert not any(k.startswith("llama.rope.scaling") for k in r.fields)
+
+
+def test_yarn_rope_scaling_is_refused(tmp_path):
+    folder = write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "llama")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                              "original_max_position_embeddings": 32}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    res = pasada("info", "-m", folder, check=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and "'yarn' is not supported" in lines[0], res.stderr
 
 
 def _read_safetensors(path):
