@@ -49,15 +49,16 @@ void pasada_context_free(pasada_context *c) {
 
 /* Every matrix the forward pass multiplies by (the backend sizes its
  * scratch for them; of the experts, the first of each kind stands for all,
- * as they share their shape and type); mats holds 11 per layer + 2. */
+ * as they share their shape and type); mats holds 17 per layer + 2. */
 static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) {
   int32_t n = 0;
   mats[n++] = &m->output;
   mats[n++] = &m->tok_embd;
   for (int l = 0; l < m->hp.n_layer; l++) {
     const pa_layer *L = &m->layers[l];
-    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 7; i++)
+    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                             &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+    for (int i = 0; i < 13; i++)
       if (lm[i]->data) mats[n++] = lm[i]; /* bert has no gate */
     if (L->exp_gate) {
       mats[n++] = &L->router;
@@ -163,7 +164,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     pasada_context_free(c);
     return rc; /* message set by pa_kv_init */
   }
-  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 11 + 2) * sizeof *mats);
+  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 17 + 2) * sizeof *mats);
   if (!mats) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory");
@@ -290,6 +291,8 @@ static void forward(pasada_context *c, const pa_fwd_batch *fb) {
     pa_forward_gemma3(c, fb);
   else if (c->model->hp.arch == PA_ARCH_BERT)
     pa_forward_bert(c, fb);
+  else if (c->model->hp.arch == PA_ARCH_QWEN35)
+    pa_forward_qwen35(c, fb);
   else
     pa_forward_llama(c, fb);
 }

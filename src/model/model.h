@@ -33,6 +33,14 @@ typedef struct {
    * empty): the router and each expert's slice of the 3-D tensors */
   pa_matrix router;
   pa_matrix *exp_gate, *exp_up, *exp_down; /* n_expert each, one allocation */
+  /* qwen35: a linear-attention layer (hp.recurrent): its products (mixed
+   * q/k/v, the output gate z, beta, alpha, the output) and its conv taps
+   * ([conv_dim][ssm_conv]), A (-exp(A_log)), dt bias and gated norm; an
+   * attention layer's output gate rows (wq_gate), split with wq from the
+   * file's per-head [q | gate] rows into q_split */
+  pa_matrix ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out, wq_gate;
+  float *ssm_conv, *ssm_a, *ssm_dt, *ssm_norm;
+  void *q_split;
 } pa_layer;
 
 struct pa_model {
@@ -130,6 +138,7 @@ int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k);
 void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_bert(struct pa_context *ctx, const pa_fwd_batch *b);
+void pa_forward_qwen35(struct pa_context *ctx, const pa_fwd_batch *b);
 /* Sets the context's layer hook (NULL: none) and the host buffer it reads. */
 int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user);
 /* After layer l: the residual stream to the context's layer hook, if any. */
