@@ -32,6 +32,7 @@ void pasada_context_free(pasada_context *c) {
   pa_free(c->embd_pool);
   pa_free(c->pool_n);
   free(c->row_of);
+  pa_hybrid_free(c);
   pa_free(c);
 }
 
@@ -175,9 +176,16 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   const float *freqs = m->rope_freqs ? m->rope_freqs
                        : m->rope_long ? (p.n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short)
                                       : NULL;
+  /* a model with recurrent layers: a state snapshot per sequence slot */
+  const int32_t n_snap = hp->ssm_conv > 0 ? p.n_seq_max : 0;
+  if (n_snap && (rc = pa_hybrid_init(c, n_snap))) {
+    pa_free(mats);
+    pasada_context_free(c);
+    return rc;
+  }
   const pa_bctx_params bp = {.hp = hp, .rope_freqs = freqs, .n_batch = c->n_batch,
                              .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv, .kv_type = kt,
-                             .mats = mats, .n_mats = model_matrices(m, mats)};
+                             .mats = mats, .n_mats = model_matrices(m, mats), .n_snap = n_snap};
   rc = c->be->ops->context_init(c->be, &bp, &c->bc);
   pa_free(mats);
   if (rc) {
@@ -211,6 +219,10 @@ int32_t pasada_context_n_ctx(const pasada_context *c) { return c->n_ctx; }
 
 void pasada_seq_truncate(pasada_context *c, int32_t seq, int32_t p0) {
   if (seq < 0 || seq >= c->n_seq_max || p0 < 0) return;
+  if (c->n_snap) {
+    pa_hybrid_truncate(c, seq, p0);
+    return;
+  }
   pa_kv_truncate(&c->kv, seq, p0);
 }
 
@@ -283,6 +295,7 @@ int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *t
   if (seq < 0 || seq >= c->n_seq_max || !tokens || n <= 0) return 0;
   if (c->pooling) return 0; /* a pool needs every token's hidden state */
   if (n > c->n_ctx) n = c->n_ctx;
+  if (c->n_snap) return pa_hybrid_reuse_prefix(c, seq, tokens, n);
   return pa_kv_reuse_prefix(&c->kv, seq, tokens, n);
 }
 

@@ -527,7 +527,7 @@ static int load_qwen35(struct pa_model *m) {
           return pa_error(PASADA_ERR_FORMAT, "tensor 'blk.%d.ssm_a' / 'ssm_dt.bias': head %lld has A %g (must "
                           "be -exp(A_log) <= 0) and dt bias %g", i, (long long)h, L->ssm_a[h], L->ssm_dt[h]);
     } else {
-      pa_matrix qg;
+      pa_matrix qg = {0};
       if ((rc = get_matrix(m, NAME("attn_q.weight"), E, 2 * Q, true, &qg)) ||
           (rc = split_q_gate(L, &qg, hp->n_head, hp->head_dim, n)) ||
           (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||

@@ -138,6 +138,7 @@ int32_t pasada_model_n_vocab(const pasada_model *m) {
 int32_t pasada_model_n_ctx_train(const pasada_model *m) { return m->hp.n_ctx_train; }
 const char *pasada_model_arch(const pasada_model *m) { return m->arch_name; }
 int32_t pasada_model_n_embd(const pasada_model *m) { return m->hp.n_embd; }
+bool pasada_model_is_recurrent(const pasada_model *m) { return m->hp.ssm_conv > 0; }
 pasada_pooling pasada_model_pooling(const pasada_model *m) { return (pasada_pooling)m->pooling; }
 
 static void fmt_bytes(char *buf, size_t cap, double b) {
