@@ -101,6 +101,11 @@ PASADA_API int32_t pasada_model_n_ctx_train(const pasada_model *model);
 PASADA_API const char *pasada_model_arch(const pasada_model *model);
 /* The width of the model's hidden states: the length of its embeddings. */
 PASADA_API int32_t pasada_model_n_embd(const pasada_model *model);
+/* Whether the model has recurrent (linear-attention) layers (qwen35): a
+ * sequence then carries a state beside its KV positions, so truncation
+ * inside a sequence and prefix reuse work only at prefixes whose state
+ * the context kept (see pasada_seq_truncate). */
+PASADA_API bool pasada_model_is_recurrent(const pasada_model *model);
 /* Writes a human-readable description (architecture, hyper-parameters,
  * tokenizer, tensor types with counts and bytes) to `file`. */
 PASADA_API int pasada_model_print_info(const pasada_model *model, FILE *file);
@@ -209,7 +214,11 @@ PASADA_API int pasada_get_embeddings(const pasada_context *ctx, int32_t seq, flo
 PASADA_API void pasada_parallel_for(pasada_context *ctx, void (*fn)(void *arg, int32_t i),
                                     void *arg, int32_t n);
 /* Drops sequence `seq` from position `p0` on (p0 = 0: the whole sequence,
- * whose KV blocks go back to the pool or to the prefix cache). */
+ * whose KV blocks go back to the pool or to the prefix cache). A model with
+ * recurrent layers (pasada_model_is_recurrent) keeps a snapshot of the
+ * sequence's state at its full length, and truncates to 0 < p0 < length
+ * only where a snapshot of exactly those p0 tokens exists; otherwise the
+ * whole sequence is dropped: read pasada_seq_length after. */
 PASADA_API void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);
 PASADA_API int32_t pasada_seq_length(const pasada_context *ctx, int32_t seq);
 
@@ -238,7 +247,11 @@ PASADA_API int32_t pasada_kv_blocks_available(const pasada_context *ctx);
  * never all n tokens, so at least one token is left to decode for logits.
  * The values reused are those the sequence would compute itself (a
  * position's K and V depend only on the tokens up to it). Returns the
- * number of positions now cached; decoding continues at that position. */
+ * number of positions now cached; decoding continues at that position.
+ * A model with recurrent layers reuses only a prefix whose state the
+ * context kept (a sequence it truncated, e.g. the previous turn of a
+ * conversation that the prompt continues) and whose KV positions are all
+ * still cached; otherwise nothing. */
 PASADA_API int32_t pasada_seq_reuse_prefix(pasada_context *ctx, int32_t seq, const int32_t *tokens,
                                            int32_t n);
 /* Changes of the prefix cache's full blocks, for a server that publishes

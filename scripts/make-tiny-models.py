@@ -110,6 +110,16 @@ ARCHS = {
                    final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
                    layer_types=["sliding_attention", "sliding_attention", "full_attention",
                                 "sliding_attention", "sliding_attention", "full_attention"]),
+    # qwen35 (Qwen3.5): 4 layers, three Gated DeltaNet linear-attention
+    # layers and one full-attention layer (full_attention_interval 4); the
+    # linear layers have 2 key heads of 16 and 4 value heads of 24 (so the
+    # converter's V-head reordering matters), a conv kernel of 4; the full
+    # layer has an output gate, q/k norms, head_dim 32 with a quarter
+    # rotated (8 dims); (1 + w) norms; an FFN of 64; tied. No numpy reference: pasada is
+    # compared with transformers directly (tests/e2e/test_qwen35.py).
+    "qwen35": dict(vocab=279, layers=4, tied=True, intermediate=64, rope_theta=1e6, head_dim=32, partial_rotary=0.25,
+                   lin_k_heads=2, lin_v_heads=4, lin_k_dim=16, lin_v_dim=24, conv_kernel=4, interval=4,
+                   no_numpy_ref=True),
 }
 
 BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
@@ -195,14 +205,22 @@ def make_config(arch, spec):
                              "partial_rotary_factor": spec["partial_rotary"], "short_factor": short,
                              "long_factor": long_, "original_max_position_embeddings": spec["orig_ctx"],
                              "attention_factor": spec["attn_factor"]})
+    if arch == "qwen35":
+        return transformers.Qwen3_5TextConfig(
+            **common, rope_parameters={"rope_type": "default", "rope_theta": spec["rope_theta"],
+                                       "partial_rotary_factor": spec["partial_rotary"],
+                                       "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+            linear_conv_kernel_dim=spec["conv_kernel"], linear_key_head_dim=spec["lin_k_dim"],
+            linear_value_head_dim=spec["lin_v_dim"], linear_num_key_heads=spec["lin_k_heads"],
+            linear_num_value_heads=spec["lin_v_heads"], full_attention_interval=spec["interval"])
     raise ValueError(arch)
 
 
 # The seed offset of each architecture: its index in ARCHS, except those
 # whose committed fixtures were drawn at another: the mixtures of experts at
-# 4 and 5 (as gemma2 and phi3 were), gpt-oss and gemma4 both at 8 (distinct
-# models, so sharing an offset is fine).
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8}
+# 4 and 5 (as gemma2 and phi3 were), gpt-oss, gemma4 and qwen35 at 8
+# (distinct models, so sharing an offset is fine).
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8}
 
 
 def seed_index(arch, k):
@@ -215,7 +233,8 @@ def model_class(arch):
             "gemma2": transformers.Gemma2ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM,
             "gpt-oss": transformers.GptOssForCausalLM,
-            "gemma4": transformers.Gemma4ForCausalLM}[arch]
+            "gemma4": transformers.Gemma4ForCausalLM,
+            "qwen35": transformers.Qwen3_5ForCausalLM}[arch]
 
 
 def randomize(model, arch, gen):
@@ -226,8 +245,16 @@ def randomize(model, arch, gen):
     biases are random so their addition is tested."""
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
-            if name.endswith("norm.weight"):
-                if arch in ("gemma2", "gemma3"):  # Gemma scales by (1 + w)
+            if arch == "qwen35" and name.endswith("linear_attn.norm.weight"):  # a plain w
+                p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
+            elif arch == "qwen35" and name.endswith(".A_log"):  # decay rates exp(A_log) in [0.05, 1]
+                p.copy_(torch.log(0.05 + 0.95 * torch.rand(p.shape, generator=gen)))
+            elif arch == "qwen35" and name.endswith(".dt_bias"):
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            elif arch == "qwen35" and "conv1d" in name:  # [channels][1][kernel]
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            elif name.endswith("norm.weight"):
+                if arch in ("gemma2", "gemma3", "qwen35"):  # Gemma scales by (1 + w)
                     p.copy_((torch.rand(p.shape, generator=gen) - 0.5) * 0.8)
                 else:
                     p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
@@ -401,6 +428,14 @@ def write_gguf(path, arch, cfg, spec, sd):
         w.add_expert_used_count(spec["used"])
         if arch in ("qwen3moe", "gpt-oss"):
             w.add_expert_feed_forward_length(spec["expert_ff"])
+    if arch == "qwen35":  # llama.cpp's Qwen3-Next keys
+        w.add_ssm_conv_kernel(spec["conv_kernel"])
+        w.add_ssm_state_size(spec["lin_k_dim"])
+        w.add_ssm_group_count(spec["lin_k_heads"])
+        w.add_ssm_time_step_rank(spec["lin_v_heads"])
+        w.add_ssm_inner_size(spec["lin_v_dim"] * spec["lin_v_heads"])
+        w.add_full_attention_interval(spec["interval"])
+        w.add_rope_dimension_sections([2, 1, 1, 0])
     if arch == "gemma2":
         w.add_attn_logit_softcapping(spec["attn_softcap"])
         w.add_final_logit_softcapping(spec["final_softcap"])
@@ -432,14 +467,16 @@ def write_gguf(path, arch, cfg, spec, sd):
 
     def norm(name):
         x = t(name)
-        return x + 1.0 if arch in ("gemma2", "gemma3") else x  # GGUF stores Gemma's (1 + w)
+        return x + 1.0 if arch in ("gemma2", "gemma3", "qwen35") else x  # GGUF stores Gemma's (1 + w)
 
     w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
+    if arch == "qwen35":
+        write_qwen35_layers(w, cfg, spec, t, norm)
     if arch == "phi3":
         rp = cfg.rope_parameters
         w.add_tensor("rope_factors_long.weight", np.asarray(rp["long_factor"], dtype=np.float32))
         w.add_tensor("rope_factors_short.weight", np.asarray(rp["short_factor"], dtype=np.float32))
-    for i in range(cfg.num_hidden_layers):
+    for i in range(cfg.num_hidden_layers if arch != "qwen35" else 0):
         p, b = f"model.layers.{i}.", f"blk.{i}."
         w.add_tensor(b + "attn_norm.weight", norm(p + "input_layernorm.weight"))
         if arch == "phi3":  # fused: q rows, then k, then v (as transformers splits them)
@@ -509,6 +546,59 @@ def write_gguf(path, arch, cfg, spec, sd):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def reorder_v_heads(x, dim, n_k, n_v, head_dim):
+    """llama.cpp's converter stores the linear layers' value heads tiled
+    (value head j follows key head j % n_k) rather than grouped as
+    transformers has them (j // (n_v / n_k)): [n_k][r][d] -> [r][n_k][d]
+    along dim."""
+    r = n_v // n_k
+    shape = list(x.shape)
+    y = x.reshape(shape[:dim] + [n_k, r, head_dim] + shape[dim + 1:])
+    return np.ascontiguousarray(np.swapaxes(y, dim, dim + 1).reshape(shape))
+
+
+def write_qwen35_layers(w, cfg, spec, t, norm):
+    """Qwen3.5's layers as llama.cpp's converter writes them: the linear
+    layers' in_proj_qkv as attn_qkv, in_proj_z as attn_gate, in_proj_b / _a
+    as ssm_beta / ssm_alpha, conv1d squeezed to [channels][kernel], A_log as
+    ssm_a = -exp(A_log), dt_bias as ssm_dt.bias, the gated norm (a plain w)
+    as ssm_norm, out_proj as ssm_out, value heads reordered to tiled order;
+    the full layers' q_proj (per head: head_dim of q, then head_dim of the
+    gate) as attn_q; post_attention_layernorm as post_attention_norm;
+    every other norm stored as 1 + w."""
+    nk, nv, dk, dv = spec["lin_k_heads"], spec["lin_v_heads"], spec["lin_k_dim"], spec["lin_v_dim"]
+    for i in range(cfg.num_hidden_layers):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", norm(p + "input_layernorm.weight"))
+        w.add_tensor(b + "post_attention_norm.weight", norm(p + "post_attention_layernorm.weight"))
+        if cfg.layer_types[i] == "linear_attention":
+            la = p + "linear_attn."
+            qkv = t(la + "in_proj_qkv.weight")
+            qkv = np.concatenate([qkv[:2 * nk * dk], reorder_v_heads(qkv[2 * nk * dk:], 0, nk, nv, dv)])
+            conv = t(la + "conv1d.weight").squeeze(1)
+            conv = np.concatenate([conv[:2 * nk * dk], reorder_v_heads(conv[2 * nk * dk:], 0, nk, nv, dv)])
+            w.add_tensor(b + "attn_qkv.weight", qkv)
+            w.add_tensor(b + "attn_gate.weight", reorder_v_heads(t(la + "in_proj_z.weight"), 0, nk, nv, dv))
+            w.add_tensor(b + "ssm_beta.weight", reorder_v_heads(t(la + "in_proj_b.weight"), 0, nk, nv, 1))
+            w.add_tensor(b + "ssm_alpha.weight", reorder_v_heads(t(la + "in_proj_a.weight"), 0, nk, nv, 1))
+            w.add_tensor(b + "ssm_conv1d.weight", np.ascontiguousarray(conv))
+            w.add_tensor(b + "ssm_a", reorder_v_heads(-np.exp(t(la + "A_log")), 0, nk, nv, 1))
+            w.add_tensor(b + "ssm_dt.bias", reorder_v_heads(t(la + "dt_bias"), 0, nk, nv, 1))
+            w.add_tensor(b + "ssm_norm.weight", t(la + "norm.weight"))
+            w.add_tensor(b + "ssm_out.weight", reorder_v_heads(t(la + "out_proj.weight"), 1, nk, nv, dv))
+        else:
+            sa = p + "self_attn."
+            w.add_tensor(b + "attn_q.weight", t(sa + "q_proj.weight"))
+            w.add_tensor(b + "attn_k.weight", t(sa + "k_proj.weight"))
+            w.add_tensor(b + "attn_v.weight", t(sa + "v_proj.weight"))
+            w.add_tensor(b + "attn_q_norm.weight", norm(sa + "q_norm.weight"))
+            w.add_tensor(b + "attn_k_norm.weight", norm(sa + "k_norm.weight"))
+            w.add_tensor(b + "attn_output.weight", t(sa + "o_proj.weight"))
+        w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
+        w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
+        w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
 
 
 def check_sensitivity(checker, arch, gguf_path, arrays):
@@ -684,6 +774,9 @@ def main():
         np.savez_compressed(out / f"{arch}.logits.npz", **arrays)
 
         # Self-check of the fixture: GGUF + llama.cpp conventions == transformers.
+        if spec.get("no_numpy_ref"):
+            print(f"wrote {gguf_path} ({gguf_path.stat().st_size} bytes; no numpy reference for {arch})")
+            continue
         for i in range(len(SEQ_LENGTHS)):
             ref = arrays[f"logits{i}"]
             got = checker.reference_forward(gguf_path, arrays[f"ids{i}"])

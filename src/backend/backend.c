@@ -82,3 +82,27 @@ void pa_swiglu_oai(float *g, const float *u, int64_t n) {
     g[i] = (v + 1.0f) * (m / (1.0f + expf(-PA_SWIGLU_OAI_ALPHA * m)));
   }
 }
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+int64_t pa_buf_width(const pa_hparams *hp, pa_buf buf) {
+  const int64_t E = hp->n_embd, F = hp->n_ff;
+  const int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
+  const int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
+  /* a linear-attention layer: its mixed q, k, v into Q, z into K, beta
+   * into V, alpha into H1, its output into ATT; a gated attention layer's
+   * gate into H1 */
+  const bool lin = hp->ssm_conv > 0;
+  const int64_t VZ = (int64_t)hp->ssm_v_heads * hp->ssm_v_dim;
+  switch (buf) {
+    case PA_BUF_X: return E;
+    case PA_BUF_XB: return max64(E, O);
+    case PA_BUF_Q: return lin ? max64(Q, pa_ssm_conv_dim(hp)) : Q;
+    case PA_BUF_K: return lin ? max64(K, VZ) : K;
+    case PA_BUF_V: return lin ? max64(VV, hp->ssm_v_heads) : VV;
+    case PA_BUF_ATT: return lin ? max64(O, VZ) : O;
+    case PA_BUF_H1: return lin ? max64(max64(F, E), max64(Q, hp->ssm_v_heads)) : max64(F, E);
+    case PA_BUF_H2: return F;
+    default: return 0;
+  }
+}

@@ -54,7 +54,8 @@ typedef enum {
   PA_ARCH_PHI3,
   PA_ARCH_BERT,
   PA_ARCH_GPT_OSS,
-  PA_ARCH_GEMMA4
+  PA_ARCH_GEMMA4,
+  PA_ARCH_QWEN35
 } pa_arch;
 typedef enum { PA_ACT_SILU, PA_ACT_GELU_TANH } pa_activation;
 
@@ -90,7 +91,26 @@ typedef struct {
    * others). kv_from is meaningful when n_kv_shared > 0. */
   int32_t n_kv_shared;
   int16_t kv_from[PA_MAX_LAYERS];
+  /* linear attention (Gated DeltaNet, qwen35): the layers that are
+   * recurrent rather than attention layers; each has ssm_k_heads heads of
+   * ssm_k_dim for q and k, ssm_v_heads of ssm_v_dim for v (value head j
+   * reads key head j % ssm_k_heads), and a causal conv1d of ssm_conv taps
+   * over its q, k and v channels (ssm_conv 0: no recurrent layers) */
+  bool recurrent[PA_MAX_LAYERS];
+  int32_t ssm_conv, ssm_k_heads, ssm_v_heads, ssm_k_dim, ssm_v_dim;
 } pa_hparams;
+
+/* A recurrent layer's state for one sequence: the conv's last ssm_conv - 1
+ * inputs (conv_dim channels each) and the delta rule's matrix per value
+ * head (ssm_k_dim x ssm_v_dim), in floats. */
+static inline int64_t pa_ssm_conv_dim(const pa_hparams *hp) {
+  return 2 * (int64_t)hp->ssm_k_heads * hp->ssm_k_dim + (int64_t)hp->ssm_v_heads * hp->ssm_v_dim;
+}
+static inline int64_t pa_ssm_state_floats(const pa_hparams *hp) {
+  return (int64_t)(hp->ssm_conv - 1) * pa_ssm_conv_dim(hp) +
+         (int64_t)hp->ssm_v_heads * hp->ssm_k_dim * hp->ssm_v_dim;
+}
+
 
 /* The most experts a layer may have, and use per token. */
 #define PA_MAX_EXPERTS 512
@@ -113,6 +133,12 @@ typedef enum {
   PA_BUF_H1, PA_BUF_H2, /* the FFN's gate and up projections */
   PA_BUF_COUNT
 } pa_buf;
+
+/* The widest row (floats per token) any op writes into buffer `buf` of a
+ * pass of hp's model (the linear-attention layers use Q, K, V, H1 and ATT
+ * for their own projections, backend.c): every backend sizes its buffers
+ * by it. */
+int64_t pa_buf_width(const pa_hparams *hp, pa_buf buf);
 
 typedef enum { PA_ROPE_NONE, PA_ROPE_GLOBAL, PA_ROPE_SWA } pa_rope_kind;
 /* PA_GATE_SWIGLU_OAI: gpt-oss's clamped SwiGLU, g = min(gate, L), u =
@@ -216,6 +242,29 @@ void pa_swiglu_oai(float *g, const float *u, int64_t n);
 void pa_moe_route(const float *logit, int32_t n_expert, int32_t n_used, bool norm_topk, int32_t *chosen,
                   float *weight);
 
+/* Gated DeltaNet (a linear-attention layer, `layer`, recurrent in hp) over
+ * the pass's tokens, in batch order, each continuing its sequence's state
+ * (a token at position 0 starts from a zero state). With Kd = ssm_k_dim,
+ * Vd = ssm_v_dim, per token t of sequence s:
+ *   c = silu(conv(the state's last ssm_conv - 1 rows of qkv, then qkv[t]))
+ *       per channel: sum_j conv_w[ch][j] * row_j[ch] (the oldest row first);
+ *       the state keeps the last ssm_conv - 1 inputs
+ *   q, k, v = c's first k_heads * Kd, next k_heads * Kd, last v_heads * Vd
+ *   q, k of every head L2-normalised (x / sqrt(sum x^2 + 1e-6)), q / sqrt(Kd)
+ *   per value head h (key head h % k_heads):
+ *     g = a[h] * softplus(alpha[t][h] + dt_bias[h]),  beta = sigmoid(beta_in[t][h])
+ *     S = S * exp(g);  S += k (beta (v - S^T k))^T;  o = S^T q    (S: Kd x Vd)
+ *     out[t][h] = rmsnorm(o) * norm * silu(z[t][h])   (Vd wide, eps of hp)
+ * qkv: conv_dim per token; z, out: v_heads * Vd; beta_in, alpha: v_heads.
+ * conv_w: [conv_dim][ssm_conv]; a (= -exp(A_log)), dt_bias: v_heads;
+ * norm: Vd. The state lives in the backend's context, one per recurrent
+ * layer and sequence (and snapshot slot: state_copy). */
+typedef struct {
+  int layer;
+  pa_buf qkv, z, beta, alpha, out;
+  const float *conv_w, *a, *dt_bias, *norm;
+} pa_delta_desc;
+
 typedef struct pa_bctx pa_bctx; /* a backend's per-context state (its own struct) */
 typedef struct pa_backend pa_backend;
 
@@ -233,6 +282,9 @@ typedef struct {
   /* attention sinks (gpt-oss): per layer n_head logits (NULL: the layer
    * has none), or NULL for a model without; see the attention op */
   const float *const *attn_sinks;
+  /* recurrent state slots (hp->ssm_conv > 0): n_seq_max for the sequences,
+   * then n_snap snapshots a context keeps for prefix reuse */
+  int32_t n_snap;
 } pa_bctx_params;
 
 typedef struct {
@@ -285,6 +337,14 @@ typedef struct {
    * up to the last one of that sequence in this pass (the whole input when
    * it is in one pass; window 0). */
   void (*attention)(pa_bctx *bc, const pa_fwd_batch *b, int layer, int32_t window);
+  /* A linear-attention layer's recurrent step (pa_delta_desc) and x[t] *=
+   * sigmoid(g[t]) over rows of n (the gated attention's output gate);
+   * state_copy copies every recurrent layer's state of slot src to slot dst
+   * (slots: sequences 0..n_seq_max-1, then the snapshots). NULL: the
+   * backend runs no model with recurrent layers (refused at load). */
+  void (*delta_net)(pa_bctx *bc, const pa_fwd_batch *b, const pa_delta_desc *d);
+  void (*sigmoid_mul)(pa_bctx *bc, pa_buf x, pa_buf g, int64_t n, int32_t n_tok);
+  void (*state_copy)(pa_bctx *bc, int32_t dst, int32_t src);
   /* A mixture-of-experts block (pa_moe_desc). NULL: the backend runs no
    * model with experts (refused at load). */
   void (*moe)(pa_bctx *bc, const pa_fwd_batch *b, const pa_moe_desc *d);

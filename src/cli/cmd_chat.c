@@ -210,6 +210,7 @@ int cmd_chat(int argc, char **argv) {
     if (common == toks.n && common > 0) common--; /* something must be decoded for fresh logits */
     if (common < cached.n) {
       pasada_seq_truncate(s.ctx, 0, (int32_t)common);
+      common = (size_t)pasada_seq_length(s.ctx, 0); /* a recurrent model may drop more */
       s.pos = (int32_t)common;
       cached.n = common;
     }

@@ -23,6 +23,9 @@ int cli_spec_open(cli_session *s, const cli_gen_options *o) {
     return cli_fail("--draft and --lookup both choose how to draft: use one of them");
   s->spec_mode = o->draft_path ? PA_SPEC_DRAFT : o->lookup ? PA_SPEC_LOOKUP : PA_SPEC_OFF;
   if (s->spec_mode == PA_SPEC_OFF) return CLI_OK;
+  if (pasada_model_is_recurrent(s->model))
+    return cli_fail("--draft / --lookup: %s has recurrent layers, whose state cannot roll rejected drafts back",
+                    pasada_model_arch(s->model));
   s->draft_max = o->draft_max > 0                 ? o->draft_max
                  : s->spec_mode == PA_SPEC_LOOKUP ? LOOKUP_DRAFT_MAX
                                                   : MODEL_DRAFT_MAX;

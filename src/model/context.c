@@ -32,6 +32,7 @@ void pasada_context_free(pasada_context *c) {
   pa_free(c->embd_pool);
   pa_free(c->pool_n);
   free(c->row_of);
+  pa_hybrid_free(c);
   pa_free(c);
 }
 
@@ -49,15 +50,16 @@ void pasada_context_free(pasada_context *c) {
 
 /* Every matrix the forward pass multiplies by (the backend sizes its
  * scratch for them; of the experts, the first of each kind stands for all,
- * as they share their shape and type); mats holds 11 per layer + 2. */
+ * as they share their shape and type); mats holds 17 per layer + 2. */
 static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) {
   int32_t n = 0;
   mats[n++] = &m->output;
   mats[n++] = &m->tok_embd;
   for (int l = 0; l < m->hp.n_layer; l++) {
     const pa_layer *L = &m->layers[l];
-    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 7; i++)
+    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                             &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+    for (int i = 0; i < 13; i++)
       if (lm[i]->data) mats[n++] = lm[i]; /* bert has no gate */
     if (L->exp_gate) {
       mats[n++] = &L->router;
@@ -163,7 +165,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     pasada_context_free(c);
     return rc; /* message set by pa_kv_init */
   }
-  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 11 + 2) * sizeof *mats);
+  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 17 + 2) * sizeof *mats);
   if (!mats) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory");
@@ -174,9 +176,16 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   const float *freqs = m->rope_freqs ? m->rope_freqs
                        : m->rope_long ? (p.n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short)
                                       : NULL;
+  /* a model with recurrent layers: a state snapshot per sequence slot */
+  const int32_t n_snap = hp->ssm_conv > 0 ? p.n_seq_max : 0;
+  if (n_snap && (rc = pa_hybrid_init(c, n_snap))) {
+    pa_free(mats);
+    pasada_context_free(c);
+    return rc;
+  }
   const pa_bctx_params bp = {.hp = hp, .rope_freqs = freqs, .n_batch = c->n_batch,
                              .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv, .kv_type = kt,
-                             .mats = mats, .n_mats = model_matrices(m, mats),
+                             .mats = mats, .n_mats = model_matrices(m, mats), .n_snap = n_snap,
                              .attn_sinks = (const float *const *)m->attn_sinks};
   rc = c->be->ops->context_init(c->be, &bp, &c->bc);
   pa_free(mats);
@@ -211,6 +220,10 @@ int32_t pasada_context_n_ctx(const pasada_context *c) { return c->n_ctx; }
 
 void pasada_seq_truncate(pasada_context *c, int32_t seq, int32_t p0) {
   if (seq < 0 || seq >= c->n_seq_max || p0 < 0) return;
+  if (c->n_snap) {
+    pa_hybrid_truncate(c, seq, p0);
+    return;
+  }
   pa_kv_truncate(&c->kv, seq, p0);
 }
 
@@ -283,6 +296,7 @@ int32_t pasada_seq_reuse_prefix(pasada_context *c, int32_t seq, const int32_t *t
   if (seq < 0 || seq >= c->n_seq_max || !tokens || n <= 0) return 0;
   if (c->pooling) return 0; /* a pool needs every token's hidden state */
   if (n > c->n_ctx) n = c->n_ctx;
+  if (c->n_snap) return pa_hybrid_reuse_prefix(c, seq, tokens, n);
   return pa_kv_reuse_prefix(&c->kv, seq, tokens, n);
 }
 
@@ -293,6 +307,8 @@ static void forward(pasada_context *c, const pa_fwd_batch *fb) {
     pa_forward_gemma4(c, fb);
   else if (c->model->hp.arch == PA_ARCH_BERT)
     pa_forward_bert(c, fb);
+  else if (c->model->hp.arch == PA_ARCH_QWEN35)
+    pa_forward_qwen35(c, fb);
   else
     pa_forward_llama(c, fb);
 }

@@ -266,6 +266,43 @@ static int load_gemma4_hparams(struct pa_model *m) {
   return PASADA_OK;
 }
 
+/* Qwen3.5's linear-attention layers (llama.cpp's Qwen3-Next keys): the
+ * conv's taps, the key heads (group_count) of state_size, the value heads
+ * (time_step_rank) sharing inner_size; every full_attention_interval-th
+ * layer (layer l with (l + 1) % interval == 0) is a gated attention layer,
+ * the others recurrent. rope.dimension_sections (multi-section RoPE) is
+ * not read: with text positions every section has the token's position,
+ * which is plain RoPE over rope.dimension_count dims. */
+static int load_qwen35_hparams(struct pa_model *m) {
+  pa_hparams *hp = &m->hp;
+  uint32_t conv = 0, k_dim = 0, k_heads = 0, v_heads = 0, inner = 0, interval = 4;
+  int rc;
+  if ((rc = key_u32(m, "ssm.conv_kernel", true, &conv)) || (rc = key_u32(m, "ssm.state_size", true, &k_dim)) ||
+      (rc = key_u32(m, "ssm.group_count", true, &k_heads)) ||
+      (rc = key_u32(m, "ssm.time_step_rank", true, &v_heads)) ||
+      (rc = key_u32(m, "ssm.inner_size", true, &inner)) ||
+      (rc = key_u32(m, "full_attention_interval", false, &interval)))
+    return rc;
+  if ((rc = check_range("ssm.conv_kernel", conv, 2, 16)) || (rc = check_range("ssm.state_size", k_dim, 1, 1024)) ||
+      (rc = check_range("ssm.group_count", k_heads, 1, 1024)) ||
+      (rc = check_range("ssm.time_step_rank", v_heads, 1, 1024)) ||
+      (rc = check_range("ssm.inner_size", inner, 1, 1 << 20)) ||
+      (rc = check_range("full_attention_interval", interval, 1, PA_MAX_LAYERS)))
+    return rc;
+  if (v_heads % k_heads || inner % v_heads || inner / v_heads > 1024)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "ssm: %u value heads must be a multiple of %u key heads and share inner_size %u in heads of at "
+                    "most 1024",
+                    v_heads, k_heads, inner);
+  hp->ssm_conv = (int32_t)conv;
+  hp->ssm_k_dim = (int32_t)k_dim;
+  hp->ssm_k_heads = (int32_t)k_heads;
+  hp->ssm_v_heads = (int32_t)v_heads;
+  hp->ssm_v_dim = (int32_t)(inner / v_heads);
+  for (int32_t l = 0; l < hp->n_layer; l++) hp->recurrent[l] = (l + 1) % (int32_t)interval != 0;
+  return PASADA_OK;
+}
+
 int pa_model_load_hparams(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   const char *a = m->arch_name;
@@ -279,10 +316,11 @@ int pa_model_load_hparams(struct pa_model *m) {
   else if (!strcmp(a, "bert")) hp->arch = PA_ARCH_BERT;
   else if (!strcmp(a, "gpt-oss")) hp->arch = PA_ARCH_GPT_OSS;
   else if (!strcmp(a, "gemma4")) hp->arch = PA_ARCH_GEMMA4;
+  else if (!strcmp(a, "qwen35")) hp->arch = PA_ARCH_QWEN35;
   else
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "architecture '%s' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma2, "
-                    "gemma3, gemma4, phi3, bert, gpt-oss)",
+                    "gemma3, gemma4, phi3, bert, gpt-oss, qwen35)",
                     a);
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
@@ -449,6 +487,7 @@ int pa_model_load_hparams(struct pa_model *m) {
     hp->sliding_window = (int32_t)window;
     for (int32_t i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = i % 2 == 0;
   }
+  if (hp->arch == PA_ARCH_QWEN35 && (rc = load_qwen35_hparams(m))) return rc;
   return PASADA_OK;
 }
 
@@ -670,6 +709,102 @@ static int load_gemma4(struct pa_model *m) {
   return PASADA_OK;
 }
 
+/* A float table of rows x cols (a conv's taps), copied to floats. */
+static int get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out) {
+  const gguf_tensor *t;
+  *out = NULL;
+  int rc = find_tensor(m, name, true, &t);
+  if (rc) return rc;
+  if ((rc = check_shape(t, cols, rows))) return rc;
+  const pa_type_traits *tr = pa_type_get(t->type);
+  if (!tr || !tr->to_float || tr->block_size != 1)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s", name, pa_type_name(t->type));
+  float *v = pa_calloc((size_t)(cols * rows), sizeof(float));
+  if (!v) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
+  tr->to_float(t->data, v, cols * rows);
+  *out = v;
+  return PASADA_OK;
+}
+
+/* A gated attention layer's q projection: per head, head_dim rows of q
+ * then head_dim rows of its output gate (transformers' q_proj, kept so by
+ * llama.cpp's converter); copied apart once into q rows then gate rows,
+ * so q is a product with head norms and RoPE like any other. */
+static int split_q_gate(pa_layer *L, const pa_matrix *qg, int32_t n_head, int32_t head_dim, const char *name) {
+  const size_t row = pa_row_size(qg->type, qg->cols), head = row * (size_t)head_dim;
+  uint8_t *mem = pa_alloc(2 * head * (size_t)n_head);
+  if (!mem) return pa_error(PASADA_ERR_NOMEM, "out of memory splitting '%s'", name);
+  for (int32_t h = 0; h < n_head; h++) {
+    memcpy(mem + (size_t)h * head, (const uint8_t *)qg->data + (size_t)(2 * h) * head, head);
+    memcpy(mem + (size_t)(n_head + h) * head, (const uint8_t *)qg->data + (size_t)(2 * h + 1) * head, head);
+  }
+  L->q_split = mem;
+  L->wq = *qg;
+  L->wq.rows = (int64_t)n_head * head_dim;
+  L->wq.data = mem;
+  L->wq_gate = L->wq;
+  L->wq_gate.data = mem + head * (size_t)n_head;
+  return PASADA_OK;
+}
+
+/* Qwen3.5's layers (llama.cpp's names): every layer has attn_norm,
+ * post_attention_norm (the FFN's input norm) and a dense FFN; a recurrent
+ * layer attn_qkv (mixed q, k, v), attn_gate (z), ssm_beta, ssm_alpha,
+ * ssm_conv1d, ssm_a, ssm_dt.bias, ssm_norm and ssm_out; an attention layer
+ * attn_q (q and gate), attn_k, attn_v, their head norms and attn_output. */
+static int load_qwen35(struct pa_model *m) {
+  const pa_hparams *hp = &m->hp;
+  const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim;
+  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
+  const int64_t O = (int64_t)hp->n_head * hp->head_dim_v, CD = pa_ssm_conv_dim(hp);
+  const int64_t NV = hp->ssm_v_heads, VZ = NV * hp->ssm_v_dim;
+  int rc;
+  if (hp->head_dim_v != hp->head_dim)
+    return pa_error(PASADA_ERR_FORMAT, "qwen35: key_length %d and value_length %d differ", hp->head_dim,
+                    hp->head_dim_v);
+  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
+  if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
+  for (int i = 0; i < hp->n_layer; i++) {
+    pa_layer *L = &m->layers[i];
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+    if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
+        (rc = get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->ffn_norm)) ||
+        (rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
+        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
+      return rc;
+    if (hp->recurrent[i]) {
+      if ((rc = get_matrix(m, NAME("attn_qkv.weight"), E, CD, true, &L->ssm_qkv)) ||
+          (rc = get_matrix(m, NAME("attn_gate.weight"), E, VZ, true, &L->ssm_z)) ||
+          (rc = get_matrix(m, NAME("ssm_beta.weight"), E, NV, true, &L->ssm_beta)) ||
+          (rc = get_matrix(m, NAME("ssm_alpha.weight"), E, NV, true, &L->ssm_alpha)) ||
+          (rc = get_matrix(m, NAME("ssm_out.weight"), VZ, E, true, &L->ssm_out)) ||
+          (rc = get_table(m, NAME("ssm_conv1d.weight"), hp->ssm_conv, CD, &L->ssm_conv)) ||
+          (rc = get_vector(m, NAME("ssm_a"), NV, true, &L->ssm_a)) ||
+          (rc = get_vector(m, NAME("ssm_dt.bias"), NV, true, &L->ssm_dt)) ||
+          (rc = get_vector(m, NAME("ssm_norm.weight"), hp->ssm_v_dim, true, &L->ssm_norm)))
+        return rc;
+      for (int64_t h = 0; h < NV; h++)
+        if (!(L->ssm_a[h] <= 0 && L->ssm_a[h] > -1e30f) || !isfinite(L->ssm_dt[h]))
+          return pa_error(PASADA_ERR_FORMAT, "tensor 'blk.%d.ssm_a' / 'ssm_dt.bias': head %lld has A %g (must "
+                          "be -exp(A_log) <= 0) and dt bias %g", i, (long long)h, L->ssm_a[h], L->ssm_dt[h]);
+    } else {
+      pa_matrix qg = {0};
+      if ((rc = get_matrix(m, NAME("attn_q.weight"), E, 2 * Q, true, &qg)) ||
+          (rc = split_q_gate(L, &qg, hp->n_head, hp->head_dim, n)) ||
+          (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
+          (rc = get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv)) ||
+          (rc = get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
+          (rc = get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
+          (rc = get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm)))
+        return rc;
+    }
+#undef NAME
+  }
+  return PASADA_OK;
+}
+
 int pa_model_load_weights(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
@@ -697,6 +832,7 @@ int pa_model_load_weights(struct pa_model *m) {
                       m->rope_freqs[i]);
   if (hp->arch == PA_ARCH_GEMMA4) return load_gemma4(m);
 
+  if (hp->arch == PA_ARCH_QWEN35) return load_qwen35(m);
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
   bool qk_norm = hp->arch == PA_ARCH_QWEN3 || hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GEMMA3;
@@ -784,7 +920,8 @@ static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   int n = 0;
   for (int i = 0; i < m->hp.n_layer; i++) {
     pa_layer *L = &m->layers[i];
-    pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
+    pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router,
+                         &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
     for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
       if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate, a mixture no dense FFN */
     for (int e = 0; L->exp_gate && e < 3 * m->hp.n_expert; e++) out[n++] = &L->exp_gate[e];
@@ -867,7 +1004,7 @@ static size_t slot_bytes(const pa_matrix *w, pa_layout to) {
 
 int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   if (pa_env_no_repack()) return PASADA_OK;
-  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (8 + 3 * (size_t)m->hp.n_expert) + 1, sizeof *mats);
+  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (14 + 3 * (size_t)m->hp.n_expert) + 1, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
   /* When any matrix is repacked, the others are copied beside it as they

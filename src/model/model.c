@@ -25,9 +25,11 @@ void pasada_model_free(pasada_model *m) {
       float *v[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->post_attn_norm,
                     L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
                     L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b,
-                    L->attn_sinks, L->router_b, L->exp_gate_b, L->exp_up_b, L->exp_down_b};
+                    L->attn_sinks, L->router_b, L->exp_gate_b, L->exp_up_b, L->exp_down_b,
+                    L->ssm_conv, L->ssm_a, L->ssm_dt, L->ssm_norm};
       for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
       pa_free(L->exp_gate); /* exp_up and exp_down share its allocation */
+      pa_free(L->q_split);
     }
     pa_free(m->layers);
   }
@@ -98,6 +100,9 @@ static int load(struct pa_model *m, const char *path, bool vocab_only, bool prep
   if (m->hp.n_expert > 0 && !m->be->ops->moe)
     return pa_error(PASADA_ERR_UNSUPPORTED, "backend %s does not run mixture-of-experts models (%d experts); "
                     "use cpu, ref or vulkan", m->be->name, m->hp.n_expert);
+  if (m->hp.ssm_conv > 0 && !m->be->ops->delta_net)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "backend %s does not run linear-attention (recurrent) layers; use cpu "
+                    "or ref", m->be->name);
   if (prepare && (rc = m->be->ops->prepare_weights(m->be, m))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;
@@ -136,6 +141,7 @@ int32_t pasada_model_n_vocab(const pasada_model *m) {
 int32_t pasada_model_n_ctx_train(const pasada_model *m) { return m->hp.n_ctx_train; }
 const char *pasada_model_arch(const pasada_model *m) { return m->arch_name; }
 int32_t pasada_model_n_embd(const pasada_model *m) { return m->hp.n_embd; }
+bool pasada_model_is_recurrent(const pasada_model *m) { return m->hp.ssm_conv > 0; }
 pasada_pooling pasada_model_pooling(const pasada_model *m) { return (pasada_pooling)m->pooling; }
 
 static void fmt_bytes(char *buf, size_t cap, double b) {

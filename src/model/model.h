@@ -42,6 +42,14 @@ typedef struct {
    * (n_expert), the experts' biases ([n_expert][n_ff_exp] gate and up,
    * [n_expert][n_embd] down) */
   float *attn_sinks, *router_b, *exp_gate_b, *exp_up_b, *exp_down_b;
+  /* qwen35: a linear-attention layer (hp.recurrent): its products (mixed
+   * q/k/v, the output gate z, beta, alpha, the output) and its conv taps
+   * ([conv_dim][ssm_conv]), A (-exp(A_log)), dt bias and gated norm; an
+   * attention layer's output gate rows (wq_gate), split with wq from the
+   * file's per-head [q | gate] rows into q_split */
+  pa_matrix ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out, wq_gate;
+  float *ssm_conv, *ssm_a, *ssm_dt, *ssm_norm;
+  void *q_split;
 } pa_layer;
 
 /* YaRN's parameters (rope.scaling.type "yarn"; factor 0: none), made into
@@ -127,6 +135,12 @@ struct pa_context {
   int32_t n_logits, cap_logits;
   int32_t *row_of;
   int32_t row_of_n;
+  /* a model with recurrent layers (hybrid.c): n_snap snapshots of a
+   * sequence's state (backend slots n_seq_max + i), each of snap_len[i]
+   * tokens (snap_tokens: n_ctx per snapshot), least recently used first to go */
+  int32_t n_snap;
+  int32_t *snap_len, *snap_tokens, *seq_tokens;
+  uint64_t *snap_lru, snap_clock;
   /* an embedding context (pooling != PASADA_POOLING_NONE): the pass's final
    * hidden states ([n_batch][n_embd]) and each sequence's pool: the sum
    * (mean), the first row (cls) or the latest row (last), of pool_n tokens */
@@ -158,6 +172,14 @@ void pa_forward_llama(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma4(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_bert(struct pa_context *ctx, const pa_fwd_batch *b);
+void pa_forward_qwen35(struct pa_context *ctx, const pa_fwd_batch *b);
+/* A hybrid model's state snapshots (hybrid.c): made with the context,
+ * the truncation and prefix reuse that keep a sequence's recurrent state
+ * consistent with its KV positions. */
+int pa_hybrid_init(struct pa_context *c, int32_t n_snap);
+void pa_hybrid_free(struct pa_context *c);
+void pa_hybrid_truncate(struct pa_context *c, int32_t seq, int32_t p0);
+int32_t pa_hybrid_reuse_prefix(struct pa_context *c, int32_t seq, const int32_t *tokens, int32_t n);
 /* Sets the context's layer hook (NULL: none) and the host buffer it reads. */
 int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user);
 /* After layer l: the residual stream to the context's layer hook, if any. */

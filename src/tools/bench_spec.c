@@ -169,6 +169,9 @@ int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r) {
   pasada_model_params mp = pasada_model_default_params();
   mp.backend = p->backend;
   if (!st) st = pasada_model_load(p->model_path, &mp, &b.model);
+  if (!st && pasada_model_is_recurrent(b.model))
+    st = pa_error(PASADA_ERR_UNSUPPORTED, "bench: %s has recurrent layers, whose state cannot roll rejected "
+                  "drafts back", pasada_model_arch(b.model));
   if (!st && p->text_path) {
     FILE *f = fopen(p->text_path, "rb");
     if (!f) st = pa_error(PASADA_ERR_IO, "bench: cannot open %s", p->text_path);

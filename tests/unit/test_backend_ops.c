@@ -608,7 +608,108 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   pa_kv_truncate(&r->kv, 0, 0);
 }
 
+/* ---- the linear-attention ops (delta_net, sigmoid_mul, state_copy) ----
+ * Gated DeltaNet's shape here: 3 key heads of 20, 6 value heads of 12, a
+ * conv of 4 taps; three sequences interleaved in two passes (the second
+ * continues the states the first left), then a state copied to another
+ * sequence's slot and a snapshot slot and run on from both. */
+enum { SSM_KH = 3, SSM_VH = 6, SSM_KD = 20, SSM_VD = 12, SSM_CONV = 4, SSM_SEQ = 3 };
+
+static int ssm_side_open(side *s, const char *backend, uint64_t seed) {
+  memset(s, 0, sizeof *s);
+  model_build(&s->tm, PA_TYPE_F32, seed, true, false, false);
+  pa_hparams *hp = &s->tm.m.hp;
+  hp->ssm_conv = SSM_CONV, hp->ssm_k_heads = SSM_KH, hp->ssm_v_heads = SSM_VH;
+  hp->ssm_k_dim = SSM_KD, hp->ssm_v_dim = SSM_VD, hp->recurrent[0] = true;
+  int rc = pa_backend_create(backend, 0, &s->tm.m.be);
+  if (rc) return rc;
+  s->ops = s->tm.m.be->ops;
+  if (!s->ops->delta_net) return PASADA_ERR_UNSUPPORTED;
+  if ((rc = s->ops->prepare_weights(s->tm.m.be, &s->tm.m))) return rc;
+  s->pool = pa_pool_create(2);
+  if ((rc = pa_kv_init(&s->kv, 1, NKV, HD, HD, SSM_SEQ, N_CTX, 16, 0))) return rc;
+  const pa_matrix *mats[1] = {&s->tm.m.output};
+  const pa_bctx_params bp = {.hp = hp, .n_batch = N_BATCH, .n_seq_max = SSM_SEQ, .pool = s->pool, .kv = &s->kv,
+                             .kv_type = PA_KV_F32, .mats = mats, .n_mats = 1, .n_snap = 1};
+  return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
+}
+
+static void check_delta_net(const char *backend) {
+  side x, r;
+  const uint64_t seed = rng() | 1;
+  int rc = ssm_side_open(&x, backend, seed);
+  if (rc == PASADA_ERR_UNSUPPORTED && !x.bc) { /* the backend refuses recurrent models at load */
+    side_close(&x);
+    printf("  %-16s delta_net: none (recurrent models refused at load)\n", backend);
+    return;
+  }
+  if (!rc) rc = ssm_side_open(&r, "ref", seed);
+  if (rc) {
+    printf("FAIL %s delta_net: %s\n", backend, pasada_last_error());
+    failures++;
+    return;
+  }
+  const pa_hparams *hp = &x.tm.m.hp;
+  const int64_t CD = pa_ssm_conv_dim(hp), VZ = (int64_t)SSM_VH * SSM_VD;
+  float *conv = pa_alloc(sizeof(float) * (size_t)(CD * SSM_CONV)), a[SSM_VH], dt[SSM_VH], norm[SSM_VD];
+  random_fill(conv, CD * SSM_CONV, 0.5f);
+  for (int h = 0; h < SSM_VH; h++) a[h] = -(float)(0.05 + rnd_unit()), dt[h] = rnd_sym(0.5f);
+  for (int i = 0; i < SSM_VD; i++) norm[i] = 1.0f + rnd_sym(0.3f);
+  static float qkv[N_BATCH * 192], z[N_BATCH * 72], be[N_BATCH * SSM_VH], al[N_BATCH * SSM_VH];
+  const pa_delta_desc d = {.layer = 0, .qkv = PA_BUF_Q, .z = PA_BUF_K, .beta = PA_BUF_V, .alpha = PA_BUF_H1,
+                           .out = PA_BUF_ATT, .conv_w = conv, .a = a, .dt_bias = dt, .norm = norm};
+  int32_t len[SSM_SEQ] = {0}, tok[N_BATCH], pos[N_BATCH], seq[N_BATCH];
+  double worst_dn = 0;
+  /* passes: 17 tokens over the 3 sequences, 9 more continuing them, then
+   * one token each of sequences 1 and 2 after 2 took 1's state */
+  for (int pass = 0; pass < 3; pass++) {
+    const int n = pass == 0 ? 17 : pass == 1 ? 9 : 2;
+    if (pass == 2) {
+      x.ops->state_copy(x.bc, SSM_SEQ, 1), r.ops->state_copy(r.bc, SSM_SEQ, 1); /* a snapshot of 1 */
+      x.ops->state_copy(x.bc, 2, SSM_SEQ), r.ops->state_copy(r.bc, 2, SSM_SEQ);
+      len[2] = len[1];
+    }
+    for (int t = 0; t < n; t++) {
+      seq[t] = pass == 2 ? 1 + t : (int32_t)(rng() % SSM_SEQ);
+      pos[t] = len[seq[t]]++;
+      tok[t] = 0;
+    }
+    random_fill(qkv, n * CD, 1.0f), random_fill(z, n * VZ, 1.5f);
+    random_fill(be, n * SSM_VH, 2.0f), random_fill(al, n * SSM_VH, 2.0f);
+    if (pass == 2) /* the same inputs for both: the same outputs */
+      memcpy(qkv + CD, qkv, sizeof(float) * (size_t)CD), memcpy(z + VZ, z, sizeof(float) * (size_t)VZ),
+      memcpy(be + SSM_VH, be, sizeof be[0] * SSM_VH),
+      memcpy(al + SSM_VH, al, sizeof al[0] * SSM_VH);
+    const pa_fwd_batch b = {.n = n, .token = tok, .pos = pos, .seq = seq};
+    upload2(&x, &r, PA_BUF_Q, qkv, n * CD), upload2(&x, &r, PA_BUF_K, z, n * VZ);
+    upload2(&x, &r, PA_BUF_V, be, n * SSM_VH), upload2(&x, &r, PA_BUF_H1, al, n * SSM_VH);
+    x.ops->delta_net(x.bc, &b, &d);
+    r.ops->delta_net(r.bc, &b, &d);
+    download2(&x, &r, PA_BUF_ATT, n * VZ);
+    const double e = rel_err(got_a, got_b, n * VZ);
+    worst_dn = e > worst_dn ? e : worst_dn;
+    if (!(e <= 1e-4) && failures++ < 20)
+      printf("FAIL %s delta_net pass %d (%d tokens): differs from ref by %.3g of its largest value\n", backend,
+             pass, n, e);
+    if (pass == 2 && (rel_err(got_a, got_a + VZ, VZ) > 0 || rel_err(got_b, got_b + VZ, VZ) > 0) && failures++ < 20)
+      printf("FAIL %s state_copy: a sequence run on from a copied state differs from its source\n", backend);
+  }
+  /* x *= sigmoid(g) */
+  random_fill(qkv, 19 * 40, 3.0f), random_fill(z, 19 * 40, 3.0f);
+  upload2(&x, &r, PA_BUF_ATT, qkv, 19 * 40), upload2(&x, &r, PA_BUF_H1, z, 19 * 40);
+  x.ops->sigmoid_mul(x.bc, PA_BUF_ATT, PA_BUF_H1, 40, 19);
+  r.ops->sigmoid_mul(r.bc, PA_BUF_ATT, PA_BUF_H1, 40, 19);
+  download2(&x, &r, PA_BUF_ATT, 19 * 40);
+  const double es = rel_err(got_a, got_b, 19 * 40);
+  if (!(es <= 1e-6) && failures++ < 20) printf("FAIL %s sigmoid_mul differs from ref by %.3g\n", backend, es);
+  printf("  %-16s delta_net %.2g, sigmoid_mul %.2g from ref\n", backend, worst_dn, es);
+  pa_free(conv);
+  side_close(&x);
+  side_close(&r);
+}
+
 static void check_backend(const char *backend) {
+  check_delta_net(backend);
   memset(worst, 0, sizeof worst);
   const pa_kv_type kvts[] = {PA_KV_F32, PA_KV_F16, PA_KV_Q8};
   const int counts[] = {1, 5, 19};

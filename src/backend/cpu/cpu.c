@@ -383,6 +383,7 @@ static void context_free(pa_bctx *c) {
   pa_free(c->scores);
   pa_free(c->work);
   pa_free(c->att_pos);
+  pa_free(c->ssm);
   pa_free(c);
 }
 
@@ -407,8 +408,8 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->n_batch = p->n_batch;
   c->n_seq_max = p->n_seq_max;
   const int64_t B = p->n_batch, E = hp->n_embd, F = hp->n_ff;
-  const int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
-  const int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
+  const int64_t Q = pa_buf_width(hp, PA_BUF_Q), K = pa_buf_width(hp, PA_BUF_K);
+  const int64_t VV = pa_buf_width(hp, PA_BUF_V), O = pa_buf_width(hp, PA_BUF_ATT);
   /* q, k, v and att are dead once the attention block has added its
    * output to x, and h2 (the up projection) lives only inside the FFN:
    * they share one region (SmolLM2, 128 tokens: 0.75 MiB less) */
@@ -416,7 +417,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
                fo = align16((size_t)(B * O));
   const size_t n_x = align16((size_t)(B * E)), n_xb = align16((size_t)B * max_sz((size_t)E, (size_t)O));
   const size_t n_qkv = align16(max_sz(fq + fk + fv + fo, (size_t)(B * F)));
-  const size_t n_h1 = align16((size_t)B * max_sz((size_t)F, (size_t)E));
+  const size_t n_h1 = align16((size_t)(B * pa_buf_width(hp, PA_BUF_H1)));
   const size_t n_rt = align16((size_t)(B * (hp->rope_dim / 2)));
   const size_t total = 2 * n_x + n_xb + n_qkv + n_h1 + 4 * n_rt;
   float *m = c->mem = pa_alloc(total * sizeof(float));
@@ -433,6 +434,15 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
     for (int32_t i = 0; i < p->n_mats; i++) ew = max_sz(ew, pa_matmul_exact_work_size(p->mats[i], c->n_threads));
     c->moe_work = pa_alloc(ew ? ew : 64);
     c->moe_mem = pa_alloc(pa_cpu_moe_scratch_size(hp, c->n_batch));
+  }
+  if (hp->ssm_conv > 0) { /* every recurrent layer's state per sequence and snapshot */
+    for (int l = 0; l < hp->n_layer; l++) c->ssm_index[l] = hp->recurrent[l] ? c->n_recurrent++ : -1;
+    c->n_slots = p->n_seq_max + p->n_snap;
+    c->ssm = pa_calloc((size_t)c->n_slots * (size_t)c->n_recurrent, (size_t)pa_ssm_state_floats(hp) * sizeof(float));
+    if (!c->ssm) {
+      context_free(c);
+      return pa_error(PASADA_ERR_NOMEM, "out of memory for the recurrent state of %d sequences", c->n_slots);
+    }
   }
   if (!m || !c->scores || !c->work || !c->att_pos ||
       (hp->n_expert > 0 && (!c->moe_work || !c->moe_mem))) {
@@ -471,7 +481,8 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
    .download = op_download, .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, \
    .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale, .layer_norm = op_layer_norm, .embed_add = op_embed_add, \
    .matmul = op_matmul, .attention = op_attention, .moe = pa_cpu_moe, .logits = op_logits,        \
-   .hidden = op_hidden}
+   .hidden = op_hidden, .delta_net = pa_cpu_delta_net, .sigmoid_mul = pa_cpu_sigmoid_mul,         \
+   .state_copy = pa_cpu_state_copy}
 
 const pa_backend_ops pa_cpu_backend_ops = HOST_OPS("cpu", PA_KV_F16);
 const pa_backend_ops pa_ref_backend_ops = HOST_OPS("ref", PA_KV_F32);

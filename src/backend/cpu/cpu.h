@@ -43,6 +43,12 @@ struct pa_bctx {
   } moe;
   void *moe_mem;
   void *moe_work;                /* the router's exact product's scratch */
+  /* recurrent layers' state (delta.c): [slot][recurrent layer][pa_ssm_state_floats]
+   * for n_seq_max sequences then the snapshots; ssm_index[l]: layer l's
+   * index among the recurrent layers */
+  float *ssm;
+  int32_t n_recurrent, n_slots;
+  int32_t ssm_index[PA_MAX_LAYERS];
 };
 
 /* Norms, residual adds and RoPE of at least this many tokens run on the
@@ -61,6 +67,12 @@ void pa_cpu_kv_store_batch(pa_bctx *c, const pa_fwd_batch *b, int layer);
 void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d);
 size_t pa_cpu_moe_scratch_size(const pa_hparams *hp, int32_t n_batch);
 void pa_cpu_moe_bind(pa_bctx *c, void *mem);
+
+/* The linear-attention ops (delta.c) and a slot's state of a recurrent layer. */
+void pa_cpu_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d);
+void pa_cpu_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int32_t n_tok);
+void pa_cpu_state_copy(pa_bctx *c, int32_t dst, int32_t src);
+float *pa_cpu_ssm_state(pa_bctx *c, int32_t slot, int layer);
 
 /* The host backends' ops table with `exact` deciding the kernels. */
 extern const pa_backend_ops pa_cpu_backend_ops, pa_ref_backend_ops;

@@ -1,0 +1,103 @@
+/* hybrid.c: what a context keeps for a model with recurrent layers
+ * (qwen35): their state is one value per sequence, the state after the
+ * sequence's last position, so it cannot be rebuilt from KV blocks the way
+ * attention's prefix is. A context keeps snapshots of it: when a sequence
+ * is truncated (ends, or is cut short), its state at its full length is
+ * copied into a snapshot slot (backend state_copy) with the tokens it
+ * covers. Prefix reuse for such a model reuses exactly the prefix a
+ * snapshot covers (the longest one the prompt extends, short of the
+ * prompt's last token), and only when the KV cache still holds every
+ * position of it; truncation to a position inside a sequence keeps it only
+ * where a snapshot of that very prefix exists, else drops the whole
+ * sequence (the caller reads pasada_seq_length). */
+#include <string.h>
+
+#include "base/base.h"
+#include "model/model.h"
+
+int pa_hybrid_init(struct pa_context *c, int32_t n_snap) {
+  c->n_snap = n_snap;
+  c->snap_len = pa_calloc((size_t)n_snap, sizeof(int32_t));
+  c->snap_lru = pa_calloc((size_t)n_snap, sizeof(uint64_t));
+  c->snap_tokens = pa_calloc((size_t)n_snap * (size_t)c->n_ctx, sizeof(int32_t));
+  c->seq_tokens = pa_calloc((size_t)c->n_ctx, sizeof(int32_t));
+  if (!c->snap_len || !c->snap_lru || !c->snap_tokens || !c->seq_tokens)
+    return pa_error(PASADA_ERR_NOMEM, "out of memory for %d state snapshots", n_snap);
+  return PASADA_OK;
+}
+
+void pa_hybrid_free(struct pa_context *c) {
+  pa_free(c->snap_len);
+  pa_free(c->snap_lru);
+  pa_free(c->snap_tokens);
+  pa_free(c->seq_tokens);
+}
+
+/* The first n tokens of sequence seq, from its KV blocks, into out. */
+static void seq_tokens(const pa_kv_cache *kv, int32_t seq, int32_t n, int32_t *out) {
+  const int32_t bs = kv->block_size;
+  for (int32_t p = 0; p < n; p++) out[p] = kv->tokens[(int64_t)kv->table[seq][p / bs] * bs + p % bs];
+}
+
+/* The snapshot holding exactly tokens[0, n), or -1. */
+static int32_t find_exact(const struct pa_context *c, const int32_t *tokens, int32_t n) {
+  for (int32_t i = 0; i < c->n_snap; i++)
+    if (c->snap_len[i] == n &&
+        !memcmp(c->snap_tokens + (size_t)i * (size_t)c->n_ctx, tokens, (size_t)n * sizeof(int32_t)))
+      return i;
+  return -1;
+}
+
+/* Snapshots sequence seq's state at its full length (nothing when empty). */
+static void save(struct pa_context *c, int32_t seq) {
+  const int32_t len = c->kv.len[seq];
+  if (len <= 0) return;
+  seq_tokens(&c->kv, seq, len, c->seq_tokens);
+  int32_t slot = find_exact(c, c->seq_tokens, len);
+  if (slot < 0) { /* the least recently used slot (an empty one first) */
+    slot = 0;
+    for (int32_t i = 1; i < c->n_snap; i++)
+      if (c->snap_lru[i] < c->snap_lru[slot]) slot = i;
+    memcpy(c->snap_tokens + (size_t)slot * (size_t)c->n_ctx, c->seq_tokens, (size_t)len * sizeof(int32_t));
+    c->snap_len[slot] = len;
+    c->be->ops->state_copy(c->bc, c->n_seq_max + slot, seq);
+  }
+  c->snap_lru[slot] = ++c->snap_clock;
+}
+
+void pa_hybrid_truncate(struct pa_context *c, int32_t seq, int32_t p0) {
+  const int32_t len = c->kv.len[seq];
+  if (p0 >= len) return;
+  save(c, seq);
+  if (p0 > 0) seq_tokens(&c->kv, seq, p0, c->seq_tokens);
+  pa_kv_truncate(&c->kv, seq, p0);
+  if (p0 == 0) return;
+  const int32_t slot = find_exact(c, c->seq_tokens, p0);
+  if (slot < 0) {
+    pa_kv_truncate(&c->kv, seq, 0);
+    return;
+  }
+  c->be->ops->state_copy(c->bc, seq, c->n_seq_max + slot);
+  c->snap_lru[slot] = ++c->snap_clock;
+}
+
+int32_t pa_hybrid_reuse_prefix(struct pa_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
+  if (c->kv.len[seq] != 0) return c->kv.len[seq];
+  int32_t best = -1;
+  for (int32_t i = 0; i < c->n_snap; i++) {
+    const int32_t L = c->snap_len[i];
+    if (L <= 0 || L >= n || (best >= 0 && L <= c->snap_len[best])) continue;
+    if (!memcmp(c->snap_tokens + (size_t)i * (size_t)c->n_ctx, tokens, (size_t)L * sizeof(int32_t))) best = i;
+  }
+  if (best < 0) return 0;
+  const int32_t L = c->snap_len[best];
+  /* the KV cache's positions of exactly that prefix (it leaves one token
+   * of what it is given to decode: L + 1 tokens) */
+  if (pa_kv_reuse_prefix(&c->kv, seq, tokens, L + 1) != L) {
+    pa_kv_truncate(&c->kv, seq, 0);
+    return 0;
+  }
+  c->be->ops->state_copy(c->bc, seq, c->n_seq_max + best);
+  c->snap_lru[best] = ++c->snap_clock;
+  return L;
+}

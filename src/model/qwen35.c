@@ -1,0 +1,76 @@
+/* qwen35.c: the forward pass of Qwen3.5 (arch "qwen35"), a hybrid of
+ * linear-attention layers (Gated DeltaNet: a recurrent state per sequence,
+ * kept by the backend, backend.h pa_delta_desc) and, every
+ * full_attention_interval-th layer, gated attention layers (Qwen3's
+ * attention with q/k head norms and partial RoPE, its output multiplied by
+ * sigmoid of a gate projected beside q). The GGUF holds the (1 + w) of
+ * its norms already, so they are plain RMS norms here.
+ *   x = embed(tokens)
+ *   per layer, n = rmsnorm(x):
+ *     recurrent: qkv, z, b, a = W n;  x += W_out deltanet(qkv, z, b, a; state)
+ *     attention: q, k, v, gate = W n; x += Wo (attention(q, cache) * sigmoid(gate))
+ *     x += W_down (silu(W_gate n) * (W_up n)),  n = rmsnorm(x)
+ *   logits = W_out rmsnorm(x) */
+#include "model/model.h"
+
+#define OP(op, layer, n_tok, call) PA_PROF(c, b, op, layer, n_tok, be->call)
+
+void pa_forward_qwen35(struct pa_context *c, const pa_fwd_batch *b) {
+  const struct pa_model *m = c->model;
+  const pa_hparams *hp = &m->hp;
+  const pa_backend_ops *be = c->be->ops;
+  pa_bctx *bc = c->bc;
+  const int32_t n = b->n;
+
+  OP(PA_OP_EMBED, -1, n, embed(bc, b, &m->tok_embd, 1.0f));
+  OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b));
+  for (int l = 0; l < hp->n_layer; l++) {
+    const pa_layer *L = &m->layers[l];
+    if (be->layer) be->layer(bc, l);
+    if (hp->recurrent[l]) {
+      /* the mixed q, k, v (into Q), z (K) and beta (V) of rmsnorm(x), alpha (H1) */
+      pa_matmul_desc in = pa_mm3(&L->ssm_qkv, &L->ssm_z, &L->ssm_beta, PA_BUF_X, PA_BUF_Q, PA_BUF_K, PA_BUF_V);
+      in.in_norm = L->attn_norm;
+      OP(PA_OP_QKV, l, n, matmul(bc, b, &in));
+      pa_matmul_desc al = pa_mm(&L->ssm_alpha, PA_BUF_X, PA_BUF_H1);
+      al.in_norm = L->attn_norm;
+      OP(PA_OP_QKV, l, n, matmul(bc, b, &al));
+      const pa_delta_desc dn = {.layer = l, .qkv = PA_BUF_Q, .z = PA_BUF_K, .beta = PA_BUF_V, .alpha = PA_BUF_H1,
+                                .out = PA_BUF_ATT, .conv_w = L->ssm_conv, .a = L->ssm_a, .dt_bias = L->ssm_dt,
+                                .norm = L->ssm_norm};
+      OP(PA_OP_ATTENTION, l, n, delta_net(bc, b, &dn));
+      pa_matmul_desc o = pa_mm(&L->ssm_out, PA_BUF_ATT, PA_BUF_XB);
+      o.residual = PA_BUF_X;
+      OP(PA_OP_O, l, n, matmul(bc, b, &o));
+    } else {
+      pa_matmul_desc qkv = pa_mm3(&L->wq, &L->wk, &L->wv, PA_BUF_X, PA_BUF_Q, PA_BUF_K, PA_BUF_V);
+      qkv.in_norm = L->attn_norm;
+      qkv.head_norm[0] = L->q_norm, qkv.head_norm[1] = L->k_norm;
+      qkv.rope[0] = qkv.rope[1] = PA_ROPE_GLOBAL;
+      qkv.kv_layer = l;
+      OP(PA_OP_QKV, l, n, matmul(bc, b, &qkv));
+      pa_matmul_desc gate = pa_mm(&L->wq_gate, PA_BUF_X, PA_BUF_H1);
+      gate.in_norm = L->attn_norm;
+      OP(PA_OP_QKV, l, n, matmul(bc, b, &gate));
+      OP(PA_OP_ATTENTION, l, n, attention(bc, b, l, 0));
+      const int64_t O = (int64_t)hp->n_head * hp->head_dim_v;
+      OP(PA_OP_ATTENTION, l, n, sigmoid_mul(bc, PA_BUF_ATT, PA_BUF_H1, O, n));
+      pa_matmul_desc o = pa_mm(&L->wo, PA_BUF_ATT, PA_BUF_XB);
+      o.residual = PA_BUF_X;
+      OP(PA_OP_O, l, n, matmul(bc, b, &o));
+    }
+    pa_matmul_desc up = pa_mm2(&L->w_gate, &L->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
+    up.in_norm = L->ffn_norm;
+    up.gate = PA_GATE_SILU;
+    OP(PA_OP_GATE_UP, l, n, matmul(bc, b, &up));
+    pa_matmul_desc down = pa_mm(&L->w_down, PA_BUF_H1, PA_BUF_XB);
+    down.residual = PA_BUF_X;
+    OP(PA_OP_DOWN, l, n, matmul(bc, b, &down));
+    pa_layer_done(c, l, n);
+  }
+  if (be->layer) be->layer(bc, hp->n_layer);
+  if (c->pooling)
+    OP(PA_OP_OUTPUT, -1, b->n_out, hidden(bc, b, m->output_norm, c->hidden));
+  else
+    OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
+}

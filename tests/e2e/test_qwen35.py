@@ -1,0 +1,120 @@
+"""Qwen3.5 (arch qwen35): the tiny fixture (tests/fixtures/tiny/qwen35.gguf,
+made by scripts/make-tiny-models.py from transformers' Qwen3_5ForCausalLM:
+three Gated DeltaNet linear-attention layers and one gated attention layer)
+against transformers' logits, batched and token by token; the server's
+continuous batching and prefix reuse of a model whose linear layers carry
+a recurrent state per sequence (docs/architecture.md, "Recurrent layers");
+and defective files refused with one line."""
+import subprocess
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import FIXTURES
+from test_arch_parity import TOLERANCE, load_fixture, relative_error, run_eval
+from test_families import _copy_gguf
+from test_server import Server
+
+TINY = FIXTURES / "tiny"
+MODEL = TINY / "qwen35.gguf"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "ref", "cpu:scalar"])
+@pytest.mark.parametrize("kv", ["f32", "f16"])
+@pytest.mark.parametrize("mode", ["logits", "logits-steps"])
+def test_qwen35_parity(mode, kv, backend, tmp_path):
+    """pasada's logits are transformers' within the KV type's bound, and the
+    argmax is the same at every position."""
+    fixture = load_fixture("qwen35")
+    got = run_eval(mode, MODEL, [ids for ids, _ in fixture], tmp_path, ("--kv-type", kv, "--backend", backend))
+    for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
+        err = relative_error(out, ref)
+        print(f"\n  qwen35 {mode} {kv} {backend} seq{i} n={len(ids)}: rel err {err:.2e}", end="")
+        assert err <= TOLERANCE[kv], f"seq{i}: rel err {err:.2e}"
+        assert (out.argmax(1) == ref.argmax(1)).all(), f"seq{i}: argmax differs"
+
+
+def test_qwen35_gpu_backends_refuse(pasada_bin, vulkan_device):
+    """The Vulkan backend has no linear-attention op: loading the model there
+    is one line naming the reason, not a wrong answer."""
+    for args in (["--device", vulkan_device], ["--device", vulkan_device, "--gpu-layers", "2"]):
+        res = subprocess.run([str(pasada_bin), "run", "-m", str(MODEL), "-p", "hi", "-n", "2", *args],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 1 and lines[-1].startswith("pasada: "), res.stderr
+        assert "recurrent" in lines[-1], lines[-1]
+
+
+def _complete(url, prompt, n):
+    r = requests.post(url + "/v1/completions", timeout=60,
+                      json={"prompt": [int(t) for t in prompt], "max_tokens": n, "temperature": 0})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_qwen35_server_batching_and_prefix_reuse(pasada_bin):
+    """Three requests at once (one batch of several sequences, each with its
+    own recurrent state) give each the greedy text a lone request gives; a
+    prompt that continues an earlier request's sequence reuses exactly that
+    sequence (its state snapshot and KV positions) and gives the same text
+    as from scratch; a prompt that only shares a part of it reuses nothing."""
+    (a, _), (b, _), (c, _) = load_fixture("qwen35")
+    fresh = Server(pasada_bin, MODEL, "--parallel", "4")
+    try:
+        alone = {k: _complete(fresh.url, p, 6)["choices"][0]["text"] for k, p in (("a", a), ("b", b), ("c", c))}
+        ext = np.concatenate([b, c[:9]])
+        scratch = _complete(fresh.url, ext, 6)
+        assert scratch["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    finally:
+        fresh.kill()
+    srv = Server(pasada_bin, MODEL, "--parallel", "4")
+    try:
+        import concurrent.futures as cf
+        with cf.ThreadPoolExecutor(3) as ex:
+            futs = {k: ex.submit(_complete, srv.url, p, 6) for k, p in (("a", a), ("b", b), ("c", c))}
+            together = {k: f.result()["choices"][0]["text"] for k, f in futs.items()}
+        assert together == alone
+        # b's sequence ended with its prompt and its first 5 answer tokens;
+        # a prompt of b alone and then other tokens continues its prompt only
+        first = _complete(srv.url, b, 1)  # a sequence of exactly b
+        assert first["choices"][0]["text"] == alone["b"][:len(first["choices"][0]["text"])]
+        cont = _complete(srv.url, ext, 6)
+        assert cont["usage"]["prompt_tokens_details"]["cached_tokens"] == len(b)
+        assert cont["choices"][0]["text"] == scratch["choices"][0]["text"]
+        # sharing b's first 10 tokens only: no snapshot of that prefix
+        part = np.concatenate([b[:10], a[1:]])
+        r = _complete(srv.url, part, 2)
+        assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    finally:
+        srv.kill()
+
+
+def _defects():
+    import gguf
+    U32 = gguf.GGUFValueType.UINT32
+    return {
+        "conv taps": (dict(tensor_fn=lambda n, a: a[:, :3] if n == "blk.1.ssm_conv1d.weight" else None),
+                      "ssm_conv1d"),
+        "value heads not a multiple": (dict(set_kv={"qwen35.ssm.time_step_rank": (U32, 3)}), "value heads"),
+        "state size 0": (dict(set_kv={"qwen35.ssm.state_size": (U32, 0)}), "ssm.state_size"),
+        "positive A": (dict(tensor_fn=lambda n, a: -a if n == "blk.0.ssm_a" else None), "ssm_a"),
+        "no gated norm": (dict(drop_tensors=("blk.2.ssm_norm.weight",)), "ssm_norm"),
+        "q without its gate": (dict(tensor_fn=lambda n, a: a[:128] if n == "blk.3.attn_q.weight" else None),
+                               "attn_q"),
+        "state rows": (dict(tensor_fn=lambda n, a: a[:-1] if n == "blk.0.attn_qkv.weight" else None), "attn_qkv"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_defects()))
+def test_qwen35_defective_file_is_one_line(pasada_bin, case, tmp_path):
+    """A file with one defect in what qwen35 adds (state shapes, head counts,
+    decay rates) is refused at load with one line that names it."""
+    kw, hint = _defects()[case]
+    path = tmp_path / "qwen35.gguf"
+    _copy_gguf(MODEL, path, **kw)
+    res = subprocess.run([str(pasada_bin), "info", str(path)], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=60)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and lines[0].startswith("pasada: "), res.stderr
+    assert hint in lines[0], lines[0]
