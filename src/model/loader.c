@@ -1,6 +1,7 @@
 /* loader.c: from a validated GGUF file to a model: the architecture's
  * hyper-parameters (checked for sane ranges and mutual consistency) and its
- * weight tensors (checked for presence, shape and a supported type). */
+ * weight tensors (checked for presence, shape and a supported type); what
+ * is particular to one family is in loader_arch.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,21 +16,22 @@
 #include "base/env.h"
 #include "base/threadpool.h"
 #include "kernels/layout.h"
+#include "model/loader_internal.h"
 #include "model/model.h"
 
-static int key_u32(struct pa_model *m, const char *suffix, bool required, uint32_t *out) {
+int ld_key_u32(struct pa_model *m, const char *suffix, bool required, uint32_t *out) {
   char key[256];
   snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
   return gguf_get_u32(m->gguf, key, required, out);
 }
 
-static int key_f32(struct pa_model *m, const char *suffix, bool required, float *out) {
+int ld_key_f32(struct pa_model *m, const char *suffix, bool required, float *out) {
   char key[256];
   snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
   return gguf_get_f32(m->gguf, key, required, out);
 }
 
-static int check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
+int ld_check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
     return pa_error(PASADA_ERR_FORMAT, "hyper-parameter %s = %lld is out of range [%lld, %lld]",
                     what, (long long)v, (long long)lo, (long long)hi);
@@ -46,105 +48,18 @@ static int load_experts(struct pa_model *m, uint32_t n_ff) {
   if (!moe_arch && hp->arch != PA_ARCH_LLAMA) return PASADA_OK;
   uint32_t n_expert = 0, n_used = 0, n_ff_exp = n_ff;
   int rc;
-  if ((rc = key_u32(m, "expert_count", moe_arch, &n_expert))) return rc;
+  if ((rc = ld_key_u32(m, "expert_count", moe_arch, &n_expert))) return rc;
   if (!moe_arch && n_expert == 0) return PASADA_OK;
-  if ((rc = check_range("expert_count", n_expert, 1, PA_MAX_EXPERTS))) return rc;
-  if ((rc = key_u32(m, "expert_used_count", true, &n_used))) return rc;
-  if ((rc = check_range("expert_used_count", n_used, 1,
+  if ((rc = ld_check_range("expert_count", n_expert, 1, PA_MAX_EXPERTS))) return rc;
+  if ((rc = ld_key_u32(m, "expert_used_count", true, &n_used))) return rc;
+  if ((rc = ld_check_range("expert_used_count", n_used, 1,
                         n_expert < PA_MAX_EXPERTS_USED ? n_expert : PA_MAX_EXPERTS_USED)))
     return rc;
-  if ((rc = key_u32(m, "expert_feed_forward_length", moe_arch, &n_ff_exp))) return rc;
-  if ((rc = check_range("expert_feed_forward_length", n_ff_exp, 1, 1 << 18))) return rc;
+  if ((rc = ld_key_u32(m, "expert_feed_forward_length", moe_arch, &n_ff_exp))) return rc;
+  if ((rc = ld_check_range("expert_feed_forward_length", n_ff_exp, 1, 1 << 18))) return rc;
   hp->n_expert = (int32_t)n_expert;
   hp->n_expert_used = (int32_t)n_used;
   hp->n_ff_exp = (int32_t)n_ff_exp;
-  return PASADA_OK;
-}
-
-/* Phi-3's own keys: an optional sliding window over every layer (0 or
- * absent: none; transformers applies it to all layers, as here; llama.cpp
- * ignores it), and LongRoPE: the context length the short factors serve
- * and the attention factor that multiplies the RoPE tables. Its fused
- * tensors' shapes need n_embd = n_head * head_dim. */
-static int load_phi3_hparams(struct pa_model *m) {
-  pa_hparams *hp = &m->hp;
-  int rc;
-  if ((int64_t)hp->n_head * hp->head_dim != hp->n_embd || hp->head_dim_v != hp->head_dim)
-    return pa_error(PASADA_ERR_FORMAT, "phi3: %d heads of %d values must make n_embd %d", hp->n_head,
-                    hp->head_dim, hp->n_embd);
-  uint32_t window = 0;
-  if ((rc = key_u32(m, "attention.sliding_window", false, &window))) return rc;
-  if ((rc = check_range("attention.sliding_window", window, 0, 1 << 24))) return rc;
-  hp->sliding_window = (int32_t)window;
-  for (int32_t i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = window > 0;
-  uint32_t orig = (uint32_t)hp->n_ctx_train;
-  if ((rc = key_u32(m, "rope.scaling.original_context_length", false, &orig))) return rc;
-  if ((rc = check_range("rope.scaling.original_context_length", orig, 1, 1 << 24))) return rc;
-  m->n_ctx_orig = (int32_t)orig;
-  if ((rc = key_f32(m, "rope.scaling.attn_factor", false, &hp->rope_attn_factor))) return rc;
-  if (!(hp->rope_attn_factor > 0 && hp->rope_attn_factor < 100))
-    return pa_error(PASADA_ERR_FORMAT, "rope.scaling.attn_factor %g is out of range (0, 100)",
-                    hp->rope_attn_factor);
-  return PASADA_OK;
-}
-
-/* YaRN (rope.scaling.type "yarn", llama.cpp's keys): the factor, the
- * original context, beta_fast and beta_slow (default 32 and 1), the
- * extrapolation mix (yarn_ext_factor, default 1) and a further attention
- * factor (yarn_attn_factor, default 1). pa_model_yarn_factors turns them
- * into the RoPE tables' frequency factors and attention factor. */
-static int load_yarn(struct pa_model *m, float factor) {
-  pa_hparams *hp = &m->hp;
-  int rc;
-  uint32_t orig = (uint32_t)hp->n_ctx_train;
-  float fast = 32.0f, slow = 1.0f, ext = 1.0f, attn = 1.0f;
-  if ((rc = key_u32(m, "rope.scaling.original_context_length", false, &orig)) ||
-      (rc = key_f32(m, "rope.scaling.yarn_beta_fast", false, &fast)) ||
-      (rc = key_f32(m, "rope.scaling.yarn_beta_slow", false, &slow)) ||
-      (rc = key_f32(m, "rope.scaling.yarn_ext_factor", false, &ext)) ||
-      (rc = key_f32(m, "rope.scaling.yarn_attn_factor", false, &attn)))
-    return rc;
-  if ((rc = check_range("rope.scaling.original_context_length", orig, 1, 1 << 24))) return rc;
-  if (!(fast > 0 && fast < 1e6f && slow > 0 && slow < 1e6f) || !(ext >= 0 && ext <= 1) ||
-      !(attn > 0 && attn < 100))
-    return pa_error(PASADA_ERR_FORMAT,
-                    "yarn parameters out of range (beta_fast %g, beta_slow %g: (0, 1e6); ext_factor %g: [0, 1]; "
-                    "attn_factor %g: (0, 100))",
-                    fast, slow, ext, attn);
-  m->yarn = (pa_yarn){.factor = factor, .orig_ctx = (int32_t)orig, .beta_fast = fast, .beta_slow = slow,
-                      .ext_factor = ext, .attn_factor = attn, .truncate = true};
-  return PASADA_OK;
-}
-
-int pa_model_yarn_factors(struct pa_model *m) {
-  pa_hparams *hp = &m->hp;
-  const pa_yarn *y = &m->yarn;
-  if (!(y->factor > 0)) return PASADA_OK;
-  const int half = hp->rope_dim / 2;
-  if (!m->rope_freqs) {
-    m->rope_freqs = pa_calloc((size_t)half, sizeof(float));
-    if (!m->rope_freqs) return pa_error(PASADA_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < half; i++) m->rope_freqs[i] = 1.0f;
-  }
-  /* the dimensions whose wavelength turns beta_fast and beta_slow times
-   * in the original context bound the ramp (floored and ceiled when
-   * truncated, as llama.cpp always does) */
-  const double n = hp->rope_dim, lb = 2.0 * log((double)hp->rope_base);
-  double lo = n * log(y->orig_ctx / (y->beta_fast * 2.0 * 3.14159265358979323846)) / lb;
-  double hi = n * log(y->orig_ctx / (y->beta_slow * 2.0 * 3.14159265358979323846)) / lb;
-  if (y->truncate) lo = floor(lo), hi = ceil(hi);
-  lo = lo > 0 ? lo : 0;
-  hi = hi < n - 1 ? hi : n - 1;
-  const double scale = 1.0 / y->factor, span = hi - lo > 0.001 ? hi - lo : 0.001;
-  for (int i = 0; i < half; i++) {
-    /* mix 1: the frequency as it is (extrapolated); 0: divided by factor */
-    double r = (i - lo) / span;
-    r = r < 0 ? 0 : r > 1 ? 1 : r;
-    const double mix = (1.0 - r) * y->ext_factor;
-    m->rope_freqs[i] = (float)(m->rope_freqs[i] / (scale * (1.0 - mix) + mix));
-  }
-  hp->rope_freq_scale = hp->rope_freq_scale_swa = 1.0f;
-  if (y->ext_factor != 0) hp->rope_attn_factor *= y->attn_factor * (1.0f + 0.1f * logf(y->factor));
   return PASADA_OK;
 }
 
@@ -152,7 +67,7 @@ int pa_model_yarn_factors(struct pa_model *m) {
  * llama.cpp writes gemma4's feed_forward_length and head_count_kv) or one
  * for every layer: into out[0, n_layer); out[0] is the default of every
  * layer when the key is absent and not required. */
-static int key_u32_layers(struct pa_model *m, const char *suffix, bool required, uint32_t n_layer, uint32_t *out) {
+int ld_key_u32_layers(struct pa_model *m, const char *suffix, bool required, uint32_t n_layer, uint32_t *out) {
   char key[256];
   snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
   const gguf_value *v = gguf_get(m->gguf, key);
@@ -180,7 +95,7 @@ static int key_u32_layers(struct pa_model *m, const char *suffix, bool required,
 /* The sliding-window layers: attention.sliding_window_pattern as one bool
  * per layer, or a period (layer i is local unless (i + 1) % period == 0;
  * `period` when absent). */
-static int load_swa_pattern(struct pa_model *m, uint32_t period) {
+int ld_load_swa_pattern(struct pa_model *m, uint32_t period) {
   pa_hparams *hp = &m->hp;
   const uint32_t n_layer = (uint32_t)hp->n_layer;
   char key[256];
@@ -197,109 +112,6 @@ static int load_swa_pattern(struct pa_model *m, uint32_t period) {
   if (rc) return rc;
   if (period == 0) period = 1;
   for (uint32_t i = 0; i < n_layer; i++) hp->swa_layer[i] = (i + 1) % period != 0;
-  return PASADA_OK;
-}
-
-/* Gemma 4's keys (llama.cpp's names): key_length is the global layers'
- * head size and key_length_swa the sliding layers' (pasada runs one head
- * size for both, and refuses files whose sizes differ); the global
- * layers' partial RoPE is rope_freqs (factors of 1e30 freeze the
- * unrotated pairs); shared_kv_layers: the last layers reuse the KV cache
- * of the last earlier layer of their kind. */
-static int load_gemma4_hparams(struct pa_model *m) {
-  pa_hparams *hp = &m->hp;
-  const uint32_t n_layer = (uint32_t)hp->n_layer;
-  int rc;
-  hp->act = PA_ACT_GELU_TANH;
-  hp->embed_scale = sqrtf((float)hp->n_embd);
-  hp->attn_scale = 1.0f; /* q and k are RMS-normed per head: no 1/sqrt(head_dim) */
-  uint32_t hd_swa = (uint32_t)hp->head_dim, hdv_swa = (uint32_t)hp->head_dim_v, rope_swa = (uint32_t)hp->rope_dim;
-  if ((rc = key_u32(m, "attention.key_length_swa", false, &hd_swa)) ||
-      (rc = key_u32(m, "attention.value_length_swa", false, &hdv_swa)) ||
-      (rc = key_u32(m, "rope.dimension_count_swa", false, &rope_swa)))
-    return rc;
-  if (hd_swa != (uint32_t)hp->head_dim || hdv_swa != (uint32_t)hp->head_dim_v || hp->head_dim_v != hp->head_dim)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: head sizes of %u/%u (sliding layers) and %d/%d (global "
-                    "layers): only one head size for every layer is supported", hd_swa, hdv_swa, hp->head_dim,
-                    hp->head_dim_v);
-  if (rope_swa != (uint32_t)hp->rope_dim)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: rope.dimension_count_swa %u differs from rope.dimension_count "
-                    "%d: not supported", rope_swa, hp->rope_dim);
-  hp->rope_base_swa = 10000.0f;
-  hp->rope_freq_scale_swa = 1.0f;
-  if ((rc = key_f32(m, "rope.freq_base_swa", false, &hp->rope_base_swa))) return rc;
-  if (!(hp->rope_base_swa > 1 && hp->rope_base_swa < 1e12f))
-    return pa_error(PASADA_ERR_FORMAT, "rope.freq_base_swa %g is out of range", hp->rope_base_swa);
-  if ((rc = key_f32(m, "final_logit_softcapping", false, &hp->final_softcap))) return rc;
-  if (!(hp->final_softcap >= 0 && hp->final_softcap < 1e6f))
-    return pa_error(PASADA_ERR_FORMAT, "final_logit_softcapping %g is out of range [0, 1e6)", hp->final_softcap);
-  uint32_t window = 0, per_layer = 0, n_expert = 0, shared = 0;
-  if ((rc = key_u32(m, "attention.sliding_window", true, &window)) ||
-      (rc = check_range("attention.sliding_window", window, 1, 1 << 24)) ||
-      (rc = key_u32(m, "embedding_length_per_layer_input", false, &per_layer)) ||
-      (rc = key_u32(m, "expert_count", false, &n_expert)) ||
-      (rc = key_u32(m, "attention.shared_kv_layers", false, &shared)) ||
-      (rc = check_range("attention.shared_kv_layers", shared, 0, n_layer - 1)))
-    return rc;
-  hp->sliding_window = (int32_t)window;
-  if (per_layer > 0)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: per-layer embeddings (embedding_length_per_layer_input %u) "
-                    "are not supported", per_layer);
-  if (n_expert > 0)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: the mixture-of-experts variant (expert_count %u) is not "
-                    "supported", n_expert);
-  if ((rc = load_swa_pattern(m, 6))) return rc;
-  hp->n_kv_shared = (int32_t)shared;
-  const uint32_t first = n_layer - shared;
-  for (uint32_t l = 0; l < n_layer; l++) {
-    int32_t from = (int32_t)l;
-    if (l >= first) {
-      from = -1;
-      for (int32_t j = (int32_t)first - 1; j >= 0 && from < 0; j--)
-        if (hp->swa_layer[j] == hp->swa_layer[l]) from = j;
-      if (from < 0)
-        return pa_error(PASADA_ERR_FORMAT, "gemma4: layer %u shares the KV cache of an earlier %s layer, and none "
-                        "of the first %u is one", l, hp->swa_layer[l] ? "sliding" : "global", first);
-    }
-    hp->kv_from[l] = (int16_t)from;
-  }
-  return PASADA_OK;
-}
-
-/* Qwen3.5's linear-attention layers (llama.cpp's Qwen3-Next keys): the
- * conv's taps, the key heads (group_count) of state_size, the value heads
- * (time_step_rank) sharing inner_size; every full_attention_interval-th
- * layer (layer l with (l + 1) % interval == 0) is a gated attention layer,
- * the others recurrent. rope.dimension_sections (multi-section RoPE) is
- * not read: with text positions every section has the token's position,
- * which is plain RoPE over rope.dimension_count dims. */
-static int load_qwen35_hparams(struct pa_model *m) {
-  pa_hparams *hp = &m->hp;
-  uint32_t conv = 0, k_dim = 0, k_heads = 0, v_heads = 0, inner = 0, interval = 4;
-  int rc;
-  if ((rc = key_u32(m, "ssm.conv_kernel", true, &conv)) || (rc = key_u32(m, "ssm.state_size", true, &k_dim)) ||
-      (rc = key_u32(m, "ssm.group_count", true, &k_heads)) ||
-      (rc = key_u32(m, "ssm.time_step_rank", true, &v_heads)) ||
-      (rc = key_u32(m, "ssm.inner_size", true, &inner)) ||
-      (rc = key_u32(m, "full_attention_interval", false, &interval)))
-    return rc;
-  if ((rc = check_range("ssm.conv_kernel", conv, 2, 16)) || (rc = check_range("ssm.state_size", k_dim, 1, 1024)) ||
-      (rc = check_range("ssm.group_count", k_heads, 1, 1024)) ||
-      (rc = check_range("ssm.time_step_rank", v_heads, 1, 1024)) ||
-      (rc = check_range("ssm.inner_size", inner, 1, 1 << 20)) ||
-      (rc = check_range("full_attention_interval", interval, 1, PA_MAX_LAYERS)))
-    return rc;
-  if (v_heads % k_heads || inner % v_heads || inner / v_heads > 1024)
-    return pa_error(PASADA_ERR_FORMAT,
-                    "ssm: %u value heads must be a multiple of %u key heads and share inner_size %u in heads of at "
-                    "most 1024",
-                    v_heads, k_heads, inner);
-  hp->ssm_conv = (int32_t)conv;
-  hp->ssm_k_dim = (int32_t)k_dim;
-  hp->ssm_k_heads = (int32_t)k_heads;
-  hp->ssm_v_heads = (int32_t)v_heads;
-  hp->ssm_v_dim = (int32_t)(inner / v_heads);
-  for (int32_t l = 0; l < hp->n_layer; l++) hp->recurrent[l] = (l + 1) % (int32_t)interval != 0;
   return PASADA_OK;
 }
 
@@ -325,16 +137,16 @@ int pa_model_load_hparams(struct pa_model *m) {
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
   int rc;
-  if ((rc = key_u32(m, "block_count", true, &n_layer)) ||
-      (rc = check_range("block_count", n_layer, 1, PA_MAX_LAYERS)) ||
-      (rc = key_u32(m, "embedding_length", true, &n_embd)) ||
-      (rc = key_u32(m, "attention.head_count", true, &n_head)))
+  if ((rc = ld_key_u32(m, "block_count", true, &n_layer)) ||
+      (rc = ld_check_range("block_count", n_layer, 1, PA_MAX_LAYERS)) ||
+      (rc = ld_key_u32(m, "embedding_length", true, &n_embd)) ||
+      (rc = ld_key_u32(m, "attention.head_count", true, &n_head)))
     return rc;
   /* counts that may be per layer (gemma4): the FFN widths, the KV heads */
   static uint32_t ff[PA_MAX_LAYERS], kvh[PA_MAX_LAYERS];
   kvh[0] = n_head;
-  if ((rc = key_u32_layers(m, "feed_forward_length", true, n_layer, ff)) ||
-      (rc = key_u32_layers(m, "attention.head_count_kv", false, n_layer, kvh)))
+  if ((rc = ld_key_u32_layers(m, "feed_forward_length", true, n_layer, ff)) ||
+      (rc = ld_key_u32_layers(m, "attention.head_count_kv", false, n_layer, kvh)))
     return rc;
   for (uint32_t i = 0; i < n_layer; i++) {
     if (ff[i] > n_ff) n_ff = ff[i];
@@ -343,36 +155,36 @@ int pa_model_load_hparams(struct pa_model *m) {
                       kvh[0], kvh[i]);
     if (ff[i] != ff[0] && hp->arch != PA_ARCH_GEMMA4)
       return pa_error(PASADA_ERR_UNSUPPORTED, "feed_forward_length differs between layers: not supported for %s", a);
-    if ((rc = check_range("feed_forward_length", ff[i], 1, 1 << 18))) return rc;
+    if ((rc = ld_check_range("feed_forward_length", ff[i], 1, 1 << 18))) return rc;
     m->ff_layer[i] = (int32_t)ff[i];
   }
   n_ctx = 4096;
-  if ((rc = key_u32(m, "context_length", false, &n_ctx))) return rc;
+  if ((rc = ld_key_u32(m, "context_length", false, &n_ctx))) return rc;
   uint32_t n_head_kv = kvh[0];
   /* llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last (4 rank: not an
    * embedding pasada pools, read as none) */
   uint32_t pooling = 0;
-  if ((rc = key_u32(m, "pooling_type", false, &pooling))) return rc;
+  if ((rc = ld_key_u32(m, "pooling_type", false, &pooling))) return rc;
   m->pooling = pooling <= 3 ? (int32_t)pooling : 0;
-  if ((rc = check_range("embedding_length", n_embd, 1, 1 << 16)) ||
-      (rc = check_range("attention.head_count", n_head, 1, 1024)) ||
-      (rc = check_range("attention.head_count_kv", n_head_kv, 1, n_head)) ||
-      (rc = check_range("feed_forward_length", n_ff, 1, 1 << 18)) ||
-      (rc = check_range("context_length", n_ctx, 1, 1 << 24)))
+  if ((rc = ld_check_range("embedding_length", n_embd, 1, 1 << 16)) ||
+      (rc = ld_check_range("attention.head_count", n_head, 1, 1024)) ||
+      (rc = ld_check_range("attention.head_count_kv", n_head_kv, 1, n_head)) ||
+      (rc = ld_check_range("feed_forward_length", n_ff, 1, 1 << 18)) ||
+      (rc = ld_check_range("context_length", n_ctx, 1, 1 << 24)))
     return rc;
   if (n_head % n_head_kv)
     return pa_error(PASADA_ERR_FORMAT, "attention.head_count %u is not a multiple of head_count_kv %u",
                     n_head, n_head_kv);
   uint32_t head_dim = n_embd / n_head, head_dim_v;
-  if ((rc = key_u32(m, "attention.key_length", false, &head_dim))) return rc;
+  if ((rc = ld_key_u32(m, "attention.key_length", false, &head_dim))) return rc;
   head_dim_v = head_dim;
-  if ((rc = key_u32(m, "attention.value_length", false, &head_dim_v))) return rc;
-  if ((rc = check_range("attention.key_length", head_dim, 2, 1024)) ||
-      (rc = check_range("attention.value_length", head_dim_v, 1, 1024)))
+  if ((rc = ld_key_u32(m, "attention.value_length", false, &head_dim_v))) return rc;
+  if ((rc = ld_check_range("attention.key_length", head_dim, 2, 1024)) ||
+      (rc = ld_check_range("attention.value_length", head_dim_v, 1, 1024)))
     return rc;
   if (head_dim % 2) return pa_error(PASADA_ERR_FORMAT, "attention.key_length %u is odd", head_dim);
   uint32_t rope_dim = head_dim;
-  if ((rc = key_u32(m, "rope.dimension_count", false, &rope_dim))) return rc;
+  if ((rc = ld_key_u32(m, "rope.dimension_count", false, &rope_dim))) return rc;
   if (rope_dim % 2 || rope_dim > head_dim || rope_dim == 0)
     return pa_error(PASADA_ERR_FORMAT, "rope.dimension_count %u must be even and at most the head size %u",
                     rope_dim, head_dim);
@@ -390,7 +202,7 @@ int pa_model_load_hparams(struct pa_model *m) {
   hp->norm_eps = 1e-5f;
   /* bert's norms are LayerNorms (attention.layer_norm_epsilon) */
   const char *eps_key = hp->arch == PA_ARCH_BERT ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
-  if ((rc = key_f32(m, eps_key, false, &hp->norm_eps))) return rc;
+  if ((rc = ld_key_f32(m, eps_key, false, &hp->norm_eps))) return rc;
   if (!(hp->norm_eps > 0 && hp->norm_eps < 1))
     return pa_error(PASADA_ERR_FORMAT, "%s %g is out of range (0, 1)", eps_key, hp->norm_eps);
   if (hp->arch == PA_ARCH_BERT) {
@@ -402,7 +214,7 @@ int pa_model_load_hparams(struct pa_model *m) {
     hp->bidirectional = true;
   }
   hp->rope_base = 10000.0f;
-  if ((rc = key_f32(m, "rope.freq_base", false, &hp->rope_base))) return rc;
+  if ((rc = ld_key_f32(m, "rope.freq_base", false, &hp->rope_base))) return rc;
   if (!(hp->rope_base > 1 && hp->rope_base < 1e12f))
     return pa_error(PASADA_ERR_FORMAT, "rope.freq_base %g is out of range", hp->rope_base);
   hp->rope_freq_scale = 1.0f;
@@ -418,7 +230,7 @@ int pa_model_load_hparams(struct pa_model *m) {
       return rc;
     }
     float factor = 1.0f;
-    if ((rc = key_f32(m, "rope.scaling.factor", false, &factor))) {
+    if ((rc = ld_key_f32(m, "rope.scaling.factor", false, &factor))) {
       free(scaling);
       return rc;
     }
@@ -428,7 +240,7 @@ int pa_model_load_hparams(struct pa_model *m) {
     }
     hp->rope_freq_scale = 1.0f / factor;
     free(scaling);
-    if (yarn && (rc = load_yarn(m, factor))) return rc;
+    if (yarn && (rc = ld_yarn(m, factor))) return rc;
     scaling = NULL;
   }
   free(scaling);
@@ -452,7 +264,7 @@ int pa_model_load_hparams(struct pa_model *m) {
       hp->rope_base_swa = 10000.0f;
       hp->rope_freq_scale_swa = 1.0f;
     }
-    if ((rc = key_f32(m, "rope.freq_base_swa", false, &hp->rope_base_swa))) return rc;
+    if ((rc = ld_key_f32(m, "rope.freq_base_swa", false, &hp->rope_base_swa))) return rc;
     if (!(hp->rope_base_swa > 1 && hp->rope_base_swa < 1e12f))
       return pa_error(PASADA_ERR_FORMAT, "rope.freq_base_swa %g is out of range", hp->rope_base_swa);
     /* query_pre_attn_scalar is the head size in every Gemma 2 and 3 but the
@@ -460,8 +272,8 @@ int pa_model_load_hparams(struct pa_model *m) {
      * do not store it; llama.cpp decides by the layer count too). */
     if (n_layer == (g3 ? 62u : 46u)) hp->attn_scale = 1.0f / sqrtf((float)n_embd / (float)n_head);
     if (!g3) { /* soft-capping: absent or 0 is none */
-      if ((rc = key_f32(m, "attn_logit_softcapping", false, &hp->attn_softcap)) ||
-          (rc = key_f32(m, "final_logit_softcapping", false, &hp->final_softcap)))
+      if ((rc = ld_key_f32(m, "attn_logit_softcapping", false, &hp->attn_softcap)) ||
+          (rc = ld_key_f32(m, "final_logit_softcapping", false, &hp->final_softcap)))
         return rc;
       if (!(hp->attn_softcap >= 0 && hp->attn_softcap < 1e6f) ||
           !(hp->final_softcap >= 0 && hp->final_softcap < 1e6f))
@@ -469,38 +281,38 @@ int pa_model_load_hparams(struct pa_model *m) {
                         hp->attn_softcap, hp->final_softcap);
     }
     uint32_t window = 4096; /* Gemma 2's when the file has none (llama.cpp's default) */
-    if ((rc = key_u32(m, "attention.sliding_window", g3, &window))) return rc;
-    if ((rc = check_range("attention.sliding_window", window, 1, 1 << 24))) return rc;
+    if ((rc = ld_key_u32(m, "attention.sliding_window", g3, &window))) return rc;
+    if ((rc = ld_check_range("attention.sliding_window", window, 1, 1 << 24))) return rc;
     hp->sliding_window = (int32_t)window;
     /* the local layers: Gemma 3 five in six (layer i is local unless
      * (i + 1) % 6 == 0), Gemma 2 every other one from the first */
-    if ((rc = load_swa_pattern(m, g3 ? 6 : 2))) return rc;
+    if ((rc = ld_load_swa_pattern(m, g3 ? 6 : 2))) return rc;
   }
-  if (hp->arch == PA_ARCH_GEMMA4 && (rc = load_gemma4_hparams(m))) return rc;
-  if (hp->arch == PA_ARCH_PHI3 && (rc = load_phi3_hparams(m))) return rc;
+  if (hp->arch == PA_ARCH_GEMMA4 && (rc = ld_gemma4_hparams(m))) return rc;
+  if (hp->arch == PA_ARCH_PHI3 && (rc = ld_phi3_hparams(m))) return rc;
   if (hp->arch == PA_ARCH_GPT_OSS) {
     /* every other layer windowed, from the first (llama.cpp's pattern 2;
      * transformers' layer_types) */
     uint32_t window = 0;
-    if ((rc = key_u32(m, "attention.sliding_window", true, &window))) return rc;
-    if ((rc = check_range("attention.sliding_window", window, 1, 1 << 24))) return rc;
+    if ((rc = ld_key_u32(m, "attention.sliding_window", true, &window))) return rc;
+    if ((rc = ld_check_range("attention.sliding_window", window, 1, 1 << 24))) return rc;
     hp->sliding_window = (int32_t)window;
     for (int32_t i = 0; i < hp->n_layer; i++) hp->swa_layer[i] = i % 2 == 0;
   }
-  if (hp->arch == PA_ARCH_QWEN35 && (rc = load_qwen35_hparams(m))) return rc;
+  if (hp->arch == PA_ARCH_QWEN35 && (rc = ld_qwen35_hparams(m))) return rc;
   return PASADA_OK;
 }
 
 /* ---- weights ---- */
 
-static int find_tensor(struct pa_model *m, const char *name, bool required, const gguf_tensor **out) {
+int ld_find_tensor(struct pa_model *m, const char *name, bool required, const gguf_tensor **out) {
   *out = gguf_get_tensor(m->gguf, name);
   if (!*out && required)
     return pa_error(PASADA_ERR_FORMAT, "required tensor '%s' is missing", name);
   return PASADA_OK;
 }
 
-static int check_shape(const gguf_tensor *t, int64_t cols, int64_t rows) {
+int ld_check_shape(const gguf_tensor *t, int64_t cols, int64_t rows) {
   bool ok = t->ne[0] == cols && t->ne[1] == rows && t->ne[2] == 1 && t->ne[3] == 1;
   if (!ok)
     return pa_error(PASADA_ERR_FORMAT,
@@ -511,12 +323,12 @@ static int check_shape(const gguf_tensor *t, int64_t cols, int64_t rows) {
 }
 
 /* A matrix of `rows` rows of `cols` elements, used through pa_matmul. */
-static int get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_t rows, bool required,
+int ld_get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_t rows, bool required,
                       pa_matrix *out) {
   const gguf_tensor *t;
-  int rc = find_tensor(m, name, required, &t);
+  int rc = ld_find_tensor(m, name, required, &t);
   if (rc || !t) return rc;
-  if ((rc = check_shape(t, cols, rows))) return rc;
+  if ((rc = ld_check_shape(t, cols, rows))) return rc;
   const pa_cpu_kernels *k = pa_kernels_reference();
   const pa_type_traits *tr = pa_type_get(t->type);
   if (!tr || t->type >= PA_TYPE_COUNT || !k->vec_dot[t->type] || !tr->to_float)
@@ -536,7 +348,7 @@ static int get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_
 static int get_experts(struct pa_model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
                        pa_matrix *out) {
   const gguf_tensor *t;
-  int rc = find_tensor(m, name, true, &t);
+  int rc = ld_find_tensor(m, name, true, &t);
   if (rc) return rc;
   if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_expert || t->ne[3] != 1)
     return pa_error(PASADA_ERR_FORMAT,
@@ -574,12 +386,12 @@ static int row_view(const pa_matrix *w, int64_t r0, int64_t rows, const char *na
 }
 
 /* A vector (norm weights, biases), copied to floats. */
-static int get_vector(struct pa_model *m, const char *name, int64_t n, bool required, float **out) {
+int ld_get_vector(struct pa_model *m, const char *name, int64_t n, bool required, float **out) {
   const gguf_tensor *t;
   *out = NULL;
-  int rc = find_tensor(m, name, required, &t);
+  int rc = ld_find_tensor(m, name, required, &t);
   if (rc || !t) return rc;
-  if ((rc = check_shape(t, n, 1))) return rc;
+  if ((rc = ld_check_shape(t, n, 1))) return rc;
   const pa_type_traits *tr = pa_type_get(t->type);
   if (!tr || !tr->to_float)
     return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s", name,
@@ -592,13 +404,13 @@ static int get_vector(struct pa_model *m, const char *name, int64_t n, bool requ
 }
 
 /* A table of `rows` rows of `cols` floats (the experts' biases: a row per
- * expert), copied to floats. Required. */
-static int get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out) {
+ * expert; a conv's taps: a row per channel), copied to floats. Required. */
+int ld_get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out) {
   const gguf_tensor *t;
   *out = NULL;
-  int rc = find_tensor(m, name, true, &t);
+  int rc = ld_find_tensor(m, name, true, &t);
   if (rc) return rc;
-  if ((rc = check_shape(t, cols, rows))) return rc;
+  if ((rc = ld_check_shape(t, cols, rows))) return rc;
   const pa_type_traits *tr = pa_type_get(t->type);
   if (!tr || !tr->to_float || t->type >= PA_TYPE_COUNT)
     return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s", name, pa_type_name(t->type));
@@ -609,217 +421,21 @@ static int get_table(struct pa_model *m, const char *name, int64_t cols, int64_t
   return PASADA_OK;
 }
 
-/* bert's tensors (llama.cpp's names): learned positions and token types,
- * the embeddings' LayerNorm, and per layer q/k/v/output, two LayerNorms,
- * up and down, every product with its bias. The lookup tables are F32, as
- * the embed_add op reads them. */
-static int load_bert(struct pa_model *m) {
-  const pa_hparams *hp = &m->hp;
-  const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim;
-  int rc;
-  uint32_t n_types = 2;
-  if ((rc = gguf_get_u32(m->gguf, "tokenizer.ggml.token_type_count", false, &n_types))) return rc;
-  if ((rc = check_range("tokenizer.ggml.token_type_count", n_types, 1, 16))) return rc;
-  if (hp->n_head_kv != hp->n_head || Q != E || hp->head_dim_v != hp->head_dim)
-    return pa_error(PASADA_ERR_FORMAT, "bert: attention heads must cover the embedding (heads %d x %d, kv heads "
-                    "%d, embedding %lld)", hp->n_head, hp->head_dim, hp->n_head_kv, (long long)E);
-  if ((rc = get_matrix(m, "position_embd.weight", E, hp->n_ctx_train, true, &m->pos_embd)) ||
-      (rc = get_matrix(m, "token_types.weight", E, n_types, true, &m->type_embd)) ||
-      (rc = get_vector(m, "token_embd_norm.weight", E, true, &m->embd_norm)) ||
-      (rc = get_vector(m, "token_embd_norm.bias", E, true, &m->embd_norm_b)))
-    return rc;
-  if (m->pos_embd.type != PA_TYPE_F32 || m->type_embd.type != PA_TYPE_F32)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "bert: position_embd and token_types must be F32 (they are %s, %s)",
-                    pa_type_name(m->pos_embd.type), pa_type_name(m->type_embd.type));
-  m->output = m->tok_embd; /* no output matrix: an embedding model computes no logits */
-  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
-  if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
-  for (int i = 0; i < hp->n_layer; i++) {
-    pa_layer *L = &m->layers[i];
-    char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
-    if ((rc = get_matrix(m, NAME("attn_q.weight"), E, E, true, &L->wq)) ||
-        (rc = get_matrix(m, NAME("attn_k.weight"), E, E, true, &L->wk)) ||
-        (rc = get_matrix(m, NAME("attn_v.weight"), E, E, true, &L->wv)) ||
-        (rc = get_matrix(m, NAME("attn_output.weight"), E, E, true, &L->wo)) ||
-        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
-        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)) ||
-        (rc = get_vector(m, NAME("attn_q.bias"), E, true, &L->bq)) ||
-        (rc = get_vector(m, NAME("attn_k.bias"), E, true, &L->bk)) ||
-        (rc = get_vector(m, NAME("attn_v.bias"), E, true, &L->bv)) ||
-        (rc = get_vector(m, NAME("attn_output.bias"), E, true, &L->bo)) ||
-        (rc = get_vector(m, NAME("ffn_up.bias"), F, true, &L->b_up)) ||
-        (rc = get_vector(m, NAME("ffn_down.bias"), E, true, &L->b_down)) ||
-        (rc = get_vector(m, NAME("attn_output_norm.weight"), E, true, &L->attn_out_norm)) ||
-        (rc = get_vector(m, NAME("attn_output_norm.bias"), E, true, &L->attn_out_norm_b)) ||
-        (rc = get_vector(m, NAME("layer_output_norm.weight"), E, true, &L->out_norm)) ||
-        (rc = get_vector(m, NAME("layer_output_norm.bias"), E, true, &L->out_norm_b)))
-      return rc;
-#undef NAME
-  }
-  return PASADA_OK;
-}
-
-/* gemma4's tensors (llama.cpp's names; norms as Gemma 4 applies them,
- * x * w, with no 1 + w): per layer q with its head norm, k and v with k's
- * head norm where the layer stores its own KV (v absent: V is K's
- * projection, attention_k_eq_v), norms before and after the attention and
- * the FFN, and layer_output_scale, a scalar. The KV-sharing layers'
- * k and v tensors, if present, are not read. */
-static int load_gemma4(struct pa_model *m) {
-  const pa_hparams *hp = &m->hp;
-  const int64_t E = hp->n_embd, HD = hp->head_dim, Q = (int64_t)hp->n_head * HD, K = (int64_t)hp->n_head_kv * HD;
-  int rc;
-  m->ones = pa_calloc((size_t)HD, sizeof(float));
-  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
-  if (!m->ones || !m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
-  for (int64_t i = 0; i < HD; i++) m->ones[i] = 1.0f;
-  for (int i = 0; i < hp->n_layer; i++) {
-    pa_layer *L = &m->layers[i];
-    const int64_t F = m->ff_layer[i];
-    char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
-    if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
-        (rc = get_matrix(m, NAME("attn_q.weight"), E, Q, true, &L->wq)) ||
-        (rc = get_vector(m, NAME("attn_q_norm.weight"), HD, true, &L->q_norm)) ||
-        (rc = get_matrix(m, NAME("attn_output.weight"), Q, E, true, &L->wo)) ||
-        (rc = get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->post_attn_norm)) ||
-        (rc = get_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm)) ||
-        (rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
-        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)) ||
-        (rc = get_vector(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm)))
-      return rc;
-    if (hp->n_kv_shared == 0 || hp->kv_from[i] == i) {
-      if ((rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
-          (rc = get_vector(m, NAME("attn_k_norm.weight"), HD, true, &L->k_norm)) ||
-          (rc = get_matrix(m, NAME("attn_v.weight"), E, K, false, &L->wv)))
-        return rc;
-      if (!L->wv.data) L->wv = L->wk;
-      L->v_norm = m->ones;
-    }
-    float *scale = NULL;
-    if ((rc = get_vector(m, NAME("layer_output_scale.weight"), 1, false, &scale))) return rc;
-    L->out_scale = scale ? scale[0] : 1.0f;
-    pa_free(scale);
-    if (!isfinite(L->out_scale) || fabsf(L->out_scale) > 1e6f)
-      return pa_error(PASADA_ERR_FORMAT, "tensor '%s' = %g is out of range", n, L->out_scale);
-#undef NAME
-  }
-  return PASADA_OK;
-}
-
-/* A float table of rows x cols (a conv's taps), copied to floats. */
-static int get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out) {
-  const gguf_tensor *t;
-  *out = NULL;
-  int rc = find_tensor(m, name, true, &t);
-  if (rc) return rc;
-  if ((rc = check_shape(t, cols, rows))) return rc;
-  const pa_type_traits *tr = pa_type_get(t->type);
-  if (!tr || !tr->to_float || tr->block_size != 1)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s", name, pa_type_name(t->type));
-  float *v = pa_calloc((size_t)(cols * rows), sizeof(float));
-  if (!v) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
-  tr->to_float(t->data, v, cols * rows);
-  *out = v;
-  return PASADA_OK;
-}
-
-/* A gated attention layer's q projection: per head, head_dim rows of q
- * then head_dim rows of its output gate (transformers' q_proj, kept so by
- * llama.cpp's converter); copied apart once into q rows then gate rows,
- * so q is a product with head norms and RoPE like any other. */
-static int split_q_gate(pa_layer *L, const pa_matrix *qg, int32_t n_head, int32_t head_dim, const char *name) {
-  const size_t row = pa_row_size(qg->type, qg->cols), head = row * (size_t)head_dim;
-  uint8_t *mem = pa_alloc(2 * head * (size_t)n_head);
-  if (!mem) return pa_error(PASADA_ERR_NOMEM, "out of memory splitting '%s'", name);
-  for (int32_t h = 0; h < n_head; h++) {
-    memcpy(mem + (size_t)h * head, (const uint8_t *)qg->data + (size_t)(2 * h) * head, head);
-    memcpy(mem + (size_t)(n_head + h) * head, (const uint8_t *)qg->data + (size_t)(2 * h + 1) * head, head);
-  }
-  L->q_split = mem;
-  L->wq = *qg;
-  L->wq.rows = (int64_t)n_head * head_dim;
-  L->wq.data = mem;
-  L->wq_gate = L->wq;
-  L->wq_gate.data = mem + head * (size_t)n_head;
-  return PASADA_OK;
-}
-
-/* Qwen3.5's layers (llama.cpp's names): every layer has attn_norm,
- * post_attention_norm (the FFN's input norm) and a dense FFN; a recurrent
- * layer attn_qkv (mixed q, k, v), attn_gate (z), ssm_beta, ssm_alpha,
- * ssm_conv1d, ssm_a, ssm_dt.bias, ssm_norm and ssm_out; an attention layer
- * attn_q (q and gate), attn_k, attn_v, their head norms and attn_output. */
-static int load_qwen35(struct pa_model *m) {
-  const pa_hparams *hp = &m->hp;
-  const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim;
-  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
-  const int64_t O = (int64_t)hp->n_head * hp->head_dim_v, CD = pa_ssm_conv_dim(hp);
-  const int64_t NV = hp->ssm_v_heads, VZ = NV * hp->ssm_v_dim;
-  int rc;
-  if (hp->head_dim_v != hp->head_dim)
-    return pa_error(PASADA_ERR_FORMAT, "qwen35: key_length %d and value_length %d differ", hp->head_dim,
-                    hp->head_dim_v);
-  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
-  if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
-  for (int i = 0; i < hp->n_layer; i++) {
-    pa_layer *L = &m->layers[i];
-    char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
-    if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
-        (rc = get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->ffn_norm)) ||
-        (rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-        (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
-        (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
-      return rc;
-    if (hp->recurrent[i]) {
-      if ((rc = get_matrix(m, NAME("attn_qkv.weight"), E, CD, true, &L->ssm_qkv)) ||
-          (rc = get_matrix(m, NAME("attn_gate.weight"), E, VZ, true, &L->ssm_z)) ||
-          (rc = get_matrix(m, NAME("ssm_beta.weight"), E, NV, true, &L->ssm_beta)) ||
-          (rc = get_matrix(m, NAME("ssm_alpha.weight"), E, NV, true, &L->ssm_alpha)) ||
-          (rc = get_matrix(m, NAME("ssm_out.weight"), VZ, E, true, &L->ssm_out)) ||
-          (rc = get_table(m, NAME("ssm_conv1d.weight"), hp->ssm_conv, CD, &L->ssm_conv)) ||
-          (rc = get_vector(m, NAME("ssm_a"), NV, true, &L->ssm_a)) ||
-          (rc = get_vector(m, NAME("ssm_dt.bias"), NV, true, &L->ssm_dt)) ||
-          (rc = get_vector(m, NAME("ssm_norm.weight"), hp->ssm_v_dim, true, &L->ssm_norm)))
-        return rc;
-      for (int64_t h = 0; h < NV; h++)
-        if (!(L->ssm_a[h] <= 0 && L->ssm_a[h] > -1e30f) || !isfinite(L->ssm_dt[h]))
-          return pa_error(PASADA_ERR_FORMAT, "tensor 'blk.%d.ssm_a' / 'ssm_dt.bias': head %lld has A %g (must "
-                          "be -exp(A_log) <= 0) and dt bias %g", i, (long long)h, L->ssm_a[h], L->ssm_dt[h]);
-    } else {
-      pa_matrix qg = {0};
-      if ((rc = get_matrix(m, NAME("attn_q.weight"), E, 2 * Q, true, &qg)) ||
-          (rc = split_q_gate(L, &qg, hp->n_head, hp->head_dim, n)) ||
-          (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
-          (rc = get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv)) ||
-          (rc = get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
-          (rc = get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
-          (rc = get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm)))
-        return rc;
-    }
-#undef NAME
-  }
-  return PASADA_OK;
-}
-
 int pa_model_load_weights(struct pa_model *m) {
   pa_hparams *hp = &m->hp;
   int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
   int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
   int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
   int rc;
-  if ((rc = get_matrix(m, "token_embd.weight", E, V, true, &m->tok_embd))) return rc;
-  if (hp->arch == PA_ARCH_BERT) return load_bert(m);
-  if ((rc = get_vector(m, "output_norm.weight", E, true, &m->output_norm))) return rc;
-  if ((rc = get_matrix(m, "output.weight", E, V, false, &m->output))) return rc;
+  if ((rc = ld_get_matrix(m, "token_embd.weight", E, V, true, &m->tok_embd))) return rc;
+  if (hp->arch == PA_ARCH_BERT) return ld_bert(m);
+  if ((rc = ld_get_vector(m, "output_norm.weight", E, true, &m->output_norm))) return rc;
+  if ((rc = ld_get_matrix(m, "output.weight", E, V, false, &m->output))) return rc;
   if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
-  if ((rc = get_vector(m, "rope_freqs.weight", hp->rope_dim / 2, false, &m->rope_freqs))) return rc;
+  if ((rc = ld_get_vector(m, "rope_freqs.weight", hp->rope_dim / 2, false, &m->rope_freqs))) return rc;
   if (hp->arch == PA_ARCH_PHI3 && /* LongRoPE's factors: both or neither */
-      ((rc = get_vector(m, "rope_factors_long.weight", hp->rope_dim / 2, false, &m->rope_long)) ||
-       (rc = get_vector(m, "rope_factors_short.weight", hp->rope_dim / 2, m->rope_long != NULL, &m->rope_short))))
+      ((rc = ld_get_vector(m, "rope_factors_long.weight", hp->rope_dim / 2, false, &m->rope_long)) ||
+       (rc = ld_get_vector(m, "rope_factors_short.weight", hp->rope_dim / 2, m->rope_long != NULL, &m->rope_short))))
     return rc;
   if ((rc = pa_model_yarn_factors(m))) return rc;
   for (int i = 0; m->rope_long && i < hp->rope_dim / 2; i++)
@@ -830,9 +446,9 @@ int pa_model_load_weights(struct pa_model *m) {
     if (!(m->rope_freqs[i] > 0 && m->rope_freqs[i] <= 1e30f))
       return pa_error(PASADA_ERR_FORMAT, "rope_freqs.weight[%d] = %g is out of range (0, 1e30]", i,
                       m->rope_freqs[i]);
-  if (hp->arch == PA_ARCH_GEMMA4) return load_gemma4(m);
+  if (hp->arch == PA_ARCH_GEMMA4) return ld_gemma4(m);
 
-  if (hp->arch == PA_ARCH_QWEN35) return load_qwen35(m);
+  if (hp->arch == PA_ARCH_QWEN35) return ld_qwen35(m);
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
   bool qk_norm = hp->arch == PA_ARCH_QWEN3 || hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GEMMA3;
@@ -845,61 +461,61 @@ int pa_model_load_weights(struct pa_model *m) {
     pa_layer *L = &m->layers[i];
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
-    if ((rc = get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
-        (rc = get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
-        (rc = get_vector(m, NAME(oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true, &L->ffn_norm)))
+    if ((rc = ld_get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
+        (rc = ld_get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
+        (rc = ld_get_vector(m, NAME(oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E, true, &L->ffn_norm)))
       return rc;
     pa_matrix qkv = {0}, gate_up = {0};
-    if (fused && ((rc = get_matrix(m, NAME("attn_qkv.weight"), E, Q + K + VV, false, &qkv)) ||
-                  (rc = get_matrix(m, NAME("ffn_up.weight"), E, 2 * F, false, &gate_up))))
+    if (fused && ((rc = ld_get_matrix(m, NAME("attn_qkv.weight"), E, Q + K + VV, false, &qkv)) ||
+                  (rc = ld_get_matrix(m, NAME("ffn_up.weight"), E, 2 * F, false, &gate_up))))
       return rc;
     if (qkv.data) { /* Phi-3: q, k and v are row ranges of one matrix */
       if ((rc = row_view(&qkv, 0, Q, NAME("attn_qkv.weight"), &L->wq)) ||
           (rc = row_view(&qkv, Q, K, n, &L->wk)) || (rc = row_view(&qkv, Q + K, VV, n, &L->wv)))
         return rc;
-    } else if ((rc = get_matrix(m, NAME("attn_q.weight"), E, Q, true, &L->wq)) ||
-               (rc = get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
-               (rc = get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv))) {
+    } else if ((rc = ld_get_matrix(m, NAME("attn_q.weight"), E, Q, true, &L->wq)) ||
+               (rc = ld_get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
+               (rc = ld_get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv))) {
       return rc;
     }
     if (gate_up.data) { /* Phi-3: the gate's rows, then the up projection's */
       if ((rc = row_view(&gate_up, 0, F, NAME("ffn_up.weight"), &L->w_gate)) ||
           (rc = row_view(&gate_up, F, F, n, &L->w_up)) ||
-          (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
+          (rc = ld_get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
         return rc;
-    } else if (NE == 0 && ((rc = get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-                           (rc = get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
-                           (rc = get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))) {
+    } else if (NE == 0 && ((rc = ld_get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+                           (rc = ld_get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
+                           (rc = ld_get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))) {
       return rc;
     }
     if (NE > 0) {
       L->exp_gate = pa_calloc((size_t)NE * 3, sizeof(pa_matrix));
       if (!L->exp_gate) return pa_error(PASADA_ERR_NOMEM, "out of memory for layer %d's experts", i);
       L->exp_up = L->exp_gate + NE, L->exp_down = L->exp_gate + 2 * NE;
-      if ((rc = get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
+      if ((rc = ld_get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
           (rc = get_experts(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
           (rc = get_experts(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
           (rc = get_experts(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
         return rc;
     }
-    if (qk_norm && ((rc = get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
-                    (rc = get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm))))
+    if (qk_norm && ((rc = ld_get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
+                    (rc = ld_get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm))))
       return rc;
-    if (bias && ((rc = get_vector(m, NAME("attn_q.bias"), Q, oss, &L->bq)) ||
-                 (rc = get_vector(m, NAME("attn_k.bias"), K, oss, &L->bk)) ||
-                 (rc = get_vector(m, NAME("attn_v.bias"), VV, oss, &L->bv))))
+    if (bias && ((rc = ld_get_vector(m, NAME("attn_q.bias"), Q, oss, &L->bq)) ||
+                 (rc = ld_get_vector(m, NAME("attn_k.bias"), K, oss, &L->bk)) ||
+                 (rc = ld_get_vector(m, NAME("attn_v.bias"), VV, oss, &L->bv))))
       return rc;
     /* gpt-oss: the output's bias, the attention sinks (a logit per head),
      * and the router's and every expert's biases */
-    if (oss && ((rc = get_vector(m, NAME("attn_output.bias"), E, true, &L->bo)) ||
-                (rc = get_vector(m, NAME("attn_sinks.weight"), hp->n_head, true, &L->attn_sinks)) ||
-                (rc = get_vector(m, NAME("ffn_gate_inp.bias"), NE, true, &L->router_b)) ||
-                (rc = get_table(m, NAME("ffn_gate_exps.bias"), FE, NE, &L->exp_gate_b)) ||
-                (rc = get_table(m, NAME("ffn_up_exps.bias"), FE, NE, &L->exp_up_b)) ||
-                (rc = get_table(m, NAME("ffn_down_exps.bias"), E, NE, &L->exp_down_b))))
+    if (oss && ((rc = ld_get_vector(m, NAME("attn_output.bias"), E, true, &L->bo)) ||
+                (rc = ld_get_vector(m, NAME("attn_sinks.weight"), hp->n_head, true, &L->attn_sinks)) ||
+                (rc = ld_get_vector(m, NAME("ffn_gate_inp.bias"), NE, true, &L->router_b)) ||
+                (rc = ld_get_table(m, NAME("ffn_gate_exps.bias"), FE, NE, &L->exp_gate_b)) ||
+                (rc = ld_get_table(m, NAME("ffn_up_exps.bias"), FE, NE, &L->exp_up_b)) ||
+                (rc = ld_get_table(m, NAME("ffn_down_exps.bias"), E, NE, &L->exp_down_b))))
       return rc;
-    if (post && ((rc = get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->post_attn_norm)) ||
-                 (rc = get_vector(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm))))
+    if (post && ((rc = ld_get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->post_attn_norm)) ||
+                 (rc = ld_get_vector(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm))))
       return rc;
 #undef NAME
   }

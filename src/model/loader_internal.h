@@ -1,0 +1,41 @@
+/* loader_internal.h: what loader.c shares with loader_arch.c: the checked
+ * readers of a GGUF's keys and tensors (errors set with pa_error, the
+ * PASADA_ status returned), and the per-family loaders that loader.c calls
+ * by architecture. Internal to src/model. */
+#ifndef PASADA_LOADER_INTERNAL_H
+#define PASADA_LOADER_INTERNAL_H
+
+#include "model/model.h"
+
+/* ---- keys: "ARCH.suffix" of the model's architecture ---- */
+int ld_key_u32(struct pa_model *m, const char *suffix, bool required, uint32_t *out);
+int ld_key_f32(struct pa_model *m, const char *suffix, bool required, float *out);
+/* A count that may be per layer (an array of n_layer integers) or one for
+ * every layer: into out[0, n_layer); out[0] is the default when absent. */
+int ld_key_u32_layers(struct pa_model *m, const char *suffix, bool required, uint32_t n_layer, uint32_t *out);
+/* PASADA_ERR_FORMAT naming `what` unless lo <= v <= hi. */
+int ld_check_range(const char *what, int64_t v, int64_t lo, int64_t hi);
+/* hp->swa_layer from attention.sliding_window_pattern (bools per layer,
+ * or a period; `period` when absent). */
+int ld_load_swa_pattern(struct pa_model *m, uint32_t period);
+
+/* ---- tensors ---- */
+int ld_find_tensor(struct pa_model *m, const char *name, bool required, const gguf_tensor **out);
+int ld_check_shape(const gguf_tensor *t, int64_t cols, int64_t rows);
+/* A matrix of `rows` rows of `cols` elements, used from the file. */
+int ld_get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_t rows, bool required, pa_matrix *out);
+/* n floats (any float type, copied; *out NULL when absent and not required). */
+int ld_get_vector(struct pa_model *m, const char *name, int64_t n, bool required, float **out);
+/* rows x cols floats, copied; required. */
+int ld_get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out);
+
+/* ---- per family (loader_arch.c) ---- */
+int ld_phi3_hparams(struct pa_model *m);
+int ld_yarn(struct pa_model *m, float factor);
+int ld_gemma4_hparams(struct pa_model *m);
+int ld_qwen35_hparams(struct pa_model *m);
+int ld_bert(struct pa_model *m);
+int ld_gemma4(struct pa_model *m);
+int ld_qwen35(struct pa_model *m);
+
+#endif
