@@ -143,7 +143,7 @@ SERVE_VALUES = {
     "--responses-store": "4", "--alias": "m", "--chat-template": "chatml",
     "--shutdown-grace": "1", "--drain-delay": "1", "--kv-events": "tcp://127.0.0.1:1",
     "--kv-events-topic": "t", "--kv-events-replay": "tcp://127.0.0.1:2", "--draft": "draft.gguf", "--draft-max": "4", "--spec-max-seqs": "2",
-    "--pooling": "mean",
+    "--pooling": "mean", "--quantize": "q8_0",
 }
 SERVE_FLAGS = ("-v", "--verbose", "--lookup", "--embeddings", "--matryoshka")
 SERVE_NEEDS = {"--gpu-layers": ["--device", "vulkan"], "--kv-events-topic": ["--kv-events", "tcp://127.0.0.1:1"],
