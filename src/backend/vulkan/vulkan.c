@@ -1,5 +1,8 @@
 /* vulkan.c: the GPU backend: the ops of backend.h as Vulkan compute
- * shaders (shaders/), on one device opened through vk.h.
+ * shaders (shaders/), on one device opened through vk.h: the weights, a
+ * context's memory and its graph, and the dense ops here; the mixture of
+ * experts in moe.c, the KV cache's values in kv_values.c, the
+ * linear-attention ops in delta.c (context.h: what they share).
  *
  * Weights: prepare_weights copies every matrix and vector the model's
  * forward pass reads into device memory once (in the file's layout;
@@ -25,26 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/vulkan/vk.h"
+#include "backend/vulkan/context.h"
 #include "base/base.h"
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "quant/quant.h"
 
 /* ---- the device and the weights ---- */
-
-typedef struct {
-  const void *key; /* host pointer */
-  uint64_t addr;   /* device address */
-} wmap_entry;
-
-typedef struct {
-  pa_vk_dev *d;
-  pa_vk_buf *chunks; /* the weights' memory */
-  int n_chunks;
-  wmap_entry *map; /* open addressing, key NULL = empty */
-  uint32_t map_cap;
-} vk_backend;
 
 static uint32_t ptr_hash(const void *p) {
   uint64_t x = (uint64_t)(uintptr_t)p;
@@ -54,7 +44,7 @@ static uint32_t ptr_hash(const void *p) {
   return (uint32_t)x;
 }
 
-static uint64_t weight_addr(const vk_backend *vb, const void *key) {
+uint64_t pa_vkc_weight(const vk_backend *vb, const void *key) {
   if (!key || !vb->map) return 0;
   for (uint32_t i = ptr_hash(key) & (vb->map_cap - 1);; i = (i + 1) & (vb->map_cap - 1)) {
     if (vb->map[i].key == key) return vb->map[i].addr;
@@ -79,8 +69,6 @@ static int collect(wtensor *t, int *n, int cap, const void *p, uint64_t bytes) {
   return PASADA_OK;
 }
 
-static uint64_t matrix_bytes(const pa_matrix *m) { return (uint64_t)pa_row_size(m->type, m->cols) * (uint64_t)m->rows; }
-
 static const char *type_suffix(pa_type t);
 
 /* PASADA_OK when the shaders read matrix m's type (dequant.glsl), else a
@@ -91,13 +79,22 @@ static int check_type(const pa_matrix *m) {
                   pa_type_name(m->type));
 }
 
+/* A layer's matrices, into lm[N_LAYER_MATS] (those it lacks have no data). */
+enum { N_LAYER_MATS = 13 };
+static void layer_matrices(const pa_layer *L, const pa_matrix **lm) {
+  const pa_matrix *all[N_LAYER_MATS] = {&L->wq,     &L->wk,    &L->wv,       &L->wo,        &L->w_gate,
+                                        &L->w_up,   &L->w_down, &L->wq_gate, &L->ssm_qkv,   &L->ssm_z,
+                                        &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+  memcpy(lm, all, sizeof all);
+}
+
 /* Uploads the tensors of layers [0, n_layers), the embedding table when
  * `embed`, the output norm and matrix when `output`. */
 static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, bool embed, bool output) {
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = hp->n_layer * 34 + 16;
+  const int cap = hp->n_layer * 48 + 16;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -108,24 +105,26 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   if (!rc && output) rc = check_type(&m->output);
   for (int l = 0; l < n_layers && !rc; l++) {
     const pa_layer *L = &m->layers[l];
-    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 7 && !rc; i++) rc = check_type(lm[i]);
+    const pa_matrix *lm[N_LAYER_MATS];
+    layer_matrices(L, lm);
+    for (int i = 0; i < N_LAYER_MATS && !rc; i++) rc = check_type(lm[i]);
   }
-  if (!rc && embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, matrix_bytes(&m->tok_embd));
-  if (!rc && output && m->output.data) rc = collect(t, &n, cap, m->output.data, matrix_bytes(&m->output));
+  if (!rc && embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, pa_vkc_matrix_bytes(&m->tok_embd));
+  if (!rc && output && m->output.data) rc = collect(t, &n, cap, m->output.data, pa_vkc_matrix_bytes(&m->output));
   if (!rc && output) rc = collect(t, &n, cap, m->output_norm, E);
   /* bert: learned positions and token types (F32), the embeddings' LayerNorm */
-  if (!rc && embed && m->pos_embd.data) rc = collect(t, &n, cap, m->pos_embd.data, matrix_bytes(&m->pos_embd));
-  if (!rc && embed && m->type_embd.data) rc = collect(t, &n, cap, m->type_embd.data, matrix_bytes(&m->type_embd));
+  if (!rc && embed && m->pos_embd.data) rc = collect(t, &n, cap, m->pos_embd.data, pa_vkc_matrix_bytes(&m->pos_embd));
+  if (!rc && embed && m->type_embd.data) rc = collect(t, &n, cap, m->type_embd.data, pa_vkc_matrix_bytes(&m->type_embd));
   if (!rc && embed) rc = collect(t, &n, cap, m->embd_norm, E);
   if (!rc && embed) rc = collect(t, &n, cap, m->embd_norm_b, E);
   for (int l = 0; l < n_layers && !rc; l++) {
     const pa_layer *L = &m->layers[l];
-    const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 7 && !rc; i++) {
+    const pa_matrix *lm[N_LAYER_MATS];
+    layer_matrices(L, lm);
+    for (int i = 0; i < N_LAYER_MATS && !rc; i++) {
       if (lm[i]->data && lm[i]->layout != PA_LAYOUT_ROWS)
         rc = pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: the weights were repacked for another backend");
-      if (!rc && lm[i]->data) rc = collect(t, &n, cap, lm[i]->data, matrix_bytes(lm[i]));
+      if (!rc && lm[i]->data) rc = collect(t, &n, cap, lm[i]->data, pa_vkc_matrix_bytes(lm[i]));
     }
     const void *vec[] = {L->attn_norm, L->ffn_norm,      L->post_attn_norm, L->post_ffn_norm, L->q_norm, L->k_norm,
                          L->bq,        L->bk,           L->bv,             L->bo,            L->b_up,    L->b_down,
@@ -133,10 +132,16 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     const uint64_t FB = (uint64_t)hp->n_ff * 4;
     const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HD};
     for (int i = 0; i < 17 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
+    /* qwen35's linear attention: the conv's taps, A, the dt bias, the gated norm */
+    const uint64_t VH = (uint64_t)hp->ssm_v_heads * 4;
+    const void *sv[] = {L->ssm_conv, L->ssm_a, L->ssm_dt, L->ssm_norm};
+    const uint64_t sb[] = {(uint64_t)pa_ssm_conv_dim(hp) * (uint64_t)hp->ssm_conv * 4, VH, VH,
+                           (uint64_t)hp->ssm_v_dim * 4};
+    for (int i = 0; i < 4 && !rc; i++) rc = collect(t, &n, cap, sv[i], sb[i]);
     /* experts: the router, and each kind's n_expert slices as one block
      * (the loader's 3-D tensor; an expert's address is the block's plus its
      * offset, expert_product) */
-    if (L->exp_gate && !rc) rc = collect(t, &n, cap, L->router.data, matrix_bytes(&L->router));
+    if (L->exp_gate && !rc) rc = collect(t, &n, cap, L->router.data, pa_vkc_matrix_bytes(&L->router));
     /* gpt-oss: the sinks, the router's and the experts' biases */
     const uint64_t NE = (uint64_t)hp->n_expert, FEB = (uint64_t)hp->n_ff_exp * 4;
     const void *ov[] = {L->attn_sinks, L->router_b, L->exp_gate_b, L->exp_up_b, L->exp_down_b};
@@ -146,9 +151,9 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     for (int k = 0; k < 3 && L->exp_gate && !rc; k++) {
       for (int e = 1; e < hp->n_expert && !rc; e++)
         if (kinds[k][e].layout != PA_LAYOUT_ROWS ||
-            (const uint8_t *)kinds[k][e].data != (const uint8_t *)kinds[k][0].data + matrix_bytes(&kinds[k][0]) * e)
+            (const uint8_t *)kinds[k][e].data != (const uint8_t *)kinds[k][0].data + pa_vkc_matrix_bytes(&kinds[k][0]) * e)
           rc = pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: the experts are not one block of the file's layout");
-      if (!rc) rc = collect(t, &n, cap, kinds[k][0].data, matrix_bytes(&kinds[k][0]) * (uint64_t)hp->n_expert);
+      if (!rc) rc = collect(t, &n, cap, kinds[k][0].data, pa_vkc_matrix_bytes(&kinds[k][0]) * (uint64_t)hp->n_expert);
     }
   }
   /* chunks: tensors in order, 256-byte aligned, each chunk at most one
@@ -210,85 +215,10 @@ int pa_vulkan_prepare_layers(const pa_backend *be, struct pa_model *m, int32_t n
 
 /* ---- a context ---- */
 
-enum { MAX_NODES = 4096, N_CACHED = 4, MAX_DL = 16 };
-/* Products of up to this many tokens run as matrix-vector products (the
- * weights read once per 8 tokens); more, as tiled products. */
-enum { MATVEC_MAX_TOKENS = 8 };
 
-typedef enum { NODE_DISPATCH, NODE_COPY } node_kind;
-
-typedef struct {
-  node_kind kind;
-  char shader[24]; /* the shader's name ("copy" for copies) */
-  VkPipeline pipe;
-  uint32_t gx, gy, gz;
-  uint8_t push[PA_VK_PUSH];
-  VkBuffer src, dst; /* NODE_COPY */
-  uint64_t src_off, dst_off, size;
-} node;
-
-typedef struct {
-  node *nodes;
-  int n_nodes;
-  VkCommandBuffer cb;
-  uint64_t used; /* clock of the last submission */
-} cached_graph;
-
-typedef struct {
-  uint64_t staging_off, bytes;
-  void *dst;
-} pending_download;
-
-struct pa_bctx {
-  vk_backend *vb;
-  pa_vk_dev *d;
-  const pa_hparams *hp;
-  pa_kv_cache *kv;
-  int32_t n_batch, n_seq_max;
-  const float *rope_freqs;
-  const float *const *attn_sinks; /* pa_bctx_params' */
-  /* activations (device) */
-  pa_vk_buf act;
-  uint64_t off[PA_BUF_COUNT], off_xn;
-  uint64_t off_xg, off_hg, off_hu, off_yg; /* the moe op's: one expert's tokens */
-  uint64_t s_moe_logits, s_moe_idx, s_moe_w; /* the moe op's, in the step buffer */
-  int32_t *moe_chosen, *moe_count, *moe_first; /* the moe op's routing, on the host */
-  float *moe_weight;
-  /* the step buffer (host-visible) */
-  pa_vk_buf step;
-  uint64_t s_tok, s_pos, s_seq, s_out, s_slot, s_cos, s_sin, s_cos_swa, s_sin_swa, s_tables;
-  uint64_t s_staging, staging_bytes, staging_used, s_logits;
-  uint64_t s_att_pos; /* bidirectional attention's last position per token */
-  int32_t max_blocks;
-  /* the KV cache's values (device), per layer */
-  pa_kv_values vals;
-  pa_vk_buf *kvb;
-  uint64_t kv_k, kv_v, kv_ks, kv_vs; /* offsets inside a layer's buffer */
-  /* the graph being built, and those recorded before */
-  node *nodes;
-  int n_nodes;
-  pending_download dl[MAX_DL];
-  int n_dl;
-  cached_graph cache[N_CACHED];
-  uint64_t clock;
-  int64_t n_run, n_recorded; /* graphs run, and those recorded for it (PASADA_LOG=debug) */
-  VkCommandPool pool;
-  VkFence fence;
-  /* timing (pa_vk_timing): a timestamp after every node */
-  VkQueryPool queries;
-  bool timing;
-  pa_vk_time *times;
-  int n_times, cap_times;
-};
-
-static uint64_t buf_addr(const pa_bctx *c, pa_buf b) { return c->act.addr + c->off[b]; }
-static uint64_t step_addr(const pa_bctx *c, uint64_t off) { return c->step.addr + off; }
-
-static void flush(pa_bctx *c);
-
-static void push_dispatch(pa_bctx *c, const char *shader, const void *push, size_t push_bytes, uint32_t gx,
+void pa_vkc_dispatch(pa_bctx *c, const char *shader, const void *push, size_t push_bytes, uint32_t gx,
                           uint32_t gy, uint32_t gz) {
-  if (c->n_nodes == MAX_NODES) flush(c); /* a longer pass runs as several graphs */
+  if (c->n_nodes == MAX_NODES) pa_vkc_flush(c); /* a longer pass runs as several graphs */
   VkPipeline pipe = pa_vk_pipeline(c->d, shader);
   if (!pipe) {
     fprintf(stderr, "pasada: %s\n", pasada_last_error());
@@ -303,8 +233,8 @@ static void push_dispatch(pa_bctx *c, const char *shader, const void *push, size
   memcpy(n->push, push, push_bytes);
 }
 
-static void push_copy(pa_bctx *c, VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t size) {
-  if (c->n_nodes == MAX_NODES) flush(c);
+void pa_vkc_copy(pa_bctx *c, VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off, uint64_t size) {
+  if (c->n_nodes == MAX_NODES) pa_vkc_flush(c);
   node *n = &c->nodes[c->n_nodes++];
   memset(n, 0, sizeof *n);
   n->kind = NODE_COPY;
@@ -372,7 +302,7 @@ static void collect_times(pa_bctx *c, cached_graph *g) {
 
 /* Runs the graph built so far and waits for it; then the downloads it
  * ended with are copied out. */
-static void flush(pa_bctx *c) {
+void pa_vkc_flush(pa_bctx *c) {
   if (c->n_nodes == 0) return;
   cached_graph *g = NULL;
   for (int i = 0; i < N_CACHED && !g && !c->timing; i++)
@@ -410,11 +340,11 @@ static void flush(pa_bctx *c) {
 }
 
 /* Staging space for n bytes in this graph (flushing first when full). */
-static uint64_t staging(pa_bctx *c, uint64_t n) {
+uint64_t pa_vkc_staging(pa_bctx *c, uint64_t n) {
   n = (n + 255) & ~255ull;
   /* room for the few nodes that use it too: a flush between them would
    * hand the region out again */
-  if (c->staging_used + n > c->staging_bytes || c->n_nodes + 8 > MAX_NODES) flush(c);
+  if (c->staging_used + n > c->staging_bytes || c->n_nodes + 8 > MAX_NODES) pa_vkc_flush(c);
   const uint64_t o = c->s_staging + c->staging_used;
   c->staging_used += n;
   return o;
@@ -424,9 +354,9 @@ static void op_upload(pa_bctx *c, pa_buf dst, int64_t off, const float *src, int
   const uint64_t bytes = (uint64_t)n * 4;
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t m = bytes - done < c->staging_bytes ? bytes - done : c->staging_bytes;
-    const uint64_t so = staging(c, m);
+    const uint64_t so = pa_vkc_staging(c, m);
     memcpy((uint8_t *)c->step.map + so, (const uint8_t *)src + done, m);
-    push_copy(c, c->step.buf, so, c->act.buf, c->off[dst] + (uint64_t)off * 4 + done, m);
+    pa_vkc_copy(c, c->step.buf, so, c->act.buf, c->off[dst] + (uint64_t)off * 4 + done, m);
     done += m;
   }
 }
@@ -435,16 +365,16 @@ static void op_download(pa_bctx *c, pa_buf src, int64_t off, float *dst, int64_t
   const uint64_t bytes = (uint64_t)n * 4;
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t m = bytes - done < c->staging_bytes ? bytes - done : c->staging_bytes;
-    if (c->n_dl == MAX_DL) flush(c);
-    const uint64_t so = staging(c, m);
-    push_copy(c, c->act.buf, c->off[src] + (uint64_t)off * 4 + done, c->step.buf, so, m);
+    if (c->n_dl == MAX_DL) pa_vkc_flush(c);
+    const uint64_t so = pa_vkc_staging(c, m);
+    pa_vkc_copy(c, c->act.buf, c->off[src] + (uint64_t)off * 4 + done, c->step.buf, so, m);
     c->dl[c->n_dl++] = (pending_download){so, m, (uint8_t *)dst + done};
     done += m;
   }
-  flush(c);
+  pa_vkc_flush(c);
 }
 
-static void op_synchronize(pa_bctx *c) { flush(c); }
+static void op_synchronize(pa_bctx *c) { pa_vkc_flush(c); }
 
 /* ---- ops ---- */
 
@@ -507,21 +437,21 @@ static void op_embed(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, 
     uint64_t w, tok, out, row_bytes;
     uint32_t n_tok, cols;
     float scale;
-  } p = {weight_addr(c->vb, table->data), step_addr(c, c->s_tok), buf_addr(c, PA_BUF_X),
+  } p = {pa_vkc_weight(c->vb, table->data), step_addr(c, c->s_tok), buf_addr(c, PA_BUF_X),
          pa_row_size(table->type, table->cols), (uint32_t)b->n, (uint32_t)table->cols, scale};
   char name[32];
   snprintf(name, sizeof name, "embed_%s", type_suffix(table->type));
-  push_dispatch(c, name, &p, sizeof p, (uint32_t)((table->cols / 8 + 63) / 64), (uint32_t)b->n, 1);
+  pa_vkc_dispatch(c, name, &p, sizeof p, (uint32_t)((table->cols / 8 + 63) / 64), (uint32_t)b->n, 1);
 }
 
-static void norm_rows(pa_bctx *c, uint64_t out, uint64_t in, const float *w, int64_t n, uint32_t rows,
+void pa_vkc_norm_rows(pa_bctx *c, uint64_t out, uint64_t in, const float *w, int64_t n, uint32_t rows,
                       uint64_t gather) {
   struct {
     uint64_t in, out, w, gather;
     uint32_t n, n_rows;
     float eps;
-  } p = {in, out, w ? weight_addr(c->vb, w) : 0, gather, (uint32_t)n, rows, c->hp->norm_eps};
-  push_dispatch(c, "rms_norm", &p, sizeof p, rows < 32768 ? rows : 32768, (rows + 32767) / 32768, 1);
+  } p = {in, out, w ? pa_vkc_weight(c->vb, w) : 0, gather, (uint32_t)n, rows, c->hp->norm_eps};
+  pa_vkc_dispatch(c, "rms_norm", &p, sizeof p, rows < 32768 ? rows : 32768, (rows + 32767) / 32768, 1);
 }
 
 static void op_layer_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, const float *bias, int64_t n,
@@ -530,31 +460,26 @@ static void op_layer_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, con
     uint64_t in, out, w, b;
     uint32_t n, n_rows;
     float eps;
-  } p = {buf_addr(c, in), buf_addr(c, out), w ? weight_addr(c->vb, w) : 0, bias ? weight_addr(c->vb, bias) : 0,
+  } p = {buf_addr(c, in), buf_addr(c, out), w ? pa_vkc_weight(c->vb, w) : 0, bias ? pa_vkc_weight(c->vb, bias) : 0,
          (uint32_t)n, (uint32_t)n_tok, c->hp->norm_eps};
   const uint32_t rows = (uint32_t)n_tok;
-  push_dispatch(c, "layer_norm", &p, sizeof p, rows < 32768 ? rows : 32768, (rows + 32767) / 32768, 1);
+  pa_vkc_dispatch(c, "layer_norm", &p, sizeof p, rows < 32768 ? rows : 32768, (rows + 32767) / 32768, 1);
 }
 
 static void op_rms_norm(pa_bctx *c, pa_buf out, pa_buf in, const float *w, int64_t n, int32_t n_tok) {
-  norm_rows(c, buf_addr(c, out), buf_addr(c, in), w, n, (uint32_t)n_tok, 0);
+  pa_vkc_norm_rows(c, buf_addr(c, out), buf_addr(c, in), w, n, (uint32_t)n_tok, 0);
 }
 
-static uint32_t groups_for(uint64_t n, uint32_t wg) {
-  const uint64_t g = (n + wg - 1) / wg;
-  return g > 4096 ? 4096 : g ? (uint32_t)g : 1;
-}
-
-static void add_addr(pa_bctx *c, uint64_t x, uint64_t y, uint64_t n, uint32_t period) {
+void pa_vkc_add(pa_bctx *c, uint64_t x, uint64_t y, uint64_t n, uint32_t period) {
   struct {
     uint64_t x, y;
     uint32_t n, period;
   } p = {x, y, (uint32_t)n, period};
-  push_dispatch(c, "add", &p, sizeof p, groups_for(n, 256), 1, 1);
+  pa_vkc_dispatch(c, "add", &p, sizeof p, groups_for(n, 256), 1, 1);
 }
 
 static void op_add(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int32_t n_tok) {
-  add_addr(c, buf_addr(c, x), buf_addr(c, y), (uint64_t)n * (uint64_t)n_tok, 0);
+  pa_vkc_add(c, buf_addr(c, x), buf_addr(c, y), (uint64_t)n * (uint64_t)n_tok, 0);
 }
 
 static void op_scale(pa_bctx *c, pa_buf x, float s, int64_t n, int32_t n_tok) {
@@ -564,26 +489,26 @@ static void op_scale(pa_bctx *c, pa_buf x, float s, int64_t n, int32_t n_tok) {
     uint32_t n;
     float s;
   } p = {buf_addr(c, x), (uint32_t)N, s};
-  push_dispatch(c, "scale", &p, sizeof p, groups_for(N, 256), 1, 1);
+  pa_vkc_dispatch(c, "scale", &p, sizeof p, groups_for(N, 256), 1, 1);
 }
 
 /* X[t] += row (by_pos ? pos[t] : 0) of an F32 table: one add per run of
  * tokens with consecutive positions (a sequence's), or one for all. */
 static void op_embed_add(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, bool by_pos) {
-  const uint64_t E = (uint64_t)c->hp->n_embd, x = buf_addr(c, PA_BUF_X), w = weight_addr(c->vb, table->data);
+  const uint64_t E = (uint64_t)c->hp->n_embd, x = buf_addr(c, PA_BUF_X), w = pa_vkc_weight(c->vb, table->data);
   if (!by_pos) {
-    add_addr(c, x, w, E * (uint64_t)b->n, (uint32_t)E);
+    pa_vkc_add(c, x, w, E * (uint64_t)b->n, (uint32_t)E);
     return;
   }
   for (int32_t t0 = 0, t1; t0 < b->n; t0 = t1) {
     for (t1 = t0 + 1; t1 < b->n && b->pos[t1] == b->pos[t1 - 1] + 1;) t1++;
-    add_addr(c, x + (uint64_t)t0 * E * 4, w + (uint64_t)b->pos[t0] * E * 4, E * (uint64_t)(t1 - t0), 0);
+    pa_vkc_add(c, x + (uint64_t)t0 * E * 4, w + (uint64_t)b->pos[t0] * E * 4, E * (uint64_t)(t1 - t0), 0);
   }
 }
 
 /* y = W x for n_tok rows of x (ldx floats apart) into rows ldy apart, W's
  * bytes at device address wa */
-static void product_at(pa_bctx *c, const pa_matrix *w, uint64_t wa, uint64_t x, uint32_t ldx, uint64_t y,
+void pa_vkc_product_at(pa_bctx *c, const pa_matrix *w, uint64_t wa, uint64_t x, uint32_t ldx, uint64_t y,
                        uint32_t ldy, uint32_t n_tok) {
   struct {
     uint64_t w, x, y, row_bytes;
@@ -595,17 +520,17 @@ static void product_at(pa_bctx *c, const pa_matrix *w, uint64_t wa, uint64_t x, 
   if (n_tok <= MATVEC_MAX_TOKENS) { /* 8 rows per workgroup, 8 tokens per block */
     snprintf(name, sizeof name, "matmul_%s", type_suffix(w->type));
     const uint32_t wgs = (rows + 7) / 8;
-    push_dispatch(c, name, &p, sizeof p, wgs < 65535 ? wgs : 65535, (n_tok + 7) / 8, (wgs + 65534) / 65535);
+    pa_vkc_dispatch(c, name, &p, sizeof p, wgs < 65535 ? wgs : 65535, (n_tok + 7) / 8, (wgs + 65534) / 65535);
   } else { /* tiles of 64 rows by 32 tokens */
     snprintf(name, sizeof name, "matmul_tiled_%s", type_suffix(w->type));
     const uint32_t wgs = (rows + 63) / 64;
-    push_dispatch(c, name, &p, sizeof p, wgs < 65535 ? wgs : 65535, (n_tok + 31) / 32, (wgs + 65534) / 65535);
+    pa_vkc_dispatch(c, name, &p, sizeof p, wgs < 65535 ? wgs : 65535, (n_tok + 31) / 32, (wgs + 65534) / 65535);
   }
 }
 
-static void product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, uint64_t y, uint32_t ldy,
+void pa_vkc_product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, uint64_t y, uint32_t ldy,
                     uint32_t n_tok) {
-  product_at(c, w, weight_addr(c->vb, w->data), x, ldx, y, ldy, n_tok);
+  pa_vkc_product_at(c, w, pa_vkc_weight(c->vb, w->data), x, ldx, y, ldy, n_tok);
 }
 
 static void rope_rows(pa_bctx *c, uint64_t x, uint32_t n_tok, uint32_t n_heads, uint32_t stride, pa_rope_kind k) {
@@ -616,7 +541,7 @@ static void rope_rows(pa_bctx *c, uint64_t x, uint32_t n_tok, uint32_t n_heads, 
   } p = {x, step_addr(c, k == PA_ROPE_SWA ? c->s_cos_swa : c->s_cos),
          step_addr(c, k == PA_ROPE_SWA ? c->s_sin_swa : c->s_sin), n_tok, n_heads, (uint32_t)hp->head_dim,
          (uint32_t)hp->rope_dim, hp->rope_neox, stride};
-  push_dispatch(c, "rope", &p, sizeof p, (uint32_t)(hp->rope_dim / 2 + 63) / 64, n_heads, n_tok);
+  pa_vkc_dispatch(c, "rope", &p, sizeof p, (uint32_t)(hp->rope_dim / 2 + 63) / 64, n_heads, n_tok);
 }
 
 static const char *kv_suffix(pa_kv_type t) { return t == PA_KV_F16 ? "f16" : t == PA_KV_Q8 ? "q8" : "f32"; }
@@ -633,7 +558,7 @@ static void kv_store(pa_bctx *c, int layer, uint32_t n_tok) {
          (uint32_t)c->kv->block_size};
   char name[32];
   snprintf(name, sizeof name, "kv_store_%s", kv_suffix(c->vals.type));
-  push_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head_kv, n_tok, 2);
+  pa_vkc_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head_kv, n_tok, 2);
 }
 
 static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d) {
@@ -642,16 +567,16 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
   const uint32_t cols = (uint32_t)d->w[0]->cols;
   uint64_t x = buf_addr(c, d->in);
   if (d->in_norm) {
-    norm_rows(c, c->act.addr + c->off_xn, x, d->in_norm, cols, n, 0);
+    pa_vkc_norm_rows(c, c->act.addr + c->off_xn, x, d->in_norm, cols, n, 0);
     x = c->act.addr + c->off_xn;
   }
   for (int m = 0; m < d->n_w; m++) {
     const uint32_t rows = (uint32_t)d->w[m]->rows;
     const uint64_t y = buf_addr(c, d->out[m]);
-    product(c, d->w[m], x, cols, y, rows, n);
-    if (d->bias[m]) add_addr(c, y, weight_addr(c->vb, d->bias[m]), (uint64_t)rows * n, rows);
+    pa_vkc_product(c, d->w[m], x, cols, y, rows, n);
+    if (d->bias[m]) pa_vkc_add(c, y, pa_vkc_weight(c->vb, d->bias[m]), (uint64_t)rows * n, rows);
     const uint32_t hd = d->kv_layer >= 0 && m == 2 ? (uint32_t)hp->head_dim_v : (uint32_t)hp->head_dim;
-    if (d->head_norm[m]) norm_rows(c, y, y, d->head_norm[m], hd, n * (rows / hd), 0);
+    if (d->head_norm[m]) pa_vkc_norm_rows(c, y, y, d->head_norm[m], hd, n * (rows / hd), 0);
     if (d->rope[m] != PA_ROPE_NONE) rope_rows(c, y, n, rows / hd, rows, d->rope[m]);
   }
   if (d->kv_layer >= 0) kv_store(c, d->kv_layer, n);
@@ -661,7 +586,7 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
       uint64_t g, u;
       uint32_t n, kind;
     } p = {buf_addr(c, d->out[0]), buf_addr(c, d->out[1]), (uint32_t)N, d->gate == PA_GATE_SILU ? 0u : 1u};
-    push_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
+    pa_vkc_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
   }
   if (d->unary == PA_UNARY_GELU_ERF) { /* the gate shader's kind 2: out[0] alone */
     const uint64_t N = (uint64_t)d->w[0]->rows * n;
@@ -669,81 +594,10 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
       uint64_t g, u;
       uint32_t n, kind;
     } p = {buf_addr(c, d->out[0]), buf_addr(c, d->out[0]), (uint32_t)N, 2u};
-    push_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
+    pa_vkc_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
   }
   if (d->residual != PA_BUF_NONE)
-    add_addr(c, buf_addr(c, d->residual), buf_addr(c, d->out[0]), (uint64_t)d->w[0]->rows * n, 0);
-}
-
-/* Expert e of kind ex (one block on the device, prepare). */
-static void expert_product(pa_bctx *c, const pa_matrix *ex, int e, uint64_t x, uint64_t y, uint32_t n_tok) {
-  const uint64_t wa = weight_addr(c->vb, ex[0].data) + matrix_bytes(&ex[0]) * (uint64_t)e;
-  product_at(c, &ex[e], wa, x, (uint32_t)ex[e].cols, y, (uint32_t)ex[e].rows, n_tok);
-}
-
-/* moe_scatter: out[idx[i]] += w[i] * y[i] (rows of n floats), i < n_rows;
- * idx 0: out's first n_rows rows zeroed */
-static void moe_scatter(pa_bctx *c, uint64_t out, uint64_t y, uint64_t idx, uint64_t w, uint32_t n, uint32_t rows) {
-  struct {
-    uint64_t out, y, idx, w;
-    uint32_t n, n_rows;
-  } p = {out, y, idx, w, n, rows};
-  push_dispatch(c, "moe_scatter", &p, sizeof p, 1, rows, 1);
-}
-
-/* The mixture of experts (backend.h): the router's logits on the device,
- * read back (a flush) and the top k chosen on the host (pa_moe_route, as
- * the host backends do), then per chosen expert, over its tokens: their
- * rows of X gathered and normalised (rms_norm's gather), gate and up, the
- * gate, down, and the weighted rows added into out (moe_scatter), experts
- * in increasing index. */
-static void op_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
-  const uint32_t n = (uint32_t)b->n, E = (uint32_t)c->hp->n_embd, FE = (uint32_t)d->gate[0].rows;
-  const int32_t NE = d->n_expert, K = d->n_used;
-  const uint64_t xn = c->act.addr + c->off_xn, out = buf_addr(c, d->out);
-  norm_rows(c, xn, buf_addr(c, d->in), d->in_norm, E, n, 0);
-  product(c, d->router, xn, E, step_addr(c, c->s_moe_logits), (uint32_t)NE, n);
-  if (d->router_bias)
-    add_addr(c, step_addr(c, c->s_moe_logits), weight_addr(c->vb, d->router_bias), (uint64_t)NE * n, (uint32_t)NE);
-  flush(c);
-  const float *logits = (const float *)(const void *)((const uint8_t *)c->step.map + c->s_moe_logits);
-  int32_t *count = c->moe_count, *first = c->moe_first;
-  memset(count, 0, (size_t)NE * sizeof *count);
-  for (uint32_t t = 0; t < n; t++) {
-    pa_moe_route(logits + (size_t)t * NE, NE, K, d->norm_topk, c->moe_chosen + t * K, c->moe_weight + t * K);
-    for (int32_t k = 0; k < K; k++) count[c->moe_chosen[t * K + k]]++;
-  }
-  /* per expert, its tokens (in order) and their weights, into the step buffer */
-  int32_t *idx = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_moe_idx);
-  float *wts = (float *)(void *)((uint8_t *)c->step.map + c->s_moe_w);
-  for (int32_t e = 0, at = 0; e < NE; e++) first[e] = at, at += count[e], count[e] = 0;
-  for (uint32_t t = 0; t < n; t++)
-    for (int32_t k = 0; k < K; k++) {
-      const int32_t e = c->moe_chosen[t * K + k], i = first[e] + count[e]++;
-      idx[i] = (int32_t)t, wts[i] = c->moe_weight[t * K + k];
-    }
-  moe_scatter(c, out, 0, 0, 0, E, n);
-  const uint64_t xg = c->act.addr + c->off_xg, hg = c->act.addr + c->off_hg, hu = c->act.addr + c->off_hu;
-  const uint64_t yg = c->act.addr + c->off_yg;
-  for (int32_t e = 0; e < NE; e++) {
-    const uint32_t m = (uint32_t)count[e];
-    if (!m) continue;
-    const uint64_t ia = step_addr(c, c->s_moe_idx + 4 * (uint64_t)first[e]);
-    norm_rows(c, xg, buf_addr(c, d->in), d->in_norm, E, m, ia);
-    expert_product(c, d->gate, e, xg, hg, m);
-    expert_product(c, d->up, e, xg, hu, m);
-    if (d->gate_bias) add_addr(c, hg, weight_addr(c->vb, d->gate_bias) + 4 * (uint64_t)e * FE, (uint64_t)m * FE, FE);
-    if (d->up_bias) add_addr(c, hu, weight_addr(c->vb, d->up_bias) + 4 * (uint64_t)e * FE, (uint64_t)m * FE, FE);
-    struct {
-      uint64_t g, u;
-      uint32_t n, kind;
-    } p = {hg, hu, m * FE, d->act == PA_GATE_SILU ? 0u : d->act == PA_GATE_SWIGLU_OAI ? 3u : 1u};
-    push_dispatch(c, "gate", &p, sizeof p, groups_for((uint64_t)m * FE, 256), 1, 1);
-    expert_product(c, d->down, e, hg, yg, m);
-    if (d->down_bias) add_addr(c, yg, weight_addr(c->vb, d->down_bias) + 4 * (uint64_t)e * E, (uint64_t)m * E, E);
-    moe_scatter(c, out, yg, ia, step_addr(c, c->s_moe_w + 4 * (uint64_t)first[e]), E, m);
-  }
-  if (d->residual != PA_BUF_NONE) add_addr(c, buf_addr(c, d->residual), out, (uint64_t)E * n, 0);
+    pa_vkc_add(c, buf_addr(c, d->residual), buf_addr(c, d->out[0]), (uint64_t)d->w[0]->rows * n, 0);
 }
 
 static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t window) {
@@ -756,7 +610,7 @@ static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t w
   } p = {buf_addr(c, PA_BUF_Q), buf_addr(c, PA_BUF_ATT), L->addr + c->kv_k, L->addr + c->kv_v,
          L->addr + c->kv_ks, L->addr + c->kv_vs, step_addr(c, c->s_pos), step_addr(c, c->s_seq),
          step_addr(c, c->s_tables),
-         c->attn_sinks && c->attn_sinks[layer] ? weight_addr(c->vb, c->attn_sinks[layer]) : 0, (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
+         c->attn_sinks && c->attn_sinks[layer] ? pa_vkc_weight(c->vb, c->attn_sinks[layer]) : 0, (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
          (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head * hp->head_dim), (uint32_t)(hp->n_head * hp->head_dim_v),
          (uint32_t)c->kv->block_size, (uint32_t)c->max_blocks, (uint32_t)(window > 0 ? window : 0), hp->attn_scale,
          hp->attn_softcap};
@@ -775,7 +629,7 @@ static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t w
   }
   char name[32];
   snprintf(name, sizeof name, "attention_%s", kv_suffix(c->vals.type));
-  push_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head, (uint32_t)b->n, 1);
+  pa_vkc_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head, (uint32_t)b->n, 1);
 }
 
 static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, const pa_matrix *out,
@@ -784,10 +638,10 @@ static void op_logits(pa_bctx *c, const pa_fwd_batch *b, const float *norm, cons
   const int64_t E = c->hp->n_embd;
   int32_t *oi = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_out);
   for (int32_t i = 0; i < b->n_out; i++) oi[i] = b->out_idx[i];
-  norm_rows(c, c->act.addr + c->off_xn, buf_addr(c, PA_BUF_X), norm, E, (uint32_t)b->n_out, step_addr(c, c->s_out));
-  product(c, out, c->act.addr + c->off_xn, (uint32_t)E, step_addr(c, c->s_logits), (uint32_t)out->rows,
+  pa_vkc_norm_rows(c, c->act.addr + c->off_xn, buf_addr(c, PA_BUF_X), norm, E, (uint32_t)b->n_out, step_addr(c, c->s_out));
+  pa_vkc_product(c, out, c->act.addr + c->off_xn, (uint32_t)E, step_addr(c, c->s_logits), (uint32_t)out->rows,
           (uint32_t)b->n_out);
-  flush(c);
+  pa_vkc_flush(c);
   memcpy(logits, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)out->rows * (size_t)b->n_out);
   /* soft-capping on the host: the logits are here anyway, and it is one
    * tanh per value (the CPU backend's function, so the same bits) */
@@ -802,123 +656,20 @@ static void op_hidden(pa_bctx *c, const pa_fwd_batch *b, const float *norm, floa
   if (!norm) { /* the rows as they are: a copy each, one flush */
     const uint64_t row = (uint64_t)E * 4;
     for (int32_t i = 0; i < b->n_out; i++) {
-      if (c->n_dl == MAX_DL) flush(c);
-      const uint64_t so = staging(c, row);
-      push_copy(c, c->act.buf, c->off[PA_BUF_X] + (uint64_t)b->out_idx[i] * row, c->step.buf, so, row);
+      if (c->n_dl == MAX_DL) pa_vkc_flush(c);
+      const uint64_t so = pa_vkc_staging(c, row);
+      pa_vkc_copy(c, c->act.buf, c->off[PA_BUF_X] + (uint64_t)b->out_idx[i] * row, c->step.buf, so, row);
       c->dl[c->n_dl++] = (pending_download){so, row, (uint8_t *)(hidden + (int64_t)i * E)};
     }
-    flush(c);
+    pa_vkc_flush(c);
     return;
   }
   int32_t *oi = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_out);
   for (int32_t i = 0; i < b->n_out; i++) oi[i] = b->out_idx[i];
-  norm_rows(c, step_addr(c, c->s_logits), buf_addr(c, PA_BUF_X), norm, E, (uint32_t)b->n_out,
+  pa_vkc_norm_rows(c, step_addr(c, c->s_logits), buf_addr(c, PA_BUF_X), norm, E, (uint32_t)b->n_out,
             step_addr(c, c->s_out));
-  flush(c);
+  pa_vkc_flush(c);
   memcpy(hidden, (const uint8_t *)c->step.map + c->s_logits, sizeof(float) * (size_t)E * (size_t)b->n_out);
-}
-
-/* ---- the KV cache's values on the device ---- */
-
-static pa_bctx *ctx_of(pa_kv_values *vals) {
-  return (pa_bctx *)(void *)((uint8_t *)vals - offsetof(pa_bctx, vals));
-}
-
-static void kv_copy_block(pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst, int32_t src) {
-  pa_bctx *c = ctx_of(vals);
-  const uint64_t bs = (uint64_t)kv->block_size, nk = (uint64_t)kv->n_head_kv;
-  const uint64_t elt = vals->type == PA_KV_F32 ? 4 : vals->type == PA_KV_F16 ? 2 : 1;
-  const uint64_t kb = nk * bs * (uint64_t)kv->head_dim_k * elt, vb = nk * bs * (uint64_t)kv->head_dim_v * elt;
-  for (int l = 0; l < kv->n_layer; l++) {
-    const VkBuffer B = c->kvb[l].buf;
-    if (!B) continue; /* a layer another backend holds (src/backend/split) */
-    push_copy(c, B, c->kv_k + (uint64_t)src * kb, B, c->kv_k + (uint64_t)dst * kb, kb);
-    push_copy(c, B, c->kv_v + (uint64_t)src * vb, B, c->kv_v + (uint64_t)dst * vb, vb);
-    if (vals->type == PA_KV_Q8) {
-      push_copy(c, B, c->kv_ks + (uint64_t)src * nk * bs * 4, B, c->kv_ks + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
-      push_copy(c, B, c->kv_vs + (uint64_t)src * nk * bs * 4, B, c->kv_vs + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
-    }
-  }
-}
-
-/* one KV head's row of one position: its byte offsets in the layer's buffer */
-static void kv_row_offsets(const pa_bctx *c, const pa_kv_cache *kv, int32_t seq, int32_t pos, int32_t h,
-                           uint64_t *k, uint64_t *v, uint64_t *ks, uint64_t *vs) {
-  const uint64_t bs = (uint64_t)kv->block_size;
-  const uint64_t b = (uint64_t)kv->table[seq][pos / kv->block_size];
-  const uint64_t row = (b * (uint64_t)kv->n_head_kv + (uint64_t)h) * bs + (uint64_t)(pos % kv->block_size);
-  const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
-  *k = c->kv_k + row * (uint64_t)kv->head_dim_k * elt;
-  *v = c->kv_v + row * (uint64_t)kv->head_dim_v * elt;
-  *ks = c->kv_ks + row * 4;
-  *vs = c->kv_vs + row * 4;
-}
-
-/* a row of n floats in the cache's type, into staging, and copied at off */
-static void kv_put_row(pa_bctx *c, int layer, uint64_t off, uint64_t scale_off, const float *x, int32_t n) {
-  const pa_ops_kernels *ops = pa_ops_best();
-  const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
-  const uint64_t so = staging(c, (uint64_t)n * elt + 4);
-  uint8_t *s = (uint8_t *)c->step.map + so;
-  if (c->vals.type == PA_KV_F32) {
-    memcpy(s, x, (size_t)n * 4);
-  } else if (c->vals.type == PA_KV_F16) {
-    ops->f32_to_f16((uint16_t *)(void *)s, x, n);
-  } else {
-    const float scale = ops->q8_row((int8_t *)s, x, n);
-    memcpy(s + n, &scale, 4);
-    push_copy(c, c->step.buf, so + (uint64_t)n, c->kvb[layer].buf, scale_off, 4);
-  }
-  push_copy(c, c->step.buf, so, c->kvb[layer].buf, off, (uint64_t)n * elt);
-}
-
-static void kv_write(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
-                     const float *k, const float *v) {
-  pa_bctx *c = ctx_of(vals);
-  uint64_t ko, vo, kso, vso;
-  kv_row_offsets(c, kv, seq, pos, h, &ko, &vo, &kso, &vso);
-  if (k) kv_put_row(c, layer, ko, kso, k, kv->head_dim_k);
-  if (v) kv_put_row(c, layer, vo, vso, v, kv->head_dim_v);
-}
-
-static void kv_read(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
-                    float *k, float *v) {
-  pa_bctx *c = ctx_of(vals);
-  uint64_t ko, vo, kso, vso;
-  kv_row_offsets(c, kv, seq, pos, h, &ko, &vo, &kso, &vso);
-  const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
-  const uint64_t nk = (uint64_t)kv->head_dim_k * elt, nv = (uint64_t)kv->head_dim_v * elt;
-  /* one region: a second call could flush and hand the first out again */
-  const uint64_t sk = staging(c, ((nk + 15) & ~15ull) + ((nv + 15) & ~15ull) + 8);
-  const uint64_t sv = sk + ((nk + 15) & ~15ull), ss = sv + ((nv + 15) & ~15ull);
-  const VkBuffer B = c->kvb[layer].buf;
-  push_copy(c, B, ko, c->step.buf, sk, nk);
-  push_copy(c, B, vo, c->step.buf, sv, nv);
-  if (c->vals.type == PA_KV_Q8) {
-    push_copy(c, B, kso, c->step.buf, ss, 4);
-    push_copy(c, B, vso, c->step.buf, ss + 4, 4);
-  }
-  flush(c);
-  const uint8_t *m = c->step.map;
-  for (int32_t d = 0; d < kv->head_dim_k || d < kv->head_dim_v; d++) {
-    for (int w = 0; w < 2; w++) {
-      if (d >= (w ? kv->head_dim_v : kv->head_dim_k)) continue;
-      const uint8_t *src = m + (w ? sv : sk);
-      float x;
-      if (c->vals.type == PA_KV_F32)
-        memcpy(&x, src + (uint64_t)d * 4, 4);
-      else if (c->vals.type == PA_KV_F16) {
-        uint16_t hbits;
-        memcpy(&hbits, src + (uint64_t)d * 2, 2);
-        x = pa_f16_to_f32(hbits);
-      } else {
-        float sc;
-        memcpy(&sc, m + ss + (w ? 4 : 0), 4);
-        x = (float)((const int8_t *)src)[d] * sc;
-      }
-      (w ? v : k)[d] = x;
-    }
-  }
 }
 
 /* ---- contexts ---- */
@@ -938,6 +689,7 @@ static void context_free(pa_bctx *c) {
     for (int l = 0; l < c->hp->n_layer; l++) pa_vk_buf_free(d, &c->kvb[l]);
   pa_free(c->kvb);
   pa_vk_buf_free(d, &c->act);
+  pa_vk_buf_free(d, &c->ssm);
   pa_vk_buf_free(d, &c->step);
   pa_free(c->nodes);
   pa_free(c->moe_chosen);
@@ -977,17 +729,14 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   /* activations: X, XB, Q, K, V, ATT, H1, H2 and the normed input, each
    * n_batch rows */
   const uint64_t B = (uint64_t)p->n_batch, E = (uint64_t)hp->n_embd, F = (uint64_t)hp->n_ff;
-  const uint64_t Q = (uint64_t)hp->n_head * hp->head_dim, K = (uint64_t)hp->n_head_kv * hp->head_dim;
-  const uint64_t VV = (uint64_t)hp->n_head_kv * hp->head_dim_v, O = (uint64_t)hp->n_head * hp->head_dim_v;
-  const uint64_t XB = E > O ? E : O;
-  const uint64_t rows[PA_BUF_COUNT] = {E, XB, Q, K, VV, O, F > E ? F : E, F};
   uint64_t at = 0;
-  for (int i = 0; i < PA_BUF_COUNT; i++) c->off[i] = take(&at, B * rows[i] * 4);
+  for (int i = 0; i < PA_BUF_COUNT; i++) c->off[i] = take(&at, B * (uint64_t)pa_buf_width(hp, (pa_buf)i) * 4);
   c->off_xn = take(&at, B * (E > F ? E : F) * 4);
   const uint64_t NE = (uint64_t)hp->n_expert, KU = (uint64_t)hp->n_expert_used, FE = (uint64_t)hp->n_ff_exp;
   c->off_xg = take(&at, B * E * 4 * (NE > 0)), c->off_yg = take(&at, B * E * 4 * (NE > 0));
   c->off_hg = take(&at, B * FE * 4 * (NE > 0)), c->off_hu = take(&at, B * FE * 4 * (NE > 0));
   rc = pa_vk_buf_create(d, at, false, &c->act);
+  if (!rc) rc = pa_vkc_delta_init(c, p); /* the recurrent layers' state */
   if (NE > 0 && !rc) {
     c->moe_chosen = pa_alloc(B * KU * sizeof(int32_t)), c->moe_weight = pa_alloc(B * KU * sizeof(float));
     c->moe_count = pa_alloc(NE * sizeof(int32_t)), c->moe_first = pa_alloc(NE * sizeof(int32_t));
@@ -1021,8 +770,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->kvb = rc ? NULL : pa_calloc((size_t)hp->n_layer, sizeof *c->kvb);
   if (!rc && !c->kvb) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
   for (int l = 0; l < kv_layers && !rc; l++) rc = pa_vk_buf_create(d, at, false, &c->kvb[l]);
-  c->vals = (pa_kv_values){.type = p->kv_type, .bytes = (int64_t)at * kv_layers, .copy_block = kv_copy_block,
-                           .write = kv_write, .read = kv_read};
+  c->vals = pa_vkc_kv_values(p->kv_type, (int64_t)at * kv_layers);
   if (!rc) {
     const VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                          .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -1064,7 +812,7 @@ int pa_vk_timing(pa_bctx *c, bool on) {
     c->cap_times = 64;
     if (!(c->times = pa_calloc((size_t)c->cap_times, sizeof *c->times))) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   }
-  flush(c);
+  pa_vkc_flush(c);
   c->timing = on;
   return PASADA_OK;
 }
@@ -1085,8 +833,9 @@ static const pa_backend_ops vulkan_ops = {
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale,
     .layer_norm = op_layer_norm, .embed_add = op_embed_add,
-    .matmul = op_matmul, .attention = op_attention, .moe = op_moe, .logits = op_logits,
-    .hidden = op_hidden};
+    .matmul = op_matmul, .attention = op_attention, .moe = pa_vkc_moe, .logits = op_logits,
+    .hidden = op_hidden, .delta_net = pa_vkc_delta_net, .sigmoid_mul = pa_vkc_sigmoid_mul,
+    .state_copy = pa_vkc_state_copy};
 
 static void vk_backend_free_impl(vk_backend *vb) {
   if (!vb) return;

@@ -4,7 +4,8 @@
  * approximation of erfc, fractional error below 1.2e-7: Numerical
  * Recipes' erfcc); kind 3: gpt-oss's clamped SwiGLU, g[i] = (clamp(u[i],
  * -7, 7) + 1) * m * sigmoid(1.702 m), m = min(g[i], 7) (backend.h,
- * pa_swiglu_oai). */
+ * pa_swiglu_oai); kind 4: g[i] = g[i] * sigmoid(u[i]) (backend.h's
+ * sigmoid_mul: the gated attention's output gate). */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -35,6 +36,14 @@ void main() {
     return;
   }
   const uint stride = gl_NumWorkGroups.x * 256;
+  if (p.kind == 4) {
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
+      precise float den = 1.0 + pa_exp(-U.v[i]);
+      precise float out_ = G.v[i] / den;
+      G.v[i] = out_;
+    }
+    return;
+  }
   if (p.kind == 3) {
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
       const float m = min(G.v[i], 7.0), u = clamp(U.v[i], -7.0, 7.0);
