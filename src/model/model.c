@@ -101,8 +101,8 @@ static int load(struct pa_model *m, const char *path, bool vocab_only, bool prep
     return pa_error(PASADA_ERR_UNSUPPORTED, "backend %s does not run mixture-of-experts models (%d experts); "
                     "use cpu, ref or vulkan", m->be->name, m->hp.n_expert);
   if (m->hp.ssm_conv > 0 && !m->be->ops->delta_net)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "backend %s does not run linear-attention (recurrent) layers; use cpu "
-                    "or ref", m->be->name);
+    return pa_error(PASADA_ERR_UNSUPPORTED, "backend %s does not run linear-attention (recurrent) layers; use cpu, "
+                    "ref or vulkan", m->be->name);
   if (prepare && (rc = m->be->ops->prepare_weights(m->be, m))) return rc;
   release_metadata_pages(m->gguf);
   return PASADA_OK;

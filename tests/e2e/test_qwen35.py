@@ -1,10 +1,12 @@
 """Qwen3.5 (arch qwen35): the tiny fixture (tests/fixtures/tiny/qwen35.gguf,
 made by scripts/make-tiny-models.py from transformers' Qwen3_5ForCausalLM:
 three Gated DeltaNet linear-attention layers and one gated attention layer)
-against transformers' logits, batched and token by token; the server's
-continuous batching and prefix reuse of a model whose linear layers carry
-a recurrent state per sequence (docs/architecture.md, "Recurrent layers");
-and defective files refused with one line."""
+against transformers' logits, batched and token by token, on the host
+backends, the Vulkan test device and split across it and the CPU; the
+server's continuous batching and prefix reuse of a model whose linear
+layers carry a recurrent state per sequence (docs/architecture.md,
+"Recurrent layers"), on the CPU and the Vulkan test device; and defective
+files refused with one line."""
 import subprocess
 
 import numpy as np
@@ -20,12 +22,24 @@ TINY = FIXTURES / "tiny"
 MODEL = TINY / "qwen35.gguf"
 
 
-@pytest.mark.parametrize("backend", ["cpu", "ref", "cpu:scalar"])
+def _device(backend, request):
+    """"vulkan": the GPU tests' device (conftest.py: lavapipe where there is
+    no GPU); "split": its first two layers there (two linear-attention
+    layers), the third linear layer, the attention layer and the output on
+    the CPU."""
+    if backend not in ("vulkan", "split"):
+        return backend
+    dev = request.getfixturevalue("vulkan_device")
+    return dev if backend == "vulkan" else f"{dev}/2"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "ref", "cpu:scalar", "vulkan", "split"])
 @pytest.mark.parametrize("kv", ["f32", "f16"])
 @pytest.mark.parametrize("mode", ["logits", "logits-steps"])
-def test_qwen35_parity(mode, kv, backend, tmp_path):
+def test_qwen35_parity(mode, kv, backend, tmp_path, request):
     """pasada's logits are transformers' within the KV type's bound, and the
     argmax is the same at every position."""
+    backend = _device(backend, request)
     fixture = load_fixture("qwen35")
     got = run_eval(mode, MODEL, [ids for ids, _ in fixture], tmp_path, ("--kv-type", kv, "--backend", backend))
     for i, ((ids, ref), out) in enumerate(zip(fixture, got)):
@@ -35,15 +49,20 @@ def test_qwen35_parity(mode, kv, backend, tmp_path):
         assert (out.argmax(1) == ref.argmax(1)).all(), f"seq{i}: argmax differs"
 
 
-def test_qwen35_gpu_backends_refuse(pasada_bin, vulkan_device):
-    """The Vulkan backend has no linear-attention op: loading the model there
-    is one line naming the reason, not a wrong answer."""
-    for args in (["--device", vulkan_device], ["--device", vulkan_device, "--gpu-layers", "2"]):
-        res = subprocess.run([str(pasada_bin), "run", "-m", str(MODEL), "-p", "hi", "-n", "2", *args],
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
-        lines = res.stderr.strip().splitlines()
-        assert res.returncode == 1 and lines[-1].startswith("pasada: "), res.stderr
-        assert "recurrent" in lines[-1], lines[-1]
+@pytest.mark.parametrize("backend", ["vulkan", "split"])
+def test_qwen35_gpu_greedy_equals_cpu(pasada_bin, backend, request):
+    """`pasada run` on the Vulkan device, whole or split with the CPU, writes
+    the CPU's greedy text."""
+    dev = _device(backend, request)
+    args = ["--device", dev] if backend == "vulkan" else ["--device", dev.split("/")[0], "--gpu-layers", "2"]
+    out = {}
+    for name, dargs in (("cpu", ["--device", "cpu"]), (backend, args)):
+        res = subprocess.run([str(pasada_bin), "run", "-m", str(MODEL), "-p", "hello world", "-n", "12",
+                              "--temp", "0", *dargs], capture_output=True, text=True, errors="replace",
+                             stdin=subprocess.DEVNULL, timeout=120)
+        assert res.returncode == 0, res.stderr
+        out[name] = res.stdout
+    assert out[backend] == out["cpu"]
 
 
 def _complete(url, prompt, n):
@@ -53,14 +72,17 @@ def _complete(url, prompt, n):
     return r.json()
 
 
-def test_qwen35_server_batching_and_prefix_reuse(pasada_bin):
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
+def test_qwen35_server_batching_and_prefix_reuse(pasada_bin, backend, request):
     """Three requests at once (one batch of several sequences, each with its
     own recurrent state) give each the greedy text a lone request gives; a
     prompt that continues an earlier request's sequence reuses exactly that
     sequence (its state snapshot and KV positions) and gives the same text
-    as from scratch; a prompt that only shares a part of it reuses nothing."""
+    as from scratch; a prompt that only shares a part of it reuses nothing
+    (on the GPU: the state snapshots are copies in device memory)."""
+    dev = ("--device", _device(backend, request))
     (a, _), (b, _), (c, _) = load_fixture("qwen35")
-    fresh = Server(pasada_bin, MODEL, "--parallel", "4")
+    fresh = Server(pasada_bin, MODEL, "--parallel", "4", *dev)
     try:
         alone = {k: _complete(fresh.url, p, 6)["choices"][0]["text"] for k, p in (("a", a), ("b", b), ("c", c))}
         ext = np.concatenate([b, c[:9]])
@@ -68,7 +90,7 @@ def test_qwen35_server_batching_and_prefix_reuse(pasada_bin):
         assert scratch["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     finally:
         fresh.kill()
-    srv = Server(pasada_bin, MODEL, "--parallel", "4")
+    srv = Server(pasada_bin, MODEL, "--parallel", "4", *dev)
     try:
         import concurrent.futures as cf
         with cf.ThreadPoolExecutor(3) as ex:

@@ -13,7 +13,10 @@
  * downloaded from one and uploaded to the other first. The KV cache's
  * block manager is the context's; each side reads it through a copy of
  * the manager's struct whose `values` are its own (the tables it points
- * to are shared), and the values the context sees route by layer. */
+ * to are shared), and the values the context sees route by layer. The
+ * recurrent layers' state (linear attention) is kept the same way: the GPU
+ * holds its layers' (those whose KV values it holds), the CPU every
+ * layer's, and a state copy runs on both. */
 #include <stdio.h>
 #include <string.h>
 
@@ -123,6 +126,23 @@ static void op_attention(pa_bctx *s, const pa_fwd_batch *b, int layer, int32_t w
   ops_of(s, gpu)->attention(ctx_of_side(s, gpu), b, layer, window);
 }
 
+static void op_delta_net(pa_bctx *s, const pa_fwd_batch *b, const pa_delta_desc *d) {
+  s->layer = d->layer;
+  const bool gpu = side(s);
+  ops_of(s, gpu)->delta_net(ctx_of_side(s, gpu), b, d);
+}
+
+static void op_sigmoid_mul(pa_bctx *s, pa_buf x, pa_buf g, int64_t n, int32_t n_tok) {
+  const bool gpu = side(s);
+  ops_of(s, gpu)->sigmoid_mul(ctx_of_side(s, gpu), x, g, n, n_tok);
+}
+
+/* each side keeps the state of its own recurrent layers: both copy */
+static void op_state_copy(pa_bctx *s, int32_t dst, int32_t src) {
+  ops_of(s, true)->state_copy(s->g, dst, src);
+  ops_of(s, false)->state_copy(s->c, dst, src);
+}
+
 static void op_logits(pa_bctx *s, const pa_fwd_batch *b, const float *norm, const pa_matrix *out, float *logits) {
   s->layer = s->hp->n_layer;
   const bool gpu = side(s);
@@ -226,7 +246,7 @@ static const pa_backend_ops split_ops = {
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale,
     .matmul = op_matmul, .moe = op_moe, .attention = op_attention, .logits = op_logits, .hidden = op_hidden,
-    .layer = op_layer};
+    .delta_net = op_delta_net, .sigmoid_mul = op_sigmoid_mul, .state_copy = op_state_copy, .layer = op_layer};
 
 static void split_free(pa_backend *be) {
   split_backend *sb = be->impl;
