@@ -769,8 +769,11 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   const int32_t kv_layers = p->kv_layers > 0 && p->kv_layers < hp->n_layer ? p->kv_layers : hp->n_layer;
   c->kvb = rc ? NULL : pa_calloc((size_t)hp->n_layer, sizeof *c->kvb);
   if (!rc && !c->kvb) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
-  for (int l = 0; l < kv_layers && !rc; l++) rc = pa_vk_buf_create(d, at, false, &c->kvb[l]);
-  c->vals = pa_vkc_kv_values(p->kv_type, (int64_t)at * kv_layers);
+  /* a recurrent layer (linear attention) stores no K and V: no buffer */
+  int32_t n_kv = 0;
+  for (int l = 0; l < kv_layers && !rc; l++)
+    if (!hp->recurrent[l] && !(rc = pa_vk_buf_create(d, at, false, &c->kvb[l]))) n_kv++;
+  c->vals = pa_vkc_kv_values(p->kv_type, (int64_t)at * n_kv);
   if (!rc) {
     const VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                          .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
