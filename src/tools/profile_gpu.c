@@ -11,13 +11,16 @@
 enum { MAX_SHADERS = 128 };
 
 /* The kind of work a shader does, by its name's prefix (the shaders of
- * backend/vulkan/shaders, variants named "<shader>_<type>"). */
+ * backend/vulkan/shaders, variants named "<shader>_<type>"); the linear
+ * attention's delta_conv and delta_net count as attention, as the model
+ * code's profile op names them. */
 static const char *shader_kind(const char *s) {
   static const struct {
     const char *prefix, *kind;
   } K[] = {{"matmul", "matmul"}, {"attention", "attention"}, {"kv_store", "kv_store"},
            {"rms_norm", "norm"}, {"rope", "rope"},           {"gate", "activation"},
-           {"add", "add"},       {"embed", "embed"},         {"copy", "copy"}};
+           {"add", "add"},       {"embed", "embed"},         {"copy", "copy"},
+           {"delta", "attention"}};
   for (size_t i = 0; i < sizeof K / sizeof K[0]; i++)
     if (!strncmp(s, K[i].prefix, strlen(K[i].prefix))) return K[i].kind;
   return "other";
