@@ -26,7 +26,8 @@ from test_arch_parity import relative_error, run_eval
 
 TINY = FIXTURES / "tiny"
 ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
-F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral")  # folders of config + tokenizer files only
+# folders of config + tokenizer files only
+F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "qwen35")
 # BF16/F16 folders against transformers in F32 on the same rounded weights.
 # The weights are identical; the matrix products round their activations to
 # the weights' type (as ggml's vec_dot does; the ref backend too), so the
@@ -34,6 +35,12 @@ F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral")  # folders of conf
 # with BF16 (8 significant bits), 7.2e-5 with F16 (11 bits).
 LOW_TOLERANCE = {"llama": 3e-3, "gemma3": 3e-3, "qwen3": 3e-3, "qwen2": 3e-4}
 
+
+# Qwen3.5's folder holds A_log, the GGUF -exp(A_log) as numpy rounded it:
+# pasada's exp (in double, rounded once) lands on a neighbouring float for
+# some heads (1 ulp; `pasada convert` writes those), so its logits agree to
+# ~1e-7, not bit for bit.
+INEXACT = {"qwen35": "ssm_a"}
 
 # keys the converter leaves to the loader's default: the head n_embd / n_head,
 # all of it rotated
@@ -59,7 +66,27 @@ def test_f32_folder_is_bit_identical_to_gguf(arch, tmp_path):
     from_gguf = run_eval("logits", TINY / f"{arch}.gguf", prompts, tmp_path / "g", args)
     from_dir = run_eval("logits", folder, prompts, tmp_path / "d", args)
     for a, b in zip(from_gguf, from_dir):
+        if arch in INEXACT:
+            assert a.shape == b.shape and relative_error(b, a) < 1e-6, f"max diff {np.max(np.abs(a - b))}"
+            continue
         assert a.shape == b.shape and np.array_equal(a, b), f"max diff {np.max(np.abs(a - b))}"
+
+
+@pytest.mark.parametrize("arch", ("gpt-oss", "qwen35"))
+def test_folder_matches_transformers(arch, tmp_path):
+    """The F32 gpt-oss and Qwen3.5 folders against transformers' logits of
+    the same seeded models (tests/fixtures/tiny/<arch>.logits.npz, made by
+    scripts/make-tiny-models.py; scripts/make-hf-fixtures.py checks the
+    folder's tensors are save_pretrained's), every sequence length."""
+    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    data = np.load(TINY / f"{arch}.logits.npz")
+    n = len([k for k in data if k.startswith("ids")])
+    got = run_eval("logits", folder, [data[f"ids{i}"] for i in range(n)], tmp_path / "d",
+                   ("--kv-type", "f32", "--backend", "cpu"))
+    for i in range(n):
+        err = relative_error(got[i], data[f"logits{i}"])
+        print(f"\n  {arch} seq{i}: rel err {err:.2e}")
+        assert err <= 1e-4
 
 
 @pytest.mark.parametrize("backend", ["cpu", "vulkan"])
@@ -108,7 +135,11 @@ def test_convert_writes_the_gguf_file(arch, tmp_path):
     want = {t.name: t for t in ref.tensors}
     for t in mine.tensors:
         assert t.tensor_type == want[t.name].tensor_type
-        assert np.array_equal(np.array(t.data), np.array(want[t.name].data)), t.name
+        x, y = np.array(t.data), np.array(want[t.name].data)
+        if t.name.endswith(INEXACT.get(arch, "-")):
+            assert np.allclose(x, y, rtol=2.5e-7, atol=0), t.name
+            continue
+        assert np.array_equal(x, y), t.name
     garch = "llama" if arch == "mixtral" else arch
     for key in [k for k in ref.fields if k.startswith(garch + ".")]:  # every hyper-parameter
         if key not in mine.fields and key.split(".", 1)[1] in DEFAULTED:
