@@ -32,7 +32,7 @@ PreTrainedTokenizerFast.save_pretrained:
                                 llama-spm.json: transformers' greedy ids and
                                 text from a prompt
     tests/fixtures/hf/rope.json, rope.npz   RoPE scaling of the tiny llama
-                                (llama3: Llama 3.1's; linear): each variant's
+                                (llama3: Llama 3.1's; linear; yarn): each variant's
                                 rope_parameters, transformers' logits in F32
                                 on the F32 weights and its inv_freq
 
@@ -180,6 +180,10 @@ ROPE_VARIANTS = {
     "llama3": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0,
                "high_freq_factor": 8.0, "original_max_position_embeddings": 256},
     "linear": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+    # YaRN over an original context of 32 (the ramp over the pairs 0-2),
+    # beta_fast 16 (not the default 32) so that its key is written and read
+    "yarn": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32,
+             "beta_fast": 16.0, "beta_slow": 1.0, "truncate": True},
 }
 
 

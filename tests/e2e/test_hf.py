@@ -297,10 +297,10 @@ def test_gemma3_config_of_older_transformers(tmp_path):
 
 
 @pytest.mark.parametrize("spelling", ["rope_parameters", "rope_scaling"])
-@pytest.mark.parametrize("variant", ["llama3", "linear"])
+@pytest.mark.parametrize("variant", ["llama3", "linear", "yarn"])
 def test_rope_scaling_matches_transformers(variant, spelling, tmp_path):
-    """The tiny llama with Llama 3.1's RoPE scaling (llama3) or linear
-    scaling, in transformers 5's rope_parameters or older configs'
+    """The tiny llama with Llama 3.1's RoPE scaling (llama3), linear
+    scaling or YaRN, in transformers 5's rope_parameters or older configs'
     rope_scaling + rope_theta: logits within 1e-4 of transformers', and not
     those of the unscaled model."""
     rp = json.loads((HF / "rope.json").read_text())[variant]
@@ -345,15 +345,28 @@ def test_convert_writes_llama3_rope_freqs(tmp_path):
     assert not any(k.startswith("llama.rope.scaling") for k in r.fields)
 
 
-def test_yarn_rope_scaling_is_refused(tmp_path):
+def test_convert_writes_yarn_keys(tmp_path):
+    """YaRN as llama.cpp's converter writes it: rope.scaling.type, factor,
+    original_context_length (beta_fast where it is not 32); the scalings
+    pasada does not run (attention_factor, mscale) refused in one line."""
+    rp = json.loads((HF / "rope.json").read_text())["yarn"]
     folder = write_f32_folder(TINY / "llama.gguf", "llama", tmp_path / "llama")
     cfg = json.loads((folder / "config.json").read_text())
-    cfg["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
-                              "original_max_position_embeddings": 32}
+    cfg["rope_parameters"] = rp
+    (folder / "config.json").write_text(json.dumps(cfg))
+    pasada("convert", folder, tmp_path / "out.gguf")
+    r = gguf.GGUFReader(str(tmp_path / "out.gguf"))
+    f = r.fields["llama.rope.scaling.type"]
+    assert bytes(f.parts[f.data[0]]).decode() == "yarn"
+    for key, want in (("factor", 4.0), ("original_context_length", 32), ("yarn_beta_fast", 16.0)):
+        f = r.fields[f"llama.rope.scaling.{key}"]
+        assert f.parts[f.data[0]][0] == want, key
+    assert "llama.rope.scaling.yarn_beta_slow" not in r.fields
+    cfg["rope_parameters"]["mscale"] = 1.0
     (folder / "config.json").write_text(json.dumps(cfg))
     res = pasada("info", "-m", folder, check=False)
     lines = res.stderr.strip().splitlines()
-    assert res.returncode == 1 and len(lines) == 1 and "'yarn' is not supported" in lines[0], res.stderr
+    assert res.returncode == 1 and len(lines) == 1 and "'mscale' is not supported" in lines[0], res.stderr
 
 
 def _read_safetensors(path):
