@@ -204,8 +204,11 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   if (!shape_ok || (want_rows >= 0 && rows != want_rows) || (parts[k].kind == 1 && t->ne[0] != vz))
     return pa_error(PASADA_ERR_FORMAT,
                     "%s: tensor '%.100s' has the wrong shape for the linear heads of config.json "
-                    "(%u dims: %" PRId64 " x %" PRId64 " x %" PRId64 ", innermost first)",
-                    c->dir, t->name, t->n_dims, t->ne[0], t->ne[1], t->ne[2]);
+                    "(%u dims: %" PRId64 " x %" PRId64 " x %" PRId64 ", innermost first; %" PRId64
+                    " %s expected)",
+                    c->dir, t->name, t->n_dims, t->ne[0], t->ne[1], t->ne[2],
+                    want_rows >= 0 ? want_rows : vz,
+                    want_rows < 0 ? "columns" : conv ? "channels of [1][taps]" : "rows");
   if (conv || one_d) { /* F32, as llama.cpp stores them */
     float *f = hf_f32(c, t);
     if (!f) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", name);
