@@ -308,9 +308,14 @@ def family_cases(w, base_cfg):
             "oss-gate-up-bias-2d-missing-dim": reshaped(E + "gate_up_proj_bias", [N_EXPERT * 2 * N_FF_EXP]),
             "oss-sinks-missing": without(L + "self_attn.sinks"),
             "oss-router-bias-missing": without(L + "mlp.router.bias"),
-            "oss-mxfp4-blocks": lambda f: f.__setitem__("model.safetensors", safetensors(
-                {**w, E + "gate_up_proj_blocks": ([N_EXPERT, 2 * N_FF_EXP, 1, 4], b"\0" * 4 * N_EXPERT * 2 * N_FF_EXP)},
+            # MXFP4 blocks (U8 [E][rows][groups][16]) without their scales
+            "oss-mxfp4-scales-missing": lambda f: f.__setitem__("model.safetensors", safetensors(
+                {**{n: v for n, v in w.items() if n != E + "gate_up_proj"},
+                 E + "gate_up_proj_blocks": ([N_EXPERT, 2 * N_FF_EXP, 1, 16], b"\x11" * 16 * N_EXPERT * 2 * N_FF_EXP)},
                 header_edit=lambda h: h[E + "gate_up_proj_blocks"].__setitem__("dtype", "U8"))),
+            "oss-mxfp4-blocks-f32": lambda f: f.__setitem__("model.safetensors", safetensors(
+                {**{n: v for n, v in w.items() if n != E + "gate_up_proj"},
+                 E + "gate_up_proj_blocks": ([N_EXPERT, 2 * N_FF_EXP, 1, 4], w[E + "gate_up_proj"][1][: 4 * N_EXPERT * 2 * N_FF_EXP * 4])})),
             "oss-layer-types-unsupported": cfg(lambda c: c.__setitem__("layer_types", ["full_attention"] * 2)),
             "oss-swiglu-limit": cfg(lambda c: c.__setitem__("swiglu_limit", 10.0)),
             "oss-experts-missing-key": cfg(lambda c: c.pop("num_local_experts")),

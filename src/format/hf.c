@@ -696,7 +696,7 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
       if (!hname) continue; /* not the text model's */
       st_tensor named = *t0;
       named.name = (char *)hname;
-      const st_tensor *t = &named;
+      const st_tensor *t = hname == t0->name ? t0 : &named; /* the shard's own where it can be */
       if (c->oss || c->qwen35) {
         for (uint32_t p = 0; p < s; p++) /* a name in two shards */
           for (uint64_t j = 0; j < c->shards[p]->n_tensors; j++)
@@ -719,10 +719,10 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
         if (*slot)
           return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in another shard",
                           f->path, t->name);
-        if (t->type == ST_TYPE_I64)
+        if (t->type >= ST_TYPE_I64)
           return pa_error(PASADA_ERR_UNSUPPORTED,
-                          "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
-                          t->name);
+                          "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", f->path,
+                          t->name, st_type_name(t->type));
         *slot = t0; /* the shard's own entry (named only differs for text_config folders) */
         continue;
       }
@@ -731,10 +731,10 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
         return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a %s model",
                         f->path, t->name, c->arch);
       if (m > 0) continue;
-      if (t->type == ST_TYPE_I64)
+      if (t->type >= ST_TYPE_I64)
         return pa_error(PASADA_ERR_UNSUPPORTED,
-                        "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
-                        t->name);
+                        "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", f->path,
+                        t->name, st_type_name(t->type));
       for (uint32_t p = 0; p < s; p++) /* a name in two shards */
         for (uint64_t j = 0; j < c->shards[p]->n_tensors; j++)
           if (!strcmp(c->shards[p]->tensors[j].name, t->name))
@@ -744,6 +744,7 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
     }
   }
   if (!rc && c->n_expert) rc = stack_experts(c, w);
+  if (!rc && c->oss) rc = hf_gptoss_mxfp4(c, w);
   return rc; /* no tensors: a vocabulary-only folder (the model loader names what is missing) */
 }
 
@@ -759,6 +760,7 @@ static void ctx_free(hf_ctx *c) {
   free(c->n_direct);
   free(c->shards);
   free(c->experts);
+  free(c->mxfp4);
   for (uint64_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
   free(c->bufs);
 }
@@ -768,7 +770,7 @@ static int file_type(const hf_ctx *c) {
   for (uint32_t s = 0; s < c->n_shards; s++)
     for (uint64_t i = 0; i < c->shards[s]->n_tensors; i++)
       if (c->shards[s]->tensors[i].type != PA_TYPE_F32 &&
-          c->shards[s]->tensors[i].type != ST_TYPE_I64 && c->shards[s]->tensors[i].n_dims > 1)
+          c->shards[s]->tensors[i].type < ST_TYPE_I64 && c->shards[s]->tensors[i].n_dims > 1)
         t = c->shards[s]->tensors[i].type;
   return t == PA_TYPE_F16    ? 1
          : t == PA_TYPE_BF16 ? 32

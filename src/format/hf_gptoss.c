@@ -4,9 +4,13 @@
  * sinks, the router with its bias, and the experts as x @ W products
  * (gate_up_proj [expert][n_embd][2 ff], gate and up interleaved column by
  * column; down_proj [expert][ff][n_embd]) split and transposed into
- * llama.cpp's ffn_{gate,up,down}_exps [expert][rows][cols]. */
+ * llama.cpp's ffn_{gate,up,down}_exps [expert][rows][cols]; or, as the
+ * released checkpoints store them, in MXFP4 (*_blocks and *_scales, rows
+ * of the transposed products: gate and up interleaved row by row),
+ * repacked into llama.cpp's MXFP4 blocks. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -167,16 +171,31 @@ int hf_gptoss_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   while (k < sizeof renamed / sizeof renamed[0] && strcmp(rest, renamed[k].hf)) k++;
   if (k == sizeof renamed / sizeof renamed[0] && !experts) return PASADA_OK;
   *done = true;
-  if (t->type == ST_TYPE_I64)
-    return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", c->dir, t->name);
+  const char *part = rest + 12;
+  const size_t plen = strlen(part);
+  const bool blocks = plen > 7 && !strcmp(part + plen - 7, "_blocks"),
+             mxfp4 = experts && (blocks || (plen > 7 && !strcmp(part + plen - 7, "_scales")));
+  if (t->type >= ST_TYPE_I64 && !mxfp4)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)",
+                    c->dir, t->name, st_type_name(t->type));
   if (k < sizeof renamed / sizeof renamed[0]) {
     char name[64];
     snprintf(name, sizeof name, "blk.%u.%s", layer, renamed[k].gguf);
     return hf_add_tensor(c, w, (int32_t)shard, t, name);
   }
-  const char *part = rest + 12;
   int rc;
+  if (mxfp4) { /* repacked once both halves are known (hf_gptoss_mxfp4) */
+    const int kind = !strncmp(part, "gate_up_proj_", 13) ? 0 : !strncmp(part, "down_proj_", 10) ? 1 : -1;
+    if (kind < 0 || (kind == 0 ? plen != 19 : plen != 16) || t->type != ST_TYPE_U8)
+      return pa_error(PASADA_ERR_FORMAT,
+                      "%s: tensor '%.100s' is not gate_up_proj or down_proj's MXFP4 blocks or scales "
+                      "(U8; it is %s)",
+                      c->dir, t->name, st_type_name(t->type));
+    if (!c->mxfp4 && !(c->mxfp4 = calloc((size_t)c->n_layer * 4, sizeof *c->mxfp4)))
+      return pa_error(PASADA_ERR_NOMEM, "out of memory");
+    c->mxfp4[(size_t)layer * 4 + (size_t)kind * 2 + !blocks] = t;
+    return PASADA_OK;
+  }
   if (!strcmp(part, "gate_up_proj"))
     return (rc = check_experts(c, t, 3, true)) ? rc : split_gate_up(c, w, t, layer);
   if (!strcmp(part, "down_proj"))
@@ -187,4 +206,61 @@ int hf_gptoss_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
     return (rc = check_experts(c, t, 2, false)) ? rc : expert_biases(c, w, t, layer, false);
   return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a gpt-oss model",
                   c->dir, t->name);
+}
+
+/* One HF MXFP4 row (g groups of 16 bytes: byte j holds elements 2j (low
+ * nibble) and 2j + 1 (high), with its E8M0 scale per group) as g of
+ * llama.cpp's blocks (the scale, then qs[j] = element j | element j + 16
+ * << 4; the same E2M1 codes and exponent). */
+static void repack_row(const uint8_t *blk, const uint8_t *scale, int64_t g, block_mxfp4 *out) {
+  for (int64_t k = 0; k < g; k++) {
+    uint8_t v[QK_MXFP4];
+    for (int j = 0; j < QK_MXFP4 / 2; j++) {
+      v[2 * j] = blk[k * 16 + j] & 0x0F;
+      v[2 * j + 1] = blk[k * 16 + j] >> 4;
+    }
+    out[k].e = scale[k];
+    for (int j = 0; j < QK_MXFP4 / 2; j++) out[k].qs[j] = (uint8_t)(v[j] | v[j + QK_MXFP4 / 2] << 4);
+  }
+}
+
+int hf_gptoss_mxfp4(hf_ctx *c, gguf_writer *w) {
+  for (uint32_t l = 0; c->mxfp4 && l < c->n_layer; l++)
+    for (int kind = 0; kind < 2; kind++) {
+      const st_tensor *b = c->mxfp4[(size_t)l * 4 + (size_t)kind * 2],
+                      *s = c->mxfp4[(size_t)l * 4 + (size_t)kind * 2 + 1];
+      const char *what = kind ? "down_proj" : "gate_up_proj";
+      if (!b && !s) continue; /* the model loader names what is missing */
+      /* blocks [E][rows][g][16], scales [E][rows][g] */
+      if (!b || !s || b->n_dims != 4 || b->ne[0] != 16 || s->n_dims != 3 ||
+          b->ne[1] != s->ne[0] || b->ne[2] != s->ne[1] || b->ne[3] != s->ne[2] ||
+          b->ne[3] != (int64_t)c->n_expert || (kind == 0 && b->ne[2] % 2))
+        return pa_error(PASADA_ERR_FORMAT,
+                        "%s: layer %u's MXFP4 %s needs %s_blocks [%u experts][rows][groups][16] and "
+                        "%s_scales [%u experts][rows][groups] (U8%s)",
+                        c->dir, l, what, what, c->n_expert, what, c->n_expert,
+                        kind == 0 ? "; an even count of rows" : "");
+      const int64_t g = b->ne[1], rows = b->ne[2], n_e = b->ne[3], cols = g * QK_MXFP4;
+      const int64_t out_rows = kind == 0 ? rows / 2 : rows;
+      const size_t row_bytes = (size_t)g * sizeof(block_mxfp4);
+      for (int half = 0; half < (kind == 0 ? 2 : 1); half++) {
+        block_mxfp4 *dst = hf_keep_buf(c, row_bytes * (size_t)(out_rows * n_e));
+        if (!dst) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", b->name);
+        for (int64_t e = 0; e < n_e; e++)
+          for (int64_t r = 0; r < out_rows; r++) {
+            /* gate_up: gate the even rows, up the odd ones */
+            const int64_t src = e * rows + (kind == 0 ? 2 * r + half : r);
+            repack_row(b->data + (size_t)src * (size_t)g * 16, s->data + (size_t)src * (size_t)g, g,
+                       dst + (size_t)(e * out_rows + r) * (size_t)g);
+          }
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.%s.weight", l,
+                 kind ? "ffn_down_exps" : half ? "ffn_up_exps" : "ffn_gate_exps");
+        const int64_t ne[4] = {cols, out_rows, n_e, 1};
+        int rc = gguf_writer_add_tensor(w, name, PA_TYPE_MXFP4, 3, ne, dst,
+                                        row_bytes * (size_t)(out_rows * n_e));
+        if (rc) return rc;
+      }
+    }
+  return PASADA_OK;
 }

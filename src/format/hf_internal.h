@@ -48,6 +48,7 @@ typedef struct {
   bool oss;          /* gpt-oss: hf_gptoss.c's config and tensors */
   bool qwen35;       /* Qwen3.5: hf_qwen35.c's config and tensors */
   bool text_config;  /* Qwen3_5ForConditionalGeneration: the text model of a multimodal folder */
+  const st_tensor **mxfp4; /* gpt-oss: [layer][gate_up, down][blocks, scales], until repacked */
   uint32_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim; /* Qwen3.5's linear layers */
   uint32_t n_expert;
   const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
@@ -98,6 +99,10 @@ st_tensor hf_mem_tensor(const char *name, uint32_t type, uint32_t n_dims, int64_
  * its tensors: *done true when t was one of its own (added). */
 int hf_gptoss_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff);
 int hf_gptoss_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, bool *done);
+/* The MXFP4 experts hf_gptoss_tensor collected (transformers' *_blocks
+ * [E][rows][cols / 32][16] and *_scales [E][rows][cols / 32], U8) as
+ * llama.cpp's MXFP4 ffn_{gate,up,down}_exps; each layer's pair complete. */
+int hf_gptoss_mxfp4(hf_ctx *c, gguf_writer *w);
 
 /* hf_qwen35.c: Qwen3.5 (Qwen3_5ForCausalLM, the text model of
  * Qwen3_5ForConditionalGeneration): the linear-attention keys and layer

@@ -165,9 +165,9 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   if (strncmp(rest, "linear_attn.", 12) != 0) return PASADA_OK;
   *done = true;
   const char *part = rest + 12;
-  if (t->type == ST_TYPE_I64)
-    return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", c->dir, t->name);
+  if (t->type >= ST_TYPE_I64)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)",
+                    c->dir, t->name, st_type_name(t->type));
   const int64_t kd2 = 2 * (int64_t)c->lin_k_heads * c->lin_k_dim,
                 vz = (int64_t)c->lin_v_heads * c->lin_v_dim, nv = c->lin_v_heads;
   static const struct {

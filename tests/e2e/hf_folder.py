@@ -35,11 +35,13 @@ def _field_str(reader, key):
 
 
 def write_safetensors(path, tensors):
-    """tensors: name -> float32 array, written in name order."""
+    """tensors: name -> float32 (or uint8: U8) array, written in name order."""
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name], dtype="<f4")
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        u8 = np.asarray(tensors[name]).dtype == np.uint8
+        a = np.ascontiguousarray(tensors[name], dtype=np.uint8 if u8 else "<f4")
+        header[name] = {"dtype": "U8" if u8 else "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
         blobs.append(a.tobytes())
     h = json.dumps(header, separators=(",", ":")).encode()

@@ -89,6 +89,66 @@ def test_folder_matches_transformers(arch, tmp_path):
         assert err <= 1e-4
 
 
+# MXFP4 as gpt-oss checkpoints store it (transformers' integrations/mxfp4.py
+# reads it so): per expert, the rows of W^T (x @ W's output features) in
+# groups of 32 values; *_blocks [E][rows][groups][16] bytes, byte j holding
+# value 2j in its low nibble and 2j + 1 in its high one, as codes of FP4;
+# *_scales [E][rows][groups] the exponents + 127.
+FP4 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def _to_mxfp4(wt):
+    """wt [E][rows][cols] -> (blocks, scales, the values they stand for)."""
+    g = wt.reshape(*wt.shape[:-1], -1, 32)
+    amax = np.abs(g).max(-1)
+    exp = np.ceil(np.log2(np.maximum(amax, 1e-30) / 6)).clip(-127, 127)
+    codes = np.abs(g[..., None] / np.exp2(exp)[..., None, None] - FP4).argmin(-1).astype(np.uint8)
+    blocks = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    values = (FP4[codes] * np.exp2(exp)[..., None]).reshape(wt.shape).astype(np.float32)
+    return blocks, (exp + 127).astype(np.uint8), values
+
+
+def test_gpt_oss_mxfp4_folder(tmp_path):
+    """The gpt-oss folder with its experts in MXFP4 (the released
+    checkpoints' layout): read as llama.cpp's MXFP4 ffn_*_exps, whose values
+    (the gguf package's dequantizer) are those the blocks stand for, and
+    logits close to those of an F32 folder of the same values (the MXFP4
+    products round the activations to 8 bits)."""
+    from hf_folder import write_safetensors
+    folder = write_f32_folder(TINY / "gpt-oss.gguf", "gpt-oss", tmp_path / "mx")
+    deq = write_f32_folder(TINY / "gpt-oss.gguf", "gpt-oss", tmp_path / "deq")
+    t, d = _read_safetensors(folder / "model.safetensors"), _read_safetensors(deq / "model.safetensors")
+    want = {}
+    for name in [n for n in t if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        blocks, scales, values = _to_mxfp4(np.ascontiguousarray(t.pop(name).transpose(0, 2, 1)))
+        t[name + "_blocks"], t[name + "_scales"] = blocks, scales
+        d[name] = values.transpose(0, 2, 1)
+        layer, kind = name.split(".")[2], "down" if name.endswith("down_proj") else "gate_up"
+        if kind == "down":
+            want[f"blk.{layer}.ffn_down_exps.weight"] = values
+        else:
+            want[f"blk.{layer}.ffn_gate_exps.weight"] = values[:, 0::2]
+            want[f"blk.{layer}.ffn_up_exps.weight"] = values[:, 1::2]
+    write_safetensors(folder / "model.safetensors", t)
+    write_safetensors(deq / "model.safetensors", d)
+    pasada("convert", folder, tmp_path / "mx.gguf")
+    got = {x.name: x for x in gguf.GGUFReader(str(tmp_path / "mx.gguf")).tensors}
+    for name, values in want.items():
+        assert got[name].tensor_type == gguf.GGMLQuantizationType.MXFP4, name
+        v = gguf.quants.dequantize(got[name].data, got[name].tensor_type).reshape(values.shape)
+        assert np.array_equal(v, values), name
+    data = np.load(TINY / "gpt-oss.logits.npz")
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    a = run_eval("logits", folder, [data["ids1"]], tmp_path / "a", args)[0]
+    b = run_eval("logits", deq, [data["ids1"]], tmp_path / "b", args)[0]
+    c = run_eval("logits", tmp_path / "mx.gguf", [data["ids1"]], tmp_path / "c", args)[0]
+    # the ref backend multiplies the MXFP4 values in F32, activations unrounded
+    r = run_eval("logits", folder, [data["ids1"]], tmp_path / "r", ("--kv-type", "f32", "--backend", "ref"))[0]
+    err, ref_err = relative_error(a, b), relative_error(r, b)
+    print(f"\n  MXFP4 folder vs an F32 folder of its values: cpu rel err {err:.2e}, ref {ref_err:.2e}")
+    assert np.array_equal(a, c) and ref_err < 1e-5 and err < 5e-2
+
+
 @pytest.mark.parametrize("backend", ["cpu", "vulkan"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_low_precision_folder_matches_transformers(arch, backend, tmp_path, request):
