@@ -89,6 +89,37 @@ def test_folder_matches_transformers(arch, tmp_path):
         assert err <= 1e-4
 
 
+def test_qwen35_multimodal_folder_reads_its_text_model(tmp_path):
+    """A Qwen3_5ForConditionalGeneration folder (save_pretrained's layout:
+    the text model's keys under text_config, its tensors under
+    model.language_model., the vision tower under model.visual., lm_head at
+    the top; multi-token prediction under mtp.) runs its text model: the
+    logits of the plain Qwen3_5ForCausalLM folder, bit for bit."""
+    from hf_folder import write_safetensors
+    plain = write_f32_folder(TINY / "qwen35.gguf", "qwen35", tmp_path / "plain")
+    mm = write_f32_folder(TINY / "qwen35.gguf", "qwen35", tmp_path / "mm")
+    text = json.loads((plain / "config.json").read_text())
+    cfg = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", "text_config": text,
+           "vision_config": {"depth": 1, "hidden_size": 32}, "image_token_id": 248056,
+           "tie_word_embeddings": text["tie_word_embeddings"]}
+    (mm / "config.json").write_text(json.dumps(cfg))
+    t = {n.replace("model.", "model.language_model.", 1) if n.startswith("model.") else n: v
+         for n, v in _read_safetensors(mm / "model.safetensors").items()}
+    t["model.visual.patch_embed.proj.weight"] = np.ones((32, 3, 2, 2, 2), np.float32)[..., 0]
+    t["mtp.fc.weight"] = np.ones((64, 128), np.float32)
+    write_safetensors(mm / "model.safetensors", t)
+    data = np.load(TINY / "qwen35.logits.npz")
+    args = ("--kv-type", "f32", "--backend", "cpu")
+    a = run_eval("logits", plain, [data["ids1"]], tmp_path / "a", args)[0]
+    b = run_eval("logits", mm, [data["ids1"]], tmp_path / "b", args)[0]
+    assert np.array_equal(a, b)
+    del cfg["text_config"]
+    (mm / "config.json").write_text(json.dumps(cfg))
+    res = pasada("info", "-m", mm, check=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1 and "text_config" in lines[0], res.stderr
+
+
 # MXFP4 as gpt-oss checkpoints store it (transformers' integrations/mxfp4.py
 # reads it so): per expert, the rows of W^T (x @ W's output features) in
 # groups of 32 values; *_blocks [E][rows][groups][16] bytes, byte j holding
