@@ -17,7 +17,7 @@ PreTrainedTokenizerFast.save_pretrained:
     tests/fixtures/hf/<arch>.logits.npz   ids, logits: transformers in F32 on
                                 the folder's weights (rounded to BF16 / F16)
 
-    tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral}/  config and tokenizer
+    tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral,gpt-oss,qwen35}/  config and tokenizer
                                 files only (save_pretrained's), no weights
     tests/fixtures/hf/spm-{legacy,metaspace,gemma}/  SentencePiece-style
                                 tokenizer.json (BPE with byte_fallback; spaces

@@ -97,7 +97,9 @@ def write_f32_folder(gguf_path, arch, out):
     """The HF folder holding the GGUF file's F32 weights: config and tokenizer
     files from tests/fixtures/hf/<arch>, model.safetensors from the GGUF.
     The expert tensors (3-D ffn_*_exps) become transformers' per-expert
-    matrices; phi3's fused attn_qkv / ffn_up are its qkv_proj / gate_up_proj
+    matrices (gpt-oss: its fused x @ W gate_up_proj / down_proj and their
+    biases); Qwen3.5's linear layers get transformers' names, grouped value
+    heads and A_log back; phi3's fused attn_qkv / ffn_up are its qkv_proj / gate_up_proj
     as they are, and its LongRoPE factor tensors live in config.json."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
