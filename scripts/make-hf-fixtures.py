@@ -12,12 +12,14 @@ PreTrainedTokenizerFast.save_pretrained:
     tests/fixtures/hf/llama/    BF16, one model.safetensors, a chat template
     tests/fixtures/hf/gemma3/   BF16
     tests/fixtures/hf/qwen3/    BF16
+    tests/fixtures/hf/gpt-oss/  BF16 (the experts as transformers' fused x @ W products)
+    tests/fixtures/hf/qwen35/   BF16
     tests/fixtures/hf/qwen2/    F16, sharded (model-0000N-of-0000M.safetensors
                                 + model.safetensors.index.json)
     tests/fixtures/hf/<arch>.logits.npz   ids, logits: transformers in F32 on
                                 the folder's weights (rounded to BF16 / F16)
 
-    tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral,gpt-oss,qwen35}/  config and tokenizer
+    tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral}/  config and tokenizer
                                 files only (save_pretrained's), no weights
     tests/fixtures/hf/spm-{legacy,metaspace,gemma}/  SentencePiece-style
                                 tokenizer.json (BPE with byte_fallback; spaces
@@ -62,11 +64,12 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 import gguf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DTYPES = {"llama": torch.bfloat16, "gemma3": torch.bfloat16, "qwen3": torch.bfloat16, "qwen2": torch.float16}
+DTYPES = {"llama": torch.bfloat16, "gemma3": torch.bfloat16, "qwen3": torch.bfloat16, "qwen2": torch.float16,
+          "gpt-oss": torch.bfloat16, "qwen35": torch.bfloat16}
 SHARDED = {"qwen2"}
 # Families committed as config and tokenizer files only: the test writes
 # their F32 weights from the GGUF files (checked here against save_pretrained).
-CONFIG_ONLY = ("gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "qwen35")
+CONFIG_ONLY = ("gemma2", "phi3", "qwen3moe", "mixtral")
 CHATML = ("{% for m in messages %}<|bos|>{{ m['role'] }}\n{{ m['content'] }}<|eos|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|bos|>assistant\n{% endif %}")
 

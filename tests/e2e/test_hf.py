@@ -4,7 +4,7 @@ converter writes (src/format/hf.c).
 
 Fixtures (scripts/make-hf-fixtures.py): tests/fixtures/hf/<arch>/, the tiny
 models of tests/fixtures/tiny/ saved by transformers' save_pretrained (llama,
-gemma3, qwen3 in BF16; qwen2 in F16 and sharded) with a tokenizer.json of
+gemma3, qwen3, gpt-oss, qwen35 in BF16; qwen2 in F16 and sharded) with a tokenizer.json of
 the same vocabulary, and <arch>.logits.npz, transformers' logits on those
 rounded weights. F32 folders are written here from the F32 GGUF files
 (write_f32_folder: the inverse of llama.cpp's conventions; the fixture
@@ -27,15 +27,16 @@ from hf_folder import HF, write_f32_folder
 from test_arch_parity import relative_error, run_eval
 
 TINY = FIXTURES / "tiny"
-ARCHS = ("llama", "gemma3", "qwen2", "qwen3")
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gpt-oss", "qwen35")
 # folders of config + tokenizer files only
-F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "qwen35")
+F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral")
 # BF16/F16 folders against transformers in F32 on the same rounded weights.
 # The weights are identical; the matrix products round their activations to
 # the weights' type (as ggml's vec_dot does; the ref backend too), so the
 # error is that rounding's: measured (cpu and ref backends) 3.0e-4 to 1.0e-3
-# with BF16 (8 significant bits), 7.2e-5 with F16 (11 bits).
-LOW_TOLERANCE = {"llama": 3e-3, "gemma3": 3e-3, "qwen3": 3e-3, "qwen2": 3e-4}
+# with BF16 (8 significant bits), 7.2e-5 with F16 (11 bits); gpt-oss 8.5e-4,
+# qwen35 2.5e-5 (BF16).
+LOW_TOLERANCE = {"llama": 3e-3, "gemma3": 3e-3, "qwen3": 3e-3, "qwen2": 3e-4, "gpt-oss": 3e-3, "qwen35": 3e-3}
 
 
 # Qwen3.5's folder holds A_log, the GGUF -exp(A_log) as numpy rounded it:
@@ -190,7 +191,12 @@ def test_low_precision_folder_matches_transformers(arch, backend, tmp_path, requ
     if backend == "vulkan":  # lavapipe where there is no GPU (conftest.py)
         backend = request.getfixturevalue("vulkan_device")
     data = np.load(HF / f"{arch}.logits.npz")
-    got = run_eval("logits", HF / arch, [data["ids"]], tmp_path, ("--kv-type", "f32", "--backend", backend))[0]
+    try:
+        got = run_eval("logits", HF / arch, [data["ids"]], tmp_path, ("--kv-type", "f32", "--backend", backend))[0]
+    except pytest.fail.Exception as e:  # a backend without the recurrent layers' ops says so
+        if "does not run linear-attention" in str(e):
+            pytest.skip(f"{backend} does not run Qwen3.5's linear-attention layers")
+        raise
     err = relative_error(got, data["logits"])
     print(f"\n  {arch} {backend}: rel err {err:.2e}")
     assert err <= LOW_TOLERANCE[arch]
