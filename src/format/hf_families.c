@@ -70,13 +70,10 @@ static int rope_factors(hf_ctx *c, gguf_writer *w, const pj_value *rp, const cha
   return gguf_writer_add_tensor(w, name, PA_TYPE_F32, 1, ne, f, n * sizeof *f);
 }
 
-/* Phi-3: partial rotary (rope.dimension_count), the window over every
- * layer, and LongRoPE (factor tensors, original context, attention factor:
- * the given one, else sqrt(1 + ln(scale) / ln(original)) for scale > 1). */
-int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx) {
+int hf_rope_dim(hf_ctx *c, gguf_writer *w, uint64_t head_dim, double def, uint64_t *rope_dim) {
   const pj_value *rp = hf_member(c->cfg, "rope_parameters");
   if (!rp) rp = hf_member(c->cfg, "rope_scaling");
-  double prf = 1;
+  double prf = def;
   bool found = false;
   int rc;
   if ((rc = hf_cfg_num(c, c->cfg, "partial_rotary_factor", &prf, &found))) return rc;
@@ -86,8 +83,41 @@ int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx)
     return pa_error(PASADA_ERR_FORMAT,
                     "%s: partial_rotary_factor %g does not rotate an even part of the head",
                     c->cfg_path, prf);
-  const uint64_t rope_dim = (uint64_t)rd;
-  if ((rc = gguf_writer_set_u32(w, "phi3.rope.dimension_count", (uint32_t)rope_dim))) return rc;
+  *rope_dim = (uint64_t)rd;
+  return hf_set_u32(c, w, "rope.dimension_count", *rope_dim);
+}
+
+int hf_set_u32(hf_ctx *c, gguf_writer *w, const char *suffix, uint64_t v) {
+  char key[160];
+  snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+  return gguf_writer_set_u32(w, key, (uint32_t)v);
+}
+
+int hf_layer_types(hf_ctx *c, uint64_t n_layer, uint64_t period, const char *every, const char *other,
+                   const char *rule) {
+  const pj_value *lt = hf_member(c->cfg, "layer_types");
+  if (lt && (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer))
+    return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",
+                    c->cfg_path, n_layer);
+  uint32_t i = 0;
+  for (const pj_value *e = lt ? lt->child : NULL; e; e = e->next, i++) {
+    const char *want = (i + 1) % period == 0 ? every : other;
+    if (!pj_is_str(e) || strcmp(e->valuestring, want) != 0)
+      return pa_error(PASADA_ERR_UNSUPPORTED, "%s: layer_types[%u] is not %s (%s)", c->cfg_path, i,
+                      want, rule);
+  }
+  return PASADA_OK;
+}
+
+/* Phi-3: partial rotary (rope.dimension_count), the window over every
+ * layer, and LongRoPE (factor tensors, original context, attention factor:
+ * the given one, else sqrt(1 + ln(scale) / ln(original)) for scale > 1). */
+int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx) {
+  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
+  if (!rp) rp = hf_member(c->cfg, "rope_scaling");
+  uint64_t rope_dim = 0;
+  int rc;
+  if ((rc = hf_rope_dim(c, w, head_dim, 1, &rope_dim))) return rc;
   uint64_t window = 0;
   if ((rc = hf_cfg_uint(c, "sliding_window", false, 1 << 24, &window))) return rc;
   if (window && (rc = gguf_writer_set_u32(w, "phi3.attention.sliding_window", (uint32_t)window)))

@@ -25,29 +25,22 @@ int hf_gptoss_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff)
   uint64_t n_expert = 0, n_used = 0, window = 0;
   int rc;
   if ((rc = hf_cfg_uint(c, "num_local_experts", true, 4096, &n_expert)) ||
-      (rc = hf_cfg_uint(c,
-                        hf_member(c->cfg, "num_experts_per_tok") ? "num_experts_per_tok"
-                                                                 : "experts_per_token",
-                        true, 4096, &n_used)) ||
+      (rc = hf_cfg_uint(
+           c,
+           hf_member(c->cfg, "num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token",
+           true, 4096, &n_used)) ||
       (rc = hf_cfg_uint(c, "sliding_window", true, 1 << 24, &window)))
     return rc;
   if (n_expert == 0 || n_used == 0 || n_used > n_expert || window == 0)
     return pa_error(PASADA_ERR_FORMAT,
-                    "%s: %" PRIu64 " experts of which %" PRIu64 " per token, sliding_window %" PRIu64
+                    "%s: %" PRIu64 " experts of which %" PRIu64
+                    " per token, sliding_window %" PRIu64
                     ": need 1 <= per token <= experts and a window >= 1",
                     c->cfg_path, n_expert, n_used, window);
-  const pj_value *lt = hf_member(c->cfg, "layer_types");
-  if (lt && (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer))
-    return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",
-                    c->cfg_path, n_layer);
-  uint32_t i = 0;
-  for (const pj_value *e = lt ? lt->child : NULL; e; e = e->next, i++)
-    if (!pj_is_str(e) ||
-        strcmp(e->valuestring, i % 2 == 0 ? "sliding_attention" : "full_attention") != 0)
-      return pa_error(PASADA_ERR_UNSUPPORTED,
-                      "%s: layer_types[%u] is not %s (gpt-oss runs windowed attention in the even "
-                      "layers, full attention in the odd ones)",
-                      c->cfg_path, i, i % 2 == 0 ? "sliding_attention" : "full_attention");
+  if ((rc = hf_layer_types(c, n_layer, 2, "full_attention", "sliding_attention",
+                           "gpt-oss runs windowed attention in the even layers, full attention in "
+                           "the odd ones")))
+    return rc;
   double limit = 7, alpha = 1.702;
   bool found = false;
   if ((rc = hf_cfg_num(c, c->cfg, "swiglu_limit", &limit, &found)) ||
@@ -55,21 +48,14 @@ int hf_gptoss_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff)
     return rc;
   if (limit != 7 || alpha != 1.702)
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: swiglu_limit %g, swiglu_alpha %g are not supported (7, 1.702)", c->cfg_path,
-                    limit, alpha);
+                    "%s: swiglu_limit %g, swiglu_alpha %g are not supported (7, 1.702)",
+                    c->cfg_path, limit, alpha);
   c->n_expert = (uint32_t)n_expert;
-  char key[128];
-#define SET_U32(suffix, v)                                            \
-  do {                                                                \
-    snprintf(key, sizeof key, "gpt-oss." suffix);                     \
-    if ((rc = gguf_writer_set_u32(w, key, (uint32_t)(v)))) return rc; \
-  } while (0)
-  SET_U32("attention.sliding_window", window);
-  SET_U32("expert_count", n_expert);
-  SET_U32("expert_used_count", n_used);
-  SET_U32("expert_feed_forward_length", n_ff);
-#undef SET_U32
-  return PASADA_OK;
+  if ((rc = hf_set_u32(c, w, "attention.sliding_window", window)) ||
+      (rc = hf_set_u32(c, w, "expert_count", n_expert)) ||
+      (rc = hf_set_u32(c, w, "expert_used_count", n_used)))
+    return rc;
+  return hf_set_u32(c, w, "expert_feed_forward_length", n_ff);
 }
 
 /* An expert tensor of n_dims dims whose outermost is the c->n_expert
@@ -118,8 +104,8 @@ static int transpose_down(hf_ctx *c, gguf_writer *w, const st_tensor *t, unsigne
   for (int64_t e = 0; e < n_e; e++)
     for (int64_t o = 0; o < out; o++)
       for (int64_t f = 0; f < ff; f++)
-        memcpy(dst + (size_t)((e * out + o) * ff + f) * es, src + (size_t)((e * ff + f) * out + o) * es,
-               es);
+        memcpy(dst + (size_t)((e * out + o) * ff + f) * es,
+               src + (size_t)((e * ff + f) * out + o) * es, es);
   char name[64];
   snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", layer);
   st_tensor m = hf_mem_tensor(name, t->type, 3, ff, out, n_e, dst);
@@ -129,7 +115,8 @@ static int transpose_down(hf_ctx *c, gguf_writer *w, const st_tensor *t, unsigne
 /* The experts' biases as F32 tables: gate_up_proj_bias [E][2 ff] split
  * into ffn_gate_exps.bias and ffn_up_exps.bias [E][ff], down_proj_bias
  * [E][n_embd] as ffn_down_exps.bias. */
-static int expert_biases(hf_ctx *c, gguf_writer *w, const st_tensor *t, unsigned layer, bool gate_up) {
+static int expert_biases(hf_ctx *c, gguf_writer *w, const st_tensor *t, unsigned layer,
+                         bool gate_up) {
   float *b = hf_f32(c, t);
   if (!b) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", t->name);
   const int64_t width = t->ne[0], n_e = t->ne[1];
@@ -176,8 +163,9 @@ int hf_gptoss_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   const bool blocks = plen > 7 && !strcmp(part + plen - 7, "_blocks"),
              mxfp4 = experts && (blocks || (plen > 7 && !strcmp(part + plen - 7, "_scales")));
   if (t->type >= ST_TYPE_I64 && !mxfp4)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)",
-                    c->dir, t->name, st_type_name(t->type));
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", c->dir, t->name,
+                    st_type_name(t->type));
   if (k < sizeof renamed / sizeof renamed[0]) {
     char name[64];
     snprintf(name, sizeof name, "blk.%u.%s", layer, renamed[k].gguf);
@@ -185,12 +173,15 @@ int hf_gptoss_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   }
   int rc;
   if (mxfp4) { /* repacked once both halves are known (hf_gptoss_mxfp4) */
-    const int kind = !strncmp(part, "gate_up_proj_", 13) ? 0 : !strncmp(part, "down_proj_", 10) ? 1 : -1;
+    const int kind = !strncmp(part, "gate_up_proj_", 13) ? 0
+                     : !strncmp(part, "down_proj_", 10)  ? 1
+                                                         : -1;
     if (kind < 0 || (kind == 0 ? plen != 19 : plen != 16) || t->type != ST_TYPE_U8)
-      return pa_error(PASADA_ERR_FORMAT,
-                      "%s: tensor '%.100s' is not gate_up_proj or down_proj's MXFP4 blocks or scales "
-                      "(U8; it is %s)",
-                      c->dir, t->name, st_type_name(t->type));
+      return pa_error(
+          PASADA_ERR_FORMAT,
+          "%s: tensor '%.100s' is not gate_up_proj or down_proj's MXFP4 blocks or scales "
+          "(U8; it is %s)",
+          c->dir, t->name, st_type_name(t->type));
     if (!c->mxfp4 && !(c->mxfp4 = calloc((size_t)c->n_layer * 4, sizeof *c->mxfp4)))
       return pa_error(PASADA_ERR_NOMEM, "out of memory");
     c->mxfp4[(size_t)layer * 4 + (size_t)kind * 2 + !blocks] = t;
@@ -220,7 +211,8 @@ static void repack_row(const uint8_t *blk, const uint8_t *scale, int64_t g, bloc
       v[2 * j + 1] = blk[k * 16 + j] >> 4;
     }
     out[k].e = scale[k];
-    for (int j = 0; j < QK_MXFP4 / 2; j++) out[k].qs[j] = (uint8_t)(v[j] | v[j + QK_MXFP4 / 2] << 4);
+    for (int j = 0; j < QK_MXFP4 / 2; j++)
+      out[k].qs[j] = (uint8_t)(v[j] | v[j + QK_MXFP4 / 2] << 4);
   }
 }
 
@@ -232,14 +224,15 @@ int hf_gptoss_mxfp4(hf_ctx *c, gguf_writer *w) {
       const char *what = kind ? "down_proj" : "gate_up_proj";
       if (!b && !s) continue; /* the model loader names what is missing */
       /* blocks [E][rows][g][16], scales [E][rows][g] */
-      if (!b || !s || b->n_dims != 4 || b->ne[0] != 16 || s->n_dims != 3 ||
-          b->ne[1] != s->ne[0] || b->ne[2] != s->ne[1] || b->ne[3] != s->ne[2] ||
-          b->ne[3] != (int64_t)c->n_expert || (kind == 0 && b->ne[2] % 2))
-        return pa_error(PASADA_ERR_FORMAT,
-                        "%s: layer %u's MXFP4 %s needs %s_blocks [%u experts][rows][groups][16] and "
-                        "%s_scales [%u experts][rows][groups] (U8%s)",
-                        c->dir, l, what, what, c->n_expert, what, c->n_expert,
-                        kind == 0 ? "; an even count of rows" : "");
+      if (!b || !s || b->n_dims != 4 || b->ne[0] != 16 || s->n_dims != 3 || b->ne[1] != s->ne[0] ||
+          b->ne[2] != s->ne[1] || b->ne[3] != s->ne[2] || b->ne[3] != (int64_t)c->n_expert ||
+          (kind == 0 && b->ne[2] % 2))
+        return pa_error(
+            PASADA_ERR_FORMAT,
+            "%s: layer %u's MXFP4 %s needs %s_blocks [%u experts][rows][groups][16] and "
+            "%s_scales [%u experts][rows][groups] (U8%s)",
+            c->dir, l, what, what, c->n_expert, what, c->n_expert,
+            kind == 0 ? "; an even count of rows" : "");
       const int64_t g = b->ne[1], rows = b->ne[2], n_e = b->ne[3], cols = g * QK_MXFP4;
       const int64_t out_rows = kind == 0 ? rows / 2 : rows;
       const size_t row_bytes = (size_t)g * sizeof(block_mxfp4);
@@ -255,7 +248,9 @@ int hf_gptoss_mxfp4(hf_ctx *c, gguf_writer *w) {
           }
         char name[64];
         snprintf(name, sizeof name, "blk.%u.%s.weight", l,
-                 kind ? "ffn_down_exps" : half ? "ffn_up_exps" : "ffn_gate_exps");
+                 kind   ? "ffn_down_exps"
+                 : half ? "ffn_up_exps"
+                        : "ffn_gate_exps");
         const int64_t ne[4] = {cols, out_rows, n_e, 1};
         int rc = gguf_writer_add_tensor(w, name, PA_TYPE_MXFP4, 3, ne, dst,
                                         row_bytes * (size_t)(out_rows * n_e));

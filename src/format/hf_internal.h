@@ -72,6 +72,16 @@ void *hf_keep_buf(hf_ctx *c, size_t n);
 /* hf_families.c: the experts' keys (no-op for other families; sets
  * c->n_expert) and Phi-3's (rope.dimension_count, the window, LongRoPE). */
 int hf_experts_config(hf_ctx *c, gguf_writer *w);
+/* `arch`.suffix = v. */
+int hf_set_u32(hf_ctx *c, gguf_writer *w, const char *suffix, uint64_t v);
+/* partial_rotary_factor (top level or in rope_parameters / rope_scaling;
+ * absent: def) x head_dim as rope.dimension_count, into *rope_dim; an odd
+ * or fractional count is an error. */
+int hf_rope_dim(hf_ctx *c, gguf_writer *w, uint64_t head_dim, double def, uint64_t *rope_dim);
+/* layer_types, when given, must be `every` in the layers i with (i + 1) %
+ * period == 0 and `other` in the rest (`rule` says so in the error). */
+int hf_layer_types(hf_ctx *c, uint64_t n_layer, uint64_t period, const char *every, const char *other,
+                   const char *rule);
 int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx);
 /* rope_parameters' llama3 scaling (rp) as the rope_freqs.weight tensor of
  * rope_dim / 2 frequency divisors. */

@@ -28,54 +28,32 @@ int hf_qwen35_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t head_
   if (conv < 2 || kd == 0 || vd == 0 || nk == 0 || nv == 0 || nv % nk || interval == 0)
     return pa_error(PASADA_ERR_FORMAT,
                     "%s: linear attention of %" PRIu64 " key heads of %" PRIu64 " and %" PRIu64
-                    " value heads of %" PRIu64 ", conv kernel %" PRIu64 ", full_attention_interval %" PRIu64
+                    " value heads of %" PRIu64 ", conv kernel %" PRIu64
+                    ", full_attention_interval %" PRIu64
                     ": need value heads a multiple of key heads, every size >= 1, a kernel >= 2",
                     c->cfg_path, nk, kd, nv, vd, conv, interval);
   /* pasada runs full attention in the layers l with (l + 1) % interval == 0 */
-  const pj_value *lt = hf_member(c->cfg, "layer_types");
-  if (lt && (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer))
-    return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",
-                    c->cfg_path, n_layer);
-  uint32_t i = 0;
-  for (const pj_value *e = lt ? lt->child : NULL; e; e = e->next, i++) {
-    const char *want = (i + 1) % interval == 0 ? "full_attention" : "linear_attention";
-    if (!pj_is_str(e) || strcmp(e->valuestring, want) != 0)
-      return pa_error(PASADA_ERR_UNSUPPORTED,
-                      "%s: layer_types[%u] is not %s (every full_attention_interval-th layer full "
-                      "attention, the others linear)",
-                      c->cfg_path, i, want);
-  }
+  if ((rc = hf_layer_types(c, n_layer, interval, "full_attention", "linear_attention",
+                           "every full_attention_interval-th layer full attention, the others "
+                           "linear")))
+    return rc;
   const pj_value *gate = hf_member(c->cfg, "attn_output_gate");
   if (gate && !pj_is_true(gate))
     return pa_error(PASADA_ERR_UNSUPPORTED, "%s: attn_output_gate false is not supported",
                     c->cfg_path);
-  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
-  if (!rp) rp = hf_member(c->cfg, "rope_scaling");
-  double prf = 0.25; /* transformers' default for Qwen3.5 */
-  bool found = false;
-  if ((rc = hf_cfg_num(c, c->cfg, "partial_rotary_factor", &prf, &found))) return rc;
-  if (!found && (rc = hf_cfg_num(c, rp, "partial_rotary_factor", &prf, &found))) return rc;
-  const double rd = (double)head_dim * prf;
-  if (!(prf > 0 && prf <= 1) || floor(rd) != rd || (uint64_t)rd % 2)
-    return pa_error(PASADA_ERR_FORMAT,
-                    "%s: partial_rotary_factor %g does not rotate an even part of the head",
-                    c->cfg_path, prf);
-  char key[128];
-#define SET_U32(suffix, v)                                            \
-  do {                                                                \
-    snprintf(key, sizeof key, "qwen35." suffix);                      \
-    if ((rc = gguf_writer_set_u32(w, key, (uint32_t)(v)))) return rc; \
-  } while (0)
-  SET_U32("rope.dimension_count", rd);
-  SET_U32("ssm.conv_kernel", conv);
-  SET_U32("ssm.state_size", kd);
-  SET_U32("ssm.group_count", nk);
-  SET_U32("ssm.time_step_rank", nv);
-  SET_U32("ssm.inner_size", vd * nv);
-  SET_U32("full_attention_interval", interval);
-#undef SET_U32
+  uint64_t rope_dim = 0;
+  if ((rc = hf_rope_dim(c, w, head_dim, 0.25 /* transformers' default for Qwen3.5 */, &rope_dim)) ||
+      (rc = hf_set_u32(c, w, "ssm.conv_kernel", conv)) ||
+      (rc = hf_set_u32(c, w, "ssm.state_size", kd)) ||
+      (rc = hf_set_u32(c, w, "ssm.group_count", nk)) ||
+      (rc = hf_set_u32(c, w, "ssm.time_step_rank", nv)) ||
+      (rc = hf_set_u32(c, w, "ssm.inner_size", vd * nv)) ||
+      (rc = hf_set_u32(c, w, "full_attention_interval", interval)))
+    return rc;
   /* mrope_section: with text positions every section has the token's
    * position (the loader does not read it); written as llama.cpp does */
+  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
+  if (!rp) rp = hf_member(c->cfg, "rope_scaling");
   const pj_value *ms = hf_member(rp, "mrope_section");
   if (ms) {
     int32_t sec[4] = {0};
@@ -127,8 +105,9 @@ static int add_tiled(hf_ctx *c, gguf_writer *w, const st_tensor *t, const char *
   const size_t es = hf_elem_size(type), row = (size_t)ne0 * es;
   const int64_t v_part = (int64_t)c->lin_v_heads * per_head;
   if ((cols ? ne0 : rows) < v_part)
-    return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is too small for %u value heads of %" PRId64,
-                    c->dir, t->name, c->lin_v_heads, per_head);
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: tensor '%.100s' is too small for %u value heads of %" PRId64, c->dir,
+                    t->name, c->lin_v_heads, per_head);
   uint8_t *dst = hf_keep_buf(c, row * (size_t)rows);
   if (!dst) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", name);
   const uint8_t *src = data;
@@ -166,13 +145,14 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   *done = true;
   const char *part = rest + 12;
   if (t->type >= ST_TYPE_I64)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)",
-                    c->dir, t->name, st_type_name(t->type));
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", c->dir, t->name,
+                    st_type_name(t->type));
   const int64_t kd2 = 2 * (int64_t)c->lin_k_heads * c->lin_k_dim,
                 vz = (int64_t)c->lin_v_heads * c->lin_v_dim, nv = c->lin_v_heads;
   static const struct {
     const char *hf, *gguf;
-    int kind; /* 0: rows tiled by value head, 1: columns tiled, 2: as stored */
+    int kind;     /* 0: rows tiled by value head, 1: columns tiled, 2: as stored */
     int per_head; /* 0: lin_v_dim rows / values per head, 1: one */
     bool qk;      /* the q and k rows first (in_proj_qkv, conv1d) */
   } parts[] = {{"in_proj_qkv.weight", "attn_qkv.weight", 0, 0, true},
@@ -195,12 +175,13 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   if (parts[k].kind == 2) return hf_add_tensor(c, w, (int32_t)shard, t, name);
   const int64_t per_head = parts[k].per_head ? 1 : c->lin_v_dim;
   const int64_t want_rows = parts[k].kind == 1 ? -1 : (parts[k].qk ? kd2 : 0) + nv * per_head;
-  const bool conv = !strcmp(part, "conv1d.weight"), one_d = !strcmp(part, "A_log") || !strcmp(part, "dt_bias");
+  const bool conv = !strcmp(part, "conv1d.weight"),
+             one_d = !strcmp(part, "A_log") || !strcmp(part, "dt_bias");
   /* conv1d [channels][1][taps]; A_log, dt_bias [n_v]; the others matrices */
   const int64_t rows = conv ? t->ne[2] : one_d ? t->ne[0] : t->ne[1];
-  const bool shape_ok = conv      ? t->n_dims == 3 && t->ne[1] == 1
-                        : one_d   ? t->n_dims == 1
-                                  : t->n_dims == 2;
+  const bool shape_ok = conv    ? t->n_dims == 3 && t->ne[1] == 1
+                        : one_d ? t->n_dims == 1
+                                : t->n_dims == 2;
   if (!shape_ok || (want_rows >= 0 && rows != want_rows) || (parts[k].kind == 1 && t->ne[0] != vz))
     return pa_error(PASADA_ERR_FORMAT,
                     "%s: tensor '%.100s' has the wrong shape for the linear heads of config.json "
@@ -208,7 +189,9 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
                     " %s expected)",
                     c->dir, t->name, t->n_dims, t->ne[0], t->ne[1], t->ne[2],
                     want_rows >= 0 ? want_rows : vz,
-                    want_rows < 0 ? "columns" : conv ? "channels of [1][taps]" : "rows");
+                    want_rows < 0 ? "columns"
+                    : conv        ? "channels of [1][taps]"
+                                  : "rows");
   if (conv || one_d) { /* F32, as llama.cpp stores them */
     float *f = hf_f32(c, t);
     if (!f) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", name);
