@@ -169,10 +169,28 @@ def main():
         np.savez_compressed(out / f"{arch}.logits.npz", ids=ids, logits=logits.astype(np.float32))
         size = sum(p.stat().st_size for p in d.iterdir())
         print(f"wrote {d} ({size} bytes, {sorted(p.name for p in d.iterdir())})")
+    if not args.arch or "gpt-oss" in args.arch:
+        mxfp4_check(th)
     if not args.arch or "rope" in args.arch:
         rope_variants(mt, tiny, out)
     if not args.arch or "spm" in args.arch:
         spm_fixtures(mt, out)
+
+
+def mxfp4_check(th):
+    """hf_folder.to_mxfp4 (the MXFP4 gpt-oss folder of tests/e2e/test_hf.py)
+    writes blocks and scales that transformers' own dequantizer reads as the
+    values the test expects (x @ W's layout: the rows transposed)."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    rng = np.random.default_rng(SEED_MXFP4)
+    w = (rng.standard_normal((3, 40, 64)) * np.exp2(rng.integers(-3, 3, (3, 40, 1)))).astype(np.float32)
+    blocks, scales, values = th.to_mxfp4(w)
+    got = convert_moe_packed_tensors(torch.from_numpy(blocks), torch.from_numpy(scales), dtype=torch.float32)
+    assert np.array_equal(got.numpy(), values.transpose(0, 2, 1)), "MXFP4 layout differs from transformers'"
+    print("mxfp4: transformers reads hf_folder.to_mxfp4's blocks as its values")
+
+
+SEED_MXFP4 = 20251205
 
 
 # RoPE scaling variants of the tiny llama (head_dim 16, theta 10000: the

@@ -17,6 +17,26 @@ import gguf
 HF = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 
 
+# MXFP4 as gpt-oss checkpoints store it (transformers' integrations/mxfp4.py
+# reads it so): per expert, the rows of W^T (x @ W's output features) in
+# groups of 32 values; *_blocks [E][rows][groups][16] bytes, byte j holding
+# value 2j in its low nibble and 2j + 1 in its high one, as codes of FP4;
+# *_scales [E][rows][groups] the exponents + 127. scripts/make-hf-fixtures.py
+# checks transformers' dequantizer reads these blocks as `values`.
+FP4 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def to_mxfp4(wt):
+    """wt [E][rows][cols] -> (blocks, scales, the values they stand for)."""
+    g = wt.reshape(*wt.shape[:-1], -1, 32)
+    amax = np.abs(g).max(-1)
+    exp = np.ceil(np.log2(np.maximum(amax, 1e-30) / 6)).clip(-127, 127)
+    codes = np.abs(g[..., None] / np.exp2(exp)[..., None, None] - FP4).argmin(-1).astype(np.uint8)
+    blocks = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    values = (FP4[codes] * np.exp2(exp)[..., None]).reshape(wt.shape).astype(np.float32)
+    return blocks, (exp + 127).astype(np.uint8), values
+
+
 # ---- an F32 folder from a GGUF file: llama.cpp's conventions undone ----
 
 def _unpermute(w, n_head):

@@ -123,38 +123,19 @@ def test_qwen35_multimodal_folder_reads_its_text_model(tmp_path):
     assert res.returncode == 1 and len(lines) == 1 and "text_config" in lines[0], res.stderr
 
 
-# MXFP4 as gpt-oss checkpoints store it (transformers' integrations/mxfp4.py
-# reads it so): per expert, the rows of W^T (x @ W's output features) in
-# groups of 32 values; *_blocks [E][rows][groups][16] bytes, byte j holding
-# value 2j in its low nibble and 2j + 1 in its high one, as codes of FP4;
-# *_scales [E][rows][groups] the exponents + 127.
-FP4 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
-
-
-def _to_mxfp4(wt):
-    """wt [E][rows][cols] -> (blocks, scales, the values they stand for)."""
-    g = wt.reshape(*wt.shape[:-1], -1, 32)
-    amax = np.abs(g).max(-1)
-    exp = np.ceil(np.log2(np.maximum(amax, 1e-30) / 6)).clip(-127, 127)
-    codes = np.abs(g[..., None] / np.exp2(exp)[..., None, None] - FP4).argmin(-1).astype(np.uint8)
-    blocks = codes[..., 0::2] | (codes[..., 1::2] << 4)
-    values = (FP4[codes] * np.exp2(exp)[..., None]).reshape(wt.shape).astype(np.float32)
-    return blocks, (exp + 127).astype(np.uint8), values
-
-
 def test_gpt_oss_mxfp4_folder(tmp_path):
     """The gpt-oss folder with its experts in MXFP4 (the released
     checkpoints' layout): read as llama.cpp's MXFP4 ffn_*_exps, whose values
     (the gguf package's dequantizer) are those the blocks stand for, and
     logits close to those of an F32 folder of the same values (the MXFP4
     products round the activations to 8 bits)."""
-    from hf_folder import write_safetensors
+    from hf_folder import to_mxfp4, write_safetensors
     folder = write_f32_folder(TINY / "gpt-oss.gguf", "gpt-oss", tmp_path / "mx")
     deq = write_f32_folder(TINY / "gpt-oss.gguf", "gpt-oss", tmp_path / "deq")
     t, d = _read_safetensors(folder / "model.safetensors"), _read_safetensors(deq / "model.safetensors")
     want = {}
     for name in [n for n in t if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
-        blocks, scales, values = _to_mxfp4(np.ascontiguousarray(t.pop(name).transpose(0, 2, 1)))
+        blocks, scales, values = to_mxfp4(np.ascontiguousarray(t.pop(name).transpose(0, 2, 1)))
         t[name + "_blocks"], t[name + "_scales"] = blocks, scales
         d[name] = values.transpose(0, 2, 1)
         layer, kind = name.split(".")[2], "down" if name.endswith("down_proj") else "gate_up"
