@@ -3,8 +3,10 @@ tests/e2e/test_hf.py and scripts/make-hf-fixtures.py (numpy and gguf only).
 
 write_f32_folder undoes llama.cpp's conventions (Q/K RoPE permutation for
 llama, Gemma's and Qwen3.5's stored 1 + w, gpt-oss's split and transposed
-experts, Qwen3.5's tiled value heads and -exp(A_log)) and writes model.safetensors next to the config
-and tokenizer files of tests/fixtures/hf/<arch> (save_pretrained's)."""
+experts, Qwen3.5's tiled value heads and -exp(A_log)) and writes
+model.safetensors next to the config and tokenizer files of
+tests/fixtures/hf/<arch> (save_pretrained's). to_mxfp4 writes experts as
+gpt-oss's released checkpoints store them (MXFP4 blocks and scales)."""
 import json
 import pathlib
 import shutil
