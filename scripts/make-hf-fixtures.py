@@ -12,6 +12,8 @@ PreTrainedTokenizerFast.save_pretrained:
     tests/fixtures/hf/llama/    BF16, one model.safetensors, a chat template
     tests/fixtures/hf/gemma3/   BF16
     tests/fixtures/hf/qwen3/    BF16
+    tests/fixtures/hf/gpt-oss/  BF16 (the experts as transformers' fused x @ W products)
+    tests/fixtures/hf/qwen35/   BF16
     tests/fixtures/hf/qwen2/    F16, sharded (model-0000N-of-0000M.safetensors
                                 + model.safetensors.index.json)
     tests/fixtures/hf/<arch>.logits.npz   ids, logits: transformers in F32 on
@@ -32,7 +34,7 @@ PreTrainedTokenizerFast.save_pretrained:
                                 llama-spm.json: transformers' greedy ids and
                                 text from a prompt
     tests/fixtures/hf/rope.json, rope.npz   RoPE scaling of the tiny llama
-                                (llama3: Llama 3.1's; linear): each variant's
+                                (llama3: Llama 3.1's; linear; yarn): each variant's
                                 rope_parameters, transformers' logits in F32
                                 on the F32 weights and its inv_freq
 
@@ -62,7 +64,8 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 import gguf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DTYPES = {"llama": torch.bfloat16, "gemma3": torch.bfloat16, "qwen3": torch.bfloat16, "qwen2": torch.float16}
+DTYPES = {"llama": torch.bfloat16, "gemma3": torch.bfloat16, "qwen3": torch.bfloat16, "qwen2": torch.float16,
+          "gpt-oss": torch.bfloat16, "qwen35": torch.bfloat16}
 SHARDED = {"qwen2"}
 # Families committed as config and tokenizer files only: the test writes
 # their F32 weights from the GGUF files (checked here against save_pretrained).
@@ -113,8 +116,6 @@ def main():
     for k, (arch, spec) in enumerate(mt.ARCHS.items()):
         if args.arch and arch not in args.arch:
             continue
-        if arch == "gpt-oss":  # the folder reader (src/format/hf*.c) has no GptOssForCausalLM
-            continue
         gen = torch.Generator().manual_seed(mt.SEED + mt.seed_index(arch, k))
         cfg = mt.make_config(arch, spec)
         cfg._attn_implementation = "eager"
@@ -144,9 +145,16 @@ def main():
             assert sorted(ours) == sorted(theirs), (sorted(set(ours) ^ set(theirs)))
             for name in ours:
                 a, b = ours[name], theirs[name]
-                if arch in ("gemma2", "gemma3") and name.endswith("norm.weight"):
+                if (arch in ("gemma2", "gemma3") or arch == "qwen35" and "linear_attn" not in name) \
+                        and name.endswith("norm.weight"):
                     # the GGUF holds fl(1 + w): compare in that convention
                     a, b = a + np.float32(1), b + np.float32(1)
+                if name.endswith("A_log"):
+                    # the GGUF holds -exp(A_log) (numpy's float32 exp): within
+                    # its rounding of save_pretrained's
+                    a, b = (-np.exp(x.astype(np.float64)) for x in (a, b))
+                    assert np.allclose(a, b, rtol=2.5e-7, atol=0), f"{arch}: {name} differs from save_pretrained's"
+                    continue
                 assert np.array_equal(a, b), f"{arch}: {name} differs from save_pretrained's"
             print(f"{arch}: the GGUF's weights are the seeded model's ({len(ours)} tensors)")
 
@@ -161,10 +169,28 @@ def main():
         np.savez_compressed(out / f"{arch}.logits.npz", ids=ids, logits=logits.astype(np.float32))
         size = sum(p.stat().st_size for p in d.iterdir())
         print(f"wrote {d} ({size} bytes, {sorted(p.name for p in d.iterdir())})")
+    if not args.arch or "gpt-oss" in args.arch:
+        mxfp4_check(th)
     if not args.arch or "rope" in args.arch:
         rope_variants(mt, tiny, out)
     if not args.arch or "spm" in args.arch:
         spm_fixtures(mt, out)
+
+
+def mxfp4_check(th):
+    """hf_folder.to_mxfp4 (the MXFP4 gpt-oss folder of tests/e2e/test_hf.py)
+    writes blocks and scales that transformers' own dequantizer reads as the
+    values the test expects (x @ W's layout: the rows transposed)."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    rng = np.random.default_rng(SEED_MXFP4)
+    w = (rng.standard_normal((3, 40, 64)) * np.exp2(rng.integers(-3, 3, (3, 40, 1)))).astype(np.float32)
+    blocks, scales, values = th.to_mxfp4(w)
+    got = convert_moe_packed_tensors(torch.from_numpy(blocks), torch.from_numpy(scales), dtype=torch.float32)
+    assert np.array_equal(got.numpy(), values.transpose(0, 2, 1)), "MXFP4 layout differs from transformers'"
+    print("mxfp4: transformers reads hf_folder.to_mxfp4's blocks as its values")
+
+
+SEED_MXFP4 = 20251205
 
 
 # RoPE scaling variants of the tiny llama (head_dim 16, theta 10000: the
@@ -175,6 +201,10 @@ ROPE_VARIANTS = {
     "llama3": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0,
                "high_freq_factor": 8.0, "original_max_position_embeddings": 256},
     "linear": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+    # YaRN over an original context of 32 (the ramp over the pairs 0-2),
+    # beta_fast 16 (not the default 32) so that its key is written and read
+    "yarn": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32,
+             "beta_fast": 16.0, "beta_slow": 1.0, "truncate": True},
 }
 
 

@@ -7,10 +7,13 @@ Writes, deterministically and with the standard library only:
     tests/fixtures/malformed-hf/valid/    a tiny complete llama folder
         (config.json, tokenizer.json, tokenizer_config.json, model.safetensors:
         seeded random F32 weights, a byte-level BPE vocabulary of 258 tokens)
-    tests/fixtures/malformed-hf/<case>/   that folder with one defect, named
-        for it (CASES below: st-* the safetensors files and their index,
-        config-* config.json, tok-* tokenizer.json and tokenizer_config.json,
-        model-* a tensor the loader must refuse)
+    tests/fixtures/malformed-hf/valid-gpt-oss/, valid-qwen35/   tiny complete
+        gpt-oss and Qwen3.5 folders (transformers' tensor names and layouts)
+    tests/fixtures/malformed-hf/<case>/   one of those folders with one
+        defect, named for it (CASES below: st-* the safetensors files and
+        their index, config-* config.json, tok-* tokenizer.json and
+        tokenizer_config.json, model-* a tensor the loader must refuse,
+        oss-* / q35-* the gpt-oss / Qwen3.5 folder's own tensors and keys)
 
 Usage: make-malformed-hf.py [--root REPO]
 """
@@ -55,7 +58,7 @@ def tokenizer():
                       "merges": []}}
 
 
-def weights(rng):
+def llama_shapes():
     shapes = {"model.embed_tokens.weight": [N_VOCAB, N_EMBD], "model.norm.weight": [N_EMBD]}
     p = "model.layers.0."
     shapes.update({p + "input_layernorm.weight": [N_EMBD], p + "post_attention_layernorm.weight": [N_EMBD],
@@ -65,6 +68,76 @@ def weights(rng):
                    p + "self_attn.o_proj.weight": [N_EMBD, N_HEAD * HEAD_DIM],
                    p + "mlp.gate_proj.weight": [N_FF, N_EMBD], p + "mlp.up_proj.weight": [N_FF, N_EMBD],
                    p + "mlp.down_proj.weight": [N_EMBD, N_FF]})
+    return shapes
+
+
+# gpt-oss: 2 layers (windowed, full), 2 experts of 4 of which 1, untied
+N_EXPERT, N_FF_EXP = 2, 4
+OSS_CONFIG = {**CONFIG, "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+              "intermediate_size": N_FF_EXP, "num_hidden_layers": 2, "num_local_experts": N_EXPERT,
+              "num_experts_per_tok": 1, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"],
+              "tie_word_embeddings": False, "attention_bias": True, "swiglu_limit": 7.0,
+              "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                  "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0}}
+del OSS_CONFIG["rope_theta"]
+
+
+def oss_shapes():
+    shapes = {"model.embed_tokens.weight": [N_VOCAB, N_EMBD], "model.norm.weight": [N_EMBD],
+              "lm_head.weight": [N_VOCAB, N_EMBD]}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": [N_EMBD], p + "post_attention_layernorm.weight": [N_EMBD],
+                       p + "self_attn.q_proj.weight": [N_HEAD * HEAD_DIM, N_EMBD],
+                       p + "self_attn.q_proj.bias": [N_HEAD * HEAD_DIM],
+                       p + "self_attn.k_proj.weight": [N_HEAD_KV * HEAD_DIM, N_EMBD],
+                       p + "self_attn.k_proj.bias": [N_HEAD_KV * HEAD_DIM],
+                       p + "self_attn.v_proj.weight": [N_HEAD_KV * HEAD_DIM, N_EMBD],
+                       p + "self_attn.v_proj.bias": [N_HEAD_KV * HEAD_DIM],
+                       p + "self_attn.o_proj.weight": [N_EMBD, N_HEAD * HEAD_DIM],
+                       p + "self_attn.o_proj.bias": [N_EMBD], p + "self_attn.sinks": [N_HEAD],
+                       p + "mlp.router.weight": [N_EXPERT, N_EMBD], p + "mlp.router.bias": [N_EXPERT],
+                       p + "mlp.experts.gate_up_proj": [N_EXPERT, N_EMBD, 2 * N_FF_EXP],
+                       p + "mlp.experts.gate_up_proj_bias": [N_EXPERT, 2 * N_FF_EXP],
+                       p + "mlp.experts.down_proj": [N_EXPERT, N_FF_EXP, N_EMBD],
+                       p + "mlp.experts.down_proj_bias": [N_EXPERT, N_EMBD]})
+    return shapes
+
+
+# Qwen3.5: a linear-attention layer (1 key head of 4, 2 value heads of 4, 2
+# taps) and a full-attention layer (output gate, head norms), tied
+LIN_K, LIN_V, LIN_DK, LIN_DV, CONV = 1, 2, 4, 4, 2
+Q35_CONFIG = {**CONFIG, "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
+              "num_hidden_layers": 2, "full_attention_interval": 2, "layer_types": ["linear_attention", "full_attention"],
+              "linear_conv_kernel_dim": CONV, "linear_key_head_dim": LIN_DK, "linear_value_head_dim": LIN_DV,
+              "linear_num_key_heads": LIN_K, "linear_num_value_heads": LIN_V,
+              "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}}
+del Q35_CONFIG["rope_theta"]
+
+
+def q35_shapes():
+    shapes = {"model.embed_tokens.weight": [N_VOCAB, N_EMBD], "model.norm.weight": [N_EMBD]}
+    qkv = 2 * LIN_K * LIN_DK + LIN_V * LIN_DV
+    for i in range(2):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": [N_EMBD], p + "post_attention_layernorm.weight": [N_EMBD],
+                       p + "mlp.gate_proj.weight": [N_FF, N_EMBD], p + "mlp.up_proj.weight": [N_FF, N_EMBD],
+                       p + "mlp.down_proj.weight": [N_EMBD, N_FF]})
+    p = "model.layers.0.linear_attn."
+    shapes.update({p + "in_proj_qkv.weight": [qkv, N_EMBD], p + "in_proj_z.weight": [LIN_V * LIN_DV, N_EMBD],
+                   p + "in_proj_b.weight": [LIN_V, N_EMBD], p + "in_proj_a.weight": [LIN_V, N_EMBD],
+                   p + "conv1d.weight": [qkv, 1, CONV], p + "A_log": [LIN_V], p + "dt_bias": [LIN_V],
+                   p + "norm.weight": [LIN_DV], p + "out_proj.weight": [N_EMBD, LIN_V * LIN_DV]})
+    p = "model.layers.1.self_attn."
+    shapes.update({p + "q_proj.weight": [2 * N_HEAD * HEAD_DIM, N_EMBD],
+                   p + "k_proj.weight": [N_HEAD_KV * HEAD_DIM, N_EMBD],
+                   p + "v_proj.weight": [N_HEAD_KV * HEAD_DIM, N_EMBD],
+                   p + "o_proj.weight": [N_EMBD, N_HEAD * HEAD_DIM],
+                   p + "q_norm.weight": [HEAD_DIM], p + "k_norm.weight": [HEAD_DIM]})
+    return shapes
+
+
+def weights(rng, shapes):
     out = {}
     for name in sorted(shapes):
         n = 1
@@ -183,7 +256,7 @@ def cases(base, w):
         "config-missing-hidden-size": edit_cfg(lambda c: c.pop("hidden_size")),
         "config-layers-not-a-number": edit_cfg(lambda c: c.__setitem__("num_hidden_layers", "two")),
         "config-unknown-architecture": edit_cfg(lambda c: c.update(architectures=["GPT2LMHeadModel"], model_type="gpt2")),
-        "config-rope-scaling-unsupported": edit_cfg(lambda c: c.__setitem__("rope_scaling", {"rope_type": "yarn", "factor": 4.0})),
+        "config-rope-scaling-unsupported": edit_cfg(lambda c: c.__setitem__("rope_scaling", {"rope_type": "dynamic", "factor": 4.0})),
         "tok-missing": lambda f: f.pop("tokenizer.json"),
         "tok-not-utf8": lambda f: f.__setitem__("tokenizer.json", f["tokenizer.json"].replace(b"\"BPE\"", b"\"B\xc0E\"", 1)),
         "tok-model-unigram": edit_tok(lambda t: t["model"].__setitem__("type", "Unigram")),
@@ -203,13 +276,70 @@ def cases(base, w):
     }
 
 
+def family_cases(w, base_cfg):
+    """The gpt-oss (w, base_cfg: its folder's) or Qwen3.5 folder's defects."""
+    def st(tensors):
+        return lambda f: f.__setitem__("model.safetensors", safetensors(tensors))
+
+    def cfg(fn):
+        def go(f):
+            c = json.loads(f["config.json"])
+            fn(c)
+            f["config.json"] = jdump(c)
+        return go
+
+    def without(name):
+        return st({n: v for n, v in w.items() if n != name})
+
+    def reshaped(name, shape):  # same values, read in another shape (the byte count must fit)
+        n = 1
+        for d in shape:
+            n *= d
+        vals = (w[name][1] * (4 * n // len(w[name][1]) + 1))[: 4 * n]
+        return st({**w, name: (shape, vals)})
+
+    L = "model.layers.0."
+    if base_cfg["model_type"] == "gpt_oss":
+        E = L + "mlp.experts."
+        return {
+            "oss-gate-up-odd": reshaped(E + "gate_up_proj", [N_EXPERT, N_EMBD, 2 * N_FF_EXP - 1]),
+            "oss-gate-up-expert-count": reshaped(E + "gate_up_proj", [N_EXPERT + 1, N_EMBD, 2 * N_FF_EXP]),
+            "oss-down-proj-wrong-shape": reshaped(E + "down_proj", [N_EXPERT, N_FF_EXP, N_EMBD + 1]),
+            "oss-gate-up-bias-2d-missing-dim": reshaped(E + "gate_up_proj_bias", [N_EXPERT * 2 * N_FF_EXP]),
+            "oss-sinks-missing": without(L + "self_attn.sinks"),
+            "oss-router-bias-missing": without(L + "mlp.router.bias"),
+            # MXFP4 blocks (U8 [E][rows][groups][16]) without their scales
+            "oss-mxfp4-scales-missing": lambda f: f.__setitem__("model.safetensors", safetensors(
+                {**{n: v for n, v in w.items() if n != E + "gate_up_proj"},
+                 E + "gate_up_proj_blocks": ([N_EXPERT, 2 * N_FF_EXP, 1, 16], b"\x11" * 16 * N_EXPERT * 2 * N_FF_EXP)},
+                header_edit=lambda h: h[E + "gate_up_proj_blocks"].__setitem__("dtype", "U8"))),
+            "oss-mxfp4-blocks-f32": lambda f: f.__setitem__("model.safetensors", safetensors(
+                {**{n: v for n, v in w.items() if n != E + "gate_up_proj"},
+                 E + "gate_up_proj_blocks": ([N_EXPERT, 2 * N_FF_EXP, 1, 4], w[E + "gate_up_proj"][1][: 4 * N_EXPERT * 2 * N_FF_EXP * 4])})),
+            "oss-layer-types-unsupported": cfg(lambda c: c.__setitem__("layer_types", ["full_attention"] * 2)),
+            "oss-swiglu-limit": cfg(lambda c: c.__setitem__("swiglu_limit", 10.0)),
+            "oss-experts-missing-key": cfg(lambda c: c.pop("num_local_experts")),
+        }
+    A = L + "linear_attn."
+    return {
+        "q35-in-proj-qkv-wrong-shape": reshaped(A + "in_proj_qkv.weight", [2 * LIN_K * LIN_DK + LIN_V * LIN_DV - 1, N_EMBD]),
+        "q35-conv1d-wrong-shape": reshaped(A + "conv1d.weight", [2 * LIN_K * LIN_DK + LIN_V * LIN_DV, CONV]),
+        "q35-a-log-missing": without(A + "A_log"),
+        "q35-out-proj-missing": without(A + "out_proj.weight"),
+        "q35-fused-qkvz": st({**w, A + "in_proj_qkvz.weight": w[A + "in_proj_z.weight"]}),
+        "q35-q-proj-no-gate": reshaped("model.layers.1.self_attn.q_proj.weight", [N_HEAD * HEAD_DIM, N_EMBD]),
+        "q35-layer-types-unsupported": cfg(lambda c: c.__setitem__("layer_types", ["full_attention", "linear_attention"])),
+        "q35-value-heads-not-multiple": cfg(lambda c: c.update(linear_num_key_heads=2, linear_num_value_heads=3)),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(pathlib.Path(__file__).resolve().parents[1]))
     args = ap.parse_args()
     out = pathlib.Path(args.root) / "tests" / "fixtures" / "malformed-hf"
     shutil.rmtree(out, ignore_errors=True)
-    w = weights(random.Random(20251204))
+    w = weights(random.Random(20251204), llama_shapes())
     base = {"config.json": jdump(CONFIG), "tokenizer.json": jdump(tokenizer()),
             "tokenizer_config.json": jdump({"bos_token": "<|bos|>", "eos_token": "<|eos|>", "add_bos_token": False}),
             "model.safetensors": safetensors(w)}
@@ -218,6 +348,14 @@ def main():
         files = dict(base)
         make(files)
         write(out / name, files)
+    for fam, cfg, shapes in (("gpt-oss", OSS_CONFIG, oss_shapes()), ("qwen35", Q35_CONFIG, q35_shapes())):
+        fw = weights(random.Random(20251205), shapes)
+        fbase = {**base, "config.json": jdump(cfg), "model.safetensors": safetensors(fw)}
+        write(out / f"valid-{fam}", fbase)
+        for name, make in family_cases(fw, cfg).items():
+            files = dict(fbase)
+            make(files)
+            write(out / name, files)
     print(f"wrote {out} ({len(list(out.iterdir()))} folders)")
 
 

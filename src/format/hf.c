@@ -82,6 +82,9 @@ static const struct {
                   {"Phi3ForCausalLM", "phi3"},
                   {"MixtralForCausalLM", "llama"},
                   {"BertModel", "bert"},
+                  {"GptOssForCausalLM", "gpt-oss"},
+                  {"Qwen3_5ForCausalLM", "qwen35"},
+                  {"Qwen3_5ForConditionalGeneration", "qwen35"},
                   {"llama", "llama"},
                   {"mistral", "llama"},
                   {"qwen2", "qwen2"},
@@ -91,7 +94,10 @@ static const struct {
                   {"qwen3_moe", "qwen3moe"},
                   {"phi3", "phi3"},
                   {"mixtral", "llama"},
-                  {"bert", "bert"}};
+                  {"bert", "bert"},
+                  {"gpt_oss", "gpt-oss"},
+                  {"qwen3_5_text", "qwen35"},
+                  {"qwen3_5", "qwen35"}};
 
 static int pick_arch(hf_ctx *c) {
   const pj_value *archs = hf_member(c->cfg, "architectures"), *mt = hf_member(c->cfg, "model_type");
@@ -111,12 +117,23 @@ static int pick_arch(hf_ctx *c) {
                     "MistralForCausalLM, "
                     "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM, "
                     "Qwen3MoeForCausalLM, Phi3ForCausalLM, "
-                    "MixtralForCausalLM, BertModel)",
+                    "MixtralForCausalLM, BertModel, GptOssForCausalLM, Qwen3_5ForCausalLM, "
+                    "Qwen3_5ForConditionalGeneration)",
                     c->cfg_path, name);
   c->llama = !strcmp(c->arch, "llama");
   c->gemma = !strcmp(c->arch, "gemma3") || !strcmp(c->arch, "gemma2");
   c->bert = !strcmp(c->arch, "bert");
   c->mixtral = !strcmp(name, "MixtralForCausalLM") || !strcmp(name, "mixtral");
+  c->oss = !strcmp(c->arch, "gpt-oss");
+  c->qwen35 = !strcmp(c->arch, "qwen35");
+  if (!strcmp(name, "Qwen3_5ForConditionalGeneration") || !strcmp(name, "qwen3_5")) {
+    /* the text model's hyper-parameters are text_config's */
+    const pj_value *tc = hf_member(c->cfg, "text_config");
+    if (!pj_is_obj(tc))
+      return pa_error(PASADA_ERR_FORMAT, "%s: %s has no text_config object", c->cfg_path, name);
+    c->cfg = tc;
+    c->text_config = true;
+  }
   return PASADA_OK;
 }
 
@@ -155,9 +172,10 @@ static int rope_params(hf_ctx *c, gguf_writer *w, char *key, size_t cap, uint64_
     return PASADA_OK; /* phi3_config */
   if (!strcmp(type->valuestring, "llama3") && !full && strcmp(c->arch, "phi3") != 0)
     return hf_llama3_rope(c, w, rp_main, f1 ? theta : 10000, rope_dim);
+  if (!strcmp(type->valuestring, "yarn") && !full) return hf_yarn_rope(c, w, rp_main);
   if (strcmp(type->valuestring, "linear") != 0)
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: rope scaling '%.40s' is not supported (default, linear, llama3%s)",
+                    "%s: rope scaling '%.40s' is not supported (default, linear, llama3, yarn%s)",
                     c->cfg_path, type->valuestring,
                     !strcmp(c->arch, "phi3") ? ", longrope" : "");
   double factor = 0;
@@ -202,6 +220,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   if (!n_head_kv) n_head_kv = n_head;
   c->n_layer = (uint32_t)n_layer, c->n_head = (uint32_t)n_head, c->n_head_kv = (uint32_t)n_head_kv;
   const pj_value *tie = hf_member(c->cfg, "tie_word_embeddings");
+  if (!tie && c->text_config) tie = hf_member(c->root, "tie_word_embeddings");
   if (tie && !pj_is_bool(tie))
     return pa_error(PASADA_ERR_FORMAT, "%s: tie_word_embeddings is not a boolean", c->cfg_path);
   c->tied = tie ? pj_is_true(tie) : c->gemma;
@@ -225,6 +244,9 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   }
   if (vocab) SET_U32("vocab_size", vocab);
   if ((rc = hf_experts_config(c, w))) return rc;
+  if (c->oss && (rc = hf_gptoss_config(c, w, n_layer, n_ff))) return rc;
+  if (c->qwen35 && (rc = hf_qwen35_config(c, w, n_layer, head_dim ? head_dim : n_embd / n_head)))
+    return rc;
   double eps = 0;
   bool found = false;
   if ((rc = hf_cfg_num(c, c->cfg, "rms_norm_eps", &eps, &found))) return rc;
@@ -375,8 +397,27 @@ static bool expert_part(const hf_ctx *c, const char *hf, uint32_t *layer, int *k
   return false;
 }
 
-static size_t elem_size(uint32_t type) {
+size_t hf_elem_size(uint32_t type) {
   return type == PA_TYPE_F32 ? 4 : 2;
+}
+
+float *hf_f32(hf_ctx *c, const st_tensor *t) {
+  const int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+  float *f = hf_keep_buf(c, (size_t)n * sizeof *f);
+  if (!f) return NULL;
+  if (t->type == PA_TYPE_F32)
+    memcpy(f, t->data, (size_t)n * sizeof *f);
+  else
+    pa_type_get(t->type)->to_float(t->data, f, n);
+  return f;
+}
+
+st_tensor hf_mem_tensor(const char *name, uint32_t type, uint32_t n_dims, int64_t ne0, int64_t ne1,
+                        int64_t ne2, void *data) {
+  st_tensor t = {.name = (char *)name, .type = type, .n_dims = n_dims, .data = data};
+  t.ne[0] = ne0, t.ne[1] = ne1, t.ne[2] = ne2, t.ne[3] = 1;
+  t.nbytes = (uint64_t)(ne0 * ne1 * ne2) * hf_elem_size(type);
+  return t;
 }
 
 /* Rows of a Q or K matrix, HF's rotate-half order [first halves | second
@@ -455,8 +496,8 @@ void *hf_keep_buf(hf_ctx *c, size_t n) {
   return p;
 }
 
-static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t,
-                      const char *name) {
+int hf_add_tensor(hf_ctx *c, gguf_writer *w, int32_t shard, const st_tensor *t,
+                  const char *name) {
   const bool is_norm = strstr(name, "norm.weight") != NULL;
   const bool is_q = strstr(name, "attn_q.weight") != NULL,
              is_k = strstr(name, "attn_k.weight") != NULL;
@@ -483,6 +524,8 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
     int rc = quantize_tensor(t, heads, load_type, buf);
     return rc ? rc : gguf_writer_add_tensor(w, name, load_type, t->n_dims, t->ne, buf, bytes);
   }
+  if (!permute && !to_f32 && shard < 0) /* a buffer of the context's */
+    return gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes);
   if (!permute && !to_f32 &&
       ((uintptr_t)t->data % 4) == 0) { /* used as stored (the loader needs 4-byte alignment) */
     gguf_tensor g = {.name = (char *)name,
@@ -499,7 +542,7 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
     return PASADA_OK;
   }
   const uint32_t type = to_f32 ? PA_TYPE_F32 : t->type;
-  const size_t bytes = (size_t)count * elem_size(type);
+  const size_t bytes = (size_t)count * hf_elem_size(type);
   uint8_t *buf = hf_keep_buf(c, bytes);
   if (!buf) return pa_error(PASADA_ERR_NOMEM, "out of memory for tensor '%s'", name);
   if (to_f32) {
@@ -507,7 +550,9 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
       memcpy(buf, t->data, bytes);
     else
       pa_type_get(t->type)->to_float(t->data, (float *)buf, count);
-    if (c->gemma && is_norm) /* GGUF stores Gemma's RMS norm scale 1 + w */
+    /* GGUF stores Gemma's and Qwen3.5's RMS norm scale 1 + w (not the
+     * Qwen3.5 gated norm's, which is a plain w) */
+    if ((c->gemma || (c->qwen35 && !strstr(name, "ssm_norm"))) && is_norm)
       for (int64_t i = 0; i < count; i++) ((float *)buf)[i] += 1.0f;
   } else if (permute) {
     const uint32_t heads = is_q ? c->n_head : c->n_head_kv;
@@ -515,7 +560,7 @@ static int add_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor
     if (rows % (2 * (int64_t)heads) != 0)
       return pa_error(PASADA_ERR_FORMAT, "%s: %lld rows do not split into %u heads of pairs", name,
                       (long long)rows, heads);
-    permute_rows(t->data, buf, rows, (size_t)t->ne[0] * elem_size(type), heads);
+    permute_rows(t->data, buf, rows, (size_t)t->ne[0] * hf_elem_size(type), heads);
   } else {
     memcpy(buf, t->data, bytes); /* unaligned in the file */
   }
@@ -644,7 +689,25 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
   for (uint32_t s = 0; s < c->n_shards && !rc; s++) {
     const st_file *f = c->shards[s];
     for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
-      const st_tensor *t = &f->tensors[i];
+      const st_tensor *t0 = &f->tensors[i];
+      char text_name[GGUF_MAX_NAME_LEN + 64];
+      const char *hname = c->text_config ? hf_qwen35_name(c, t0->name, text_name, sizeof text_name)
+                                         : t0->name;
+      if (!hname) continue; /* not the text model's */
+      st_tensor named = *t0;
+      named.name = (char *)hname;
+      const st_tensor *t = hname == t0->name ? t0 : &named; /* the shard's own where it can be */
+      if (c->oss || c->qwen35) {
+        for (uint32_t p = 0; p < s; p++) /* a name in two shards */
+          for (uint64_t j = 0; j < c->shards[p]->n_tensors; j++)
+            if (!strcmp(c->shards[p]->tensors[j].name, t0->name))
+              return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in %s", f->path,
+                              t0->name, c->shards[p]->path);
+        bool done = false;
+        rc = c->oss ? hf_gptoss_tensor(c, w, s, t, &done) : hf_qwen35_tensor(c, w, s, t, &done);
+        if (rc) return rc;
+        if (done) continue;
+      }
       uint32_t layer = 0, e = 0;
       int kind = 0;
       if (expert_part(c, t->name, &layer, &kind, &e)) {
@@ -656,11 +719,11 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
         if (*slot)
           return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in another shard",
                           f->path, t->name);
-        if (t->type == ST_TYPE_I64)
+        if (t->type >= ST_TYPE_I64)
           return pa_error(PASADA_ERR_UNSUPPORTED,
-                          "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
-                          t->name);
-        *slot = t;
+                          "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", f->path,
+                          t->name, st_type_name(t->type));
+        *slot = t0; /* the shard's own entry (named only differs for text_config folders) */
         continue;
       }
       int m = map_name(c, t->name, name, sizeof name);
@@ -668,19 +731,20 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
         return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a %s model",
                         f->path, t->name, c->arch);
       if (m > 0) continue;
-      if (t->type == ST_TYPE_I64)
+      if (t->type >= ST_TYPE_I64)
         return pa_error(PASADA_ERR_UNSUPPORTED,
-                        "%s: tensor '%.100s' has dtype I64 (supported: F32, F16, BF16)", f->path,
-                        t->name);
+                        "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", f->path,
+                        t->name, st_type_name(t->type));
       for (uint32_t p = 0; p < s; p++) /* a name in two shards */
         for (uint64_t j = 0; j < c->shards[p]->n_tensors; j++)
           if (!strcmp(c->shards[p]->tensors[j].name, t->name))
             return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in %s", f->path,
                             t->name, c->shards[p]->path);
-      rc = add_tensor(c, w, s, t, name);
+      rc = hf_add_tensor(c, w, (int32_t)s, t, name);
     }
   }
   if (!rc && c->n_expert) rc = stack_experts(c, w);
+  if (!rc && c->oss) rc = hf_gptoss_mxfp4(c, w);
   return rc; /* no tensors: a vocabulary-only folder (the model loader names what is missing) */
 }
 
@@ -696,6 +760,7 @@ static void ctx_free(hf_ctx *c) {
   free(c->n_direct);
   free(c->shards);
   free(c->experts);
+  free(c->mxfp4);
   for (uint64_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
   free(c->bufs);
 }
@@ -705,7 +770,7 @@ static int file_type(const hf_ctx *c) {
   for (uint32_t s = 0; s < c->n_shards; s++)
     for (uint64_t i = 0; i < c->shards[s]->n_tensors; i++)
       if (c->shards[s]->tensors[i].type != PA_TYPE_F32 &&
-          c->shards[s]->tensors[i].type != ST_TYPE_I64 && c->shards[s]->tensors[i].n_dims > 1)
+          c->shards[s]->tensors[i].type < ST_TYPE_I64 && c->shards[s]->tensors[i].n_dims > 1)
         t = c->shards[s]->tensors[i].type;
   return t == PA_TYPE_F16    ? 1
          : t == PA_TYPE_BF16 ? 32
@@ -716,7 +781,7 @@ static int build(hf_ctx *c, gguf_writer *w, gguf_file **out) {
   pj_value *cfg = NULL;
   int rc = hf_read_json(c->dir, "config.json", false, &cfg);
   if (rc) return rc;
-  c->cfg = cfg;
+  c->cfg = c->root = cfg;
   snprintf(c->cfg_path, sizeof c->cfg_path, "%s/config.json", c->dir);
   uint32_t n_vocab = 0;
   if (!pj_is_obj(cfg)) rc = pa_error(PASADA_ERR_FORMAT, "%s: not a JSON object", c->cfg_path);
@@ -727,7 +792,7 @@ static int build(hf_ctx *c, gguf_writer *w, gguf_file **out) {
   if (!rc) rc = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type(c));
   if (!rc) rc = tensors_to_gguf(c, w);
   pj_free(cfg);
-  c->cfg = NULL;
+  c->cfg = c->root = NULL;
   if (rc) return rc;
   void *img = NULL;
   uint64_t size = 0;

@@ -14,15 +14,19 @@ bool hf_is_dir(const char *path);
 
 /* Opens the model folder `dir` as a gguf_file view (gguf_close frees it):
  *  - metadata: general.architecture from config.json's architectures /
- *    model_type (llama incl. Mistral, qwen2, qwen3, gemma3), the
+ *    model_type (llama incl. Mistral and Mixtral, qwen2, qwen3, qwen3moe,
+ *    gemma2, gemma3, phi3, gpt-oss, qwen35, bert), the
  *    hyper-parameters under llama.cpp's keys, tokenizer.ggml.* from
  *    tokenizer.json (byte-level BPE: tokens, types, merges, the
  *    pre-tokenizer recognised from its definition) and tokenizer_config.json
  *    (bos/eos/pad/unk, add_bos/add_eos, chat_template; or chat_template.jinja);
  *  - tensors under llama.cpp's names: matrices of F32, F16 or BF16 point into
  *    the mapped safetensors files as stored; llama's Q/K rows are permuted to
- *    GGML's RoPE pairing, Gemma's norms stored as 1 + w, and every 1-D tensor
- *    as F32, in memory of the view's own.
+ *    GGML's RoPE pairing, Gemma's and Qwen3.5's norms stored as 1 + w,
+ *    every 1-D tensor as F32, the experts stacked (per-expert matrices) or
+ *    split and transposed (gpt-oss's fused x @ W products; its MXFP4 blocks
+ *    repacked), Qwen3.5's linear layers in llama.cpp's order, in memory of
+ *    the view's own.
  * Every file is checked (safetensors.h); a malformed or unsupported folder is
  * one error naming the file and the problem. */
 int hf_open(const char *dir, gguf_file **out);

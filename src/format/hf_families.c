@@ -1,6 +1,7 @@
 /* hf_families.c: the config.json keys of the Hugging Face families with
  * their own hyper-parameters: the mixtures of experts (Qwen3-MoE, Mixtral)
- * and Phi-3 (partial rotary, the window, LongRoPE and its factor tensors). */
+ * Phi-3 (partial rotary, the window, LongRoPE and its factor tensors), and
+ * the RoPE scalings that become keys or tensors (llama3, YaRN). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,13 +70,10 @@ static int rope_factors(hf_ctx *c, gguf_writer *w, const pj_value *rp, const cha
   return gguf_writer_add_tensor(w, name, PA_TYPE_F32, 1, ne, f, n * sizeof *f);
 }
 
-/* Phi-3: partial rotary (rope.dimension_count), the window over every
- * layer, and LongRoPE (factor tensors, original context, attention factor:
- * the given one, else sqrt(1 + ln(scale) / ln(original)) for scale > 1). */
-int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx) {
+int hf_rope_dim(hf_ctx *c, gguf_writer *w, uint64_t head_dim, double def, uint64_t *rope_dim) {
   const pj_value *rp = hf_member(c->cfg, "rope_parameters");
   if (!rp) rp = hf_member(c->cfg, "rope_scaling");
-  double prf = 1;
+  double prf = def;
   bool found = false;
   int rc;
   if ((rc = hf_cfg_num(c, c->cfg, "partial_rotary_factor", &prf, &found))) return rc;
@@ -85,8 +83,41 @@ int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx)
     return pa_error(PASADA_ERR_FORMAT,
                     "%s: partial_rotary_factor %g does not rotate an even part of the head",
                     c->cfg_path, prf);
-  const uint64_t rope_dim = (uint64_t)rd;
-  if ((rc = gguf_writer_set_u32(w, "phi3.rope.dimension_count", (uint32_t)rope_dim))) return rc;
+  *rope_dim = (uint64_t)rd;
+  return hf_set_u32(c, w, "rope.dimension_count", *rope_dim);
+}
+
+int hf_set_u32(hf_ctx *c, gguf_writer *w, const char *suffix, uint64_t v) {
+  char key[160];
+  snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+  return gguf_writer_set_u32(w, key, (uint32_t)v);
+}
+
+int hf_layer_types(hf_ctx *c, uint64_t n_layer, uint64_t period, const char *every, const char *other,
+                   const char *rule) {
+  const pj_value *lt = hf_member(c->cfg, "layer_types");
+  if (lt && (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer))
+    return pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %" PRIu64 " entries",
+                    c->cfg_path, n_layer);
+  uint32_t i = 0;
+  for (const pj_value *e = lt ? lt->child : NULL; e; e = e->next, i++) {
+    const char *want = (i + 1) % period == 0 ? every : other;
+    if (!pj_is_str(e) || strcmp(e->valuestring, want) != 0)
+      return pa_error(PASADA_ERR_UNSUPPORTED, "%s: layer_types[%u] is not %s (%s)", c->cfg_path, i,
+                      want, rule);
+  }
+  return PASADA_OK;
+}
+
+/* Phi-3: partial rotary (rope.dimension_count), the window over every
+ * layer, and LongRoPE (factor tensors, original context, attention factor:
+ * the given one, else sqrt(1 + ln(scale) / ln(original)) for scale > 1). */
+int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx) {
+  const pj_value *rp = hf_member(c->cfg, "rope_parameters");
+  if (!rp) rp = hf_member(c->cfg, "rope_scaling");
+  uint64_t rope_dim = 0;
+  int rc;
+  if ((rc = hf_rope_dim(c, w, head_dim, 1, &rope_dim))) return rc;
   uint64_t window = 0;
   if ((rc = hf_cfg_uint(c, "sliding_window", false, 1 << 24, &window))) return rc;
   if (window && (rc = gguf_writer_set_u32(w, "phi3.attention.sliding_window", (uint32_t)window)))
@@ -161,4 +192,49 @@ int hf_llama3_rope(hf_ctx *c, gguf_writer *w, const pj_value *rp, double theta,
   }
   const int64_t ne[4] = {(int64_t)n, 1, 1, 1};
   return gguf_writer_add_tensor(w, "rope_freqs.weight", PA_TYPE_F32, 1, ne, f, n * sizeof *f);
+}
+
+/* YaRN as llama.cpp's converter writes it: rope.scaling.type "yarn", the
+ * factor and the original context (rope_parameters', else config.json's
+ * original_max_position_embeddings); beta_fast / beta_slow only where they
+ * differ from the loader's defaults (32, 1). The loader derives the ramp
+ * and the attention factor 0.1 ln(factor) + 1 from them (as transformers
+ * does when the scaling names no attention_factor / mscale, which are
+ * refused here) and truncates the ramp's ends as llama.cpp does (the
+ * `truncate` flag is not read). */
+int hf_yarn_rope(hf_ctx *c, gguf_writer *w, const pj_value *rp) {
+  double factor = 0, orig = 0, fast = 32, slow = 1, unused = 0;
+  bool ff = false, fo = false, found = false;
+  int rc;
+  if ((rc = hf_cfg_num(c, rp, "factor", &factor, &ff)) ||
+      (rc = hf_cfg_num(c, rp, "original_max_position_embeddings", &orig, &fo)) ||
+      (rc = hf_cfg_num(c, rp, "beta_fast", &fast, &found)) ||
+      (rc = hf_cfg_num(c, rp, "beta_slow", &slow, &found)))
+    return rc;
+  if (!fo && (rc = hf_cfg_num(c, c->cfg, "original_max_position_embeddings", &orig, &fo))) return rc;
+  if (!ff || !(factor >= 1 && factor <= 1024) || !fo || !(orig >= 1 && orig <= (1 << 24)) ||
+      floor(orig) != orig || !(fast > 0 && fast < 1e6) || !(slow > 0 && slow < 1e6))
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: yarn rope scaling needs factor in [1, 1024], "
+                    "original_max_position_embeddings in [1, 2^24] and beta_fast, beta_slow in "
+                    "(0, 1e6)",
+                    c->cfg_path);
+  static const char *const own[] = {"attention_factor", "mscale", "mscale_all_dim"};
+  for (int i = 0; i < 3; i++) {
+    if ((rc = hf_cfg_num(c, rp, own[i], &unused, &found))) return rc;
+    if (found)
+      return pa_error(PASADA_ERR_UNSUPPORTED, "%s: yarn's '%s' is not supported", c->cfg_path,
+                      own[i]);
+  }
+  char key[128];
+  snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
+  if ((rc = gguf_writer_set_string(w, key, "yarn"))) return rc;
+  snprintf(key, sizeof key, "%s.rope.scaling.factor", c->arch);
+  if ((rc = gguf_writer_set_f32(w, key, (float)factor))) return rc;
+  snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", c->arch);
+  if ((rc = gguf_writer_set_u32(w, key, (uint32_t)orig))) return rc;
+  snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_fast", c->arch);
+  if (fast != 32 && (rc = gguf_writer_set_f32(w, key, (float)fast))) return rc;
+  snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_slow", c->arch);
+  return slow != 1 ? gguf_writer_set_f32(w, key, (float)slow) : PASADA_OK;
 }

@@ -39,11 +39,17 @@ int hf_bert_tensor_name(const char *hf, uint32_t n_layer, char *out, size_t cap)
 typedef struct {
   const char *dir;
   char cfg_path[4096];
-  const pj_value *cfg;
+  const pj_value *cfg;  /* config.json, or its text_config (text_config true) */
+  const pj_value *root; /* config.json */
   const char *arch;  /* GGUF architecture name */
   bool llama, gemma; /* Q/K permutation; (1 + w) norms */
   bool bert;         /* hf_bert.c's config, tokenizer and names */
   bool mixtral;      /* experts under block_sparse_moe (w1, w3, w2) */
+  bool oss;          /* gpt-oss: hf_gptoss.c's config and tensors */
+  bool qwen35;       /* Qwen3.5: hf_qwen35.c's config and tensors */
+  bool text_config;  /* Qwen3_5ForConditionalGeneration: the text model of a multimodal folder */
+  const st_tensor **mxfp4; /* gpt-oss: [layer][gate_up, down][blocks, scales], until repacked */
+  uint32_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim; /* Qwen3.5's linear layers */
   uint32_t n_expert;
   const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
   uint32_t n_head, n_head_kv, n_layer;
@@ -66,9 +72,57 @@ void *hf_keep_buf(hf_ctx *c, size_t n);
 /* hf_families.c: the experts' keys (no-op for other families; sets
  * c->n_expert) and Phi-3's (rope.dimension_count, the window, LongRoPE). */
 int hf_experts_config(hf_ctx *c, gguf_writer *w);
+/* `arch`.suffix = v. */
+int hf_set_u32(hf_ctx *c, gguf_writer *w, const char *suffix, uint64_t v);
+/* partial_rotary_factor (top level or in rope_parameters / rope_scaling;
+ * absent: def) x head_dim as rope.dimension_count, into *rope_dim; an odd
+ * or fractional count is an error. */
+int hf_rope_dim(hf_ctx *c, gguf_writer *w, uint64_t head_dim, double def, uint64_t *rope_dim);
+/* layer_types, when given, must be `every` in the layers i with (i + 1) %
+ * period == 0 and `other` in the rest (`rule` says so in the error). */
+int hf_layer_types(hf_ctx *c, uint64_t n_layer, uint64_t period, const char *every, const char *other,
+                   const char *rule);
 int hf_phi3_config(hf_ctx *c, gguf_writer *w, uint64_t head_dim, uint64_t n_ctx);
 /* rope_parameters' llama3 scaling (rp) as the rope_freqs.weight tensor of
  * rope_dim / 2 frequency divisors. */
+/* rope_parameters' YaRN (rp) as llama.cpp's rope.scaling keys (factor,
+ * original context; beta_fast / beta_slow where not 32 / 1). */
+int hf_yarn_rope(hf_ctx *c, gguf_writer *w, const pj_value *rp);
 int hf_llama3_rope(hf_ctx *c, gguf_writer *w, const pj_value *rp, double theta, uint64_t rope_dim);
+
+/* Adds tensor t as GGUF tensor `name` with hf.c's conventions (1-D as
+ * F32, Gemma-style norms as 1 + w, llama's Q/K permuted, --quantize):
+ * shard >= 0, t is one of that shard's (used as stored where it can be);
+ * shard < 0, t->data is a buffer of hf_keep_buf's. */
+int hf_add_tensor(hf_ctx *c, gguf_writer *w, int32_t shard, const st_tensor *t, const char *name);
+/* Bytes per element of F32 / F16 / BF16. */
+size_t hf_elem_size(uint32_t type);
+/* t's values as F32, in a buffer of hf_keep_buf's; NULL: out of memory. */
+float *hf_f32(hf_ctx *c, const st_tensor *t);
+/* A 1-D / 3-D tensor under `name`: fills an in-memory st_tensor (dims in
+ * GGUF order: ne[0] the row) over data; for hf_add_tensor(c, w, -1, ...). */
+st_tensor hf_mem_tensor(const char *name, uint32_t type, uint32_t n_dims, int64_t ne0, int64_t ne1,
+                        int64_t ne2, void *data);
+
+/* hf_gptoss.c: gpt-oss (GptOssForCausalLM): its config keys (experts,
+ * sliding window over every other layer, the clamped SwiGLU's limit) and
+ * its tensors: *done true when t was one of its own (added). */
+int hf_gptoss_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff);
+int hf_gptoss_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, bool *done);
+/* The MXFP4 experts hf_gptoss_tensor collected (transformers' *_blocks
+ * [E][rows][cols / 32][16] and *_scales [E][rows][cols / 32], U8) as
+ * llama.cpp's MXFP4 ffn_{gate,up,down}_exps; each layer's pair complete. */
+int hf_gptoss_mxfp4(hf_ctx *c, gguf_writer *w);
+
+/* hf_qwen35.c: Qwen3.5 (Qwen3_5ForCausalLM, the text model of
+ * Qwen3_5ForConditionalGeneration): the linear-attention keys and layer
+ * pattern, the partial and multi-section RoPE keys, and the linear layers'
+ * tensors (value heads in llama.cpp's tiled order, A as -exp(A_log)). */
+int hf_qwen35_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t head_dim);
+int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, bool *done);
+/* The text model's tensor name of a multimodal folder's (model.language_model.X
+ * as model.X) into buf; NULL: a tensor the text model drops (the vision
+ * tower, multi-token prediction). Other names are returned as they are. */
+const char *hf_qwen35_name(const hf_ctx *c, const char *name, char *buf, size_t cap);
 
 #endif

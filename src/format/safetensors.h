@@ -19,10 +19,16 @@
 /* An I64 tensor (position ids beside the weights): opened so the file can
  * be read, never a weight. */
 #define ST_TYPE_I64 0x10000u
+/* A U8 tensor: gpt-oss's MXFP4 blocks and scales (hf_gptoss.c), nothing else. */
+#define ST_TYPE_U8 0x10001u
+/* "I64", "U8", or the float type's name. */
+static inline const char *st_type_name(uint32_t type) {
+  return type == ST_TYPE_I64 ? "I64" : type == ST_TYPE_U8 ? "U8" : type == 0 ? "F32" : type == 1 ? "F16" : "BF16";
+}
 
 typedef struct {
   char *name;    /* NUL-terminated */
-  uint32_t type; /* PA_TYPE_F32, PA_TYPE_F16, PA_TYPE_BF16 or ST_TYPE_I64 */
+  uint32_t type; /* PA_TYPE_F32, PA_TYPE_F16, PA_TYPE_BF16, ST_TYPE_I64 or ST_TYPE_U8 */
   uint32_t n_dims;
   int64_t ne[GGUF_MAX_DIMS]; /* GGUF order: ne[0] the last safetensors dim (row length); unused 1 */
   uint64_t nbytes;
@@ -43,7 +49,7 @@ typedef struct {
  * ST_MAX_HEADER), the header valid UTF-8 JSON (nesting at most ST_MAX_DEPTH)
  * whose top level is an object of tensors (plus an optional __metadata__
  * object of strings), no duplicate names, each tensor a known dtype (F32,
- * F16, BF16, and I64 as ST_TYPE_I64; others are refused by name), 0..4 dims each >= 1, data_offsets
+ * F16, BF16, I64 as ST_TYPE_I64 and U8 as ST_TYPE_U8; others are refused by name), 0..4 dims each >= 1, data_offsets
  * [begin, end] inside the data section with end - begin the shape's byte
  * size, and no two tensors overlapping. Errors start with `path`. */
 int st_open(const char *path, st_file **out);

@@ -11,7 +11,8 @@ from conftest import FIXTURES
 from test_malformed import SANITIZER_MARKS, run_cli
 
 CORPUS_DIR = FIXTURES / "malformed-hf"
-CORPUS = sorted(p.name for p in CORPUS_DIR.iterdir() if p.is_dir() and p.name != "valid")
+CORPUS = sorted(p.name for p in CORPUS_DIR.iterdir() if p.is_dir() and not p.name.startswith("valid"))
+VALID = ("valid", "valid-gpt-oss", "valid-qwen35")  # llama's, and the gpt-oss and Qwen3.5 cases' bases
 
 # What the one line must mention (all of, case-insensitive): the file and the defect.
 HINTS = {
@@ -43,7 +44,7 @@ HINTS = {
     "config-missing-hidden-size": ["config.json", "hidden_size", "missing"],
     "config-layers-not-a-number": ["config.json", "num_hidden_layers"],
     "config-unknown-architecture": ["config.json", "gpt2lmheadmodel", "not supported"],
-    "config-rope-scaling-unsupported": ["config.json", "yarn"],
+    "config-rope-scaling-unsupported": ["config.json", "dynamic", "not supported"],
     "tok-missing": ["tokenizer.json", "cannot open"],
     "tok-not-utf8": ["tokenizer.json", "utf-8"],
     "tok-model-unigram": ["tokenizer.json", "unigram"],
@@ -57,6 +58,25 @@ HINTS = {
     "model-tensor-unknown-name": ["model.safetensors", "mlp.extra.weight"],
     "model-q-proj-wrong-shape": ["blk.0.attn_q.weight", "shape"],
     "model-down-proj-missing": ["blk.0.ffn_down.weight", "missing"],
+    "oss-gate-up-odd": ["mlp.experts.gate_up_proj", "even"],
+    "oss-gate-up-expert-count": ["mlp.experts.gate_up_proj", "2 experts"],
+    "oss-down-proj-wrong-shape": ["ffn_down_exps.weight", "shape"],
+    "oss-gate-up-bias-2d-missing-dim": ["gate_up_proj_bias", "2 experts"],
+    "oss-sinks-missing": ["blk.0.attn_sinks.weight", "missing"],
+    "oss-router-bias-missing": ["blk.0.ffn_gate_inp.bias", "missing"],
+    "oss-mxfp4-scales-missing": ["layer 0", "mxfp4 gate_up_proj", "gate_up_proj_scales"],
+    "oss-mxfp4-blocks-f32": ["gate_up_proj_blocks", "mxfp4", "u8; it is f32"],
+    "oss-layer-types-unsupported": ["config.json", "layer_types[0]"],
+    "oss-swiglu-limit": ["config.json", "swiglu_limit"],
+    "oss-experts-missing-key": ["config.json", "num_local_experts", "missing"],
+    "q35-in-proj-qkv-wrong-shape": ["linear_attn.in_proj_qkv.weight", "wrong shape", "16 rows"],
+    "q35-conv1d-wrong-shape": ["linear_attn.conv1d.weight", "wrong shape"],
+    "q35-a-log-missing": ["blk.0.ssm_a", "missing"],
+    "q35-out-proj-missing": ["blk.0.ssm_out.weight", "missing"],
+    "q35-fused-qkvz": ["in_proj_qkvz", "no place"],
+    "q35-q-proj-no-gate": ["blk.1.attn_q.weight", "shape"],
+    "q35-layer-types-unsupported": ["config.json", "layer_types[0]"],
+    "q35-value-heads-not-multiple": ["config.json", "value heads"],
 }
 RUNS = [("release", "info"), ("asan", "info"), ("release", "run")]
 
@@ -82,9 +102,10 @@ def test_malformed_folder_rejected(name, kind, cmd):
     assert not missing, f"the message lacks {missing}: " + where
 
 
+@pytest.mark.parametrize("valid", VALID)
 @pytest.mark.parametrize("kind", ["release", "asan"])
-def test_valid_folder_accepted(kind):
+def test_valid_folder_accepted(kind, valid):
     for cmd in ("info", "run"):
-        res = run_cli(kind, command(cmd, CORPUS_DIR / "valid"))
+        res = run_cli(kind, command(cmd, CORPUS_DIR / valid))
         assert res.returncode == 0, f"pasada {cmd} valid ({kind}): {res.stderr[-3000:]}"
         assert not any(m in res.stderr for m in SANITIZER_MARKS), res.stderr[-3000:]
