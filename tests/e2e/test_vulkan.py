@@ -32,8 +32,15 @@ from conftest import BUILD, FIXTURES
 from test_server import Server, chat_msgs, stream_text
 
 MODELS = ("smollm2", "gemma3")
-GREEDY_TOKENS = 32
-GREEDY_TOKENS_CPU_DEVICE = 16  # lavapipe: 32 adds about two minutes
+# The work of the two long tests, on a GPU and on a CPU-type device such as
+# lavapipe, where a decode step of these models takes 0.1-1 s (the output
+# matrix of Gemma 3's 262144 tokens dominates): there, fewer prompts and
+# tokens; every path (prefill, decode, batching, the near-tie analysis) is
+# still taken.
+GREEDY_TOKENS, GREEDY_PROMPTS = 32, 5
+GREEDY_TOKENS_CPU_DEVICE, GREEDY_PROMPTS_CPU_DEVICE = 16, 2
+SERVER_WORK = (8, 16)  # prompts sent at once, tokens each
+SERVER_WORK_CPU_DEVICE = (4, 8)
 
 
 def cli(binary, *args, env=None, timeout=900):
@@ -50,9 +57,18 @@ def one_line_error(res):
 
 
 @pytest.fixture(scope="module")
-def greedy_tokens(devices, vulkan_device):
-    kind = next(d["type"] for d in devices["vulkan"]["devices"] if d["device"] == vulkan_device)
-    return GREEDY_TOKENS_CPU_DEVICE if kind == "cpu" else GREEDY_TOKENS
+def cpu_type_device(devices, vulkan_device):
+    return next(d["type"] for d in devices["vulkan"]["devices"] if d["device"] == vulkan_device) == "cpu"
+
+
+@pytest.fixture(scope="module")
+def greedy_tokens(cpu_type_device):
+    return GREEDY_TOKENS_CPU_DEVICE if cpu_type_device else GREEDY_TOKENS
+
+
+@pytest.fixture(scope="module")
+def greedy_prompts(cpu_type_device):
+    return GREEDY_PROMPTS_CPU_DEVICE if cpu_type_device else GREEDY_PROMPTS
 
 
 # ---- verify: the device against the reference path ----
@@ -200,12 +216,12 @@ def near_tie_report(pasada_bin, model, numbers, prompts, n_tokens, cpu_texts, de
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_greedy_run_matches_cpu(pasada_bin, vulkan_device, greedy_tokens, request, tmp_path, name):
+def test_greedy_run_matches_cpu(pasada_bin, vulkan_device, greedy_tokens, greedy_prompts, request, tmp_path, name):
     """`run --temp 0 -n 32` on the device prints the CPU's text, except
     where the two part at a near-tie (the comment above)."""
     model = request.getfixturevalue(name)
     with np.load(FIXTURES / "logits" / f"{name}.npz") as f:
-        prompts = [str(p) for p in f["prompts"]]
+        prompts = [str(p) for p in f["prompts"]][:greedy_prompts]
 
     def gen(device, prompt):
         res = cli(pasada_bin, "run", "-m", model, "-p", prompt, "-n", greedy_tokens, "--temp", 0,
@@ -241,47 +257,49 @@ SERVER_PROMPTS = [
     "My favourite season of the year is",
     "To make a cup of tea, first",
 ]
-SERVER_TOKENS = 16
 
 
-def complete(client, prompt):
-    r = client.completions.create(model="m", prompt=prompt, max_tokens=SERVER_TOKENS, temperature=0)
+def complete(client, prompt, tokens):
+    r = client.completions.create(model="m", prompt=prompt, max_tokens=tokens, temperature=0)
     c = r.choices[0]
     return c.text, c.finish_reason, r.usage.completion_tokens
 
 
-def test_server_batched_equals_alone(pasada_bin, smollm2, vulkan_device):
-    """8 concurrent greedy completions on the device, each equal to the same
-    request sent alone. Alone and together run on two fresh servers, so no
-    request reuses KV blocks (the prefix cache) another one computed."""
+def test_server_batched_equals_alone(pasada_bin, smollm2, vulkan_device, cpu_type_device):
+    """8 concurrent greedy completions on the device (4 on a CPU-type
+    device), each equal to the same request sent alone. Alone and together
+    run on two fresh servers, so no request reuses KV blocks (the prefix
+    cache) another one computed."""
+    n_prompts, tokens = SERVER_WORK_CPU_DEVICE if cpu_type_device else SERVER_WORK
+    prompts = SERVER_PROMPTS[:n_prompts]
     args = ("--device", vulkan_device, "--parallel", 8, "--ctx", 256)
     alone_server = Server(pasada_bin, smollm2, *args)
     try:
         client = alone_server.client()
-        alone = [complete(client, p) for p in SERVER_PROMPTS]
+        alone = [complete(client, p, tokens) for p in prompts]
     finally:
         assert alone_server.stop() == 0, alone_server.stderr
     server = Server(pasada_bin, smollm2, *args)
     try:
         client = server.client()
-        start = threading.Barrier(len(SERVER_PROMPTS))
+        start = threading.Barrier(len(prompts))
 
         def together(p):
             start.wait()
-            return complete(client, p)
+            return complete(client, p, tokens)
 
         before = server.metrics()
-        with ThreadPoolExecutor(len(SERVER_PROMPTS)) as pool:
-            batched = list(pool.map(together, SERVER_PROMPTS))
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            batched = list(pool.map(together, prompts))
         after = server.wait_idle()
         for i, (a, b) in enumerate(zip(alone, batched)):
-            assert a[0].strip(), f"{SERVER_PROMPTS[i]!r}: nothing generated"
-            assert a == b, (SERVER_PROMPTS[i], a, b)
+            assert a[0].strip(), f"{prompts[i]!r}: nothing generated"
+            assert a == b, (prompts[i], a, b)
         assert len({a[0] for a in alone}) == len(alone)  # different prompts, different texts
         # they were decoded together: one after another they take a step per
-        # token, SERVER_TOKENS steps each (the first token comes with the prefill)
+        # token, `tokens` steps each (the first token comes with the prefill)
         steps = after["pasada_scheduler_steps_total"] - before["pasada_scheduler_steps_total"]
-        assert steps < len(SERVER_PROMPTS) * SERVER_TOKENS / 2, steps
+        assert steps < len(prompts) * tokens / 2, steps
 
         # a chat request, then the same streamed: the same answer
         kw = dict(model="m", messages=chat_msgs("What is the capital city of France? Answer in one word."),
