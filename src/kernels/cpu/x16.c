@@ -355,39 +355,19 @@ static void run_ref_iq(pa_type type, int64_t cols, const uint8_t *wg, const uint
     }
 }
 
-#define RUN_IQ(name, type)                                                                      \
-  static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
-                   int64_t ldy, const pa_prefetch *stream) {                                    \
-    (void)stream;                                                                               \
-    run_ref_iq(type, cols, wg, xp, nt, y, ldy);                                                 \
-  }
-RUN_IQ(run_iq4_nl, PA_TYPE_IQ4_NL)
-RUN_IQ(run_mxfp4, PA_TYPE_MXFP4)
-RUN_IQ(run_iq4_xs, PA_TYPE_IQ4_XS)
-
-const pa_ilv_kernel pa_x16_ref_iq4_nl = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
-                                         run_iq4_nl};
-const pa_ilv_kernel pa_x16_ref_mxfp4 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_mxfp4,
-                                        run_mxfp4};
-const pa_ilv_kernel pa_x16_ref_iq4_xs = {16, PA_X16_TOKENS, pa_x16_x_size_xs,
-                                         pa_x16_pack_x_iq4_xs, run_iq4_xs};
-
-#define RUN(name, type)                                                                         \
-  static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
-                   int64_t ldy, const pa_prefetch *stream) {                                                   \
-    (void)stream;                                                                               \
-    run_ref(type, cols, wg, xp, nt, y, ldy);                                                    \
-  }
-RUN(run_q8_0, PA_TYPE_Q8_0)
-RUN(run_q4_0, PA_TYPE_Q4_0)
-RUN(run_q4_1, PA_TYPE_Q4_1)
-RUN(run_q5_0, PA_TYPE_Q5_0)
-
-const pa_ilv_kernel pa_x16_ref_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
-                                       run_q8_0};
-const pa_ilv_kernel pa_x16_ref_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
-                                       run_q4_0};
-const pa_ilv_kernel pa_x16_ref_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
-                                       run_q4_1};
-const pa_ilv_kernel pa_x16_ref_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
-                                       run_q5_0};
+/* The reference kernel of each type: run_##sfx calls body (run_ref or
+ * run_ref_iq) for type. */
+#define X16_REF(sfx, body, type)                                                                   \
+  static void run_##sfx(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
+                        int64_t ldy, const pa_prefetch *stream) {                                 \
+    (void)stream;                                                                                \
+    body(type, cols, wg, xp, nt, y, ldy);                                                        \
+  }                                                                                              \
+  PA_X16_KERNEL(ref, sfx, PA_X16_TOKENS);
+X16_REF(iq4_nl, run_ref_iq, PA_TYPE_IQ4_NL)
+X16_REF(mxfp4, run_ref_iq, PA_TYPE_MXFP4)
+X16_REF(iq4_xs, run_ref_iq, PA_TYPE_IQ4_XS)
+X16_REF(q8_0, run_ref, PA_TYPE_Q8_0)
+X16_REF(q4_0, run_ref, PA_TYPE_Q4_0)
+X16_REF(q4_1, run_ref, PA_TYPE_Q4_1)
+X16_REF(q5_0, run_ref, PA_TYPE_Q5_0)
