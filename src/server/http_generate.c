@@ -198,6 +198,46 @@ static void stream_free(void *cls) {
 
 /* ---- generation ---- */
 
+/* Queues a request's n jobs. When the scheduler refuses one, cancels those
+ * queued before it and answers 429 (the queue is full) or 503 (shutting
+ * down) into *refused: false. */
+static bool submit_all(srv_state *st, struct MHD_Connection *c, http_req *r, srv_job *const *jobs,
+                       int n, enum MHD_Result *refused) {
+  for (int k = 0; k < n; k++) {
+    srv_submit_result sr = srv_sched_submit(st->sched, jobs[k]);
+    if (sr == SRV_SUBMIT_OK) continue;
+    for (int m = 0; m < k; m++) srv_sched_cancel(st->sched, jobs[m]);
+    if (sr == SRV_SUBMIT_QUEUE_FULL) {
+      srv_metrics_rejected(st->metrics, "queue_full");
+      *refused = http_fail(st, c, r, 429, "rate_limit_error", "queue_full",
+                           "the server is busy: the request queue is full, retry later");
+    } else {
+      *refused =
+          http_fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+    }
+    return false;
+  }
+  return true;
+}
+
+/* Waits for job w to finish: its finish, and its error in *e. SRV_PENDING
+ * when the client hung up meanwhile (w is then cancelled, the request
+ * counted as a 499). */
+static srv_finish wait_finish(srv_state *st, struct MHD_Connection *c, http_req *r, srv_job *w,
+                              srv_error *e) {
+  for (;;) {
+    if (!wait_output(st, c, w, true, 0, 0, 1e30)) {
+      srv_metrics_request(st->metrics, r->endpoint, 499); /* client closed the request */
+      return SRV_PENDING;
+    }
+    pthread_mutex_lock(&w->mu);
+    const srv_finish f = w->finish;
+    *e = w->error;
+    pthread_mutex_unlock(&w->mu);
+    if (f != SRV_PENDING) return f;
+  }
+}
+
 static void make_id(srv_job *j) {
   static atomic_uint_fast64_t counter;
   uint64_t x = atomic_fetch_add(&counter, 1) + (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
@@ -283,17 +323,8 @@ enum MHD_Result http_generate(srv_state *st, struct MHD_Connection *c, http_req 
   if (!prepare_job(st, j, &e) || !make_choices(st, j, &e)) return http_send_error(st, c, r, &e);
 
   int n_jobs = j->choices ? j->n_choices : 1;
-  for (int k = 0; k < n_jobs; k++) {
-    srv_submit_result sr = srv_sched_submit(st->sched, j->choices ? j->choices[k] : j);
-    if (sr == SRV_SUBMIT_OK) continue;
-    for (int m = 0; m < k; m++) srv_sched_cancel(st->sched, j->choices[m]);
-    if (sr == SRV_SUBMIT_QUEUE_FULL) {
-      srv_metrics_rejected(st->metrics, "queue_full");
-      return http_fail(st, c, r, 429, "rate_limit_error", "queue_full",
-                       "the server is busy: the request queue is full, retry later");
-    }
-    return http_fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
-  }
+  enum MHD_Result refused;
+  if (!submit_all(st, c, r, j->choices ? j->choices : &j, n_jobs, &refused)) return refused;
 
   if (j->req.stream) {
     stream_ctx *sc = calloc(1, sizeof *sc);
@@ -330,26 +361,10 @@ enum MHD_Result http_generate(srv_state *st, struct MHD_Connection *c, http_req 
   }
 
   for (int k = 0; k < n_jobs; k++) {
-    srv_job *w = j->choices ? j->choices[k] : j;
-    for (;;) {
-      if (!wait_output(st, c, w, true, 0, 0, 1e30)) {
-        cancel_all(st, j);
-        srv_metrics_request(st->metrics, r->endpoint, 499); /* client closed the request */
-        return MHD_NO;
-      }
-      pthread_mutex_lock(&w->mu);
-      srv_finish f = w->finish;
-      e = w->error;
-      pthread_mutex_unlock(&w->mu);
-      if (f == SRV_FINISH_ERROR) {
-        cancel_all(st, j);
-        return http_send_error(st, c, r, &e);
-      }
-      if (f == SRV_FINISH_CANCELLED) {
-        cancel_all(st, j);
-        return MHD_NO;
-      }
-      if (f != SRV_PENDING) break;
+    srv_finish f = wait_finish(st, c, r, j->choices ? j->choices[k] : j, &e);
+    if (f == SRV_PENDING || f == SRV_FINISH_ERROR || f == SRV_FINISH_CANCELLED) {
+      cancel_all(st, j);
+      return f == SRV_FINISH_ERROR ? http_send_error(st, c, r, &e) : MHD_NO;
     }
   }
   return http_send_json(st, c, r, 200, srv_api_response(&st->mi, st->responses, j, r->api));
@@ -395,37 +410,20 @@ enum MHD_Result http_embeddings(srv_state *st, struct MHD_Connection *c, http_re
     srv_embd_request_free(&er);
     return http_fail(st, c, r, 500, "server_error", NULL, "out of memory");
   }
-  for (int k = 0; k < er.n; k++) {
-    srv_submit_result sr = srv_sched_submit(st->sched, jobs[k]);
-    if (sr == SRV_SUBMIT_OK) continue;
-    for (int m = 0; m < k; m++) srv_sched_cancel(st->sched, jobs[m]);
+  enum MHD_Result refused;
+  if (!submit_all(st, c, r, jobs, er.n, &refused)) {
     srv_embd_request_free(&er);
-    if (sr == SRV_SUBMIT_QUEUE_FULL) {
-      srv_metrics_rejected(st->metrics, "queue_full");
-      return http_fail(st, c, r, 429, "rate_limit_error", "queue_full",
-                       "the server is busy: the request queue is full, retry later");
-    }
-    return http_fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+    return refused;
   }
   const float **vecs = calloc((unsigned)er.n, sizeof *vecs);
   for (int k = 0; k < er.n; k++) {
     srv_job *w = jobs[k];
-    if (!wait_output(st, c, w, true, 0, 0, 1e30)) {
-      cancel_all(st, j);
-      free(vecs);
-      srv_embd_request_free(&er);
-      srv_metrics_request(st->metrics, r->endpoint, 499); /* client closed the request */
-      return MHD_NO;
-    }
-    pthread_mutex_lock(&w->mu);
-    srv_finish f = w->finish;
-    e = w->error;
-    pthread_mutex_unlock(&w->mu);
+    srv_finish f = wait_finish(st, c, r, w, &e);
     if (f != SRV_FINISH_STOP || !w->embd) {
       cancel_all(st, j);
       free(vecs);
       srv_embd_request_free(&er);
-      if (f == SRV_FINISH_CANCELLED) return MHD_NO;
+      if (f == SRV_PENDING || f == SRV_FINISH_CANCELLED) return MHD_NO;
       if (f != SRV_FINISH_ERROR)
         srv_fail(&e, 500, "server_error", NULL, NULL, "an input was not embedded");
       return http_send_error(st, c, r, &e);
