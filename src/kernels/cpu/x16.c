@@ -219,9 +219,10 @@ size_t pa_x16_x_size(int64_t cols) {
   return (size_t)(cols / 32) * PA_X16_XREC;
 }
 
-/* Q8_0 activations with the offset of weights read unsigned: shift 7
- * (Q8_0 + 128), 3 (Q4_0's 8) or 4 (Q5_0's 16). */
-static void pack_q8_0(int64_t cols, const void *xq, void *xp, int shift) {
+/* Q8_0 activations with the offset of weights read unsigned: off = scale
+ * x the block's sum, scale 128 (Q8_0 + 128), 8 (Q4_0's), 16 (Q5_0's) or
+ * 12 (MXFP4: weights read as level + 12, 0..24). */
+static void pack_q8_0(int64_t cols, const void *xq, void *xp, int32_t scale) {
   const block_q8_0 *x = xq;
   uint8_t *out = xp;
   for (int64_t b = 0; b < cols / 32; b++) {
@@ -230,35 +231,22 @@ static void pack_q8_0(int64_t cols, const void *xq, void *xp, int shift) {
     const float d = pa_f16_to_f32(x[b].d);
     int32_t sum = 0;
     for (int k = 0; k < 32; k++) sum += x[b].qs[k];
-    const int32_t off = sum * (1 << shift);
+    const int32_t off = sum * scale;
     memcpy(o + 32, &d, 4);
     memcpy(o + 36, &off, 4);
   }
 }
 void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp) {
-  pack_q8_0(cols, xq, xp, 7);
+  pack_q8_0(cols, xq, xp, 128);
 }
 void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp) {
-  pack_q8_0(cols, xq, xp, 3);
+  pack_q8_0(cols, xq, xp, 8);
 }
 void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp) {
-  pack_q8_0(cols, xq, xp, 4);
+  pack_q8_0(cols, xq, xp, 16);
 }
-
-/* MXFP4: off = 12 x the block's sum (weights read as level + 12, 0..24) */
 void pa_x16_pack_x_mxfp4(int64_t cols, const void *xq, void *xp) {
-  const block_q8_0 *x = xq;
-  uint8_t *out = xp;
-  for (int64_t b = 0; b < cols / 32; b++) {
-    uint8_t *o = out + (size_t)b * PA_X16_XREC;
-    memcpy(o, x[b].qs, 32);
-    const float d = pa_f16_to_f32(x[b].d);
-    int32_t sum = 0;
-    for (int k = 0; k < 32; k++) sum += x[b].qs[k];
-    const int32_t off = 12 * sum;
-    memcpy(o + 32, &d, 4);
-    memcpy(o + 36, &off, 4);
-  }
+  pack_q8_0(cols, xq, xp, 12);
 }
 
 size_t pa_x16_x_size_xs(int64_t cols) {
