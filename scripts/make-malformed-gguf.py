@@ -141,6 +141,33 @@ def vocab():
     return tokens
 
 
+def f32_tensors(rng):
+    """w(name, ne, around): an F32 tensor of shape ne, its values drawn from rng."""
+    def w(name, ne, around=0.0):
+        n = 1
+        for d in ne:
+            n *= d
+        return Tensor(name, ne, GGML_F32, f32_data(rng, n, around))
+    return w
+
+
+def as_arch(kvs, arch, block_count=None):
+    """The tiny llama's keys as arch's: each llama.* key under arch's name
+    with the same type and value (block_count, when given, replaced)."""
+    out = []
+    for key, entry in kvs:
+        if key == "general.architecture":
+            out.append(kv(key, STR, arch))
+        elif key == "llama.block_count" and block_count is not None:
+            out.append(kv(arch + ".block_count", U32, block_count))
+        elif key.startswith("llama."):
+            new = arch + "." + key[6:]
+            out.append((new, gstr(new) + entry[len(gstr(key)):]))
+        else:
+            out.append((key, entry))
+    return out
+
+
 def tiny_llama():
     """(kvs, tensors) of the complete tiny llama model."""
     rng = random.Random(20240611)
@@ -170,12 +197,7 @@ def tiny_llama():
         kv("tokenizer.ggml.eos_token_id", U32, eot),
     ]
     kv_dim = N_EMBD // N_HEAD * N_HEAD_KV
-
-    def w(name, ne, around=0.0):
-        n = 1
-        for d in ne:
-            n *= d
-        return Tensor(name, ne, GGML_F32, f32_data(rng, n, around))
+    w = f32_tensors(rng)
 
     tensors = [
         w("token_embd.weight", [N_EMBD, n_vocab]),
@@ -227,25 +249,11 @@ def tiny_moe():
     FFN (llama.cpp's names: ffn_gate_inp [n_embd, n_expert], ffn_*_exps
     [cols, rows, n_expert])."""
     kvs, tensors = tiny_llama()
-    rng = random.Random(20240612)
-    out = []
-    for key, entry in kvs:
-        if key == "general.architecture":
-            out.append(kv(key, STR, "qwen3moe"))
-        elif key.startswith("llama."):  # the same type and value under the new key
-            new = "qwen3moe." + key[6:]
-            out.append((new, gstr(new) + entry[len(gstr(key)):]))
-        else:
-            out.append((key, entry))
+    w = f32_tensors(random.Random(20240612))
+    out = as_arch(kvs, "qwen3moe")
     out += [kv("qwen3moe.expert_count", U32, N_EXPERT), kv("qwen3moe.expert_used_count", U32, N_EXPERT_USED),
             kv("qwen3moe.expert_feed_forward_length", U32, N_FF_EXP)]
     hd = N_EMBD // N_HEAD
-
-    def w(name, ne, around=0.0):
-        n = 1
-        for d in ne:
-            n *= d
-        return Tensor(name, ne, GGML_F32, f32_data(rng, n, around))
 
     ts = [t for t in tensors if not t.name.startswith(("blk.0.ffn_gate", "blk.0.ffn_up", "blk.0.ffn_down"))]
     ts += [w("blk.0.attn_q_norm.weight", [hd], 1.0), w("blk.0.attn_k_norm.weight", [hd], 1.0),
@@ -262,18 +270,8 @@ def tiny_gemma4():
     (shared_kv_layers 1), q/k head norms, the norms after the attention and
     the FFN, rope_freqs, the layer scalars (llama.cpp's names and keys)."""
     kvs, tensors = tiny_llama()
-    rng = random.Random(20240613)
-    out = []
-    for key, entry in kvs:
-        if key == "general.architecture":
-            out.append(kv(key, STR, "gemma4"))
-        elif key == "llama.block_count":
-            out.append(kv("gemma4.block_count", U32, 2))
-        elif key.startswith("llama."):
-            new = "gemma4." + key[6:]
-            out.append((new, gstr(new) + entry[len(gstr(key)):]))
-        else:
-            out.append((key, entry))
+    w = f32_tensors(random.Random(20240613))
+    out = as_arch(kvs, "gemma4", block_count=2)
     hd = N_EMBD // N_HEAD
     out += [kv("gemma4.attention.key_length", U32, hd), kv("gemma4.attention.value_length", U32, hd),
             kv("gemma4.attention.key_length_swa", U32, hd), kv("gemma4.attention.value_length_swa", U32, hd),
@@ -281,12 +279,6 @@ def tiny_gemma4():
             kv("gemma4.attention.sliding_window_pattern", ARR, (BOOL, [True, True])),
             kv("gemma4.attention.shared_kv_layers", U32, 1), kv("gemma4.rope.freq_base_swa", F32, 10000.0),
             kv("gemma4.final_logit_softcapping", F32, 30.0)]
-
-    def w(name, ne, around=0.0):
-        n = 1
-        for d in ne:
-            n *= d
-        return Tensor(name, ne, GGML_F32, f32_data(rng, n, around))
 
     ts = [t for t in tensors if t.name != "output.weight"]
     ts += [w("rope_freqs.weight", [hd // 2], 1.0), w("blk.0.attn_q_norm.weight", [hd], 1.0),

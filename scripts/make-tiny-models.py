@@ -327,6 +327,55 @@ def tokenizer_vocab(vocab_size):
     return tokens, types, merges
 
 
+def start_gguf(path, gguf_arch, name, cfg, ff, head_dim):
+    """An F32 GGUF writer of arch gguf_arch, named "pasada tiny <name>",
+    with the sizes every family's file starts with (ff: the FFN width, one
+    or one a layer)."""
+    w = gguf.GGUFWriter(str(path), gguf_arch)
+    w.add_name(f"pasada tiny {name}")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    return w
+
+
+def add_tokenizer(w, vocab_size):
+    """The byte-level BPE vocabulary of tokenizer_vocab, with its BOS/EOS ids."""
+    tokens, types, merges = tokenizer_vocab(vocab_size)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(BOS_ID)
+    w.add_eos_token_id(EOS_ID)
+    w.add_add_bos_token(False)
+
+
+def tensor_reader(sd):
+    """name -> the state dict's tensor as a float32 numpy array."""
+    return lambda name: sd[name].detach().to(torch.float32).numpy()
+
+
+def add_ffn(w, t, p, b):
+    """Layer p's gated FFN (transformers' names) as GGUF block b's."""
+    for x in ("gate", "up", "down"):
+        w.add_tensor(b + f"ffn_{x}.weight", t(p + f"mlp.{x}_proj.weight"))
+
+
+def finish_gguf(w):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_gguf_gemma4(path, cfg, spec, sd):
     """Gemma 4's GGUF as llama.cpp's converter writes it: norms as stored
     (no + 1), key_length / key_length_swa (here equal), the sliding pattern
@@ -334,18 +383,9 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     rope_freqs freezing the global layers' unrotated pairs (1e30), the
     layer scalars as blk.N.layer_output_scale; no V where k_eq_v."""
     n_layer, hd = cfg.num_hidden_layers, cfg.head_dim
-    w = gguf.GGUFWriter(str(path), "gemma4")
-    w.add_name("pasada tiny gemma4")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_block_count(n_layer)
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
     first_shared = n_layer - cfg.num_kv_shared_layers
-    w.add_feed_forward_length([cfg.intermediate_size * (2 if i >= first_shared else 1) for i in range(n_layer)])
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(hd)
-    w.add_value_length(hd)
+    ff = [cfg.intermediate_size * (2 if i >= first_shared else 1) for i in range(n_layer)]
+    w = start_gguf(path, "gemma4", "gemma4", cfg, ff, hd)
     w.add_key_length_swa(hd)
     w.add_value_length_swa(hd)
     w.add_rope_dimension_count(hd)
@@ -359,18 +399,9 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     w.add_embedding_length_per_layer_input(0)
     w.add_final_logit_softcapping(spec["final_softcap"])
     w.add_vocab_size(cfg.vocab_size)
-    tokens, types, merges = tokenizer_vocab(cfg.vocab_size)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(BOS_ID)
-    w.add_eos_token_id(EOS_ID)
-    w.add_add_bos_token(False)
+    add_tokenizer(w, cfg.vocab_size)
 
-    def t(name):
-        return sd[name].detach().to(torch.float32).numpy()
+    t = tensor_reader(sd)
 
     n_rot = int(hd * spec["partial_rotary"] / 2)
     w.add_tensor("rope_freqs.weight", np.asarray([1.0] * n_rot + [1e30] * (hd // 2 - n_rot), dtype=np.float32))
@@ -388,16 +419,11 @@ def write_gguf_gemma4(path, cfg, spec, sd):
         w.add_tensor(b + "attn_output.weight", t(p + "self_attn.o_proj.weight"))
         w.add_tensor(b + "post_attention_norm.weight", t(p + "post_attention_layernorm.weight"))
         w.add_tensor(b + "ffn_norm.weight", t(p + "pre_feedforward_layernorm.weight"))
-        w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
-        w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
-        w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
+        add_ffn(w, t, p, b)
         w.add_tensor(b + "post_ffw_norm.weight", t(p + "post_feedforward_layernorm.weight"))
         w.add_tensor(b + "layer_output_scale.weight", t(p + "layer_scalar").reshape(1))
     w.add_tensor("output_norm.weight", t("model.norm.weight"))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish_gguf(w)
 
 
 def write_gguf(path, arch, cfg, spec, sd):
@@ -406,17 +432,7 @@ def write_gguf(path, arch, cfg, spec, sd):
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
     rope_dim = int(head_dim * spec.get("partial_rotary", 1.0))
-    w = gguf.GGUFWriter(str(path), spec.get("gguf_arch", arch))
-    w.add_name(f"pasada tiny {arch}")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
+    w = start_gguf(path, spec.get("gguf_arch", arch), arch, cfg, cfg.intermediate_size, head_dim)
     w.add_rope_dimension_count(rope_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(spec["rope_theta"])
@@ -450,20 +466,11 @@ def write_gguf(path, arch, cfg, spec, sd):
         factor = cfg.rope_parameters.get("attention_factor") or float(np.sqrt(1 + np.log(scale) / np.log(orig)))
         w.add_rope_scaling_attn_factors(factor)
 
-    tokens, types, merges = tokenizer_vocab(cfg.vocab_size)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(BOS_ID)
-    w.add_eos_token_id(EOS_ID)
-    w.add_add_bos_token(False)
+    add_tokenizer(w, cfg.vocab_size)
     if arch == "phi3":
         w.add_chat_template(PHI3_CHAT_TEMPLATE)
 
-    def t(name):
-        return sd[name].detach().to(torch.float32).numpy()
+    t = tensor_reader(sd)
 
     def norm(name):
         x = t(name)
@@ -535,17 +542,12 @@ def write_gguf(path, arch, cfg, spec, sd):
             w.add_tensor(b + "ffn_up_exps.weight", np.ascontiguousarray(gate_up[:, ff:, :]))
             w.add_tensor(b + "ffn_down_exps.weight", t(p + "mlp.experts.down_proj"))
         else:
-            w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
-            w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
-            w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
+            add_ffn(w, t, p, b)
     w.add_tensor("output_norm.weight", norm("model.norm.weight"))
     if not cfg.tie_word_embeddings:
         w.add_tensor("output.weight", t("lm_head.weight"))
 
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish_gguf(w)
 
 
 def reorder_v_heads(x, dim, n_k, n_v, head_dim):
@@ -596,9 +598,7 @@ def write_qwen35_layers(w, cfg, spec, t, norm):
             w.add_tensor(b + "attn_q_norm.weight", norm(sa + "q_norm.weight"))
             w.add_tensor(b + "attn_k_norm.weight", norm(sa + "k_norm.weight"))
             w.add_tensor(b + "attn_output.weight", t(sa + "o_proj.weight"))
-        w.add_tensor(b + "ffn_gate.weight", t(p + "mlp.gate_proj.weight"))
-        w.add_tensor(b + "ffn_up.weight", t(p + "mlp.up_proj.weight"))
-        w.add_tensor(b + "ffn_down.weight", t(p + "mlp.down_proj.weight"))
+        add_ffn(w, t, p, b)
 
 
 def check_sensitivity(checker, arch, gguf_path, arrays):
@@ -606,30 +606,24 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
     beyond the 1e-4 tolerance when it is got wrong, on the longest sequence."""
     ids, ref = arrays["ids2"], arrays["logits2"]
     variants = {"rope pairs (normal vs neox)": dict(neox=(arch not in ("llama", "mixtral")) is False)}
+    # a sliding window's variants: none, one position shorter, every layer global
+    window = {"no sliding window": dict(window=10 ** 9), "window off by one": dict(window=9)}
+    all_global = {"all layers global": dict(swa_pattern=1)}
     if arch == "gpt-oss":
         variants.update({"no YaRN": dict(yarn=False),
                          "no attention sinks": dict(sinks=False),
-                         "SwiGLU unclamped": dict(clamp=None),
-                         "no sliding window": dict(window=10 ** 9),
-                         "window off by one": dict(window=9),
-                         "all layers global": dict(swa_pattern=1)})
+                         "SwiGLU unclamped": dict(clamp=None), **window, **all_global})
     if "experts" in ARCHS[arch]:
         variants.update({"chosen weights not renormalised": dict(norm_topk=False),
                          "one expert fewer per token": dict(used_delta=-1)})
     if arch == "gemma3":
-        variants.update({"no sliding window": dict(window=10 ** 9),
-                         "window off by one": dict(window=9),
-                         "local RoPE base = global": dict(local_base=1e6),
-                         "all layers global": dict(swa_pattern=1)})
+        variants.update({**window, "local RoPE base = global": dict(local_base=1e6), **all_global})
     if arch == "gemma2":
-        variants.update({"no sliding window": dict(window=10 ** 9),
-                         "window off by one": dict(window=9),
-                         "all layers global": dict(swa_pattern=1),
+        variants.update({**window, **all_global,
                          "no attention soft-cap": dict(attn_softcap=0.0),
                          "no final soft-cap": dict(final_softcap=0.0)})
     if arch == "gemma4":
-        variants.update({"no sliding window": dict(window=10 ** 9),
-                         "window off by one": dict(window=9),
+        variants.update({**window,
                          "local RoPE base = global": dict(local_base=1e6),
                          "no final soft-cap": dict(final_softcap=0.0),
                          "global layers fully rotated": dict(factors="none"),
@@ -637,8 +631,7 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
                          "KV shared from the first layer of a kind": dict(kv_source="first"),
                          "no layer scalars": dict(layer_scalars=False)})
     if arch == "phi3":
-        variants.update({"no sliding window": dict(window=10 ** 9),
-                         "window off by one": dict(window=9),
+        variants.update({**window,
                          "short factors": dict(factors="short"),
                          "no LongRoPE factors": dict(factors="none"),
                          "no attention factor": dict(attn_factor=1.0),

@@ -107,5 +107,18 @@ void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp);
 void pa_x16_pack_x_mxfp4(int64_t cols, const void *xq, void *xp);
 size_t pa_x16_x_size_xs(int64_t cols);
 void pa_x16_pack_x_iq4_xs(int64_t cols, const void *xq, void *xp);
+/* The activation size and packer each type's x16 kernels read (IQ4_NL's
+ * activations are Q8_0's), and PA_X16_KERNEL(isa, sfx, n_tok), which
+ * defines pa_x16_<isa>_<sfx>: the kernel of type sfx whose entry run_<sfx>
+ * takes up to n_tok tokens a call. */
+#define PA_X16_X_q8_0 pa_x16_x_size, pa_x16_pack_x_q8_0
+#define PA_X16_X_q4_0 pa_x16_x_size, pa_x16_pack_x_q4_0
+#define PA_X16_X_q4_1 pa_x16_x_size, pa_x16_pack_x_q4_1
+#define PA_X16_X_q5_0 pa_x16_x_size, pa_x16_pack_x_q5_0
+#define PA_X16_X_iq4_nl pa_x16_x_size, pa_x16_pack_x_q8_0
+#define PA_X16_X_mxfp4 pa_x16_x_size, pa_x16_pack_x_mxfp4
+#define PA_X16_X_iq4_xs pa_x16_x_size_xs, pa_x16_pack_x_iq4_xs
+#define PA_X16_KERNEL(isa, sfx, n_tok) \
+  const pa_ilv_kernel pa_x16_##isa##_##sfx = {16, (n_tok), PA_X16_X_##sfx, run_##sfx}
 
 #endif

@@ -26,8 +26,7 @@ void pa_forward_gemma4(struct pa_context *c, const pa_fwd_batch *b) {
   const int32_t n = b->n;
   const int64_t E = hp->n_embd;
 
-  OP(PA_OP_EMBED, -1, n, embed(bc, b, &m->tok_embd, hp->embed_scale));
-  OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b));
+  pa_fwd_begin(c, b, hp->embed_scale);
   for (int l = 0; l < hp->n_layer; l++) {
     const pa_layer *L = &m->layers[l];
     if (be->layer) be->layer(bc, l);
@@ -51,25 +50,11 @@ void pa_forward_gemma4(struct pa_context *c, const pa_fwd_batch *b) {
     qkv.rope[0] = rope;
     OP(PA_OP_QKV, l, n, matmul(bc, b, &qkv));
     OP(PA_OP_ATTENTION, l, n, attention(bc, b, from, local ? hp->sliding_window : 0));
-    const pa_matmul_desc o = pa_mm(&L->wo, PA_BUF_ATT, PA_BUF_XB);
-    OP(PA_OP_O, l, n, matmul(bc, b, &o));
-    OP(PA_OP_POST_ATTN_NORM, l, n, rms_norm(bc, PA_BUF_XB, PA_BUF_XB, L->post_attn_norm, E, n));
-    OP(PA_OP_ATTN_RESIDUAL, l, n, add(bc, PA_BUF_X, PA_BUF_XB, E, n));
+    pa_fwd_attn_out_postnorm(c, b, l); /* x += postnorm(Wo att) */
     /* feed-forward: x += postnorm(W_down (gelu(W_gate n) * (W_up n))) */
-    pa_matmul_desc up = pa_mm2(&L->w_gate, &L->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
-    up.in_norm = L->ffn_norm;
-    up.gate = PA_GATE_GELU_TANH;
-    OP(PA_OP_GATE_UP, l, n, matmul(bc, b, &up));
-    const pa_matmul_desc down = pa_mm(&L->w_down, PA_BUF_H1, PA_BUF_XB);
-    OP(PA_OP_DOWN, l, n, matmul(bc, b, &down));
-    OP(PA_OP_POST_FFN_NORM, l, n, rms_norm(bc, PA_BUF_XB, PA_BUF_XB, L->post_ffn_norm, E, n));
-    OP(PA_OP_FFN_RESIDUAL, l, n, add(bc, PA_BUF_X, PA_BUF_XB, E, n));
+    pa_fwd_ffn(c, b, l, PA_GATE_GELU_TANH, true);
     if (L->out_scale != 1.0f) OP(PA_OP_FFN_RESIDUAL, l, n, scale(bc, PA_BUF_X, L->out_scale, E, n));
     pa_layer_done(c, l, n);
   }
-  if (be->layer) be->layer(bc, hp->n_layer);
-  if (c->pooling) /* an embedding context: the normed hidden states, no logits */
-    OP(PA_OP_OUTPUT, -1, b->n_out, hidden(bc, b, m->output_norm, c->hidden));
-  else
-    OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
+  pa_fwd_end(c, b);
 }

@@ -25,8 +25,7 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
   const int32_t n = b->n;
   const pa_gate gate = hp->act == PA_ACT_SILU ? PA_GATE_SILU : PA_GATE_GELU_TANH;
 
-  OP(PA_OP_EMBED, -1, n, embed(bc, b, &m->tok_embd, 1.0f));
-  OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b)); /* RoPE tables of the positions */
+  pa_fwd_begin(c, b, 1.0f);
   for (int l = 0; l < hp->n_layer; l++) {
     const pa_layer *L = &m->layers[l];
     if (be->layer) be->layer(bc, l);
@@ -61,18 +60,8 @@ void pa_forward_llama(struct pa_context *c, const pa_fwd_batch *b) {
       continue;
     }
     /* feed-forward: h = silu(W_gate n) * (W_up n), n = rmsnorm(x); x += W_down h */
-    pa_matmul_desc up = pa_mm2(&L->w_gate, &L->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
-    up.in_norm = L->ffn_norm;
-    up.gate = gate;
-    OP(PA_OP_GATE_UP, l, n, matmul(bc, b, &up));
-    pa_matmul_desc down = pa_mm(&L->w_down, PA_BUF_H1, PA_BUF_XB);
-    down.residual = PA_BUF_X;
-    OP(PA_OP_DOWN, l, n, matmul(bc, b, &down));
+    pa_fwd_ffn(c, b, l, gate, false);
     pa_layer_done(c, l, n);
   }
-  if (be->layer) be->layer(bc, hp->n_layer);
-  if (c->pooling) /* an embedding context: the normed hidden states, no logits */
-    OP(PA_OP_OUTPUT, -1, b->n_out, hidden(bc, b, m->output_norm, c->hidden));
-  else
-    OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
+  pa_fwd_end(c, b);
 }

@@ -173,6 +173,19 @@ void pa_forward_gemma3(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_gemma4(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_bert(struct pa_context *ctx, const pa_fwd_batch *b);
 void pa_forward_qwen35(struct pa_context *ctx, const pa_fwd_batch *b);
+/* Shared steps of the forward passes (forward.c), each timed by PA_PROF.
+ * pa_fwd_begin: the embeddings of batch b times embed_scale into X, and
+ * the RoPE tables of its positions. pa_fwd_end: after the last layer, the
+ * normed hidden states (an embedding context) or the logits.
+ * pa_fwd_attn_out_postnorm (Gemma): x += rmsnorm(Wo att) with the layer's
+ * post_attn_norm. pa_fwd_ffn: the gated feed-forward block of layer l,
+ * h = gate(W_gate n) * (W_up n) with n = rmsnorm(x) by ffn_norm; then
+ * x += W_down h, or with post_norm (Gemma) x += rmsnorm(W_down h) by
+ * post_ffn_norm. */
+void pa_fwd_begin(struct pa_context *c, const pa_fwd_batch *b, float embed_scale);
+void pa_fwd_end(struct pa_context *c, const pa_fwd_batch *b);
+void pa_fwd_attn_out_postnorm(struct pa_context *c, const pa_fwd_batch *b, int l);
+void pa_fwd_ffn(struct pa_context *c, const pa_fwd_batch *b, int l, pa_gate gate, bool post_norm);
 /* A hybrid model's state snapshots (hybrid.c): made with the context,
  * the truncation and prefix reuse that keep a sequence's recurrent state
  * consistent with its KV positions. */

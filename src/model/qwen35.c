@@ -59,13 +59,7 @@ void pa_forward_qwen35(struct pa_context *c, const pa_fwd_batch *b) {
       o.residual = PA_BUF_X;
       OP(PA_OP_O, l, n, matmul(bc, b, &o));
     }
-    pa_matmul_desc up = pa_mm2(&L->w_gate, &L->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
-    up.in_norm = L->ffn_norm;
-    up.gate = PA_GATE_SILU;
-    OP(PA_OP_GATE_UP, l, n, matmul(bc, b, &up));
-    pa_matmul_desc down = pa_mm(&L->w_down, PA_BUF_H1, PA_BUF_XB);
-    down.residual = PA_BUF_X;
-    OP(PA_OP_DOWN, l, n, matmul(bc, b, &down));
+    pa_fwd_ffn(c, b, l, PA_GATE_SILU, false);
     pa_layer_done(c, l, n);
   }
   if (be->layer) be->layer(bc, hp->n_layer);

@@ -322,15 +322,7 @@ static int matcher_verdict(const pasada_grammar *g, const char *s, size_t n) {
 }
 
 static const char *grammars[] = {
-    /* JSON */
-    "root ::= value\n"
-    "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
-    "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
-    "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
-    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" "
-    "[0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
-    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws\n"
-    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+    TEST_GBNF_JSON,
     /* arithmetic (recursion in the middle) */
     "root ::= expr\nexpr ::= term ([-+*/] term)*\nterm ::= num | \"(\" space expr \")\" space\n"
     "num ::= [0-9]+ space\nspace ::= [ \\t\\n]*\n",

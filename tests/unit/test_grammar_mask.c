@@ -11,15 +11,7 @@
 #include "test_grammar_util.h"
 
 static const char *grammars[] = {
-    /* JSON */
-    "root ::= value\n"
-    "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
-    "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
-    "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
-    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" "
-    "[0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
-    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws\n"
-    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+    TEST_GBNF_JSON,
     /* a fixed-shape object: literals, an enum, bounded strings and numbers */
     "root ::= \"{\" sp \"\\\"name\\\":\" sp str \",\" sp \"\\\"kind\\\":\" sp (\"\\\"a\\\"\" | "
     "\"\\\"ab\\\"\" | \"\\\"b\\\"\") "
@@ -320,6 +312,20 @@ static int32_t allowed_ids(pa_gmatcher *m, int32_t nv, int32_t *out, int32_t cap
   return n;
 }
 
+/* The grammar gbnf compiled for tok (*g) and a matcher of it; NULL where
+ * either fails. close_matcher frees both. */
+static pa_gmatcher *open_matcher(const pasada_tokenizer *tok, const char *gbnf, pasada_grammar **g) {
+  pa_gmatcher *m = NULL;
+  *g = compile(tok, gbnf);
+  if (*g && pa_gmatcher_create(*g, &m) != PASADA_OK) m = NULL;
+  return m;
+}
+
+static void close_matcher(pa_gmatcher *m, pasada_grammar *g) {
+  pa_gmatcher_free(m);
+  pasada_grammar_free(g);
+}
+
 static void expect_grammar_error(const pasada_tokenizer *tok, const char *gbnf, const char *part) {
   pasada_grammar *g = NULL;
   int st = pasada_grammar_create(tok, gbnf, strlen(gbnf), NULL, &g);
@@ -339,20 +345,20 @@ static void test_token_refs(const pasada_tokenizer *tok) {
   const int32_t nv = pasada_tokenizer_n_vocab(tok), byte = 4;
   int32_t ids[8];
   pa_gmatcher *m = NULL;
-  pasada_grammar *g = compile(tok, "root ::= \"a\" <[3]> \"b\"\n");
-  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+  pasada_grammar *g;
+  m = open_matcher(tok, "root ::= \"a\" <[3]> \"b\"\n", &g);
+  if (m) {
     CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK, "accept 'a'");
     CHECK(allowed_ids(m, nv, ids, 8) == 1 && ids[0] == 3, "after 'a': only the control token 3");
     CHECK(!pa_gmatcher_allows(m, byte + '{'), "the byte token '{' spells no control token");
     CHECK(pa_gmatcher_accept(m, 3) == PASADA_OK, "accept the referenced control token");
     CHECK(pa_gmatcher_allows(m, byte + 'b') && !pa_gmatcher_can_end(m), "then 'b'");
     CHECK(pa_gmatcher_accept(m, byte + 'b') == PASADA_OK && pa_gmatcher_can_end(m), "end");
-    pa_gmatcher_free(m);
   }
-  pasada_grammar_free(g);
+  close_matcher(m, g);
   /* by text: <s> is token 1; the end token 2 named mid-grammar */
-  g = compile(tok, "root ::= <s> \"x\" </s> \"y\"\n");
-  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+  m = open_matcher(tok, "root ::= <s> \"x\" </s> \"y\"\n", &g);
+  if (m) {
     CHECK(allowed_ids(m, nv, ids, 8) == 1 && ids[0] == 1, "first: only <s>");
     CHECK(pa_gmatcher_accept(m, 1) == PASADA_OK && pa_gmatcher_accept(m, byte + 'x') == PASADA_OK,
           "<s> x");
@@ -361,19 +367,17 @@ static void test_token_refs(const pasada_tokenizer *tok) {
     CHECK(pa_gmatcher_accept(m, 2) == PASADA_OK && !pa_gmatcher_must_end(m) &&
               pa_gmatcher_allows(m, byte + 'y'),
           "</s> taken mid-grammar, then y");
-    pa_gmatcher_free(m);
   }
-  pasada_grammar_free(g);
+  close_matcher(m, g);
   /* a text token's reference is its text: any spelling of it */
   char text_ref[64];
   snprintf(text_ref, sizeof text_ref, "root ::= <[%d]> <[%d]>\n", byte + 'a', byte + 'b');
-  g = compile(tok, text_ref);
-  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+  m = open_matcher(tok, text_ref, &g);
+  if (m) {
     CHECK(pa_gmatcher_accept_bytes(m, (const uint8_t *)"ab", 2) && pa_gmatcher_can_end(m),
           "<[byte a]> <[byte b]> matches the text ab");
-    pa_gmatcher_free(m);
   }
-  pasada_grammar_free(g);
+  close_matcher(m, g);
   expect_grammar_error(tok, "root ::= <nosuch>\n", "<nosuch> is not a token");
   expect_grammar_error(tok, "root ::= <[99999999]>\n", "outside the vocabulary");
   expect_grammar_error(tok, "root ::= <[1x]>\n", "takes a token id");
@@ -400,8 +404,9 @@ static void test_negated_refs(const pasada_tokenizer *tok) {
     if (n >= 3 && n < sizeof piece && piece[0] != 'b') word = id;
   }
   CHECK(word >= 0, "the synthetic vocabulary has a word of 3+ bytes");
-  pasada_grammar *g = compile(tok, "root ::= \"a\" !<[3]> \"b\"\n");
-  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+  pasada_grammar *g;
+  m = open_matcher(tok, "root ::= \"a\" !<[3]> \"b\"\n", &g);
+  if (m) {
     CHECK(allowed_ids(m, nv, ids, 8) >= 1 && pa_gmatcher_allows(m, byte + 'a') &&
               !pa_gmatcher_allows(m, 3),
           "first: 'a' only");
@@ -422,39 +427,35 @@ static void test_negated_refs(const pasada_tokenizer *tok) {
     pa_gmatcher_reset(m);
     CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK && pa_gmatcher_accept(m, eog) != PASADA_OK,
           "the end token is no negation's match");
-    pa_gmatcher_free(m);
   }
-  pasada_grammar_free(g);
+  close_matcher(m, g);
   /* anything up to the control token 3, which ends it */
-  g = compile(tok, "root ::= ( !<[3]> )* <[3]>\n");
-  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+  m = open_matcher(tok, "root ::= ( !<[3]> )* <[3]>\n", &g);
+  if (m) {
     CHECK(allowed_ids(m, nv, ids, 8) == nv - 1 && !pa_gmatcher_allows(m, eog),
           "every token but the end one");
     CHECK(pa_gmatcher_accept(m, byte + 'x') == PASADA_OK && pa_gmatcher_accept(m, word) == PASADA_OK &&
               pa_gmatcher_accept(m, 1) == PASADA_OK && !pa_gmatcher_can_end(m),
           "text, a word, a control token: still inside");
     CHECK(pa_gmatcher_accept(m, 3) == PASADA_OK && pa_gmatcher_must_end(m), "3 ends it");
-    pa_gmatcher_free(m);
   }
-  pasada_grammar_free(g);
+  close_matcher(m, g);
   /* two negations of different ids: any token; by name: <s> is token 1 */
-  g = compile(tok, "root ::= !<s> | !<[3]>\n");
-  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+  m = open_matcher(tok, "root ::= !<s> | !<[3]>\n", &g);
+  if (m) {
     CHECK(allowed_ids(m, nv, ids, 8) == nv - 1, "!<s> | !<[3]>: every token but the end one");
     CHECK(pa_gmatcher_accept(m, 1) == PASADA_OK && pa_gmatcher_must_end(m), "<s> via !<[3]>");
-    pa_gmatcher_free(m);
   }
-  pasada_grammar_free(g);
+  close_matcher(m, g);
   /* a negation beside text: the text's tokens both ways */
-  g = compile(tok, "root ::= \"a\" \"c\" | !<s> \"d\"\n");
-  if (g && pa_gmatcher_create(g, &m) == PASADA_OK) {
+  m = open_matcher(tok, "root ::= \"a\" \"c\" | !<s> \"d\"\n", &g);
+  if (m) {
     CHECK(allowed_ids(m, nv, ids, 8) == nv - 2, "every token but <s> and the end one");
     CHECK(pa_gmatcher_accept(m, byte + 'a') == PASADA_OK && pa_gmatcher_allows(m, byte + 'c') &&
               pa_gmatcher_allows(m, byte + 'd') && allowed_ids(m, nv, ids, 8) == 2,
           "after 'a': 'c' (the text) or 'd' (after the negation)");
-    pa_gmatcher_free(m);
   }
-  pasada_grammar_free(g);
+  close_matcher(m, g);
   expect_grammar_error(tok, "root ::= !<[99999999]>\n", "outside the vocabulary");
   expect_grammar_error(tok, "root ::= !<nosuch>\n", "<nosuch> is not a token");
   expect_grammar_error(tok, "root ::= !<s\n", "unterminated token reference");

@@ -20,6 +20,17 @@
 #include "test_check.h"
 #include "test_util.h"
 
+/* A JSON grammar, the first that test_grammar.c and test_grammar_mask.c walk */
+#define TEST_GBNF_JSON                                                                            \
+  "root ::= value\n"                                                                              \
+  "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"           \
+  "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"   \
+  "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"                                    \
+  "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" "            \
+  "[0-9a-fA-F]{4}) )* \"\\\"\" ws\n"                                                              \
+  "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws\n" \
+  "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
+
 #define SYN_EOS 2
 #define SYN_CONTROL 3 /* a control token that spells "{" */
 
@@ -106,7 +117,8 @@ static inline pa_tokenizer *synthetic_vocab(int n_words) {
   }
   /* every part is a token of its own (the tests name "a" and "b"); the rest
    * are random concatenations of one to four parts */
-  for (int i = 0; i < n_parts && k < n; i++) store[k] = strdup(parts[i]), types[k++] = PA_TOKEN_NORMAL;
+  for (int i = 0; i < n_parts && k < n; i++)
+    store[k] = strdup(parts[i]), types[k++] = PA_TOKEN_NORMAL;
   while (k < n) {
     char s[64] = "";
     int np = 1 + (int)(rng() % 4);

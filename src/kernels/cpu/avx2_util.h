@@ -1,5 +1,6 @@
 /* avx2_util.h: the AVX2 helpers every AVX2 kernel file shares (avx2.c,
- * gemm_avx2.c, iq_avx2.c): horizontal sums and the fp16 scalar load, one
+ * gemm_avx2.c, iq_avx2.c, x16_avx2.c, x16_iq_avx2.c): horizontal sums, the
+ * fp16 scalar load and the x16 kernels' store of their sums, one
  * instruction sequence each, so kernels that must agree bit for bit (the
  * GEMM kernels repeat the dot kernels' arithmetic) reduce alike. Include
  * after <immintrin.h>, in a file built with PA_NO_FP_CONTRACT. */
@@ -33,6 +34,16 @@ PA_AVX2_FN float f16_at(const void *p) {
   uint16_t h;
   memcpy(&h, p, 2);
   return _cvtsh_ss(h);
+}
+
+/* T tokens' 16 row sums, token t's at acc + 16t (32-byte aligned), into
+ * y + t * ldy (an x16 kernel's output, kernels/x16.h). */
+PA_AVX2_FN void store_rows16(float *y, int64_t ldy, const float *acc, const int T) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++) {
+    _mm256_storeu_ps(y + t * ldy, _mm256_load_ps(acc + 16 * t));
+    _mm256_storeu_ps(y + t * ldy + 8, _mm256_load_ps(acc + 16 * t + 8));
+  }
 }
 
 #endif

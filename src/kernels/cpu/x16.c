@@ -219,9 +219,10 @@ size_t pa_x16_x_size(int64_t cols) {
   return (size_t)(cols / 32) * PA_X16_XREC;
 }
 
-/* Q8_0 activations with the offset of weights read unsigned: shift 7
- * (Q8_0 + 128), 3 (Q4_0's 8) or 4 (Q5_0's 16). */
-static void pack_q8_0(int64_t cols, const void *xq, void *xp, int shift) {
+/* Q8_0 activations with the offset of weights read unsigned: off = scale
+ * x the block's sum, scale 128 (Q8_0 + 128), 8 (Q4_0's), 16 (Q5_0's) or
+ * 12 (MXFP4: weights read as level + 12, 0..24). */
+static void pack_q8_0(int64_t cols, const void *xq, void *xp, int32_t scale) {
   const block_q8_0 *x = xq;
   uint8_t *out = xp;
   for (int64_t b = 0; b < cols / 32; b++) {
@@ -230,35 +231,22 @@ static void pack_q8_0(int64_t cols, const void *xq, void *xp, int shift) {
     const float d = pa_f16_to_f32(x[b].d);
     int32_t sum = 0;
     for (int k = 0; k < 32; k++) sum += x[b].qs[k];
-    const int32_t off = sum * (1 << shift);
+    const int32_t off = sum * scale;
     memcpy(o + 32, &d, 4);
     memcpy(o + 36, &off, 4);
   }
 }
 void pa_x16_pack_x_q8_0(int64_t cols, const void *xq, void *xp) {
-  pack_q8_0(cols, xq, xp, 7);
+  pack_q8_0(cols, xq, xp, 128);
 }
 void pa_x16_pack_x_q4_0(int64_t cols, const void *xq, void *xp) {
-  pack_q8_0(cols, xq, xp, 3);
+  pack_q8_0(cols, xq, xp, 8);
 }
 void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp) {
-  pack_q8_0(cols, xq, xp, 4);
+  pack_q8_0(cols, xq, xp, 16);
 }
-
-/* MXFP4: off = 12 x the block's sum (weights read as level + 12, 0..24) */
 void pa_x16_pack_x_mxfp4(int64_t cols, const void *xq, void *xp) {
-  const block_q8_0 *x = xq;
-  uint8_t *out = xp;
-  for (int64_t b = 0; b < cols / 32; b++) {
-    uint8_t *o = out + (size_t)b * PA_X16_XREC;
-    memcpy(o, x[b].qs, 32);
-    const float d = pa_f16_to_f32(x[b].d);
-    int32_t sum = 0;
-    for (int k = 0; k < 32; k++) sum += x[b].qs[k];
-    const int32_t off = 12 * sum;
-    memcpy(o + 32, &d, 4);
-    memcpy(o + 36, &off, 4);
-  }
+  pack_q8_0(cols, xq, xp, 12);
 }
 
 size_t pa_x16_x_size_xs(int64_t cols) {
@@ -355,39 +343,19 @@ static void run_ref_iq(pa_type type, int64_t cols, const uint8_t *wg, const uint
     }
 }
 
-#define RUN_IQ(name, type)                                                                      \
-  static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
-                   int64_t ldy, const pa_prefetch *stream) {                                    \
-    (void)stream;                                                                               \
-    run_ref_iq(type, cols, wg, xp, nt, y, ldy);                                                 \
-  }
-RUN_IQ(run_iq4_nl, PA_TYPE_IQ4_NL)
-RUN_IQ(run_mxfp4, PA_TYPE_MXFP4)
-RUN_IQ(run_iq4_xs, PA_TYPE_IQ4_XS)
-
-const pa_ilv_kernel pa_x16_ref_iq4_nl = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
-                                         run_iq4_nl};
-const pa_ilv_kernel pa_x16_ref_mxfp4 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_mxfp4,
-                                        run_mxfp4};
-const pa_ilv_kernel pa_x16_ref_iq4_xs = {16, PA_X16_TOKENS, pa_x16_x_size_xs,
-                                         pa_x16_pack_x_iq4_xs, run_iq4_xs};
-
-#define RUN(name, type)                                                                         \
-  static void name(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
-                   int64_t ldy, const pa_prefetch *stream) {                                                   \
-    (void)stream;                                                                               \
-    run_ref(type, cols, wg, xp, nt, y, ldy);                                                    \
-  }
-RUN(run_q8_0, PA_TYPE_Q8_0)
-RUN(run_q4_0, PA_TYPE_Q4_0)
-RUN(run_q4_1, PA_TYPE_Q4_1)
-RUN(run_q5_0, PA_TYPE_Q5_0)
-
-const pa_ilv_kernel pa_x16_ref_q8_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
-                                       run_q8_0};
-const pa_ilv_kernel pa_x16_ref_q4_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
-                                       run_q4_0};
-const pa_ilv_kernel pa_x16_ref_q4_1 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
-                                       run_q4_1};
-const pa_ilv_kernel pa_x16_ref_q5_0 = {16, PA_X16_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
-                                       run_q5_0};
+/* The reference kernel of each type: run_##sfx calls body (run_ref or
+ * run_ref_iq) for type. */
+#define X16_REF(sfx, body, type)                                                                   \
+  static void run_##sfx(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
+                        int64_t ldy, const pa_prefetch *stream) {                                 \
+    (void)stream;                                                                                \
+    body(type, cols, wg, xp, nt, y, ldy);                                                        \
+  }                                                                                              \
+  PA_X16_KERNEL(ref, sfx, PA_X16_TOKENS);
+X16_REF(iq4_nl, run_ref_iq, PA_TYPE_IQ4_NL)
+X16_REF(mxfp4, run_ref_iq, PA_TYPE_MXFP4)
+X16_REF(iq4_xs, run_ref_iq, PA_TYPE_IQ4_XS)
+X16_REF(q8_0, run_ref, PA_TYPE_Q8_0)
+X16_REF(q4_0, run_ref, PA_TYPE_Q4_0)
+X16_REF(q4_1, run_ref, PA_TYPE_Q4_1)
+X16_REF(q5_0, run_ref, PA_TYPE_Q5_0)

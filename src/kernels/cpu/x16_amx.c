@@ -220,13 +220,9 @@ RUN(run_q4_0, K_Q4_0, pa_x16_vnni_q4_0)
 RUN(run_q4_1, K_Q4_1, pa_x16_vnni_q4_1)
 RUN(run_q5_0, K_Q5_0, pa_x16_vnni_q5_0)
 
-const pa_ilv_kernel pa_x16_amx_q8_0 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
-                                       run_q8_0};
-const pa_ilv_kernel pa_x16_amx_q4_0 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
-                                       run_q4_0};
-const pa_ilv_kernel pa_x16_amx_q4_1 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
-                                       run_q4_1};
-const pa_ilv_kernel pa_x16_amx_q5_0 = {16, PA_X16_AMX_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
-                                       run_q5_0};
+PA_X16_KERNEL(amx, q8_0, PA_X16_AMX_TOKENS);
+PA_X16_KERNEL(amx, q4_0, PA_X16_AMX_TOKENS);
+PA_X16_KERNEL(amx, q4_1, PA_X16_AMX_TOKENS);
+PA_X16_KERNEL(amx, q5_0, PA_X16_AMX_TOKENS);
 
 #endif /* __x86_64__ */

@@ -27,6 +27,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/avx2_util.h"
 #include "kernels/cpu/ilv_run.h"
 #include "kernels/cpu/simd_masks.h"
 #include "kernels/x16.h"
@@ -168,11 +169,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
     block_both(kind, o, xp, b, acc, T);
   }
-#pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    _mm256_storeu_ps(y + t * ldy, _mm256_load_ps(acc + 16 * t));
-    _mm256_storeu_ps(y + t * ldy + 8, _mm256_load_ps(acc + 16 * t + 8));
-  }
+  store_rows16(y, ldy, acc, T);
 }
 
 PA_ILV_RUN4(AVX2, run_q8_0, K_Q8_0)
@@ -180,13 +177,9 @@ PA_ILV_RUN4(AVX2, run_q4_0, K_Q4_0)
 PA_ILV_RUN4(AVX2, run_q4_1, K_Q4_1)
 PA_ILV_RUN4(AVX2, run_q5_0, K_Q5_0)
 
-const pa_ilv_kernel pa_x16_avx2_q8_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
-                                        run_q8_0};
-const pa_ilv_kernel pa_x16_avx2_q4_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_0,
-                                        run_q4_0};
-const pa_ilv_kernel pa_x16_avx2_q4_1 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q4_1,
-                                        run_q4_1};
-const pa_ilv_kernel pa_x16_avx2_q5_0 = {16, X16_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q5_0,
-                                        run_q5_0};
+PA_X16_KERNEL(avx2, q8_0, X16_AVX2_TOKENS);
+PA_X16_KERNEL(avx2, q4_0, X16_AVX2_TOKENS);
+PA_X16_KERNEL(avx2, q4_1, X16_AVX2_TOKENS);
+PA_X16_KERNEL(avx2, q5_0, X16_AVX2_TOKENS);
 
 #endif /* __x86_64__ */

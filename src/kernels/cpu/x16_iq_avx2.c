@@ -25,6 +25,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/avx2_util.h"
 #include "kernels/cpu/ilv_run.h"
 #include "kernels/x16.h"
 
@@ -164,22 +165,15 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
       }
     }
   }
-#pragma GCC unroll 4
-  for (int t = 0; t < T; t++) {
-    _mm256_storeu_ps(y + t * ldy, _mm256_load_ps(acc + 16 * t));
-    _mm256_storeu_ps(y + t * ldy + 8, _mm256_load_ps(acc + 16 * t + 8));
-  }
+  store_rows16(y, ldy, acc, T);
 }
 
 PA_ILV_RUN4(AVX2, run_iq4_nl, K_IQ4_NL)
 PA_ILV_RUN4(AVX2, run_mxfp4, K_MXFP4)
 PA_ILV_RUN4(AVX2, run_iq4_xs, K_IQ4_XS)
 
-const pa_ilv_kernel pa_x16_avx2_iq4_nl = {16, IQ_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_q8_0,
-                                          run_iq4_nl};
-const pa_ilv_kernel pa_x16_avx2_mxfp4 = {16, IQ_AVX2_TOKENS, pa_x16_x_size, pa_x16_pack_x_mxfp4,
-                                         run_mxfp4};
-const pa_ilv_kernel pa_x16_avx2_iq4_xs = {16, IQ_AVX2_TOKENS, pa_x16_x_size_xs,
-                                          pa_x16_pack_x_iq4_xs, run_iq4_xs};
+PA_X16_KERNEL(avx2, iq4_nl, IQ_AVX2_TOKENS);
+PA_X16_KERNEL(avx2, mxfp4, IQ_AVX2_TOKENS);
+PA_X16_KERNEL(avx2, iq4_xs, IQ_AVX2_TOKENS);
 
 #endif /* __x86_64__ */
