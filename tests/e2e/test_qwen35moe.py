@@ -14,8 +14,7 @@ import pytest
 
 from conftest import FIXTURES
 from test_arch_parity import TOLERANCE, load_fixture, relative_error, run_eval
-from test_families import _copy_gguf
-from test_qwen35 import _complete, _device
+from test_qwen35 import _complete, _device, refused_with_one_line
 from test_server import Server
 
 MODEL = FIXTURES / "tiny" / "qwen35moe.gguf"
@@ -88,10 +87,21 @@ def test_qwen35moe_defective_file_is_one_line(pasada_bin, case, tmp_path):
     shared expert's width, gate and shapes) is refused at load with one
     line that names it."""
     kw, hint = _defects()[case]
-    path = tmp_path / "qwen35moe.gguf"
-    _copy_gguf(MODEL, path, **kw)
-    res = subprocess.run([str(pasada_bin), "info", str(path)], capture_output=True, text=True,
+    refused_with_one_line(pasada_bin, MODEL, kw, hint, tmp_path)
+
+
+@pytest.mark.parametrize("drop", ["shared_expert_intermediate_size", "num_experts"])
+def test_qwen35moe_folder_without_a_key_is_one_line(pasada_bin, drop, tmp_path):
+    """A folder whose config.json lacks a key the mixture needs is refused
+    with one line naming config.json and the key."""
+    import json
+    import shutil
+    folder = tmp_path / "qwen35moe"
+    shutil.copytree(FOLDER, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    del cfg[drop]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    res = subprocess.run([str(pasada_bin), "info", str(folder)], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=60)
     lines = res.stderr.strip().splitlines()
-    assert res.returncode == 1 and len(lines) == 1 and lines[0].startswith("pasada: "), res.stderr
-    assert hint in lines[0], lines[0]
+    assert res.returncode == 1 and len(lines) == 1 and "config.json" in lines[0] and drop in lines[0], res.stderr
