@@ -2,9 +2,9 @@
 """make-tiny-models.py: tiny random models and their reference logits, for the
 architecture parity tests (tests/e2e/test_arch_parity.py).
 
-For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, and the
-mixtures of experts qwen3moe and mixtral, the latter a GGUF of arch "llama"
-with experts) this builds a tiny, seeded,
+For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, the
+hybrid qwen35, and the mixtures of experts qwen3moe, mixtral, gpt-oss and
+qwen35moe, mixtral a GGUF of arch "llama" with experts) this builds a tiny, seeded,
 randomly initialised model with transformers' own configuration and model
 classes, converts it to an F32 GGUF file with gguf.GGUFWriter (the converter is
 below, written from the documented llama.cpp conventions), runs transformers
@@ -688,6 +688,26 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
             raise SystemExit(f"{arch}: the fixture does not detect '{what}' (rel err {err:.2e})")
 
 
+def check_shared_expert_matters(model, arrays):
+    """qwen35moe: the shared expert, and its gate, must each move the
+    longest sequence's logits far beyond the 1e-4 tolerance (gate at 0:
+    sigmoid 0.5 instead of its product; no shared expert at all)."""
+    ids, ref = torch.from_numpy(arrays["ids2"].astype(np.int64))[None], arrays["logits2"]
+    for what, param in (("shared gate at 0", "shared_expert_gate.weight"),
+                        ("no shared expert", "shared_expert.down_proj.weight")):
+        saved = [layer.mlp.get_parameter(param).detach().clone() for layer in model.model.layers]
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.mlp.get_parameter(param).zero_()
+            got = model(ids).logits[0].numpy()
+            for layer, s in zip(model.model.layers, saved):
+                layer.mlp.get_parameter(param).copy_(s)
+        err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+        print(f"  sensitivity qwen35moe: {what}: rel err {err:.2e}")
+        if err < 1e-2:
+            raise SystemExit(f"qwen35moe: the fixture does not detect '{what}' (rel err {err:.2e})")
+
+
 def check_with_llama_cpp(arch, gguf_path, arrays):
     """When llama-cpp-python is installed, llama.cpp itself must load the GGUF
     (tokenizer metadata included) and give transformers' logits: the converter
@@ -816,6 +836,8 @@ def main():
             for name in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(out.parent / "hf" / "qwen35" / name, folder / name)
 
+        if arch == "qwen35moe":
+            check_shared_expert_matters(model, arrays)
         # Self-check of the fixture: GGUF + llama.cpp conventions == transformers.
         if spec.get("no_numpy_ref"):
             print(f"wrote {gguf_path} ({gguf_path.stat().st_size} bytes; no numpy reference for {arch})")
