@@ -46,12 +46,13 @@ def test_qwen35moe_folder_parity(tmp_path):
     _check("logits", FOLDER, "cpu", tmp_path)
 
 
-def test_qwen35moe_server_batching_equals_lone_requests(pasada_bin):
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
+def test_qwen35moe_server_batching_equals_lone_requests(pasada_bin, backend, request):
     """Three requests at once (one batch of several sequences, each routed
     token by token and with its own recurrent state) give each the greedy
-    text a lone request gives."""
+    text a lone request gives, on the CPU and the Vulkan test device."""
     prompts = {k: ids for k, (ids, _) in zip("abc", load_fixture("qwen35moe"))}
-    srv = Server(pasada_bin, MODEL, "--parallel", "4", "--device", "cpu")
+    srv = Server(pasada_bin, MODEL, "--parallel", "4", "--device", _device(backend, request))
     try:
         alone = {k: _complete(srv.url, p, 6)["choices"][0]["text"] for k, p in prompts.items()}
         with cf.ThreadPoolExecutor(3) as ex:
