@@ -2,9 +2,9 @@
 """make-tiny-models.py: tiny random models and their reference logits, for the
 architecture parity tests (tests/e2e/test_arch_parity.py).
 
-For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, and the
-mixtures of experts qwen3moe and mixtral, the latter a GGUF of arch "llama"
-with experts) this builds a tiny, seeded,
+For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, the
+hybrid qwen35, and the mixtures of experts qwen3moe, mixtral, gpt-oss and
+qwen35moe, mixtral a GGUF of arch "llama" with experts) this builds a tiny, seeded,
 randomly initialised model with transformers' own configuration and model
 classes, converts it to an F32 GGUF file with gguf.GGUFWriter (the converter is
 below, written from the documented llama.cpp conventions), runs transformers
@@ -28,6 +28,7 @@ Usage: make-tiny-models.py [--out tests/fixtures/tiny] [--arch NAME]...
 import argparse
 import importlib.util
 import pathlib
+import shutil
 import sys
 
 import numpy as np
@@ -120,6 +121,15 @@ ARCHS = {
     "qwen35": dict(vocab=279, layers=4, tied=True, intermediate=64, rope_theta=1e6, head_dim=32, partial_rotary=0.25,
                    lin_k_heads=2, lin_v_heads=4, lin_k_dim=16, lin_v_dim=24, conv_kernel=4, interval=4,
                    no_numpy_ref=True),
+    # qwen35moe (Qwen3.5-MoE): qwen35's layers (two linear, one full:
+    # interval 3) on a 32-wide embedding, every FFN a mixture of 8 experts
+    # (16 wide) of which 2 per token, renormalised, plus a shared expert
+    # (24 wide) scaled by sigmoid of its own gate; tied. Also written as a
+    # transformers folder (F32, save_pretrained: tests/fixtures/hf/qwen35moe)
+    # for `pasada -m DIR`. No numpy reference (tests/e2e/test_qwen35moe.py).
+    "qwen35moe": dict(vocab=279, layers=3, tied=True, hidden=32, rope_theta=1e6, head_dim=32, partial_rotary=0.25,
+                      lin_k_heads=2, lin_v_heads=4, lin_k_dim=16, lin_v_dim=24, conv_kernel=4, interval=3,
+                      experts=8, used=2, expert_ff=16, shared_ff=24, no_numpy_ref=True, hf_folder=True),
 }
 
 BOS_ID, EOS_ID = 256, 257  # the two control tokens after the 256 byte tokens
@@ -149,6 +159,8 @@ def make_config(arch, spec):
         common["head_dim"] = spec["head_dim"]
     if "intermediate" in spec:
         common["intermediate_size"] = spec["intermediate"]
+    if "hidden" in spec:
+        common["hidden_size"] = spec["hidden"]
     if arch == "phi3":  # Phi3Config has no head_dim: hidden_size / heads (16)
         del common["head_dim"]
     common.update(vocab_size=spec["vocab"], num_hidden_layers=spec["layers"],
@@ -213,6 +225,17 @@ def make_config(arch, spec):
             linear_conv_kernel_dim=spec["conv_kernel"], linear_key_head_dim=spec["lin_k_dim"],
             linear_value_head_dim=spec["lin_v_dim"], linear_num_key_heads=spec["lin_k_heads"],
             linear_num_value_heads=spec["lin_v_heads"], full_attention_interval=spec["interval"])
+    if arch == "qwen35moe":
+        del common["intermediate_size"]
+        return transformers.Qwen3_5MoeTextConfig(
+            **common, rope_parameters={"rope_type": "default", "rope_theta": spec["rope_theta"],
+                                       "partial_rotary_factor": spec["partial_rotary"],
+                                       "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+            linear_conv_kernel_dim=spec["conv_kernel"], linear_key_head_dim=spec["lin_k_dim"],
+            linear_value_head_dim=spec["lin_v_dim"], linear_num_key_heads=spec["lin_k_heads"],
+            linear_num_value_heads=spec["lin_v_heads"], full_attention_interval=spec["interval"],
+            num_experts=spec["experts"], num_experts_per_tok=spec["used"], moe_intermediate_size=spec["expert_ff"],
+            shared_expert_intermediate_size=spec["shared_ff"])
     raise ValueError(arch)
 
 
@@ -220,7 +243,7 @@ def make_config(arch, spec):
 # whose committed fixtures were drawn at another: the mixtures of experts at
 # 4 and 5 (as gemma2 and phi3 were), gpt-oss, gemma4 and qwen35 at 8
 # (distinct models, so sharing an offset is fine).
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8}
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8, "qwen35moe": 9}
 
 
 def seed_index(arch, k):
@@ -234,7 +257,7 @@ def model_class(arch):
             "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM,
             "gpt-oss": transformers.GptOssForCausalLM,
             "gemma4": transformers.Gemma4ForCausalLM,
-            "qwen35": transformers.Qwen3_5ForCausalLM}[arch]
+            "qwen35": transformers.Qwen3_5ForCausalLM, "qwen35moe": transformers.Qwen3_5MoeForCausalLM}[arch]
 
 
 def randomize(model, arch, gen):
@@ -245,16 +268,16 @@ def randomize(model, arch, gen):
     biases are random so their addition is tested."""
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
-            if arch == "qwen35" and name.endswith("linear_attn.norm.weight"):  # a plain w
+            if arch in ("qwen35", "qwen35moe") and name.endswith("linear_attn.norm.weight"):  # a plain w
                 p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
-            elif arch == "qwen35" and name.endswith(".A_log"):  # decay rates exp(A_log) in [0.05, 1]
+            elif arch in ("qwen35", "qwen35moe") and name.endswith(".A_log"):  # decay rates exp(A_log) in [0.05, 1]
                 p.copy_(torch.log(0.05 + 0.95 * torch.rand(p.shape, generator=gen)))
-            elif arch == "qwen35" and name.endswith(".dt_bias"):
+            elif arch in ("qwen35", "qwen35moe") and name.endswith(".dt_bias"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-            elif arch == "qwen35" and "conv1d" in name:  # [channels][1][kernel]
+            elif arch in ("qwen35", "qwen35moe") and "conv1d" in name:  # [channels][1][kernel]
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
             elif name.endswith("norm.weight"):
-                if arch in ("gemma2", "gemma3", "qwen35"):  # Gemma scales by (1 + w)
+                if arch in ("gemma2", "gemma3", "qwen35", "qwen35moe"):  # Gemma scales by (1 + w)
                     p.copy_((torch.rand(p.shape, generator=gen) - 0.5) * 0.8)
                 else:
                     p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
@@ -432,7 +455,8 @@ def write_gguf(path, arch, cfg, spec, sd):
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
     rope_dim = int(head_dim * spec.get("partial_rotary", 1.0))
-    w = start_gguf(path, spec.get("gguf_arch", arch), arch, cfg, cfg.intermediate_size, head_dim)
+    ff = spec["shared_ff"] if arch == "qwen35moe" else cfg.intermediate_size
+    w = start_gguf(path, spec.get("gguf_arch", arch), arch, cfg, ff, head_dim)
     w.add_rope_dimension_count(rope_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(spec["rope_theta"])
@@ -442,9 +466,11 @@ def write_gguf(path, arch, cfg, spec, sd):
     if "experts" in spec:  # llama.cpp's keys; the llama arch's experts are feed_forward_length wide
         w.add_expert_count(spec["experts"])
         w.add_expert_used_count(spec["used"])
-        if arch in ("qwen3moe", "gpt-oss"):
+        if arch in ("qwen3moe", "gpt-oss", "qwen35moe"):
             w.add_expert_feed_forward_length(spec["expert_ff"])
-    if arch == "qwen35":  # llama.cpp's Qwen3-Next keys
+        if arch == "qwen35moe":
+            w.add_expert_shared_feed_forward_length(spec["shared_ff"])
+    if arch in ("qwen35", "qwen35moe"):  # llama.cpp's Qwen3-Next keys
         w.add_ssm_conv_kernel(spec["conv_kernel"])
         w.add_ssm_state_size(spec["lin_k_dim"])
         w.add_ssm_group_count(spec["lin_k_heads"])
@@ -474,16 +500,16 @@ def write_gguf(path, arch, cfg, spec, sd):
 
     def norm(name):
         x = t(name)
-        return x + 1.0 if arch in ("gemma2", "gemma3", "qwen35") else x  # GGUF stores Gemma's (1 + w)
+        return x + 1.0 if arch in ("gemma2", "gemma3", "qwen35", "qwen35moe") else x  # GGUF stores Gemma's (1 + w)
 
     w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
-    if arch == "qwen35":
+    if arch in ("qwen35", "qwen35moe"):
         write_qwen35_layers(w, cfg, spec, t, norm)
     if arch == "phi3":
         rp = cfg.rope_parameters
         w.add_tensor("rope_factors_long.weight", np.asarray(rp["long_factor"], dtype=np.float32))
         w.add_tensor("rope_factors_short.weight", np.asarray(rp["short_factor"], dtype=np.float32))
-    for i in range(cfg.num_hidden_layers if arch != "qwen35" else 0):
+    for i in range(cfg.num_hidden_layers if arch not in ("qwen35", "qwen35moe") else 0):
         p, b = f"model.layers.{i}.", f"blk.{i}."
         w.add_tensor(b + "attn_norm.weight", norm(p + "input_layernorm.weight"))
         if arch == "phi3":  # fused: q rows, then k, then v (as transformers splits them)
@@ -598,7 +624,26 @@ def write_qwen35_layers(w, cfg, spec, t, norm):
             w.add_tensor(b + "attn_q_norm.weight", norm(sa + "q_norm.weight"))
             w.add_tensor(b + "attn_k_norm.weight", norm(sa + "k_norm.weight"))
             w.add_tensor(b + "attn_output.weight", t(sa + "o_proj.weight"))
-        add_ffn(w, t, p, b)
+        if "experts" in spec:
+            add_qwen35_moe(w, t, p, b, spec["expert_ff"])
+        else:
+            add_ffn(w, t, p, b)
+
+
+def add_qwen35_moe(w, t, p, b, ff):
+    """Qwen3.5-MoE's FFN as llama.cpp names it: the router as ffn_gate_inp;
+    the fused gate_up [n_expert][2 ff][n_embd] (gate rows first) split into
+    ffn_gate_exps / ffn_up_exps, down as ffn_down_exps; the shared expert's
+    products as ffn_{gate,up,down}_shexp and its gate [1][n_embd] as the
+    vector ffn_gate_inp_shexp."""
+    gate_up = t(p + "mlp.experts.gate_up_proj")
+    w.add_tensor(b + "ffn_gate_inp.weight", t(p + "mlp.gate.weight"))
+    w.add_tensor(b + "ffn_gate_exps.weight", np.ascontiguousarray(gate_up[:, :ff, :]))
+    w.add_tensor(b + "ffn_up_exps.weight", np.ascontiguousarray(gate_up[:, ff:, :]))
+    w.add_tensor(b + "ffn_down_exps.weight", t(p + "mlp.experts.down_proj"))
+    w.add_tensor(b + "ffn_gate_inp_shexp.weight", t(p + "mlp.shared_expert_gate.weight").reshape(-1))
+    for x in ("gate", "up", "down"):
+        w.add_tensor(b + f"ffn_{x}_shexp.weight", t(p + f"mlp.shared_expert.{x}_proj.weight"))
 
 
 def check_sensitivity(checker, arch, gguf_path, arrays):
@@ -641,6 +686,26 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
         print(f"  sensitivity {arch}: {what}: rel err {err:.2e}")
         if err < 1e-2:
             raise SystemExit(f"{arch}: the fixture does not detect '{what}' (rel err {err:.2e})")
+
+
+def check_shared_expert_matters(model, arrays):
+    """qwen35moe: the shared expert, and its gate, must each move the
+    longest sequence's logits far beyond the 1e-4 tolerance (gate at 0:
+    sigmoid 0.5 instead of its product; no shared expert at all)."""
+    ids, ref = torch.from_numpy(arrays["ids2"].astype(np.int64))[None], arrays["logits2"]
+    for what, param in (("shared gate at 0", "shared_expert_gate.weight"),
+                        ("no shared expert", "shared_expert.down_proj.weight")):
+        saved = [layer.mlp.get_parameter(param).detach().clone() for layer in model.model.layers]
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.mlp.get_parameter(param).zero_()
+            got = model(ids).logits[0].numpy()
+            for layer, s in zip(model.model.layers, saved):
+                layer.mlp.get_parameter(param).copy_(s)
+        err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+        print(f"  sensitivity qwen35moe: {what}: rel err {err:.2e}")
+        if err < 1e-2:
+            raise SystemExit(f"qwen35moe: the fixture does not detect '{what}' (rel err {err:.2e})")
 
 
 def check_with_llama_cpp(arch, gguf_path, arrays):
@@ -765,7 +830,14 @@ def main():
         gguf_path = out / f"{arch}.gguf"
         write_gguf(gguf_path, arch, cfg, spec, model.state_dict())
         np.savez_compressed(out / f"{arch}.logits.npz", **arrays)
+        if spec.get("hf_folder"):  # the transformers folder, F32, with qwen35's tokenizer files (same vocabulary)
+            folder = out.parent / "hf" / arch
+            model.save_pretrained(folder)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(out.parent / "hf" / "qwen35" / name, folder / name)
 
+        if arch == "qwen35moe":
+            check_shared_expert_matters(model, arrays)
         # Self-check of the fixture: GGUF + llama.cpp conventions == transformers.
         if spec.get("no_numpy_ref"):
             print(f"wrote {gguf_path} ({gguf_path.stat().st_size} bytes; no numpy reference for {arch})")

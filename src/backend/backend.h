@@ -338,12 +338,14 @@ typedef struct {
    * it is in one pass; window 0). */
   void (*attention)(pa_bctx *bc, const pa_fwd_batch *b, int layer, int32_t window);
   /* A linear-attention layer's recurrent step (pa_delta_desc) and x[t] *=
-   * sigmoid(g[t]) over rows of n (the gated attention's output gate);
+   * sigmoid(g[t]) over rows of n (the gated attention's output gate), g's
+   * rows ng wide: ng == n elementwise, ng == 1 one gate per row (qwen35moe's
+   * shared-expert gate);
    * state_copy copies every recurrent layer's state of slot src to slot dst
    * (slots: sequences 0..n_seq_max-1, then the snapshots). NULL: the
    * backend runs no model with recurrent layers (refused at load). */
   void (*delta_net)(pa_bctx *bc, const pa_fwd_batch *b, const pa_delta_desc *d);
-  void (*sigmoid_mul)(pa_bctx *bc, pa_buf x, pa_buf g, int64_t n, int32_t n_tok);
+  void (*sigmoid_mul)(pa_bctx *bc, pa_buf x, pa_buf g, int64_t n, int64_t ng, int32_t n_tok);
   void (*state_copy)(pa_bctx *bc, int32_t dst, int32_t src);
   /* A mixture-of-experts block (pa_moe_desc). NULL: the backend runs no
    * model with experts (refused at load). */

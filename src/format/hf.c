@@ -85,6 +85,8 @@ static const struct {
                   {"GptOssForCausalLM", "gpt-oss"},
                   {"Qwen3_5ForCausalLM", "qwen35"},
                   {"Qwen3_5ForConditionalGeneration", "qwen35"},
+                  {"Qwen3_5MoeForCausalLM", "qwen35moe"},
+                  {"Qwen3_5MoeForConditionalGeneration", "qwen35moe"},
                   {"llama", "llama"},
                   {"mistral", "llama"},
                   {"qwen2", "qwen2"},
@@ -97,7 +99,9 @@ static const struct {
                   {"bert", "bert"},
                   {"gpt_oss", "gpt-oss"},
                   {"qwen3_5_text", "qwen35"},
-                  {"qwen3_5", "qwen35"}};
+                  {"qwen3_5", "qwen35"},
+                  {"qwen3_5_moe_text", "qwen35moe"},
+                  {"qwen3_5_moe", "qwen35moe"}};
 
 static int pick_arch(hf_ctx *c) {
   const pj_value *archs = hf_member(c->cfg, "architectures"), *mt = hf_member(c->cfg, "model_type");
@@ -118,15 +122,17 @@ static int pick_arch(hf_ctx *c) {
                     "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Gemma2ForCausalLM, "
                     "Qwen3MoeForCausalLM, Phi3ForCausalLM, "
                     "MixtralForCausalLM, BertModel, GptOssForCausalLM, Qwen3_5ForCausalLM, "
-                    "Qwen3_5ForConditionalGeneration)",
+                    "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM, "
+                    "Qwen3_5MoeForConditionalGeneration)",
                     c->cfg_path, name);
   c->llama = !strcmp(c->arch, "llama");
   c->gemma = !strcmp(c->arch, "gemma3") || !strcmp(c->arch, "gemma2");
   c->bert = !strcmp(c->arch, "bert");
   c->mixtral = !strcmp(name, "MixtralForCausalLM") || !strcmp(name, "mixtral");
   c->oss = !strcmp(c->arch, "gpt-oss");
-  c->qwen35 = !strcmp(c->arch, "qwen35");
-  if (!strcmp(name, "Qwen3_5ForConditionalGeneration") || !strcmp(name, "qwen3_5")) {
+  c->qwen35 = !strcmp(c->arch, "qwen35") || !strcmp(c->arch, "qwen35moe");
+  if (!strcmp(name, "Qwen3_5ForConditionalGeneration") || !strcmp(name, "qwen3_5") ||
+      !strcmp(name, "Qwen3_5MoeForConditionalGeneration") || !strcmp(name, "qwen3_5_moe")) {
     /* the text model's hyper-parameters are text_config's */
     const pj_value *tc = hf_member(c->cfg, "text_config");
     if (!pj_is_obj(tc))
@@ -207,7 +213,9 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   uint64_t window = 0, qpas = 0;
   if ((rc = hf_cfg_uint(c, "num_hidden_layers", true, 4096, &n_layer)) ||
       (rc = hf_cfg_uint(c, "hidden_size", true, 1 << 20, &n_embd)) ||
-      (rc = hf_cfg_uint(c, "intermediate_size", true, 1 << 24, &n_ff)) ||
+      /* qwen35moe: no dense FFN; its FFN width is the shared expert's */
+      (rc = hf_cfg_uint(c, strcmp(c->arch, "qwen35moe") ? "intermediate_size" : "shared_expert_intermediate_size",
+                        true, 1 << 24, &n_ff)) ||
       (rc = hf_cfg_uint(c, "num_attention_heads", true, 1 << 16, &n_head)) ||
       (rc = hf_cfg_uint(c, "num_key_value_heads", false, 1 << 16, &n_head_kv)) ||
       (rc = hf_cfg_uint(c, "max_position_embeddings", false, UINT32_MAX, &n_ctx)) ||

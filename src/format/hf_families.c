@@ -12,11 +12,12 @@
 #include "format/hf_internal.h"
 #include "quant/quant.h"
 
-/* The mixture of experts: expert_count, expert_used_count and (Qwen3-MoE)
- * expert_feed_forward_length; Qwen3-MoE's experts in every layer and the
- * chosen weights renormalised, as pasada runs it. */
+/* The mixture of experts: expert_count, expert_used_count and (Qwen3-MoE,
+ * Qwen3.5-MoE) expert_feed_forward_length; their experts in every layer and
+ * the chosen weights renormalised, as pasada runs it; Qwen3.5-MoE's shared
+ * expert's width as expert_shared_feed_forward_length. */
 int hf_experts_config(hf_ctx *c, gguf_writer *w) {
-  const bool q3 = !strcmp(c->arch, "qwen3moe");
+  const bool q35 = !strcmp(c->arch, "qwen35moe"), q3 = q35 || !strcmp(c->arch, "qwen3moe");
   if (!q3 && !c->mixtral) return PASADA_OK;
   uint64_t n_expert = 0, n_used = 0, n_ff_exp = 0, step = 1;
   int rc;
@@ -46,6 +47,12 @@ int hf_experts_config(hf_ctx *c, gguf_writer *w) {
   if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_expert))) return rc;
   snprintf(key, sizeof key, "%s.expert_used_count", c->arch);
   if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_used))) return rc;
+  if (q35) {
+    uint64_t n_ff_sh = 0;
+    if ((rc = hf_cfg_uint(c, "shared_expert_intermediate_size", true, 1 << 24, &n_ff_sh))) return rc;
+    snprintf(key, sizeof key, "%s.expert_shared_feed_forward_length", c->arch);
+    if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_ff_sh))) return rc;
+  }
   snprintf(key, sizeof key, "%s.expert_feed_forward_length", c->arch);
   return q3 ? gguf_writer_set_u32(w, key, (uint32_t)n_ff_exp) : PASADA_OK;
 }

@@ -5,7 +5,10 @@
  * transformers' grouped order (value head j follows key head j / (n_v /
  * n_k)) to llama.cpp's tiled one (j follows j % n_k), conv1d squeezed to
  * [channels][taps], A as -exp(A_log). The full-attention layers' q_proj
- * (per head: q rows, then the output gate's) is kept as it is. */
+ * (per head: q rows, then the output gate's) is kept as it is. Qwen3.5-MoE
+ * (Qwen3_5MoeForCausalLM, arch qwen35moe): the same, with the router and
+ * per-expert tensors of hf.c's mixtures and the shared expert's products
+ * and gate as ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +28,18 @@ int hf_qwen35_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t head_
       (rc = hf_cfg_uint(c, "linear_num_value_heads", true, 1024, &nv)) ||
       (rc = hf_cfg_uint(c, "full_attention_interval", false, 4096, &interval)))
     return rc;
+  /* without full_attention_interval (configs that keep only layer_types):
+   * the first full attention layer's index + 1, checked against every layer
+   * by hf_layer_types below */
+  const pj_value *types = hf_member(c->cfg, "layer_types");
+  if (!hf_member(c->cfg, "full_attention_interval") && pj_is_arr(types)) {
+    uint64_t i = 0;
+    for (const pj_value *e = types->child; e; e = e->next, i++)
+      if (pj_is_str(e) && !strcmp(e->valuestring, "full_attention")) {
+        interval = i + 1;
+        break;
+      }
+  }
   if (conv < 2 || kd == 0 || vd == 0 || nk == 0 || nv == 0 || nv % nk || interval == 0)
     return pa_error(PASADA_ERR_FORMAT,
                     "%s: linear attention of %" PRIu64 " key heads of %" PRIu64 " and %" PRIu64
@@ -68,8 +83,9 @@ int hf_qwen35_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t head_
                         c->cfg_path, k);
       sec[k] = (int32_t)e->valuedouble;
     }
-    if ((rc = gguf_writer_set_array(w, "qwen35.rope.dimension_sections", GGUF_TYPE_INT32, sec, 4)))
-      return rc;
+    char key[64];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", c->arch);
+    if ((rc = gguf_writer_set_array(w, key, GGUF_TYPE_INT32, sec, 4))) return rc;
   }
   c->lin_k_heads = (uint32_t)nk, c->lin_v_heads = (uint32_t)nv;
   c->lin_k_dim = (uint32_t)kd, c->lin_v_dim = (uint32_t)vd;
@@ -141,6 +157,18 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
     snprintf(name, sizeof name, "blk.%u.post_attention_norm.weight", layer);
     return hf_add_tensor(c, w, (int32_t)shard, t, name);
   }
+  static const struct {
+    const char *hf, *gguf;
+  } shexp[] = {{"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+               {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+               {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+               {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"}};
+  for (size_t i = 0; c->n_expert && i < sizeof shexp / sizeof shexp[0]; i++)
+    if (!strcmp(rest, shexp[i].hf)) {
+      *done = true;
+      snprintf(name, sizeof name, "blk.%u.%s", layer, shexp[i].gguf);
+      return hf_add_tensor(c, w, (int32_t)shard, t, name);
+    }
   if (strncmp(rest, "linear_attn.", 12) != 0) return PASADA_OK;
   *done = true;
   const char *part = rest + 12;

@@ -38,13 +38,13 @@ int ld_check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
   return PASADA_OK;
 }
 
-/* Mixture of experts (llama.cpp's keys): qwen3moe has experts in every
- * layer (expert_count required), llama has them when expert_count > 0
+/* Mixture of experts (llama.cpp's keys): qwen3moe and qwen35moe have
+ * experts in every layer (expert_count required), llama has them when expert_count > 0
  * (Mixtral; its experts are feed_forward_length wide unless
  * expert_feed_forward_length says otherwise). */
 static int load_experts(struct pa_model *m, uint32_t n_ff) {
   pa_hparams *hp = &m->hp;
-  const bool moe_arch = hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GPT_OSS;
+  const bool moe_arch = hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GPT_OSS || pa_is_qwen35moe(m);
   if (!moe_arch && hp->arch != PA_ARCH_LLAMA) return PASADA_OK;
   uint32_t n_expert = 0, n_used = 0, n_ff_exp = n_ff;
   int rc;
@@ -128,11 +128,11 @@ int pa_model_load_hparams(struct pa_model *m) {
   else if (!strcmp(a, "bert")) hp->arch = PA_ARCH_BERT;
   else if (!strcmp(a, "gpt-oss")) hp->arch = PA_ARCH_GPT_OSS;
   else if (!strcmp(a, "gemma4")) hp->arch = PA_ARCH_GEMMA4;
-  else if (!strcmp(a, "qwen35")) hp->arch = PA_ARCH_QWEN35;
+  else if (!strcmp(a, "qwen35") || pa_is_qwen35moe(m)) hp->arch = PA_ARCH_QWEN35;
   else
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "architecture '%s' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma2, "
-                    "gemma3, gemma4, phi3, bert, gpt-oss, qwen35)",
+                    "gemma3, gemma4, phi3, bert, gpt-oss, qwen35, qwen35moe)",
                     a);
 
   uint32_t n_layer = 0, n_embd = 0, n_head = 0, n_ff = 0, n_ctx = 0;
@@ -145,7 +145,13 @@ int pa_model_load_hparams(struct pa_model *m) {
   /* counts that may be per layer (gemma4): the FFN widths, the KV heads */
   static uint32_t ff[PA_MAX_LAYERS], kvh[PA_MAX_LAYERS];
   kvh[0] = n_head;
-  if ((rc = ld_key_u32_layers(m, "feed_forward_length", true, n_layer, ff)) ||
+  /* qwen35moe: no dense FFN; its FFN width is its shared expert's */
+  uint32_t shexp = 0;
+  if (pa_is_qwen35moe(m) && ((rc = ld_key_u32(m, "expert_shared_feed_forward_length", true, &shexp)) ||
+                             (rc = ld_check_range("expert_shared_feed_forward_length", shexp, 1, 1 << 18))))
+    return rc;
+  ff[0] = shexp;
+  if ((rc = ld_key_u32_layers(m, "feed_forward_length", !pa_is_qwen35moe(m), n_layer, ff)) ||
       (rc = ld_key_u32_layers(m, "attention.head_count_kv", false, n_layer, kvh)))
     return rc;
   for (uint32_t i = 0; i < n_layer; i++) {
@@ -158,6 +164,7 @@ int pa_model_load_hparams(struct pa_model *m) {
     if ((rc = ld_check_range("feed_forward_length", ff[i], 1, 1 << 18))) return rc;
     m->ff_layer[i] = (int32_t)ff[i];
   }
+  if (shexp) n_ff = shexp;
   n_ctx = 4096;
   if ((rc = ld_key_u32(m, "context_length", false, &n_ctx))) return rc;
   uint32_t n_head_kv = kvh[0];
@@ -369,6 +376,25 @@ static int get_experts(struct pa_model *m, const char *name, int64_t cols, int64
   return PASADA_OK;
 }
 
+int ld_get_experts(struct pa_model *m, int i) {
+  const pa_hparams *hp = &m->hp;
+  const int64_t E = hp->n_embd, NE = hp->n_expert, FE = hp->n_ff_exp;
+  pa_layer *L = &m->layers[i];
+  L->exp_gate = pa_calloc((size_t)NE * 3, sizeof(pa_matrix));
+  if (!L->exp_gate) return pa_error(PASADA_ERR_NOMEM, "out of memory for layer %d's experts", i);
+  L->exp_up = L->exp_gate + NE, L->exp_down = L->exp_gate + 2 * NE;
+  char n[96];
+  int rc;
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+  if ((rc = ld_get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
+      (rc = get_experts(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
+      (rc = get_experts(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
+      (rc = get_experts(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
+    return rc;
+#undef NAME
+  return PASADA_OK;
+}
+
 /* Rows [r0, r0 + rows) of matrix w as a matrix of its own that reads w's
  * bytes (no copy): how Phi-3's fused QKV and gate-up tensors become the
  * separate products the forward pass multiplies by. Rows of the file's
@@ -488,16 +514,7 @@ int pa_model_load_weights(struct pa_model *m) {
                            (rc = ld_get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))) {
       return rc;
     }
-    if (NE > 0) {
-      L->exp_gate = pa_calloc((size_t)NE * 3, sizeof(pa_matrix));
-      if (!L->exp_gate) return pa_error(PASADA_ERR_NOMEM, "out of memory for layer %d's experts", i);
-      L->exp_up = L->exp_gate + NE, L->exp_down = L->exp_gate + 2 * NE;
-      if ((rc = ld_get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
-          (rc = get_experts(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
-          (rc = get_experts(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
-          (rc = get_experts(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
-        return rc;
-    }
+    if (NE > 0 && (rc = ld_get_experts(m, i))) return rc;
     if (qk_norm && ((rc = ld_get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
                     (rc = ld_get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm))))
       return rc;
@@ -537,7 +554,7 @@ static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   for (int i = 0; i < m->hp.n_layer; i++) {
     pa_layer *L = &m->layers[i];
     pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router,
-                         &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+                         &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
     for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
       if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate, a mixture no dense FFN */
     for (int e = 0; L->exp_gate && e < 3 * m->hp.n_expert; e++) out[n++] = &L->exp_gate[e];

@@ -322,7 +322,10 @@ static int split_q_gate(pa_layer *L, const pa_matrix *qg, int32_t n_head, int32_
 }
 
 /* Qwen3.5's layers (llama.cpp's names): every layer has attn_norm,
- * post_attention_norm (the FFN's input norm) and a dense FFN; a recurrent
+ * post_attention_norm (the FFN's input norm) and a dense FFN, or in
+ * qwen35moe a mixture of experts (ld_get_experts) and a shared expert
+ * (ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp, n_ff wide) with its gate
+ * ffn_gate_inp_shexp (one row of n_embd); a recurrent
  * layer attn_qkv (mixed q, k, v), attn_gate (z), ssm_beta, ssm_alpha,
  * ssm_conv1d, ssm_a, ssm_dt.bias, ssm_norm and ssm_out; an attention layer
  * attn_q (q and gate), attn_k, attn_v, their head norms and attn_output. */
@@ -342,11 +345,15 @@ int ld_qwen35(struct pa_model *m) {
     pa_layer *L = &m->layers[i];
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+    const bool moe = hp->n_expert > 0;
     if ((rc = ld_get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
         (rc = ld_get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->ffn_norm)) ||
-        (rc = ld_get_matrix(m, NAME("ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-        (rc = ld_get_matrix(m, NAME("ffn_up.weight"), E, F, true, &L->w_up)) ||
-        (rc = ld_get_matrix(m, NAME("ffn_down.weight"), F, E, true, &L->w_down)))
+        (rc = ld_get_matrix(m, NAME(moe ? "ffn_gate_shexp.weight" : "ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+        (rc = ld_get_matrix(m, NAME(moe ? "ffn_up_shexp.weight" : "ffn_up.weight"), E, F, true, &L->w_up)) ||
+        (rc = ld_get_matrix(m, NAME(moe ? "ffn_down_shexp.weight" : "ffn_down.weight"), F, E, true, &L->w_down)))
+      return rc;
+    if (moe && ((rc = ld_get_experts(m, i)) ||
+                (rc = ld_get_matrix(m, NAME("ffn_gate_inp_shexp.weight"), E, 1, true, &L->shexp_gate))))
       return rc;
     if (hp->recurrent[i]) {
       if ((rc = ld_get_matrix(m, NAME("attn_qkv.weight"), E, CD, true, &L->ssm_qkv)) ||

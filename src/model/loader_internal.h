@@ -5,7 +5,15 @@
 #ifndef PASADA_LOADER_INTERNAL_H
 #define PASADA_LOADER_INTERNAL_H
 
+#include <string.h>
+
 #include "model/model.h"
+
+/* Qwen3.5-MoE (arch "qwen35moe"): qwen35's layers (hp.arch PA_ARCH_QWEN35)
+ * with a mixture of experts and a gated shared expert as every FFN. */
+static inline bool pa_is_qwen35moe(const struct pa_model *m) {
+  return m->arch_name && !strcmp(m->arch_name, "qwen35moe");
+}
 
 /* ---- keys: "ARCH.suffix" of the model's architecture ---- */
 int ld_key_u32(struct pa_model *m, const char *suffix, bool required, uint32_t *out);
@@ -26,6 +34,9 @@ int ld_check_shape(const gguf_tensor *t, int64_t cols, int64_t rows);
 int ld_get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_t rows, bool required, pa_matrix *out);
 /* n floats (any float type, copied; *out NULL when absent and not required). */
 int ld_get_vector(struct pa_model *m, const char *name, int64_t n, bool required, float **out);
+/* Layer i's router (ffn_gate_inp) and experts (the 3-D ffn_gate_exps,
+ * ffn_up_exps, ffn_down_exps), hp.n_expert of hp.n_ff_exp. */
+int ld_get_experts(struct pa_model *m, int i);
 /* rows x cols floats, copied; required. */
 int ld_get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out);
 

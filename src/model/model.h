@@ -48,6 +48,10 @@ typedef struct {
    * attention layer's output gate rows (wq_gate), split with wq from the
    * file's per-head [q | gate] rows into q_split */
   pa_matrix ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out, wq_gate;
+  /* qwen35moe: the shared expert's gate (one row of n_embd: sigmoid of
+   * its product scales the shared expert, whose matrices are w_gate, w_up
+   * and w_down, n_ff wide) */
+  pa_matrix shexp_gate;
   float *ssm_conv, *ssm_a, *ssm_dt, *ssm_norm;
   void *q_split;
 } pa_layer;

@@ -10,10 +10,42 @@
  *     recurrent: qkv, z, b, a = W n;  x += W_out deltanet(qkv, z, b, a; state)
  *     attention: q, k, v, gate = W n; x += Wo (attention(q, cache) * sigmoid(gate))
  *     x += W_down (silu(W_gate n) * (W_up n)),  n = rmsnorm(x)
- *   logits = W_out rmsnorm(x) */
+ *   logits = W_out rmsnorm(x)
+ * Qwen3.5-MoE (arch "qwen35moe", hp.n_expert > 0) has, as every FFN, a
+ * mixture of experts (softmax router, top k renormalised) plus a shared
+ * expert scaled by sigmoid of its own gate's product:
+ *     x += moe(n) + sigmoid(w_sg . n) W_down (silu(W_gate n) * (W_up n))
+ * run as: h = silu(W_gate n) * (W_up n); h *= sigmoid(w_sg . n) (one gate
+ * per token, sigmoid_mul); x += moe(n); x += W_down h (the scalar moved
+ * through the linear W_down). */
 #include "model/model.h"
 
 #define OP(op, layer, n_tok, call) PA_PROF(c, b, op, layer, n_tok, be->call)
+
+/* qwen35moe's FFN of layer l (the formula above). */
+static void moe_ffn(struct pa_context *c, const pa_fwd_batch *b, int l) {
+  const pa_hparams *hp = &c->model->hp;
+  const pa_layer *L = &c->model->layers[l];
+  const pa_backend_ops *be = c->be->ops;
+  pa_bctx *bc = c->bc;
+  const int32_t n = b->n;
+  pa_matmul_desc sh = pa_mm2(&L->w_gate, &L->w_up, PA_BUF_X, PA_BUF_H1, PA_BUF_H2);
+  sh.in_norm = L->ffn_norm;
+  sh.gate = PA_GATE_SILU;
+  OP(PA_OP_GATE_UP, l, n, matmul(bc, b, &sh));
+  pa_matmul_desc sg = pa_mm(&L->shexp_gate, PA_BUF_X, PA_BUF_V);
+  sg.in_norm = L->ffn_norm;
+  OP(PA_OP_GATE_UP, l, n, matmul(bc, b, &sg));
+  OP(PA_OP_GATE_UP, l, n, sigmoid_mul(bc, PA_BUF_H1, PA_BUF_V, hp->n_ff, 1, n));
+  const pa_moe_desc moe = {.in = PA_BUF_X, .out = PA_BUF_XB, .in_norm = L->ffn_norm, .router = &L->router,
+                           .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .norm_topk = true,
+                           .gate = L->exp_gate, .up = L->exp_up, .down = L->exp_down, .act = PA_GATE_SILU,
+                           .residual = PA_BUF_X};
+  OP(PA_OP_MOE, l, n, moe(bc, b, &moe));
+  pa_matmul_desc down = pa_mm(&L->w_down, PA_BUF_H1, PA_BUF_XB);
+  down.residual = PA_BUF_X;
+  OP(PA_OP_DOWN, l, n, matmul(bc, b, &down));
+}
 
 void pa_forward_qwen35(struct pa_context *c, const pa_fwd_batch *b) {
   const struct pa_model *m = c->model;
@@ -54,12 +86,15 @@ void pa_forward_qwen35(struct pa_context *c, const pa_fwd_batch *b) {
       OP(PA_OP_QKV, l, n, matmul(bc, b, &gate));
       OP(PA_OP_ATTENTION, l, n, attention(bc, b, l, 0));
       const int64_t O = (int64_t)hp->n_head * hp->head_dim_v;
-      OP(PA_OP_ATTENTION, l, n, sigmoid_mul(bc, PA_BUF_ATT, PA_BUF_H1, O, n));
+      OP(PA_OP_ATTENTION, l, n, sigmoid_mul(bc, PA_BUF_ATT, PA_BUF_H1, O, O, n));
       pa_matmul_desc o = pa_mm(&L->wo, PA_BUF_ATT, PA_BUF_XB);
       o.residual = PA_BUF_X;
       OP(PA_OP_O, l, n, matmul(bc, b, &o));
     }
-    pa_fwd_ffn(c, b, l, PA_GATE_SILU, false);
+    if (hp->n_expert > 0)
+      moe_ffn(c, b, l);
+    else
+      pa_fwd_ffn(c, b, l, PA_GATE_SILU, false);
     pa_layer_done(c, l, n);
   }
   if (be->layer) be->layer(bc, hp->n_layer);

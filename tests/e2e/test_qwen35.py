@@ -133,8 +133,14 @@ def test_qwen35_defective_file_is_one_line(pasada_bin, case, tmp_path):
     """A file with one defect in what qwen35 adds (state shapes, head counts,
     decay rates) is refused at load with one line that names it."""
     kw, hint = _defects()[case]
-    path = tmp_path / "qwen35.gguf"
-    _copy_gguf(MODEL, path, **kw)
+    refused_with_one_line(pasada_bin, MODEL, kw, hint, tmp_path)
+
+
+def refused_with_one_line(pasada_bin, model, kw, hint, tmp_path):
+    """A copy of `model` with the defect of _copy_gguf's arguments kw is
+    refused at load (`pasada info`) with one line containing hint."""
+    path = tmp_path / model.name
+    _copy_gguf(model, path, **kw)
     res = subprocess.run([str(pasada_bin), "info", str(path)], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=60)
     lines = res.stderr.strip().splitlines()

@@ -722,11 +722,23 @@ static double check_delta_shape(const char *backend, const ssm_shape *sh) {
   /* x *= sigmoid(g) */
   random_fill(qkv, 19 * 40, 3.0f), random_fill(z, 19 * 40, 3.0f);
   upload2(&x, &r, PA_BUF_ATT, qkv, 19 * 40), upload2(&x, &r, PA_BUF_H1, z, 19 * 40);
-  x.ops->sigmoid_mul(x.bc, PA_BUF_ATT, PA_BUF_H1, 40, 19);
-  r.ops->sigmoid_mul(r.bc, PA_BUF_ATT, PA_BUF_H1, 40, 19);
+  x.ops->sigmoid_mul(x.bc, PA_BUF_ATT, PA_BUF_H1, 40, 40, 19);
+  r.ops->sigmoid_mul(r.bc, PA_BUF_ATT, PA_BUF_H1, 40, 40, 19);
   download2(&x, &r, PA_BUF_ATT, 19 * 40);
-  const double es = rel_err(got_a, got_b, 19 * 40);
-  if (!(es <= 1e-6) && failures++ < 20) printf("FAIL %s sigmoid_mul differs from ref by %.3g\n", backend, es);
+  double es = rel_err(got_a, got_b, 19 * 40);
+  /* one gate per row (qwen35moe's shared-expert gate): rows of 37, 19
+   * gates, against the formula as well as the reference */
+  random_fill(qkv, 19 * 37, 3.0f), random_fill(z, 19, 3.0f);
+  upload2(&x, &r, PA_BUF_ATT, qkv, 19 * 37), upload2(&x, &r, PA_BUF_H1, z, 19);
+  x.ops->sigmoid_mul(x.bc, PA_BUF_ATT, PA_BUF_H1, 37, 1, 19);
+  r.ops->sigmoid_mul(r.bc, PA_BUF_ATT, PA_BUF_H1, 37, 1, 19);
+  download2(&x, &r, PA_BUF_ATT, 19 * 37);
+  for (int64_t i = 0; i < 19 * 37; i++) qkv[i] = (float)(qkv[i] / (1.0 + exp(-(double)z[i / 37])));
+  const double eb = rel_err(got_a, got_b, 19 * 37), ef = rel_err(got_b, qkv, 19 * 37);
+  es = es > eb ? es : eb;
+  es = es > ef ? es : ef;
+  if (!(es <= 1e-6) && failures++ < 20)
+    printf("FAIL %s sigmoid_mul (elementwise, or one gate per row) differs from ref by %.3g\n", backend, es);
   printf("  %-16s delta_net (key heads of %d, value heads of %d) %.2g, sigmoid_mul %.2g from ref\n", backend,
          sh->kd, sh->vd, worst_dn, es);
   side_close(&x);

@@ -70,7 +70,7 @@ void pa_cpu_moe_bind(pa_bctx *c, void *mem);
 
 /* The linear-attention ops (delta.c) and a slot's state of a recurrent layer. */
 void pa_cpu_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d);
-void pa_cpu_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int32_t n_tok);
+void pa_cpu_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int64_t ng, int32_t n_tok);
 void pa_cpu_state_copy(pa_bctx *c, int32_t dst, int32_t src);
 float *pa_cpu_ssm_state(pa_bctx *c, int32_t slot, int layer);
 

@@ -110,10 +110,13 @@ void pa_cpu_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d)
     for (int i = 0; i < n_tasks; i++) delta_task(&j, i, n_tasks);
 }
 
-void pa_cpu_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int32_t n_tok) {
+void pa_cpu_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int64_t ng, int32_t n_tok) {
   float *xr = c->buf[x];
   const float *gr = c->buf[g];
-  for (int64_t i = 0; i < n * n_tok; i++) xr[i] *= sigmoid(gr[i]);
+  if (ng == 1)
+    for (int64_t i = 0; i < n * n_tok; i++) xr[i] *= sigmoid(gr[i / n]);
+  else
+    for (int64_t i = 0; i < n * n_tok; i++) xr[i] *= sigmoid(gr[i]);
 }
 
 void pa_cpu_state_copy(pa_bctx *c, int32_t dst, int32_t src) {

@@ -132,9 +132,9 @@ static void op_delta_net(pa_bctx *s, const pa_fwd_batch *b, const pa_delta_desc 
   ops_of(s, gpu)->delta_net(ctx_of_side(s, gpu), b, d);
 }
 
-static void op_sigmoid_mul(pa_bctx *s, pa_buf x, pa_buf g, int64_t n, int32_t n_tok) {
+static void op_sigmoid_mul(pa_bctx *s, pa_buf x, pa_buf g, int64_t n, int64_t ng, int32_t n_tok) {
   const bool gpu = side(s);
-  ops_of(s, gpu)->sigmoid_mul(ctx_of_side(s, gpu), x, g, n, n_tok);
+  ops_of(s, gpu)->sigmoid_mul(ctx_of_side(s, gpu), x, g, n, ng, n_tok);
 }
 
 /* each side keeps the state of its own recurrent layers: both copy */

@@ -145,7 +145,7 @@ void pa_vkc_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d);       
 pa_kv_values pa_vkc_kv_values(pa_kv_type type, int64_t bytes);                          /* kv.c */
 int pa_vkc_delta_init(pa_bctx *c, const pa_bctx_params *p);                             /* delta.c */
 void pa_vkc_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d);
-void pa_vkc_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int32_t n_tok);
+void pa_vkc_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int64_t ng, int32_t n_tok);
 void pa_vkc_state_copy(pa_bctx *c, int32_t dst, int32_t src);
 
 #endif

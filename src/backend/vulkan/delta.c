@@ -65,12 +65,12 @@ void pa_vkc_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d)
   pa_vkc_dispatch(c, "delta_net", &pr, sizeof pr, (uint32_t)hp->ssm_v_heads, (uint32_t)c->n_seq_max, 1);
 }
 
-void pa_vkc_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int32_t n_tok) {
+void pa_vkc_sigmoid_mul(pa_bctx *c, pa_buf x, pa_buf g, int64_t n, int64_t ng, int32_t n_tok) {
   const uint64_t N = (uint64_t)n * (uint64_t)n_tok;
   struct {
     uint64_t g, u;
-    uint32_t n, kind;
-  } p = {buf_addr(c, x), buf_addr(c, g), (uint32_t)N, 4u}; /* the gate shader's kind 4: g *= sigmoid(u) */
+    uint32_t n, kind, per_gate;
+  } p = {buf_addr(c, x), buf_addr(c, g), (uint32_t)N, 4u, ng == 1 ? (uint32_t)n : 1u}; /* the gate shader's kind 4 */
   pa_vkc_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
 }
 

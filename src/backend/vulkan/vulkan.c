@@ -80,11 +80,11 @@ static int check_type(const pa_matrix *m) {
 }
 
 /* A layer's matrices, into lm[N_LAYER_MATS] (those it lacks have no data). */
-enum { N_LAYER_MATS = 13 };
+enum { N_LAYER_MATS = 14 };
 static void layer_matrices(const pa_layer *L, const pa_matrix **lm) {
   const pa_matrix *all[N_LAYER_MATS] = {&L->wq,     &L->wk,    &L->wv,       &L->wo,        &L->w_gate,
                                         &L->w_up,   &L->w_down, &L->wq_gate, &L->ssm_qkv,   &L->ssm_z,
-                                        &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+                                        &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->shexp_gate};
   memcpy(lm, all, sizeof all);
 }
 

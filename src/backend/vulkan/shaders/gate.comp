@@ -4,15 +4,17 @@
  * approximation of erfc, fractional error below 1.2e-7: Numerical
  * Recipes' erfcc); kind 3: gpt-oss's clamped SwiGLU, g[i] = (clamp(u[i],
  * -7, 7) + 1) * m * sigmoid(1.702 m), m = min(g[i], 7) (backend.h,
- * pa_swiglu_oai); kind 4: g[i] = g[i] * sigmoid(u[i]) (backend.h's
- * sigmoid_mul: the gated attention's output gate). */
+ * pa_swiglu_oai); kind 4: g[i] = g[i] * sigmoid(u[i / per_gate])
+ * (backend.h's sigmoid_mul: the gated attention's output gate, per_gate
+ * 1; qwen35moe's shared-expert gate, one per row of per_gate values;
+ * the other kinds leave per_gate unset). */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(push_constant) uniform P {
   uint64_t g, u;
-  uint n, kind;
+  uint n, kind, per_gate;
 } p;
 float erf_(float x) {
   const float z = abs(x), t = 1.0 / (1.0 + 0.5 * z);
@@ -38,7 +40,7 @@ void main() {
   const uint stride = gl_NumWorkGroups.x * 256;
   if (p.kind == 4) {
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
-      precise float den = 1.0 + pa_exp(-U.v[i]);
+      precise float den = 1.0 + pa_exp(-U.v[i / p.per_gate]);
       precise float out_ = G.v[i] / den;
       G.v[i] = out_;
     }
