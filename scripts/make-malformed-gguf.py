@@ -497,7 +497,7 @@ def model_cases():
     def gk(key, t, v):
         return build(replace_kv(gkvs, key, kv(key, t, v)), gts)[0]
 
-    cases["model-gemma4-head-size-per-kind"] = gk("gemma4.attention.key_length_swa", U32, 2 * (N_EMBD // N_HEAD))
+    cases["model-gemma4-key-value-sizes-differ"] = gk("gemma4.attention.key_length_swa", U32, 2 * (N_EMBD // N_HEAD))
     cases["model-gemma4-shared-kv-every-layer"] = gk("gemma4.attention.shared_kv_layers", U32, 2)
     cases["model-gemma4-shared-kv-no-source"] = gk("gemma4.attention.sliding_window_pattern", ARR,
                                                    (BOOL, [False, True]))

@@ -104,11 +104,14 @@ ARCHS = {
     # no V projection: V is K's projection, attention_k_eq_v); the last two
     # (4 sliding, 5 global) share the KV cache of layers 3 and 2 and have
     # a twice as wide FFN (use_double_wide_mlp); V normed per head; random
-    # per-layer output scalars; logits soft-capped at 8. One head size for
-    # every layer (global_head_dim = head_dim). Norms multiply by w as stored.
+    # per-layer output scalars; logits soft-capped at 8. The global layers'
+    # heads are twice as wide (global_head_dim 32 against head_dim 16) and
+    # fewer (num_global_key_value_heads 1 against 2), as in the released
+    # models (512 and 256). Norms multiply by w as stored.
     # Intermediate 64 (128 on the double-wide layers) keeps the file < 1 MB.
     "gemma4": dict(vocab=281, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0, sliding_window=8,
                    final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
+                   global_head_dim=32, global_kv_heads=1,
                    layer_types=["sliding_attention", "sliding_attention", "full_attention",
                                 "sliding_attention", "sliding_attention", "full_attention"]),
     # qwen35 (Qwen3.5): 4 layers, three Gated DeltaNet linear-attention
@@ -196,7 +199,7 @@ def make_config(arch, spec):
             final_logit_softcapping=spec["final_softcap"])
     if arch == "gemma4":
         return transformers.Gemma4TextConfig(
-            **common, global_head_dim=common["head_dim"], num_global_key_value_heads=common["num_key_value_heads"],
+            **common, global_head_dim=spec["global_head_dim"], num_global_key_value_heads=spec["global_kv_heads"],
             sliding_window=spec["sliding_window"], layer_types=spec["layer_types"],
             rope_parameters={"full_attention": {"rope_type": "proportional", "rope_theta": spec["rope_theta"],
                                                 "partial_rotary_factor": spec["partial_rotary"]},
@@ -350,10 +353,11 @@ def tokenizer_vocab(vocab_size):
     return tokens, types, merges
 
 
-def start_gguf(path, gguf_arch, name, cfg, ff, head_dim):
+def start_gguf(path, gguf_arch, name, cfg, ff, head_dim, kv_heads=None):
     """An F32 GGUF writer of arch gguf_arch, named "pasada tiny <name>",
     with the sizes every family's file starts with (ff: the FFN width, one
-    or one a layer)."""
+    or one a layer; kv_heads: the KV head count, one a layer, where it is
+    not the config's one for all)."""
     w = gguf.GGUFWriter(str(path), gguf_arch)
     w.add_name(f"pasada tiny {name}")
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -362,7 +366,7 @@ def start_gguf(path, gguf_arch, name, cfg, ff, head_dim):
     w.add_embedding_length(cfg.hidden_size)
     w.add_feed_forward_length(ff)
     w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads if kv_heads is None else kv_heads)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     return w
@@ -401,23 +405,28 @@ def finish_gguf(w):
 
 def write_gguf_gemma4(path, cfg, spec, sd):
     """Gemma 4's GGUF as llama.cpp's converter writes it: norms as stored
-    (no + 1), key_length / key_length_swa (here equal), the sliding pattern
+    (no + 1), key_length / key_length_swa the global and the sliding layers'
+    head sizes, rope.dimension_count(_swa) the same, head_count_kv one count
+    per layer (the sliding layers' num_key_value_heads, the global layers'
+    num_global_key_value_heads), the sliding pattern
     as bools, shared_kv_layers, the double-wide layers' widths as an array,
     rope_freqs freezing the global layers' unrotated pairs (1e30), the
     layer scalars as blk.N.layer_output_scale; no V where k_eq_v."""
-    n_layer, hd = cfg.num_hidden_layers, cfg.head_dim
+    n_layer, hd, hd_full = cfg.num_hidden_layers, COMMON["head_dim"], spec["global_head_dim"]
+    swa = [t == "sliding_attention" for t in cfg.layer_types]
+    kv_heads = [COMMON["num_key_value_heads"] if s else spec["global_kv_heads"] for s in swa]
     first_shared = n_layer - cfg.num_kv_shared_layers
     ff = [cfg.intermediate_size * (2 if i >= first_shared else 1) for i in range(n_layer)]
-    w = start_gguf(path, "gemma4", "gemma4", cfg, ff, hd)
+    w = start_gguf(path, "gemma4", "gemma4", cfg, ff, hd_full, kv_heads)
     w.add_key_length_swa(hd)
     w.add_value_length_swa(hd)
-    w.add_rope_dimension_count(hd)
+    w.add_rope_dimension_count(hd_full)
     w.add_rope_dimension_count_swa(hd)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(spec["rope_theta"])
     w.add_rope_freq_base_swa(spec["rope_local"])
     w.add_sliding_window(cfg.sliding_window)
-    w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
+    w.add_sliding_window_pattern(swa)
     w.add_shared_kv_layers(cfg.num_kv_shared_layers)
     w.add_embedding_length_per_layer_input(0)
     w.add_final_logit_softcapping(spec["final_softcap"])
@@ -426,8 +435,8 @@ def write_gguf_gemma4(path, cfg, spec, sd):
 
     t = tensor_reader(sd)
 
-    n_rot = int(hd * spec["partial_rotary"] / 2)
-    w.add_tensor("rope_freqs.weight", np.asarray([1.0] * n_rot + [1e30] * (hd // 2 - n_rot), dtype=np.float32))
+    n_rot = int(hd_full * spec["partial_rotary"] / 2)
+    w.add_tensor("rope_freqs.weight", np.asarray([1.0] * n_rot + [1e30] * (hd_full // 2 - n_rot), dtype=np.float32))
     w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
     for i in range(n_layer):
         p, b = f"model.layers.{i}.", f"blk.{i}."

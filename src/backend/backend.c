@@ -87,8 +87,10 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 int64_t pa_buf_width(const pa_hparams *hp, pa_buf buf) {
   const int64_t E = hp->n_embd, F = hp->n_ff;
-  const int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
-  const int64_t VV = (int64_t)hp->n_head_kv * hp->head_dim_v, O = (int64_t)hp->n_head * hp->head_dim_v;
+  /* the widest of the two kinds of layers (pa_layer_attn) */
+  const pa_attn_shape a = pa_attn_max(hp);
+  const int64_t Q = (int64_t)hp->n_head * a.head_dim, K = (int64_t)a.n_head_kv * a.head_dim;
+  const int64_t VV = (int64_t)a.n_head_kv * a.head_dim_v, O = (int64_t)hp->n_head * a.head_dim_v;
   /* a linear-attention layer: its mixed q, k, v into Q, z into K, beta
    * into V, alpha into H1, its output into ATT; a gated attention layer's
    * gate into H1 */

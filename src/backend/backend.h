@@ -66,6 +66,11 @@ typedef struct {
   pa_arch arch;
   int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, head_dim_v, n_ff, n_vocab, n_ctx_train;
   int32_t rope_dim;
+  /* the sliding-window layers' (swa_layer) KV heads, head sizes and
+   * rotated dims, when they differ from the others' above (gemma4: 256
+   * against the global layers' 512); equal to them in every other family.
+   * pa_layer_attn gives a layer's. */
+  int32_t n_head_kv_swa, head_dim_swa, head_dim_v_swa, rope_dim_swa;
   bool rope_neox;       /* rotate halves (qwen, gemma) rather than adjacent pairs (llama) */
   float rope_base;      /* global layers */
   float rope_base_swa;  /* sliding-window layers */
@@ -99,6 +104,37 @@ typedef struct {
   bool recurrent[PA_MAX_LAYERS];
   int32_t ssm_conv, ssm_k_heads, ssm_v_heads, ssm_k_dim, ssm_v_dim;
 } pa_hparams;
+
+/* The attention shape of layer l: its KV heads (n_head query heads in
+ * every layer) and the sizes of a q/k head and of a v head. A _swa field
+ * of 0 (hand-made hparams) is the global layers' value. */
+typedef struct {
+  int32_t n_head_kv, head_dim, head_dim_v;
+} pa_attn_shape;
+static inline int32_t pa_or_(int32_t v, int32_t dflt) { return v > 0 ? v : dflt; }
+static inline pa_attn_shape pa_layer_attn(const pa_hparams *hp, int l) {
+  if (hp->swa_layer[l])
+    return (pa_attn_shape){pa_or_(hp->n_head_kv_swa, hp->n_head_kv), pa_or_(hp->head_dim_swa, hp->head_dim),
+                           pa_or_(hp->head_dim_v_swa, hp->head_dim_v)};
+  return (pa_attn_shape){hp->n_head_kv, hp->head_dim, hp->head_dim_v};
+}
+/* The widest of either kind's, each field on its own (buffers and scratch
+ * are sized by it), and the most query heads per KV head. */
+static inline pa_attn_shape pa_attn_max(const pa_hparams *hp) {
+  pa_attn_shape a = {hp->n_head_kv, hp->head_dim, hp->head_dim_v};
+  if (hp->n_head_kv_swa > a.n_head_kv) a.n_head_kv = hp->n_head_kv_swa;
+  if (hp->head_dim_swa > a.head_dim) a.head_dim = hp->head_dim_swa;
+  if (hp->head_dim_v_swa > a.head_dim_v) a.head_dim_v = hp->head_dim_v_swa;
+  return a;
+}
+/* The rotated dims of each head under the global or the sliding-window
+ * tables (PA_ROPE_SWA), and the larger (the tables' rows are sized by it). */
+static inline int32_t pa_rope_dim_of(const pa_hparams *hp, int swa) {
+  return swa ? pa_or_(hp->rope_dim_swa, hp->rope_dim) : hp->rope_dim;
+}
+static inline int32_t pa_rope_dim_max(const pa_hparams *hp) {
+  return hp->rope_dim_swa > hp->rope_dim ? hp->rope_dim_swa : hp->rope_dim;
+}
 
 /* A recurrent layer's state for one sequence: the conv's last ssm_conv - 1
  * inputs (conv_dim channels each) and the delta rule's matrix per value
@@ -154,9 +190,11 @@ typedef enum { PA_UNARY_NONE, PA_UNARY_GELU_ERF } pa_unary;
 /* A matrix product and what is fused around it. For m < n_w:
  *   n = in_norm ? rmsnorm(in) * in_norm : in            (each row, eps of hp)
  *   out[m] = W[m] n + bias[m]
- *   each head of out[m] (head_dim wide, or head_dim_v for V) RMS-normalised
- *     with head_norm[m], then rotated by RoPE (rope[m]: the global or the
- *     sliding-window tables of the pass's positions)
+ *   each head of out[m] (head_dim wide, or head_dim_v for V: the sizes of
+ *     layer kv_layer when >= 0, else of `layer`, pa_layer_attn)
+ *     RMS-normalised with head_norm[m], then rotated by RoPE (rope[m]: the
+ *     global or the sliding-window tables of the pass's positions, over
+ *     rope_dim or rope_dim_swa of each head)
  *   kv_layer >= 0: out[1] is K and out[2] is V: stored into the cache of
  *     that layer at the tokens' (sequence, position)
  *   gate: n_w == 2 and out[0] = act(out[0]) * out[1]
@@ -175,6 +213,7 @@ typedef struct {
   const float *head_norm[3];
   pa_rope_kind rope[3];
   int kv_layer;
+  int layer; /* whose head sizes shape the head-wise steps when kv_layer < 0 (0 by default) */
   pa_gate gate;
   pa_unary unary;
   pa_buf residual;

@@ -264,14 +264,14 @@ static void add_run(pa_attn_lines *l, const void *at, int64_t bytes) {
 
 void pa_attn_kv_lines(const pa_kv_cache *kv, int layer, int32_t seq, int kv_head, int32_t p0,
                      int32_t p1, pa_attn_lines *lk, pa_attn_lines *lv) {
-  const int64_t vb = (int64_t)kv->head_dim_v * (int64_t)kv->values->elt;
+  const int64_t vb = (int64_t)kv->shape[layer].head_dim_v * (int64_t)kv->values->elt;
   const bool q8 = kv->values->type == PA_KV_Q8;
   lk->nr = lv->nr = 0;
   for (int32_t p = p0; p <= p1;) {
     const int32_t off = p % kv->block_size;
     const int32_t n_here = kv->block_size - off < p1 - p + 1 ? kv->block_size - off : p1 - p + 1;
     const uint8_t *v = pa_kv_v_at(kv, layer, seq, p, kv_head);
-    add_run(lk, pa_kv_k_block(kv, layer, seq, p, kv_head), kv->values->k_part);
+    add_run(lk, pa_kv_k_block(kv, layer, seq, p, kv_head), kv->values->k_part[layer]);
     if (q8) {
       add_run(lv, v - (off & 1), (int64_t)(((off + n_here + 1) & ~1) - (off & ~1)) * vb);
       add_run(lv, pa_kv_v_scale(kv, layer, seq, p, kv_head), (int64_t)n_here * 4);
@@ -368,7 +368,7 @@ static void rows_tiles(const pa_attn_kernels *kt, const pa_kv_cache *kv, int lay
       if (q8) {
         t->kc[c] = kb + (int64_t)(c0 % kv->block_size) * 2;
         t->vc[c] = v; /* c0 is even: the first pair of the chunk */
-        memcpy(ksc + 16 * c, pa_kv_k_scales(kv, kb) + c0 % kv->block_size, 16 * sizeof(float));
+        memcpy(ksc + 16 * c, pa_kv_k_scales(kv, layer, kb) + c0 % kv->block_size, 16 * sizeof(float));
         memcpy(vsc + 16 * c, pa_kv_v_scale(kv, layer, seq, c0, kv_head), 16 * sizeof(float));
       } else {
         t->kc[c] = kb + (int64_t)(c0 % kv->block_size) * (int64_t)kv->values->elt;

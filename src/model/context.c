@@ -159,9 +159,16 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
                         : p.kv_type == PASADA_KV_F16 ? PA_KV_F16
                         : p.kv_type == PASADA_KV_F32 ? PA_KV_F32
                                                      : c->be->ops->default_kv_type;
-  /* the block manager here; the values are the backend's (context_init) */
-  rc = pa_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, p.n_seq_max, p.n_ctx,
-                  p.kv_block_size, p.kv_blocks);
+  /* the block manager here; the values are the backend's (context_init):
+   * each layer's heads (pa_layer_attn), none for a layer that reads
+   * another's cache (gemma4's KV sharing) or is recurrent (qwen35) */
+  pa_kv_shape shape[PA_MAX_LAYERS];
+  for (int l = 0; l < hp->n_layer; l++) {
+    const pa_attn_shape a = pa_layer_attn(hp, l);
+    const bool none = hp->recurrent[l] || (hp->n_kv_shared > 0 && hp->kv_from[l] != l);
+    shape[l] = (pa_kv_shape){none ? 0 : a.n_head_kv, a.head_dim, a.head_dim_v};
+  }
+  rc = pa_kv_init_layers(&c->kv, hp->n_layer, shape, p.n_seq_max, p.n_ctx, p.kv_block_size, p.kv_blocks);
   if (rc) {
     pasada_context_free(c);
     return rc; /* message set by pa_kv_init */

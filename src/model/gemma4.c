@@ -7,7 +7,8 @@
  * the last attention.shared_kv_layers layers compute q only and attend
  * over the cache of the last earlier layer of their kind (hp->kv_from);
  * each layer's output is multiplied by its scalar; the logits may be
- * soft-capped.
+ * soft-capped. The sliding and the global layers may have different head
+ * sizes and KV head counts (pa_layer_attn).
  *   x = embed(tokens) * sqrt(n_embd)
  *   per layer: x += postnorm(Wo · attention(...)),  window and RoPE by layer
  *              x += postnorm(W_down · (gelu(W_gate·n) * (W_up·n)))
@@ -45,6 +46,7 @@ void pa_forward_gemma4(struct pa_context *c, const pa_fwd_batch *b) {
     } else {
       qkv = pa_mm(&L->wq, PA_BUF_X, PA_BUF_Q);
     }
+    qkv.layer = l; /* its kind's head sizes (sliding and global layers may differ) */
     qkv.in_norm = L->attn_norm;
     qkv.head_norm[0] = L->q_norm;
     qkv.rope[0] = rope;

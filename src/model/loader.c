@@ -156,9 +156,15 @@ int pa_model_load_hparams(struct pa_model *m) {
     return rc;
   for (uint32_t i = 0; i < n_layer; i++) {
     if (ff[i] > n_ff) n_ff = ff[i];
-    if (kvh[i] != kvh[0])
+    /* gemma4: one count per kind of layer, checked with the kinds (ld_gemma4_hparams) */
+    if (kvh[i] != kvh[0] && hp->arch != PA_ARCH_GEMMA4)
       return pa_error(PASADA_ERR_UNSUPPORTED, "attention.head_count_kv differs between layers (%u, %u): not supported",
                       kvh[0], kvh[i]);
+    if ((rc = ld_check_range("attention.head_count_kv", kvh[i], 1, n_head))) return rc;
+    if (n_head % kvh[i])
+      return pa_error(PASADA_ERR_FORMAT, "attention.head_count %u is not a multiple of head_count_kv %u", n_head,
+                      kvh[i]);
+    m->kv_heads_layer[i] = (int32_t)kvh[i];
     if (ff[i] != ff[0] && hp->arch != PA_ARCH_GEMMA4)
       return pa_error(PASADA_ERR_UNSUPPORTED, "feed_forward_length differs between layers: not supported for %s", a);
     if ((rc = ld_check_range("feed_forward_length", ff[i], 1, 1 << 18))) return rc;
@@ -205,6 +211,9 @@ int pa_model_load_hparams(struct pa_model *m) {
   hp->n_ff = (int32_t)n_ff;
   hp->n_ctx_train = (int32_t)n_ctx;
   hp->rope_dim = (int32_t)rope_dim;
+  /* one attention shape for both kinds of layers unless the family reads its own (gemma4) */
+  hp->n_head_kv_swa = hp->n_head_kv, hp->head_dim_swa = hp->head_dim, hp->head_dim_v_swa = hp->head_dim_v;
+  hp->rope_dim_swa = hp->rope_dim;
 
   hp->norm_eps = 1e-5f;
   /* bert's norms are LayerNorms (attention.layer_norm_epsilon) */

@@ -97,10 +97,12 @@ int pa_model_yarn_factors(struct pa_model *m) {
   return PASADA_OK;
 }
 
-/* Gemma 4's keys (llama.cpp's names): key_length is the global layers'
- * head size and key_length_swa the sliding layers' (pasada runs one head
- * size for both, and refuses files whose sizes differ); the global
- * layers' partial RoPE is rope_freqs (factors of 1e30 freeze the
+/* Gemma 4's keys (llama.cpp's names): key_length / value_length are the
+ * global layers' head sizes and key_length_swa / value_length_swa the
+ * sliding layers' (512 and 256 in the released models), rope.dimension_count
+ * and rope.dimension_count_swa each kind's rotated dims, head_count_kv
+ * an array when the kinds' KV head counts differ (one count per kind); the
+ * global layers' partial RoPE is rope_freqs (factors of 1e30 freeze the
  * unrotated pairs); shared_kv_layers: the last layers reuse the KV cache
  * of the last earlier layer of their kind. */
 int ld_gemma4_hparams(struct pa_model *m) {
@@ -110,18 +112,21 @@ int ld_gemma4_hparams(struct pa_model *m) {
   hp->act = PA_ACT_GELU_TANH;
   hp->embed_scale = sqrtf((float)hp->n_embd);
   hp->attn_scale = 1.0f; /* q and k are RMS-normed per head: no 1/sqrt(head_dim) */
-  uint32_t hd_swa = (uint32_t)hp->head_dim, hdv_swa = (uint32_t)hp->head_dim_v, rope_swa = (uint32_t)hp->rope_dim;
+  uint32_t hd_swa = (uint32_t)hp->head_dim, hdv_swa = (uint32_t)hp->head_dim_v, rope_swa = 0;
   if ((rc = ld_key_u32(m, "attention.key_length_swa", false, &hd_swa)) ||
       (rc = ld_key_u32(m, "attention.value_length_swa", false, &hdv_swa)) ||
-      (rc = ld_key_u32(m, "rope.dimension_count_swa", false, &rope_swa)))
+      (rc = ld_check_range("attention.key_length_swa", hd_swa, 2, 1024)) ||
+      (rc = ld_check_range("attention.value_length_swa", hdv_swa, 1, 1024)))
     return rc;
-  if (hd_swa != (uint32_t)hp->head_dim || hdv_swa != (uint32_t)hp->head_dim_v || hp->head_dim_v != hp->head_dim)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: head sizes of %u/%u (sliding layers) and %d/%d (global "
-                    "layers): only one head size for every layer is supported", hd_swa, hdv_swa, hp->head_dim,
-                    hp->head_dim_v);
-  if (rope_swa != (uint32_t)hp->rope_dim)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: rope.dimension_count_swa %u differs from rope.dimension_count "
-                    "%d: not supported", rope_swa, hp->rope_dim);
+  rope_swa = hd_swa;
+  if ((rc = ld_key_u32(m, "rope.dimension_count_swa", false, &rope_swa))) return rc;
+  if (hd_swa != hdv_swa || hp->head_dim_v != hp->head_dim)
+    return pa_error(PASADA_ERR_FORMAT, "gemma4: key and value head sizes differ (%u/%u sliding, %d/%d global); "
+                    "V may be K's projection, so they must be equal", hd_swa, hdv_swa, hp->head_dim, hp->head_dim_v);
+  if (hd_swa % 2 || rope_swa % 2 || rope_swa == 0 || rope_swa > hd_swa)
+    return pa_error(PASADA_ERR_FORMAT, "gemma4: rope.dimension_count_swa %u must be even and at most the even "
+                    "head size %u", rope_swa, hd_swa);
+  hp->head_dim_swa = (int32_t)hd_swa, hp->head_dim_v_swa = (int32_t)hdv_swa, hp->rope_dim_swa = (int32_t)rope_swa;
   hp->rope_base_swa = 10000.0f;
   hp->rope_freq_scale_swa = 1.0f;
   if ((rc = ld_key_f32(m, "rope.freq_base_swa", false, &hp->rope_base_swa))) return rc;
@@ -146,6 +151,17 @@ int ld_gemma4_hparams(struct pa_model *m) {
     return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: the mixture-of-experts variant (expert_count %u) is not "
                     "supported", n_expert);
   if ((rc = ld_load_swa_pattern(m, 6))) return rc;
+  /* the KV heads: one count per kind of layer */
+  int32_t kvh[2] = {0, 0}; /* global, sliding */
+  for (uint32_t l = 0; l < n_layer; l++) {
+    int32_t *k = &kvh[hp->swa_layer[l]];
+    if (*k && *k != m->kv_heads_layer[l])
+      return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: attention.head_count_kv differs between %s layers (%d, %d): "
+                      "not supported", hp->swa_layer[l] ? "sliding" : "global", *k, m->kv_heads_layer[l]);
+    *k = m->kv_heads_layer[l];
+  }
+  hp->n_head_kv = kvh[0] ? kvh[0] : kvh[1];
+  hp->n_head_kv_swa = kvh[1] ? kvh[1] : kvh[0];
   hp->n_kv_shared = (int32_t)shared;
   const uint32_t first = n_layer - shared;
   for (uint32_t l = 0; l < n_layer; l++) {
@@ -259,15 +275,18 @@ int ld_bert(struct pa_model *m) {
  * k and v tensors, if present, are not read. */
 int ld_gemma4(struct pa_model *m) {
   const pa_hparams *hp = &m->hp;
-  const int64_t E = hp->n_embd, HD = hp->head_dim, Q = (int64_t)hp->n_head * HD, K = (int64_t)hp->n_head_kv * HD;
+  const int64_t E = hp->n_embd, HD_MAX = pa_attn_max(hp).head_dim;
   int rc;
-  m->ones = pa_calloc((size_t)HD, sizeof(float));
+  m->ones = pa_calloc((size_t)HD_MAX, sizeof(float));
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->ones || !m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
-  for (int64_t i = 0; i < HD; i++) m->ones[i] = 1.0f;
+  for (int64_t i = 0; i < HD_MAX; i++) m->ones[i] = 1.0f;
   for (int i = 0; i < hp->n_layer; i++) {
     pa_layer *L = &m->layers[i];
     const int64_t F = m->ff_layer[i];
+    /* this layer's kind's heads: q and the output are n_head of them, k and v n_head_kv */
+    const pa_attn_shape a = pa_layer_attn(hp, i);
+    const int64_t HD = a.head_dim, Q = (int64_t)hp->n_head * HD, K = (int64_t)a.n_head_kv * HD;
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
     if ((rc = ld_get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||

@@ -177,8 +177,12 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
     fprintf(f, "feed-forward:    %d\n", h->n_ff);
     if (h->n_expert)
       fprintf(f, "experts:         %d of %d per token, %d wide\n", h->n_expert_used, h->n_expert, h->n_ff_exp);
-    fprintf(f, "heads:           %d (kv heads %d, head size %d, value size %d)\n", h->n_head,
-            h->n_head_kv, h->head_dim, h->head_dim_v);
+    fprintf(f, "heads:           %d (kv heads %d, head size %d, value size %d", h->n_head, h->n_head_kv, h->head_dim,
+            h->head_dim_v);
+    if (h->n_head_kv_swa != h->n_head_kv || h->head_dim_swa != h->head_dim || h->head_dim_v_swa != h->head_dim_v)
+      fprintf(f, "; sliding layers: kv heads %d, head size %d, value size %d", h->n_head_kv_swa, h->head_dim_swa,
+              h->head_dim_v_swa);
+    fprintf(f, ")\n");
     fprintf(f, "context (train): %d\n", h->n_ctx_train);
     if (h->arch == PA_ARCH_BERT) {
       fprintf(f, "positions:       learned (%d), attention in both directions\n", h->n_ctx_train);
@@ -209,8 +213,14 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
               m->output.data == m->tok_embd.data ? " (output tied to embeddings)" : "");
     if (m->pooling) fprintf(f, "pooling:         %s\n", pasada_pooling_name((pasada_pooling)m->pooling));
     /* K and V of every layer for one position */
-    const double kv_values = (double)h->n_layer * h->n_head_kv * (h->head_dim + h->head_dim_v);
-    const double q8_scales = (double)h->n_layer * h->n_head_kv * 2 * 4; /* a float for K and for V */
+    /* K and V of every layer that stores them (not a KV-sharing or recurrent layer) */
+    double kv_values = 0, q8_scales = 0;
+    for (int l = 0; l < h->n_layer; l++) {
+      if (h->recurrent[l] || (h->n_kv_shared > 0 && h->kv_from[l] != l)) continue;
+      const pa_attn_shape a = pa_layer_attn(h, l);
+      kv_values += (double)a.n_head_kv * (a.head_dim + a.head_dim_v);
+      q8_scales += (double)a.n_head_kv * 2 * 4; /* a float for K and for V */
+    }
     fprintf(f, "KV cache:        %.1f KiB per position (F16, the default; %.1f KiB as F32, %.1f KiB as Q8)\n",
             kv_values * 2 / 1024, kv_values * 4 / 1024, (kv_values + q8_scales) / 1024);
   }

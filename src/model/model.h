@@ -83,8 +83,9 @@ struct pa_model {
   float *rope_long, *rope_short;
   int32_t n_ctx_orig;
   pa_yarn yarn;
-  float *ones;     /* gemma4: head_dim ones (the weight of V's norm) */
+  float *ones;     /* gemma4: ones of the widest head (the weight of V's norm) */
   int32_t ff_layer[PA_MAX_LAYERS]; /* gemma4: each layer's FFN width (its KV-sharing layers may be twice as wide) */
+  int32_t kv_heads_layer[PA_MAX_LAYERS]; /* each layer's attention.head_count_kv (gemma4: one per kind) */
   pa_layer *layers;
   const float **attn_sinks; /* per layer its attn_sinks, or NULL (no layer has sinks) */
   int32_t pooling;       /* pasada_pooling the file declares ({arch}.pooling_type) */

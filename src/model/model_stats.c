@@ -69,10 +69,11 @@ void pasada_model_get_stats(const pasada_model *m, pasada_model_stats *out) {
 
 void pasada_model_attention_cost(const pasada_model *m, int64_t pos, double *flops, int64_t *kv_rows) {
   const pa_hparams *hp = &m->hp;
-  double per_position = 2.0 * hp->n_head * (double)(hp->head_dim + hp->head_dim_v);
   double f = 0;
   int64_t rows = 0;
   for (int l = 0; l < hp->n_layer; l++) {
+    const pa_attn_shape a = pa_layer_attn(hp, l);
+    const double per_position = 2.0 * hp->n_head * (double)(a.head_dim + a.head_dim_v);
     int64_t span = pos + 1;
     if (hp->sliding_window > 0 && hp->swa_layer[l] && span > hp->sliding_window) span = hp->sliding_window;
     rows += span;

@@ -30,23 +30,38 @@ const char *pa_kv_type_name(pa_kv_type type) {
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
                int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks) {
   memset(kv, 0, sizeof *kv);
+  if (head_dim_k <= 0 || head_dim_v <= 0 || n_head_kv <= 0)
+    return pa_error(PASADA_ERR_ARG, "KV heads of %d x %d/%d values", n_head_kv, head_dim_k, head_dim_v);
+  if (n_layer <= 0 || n_layer > 4096) return pa_error(PASADA_ERR_ARG, "a KV cache of %d layers", n_layer);
+  pa_kv_shape *shape = malloc((size_t)n_layer * sizeof *shape);
+  if (!shape) return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  for (int32_t l = 0; l < n_layer; l++) shape[l] = (pa_kv_shape){n_head_kv, head_dim_k, head_dim_v};
+  const int rc = pa_kv_init_layers(kv, n_layer, shape, n_seq, n_ctx, block_size, n_blocks);
+  free(shape);
+  return rc;
+}
+
+int pa_kv_init_layers(pa_kv_cache *kv, int32_t n_layer, const pa_kv_shape *shape, int32_t n_seq, int32_t n_ctx,
+                      int32_t block_size, int64_t n_blocks) {
+  memset(kv, 0, sizeof *kv);
   if (block_size <= 0) block_size = 16;
   if (block_size % 16 != 0 || block_size > 4096)
     return pa_error(PASADA_ERR_ARG, "KV block size %d is not a multiple of 16 in [16, 4096]", block_size);
   int32_t per_seq = (n_ctx + block_size - 1) / block_size;
   if (n_blocks <= 0) n_blocks = (int64_t)per_seq * n_seq;
   if (n_blocks > (1 << 26)) return pa_error(PASADA_ERR_ARG, "too many KV blocks (%lld)", (long long)n_blocks);
-  if (head_dim_k <= 0 || head_dim_v <= 0 || n_head_kv <= 0)
-    return pa_error(PASADA_ERR_ARG, "KV heads of %d x %d/%d values", n_head_kv, head_dim_k, head_dim_v);
+  for (int32_t l = 0; l < n_layer; l++)
+    if (shape[l].n_head_kv < 0 || (shape[l].n_head_kv > 0 && (shape[l].head_dim_k <= 0 || shape[l].head_dim_v <= 0)))
+      return pa_error(PASADA_ERR_ARG, "layer %d: KV heads of %d x %d/%d values", l, shape[l].n_head_kv,
+                      shape[l].head_dim_k, shape[l].head_dim_v);
   kv->n_layer = n_layer;
   kv->block_size = block_size;
   kv->n_blocks = (int32_t)n_blocks;
   kv->n_seq = n_seq;
   kv->n_ctx = n_ctx;
   kv->max_blocks_per_seq = per_seq;
-  kv->n_head_kv = n_head_kv;
-  kv->head_dim_k = head_dim_k;
-  kv->head_dim_v = head_dim_v;
+  kv->shape = malloc((size_t)n_layer * sizeof *kv->shape);
+  if (kv->shape) memcpy(kv->shape, shape, (size_t)n_layer * sizeof *kv->shape);
   size_t nb = (size_t)n_blocks;
   kv->ref = calloc(nb, sizeof(int32_t));
   kv->registered = calloc(nb, 1);
@@ -62,7 +77,7 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
   kv->table = calloc((size_t)n_seq, sizeof(int32_t *));
   kv->len = calloc((size_t)n_seq, sizeof(int32_t));
   kv->n_seq_blocks = calloc((size_t)n_seq, sizeof(int32_t));
-  bool ok = kv->ref && kv->registered && kv->fill && kv->hash && kv->parent_hash && kv->lru && kv->tokens &&
+  bool ok = kv->shape && kv->ref && kv->registered && kv->fill && kv->hash && kv->parent_hash && kv->lru && kv->tokens &&
             kv->free_list && kv->map && kv->table && kv->len && kv->n_seq_blocks;
   for (int32_t s = 0; ok && s < n_seq; s++) ok = (kv->table[s] = malloc((size_t)per_seq * sizeof(int32_t)));
   if (!ok) {
@@ -79,12 +94,14 @@ int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head
 /* Host storage: whole parts of block src into block dst, every layer and
  * KV head (K is transposed, so a block's positions are not contiguous). */
 static void host_copy_block(pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst, int32_t src) {
-  const int64_t kp = vals->k_part, vp = vals->v_part, nb = kv->n_blocks;
-  for (int32_t l = 0; l < kv->n_layer; l++)
-    for (int64_t h = 0; h < kv->n_head_kv; h++) {
+  const int64_t nb = kv->n_blocks;
+  for (int32_t l = 0; l < kv->n_layer; l++) {
+    const int64_t kp = vals->k_part[l], vp = vals->v_part[l];
+    for (int64_t h = 0; h < kv->shape[l].n_head_kv; h++) {
       memcpy(vals->k[l] + (h * nb + dst) * kp, vals->k[l] + (h * nb + src) * kp, (size_t)kp);
       memcpy(vals->v[l] + (h * nb + dst) * vp, vals->v[l] + (h * nb + src) * vp, (size_t)vp);
     }
+  }
 }
 
 void pa_kv_values_free(pa_kv_values *vals) {
@@ -92,6 +109,7 @@ void pa_kv_values_free(pa_kv_values *vals) {
   pa_unmap_huge(vals->mem, vals->mem_bytes);
   free(vals->k);
   free(vals->v);
+  free(vals->k_row);
   free(vals);
 }
 
@@ -99,51 +117,77 @@ int pa_kv_host_create(const pa_kv_cache *kv, pa_kv_type type, pa_kv_values **out
   *out = NULL;
   if (type != PA_KV_F32 && type != PA_KV_F16 && type != PA_KV_Q8)
     return pa_error(PASADA_ERR_ARG, "unknown KV cache type %d", (int)type);
-  const int32_t n_layer = kv->n_layer, n_head_kv = kv->n_head_kv, block_size = kv->block_size;
-  const int32_t head_dim_k = kv->head_dim_k, head_dim_v = kv->head_dim_v;
-  if (type == PA_KV_Q8 && (head_dim_k % 2 || head_dim_k > 512 || head_dim_v > 512))
-    return pa_error(PASADA_ERR_ARG,
-                    "a Q8 KV cache needs an even key head dimension and head dimensions of at most 512, not %d/%d",
-                    head_dim_k, head_dim_v);
+  const int32_t n_layer = kv->n_layer, block_size = kv->block_size;
+  for (int32_t l = 0; l < n_layer; l++) {
+    const pa_kv_shape *sh = &kv->shape[l];
+    if (type == PA_KV_Q8 && sh->n_head_kv > 0 && (sh->head_dim_k % 2 || sh->head_dim_k > 512 || sh->head_dim_v > 512))
+      return pa_error(PASADA_ERR_ARG,
+                      "a Q8 KV cache needs an even key head dimension and head dimensions of at most 512, not %d/%d",
+                      sh->head_dim_k, sh->head_dim_v);
+  }
   const size_t elt = type == PA_KV_F16 ? 2 : type == PA_KV_Q8 ? 1 : 4;
   /* a part: its values, then (Q8) a float scale per position */
   const int64_t scales = type == PA_KV_Q8 ? (int64_t)block_size * 4 : 0;
-  const int64_t k_part = (int64_t)block_size * head_dim_k * (int64_t)elt + scales;
-  const int64_t v_part = (int64_t)block_size * head_dim_v * (int64_t)elt + scales;
   const size_t nb = (size_t)kv->n_blocks;
-  if ((double)nb * (double)n_head_kv * (double)(k_part + v_part) > 0x1p50)
-    return pa_error(PASADA_ERR_ARG, "a KV cache of %lld blocks of %d positions is too large", (long long)nb,
-                    block_size);
   pa_kv_values *vals = calloc(1, sizeof *vals);
   if (!vals) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   vals->type = type;
   vals->elt = elt;
-  vals->k_row = (int64_t)n_head_kv * head_dim_k;
-  vals->v_row = (int64_t)n_head_kv * head_dim_v;
-  vals->k_part = k_part;
-  vals->v_part = v_part;
-  vals->bytes = (int64_t)nb * n_head_kv * (k_part + v_part) * n_layer;
   vals->copy_block = host_copy_block;
   vals->k = calloc((size_t)n_layer, sizeof(uint8_t *));
   vals->v = calloc((size_t)n_layer, sizeof(uint8_t *));
-  /* every layer's K then V, each + 64 bytes (SIMD loads of a last row's
+  vals->k_row = calloc(4 * (size_t)n_layer, sizeof(int64_t)); /* k_row, v_row, k_part, v_part */
+  if (!vals->k || !vals->v || !vals->k_row) {
+    pa_kv_values_free(vals);
+    return pa_error(PASADA_ERR_NOMEM, "out of memory");
+  }
+  vals->v_row = vals->k_row + n_layer, vals->k_part = vals->v_row + n_layer, vals->v_part = vals->k_part + n_layer;
+  /* per layer its K then V, each + 64 bytes (SIMD loads of a last row's
    * tail may read, and drop, past it), in 2 MB pages: a step's attention
-   * reads blocks scattered over the whole cache */
-  const size_t kl = (nb * (size_t)n_head_kv * (size_t)k_part + 64 + 63) & ~(size_t)63;
-  const size_t vl = (nb * (size_t)n_head_kv * (size_t)v_part + 64 + 63) & ~(size_t)63;
+   * reads blocks scattered over the whole cache; a layer of no heads has
+   * none */
+  double total_d = 0;
   uint64_t total = 0;
-  if (vals->k && vals->v && pa_mul_u64((uint64_t)n_layer, (uint64_t)kl + vl, &total) && total < SIZE_MAX / 2) {
+  for (int32_t l = 0; l < n_layer; l++) {
+    const pa_kv_shape *sh = &kv->shape[l];
+    vals->k_row[l] = (int64_t)sh->n_head_kv * sh->head_dim_k;
+    vals->v_row[l] = (int64_t)sh->n_head_kv * sh->head_dim_v;
+    vals->k_part[l] = (int64_t)block_size * sh->head_dim_k * (int64_t)elt + scales;
+    vals->v_part[l] = (int64_t)block_size * sh->head_dim_v * (int64_t)elt + scales;
+    if (sh->n_head_kv == 0) continue;
+    total_d += (double)nb * (double)sh->n_head_kv * (double)(vals->k_part[l] + vals->v_part[l]) + 256;
+  }
+  if (total_d > 0x1p50) {
+    pa_kv_values_free(vals);
+    return pa_error(PASADA_ERR_ARG, "a KV cache of %lld blocks of %d positions is too large", (long long)nb,
+                    block_size);
+  }
+  for (int32_t l = 0; l < n_layer; l++) {
+    if (kv->shape[l].n_head_kv == 0) continue;
+    const size_t kl = (nb * (size_t)kv->shape[l].n_head_kv * (size_t)vals->k_part[l] + 64 + 63) & ~(size_t)63;
+    const size_t vl = (nb * (size_t)kv->shape[l].n_head_kv * (size_t)vals->v_part[l] + 64 + 63) & ~(size_t)63;
+    total += kl + vl;
+  }
+  vals->bytes = 0;
+  for (int32_t l = 0; l < n_layer; l++)
+    vals->bytes += (int64_t)nb * kv->shape[l].n_head_kv * (vals->k_part[l] + vals->v_part[l]);
+  if (total > 0 && total < SIZE_MAX / 2) {
     vals->mem = pa_map_huge((size_t)total);
     vals->mem_bytes = (size_t)total;
   }
-  if (!vals->mem) {
+  if (total > 0 && !vals->mem) {
     pa_kv_values_free(vals);
     return pa_error(PASADA_ERR_NOMEM, "out of memory for a KV cache of %lld blocks of %d positions",
                     (long long)nb, block_size);
   }
+  size_t at = 0;
   for (int32_t l = 0; l < n_layer; l++) {
-    vals->k[l] = (uint8_t *)vals->mem + (size_t)l * (kl + vl);
+    if (kv->shape[l].n_head_kv == 0) continue;
+    const size_t kl = (nb * (size_t)kv->shape[l].n_head_kv * (size_t)vals->k_part[l] + 64 + 63) & ~(size_t)63;
+    const size_t vl = (nb * (size_t)kv->shape[l].n_head_kv * (size_t)vals->v_part[l] + 64 + 63) & ~(size_t)63;
+    vals->k[l] = (uint8_t *)vals->mem + at;
     vals->v[l] = vals->k[l] + kl;
+    at += kl + vl;
   }
   /* Committed now, as a server's "memory allocated once at start" means:
    * an overcommitted machine would otherwise fail at some later first
@@ -151,7 +195,7 @@ int pa_kv_host_create(const pa_kv_cache *kv, pa_kv_type type, pa_kv_values **out
    * themselves had 4.6% of perf's samples of a 16-user SmolLM2 serving
    * run, a fresh 1 GB pool, the kernel zeroing pages under the KV stores;
    * the run's throughput moved less than its noise without them.) */
-  if (!pa_populate(vals->mem, vals->mem_bytes)) {
+  if (vals->mem && !pa_populate(vals->mem, vals->mem_bytes)) {
     const double mib = (double)vals->mem_bytes / (1 << 20);
     pa_kv_values_free(vals);
     return pa_error(PASADA_ERR_NOMEM, "the system could not supply the KV cache's %.0f MiB", mib);
@@ -178,7 +222,7 @@ void pa_kv_free(pa_kv_cache *kv) {
   if (kv->owns_values) pa_kv_values_free(kv->values);
   if (kv->table)
     for (int32_t s = 0; s < kv->n_seq; s++) free(kv->table[s]);
-  void *p[] = {kv->ref, kv->registered, kv->fill, kv->hash, kv->parent_hash, kv->lru,
+  void *p[] = {kv->shape, kv->ref, kv->registered, kv->fill, kv->hash, kv->parent_hash, kv->lru,
                kv->tokens, kv->free_list, kv->map, kv->table, kv->len, kv->n_seq_blocks};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
   memset(kv, 0, sizeof *kv);
@@ -502,7 +546,7 @@ void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
     kv->values->write(kv->values, kv, layer, seq, pos, h, ks, NULL);
     return;
   }
-  const int32_t hk = kv->head_dim_k, bs = kv->block_size, off = pos % bs;
+  const int32_t hk = kv->shape[layer].head_dim_k, bs = kv->block_size, off = pos % bs;
   const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *kd = pa_kv_k_block(kv, layer, seq, pos, h);
   if (kv->values->type == PA_KV_F16) {
@@ -515,7 +559,7 @@ void pa_kv_store_k(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
     }
   } else if (kv->values->type == PA_KV_Q8) {
     int8_t kq[512];
-    pa_kv_k_scales(kv, kd)[off] = ops->q8_row(kq, ks, hk);
+    pa_kv_k_scales(kv, layer, kd)[off] = ops->q8_row(kq, ks, hk);
     for (int32_t d = 0; d < hk; d++) ((int8_t *)kd)[q8_k_at(d, off, bs)] = kq[d];
   } else {
     for (int32_t d = 0; d < hk; d++) ((float *)(void *)kd)[(int64_t)d * bs + off] = ks[d];
@@ -528,7 +572,7 @@ void pa_kv_store_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
     kv->values->write(kv->values, kv, layer, seq, pos, h, NULL, vs);
     return;
   }
-  const int32_t hv = kv->head_dim_v;
+  const int32_t hv = kv->shape[layer].head_dim_v;
   const pa_ops_kernels *ops = pa_ops_best();
   uint8_t *vd = pa_kv_v_at(kv, layer, seq, pos, h);
   if (kv->values->type == PA_KV_F16) {
@@ -544,9 +588,10 @@ void pa_kv_store_v(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, i
 
 void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k,
                  const float *v) {
-  for (int32_t h = 0; h < kv->n_head_kv; h++) {
-    pa_kv_store_k(kv, layer, seq, pos, h, k + (int64_t)h * kv->head_dim_k);
-    pa_kv_store_v(kv, layer, seq, pos, h, v + (int64_t)h * kv->head_dim_v);
+  const pa_kv_shape *sh = &kv->shape[layer];
+  for (int32_t h = 0; h < sh->n_head_kv; h++) {
+    pa_kv_store_k(kv, layer, seq, pos, h, k + (int64_t)h * sh->head_dim_k);
+    pa_kv_store_v(kv, layer, seq, pos, h, v + (int64_t)h * sh->head_dim_v);
   }
 }
 
@@ -556,17 +601,17 @@ void pa_kv_load(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int3
     return;
   }
   uint8_t *ks = pa_kv_k_block(kv, layer, seq, pos, h), *vs = pa_kv_v_at(kv, layer, seq, pos, h);
-  const int32_t bs = kv->block_size, off = pos % bs;
+  const int32_t bs = kv->block_size, off = pos % bs, hk = kv->shape[layer].head_dim_k, hv = kv->shape[layer].head_dim_v;
   if (kv->values->type == PA_KV_F16) {
     const uint16_t *kh = (const uint16_t *)(const void *)ks;
-    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = pa_f16_to_f32(kh[(int64_t)d * bs + off]);
-    pa_ops_best()->f16_to_f32(v, (const uint16_t *)(const void *)vs, kv->head_dim_v);
+    for (int32_t d = 0; d < hk; d++) k[d] = pa_f16_to_f32(kh[(int64_t)d * bs + off]);
+    pa_ops_best()->f16_to_f32(v, (const uint16_t *)(const void *)vs, hv);
   } else if (kv->values->type == PA_KV_Q8) {
-    const float sk = pa_kv_k_scales(kv, ks)[off], sv = *pa_kv_v_scale(kv, layer, seq, pos, h);
-    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = (float)((const int8_t *)ks)[q8_k_at(d, off, bs)] * sk;
-    for (int32_t d = 0; d < kv->head_dim_v; d++) v[d] = (float)((const int8_t *)vs)[2 * d] * sv;
+    const float sk = pa_kv_k_scales(kv, layer, ks)[off], sv = *pa_kv_v_scale(kv, layer, seq, pos, h);
+    for (int32_t d = 0; d < hk; d++) k[d] = (float)((const int8_t *)ks)[q8_k_at(d, off, bs)] * sk;
+    for (int32_t d = 0; d < hv; d++) v[d] = (float)((const int8_t *)vs)[2 * d] * sv;
   } else {
-    for (int32_t d = 0; d < kv->head_dim_k; d++) k[d] = ((const float *)(const void *)ks)[(int64_t)d * bs + off];
-    memcpy(v, vs, (size_t)kv->head_dim_v * sizeof(float));
+    for (int32_t d = 0; d < hk; d++) k[d] = ((const float *)(const void *)ks)[(int64_t)d * bs + off];
+    memcpy(v, vs, (size_t)hv * sizeof(float));
   }
 }

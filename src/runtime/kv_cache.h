@@ -48,7 +48,10 @@
  * side by side; head_dim_k must be even), V as [block_size / 2][head_dim_v]
  * [2] (value d of positions i and i + 1 side by side); each ends with its
  * block_size float scales (K: of the positions' K rows; V: of the V rows).
- * The block size is a multiple of 16. */
+ * The block size is a multiple of 16. Each layer has its own KV heads and
+ * head sizes (pa_kv_shape: Gemma 4's global layers have fewer, wider
+ * heads than its sliding ones), and a layer of no heads (one that reads
+ * another layer's cache) has no storage. */
 #ifndef PASADA_KV_CACHE_H
 #define PASADA_KV_CACHE_H
 
@@ -61,6 +64,12 @@ typedef enum { PA_KV_F32 = 0, PA_KV_F16 = 1, PA_KV_Q8 = 2 } pa_kv_type;
 enum { PA_KV_NONE = 0, PA_KV_FULL = 1, PA_KV_TAIL = 2 };
 
 typedef struct pa_kv_cache pa_kv_cache;
+
+/* A layer's values: n_head_kv heads of head_dim_k K values and head_dim_v
+ * V values per position (n_head_kv 0: the layer stores none). */
+typedef struct {
+  int32_t n_head_kv, head_dim_k, head_dim_v;
+} pa_kv_shape;
 
 /* A change of the prefix cache's map of full blocks, for an observer (a
  * server publishing them to a router): a block entered the map (STORED,
@@ -96,9 +105,10 @@ typedef struct pa_kv_values {
                int32_t h, float *k, float *v);
   /* host storage (pa_kv_host_create; NULL and 0 for another device's) */
   size_t elt;             /* bytes per value: 4, 2 or 1 */
-  int64_t k_row, v_row;   /* values per position (every head) */
-  int64_t k_part, v_part; /* bytes of one KV head's part of a block (Q8: with its scales) */
-  uint8_t **k, **v;       /* per layer: K [n_head_kv][n_blocks][head_dim_k][block_size],
+  /* per layer: */
+  int64_t *k_row, *v_row;   /* values per position (every head) */
+  int64_t *k_part, *v_part; /* bytes of one KV head's part of a block (Q8: with its scales) */
+  uint8_t **k, **v;       /* K [n_head_kv][n_blocks][head_dim_k][block_size],
                              V [n_head_kv][n_blocks][block_size][head_dim_v], each part
                              followed by its scales when Q8 */
   void *mem;              /* one mapping (pa_map_huge) holding every layer's K and V */
@@ -108,7 +118,7 @@ typedef struct pa_kv_values {
 /* The block manager. */
 struct pa_kv_cache {
   int32_t n_layer, block_size, n_blocks, n_seq, n_ctx, max_blocks_per_seq;
-  int32_t n_head_kv, head_dim_k, head_dim_v;
+  pa_kv_shape *shape;   /* per layer */
   pa_kv_values *values; /* the backend's storage (pa_kv_attach) */
   bool owns_values;     /* made by pa_kv_init_host: freed with the cache */
   /* per block */
@@ -134,6 +144,9 @@ struct pa_kv_cache {
  * layers of n_head_kv heads of head_dim_k / head_dim_v; no values yet. */
 int pa_kv_init(pa_kv_cache *kv, int32_t n_layer, int32_t n_head_kv, int32_t head_dim_k, int32_t head_dim_v,
                int32_t n_seq, int32_t n_ctx, int32_t block_size, int64_t n_blocks);
+/* The same with each layer's shape (copied). */
+int pa_kv_init_layers(pa_kv_cache *kv, int32_t n_layer, const pa_kv_shape *shape, int32_t n_seq, int32_t n_ctx,
+                      int32_t block_size, int64_t n_blocks);
 /* Host storage of `type` for the blocks of kv (in 2 MB pages, committed
  * now: a machine that cannot supply it fails here, not mid-request). */
 int pa_kv_host_create(const pa_kv_cache *kv, pa_kv_type type, pa_kv_values **out);
@@ -168,27 +181,27 @@ int32_t pa_kv_cached_hashes(const pa_kv_cache *kv, uint64_t *hashes, uint64_t *p
  * ones follow contiguously, or for Q8 every 2 bytes). */
 static inline uint8_t *pa_kv_k_block(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return kv->values->k[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->k_part;
+  return kv->values->k[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->k_part[layer];
 }
 static inline uint8_t *pa_kv_v_at(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
   const int32_t off = pos % kv->block_size;
-  return kv->values->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->v_part +
-         (kv->values->type == PA_KV_Q8 ? (int64_t)(off & ~1) * kv->head_dim_v + (off & 1)
-                                       : (int64_t)off * kv->head_dim_v * (int64_t)kv->values->elt);
+  const int64_t hv = kv->shape[layer].head_dim_v;
+  return kv->values->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->v_part[layer] +
+         (kv->values->type == PA_KV_Q8 ? (int64_t)(off & ~1) * hv + (off & 1) : (int64_t)off * hv * (int64_t)kv->values->elt);
 }
 /* Q8: the K scales of a K part (pa_kv_k_block's pointer; one per position
  * of the block), and the V scale of position pos. */
-static inline float *pa_kv_k_scales(const pa_kv_cache *kv, uint8_t *k_block) {
-  return (float *)(void *)(k_block + (int64_t)kv->block_size * kv->head_dim_k);
+static inline float *pa_kv_k_scales(const pa_kv_cache *kv, int layer, uint8_t *k_block) {
+  return (float *)(void *)(k_block + (int64_t)kv->block_size * kv->shape[layer].head_dim_k);
 }
 static inline float *pa_kv_v_scale(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h) {
   const int64_t b = kv->table[seq][pos / kv->block_size];
-  return (float *)(void *)(kv->values->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->v_part +
-                           (int64_t)kv->block_size * kv->head_dim_v) +
+  return (float *)(void *)(kv->values->v[layer] + ((int64_t)h * kv->n_blocks + b) * kv->values->v_part[layer] +
+                           (int64_t)kv->block_size * kv->shape[layer].head_dim_v) +
          pos % kv->block_size;
 }
-/* Writes position pos of sequence seq in layer `layer`: k_row and v_row
+/* Writes position pos of sequence seq in layer `layer`: the layer's k_row and v_row
  * floats (every head, head after head), converted to the cache's type. */
 void pa_kv_store(const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, const float *k, const float *v);
 /* The same for KV head h's K (head_dim_k floats) or V (head_dim_v) alone:

@@ -91,8 +91,9 @@ static bool int8_dot(pa_type t) {
 static void op_cost(const struct pa_model *m, int op, int layer, const prof_slot *s, double text_bytes,
                     double kv_elt, double *bytes, double *flops) {
   const pa_hparams *hp = &m->hp;
-  double E = hp->n_embd, hd = hp->head_dim, hdv = hp->head_dim_v;
-  double Q = hp->n_head * hd, K = hp->n_head_kv * hd, VV = hp->n_head_kv * hdv, O = hp->n_head * hdv;
+  const pa_attn_shape a = pa_layer_attn(hp, layer >= 0 && layer < hp->n_layer ? layer : 0);
+  double E = hp->n_embd, hd = a.head_dim, hdv = a.head_dim_v;
+  double Q = hp->n_head * hd, K = a.n_head_kv * hd, VV = a.n_head_kv * hdv, O = hp->n_head * hdv;
   double F = hp->n_ff, half = hp->rope_dim / 2, bases = hp->sliding_window ? 2 : 1;
   double T = (double)s->tokens, C = (double)s->calls;
   double b = 0, f = 0;
@@ -478,9 +479,14 @@ int pa_profile_run(const pa_profile_params *p, pa_profile_result **out) {
     r->kv_type = pasada_kv_type_name(kvs.type);
     /* bytes a value, scales included (Q8: a float per position and head) */
     const pa_hparams *hp = &st.model->hp;
-    const double per_pos = (double)hp->n_head_kv * (hp->head_dim + hp->head_dim_v);
+    double per_pos = 0; /* values of a position, every layer that stores them */
+    for (int l = 0; l < hp->n_layer; l++) {
+      if (hp->recurrent[l] || (hp->n_kv_shared > 0 && hp->kv_from[l] != l)) continue;
+      const pa_attn_shape a = pa_layer_attn(hp, l);
+      per_pos += (double)a.n_head_kv * (a.head_dim + a.head_dim_v);
+    }
     r->kv_elt = kvs.n_blocks > 0 && per_pos > 0
-                    ? (double)kvs.bytes / ((double)kvs.n_blocks * kvs.block_size * hp->n_layer * per_pos)
+                    ? (double)kvs.bytes / ((double)kvs.n_blocks * kvs.block_size * per_pos)
                     : 4;
   }
   int32_t n_vocab = pasada_model_n_vocab(st.model);

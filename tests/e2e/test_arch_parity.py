@@ -175,6 +175,13 @@ def _bools(reader, key):
     return [bool(f.parts[i][0]) for i in f.data]
 
 
+def _ints(reader, key, n):
+    """A count per layer: the key's array, or its one value n times."""
+    f = reader.fields[key]
+    vals = [int(f.parts[i][0]) for i in f.data]
+    return vals if len(vals) == n else vals * n
+
+
 def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors, v_norm, kv_source, layer_scalars,
                     hidden):
     """Gemma 4's text model from its GGUF (llama.cpp's conventions): norms
@@ -184,13 +191,18 @@ def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors,
     from K's projection where attn_v is absent, the last shared_kv_layers
     layers attending over the K and V of the last (kv_source "first": the
     first) earlier layer of their kind, each layer's output times its
-    layer_output_scale, the logits soft-capped."""
+    layer_output_scale, the logits soft-capped. The sliding and the global
+    layers have their own head sizes (key_length_swa, key_length), rotated
+    dims and KV head counts (head_count_kv: one, or one per layer)."""
     arch = "gemma4"
     n_layer = _field(r, f"{arch}.block_count")
     n_embd = _field(r, f"{arch}.embedding_length")
     n_head = _field(r, f"{arch}.attention.head_count")
-    n_head_kv = _field(r, f"{arch}.attention.head_count_kv")
-    hd = _field(r, f"{arch}.attention.key_length")
+    kv_heads = _ints(r, f"{arch}.attention.head_count_kv", n_layer)
+    hd_of = {False: _field(r, f"{arch}.attention.key_length")}
+    hd_of[True] = _field(r, f"{arch}.attention.key_length_swa", hd_of[False])
+    rope_dim_of = {False: _field(r, f"{arch}.rope.dimension_count", hd_of[False])}
+    rope_dim_of[True] = _field(r, f"{arch}.rope.dimension_count_swa", hd_of[True])
     eps = _field(r, f"{arch}.attention.layer_norm_rms_epsilon")
     base = _field(r, f"{arch}.rope.freq_base")
     if local_base is None:
@@ -209,15 +221,16 @@ def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors,
     kv = {}
     for il in range(n_layer):
         b, swa = f"blk.{il}.", pattern[il]
+        hd, rd, n_head_kv = hd_of[swa], rope_dim_of[swa], kv_heads[il]
         h = _rms_norm(x, T[b + "attn_norm.weight"], eps)
         rb = local_base if swa else base
         rf = None if swa or factors == "none" else T.get("rope_freqs.weight")
         q = _rms_norm((h @ T[b + "attn_q.weight"].T).reshape(n, n_head, hd), T[b + "attn_q_norm.weight"], eps)
-        q = _rope(q, pos, rb, neox, hd, rf)
+        q = _rope(q, pos, rb, neox, rd, rf)
         if il < first:
             k = h @ T[b + "attn_k.weight"].T
             v = h @ T[b + "attn_v.weight"].T if b + "attn_v.weight" in T else k
-            k = _rope(_rms_norm(k.reshape(n, n_head_kv, hd), T[b + "attn_k_norm.weight"], eps), pos, rb, neox, hd, rf)
+            k = _rope(_rms_norm(k.reshape(n, n_head_kv, hd), T[b + "attn_k_norm.weight"], eps), pos, rb, neox, rd, rf)
             v = v.reshape(n, n_head_kv, hd)
             if v_norm:
                 v = _rms_norm(v, 1.0, eps)
@@ -225,7 +238,7 @@ def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors,
                 kv[swa] = (k, v)
         k, v = kv[swa]
         mask = causal & ((pos[:, None] - pos[None, :]) < window) if swa else causal
-        group = n_head // n_head_kv
+        group = n_head // k.shape[1]
         att = np.empty((n, n_head, hd))
         for j in range(n_head):
             s = np.where(mask, q[:, j, :] @ k[:, j // group, :].T, -np.inf)
@@ -345,7 +358,7 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
         q = _rope(q, pos, rope_base, neox, rope_dim, rf, attn_factor)
         k = _rope(k, pos, rope_base, neox, rope_dim, rf, attn_factor)
         mask = causal & ((pos[:, None] - pos[None, :]) < window) if swa else causal
-        group = n_head // n_head_kv
+        group = n_head // k.shape[1]
         att = np.empty((n, n_head, head_dim))
         for hd in range(n_head):
             s = q[:, hd, :] @ k[:, hd // group, :].T / np.sqrt(head_dim)

@@ -45,7 +45,7 @@ HINTS = {
     "model-moe-router-wrong-shape": ["ffn_gate_inp"],
     "model-moe-experts-not-3d": ["ffn_up_exps"],
     "model-moe-experts-count-mismatch": ["ffn_down_exps"],
-    "model-gemma4-head-size-per-kind": ["gemma4", "head sizes", "not supported"],
+    "model-gemma4-key-value-sizes-differ": ["gemma4", "head sizes differ", "must be equal"],
     "model-gemma4-shared-kv-every-layer": ["shared_kv_layers", "out of range"],
     "model-gemma4-shared-kv-no-source": ["layer 1", "KV cache", "sliding"],
     "model-gemma4-ffn-length-array-count": ["feed_forward_length", "entries for 2 layers"],

@@ -109,7 +109,7 @@ static void check_read_back(pa_kv_type type, const float *x, const float *got, i
 }
 
 static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
-  float *k = malloc(sizeof(float) * (size_t)kv->values->k_row), *v = malloc(sizeof(float) * (size_t)kv->values->v_row);
+  float *k = malloc(sizeof(float) * (size_t)kv->values->k_row[0]), *v = malloc(sizeof(float) * (size_t)kv->values->v_row[0]);
   for (int32_t s = 0; s < N_SEQ; s++)
     for (int32_t p = 0; p < len[s]; p++) {
       int32_t seq = s;
@@ -118,15 +118,15 @@ static void fill_cache(pa_kv_cache *kv, const int32_t *len) {
         exit(1);
       }
       for (int l = 0; l < N_LAYER; l++) {
-        for (int64_t i = 0; i < kv->values->k_row; i++) k[i] = rnd_sym(1.0f);
-        for (int64_t i = 0; i < kv->values->v_row; i++) v[i] = rnd_sym(2.0f);
+        for (int64_t i = 0; i < kv->values->k_row[0]; i++) k[i] = rnd_sym(1.0f);
+        for (int64_t i = 0; i < kv->values->v_row[0]; i++) v[i] = rnd_sym(2.0f);
         pa_kv_store(kv, l, s, p, k, v);
         /* read back: exact for F32, rounded to nearest even for F16 */
-        for (int32_t h = 0; h < kv->n_head_kv; h++) {
+        for (int32_t h = 0; h < kv->shape[0].n_head_kv; h++) {
           float kb[256], vb[256];
           pa_kv_load(kv, l, s, p, h, kb, vb);
-          check_read_back(kv->values->type, k + h * kv->head_dim_k, kb, kv->head_dim_k, "K");
-          check_read_back(kv->values->type, v + h * kv->head_dim_v, vb, kv->head_dim_v, "V");
+          check_read_back(kv->values->type, k + h * kv->shape[0].head_dim_k, kb, kv->shape[0].head_dim_k, "K");
+          check_read_back(kv->values->type, v + h * kv->shape[0].head_dim_v, vb, kv->shape[0].head_dim_v, "V");
         }
       }
     }
@@ -455,13 +455,13 @@ static void check_segments(const shape *sh, pa_kv_type type) {
   enum { LEN = 2100 }; /* five segments: one KV head's make enough items to cut */
   ctx_open(&m, &c, sh, type, 2, 1, LEN + 16, 4);
   const pa_hparams *hp = &m.hp;
-  float *k = malloc(sizeof(float) * (size_t)c.kv.values->k_row), *v = malloc(sizeof(float) * (size_t)c.kv.values->v_row);
+  float *k = malloc(sizeof(float) * (size_t)c.kv.values->k_row[0]), *v = malloc(sizeof(float) * (size_t)c.kv.values->v_row[0]);
   for (int32_t p = 0; p < LEN; p++) {
     int32_t s0 = 0;
     if (pa_kv_reserve(&c.kv, 1, &s0, &p)) exit(1);
     for (int l = 0; l < N_LAYER; l++) {
-      for (int64_t i = 0; i < c.kv.values->k_row; i++) k[i] = rnd_sym(1.0f);
-      for (int64_t i = 0; i < c.kv.values->v_row; i++) v[i] = rnd_sym(2.0f);
+      for (int64_t i = 0; i < c.kv.values->k_row[0]; i++) k[i] = rnd_sym(1.0f);
+      for (int64_t i = 0; i < c.kv.values->v_row[0]; i++) v[i] = rnd_sym(2.0f);
       pa_kv_store(&c.kv, l, 0, p, k, v);
     }
   }

@@ -8,7 +8,8 @@
  * sequences prefilling one prompt at once) is replaced by the cached one,
  * so the sequence's later blocks are cached too. A sequence that ends
  * inside a block leaves it cached as a tail (run_tails). For each cache
- * type. */
+ * type, on layers of different shapes (SHAPES: Gemma 4's sliding and
+ * global layers, and a layer that stores nothing). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,10 @@
 #include "runtime/kv_cache.h"
 #include "test_check.h"
 
-enum { LAYERS = 2, HEADS = 2, HD = 16, BS = 16, SEQS = 5, CTX = 128 };
+enum { LAYERS = 3, HEADS = 2, HD = 16, BS = 16, SEQS = 5, CTX = 128 };
+/* every layer's row is HEADS * HD values wide (or none): 2 heads of 16, 1
+ * of 32, none */
+static const pa_kv_shape SHAPES[LAYERS] = {{HEADS, HD, HD}, {1, HEADS * HD, HEADS * HD}, {0, HD, HD}};
 
 /* K and V of (token, position, layer) for every head: fixed pseudo-random
  * values, never all zero */
@@ -53,16 +57,15 @@ static void feed(pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t fr
  * to the cache type's rounding. */
 static void check_values(const pa_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n,
                          const char *what) {
-  float k[HEADS * HD], v[HEADS * HD], kb[HD], vb[HD], ks[HEADS * HD], vs[HEADS * HD];
+  float k[HEADS * HD], v[HEADS * HD], ks[HEADS * HD], vs[HEADS * HD];
   int bad = 0;
   for (int32_t p = 0; p < n; p++)
     for (int l = 0; l < LAYERS; l++) {
+      const pa_kv_shape *sh = &kv->shape[l];
+      if (sh->n_head_kv == 0) continue;
       kv_values(tokens[p], p, l, k, v);
-      for (int h = 0; h < HEADS; h++) {
-        pa_kv_load(kv, l, seq, p, h, kb, vb);
-        memcpy(ks + h * HD, kb, sizeof kb);
-        memcpy(vs + h * HD, vb, sizeof vb);
-      }
+      for (int h = 0; h < sh->n_head_kv; h++)
+        pa_kv_load(kv, l, seq, p, h, ks + h * sh->head_dim_k, vs + h * sh->head_dim_v);
       for (int i = 0; i < HEADS * HD; i++) {
         float tol = kv->values->type == PA_KV_F32 ? 0.0f : kv->values->type == PA_KV_F16 ? 1e-3f : 1.2e-2f;
         float dk = ks[i] - k[i], dv = vs[i] - v[i];
@@ -75,14 +78,15 @@ static void check_values(const pa_kv_cache *kv, int32_t seq, const int32_t *toke
 
 /* Positions [0, n) of seqs a and b hold the same bits. */
 static void check_same(const pa_kv_cache *kv, int32_t a, int32_t b, int32_t n, const char *what) {
-  float ka[HD], va[HD], kb[HD], vb[HD];
+  float ka[HEADS * HD], va[HEADS * HD], kb[HEADS * HD], vb[HEADS * HD];
   int bad = 0;
   for (int32_t p = 0; p < n; p++)
     for (int l = 0; l < LAYERS; l++)
-      for (int h = 0; h < HEADS; h++) {
+      for (int h = 0; h < kv->shape[l].n_head_kv; h++) {
         pa_kv_load(kv, l, a, p, h, ka, va);
         pa_kv_load(kv, l, b, p, h, kb, vb);
-        bad += memcmp(ka, kb, sizeof ka) != 0 || memcmp(va, vb, sizeof va) != 0;
+        bad += memcmp(ka, kb, (size_t)kv->shape[l].head_dim_k * sizeof(float)) != 0 ||
+               memcmp(va, vb, (size_t)kv->shape[l].head_dim_v * sizeof(float)) != 0;
       }
   CHECK(bad == 0, "%s: %d (position, layer, head) rows differ (%s cache)", what, bad,
         pa_kv_type_name(kv->values->type));
@@ -90,9 +94,15 @@ static void check_same(const pa_kv_cache *kv, int32_t a, int32_t b, int32_t n, c
 
 /* A cache of 24 blocks for the tests; false (reported) when it cannot be made. */
 static bool cache_open(pa_kv_cache *kv, pa_kv_type type) {
-  int st = pa_kv_init_host(kv, LAYERS, HEADS, HD, HD, type, SEQS, CTX, BS, 24);
+  int st = pa_kv_init_layers(kv, LAYERS, SHAPES, SEQS, CTX, BS, 24);
+  pa_kv_values *vals = NULL;
+  if (st == PASADA_OK && (st = pa_kv_host_create(kv, type, &vals)) != PASADA_OK) pa_kv_free(kv);
   CHECK(st == PASADA_OK, "pa_kv_init: %s", pa_last_error());
-  return st == PASADA_OK;
+  if (st) return false;
+  pa_kv_attach(kv, vals);
+  kv->owns_values = true;
+  CHECK(vals->k[2] == NULL && vals->k_row[1] == HEADS * HD, "a layer of no heads has no storage");
+  return true;
 }
 
 /* Ends every sequence, checks every block came back, frees the cache. */

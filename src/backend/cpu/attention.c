@@ -27,9 +27,18 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 /* Tokens per chunk: about 64 rows of queries (tokens x the query heads of a
  * KV head), which keeps a chunk's accumulators and scores in L2 next to the
  * tile of K and V they reuse. */
-static int32_t chunk_tokens(const pa_hparams *hp) {
-  int32_t group = hp->n_head / hp->n_head_kv;
-  return group >= 64 ? 1 : 64 / group;
+static int32_t chunk_tokens(int32_t group) { return group >= 64 ? 1 : 64 / group; }
+
+/* The largest of either kind of layer's (pa_layer_attn): rows of a chunk,
+ * a KV head's query heads, head sizes; the scratch is sized by them. */
+static int32_t rows_max_of(const pa_hparams *hp) {
+  const int32_t g0 = hp->n_head / hp->n_head_kv, g1 = hp->n_head / pa_or_(hp->n_head_kv_swa, hp->n_head_kv);
+  const int32_t r0 = chunk_tokens(g0) * g0, r1 = chunk_tokens(g1) * g1;
+  return r0 > r1 ? r0 : r1;
+}
+static int32_t group_max_of(const pa_hparams *hp) {
+  const int32_t g0 = hp->n_head / hp->n_head_kv, g1 = hp->n_head / pa_or_(hp->n_head_kv_swa, hp->n_head_kv);
+  return g0 > g1 ? g0 : g1;
 }
 
 /* The scratch: per batch token its index in sequence order, per chunk its
@@ -53,9 +62,10 @@ typedef struct {
 #define SEG_ITEMS 256
 
 static size_t per_thread_size(const pa_hparams *hp) {
-  int32_t rows = chunk_tokens(hp) * (hp->n_head / hp->n_head_kv);
+  const int32_t rows = rows_max_of(hp);
+  const pa_attn_shape a = pa_attn_max(hp);
   return align64((size_t)rows * (2 * sizeof(float *) + 2 * sizeof(int32_t) + sizeof(float))) +
-         pa_attn_work_size(rows, hp->head_dim, hp->head_dim_v);
+         pa_attn_work_size(rows, a.head_dim, a.head_dim_v);
 }
 
 static size_t shared_size(int32_t n_batch, int32_t n_seq_max) {
@@ -64,9 +74,9 @@ static size_t shared_size(int32_t n_batch, int32_t n_seq_max) {
 }
 
 static size_t seg_size(const pa_hparams *hp) {
-  const int32_t group = hp->n_head / hp->n_head_kv;
+  const int32_t group = group_max_of(hp);
   return align64(SEG_ITEMS * 4 * sizeof(int32_t)) +
-         align64((size_t)SEG_ITEMS * (size_t)group * (size_t)(hp->head_dim_v + 2) * sizeof(float));
+         align64((size_t)SEG_ITEMS * (size_t)group * (size_t)(pa_attn_max(hp).head_dim_v + 2) * sizeof(float));
 }
 
 static attn_scratch scratch_layout(void *base, int32_t n_threads, int32_t n_batch, int32_t n_seq_max,
@@ -99,6 +109,9 @@ typedef struct {
   const pa_attn_kernels *kt;
   attn_scratch sc;
   int layer;
+  pa_attn_shape a; /* the layer's heads */
+  int32_t group;   /* query heads per KV head */
+  int32_t rows_max; /* the scratch's rows per thread (rows_max_of) */
   int32_t window, n_chunks, split, n_items;
   bool all_heads; /* an item is a run of chunks with every KV head (else one chunk, one head) */
   atomic_int next;
@@ -116,8 +129,7 @@ typedef struct {
  * end or the last row. */
 static int32_t chunk_span(const attn_job *j, int32_t ch, int32_t r0, int32_t r1, int32_t *lo,
                           int32_t *hi) {
-  const pa_hparams *hp = j->c->hp;
-  const int32_t group = hp->n_head / hp->n_head_kv, first = j->sc.chunk_first[ch];
+  const int32_t group = j->group, first = j->sc.chunk_first[ch];
   const int32_t t_first = j->sc.order[first + r0 / group], t_last = j->sc.order[first + (r1 - 1) / group];
   const int32_t pos0 = j->b->pos[t_first], pos1 = j->b->pos[t_last];
   *lo = j->window > 0 && pos0 - j->window + 1 > 0 ? pos0 - j->window + 1 : 0;
@@ -128,13 +140,12 @@ static int32_t chunk_span(const attn_job *j, int32_t ch, int32_t r0, int32_t r1,
 
 /* The rows item `it` takes of its k-th chunk. */
 static void item_rows(const attn_job *j, const attn_item *it, int32_t k, int32_t *r0, int32_t *r1) {
-  const pa_hparams *hp = j->c->hp;
   if (it->nch == 1) {
     *r0 = it->r0;
     *r1 = it->r1;
   } else {
     *r0 = 0;
-    *r1 = j->sc.chunk_n[it->ch0 + k] * (hp->n_head / hp->n_head_kv);
+    *r1 = j->sc.chunk_n[it->ch0 + k] * j->group;
   }
 }
 
@@ -149,8 +160,7 @@ static void item_lines(const attn_job *j, const attn_item *it, int32_t k, int g,
 
 /* The next item with rows; false when none is left. */
 static bool claim_item(attn_job *j, attn_item *it) {
-  const pa_hparams *hp = j->c->hp;
-  const int32_t group = hp->n_head / hp->n_head_kv;
+  const int32_t group = j->group, n_kv = j->a.n_head_kv;
   for (;;) {
     const int32_t item = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
     if (item >= j->n_items) return false;
@@ -159,18 +169,18 @@ static bool claim_item(attn_job *j, attn_item *it) {
       it->ch0 = j->sc.item_chunk[i];
       it->nch = j->sc.item_chunk[i + 1] - it->ch0;
       it->g0 = 0;
-      it->g1 = hp->n_head_kv;
+      it->g1 = n_kv;
       it->r0 = 0;
       it->r1 = j->sc.chunk_n[it->ch0] * group;
       return true;
     }
     /* last chunks (the longest prefixes) first */
     const int32_t part = item % j->split;
-    const int32_t ch = j->n_chunks - 1 - item / j->split / hp->n_head_kv;
+    const int32_t ch = j->n_chunks - 1 - item / j->split / n_kv;
     const int32_t rows = j->sc.chunk_n[ch] * group;
     it->ch0 = ch;
     it->nch = 1;
-    it->g0 = item / j->split % hp->n_head_kv;
+    it->g0 = item / j->split % n_kv;
     it->g1 = it->g0 + 1;
     it->r0 = (int32_t)((int64_t)rows * part / j->split);
     it->r1 = (int32_t)((int64_t)rows * (part + 1) / j->split);
@@ -196,8 +206,7 @@ typedef struct {
 } attn_thread;
 
 static attn_thread thread_area(const attn_job *j, int ith) {
-  const pa_hparams *hp = j->c->hp;
-  const int32_t rows_max = chunk_tokens(hp) * (hp->n_head / hp->n_head_kv);
+  const int32_t rows_max = j->rows_max;
   char *mine = j->sc.threads + (size_t)ith * j->sc.per_thread;
   attn_thread a;
   a.q = (const float **)(void *)mine;
@@ -213,7 +222,7 @@ static void attention_worker(void *arg, int ith, int nth) {
   attn_job *j = arg;
   pa_bctx *c = j->c;
   const pa_hparams *hp = c->hp;
-  const int32_t hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
+  const int32_t hd = j->a.head_dim, hdv = j->a.head_dim_v, group = j->group;
   const int64_t Q = (int64_t)hp->n_head * hd, O = (int64_t)hp->n_head * hdv;
   const attn_thread area = thread_area(j, ith);
   const float **q = area.q;
@@ -284,7 +293,7 @@ static void seg_worker(void *arg, int ith, int nth) {
   attn_job *j = arg;
   pa_bctx *c = j->c;
   const pa_hparams *hp = c->hp;
-  const int32_t hd = hp->head_dim, hdv = hp->head_dim_v, group = hp->n_head / hp->n_head_kv;
+  const int32_t hd = j->a.head_dim, hdv = j->a.head_dim_v, group = j->group;
   const int64_t Q = (int64_t)hp->n_head * hd;
   const attn_thread area = thread_area(j, ith);
   for (;;) {
@@ -323,7 +332,7 @@ static void seg_worker(void *arg, int ith, int nth) {
 static bool seg_split(attn_job *j) {
   pa_bctx *c = j->c;
   const pa_hparams *hp = c->hp;
-  const int32_t H = hp->n_head_kv, nth = c->n_threads, items = j->n_chunks * H;
+  const int32_t H = j->a.n_head_kv, nth = c->n_threads, items = j->n_chunks * H;
   if (nth < 2 || !c->pool || items >= 2 * nth || items % nth == 0) return false;
   int32_t n = 0;
   for (int32_t ch = 0; ch < j->n_chunks; ch++) {
@@ -357,7 +366,7 @@ static bool seg_split(attn_job *j) {
   atomic_init(&j->next, 0);
   pa_pool_run(c->pool, seg_worker, j);
   /* the merge, item by item: a (token, KV head)'s segments are neighbours, ascending */
-  const int32_t hdv = hp->head_dim_v, group = hp->n_head / H;
+  const int32_t hdv = j->a.head_dim_v, group = j->group;
   const int64_t O = (int64_t)hp->n_head * hdv;
   float *ACC = thread_area(j, 0).work; /* the job is over: the calling thread's work area is free */
   for (int32_t i0 = 0; i0 < n;) {
@@ -392,8 +401,8 @@ typedef struct {
 
 static void store_task(void *arg, int i, int n) {
   const store_job *j = arg;
-  const pa_hparams *hp = j->c->hp;
-  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
+  const pa_attn_shape a = pa_layer_attn(j->c->hp, j->layer);
+  const int64_t K = (int64_t)a.n_head_kv * a.head_dim, VV = (int64_t)a.n_head_kv * a.head_dim_v;
   const int32_t t0 = (int32_t)((int64_t)j->b->n * i / n), t1 = (int32_t)((int64_t)j->b->n * (i + 1) / n);
   for (int32_t t = t0; t < t1; t++)
     pa_kv_store(j->c->kv, j->layer, j->b->seq[t], j->b->pos[t], j->c->buf[PA_BUF_K] + t * K, j->c->buf[PA_BUF_V] + t * VV);
@@ -423,7 +432,8 @@ void pa_cpu_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t wind
   const pa_hparams *hp = c->hp;
   /* the backend's tile kernels (the reference: the plain twins) */
   attn_job j = {.c = c, .b = b, .kt = c->be->attn,
-                .layer = layer, .window = window};
+                .layer = layer, .window = window, .a = pa_layer_attn(hp, layer), .rows_max = rows_max_of(hp)};
+  j.group = hp->n_head / j.a.n_head_kv;
   j.sc = scratch_layout(c->scores, c->n_threads, c->n_batch, c->n_seq_max, hp);
   /* tokens in sequence order (stable: within a sequence, ascending positions) */
   int32_t *count = j.sc.count;
@@ -439,7 +449,7 @@ void pa_cpu_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t wind
   for (int32_t s = 0; s < c->n_seq_max; s++) count[s + 1] += count[s];
   for (int32_t t = 0; t < b->n; t++) j.sc.order[count[b->seq[t]]++] = t;
   /* count[s] is now the end of sequence s's run */
-  const int32_t per = chunk_tokens(hp);
+  const int32_t per = chunk_tokens(j.group);
   for (int32_t i = 0; i < n_seqs; i++) {
     const int32_t s = (int32_t)(uint32_t)j.sc.seqs[i], start = s > 0 ? count[s - 1] : 0;
     for (int32_t k = start; k < count[s]; k += per) {
@@ -476,8 +486,8 @@ void pa_cpu_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t wind
     j.sc.item_chunk[j.n_items] = j.n_chunks;
     j.split = 1;
   } else {
-    const int32_t items = j.n_chunks * hp->n_head_kv;
-    const int32_t rows_min = hp->n_head / hp->n_head_kv; /* a one-token chunk */
+    const int32_t items = j.n_chunks * j.a.n_head_kv;
+    const int32_t rows_min = j.group; /* a one-token chunk */
     j.split = items >= c->n_threads ? 1 : (c->n_threads + items - 1) / items;
     if (j.split > rows_min) j.split = rows_min;
     j.n_items = items * j.split;

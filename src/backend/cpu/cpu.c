@@ -33,20 +33,22 @@ typedef struct {
   int32_t n_tok;
   rows_op op;
   const float *cos_t, *sin_t; /* ROWS_ROPE: the tables; out = q rows, (float *)in = k rows */
+  pa_attn_shape a;            /* ROWS_ROPE: the layer's heads */
+  int rope_dim;               /* ROWS_ROPE: the tables' rotated dims */
   float s;                    /* ROWS_SCALE: out *= s */
 } rows_job;
 
 static void rope_rows(const rows_job *j, int32_t t0, int32_t t1) {
   const pa_hparams *hp = j->c->hp;
   const pa_ops_kernels *ops = j->c->be->ex.ops;
-  const int half = hp->rope_dim / 2;
-  const int64_t Q = (int64_t)hp->n_head * hp->head_dim, K = (int64_t)hp->n_head_kv * hp->head_dim;
+  const int half = j->rope_dim / 2, hd = j->a.head_dim;
+  const int64_t Q = (int64_t)hp->n_head * hd, K = (int64_t)j->a.n_head_kv * hd;
   for (int32_t t = t0; t < t1; t++) {
     if (j->out)
-      ops->rope(j->out + t * Q, hp->n_head, hp->head_dim, hp->rope_dim, j->cos_t + t * half,
-                j->sin_t + t * half, hp->rope_neox);
+      ops->rope(j->out + t * Q, hp->n_head, hd, j->rope_dim, j->cos_t + t * half, j->sin_t + t * half,
+                hp->rope_neox);
     if (j->in)
-      ops->rope((float *)j->in + t * K, hp->n_head_kv, hp->head_dim, hp->rope_dim, j->cos_t + t * half,
+      ops->rope((float *)j->in + t * K, j->a.n_head_kv, hd, j->rope_dim, j->cos_t + t * half,
                 j->sin_t + t * half, hp->rope_neox);
   }
 }
@@ -102,12 +104,12 @@ static void op_synchronize(pa_bctx *c) { (void)c; /* every op has finished when 
 
 static void op_begin(pa_bctx *c, const pa_fwd_batch *b) {
   const pa_hparams *hp = c->hp;
-  const int half = hp->rope_dim / 2;
+  const int half = hp->rope_dim / 2, rd_swa = pa_rope_dim_of(hp, 1), half_swa = rd_swa / 2;
   for (int32_t t = 0; t < b->n; t++) {
     pa_rope_table_ext(c->rope_cos + t * half, c->rope_sin + t * half, hp->rope_dim, b->pos[t], hp->rope_base,
                       hp->rope_freq_scale, c->rope_freqs, hp->rope_attn_factor);
     if (hp->sliding_window)
-      pa_rope_table(c->rope_cos_swa + t * half, c->rope_sin_swa + t * half, hp->rope_dim, b->pos[t],
+      pa_rope_table(c->rope_cos_swa + t * half_swa, c->rope_sin_swa + t * half_swa, rd_swa, b->pos[t],
                     hp->rope_base_swa, hp->rope_freq_scale_swa, NULL);
   }
 }
@@ -180,9 +182,17 @@ typedef struct {
   const pa_matmul_desc *d;
 } out_job;
 
-static int head_dim_of(const pa_bctx *c, const pa_matmul_desc *d, int m) {
-  return d->kv_layer >= 0 && m == 2 ? c->hp->head_dim_v : c->hp->head_dim;
+/* The heads of the product's layer (backend.h: kv_layer's, else layer's). */
+static pa_attn_shape shape_of(const pa_bctx *c, const pa_matmul_desc *d) {
+  return pa_layer_attn(c->hp, d->kv_layer >= 0 ? d->kv_layer : d->layer);
 }
+
+static int head_dim_of(const pa_bctx *c, const pa_matmul_desc *d, int m) {
+  const pa_attn_shape a = shape_of(c, d);
+  return d->kv_layer >= 0 && m == 2 ? a.head_dim_v : a.head_dim;
+}
+
+static int rope_dim_of(const pa_hparams *hp, pa_rope_kind k) { return pa_rope_dim_of(hp, k == PA_ROPE_SWA); }
 
 static void out_rows_epi(void *arg, int m, int64_t r0, int64_t r1) {
   const out_job *j = arg;
@@ -196,7 +206,7 @@ static void out_rows_epi(void *arg, int m, int64_t r0, int64_t r1) {
   const bool rope = d->rope[m] != PA_ROPE_NONE;
   const bool store = d->kv_layer >= 0 && m >= 1;
   if (bias || hnorm || rope || store || (d->unary && m == 0)) {
-    const int hd = head_dim_of(c, d, m), half = hp->rope_dim / 2;
+    const int hd = head_dim_of(c, d, m), rd = rope_dim_of(hp, d->rope[m]), half = rd / 2;
     const int h0 = (int)(r0 / hd), h1 = (int)(r1 / hd);
     const float *ct = d->rope[m] == PA_ROPE_SWA ? c->rope_cos_swa : c->rope_cos;
     const float *st = d->rope[m] == PA_ROPE_SWA ? c->rope_sin_swa : c->rope_sin;
@@ -207,7 +217,7 @@ static void out_rows_epi(void *arg, int m, int64_t r0, int64_t r1) {
       for (int h = h0; h < h1; h++) {
         float *head = row + (int64_t)h * hd;
         if (hnorm) ops->rmsnorm(head, head, hnorm, hd, hp->norm_eps);
-        if (rope) ops->rope(head, 1, hd, hp->rope_dim, ct + t * half, st + t * half, hp->rope_neox);
+        if (rope) ops->rope(head, 1, hd, rd, ct + t * half, st + t * half, hp->rope_neox);
         if (store && m == 1) pa_kv_store_k(c->kv, d->kv_layer, j->b->seq[t], j->b->pos[t], h, head);
         if (store && m == 2) pa_kv_store_v(c->kv, d->kv_layer, j->b->seq[t], j->b->pos[t], h, head);
       }
@@ -313,7 +323,8 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
                   .out = d->rope[0] ? c->buf[d->out[0]] : NULL,
                   .in = d->n_w > 1 && d->rope[1] ? c->buf[d->out[1]] : NULL,
                   .cos_t = kind == PA_ROPE_SWA ? c->rope_cos_swa : c->rope_cos,
-                  .sin_t = kind == PA_ROPE_SWA ? c->rope_sin_swa : c->rope_sin};
+                  .sin_t = kind == PA_ROPE_SWA ? c->rope_sin_swa : c->rope_sin,
+                  .a = shape_of(c, d), .rope_dim = rope_dim_of(c->hp, kind)};
     run_rows(c, &j);
   }
   if (d->kv_layer >= 0) pa_cpu_kv_store_batch(c, b, d->kv_layer);
@@ -418,7 +429,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   const size_t n_x = align16((size_t)(B * E)), n_xb = align16((size_t)B * max_sz((size_t)E, (size_t)O));
   const size_t n_qkv = align16(max_sz(fq + fk + fv + fo, (size_t)(B * F)));
   const size_t n_h1 = align16((size_t)(B * pa_buf_width(hp, PA_BUF_H1)));
-  const size_t n_rt = align16((size_t)(B * (hp->rope_dim / 2)));
+  const size_t n_rt = align16((size_t)(B * (pa_rope_dim_max(hp) / 2)));
   const size_t total = 2 * n_x + n_xb + n_qkv + n_h1 + 4 * n_rt;
   float *m = c->mem = pa_alloc(total * sizeof(float));
   c->scores = pa_alloc(pa_cpu_attention_scratch_size(c->n_threads, c->n_batch, c->n_seq_max, hp));

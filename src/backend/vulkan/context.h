@@ -87,7 +87,10 @@ struct pa_bctx {
   /* the KV cache's values (device), per layer */
   pa_kv_values vals;
   pa_vk_buf *kvb;
-  uint64_t kv_k, kv_v, kv_ks, kv_vs; /* offsets inside a layer's buffer */
+  /* per layer: offsets of K, V and (Q8) their scales inside its buffer */
+  struct kv_offsets {
+    uint64_t k, v, ks, vs;
+  } *kvo;
   /* the recurrent layers' state (delta.c): [slot][recurrent layer][state]
    * floats (pa_ssm_state_floats) for the n_seq_max sequences, then the
    * snapshots; ssm_index[l]: layer l's place in a slot (-1: none here) */

@@ -15,32 +15,37 @@ static pa_bctx *ctx_of(pa_kv_values *vals) {
 
 static void kv_copy_block(pa_kv_values *vals, const pa_kv_cache *kv, int32_t dst, int32_t src) {
   pa_bctx *c = ctx_of(vals);
-  const uint64_t bs = (uint64_t)kv->block_size, nk = (uint64_t)kv->n_head_kv;
+  const uint64_t bs = (uint64_t)kv->block_size;
   const uint64_t elt = vals->type == PA_KV_F32 ? 4 : vals->type == PA_KV_F16 ? 2 : 1;
-  const uint64_t kb = nk * bs * (uint64_t)kv->head_dim_k * elt, vb = nk * bs * (uint64_t)kv->head_dim_v * elt;
   for (int l = 0; l < kv->n_layer; l++) {
     const VkBuffer B = c->kvb[l].buf;
-    if (!B) continue; /* a layer another backend holds (src/backend/split) */
-    pa_vkc_copy(c, B, c->kv_k + (uint64_t)src * kb, B, c->kv_k + (uint64_t)dst * kb, kb);
-    pa_vkc_copy(c, B, c->kv_v + (uint64_t)src * vb, B, c->kv_v + (uint64_t)dst * vb, vb);
+    if (!B) continue; /* a layer another backend holds (src/backend/split), or one of no heads */
+    const struct kv_offsets *o = &c->kvo[l];
+    const uint64_t nk = (uint64_t)kv->shape[l].n_head_kv;
+    const uint64_t kb = nk * bs * (uint64_t)kv->shape[l].head_dim_k * elt;
+    const uint64_t vb = nk * bs * (uint64_t)kv->shape[l].head_dim_v * elt;
+    pa_vkc_copy(c, B, o->k + (uint64_t)src * kb, B, o->k + (uint64_t)dst * kb, kb);
+    pa_vkc_copy(c, B, o->v + (uint64_t)src * vb, B, o->v + (uint64_t)dst * vb, vb);
     if (vals->type == PA_KV_Q8) {
-      pa_vkc_copy(c, B, c->kv_ks + (uint64_t)src * nk * bs * 4, B, c->kv_ks + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
-      pa_vkc_copy(c, B, c->kv_vs + (uint64_t)src * nk * bs * 4, B, c->kv_vs + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
+      pa_vkc_copy(c, B, o->ks + (uint64_t)src * nk * bs * 4, B, o->ks + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
+      pa_vkc_copy(c, B, o->vs + (uint64_t)src * nk * bs * 4, B, o->vs + (uint64_t)dst * nk * bs * 4, nk * bs * 4);
     }
   }
 }
 
 /* one KV head's row of one position: its byte offsets in the layer's buffer */
-static void kv_row_offsets(const pa_bctx *c, const pa_kv_cache *kv, int32_t seq, int32_t pos, int32_t h,
+static void kv_row_offsets(const pa_bctx *c, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
                            uint64_t *k, uint64_t *v, uint64_t *ks, uint64_t *vs) {
   const uint64_t bs = (uint64_t)kv->block_size;
   const uint64_t b = (uint64_t)kv->table[seq][pos / kv->block_size];
-  const uint64_t row = (b * (uint64_t)kv->n_head_kv + (uint64_t)h) * bs + (uint64_t)(pos % kv->block_size);
+  const pa_kv_shape *sh = &kv->shape[layer];
+  const struct kv_offsets *o = &c->kvo[layer];
+  const uint64_t row = (b * (uint64_t)sh->n_head_kv + (uint64_t)h) * bs + (uint64_t)(pos % kv->block_size);
   const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
-  *k = c->kv_k + row * (uint64_t)kv->head_dim_k * elt;
-  *v = c->kv_v + row * (uint64_t)kv->head_dim_v * elt;
-  *ks = c->kv_ks + row * 4;
-  *vs = c->kv_vs + row * 4;
+  *k = o->k + row * (uint64_t)sh->head_dim_k * elt;
+  *v = o->v + row * (uint64_t)sh->head_dim_v * elt;
+  *ks = o->ks + row * 4;
+  *vs = o->vs + row * 4;
 }
 
 /* a row of n floats in the cache's type, into staging, and copied at off */
@@ -65,18 +70,19 @@ static void kv_write(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32
                      const float *k, const float *v) {
   pa_bctx *c = ctx_of(vals);
   uint64_t ko, vo, kso, vso;
-  kv_row_offsets(c, kv, seq, pos, h, &ko, &vo, &kso, &vso);
-  if (k) kv_put_row(c, layer, ko, kso, k, kv->head_dim_k);
-  if (v) kv_put_row(c, layer, vo, vso, v, kv->head_dim_v);
+  kv_row_offsets(c, kv, layer, seq, pos, h, &ko, &vo, &kso, &vso);
+  if (k) kv_put_row(c, layer, ko, kso, k, kv->shape[layer].head_dim_k);
+  if (v) kv_put_row(c, layer, vo, vso, v, kv->shape[layer].head_dim_v);
 }
 
 static void kv_read(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_t seq, int32_t pos, int32_t h,
                     float *k, float *v) {
   pa_bctx *c = ctx_of(vals);
   uint64_t ko, vo, kso, vso;
-  kv_row_offsets(c, kv, seq, pos, h, &ko, &vo, &kso, &vso);
+  kv_row_offsets(c, kv, layer, seq, pos, h, &ko, &vo, &kso, &vso);
   const uint64_t elt = c->vals.type == PA_KV_F32 ? 4 : c->vals.type == PA_KV_F16 ? 2 : 1;
-  const uint64_t nk = (uint64_t)kv->head_dim_k * elt, nv = (uint64_t)kv->head_dim_v * elt;
+  const int32_t hk = kv->shape[layer].head_dim_k, hv = kv->shape[layer].head_dim_v;
+  const uint64_t nk = (uint64_t)hk * elt, nv = (uint64_t)hv * elt;
   /* one region: a second call could flush and hand the first out again */
   const uint64_t sk = pa_vkc_staging(c, ((nk + 15) & ~15ull) + ((nv + 15) & ~15ull) + 8);
   const uint64_t sv = sk + ((nk + 15) & ~15ull), ss = sv + ((nv + 15) & ~15ull);
@@ -89,9 +95,9 @@ static void kv_read(pa_kv_values *vals, const pa_kv_cache *kv, int layer, int32_
   }
   pa_vkc_flush(c);
   const uint8_t *m = c->step.map;
-  for (int32_t d = 0; d < kv->head_dim_k || d < kv->head_dim_v; d++) {
+  for (int32_t d = 0; d < hk || d < hv; d++) {
     for (int w = 0; w < 2; w++) {
-      if (d >= (w ? kv->head_dim_v : kv->head_dim_k)) continue;
+      if (d >= (w ? hv : hk)) continue;
       const uint8_t *src = m + (w ? sv : sk);
       float x;
       if (c->vals.type == PA_KV_F32)

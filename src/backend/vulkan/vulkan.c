@@ -98,9 +98,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
-  const uint64_t E = (uint64_t)hp->n_embd * 4, HD = (uint64_t)hp->head_dim * 4;
-  const uint64_t QB = (uint64_t)hp->n_head * hp->head_dim * 4, KB = (uint64_t)hp->n_head_kv * hp->head_dim * 4;
-  const uint64_t VB = (uint64_t)hp->n_head_kv * hp->head_dim_v * 4;
+  const uint64_t E = (uint64_t)hp->n_embd * 4, HDM = (uint64_t)pa_attn_max(hp).head_dim * 4;
   if (embed) rc = check_type(&m->tok_embd);
   if (!rc && output) rc = check_type(&m->output);
   for (int l = 0; l < n_layers && !rc; l++) {
@@ -130,7 +128,12 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
                          L->bq,        L->bk,           L->bv,             L->bo,            L->b_up,    L->b_down,
                          L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b, L->v_norm};
     const uint64_t FB = (uint64_t)hp->n_ff * 4;
-    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HD};
+    /* the layer's head sizes (pa_layer_attn); gemma4's v_norm (the model's
+     * ones, shared by every layer) is as wide as the widest head */
+    const pa_attn_shape a = pa_layer_attn(hp, l);
+    const uint64_t HD = (uint64_t)a.head_dim * 4, QB = (uint64_t)hp->n_head * a.head_dim * 4;
+    const uint64_t KB = (uint64_t)a.n_head_kv * a.head_dim * 4, VB = (uint64_t)a.n_head_kv * a.head_dim_v * 4;
+    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HDM};
     for (int i = 0; i < 17 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
     /* qwen35's linear attention: the conv's taps, A, the dt bias, the gated norm */
     const uint64_t VH = (uint64_t)hp->ssm_v_heads * 4;
@@ -381,7 +384,7 @@ static void op_synchronize(pa_bctx *c) { pa_vkc_flush(c); }
 static void op_begin(pa_bctx *c, const pa_fwd_batch *b) {
   const pa_hparams *hp = c->hp;
   uint8_t *s = c->step.map;
-  const int half = hp->rope_dim / 2;
+  const int half = hp->rope_dim / 2, rd_swa = pa_rope_dim_of(hp, 1), half_swa = rd_swa / 2;
   int32_t *pos = (int32_t *)(void *)(s + c->s_pos), *seq = (int32_t *)(void *)(s + c->s_seq);
   int32_t *slot = (int32_t *)(void *)(s + c->s_slot), *tables = (int32_t *)(void *)(s + c->s_tables);
   int32_t *tok = (int32_t *)(void *)(s + c->s_tok);
@@ -395,8 +398,9 @@ static void op_begin(pa_bctx *c, const pa_fwd_batch *b) {
                       hp->rope_dim, b->pos[t], hp->rope_base, hp->rope_freq_scale, c->rope_freqs,
                       hp->rope_attn_factor);
     if (hp->sliding_window)
-      pa_rope_table((float *)(void *)(s + c->s_cos_swa) + t * half, (float *)(void *)(s + c->s_sin_swa) + t * half,
-                    hp->rope_dim, b->pos[t], hp->rope_base_swa, hp->rope_freq_scale_swa, NULL);
+      pa_rope_table((float *)(void *)(s + c->s_cos_swa) + t * half_swa,
+                    (float *)(void *)(s + c->s_sin_swa) + t * half_swa, rd_swa, b->pos[t], hp->rope_base_swa,
+                    hp->rope_freq_scale_swa, NULL);
   }
   /* the block tables of the batch's sequences, up to their last position */
   for (int32_t t = 0; t < b->n; t++) {
@@ -533,32 +537,34 @@ void pa_vkc_product(pa_bctx *c, const pa_matrix *w, uint64_t x, uint32_t ldx, ui
   pa_vkc_product_at(c, w, pa_vkc_weight(c->vb, w->data), x, ldx, y, ldy, n_tok);
 }
 
-static void rope_rows(pa_bctx *c, uint64_t x, uint32_t n_tok, uint32_t n_heads, uint32_t stride, pa_rope_kind k) {
+static void rope_rows(pa_bctx *c, uint64_t x, uint32_t n_tok, uint32_t n_heads, uint32_t head_dim, uint32_t stride,
+                      pa_rope_kind k) {
   const pa_hparams *hp = c->hp;
+  const uint32_t rd = (uint32_t)pa_rope_dim_of(hp, k == PA_ROPE_SWA);
   struct {
     uint64_t x, cos, sin;
     uint32_t n_tok, n_heads, head_dim, rope_dim, neox, stride;
   } p = {x, step_addr(c, k == PA_ROPE_SWA ? c->s_cos_swa : c->s_cos),
-         step_addr(c, k == PA_ROPE_SWA ? c->s_sin_swa : c->s_sin), n_tok, n_heads, (uint32_t)hp->head_dim,
-         (uint32_t)hp->rope_dim, hp->rope_neox, stride};
-  pa_vkc_dispatch(c, "rope", &p, sizeof p, (uint32_t)(hp->rope_dim / 2 + 63) / 64, n_heads, n_tok);
+         step_addr(c, k == PA_ROPE_SWA ? c->s_sin_swa : c->s_sin), n_tok, n_heads, head_dim, rd, hp->rope_neox, stride};
+  pa_vkc_dispatch(c, "rope", &p, sizeof p, (rd / 2 + 63) / 64, n_heads, n_tok);
 }
 
 static const char *kv_suffix(pa_kv_type t) { return t == PA_KV_F16 ? "f16" : t == PA_KV_Q8 ? "q8" : "f32"; }
 
 static void kv_store(pa_bctx *c, int layer, uint32_t n_tok) {
-  const pa_hparams *hp = c->hp;
   const pa_vk_buf *L = &c->kvb[layer];
+  const struct kv_offsets *o = &c->kvo[layer];
+  const pa_kv_shape a = c->kv->shape[layer];
   struct {
     uint64_t k, v, kc, vc, ks, vs, slot;
     uint32_t n_kv, hd_k, hd_v, k_stride, v_stride, bs;
-  } p = {buf_addr(c, PA_BUF_K), buf_addr(c, PA_BUF_V), L->addr + c->kv_k, L->addr + c->kv_v, L->addr + c->kv_ks,
-         L->addr + c->kv_vs, step_addr(c, c->s_slot), (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
-         (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head_kv * hp->head_dim), (uint32_t)(hp->n_head_kv * hp->head_dim_v),
+  } p = {buf_addr(c, PA_BUF_K), buf_addr(c, PA_BUF_V), L->addr + o->k, L->addr + o->v, L->addr + o->ks,
+         L->addr + o->vs, step_addr(c, c->s_slot), (uint32_t)a.n_head_kv, (uint32_t)a.head_dim_k,
+         (uint32_t)a.head_dim_v, (uint32_t)(a.n_head_kv * a.head_dim_k), (uint32_t)(a.n_head_kv * a.head_dim_v),
          (uint32_t)c->kv->block_size};
   char name[32];
   snprintf(name, sizeof name, "kv_store_%s", kv_suffix(c->vals.type));
-  pa_vkc_dispatch(c, name, &p, sizeof p, (uint32_t)hp->n_head_kv, n_tok, 2);
+  pa_vkc_dispatch(c, name, &p, sizeof p, (uint32_t)a.n_head_kv, n_tok, 2);
 }
 
 static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d) {
@@ -575,9 +581,11 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
     const uint64_t y = buf_addr(c, d->out[m]);
     pa_vkc_product(c, d->w[m], x, cols, y, rows, n);
     if (d->bias[m]) pa_vkc_add(c, y, pa_vkc_weight(c->vb, d->bias[m]), (uint64_t)rows * n, rows);
-    const uint32_t hd = d->kv_layer >= 0 && m == 2 ? (uint32_t)hp->head_dim_v : (uint32_t)hp->head_dim;
+    /* the heads of the product's layer (backend.h) */
+    const pa_attn_shape a = pa_layer_attn(hp, d->kv_layer >= 0 ? d->kv_layer : d->layer);
+    const uint32_t hd = d->kv_layer >= 0 && m == 2 ? (uint32_t)a.head_dim_v : (uint32_t)a.head_dim;
     if (d->head_norm[m]) pa_vkc_norm_rows(c, y, y, d->head_norm[m], hd, n * (rows / hd), 0);
-    if (d->rope[m] != PA_ROPE_NONE) rope_rows(c, y, n, rows / hd, rows, d->rope[m]);
+    if (d->rope[m] != PA_ROPE_NONE) rope_rows(c, y, n, rows / hd, hd, rows, d->rope[m]);
   }
   if (d->kv_layer >= 0) kv_store(c, d->kv_layer, n);
   if (d->gate != PA_GATE_NONE) {
@@ -603,15 +611,18 @@ static void op_matmul(pa_bctx *c, const pa_fwd_batch *b, const pa_matmul_desc *d
 static void op_attention(pa_bctx *c, const pa_fwd_batch *b, int layer, int32_t window) {
   const pa_hparams *hp = c->hp;
   const pa_vk_buf *L = &c->kvb[layer];
+  const struct kv_offsets *o = &c->kvo[layer];
+  const pa_attn_shape a = pa_layer_attn(hp, layer);
   struct {
     uint64_t q, out, kc, vc, ks, vs, pos, seq, tables, sinks;
     uint32_t n_head, n_kv, hd_k, hd_v, q_stride, o_stride, bs, max_blocks, window;
     float scale, softcap;
-  } p = {buf_addr(c, PA_BUF_Q), buf_addr(c, PA_BUF_ATT), L->addr + c->kv_k, L->addr + c->kv_v,
-         L->addr + c->kv_ks, L->addr + c->kv_vs, step_addr(c, c->s_pos), step_addr(c, c->s_seq),
+  } p = {buf_addr(c, PA_BUF_Q), buf_addr(c, PA_BUF_ATT), L->addr + o->k, L->addr + o->v,
+         L->addr + o->ks, L->addr + o->vs, step_addr(c, c->s_pos), step_addr(c, c->s_seq),
          step_addr(c, c->s_tables),
-         c->attn_sinks && c->attn_sinks[layer] ? pa_vkc_weight(c->vb, c->attn_sinks[layer]) : 0, (uint32_t)hp->n_head, (uint32_t)hp->n_head_kv, (uint32_t)hp->head_dim,
-         (uint32_t)hp->head_dim_v, (uint32_t)(hp->n_head * hp->head_dim), (uint32_t)(hp->n_head * hp->head_dim_v),
+         c->attn_sinks && c->attn_sinks[layer] ? pa_vkc_weight(c->vb, c->attn_sinks[layer]) : 0, (uint32_t)hp->n_head,
+         (uint32_t)a.n_head_kv, (uint32_t)a.head_dim, (uint32_t)a.head_dim_v, (uint32_t)(hp->n_head * a.head_dim),
+         (uint32_t)(hp->n_head * a.head_dim_v),
          (uint32_t)c->kv->block_size, (uint32_t)c->max_blocks, (uint32_t)(window > 0 ? window : 0), hp->attn_scale,
          hp->attn_softcap};
   if (hp->bidirectional) {
@@ -688,6 +699,7 @@ static void context_free(pa_bctx *c) {
   if (c->kvb)
     for (int l = 0; l < c->hp->n_layer; l++) pa_vk_buf_free(d, &c->kvb[l]);
   pa_free(c->kvb);
+  pa_free(c->kvo);
   pa_vk_buf_free(d, &c->act);
   pa_vk_buf_free(d, &c->ssm);
   pa_vk_buf_free(d, &c->step);
@@ -710,8 +722,9 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = p->hp;
-  if (hp->head_dim_v > 256 || hp->head_dim > 256)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: heads of more than 256 values");
+  const pa_attn_shape amax = pa_attn_max(hp);
+  if (amax.head_dim_v > 512 || amax.head_dim > 512)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: heads of more than 512 values");
   pa_bctx *c = pa_calloc(1, sizeof *c);
   if (!c) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   c->vb = vb, c->d = d, c->hp = hp, c->kv = p->kv;
@@ -744,7 +757,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
       rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
   }
   /* the step buffer */
-  const uint64_t half = (uint64_t)hp->rope_dim / 2;
+  const uint64_t half = (uint64_t)pa_rope_dim_max(hp) / 2;
   at = 0;
   c->s_tok = take(&at, B * 4), c->s_pos = take(&at, B * 4), c->s_seq = take(&at, B * 4);
   c->s_out = take(&at, B * 4), c->s_slot = take(&at, B * 4), c->s_att_pos = take(&at, B * 4);
@@ -757,23 +770,28 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->s_logits = take(&at, B * (uint64_t)(hp->n_vocab > hp->n_embd ? hp->n_vocab : hp->n_embd) * 4);
   c->s_moe_logits = take(&at, B * NE * 4), c->s_moe_idx = take(&at, B * KU * 4), c->s_moe_w = take(&at, B * KU * 4);
   if (!rc) rc = pa_vk_buf_create(d, at, true, &c->step);
-  /* the KV cache's values, one buffer per layer */
+  /* the KV cache's values, one buffer per layer of its own shape (none
+   * for a layer of no heads) */
   const pa_kv_cache *kv = p->kv;
   const uint64_t elt = p->kv_type == PA_KV_F32 ? 4 : p->kv_type == PA_KV_F16 ? 2 : 1;
-  const uint64_t slots = (uint64_t)kv->n_blocks * (uint64_t)kv->block_size * (uint64_t)kv->n_head_kv;
-  at = 0;
-  c->kv_k = take(&at, slots * (uint64_t)kv->head_dim_k * elt);
-  c->kv_v = take(&at, slots * (uint64_t)kv->head_dim_v * elt);
-  c->kv_ks = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
-  c->kv_vs = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
   const int32_t kv_layers = p->kv_layers > 0 && p->kv_layers < hp->n_layer ? p->kv_layers : hp->n_layer;
   c->kvb = rc ? NULL : pa_calloc((size_t)hp->n_layer, sizeof *c->kvb);
-  if (!rc && !c->kvb) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
-  /* a recurrent layer (linear attention) stores no K and V: no buffer */
-  int32_t n_kv = 0;
-  for (int l = 0; l < kv_layers && !rc; l++)
-    if (!hp->recurrent[l] && !(rc = pa_vk_buf_create(d, at, false, &c->kvb[l]))) n_kv++;
-  c->vals = pa_vkc_kv_values(p->kv_type, (int64_t)at * n_kv);
+  c->kvo = rc ? NULL : pa_calloc((size_t)hp->n_layer, sizeof *c->kvo);
+  if (!rc && (!c->kvb || !c->kvo)) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+  int64_t kv_bytes = 0;
+  for (int l = 0; l < kv_layers && !rc; l++) {
+    const pa_kv_shape *sh = &kv->shape[l];
+    if (sh->n_head_kv == 0) continue;
+    const uint64_t slots = (uint64_t)kv->n_blocks * (uint64_t)kv->block_size * (uint64_t)sh->n_head_kv;
+    at = 0;
+    c->kvo[l].k = take(&at, slots * (uint64_t)sh->head_dim_k * elt);
+    c->kvo[l].v = take(&at, slots * (uint64_t)sh->head_dim_v * elt);
+    c->kvo[l].ks = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
+    c->kvo[l].vs = take(&at, p->kv_type == PA_KV_Q8 ? slots * 4 : 0);
+    rc = pa_vk_buf_create(d, at, false, &c->kvb[l]);
+    kv_bytes += (int64_t)at;
+  }
+  c->vals = pa_vkc_kv_values(p->kv_type, kv_bytes);
   if (!rc) {
     const VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                          .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,

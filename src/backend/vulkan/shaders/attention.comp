@@ -5,8 +5,8 @@
  * (tables + seq * max_blocks). One workgroup per (query head, token):
  * tiles of WG positions, one score per invocation, then the running
  * maximum and sum rescale the output (online softmax); each invocation
- * owns head_dim_v / WG of the output's values (at most 4: head_dim_v <=
- * 256). cap(s) = softcap * tanh(s / softcap) when softcap > 0 (Gemma 2),
+ * owns head_dim_v / WG of the output's values (at most NACC: head_dim_v
+ * <= 512, Gemma 4's global layers). cap(s) = softcap * tanh(s / softcap) when softcap > 0 (Gemma 2),
  * else s. sinks != 0: head h's attention sink (gpt-oss), one more logit in
  * the softmax's denominator, sinks[h], with no value. */
 #version 450
@@ -14,13 +14,15 @@
 #include "common.glsl"
 #include "kv.glsl"
 #define WG 64
+#define MAXD 512
+#define NACC (MAXD / WG)
 layout(local_size_x = WG) in;
 layout(push_constant) uniform P {
   uint64_t q, out_, kc, vc, ks, vs, pos, seq, tables, sinks;
   uint n_head, n_kv, hd_k, hd_v, q_stride, o_stride, bs, max_blocks, window;
   float scale, softcap;
 } p;
-shared float qs[256];
+shared float qs[MAXD];
 shared float w[WG];
 shared float red[WG];
 void main() {
@@ -34,7 +36,8 @@ void main() {
   F32s Q = F32s(p.q);
   for (uint i = lid; i < p.hd_k; i += WG) qs[i] = Q.v[t * p.q_stride + h * p.hd_k + i];
   barrier();
-  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  float acc[NACC];
+  for (uint j = 0; j < NACC; j++) acc[j] = 0.0;
   float M = uintBitsToFloat(0xff800000u), L = 0.0;
   for (int p0 = lo; p0 <= pos; p0 += WG) {
     const int pp = p0 + int(lid);
@@ -63,7 +66,7 @@ void main() {
     L = L * corr + es;
     M = Mn;
     const int n = min(WG, pos - p0 + 1);
-    for (uint j = 0; j < 4; j++) acc[j] *= corr;
+    for (uint j = 0; j < NACC; j++) acc[j] *= corr;
     for (int k = 0; k < n; k++) {
       const int pk = p0 + k;
       const uint slot = uint(T.v[tb + uint(pk) / p.bs]) * p.bs + uint(pk) % p.bs;
@@ -72,7 +75,7 @@ void main() {
 #if defined(KV_Q8)
       wk *= F32s(p.vs).v[row];
 #endif
-      for (uint j = 0; j < 4; j++) {
+      for (uint j = 0; j < NACC; j++) {
         const uint d = lid + j * WG;
         if (d < p.hd_v) acc[j] += wk * kv_get(p.vc, row * p.hd_v + d);
       }
@@ -81,7 +84,7 @@ void main() {
   }
   if (p.sinks != 0) L += pa_exp(F32s(p.sinks).v[h] - M);
   F32s O = F32s(p.out_);
-  for (uint j = 0; j < 4; j++) {
+  for (uint j = 0; j < NACC; j++) {
     const uint d = lid + j * WG;
     if (d < p.hd_v) O.v[t * p.o_stride + h * p.hd_v + d] = acc[j] / L;
   }
