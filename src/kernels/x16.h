@@ -93,9 +93,11 @@ extern const pa_ilv_kernel pa_x16_ref_iq4_nl, pa_x16_ref_mxfp4, pa_x16_ref_iq4_x
 extern const pa_ilv_kernel pa_x16_vnni_q8_0, pa_x16_vnni_q4_0, pa_x16_vnni_q4_1, pa_x16_vnni_q5_0;
 /* The AVX2 ones (x16_avx2.c): 4 tokens a call, the same bits. */
 extern const pa_ilv_kernel pa_x16_avx2_q8_0, pa_x16_avx2_q4_0, pa_x16_avx2_q4_1, pa_x16_avx2_q5_0;
-/* IQ4_NL, MXFP4, IQ4_XS (x16_iq_avx2.c): AVX2, 4 tokens a call, the
- * reference's bits; the AVX-512 tables use them too. */
+/* IQ4_NL, MXFP4, IQ4_XS: AVX2 (x16_iq_avx2.c), 4 tokens a call, which the
+ * AVX-512 table without VNNI uses too; AVX-512 VNNI (x16_iq_avx512.c), 8
+ * tokens a call. The reference's bits. */
 extern const pa_ilv_kernel pa_x16_avx2_iq4_nl, pa_x16_avx2_mxfp4, pa_x16_avx2_iq4_xs;
+extern const pa_ilv_kernel pa_x16_vnni_iq4_nl, pa_x16_vnni_mxfp4, pa_x16_vnni_iq4_xs;
 /* The AMX ones (x16_amx.c): batches on the tile unit, fewer than 10 tokens
  * through the VNNI kernels; the same bits. */
 extern const pa_ilv_kernel pa_x16_amx_q8_0, pa_x16_amx_q4_0, pa_x16_amx_q4_1, pa_x16_amx_q5_0;

@@ -82,6 +82,9 @@ void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_0] = &pa_x16_vnni_q4_0;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_1] = &pa_x16_vnni_q4_1;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q5_0] = &pa_x16_vnni_q5_0;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_IQ4_NL] = &pa_x16_vnni_iq4_nl;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_MXFP4] = &pa_x16_vnni_mxfp4;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_IQ4_XS] = &pa_x16_vnni_iq4_xs;
 }
 
 void pa_kernels_fill_ilv_amx(pa_cpu_kernels *k) {
