@@ -2,8 +2,8 @@
  * (kernels/x16.h) for the table-lookup 4-bit types IQ4_NL, MXFP4 and
  * IQ4_XS, one to IQ_AVX2_TOKENS tokens a call. They follow the layout's
  * canonical arithmetic, so their bits are the reference's (x16.c) for any
- * number of tokens; the AVX-512 tables (copies of the AVX2 one) use them
- * as well.
+ * number of tokens; the plain AVX-512 table (a copy of the AVX2 one) uses
+ * them as well, the AVX-512 VNNI one has its own (x16_iq_avx512.c).
  *
  * As x16_avx2.c, a 256-bit vector holds 8 rows' 4 bytes, and a block is
  * read as two halves of 8 rows: here one half at a time, all of its
