@@ -25,12 +25,6 @@ PA_NO_FP_CONTRACT
 #define VNNI X16_VNNI
 #define BODY X16_INLINE
 
-BODY __m512i bcast4(const uint8_t *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
   const int64_t nb = cols / 32;
@@ -52,15 +46,8 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 #pragma GCC unroll 4
       for (int t = 0; t < T; t++) {
         const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
-        /* vector i takes the activation bytes 4 i .. 4 i + 3; two chains
-         * of dependent vpdpbusd: few tokens to overlap */
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-          s0 = _mm512_dpbusd_epi32(s0, w[i], bcast4(x + 4 * i));
-          s1 = _mm512_dpbusd_epi32(s1, w[4 + i], bcast4(x + 16 + 4 * i));
-        }
-        acc[t] = x16_step(kind, _mm512_add_epi32(s0, s1), dl, ml, x, acc[t]);
+        /* two chains per token: few tokens to overlap */
+        acc[t] = x16_step(kind, x16_dot32(w, x), dl, ml, x, acc[t]);
       }
     } else {
       /* one chain per token, the tokens' steps adjacent in the program so
@@ -75,7 +62,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 #pragma GCC unroll 8
       for (int i = 0; i < 8; i++)
 #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) sum[t] = _mm512_dpbusd_epi32(sum[t], w[i], bcast4(x[t] + 4 * i));
+        for (int t = 0; t < T; t++) sum[t] = _mm512_dpbusd_epi32(sum[t], w[i], x16_bcast4(x[t] + 4 * i));
 #pragma GCC unroll 8
       for (int t = 0; t < T; t++) acc[t] = x16_step(kind, sum[t], dl, ml, x[t], acc[t]);
     }

@@ -30,17 +30,12 @@ PA_NO_FP_CONTRACT
 
 enum { K_IQ4_NL = 16, K_MXFP4, K_IQ4_XS };
 
-BODY __m512i bcast4(const uint8_t *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 /* The levels plus 128 (MXFP4: plus 12) as unsigned bytes, in every lane. */
 BODY __m512i lut_of(const int kind) {
   uint8_t t[16];
   for (int k = 0; k < 16; k++)
-    t[k] = kind == K_MXFP4 ? (uint8_t)(pa_kvalues_mxfp4[k] + 12) : (uint8_t)(pa_kvalues_iq4nl[k] + 128);
+    t[k] = kind == K_MXFP4 ? (uint8_t)(pa_kvalues_mxfp4[k] + 12)
+                           : (uint8_t)(pa_kvalues_iq4nl[k] + 128);
   return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)t));
 }
 
@@ -56,17 +51,6 @@ BODY void unpack(const uint8_t *q, __m512i lut, __m512i w[8]) {
   }
 }
 
-/* One token's sum of the 8 vectors against its 32 quants at x. */
-BODY __m512i dot32(const __m512i w[8], const uint8_t *x) {
-  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; i++) {
-    s0 = _mm512_dpbusd_epi32(s0, w[i], bcast4(x + 4 * i));
-    s1 = _mm512_dpbusd_epi32(s1, w[4 + i], bcast4(x + 16 + 4 * i));
-  }
-  return _mm512_add_epi32(s0, s1);
-}
-
 /* pa_e8m0_to_f32_half of the 16 exponent bytes at p. */
 BODY __m512 e8m0_half(const uint8_t *p) {
   const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
@@ -76,11 +60,14 @@ BODY __m512 e8m0_half(const uint8_t *p) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_big, small, big));
 }
 
-/* IQ4_NL and MXFP4: a record per group and block of 32 (288 / 272 bytes). */
-BODY void run_b32(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y,
-                  int64_t ldy, const int T, const pa_prefetch *stream) {
-  const int64_t nb = cols / 32;
-  const size_t rec = kind == K_IQ4_NL ? 288 : 272;
+/* A record per group and block of 32 (IQ4_NL 288 bytes, MXFP4 272), or
+ * per group and super-block of 256 (IQ4_XS: PA_X16_REC_XS). */
+BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                   float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
+  const bool xs = kind == K_IQ4_XS;
+  const int64_t nb = xs ? cols / QK_K : cols / 32;
+  const size_t rec = xs ? PA_X16_REC_XS : kind == K_IQ4_NL ? 288 : 272;
+  const size_t xrec = xs ? PA_X16_XREC_XS : PA_X16_XREC;
   const int pf = pa_prefetch_distance(stream, stream ? stream->avx512 : 0, T);
   const __m512i lut = lut_of(kind);
   __m512 acc[PA_X16_TOKENS];
@@ -90,51 +77,33 @@ BODY void run_b32(const int kind, int64_t cols, const uint8_t *wg, const uint8_t
     const uint8_t *o = wg + (size_t)b * rec;
     if (pf) /* weights from memory: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
-    __m512i w[8];
-    unpack(o, lut, w);
-    const __m512 dl = kind == K_IQ4_NL ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 256)))
-                                       : e8m0_half(o + 256);
-    /* x16_step's Q4_0 form: fma((float)(sum - off), dl * dx, acc) */
-#pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-      const uint8_t *x = xp[t] + (size_t)b * PA_X16_XREC;
-      acc[t] = x16_step(K_Q4_0, dot32(w, x), dl, dl, x, acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
-}
-
-/* IQ4_XS: a record per group and super-block of 256 (PA_X16_REC_XS). */
-BODY void run_xs(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y, int64_t ldy, const int T,
-                 const pa_prefetch *stream) {
-  const int64_t nb = cols / QK_K;
-  const int pf = pa_prefetch_distance(stream, stream ? stream->avx512 : 0, T);
-  const __m512i lut = lut_of(K_IQ4_XS);
-  __m512 acc[PA_X16_TOKENS];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *o = wg + (size_t)b * PA_X16_REC_XS;
-    if (pf) /* weights from memory: ask for them ahead (kernels.h) */
-      for (size_t c = 0; c < PA_X16_REC_XS; c += 64) _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
     const uint8_t *x[PA_X16_TOKENS];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) x[t] = xp[t] + (size_t)b * xrec;
+    __m512i w[8];
+    if (!xs) {
+      unpack(o, lut, w);
+      const __m512 dl = kind == K_IQ4_NL
+                            ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 256)))
+                            : e8m0_half(o + 256);
+      /* x16_step's Q4_0 form: fma((float)(sum - off), dl * dx, acc) */
+#pragma GCC unroll 8
+      for (int t = 0; t < T; t++)
+        acc[t] = x16_step(K_Q4_0, x16_dot32(w, x[t]), dl, dl, x[t], acc[t]);
+      continue;
+    }
     __m512i isum[PA_X16_TOKENS];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-      x[t] = xp[t] + (size_t)b * PA_X16_XREC_XS;
-      isum[t] = _mm512_setzero_si512();
-    }
+    for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
     for (int ib = 0; ib < 8; ib++) {
-      __m512i w[8];
       unpack(o + 256 * ib, lut, w);
-      const __m512i sc =
-          _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(o + PA_X16_XS_SC + 16 * ib)));
+      const __m512i sc = _mm512_cvtepi8_epi32(
+          _mm_loadu_si128((const __m128i *)(const void *)(o + PA_X16_XS_SC + 16 * ib)));
 #pragma GCC unroll 8
       for (int t = 0; t < T; t++) {
         int32_t off;
         memcpy(&off, x[t] + PA_X16_XS_XOFF + 4 * ib, 4);
-        const __m512i d = _mm512_sub_epi32(dot32(w, x[t] + 32 * ib), _mm512_set1_epi32(off));
+        const __m512i d = _mm512_sub_epi32(x16_dot32(w, x[t] + 32 * ib), _mm512_set1_epi32(off));
         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(d, sc));
       }
     }
@@ -143,19 +112,12 @@ BODY void run_xs(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, floa
     for (int t = 0; t < T; t++) {
       float dx;
       memcpy(&dx, x[t] + PA_X16_XS_XD, 4);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dl, _mm512_set1_ps(dx)), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dl, _mm512_set1_ps(dx)),
+                               acc[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
-}
-
-BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp, float *y, int64_t ldy,
-                   const int T, const pa_prefetch *stream) {
-  if (kind == K_IQ4_XS)
-    run_xs(cols, wg, xp, y, ldy, T, stream);
-  else
-    run_b32(kind, cols, wg, xp, y, ldy, T, stream);
 }
 
 PA_ILV_RUN8(VNNI, run_iq4_nl, K_IQ4_NL)

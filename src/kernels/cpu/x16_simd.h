@@ -53,6 +53,26 @@ X16_INLINE void x16_unpack(const int kind, const uint8_t *o, __m512i w[8]) {
   }
 }
 
+/* 4 activation bytes at p broadcast to every 32-bit lane. */
+X16_INLINE __m512i x16_bcast4(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+/* One token's 16 block sums: the 8 weight vectors against its 32 quants
+ * at x (vector i takes the bytes 4 i .. 4 i + 3), in two chains of
+ * dependent vpdpbusd. */
+X16_INLINE __m512i x16_dot32(const __m512i w[8], const uint8_t *x) {
+  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    s0 = _mm512_dpbusd_epi32(s0, w[i], x16_bcast4(x + 4 * i));
+    s1 = _mm512_dpbusd_epi32(s1, w[4 + i], x16_bcast4(x + 16 + 4 * i));
+  }
+  return _mm512_add_epi32(s0, s1);
+}
+
 /* The canonical float step: one token's 16 rows' block sums (sum) into
  * acc, with the token's packed block record x (d at 32, off or s at 36). */
 X16_INLINE __m512 x16_step(const int kind, __m512i sum, __m512 dl, __m512 ml, const uint8_t *x,
