@@ -161,6 +161,11 @@ def test_errors_name_the_problem(pasada_bin, smollm2, tmp_path):
     left = tmp_path / "left.gbnf"
     left.write_text('root ::= root "a" | "b"\n')
     assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--grammar", left), "left-recursive")
+    # a schema that refers to itself without consuming anything has no
+    # finite instance: one line, from the grammar's recursion check
+    loop = write_schema(tmp_path, "loop", {"$ref": "#"})
+    assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", loop),
+                          "can never complete")
     notjson = tmp_path / "x.json"
     notjson.write_text("{")
     assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", notjson),
