@@ -166,6 +166,35 @@ static void derive(const pasada_model *model, const pasada_model_stats *st, cons
     r->tg_gbs = (r->tg_weight_bytes + r->tg_kv_bytes) * r->tg.median / 1e9;
     if (r->have_ceilings && r->ceil.read_gbs > 0) r->tg_pct_bw = 100 * r->tg_gbs / r->ceil.read_gbs;
   }
+  if (r->have_ceilings && r->ceil.read_gbs > 0) {
+    /* the compute peak the products run against: int8 dots on a CPU where
+     * the layer weights take them, else fp32 FMA */
+    const double peak = (!r->gpu && st->int8_dot && r->ceil.int8_gops > 0 ? r->ceil.int8_gops : r->ceil.fma_gflops) * 1e9;
+    if (p->n_prompt && peak > 0) {
+      const double batches = (double)((p->n_prompt + p->n_batch - 1) / p->n_batch);
+      const double t_mem = batches * (double)st->bytes_file_tensors / (r->ceil.read_gbs * 1e9);
+      const double t_cmp = r->pp_flops_per_run / peak;
+      r->pp_mem_tok_s = p->n_prompt / t_mem, r->pp_cmp_tok_s = p->n_prompt / t_cmp;
+      r->pp_bound = t_mem > t_cmp ? "memory" : "compute";
+      r->pp_ceiling_tok_s = p->n_prompt / (t_mem > t_cmp ? t_mem : t_cmp);
+      r->pp_pct_ceiling = 100 * r->pp.median / r->pp_ceiling_tok_s;
+    }
+    if (p->n_gen && peak > 0) {
+      double attn = 0;
+      for (int64_t i = 0; i < p->n_gen; i++) {
+        double f;
+        pasada_model_attention_cost(model, p->n_prompt + i, &f, NULL);
+        attn += f;
+      }
+      const double flops = 2.0 * (double)(st->n_params_layers + st->n_params_output) + attn / p->n_gen;
+      const double t_mem = (r->tg_weight_bytes + r->tg_kv_bytes) / (r->ceil.read_gbs * 1e9);
+      const double t_cmp = flops / peak;
+      r->tg_mem_tok_s = 1 / t_mem, r->tg_cmp_tok_s = 1 / t_cmp;
+      r->tg_bound = t_mem > t_cmp ? "memory" : "compute";
+      r->tg_ceiling_tok_s = 1 / (t_mem > t_cmp ? t_mem : t_cmp);
+      r->tg_pct_ceiling = 100 * r->tg.median / r->tg_ceiling_tok_s;
+    }
+  }
   r->pp_usd_per_mtok = r->tg_usd_per_mtok = -1;
   if (p->price_per_hour >= 0) {
     if (r->pp.median > 0) r->pp_usd_per_mtok = p->price_per_hour / 3600.0 / r->pp.median * 1e6;

@@ -116,6 +116,17 @@ typedef struct {
   double tg_avg_ctx;
   double tg_gbs;                 /* at the median rate */
   double tg_pct_bw;
+  /* the bound the ceilings put on each test (with ceilings): the time a
+   * run needs at the read ceiling (pp: every tensor of the file once per
+   * batch of n_batch prompt tokens, an upper bound on its reads; tg: the
+   * bytes above) and at the compute ceiling (the FLOPs above; the int8-dot
+   * peak where the layer weights take int8 dots on a CPU, else the fp32
+   * FMA peak); the larger is the bound ("memory" or "compute"), and
+   * *_ceiling_tok_s the rate it allows, of which the median reached
+   * *_pct_ceiling percent */
+  const char *pp_bound, *tg_bound;
+  double pp_ceiling_tok_s, tg_ceiling_tok_s, pp_pct_ceiling, tg_pct_ceiling;
+  double pp_mem_tok_s, pp_cmp_tok_s, tg_mem_tok_s, tg_cmp_tok_s; /* each ceiling alone */
   /* memory */
   uint64_t rss_bytes;            /* VmRSS right after the last generation */
   uint64_t hwm_bytes;            /* VmHWM: peak */

@@ -3,6 +3,7 @@
  * as bench/compare-llamacpp. Field meanings are in bench.h. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools/bench.h"
 #include "tools/profile_gpu.h"
@@ -79,6 +80,17 @@ void pa_bench_print_table(FILE *f, const pa_bench_params *p, const pa_bench_resu
     fprintf(f, "%-8s %10.2f %10.2f %10.2f   %-16s %s\n", test, r->tg.min, r->tg.median, r->tg.max, ach, pct);
   }
   fprintf(f, "\n");
+  const char *peak = r->int8_dot && !r->gpu && r->ceil.int8_gops > 0 ? "int8 dot" : "fp32 FMA";
+  for (int i = 0; i < 2; i++) {
+    const char *bound = i ? r->tg_bound : r->pp_bound;
+    if (!bound) continue;
+    const double at = i ? r->tg_ceiling_tok_s : r->pp_ceiling_tok_s, pct = i ? r->tg_pct_ceiling : r->pp_pct_ceiling;
+    const double mem = i ? r->tg_mem_tok_s : r->pp_mem_tok_s, cmp = i ? r->tg_cmp_tok_s : r->pp_cmp_tok_s;
+    const bool m = !strcmp(bound, "memory");
+    fprintf(f, "%-9s %s: %s-bound, %s allows %.1f tok/s (%s %.1f); median at %.0f%%\n",
+            i == 0 || !r->pp_bound ? "bound" : "", i ? "tg" : "pp", bound, m ? "read" : peak, at,
+            m ? peak : "read", m ? cmp : mem, pct);
+  }
   if (p->n_prompt)
     fprintf(f, "pp work   %.3g FLOP per run (layer matrices x %d tokens, output x 1, attention)\n",
             r->pp_flops_per_run, p->n_prompt);
@@ -112,6 +124,16 @@ static void add_opt(cJSON *o, const char *key, bool present, double v) {
     cJSON_AddNumberToObject(o, key, v);
   else
     cJSON_AddNullToObject(o, key);
+}
+
+/* bound ("memory" / "compute"), the rate the ceilings allow, the median's
+ * share of it, each ceiling's rate alone; nulls without ceilings */
+static void add_bound(cJSON *o, const char *bound, double tok_s, double pct, double mem, double cmp) {
+  bound ? cJSON_AddStringToObject(o, "bound", bound) : cJSON_AddNullToObject(o, "bound");
+  add_opt(o, "ceiling_tok_s", bound != NULL, tok_s);
+  add_opt(o, "pct_ceiling", bound != NULL, pct);
+  add_opt(o, "read_ceiling_tok_s", bound != NULL, mem);
+  add_opt(o, "compute_ceiling_tok_s", bound != NULL, cmp);
 }
 
 int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result *r) {
@@ -186,6 +208,7 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
       add_opt(pp, "pct_fma_peak", r->have_ceilings, r->pp_pct_fma);
       add_opt(pp, "pct_int8_peak", r->have_ceilings && r->int8_dot && !r->gpu, r->pp_pct_int8);
       add_opt(pp, "usd_per_mtok", r->pp_usd_per_mtok >= 0, r->pp_usd_per_mtok);
+      add_bound(pp, r->pp_bound, r->pp_ceiling_tok_s, r->pp_pct_ceiling, r->pp_mem_tok_s, r->pp_cmp_tok_s);
     }
   } else {
     cJSON_AddNullToObject(root, "pp");
@@ -201,6 +224,7 @@ int pa_bench_print_json(FILE *f, const pa_bench_params *p, const pa_bench_result
       cJSON_AddNumberToObject(tg, "gbs", r->tg_gbs);
       add_opt(tg, "pct_read_bw", r->have_ceilings, r->tg_pct_bw);
       add_opt(tg, "usd_per_mtok", r->tg_usd_per_mtok >= 0, r->tg_usd_per_mtok);
+      add_bound(tg, r->tg_bound, r->tg_ceiling_tok_s, r->tg_pct_ceiling, r->tg_mem_tok_s, r->tg_cmp_tok_s);
     }
   } else {
     cJSON_AddNullToObject(root, "tg");

@@ -70,6 +70,24 @@ def test_json_fields_and_values(report, smollm2):
     # a token reads at least every layer matrix
     assert tg["weight_bytes_per_token"] < r["weights"]["file_tensor_bytes"] * 1.01
 
+    # the bound each test is under, recomputed from the report's own figures: the larger
+    # of the time at the read ceiling and at the compute ceiling (int8 dot here)
+    n_batch = r["n_batch"]
+    batches = -(-pp["tokens"] // n_batch)
+    t_mem = batches * r["weights"]["file_tensor_bytes"] / (c["read_gbs"] * 1e9)
+    t_cmp = pp["flops_per_run"] / (c["int8_gops"] * 1e9)
+    assert pp["bound"] == ("memory" if t_mem > t_cmp else "compute")
+    assert pp["ceiling_tok_s"] == pytest.approx(pp["tokens"] / max(t_mem, t_cmp), rel=1e-9)
+    assert pp["read_ceiling_tok_s"] == pytest.approx(pp["tokens"] / t_mem, rel=1e-9)
+    assert pp["pct_ceiling"] == pytest.approx(100 * pp["tok_s"]["median"] / pp["ceiling_tok_s"], rel=1e-9)
+    t_mem = (tg["weight_bytes_per_token"] + tg["kv_bytes_per_token"]) / (c["read_gbs"] * 1e9)
+    flops = 2 * (r["weights"]["params_layers"] + r["weights"]["params_output"])
+    assert tg["compute_ceiling_tok_s"] < c["int8_gops"] * 1e9 / flops  # attention adds to the FLOPs
+    assert tg["read_ceiling_tok_s"] == pytest.approx(1 / t_mem, rel=1e-9)
+    assert tg["bound"] == "memory"  # a 135M model's decode on any CPU
+    assert tg["ceiling_tok_s"] == pytest.approx(min(1 / t_mem, tg["compute_ceiling_tok_s"]), rel=1e-9)
+    assert tg["pct_ceiling"] == pytest.approx(100 * tg["tok_s"]["median"] / tg["ceiling_tok_s"], rel=1e-9)
+
     m = r["memory"]
     for key in ("rss_bytes", "hwm_bytes", "kv_bytes", "weights_bytes", "rss_over_weights_plus_kv"):
         assert m[key] > 0, key
@@ -81,6 +99,7 @@ def test_table_and_no_ceilings(pasada_bin, smollm2):
     res = run(pasada_bin, "-m", smollm2, "-p", 16, "-n", 4, "-r", 1, "-t", 1, "--no-ceilings", "-q")
     assert res.returncode == 0, res.stderr
     assert "pp16" in res.stdout and "tg4" in res.stdout
+    assert "bound" not in res.stdout  # no ceilings, no bound
     assert res.stderr == ""  # -q: no progress
 
 
@@ -91,6 +110,8 @@ def test_json_without_ceilings_or_pp(pasada_bin, smollm2):
     assert r["ceilings"] is None and r["pp"] is None
     assert r["tg"]["tok_s"]["median"] > 0
     assert r["tg"]["pct_read_bw"] is None
+    for key in ("bound", "ceiling_tok_s", "pct_ceiling", "read_ceiling_tok_s", "compute_ceiling_tok_s"):
+        assert r["tg"][key] is None, key
 
 
 def test_vulkan_device_ceilings(pasada_bin, smollm2, vulkan_device):
