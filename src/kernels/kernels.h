@@ -263,6 +263,34 @@ void pa_matmul_gated(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *gate
                      const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
                      int64_t n_tokens, void *work);
 
+/* Independent products in one pool job, for many small ones (a
+ * mixture-of-experts layer's chosen experts in a decode step): item i is
+ * y = w x over its own n_tokens rows of x, or, with up set, the gated pair
+ * of pa_matmul_gated (y = gate(w x, up x), y_up = up x; w and up of one
+ * shape). Items whose x, x_stride and n_tokens are the same and whose
+ * matrices take the same activations share one quantization. Every output
+ * has exactly the bits pa_matmul (pa_matmul_gated) gives it. The
+ * activations are quantized by the calling thread, so this is for few
+ * tokens per item. work: work_bytes of scratch, at least
+ * pa_matmul_group_work_size of the items' matrices (w; up's type and shape
+ * are w's) and token counts. Returns false, having
+ * computed nothing, when an item cannot run this way (more than
+ * PA_MATMUL_GROUP_MAX items, a gated pair of different types or layouts,
+ * too little work): the caller runs the products one by one. */
+#define PA_MATMUL_GROUP_MAX 128
+typedef struct {
+  const pa_matrix *w, *up; /* up: NULL, or the gated pair's second matrix */
+  pa_gate_fn gate;         /* with up */
+  const float *x;
+  int64_t x_stride; /* floats */
+  float *y, *y_up;  /* y_up: with up */
+  int64_t y_stride; /* floats, y's and y_up's */
+  int64_t n_tokens;
+} pa_matmul_item;
+bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item *items, int n_items,
+                     void *work, size_t work_bytes);
+size_t pa_matmul_group_work_size(const pa_matrix *const *w, const int64_t *n_tokens, int n);
+
 /* What a product job can do besides the products, so that the ops around
  * a product need no job (and no pass over their rows) of their own; every
  * result has the bits of the ops run one after another:

@@ -16,7 +16,12 @@
  *     (the layout's arithmetic is canonical: batch size, table and
  *     threads change no bit), and nothing outside y is written;
  * (e) pa_matmul_multi and pa_matmul_gated take repacked and file-layout
- *     matrices together (separate jobs) and still give each its bits.
+ *     matrices together (separate jobs) and still give each its bits;
+ * (f) pa_matmul_group (single and gated items over shared and separate
+ *     activations, mixed types and layouts, 1..6 tokens an item) gives every
+ *     output the bits of its product run alone, under every table and pool,
+ *     writes nothing outside the outputs, and with too little scratch
+ *     refuses having written nothing.
  * Returns 0 when all pass. */
 #include <math.h>
 #include <stdio.h>
@@ -311,6 +316,105 @@ static void check_mixed(pa_pool *pool, pa_type type) {
   drop(&a);
 }
 
+/* (f) */
+#define GROUP_ITEMS 9
+static void check_group(pa_pool **pools, const pa_cpu_kernels **tables, int n_tables) {
+  /* x4 K-quants, 16-row types, file-layout rows (6 rows), one of 16 rows whose columns no
+   * layout takes; gated pairs of one type */
+  const struct { pa_type type; int64_t rows, cols; } shapes[GROUP_ITEMS] = {
+      {PA_TYPE_Q4_K, 36, 512}, {PA_TYPE_Q6_K, 20, 256}, {PA_TYPE_Q8_0, 48, 96},
+      {PA_TYPE_Q4_K, 6, 512},  {PA_TYPE_Q4_1, 32, 576}, {PA_TYPE_Q4_K, 36, 512},
+      {PA_TYPE_MXFP4, 16, 64}, {PA_TYPE_Q6_K, 20, 256}, {PA_TYPE_Q4_K, 8, 512}};
+  mat m[GROUP_ITEMS], up[GROUP_ITEMS];
+  const bool gated[GROUP_ITEMS] = {true, false, true, false, false, false, true, false, false};
+  for (int i = 0; i < GROUP_ITEMS; i++) {
+    make(&m[i], shapes[i].type, shapes[i].rows, shapes[i].cols);
+    if (gated[i]) make(&up[i], shapes[i].type, shapes[i].rows, shapes[i].cols);
+  }
+  const int64_t max_t = 6, xs_pad = 3;
+  float *xa = malloc(sizeof(float) * (size_t)(max_t * (576 + xs_pad))); /* shared by items 0, 3, 5, 8 */
+  random_floats(xa, max_t * (576 + xs_pad));
+  float *xo[GROUP_ITEMS], *y[GROUP_ITEMS], *yu[GROUP_ITEMS], *want[GROUP_ITEMS], *want_u[GROUP_ITEMS];
+  size_t ws_alone = 0;
+  for (int i = 0; i < GROUP_ITEMS; i++) {
+    xo[i] = malloc(sizeof(float) * (size_t)(max_t * (shapes[i].cols + xs_pad)));
+    random_floats(xo[i], max_t * (shapes[i].cols + xs_pad));
+    const size_t n = (size_t)(max_t * (shapes[i].rows + 2));
+    y[i] = malloc(sizeof(float) * n), yu[i] = malloc(sizeof(float) * n);
+    want[i] = malloc(sizeof(float) * n), want_u[i] = malloc(sizeof(float) * n);
+    const size_t w = pa_matmul_work_size(&m[i].m, max_t);
+    if (w > ws_alone) ws_alone = w;
+  }
+  void *alone_work = malloc(ws_alone + 1);
+  int reported = 0;
+  for (int k = 0; k < n_tables; k++) {
+    set_table(tables[k]);
+    for (int p = 0; p < 3; p++)
+      for (int round = 0; round < 4; round++) {
+        pa_matmul_item it[GROUP_ITEMS];
+        const pa_matrix *ws[GROUP_ITEMS];
+        int64_t nt[GROUP_ITEMS];
+        for (int i = 0; i < GROUP_ITEMS; i++) {
+          const int64_t cols = shapes[i].cols, rows = shapes[i].rows, ys = rows + 2;
+          const int64_t n = 1 + (int64_t)(rng() % (uint64_t)max_t);
+          /* the 512-column items read xa (with one token count, so that they share it) */
+          const bool shares = cols == 512;
+          const int64_t tn = shares ? 1 + round : n;
+          const float *x = shares ? xa : xo[i];
+          const int64_t xs = cols + xs_pad;
+          it[i] = (pa_matmul_item){.w = &m[i].m, .x = x, .x_stride = xs, .y = y[i], .y_stride = ys, .n_tokens = tn};
+          if (gated[i]) it[i].up = &up[i].m, it[i].gate = pa_silu_mul, it[i].y_up = yu[i];
+          ws[i] = &m[i].m, nt[i] = tn;
+          for (int64_t e = 0; e < max_t * ys; e++) y[i][e] = yu[i][e] = SENTINEL;
+          for (int64_t e = 0; e < max_t * ys; e++) want[i][e] = want_u[i][e] = SENTINEL;
+          if (gated[i])
+            pa_matmul_gated(ex(), pools[p], &m[i].m, &up[i].m, pa_silu_mul, x, xs, want[i], want_u[i], ys, tn,
+                            alone_work);
+          else
+            pa_matmul(ex(), pools[p], &m[i].m, x, xs, want[i], ys, tn, alone_work);
+        }
+        const size_t gw = pa_matmul_group_work_size(ws, nt, GROUP_ITEMS);
+        void *work = malloc(gw);
+        if (round == 3) { /* too little scratch: refused, nothing written */
+          if (pa_matmul_group(ex(), pools[p], it, GROUP_ITEMS, work, 4096)) {
+            printf("FAIL matmul_group ran with 4096 bytes of scratch\n");
+            failures++;
+          }
+          for (int i = 0; i < GROUP_ITEMS; i++)
+            if (bits_of(y[i][0]) != bits_of(SENTINEL) && reported++ < 5) {
+              printf("FAIL matmul_group refused yet wrote item %d\n", i);
+              failures++;
+            }
+        }
+        if (!pa_matmul_group(ex(), pools[p], it, GROUP_ITEMS, work, gw)) {
+          printf("FAIL matmul_group refused %zu bytes of scratch (table %s)\n", gw, tables[k]->name);
+          failures++;
+        }
+        free(work);
+        for (int i = 0; i < GROUP_ITEMS; i++)
+          for (int64_t e = 0; e < max_t * (shapes[i].rows + 2); e++)
+            if ((bits_of(y[i][e]) != bits_of(want[i][e]) ||
+                 (gated[i] && bits_of(yu[i][e]) != bits_of(want_u[i][e]))) &&
+                reported++ < 5) {
+              printf("FAIL matmul_group table=%s threads=%d item %d (%s %lldx%lld, %lld tokens%s) at %lld: "
+                     "%.9g vs alone %.9g\n",
+                     tables[k]->name, p + 1, i, pa_type_name(shapes[i].type), (long long)shapes[i].rows,
+                     (long long)shapes[i].cols, (long long)it[i].n_tokens, gated[i] ? ", gated" : "",
+                     (long long)e, y[i][e], want[i][e]);
+              failures++;
+            }
+      }
+  }
+  set_table(NULL);
+  for (int i = 0; i < GROUP_ITEMS; i++) {
+    drop(&m[i]);
+    if (gated[i]) drop(&up[i]);
+    free(xo[i]), free(y[i]), free(yu[i]), free(want[i]), free(want_u[i]);
+  }
+  free(xa);
+  free(alone_work);
+}
+
 int main(void) {
   test_seed("test_layouts");
   const pa_cpu_kernels *tables[5];
@@ -406,6 +510,7 @@ int main(void) {
   check_mixed(pools[1], PA_TYPE_Q6_K);
   check_mixed(pools[1], PA_TYPE_Q3_K);
   check_mixed(pools[1], PA_TYPE_Q2_K);
+  check_group(pools, tables, n_tables);
   for (int p = 1; p < 3; p++) pa_pool_free(pools[p]);
   if (failures) {
     printf("test_layouts: %d failure(s)\n", failures);

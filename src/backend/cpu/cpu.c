@@ -391,6 +391,7 @@ static void context_free(pa_bctx *c) {
   pa_free(c->mem);
   pa_free(c->moe_mem);
   pa_free(c->moe_work);
+  pa_free(c->moe_group);
   pa_free(c->scores);
   pa_free(c->work);
   pa_free(c->att_pos);
@@ -445,6 +446,13 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
     for (int32_t i = 0; i < p->n_mats; i++) ew = max_sz(ew, pa_matmul_exact_work_size(p->mats[i], c->n_threads));
     c->moe_work = pa_alloc(ew ? ew : 64);
     c->moe_mem = pa_alloc(pa_cpu_moe_scratch_size(hp, c->n_batch));
+    if (!dev->exact) { /* the grouped path's scratch; without it, expert by expert */
+      size_t w1 = 0;
+      for (int32_t i = 0; i < p->n_mats; i++) w1 = max_sz(w1, pa_matmul_work_size(p->mats[i], 1));
+      c->moe_group_bytes = pa_cpu_moe_group_work_size(hp, c->n_batch, w1);
+      c->moe_group = pa_alloc(c->moe_group_bytes);
+      if (!c->moe_group) c->moe_group_bytes = 0;
+    }
   }
   if (hp->ssm_conv > 0) { /* every recurrent layer's state per sequence and snapshot */
     for (int l = 0; l < hp->n_layer; l++) c->ssm_index[l] = hp->recurrent[l] ? c->n_recurrent++ : -1;

@@ -43,6 +43,8 @@ struct pa_bctx {
   } moe;
   void *moe_mem;
   void *moe_work;                /* the router's exact product's scratch */
+  void *moe_group;               /* the grouped products' scratch (moe.c), or NULL */
+  size_t moe_group_bytes;
   /* recurrent layers' state (delta.c): [slot][recurrent layer][pa_ssm_state_floats]
    * for n_seq_max sequences then the snapshots; ssm_index[l]: layer l's
    * index among the recurrent layers */
@@ -66,6 +68,10 @@ void pa_cpu_kv_store_batch(pa_bctx *c, const pa_fwd_batch *b, int layer);
  * n_batch tokens (0 without experts), and its pointers into mem. */
 void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d);
 size_t pa_cpu_moe_scratch_size(const pa_hparams *hp, int32_t n_batch);
+/* The grouped products' scratch (pa_matmul_group) for a context of n_batch
+ * tokens whose matrices need at most work1 bytes of pa_matmul_work_size for
+ * one token. */
+size_t pa_cpu_moe_group_work_size(const pa_hparams *hp, int32_t n_batch, size_t work1);
 void pa_cpu_moe_bind(pa_bctx *c, void *mem);
 
 /* The linear-attention ops (delta.c) and a slot's state of a recurrent layer. */

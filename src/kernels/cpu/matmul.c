@@ -588,23 +588,42 @@ static int task_rows(const matmul_job *j, int task, int64_t *r0, int64_t *r1) {
   return m;
 }
 
-/* Cuts the job's grains into guided tasks (see TASK_GUIDE); one task per
- * matrix on one thread. */
-static void plan_tasks(matmul_job *j, int n, int nth) {
-  const int64_t total = j->g0[n];
+/* Cuts grains [0, g0[n]) into guided tasks (see TASK_GUIDE) that stay
+ * inside the spans [g0[m], g0[m + 1]) (a job's matrices, a group's
+ * products); when tasks run short, the last ones take whole spans, so
+ * there are at most max. tg: the n_tasks + 1 bounds. Returns n_tasks. */
+static int plan_spans(const int64_t *g0, int n, int nth, int64_t *tg, int max) {
+  const int64_t total = g0[n];
   const int64_t least = (total + (int64_t)TASK_MIN_SHARE * nth - 1) / ((int64_t)TASK_MIN_SHARE * nth);
   int t = 0, m = 0;
-  j->tg[0] = 0;
+  tg[0] = 0;
   for (int64_t at = 0; at < total;) {
-    while (at >= j->g0[m + 1]) m++;
+    while (at >= g0[m + 1]) m++;
     int64_t size = nth > 1 ? (total - at + (int64_t)TASK_GUIDE * nth - 1) / ((int64_t)TASK_GUIDE * nth) : total;
     if (size < least) size = least;
-    /* tasks stay inside a matrix; the last slots take whole matrices */
-    if (size > j->g0[m + 1] - at || t >= MAX_TASKS - (n - m)) size = j->g0[m + 1] - at;
+    if (size > g0[m + 1] - at || t >= max - (n - m)) size = g0[m + 1] - at;
     at += size;
-    j->tg[++t] = at;
+    tg[++t] = at;
   }
-  j->n_tasks = t;
+  return t;
+}
+
+/* The job's tasks: guided, one matrix each. */
+static void plan_tasks(matmul_job *j, int n, int nth) { j->n_tasks = plan_spans(j->g0, n, nth, j->tg, MAX_TASKS); }
+
+/* Rows [r0, r1) of job j's products (of both matrices of a gated job,
+ * then its gate), and the epilogue. */
+static void job_rows(const matmul_job *j, int m, int64_t r0, int64_t r1, pf_span after) {
+  if (r0 >= r1) return;
+  if (j->gate) {
+    rows_of(j, 0, r0, r1, j->ilv ? ilv_first_panel(j, 1, r0, r1) : after);
+    rows_of(j, 1, r0, r1, after);
+    for (int64_t t = 0; t < j->n_tokens; t++)
+      j->gate(j->y[0] + t * j->y_stride[0] + r0, j->y[1] + t * j->y_stride[1] + r0, r1 - r0);
+    return;
+  }
+  rows_of(j, m, r0, r1, after);
+  if (j->epi) j->epi(j->epi_arg, j->m_base + m, r0, r1);
 }
 
 static void matmul_task(void *arg, int task, int n_tasks) {
@@ -620,15 +639,7 @@ static void matmul_task(void *arg, int task, int n_tasks) {
     const int ma = task_rows(j, task + j->n_threads, &a0, &a1);
     after = ilv_first_panel(j, ma, a0, a1);
   }
-  if (j->gate && r0 < r1) {
-    rows_of(j, 0, r0, r1, j->ilv ? ilv_first_panel(j, 1, r0, r1) : after);
-    rows_of(j, 1, r0, r1, after);
-    for (int64_t t = 0; t < j->n_tokens; t++)
-      j->gate(j->y[0] + t * j->y_stride[0] + r0, j->y[1] + t * j->y_stride[1] + r0, r1 - r0);
-    return;
-  }
-  rows_of(j, m, r0, r1, after);
-  if (j->epi && r0 < r1) j->epi(j->epi_arg, j->m_base + m, r0, r1);
+  job_rows(j, m, r0, r1, after);
 }
 
 /* Sets up the job for outs[0..n) over x; false when they cannot share one
@@ -814,6 +825,93 @@ void pa_matmul_gated(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *gate
                      const float *x, int64_t x_stride, float *h, float *h_up, int64_t h_stride,
                      int64_t n_tokens, void *work) {
   pa_matmul_gated_fused(ex, pool, gate, up, fn, x, x_stride, h, h_up, h_stride, n_tokens, work, NULL);
+}
+
+/* pa_matmul_group: a job per item, their grains laid end to end and cut
+ * into guided tasks that stay inside one item (plan_spans), all claimed
+ * from one pool job. */
+typedef struct {
+  matmul_job j[PA_MATMUL_GROUP_MAX];
+  int64_t g0[PA_MATMUL_GROUP_MAX + 1]; /* item i's grains: [g0[i], g0[i + 1]) of the group's */
+  int64_t tg[MAX_TASKS + 1];
+  int n; /* items */
+} matmul_group;
+
+static void group_task(void *arg, int task, int n_tasks) {
+  (void)n_tasks;
+  const matmul_group *g = arg;
+  int lo = 0, hi = g->n - 1; /* the item holding the task: the last whose grains start at or before it */
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (g->g0[mid] <= g->tg[task]) lo = mid; else hi = mid - 1;
+  }
+  const matmul_job *j = &g->j[lo];
+  const int64_t rows = j->w[0]->rows;
+  const int64_t r0 = (g->tg[task] - g->g0[lo]) * j->grain, r1 = (g->tg[task + 1] - g->g0[lo]) * j->grain;
+  const pf_span none = {NULL, 0};
+  job_rows(j, 0, r0, r1 < rows ? r1 : rows, none);
+}
+
+/* Whether job b can use job a's quantized activations. */
+static bool same_activations(const matmul_job *a, const matmul_job *b) {
+  return a->x == b->x && a->x_stride == b->x_stride && a->n_tokens == b->n_tokens && a->cols == b->cols &&
+         a->vt == b->vt && a->ilv == b->ilv && a->gemm == b->gemm && a->parts == b->parts &&
+         a->kcols == b->kcols && a->xp_row == b->xp_row && a->xq_row == b->xq_row &&
+         (a->xs != NULL) == (b->xs != NULL);
+}
+
+bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item *items, int n_items,
+                     void *work, size_t work_bytes) {
+  if (n_items < 1 || n_items > PA_MATMUL_GROUP_MAX) return false;
+  const uintptr_t at = ((uintptr_t)work + 63) & ~(uintptr_t)63;
+  const size_t head = (size_t)(at - (uintptr_t)work) + sizeof(matmul_group);
+  if (work_bytes < head) return false;
+  matmul_group *g = (matmul_group *)at; /* the state first, then the activations */
+  work = (uint8_t *)work + head;
+  work_bytes -= head;
+  const int nth = pa_pool_size(pool);
+  bool shared[PA_MATMUL_GROUP_MAX];
+  size_t used = 0;
+  g->g0[0] = 0;
+  for (int i = 0; i < n_items; i++) {
+    const pa_matmul_item *it = &items[i];
+    matmul_job *j = &g->j[i];
+    const pa_matmul_out outs[2] = {{it->w, it->y, it->y_stride}, {it->up, it->y_up, it->y_stride}};
+    const uintptr_t base = ((uintptr_t)work + used + 63) & ~(uintptr_t)63;
+    if (it->n_tokens <= 0 || (it->up && (it->up->rows != it->w->rows || !it->gate)) ||
+        !job_init(j, ex, outs, it->up ? 2 : 1, it->x, it->x_stride, it->n_tokens, (void *)base)) {
+      return false;
+    }
+    j->gate = it->up ? it->gate : NULL;
+    j->n_threads = nth;
+    shared[i] = false;
+    for (int k = 0; k < i && !shared[i]; k++)
+      if (!shared[k] && same_activations(&g->j[k], j)) {
+        j->work = g->j[k].work, j->xs = g->j[k].xs, j->xp = g->j[k].xp;
+        shared[i] = true;
+      }
+    if (!shared[i]) {
+      size_t need = pa_matmul_work_size(it->w, it->n_tokens);
+      if (it->up && pa_matmul_work_size(it->up, it->n_tokens) > need) need = pa_matmul_work_size(it->up, it->n_tokens);
+      used = (base - (uintptr_t)work) + need;
+      if (used > work_bytes) {
+        return false;
+      }
+    }
+    g->g0[i + 1] = g->g0[i] + (it->w->rows + j->grain - 1) / j->grain;
+  }
+  for (int i = 0; i < n_items; i++)
+    if (!shared[i] && g->j[i].vt != PA_TYPE_F32) quantize_task(&g->j[i], 0, 1);
+  const int n_tasks = plan_spans(g->g0, n_items, nth, g->tg, MAX_TASKS);
+  g->n = n_items;
+  pa_pool_run_tasks(pool, group_task, g, n_tasks);
+  return true;
+}
+
+size_t pa_matmul_group_work_size(const pa_matrix *const *w, const int64_t *n_tokens, int n) {
+  size_t s = sizeof(matmul_group) + 64;
+  for (int i = 0; i < n; i++) s += pa_matmul_work_size(w[i], n_tokens[i]) + 64;
+  return s;
 }
 
 void pa_matrix_get_row(const pa_matrix *w, int64_t r, float *out) {
