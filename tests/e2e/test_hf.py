@@ -81,14 +81,19 @@ def test_folder_matches_transformers(arch, tmp_path):
     the same seeded models (tests/fixtures/tiny/<arch>.logits.npz, made by
     scripts/make-tiny-models.py; scripts/make-hf-fixtures.py checks the
     folder's tensors are save_pretrained's), every sequence length."""
-    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    _check_transformers_logits(write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch), arch, tmp_path)
+
+
+def _check_transformers_logits(folder, arch, tmp_path, label=""):
+    """folder's logits (F32 cache, cpu) within 1e-4 of transformers' in
+    tests/fixtures/tiny/<arch>.logits.npz, every sequence."""
     data = np.load(TINY / f"{arch}.logits.npz")
     n = len([k for k in data if k.startswith("ids")])
     got = run_eval("logits", folder, [data[f"ids{i}"] for i in range(n)], tmp_path / "d",
                    ("--kv-type", "f32", "--backend", "cpu"))
     for i in range(n):
         err = relative_error(got[i], data[f"logits{i}"])
-        print(f"\n  {arch} seq{i}: rel err {err:.2e}")
+        print(f"\n  {arch}{label} seq{i}: rel err {err:.2e}", end="")
         assert err <= 1e-4
 
 
@@ -112,14 +117,7 @@ def test_fused_experts_folder(arch, layout, tmp_path):
     fused = fuse_experts(per_expert, tmp_path / layout / arch, transposed=layout == "fused-xw")
     names = read_safetensors(fused / "model.safetensors")
     assert not any(".experts.0." in n for n in names) and "model.layers.0.mlp.experts.gate_up_proj" in names
-    data = np.load(TINY / f"{arch}.logits.npz")
-    n = len([k for k in data if k.startswith("ids")])
-    got = run_eval("logits", fused, [data[f"ids{i}"] for i in range(n)], tmp_path / "d",
-                   ("--kv-type", "f32", "--backend", "cpu"))
-    for i in range(n):
-        err = relative_error(got[i], data[f"logits{i}"])
-        print(f"\n  {arch} {layout} seq{i}: rel err {err:.2e}", end="")
-        assert err <= 1e-4
+    _check_transformers_logits(fused, arch, tmp_path, " " + layout)
     pasada("convert", per_expert, tmp_path / "per-expert.gguf")
     pasada("convert", fused, tmp_path / "fused.gguf")
     assert (tmp_path / "per-expert.gguf").read_bytes() == (tmp_path / "fused.gguf").read_bytes()
