@@ -72,7 +72,7 @@ typedef struct {
 
 typedef struct {
   js_ctx *c;
-  js_hop hops[JS_MAX_DEPTH];
+  js_hop hops[JS_MAX_DEPTH + 1];
   int n_hops;
   const cJSON **done; /* targets whose every chain was followed: no cycle */
   const cJSON **seen; /* targets scanned for entry points */
@@ -115,19 +115,20 @@ static bool report_cycle(js_cycles *w, int i, bool branch) {
 }
 
 /* Follows s's chains of $ref, allOf, anyOf and oneOf (nothing consumed on
- * the way) in depth; a $ref to a target on the walk is a cycle. */
-static bool left_walk(js_cycles *w, const cJSON *s, bool branch) {
+ * the way) in depth; a $ref to a target on the walk is a cycle. Deeper
+ * than JS_MAX_DEPTH is the generator's own limit, refused as it does. */
+static bool left_walk(js_cycles *w, const cJSON *s, bool branch, int depth) {
   if (!cJSON_IsObject(s)) return true;
+  if (depth > JS_MAX_DEPTH) return js_fail(w->c, "schemas nest deeper than %d", JS_MAX_DEPTH);
   const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
   int why = 0;
   const cJSON *t = cJSON_IsString(ref) ? pointer(w->c->root, ref->valuestring, &why) : NULL;
   if (t) {
     for (int i = 0; i < w->n_hops; i++)
       if (w->hops[i].node == t) return report_cycle(w, i, branch);
-    /* past JS_MAX_DEPTH the generator refuses the nesting itself */
-    if (!in_set(w->done, w->n_done, t) && w->n_hops < JS_MAX_DEPTH) {
+    if (!in_set(w->done, w->n_done, t)) { /* (n_hops <= depth <= JS_MAX_DEPTH) */
       w->hops[w->n_hops++] = (js_hop){t, ref->valuestring, branch};
-      bool ok = left_walk(w, t, false);
+      bool ok = left_walk(w, t, false, depth + 1);
       w->n_hops--;
       if (!ok || !add_set(w->c, &w->done, &w->n_done, &w->cap_done, t)) return false;
     }
@@ -138,7 +139,7 @@ static bool left_walk(js_cycles *w, const cJSON *s, bool branch) {
     if (!cJSON_IsArray(subs)) continue;
     const bool several = k > 0 && cJSON_GetArraySize(subs) > 1;
     for (const cJSON *x = subs->child; x; x = x->next)
-      if (!left_walk(w, x, branch || several)) return false;
+      if (!left_walk(w, x, branch || several, depth + 1)) return false;
   }
   return true;
 }
@@ -159,7 +160,7 @@ static bool scan(js_cycles *w, const cJSON *s, int depth) {
       char seg[48];
       snprintf(seg, sizeof seg, "%s/%d", lists[k], i);
       size_t old = js_push_path(c, seg);
-      ok = (k < 3 || left_walk(w, x, false)) && scan(w, x, depth + 1);
+      ok = (k < 3 || left_walk(w, x, false, 0)) && scan(w, x, depth + 1);
       js_pop_path(c, old);
     }
   }
@@ -167,14 +168,14 @@ static bool scan(js_cycles *w, const cJSON *s, int depth) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, singles[k]);
     if (!cJSON_IsObject(x)) continue;
     size_t old = js_push_path(c, singles[k]);
-    ok = left_walk(w, x, false) && scan(w, x, depth + 1);
+    ok = left_walk(w, x, false, 0) && scan(w, x, depth + 1);
     js_pop_path(c, old);
   }
   const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
   for (const cJSON *x = cJSON_IsObject(props) ? props->child : NULL; ok && x; x = x->next) {
     size_t old = js_push_path(c, "properties");
     js_push_path(c, x->string);
-    ok = left_walk(w, x, false) && scan(w, x, depth + 1);
+    ok = left_walk(w, x, false, 0) && scan(w, x, depth + 1);
     js_pop_path(c, old);
   }
   const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
@@ -192,7 +193,7 @@ static bool scan(js_cycles *w, const cJSON *s, int depth) {
 
 bool js_check_ref_cycles(js_ctx *c) {
   js_cycles w = {.c = c};
-  bool ok = left_walk(&w, c->root, false) && scan(&w, c->root, 0);
+  bool ok = left_walk(&w, c->root, false, 0) && scan(&w, c->root, 0);
   free(w.done);
   free(w.seen);
   return ok;
