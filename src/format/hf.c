@@ -668,14 +668,16 @@ static int index_shards(hf_ctx *c) {
 static int stack_experts(hf_ctx *c, gguf_writer *w) {
   static const char *gname[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
   for (uint32_t l = 0; l < c->n_layer; l++) {
-    const st_tensor *fused = c->fused[(size_t)l * 2] ? c->fused[(size_t)l * 2] : c->fused[(size_t)l * 2 + 1];
+    const st_tensor *fused =
+        c->fused[(size_t)l * 2] ? c->fused[(size_t)l * 2] : c->fused[(size_t)l * 2 + 1];
     if (fused) {
       for (size_t i = 0; i < (size_t)3 * c->n_expert; i++)
         if (c->experts[(size_t)l * 3 * c->n_expert + i])
           return pa_error(PASADA_ERR_FORMAT,
                           "%s: tensor '%.100s' fuses layer %u's experts, which '%.100s' holds "
                           "one by one too",
-                          c->dir, fused->name, l, c->experts[(size_t)l * 3 * c->n_expert + i]->name);
+                          c->dir, fused->name, l,
+                          c->experts[(size_t)l * 3 * c->n_expert + i]->name);
       int rc = hf_fused_experts(c, w, l);
       if (rc) return rc;
       continue;

@@ -1,7 +1,8 @@
 /* hf_families.c: the config.json keys of the Hugging Face families with
  * their own hyper-parameters: the mixtures of experts (Qwen3-MoE, Mixtral;
- * their experts as transformers' fused 3-D tensors too), Phi-3 (partial rotary, the window, LongRoPE and its factor tensors), and
- * the RoPE scalings that become keys or tensors (llama3, YaRN). */
+ * their experts as transformers' fused 3-D tensors too), Phi-3 (partial
+ * rotary, the window, LongRoPE and its factor tensors), and the RoPE
+ * scalings that become keys or tensors (llama3, YaRN). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -121,13 +122,14 @@ int hf_fused_experts(hf_ctx *c, gguf_writer *w, uint32_t l) {
                       c->dir, bad->name, tr ? "as transformers' modules hold it" : "as x @ W",
                       is_gu ? "down_proj" : "gate_up_proj",
                       tr ? "as x @ W" : "as transformers' modules hold it");
-    return pa_error(PASADA_ERR_FORMAT,
-                    "%s: tensor '%.100s' is not [%u experts][%" PRId64 "][%" PRId64
-                    "] or, as x @ W, [%u experts][%" PRId64 "][%" PRId64
-                    "] (config.json's experts, hidden_size and expert width; it is %u dims: %" PRId64
-                    " x %" PRId64 " x %" PRId64 ", innermost first)",
-                    c->dir, bad->name, c->n_expert, x, y, c->n_expert, y, x, bad->n_dims,
-                    bad->ne[0], bad->ne[1], bad->ne[2]);
+    return pa_error(
+        PASADA_ERR_FORMAT,
+        "%s: tensor '%.100s' is not [%u experts][%" PRId64 "][%" PRId64
+        "] or, as x @ W, [%u experts][%" PRId64 "][%" PRId64
+        "] (config.json's experts, hidden_size and expert width; it is %u dims: %" PRId64
+        " x %" PRId64 " x %" PRId64 ", innermost first)",
+        c->dir, bad->name, c->n_expert, x, y, c->n_expert, y, x, bad->n_dims, bad->ne[0],
+        bad->ne[1], bad->ne[2]);
   }
   char gate[64], up[64], down[64];
   snprintf(gate, sizeof gate, "blk.%u.ffn_gate_exps.weight", l);
