@@ -97,6 +97,8 @@ static bool experts_shaped(const hf_ctx *c, const st_tensor *t, int64_t outer, i
  * [E][n_embd][ff]: llama.cpp's ffn_down_exps, used as stored), or
  * transposed as x @ W products ([E][n_embd][2 ff], gate the first ff
  * columns; [E][ff][n_embd]), as some published checkpoints store them.
+ * gate_up_proj is copied: each expert's gate rows are followed by its up
+ * rows, so neither half is one block the GGUF view could point at.
  * Both tensors of a layer have one orientation: where one's shape fits
  * both (2 ff == n_embd for gate_up_proj, ff == n_embd for down_proj) the
  * other's decides. */
