@@ -41,10 +41,13 @@ PreTrainedTokenizerFast.save_pretrained:
 F32 folders are not committed: the test writes them from the GGUF files
 (tests/e2e/hf_folder.py: write_f32_folder, the inverse of llama.cpp's
 conventions). This script checks that folder equals what save_pretrained
-writes in F32, tensor for tensor, so the test's folder is a real one.
+writes in F32, tensor for tensor, so the test's folder is a real one; and
+that hf_folder.fuse_experts of the MoE folders (qwen3moe, mixtral,
+qwen35moe) equals what save_pretrained writes with save_original_format=False
+(transformers' fused 3-D experts), so the test's fused folders are real too.
 
 Needs the reference venv (torch, transformers, tokenizers); see docs/parity.md.
-Usage: make-hf-fixtures.py [--out tests/fixtures/hf]
+Usage: make-hf-fixtures.py [--out tests/fixtures/hf] [--arch ARCH|rope|spm|fused ...]
 """
 import argparse
 import copy
@@ -171,6 +174,8 @@ def main():
         print(f"wrote {d} ({size} bytes, {sorted(p.name for p in d.iterdir())})")
     if not args.arch or "gpt-oss" in args.arch:
         mxfp4_check(th)
+    if not args.arch or "fused" in args.arch:
+        fused_check(mt, th)
     if not args.arch or "rope" in args.arch:
         rope_variants(mt, tiny, out)
     if not args.arch or "spm" in args.arch:
@@ -191,6 +196,44 @@ def mxfp4_check(th):
 
 
 SEED_MXFP4 = 20251205
+
+
+def fused_check(mt, th):
+    """hf_folder.fuse_experts (the fused-expert folders of tests/e2e/test_hf.py)
+    of each MoE family's per-expert folder equals save_pretrained's with
+    save_original_format=False (transformers' own fused layout: names,
+    shapes, values), and transformers reads that folder back to the logits
+    it reads the per-expert one to (within 1e-6 of the largest)."""
+    for arch in ("qwen3moe", "mixtral", "qwen35moe"):
+        k = list(mt.ARCHS).index(arch)
+        gen = torch.Generator().manual_seed(mt.SEED + mt.seed_index(arch, k))
+        cfg = mt.make_config(arch, mt.ARCHS[arch])
+        cfg._attn_implementation = "eager"
+        model = mt.model_class(arch)(cfg).to(torch.float32).eval()
+        mt.randomize(model, arch, gen)
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = pathlib.Path(tmp)
+            model.save_pretrained(tmp / "per-expert")
+            model.save_pretrained(tmp / "fused", save_original_format=False)
+            th.fuse_experts(tmp / "per-expert", tmp / "mine")
+            ours, theirs = load_file(tmp / "mine" / "model.safetensors"), load_file(tmp / "fused" / "model.safetensors")
+            assert sorted(ours) == sorted(theirs), sorted(set(ours) ^ set(theirs))
+            for name in ours:
+                assert ours[name].shape == theirs[name].shape and np.array_equal(ours[name], theirs[name]), \
+                    f"{arch}: {name} differs from save_pretrained's fused layout"
+            ids = torch.from_numpy(np.load(ROOT / "tests" / "fixtures" / "tiny" / f"{arch}.logits.npz")["ids1"]
+                                   .astype(np.int64))[None]
+            a, b = (type(model).from_pretrained(tmp / d, dtype=torch.float32, attn_implementation="eager",
+                                                experts_implementation="eager").eval()
+                    for d in ("fused", "per-expert"))
+            with torch.no_grad():
+                a, b = a(ids).logits, b(ids).logits
+            # (Mixtral's differ in the last bits: 4e-7 of the largest)
+            err = float((a - b).abs().max() / b.abs().max())
+            assert err < 1e-6, f"{arch}: the fused folder reads back differently (rel {err:.1e})"
+            fused = sorted(n for n in ours if ".experts." in n and n.startswith("model.layers.0."))
+            print(f"{arch}: fuse_experts writes save_pretrained's fused layout "
+                  f"({', '.join(f'{n} {list(ours[n].shape)}' for n in fused)})")
 
 
 # RoPE scaling variants of the tiny llama (head_dim 16, theta 10000: the

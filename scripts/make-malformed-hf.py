@@ -7,13 +7,16 @@ Writes, deterministically and with the standard library only:
     tests/fixtures/malformed-hf/valid/    a tiny complete llama folder
         (config.json, tokenizer.json, tokenizer_config.json, model.safetensors:
         seeded random F32 weights, a byte-level BPE vocabulary of 258 tokens)
-    tests/fixtures/malformed-hf/valid-gpt-oss/, valid-qwen35/   tiny complete
-        gpt-oss and Qwen3.5 folders (transformers' tensor names and layouts)
+    tests/fixtures/malformed-hf/valid-gpt-oss/, valid-qwen35/, valid-qwen3moe/
+        tiny complete gpt-oss, Qwen3.5 and Qwen3-MoE folders (transformers'
+        tensor names and layouts; Qwen3-MoE's experts fused, as
+        save_pretrained(save_original_format=False) writes them)
     tests/fixtures/malformed-hf/<case>/   one of those folders with one
         defect, named for it (CASES below: st-* the safetensors files and
         their index, config-* config.json, tok-* tokenizer.json and
         tokenizer_config.json, model-* a tensor the loader must refuse,
-        oss-* / q35-* the gpt-oss / Qwen3.5 folder's own tensors and keys)
+        oss-* / q35-* / moe-* the gpt-oss / Qwen3.5 / Qwen3-MoE folder's own
+        tensors and keys)
 
 Usage: make-malformed-hf.py [--root REPO]
 """
@@ -134,6 +137,23 @@ def q35_shapes():
                    p + "v_proj.weight": [N_HEAD_KV * HEAD_DIM, N_EMBD],
                    p + "o_proj.weight": [N_EMBD, N_HEAD * HEAD_DIM],
                    p + "q_norm.weight": [HEAD_DIM], p + "k_norm.weight": [HEAD_DIM]})
+    return shapes
+
+
+# Qwen3-MoE: 2 experts of 2 (2 ff != n_embd: the orientation is plain) of which 1, fused: gate_up_proj [E][2 ff][n_embd]
+# (each expert's gate rows, then its up rows), down_proj [E][n_embd][ff]
+N_FF_MOE = 2
+MOE_CONFIG = {**CONFIG, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": N_EXPERT,
+              "num_experts_per_tok": 1, "moe_intermediate_size": N_FF_MOE, "norm_topk_prob": True}
+
+
+def moe_shapes():
+    shapes = {n: v for n, v in llama_shapes().items() if ".mlp." not in n}
+    p = "model.layers.0."
+    shapes.update({p + "self_attn.q_norm.weight": [HEAD_DIM], p + "self_attn.k_norm.weight": [HEAD_DIM],
+                   p + "mlp.gate.weight": [N_EXPERT, N_EMBD],
+                   p + "mlp.experts.gate_up_proj": [N_EXPERT, 2 * N_FF_MOE, N_EMBD],
+                   p + "mlp.experts.down_proj": [N_EXPERT, N_EMBD, N_FF_MOE]})
     return shapes
 
 
@@ -320,6 +340,19 @@ def family_cases(w, base_cfg):
             "oss-swiglu-limit": cfg(lambda c: c.__setitem__("swiglu_limit", 10.0)),
             "oss-experts-missing-key": cfg(lambda c: c.pop("num_local_experts")),
         }
+    if base_cfg["model_type"] == "qwen3_moe":
+        E = L + "mlp.experts."
+        return {
+            "moe-gate-up-wrong-shape": reshaped(E + "gate_up_proj", [N_EXPERT, 2 * N_FF_MOE + 2, N_EMBD]),
+            "moe-gate-up-2d": reshaped(E + "gate_up_proj", [N_EXPERT * 2 * N_FF_MOE, N_EMBD]),
+            "moe-down-proj-expert-count": reshaped(E + "down_proj", [N_EXPERT + 1, N_EMBD, N_FF_MOE]),
+            "moe-down-proj-missing": without(E + "down_proj"),
+            # gate_up_proj as transformers holds it, down_proj as x @ W
+            "moe-orientation-mixed": reshaped(E + "down_proj", [N_EXPERT, N_FF_MOE, N_EMBD]),
+            "moe-fused-and-per-expert": st({**w, E + "0.up_proj.weight": ([N_FF_MOE, N_EMBD],
+                                                                         w[E + "down_proj"][1][: 4 * N_FF_MOE * N_EMBD])}),
+            "moe-past-the-layers": st({**w, "model.layers.1.mlp.experts.down_proj": w[E + "down_proj"]}),
+        }
     A = L + "linear_attn."
     return {
         "q35-in-proj-qkv-wrong-shape": reshaped(A + "in_proj_qkv.weight", [2 * LIN_K * LIN_DK + LIN_V * LIN_DV - 1, N_EMBD]),
@@ -348,7 +381,8 @@ def main():
         files = dict(base)
         make(files)
         write(out / name, files)
-    for fam, cfg, shapes in (("gpt-oss", OSS_CONFIG, oss_shapes()), ("qwen35", Q35_CONFIG, q35_shapes())):
+    for fam, cfg, shapes in (("gpt-oss", OSS_CONFIG, oss_shapes()), ("qwen35", Q35_CONFIG, q35_shapes()),
+                             ("qwen3moe", MOE_CONFIG, moe_shapes())):
         fw = weights(random.Random(20251205), shapes)
         fbase = {**base, "config.json": jdump(cfg), "model.safetensors": safetensors(fw)}
         write(out / f"valid-{fam}", fbase)

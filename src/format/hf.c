@@ -227,6 +227,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
                     "%s: num_hidden_layers and num_attention_heads must be positive", c->cfg_path);
   if (!n_head_kv) n_head_kv = n_head;
   c->n_layer = (uint32_t)n_layer, c->n_head = (uint32_t)n_head, c->n_head_kv = (uint32_t)n_head_kv;
+  c->n_embd = (uint32_t)n_embd;
   const pj_value *tie = hf_member(c->cfg, "tie_word_embeddings");
   if (!tie && c->text_config) tie = hf_member(c->root, "tie_word_embeddings");
   if (tie && !pj_is_bool(tie))
@@ -378,9 +379,10 @@ static int map_name(const hf_ctx *c, const char *hf, char *out, size_t cap) {
   if (!g) return -1;
   /* the fused Phi-3 matrices and the routers only where the family has them */
   const bool phi3 = !strcmp(c->arch, "phi3");
+  /* (Mixtral's router under mlp. where transformers saves its fused experts) */
   if ((!phi3 && (strstr(rest, "qkv_proj") || strstr(rest, "gate_up_proj"))) ||
       (!strcmp(g, "ffn_gate_inp.weight") &&
-       (!c->n_expert || c->mixtral != !strncmp(rest, "block_sparse_moe.", 17))))
+       (!c->n_expert || (!c->mixtral && !strncmp(rest, "block_sparse_moe.", 17)))))
     return -1;
   snprintf(out, cap, "blk.%u.%s", layer, g);
   return 0;
@@ -403,6 +405,25 @@ static bool expert_part(const hf_ctx *c, const char *hf, uint32_t *layer, int *k
       return true;
     }
   return false;
+}
+
+/* transformers' fused experts of a layer (3-D gate_up_proj, down_proj
+ * under mlp.experts.; Mixtral's under block_sparse_moe.experts. too): true
+ * with the layer and kind (0 gate_up_proj, 1 down_proj). */
+static bool fused_part(const hf_ctx *c, const char *hf, uint32_t *layer, int *kind) {
+  unsigned l;
+  int at = 0;
+  char part[16];
+  if (!c->n_expert) return false;
+  if ((sscanf(hf, "model.layers.%u.mlp.experts.%15[a-z_]%n", &l, part, &at) != 2 &&
+       (!c->mixtral ||
+        sscanf(hf, "model.layers.%u.block_sparse_moe.experts.%15[a-z_]%n", &l, part, &at) != 2)) ||
+      at == 0 || hf[at] != 0)
+    return false;
+  const int k = !strcmp(part, "gate_up_proj") ? 0 : !strcmp(part, "down_proj") ? 1 : -1;
+  if (k < 0) return false;
+  *layer = l, *kind = k;
+  return true;
 }
 
 size_t hf_elem_size(uint32_t type) {
@@ -642,10 +663,25 @@ static int index_shards(hf_ctx *c) {
 }
 
 /* Each layer's experts stacked into llama.cpp's 3-D ffn_{gate,up,down}_exps
- * ([expert][rows][cols]); every expert present, one shape and one type. */
+ * ([expert][rows][cols]); every expert present, one shape and one type; or
+ * the layer's fused experts split (hf_fused_experts), never both. */
 static int stack_experts(hf_ctx *c, gguf_writer *w) {
   static const char *gname[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
-  for (uint32_t l = 0; l < c->n_layer; l++)
+  for (uint32_t l = 0; l < c->n_layer; l++) {
+    const st_tensor *fused =
+        c->fused[(size_t)l * 2] ? c->fused[(size_t)l * 2] : c->fused[(size_t)l * 2 + 1];
+    if (fused) {
+      for (size_t i = 0; i < (size_t)3 * c->n_expert; i++)
+        if (c->experts[(size_t)l * 3 * c->n_expert + i])
+          return pa_error(PASADA_ERR_FORMAT,
+                          "%s: tensor '%.100s' fuses layer %u's experts, which '%.100s' holds "
+                          "one by one too",
+                          c->dir, fused->name, l,
+                          c->experts[(size_t)l * 3 * c->n_expert + i]->name);
+      int rc = hf_fused_experts(c, w, l);
+      if (rc) return rc;
+      continue;
+    }
     for (int k = 0; k < 3; k++) {
       const st_tensor **x = c->experts + ((size_t)l * 3 + (size_t)k) * c->n_expert;
       uint32_t have = 0;
@@ -685,6 +721,7 @@ static int stack_experts(hf_ctx *c, gguf_writer *w) {
       }
       if (rc) return rc;
     }
+  }
   return PASADA_OK;
 }
 
@@ -692,7 +729,9 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
   char name[GGUF_MAX_NAME_LEN + 64];
   int rc = PASADA_OK;
   if (c->n_expert &&
-      !(c->experts = calloc((size_t)c->n_layer * 3 * c->n_expert, sizeof *c->experts)))
+      (!(c->experts = calloc((size_t)c->n_layer * 3 * c->n_expert, sizeof *c->experts)) ||
+       !(c->fused = calloc((size_t)c->n_layer * 2, sizeof *c->fused)) ||
+       !(c->fused_shard = calloc((size_t)c->n_layer * 2, sizeof *c->fused_shard))))
     return pa_error(PASADA_ERR_NOMEM, "out of memory");
   for (uint32_t s = 0; s < c->n_shards && !rc; s++) {
     const st_file *f = c->shards[s];
@@ -718,12 +757,15 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
       }
       uint32_t layer = 0, e = 0;
       int kind = 0;
-      if (expert_part(c, t->name, &layer, &kind, &e)) {
+      const bool one = expert_part(c, t->name, &layer, &kind, &e); /* else fused */
+      if (one || fused_part(c, t->name, &layer, &kind)) {
         if (layer >= c->n_layer || e >= c->n_expert)
           return pa_error(PASADA_ERR_FORMAT,
                           "%s: tensor '%.100s' is past the %u layers or %u experts of config.json",
                           f->path, t->name, c->n_layer, c->n_expert);
-        const st_tensor **slot = &c->experts[((size_t)layer * 3 + (size_t)kind) * c->n_expert + e];
+        const size_t at = one ? ((size_t)layer * 3 + (size_t)kind) * c->n_expert + e
+                              : (size_t)layer * 2 + (size_t)kind;
+        const st_tensor **slot = one ? &c->experts[at] : &c->fused[at];
         if (*slot)
           return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in another shard",
                           f->path, t->name);
@@ -732,6 +774,7 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
                           "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", f->path,
                           t->name, st_type_name(t->type));
         *slot = t0; /* the shard's own entry (named only differs for text_config folders) */
+        if (!one) c->fused_shard[at] = s;
         continue;
       }
       int m = map_name(c, t->name, name, sizeof name);
@@ -768,6 +811,8 @@ static void ctx_free(hf_ctx *c) {
   free(c->n_direct);
   free(c->shards);
   free(c->experts);
+  free(c->fused);
+  free(c->fused_shard);
   free(c->mxfp4);
   for (uint64_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
   free(c->bufs);

@@ -1,7 +1,8 @@
 /* hf_families.c: the config.json keys of the Hugging Face families with
- * their own hyper-parameters: the mixtures of experts (Qwen3-MoE, Mixtral)
- * Phi-3 (partial rotary, the window, LongRoPE and its factor tensors), and
- * the RoPE scalings that become keys or tensors (llama3, YaRN). */
+ * their own hyper-parameters: the mixtures of experts (Qwen3-MoE, Mixtral;
+ * their experts as transformers' fused 3-D tensors too), Phi-3 (partial
+ * rotary, the window, LongRoPE and its factor tensors), and the RoPE
+ * scalings that become keys or tensors (llama3, YaRN). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,8 @@ int hf_experts_config(hf_ctx *c, gguf_writer *w) {
            c, hf_member(c->cfg, "num_local_experts") ? "num_local_experts" : "num_experts", true,
            4096, &n_expert)) ||
       (rc = hf_cfg_uint(c, "num_experts_per_tok", true, 4096, &n_used)) ||
-      (q3 && (rc = hf_cfg_uint(c, "moe_intermediate_size", true, 1 << 24, &n_ff_exp))) ||
+      (rc = hf_cfg_uint(c, q3 ? "moe_intermediate_size" : "intermediate_size", true, 1 << 24,
+                        &n_ff_exp)) ||
       (rc = hf_cfg_uint(c, "decoder_sparse_step", false, 4096, &step)))
     return rc;
   if (n_expert == 0 || n_used == 0 || n_used > n_expert)
@@ -41,7 +43,7 @@ int hf_experts_config(hf_ctx *c, gguf_writer *w) {
   if (q3 && norm && !pj_is_true(norm))
     return pa_error(PASADA_ERR_UNSUPPORTED, "%s: norm_topk_prob false is not supported",
                     c->cfg_path);
-  c->n_expert = (uint32_t)n_expert;
+  c->n_expert = (uint32_t)n_expert, c->n_ff_exp = (uint32_t)n_ff_exp;
   char key[128];
   snprintf(key, sizeof key, "%s.expert_count", c->arch);
   if ((rc = gguf_writer_set_u32(w, key, (uint32_t)n_expert))) return rc;
@@ -55,6 +57,96 @@ int hf_experts_config(hf_ctx *c, gguf_writer *w) {
   }
   snprintf(key, sizeof key, "%s.expert_feed_forward_length", c->arch);
   return q3 ? gguf_writer_set_u32(w, key, (uint32_t)n_ff_exp) : PASADA_OK;
+}
+
+int hf_expert_rows(hf_ctx *c, gguf_writer *w, const st_tensor *t, int64_t first, int64_t n,
+                   const char *name) {
+  const int64_t cols = t->ne[0], rows = t->ne[1], n_e = t->ne[2];
+  const size_t es = hf_elem_size(t->type), part = (size_t)(n * cols) * es;
+  uint8_t *dst = hf_keep_buf(c, part * (size_t)n_e);
+  if (!dst) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", name);
+  for (int64_t e = 0; e < n_e; e++)
+    memcpy(dst + (size_t)e * part, t->data + (size_t)((e * rows + first) * cols) * es, part);
+  st_tensor m = hf_mem_tensor(name, t->type, 3, cols, n, n_e, dst);
+  return hf_add_tensor(c, w, -1, &m, name);
+}
+
+int hf_expert_cols(hf_ctx *c, gguf_writer *w, const st_tensor *t, int64_t first, int64_t stride,
+                   int64_t n, const char *name) {
+  const int64_t cols = t->ne[0], rows = t->ne[1], n_e = t->ne[2];
+  const size_t es = hf_elem_size(t->type);
+  uint8_t *dst = hf_keep_buf(c, (size_t)(n_e * n * rows) * es);
+  if (!dst) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", name);
+  for (int64_t e = 0; e < n_e; e++)
+    for (int64_t f = 0; f < n; f++)
+      for (int64_t i = 0; i < rows; i++)
+        memcpy(dst + (size_t)((e * n + f) * rows + i) * es,
+               t->data + (size_t)((e * rows + i) * cols + first + f * stride) * es, es);
+  st_tensor m = hf_mem_tensor(name, t->type, 3, rows, n, n_e, dst);
+  return hf_add_tensor(c, w, -1, &m, name);
+}
+
+/* Whether t is [E][outer][inner] (ne inner, outer, E). */
+static bool experts_shaped(const hf_ctx *c, const st_tensor *t, int64_t outer, int64_t inner) {
+  return t->n_dims == 3 && t->ne[2] == (int64_t)c->n_expert && t->ne[1] == outer &&
+         t->ne[0] == inner;
+}
+
+/* transformers' fused experts: as its modules hold them (gate_up_proj
+ * [E][2 ff][n_embd], gate the first ff rows, up the rest; down_proj
+ * [E][n_embd][ff]: llama.cpp's ffn_down_exps, used as stored), or
+ * transposed as x @ W products ([E][n_embd][2 ff], gate the first ff
+ * columns; [E][ff][n_embd]), as some published checkpoints store them.
+ * gate_up_proj is copied: each expert's gate rows are followed by its up
+ * rows, so neither half is one block the GGUF view could point at.
+ * Both tensors of a layer have one orientation: where one's shape fits
+ * both (2 ff == n_embd for gate_up_proj, ff == n_embd for down_proj) the
+ * other's decides. */
+int hf_fused_experts(hf_ctx *c, gguf_writer *w, uint32_t l) {
+  const st_tensor *gu = c->fused[(size_t)l * 2], *dn = c->fused[(size_t)l * 2 + 1];
+  if (!gu || !dn)
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: tensor '%.100s' has no %s beside it (transformers' fused experts come as "
+                    "gate_up_proj and down_proj)",
+                    c->dir, (gu ? gu : dn)->name, gu ? "down_proj" : "gate_up_proj");
+  const int64_t h = c->n_embd, ff = c->n_ff_exp;
+  const bool gu_std = experts_shaped(c, gu, 2 * ff, h), gu_tr = experts_shaped(c, gu, h, 2 * ff),
+             dn_std = experts_shaped(c, dn, h, ff), dn_tr = experts_shaped(c, dn, ff, h);
+  const bool tr = gu_std != gu_tr ? gu_tr : dn_std != dn_tr ? dn_tr : false;
+  const st_tensor *bad = !(tr ? gu_tr : gu_std) ? gu : !(tr ? dn_tr : dn_std) ? dn : NULL;
+  if (bad) {
+    const bool is_gu = bad == gu;
+    const int64_t x = is_gu ? 2 * ff : h, y = is_gu ? h : ff; /* as transformers holds it */
+    if (is_gu ? gu_std || gu_tr : dn_std || dn_tr) /* the other orientation: the pair disagrees */
+      return pa_error(PASADA_ERR_FORMAT,
+                      "%s: tensor '%.100s' is laid out %s but its layer's %s %s (transformers' "
+                      "fused experts: both one way or the other)",
+                      c->dir, bad->name, tr ? "as transformers' modules hold it" : "as x @ W",
+                      is_gu ? "down_proj" : "gate_up_proj",
+                      tr ? "as x @ W" : "as transformers' modules hold it");
+    return pa_error(
+        PASADA_ERR_FORMAT,
+        "%s: tensor '%.100s' is not [%u experts][%" PRId64 "][%" PRId64
+        "] or, as x @ W, [%u experts][%" PRId64 "][%" PRId64
+        "] (config.json's experts, hidden_size and expert width; it is %u dims: %" PRId64
+        " x %" PRId64 " x %" PRId64 ", innermost first)",
+        c->dir, bad->name, c->n_expert, x, y, c->n_expert, y, x, bad->n_dims, bad->ne[0],
+        bad->ne[1], bad->ne[2]);
+  }
+  char gate[64], up[64], down[64];
+  snprintf(gate, sizeof gate, "blk.%u.ffn_gate_exps.weight", l);
+  snprintf(up, sizeof up, "blk.%u.ffn_up_exps.weight", l);
+  snprintf(down, sizeof down, "blk.%u.ffn_down_exps.weight", l);
+  int rc;
+  if (tr) {
+    if ((rc = hf_expert_cols(c, w, gu, 0, 1, ff, gate)) ||
+        (rc = hf_expert_cols(c, w, gu, ff, 1, ff, up)))
+      return rc;
+    return hf_expert_cols(c, w, dn, 0, 1, h, down);
+  }
+  if ((rc = hf_expert_rows(c, w, gu, 0, ff, gate)) || (rc = hf_expert_rows(c, w, gu, ff, ff, up)))
+    return rc;
+  return hf_add_tensor(c, w, (int32_t)c->fused_shard[(size_t)l * 2 + 1], dn, down);
 }
 
 /* A LongRoPE factor list of rope_parameters as an F32 tensor of n entries. */

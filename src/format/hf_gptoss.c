@@ -74,21 +74,10 @@ static int check_experts(const hf_ctx *c, const st_tensor *t, uint32_t n_dims, b
 /* gate_up_proj [E][cols][2 ff] (gate the even, up the odd columns of x @ W)
  * as ffn_gate_exps and ffn_up_exps [E][ff][cols]. */
 static int split_gate_up(hf_ctx *c, gguf_writer *w, const st_tensor *t, unsigned layer) {
-  const int64_t w2 = t->ne[0], ff = w2 / 2, cols = t->ne[1], n_e = t->ne[2];
-  const size_t es = hf_elem_size(t->type), n = (size_t)(n_e * ff * cols) * es;
-  const uint8_t *src = t->data;
   for (int k = 0; k < 2; k++) {
-    uint8_t *dst = hf_keep_buf(c, n);
-    if (!dst) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", t->name);
-    for (int64_t e = 0; e < n_e; e++)
-      for (int64_t f = 0; f < ff; f++)
-        for (int64_t i = 0; i < cols; i++)
-          memcpy(dst + (size_t)((e * ff + f) * cols + i) * es,
-                 src + (size_t)((e * cols + i) * w2 + 2 * f + k) * es, es);
     char name[64];
     snprintf(name, sizeof name, "blk.%u.%s.weight", layer, k ? "ffn_up_exps" : "ffn_gate_exps");
-    st_tensor m = hf_mem_tensor(name, t->type, 3, cols, ff, n_e, dst);
-    int rc = hf_add_tensor(c, w, -1, &m, name);
+    int rc = hf_expert_cols(c, w, t, k, 2, t->ne[0] / 2, name);
     if (rc) return rc;
   }
   return PASADA_OK;
@@ -96,20 +85,9 @@ static int split_gate_up(hf_ctx *c, gguf_writer *w, const st_tensor *t, unsigned
 
 /* down_proj [E][ff][n_embd] as ffn_down_exps [E][n_embd][ff]. */
 static int transpose_down(hf_ctx *c, gguf_writer *w, const st_tensor *t, unsigned layer) {
-  const int64_t out = t->ne[0], ff = t->ne[1], n_e = t->ne[2];
-  const size_t es = hf_elem_size(t->type);
-  uint8_t *dst = hf_keep_buf(c, (size_t)(n_e * ff * out) * es);
-  if (!dst) return pa_error(PASADA_ERR_NOMEM, "out of memory for '%s'", t->name);
-  const uint8_t *src = t->data;
-  for (int64_t e = 0; e < n_e; e++)
-    for (int64_t o = 0; o < out; o++)
-      for (int64_t f = 0; f < ff; f++)
-        memcpy(dst + (size_t)((e * out + o) * ff + f) * es,
-               src + (size_t)((e * ff + f) * out + o) * es, es);
   char name[64];
   snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", layer);
-  st_tensor m = hf_mem_tensor(name, t->type, 3, ff, out, n_e, dst);
-  return hf_add_tensor(c, w, -1, &m, name);
+  return hf_expert_cols(c, w, t, 0, 1, t->ne[0], name);
 }
 
 /* The experts' biases as F32 tables: gate_up_proj_bias [E][2 ff] split

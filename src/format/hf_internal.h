@@ -50,8 +50,10 @@ typedef struct {
   bool text_config;  /* Qwen3_5ForConditionalGeneration: the text model of a multimodal folder */
   const st_tensor **mxfp4; /* gpt-oss: [layer][gate_up, down][blocks, scales], until repacked */
   uint32_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim; /* Qwen3.5's linear layers */
-  uint32_t n_expert;
+  uint32_t n_expert, n_ff_exp, n_embd; /* n_ff_exp: one expert's width (hf_experts_config) */
   const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
+  const st_tensor **fused;   /* [layer][gate_up_proj, down_proj] (transformers' 3-D experts) */
+  uint32_t *fused_shard;     /* the shard each of `fused` is in */
   uint32_t n_head, n_head_kv, n_layer;
   bool tied;
   st_file **shards;
@@ -103,6 +105,19 @@ float *hf_f32(hf_ctx *c, const st_tensor *t);
  * GGUF order: ne[0] the row) over data; for hf_add_tensor(c, w, -1, ...). */
 st_tensor hf_mem_tensor(const char *name, uint32_t type, uint32_t n_dims, int64_t ne0, int64_t ne1,
                         int64_t ne2, void *data);
+
+/* Rows first .. first + n - 1 of every expert of t ([E][R][C], ne C, R, E)
+ * as `name` [E][n][C]. */
+int hf_expert_rows(hf_ctx *c, gguf_writer *w, const st_tensor *t, int64_t first, int64_t n,
+                   const char *name);
+/* Columns first, first + stride, ... (n of them) of every expert of t
+ * ([E][R][C]), transposed: `name` [E][n][R] (x @ W products as W). */
+int hf_expert_cols(hf_ctx *c, gguf_writer *w, const st_tensor *t, int64_t first, int64_t stride,
+                   int64_t n, const char *name);
+/* Layer l's fused experts (c->fused: transformers' gate_up_proj and
+ * down_proj, both present, in either orientation) as llama.cpp's
+ * ffn_{gate,up,down}_exps; shapes checked against config.json. */
+int hf_fused_experts(hf_ctx *c, gguf_writer *w, uint32_t l);
 
 /* hf_gptoss.c: gpt-oss (GptOssForCausalLM): its config keys (experts,
  * sliding window over every other layer, the clamped SwiGLU's limit) and

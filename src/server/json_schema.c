@@ -97,8 +97,7 @@ void js_prim(js_ctx *c, srv_buf *b, uint32_t prim) {
 
 /* ---- paths and references ---- */
 
-/* Appends "/seg" (JSON-pointer escaped) to the path; returns the old length. */
-static size_t push_path(js_ctx *c, const char *seg) {
+size_t js_push_path(js_ctx *c, const char *seg) {
   size_t old = strlen(c->path), n = old;
   if (n + 2 < sizeof c->path) c->path[n++] = '/';
   for (const char *p = seg; *p && n + 3 < sizeof c->path; p++) {
@@ -112,7 +111,7 @@ static size_t push_path(js_ctx *c, const char *seg) {
   c->path[n] = 0;
   return old;
 }
-static void pop_path(js_ctx *c, size_t old) {
+void js_pop_path(js_ctx *c, size_t old) {
   c->path[old] = 0;
 }
 
@@ -418,14 +417,14 @@ static bool gen_object(js_ctx *c, const cJSON *s, srv_buf *expr) {
     js_prim(c, &body, JS_WS);
     js_put(&body, "\":\"");
     js_prim(c, &body, JS_WS);
-    size_t old = push_path(c, "properties");
-    size_t old2 = push_path(c, names[i]);
+    size_t old = js_push_path(c, "properties");
+    size_t old2 = js_push_path(c, names[i]);
     if (schema[i])
       ok = gen(c, schema[i], &body);
     else
       js_prim(c, &body, JS_VALUE);
-    pop_path(c, old2);
-    pop_path(c, old);
+    js_pop_path(c, old2);
+    js_pop_path(c, old);
     js_prim(c, &body, JS_WS);
     if (ok) js_emit_rule(c, kv[i], &body);
     srv_buf_free(&body);
@@ -449,12 +448,12 @@ static bool gen_object(js_ctx *c, const cJSON *s, srv_buf *expr) {
     js_prim(c, &addkv, JS_WS);
     js_put(&addkv, "\":\"");
     js_prim(c, &addkv, JS_WS);
-    size_t old = push_path(c, "additionalProperties");
+    size_t old = js_push_path(c, "additionalProperties");
     if (cJSON_IsObject(add))
       ok = ok && gen(c, add, &addkv);
     else
       js_prim(c, &addkv, JS_VALUE);
-    pop_path(c, old);
+    js_pop_path(c, old);
     js_prim(c, &addkv, JS_WS);
   }
   /* the chain: S(i) = nothing written yet from member i on, R(i) = after a
@@ -516,13 +515,13 @@ static int item_rule(js_ctx *c, const cJSON *item, const char *seg) {
   int rule = js_new_rule(c);
   if (rule < 0) return -1;
   srv_buf body = {0};
-  size_t old = push_path(c, seg);
+  size_t old = js_push_path(c, seg);
   bool ok = true;
   if (!item || cJSON_IsTrue(item))
     js_prim(c, &body, JS_VALUE);
   else
     ok = gen(c, item, &body);
-  pop_path(c, old);
+  js_pop_path(c, old);
   if (ok) js_emit_rule(c, rule, &body);
   srv_buf_free(&body);
   return ok ? rule : -1;
@@ -690,7 +689,7 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
     for (const cJSON *b = ok ? alts->child : NULL; ok && b; b = b->next, i++) {
       char seg[32];
       snprintf(seg, sizeof seg, "%s/%d", name, i);
-      size_t old = push_path(c, seg);
+      size_t old = js_push_path(c, seg);
       if (i) js_put(expr, " | ");
       const cJSON *branch = b;
       if (siblings) {
@@ -698,7 +697,7 @@ static bool gen(js_ctx *c, const cJSON *s, srv_buf *expr) {
         branch = flat ? js_merge(c, siblings, flat) : NULL;
       }
       ok = branch && gen(c, branch, expr);
-      pop_path(c, old);
+      js_pop_path(c, old);
     }
     js_put(expr, ")");
   } else {
@@ -808,7 +807,7 @@ bool srv_json_schema_rules(const cJSON *schema, const char *prefix, srv_buf *out
     return srv_fail(e, 400, "invalid_request_error", NULL, "", "json_schema: %s",
                     schema ? "invalid UTF-8 or nesting too deep" : "no schema");
   srv_buf body = {0};
-  bool ok = gen(&c, schema, &body);
+  bool ok = js_check_ref_cycles(&c) && gen(&c, schema, &body);
   if (ok) {
     srv_buf_printf(out, "%s ::= %s\n", prefix, body.p ? body.p : "\"\"");
     emit_prims(&c);

@@ -64,11 +64,20 @@ void js_rule_ref(js_ctx *c, srv_buf *b, int rule);
 /* json_schema.c */
 extern const char *const js_annotations[]; /* keywords that constrain nothing */
 bool js_in_list(const char *const *list, const char *k);
+/* Appends "/seg" (JSON-pointer escaped) to c->path; returns the old length
+ * for js_pop_path. */
+size_t js_push_path(js_ctx *c, const char *seg);
+void js_pop_path(js_ctx *c, size_t old);
 
 /* json_schema_ref.c */
 /* The schema a local "$ref" names (a JSON pointer after '#'); NULL with the
  * error set. */
 const cJSON *js_resolve(js_ctx *c, const char *ref);
+/* Whether no $ref chain of the schema reaches its own start before the
+ * value's first character (through $ref, allOf, anyOf, oneOf: the keywords
+ * that consume nothing of their own); false with the 400 naming the chain.
+ * Recursion under properties, items and the like (a tree) is fine. */
+bool js_check_ref_cycles(js_ctx *c);
 /* Keeps x until the end of the walk (freed with the context); NULL on NULL. */
 cJSON *js_own(js_ctx *c, cJSON *x);
 /* Whether schema s has keywords other than annotations and `except`. */

@@ -1,5 +1,6 @@
 /* json_schema_ref.c: the parts of JSON Schema -> GBNF that rewrite schemas
- * before they are spelled: local $ref resolution (JSON pointers) and allOf,
+ * before they are spelled: local $ref resolution (JSON pointers), the check
+ * that no $ref chain recurses before consuming input, and allOf,
  * where schemas merge keyword by keyword (types intersected, properties
  * merged, bounds tightened, additionalProperties applied to the other
  * side's properties), or fail with a 400 naming the keyword. */
@@ -10,13 +11,11 @@
 
 #include "server/json_schema_int.h"
 
-/* The schema a local "$ref" names (a JSON pointer after '#'). */
-const cJSON *js_resolve(js_ctx *c, const char *ref) {
-  if (ref[0] != '#')
-    return js_fail(c, "$ref '%.200s': only references into the same schema (#...) are supported",
-                   ref),
-           NULL;
-  const cJSON *node = c->root;
+/* The schema a local "$ref" names (a JSON pointer after '#') in root;
+ * NULL with *why: 1 not local, 2 names nothing, 3 not a pointer. */
+static const cJSON *pointer(const cJSON *root, const char *ref, int *why) {
+  if (ref[0] != '#') return *why = 1, NULL;
+  const cJSON *node = root;
   const char *p = ref + 1;
   while (*p == '/') {
     p++;
@@ -42,10 +41,162 @@ const cJSON *js_resolve(js_ctx *c, const char *ref) {
     } else {
       node = NULL;
     }
-    if (!node) return js_fail(c, "$ref '%.200s' names nothing in the schema", ref), NULL;
+    if (!node) return *why = 2, NULL;
   }
-  if (*p) return js_fail(c, "$ref '%.200s' is not a JSON pointer", ref), NULL;
+  if (*p) return *why = 3, NULL;
   return node;
+}
+
+const cJSON *js_resolve(js_ctx *c, const char *ref) {
+  int why = 0;
+  const cJSON *node = pointer(c->root, ref, &why);
+  if (!node)
+    js_fail(c,
+            why == 1   ? "$ref '%.200s': only references into the same schema (#...) are supported"
+            : why == 2 ? "$ref '%.200s' names nothing in the schema"
+                       : "$ref '%.200s' is not a JSON pointer",
+            ref);
+  return node;
+}
+
+/* ---- $ref cycles ---- */
+
+/* One $ref followed on the current walk: its target, its text, and
+ * whether an anyOf / oneOf of several branches lies between it and the
+ * previous one (the cycle then has an exit: still left recursion). */
+typedef struct {
+  const cJSON *node;
+  const char *ref;
+  bool branch;
+} js_hop;
+
+typedef struct {
+  js_ctx *c;
+  js_hop hops[JS_MAX_DEPTH + 1];
+  int n_hops;
+  const cJSON **done; /* targets whose every chain was followed: no cycle */
+  const cJSON **seen; /* targets scanned for entry points */
+  int n_done, n_seen, cap_done, cap_seen;
+} js_cycles;
+
+static bool in_set(const cJSON *const *set, int n, const cJSON *x) {
+  for (int i = 0; i < n; i++)
+    if (set[i] == x) return true;
+  return false;
+}
+
+static bool add_set(js_ctx *c, const cJSON ***set, int *n, int *cap, const cJSON *x) {
+  if (*n == *cap) {
+    int nc = *cap ? *cap * 2 : 16;
+    const cJSON **v = realloc(*set, (size_t)nc * sizeof *v);
+    if (!v) return js_fail(c, "out of memory");
+    *set = v;
+    *cap = nc;
+  }
+  (*set)[(*n)++] = x;
+  return true;
+}
+
+/* The cycle hops[i..] closed by `ref` (branch: past an anyOf / oneOf). */
+static bool report_cycle(js_cycles *w, int i, bool branch) {
+  char chain[300];
+  size_t n = 0;
+  for (int k = i; k < w->n_hops; k++) {
+    branch |= k > i && w->hops[k].branch;
+    n += (size_t)snprintf(chain + n, sizeof chain - n, "%s\"%.80s\"", k > i ? " -> " : "",
+                          w->hops[k].ref);
+    if (n >= sizeof chain - 1) break;
+  }
+  return js_fail(w->c,
+                 branch ? "$ref cycle through %s reaches itself before any input (an anyOf / "
+                          "oneOf branch that recurses first is left recursion)"
+                        : "$ref cycle through %s matches no finite value",
+                 chain);
+}
+
+/* Follows s's chains of $ref, allOf, anyOf and oneOf (nothing consumed on
+ * the way) in depth; a $ref to a target on the walk is a cycle. Deeper
+ * than JS_MAX_DEPTH is the generator's own limit, refused as it does. */
+static bool left_walk(js_cycles *w, const cJSON *s, bool branch, int depth) {
+  if (!cJSON_IsObject(s)) return true;
+  if (depth > JS_MAX_DEPTH) return js_fail(w->c, "schemas nest deeper than %d", JS_MAX_DEPTH);
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+  int why = 0;
+  const cJSON *t = cJSON_IsString(ref) ? pointer(w->c->root, ref->valuestring, &why) : NULL;
+  if (t) {
+    for (int i = 0; i < w->n_hops; i++)
+      if (w->hops[i].node == t) return report_cycle(w, i, branch);
+    if (!in_set(w->done, w->n_done, t)) { /* (n_hops <= depth <= JS_MAX_DEPTH) */
+      w->hops[w->n_hops++] = (js_hop){t, ref->valuestring, branch};
+      bool ok = left_walk(w, t, false, depth + 1);
+      w->n_hops--;
+      if (!ok || !add_set(w->c, &w->done, &w->n_done, &w->cap_done, t)) return false;
+    }
+  }
+  static const char *const combos[] = {"allOf", "anyOf", "oneOf"};
+  for (int k = 0; k < 3; k++) {
+    const cJSON *subs = cJSON_GetObjectItemCaseSensitive(s, combos[k]);
+    if (!cJSON_IsArray(subs)) continue;
+    const bool several = k > 0 && cJSON_GetArraySize(subs) > 1;
+    for (const cJSON *x = subs->child; x; x = x->next)
+      if (!left_walk(w, x, branch || several, depth + 1)) return false;
+  }
+  return true;
+}
+
+/* Every schema under s reachable through any keyword (and $ref, each
+ * target once) where a value starts after input was consumed (properties,
+ * items, ...): the walk's entry points, with s's path for the error. */
+static bool scan(js_cycles *w, const cJSON *s, int depth) {
+  if (!cJSON_IsObject(s) || depth > 4 * JS_MAX_DEPTH) return true;
+  js_ctx *c = w->c;
+  static const char *const lists[] = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
+  static const char *const singles[] = {"additionalProperties", "items", "additionalItems"};
+  bool ok = true;
+  for (int k = 0; k < 5 && ok; k++) { /* the combinators' branches and the tuples' items */
+    const cJSON *subs = cJSON_GetObjectItemCaseSensitive(s, lists[k]);
+    int i = 0;
+    for (const cJSON *x = cJSON_IsArray(subs) ? subs->child : NULL; ok && x; x = x->next, i++) {
+      char seg[48];
+      snprintf(seg, sizeof seg, "%s/%d", lists[k], i);
+      size_t old = js_push_path(c, seg);
+      ok = (k < 3 || left_walk(w, x, false, 0)) && scan(w, x, depth + 1);
+      js_pop_path(c, old);
+    }
+  }
+  for (int k = 0; k < 3 && ok; k++) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, singles[k]);
+    if (!cJSON_IsObject(x)) continue;
+    size_t old = js_push_path(c, singles[k]);
+    ok = left_walk(w, x, false, 0) && scan(w, x, depth + 1);
+    js_pop_path(c, old);
+  }
+  const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+  for (const cJSON *x = cJSON_IsObject(props) ? props->child : NULL; ok && x; x = x->next) {
+    size_t old = js_push_path(c, "properties");
+    js_push_path(c, x->string);
+    ok = left_walk(w, x, false, 0) && scan(w, x, depth + 1);
+    js_pop_path(c, old);
+  }
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+  int why = 0;
+  const cJSON *t = ok && cJSON_IsString(ref) ? pointer(c->root, ref->valuestring, &why) : NULL;
+  if (t && !in_set(w->seen, w->n_seen, t)) {
+    char saved[sizeof c->path];
+    memcpy(saved, c->path, sizeof saved);
+    snprintf(c->path, sizeof c->path, "%s", ref->valuestring);
+    ok = add_set(c, &w->seen, &w->n_seen, &w->cap_seen, t) && scan(w, t, depth + 1);
+    memcpy(c->path, saved, sizeof saved);
+  }
+  return ok;
+}
+
+bool js_check_ref_cycles(js_ctx *c) {
+  js_cycles w = {.c = c};
+  bool ok = left_walk(&w, c->root, false, 0) && scan(&w, c->root, 0);
+  free(w.done);
+  free(w.seen);
+  return ok;
 }
 
 cJSON *js_own(js_ctx *c, cJSON *x) {

@@ -6,7 +6,10 @@ llama, Gemma's and Qwen3.5's stored 1 + w, gpt-oss's split and transposed
 experts, Qwen3.5's tiled value heads and -exp(A_log)) and writes
 model.safetensors next to the config and tokenizer files of
 tests/fixtures/hf/<arch> (save_pretrained's). to_mxfp4 writes experts as
-gpt-oss's released checkpoints store them (MXFP4 blocks and scales)."""
+gpt-oss's released checkpoints store them (MXFP4 blocks and scales);
+fuse_experts turns a folder's per-expert tensors into transformers' fused
+3-D ones (save_pretrained(save_original_format=False)'s layout, or its x @ W
+transpose)."""
 import json
 import pathlib
 import shutil
@@ -54,6 +57,47 @@ def _field(reader, key):
 def _field_str(reader, key):
     f = reader.fields[key]
     return bytes(f.parts[f.data[0]]).decode()
+
+
+def read_safetensors(path):
+    """name -> float32 array of an F32 model.safetensors."""
+    data = pathlib.Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    return {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], "<f4").reshape(v["shape"])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def fuse_experts(folder, out, transposed=False):
+    """A copy of an F32 folder with each layer's per-expert matrices fused
+    as transformers' MoE modules hold them (what save_pretrained writes with
+    save_original_format=False): mlp.experts.gate_up_proj [E][2 ff][n_embd]
+    (each expert's gate rows, then its up rows) and mlp.experts.down_proj
+    [E][n_embd][ff]; Mixtral's block_sparse_moe. renamed mlp. as its
+    router is. transposed: both as x @ W products ([E][n_embd][2 ff],
+    [E][ff][n_embd]), as some published checkpoints store them."""
+    import re
+    out = pathlib.Path(out)
+    shutil.copytree(folder, out)
+    t = read_safetensors(out / "model.safetensors")
+    fused, parts = {}, {}
+    kinds = {"gate_proj": 0, "up_proj": 1, "down_proj": 2, "w1": 0, "w3": 1, "w2": 2}
+    for name, w in t.items():
+        name = name.replace(".block_sparse_moe.", ".mlp.")
+        m = re.fullmatch(r"(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(\w+)\.weight", name)
+        if m:
+            parts.setdefault(m[1], {})[(kinds[m[3]], int(m[2]))] = w
+        else:
+            fused[name] = w
+    for p, d in parts.items():
+        n_e = 1 + max(e for _, e in d)
+        stack = [np.stack([d[(k, e)] for e in range(n_e)]) for k in range(3)]
+        gate_up, down = np.concatenate(stack[:2], axis=1), stack[2]
+        if transposed:
+            gate_up, down = gate_up.transpose(0, 2, 1), down.transpose(0, 2, 1)
+        fused[p + ".gate_up_proj"], fused[p + ".down_proj"] = gate_up, down
+    write_safetensors(out / "model.safetensors", fused)
+    return out
 
 
 def write_safetensors(path, tensors):

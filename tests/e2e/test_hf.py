@@ -23,7 +23,7 @@ import pytest
 import gguf
 
 from conftest import BUILD, FIXTURES
-from hf_folder import HF, write_f32_folder
+from hf_folder import HF, fuse_experts, read_safetensors, write_f32_folder
 from test_arch_parity import relative_error, run_eval
 
 TINY = FIXTURES / "tiny"
@@ -81,15 +81,46 @@ def test_folder_matches_transformers(arch, tmp_path):
     the same seeded models (tests/fixtures/tiny/<arch>.logits.npz, made by
     scripts/make-tiny-models.py; scripts/make-hf-fixtures.py checks the
     folder's tensors are save_pretrained's), every sequence length."""
-    folder = write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    _check_transformers_logits(write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch), arch, tmp_path)
+
+
+def _check_transformers_logits(folder, arch, tmp_path, label=""):
+    """folder's logits (F32 cache, cpu) within 1e-4 of transformers' in
+    tests/fixtures/tiny/<arch>.logits.npz, every sequence."""
     data = np.load(TINY / f"{arch}.logits.npz")
     n = len([k for k in data if k.startswith("ids")])
     got = run_eval("logits", folder, [data[f"ids{i}"] for i in range(n)], tmp_path / "d",
                    ("--kv-type", "f32", "--backend", "cpu"))
     for i in range(n):
         err = relative_error(got[i], data[f"logits{i}"])
-        print(f"\n  {arch} seq{i}: rel err {err:.2e}")
+        print(f"\n  {arch}{label} seq{i}: rel err {err:.2e}", end="")
         assert err <= 1e-4
+
+
+MOE = ("qwen3moe", "mixtral", "qwen35moe")
+
+
+@pytest.mark.parametrize("layout", ["fused", "fused-xw"])
+@pytest.mark.parametrize("arch", MOE)
+def test_fused_experts_folder(arch, layout, tmp_path):
+    """The MoE folders with transformers' fused 3-D experts (fuse_experts:
+    save_pretrained(save_original_format=False)'s layout, checked by
+    scripts/make-hf-fixtures.py; "fused-xw": its x @ W transpose, as some
+    published checkpoints store them) against transformers' logits of the
+    seeded model (tests/fixtures/tiny/<arch>.logits.npz, 1e-4), every
+    sequence; `pasada convert` of it writes the per-expert folder's GGUF
+    file byte for byte. The per-expert folder: written from the GGUF
+    (qwen3moe, mixtral), save_pretrained's committed one (qwen35moe); the
+    tiny qwen35moe's hidden size is twice its expert width, so its
+    gate_up_proj is square and down_proj tells the orientation."""
+    per_expert = HF / arch if arch == "qwen35moe" else write_f32_folder(TINY / f"{arch}.gguf", arch, tmp_path / arch)
+    fused = fuse_experts(per_expert, tmp_path / layout / arch, transposed=layout == "fused-xw")
+    names = read_safetensors(fused / "model.safetensors")
+    assert not any(".experts.0." in n for n in names) and "model.layers.0.mlp.experts.gate_up_proj" in names
+    _check_transformers_logits(fused, arch, tmp_path, " " + layout)
+    pasada("convert", per_expert, tmp_path / "per-expert.gguf")
+    pasada("convert", fused, tmp_path / "fused.gguf")
+    assert (tmp_path / "per-expert.gguf").read_bytes() == (tmp_path / "fused.gguf").read_bytes()
 
 
 def test_qwen35_multimodal_folder_reads_its_text_model(tmp_path):
@@ -107,7 +138,7 @@ def test_qwen35_multimodal_folder_reads_its_text_model(tmp_path):
            "tie_word_embeddings": text["tie_word_embeddings"]}
     (mm / "config.json").write_text(json.dumps(cfg))
     t = {n.replace("model.", "model.language_model.", 1) if n.startswith("model.") else n: v
-         for n, v in _read_safetensors(mm / "model.safetensors").items()}
+         for n, v in read_safetensors(mm / "model.safetensors").items()}
     t["model.visual.patch_embed.proj.weight"] = np.ones((32, 3, 2, 2, 2), np.float32)[..., 0]
     t["mtp.fc.weight"] = np.ones((64, 128), np.float32)
     write_safetensors(mm / "model.safetensors", t)
@@ -132,7 +163,7 @@ def test_gpt_oss_mxfp4_folder(tmp_path):
     from hf_folder import to_mxfp4, write_safetensors
     folder = write_f32_folder(TINY / "gpt-oss.gguf", "gpt-oss", tmp_path / "mx")
     deq = write_f32_folder(TINY / "gpt-oss.gguf", "gpt-oss", tmp_path / "deq")
-    t, d = _read_safetensors(folder / "model.safetensors"), _read_safetensors(deq / "model.safetensors")
+    t, d = read_safetensors(folder / "model.safetensors"), read_safetensors(deq / "model.safetensors")
     want = {}
     for name in [n for n in t if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
         blocks, scales, values = to_mxfp4(np.ascontiguousarray(t.pop(name).transpose(0, 2, 1)))
@@ -449,15 +480,6 @@ def test_convert_writes_yarn_keys(tmp_path):
     assert res.returncode == 1 and len(lines) == 1 and "'mscale' is not supported" in lines[0], res.stderr
 
 
-def _read_safetensors(path):
-    import struct
-    data = path.read_bytes()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    return {k: np.frombuffer(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], "<f4").reshape(v["shape"])
-            for k, v in header.items() if k != "__metadata__"}
-
-
 @pytest.mark.parametrize("case", ["norm-topk-false", "expert-missing", "long-factor-short", "fused-moe-layout"])
 def test_unsupported_or_broken_family_folder_is_one_line(case, tmp_path):
     """Folders of the MoE and Phi-3 families with one thing pasada cannot
@@ -474,13 +496,13 @@ def test_unsupported_or_broken_family_folder_is_one_line(case, tmp_path):
         cfg["rope_parameters"]["long_factor"].pop()
         hint = "long_factor"
     else:
-        t = _read_safetensors(st)
+        t = read_safetensors(st)
         if case == "expert-missing":
             del t["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
             hint = "expert 3 of layer 1 is missing"
-        else:  # the 3-D gate_up_proj of transformers' fused experts
+        else:  # transformers' fused 3-D experts beside the per-expert ones
             t["model.layers.0.mlp.experts.gate_up_proj"] = np.zeros((7, 80, 64), np.float32)
-            hint = "gate_up_proj"
+            hint = "gate_up_proj' fuses layer 0's experts"
         write_safetensors(st, t)
     (folder / "config.json").write_text(json.dumps(cfg))
     res = pasada("info", "-m", folder, check=False)

@@ -12,7 +12,7 @@ from test_malformed import SANITIZER_MARKS, run_cli
 
 CORPUS_DIR = FIXTURES / "malformed-hf"
 CORPUS = sorted(p.name for p in CORPUS_DIR.iterdir() if p.is_dir() and not p.name.startswith("valid"))
-VALID = ("valid", "valid-gpt-oss", "valid-qwen35")  # llama's, and the gpt-oss and Qwen3.5 cases' bases
+VALID = ("valid", "valid-gpt-oss", "valid-qwen35", "valid-qwen3moe")  # llama's, and the families' cases' bases
 
 # What the one line must mention (all of, case-insensitive): the file and the defect.
 HINTS = {
@@ -77,6 +77,13 @@ HINTS = {
     "q35-q-proj-no-gate": ["blk.1.attn_q.weight", "shape"],
     "q35-layer-types-unsupported": ["config.json", "layer_types[0]"],
     "q35-value-heads-not-multiple": ["config.json", "value heads"],
+    "moe-gate-up-wrong-shape": ["mlp.experts.gate_up_proj", "is not [2 experts][4][8] or, as x @ w, [2 experts][8][4]"],
+    "moe-gate-up-2d": ["mlp.experts.gate_up_proj", "2 dims"],
+    "moe-down-proj-expert-count": ["mlp.experts.down_proj", "is not [2 experts][8][2]"],
+    "moe-down-proj-missing": ["mlp.experts.gate_up_proj", "no down_proj"],
+    "moe-orientation-mixed": ["mlp.experts.down_proj", "x @ w", "gate_up_proj"],
+    "moe-fused-and-per-expert": ["mlp.experts.gate_up_proj", "experts.0.up_proj.weight", "one by one"],
+    "moe-past-the-layers": ["model.layers.1.mlp.experts.down_proj", "past the 1 layers"],
 }
 RUNS = [("release", "info"), ("asan", "info"), ("release", "run")]
 

@@ -162,16 +162,64 @@ def test_errors_name_the_problem(pasada_bin, smollm2, tmp_path):
     left.write_text('root ::= root "a" | "b"\n')
     assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--grammar", left), "left-recursive")
     # a schema that refers to itself without consuming anything has no
-    # finite instance: one line, from the grammar's recursion check
+    # finite instance: one line naming the $ref chain (test_ref_cycles)
     loop = write_schema(tmp_path, "loop", {"$ref": "#"})
     assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", loop),
-                          "can never complete")
+                          'json_schema: $ref cycle through "#" matches no finite value')
     notjson = tmp_path / "x.json"
     notjson.write_text("{")
     assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", notjson),
                           "not valid JSON")
     both = run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--grammar", bad, "--json-schema", notjson)
     assert both.returncode == 2
+
+
+# $ref chains that reach their own start before any input (through $ref,
+# allOf, anyOf, oneOf): refused by the schema converter, naming the chain
+# and where it is entered; recursion under properties / items stays allowed.
+REF_CYCLES = [
+    ({"$ref": "#"}, '$ref cycle through "#" matches no finite value (at #)'),
+    ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+     '$ref cycle through "#/$defs/a" -> "#/$defs/b" matches no finite value (at #)'),
+    ({"allOf": [{"$ref": "#"}]}, '$ref cycle through "#" matches no finite value'),
+    ({"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}},
+      "$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"oneOf": [{"$ref": "#/$defs/a"}]}}},
+     '$ref cycle through "#/$defs/a" -> "#/$defs/b" matches no finite value (at #/properties/x)'),
+    ({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"},
+     '$ref cycle through "#/$defs/a" reaches itself before any input'),
+]
+
+
+@pytest.mark.parametrize("schema,message", REF_CYCLES, ids=lambda x: None if isinstance(x, dict) else x[:40])
+def test_ref_cycles(pasada_bin, smollm2, tmp_path, schema, message):
+    path = write_schema(tmp_path, "cycle", schema)
+    assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", path),
+                          "json_schema: " + message)
+
+
+def test_ref_cycles_server(pasada_bin, smollm2):
+    """The server answers a response_format whose schema has a $ref cycle
+    with a 400 in the API's error shape naming the chain; a tree schema
+    (recursion under items) still constrains the output."""
+    import requests
+    from test_server import Server, assert_error
+    srv = Server(pasada_bin, smollm2)
+    try:
+        for schema, message in REF_CYCLES[:2]:
+            body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                    "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+            r = requests.post(srv.url + "/v1/chat/completions", json=body, timeout=60)
+            err = assert_error(r, 400)
+            assert err["type"] == "invalid_request_error" and message in err["message"], err
+        tree = case("recursive tree")["schema"]
+        body = {"messages": [{"role": "user", "content": "A tree, please."}], "max_tokens": 60, "temperature": 0,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": tree}}}
+        r = requests.post(srv.url + "/v1/chat/completions", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        if r.json()["choices"][0]["finish_reason"] == "stop":
+            jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), tree)
+    finally:
+        srv.stop()
 
 
 def test_bench_constrained(pasada_bin, smollm2, tmp_path):

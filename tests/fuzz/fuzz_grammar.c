@@ -79,10 +79,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *src = gbnf ? gbnf : text;
   int st = pasada_grammar_create(tok, src, gbnf ? strlen(gbnf) : len, NULL, &g);
   if (st) {
-    /* a schema's grammar may still hit the automaton limits, or recurse
-     * without consuming anything (a $ref back to itself, as {"$ref": "#"}:
-     * the schema has no finite instance, and the grammar's recursion check
-     * is what says so), nothing else */
+    /* a schema's grammar may still hit the automaton limits, or never
+     * complete though every recursion consumes input (a required property
+     * whose schema is the object's own, as {"properties": {"a": {"$ref":
+     * "#"}}, "required": ["a"]}: no finite instance, and the grammar's
+     * check is what says so), nothing else; a $ref chain that recurses
+     * before consuming anything is the converter's 400 (left recursion
+     * here would be a bug) */
     if (st != PASADA_ERR_ARG || !pasada_last_error()[0] ||
         (gbnf && !strstr(pasada_last_error(), "exceeds") && !strstr(pasada_last_error(), "too large") &&
          !strstr(pasada_last_error(), "can never complete"))) {
