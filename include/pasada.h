@@ -495,7 +495,8 @@ typedef struct {
                                   mixture of experts the router and the n_used experts a token
                                   reads, not every expert) */
   int64_t n_params_output;     /* elements of the output matrix (the embedding when tied) */
-  int64_t bytes_layers;        /* bytes of those layer matrices */
+  int64_t bytes_layers;        /* bytes of those layer matrices, their biases (the n_used experts'
+                                  of a mixture) and gpt-oss's attention sinks */
   int64_t bytes_output;        /* bytes of the output matrix */
   int64_t bytes_embd_row;      /* bytes of one row of token_embd */
   int64_t bytes_file_tensors;  /* bytes of every tensor in the file */

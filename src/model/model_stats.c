@@ -2,8 +2,8 @@
  * the bytes of weights a token reads, the multiply-adds its matrix products
  * and its attention do, and the KV rows attention reads. Read-only use of the
  * model's structs (model/model.h); the numbers follow the forward pass of
- * llama.c / gemma3.c (every layer matrix once per token, of a mixture of
- * experts the router and n_expert_used experts, the output matrix
+ * llama.c / gemma3.c (every layer matrix and its bias once per token, of a
+ * mixture of experts the router and n_expert_used experts, the output matrix
  * once per token whose logits are wanted, one embedding row per token). */
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +14,11 @@ static void matrix_add(const pa_matrix *w, int64_t *params, int64_t *bytes) {
   if (!w->data) return;
   *params += w->rows * w->cols;
   *bytes += (int64_t)pa_matrix_bytes(w);
+}
+
+/* The F32 bias of a product with w's rows, when the layer has one. */
+static int64_t bias_bytes(const float *b, const pa_matrix *w) {
+  return b ? w->rows * (int64_t)sizeof(float) : 0;
 }
 
 void pasada_model_get_stats(const pasada_model *m, pasada_model_stats *out) {
@@ -33,9 +38,18 @@ void pasada_model_get_stats(const pasada_model *m, pasada_model_stats *out) {
       out->bytes_layers += bytes;
       if (mats[i]->data && (unsigned)mats[i]->type < PA_TYPE_COUNT) by_type[mats[i]->type] += bytes;
     }
+    /* the products' biases (qwen2, bert, gpt-oss) and gpt-oss's sinks */
+    out->bytes_layers += bias_bytes(L->bq, &L->wq) + bias_bytes(L->bk, &L->wk) + bias_bytes(L->bv, &L->wv) +
+                         bias_bytes(L->bo, &L->wo) + bias_bytes(L->b_up, &L->w_up) +
+                         bias_bytes(L->b_down, &L->w_down) + bias_bytes(L->router_b, &L->router) +
+                         (L->attn_sinks ? hp->n_head * (int64_t)sizeof(float) : 0);
     if (!L->exp_gate) continue;
-    /* experts: the router and n_expert_used experts (what a token reads) */
+    /* experts: the router and n_expert_used experts (what a token reads),
+     * with their biases (gpt-oss) */
     matrix_add(&L->router, &out->n_params_layers, &out->bytes_layers);
+    out->bytes_layers += hp->n_expert_used * (bias_bytes(L->exp_gate_b, &L->exp_gate[0]) +
+                                              bias_bytes(L->exp_up_b, &L->exp_up[0]) +
+                                              bias_bytes(L->exp_down_b, &L->exp_down[0]));
     const pa_matrix *ex[] = {&L->exp_gate[0], &L->exp_up[0], &L->exp_down[0]};
     for (int i = 0; i < 3; i++) {
       int64_t params = 0, bytes = 0;
