@@ -2,7 +2,8 @@
 """make-tiny-models.py: tiny random models and their reference logits, for the
 architecture parity tests (tests/e2e/test_arch_parity.py).
 
-For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, the
+For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4 (and
+gemma4ple: with per-layer inputs), the
 hybrid qwen35, and the mixtures of experts qwen3moe, mixtral, gpt-oss and
 qwen35moe, mixtral a GGUF of arch "llama" with experts) this builds a tiny, seeded,
 randomly initialised model with transformers' own configuration and model
@@ -114,6 +115,15 @@ ARCHS = {
                    global_head_dim=32, global_kv_heads=1,
                    layer_types=["sliding_attention", "sliding_attention", "full_attention",
                                 "sliding_attention", "sliding_attention", "full_attention"]),
+    # gemma4ple: gemma4's model with per-layer inputs (Gemma 4 E2B/E4B's
+    # hidden_size_per_layer_input, 8 per layer here: a token table of
+    # 6 x 8 per token, the embedding's projection to it, and per layer a
+    # gate to 8 and a projection back with its norm); a GGUF of arch gemma4.
+    "gemma4ple": dict(vocab=281, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0, sliding_window=8,
+                      final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
+                      global_head_dim=32, global_kv_heads=1, per_layer=8,
+                      layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                   "sliding_attention", "sliding_attention", "full_attention"]),
     # qwen35 (Qwen3.5): 4 layers, three Gated DeltaNet linear-attention
     # layers and one full-attention layer (full_attention_interval 4); the
     # linear layers have 2 key heads of 16 and 4 value heads of 24 (so the
@@ -197,14 +207,15 @@ def make_config(arch, spec):
             **common, query_pre_attn_scalar=common["head_dim"], sliding_window=spec["sliding_window"],
             rope_parameters=rope, attn_logit_softcapping=spec["attn_softcap"],
             final_logit_softcapping=spec["final_softcap"])
-    if arch == "gemma4":
+    if arch in ("gemma4", "gemma4ple"):
         return transformers.Gemma4TextConfig(
             **common, global_head_dim=spec["global_head_dim"], num_global_key_value_heads=spec["global_kv_heads"],
             sliding_window=spec["sliding_window"], layer_types=spec["layer_types"],
             rope_parameters={"full_attention": {"rope_type": "proportional", "rope_theta": spec["rope_theta"],
                                                 "partial_rotary_factor": spec["partial_rotary"]},
                              "sliding_attention": {"rope_type": "default", "rope_theta": spec["rope_local"]}},
-            final_logit_softcapping=spec["final_softcap"], hidden_size_per_layer_input=0,
+            final_logit_softcapping=spec["final_softcap"],
+            hidden_size_per_layer_input=spec.get("per_layer", 0), vocab_size_per_layer_input=spec["vocab"],
             attention_k_eq_v=True, num_kv_shared_layers=spec["kv_shared"], use_double_wide_mlp=True,
             hidden_activation="gelu_pytorch_tanh")
     if arch == "phi3":
@@ -246,7 +257,7 @@ def make_config(arch, spec):
 # whose committed fixtures were drawn at another: the mixtures of experts at
 # 4 and 5 (as gemma2 and phi3 were), gpt-oss, gemma4 and qwen35 at 8
 # (distinct models, so sharing an offset is fine).
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8, "qwen35moe": 9}
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8, "qwen35moe": 9, "gemma4ple": 10}
 
 
 def seed_index(arch, k):
@@ -259,7 +270,7 @@ def model_class(arch):
             "gemma2": transformers.Gemma2ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM,
             "gpt-oss": transformers.GptOssForCausalLM,
-            "gemma4": transformers.Gemma4ForCausalLM,
+            "gemma4": transformers.Gemma4ForCausalLM, "gemma4ple": transformers.Gemma4ForCausalLM,
             "qwen35": transformers.Qwen3_5ForCausalLM, "qwen35moe": transformers.Qwen3_5MoeForCausalLM}[arch]
 
 
@@ -302,7 +313,7 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[2]))
             else:
                 raise RuntimeError(f"unexpected parameter {name}")
-        if arch == "gemma4":  # the layer scalars are buffers: random too, so they are tested
+        if arch in ("gemma4", "gemma4ple"):  # the layer scalars are buffers: random too, so they are tested
             for layer in model.model.layers:
                 layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=gen))
         if not model.config.tie_word_embeddings:
@@ -411,13 +422,15 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     num_global_key_value_heads), the sliding pattern
     as bools, shared_kv_layers, the double-wide layers' widths as an array,
     rope_freqs freezing the global layers' unrotated pairs (1e30), the
-    layer scalars as blk.N.layer_output_scale; no V where k_eq_v."""
+    layer scalars as blk.N.layer_output_scale; no V where k_eq_v; with
+    per-layer inputs their token table, the embedding's projection and its
+    norm, and per layer inp_gate, proj and post_norm."""
     n_layer, hd, hd_full = cfg.num_hidden_layers, COMMON["head_dim"], spec["global_head_dim"]
     swa = [t == "sliding_attention" for t in cfg.layer_types]
     kv_heads = [COMMON["num_key_value_heads"] if s else spec["global_kv_heads"] for s in swa]
     first_shared = n_layer - cfg.num_kv_shared_layers
     ff = [cfg.intermediate_size * (2 if i >= first_shared else 1) for i in range(n_layer)]
-    w = start_gguf(path, "gemma4", "gemma4", cfg, ff, hd_full, kv_heads)
+    w = start_gguf(path, "gemma4", path.stem, cfg, ff, hd_full, kv_heads)
     w.add_key_length_swa(hd)
     w.add_value_length_swa(hd)
     w.add_rope_dimension_count(hd_full)
@@ -428,7 +441,8 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     w.add_sliding_window(cfg.sliding_window)
     w.add_sliding_window_pattern(swa)
     w.add_shared_kv_layers(cfg.num_kv_shared_layers)
-    w.add_embedding_length_per_layer_input(0)
+    P = cfg.hidden_size_per_layer_input or 0
+    w.add_embedding_length_per_layer_input(P)
     w.add_final_logit_softcapping(spec["final_softcap"])
     w.add_vocab_size(cfg.vocab_size)
     add_tokenizer(w, cfg.vocab_size)
@@ -438,8 +452,16 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     n_rot = int(hd_full * spec["partial_rotary"] / 2)
     w.add_tensor("rope_freqs.weight", np.asarray([1.0] * n_rot + [1e30] * (hd_full // 2 - n_rot), dtype=np.float32))
     w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
+    if P:
+        w.add_tensor("per_layer_token_embd.weight", t("model.embed_tokens_per_layer.weight"))
+        w.add_tensor("per_layer_model_proj.weight", t("model.per_layer_model_projection.weight"))
+        w.add_tensor("per_layer_proj_norm.weight", t("model.per_layer_projection_norm.weight"))
     for i in range(n_layer):
         p, b = f"model.layers.{i}.", f"blk.{i}."
+        if P:
+            w.add_tensor(b + "inp_gate.weight", t(p + "per_layer_input_gate.weight"))
+            w.add_tensor(b + "proj.weight", t(p + "per_layer_projection.weight"))
+            w.add_tensor(b + "post_norm.weight", t(p + "post_per_layer_input_norm.weight"))
         w.add_tensor(b + "attn_norm.weight", t(p + "input_layernorm.weight"))
         w.add_tensor(b + "attn_q.weight", t(p + "self_attn.q_proj.weight"))
         w.add_tensor(b + "attn_q_norm.weight", t(p + "self_attn.q_norm.weight"))
@@ -459,7 +481,7 @@ def write_gguf_gemma4(path, cfg, spec, sd):
 
 
 def write_gguf(path, arch, cfg, spec, sd):
-    if arch == "gemma4":
+    if arch in ("gemma4", "gemma4ple"):
         return write_gguf_gemma4(path, cfg, spec, sd)
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
@@ -676,7 +698,11 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
         variants.update({**window, **all_global,
                          "no attention soft-cap": dict(attn_softcap=0.0),
                          "no final soft-cap": dict(final_softcap=0.0)})
-    if arch == "gemma4":
+    if arch == "gemma4ple":
+        variants.update({"no per-layer inputs": dict(per_layer="none"),
+                         "per-layer inputs without the token table": dict(per_layer="no_token"),
+                         "per-layer inputs normed over all layers at once": dict(per_layer="one_norm")})
+    if arch in ("gemma4", "gemma4ple"):
         variants.update({**window,
                          "local RoPE base = global": dict(local_base=1e6),
                          "no final soft-cap": dict(final_softcap=0.0),
@@ -784,7 +810,7 @@ def main():
         randomize(model, arch, gen)
         if cfg.tie_word_embeddings:
             assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-        if arch == "gemma4":
+        if arch in ("gemma4", "gemma4ple"):
             assert cfg.kv_sharing_modes == [None, None, "store", "store", "reuse", "reuse"], cfg.kv_sharing_modes
             assert model.model.layers[2].self_attn.v_proj is None and model.model.layers[4].mlp.intermediate_size == 128
         if arch == "gemma3":

@@ -103,6 +103,11 @@ typedef struct {
    * over its q, k and v channels (ssm_conv 0: no recurrent layers) */
   bool recurrent[PA_MAX_LAYERS];
   int32_t ssm_conv, ssm_k_heads, ssm_v_heads, ssm_k_dim, ssm_v_dim;
+  /* per-layer inputs (gemma4 E2B/E4B: embedding_length_per_layer_input;
+   * 0: none): each token has n_embd_per_layer floats per layer in buffer
+   * PLE (n_layer * n_embd_per_layer per token), computed once from the
+   * embedding and read by every layer */
+  int32_t n_embd_per_layer;
 } pa_hparams;
 
 /* The attention shape of layer l: its KV heads (n_head query heads in
@@ -167,6 +172,7 @@ typedef enum {
   PA_BUF_Q, PA_BUF_K, PA_BUF_V,
   PA_BUF_ATT, /* attention's output, the input of Wo */
   PA_BUF_H1, PA_BUF_H2, /* the FFN's gate and up projections */
+  PA_BUF_PLE, /* the per-layer inputs (hp->n_embd_per_layer > 0; else 0 wide) */
   PA_BUF_COUNT
 } pa_buf;
 
@@ -363,6 +369,19 @@ typedef struct {
   void (*add)(pa_bctx *bc, pa_buf x, pa_buf y, int64_t n, int32_t n_tok);
   /* x[t] *= s, rows of n floats (gemma4's per-layer output scalar) */
   void (*scale)(pa_bctx *bc, pa_buf x, float s, int64_t n, int32_t n_tok);
+  /* The token part of the per-layer inputs: rows of table->cols floats,
+   *   PLE[t] = (PLE[t] + row token[t] of table * scale) * out_scale
+   * in float, in that order (the row times scale rounded, then the sum, then
+   * the product). The table is read where the file maps it (any type
+   * pa_matrix_get_row reads; it is never uploaded), its rows exist (the
+   * loader checks). NULL: the backend runs no model with per-layer inputs. */
+  void (*per_layer_embed)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matrix *table, float scale,
+                          float out_scale);
+  /* x[t][i] = gelu_tanh(x[t][i]) * y[t * y_stride + y_off + i] for i < n
+   * (x's rows n wide; gelu_tanh(g) * u as the gate of pa_matmul_desc's
+   * PA_GATE_GELU_TANH computes it): a layer's gate times its slice of
+   * the per-layer inputs */
+  void (*gelu_mul)(pa_bctx *bc, pa_buf x, pa_buf y, int64_t n, int64_t y_stride, int64_t y_off, int32_t n_tok);
   void (*matmul)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matmul_desc *d);
   /* ATT = causal attention of Q over the cache of `layer` (every token's own
    * K and V already stored), over the last `window` positions when window
@@ -400,7 +419,8 @@ typedef struct {
    * (pasada_context_params.pooling) */
   void (*hidden)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, float *hidden);
   /* The ops that follow, up to the next call, are those of layer `layer`
-   * (hp->n_layer: the output); the model code calls it before each layer
+   * (hp->n_layer: the output; -1: the embedding stage after the embed op,
+   * e.g. the per-layer inputs); the model code calls it before each layer
    * and before the logits. A backend that splits the model by layers
    * (src/backend/split) routes ops by it; NULL: the backend needs no
    * telling. */

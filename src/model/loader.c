@@ -563,12 +563,13 @@ static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   for (int i = 0; i < m->hp.n_layer; i++) {
     pa_layer *L = &m->layers[i];
     pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router,
-                         &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+                         &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->ple_gate, &L->ple_proj};
     for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
       if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate, a mixture no dense FFN */
     for (int e = 0; L->exp_gate && e < 3 * m->hp.n_expert; e++) out[n++] = &L->exp_gate[e];
   }
   out[n++] = m->output.data == m->tok_embd.data ? &m->tok_embd : &m->output;
+  if (m->ple_model_proj.data) out[n++] = &m->ple_model_proj; /* the per-layer token table keeps its layout */
   return n;
 }
 
@@ -646,7 +647,7 @@ static size_t slot_bytes(const pa_matrix *w, pa_layout to) {
 
 int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   if (pa_env_no_repack()) return PASADA_OK;
-  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (14 + 3 * (size_t)m->hp.n_expert) + 1, sizeof *mats);
+  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (17 + 3 * (size_t)m->hp.n_expert) + 2, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
   /* When any matrix is repacked, the others are copied beside it as they

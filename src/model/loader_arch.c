@@ -144,9 +144,10 @@ int ld_gemma4_hparams(struct pa_model *m) {
       (rc = ld_check_range("attention.shared_kv_layers", shared, 0, n_layer - 1)))
     return rc;
   hp->sliding_window = (int32_t)window;
-  if (per_layer > 0)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: per-layer embeddings (embedding_length_per_layer_input %u) "
-                    "are not supported", per_layer);
+  if (per_layer > 0 && ((uint64_t)per_layer > 8192 || (uint64_t)per_layer * n_layer > (1u << 20)))
+    return pa_error(PASADA_ERR_FORMAT, "gemma4: embedding_length_per_layer_input %u over %u layers is out of "
+                    "range (at most 8192 per layer, 1048576 in all)", per_layer, n_layer);
+  hp->n_embd_per_layer = (int32_t)per_layer;
   if (n_expert > 0)
     return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: the mixture-of-experts variant (expert_count %u) is not "
                     "supported", n_expert);
@@ -272,7 +273,10 @@ int ld_bert(struct pa_model *m) {
  * head norm where the layer stores its own KV (v absent: V is K's
  * projection, attention_k_eq_v), norms before and after the attention and
  * the FFN, and layer_output_scale, a scalar. The KV-sharing layers'
- * k and v tensors, if present, are not read. */
+ * k and v tensors, if present, are not read. With per-layer inputs
+ * (n_embd_per_layer P > 0): per_layer_token_embd [n_vocab][n_layer * P],
+ * per_layer_model_proj [n_layer * P][n_embd], per_layer_proj_norm [P], and
+ * per layer inp_gate [P][n_embd], proj [n_embd][P], post_norm [n_embd]. */
 int ld_gemma4(struct pa_model *m) {
   const pa_hparams *hp = &m->hp;
   const int64_t E = hp->n_embd, HD_MAX = pa_attn_max(hp).head_dim;
@@ -281,6 +285,13 @@ int ld_gemma4(struct pa_model *m) {
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->ones || !m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
   for (int64_t i = 0; i < HD_MAX; i++) m->ones[i] = 1.0f;
+  /* per-layer inputs: the token table of n_layer slices of P per token,
+   * the embedding's projection to them and their norm */
+  const int64_t P = hp->n_embd_per_layer, LP = (int64_t)hp->n_layer * P;
+  if (P > 0 && ((rc = ld_get_matrix(m, "per_layer_token_embd.weight", LP, hp->n_vocab, true, &m->ple_embd)) ||
+                (rc = ld_get_matrix(m, "per_layer_model_proj.weight", E, LP, true, &m->ple_model_proj)) ||
+                (rc = ld_get_vector(m, "per_layer_proj_norm.weight", P, true, &m->ple_proj_norm))))
+    return rc;
   for (int i = 0; i < hp->n_layer; i++) {
     pa_layer *L = &m->layers[i];
     const int64_t F = m->ff_layer[i];
@@ -308,6 +319,10 @@ int ld_gemma4(struct pa_model *m) {
       if (!L->wv.data) L->wv = L->wk;
       L->v_norm = m->ones;
     }
+    if (P > 0 && ((rc = ld_get_matrix(m, NAME("inp_gate.weight"), E, P, true, &L->ple_gate)) ||
+                  (rc = ld_get_matrix(m, NAME("proj.weight"), P, E, true, &L->ple_proj)) ||
+                  (rc = ld_get_vector(m, NAME("post_norm.weight"), E, true, &L->ple_norm))))
+      return rc;
     float *scale = NULL;
     if ((rc = ld_get_vector(m, NAME("layer_output_scale.weight"), 1, false, &scale))) return rc;
     L->out_scale = scale ? scale[0] : 1.0f;

@@ -52,6 +52,11 @@ typedef struct {
    * its product scales the shared expert, whose matrices are w_gate, w_up
    * and w_down, n_ff wide) */
   pa_matrix shexp_gate;
+  /* gemma4's per-layer inputs (hp.n_embd_per_layer > 0): the gate
+   * (n_embd -> n_embd_per_layer), the projection back (-> n_embd) and its
+   * norm (n_embd) */
+  pa_matrix ple_gate, ple_proj;
+  float *ple_norm;
   float *ssm_conv, *ssm_a, *ssm_dt, *ssm_norm;
   void *q_split;
 } pa_layer;
@@ -83,6 +88,11 @@ struct pa_model {
   float *rope_long, *rope_short;
   int32_t n_ctx_orig;
   pa_yarn yarn;
+  /* gemma4's per-layer inputs (hp.n_embd_per_layer > 0): the token table
+   * (n_vocab rows of n_layer * n_embd_per_layer), the embedding's
+   * projection to the same width, and the norm of each layer's slice */
+  pa_matrix ple_embd, ple_model_proj;
+  float *ple_proj_norm;
   float *ones;     /* gemma4: ones of the widest head (the weight of V's norm) */
   int32_t ff_layer[PA_MAX_LAYERS]; /* gemma4: each layer's FFN width (its KV-sharing layers may be twice as wide) */
   int32_t kv_heads_layer[PA_MAX_LAYERS]; /* each layer's attention.head_count_kv (gemma4: one per kind) */
