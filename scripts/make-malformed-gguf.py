@@ -293,6 +293,25 @@ def tiny_gemma4():
     return out, ts
 
 
+N_PLE = 6  # per-layer inputs per layer of tiny_gemma4_ple
+
+
+def tiny_gemma4_ple():
+    """tiny_gemma4 with per-layer inputs (Gemma 4 E2B's kind, llama.cpp's
+    names): embedding_length_per_layer_input N_PLE, the token table
+    [n_vocab][2 N_PLE], the embedding's projection, its norm, and per layer
+    inp_gate, proj and post_norm."""
+    kvs, ts = tiny_gemma4()
+    w = f32_tensors(random.Random(20240614))
+    n_vocab = next(t.ne[1] for t in ts if t.name == "token_embd.weight")
+    ts = ts + [w("per_layer_token_embd.weight", [2 * N_PLE, n_vocab]),
+               w("per_layer_model_proj.weight", [N_EMBD, 2 * N_PLE]), w("per_layer_proj_norm.weight", [N_PLE], 1.0)]
+    for i in range(2):
+        ts += [w(f"blk.{i}.inp_gate.weight", [N_EMBD, N_PLE]), w(f"blk.{i}.proj.weight", [N_PLE, N_EMBD]),
+               w(f"blk.{i}.post_norm.weight", [N_EMBD], 1.0)]
+    return kvs + [kv("gemma4.embedding_length_per_layer_input", U32, N_PLE)], ts
+
+
 # ------------------------------------------------------------------ defects
 def replace_kv(kvs, key, entry):
     return [entry if k == key else (k, e) for k, e in kvs]
@@ -506,6 +525,21 @@ def model_cases():
                                                   (U32, [N_HEAD_KV, N_HEAD_KV * 2]))
     cases["model-gemma4-per-layer-embeddings"] = build(
         gkvs + [kv("gemma4.embedding_length_per_layer_input", U32, 8)], gts)[0]
+    # gemma4's per-layer inputs: each tensor's shape, a missing one, the width
+    pkvs, pts = tiny_gemma4_ple()
+    n_vocab = next(t.ne[1] for t in pts if t.name == "token_embd.weight")
+    for name, case, ne in (("per_layer_token_embd.weight", "token-embd-short", [2 * N_PLE, n_vocab - 1]),
+                           ("per_layer_token_embd.weight", "token-embd-narrow", [N_PLE, n_vocab]),
+                           ("per_layer_model_proj.weight", "model-proj-wrong-shape", [N_EMBD, 2 * N_PLE + 1]),
+                           ("per_layer_proj_norm.weight", "proj-norm-wrong-shape", [2 * N_PLE]),
+                           ("blk.1.inp_gate.weight", "inp-gate-wrong-shape", [N_EMBD, N_PLE - 1]),
+                           ("blk.0.proj.weight", "proj-wrong-shape", [N_PLE, N_EMBD // 2])):
+        n = ne[0] * (ne[1] if len(ne) > 1 else 1)
+        cases[f"model-gemma4-ple-{case}"] = build(pkvs, tensor_variant(
+            pts, name, ne=ne, n_dims=len(ne), data=f32_data(random.Random(5), n)))[0]
+    cases["model-gemma4-ple-post-norm-missing"] = build(pkvs, [t for t in pts if t.name != "blk.1.post_norm.weight"])[0]
+    cases["model-gemma4-ple-width-huge"] = build(replace_kv(pkvs, "gemma4.embedding_length_per_layer_input", kv(
+        "gemma4.embedding_length_per_layer_input", U32, 1 << 20)), pts)[0]
     cases["model-gemma4-rope-freqs-nan"] = build(gkvs, tensor_variant(
         gts, "rope_freqs.weight", data=struct.pack("<f", float("nan")) * (N_EMBD // N_HEAD // 2)))[0]
     return cases
@@ -524,6 +558,7 @@ def main():
     (fixtures / "tiny-llama-valid.gguf").write_bytes(valid)
     (fixtures / "tiny-moe-valid.gguf").write_bytes(build(*tiny_moe())[0])
     (fixtures / "tiny-gemma4-valid.gguf").write_bytes(build(*tiny_gemma4())[0])
+    (fixtures / "tiny-gemma4ple-valid.gguf").write_bytes(build(*tiny_gemma4_ple())[0])
     cases = {**format_cases(), **model_cases()}
     for name, data in sorted(cases.items()):
         (out / (name + ".gguf")).write_bytes(data)
