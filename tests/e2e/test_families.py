@@ -1,5 +1,5 @@
-"""`pasada run` and `pasada serve` on the tiny Gemma 2, Phi-3, gpt-oss and Gemma 4 fixtures (gemma4 and gemma4ple, its per-layer-input variant)
-(tests/fixtures/tiny, made by scripts/make-tiny-models.py; their logits are
+"""`pasada run` and `pasada serve` on the tiny Gemma 2, Phi-3, gpt-oss and Gemma 4 fixtures
+(gemma4, and gemma4ple with per-layer inputs; tests/fixtures/tiny, made by scripts/make-tiny-models.py; their logits are
 held to transformers' by test_arch_parity.py).
 
 - `pasada run` loads each and generates on the CPU and on the Vulkan test
