@@ -29,6 +29,7 @@ Usage: make-tiny-models.py [--out tests/fixtures/tiny] [--arch NAME]...
 import argparse
 import importlib.util
 import pathlib
+import re
 import shutil
 import sys
 
@@ -124,6 +125,17 @@ ARCHS = {
                       global_head_dim=32, global_kv_heads=1, per_layer=8,
                       layer_types=["sliding_attention", "sliding_attention", "full_attention",
                                    "sliding_attention", "sliding_attention", "full_attention"]),
+    # gemma4moe: gemma4's model with a mixture of experts beside every
+    # layer's dense FFN (Gemma 4 26B-A4B's enable_moe_block): 4 experts 16
+    # wide of which 2 per token, renormalised, the router reading
+    # rmsnorm(x) * its own scale / sqrt(hidden), each chosen weight times
+    # its expert's scale; the experts' fused gate_up as llama.cpp's
+    # ffn_gate_up_exps; a GGUF of arch gemma4.
+    "gemma4moe": dict(vocab=281, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0, sliding_window=8,
+                      final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
+                      global_head_dim=32, global_kv_heads=1, experts=4, used=2, expert_ff=16,
+                      layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                   "sliding_attention", "sliding_attention", "full_attention"]),
     # qwen35 (Qwen3.5): 4 layers, three Gated DeltaNet linear-attention
     # layers and one full-attention layer (full_attention_interval 4); the
     # linear layers have 2 key heads of 16 and 4 value heads of 24 (so the
@@ -207,8 +219,10 @@ def make_config(arch, spec):
             **common, query_pre_attn_scalar=common["head_dim"], sliding_window=spec["sliding_window"],
             rope_parameters=rope, attn_logit_softcapping=spec["attn_softcap"],
             final_logit_softcapping=spec["final_softcap"])
-    if arch in ("gemma4", "gemma4ple"):
-        return transformers.Gemma4TextConfig(
+    if arch in ("gemma4", "gemma4ple", "gemma4moe"):
+        moe = dict(enable_moe_block=True, num_experts=spec["experts"], top_k_experts=spec["used"],
+                   moe_intermediate_size=spec["expert_ff"]) if "experts" in spec else {}
+        return transformers.Gemma4TextConfig(**moe,
             **common, global_head_dim=spec["global_head_dim"], num_global_key_value_heads=spec["global_kv_heads"],
             sliding_window=spec["sliding_window"], layer_types=spec["layer_types"],
             rope_parameters={"full_attention": {"rope_type": "proportional", "rope_theta": spec["rope_theta"],
@@ -257,7 +271,8 @@ def make_config(arch, spec):
 # whose committed fixtures were drawn at another: the mixtures of experts at
 # 4 and 5 (as gemma2 and phi3 were), gpt-oss, gemma4 and qwen35 at 8
 # (distinct models, so sharing an offset is fine).
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8, "qwen35moe": 9, "gemma4ple": 10}
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8, "qwen35moe": 9, "gemma4ple": 10,
+              "gemma4moe": 11}
 
 
 def seed_index(arch, k):
@@ -271,6 +286,7 @@ def model_class(arch):
             "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM,
             "gpt-oss": transformers.GptOssForCausalLM,
             "gemma4": transformers.Gemma4ForCausalLM, "gemma4ple": transformers.Gemma4ForCausalLM,
+            "gemma4moe": transformers.Gemma4ForCausalLM,
             "qwen35": transformers.Qwen3_5ForCausalLM, "qwen35moe": transformers.Qwen3_5MoeForCausalLM}[arch]
 
 
@@ -290,7 +306,9 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
             elif arch in ("qwen35", "qwen35moe") and "conv1d" in name:  # [channels][1][kernel]
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-            elif name.endswith("norm.weight"):
+            elif name.endswith("router.scale") or name.endswith("per_expert_scale"):  # gemma4moe
+                p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
+            elif name.endswith("norm.weight") or re.search(r"layernorm_[12]\.weight$", name):
                 if arch in ("gemma2", "gemma3", "qwen35", "qwen35moe"):  # Gemma scales by (1 + w)
                     p.copy_((torch.rand(p.shape, generator=gen) - 0.5) * 0.8)
                 else:
@@ -313,7 +331,10 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[2]))
             else:
                 raise RuntimeError(f"unexpected parameter {name}")
-        if arch in ("gemma4", "gemma4ple"):  # the layer scalars are buffers: random too, so they are tested
+        if arch == "gemma4moe":  # the router reads a vector of norm ~1: logits spread ~1, not ~1/8
+            for layer in model.model.layers:
+                layer.router.proj.weight.mul_(np.sqrt(model.config.hidden_size))
+        if arch in ("gemma4", "gemma4ple", "gemma4moe"):  # the layer scalars are buffers: random too, so they are tested
             for layer in model.model.layers:
                 layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=gen))
         if not model.config.tie_word_embeddings:
@@ -424,7 +445,10 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     rope_freqs freezing the global layers' unrotated pairs (1e30), the
     layer scalars as blk.N.layer_output_scale; no V where k_eq_v; with
     per-layer inputs their token table, the embedding's projection and its
-    norm, and per layer inp_gate, proj and post_norm."""
+    norm, and per layer inp_gate, proj and post_norm; with experts the
+    router (ffn_gate_inp, its input scale ffn_gate_inp.scale, the experts'
+    weight scales ffn_down_exps.scale), the fused ffn_gate_up_exps,
+    ffn_down_exps and the three more norms."""
     n_layer, hd, hd_full = cfg.num_hidden_layers, COMMON["head_dim"], spec["global_head_dim"]
     swa = [t == "sliding_attention" for t in cfg.layer_types]
     kv_heads = [COMMON["num_key_value_heads"] if s else spec["global_kv_heads"] for s in swa]
@@ -441,6 +465,10 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     w.add_sliding_window(cfg.sliding_window)
     w.add_sliding_window_pattern(swa)
     w.add_shared_kv_layers(cfg.num_kv_shared_layers)
+    if cfg.enable_moe_block:
+        w.add_expert_count(cfg.num_experts)
+        w.add_expert_used_count(cfg.top_k_experts)
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
     P = cfg.hidden_size_per_layer_input or 0
     w.add_embedding_length_per_layer_input(P)
     w.add_final_logit_softcapping(spec["final_softcap"])
@@ -475,13 +503,22 @@ def write_gguf_gemma4(path, cfg, spec, sd):
         w.add_tensor(b + "ffn_norm.weight", t(p + "pre_feedforward_layernorm.weight"))
         add_ffn(w, t, p, b)
         w.add_tensor(b + "post_ffw_norm.weight", t(p + "post_feedforward_layernorm.weight"))
+        if cfg.enable_moe_block:
+            w.add_tensor(b + "ffn_gate_inp.weight", t(p + "router.proj.weight"))
+            w.add_tensor(b + "ffn_gate_inp.scale", t(p + "router.scale"))
+            w.add_tensor(b + "ffn_down_exps.scale", t(p + "router.per_expert_scale"))
+            w.add_tensor(b + "ffn_gate_up_exps.weight", t(p + "experts.gate_up_proj"))
+            w.add_tensor(b + "ffn_down_exps.weight", t(p + "experts.down_proj"))
+            w.add_tensor(b + "pre_ffw_norm_2.weight", t(p + "pre_feedforward_layernorm_2.weight"))
+            w.add_tensor(b + "post_ffw_norm_1.weight", t(p + "post_feedforward_layernorm_1.weight"))
+            w.add_tensor(b + "post_ffw_norm_2.weight", t(p + "post_feedforward_layernorm_2.weight"))
         w.add_tensor(b + "layer_output_scale.weight", t(p + "layer_scalar").reshape(1))
     w.add_tensor("output_norm.weight", t("model.norm.weight"))
     finish_gguf(w)
 
 
 def write_gguf(path, arch, cfg, spec, sd):
-    if arch in ("gemma4", "gemma4ple"):
+    if arch in ("gemma4", "gemma4ple", "gemma4moe"):
         return write_gguf_gemma4(path, cfg, spec, sd)
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
@@ -690,8 +727,9 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
                          "no attention sinks": dict(sinks=False),
                          "SwiGLU unclamped": dict(clamp=None), **window, **all_global})
     if "experts" in ARCHS[arch]:
-        variants.update({"chosen weights not renormalised": dict(norm_topk=False),
-                         "one expert fewer per token": dict(used_delta=-1)})
+        variants.update({"one expert fewer per token": dict(used_delta=-1)})
+        if arch != "gemma4moe":  # its experts' output is RMS-normed: a common factor of the weights cancels
+            variants.update({"chosen weights not renormalised": dict(norm_topk=False)})
     if arch == "gemma3":
         variants.update({**window, "local RoPE base = global": dict(local_base=1e6), **all_global})
     if arch == "gemma2":
@@ -702,7 +740,10 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
         variants.update({"no per-layer inputs": dict(per_layer="none"),
                          "per-layer inputs without the token table": dict(per_layer="no_token"),
                          "per-layer inputs normed over all layers at once": dict(per_layer="one_norm")})
-    if arch in ("gemma4", "gemma4ple"):
+    if arch == "gemma4moe":
+        variants.update({"no expert scales": dict(expert_scale=False),
+                         "router reading the experts' norm": dict(router_input="experts")})
+    if arch in ("gemma4", "gemma4ple", "gemma4moe"):
         variants.update({**window,
                          "local RoPE base = global": dict(local_base=1e6),
                          "no final soft-cap": dict(final_softcap=0.0),
@@ -810,7 +851,7 @@ def main():
         randomize(model, arch, gen)
         if cfg.tie_word_embeddings:
             assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-        if arch in ("gemma4", "gemma4ple"):
+        if arch in ("gemma4", "gemma4ple", "gemma4moe"):
             assert cfg.kv_sharing_modes == [None, None, "store", "store", "reuse", "reuse"], cfg.kv_sharing_modes
             assert model.model.layers[2].self_attn.v_proj is None and model.model.layers[4].mlp.intermediate_size == 128
         if arch == "gemma3":
@@ -820,7 +861,8 @@ def main():
         routers = []  # the router logits of each MoE layer, per forward pass
         if "experts" in spec:
             for layer in model.model.layers:
-                (layer.mlp.router if arch == "gpt-oss" else layer.mlp.gate).register_forward_hook(
+                (layer.mlp.router if arch == "gpt-oss" else layer.router if arch == "gemma4moe"
+                 else layer.mlp.gate).register_forward_hook(
                     lambda mod, inp, out: routers.append(out[0].detach().reshape(-1, spec["experts"]).numpy()))
         rng = np.random.default_rng(SEED + 100 + seed_index(arch, k))
         arrays = {}

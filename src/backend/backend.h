@@ -244,14 +244,19 @@ static inline pa_matmul_desc pa_mm3(const pa_matrix *w0, const pa_matrix *w1, co
 
 /* A mixture-of-experts feed-forward block:
  *   n = rmsnorm(in) * in_norm                          (each token, eps of hp)
- *   r = router n + router_bias                         (n_expert logits)
+ *   r = router n' + router_bias                        (n_expert logits)
+ *       n' = n, or rmsnorm(in) * router_norm when router_norm is set
  *   p = softmax(r)                                     (n_expert probabilities)
  *   S = the n_used experts of largest p (ties: the lower index first)
  *   w_e = p_e / sum_{S} p  when norm_topk, else p_e     (e in S)
+ *   w_e *= expert_scale[e]  when expert_scale is set    (gemma4)
  *   g_e = gate[e] n + gate_bias[e],  u_e = up[e] n + up_bias[e]
  *   out = sum_{e in S} w_e * (down[e] act(g_e, u_e) + down_bias[e])
  *   residual != PA_BUF_NONE: residual += out
  * act(g, u) = silu(g) * u, gelu_tanh(g) * u, or gpt-oss's pa_swiglu_oai;
+ * router_norm (n_embd) and expert_scale (n_expert) may be NULL (none;
+ * Gemma 4's router normalises its input with a weight of its own and
+ * scales each chosen weight);
  * every bias may be NULL (none): router_bias n_expert floats, gate_bias
  * and up_bias [n_expert][n_ff_exp], down_bias [n_expert][n_embd]. With
  * norm_topk the weights are the softmax over the chosen logits alone
@@ -272,6 +277,7 @@ typedef struct {
   pa_gate act;
   pa_buf residual;
   const float *router_bias, *gate_bias, *up_bias, *down_bias;
+  const float *router_norm, *expert_scale;
 } pa_moe_desc;
 
 /* gpt-oss's clamped SwiGLU over n values (PA_GATE_SWIGLU_OAI): g[i] =

@@ -41,11 +41,13 @@ int ld_check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
 /* Mixture of experts (llama.cpp's keys): qwen3moe and qwen35moe have
  * experts in every layer (expert_count required), llama has them when expert_count > 0
  * (Mixtral; its experts are feed_forward_length wide unless
- * expert_feed_forward_length says otherwise). */
+ * expert_feed_forward_length says otherwise), gemma4 too (beside its dense
+ * FFN: expert_feed_forward_length required). */
 static int load_experts(struct pa_model *m, uint32_t n_ff) {
   pa_hparams *hp = &m->hp;
   const bool moe_arch = hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GPT_OSS || pa_is_qwen35moe(m);
-  if (!moe_arch && hp->arch != PA_ARCH_LLAMA) return PASADA_OK;
+  const bool gemma4 = hp->arch == PA_ARCH_GEMMA4;
+  if (!moe_arch && hp->arch != PA_ARCH_LLAMA && !gemma4) return PASADA_OK;
   uint32_t n_expert = 0, n_used = 0, n_ff_exp = n_ff;
   int rc;
   if ((rc = ld_key_u32(m, "expert_count", moe_arch, &n_expert))) return rc;
@@ -55,7 +57,7 @@ static int load_experts(struct pa_model *m, uint32_t n_ff) {
   if ((rc = ld_check_range("expert_used_count", n_used, 1,
                         n_expert < PA_MAX_EXPERTS_USED ? n_expert : PA_MAX_EXPERTS_USED)))
     return rc;
-  if ((rc = ld_key_u32(m, "expert_feed_forward_length", moe_arch, &n_ff_exp))) return rc;
+  if ((rc = ld_key_u32(m, "expert_feed_forward_length", moe_arch || gemma4, &n_ff_exp))) return rc;
   if ((rc = ld_check_range("expert_feed_forward_length", n_ff_exp, 1, 1 << 18))) return rc;
   hp->n_expert = (int32_t)n_expert;
   hp->n_expert_used = (int32_t)n_used;
@@ -361,8 +363,8 @@ int ld_get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_t ro
 
 /* The n_expert matrices of a 3-D expert tensor ([n_expert][rows][cols]):
  * out[e] is expert e's slice, rows x cols, in the file's bytes. */
-static int get_experts(struct pa_model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
-                       pa_matrix *out) {
+int ld_get_expert_slices(struct pa_model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
+                         pa_matrix *out) {
   const gguf_tensor *t;
   int rc = ld_find_tensor(m, name, true, &t);
   if (rc) return rc;
@@ -396,9 +398,9 @@ int ld_get_experts(struct pa_model *m, int i) {
   int rc;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
   if ((rc = ld_get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
-      (rc = get_experts(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
-      (rc = get_experts(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
-      (rc = get_experts(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
+      (rc = ld_get_expert_slices(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
+      (rc = ld_get_expert_slices(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
+      (rc = ld_get_expert_slices(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
     return rc;
 #undef NAME
   return PASADA_OK;

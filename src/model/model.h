@@ -42,6 +42,13 @@ typedef struct {
    * (n_expert), the experts' biases ([n_expert][n_ff_exp] gate and up,
    * [n_expert][n_embd] down) */
   float *attn_sinks, *router_b, *exp_gate_b, *exp_up_b, *exp_down_b;
+  /* gemma4's mixture of experts (beside its dense FFN): the router's input
+   * norm (router.scale / sqrt(n_embd), one vector), each expert's weight
+   * scale (n_expert), the experts' input norm, the dense FFN's and the
+   * experts' output norms (post_ffn_norm then norms their sum), and the
+   * fused gate_up tensor's experts copied apart (gate block, up block) */
+  float *router_norm, *exp_scale, *ffn_norm_2, *post_ffn_norm_1, *post_ffn_norm_2;
+  void *exp_split;
   /* qwen35: a linear-attention layer (hp.recurrent): its products (mixed
    * q/k/v, the output gate z, beta, alpha, the output) and its conv taps
    * ([conv_dim][ssm_conv]), A (-exp(A_log)), dt bias and gated norm; an

@@ -38,8 +38,8 @@ from conftest import BUILD, FIXTURES
 
 TINY = FIXTURES / "tiny"
 ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "gemma4",
-         "gemma4ple")
-MOE = ("qwen3moe", "mixtral", "gpt-oss")
+         "gemma4ple", "gemma4moe")
+MOE = ("qwen3moe", "mixtral", "gpt-oss", "gemma4moe")
 TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8": 2.5e-2}
 
 
@@ -183,8 +183,32 @@ def _ints(reader, key, n):
     return vals if len(vals) == n else vals * n
 
 
+def _gemma4_experts(r, T, b, x, eps, norm_topk, used_delta, expert_scale, router_input):
+    """Gemma 4's mixture of experts on x (n x n_embd) of layer b (see _gemma4_forward)."""
+    n_embd = x.shape[1]
+    used = _field(r, "gemma4.expert_used_count") + used_delta
+    xe = _rms_norm(x, T[b + "pre_ffw_norm_2.weight"], eps)
+    rx = xe if router_input == "experts" else _rms_norm(x, T[b + "ffn_gate_inp.scale"] / np.sqrt(n_embd), eps)
+    logits = rx @ T[b + "ffn_gate_inp.weight"].T
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    gate_up, down = T[b + "ffn_gate_up_exps.weight"], T[b + "ffn_down_exps.weight"]
+    fe = gate_up.shape[1] // 2
+    out = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        top = np.argsort(-p[t], kind="stable")[:used]
+        w = p[t, top] / (p[t, top].sum() if norm_topk else 1.0)
+        if expert_scale:
+            w = w * T[b + "ffn_down_exps.scale"][top]
+        for e, we in zip(top, w):
+            g, u = gate_up[e, :fe] @ xe[t], gate_up[e, fe:] @ xe[t]
+            out[t] += we * (down[e] @ (_gelu_tanh(g) * u))
+    return out
+
+
 def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors, v_norm, kv_source, layer_scalars,
-                    hidden, per_layer="full"):
+                    hidden, per_layer="full", norm_topk=True, used_delta=0, expert_scale=True,
+                    router_input="own"):
     """Gemma 4's text model from its GGUF (llama.cpp's conventions): norms
     as stored (x * w), q and k normed per head and v too (no weight), no
     score scaling, the sliding layers with their window and base, the
@@ -200,7 +224,15 @@ def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors,
     slice + the token's row of per_layer_token_embd * sqrt(P)) / sqrt(2),
     and adds postnorm(proj (gelu(inp_gate x) * its slice)) after the FFN
     (per_layer "none": skipped; "no_token": without the token table;
-    "one_norm": the projection normed over all layers' slices at once)."""
+    "one_norm": the projection normed over all layers' slices at once).
+    With experts (expert_count > 0) each layer runs them beside its dense
+    FFN: the router reads rmsnorm(x) * ffn_gate_inp.scale / sqrt(n_embd)
+    (router_input "experts": the experts' own input instead), softmax, the
+    top expert_used_count (+ used_delta) renormalised (norm_topk) and each
+    times its ffn_down_exps.scale (expert_scale), the experts (fused
+    ffn_gate_up_exps: each one's gate rows, then its up rows) on
+    rmsnorm(x) * pre_ffw_norm_2; the dense output normed by post_ffw_norm_1,
+    the experts' by post_ffw_norm_2, their sum by post_ffw_norm."""
     arch = "gemma4"
     n_layer = _field(r, f"{arch}.block_count")
     n_embd = _field(r, f"{arch}.embedding_length")
@@ -264,6 +296,10 @@ def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors,
         x = x + _rms_norm(o, T[b + "post_attention_norm.weight"], eps)
         h = _rms_norm(x, T[b + "ffn_norm.weight"], eps)
         f = (_gelu_tanh(h @ T[b + "ffn_gate.weight"].T) * (h @ T[b + "ffn_up.weight"].T)) @ T[b + "ffn_down.weight"].T
+        if b + "ffn_gate_inp.weight" in T:
+            f = _rms_norm(f, T[b + "post_ffw_norm_1.weight"], eps) + _rms_norm(
+                _gemma4_experts(r, T, b, x, eps, norm_topk, used_delta, expert_scale, router_input),
+                T[b + "post_ffw_norm_2.weight"], eps)
         x = x + _rms_norm(f, T[b + "post_ffw_norm.weight"], eps)
         if P:
             g = _gelu_tanh(x @ T[b + "inp_gate.weight"].T) * ple[:, il, :]
@@ -282,7 +318,8 @@ def _gemma4_forward(r, T, ids, neox, window, local_base, final_softcap, factors,
 def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_pattern=None, attn_softcap=None,
                       final_softcap=None, factors=None, attn_factor=None, rope_dim=None, n_ctx=None,
                       norm_topk=True, used_delta=0, hidden=False, yarn=True, sinks=True, clamp=7.0, v_norm=True,
-                      kv_source="last", layer_scalars=True, per_layer="full"):
+                      kv_source="last", layer_scalars=True, per_layer="full", expert_scale=True,
+                      router_input="own"):
     """Logits (n_tokens x n_vocab, float64) of the causal forward pass over
     `ids` at positions 0..n-1, from the GGUF alone (a path, or what
     load_reference_model returned): weights as stored (quantized ones
@@ -303,7 +340,7 @@ def reference_forward(model, ids, neox=None, window=None, local_base=None, swa_p
     arch = _field(r, "general.architecture")
     if arch == "gemma4":
         return _gemma4_forward(r, T, ids, True if neox is None else neox, window, local_base, final_softcap, factors, v_norm, kv_source,
-                               layer_scalars, hidden, per_layer)
+                               layer_scalars, hidden, per_layer, norm_topk, used_delta, expert_scale, router_input)
     n_layer = _field(r, f"{arch}.block_count")
     n_embd = _field(r, f"{arch}.embedding_length")
     n_head = _field(r, f"{arch}.attention.head_count")
@@ -571,7 +608,7 @@ def test_gpt_oss_mxfp4(pasada_bin, backend, tmp_path, request):
 
 
 @pytest.mark.parametrize("backend", ["cpu", "vulkan"])
-@pytest.mark.parametrize("arch", ["gemma3", "gemma4", "gemma4ple"])
+@pytest.mark.parametrize("arch", ["gemma3", "gemma4", "gemma4ple", "gemma4moe"])
 def test_prefix_reuse_parity(arch, backend, tmp_path, request):
     """Through the prefix cache: each prompt decoded, its sequence emptied,
     its first half's cached K and V attached again and the rest decoded
@@ -597,7 +634,7 @@ def test_prefix_reuse_parity(arch, backend, tmp_path, request):
 
 
 @pytest.mark.parametrize("n_gpu", [2, 6])
-@pytest.mark.parametrize("arch", ["gemma4", "gemma4ple"])
+@pytest.mark.parametrize("arch", ["gemma4", "gemma4ple", "gemma4moe"])
 def test_gemma4_split_parity(arch, n_gpu, tmp_path, vulkan_device):
     """gemma4 across the GPU and the CPU (DEV/2: the first two layers on the
     Vulkan test device; DEV/6: every layer) gives transformers' logits at the

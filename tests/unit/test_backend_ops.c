@@ -21,7 +21,8 @@
  *     embeddings): as the RMS norm.
  *   - the mixture-of-experts op (5 to 8 experts, 2 or 3 per token, an F32
  *     router, experts of the weight type 96 or 256 wide, renormalised or
- *     not, both gates; once per weight type, every third type at
+ *     not, both gates, the GELU one with gemma4's router input norm and
+ *     expert scales; once per weight type, every third type at
  *     PASADA_TEST_SCALE below 1): three times the products' bound (two products in a
  *     row, summed over the experts; measured worst 0.04 of the largest
  *     output, on cpu:avx512); the router runs the exact product on every host
@@ -230,6 +231,7 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool 
     L->exp_gate_b = random_vec(t, NE * FE, 0.0f, 12.0f);
     L->exp_up_b = random_vec(t, NE * FE, 0.0f, 12.0f);
     L->exp_down_b = random_vec(t, NE * E, 0.0f, 0.5f);
+    L->exp_scale = random_vec(t, NE, 1.0f, 0.5f);
     L->exp_gate = keep(t, pa_calloc(3 * (size_t)hp->n_expert, sizeof(pa_matrix)));
     L->exp_up = L->exp_gate + hp->n_expert, L->exp_down = L->exp_gate + 2 * hp->n_expert;
     pa_matrix *kinds[3] = {L->exp_gate, L->exp_up, L->exp_down};
@@ -593,6 +595,9 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
                       .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .norm_topk = g == 0,
                       .gate = LX->exp_gate, .up = LX->exp_up, .down = LX->exp_down,
                       .act = g ? PA_GATE_GELU_TANH : PA_GATE_SILU, .residual = PA_BUF_X};
+    if (g == 1) { /* gemma4: the router's own input norm, each chosen weight scaled */
+      mx.router_norm = LX->attn_norm, mx.expert_scale = LX->exp_scale;
+    }
     if (g == 2) { /* gpt-oss: biases everywhere, the clamped SwiGLU, softmax over the chosen */
       mx.norm_topk = true, mx.act = PA_GATE_SWIGLU_OAI;
       mx.router_bias = LX->router_b, mx.gate_bias = LX->exp_gate_b;
@@ -601,6 +606,7 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
     pa_moe_desc mr = mx;
     mr.in_norm = LR->ffn_norm, mr.router = &LR->router;
     mr.gate = LR->exp_gate, mr.up = LR->exp_up, mr.down = LR->exp_down;
+    if (g == 1) mr.router_norm = LR->attn_norm, mr.expert_scale = LR->exp_scale;
     if (g == 2) {
       mr.router_bias = LR->router_b, mr.gate_bias = LR->exp_gate_b;
       mr.up_bias = LR->exp_up_b, mr.down_bias = LR->exp_down_b;

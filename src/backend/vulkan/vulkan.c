@@ -95,7 +95,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = hp->n_layer * 48 + 16;
+  const int cap = hp->n_layer * 56 + 16;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -134,15 +134,15 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     const void *vec[] = {L->attn_norm, L->ffn_norm,      L->post_attn_norm, L->post_ffn_norm, L->q_norm, L->k_norm,
                          L->bq,        L->bk,           L->bv,             L->bo,            L->b_up,    L->b_down,
                          L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b, L->v_norm,
-                         L->ple_norm};
+                         L->ple_norm, L->router_norm, L->ffn_norm_2, L->post_ffn_norm_1, L->post_ffn_norm_2};
     const uint64_t FB = (uint64_t)hp->n_ff * 4;
     /* the layer's head sizes (pa_layer_attn); gemma4's v_norm (the model's
      * ones, shared by every layer) is as wide as the widest head */
     const pa_attn_shape a = pa_layer_attn(hp, l);
     const uint64_t HD = (uint64_t)a.head_dim * 4, QB = (uint64_t)hp->n_head * a.head_dim * 4;
     const uint64_t KB = (uint64_t)a.n_head_kv * a.head_dim * 4, VB = (uint64_t)a.n_head_kv * a.head_dim_v * 4;
-    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HDM, E};
-    for (int i = 0; i < 18 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
+    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HDM, E, E, E, E, E};
+    for (int i = 0; i < 22 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
     /* qwen35's linear attention: the conv's taps, A, the dt bias, the gated norm */
     const uint64_t VH = (uint64_t)hp->ssm_v_heads * 4;
     const void *sv[] = {L->ssm_conv, L->ssm_a, L->ssm_dt, L->ssm_norm};
