@@ -435,6 +435,18 @@ def finish_gguf(w):
     w.close()
 
 
+# Gemma 4's per-layer tensors of the per-layer inputs and of the experts:
+# llama.cpp's name, transformers' (under model.layers.N.)
+GEMMA4_PER_LAYER = (("inp_gate.weight", "per_layer_input_gate.weight"), ("proj.weight", "per_layer_projection.weight"),
+                    ("post_norm.weight", "post_per_layer_input_norm.weight"))
+GEMMA4_EXPERTS = (("ffn_gate_inp.weight", "router.proj.weight"), ("ffn_gate_inp.scale", "router.scale"),
+                  ("ffn_down_exps.scale", "router.per_expert_scale"),
+                  ("ffn_gate_up_exps.weight", "experts.gate_up_proj"), ("ffn_down_exps.weight", "experts.down_proj"),
+                  ("pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight"),
+                  ("post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight"),
+                  ("post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight"))
+
+
 def write_gguf_gemma4(path, cfg, spec, sd):
     """Gemma 4's GGUF as llama.cpp's converter writes it: norms as stored
     (no + 1), key_length / key_length_swa the global and the sliding layers'
@@ -486,10 +498,8 @@ def write_gguf_gemma4(path, cfg, spec, sd):
         w.add_tensor("per_layer_proj_norm.weight", t("model.per_layer_projection_norm.weight"))
     for i in range(n_layer):
         p, b = f"model.layers.{i}.", f"blk.{i}."
-        if P:
-            w.add_tensor(b + "inp_gate.weight", t(p + "per_layer_input_gate.weight"))
-            w.add_tensor(b + "proj.weight", t(p + "per_layer_projection.weight"))
-            w.add_tensor(b + "post_norm.weight", t(p + "post_per_layer_input_norm.weight"))
+        for name, hf in GEMMA4_PER_LAYER if P else ():
+            w.add_tensor(b + name, t(p + hf))
         w.add_tensor(b + "attn_norm.weight", t(p + "input_layernorm.weight"))
         w.add_tensor(b + "attn_q.weight", t(p + "self_attn.q_proj.weight"))
         w.add_tensor(b + "attn_q_norm.weight", t(p + "self_attn.q_norm.weight"))
@@ -503,15 +513,8 @@ def write_gguf_gemma4(path, cfg, spec, sd):
         w.add_tensor(b + "ffn_norm.weight", t(p + "pre_feedforward_layernorm.weight"))
         add_ffn(w, t, p, b)
         w.add_tensor(b + "post_ffw_norm.weight", t(p + "post_feedforward_layernorm.weight"))
-        if cfg.enable_moe_block:
-            w.add_tensor(b + "ffn_gate_inp.weight", t(p + "router.proj.weight"))
-            w.add_tensor(b + "ffn_gate_inp.scale", t(p + "router.scale"))
-            w.add_tensor(b + "ffn_down_exps.scale", t(p + "router.per_expert_scale"))
-            w.add_tensor(b + "ffn_gate_up_exps.weight", t(p + "experts.gate_up_proj"))
-            w.add_tensor(b + "ffn_down_exps.weight", t(p + "experts.down_proj"))
-            w.add_tensor(b + "pre_ffw_norm_2.weight", t(p + "pre_feedforward_layernorm_2.weight"))
-            w.add_tensor(b + "post_ffw_norm_1.weight", t(p + "post_feedforward_layernorm_1.weight"))
-            w.add_tensor(b + "post_ffw_norm_2.weight", t(p + "post_feedforward_layernorm_2.weight"))
+        for name, hf in GEMMA4_EXPERTS if cfg.enable_moe_block else ():
+            w.add_tensor(b + name, t(p + hf))
         w.add_tensor(b + "layer_output_scale.weight", t(p + "layer_scalar").reshape(1))
     w.add_tensor("output_norm.weight", t("model.norm.weight"))
     finish_gguf(w)
