@@ -43,10 +43,10 @@ static void per_layer_inputs(struct pa_context *c, const pa_fwd_batch *b) {
   const int64_t P = hp->n_embd_per_layer, LP = (int64_t)hp->n_layer * P;
   if (be->layer) be->layer(bc, -1); /* the embedding stage */
   const pa_matmul_desc proj = pa_mm(&m->ple_model_proj, PA_BUF_X, PA_BUF_PLE);
-  OP(PA_OP_EMBED, -1, n, matmul(bc, b, &proj));
-  OP(PA_OP_EMBED, -1, n, scale(bc, PA_BUF_PLE, (float)(1.0 / sqrt((double)hp->n_embd)), LP, n));
-  OP(PA_OP_EMBED, -1, n, rms_norm(bc, PA_BUF_PLE, PA_BUF_PLE, m->ple_proj_norm, P, n * hp->n_layer));
-  OP(PA_OP_EMBED, -1, n, per_layer_embed(bc, b, &m->ple_embd, sqrtf((float)P), (float)(1.0 / sqrt(2.0))));
+  OP(PA_OP_PER_LAYER_INPUT, -1, n, matmul(bc, b, &proj));
+  OP(PA_OP_PER_LAYER_INPUT, -1, n, scale(bc, PA_BUF_PLE, (float)(1.0 / sqrt((double)hp->n_embd)), LP, n));
+  OP(PA_OP_PER_LAYER_INPUT, -1, n, rms_norm(bc, PA_BUF_PLE, PA_BUF_PLE, m->ple_proj_norm, P, n * hp->n_layer));
+  OP(PA_OP_PER_LAYER_INPUT, -1, n, per_layer_embed(bc, b, &m->ple_embd, sqrtf((float)P), (float)(1.0 / sqrt(2.0))));
 }
 
 /* The FFN of a layer with experts: the dense FFN's output normed (XB),
@@ -87,12 +87,12 @@ static void per_layer_block(struct pa_context *c, const pa_fwd_batch *b, int l) 
   const int32_t n = b->n;
   const int64_t P = hp->n_embd_per_layer, E = hp->n_embd;
   const pa_matmul_desc gate = pa_mm(&L->ple_gate, PA_BUF_X, PA_BUF_H1);
-  OP(PA_OP_FFN_RESIDUAL, l, n, matmul(bc, b, &gate));
-  OP(PA_OP_FFN_RESIDUAL, l, n, gelu_mul(bc, PA_BUF_H1, PA_BUF_PLE, P, P * hp->n_layer, P * l, n));
+  OP(PA_OP_PER_LAYER_INPUT, l, n, matmul(bc, b, &gate));
+  OP(PA_OP_PER_LAYER_INPUT, l, n, gelu_mul(bc, PA_BUF_H1, PA_BUF_PLE, P, P * hp->n_layer, P * l, n));
   const pa_matmul_desc proj = pa_mm(&L->ple_proj, PA_BUF_H1, PA_BUF_XB);
-  OP(PA_OP_FFN_RESIDUAL, l, n, matmul(bc, b, &proj));
-  OP(PA_OP_FFN_RESIDUAL, l, n, rms_norm(bc, PA_BUF_XB, PA_BUF_XB, L->ple_norm, E, n));
-  OP(PA_OP_FFN_RESIDUAL, l, n, add(bc, PA_BUF_X, PA_BUF_XB, E, n));
+  OP(PA_OP_PER_LAYER_INPUT, l, n, matmul(bc, b, &proj));
+  OP(PA_OP_PER_LAYER_INPUT, l, n, rms_norm(bc, PA_BUF_XB, PA_BUF_XB, L->ple_norm, E, n));
+  OP(PA_OP_PER_LAYER_INPUT, l, n, add(bc, PA_BUF_X, PA_BUF_XB, E, n));
 }
 
 void pa_forward_gemma4(struct pa_context *c, const pa_fwd_batch *b) {

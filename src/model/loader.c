@@ -565,7 +565,8 @@ static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   for (int i = 0; i < m->hp.n_layer; i++) {
     pa_layer *L = &m->layers[i];
     pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router,
-                         &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->ple_gate, &L->ple_proj};
+                         &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
+                         &L->ple_gate, &L->ple_proj};
     for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
       if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate, a mixture no dense FFN */
     for (int e = 0; L->exp_gate && e < 3 * m->hp.n_expert; e++) out[n++] = &L->exp_gate[e];

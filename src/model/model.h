@@ -123,7 +123,9 @@ typedef void (*pa_layer_hook)(void *user, int layer, const float *x, int32_t n_t
 typedef enum {
   PA_OP_EMBED, PA_OP_ROPE_TABLE,
   PA_OP_QKV, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
-  PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM, PA_OP_FFN_RESIDUAL, PA_OP_MOE, PA_OP_OUTPUT,
+  PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM, PA_OP_FFN_RESIDUAL, PA_OP_MOE,
+  PA_OP_PER_LAYER_INPUT, /* gemma4's per-layer inputs: made after the embedding (layer -1), used per layer */
+  PA_OP_OUTPUT,
   PA_OP_TOKENIZE, PA_OP_SAMPLE, /* timed by the profile driver around the public API */
   PA_OP_COUNT
 } pa_prof_op;

@@ -263,7 +263,8 @@ static const pa_backend_ops split_ops = {
     .name = "split", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale,
-    .per_layer_embed = op_per_layer_embed, .gelu_mul = op_gelu_mul, .matmul = op_matmul, .moe = op_moe, .attention = op_attention, .logits = op_logits, .hidden = op_hidden,
+    .per_layer_embed = op_per_layer_embed, .gelu_mul = op_gelu_mul, .matmul = op_matmul, .moe = op_moe,
+    .attention = op_attention, .logits = op_logits, .hidden = op_hidden,
     .delta_net = op_delta_net, .sigmoid_mul = op_sigmoid_mul, .state_copy = op_state_copy, .layer = op_layer};
 
 static void split_free(pa_backend *be) {
