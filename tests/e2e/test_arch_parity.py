@@ -1,8 +1,9 @@
 """Architecture parity: pasada's forward pass against transformers on tiny random models.
 
 The fixtures in tests/fixtures/tiny/ (made by scripts/make-tiny-models.py) are,
-per architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, and the
-mixtures of experts qwen3moe and mixtral), an F32 GGUF file of a tiny
+per architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4 with
+gemma4ple (per-layer inputs), and the mixtures of experts qwen3moe, mixtral,
+gpt-oss and gemma4moe), an F32 GGUF file of a tiny
 randomly initialised transformers model and the logits transformers computed
 for three token sequences (lengths 7, 24, 32). pasada_eval runs the same
 sequences two ways: the whole prompt in one batch ("logits") and one token per
