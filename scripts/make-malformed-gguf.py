@@ -293,6 +293,45 @@ def tiny_gemma4():
     return out, ts
 
 
+N_PLE = 6  # per-layer inputs per layer of tiny_gemma4_ple
+
+
+def tiny_gemma4_ple():
+    """tiny_gemma4 with per-layer inputs (Gemma 4 E2B's kind, llama.cpp's
+    names): embedding_length_per_layer_input N_PLE, the token table
+    [n_vocab][2 N_PLE], the embedding's projection, its norm, and per layer
+    inp_gate, proj and post_norm."""
+    kvs, ts = tiny_gemma4()
+    w = f32_tensors(random.Random(20240614))
+    n_vocab = next(t.ne[1] for t in ts if t.name == "token_embd.weight")
+    ts = ts + [w("per_layer_token_embd.weight", [2 * N_PLE, n_vocab]),
+               w("per_layer_model_proj.weight", [N_EMBD, 2 * N_PLE]), w("per_layer_proj_norm.weight", [N_PLE], 1.0)]
+    for i in range(2):
+        ts += [w(f"blk.{i}.inp_gate.weight", [N_EMBD, N_PLE]), w(f"blk.{i}.proj.weight", [N_PLE, N_EMBD]),
+               w(f"blk.{i}.post_norm.weight", [N_EMBD], 1.0)]
+    return kvs + [kv("gemma4.embedding_length_per_layer_input", U32, N_PLE)], ts
+
+
+def tiny_gemma4_moe():
+    """tiny_gemma4 with experts beside each dense FFN (Gemma 4 26B-A4B's
+    kind, llama.cpp's names): N_EXPERT experts of N_FF_EXP, N_EXPERT_USED
+    per token, the router with its input scale, the experts' weight
+    scales, the fused gate_up, down, and the three more norms."""
+    kvs, ts = tiny_gemma4()
+    w = f32_tensors(random.Random(20240615))
+    kvs = kvs + [kv("gemma4.expert_count", U32, N_EXPERT), kv("gemma4.expert_used_count", U32, N_EXPERT_USED),
+                 kv("gemma4.expert_feed_forward_length", U32, N_FF_EXP)]
+    for i in range(2):
+        b = f"blk.{i}."
+        ts = ts + [w(b + "ffn_gate_inp.weight", [N_EMBD, N_EXPERT]), w(b + "ffn_gate_inp.scale", [N_EMBD], 1.0),
+                   w(b + "ffn_down_exps.scale", [N_EXPERT], 1.0),
+                   w(b + "ffn_gate_up_exps.weight", [N_EMBD, 2 * N_FF_EXP, N_EXPERT]),
+                   w(b + "ffn_down_exps.weight", [N_FF_EXP, N_EMBD, N_EXPERT]),
+                   w(b + "pre_ffw_norm_2.weight", [N_EMBD], 1.0), w(b + "post_ffw_norm_1.weight", [N_EMBD], 1.0),
+                   w(b + "post_ffw_norm_2.weight", [N_EMBD], 1.0)]
+    return kvs, ts
+
+
 # ------------------------------------------------------------------ defects
 def replace_kv(kvs, key, entry):
     return [entry if k == key else (k, e) for k, e in kvs]
@@ -506,6 +545,31 @@ def model_cases():
                                                   (U32, [N_HEAD_KV, N_HEAD_KV * 2]))
     cases["model-gemma4-per-layer-embeddings"] = build(
         gkvs + [kv("gemma4.embedding_length_per_layer_input", U32, 8)], gts)[0]
+    # gemma4's per-layer inputs: each tensor's shape, a missing one, the width
+    pkvs, pts = tiny_gemma4_ple()
+    n_vocab = next(t.ne[1] for t in pts if t.name == "token_embd.weight")
+    for name, case, ne in (("per_layer_token_embd.weight", "token-embd-short", [2 * N_PLE, n_vocab - 1]),
+                           ("per_layer_token_embd.weight", "token-embd-narrow", [N_PLE, n_vocab]),
+                           ("per_layer_model_proj.weight", "model-proj-wrong-shape", [N_EMBD, 2 * N_PLE + 1]),
+                           ("per_layer_proj_norm.weight", "proj-norm-wrong-shape", [2 * N_PLE]),
+                           ("blk.1.inp_gate.weight", "inp-gate-wrong-shape", [N_EMBD, N_PLE - 1]),
+                           ("blk.0.proj.weight", "proj-wrong-shape", [N_PLE, N_EMBD // 2])):
+        n = ne[0] * (ne[1] if len(ne) > 1 else 1)
+        cases[f"model-gemma4-ple-{case}"] = build(pkvs, tensor_variant(
+            pts, name, ne=ne, n_dims=len(ne), data=f32_data(random.Random(5), n)))[0]
+    cases["model-gemma4-ple-post-norm-missing"] = build(pkvs, [t for t in pts if t.name != "blk.1.post_norm.weight"])[0]
+    cases["model-gemma4-ple-width-huge"] = build(replace_kv(pkvs, "gemma4.embedding_length_per_layer_input", kv(
+        "gemma4.embedding_length_per_layer_input", U32, 1 << 20)), pts)[0]
+    # gemma4's experts: the fused gate_up's shape, the scales, the width key
+    ekvs, ets = tiny_gemma4_moe()
+    cases["model-gemma4-moe-gate-up-not-fused"] = build(ekvs, tensor_variant(
+        ets, "blk.1.ffn_gate_up_exps.weight", ne=[N_EMBD, N_FF_EXP, N_EXPERT],
+        data=f32_data(random.Random(6), N_EMBD * N_FF_EXP * N_EXPERT)))[0]
+    cases["model-gemma4-moe-expert-scale-wrong-shape"] = build(ekvs, tensor_variant(
+        ets, "blk.0.ffn_down_exps.scale", ne=[N_EXPERT + 1], data=f32_data(random.Random(7), N_EXPERT + 1)))[0]
+    cases["model-gemma4-moe-router-scale-missing"] = build(
+        ekvs, [t for t in ets if t.name != "blk.0.ffn_gate_inp.scale"])[0]
+    cases["model-gemma4-moe-width-missing"] = build(drop_kv(ekvs, "gemma4.expert_feed_forward_length"), ets)[0]
     cases["model-gemma4-rope-freqs-nan"] = build(gkvs, tensor_variant(
         gts, "rope_freqs.weight", data=struct.pack("<f", float("nan")) * (N_EMBD // N_HEAD // 2)))[0]
     return cases
@@ -524,6 +588,8 @@ def main():
     (fixtures / "tiny-llama-valid.gguf").write_bytes(valid)
     (fixtures / "tiny-moe-valid.gguf").write_bytes(build(*tiny_moe())[0])
     (fixtures / "tiny-gemma4-valid.gguf").write_bytes(build(*tiny_gemma4())[0])
+    (fixtures / "tiny-gemma4ple-valid.gguf").write_bytes(build(*tiny_gemma4_ple())[0])
+    (fixtures / "tiny-gemma4moe-valid.gguf").write_bytes(build(*tiny_gemma4_moe())[0])
     cases = {**format_cases(), **model_cases()}
     for name, data in sorted(cases.items()):
         (out / (name + ".gguf")).write_bytes(data)

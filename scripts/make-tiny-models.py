@@ -2,7 +2,8 @@
 """make-tiny-models.py: tiny random models and their reference logits, for the
 architecture parity tests (tests/e2e/test_arch_parity.py).
 
-For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4, the
+For each architecture (llama, gemma3, qwen2, qwen3, gemma2, phi3, gemma4 (and
+gemma4ple: with per-layer inputs), the
 hybrid qwen35, and the mixtures of experts qwen3moe, mixtral, gpt-oss and
 qwen35moe, mixtral a GGUF of arch "llama" with experts) this builds a tiny, seeded,
 randomly initialised model with transformers' own configuration and model
@@ -28,6 +29,7 @@ Usage: make-tiny-models.py [--out tests/fixtures/tiny] [--arch NAME]...
 import argparse
 import importlib.util
 import pathlib
+import re
 import shutil
 import sys
 
@@ -114,6 +116,26 @@ ARCHS = {
                    global_head_dim=32, global_kv_heads=1,
                    layer_types=["sliding_attention", "sliding_attention", "full_attention",
                                 "sliding_attention", "sliding_attention", "full_attention"]),
+    # gemma4ple: gemma4's model with per-layer inputs (Gemma 4 E2B/E4B's
+    # hidden_size_per_layer_input, 8 per layer here: a token table of
+    # 6 x 8 per token, the embedding's projection to it, and per layer a
+    # gate to 8 and a projection back with its norm); a GGUF of arch gemma4.
+    "gemma4ple": dict(vocab=281, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0, sliding_window=8,
+                      final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
+                      global_head_dim=32, global_kv_heads=1, per_layer=8,
+                      layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                   "sliding_attention", "sliding_attention", "full_attention"]),
+    # gemma4moe: gemma4's model with a mixture of experts beside every
+    # layer's dense FFN (Gemma 4 26B-A4B's enable_moe_block): 4 experts 16
+    # wide of which 2 per token, renormalised, the router reading
+    # rmsnorm(x) * its own scale / sqrt(hidden), each chosen weight times
+    # its expert's scale; the experts' fused gate_up as llama.cpp's
+    # ffn_gate_up_exps; a GGUF of arch gemma4.
+    "gemma4moe": dict(vocab=281, layers=6, tied=True, rope_theta=1e6, rope_local=10000.0, sliding_window=8,
+                      final_softcap=8.0, partial_rotary=0.25, kv_shared=2, min_gap=1.5e-2, intermediate=64,
+                      global_head_dim=32, global_kv_heads=1, experts=4, used=2, expert_ff=16,
+                      layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                   "sliding_attention", "sliding_attention", "full_attention"]),
     # qwen35 (Qwen3.5): 4 layers, three Gated DeltaNet linear-attention
     # layers and one full-attention layer (full_attention_interval 4); the
     # linear layers have 2 key heads of 16 and 4 value heads of 24 (so the
@@ -197,14 +219,17 @@ def make_config(arch, spec):
             **common, query_pre_attn_scalar=common["head_dim"], sliding_window=spec["sliding_window"],
             rope_parameters=rope, attn_logit_softcapping=spec["attn_softcap"],
             final_logit_softcapping=spec["final_softcap"])
-    if arch == "gemma4":
-        return transformers.Gemma4TextConfig(
+    if arch in ("gemma4", "gemma4ple", "gemma4moe"):
+        moe = dict(enable_moe_block=True, num_experts=spec["experts"], top_k_experts=spec["used"],
+                   moe_intermediate_size=spec["expert_ff"]) if "experts" in spec else {}
+        return transformers.Gemma4TextConfig(**moe,
             **common, global_head_dim=spec["global_head_dim"], num_global_key_value_heads=spec["global_kv_heads"],
             sliding_window=spec["sliding_window"], layer_types=spec["layer_types"],
             rope_parameters={"full_attention": {"rope_type": "proportional", "rope_theta": spec["rope_theta"],
                                                 "partial_rotary_factor": spec["partial_rotary"]},
                              "sliding_attention": {"rope_type": "default", "rope_theta": spec["rope_local"]}},
-            final_logit_softcapping=spec["final_softcap"], hidden_size_per_layer_input=0,
+            final_logit_softcapping=spec["final_softcap"],
+            hidden_size_per_layer_input=spec.get("per_layer", 0), vocab_size_per_layer_input=spec["vocab"],
             attention_k_eq_v=True, num_kv_shared_layers=spec["kv_shared"], use_double_wide_mlp=True,
             hidden_activation="gelu_pytorch_tanh")
     if arch == "phi3":
@@ -246,7 +271,8 @@ def make_config(arch, spec):
 # whose committed fixtures were drawn at another: the mixtures of experts at
 # 4 and 5 (as gemma2 and phi3 were), gpt-oss, gemma4 and qwen35 at 8
 # (distinct models, so sharing an offset is fine).
-SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8, "qwen35moe": 9}
+SEED_INDEX = {"qwen3moe": 4, "mixtral": 5, "gpt-oss": 8, "gemma4": 8, "qwen35": 8, "qwen35moe": 9, "gemma4ple": 10,
+              "gemma4moe": 11}
 
 
 def seed_index(arch, k):
@@ -259,7 +285,8 @@ def model_class(arch):
             "gemma2": transformers.Gemma2ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "qwen3moe": transformers.Qwen3MoeForCausalLM, "mixtral": transformers.MixtralForCausalLM,
             "gpt-oss": transformers.GptOssForCausalLM,
-            "gemma4": transformers.Gemma4ForCausalLM,
+            "gemma4": transformers.Gemma4ForCausalLM, "gemma4ple": transformers.Gemma4ForCausalLM,
+            "gemma4moe": transformers.Gemma4ForCausalLM,
             "qwen35": transformers.Qwen3_5ForCausalLM, "qwen35moe": transformers.Qwen3_5MoeForCausalLM}[arch]
 
 
@@ -279,7 +306,9 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
             elif arch in ("qwen35", "qwen35moe") and "conv1d" in name:  # [channels][1][kernel]
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-            elif name.endswith("norm.weight"):
+            elif name.endswith("router.scale") or name.endswith("per_expert_scale"):  # gemma4moe
+                p.copy_(0.6 + 0.8 * torch.rand(p.shape, generator=gen))
+            elif name.endswith("norm.weight") or re.search(r"layernorm_[12]\.weight$", name):
                 if arch in ("gemma2", "gemma3", "qwen35", "qwen35moe"):  # Gemma scales by (1 + w)
                     p.copy_((torch.rand(p.shape, generator=gen) - 0.5) * 0.8)
                 else:
@@ -302,7 +331,10 @@ def randomize(model, arch, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) / np.sqrt(p.shape[2]))
             else:
                 raise RuntimeError(f"unexpected parameter {name}")
-        if arch == "gemma4":  # the layer scalars are buffers: random too, so they are tested
+        if arch == "gemma4moe":  # the router reads a vector of norm ~1: logits spread ~1, not ~1/8
+            for layer in model.model.layers:
+                layer.router.proj.weight.mul_(np.sqrt(model.config.hidden_size))
+        if arch in ("gemma4", "gemma4ple", "gemma4moe"):  # the layer scalars are buffers: random too, so they are tested
             for layer in model.model.layers:
                 layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=gen))
         if not model.config.tie_word_embeddings:
@@ -403,6 +435,18 @@ def finish_gguf(w):
     w.close()
 
 
+# Gemma 4's per-layer tensors of the per-layer inputs and of the experts:
+# llama.cpp's name, transformers' (under model.layers.N.)
+GEMMA4_PER_LAYER = (("inp_gate.weight", "per_layer_input_gate.weight"), ("proj.weight", "per_layer_projection.weight"),
+                    ("post_norm.weight", "post_per_layer_input_norm.weight"))
+GEMMA4_EXPERTS = (("ffn_gate_inp.weight", "router.proj.weight"), ("ffn_gate_inp.scale", "router.scale"),
+                  ("ffn_down_exps.scale", "router.per_expert_scale"),
+                  ("ffn_gate_up_exps.weight", "experts.gate_up_proj"), ("ffn_down_exps.weight", "experts.down_proj"),
+                  ("pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight"),
+                  ("post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight"),
+                  ("post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight"))
+
+
 def write_gguf_gemma4(path, cfg, spec, sd):
     """Gemma 4's GGUF as llama.cpp's converter writes it: norms as stored
     (no + 1), key_length / key_length_swa the global and the sliding layers'
@@ -411,13 +455,18 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     num_global_key_value_heads), the sliding pattern
     as bools, shared_kv_layers, the double-wide layers' widths as an array,
     rope_freqs freezing the global layers' unrotated pairs (1e30), the
-    layer scalars as blk.N.layer_output_scale; no V where k_eq_v."""
+    layer scalars as blk.N.layer_output_scale; no V where k_eq_v; with
+    per-layer inputs their token table, the embedding's projection and its
+    norm, and per layer inp_gate, proj and post_norm; with experts the
+    router (ffn_gate_inp, its input scale ffn_gate_inp.scale, the experts'
+    weight scales ffn_down_exps.scale), the fused ffn_gate_up_exps,
+    ffn_down_exps and the three more norms."""
     n_layer, hd, hd_full = cfg.num_hidden_layers, COMMON["head_dim"], spec["global_head_dim"]
     swa = [t == "sliding_attention" for t in cfg.layer_types]
     kv_heads = [COMMON["num_key_value_heads"] if s else spec["global_kv_heads"] for s in swa]
     first_shared = n_layer - cfg.num_kv_shared_layers
     ff = [cfg.intermediate_size * (2 if i >= first_shared else 1) for i in range(n_layer)]
-    w = start_gguf(path, "gemma4", "gemma4", cfg, ff, hd_full, kv_heads)
+    w = start_gguf(path, "gemma4", path.stem, cfg, ff, hd_full, kv_heads)
     w.add_key_length_swa(hd)
     w.add_value_length_swa(hd)
     w.add_rope_dimension_count(hd_full)
@@ -428,7 +477,12 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     w.add_sliding_window(cfg.sliding_window)
     w.add_sliding_window_pattern(swa)
     w.add_shared_kv_layers(cfg.num_kv_shared_layers)
-    w.add_embedding_length_per_layer_input(0)
+    if cfg.enable_moe_block:
+        w.add_expert_count(cfg.num_experts)
+        w.add_expert_used_count(cfg.top_k_experts)
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+    P = cfg.hidden_size_per_layer_input or 0
+    w.add_embedding_length_per_layer_input(P)
     w.add_final_logit_softcapping(spec["final_softcap"])
     w.add_vocab_size(cfg.vocab_size)
     add_tokenizer(w, cfg.vocab_size)
@@ -438,8 +492,14 @@ def write_gguf_gemma4(path, cfg, spec, sd):
     n_rot = int(hd_full * spec["partial_rotary"] / 2)
     w.add_tensor("rope_freqs.weight", np.asarray([1.0] * n_rot + [1e30] * (hd_full // 2 - n_rot), dtype=np.float32))
     w.add_tensor("token_embd.weight", t("model.embed_tokens.weight"))
+    if P:
+        w.add_tensor("per_layer_token_embd.weight", t("model.embed_tokens_per_layer.weight"))
+        w.add_tensor("per_layer_model_proj.weight", t("model.per_layer_model_projection.weight"))
+        w.add_tensor("per_layer_proj_norm.weight", t("model.per_layer_projection_norm.weight"))
     for i in range(n_layer):
         p, b = f"model.layers.{i}.", f"blk.{i}."
+        for name, hf in GEMMA4_PER_LAYER if P else ():
+            w.add_tensor(b + name, t(p + hf))
         w.add_tensor(b + "attn_norm.weight", t(p + "input_layernorm.weight"))
         w.add_tensor(b + "attn_q.weight", t(p + "self_attn.q_proj.weight"))
         w.add_tensor(b + "attn_q_norm.weight", t(p + "self_attn.q_norm.weight"))
@@ -453,13 +513,15 @@ def write_gguf_gemma4(path, cfg, spec, sd):
         w.add_tensor(b + "ffn_norm.weight", t(p + "pre_feedforward_layernorm.weight"))
         add_ffn(w, t, p, b)
         w.add_tensor(b + "post_ffw_norm.weight", t(p + "post_feedforward_layernorm.weight"))
+        for name, hf in GEMMA4_EXPERTS if cfg.enable_moe_block else ():
+            w.add_tensor(b + name, t(p + hf))
         w.add_tensor(b + "layer_output_scale.weight", t(p + "layer_scalar").reshape(1))
     w.add_tensor("output_norm.weight", t("model.norm.weight"))
     finish_gguf(w)
 
 
 def write_gguf(path, arch, cfg, spec, sd):
-    if arch == "gemma4":
+    if arch in ("gemma4", "gemma4ple", "gemma4moe"):
         return write_gguf_gemma4(path, cfg, spec, sd)
     n_head, n_head_kv = cfg.num_attention_heads, cfg.num_key_value_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
@@ -668,15 +730,23 @@ def check_sensitivity(checker, arch, gguf_path, arrays):
                          "no attention sinks": dict(sinks=False),
                          "SwiGLU unclamped": dict(clamp=None), **window, **all_global})
     if "experts" in ARCHS[arch]:
-        variants.update({"chosen weights not renormalised": dict(norm_topk=False),
-                         "one expert fewer per token": dict(used_delta=-1)})
+        variants.update({"one expert fewer per token": dict(used_delta=-1)})
+        if arch != "gemma4moe":  # its experts' output is RMS-normed: a common factor of the weights cancels
+            variants.update({"chosen weights not renormalised": dict(norm_topk=False)})
     if arch == "gemma3":
         variants.update({**window, "local RoPE base = global": dict(local_base=1e6), **all_global})
     if arch == "gemma2":
         variants.update({**window, **all_global,
                          "no attention soft-cap": dict(attn_softcap=0.0),
                          "no final soft-cap": dict(final_softcap=0.0)})
-    if arch == "gemma4":
+    if arch == "gemma4ple":
+        variants.update({"no per-layer inputs": dict(per_layer="none"),
+                         "per-layer inputs without the token table": dict(per_layer="no_token"),
+                         "per-layer inputs normed over all layers at once": dict(per_layer="one_norm")})
+    if arch == "gemma4moe":
+        variants.update({"no expert scales": dict(expert_scale=False),
+                         "router reading the experts' norm": dict(router_input="experts")})
+    if arch in ("gemma4", "gemma4ple", "gemma4moe"):
         variants.update({**window,
                          "local RoPE base = global": dict(local_base=1e6),
                          "no final soft-cap": dict(final_softcap=0.0),
@@ -784,7 +854,7 @@ def main():
         randomize(model, arch, gen)
         if cfg.tie_word_embeddings:
             assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-        if arch == "gemma4":
+        if arch in ("gemma4", "gemma4ple", "gemma4moe"):
             assert cfg.kv_sharing_modes == [None, None, "store", "store", "reuse", "reuse"], cfg.kv_sharing_modes
             assert model.model.layers[2].self_attn.v_proj is None and model.model.layers[4].mlp.intermediate_size == 128
         if arch == "gemma3":
@@ -794,7 +864,8 @@ def main():
         routers = []  # the router logits of each MoE layer, per forward pass
         if "experts" in spec:
             for layer in model.model.layers:
-                (layer.mlp.router if arch == "gpt-oss" else layer.mlp.gate).register_forward_hook(
+                (layer.mlp.router if arch == "gpt-oss" else layer.router if arch == "gemma4moe"
+                 else layer.mlp.gate).register_forward_hook(
                     lambda mod, inp, out: routers.append(out[0].detach().reshape(-1, spec["experts"]).numpy()))
         rng = np.random.default_rng(SEED + 100 + seed_index(arch, k))
         arrays = {}

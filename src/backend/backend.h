@@ -103,6 +103,11 @@ typedef struct {
    * over its q, k and v channels (ssm_conv 0: no recurrent layers) */
   bool recurrent[PA_MAX_LAYERS];
   int32_t ssm_conv, ssm_k_heads, ssm_v_heads, ssm_k_dim, ssm_v_dim;
+  /* per-layer inputs (gemma4 E2B/E4B: embedding_length_per_layer_input;
+   * 0: none): each token has n_embd_per_layer floats per layer in buffer
+   * PLE (n_layer * n_embd_per_layer per token), computed once from the
+   * embedding and read by every layer */
+  int32_t n_embd_per_layer;
 } pa_hparams;
 
 /* The attention shape of layer l: its KV heads (n_head query heads in
@@ -167,6 +172,7 @@ typedef enum {
   PA_BUF_Q, PA_BUF_K, PA_BUF_V,
   PA_BUF_ATT, /* attention's output, the input of Wo */
   PA_BUF_H1, PA_BUF_H2, /* the FFN's gate and up projections */
+  PA_BUF_PLE, /* the per-layer inputs (hp->n_embd_per_layer > 0; else 0 wide) */
   PA_BUF_COUNT
 } pa_buf;
 
@@ -238,14 +244,19 @@ static inline pa_matmul_desc pa_mm3(const pa_matrix *w0, const pa_matrix *w1, co
 
 /* A mixture-of-experts feed-forward block:
  *   n = rmsnorm(in) * in_norm                          (each token, eps of hp)
- *   r = router n + router_bias                         (n_expert logits)
+ *   r = router n' + router_bias                        (n_expert logits)
+ *       n' = n, or rmsnorm(in) * router_norm when router_norm is set
  *   p = softmax(r)                                     (n_expert probabilities)
  *   S = the n_used experts of largest p (ties: the lower index first)
  *   w_e = p_e / sum_{S} p  when norm_topk, else p_e     (e in S)
+ *   w_e *= expert_scale[e]  when expert_scale is set    (gemma4)
  *   g_e = gate[e] n + gate_bias[e],  u_e = up[e] n + up_bias[e]
  *   out = sum_{e in S} w_e * (down[e] act(g_e, u_e) + down_bias[e])
  *   residual != PA_BUF_NONE: residual += out
  * act(g, u) = silu(g) * u, gelu_tanh(g) * u, or gpt-oss's pa_swiglu_oai;
+ * router_norm (n_embd) and expert_scale (n_expert) may be NULL (none;
+ * Gemma 4's router normalises its input with a weight of its own and
+ * scales each chosen weight);
  * every bias may be NULL (none): router_bias n_expert floats, gate_bias
  * and up_bias [n_expert][n_ff_exp], down_bias [n_expert][n_embd]. With
  * norm_topk the weights are the softmax over the chosen logits alone
@@ -266,6 +277,7 @@ typedef struct {
   pa_gate act;
   pa_buf residual;
   const float *router_bias, *gate_bias, *up_bias, *down_bias;
+  const float *router_norm, *expert_scale;
 } pa_moe_desc;
 
 /* gpt-oss's clamped SwiGLU over n values (PA_GATE_SWIGLU_OAI): g[i] =
@@ -363,6 +375,19 @@ typedef struct {
   void (*add)(pa_bctx *bc, pa_buf x, pa_buf y, int64_t n, int32_t n_tok);
   /* x[t] *= s, rows of n floats (gemma4's per-layer output scalar) */
   void (*scale)(pa_bctx *bc, pa_buf x, float s, int64_t n, int32_t n_tok);
+  /* The token part of the per-layer inputs: rows of table->cols floats,
+   *   PLE[t] = (PLE[t] + row token[t] of table * scale) * out_scale
+   * in float, in that order (the row times scale rounded, then the sum, then
+   * the product). The table is read where the file maps it (any type
+   * pa_matrix_get_row reads; it is never uploaded), its rows exist (the
+   * loader checks). NULL: the backend runs no model with per-layer inputs. */
+  void (*per_layer_embed)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matrix *table, float scale,
+                          float out_scale);
+  /* x[t][i] = gelu_tanh(x[t][i]) * y[t * y_stride + y_off + i] for i < n
+   * (x's rows n wide; gelu_tanh(g) * u as the gate of pa_matmul_desc's
+   * PA_GATE_GELU_TANH computes it): a layer's gate times its slice of
+   * the per-layer inputs */
+  void (*gelu_mul)(pa_bctx *bc, pa_buf x, pa_buf y, int64_t n, int64_t y_stride, int64_t y_off, int32_t n_tok);
   void (*matmul)(pa_bctx *bc, const pa_fwd_batch *b, const pa_matmul_desc *d);
   /* ATT = causal attention of Q over the cache of `layer` (every token's own
    * K and V already stored), over the last `window` positions when window
@@ -400,7 +425,8 @@ typedef struct {
    * (pasada_context_params.pooling) */
   void (*hidden)(pa_bctx *bc, const pa_fwd_batch *b, const float *norm, float *hidden);
   /* The ops that follow, up to the next call, are those of layer `layer`
-   * (hp->n_layer: the output); the model code calls it before each layer
+   * (hp->n_layer: the output; -1: the embedding stage after the embed op,
+   * e.g. the per-layer inputs); the model code calls it before each layer
    * and before the logits. A backend that splits the model by layers
    * (src/backend/split) routes ops by it; NULL: the backend needs no
    * telling. */

@@ -50,17 +50,18 @@ void pasada_context_free(pasada_context *c) {
 
 /* Every matrix the forward pass multiplies by (the backend sizes its
  * scratch for them; of the experts, the first of each kind stands for all,
- * as they share their shape and type); mats holds 18 per layer + 2. */
+ * as they share their shape and type); mats holds 20 per layer + 3. */
 static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) {
   int32_t n = 0;
   mats[n++] = &m->output;
   mats[n++] = &m->tok_embd;
+  if (m->ple_model_proj.data) mats[n++] = &m->ple_model_proj;
   for (int l = 0; l < m->hp.n_layer; l++) {
     const pa_layer *L = &m->layers[l];
     const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                              &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
-                             &L->shexp_gate};
-    for (int i = 0; i < 14; i++)
+                             &L->shexp_gate, &L->ple_gate, &L->ple_proj};
+    for (int i = 0; i < 16; i++)
       if (lm[i]->data) mats[n++] = lm[i]; /* bert has no gate */
     if (L->exp_gate) {
       mats[n++] = &L->router;
@@ -173,7 +174,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     pasada_context_free(c);
     return rc; /* message set by pa_kv_init */
   }
-  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 18 + 2) * sizeof *mats);
+  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 20 + 3) * sizeof *mats);
   if (!mats) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory");

@@ -41,11 +41,13 @@ int ld_check_range(const char *what, int64_t v, int64_t lo, int64_t hi) {
 /* Mixture of experts (llama.cpp's keys): qwen3moe and qwen35moe have
  * experts in every layer (expert_count required), llama has them when expert_count > 0
  * (Mixtral; its experts are feed_forward_length wide unless
- * expert_feed_forward_length says otherwise). */
+ * expert_feed_forward_length says otherwise), gemma4 too (beside its dense
+ * FFN: expert_feed_forward_length required). */
 static int load_experts(struct pa_model *m, uint32_t n_ff) {
   pa_hparams *hp = &m->hp;
   const bool moe_arch = hp->arch == PA_ARCH_QWEN3MOE || hp->arch == PA_ARCH_GPT_OSS || pa_is_qwen35moe(m);
-  if (!moe_arch && hp->arch != PA_ARCH_LLAMA) return PASADA_OK;
+  const bool gemma4 = hp->arch == PA_ARCH_GEMMA4;
+  if (!moe_arch && hp->arch != PA_ARCH_LLAMA && !gemma4) return PASADA_OK;
   uint32_t n_expert = 0, n_used = 0, n_ff_exp = n_ff;
   int rc;
   if ((rc = ld_key_u32(m, "expert_count", moe_arch, &n_expert))) return rc;
@@ -55,7 +57,7 @@ static int load_experts(struct pa_model *m, uint32_t n_ff) {
   if ((rc = ld_check_range("expert_used_count", n_used, 1,
                         n_expert < PA_MAX_EXPERTS_USED ? n_expert : PA_MAX_EXPERTS_USED)))
     return rc;
-  if ((rc = ld_key_u32(m, "expert_feed_forward_length", moe_arch, &n_ff_exp))) return rc;
+  if ((rc = ld_key_u32(m, "expert_feed_forward_length", moe_arch || gemma4, &n_ff_exp))) return rc;
   if ((rc = ld_check_range("expert_feed_forward_length", n_ff_exp, 1, 1 << 18))) return rc;
   hp->n_expert = (int32_t)n_expert;
   hp->n_expert_used = (int32_t)n_used;
@@ -361,8 +363,8 @@ int ld_get_matrix(struct pa_model *m, const char *name, int64_t cols, int64_t ro
 
 /* The n_expert matrices of a 3-D expert tensor ([n_expert][rows][cols]):
  * out[e] is expert e's slice, rows x cols, in the file's bytes. */
-static int get_experts(struct pa_model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
-                       pa_matrix *out) {
+int ld_get_expert_slices(struct pa_model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
+                         pa_matrix *out) {
   const gguf_tensor *t;
   int rc = ld_find_tensor(m, name, true, &t);
   if (rc) return rc;
@@ -396,9 +398,9 @@ int ld_get_experts(struct pa_model *m, int i) {
   int rc;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
   if ((rc = ld_get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
-      (rc = get_experts(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
-      (rc = get_experts(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
-      (rc = get_experts(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
+      (rc = ld_get_expert_slices(m, NAME("ffn_gate_exps.weight"), E, FE, NE, L->exp_gate)) ||
+      (rc = ld_get_expert_slices(m, NAME("ffn_up_exps.weight"), E, FE, NE, L->exp_up)) ||
+      (rc = ld_get_expert_slices(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)))
     return rc;
 #undef NAME
   return PASADA_OK;
@@ -563,12 +565,14 @@ static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   for (int i = 0; i < m->hp.n_layer; i++) {
     pa_layer *L = &m->layers[i];
     pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router,
-                         &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+                         &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
+                         &L->ple_gate, &L->ple_proj};
     for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++)
       if (mats[k]->data) out[n++] = mats[k]; /* bert has no gate, a mixture no dense FFN */
     for (int e = 0; L->exp_gate && e < 3 * m->hp.n_expert; e++) out[n++] = &L->exp_gate[e];
   }
   out[n++] = m->output.data == m->tok_embd.data ? &m->tok_embd : &m->output;
+  if (m->ple_model_proj.data) out[n++] = &m->ple_model_proj; /* the per-layer token table keeps its layout */
   return n;
 }
 
@@ -646,7 +650,7 @@ static size_t slot_bytes(const pa_matrix *w, pa_layout to) {
 
 int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   if (pa_env_no_repack()) return PASADA_OK;
-  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (14 + 3 * (size_t)m->hp.n_expert) + 1, sizeof *mats);
+  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (17 + 3 * (size_t)m->hp.n_expert) + 2, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
   /* When any matrix is repacked, the others are copied beside it as they

@@ -135,21 +135,18 @@ int ld_gemma4_hparams(struct pa_model *m) {
   if ((rc = ld_key_f32(m, "final_logit_softcapping", false, &hp->final_softcap))) return rc;
   if (!(hp->final_softcap >= 0 && hp->final_softcap < 1e6f))
     return pa_error(PASADA_ERR_FORMAT, "final_logit_softcapping %g is out of range [0, 1e6)", hp->final_softcap);
-  uint32_t window = 0, per_layer = 0, n_expert = 0, shared = 0;
+  uint32_t window = 0, per_layer = 0, shared = 0;
   if ((rc = ld_key_u32(m, "attention.sliding_window", true, &window)) ||
       (rc = ld_check_range("attention.sliding_window", window, 1, 1 << 24)) ||
       (rc = ld_key_u32(m, "embedding_length_per_layer_input", false, &per_layer)) ||
-      (rc = ld_key_u32(m, "expert_count", false, &n_expert)) ||
       (rc = ld_key_u32(m, "attention.shared_kv_layers", false, &shared)) ||
       (rc = ld_check_range("attention.shared_kv_layers", shared, 0, n_layer - 1)))
     return rc;
   hp->sliding_window = (int32_t)window;
-  if (per_layer > 0)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: per-layer embeddings (embedding_length_per_layer_input %u) "
-                    "are not supported", per_layer);
-  if (n_expert > 0)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "gemma4: the mixture-of-experts variant (expert_count %u) is not "
-                    "supported", n_expert);
+  if (per_layer > 0 && ((uint64_t)per_layer > 8192 || (uint64_t)per_layer * n_layer > (1u << 20)))
+    return pa_error(PASADA_ERR_FORMAT, "gemma4: embedding_length_per_layer_input %u over %u layers is out of "
+                    "range (at most 8192 per layer, 1048576 in all)", per_layer, n_layer);
+  hp->n_embd_per_layer = (int32_t)per_layer;
   if ((rc = ld_load_swa_pattern(m, 6))) return rc;
   /* the KV heads: one count per kind of layer */
   int32_t kvh[2] = {0, 0}; /* global, sliding */
@@ -267,12 +264,68 @@ int ld_bert(struct pa_model *m) {
   return PASADA_OK;
 }
 
+/* gemma4's mixture of experts in layer i (llama.cpp's names): the router
+ * ffn_gate_inp with its input's scale (ffn_gate_inp.scale, n_embd: the
+ * router reads rmsnorm(x) * scale / sqrt(n_embd), made one vector here)
+ * and each expert's weight scale (ffn_down_exps.scale, n_expert); the
+ * experts' fused gate_up ([n_expert][2 n_ff_exp][n_embd], each expert's
+ * gate rows then its up rows) copied apart once into a gate block and an
+ * up block, so that each kind is one block of equal slices as every
+ * backend reads experts; ffn_down_exps; the experts' input norm
+ * (pre_ffw_norm_2) and the output norms of the dense FFN (post_ffw_norm_1)
+ * and of the experts (post_ffw_norm_2). */
+static int gemma4_experts(struct pa_model *m, int i) {
+  const pa_hparams *hp = &m->hp;
+  const int64_t E = hp->n_embd, NE = hp->n_expert, FE = hp->n_ff_exp;
+  pa_layer *L = &m->layers[i];
+  L->exp_gate = pa_calloc((size_t)NE * 4, sizeof(pa_matrix)); /* gate, up, down, then the fused slices */
+  if (!L->exp_gate) return pa_error(PASADA_ERR_NOMEM, "out of memory for layer %d's experts", i);
+  L->exp_up = L->exp_gate + NE, L->exp_down = L->exp_gate + 2 * NE;
+  pa_matrix *gate_up = L->exp_gate + 3 * NE;
+  char n[96];
+  float *scale = NULL;
+  int rc;
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+  if ((rc = ld_get_matrix(m, NAME("ffn_gate_inp.weight"), E, NE, true, &L->router)) ||
+      (rc = ld_get_vector(m, NAME("ffn_down_exps.scale"), NE, true, &L->exp_scale)) ||
+      (rc = ld_get_vector(m, NAME("pre_ffw_norm_2.weight"), E, true, &L->ffn_norm_2)) ||
+      (rc = ld_get_vector(m, NAME("post_ffw_norm_1.weight"), E, true, &L->post_ffn_norm_1)) ||
+      (rc = ld_get_vector(m, NAME("post_ffw_norm_2.weight"), E, true, &L->post_ffn_norm_2)) ||
+      (rc = ld_get_expert_slices(m, NAME("ffn_down_exps.weight"), FE, E, NE, L->exp_down)) ||
+      (rc = ld_get_expert_slices(m, NAME("ffn_gate_up_exps.weight"), E, 2 * FE, NE, gate_up)) ||
+      (rc = ld_get_vector(m, NAME("ffn_gate_inp.scale"), E, true, &scale)))
+    return rc;
+  L->router_norm = scale; /* the scale times 1/sqrt(n_embd), in place */
+  const float root = (float)(1.0 / sqrt((double)E));
+  for (int64_t j = 0; j < E; j++) L->router_norm[j] *= root;
+  const size_t half = pa_row_size(gate_up[0].type, E) * (size_t)FE;
+  if (half % 4)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s': an expert's %lld up rows of type %s do not start "
+                    "4-byte aligned", n, (long long)FE, pa_type_name(gate_up[0].type));
+  uint8_t *mem = L->exp_split = pa_alloc(2 * half * (size_t)NE);
+  if (!mem) return pa_error(PASADA_ERR_NOMEM, "out of memory splitting '%s'", n);
+  for (int64_t e = 0; e < NE; e++) {
+    memcpy(mem + (size_t)e * half, gate_up[e].data, half);
+    memcpy(mem + (size_t)(NE + e) * half, (const uint8_t *)gate_up[e].data + half, half);
+    L->exp_gate[e] = L->exp_up[e] = (pa_matrix){.type = gate_up[0].type, .rows = FE, .cols = E};
+    L->exp_gate[e].data = mem + (size_t)e * half;
+    L->exp_up[e].data = mem + (size_t)(NE + e) * half;
+  }
+#undef NAME
+  return PASADA_OK;
+}
+
 /* gemma4's tensors (llama.cpp's names; norms as Gemma 4 applies them,
  * x * w, with no 1 + w): per layer q with its head norm, k and v with k's
  * head norm where the layer stores its own KV (v absent: V is K's
  * projection, attention_k_eq_v), norms before and after the attention and
  * the FFN, and layer_output_scale, a scalar. The KV-sharing layers'
- * k and v tensors, if present, are not read. */
+ * k and v tensors, if present, are not read. With per-layer inputs
+ * (n_embd_per_layer P > 0): per_layer_token_embd [n_vocab][n_layer * P],
+ * per_layer_model_proj [n_layer * P][n_embd], per_layer_proj_norm [P], and
+ * per layer inp_gate [P][n_embd], proj [n_embd][P], post_norm [n_embd].
+ * With experts (hp.n_expert > 0) each layer has them beside its dense FFN
+ * (gemma4_experts). */
 int ld_gemma4(struct pa_model *m) {
   const pa_hparams *hp = &m->hp;
   const int64_t E = hp->n_embd, HD_MAX = pa_attn_max(hp).head_dim;
@@ -281,6 +334,13 @@ int ld_gemma4(struct pa_model *m) {
   m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
   if (!m->ones || !m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
   for (int64_t i = 0; i < HD_MAX; i++) m->ones[i] = 1.0f;
+  /* per-layer inputs: the token table of n_layer slices of P per token,
+   * the embedding's projection to them and their norm */
+  const int64_t P = hp->n_embd_per_layer, LP = (int64_t)hp->n_layer * P;
+  if (P > 0 && ((rc = ld_get_matrix(m, "per_layer_token_embd.weight", LP, hp->n_vocab, true, &m->ple_embd)) ||
+                (rc = ld_get_matrix(m, "per_layer_model_proj.weight", E, LP, true, &m->ple_model_proj)) ||
+                (rc = ld_get_vector(m, "per_layer_proj_norm.weight", P, true, &m->ple_proj_norm))))
+    return rc;
   for (int i = 0; i < hp->n_layer; i++) {
     pa_layer *L = &m->layers[i];
     const int64_t F = m->ff_layer[i];
@@ -308,6 +368,11 @@ int ld_gemma4(struct pa_model *m) {
       if (!L->wv.data) L->wv = L->wk;
       L->v_norm = m->ones;
     }
+    if (hp->n_expert > 0 && (rc = gemma4_experts(m, i))) return rc;
+    if (P > 0 && ((rc = ld_get_matrix(m, NAME("inp_gate.weight"), E, P, true, &L->ple_gate)) ||
+                  (rc = ld_get_matrix(m, NAME("proj.weight"), P, E, true, &L->ple_proj)) ||
+                  (rc = ld_get_vector(m, NAME("post_norm.weight"), E, true, &L->ple_norm))))
+      return rc;
     float *scale = NULL;
     if ((rc = ld_get_vector(m, NAME("layer_output_scale.weight"), 1, false, &scale))) return rc;
     L->out_scale = scale ? scale[0] : 1.0f;

@@ -37,6 +37,10 @@ int ld_get_vector(struct pa_model *m, const char *name, int64_t n, bool required
 /* Layer i's router (ffn_gate_inp) and experts (the 3-D ffn_gate_exps,
  * ffn_up_exps, ffn_down_exps), hp.n_expert of hp.n_ff_exp. */
 int ld_get_experts(struct pa_model *m, int i);
+/* The n_expert matrices of a 3-D expert tensor ([n_expert][rows][cols]):
+ * out[e] is expert e's slice, rows x cols, in the file's bytes. */
+int ld_get_expert_slices(struct pa_model *m, const char *name, int64_t cols, int64_t rows, int64_t n_expert,
+                         pa_matrix *out);
 /* rows x cols floats, copied; required. */
 int ld_get_table(struct pa_model *m, const char *name, int64_t cols, int64_t rows, float **out);
 

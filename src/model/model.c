@@ -26,10 +26,12 @@ void pasada_model_free(pasada_model *m) {
                     L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
                     L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b,
                     L->attn_sinks, L->router_b, L->exp_gate_b, L->exp_up_b, L->exp_down_b,
-                    L->ssm_conv, L->ssm_a, L->ssm_dt, L->ssm_norm};
+                    L->ssm_conv, L->ssm_a, L->ssm_dt, L->ssm_norm, L->ple_norm, L->router_norm,
+                    L->exp_scale, L->ffn_norm_2, L->post_ffn_norm_1, L->post_ffn_norm_2};
       for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) pa_free(v[j]);
       pa_free(L->exp_gate); /* exp_up and exp_down share its allocation */
       pa_free(L->q_split);
+      pa_free(L->exp_split);
     }
     pa_free(m->layers);
   }
@@ -41,6 +43,7 @@ void pasada_model_free(pasada_model *m) {
   pa_free(m->embd_norm_b);
   pa_free(m->rope_freqs);
   pa_free(m->ones); /* every layer's v_norm */
+  pa_free(m->ple_proj_norm);
   pa_free(m->rope_long);
   pa_free(m->rope_short);
   pa_tokenizer_free(m->tok);

@@ -42,6 +42,13 @@ typedef struct {
    * (n_expert), the experts' biases ([n_expert][n_ff_exp] gate and up,
    * [n_expert][n_embd] down) */
   float *attn_sinks, *router_b, *exp_gate_b, *exp_up_b, *exp_down_b;
+  /* gemma4's mixture of experts (beside its dense FFN): the router's input
+   * norm (router.scale / sqrt(n_embd), one vector), each expert's weight
+   * scale (n_expert), the experts' input norm, the dense FFN's and the
+   * experts' output norms (post_ffn_norm then norms their sum), and the
+   * fused gate_up tensor's experts copied apart (gate block, up block) */
+  float *router_norm, *exp_scale, *ffn_norm_2, *post_ffn_norm_1, *post_ffn_norm_2;
+  void *exp_split;
   /* qwen35: a linear-attention layer (hp.recurrent): its products (mixed
    * q/k/v, the output gate z, beta, alpha, the output) and its conv taps
    * ([conv_dim][ssm_conv]), A (-exp(A_log)), dt bias and gated norm; an
@@ -52,6 +59,11 @@ typedef struct {
    * its product scales the shared expert, whose matrices are w_gate, w_up
    * and w_down, n_ff wide) */
   pa_matrix shexp_gate;
+  /* gemma4's per-layer inputs (hp.n_embd_per_layer > 0): the gate
+   * (n_embd -> n_embd_per_layer), the projection back (-> n_embd) and its
+   * norm (n_embd) */
+  pa_matrix ple_gate, ple_proj;
+  float *ple_norm;
   float *ssm_conv, *ssm_a, *ssm_dt, *ssm_norm;
   void *q_split;
 } pa_layer;
@@ -83,6 +95,11 @@ struct pa_model {
   float *rope_long, *rope_short;
   int32_t n_ctx_orig;
   pa_yarn yarn;
+  /* gemma4's per-layer inputs (hp.n_embd_per_layer > 0): the token table
+   * (n_vocab rows of n_layer * n_embd_per_layer), the embedding's
+   * projection to the same width, and the norm of each layer's slice */
+  pa_matrix ple_embd, ple_model_proj;
+  float *ple_proj_norm;
   float *ones;     /* gemma4: ones of the widest head (the weight of V's norm) */
   int32_t ff_layer[PA_MAX_LAYERS]; /* gemma4: each layer's FFN width (its KV-sharing layers may be twice as wide) */
   int32_t kv_heads_layer[PA_MAX_LAYERS]; /* each layer's attention.head_count_kv (gemma4: one per kind) */
@@ -106,7 +123,9 @@ typedef void (*pa_layer_hook)(void *user, int layer, const float *x, int32_t n_t
 typedef enum {
   PA_OP_EMBED, PA_OP_ROPE_TABLE,
   PA_OP_QKV, PA_OP_ATTENTION, PA_OP_O, PA_OP_POST_ATTN_NORM, PA_OP_ATTN_RESIDUAL,
-  PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM, PA_OP_FFN_RESIDUAL, PA_OP_MOE, PA_OP_OUTPUT,
+  PA_OP_GATE_UP, PA_OP_DOWN, PA_OP_POST_FFN_NORM, PA_OP_FFN_RESIDUAL, PA_OP_MOE,
+  PA_OP_PER_LAYER_INPUT, /* gemma4's per-layer inputs: made after the embedding (layer -1), used per layer */
+  PA_OP_OUTPUT,
   PA_OP_TOKENIZE, PA_OP_SAMPLE, /* timed by the profile driver around the public API */
   PA_OP_COUNT
 } pa_prof_op;

@@ -38,6 +38,7 @@ const prof_op_info PROF_OPS[PA_OP_COUNT] = {
     [PA_OP_POST_FFN_NORM] = {"post_ffw_norm", "norm", ROWS},
     [PA_OP_FFN_RESIDUAL] = {"ffn_residual", "add", ROWS},
     [PA_OP_MOE] = {"ffn_moe", "moe", 1},
+    [PA_OP_PER_LAYER_INPUT] = {"per_layer_input", "per_layer", 1},
     [PA_OP_OUTPUT] = {"output", "matmul", 1},
     [PA_OP_TOKENIZE] = {"tokenize", "tokenization", 0},
     [PA_OP_SAMPLE] = {"sample", "sampling", 0},

@@ -1,5 +1,5 @@
 """`pasada run` and `pasada serve` on the tiny Gemma 2, Phi-3, gpt-oss and Gemma 4 fixtures
-(tests/fixtures/tiny, made by scripts/make-tiny-models.py; their logits are
+(gemma4, gemma4ple with per-layer inputs, gemma4moe with experts; tests/fixtures/tiny, made by scripts/make-tiny-models.py; their logits are
 held to transformers' by test_arch_parity.py).
 
 - `pasada run` loads each and generates on the CPU and on the Vulkan test
@@ -34,7 +34,7 @@ def run(pasada_bin, arch, *args):
     return res.stdout, int(m.group(1)), int(m.group(2))
 
 
-@pytest.mark.parametrize("arch", ["gemma2", "phi3", "gpt-oss", "gemma4"])
+@pytest.mark.parametrize("arch", ["gemma2", "phi3", "gpt-oss", "gemma4", "gemma4ple", "gemma4moe"])
 @pytest.mark.parametrize("device", ["cpu", "vulkan", "split"])
 def test_run(pasada_bin, arch, device, request):
     """Greedy generation runs to its 8 tokens (the tiny vocabulary's end token

@@ -16,6 +16,8 @@ MALFORMED = FIXTURES / "malformed"
 VALID = FIXTURES / "tiny-llama-valid.gguf"
 VALID_MOE = FIXTURES / "tiny-moe-valid.gguf"  # the base of the model-moe-* files
 VALID_GEMMA4 = FIXTURES / "tiny-gemma4-valid.gguf"  # the base of the model-gemma4-* files
+VALID_GEMMA4_PLE = FIXTURES / "tiny-gemma4ple-valid.gguf"  # with per-layer inputs: the base of model-gemma4-ple-*
+VALID_GEMMA4_MOE = FIXTURES / "tiny-gemma4moe-valid.gguf"  # with experts: the base of model-gemma4-moe-*
 CORPUS = sorted(p.name for p in MALFORMED.glob("*.gguf"))
 
 # What the one line must mention (any of, case-insensitive) for files that
@@ -50,7 +52,19 @@ HINTS = {
     "model-gemma4-shared-kv-no-source": ["layer 1", "KV cache", "sliding"],
     "model-gemma4-ffn-length-array-count": ["feed_forward_length", "entries for 2 layers"],
     "model-gemma4-kv-heads-per-layer": ["head_count_kv", "not supported"],
-    "model-gemma4-per-layer-embeddings": ["per-layer embeddings", "not supported"],
+    "model-gemma4-per-layer-embeddings": ["per_layer_token_embd"],
+    "model-gemma4-ple-token-embd-short": ["per_layer_token_embd"],
+    "model-gemma4-ple-token-embd-narrow": ["per_layer_token_embd"],
+    "model-gemma4-ple-model-proj-wrong-shape": ["per_layer_model_proj"],
+    "model-gemma4-ple-proj-norm-wrong-shape": ["per_layer_proj_norm"],
+    "model-gemma4-ple-inp-gate-wrong-shape": ["blk.1.inp_gate"],
+    "model-gemma4-ple-proj-wrong-shape": ["blk.0.proj"],
+    "model-gemma4-ple-post-norm-missing": ["blk.1.post_norm"],
+    "model-gemma4-ple-width-huge": ["embedding_length_per_layer_input", "out of range"],
+    "model-gemma4-moe-gate-up-not-fused": ["blk.1.ffn_gate_up_exps"],
+    "model-gemma4-moe-expert-scale-wrong-shape": ["blk.0.ffn_down_exps.scale"],
+    "model-gemma4-moe-router-scale-missing": ["blk.0.ffn_gate_inp.scale"],
+    "model-gemma4-moe-width-missing": ["expert_feed_forward_length"],
     "model-gemma4-rope-freqs-nan": ["rope_freqs.weight", "out of range"],
 }
 COMMANDS = {
@@ -82,7 +96,8 @@ def test_malformed_rejected(kind, command, name):
 
 
 @pytest.mark.parametrize("kind", ["release", "asan"])
-@pytest.mark.parametrize("valid", [VALID, VALID_MOE, VALID_GEMMA4], ids=["llama", "moe", "gemma4"])
+@pytest.mark.parametrize("valid", [VALID, VALID_MOE, VALID_GEMMA4, VALID_GEMMA4_PLE, VALID_GEMMA4_MOE],
+                         ids=["llama", "moe", "gemma4", "gemma4ple", "gemma4moe"])
 def test_valid_tiny_model_accepted(kind, valid):
     res = run_cli(kind, ["info", str(valid)])
     assert res.returncode == 0, f"pasada info {valid.name} ({kind}): {res.stderr[-3000:]}"

@@ -21,7 +21,8 @@
  *     embeddings): as the RMS norm.
  *   - the mixture-of-experts op (5 to 8 experts, 2 or 3 per token, an F32
  *     router, experts of the weight type 96 or 256 wide, renormalised or
- *     not, both gates; once per weight type, every third type at
+ *     not, both gates, the GELU one with gemma4's router input norm and
+ *     expert scales; once per weight type, every third type at
  *     PASADA_TEST_SCALE below 1): three times the products' bound (two products in a
  *     row, summed over the experts; measured worst 0.04 of the largest
  *     output, on cpu:avx512); the router runs the exact product on every host
@@ -34,6 +35,10 @@
  *     with state copies between slots and a restarted sequence): within
  *     1e-4 of the largest output (the host backends sum in double, a GPU
  *     in float; measured worst 8e-7 on lavapipe); sigmoid_mul within 1e-6;
+ *   - the per-layer inputs (gemma4): per_layer_embed exact (the token
+ *     table's rows of every weight type, read on the host everywhere; add
+ *     and scale in float); gelu_mul (a 37-wide gate times a slice of rows
+ *     555 apart) within 1e-6 (gelu_tanh's SIMD tables);
  *   - YaRN: a third of the extras models take their RoPE factors and
  *     attention factor from pa_model_yarn_factors instead of random ones.
  * Inputs of each op are uploaded identically to both backends, so an op is
@@ -61,7 +66,7 @@ static int failures;
 
 static float rnd_sym(float a) { return (float)((rnd_unit() * 2.0 - 1.0) * a); }
 
-enum { E = 512, NH = 4, NKV = 2, HD = 64, F = 768, NV = 97, N_BATCH = 32, N_CTX = 64, FE_SMALL = 96 };
+enum { E = 512, NH = 4, NKV = 2, HD = 64, F = 768, NV = 97, N_BATCH = 32, N_CTX = 64, FE_SMALL = 96, PLE_W = 555 };
 
 static const pa_type TYPES[] = {PA_TYPE_F32,  PA_TYPE_F16,  PA_TYPE_BF16, PA_TYPE_Q4_0, PA_TYPE_Q4_1,
                                 PA_TYPE_Q5_0, PA_TYPE_Q5_1, PA_TYPE_Q8_0, PA_TYPE_Q2_K, PA_TYPE_Q3_K,
@@ -186,6 +191,11 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool 
   t->m.pos_embd = random_matrix(t, PA_TYPE_F32, N_BATCH, E, 1.0f);
   t->m.type_embd = random_matrix(t, PA_TYPE_F32, 2, E, 1.0f);
   L->b_up = random_vec(t, F, 0.0f, 0.5f);
+  /* gemma4's per-layer token table: a row as wide as the per-layer inputs
+   * of the PLE buffer (PLE_W), or the widest whole blocks within it */
+  hp->n_embd_per_layer = PLE_W;
+  const int64_t bs = pa_type_get(type)->block_size;
+  t->m.ple_embd = random_matrix(t, type, NV, bs == 1 ? PLE_W : PLE_W / bs * bs, 1.0f);
   t->m.layers = L;
   hp->rope_attn_factor = 1.0f;
   L->attn_sinks = random_vec(t, NH, 0.0f, 2.0f);
@@ -221,6 +231,7 @@ static void model_build(tmodel *t, pa_type type, uint64_t seed, bool neox, bool 
     L->exp_gate_b = random_vec(t, NE * FE, 0.0f, 12.0f);
     L->exp_up_b = random_vec(t, NE * FE, 0.0f, 12.0f);
     L->exp_down_b = random_vec(t, NE * E, 0.0f, 0.5f);
+    L->exp_scale = random_vec(t, NE, 1.0f, 0.5f);
     L->exp_gate = keep(t, pa_calloc(3 * (size_t)hp->n_expert, sizeof(pa_matrix)));
     L->exp_up = L->exp_gate + hp->n_expert, L->exp_down = L->exp_gate + 2 * hp->n_expert;
     pa_matrix *kinds[3] = {L->exp_gate, L->exp_up, L->exp_down};
@@ -320,10 +331,11 @@ static const char *OP_NAMES[] = {"upload", "embed", "rms_norm", "add", "matmul q
                                  "attention window", "matmul o + residual", "matmul gate_up", "matmul down + residual",
                                  "logits", "hidden", "layer_norm", "embed_add", "attention bidirectional",
                                  "matmul up + bias + gelu_erf", "moe + residual",
-                                 "attention sinks", "moe biases + swiglu_oai", "scale"};
+                                 "attention sinks", "moe biases + swiglu_oai", "scale", "per_layer_embed",
+                                 "gelu_mul"};
 enum {
   OP_UPLOAD, OP_EMBED, OP_NORM, OP_ADD, OP_QKV, OP_KV, OP_ATT, OP_ATT_W, OP_O, OP_GATE, OP_DOWN, OP_LOGITS,
-  OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU, OP_MOE, OP_ATT_SINK, OP_MOE_OAI, OP_SCALE
+  OP_HIDDEN, OP_LNORM, OP_EMBED_ADD, OP_ATT_BI, OP_UP_GELU, OP_MOE, OP_ATT_SINK, OP_MOE_OAI, OP_SCALE, OP_PLE, OP_GELU_MUL
 };
 
 static bool cur_extras; /* the model under test has model_build's extras */
@@ -416,6 +428,29 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
   r->ops->scale(r->bc, PA_BUF_X, s, E, n);
   download2(x, r, PA_BUF_X, (int64_t)n * E);
   expect(backend, type, n, kvt, OP_SCALE, got_a, got_b, (int64_t)n * E, 0);
+
+  /* the per-layer inputs (gemma4): the token table's rows added to PLE
+   * and scaled, exact in float (the same steps everywhere); then a gate of
+   * an awkward width times a slice of PLE (rows PLE_W apart, from an odd
+   * offset), gelu_tanh's tables within 1e-6 */
+  {
+    const pa_matrix *tx = &x->tm.m.ple_embd, *tr = &r->tm.m.ple_embd;
+    random_fill(in, (int64_t)n * tx->cols, 1.0f);
+    upload2(x, r, PA_BUF_PLE, in, (int64_t)n * tx->cols);
+    x->ops->per_layer_embed(x->bc, &b, tx, 2.75f, 0.70710678f);
+    r->ops->per_layer_embed(r->bc, &b, tr, 2.75f, 0.70710678f);
+    download2(x, r, PA_BUF_PLE, (int64_t)n * tx->cols);
+    expect(backend, type, n, kvt, OP_PLE, got_a, got_b, (int64_t)n * tx->cols, 0);
+    const int64_t G = 37, off = 101;
+    random_fill(in, (int64_t)n * PLE_W, 2.0f);
+    upload2(x, r, PA_BUF_PLE, in, (int64_t)n * PLE_W);
+    random_fill(in2, (int64_t)n * G, 4.0f);
+    upload2(x, r, PA_BUF_H1, in2, (int64_t)n * G);
+    x->ops->gelu_mul(x->bc, PA_BUF_H1, PA_BUF_PLE, G, PLE_W, off, n);
+    r->ops->gelu_mul(r->bc, PA_BUF_H1, PA_BUF_PLE, G, PLE_W, off, n);
+    download2(x, r, PA_BUF_H1, (int64_t)n * G);
+    expect(backend, type, n, kvt, OP_GELU_MUL, got_a, got_b, (int64_t)n * G, 1e-6);
+  }
 
   /* LayerNorm with weight and bias (bert), in place too; it and embed_add
    * read only F32 vectors and tables, so they run with the first weight
@@ -560,6 +595,9 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
                       .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .norm_topk = g == 0,
                       .gate = LX->exp_gate, .up = LX->exp_up, .down = LX->exp_down,
                       .act = g ? PA_GATE_GELU_TANH : PA_GATE_SILU, .residual = PA_BUF_X};
+    if (g == 1) { /* gemma4: the router's own input norm, each chosen weight scaled */
+      mx.router_norm = LX->attn_norm, mx.expert_scale = LX->exp_scale;
+    }
     if (g == 2) { /* gpt-oss: biases everywhere, the clamped SwiGLU, softmax over the chosen */
       mx.norm_topk = true, mx.act = PA_GATE_SWIGLU_OAI;
       mx.router_bias = LX->router_b, mx.gate_bias = LX->exp_gate_b;
@@ -568,6 +606,7 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
     pa_moe_desc mr = mx;
     mr.in_norm = LR->ffn_norm, mr.router = &LR->router;
     mr.gate = LR->exp_gate, mr.up = LR->exp_up, mr.down = LR->exp_down;
+    if (g == 1) mr.router_norm = LR->attn_norm, mr.expert_scale = LR->exp_scale;
     if (g == 2) {
       mr.router_bias = LR->router_b, mr.gate_bias = LR->exp_gate_b;
       mr.up_bias = LR->exp_up_b, mr.down_bias = LR->exp_down_b;
@@ -804,7 +843,7 @@ static void check_backend(const char *backend) {
       side_close(&r);
     }
   printf("  %-16s worst relative difference from ref:", backend);
-  for (int op = 0; op <= OP_SCALE; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_SCALE ? "," : "\n");
+  for (int op = 0; op <= OP_GELU_MUL; op++) printf(" %s %.2g%s", OP_NAMES[op], worst[op], op < OP_GELU_MUL ? "," : "\n");
 }
 
 /* A context on a GPU backend for a model loaded on the CPU is refused

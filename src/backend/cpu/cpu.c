@@ -168,6 +168,26 @@ static void op_scale(pa_bctx *c, pa_buf x, float s, int64_t n, int32_t n_tok) {
   run_rows(c, &j);
 }
 
+static void op_per_layer_embed(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, float scale,
+                               float out_scale) {
+  const int64_t n = table->cols;
+  float *row = c->ple_row;
+  for (int32_t t = 0; t < b->n; t++) {
+    float *y = c->buf[PA_BUF_PLE] + t * n;
+    pa_matrix_get_row(table, b->token[t], row);
+    for (int64_t i = 0; i < n; i++) {
+      const float r = row[i] * scale, s = y[i] + r;
+      y[i] = s * out_scale;
+    }
+  }
+}
+
+static void op_gelu_mul(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int64_t y_stride, int64_t y_off,
+                        int32_t n_tok) {
+  for (int32_t t = 0; t < n_tok; t++)
+    c->be->ex.ops->gelu_tanh_mul(c->buf[x] + t * n, c->buf[y] + t * y_stride + y_off, n);
+}
+
 /* A product's rows: out[m] has rows_of(m) floats per token. */
 static int64_t out_rows(const pa_matmul_desc *d, int m) { return d->w[m]->rows; }
 
@@ -431,7 +451,9 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   const size_t n_qkv = align16(max_sz(fq + fk + fv + fo, (size_t)(B * F)));
   const size_t n_h1 = align16((size_t)(B * pa_buf_width(hp, PA_BUF_H1)));
   const size_t n_rt = align16((size_t)(B * (pa_rope_dim_max(hp) / 2)));
-  const size_t total = 2 * n_x + n_xb + n_qkv + n_h1 + 4 * n_rt;
+  const size_t n_ple = align16((size_t)(B * pa_buf_width(hp, PA_BUF_PLE)));
+  const size_t n_ple_row = align16((size_t)pa_buf_width(hp, PA_BUF_PLE));
+  const size_t total = 2 * n_x + n_xb + n_qkv + n_h1 + 4 * n_rt + n_ple + n_ple_row;
   float *m = c->mem = pa_alloc(total * sizeof(float));
   c->scores = pa_alloc(pa_cpu_attention_scratch_size(c->n_threads, c->n_batch, c->n_seq_max, hp));
   size_t work = 0;
@@ -480,7 +502,9 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->rope_cos = m, m += n_rt;
   c->rope_sin = m, m += n_rt;
   c->rope_cos_swa = m, m += n_rt;
-  c->rope_sin_swa = m;
+  c->rope_sin_swa = m, m += n_rt;
+  c->buf[PA_BUF_PLE] = m, m += n_ple;
+  c->ple_row = m;
   pa_cpu_moe_bind(c, c->moe_mem);
   *out = c;
   return PASADA_OK;
@@ -499,6 +523,7 @@ static int prepare_weights(const pa_backend *be, struct pa_model *m) {
    .context_init = context_init, .context_free = context_free, .upload = op_upload,             \
    .download = op_download, .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, \
    .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale, .layer_norm = op_layer_norm, .embed_add = op_embed_add, \
+   .per_layer_embed = op_per_layer_embed, .gelu_mul = op_gelu_mul,                               \
    .matmul = op_matmul, .attention = op_attention, .moe = pa_cpu_moe, .logits = op_logits,        \
    .hidden = op_hidden, .delta_net = pa_cpu_delta_net, .sigmoid_mul = pa_cpu_sigmoid_mul,         \
    .state_copy = pa_cpu_state_copy}

@@ -28,6 +28,7 @@ struct pa_bctx {
   int32_t n_threads, n_batch, n_seq_max;
   float *buf[PA_BUF_COUNT];
   float *xn;                     /* a product's normalised input, when not fused */
+  float *ple_row;                /* one row of the per-layer token table (per_layer_embed) */
   float *rope_cos, *rope_sin;    /* [n_batch][rope_dim / 2] of the pass's positions */
   float *rope_cos_swa, *rope_sin_swa;
   float *scores;                 /* attention's scratch (pa_cpu_attention_scratch_size) */

@@ -174,7 +174,13 @@ void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   float *xn = c->xn;
   for (int32_t t = 0; t < n; t++)
     ops->rmsnorm(xn + t * E, c->buf[d->in] + t * E, d->in_norm, E, hp->norm_eps);
-  pa_matmul_exact(c->pool, d->router, xn, E, c->moe.logits, NE, n, c->moe_work);
+  const float *rx = xn;
+  if (d->router_norm) { /* the router's own input norm (xg is free until the experts run) */
+    for (int32_t t = 0; t < n; t++)
+      ops->rmsnorm(c->moe.xg + t * E, c->buf[d->in] + t * E, d->router_norm, E, hp->norm_eps);
+    rx = c->moe.xg;
+  }
+  pa_matmul_exact(c->pool, d->router, rx, E, c->moe.logits, NE, n, c->moe_work);
   if (d->router_bias)
     for (int32_t t = 0; t < n; t++) ops->add(c->moe.logits + (int64_t)t * NE, d->router_bias, NE);
   int32_t *count = c->moe.count, *first = c->moe.first, *slots = c->moe.slots;
@@ -182,6 +188,8 @@ void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   for (int32_t t = 0; t < n; t++) {
     pa_moe_route(c->moe.logits + (int64_t)t * NE, NE, K, d->norm_topk, c->moe.chosen + t * K,
                  c->moe.weight + t * K);
+    if (d->expert_scale)
+      for (int32_t k = 0; k < K; k++) c->moe.weight[t * K + k] *= d->expert_scale[c->moe.chosen[t * K + k]];
     for (int32_t k = 0; k < K; k++) count[c->moe.chosen[t * K + k]]++;
   }
   /* slots (t * K + k) grouped by expert, tokens in order within each */

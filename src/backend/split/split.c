@@ -8,9 +8,10 @@
  * for every layer in host memory.
  *
  * Ops go to the side of the layer the model code last named (the layer
- * op); the residual stream X is the only buffer that lives across layers,
- * so when an op runs on the other side from X's, X's rows of the pass are
- * downloaded from one and uploaded to the other first. The KV cache's
+ * op; the embedding stage, layer -1, is the CPU's); the residual stream X
+ * and the per-layer inputs PLE are the only buffers that live across
+ * layers, so when an op runs on the other side from X's, their rows of the
+ * pass are downloaded from one and uploaded to the other first. The KV cache's
  * block manager is the context's; each side reads it through a copy of
  * the manager's struct whose `values` are its own (the tables it points
  * to are shared), and the values the context sees route by layer. The
@@ -39,10 +40,11 @@ struct pa_bctx {
   int layer;           /* the layer of the ops that come (n_layer: the output) */
   int x_side;          /* 0: X is on the GPU, 1: on the CPU */
   int32_t n_tok;       /* rows of X in the pass */
-  float *xfer;         /* X on its way between the sides */
+  float *xfer;         /* X (or PLE) on its way between the sides */
 };
 
 static bool on_gpu(const pa_bctx *s, int layer) {
+  if (layer < 0) return false; /* the embedding stage: where the embedding is */
   return layer < s->sb->n_gpu || (layer >= s->hp->n_layer && s->sb->n_gpu == s->hp->n_layer);
 }
 
@@ -54,9 +56,13 @@ static bool side(pa_bctx *s) {
   const bool gpu = on_gpu(s, s->layer);
   const int want = gpu ? 0 : 1;
   if (s->x_side != want && s->n_tok > 0) {
-    const int64_t n = (int64_t)s->n_tok * s->hp->n_embd;
-    ops_of(s, !gpu)->download(ctx_of_side(s, !gpu), PA_BUF_X, 0, s->xfer, n);
-    ops_of(s, gpu)->upload(ctx_of_side(s, gpu), PA_BUF_X, 0, s->xfer, n);
+    const pa_buf moving[2] = {PA_BUF_X, PA_BUF_PLE};
+    for (int i = 0; i < 2; i++) {
+      const int64_t n = (int64_t)s->n_tok * pa_buf_width(s->hp, moving[i]);
+      if (n == 0) continue;
+      ops_of(s, !gpu)->download(ctx_of_side(s, !gpu), moving[i], 0, s->xfer, n);
+      ops_of(s, gpu)->upload(ctx_of_side(s, gpu), moving[i], 0, s->xfer, n);
+    }
   }
   s->x_side = want;
   return gpu;
@@ -108,6 +114,17 @@ static void op_add(pa_bctx *s, pa_buf x, pa_buf y, int64_t n, int32_t n_tok) {
 static void op_scale(pa_bctx *s, pa_buf x, float v, int64_t n, int32_t n_tok) {
   const bool gpu = side(s);
   ops_of(s, gpu)->scale(ctx_of_side(s, gpu), x, v, n, n_tok);
+}
+
+static void op_per_layer_embed(pa_bctx *s, const pa_fwd_batch *b, const pa_matrix *table, float scale,
+                               float out_scale) {
+  const bool gpu = side(s);
+  ops_of(s, gpu)->per_layer_embed(ctx_of_side(s, gpu), b, table, scale, out_scale);
+}
+
+static void op_gelu_mul(pa_bctx *s, pa_buf x, pa_buf y, int64_t n, int64_t y_stride, int64_t y_off, int32_t n_tok) {
+  const bool gpu = side(s);
+  ops_of(s, gpu)->gelu_mul(ctx_of_side(s, gpu), x, y, n, y_stride, y_off, n_tok);
 }
 
 static void op_matmul(pa_bctx *s, const pa_fwd_batch *b, const pa_matmul_desc *d) {
@@ -203,7 +220,8 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   s->kg = *p->kv, s->kc = *p->kv;
   s->kg.values = s->kc.values = NULL;
   s->kg.owns_values = s->kc.owns_values = false;
-  s->xfer = pa_alloc(sizeof(float) * (size_t)p->n_batch * (size_t)p->hp->n_embd);
+  const int64_t ple = pa_buf_width(p->hp, PA_BUF_PLE);
+  s->xfer = pa_alloc(sizeof(float) * (size_t)p->n_batch * (size_t)(ple > p->hp->n_embd ? ple : p->hp->n_embd));
   int rc = s->xfer ? PASADA_OK : pa_error(PASADA_ERR_NOMEM, "out of memory");
   pa_bctx_params gp = *p, cp = *p;
   gp.kv = &s->kg, gp.kv_layers = sb->n_gpu;
@@ -245,7 +263,8 @@ static const pa_backend_ops split_ops = {
     .name = "split", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale,
-    .matmul = op_matmul, .moe = op_moe, .attention = op_attention, .logits = op_logits, .hidden = op_hidden,
+    .per_layer_embed = op_per_layer_embed, .gelu_mul = op_gelu_mul, .matmul = op_matmul, .moe = op_moe,
+    .attention = op_attention, .logits = op_logits, .hidden = op_hidden,
     .delta_net = op_delta_net, .sigmoid_mul = op_sigmoid_mul, .state_copy = op_state_copy, .layer = op_layer};
 
 static void split_free(pa_backend *be) {

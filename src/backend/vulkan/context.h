@@ -78,6 +78,7 @@ struct pa_bctx {
   uint64_t s_moe_logits, s_moe_idx, s_moe_w; /* the moe op's, in the step buffer */
   int32_t *moe_chosen, *moe_count, *moe_first; /* the moe op's routing, on the host */
   float *moe_weight;
+  float *ple_row; /* one row of the per-layer token table, on the host (per_layer_embed) */
   /* the step buffer (host-visible) */
   pa_vk_buf step;
   uint64_t s_tok, s_pos, s_seq, s_out, s_slot, s_cos, s_sin, s_cos_swa, s_sin_swa, s_tables;

@@ -31,8 +31,11 @@ void pa_vkc_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   const uint32_t n = (uint32_t)b->n, E = (uint32_t)c->hp->n_embd, FE = (uint32_t)d->gate[0].rows;
   const int32_t NE = d->n_expert, K = d->n_used;
   const uint64_t xn = c->act.addr + c->off_xn, out = buf_addr(c, d->out);
+  const uint64_t xg = c->act.addr + c->off_xg, hg = c->act.addr + c->off_hg, hu = c->act.addr + c->off_hu;
   pa_vkc_norm_rows(c, xn, buf_addr(c, d->in), d->in_norm, E, n, 0);
-  pa_vkc_product(c, d->router, xn, E, step_addr(c, c->s_moe_logits), (uint32_t)NE, n);
+  /* the router's own input norm, into xg (free until the experts run) */
+  if (d->router_norm) pa_vkc_norm_rows(c, xg, buf_addr(c, d->in), d->router_norm, E, n, 0);
+  pa_vkc_product(c, d->router, d->router_norm ? xg : xn, E, step_addr(c, c->s_moe_logits), (uint32_t)NE, n);
   if (d->router_bias)
     pa_vkc_add(c, step_addr(c, c->s_moe_logits), pa_vkc_weight(c->vb, d->router_bias), (uint64_t)NE * n, (uint32_t)NE);
   pa_vkc_flush(c);
@@ -41,6 +44,8 @@ void pa_vkc_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
   memset(count, 0, (size_t)NE * sizeof *count);
   for (uint32_t t = 0; t < n; t++) {
     pa_moe_route(logits + (size_t)t * NE, NE, K, d->norm_topk, c->moe_chosen + t * K, c->moe_weight + t * K);
+    if (d->expert_scale)
+      for (int32_t k = 0; k < K; k++) c->moe_weight[t * K + k] *= d->expert_scale[c->moe_chosen[t * K + k]];
     for (int32_t k = 0; k < K; k++) count[c->moe_chosen[t * K + k]]++;
   }
   /* per expert, its tokens (in order) and their weights, into the step buffer */
@@ -53,7 +58,6 @@ void pa_vkc_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
       idx[i] = (int32_t)t, wts[i] = c->moe_weight[t * K + k];
     }
   moe_scatter(c, out, 0, 0, 0, E, n);
-  const uint64_t xg = c->act.addr + c->off_xg, hg = c->act.addr + c->off_hg, hu = c->act.addr + c->off_hu;
   const uint64_t yg = c->act.addr + c->off_yg;
   for (int32_t e = 0; e < NE; e++) {
     const uint32_t m = (uint32_t)count[e];

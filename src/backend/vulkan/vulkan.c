@@ -80,11 +80,12 @@ static int check_type(const pa_matrix *m) {
 }
 
 /* A layer's matrices, into lm[N_LAYER_MATS] (those it lacks have no data). */
-enum { N_LAYER_MATS = 14 };
+enum { N_LAYER_MATS = 16 };
 static void layer_matrices(const pa_layer *L, const pa_matrix **lm) {
   const pa_matrix *all[N_LAYER_MATS] = {&L->wq,     &L->wk,    &L->wv,       &L->wo,        &L->w_gate,
                                         &L->w_up,   &L->w_down, &L->wq_gate, &L->ssm_qkv,   &L->ssm_z,
-                                        &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->shexp_gate};
+                                        &L->ssm_beta, &L->ssm_alpha, &L->ssm_out, &L->shexp_gate,
+                                        &L->ple_gate, &L->ple_proj};
   memcpy(lm, all, sizeof all);
 }
 
@@ -94,7 +95,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = hp->n_layer * 48 + 16;
+  const int cap = hp->n_layer * 56 + 16;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -115,6 +116,12 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   if (!rc && embed && m->type_embd.data) rc = collect(t, &n, cap, m->type_embd.data, pa_vkc_matrix_bytes(&m->type_embd));
   if (!rc && embed) rc = collect(t, &n, cap, m->embd_norm, E);
   if (!rc && embed) rc = collect(t, &n, cap, m->embd_norm_b, E);
+  /* per-layer inputs: the projection of the embedding and its norm (the
+   * token table stays on the host: per_layer_embed) */
+  if (!rc && embed && m->ple_model_proj.data) rc = check_type(&m->ple_model_proj);
+  if (!rc && embed && m->ple_model_proj.data)
+    rc = collect(t, &n, cap, m->ple_model_proj.data, pa_vkc_matrix_bytes(&m->ple_model_proj));
+  if (!rc && embed) rc = collect(t, &n, cap, m->ple_proj_norm, (uint64_t)hp->n_embd_per_layer * 4);
   for (int l = 0; l < n_layers && !rc; l++) {
     const pa_layer *L = &m->layers[l];
     const pa_matrix *lm[N_LAYER_MATS];
@@ -126,15 +133,16 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     }
     const void *vec[] = {L->attn_norm, L->ffn_norm,      L->post_attn_norm, L->post_ffn_norm, L->q_norm, L->k_norm,
                          L->bq,        L->bk,           L->bv,             L->bo,            L->b_up,    L->b_down,
-                         L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b, L->v_norm};
+                         L->attn_out_norm, L->attn_out_norm_b, L->out_norm, L->out_norm_b, L->v_norm,
+                         L->ple_norm, L->router_norm, L->ffn_norm_2, L->post_ffn_norm_1, L->post_ffn_norm_2};
     const uint64_t FB = (uint64_t)hp->n_ff * 4;
     /* the layer's head sizes (pa_layer_attn); gemma4's v_norm (the model's
      * ones, shared by every layer) is as wide as the widest head */
     const pa_attn_shape a = pa_layer_attn(hp, l);
     const uint64_t HD = (uint64_t)a.head_dim * 4, QB = (uint64_t)hp->n_head * a.head_dim * 4;
     const uint64_t KB = (uint64_t)a.n_head_kv * a.head_dim * 4, VB = (uint64_t)a.n_head_kv * a.head_dim_v * 4;
-    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HDM};
-    for (int i = 0; i < 17 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
+    const uint64_t vb_[] = {E, E, E, E, HD, HD, QB, KB, VB, E, FB, E, E, E, E, E, HDM, E, E, E, E, E};
+    for (int i = 0; i < 22 && !rc; i++) rc = collect(t, &n, cap, vec[i], vb_[i]);
     /* qwen35's linear attention: the conv's taps, A, the dt bias, the gated norm */
     const uint64_t VH = (uint64_t)hp->ssm_v_heads * 4;
     const void *sv[] = {L->ssm_conv, L->ssm_a, L->ssm_dt, L->ssm_norm};
@@ -510,6 +518,39 @@ static void op_embed_add(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *tab
   }
 }
 
+/* PLE[t] = (PLE[t] + row token[t] of table * scale) * out_scale: the rows
+ * read on the host where the file maps them (the table is never
+ * uploaded), times scale into staging, then the add and scale shaders. */
+static void op_per_layer_embed(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, float scale,
+                               float out_scale) {
+  const uint64_t n = (uint64_t)table->cols, total = n * (uint64_t)b->n, x = buf_addr(c, PA_BUF_PLE);
+  for (uint64_t done = 0; done < total;) {
+    const uint64_t m = total - done < c->staging_bytes / 4 ? total - done : c->staging_bytes / 4;
+    const uint64_t so = pa_vkc_staging(c, m * 4);
+    float *dst = (float *)(void *)((uint8_t *)c->step.map + so);
+    for (uint64_t e = done; e < done + m;) { /* whole rows, or a row's part at a chunk's ends */
+      const uint64_t t = e / n, i0 = e % n, i1 = n < i0 + (done + m - e) ? n : i0 + (done + m - e);
+      pa_matrix_get_row(table, b->token[t], c->ple_row);
+      for (uint64_t i = i0; i < i1; i++) dst[e - done + i - i0] = c->ple_row[i] * scale;
+      e += i1 - i0;
+    }
+    pa_vkc_add(c, x + done * 4, step_addr(c, so), m, 0);
+    done += m;
+  }
+  op_scale(c, PA_BUF_PLE, out_scale, (int64_t)n, b->n);
+}
+
+/* x[t][i] = gelu_tanh(x[t][i]) * y[t * y_stride + y_off + i]: the gate
+ * shader's kind 5 (kind 1's arithmetic, u read by rows y_stride apart) */
+static void op_gelu_mul(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int64_t y_stride, int64_t y_off, int32_t n_tok) {
+  const uint64_t N = (uint64_t)n * (uint64_t)n_tok;
+  struct {
+    uint64_t g, u;
+    uint32_t n, kind, per_gate, u_stride;
+  } p = {buf_addr(c, x), buf_addr(c, y) + (uint64_t)y_off * 4, (uint32_t)N, 5u, (uint32_t)n, (uint32_t)y_stride};
+  pa_vkc_dispatch(c, "gate", &p, sizeof p, groups_for(N, 256), 1, 1);
+}
+
 /* y = W x for n_tok rows of x (ldx floats apart) into rows ldy apart, W's
  * bytes at device address wa */
 void pa_vkc_product_at(pa_bctx *c, const pa_matrix *w, uint64_t wa, uint64_t x, uint32_t ldx, uint64_t y,
@@ -708,6 +749,7 @@ static void context_free(pa_bctx *c) {
   pa_free(c->moe_weight);
   pa_free(c->moe_count);
   pa_free(c->moe_first);
+  pa_free(c->ple_row);
   pa_free(c);
 }
 
@@ -749,6 +791,9 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   c->off_xg = take(&at, B * E * 4 * (NE > 0)), c->off_yg = take(&at, B * E * 4 * (NE > 0));
   c->off_hg = take(&at, B * FE * 4 * (NE > 0)), c->off_hu = take(&at, B * FE * 4 * (NE > 0));
   rc = pa_vk_buf_create(d, at, false, &c->act);
+  if (!rc && hp->n_embd_per_layer > 0 &&
+      !(c->ple_row = pa_alloc((size_t)pa_buf_width(hp, PA_BUF_PLE) * sizeof(float))))
+    rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
   if (!rc) rc = pa_vkc_delta_init(c, p); /* the recurrent layers' state */
   if (NE > 0 && !rc) {
     c->moe_chosen = pa_alloc(B * KU * sizeof(int32_t)), c->moe_weight = pa_alloc(B * KU * sizeof(float));
@@ -853,8 +898,8 @@ static const pa_backend_ops vulkan_ops = {
     .name = "vulkan", .default_kv_type = PA_KV_F16, .prepare_weights = prepare_weights,
     .context_init = context_init, .context_free = context_free, .upload = op_upload, .download = op_download,
     .synchronize = op_synchronize, .begin = op_begin, .embed = op_embed, .rms_norm = op_rms_norm, .add = op_add, .scale = op_scale,
-    .layer_norm = op_layer_norm, .embed_add = op_embed_add,
-    .matmul = op_matmul, .attention = op_attention, .moe = pa_vkc_moe, .logits = op_logits,
+    .layer_norm = op_layer_norm, .embed_add = op_embed_add, .per_layer_embed = op_per_layer_embed,
+    .gelu_mul = op_gelu_mul, .matmul = op_matmul, .attention = op_attention, .moe = pa_vkc_moe, .logits = op_logits,
     .hidden = op_hidden, .delta_net = pa_vkc_delta_net, .sigmoid_mul = pa_vkc_sigmoid_mul,
     .state_copy = pa_vkc_state_copy};
 

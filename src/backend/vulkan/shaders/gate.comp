@@ -7,14 +7,16 @@
  * pa_swiglu_oai); kind 4: g[i] = g[i] * sigmoid(u[i / per_gate])
  * (backend.h's sigmoid_mul: the gated attention's output gate, per_gate
  * 1; qwen35moe's shared-expert gate, one per row of per_gate values;
- * the other kinds leave per_gate unset). */
+ * the other kinds leave per_gate unset); kind 5: kind 1 with u[i]
+ * read at (i / per_gate) * u_stride + i % per_gate (backend.h's gelu_mul:
+ * rows of per_gate values against rows u_stride apart). */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(push_constant) uniform P {
   uint64_t g, u;
-  uint n, kind, per_gate;
+  uint n, kind, per_gate, u_stride;
 } p;
 float erf_(float x) {
   const float z = abs(x), t = 1.0 / (1.0 + 0.5 * z);
@@ -66,7 +68,8 @@ void main() {
     }
     precise float den = 1.0 + pa_exp(z);
     precise float q = g / den;
-    precise float out_ = q * U.v[i];
+    const uint ui = p.kind == 5 ? (i / p.per_gate) * p.u_stride + i % p.per_gate : i;
+    precise float out_ = q * U.v[ui];
     G.v[i] = out_;
   }
 }
