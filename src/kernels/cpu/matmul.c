@@ -879,9 +879,8 @@ bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item 
     const pa_matmul_out outs[2] = {{it->w, it->y, it->y_stride}, {it->up, it->y_up, it->y_stride}};
     const uintptr_t base = ((uintptr_t)work + used + 63) & ~(uintptr_t)63;
     if (it->n_tokens <= 0 || (it->up && (it->up->rows != it->w->rows || !it->gate)) ||
-        !job_init(j, ex, outs, it->up ? 2 : 1, it->x, it->x_stride, it->n_tokens, (void *)base)) {
+        !job_init(j, ex, outs, it->up ? 2 : 1, it->x, it->x_stride, it->n_tokens, (void *)base))
       return false;
-    }
     j->gate = it->up ? it->gate : NULL;
     j->n_threads = nth;
     shared[i] = false;
@@ -894,9 +893,7 @@ bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item 
       size_t need = pa_matmul_work_size(it->w, it->n_tokens);
       if (it->up && pa_matmul_work_size(it->up, it->n_tokens) > need) need = pa_matmul_work_size(it->up, it->n_tokens);
       used = (base - (uintptr_t)work) + need;
-      if (used > work_bytes) {
-        return false;
-      }
+      if (used > work_bytes) return false;
     }
     g->g0[i + 1] = g->g0[i] + (it->w->rows + j->grain - 1) / j->grain;
   }
