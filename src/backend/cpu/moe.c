@@ -79,28 +79,47 @@ void pa_cpu_moe_bind(pa_bctx *c, void *mem) {
   c->moe.slots = i;
 }
 
+/* Expert e's input rows: xn as it is when every token chose it, else its
+ * tokens' rows gathered into dst. */
+static const float *expert_input(pa_bctx *c, const pa_moe_desc *d, int32_t e, int32_t n, float *dst) {
+  const int64_t E = c->hp->n_embd;
+  const int32_t m = c->moe.count[e], *s = c->moe.slots + c->moe.first[e];
+  if (m == n) return c->xn;
+  for (int32_t i = 0; i < m; i++) memcpy(dst + i * E, c->xn + (s[i] / d->n_used) * E, (size_t)E * sizeof(float));
+  return dst;
+}
+
+/* The separate path's step between the products: expert e's biases on its
+ * m rows of gate (hg) and up (hu) outputs, then the gate into hg. */
+static void expert_gate(pa_bctx *c, const pa_moe_desc *d, int32_t e, int32_t m, float *hg, float *hu,
+                        pa_gate_fn act) {
+  const pa_ops_kernels *ops = c->be->ex.ops;
+  const int64_t FE = d->gate[0].rows;
+  for (int32_t i = 0; i < m; i++) {
+    if (d->gate_bias) ops->add(hg + i * FE, d->gate_bias + e * FE, FE);
+    if (d->up_bias) ops->add(hu + i * FE, d->up_bias + e * FE, FE);
+  }
+  if (d->act == PA_GATE_SWIGLU_OAI)
+    pa_swiglu_oai(hg, hu, (int64_t)m * FE);
+  else
+    act(hg, hu, (int64_t)m * FE);
+}
+
 /* The grouped path (see the top): the chosen experts' gate and up products
  * in one job, the activation where it is not fused, the down products in
  * another. Expert e's rows are at first[e] of xg, hg, hu and yg. False,
  * having computed nothing, where pa_matmul_group cannot take them. */
 static bool grouped(pa_bctx *c, const pa_moe_desc *d, int32_t n, bool separate, pa_gate_fn act) {
-  const pa_ops_kernels *ops = c->be->ex.ops;
-  const int32_t NE = d->n_expert, K = d->n_used;
+  const int32_t NE = d->n_expert;
   const int64_t E = c->hp->n_embd, FE = d->gate[0].rows;
-  const int32_t *count = c->moe.count, *first = c->moe.first, *slots = c->moe.slots;
+  const int32_t *count = c->moe.count, *first = c->moe.first;
   pa_matmul_item it[PA_MATMUL_GROUP_MAX];
   int ni = 0;
   for (int32_t e = 0; e < NE; e++) {
     const int32_t m = count[e];
     if (!m) continue;
     if (ni + (separate ? 2 : 1) > PA_MATMUL_GROUP_MAX) return false;
-    const int32_t *s = slots + first[e];
-    const float *x = c->xn;
-    if (m < n) { /* the chosen tokens' rows, gathered */
-      float *xg = c->moe.xg + (int64_t)first[e] * E;
-      for (int32_t i = 0; i < m; i++) memcpy(xg + i * E, c->xn + (s[i] / K) * E, (size_t)E * sizeof(float));
-      x = xg;
-    }
+    const float *x = expert_input(c, d, e, n, c->moe.xg + (int64_t)first[e] * E);
     float *hg = c->moe.hg + (int64_t)first[e] * FE, *hu = c->moe.hu + (int64_t)first[e] * FE;
     const pa_matmul_item gate = {.w = &d->gate[e], .x = x, .x_stride = E, .y = hg, .y_stride = FE, .n_tokens = m};
     if (separate) {
@@ -119,16 +138,7 @@ static bool grouped(pa_bctx *c, const pa_moe_desc *d, int32_t n, bool separate, 
     const int32_t m = count[e];
     if (!m) continue;
     float *hg = c->moe.hg + (int64_t)first[e] * FE, *hu = c->moe.hu + (int64_t)first[e] * FE;
-    if (separate) {
-      for (int32_t i = 0; i < m; i++) {
-        if (d->gate_bias) ops->add(hg + i * FE, d->gate_bias + e * FE, FE);
-        if (d->up_bias) ops->add(hu + i * FE, d->up_bias + e * FE, FE);
-      }
-      if (d->act == PA_GATE_SWIGLU_OAI)
-        pa_swiglu_oai(hg, hu, (int64_t)m * FE);
-      else
-        act(hg, hu, (int64_t)m * FE);
-    }
+    if (separate) expert_gate(c, d, e, m, hg, hu, act);
     it[nd++] = (pa_matmul_item){.w = &d->down[e], .x = hg, .x_stride = FE,
                                 .y = c->moe.yg + (int64_t)first[e] * E, .y_stride = E, .n_tokens = m};
   }
@@ -213,24 +223,11 @@ void pa_cpu_moe(pa_bctx *c, const pa_fwd_batch *b, const pa_moe_desc *d) {
     for (int32_t e = 0; e < NE; e++) {
       const int32_t m = count[e];
       if (!m) continue;
-      const int32_t *s = slots + first[e];
-      const float *x = xn;
-      if (m < n) { /* the chosen tokens' rows, gathered (all of them: xn as it is) */
-        for (int32_t i = 0; i < m; i++)
-          memcpy(c->moe.xg + i * E, xn + (s[i] / K) * E, (size_t)E * sizeof(float));
-        x = c->moe.xg;
-      }
+      const float *x = expert_input(c, d, e, n, c->moe.xg);
       if (separate) {
         product(c, &d->gate[e], x, c->moe.hg, m);
         product(c, &d->up[e], x, c->moe.hu, m);
-        for (int32_t i = 0; i < m; i++) {
-          if (d->gate_bias) ops->add(c->moe.hg + i * FE, d->gate_bias + e * FE, FE);
-          if (d->up_bias) ops->add(c->moe.hu + i * FE, d->up_bias + e * FE, FE);
-        }
-        if (d->act == PA_GATE_SWIGLU_OAI)
-          pa_swiglu_oai(c->moe.hg, c->moe.hu, (int64_t)m * FE);
-        else
-          act(c->moe.hg, c->moe.hu, (int64_t)m * FE);
+        expert_gate(c, d, e, m, c->moe.hg, c->moe.hu, act);
       } else {
         pa_matmul_gated(&c->be->ex, c->pool, &d->gate[e], &d->up[e], act, x, E, c->moe.hg, c->moe.hu,
                         FE, m, c->work);
