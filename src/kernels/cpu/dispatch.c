@@ -33,7 +33,7 @@ static void tables_init(void) {
   const pa_cpu_features *f = pa_cpu();
   /* how the streaming kernels ask for their weights (kernels.h) */
   if (f->amd && f->avx512f) {
-    pf_defaults.avx512 = 0;
+    pf_defaults.avx512 = pf_defaults.x4 = 0;
     pf_defaults.start = 32768;
     pf_defaults.batch = 4096;
   }
