@@ -153,6 +153,15 @@ static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n
     rc = pa_error(PASADA_ERR_FORMAT, "%s: per_layer_config is not an object", c->cfg_path);
     goto done;
   }
+  for (const pj_value *e = plc ? plc->child : NULL; e; e = e->next) {
+    char *end = NULL;
+    if (!e->string[0] || strtoul(e->string, &end, 10) >= n_layer || *end || e->string[0] < '0' ||
+        e->string[0] > '9') {
+      rc = pa_error(PASADA_ERR_FORMAT, "%s: per_layer_config key '%.20s' is not a layer index below %u", c->cfg_path,
+                    e->string, n_layer);
+      goto done;
+    }
+  }
   if (!n_kv) n_kv = n_head;
   kind_shape kinds[2] = {{0, 0}, {0, 0}}; /* full, sliding */
   for (i = 0; i < n_layer; i++) {
@@ -190,6 +199,12 @@ static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n
     }
   }
   c->g4_first_shared = first;
+  /* the full layers without a V projection of their own (V is K's) */
+  if (!(c->g4_no_v = hf_keep_buf(c, n_layer))) {
+    rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  for (i = 0; i < n_layer; i++) c->g4_no_v[i] = k_eq_v && !swa[i];
   bool ff_differ = false, kv_differ = false;
   for (i = 0; i < n_layer; i++) {
     ff[i] = (int32_t)(n_ff * (double_wide && i >= first ? 2 : 1));
@@ -292,14 +307,15 @@ int hf_gemma4_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff,
 /* transformers' name (after model.layers.N.) -> llama.cpp's (after blk.N.) */
 static const struct {
   const char *hf, *gguf;
-  uint8_t need; /* 1: only with per-layer inputs, 2: only with experts, 3: only in a layer with its own KV */
+  uint8_t need; /* 1: only with per-layer inputs, 2: only with experts, 3: only in a layer with its own KV,
+                  4: only in a layer with its own KV and V projection */
 } layer_names[] = {
     {"input_layernorm.weight", "attn_norm.weight", 0},
     {"self_attn.q_proj.weight", "attn_q.weight", 0},
     {"self_attn.q_norm.weight", "attn_q_norm.weight", 0},
     {"self_attn.k_proj.weight", "attn_k.weight", 3},
     {"self_attn.k_norm.weight", "attn_k_norm.weight", 3},
-    {"self_attn.v_proj.weight", "attn_v.weight", 3},
+    {"self_attn.v_proj.weight", "attn_v.weight", 4},
     {"self_attn.o_proj.weight", "attn_output.weight", 0},
     {"post_attention_layernorm.weight", "post_attention_norm.weight", 0},
     {"pre_feedforward_layernorm.weight", "ffn_norm.weight", 0},
@@ -373,7 +389,8 @@ int hf_gemma4_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   if (k == sizeof layer_names / sizeof layer_names[0]) return PASADA_OK; /* hf.c: no place in the model */
   *done = true;
   const uint8_t need = layer_names[k].need;
-  if (need == 3 && layer >= c->g4_first_shared) return PASADA_OK; /* a KV-sharing layer's: unused */
+  /* a KV-sharing layer's k and v, a K = V layer's v: transformers does not read them */
+  if ((need >= 3 && layer >= c->g4_first_shared) || (need == 4 && c->g4_no_v[layer])) return PASADA_OK;
   if ((need == 1 && !c->g4_per_layer) || (need == 2 && !c->g4_experts))
     return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' belongs to %s, which config.json's %s leaves out", c->dir,
                     t->name, need == 1 ? "per-layer inputs" : "experts",

@@ -58,6 +58,7 @@ typedef struct {
   /* Gemma 4: the first KV-sharing layer, the per-layer inputs' width, the
    * experts beside each dense FFN (not c->n_expert: those are stacked by hf.c) */
   uint32_t g4_first_shared, g4_per_layer, g4_experts;
+  uint8_t *g4_no_v; /* [layer]: V is K's projection (a buffer of hf_keep_buf's) */
   const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
   const st_tensor **fused;   /* [layer][gate_up_proj, down_proj] (transformers' 3-D experts) */
   uint32_t *fused_shard;     /* the shard each of `fused` is in */

@@ -164,3 +164,19 @@ def test_gemma4_tokenizer_json(tmp_path):
     assert [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode() for i in f["tokenizer.ggml.tokens"].data] == toks
     assert [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data] == types
     assert len(f["tokenizer.ggml.merges"].data) == len(tok["model"]["merges"])
+
+
+def test_projections_transformers_does_not_read_are_dropped(tmp_path):
+    """Tensors a checkpoint may hold that transformers' Gemma 4 ignores (a
+    v_proj on a global layer whose V is its K, with attention_k_eq_v; the
+    KV-sharing layers' k_proj, v_proj, k_norm) leave the model as it is:
+    the same logits, bit for bit."""
+    base = write_f32_folder(TINY / "gemma4.gguf", "gemma4", tmp_path / "base")
+    extra = write_f32_folder(TINY / "gemma4.gguf", "gemma4", tmp_path / "extra")
+    t = read_safetensors(extra / "model.safetensors")
+    rng = np.random.default_rng(4)
+    t["model.layers.2.self_attn.v_proj.weight"] = rng.standard_normal((32, 64)).astype(np.float32)
+    for name, shape in (("k_proj.weight", (32, 64)), ("v_proj.weight", (32, 64)), ("k_norm.weight", (16,))):
+        t[f"model.layers.4.self_attn.{name}"] = rng.standard_normal(shape).astype(np.float32)
+    write_safetensors(extra / "model.safetensors", t)
+    assert np.array_equal(_logits(base, "gemma4", tmp_path, "a"), _logits(extra, "gemma4", tmp_path, "b"))
