@@ -109,12 +109,14 @@ static const struct {
 
 /* The multimodal architectures whose text model pasada runs (its keys in
  * text_config, its tensors under model.language_model.). */
-static const char *const text_of[] = {"Qwen3_5ForConditionalGeneration", "qwen3_5", "Qwen3_5MoeForConditionalGeneration",
-                                      "qwen3_5_moe", "Gemma4ForConditionalGeneration", "gemma4"};
+static const char *const text_of[] = {"Qwen3_5ForConditionalGeneration",    "qwen3_5",
+                                      "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe",
+                                      "Gemma4ForConditionalGeneration",     "gemma4"};
 
 const char *hf_text_model_name(const char *name, char *buf, size_t cap) {
   static const char lm[] = "model.language_model.";
-  static const char *const dropped[] = {"model.visual.", "mtp.", "model.vision_tower.", "model.audio_tower.",
+  static const char *const dropped[] = {"model.visual.",       "mtp.",
+                                        "model.vision_tower.", "model.audio_tower.",
                                         "model.embed_vision.", "model.embed_audio."};
   if (!strncmp(name, lm, sizeof lm - 1)) {
     snprintf(buf, cap, "model.%s", name + sizeof lm - 1);
@@ -289,7 +291,8 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((rc = gguf_writer_set_f32(w, key, (float)eps))) return rc;
   }
-  if (!c->gemma4 && (rc = rope_params(c, w, key, sizeof key, head_dim ? head_dim : n_embd / n_head)))
+  if (!c->gemma4 &&
+      (rc = rope_params(c, w, key, sizeof key, head_dim ? head_dim : n_embd / n_head)))
     return rc; /* Gemma 4's per kind: hf_gemma4_config */
   if (!strcmp(a, "phi3") &&
       (rc = hf_phi3_config(c, w, head_dim ? head_dim : n_embd / n_head, n_ctx)))

@@ -34,9 +34,11 @@ static int layer_override(hf_ctx *c, const pj_value *plc, uint32_t l, uint64_t *
     const unsigned long idx = strtoul(e->string, &end, 10);
     if (!e->string[0] || *end || idx != l) continue;
     if (!pj_is_obj(e))
-      return pa_error(PASADA_ERR_FORMAT, "%s: per_layer_config['%.20s'] is not an object", c->cfg_path, e->string);
+      return pa_error(PASADA_ERR_FORMAT, "%s: per_layer_config['%.20s'] is not an object",
+                      c->cfg_path, e->string);
     for (const pj_value *k = e->child; k; k = k->next) {
-      const bool is_hd = !strcmp(k->string, "head_dim"), is_kv = !strcmp(k->string, "num_key_value_heads");
+      const bool is_hd = !strcmp(k->string, "head_dim"),
+                 is_kv = !strcmp(k->string, "num_key_value_heads");
       if (!is_hd && !is_kv)
         return pa_error(PASADA_ERR_UNSUPPORTED,
                         "%s: per_layer_config['%.20s'] overrides '%.60s' (supported: head_dim, "
@@ -44,7 +46,8 @@ static int layer_override(hf_ctx *c, const pj_value *plc, uint32_t l, uint64_t *
                         c->cfg_path, e->string, k->string);
       if (!pj_is_num(k) || !(k->valuedouble >= 1 && k->valuedouble <= 65536) ||
           floor(k->valuedouble) != k->valuedouble)
-        return pa_error(PASADA_ERR_FORMAT, "%s: per_layer_config['%.20s'].%s is not an integer in [1, 65536]",
+        return pa_error(PASADA_ERR_FORMAT,
+                        "%s: per_layer_config['%.20s'].%s is not an integer in [1, 65536]",
                         c->cfg_path, e->string, k->string);
       *(is_hd ? hd : kv) = (uint64_t)k->valuedouble;
     }
@@ -62,37 +65,43 @@ static int kind_rope(hf_ctx *c, const char *kind, double *theta, double *frac, d
   if (!rp) return PASADA_OK;
   const pj_value *k = hf_member(rp, kind), *type = hf_member(k, "rope_type");
   if (!pj_is_obj(k) || !pj_is_str(type))
-    return pa_error(PASADA_ERR_FORMAT, "%s: rope_parameters.%s is not an object with a rope_type", c->cfg_path,
-                    kind);
+    return pa_error(PASADA_ERR_FORMAT, "%s: rope_parameters.%s is not an object with a rope_type",
+                    c->cfg_path, kind);
   const bool prop = !strcmp(type->valuestring, "proportional");
   if (strcmp(type->valuestring, "default") && (!full || !prop))
-    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: rope_parameters.%s.rope_type '%.40s' is not supported (%s)",
-                    c->cfg_path, kind, type->valuestring, full ? "default, proportional" : "default");
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: rope_parameters.%s.rope_type '%.40s' is not supported (%s)", c->cfg_path,
+                    kind, type->valuestring, full ? "default, proportional" : "default");
   bool found = false;
   int rc;
   *frac = 1;
   if ((rc = hf_cfg_num(c, k, "rope_theta", theta, &found))) return rc;
   if (!found || !(*theta > 1 && *theta < 1e12))
-    return pa_error(PASADA_ERR_FORMAT, "%s: rope_parameters.%s.rope_theta is missing or out of range", c->cfg_path,
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: rope_parameters.%s.rope_theta is missing or out of range", c->cfg_path,
                     kind);
   if (prop && ((rc = hf_cfg_num(c, k, "partial_rotary_factor", frac, &found)) ||
                (rc = hf_cfg_num(c, k, "factor", factor, &found))))
     return rc;
   if (!(*frac > 0 && *frac <= 1) || !(*factor > 0 && *factor < 1e6))
-    return pa_error(PASADA_ERR_FORMAT, "%s: rope_parameters.%s: partial_rotary_factor %g must be in (0, 1], "
-                    "factor %g in (0, 1e6)", c->cfg_path, kind, *frac, *factor);
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: rope_parameters.%s: partial_rotary_factor %g must be in (0, 1], "
+                    "factor %g in (0, 1e6)",
+                    c->cfg_path, kind, *frac, *factor);
   return PASADA_OK;
 }
 
 /* A boolean key (absent: def). */
 static int cfg_bool(hf_ctx *c, const char *key, bool def, bool *out) {
   const pj_value *j = hf_member(c->cfg, key);
-  if (j && !pj_is_bool(j)) return pa_error(PASADA_ERR_FORMAT, "%s: '%s' is not a boolean", c->cfg_path, key);
+  if (j && !pj_is_bool(j))
+    return pa_error(PASADA_ERR_FORMAT, "%s: '%s' is not a boolean", c->cfg_path, key);
   *out = j ? pj_is_true(j) : def;
   return PASADA_OK;
 }
 
-static int set_i32_array(hf_ctx *c, gguf_writer *w, const char *suffix, const int32_t *v, uint32_t n) {
+static int set_i32_array(hf_ctx *c, gguf_writer *w, const char *suffix, const int32_t *v,
+                         uint32_t n) {
   char key[128];
   snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
   return gguf_writer_set_array(w, key, GGUF_TYPE_INT32, v, n);
@@ -107,8 +116,8 @@ static int set_f32(hf_ctx *c, gguf_writer *w, const char *suffix, double v) {
 /* The layer pattern (layer_types, else transformers' five sliding layers
  * in six; the last layer full, as transformers forces it), each kind's
  * heads, KV sharing and the FFN widths. */
-static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n_ff, uint64_t *hd_full,
-                         uint64_t *hd_swa) {
+static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n_ff,
+                         uint64_t *hd_full, uint64_t *hd_swa) {
   bool *swa = calloc(n_layer, sizeof *swa);
   int32_t *ff = calloc(n_layer, sizeof *ff), *kv = calloc(n_layer, sizeof *kv);
   int rc = PASADA_OK;
@@ -118,14 +127,17 @@ static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n
   }
   const pj_value *lt = hf_member(c->cfg, "layer_types");
   if (lt && (!pj_is_arr(lt) || (uint64_t)pj_size(lt) != n_layer)) {
-    rc = pa_error(PASADA_ERR_FORMAT, "%s: layer_types is not an array of %u entries (num_hidden_layers)", c->cfg_path,
+    rc = pa_error(PASADA_ERR_FORMAT,
+                  "%s: layer_types is not an array of %u entries (num_hidden_layers)", c->cfg_path,
                   n_layer);
     goto done;
   }
   uint32_t i = 0;
   for (const pj_value *e = lt ? lt->child : NULL; e; e = e->next, i++) {
-    if (!pj_is_str(e) || (strcmp(e->valuestring, "sliding_attention") && strcmp(e->valuestring, "full_attention"))) {
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: layer_types[%u] is not sliding_attention or full_attention", c->cfg_path,
+    if (!pj_is_str(e) ||
+        (strcmp(e->valuestring, "sliding_attention") && strcmp(e->valuestring, "full_attention"))) {
+      rc = pa_error(PASADA_ERR_FORMAT,
+                    "%s: layer_types[%u] is not sliding_attention or full_attention", c->cfg_path,
                     i);
       goto done;
     }
@@ -157,7 +169,8 @@ static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n
     char *end = NULL;
     if (!e->string[0] || strtoul(e->string, &end, 10) >= n_layer || *end || e->string[0] < '0' ||
         e->string[0] > '9') {
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: per_layer_config key '%.20s' is not a layer index below %u", c->cfg_path,
+      rc = pa_error(PASADA_ERR_FORMAT,
+                    "%s: per_layer_config key '%.20s' is not a layer index below %u", c->cfg_path,
                     e->string, n_layer);
       goto done;
     }
@@ -169,15 +182,20 @@ static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n
     if (!swa[i] && !plc) lhd = g_hd, lkv = k_eq_v && g_kv ? g_kv : n_kv;
     if ((rc = layer_override(c, plc, i, &lhd, &lkv))) goto done;
     if (lhd < 2 || lhd % 2 || lkv == 0 || n_head % lkv) {
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: layer %u has heads of %" PRIu64 " and %" PRIu64 " KV heads: need an "
-                    "even head size and KV heads dividing the %" PRIu64 " heads", c->cfg_path, i, lhd, lkv, n_head);
+      rc = pa_error(PASADA_ERR_FORMAT,
+                    "%s: layer %u has heads of %" PRIu64 " and %" PRIu64
+                    " KV heads: need an "
+                    "even head size and KV heads dividing the %" PRIu64 " heads",
+                    c->cfg_path, i, lhd, lkv, n_head);
       goto done;
     }
     kind_shape *k = &kinds[swa[i]];
     if (k->head_dim && (k->head_dim != lhd || k->kv_heads != lkv)) {
-      rc = pa_error(PASADA_ERR_UNSUPPORTED, "%s: %s layers of different head sizes or KV heads (layer %u: %" PRIu64
+      rc = pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: %s layers of different head sizes or KV heads (layer %u: %" PRIu64
                     " x %" PRIu64 ", earlier %" PRIu64 " x %" PRIu64 ") are not supported",
-                    c->cfg_path, swa[i] ? "sliding" : "full attention", i, lkv, lhd, k->kv_heads, k->head_dim);
+                    c->cfg_path, swa[i] ? "sliding" : "full attention", i, lkv, lhd, k->kv_heads,
+                    k->head_dim);
       goto done;
     }
     k->head_dim = lhd, k->kv_heads = lkv;
@@ -192,9 +210,11 @@ static int layers_config(hf_ctx *c, gguf_writer *w, uint32_t n_layer, uint64_t n
     bool found = false;
     for (uint32_t j = 0; j < first && !found; j++) found = swa[j] == swa[i];
     if (!found) {
-      rc = pa_error(PASADA_ERR_FORMAT, "%s: num_kv_shared_layers %" PRIu64 ": layer %u (%s) shares the KV cache of "
-                    "an earlier layer of its kind, and none of the first %u is one", c->cfg_path, shared, i,
-                    swa[i] ? "sliding_attention" : "full_attention", first);
+      rc = pa_error(PASADA_ERR_FORMAT,
+                    "%s: num_kv_shared_layers %" PRIu64
+                    ": layer %u (%s) shares the KV cache of "
+                    "an earlier layer of its kind, and none of the first %u is one",
+                    c->cfg_path, shared, i, swa[i] ? "sliding_attention" : "full_attention", first);
       goto done;
     }
   }
@@ -239,28 +259,36 @@ static int experts_config(hf_ctx *c, gguf_writer *w) {
       (rc = hf_cfg_uint(c, "moe_intermediate_size", true, 1 << 24, &n_ff_exp)))
     return rc;
   if (n_expert == 0 || n_used == 0 || n_used > n_expert || n_ff_exp == 0)
-    return pa_error(PASADA_ERR_FORMAT, "%s: %" PRIu64 " experts of %" PRIu64 " of which %" PRIu64 " per token: "
-                    "need 1 <= per token <= experts and a width >= 1", c->cfg_path, n_expert, n_ff_exp, n_used);
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: %" PRIu64 " experts of %" PRIu64 " of which %" PRIu64
+                    " per token: "
+                    "need 1 <= per token <= experts and a width >= 1",
+                    c->cfg_path, n_expert, n_ff_exp, n_used);
   c->g4_experts = (uint32_t)n_expert, c->n_ff_exp = (uint32_t)n_ff_exp;
-  if ((rc = hf_set_u32(c, w, "expert_count", n_expert)) || (rc = hf_set_u32(c, w, "expert_used_count", n_used)))
+  if ((rc = hf_set_u32(c, w, "expert_count", n_expert)) ||
+      (rc = hf_set_u32(c, w, "expert_used_count", n_used)))
     return rc;
   return hf_set_u32(c, w, "expert_feed_forward_length", n_ff_exp);
 }
 
 int hf_gemma4_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff, uint64_t vocab) {
   int rc;
-  const pj_value *act = hf_member(c->cfg, "hidden_activation"), *bidir = hf_member(c->cfg, "use_bidirectional_attention");
+  const pj_value *act = hf_member(c->cfg, "hidden_activation"),
+                 *bidir = hf_member(c->cfg, "use_bidirectional_attention");
   bool bias = false;
   if ((rc = cfg_bool(c, "attention_bias", false, &bias))) return rc;
   const char *bad = bias ? "attention_bias true"
                     : act && (!pj_is_str(act) || (strcmp(act->valuestring, "gelu_pytorch_tanh") &&
                                                   strcmp(act->valuestring, "gelu_tanh")))
                         ? "hidden_activation"
-                    : pj_is_str(bidir) && !strcmp(bidir->valuestring, "all") ? "use_bidirectional_attention \"all\""
-                                                                            : NULL;
+                    : pj_is_str(bidir) && !strcmp(bidir->valuestring, "all")
+                        ? "use_bidirectional_attention \"all\""
+                        : NULL;
   if (bad)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: %s is not supported (Gemma 4 runs gelu_pytorch_tanh, causal "
-                    "attention, no attention biases)", c->cfg_path, bad);
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: %s is not supported (Gemma 4 runs gelu_pytorch_tanh, causal "
+                    "attention, no attention biases)",
+                    c->cfg_path, bad);
   uint64_t hd_full = 0, hd_swa = 0, window = 512, per_layer = 0, vocab_pl = vocab;
   if ((rc = layers_config(c, w, (uint32_t)n_layer, n_ff, &hd_full, &hd_swa)) ||
       (rc = experts_config(c, w)) ||
@@ -270,8 +298,10 @@ int hf_gemma4_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff,
     return rc;
   if (window == 0) return pa_error(PASADA_ERR_FORMAT, "%s: sliding_window is 0", c->cfg_path);
   if (per_layer && vocab_pl != vocab)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: vocab_size_per_layer_input %" PRIu64 " differs from vocab_size %"
-                    PRIu64 ": not supported", c->cfg_path, vocab_pl, vocab);
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: vocab_size_per_layer_input %" PRIu64 " differs from vocab_size %" PRIu64
+                    ": not supported",
+                    c->cfg_path, vocab_pl, vocab);
   c->g4_per_layer = (uint32_t)per_layer;
   double theta = 0, frac = 0, factor = 0, theta_swa = 0, frac_swa = 0, factor_swa = 0, cap = 0;
   bool found = false;
@@ -280,24 +310,30 @@ int hf_gemma4_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff,
       (rc = hf_cfg_num(c, c->cfg, "final_logit_softcapping", &cap, &found)))
     return rc;
   if (!(cap >= 0 && cap < 1e6))
-    return pa_error(PASADA_ERR_FORMAT, "%s: final_logit_softcapping %g is out of range [0, 1e6)", c->cfg_path, cap);
+    return pa_error(PASADA_ERR_FORMAT, "%s: final_logit_softcapping %g is out of range [0, 1e6)",
+                    c->cfg_path, cap);
   /* the full layers rotate int(frac * hd / 2) pairs at theta^(-2i / hd) /
    * factor (transformers' proportional RoPE): rope_freqs divides the
    * frequencies (llama.cpp's converter writes 1 and 1e30) */
   const uint64_t half = hd_full / 2, rot = (uint64_t)(frac * (double)hd_full / 2);
   if (rot == 0)
-    return pa_error(PASADA_ERR_FORMAT, "%s: partial_rotary_factor %g rotates no pair of the %" PRIu64
-                    "-wide full attention heads", c->cfg_path, frac, hd_full);
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: partial_rotary_factor %g rotates no pair of the %" PRIu64
+                    "-wide full attention heads",
+                    c->cfg_path, frac, hd_full);
   if (rot < half || factor != 1) {
     float *f = hf_keep_buf(c, half * sizeof *f);
     if (!f) return pa_error(PASADA_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < half; i++) f[i] = i < rot ? (float)factor : 1e30f;
     const int64_t ne[4] = {(int64_t)half, 1, 1, 1};
-    if ((rc = gguf_writer_add_tensor(w, "rope_freqs.weight", PA_TYPE_F32, 1, ne, f, half * sizeof *f))) return rc;
+    if ((rc = gguf_writer_add_tensor(w, "rope_freqs.weight", PA_TYPE_F32, 1, ne, f,
+                                     half * sizeof *f)))
+      return rc;
   }
   if ((rc = hf_set_u32(c, w, "rope.dimension_count", hd_full)) ||
       (rc = hf_set_u32(c, w, "rope.dimension_count_swa", hd_swa)) ||
-      (rc = set_f32(c, w, "rope.freq_base", theta)) || (rc = set_f32(c, w, "rope.freq_base_swa", theta_swa)) ||
+      (rc = set_f32(c, w, "rope.freq_base", theta)) ||
+      (rc = set_f32(c, w, "rope.freq_base_swa", theta_swa)) ||
       (rc = hf_set_u32(c, w, "attention.sliding_window", window)) ||
       (rc = hf_set_u32(c, w, "embedding_length_per_layer_input", per_layer)))
     return rc;
@@ -307,8 +343,8 @@ int hf_gemma4_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff,
 /* transformers' name (after model.layers.N.) -> llama.cpp's (after blk.N.) */
 static const struct {
   const char *hf, *gguf;
-  uint8_t need; /* 1: only with per-layer inputs, 2: only with experts, 3: only in a layer with its own KV,
-                  4: only in a layer with its own KV and V projection */
+  uint8_t need; /* 1: only with per-layer inputs, 2: only with experts, 3: only in a layer with its
+                  own KV, 4: only in a layer with its own KV and V projection */
 } layer_names[] = {
     {"input_layernorm.weight", "attn_norm.weight", 0},
     {"self_attn.q_proj.weight", "attn_q.weight", 0},
@@ -340,20 +376,26 @@ static const struct {
 /* The experts' fused tensors as transformers' modules hold them (gate_up_proj
  * [E][2 ff][n_embd], down_proj [E][n_embd][ff]: llama.cpp's layout). */
 static int check_experts(const hf_ctx *c, const st_tensor *t, bool gate_up) {
-  const int64_t rows = gate_up ? 2 * (int64_t)c->n_ff_exp : c->n_embd, cols = gate_up ? c->n_embd : c->n_ff_exp;
-  if (t->n_dims == 3 && t->ne[2] == c->g4_experts && t->ne[1] == rows && t->ne[0] == cols) return PASADA_OK;
-  return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is not [%u experts][%" PRId64 "][%" PRId64 "] (config.json's "
-                  "num_experts, moe_intermediate_size, hidden_size; it is %u dims: %" PRId64 " x %" PRId64 " x %"
-                  PRId64 ", innermost first)", c->dir, t->name, c->g4_experts, rows, cols, t->n_dims, t->ne[0],
-                  t->ne[1], t->ne[2]);
+  const int64_t rows = gate_up ? 2 * (int64_t)c->n_ff_exp : c->n_embd,
+                cols = gate_up ? c->n_embd : c->n_ff_exp;
+  if (t->n_dims == 3 && t->ne[2] == c->g4_experts && t->ne[1] == rows && t->ne[0] == cols)
+    return PASADA_OK;
+  return pa_error(PASADA_ERR_FORMAT,
+                  "%s: tensor '%.100s' is not [%u experts][%" PRId64 "][%" PRId64
+                  "] (config.json's "
+                  "num_experts, moe_intermediate_size, hidden_size; it is %u dims: %" PRId64
+                  " x %" PRId64 " x %" PRId64 ", innermost first)",
+                  c->dir, t->name, c->g4_experts, rows, cols, t->n_dims, t->ne[0], t->ne[1],
+                  t->ne[2]);
 }
 
 /* The per-layer inputs' tensors of the model (the token table, the
  * embedding's projection, its norm), their shapes checked against
  * config.json (the model loader checks the per-layer ones). */
-static int per_layer_global(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, const char *rest,
-                            bool *done) {
-  static const char *const hf[3] = {"embed_tokens_per_layer.weight", "per_layer_model_projection.weight",
+static int per_layer_global(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t,
+                            const char *rest, bool *done) {
+  static const char *const hf[3] = {"embed_tokens_per_layer.weight",
+                                    "per_layer_model_projection.weight",
                                     "per_layer_projection_norm.weight"};
   static const char *const gg[3] = {"per_layer_token_embd.weight", "per_layer_model_proj.weight",
                                     "per_layer_proj_norm.weight"};
@@ -361,14 +403,23 @@ static int per_layer_global(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_
     if (strcmp(rest, hf[k])) continue;
     *done = true;
     if (!c->g4_per_layer)
-      return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is a per-layer input's, and config.json's "
-                      "hidden_size_per_layer_input is 0", c->dir, t->name);
+      return pa_error(PASADA_ERR_FORMAT,
+                      "%s: tensor '%.100s' is a per-layer input's, and config.json's "
+                      "hidden_size_per_layer_input is 0",
+                      c->dir, t->name);
     const int64_t lp = (int64_t)c->n_layer * c->g4_per_layer;
-    const int64_t want0 = k == 0 ? lp : k == 1 ? c->n_embd : c->g4_per_layer, want1 = k == 0 ? -1 : k == 1 ? lp : 1;
+    const int64_t want0 = k == 0   ? lp
+                          : k == 1 ? c->n_embd
+                                   : c->g4_per_layer,
+                  want1 = k == 0   ? -1
+                          : k == 1 ? lp
+                                   : 1;
     if (t->ne[0] != want0 || (want1 >= 0 && t->ne[1] != want1) || t->n_dims != (k == 2 ? 1u : 2u))
-      return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' has the wrong shape for %u layers of "
-                      "hidden_size_per_layer_input %u (%u dims: %" PRId64 " x %" PRId64 ", innermost first)", c->dir,
-                      t->name, c->n_layer, c->g4_per_layer, t->n_dims, t->ne[0], t->ne[1]);
+      return pa_error(PASADA_ERR_FORMAT,
+                      "%s: tensor '%.100s' has the wrong shape for %u layers of "
+                      "hidden_size_per_layer_input %u (%u dims: %" PRId64 " x %" PRId64
+                      ", innermost first)",
+                      c->dir, t->name, c->n_layer, c->g4_per_layer, t->n_dims, t->ne[0], t->ne[1]);
     return hf_add_tensor(c, w, (int32_t)shard, t, gg[k]);
   }
   return PASADA_OK;
@@ -382,24 +433,31 @@ int hf_gemma4_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   }
   unsigned layer;
   int at = 0;
-  if (sscanf(t->name, "model.layers.%u.%n", &layer, &at) != 1 || at == 0 || layer >= c->n_layer) return PASADA_OK;
+  if (sscanf(t->name, "model.layers.%u.%n", &layer, &at) != 1 || at == 0 || layer >= c->n_layer)
+    return PASADA_OK;
   const char *rest = t->name + at;
   size_t k = 0;
   while (k < sizeof layer_names / sizeof layer_names[0] && strcmp(rest, layer_names[k].hf)) k++;
-  if (k == sizeof layer_names / sizeof layer_names[0]) return PASADA_OK; /* hf.c: no place in the model */
+  if (k == sizeof layer_names / sizeof layer_names[0])
+    return PASADA_OK; /* hf.c: no place in the model */
   *done = true;
   const uint8_t need = layer_names[k].need;
   /* a KV-sharing layer's k and v, a K = V layer's v: transformers does not read them */
-  if ((need >= 3 && layer >= c->g4_first_shared) || (need == 4 && c->g4_no_v[layer])) return PASADA_OK;
+  if ((need >= 3 && layer >= c->g4_first_shared) || (need == 4 && c->g4_no_v[layer]))
+    return PASADA_OK;
   if ((need == 1 && !c->g4_per_layer) || (need == 2 && !c->g4_experts))
-    return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' belongs to %s, which config.json's %s leaves out", c->dir,
+    return pa_error(PASADA_ERR_FORMAT,
+                    "%s: tensor '%.100s' belongs to %s, which config.json's %s leaves out", c->dir,
                     t->name, need == 1 ? "per-layer inputs" : "experts",
                     need == 1 ? "hidden_size_per_layer_input" : "enable_moe_block");
   if (t->type >= ST_TYPE_I64)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", c->dir,
-                    t->name, st_type_name(t->type));
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", c->dir, t->name,
+                    st_type_name(t->type));
   int rc;
-  if (!strncmp(rest, "experts.", 8) && (rc = check_experts(c, t, !strcmp(rest, "experts.gate_up_proj")))) return rc;
+  if (!strncmp(rest, "experts.", 8) &&
+      (rc = check_experts(c, t, !strcmp(rest, "experts.gate_up_proj"))))
+    return rc;
   char name[64];
   snprintf(name, sizeof name, "blk.%u.%s", layer, layer_names[k].gguf);
   return hf_add_tensor(c, w, (int32_t)shard, t, name);

@@ -408,8 +408,9 @@ static int flag(const pj_value *tc, const char *key, gguf_writer *w) {
 /* The added tokens llama.cpp's converter types user-defined in a Gemma 4
  * vocabulary (so that they are rendered: the chat format's channel and
  * tool markers), where tokenizer.json calls them special. */
-static const char *const gemma4_visible[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
-                                             "<|tool_response>", "<tool_response|>", "<|\"|>"};
+static const char *const gemma4_visible[] = {"<|channel>",   "<channel|>",       "<|tool_call>",
+                                             "<tool_call|>", "<|tool_response>", "<tool_response|>",
+                                             "<|\"|>"};
 
 int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_vocab, bool gemma4,
                          gguf_writer *w) {
@@ -453,7 +454,8 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
     const int64_t id = find_token(&v, gemma4_visible[i]);
     if (id >= 0 && v.type[id] == TT_CONTROL) v.type[id] = TT_USER_DEFINED;
   }
-  if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.model", g4 ? "gemma4" : spm ? "llama" : "gpt2");
+  if (!rc)
+    rc = gguf_writer_set_string(w, "tokenizer.ggml.model", g4 ? "gemma4" : spm ? "llama" : "gpt2");
   if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.pre", pre);
   if (!rc)
     rc = gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", (const char *const *)v.text, v.n);
