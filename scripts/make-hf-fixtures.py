@@ -14,6 +14,9 @@ PreTrainedTokenizerFast.save_pretrained:
     tests/fixtures/hf/qwen3/    BF16
     tests/fixtures/hf/gpt-oss/  BF16 (the experts as transformers' fused x @ W products)
     tests/fixtures/hf/qwen35/   BF16
+    tests/fixtures/hf/gemma4/   BF16 (Gemma4ForCausalLM; gemma4ple with per-layer
+    tests/fixtures/hf/gemma4ple/     inputs, gemma4moe with experts: the same)
+    tests/fixtures/hf/gemma4moe/
     tests/fixtures/hf/qwen2/    F16, sharded (model-0000N-of-0000M.safetensors
                                 + model.safetensors.index.json)
     tests/fixtures/hf/<arch>.logits.npz   ids, logits: transformers in F32 on
@@ -68,7 +71,8 @@ import gguf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DTYPES = {"llama": torch.bfloat16, "gemma3": torch.bfloat16, "qwen3": torch.bfloat16, "qwen2": torch.float16,
-          "gpt-oss": torch.bfloat16, "qwen35": torch.bfloat16}
+          "gpt-oss": torch.bfloat16, "qwen35": torch.bfloat16, "gemma4": torch.bfloat16,
+          "gemma4ple": torch.bfloat16, "gemma4moe": torch.bfloat16}
 SHARDED = {"qwen2"}
 # Families committed as config and tokenizer files only: the test writes
 # their F32 weights from the GGUF files (checked here against save_pretrained).
@@ -165,6 +169,11 @@ def main():
             print(f"wrote {d} ({sorted(p.name for p in d.iterdir())})")
             continue
         ref_model = low.to(torch.float32)
+        if arch.startswith("gemma4"):
+            # the folder read back in F32: its buffers (RoPE frequencies,
+            # embedding scales) computed in F32, not rounded to BF16 with
+            # the weights as low.to() rounds them
+            ref_model = type(model).from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
         fixture = np.load(tiny / f"{arch}.logits.npz")
         ids = fixture["ids1"]
         with torch.no_grad():

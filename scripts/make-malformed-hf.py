@@ -7,16 +7,18 @@ Writes, deterministically and with the standard library only:
     tests/fixtures/malformed-hf/valid/    a tiny complete llama folder
         (config.json, tokenizer.json, tokenizer_config.json, model.safetensors:
         seeded random F32 weights, a byte-level BPE vocabulary of 258 tokens)
-    tests/fixtures/malformed-hf/valid-gpt-oss/, valid-qwen35/, valid-qwen3moe/
-        tiny complete gpt-oss, Qwen3.5 and Qwen3-MoE folders (transformers'
-        tensor names and layouts; Qwen3-MoE's experts fused, as
-        save_pretrained(save_original_format=False) writes them)
+    tests/fixtures/malformed-hf/valid-gpt-oss/, valid-qwen35/, valid-qwen3moe/,
+        valid-gemma4/
+        tiny complete gpt-oss, Qwen3.5, Qwen3-MoE and Gemma 4 folders
+        (transformers' tensor names and layouts; Qwen3-MoE's experts fused, as
+        save_pretrained(save_original_format=False) writes them; Gemma 4 with
+        KV sharing, per-layer inputs and experts)
     tests/fixtures/malformed-hf/<case>/   one of those folders with one
         defect, named for it (CASES below: st-* the safetensors files and
         their index, config-* config.json, tok-* tokenizer.json and
         tokenizer_config.json, model-* a tensor the loader must refuse,
-        oss-* / q35-* / moe-* the gpt-oss / Qwen3.5 / Qwen3-MoE folder's own
-        tensors and keys)
+        oss-* / q35-* / moe-* / g4-* the gpt-oss / Qwen3.5 / Qwen3-MoE / Gemma 4
+        folder's own tensors and keys)
 
 Usage: make-malformed-hf.py [--root REPO]
 """
@@ -154,6 +156,54 @@ def moe_shapes():
                    p + "mlp.gate.weight": [N_EXPERT, N_EMBD],
                    p + "mlp.experts.gate_up_proj": [N_EXPERT, 2 * N_FF_MOE, N_EMBD],
                    p + "mlp.experts.down_proj": [N_EXPERT, N_EMBD, N_FF_MOE]})
+    return shapes
+
+
+# Gemma 4: 4 layers (sliding, full, sliding, full), the last two sharing the
+# KV of the first two; the full layers' heads 8 wide and V their K
+# (attention_k_eq_v, num_global_key_value_heads 1); per-layer inputs of 2;
+# 2 experts of 2 (of which 1) beside each dense FFN; tied
+G4_LAYERS, G4_HD_FULL, G4_P = 4, 8, 2
+G4_CONFIG = {**CONFIG, "architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text",
+             "num_hidden_layers": G4_LAYERS, "global_head_dim": G4_HD_FULL, "num_global_key_value_heads": 1,
+             "attention_k_eq_v": True, "num_kv_shared_layers": 2, "sliding_window": 4,
+             "layer_types": ["sliding_attention", "full_attention"] * 2, "hidden_size_per_layer_input": G4_P,
+             "vocab_size_per_layer_input": N_VOCAB, "enable_moe_block": True, "num_experts": N_EXPERT,
+             "top_k_experts": 1, "moe_intermediate_size": N_FF_MOE, "final_logit_softcapping": 30.0,
+             "hidden_activation": "gelu_pytorch_tanh",
+             "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                 "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                                                    "partial_rotary_factor": 0.25}}}
+del G4_CONFIG["rope_theta"]
+
+
+def g4_shapes():
+    LP = G4_LAYERS * G4_P
+    shapes = {"model.embed_tokens.weight": [N_VOCAB, N_EMBD], "model.norm.weight": [N_EMBD],
+              "model.embed_tokens_per_layer.weight": [N_VOCAB, LP],
+              "model.per_layer_model_projection.weight": [LP, N_EMBD],
+              "model.per_layer_projection_norm.weight": [G4_P]}
+    for i in range(G4_LAYERS):
+        p, full = f"model.layers.{i}.", i % 2 == 1
+        hd = G4_HD_FULL if full else HEAD_DIM
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                  "post_feedforward_layernorm", "post_per_layer_input_norm", "pre_feedforward_layernorm_2",
+                  "post_feedforward_layernorm_1", "post_feedforward_layernorm_2"):
+            shapes[p + n + ".weight"] = [N_EMBD]
+        shapes.update({p + "self_attn.q_proj.weight": [N_HEAD * hd, N_EMBD], p + "self_attn.q_norm.weight": [hd],
+                       p + "self_attn.o_proj.weight": [N_EMBD, N_HEAD * hd],
+                       p + "mlp.gate_proj.weight": [N_FF, N_EMBD], p + "mlp.up_proj.weight": [N_FF, N_EMBD],
+                       p + "mlp.down_proj.weight": [N_EMBD, N_FF], p + "layer_scalar": [1],
+                       p + "per_layer_input_gate.weight": [G4_P, N_EMBD],
+                       p + "per_layer_projection.weight": [N_EMBD, G4_P],
+                       p + "router.proj.weight": [N_EXPERT, N_EMBD], p + "router.scale": [N_EMBD],
+                       p + "router.per_expert_scale": [N_EXPERT],
+                       p + "experts.gate_up_proj": [N_EXPERT, 2 * N_FF_MOE, N_EMBD],
+                       p + "experts.down_proj": [N_EXPERT, N_EMBD, N_FF_MOE]})
+        if i < 2:  # the layers with their own KV
+            shapes.update({p + "self_attn.k_proj.weight": [N_HEAD_KV * hd, N_EMBD], p + "self_attn.k_norm.weight": [hd]})
+            if not full:
+                shapes[p + "self_attn.v_proj.weight"] = [N_HEAD_KV * hd, N_EMBD]
     return shapes
 
 
@@ -353,6 +403,29 @@ def family_cases(w, base_cfg):
                                                                          w[E + "down_proj"][1][: 4 * N_FF_MOE * N_EMBD])}),
             "moe-past-the-layers": st({**w, "model.layers.1.mlp.experts.down_proj": w[E + "down_proj"]}),
         }
+    if base_cfg["model_type"] == "gemma4_text":
+        return {
+            "g4-layer-types-length": cfg(lambda c: c.__setitem__("layer_types", ["sliding_attention", "full_attention"] * 3)),
+            "g4-layer-types-unknown": cfg(lambda c: c["layer_types"].__setitem__(1, "linear_attention")),
+            "g4-per-layer-config-key": cfg(lambda c: c.__setitem__("per_layer_config", {"1": {"intermediate_size": 4}})),
+            "g4-heads-differ-in-kind": cfg(lambda c: c.__setitem__("per_layer_config", {"1": {"head_dim": 8},
+                                                                                         "3": {"head_dim": 16}})),
+            "g4-shared-kv-no-source": cfg(lambda c: c.__setitem__("num_kv_shared_layers", 3)),
+            "g4-rope-type-unsupported": cfg(lambda c: c["rope_parameters"]["full_attention"].__setitem__("rope_type", "yarn")),
+            "g4-vocab-per-layer-differs": cfg(lambda c: c.__setitem__("vocab_size_per_layer_input", 100)),
+            "g4-bidirectional": cfg(lambda c: c.__setitem__("use_bidirectional_attention", "all")),
+            "g4-multimodal-no-text-config": cfg(lambda c: c.__setitem__("architectures", ["Gemma4ForConditionalGeneration"])),
+            "g4-ple-width-mismatch": cfg(lambda c: c.__setitem__("hidden_size_per_layer_input", 3)),
+            "g4-ple-without-config": cfg(lambda c: c.__setitem__("hidden_size_per_layer_input", 0)),
+            "g4-ple-token-table-missing": without("model.embed_tokens_per_layer.weight"),
+            "g4-ple-projection-wrong-shape": reshaped("model.per_layer_model_projection.weight",
+                                                      [G4_LAYERS * G4_P + 1, N_EMBD]),
+            "g4-ple-layer-gate-missing": without("model.layers.1.per_layer_input_gate.weight"),
+            "g4-experts-gate-up-wrong-shape": reshaped(L + "experts.gate_up_proj", [N_EXPERT, 2 * N_FF_MOE + 1, N_EMBD]),
+            "g4-experts-without-config": cfg(lambda c: c.__setitem__("enable_moe_block", False)),
+            "g4-expert-scale-missing": without(L + "router.per_expert_scale"),
+            "g4-k-proj-missing": without("model.layers.1.self_attn.k_proj.weight"),
+        }
     A = L + "linear_attn."
     return {
         "q35-in-proj-qkv-wrong-shape": reshaped(A + "in_proj_qkv.weight", [2 * LIN_K * LIN_DK + LIN_V * LIN_DV - 1, N_EMBD]),
@@ -382,7 +455,7 @@ def main():
         make(files)
         write(out / name, files)
     for fam, cfg, shapes in (("gpt-oss", OSS_CONFIG, oss_shapes()), ("qwen35", Q35_CONFIG, q35_shapes()),
-                             ("qwen3moe", MOE_CONFIG, moe_shapes())):
+                             ("qwen3moe", MOE_CONFIG, moe_shapes()), ("gemma4", G4_CONFIG, g4_shapes())):
         fw = weights(random.Random(20251205), shapes)
         fbase = {**base, "config.json": jdump(cfg), "model.safetensors": safetensors(fw)}
         write(out / f"valid-{fam}", fbase)

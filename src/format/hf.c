@@ -87,6 +87,8 @@ static const struct {
                   {"Qwen3_5ForConditionalGeneration", "qwen35"},
                   {"Qwen3_5MoeForCausalLM", "qwen35moe"},
                   {"Qwen3_5MoeForConditionalGeneration", "qwen35moe"},
+                  {"Gemma4ForCausalLM", "gemma4"},
+                  {"Gemma4ForConditionalGeneration", "gemma4"},
                   {"llama", "llama"},
                   {"mistral", "llama"},
                   {"qwen2", "qwen2"},
@@ -101,7 +103,29 @@ static const struct {
                   {"qwen3_5_text", "qwen35"},
                   {"qwen3_5", "qwen35"},
                   {"qwen3_5_moe_text", "qwen35moe"},
-                  {"qwen3_5_moe", "qwen35moe"}};
+                  {"qwen3_5_moe", "qwen35moe"},
+                  {"gemma4_text", "gemma4"},
+                  {"gemma4", "gemma4"}};
+
+/* The multimodal architectures whose text model pasada runs (its keys in
+ * text_config, its tensors under model.language_model.). */
+static const char *const text_of[] = {"Qwen3_5ForConditionalGeneration",    "qwen3_5",
+                                      "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe",
+                                      "Gemma4ForConditionalGeneration",     "gemma4"};
+
+const char *hf_text_model_name(const char *name, char *buf, size_t cap) {
+  static const char lm[] = "model.language_model.";
+  static const char *const dropped[] = {"model.visual.",       "mtp.",
+                                        "model.vision_tower.", "model.audio_tower.",
+                                        "model.embed_vision.", "model.embed_audio."};
+  if (!strncmp(name, lm, sizeof lm - 1)) {
+    snprintf(buf, cap, "model.%s", name + sizeof lm - 1);
+    return buf;
+  }
+  for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
+    if (!strncmp(name, dropped[i], strlen(dropped[i]))) return NULL;
+  return name;
+}
 
 static int pick_arch(hf_ctx *c) {
   const pj_value *archs = hf_member(c->cfg, "architectures"), *mt = hf_member(c->cfg, "model_type");
@@ -123,7 +147,8 @@ static int pick_arch(hf_ctx *c) {
                     "Qwen3MoeForCausalLM, Phi3ForCausalLM, "
                     "MixtralForCausalLM, BertModel, GptOssForCausalLM, Qwen3_5ForCausalLM, "
                     "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM, "
-                    "Qwen3_5MoeForConditionalGeneration)",
+                    "Qwen3_5MoeForConditionalGeneration, Gemma4ForCausalLM, "
+                    "Gemma4ForConditionalGeneration)",
                     c->cfg_path, name);
   c->llama = !strcmp(c->arch, "llama");
   c->gemma = !strcmp(c->arch, "gemma3") || !strcmp(c->arch, "gemma2");
@@ -131,8 +156,10 @@ static int pick_arch(hf_ctx *c) {
   c->mixtral = !strcmp(name, "MixtralForCausalLM") || !strcmp(name, "mixtral");
   c->oss = !strcmp(c->arch, "gpt-oss");
   c->qwen35 = !strcmp(c->arch, "qwen35") || !strcmp(c->arch, "qwen35moe");
-  if (!strcmp(name, "Qwen3_5ForConditionalGeneration") || !strcmp(name, "qwen3_5") ||
-      !strcmp(name, "Qwen3_5MoeForConditionalGeneration") || !strcmp(name, "qwen3_5_moe")) {
+  c->gemma4 = !strcmp(c->arch, "gemma4");
+  bool text = false;
+  for (size_t i = 0; i < sizeof text_of / sizeof text_of[0]; i++) text |= !strcmp(name, text_of[i]);
+  if (text) {
     /* the text model's hyper-parameters are text_config's */
     const pj_value *tc = hf_member(c->cfg, "text_config");
     if (!pj_is_obj(tc))
@@ -232,7 +259,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   if (!tie && c->text_config) tie = hf_member(c->root, "tie_word_embeddings");
   if (tie && !pj_is_bool(tie))
     return pa_error(PASADA_ERR_FORMAT, "%s: tie_word_embeddings is not a boolean", c->cfg_path);
-  c->tied = tie ? pj_is_true(tie) : c->gemma;
+  c->tied = tie ? pj_is_true(tie) : c->gemma || c->gemma4;
   char key[256];
   const char *a = c->arch;
 #define SET_U32(suffix, v)                                            \
@@ -256,6 +283,7 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
   if (c->oss && (rc = hf_gptoss_config(c, w, n_layer, n_ff))) return rc;
   if (c->qwen35 && (rc = hf_qwen35_config(c, w, n_layer, head_dim ? head_dim : n_embd / n_head)))
     return rc;
+  if (c->gemma4 && (rc = hf_gemma4_config(c, w, n_layer, n_ff, vocab))) return rc;
   double eps = 0;
   bool found = false;
   if ((rc = hf_cfg_num(c, c->cfg, "rms_norm_eps", &eps, &found))) return rc;
@@ -263,7 +291,9 @@ static int config_to_gguf(hf_ctx *c, gguf_writer *w, uint32_t *n_vocab) {
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     if ((rc = gguf_writer_set_f32(w, key, (float)eps))) return rc;
   }
-  if ((rc = rope_params(c, w, key, sizeof key, head_dim ? head_dim : n_embd / n_head))) return rc;
+  if (!c->gemma4 &&
+      (rc = rope_params(c, w, key, sizeof key, head_dim ? head_dim : n_embd / n_head)))
+    return rc; /* Gemma 4's per kind: hf_gemma4_config */
   if (!strcmp(a, "phi3") &&
       (rc = hf_phi3_config(c, w, head_dim ? head_dim : n_embd / n_head, n_ctx)))
     return rc;
@@ -738,20 +768,22 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
     for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
       const st_tensor *t0 = &f->tensors[i];
       char text_name[GGUF_MAX_NAME_LEN + 64];
-      const char *hname = c->text_config ? hf_qwen35_name(c, t0->name, text_name, sizeof text_name)
+      const char *hname = c->text_config ? hf_text_model_name(t0->name, text_name, sizeof text_name)
                                          : t0->name;
       if (!hname) continue; /* not the text model's */
       st_tensor named = *t0;
       named.name = (char *)hname;
       const st_tensor *t = hname == t0->name ? t0 : &named; /* the shard's own where it can be */
-      if (c->oss || c->qwen35) {
+      if (c->oss || c->qwen35 || c->gemma4) {
         for (uint32_t p = 0; p < s; p++) /* a name in two shards */
           for (uint64_t j = 0; j < c->shards[p]->n_tensors; j++)
             if (!strcmp(c->shards[p]->tensors[j].name, t0->name))
               return pa_error(PASADA_ERR_FORMAT, "%s: tensor '%.100s' is also in %s", f->path,
                               t0->name, c->shards[p]->path);
         bool done = false;
-        rc = c->oss ? hf_gptoss_tensor(c, w, s, t, &done) : hf_qwen35_tensor(c, w, s, t, &done);
+        rc = c->oss      ? hf_gptoss_tensor(c, w, s, t, &done)
+             : c->qwen35 ? hf_qwen35_tensor(c, w, s, t, &done)
+                         : hf_gemma4_tensor(c, w, s, t, &done);
         if (rc) return rc;
         if (done) continue;
       }
@@ -840,7 +872,7 @@ static int build(hf_ctx *c, gguf_writer *w, gguf_file **out) {
   if (!pj_is_obj(cfg)) rc = pa_error(PASADA_ERR_FORMAT, "%s: not a JSON object", c->cfg_path);
   if (!rc) rc = config_to_gguf(c, w, &n_vocab);
   if (!rc)
-    rc = c->bert ? hf_bert_tokenizer(c->dir, w) : hf_tokenizer_to_gguf(c->dir, cfg, n_vocab, w);
+    rc = c->bert ? hf_bert_tokenizer(c->dir, w) : hf_tokenizer_to_gguf(c->dir, cfg, n_vocab, c->gemma4, w);
   if (!rc) rc = index_shards(c);
   if (!rc) rc = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type(c));
   if (!rc) rc = tensors_to_gguf(c, w);

@@ -20,8 +20,11 @@ const pj_value *hf_member(const pj_value *obj, const char *key);
 /* Writes the tokenizer.ggml.* keys for the vocabulary of `n_vocab` entries
  * (config.json's vocab_size; 0: the tokenizer's own size) from the folder's
  * tokenizer.json and tokenizer_config.json (chat template included);
- * `config` supplies bos/eos ids when tokenizer_config.json names none. */
-int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_vocab, gguf_writer *w);
+ * `config` supplies bos/eos ids when tokenizer_config.json names none;
+ * `gemma4`: a SentencePiece-style BPE is written as llama.cpp's "gemma4"
+ * vocabulary (merges, no space prefix) rather than "llama". */
+int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_vocab, bool gemma4,
+                         gguf_writer *w);
 
 /* hf_bert.c: config.json (+ modules.json, 1_Pooling/config.json) of a
  * BERT folder to the bert.* keys (and token_type_count); *n_layer its depth. */
@@ -47,10 +50,15 @@ typedef struct {
   bool mixtral;      /* experts under block_sparse_moe (w1, w3, w2) */
   bool oss;          /* gpt-oss: hf_gptoss.c's config and tensors */
   bool qwen35;       /* Qwen3.5: hf_qwen35.c's config and tensors */
-  bool text_config;  /* Qwen3_5ForConditionalGeneration: the text model of a multimodal folder */
+  bool gemma4;       /* Gemma 4: hf_gemma4.c's config and tensors */
+  bool text_config;  /* *ForConditionalGeneration: the text model of a multimodal folder */
   const st_tensor **mxfp4; /* gpt-oss: [layer][gate_up, down][blocks, scales], until repacked */
   uint32_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim; /* Qwen3.5's linear layers */
   uint32_t n_expert, n_ff_exp, n_embd; /* n_ff_exp: one expert's width (hf_experts_config) */
+  /* Gemma 4: the first KV-sharing layer, the per-layer inputs' width, the
+   * experts beside each dense FFN (not c->n_expert: those are stacked by hf.c) */
+  uint32_t g4_first_shared, g4_per_layer, g4_experts;
+  uint8_t *g4_no_v; /* [layer]: V is K's projection (a buffer of hf_keep_buf's) */
   const st_tensor **experts; /* [layer][gate, up, down][expert], until stacked */
   const st_tensor **fused;   /* [layer][gate_up_proj, down_proj] (transformers' 3-D experts) */
   uint32_t *fused_shard;     /* the shard each of `fused` is in */
@@ -135,9 +143,18 @@ int hf_gptoss_mxfp4(hf_ctx *c, gguf_writer *w);
  * tensors (value heads in llama.cpp's tiled order, A as -exp(A_log)). */
 int hf_qwen35_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t head_dim);
 int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, bool *done);
+/* hf_gemma4.c: Gemma 4 (Gemma4ForCausalLM, the text model of
+ * Gemma4ForConditionalGeneration): the per-kind heads and RoPE, the layer
+ * pattern, KV sharing, per-layer inputs and experts as llama.cpp's keys
+ * (and rope_freqs); its tensors (*done true when t was one of the text
+ * model's layers or per-layer inputs: added or dropped). */
+int hf_gemma4_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff, uint64_t vocab);
+int hf_gemma4_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, bool *done);
+
 /* The text model's tensor name of a multimodal folder's (model.language_model.X
- * as model.X) into buf; NULL: a tensor the text model drops (the vision
- * tower, multi-token prediction). Other names are returned as they are. */
-const char *hf_qwen35_name(const hf_ctx *c, const char *name, char *buf, size_t cap);
+ * as model.X) into buf; NULL: a tensor the text model drops (Qwen3.5's
+ * vision tower and multi-token prediction; Gemma 4's vision and audio
+ * towers and their embedders). Other names are returned as they are. */
+const char *hf_text_model_name(const char *name, char *buf, size_t cap);
 
 #endif

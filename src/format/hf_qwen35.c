@@ -92,17 +92,6 @@ int hf_qwen35_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t head_
   return PASADA_OK;
 }
 
-const char *hf_qwen35_name(const hf_ctx *c, const char *name, char *buf, size_t cap) {
-  (void)c;
-  static const char lm[] = "model.language_model.";
-  if (!strncmp(name, lm, sizeof lm - 1)) {
-    snprintf(buf, cap, "model.%s", name + sizeof lm - 1);
-    return buf;
-  }
-  if (!strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4)) return NULL;
-  return name;
-}
-
 /* Units of `unit` bytes in transformers' grouped order [n_k][r] to the
  * tiled [r][n_k], src to dst. */
 static void tile_heads(const uint8_t *src, uint8_t *dst, uint32_t n_k, uint32_t r, size_t unit) {

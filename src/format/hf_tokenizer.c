@@ -405,7 +405,14 @@ static int flag(const pj_value *tc, const char *key, gguf_writer *w) {
   return gguf_writer_set_bool(w, gkey, pj_is_true(j));
 }
 
-int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_vocab,
+/* The added tokens llama.cpp's converter types user-defined in a Gemma 4
+ * vocabulary (so that they are rendered: the chat format's channel and
+ * tool markers), where tokenizer.json calls them special. */
+static const char *const gemma4_visible[] = {"<|channel>",   "<channel|>",       "<|tool_call>",
+                                             "<tool_call|>", "<|tool_response>", "<tool_response|>",
+                                             "<|\"|>"};
+
+int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_vocab, bool gemma4,
                          gguf_writer *w) {
   pj_value *tok = NULL, *tc = NULL;
   char path[4096];
@@ -440,7 +447,15 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
   if (!rc && spm && !(scores = malloc(v.n * sizeof *scores)))
     rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
   if (!rc && spm) rc = spm_scores(path, hf_member(model, "merges"), v.text, v.type, v.n, scores);
-  if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
+  /* Gemma 4's SentencePiece-style BPE runs by its merges (llama.cpp's
+   * "gemma4" vocabulary: spaces as "\u2581", no prefix) */
+  const bool g4 = !rc && spm && gemma4 && space_prefix == 0 && !first_only;
+  for (size_t i = 0; g4 && i < sizeof gemma4_visible / sizeof gemma4_visible[0]; i++) {
+    const int64_t id = find_token(&v, gemma4_visible[i]);
+    if (id >= 0 && v.type[id] == TT_CONTROL) v.type[id] = TT_USER_DEFINED;
+  }
+  if (!rc)
+    rc = gguf_writer_set_string(w, "tokenizer.ggml.model", g4 ? "gemma4" : spm ? "llama" : "gpt2");
   if (!rc) rc = gguf_writer_set_string(w, "tokenizer.ggml.pre", pre);
   if (!rc)
     rc = gguf_writer_set_string_array(w, "tokenizer.ggml.tokens", (const char *const *)v.text, v.n);
@@ -449,7 +464,7 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
   if (!rc && spm) rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", space_prefix == 1);
   if (!rc && spm && first_only)
     rc = gguf_writer_set_bool(w, "pasada.tokenizer.space_prefix_first", true);
-  if (!rc && !spm) rc = write_merges(path, hf_member(model, "merges"), w);
+  if (!rc && (!spm || g4)) rc = write_merges(path, hf_member(model, "merges"), w);
   const char *specials[] = {"bos", "eos", "unk", "pad"};
   for (size_t i = 0; i < 4 && !rc; i++) rc = special_id(&v, tc, config, specials[i], w);
   if (!rc) rc = flag(tc, "add_bos_token", w);

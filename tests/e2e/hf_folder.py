@@ -159,6 +159,20 @@ def _qwen35_untile(kind, w, n_k, n_v, d_k, d_v):
     return w[:, None, :] if kind == "ssm_conv1d" else w
 
 
+# Gemma 4's tensors: GGUF name (after blk.N. or at the top) -> transformers'
+# (after model.layers.N. or model.), where they are not the other families'
+_GEMMA4 = {"layer_output_scale.weight": "layer_scalar", "inp_gate.weight": "per_layer_input_gate.weight",
+           "proj.weight": "per_layer_projection.weight", "post_norm.weight": "post_per_layer_input_norm.weight",
+           "ffn_gate_inp.weight": "router.proj.weight", "ffn_gate_inp.scale": "router.scale",
+           "ffn_down_exps.scale": "router.per_expert_scale", "ffn_gate_up_exps.weight": "experts.gate_up_proj",
+           "ffn_down_exps.weight": "experts.down_proj", "pre_ffw_norm_2.weight": "pre_feedforward_layernorm_2.weight",
+           "post_ffw_norm_1.weight": "post_feedforward_layernorm_1.weight",
+           "post_ffw_norm_2.weight": "post_feedforward_layernorm_2.weight",
+           "per_layer_token_embd.weight": "embed_tokens_per_layer.weight",
+           "per_layer_model_proj.weight": "per_layer_model_projection.weight",
+           "per_layer_proj_norm.weight": "per_layer_projection_norm.weight"}
+
+
 def write_f32_folder(gguf_path, arch, out):
     """The HF folder holding the GGUF file's F32 weights: config and tokenizer
     files from tests/fixtures/hf/<arch>, model.safetensors from the GGUF.
@@ -166,7 +180,10 @@ def write_f32_folder(gguf_path, arch, out):
     matrices (gpt-oss: its fused x @ W gate_up_proj / down_proj and their
     biases); Qwen3.5's linear layers get transformers' names, grouped value
     heads and A_log back; phi3's fused attn_qkv / ffn_up are its qkv_proj / gate_up_proj
-    as they are, and its LongRoPE factor tensors live in config.json."""
+    as they are, and its LongRoPE factor tensors live in config.json; Gemma 4's
+    (gemma4, gemma4ple, gemma4moe) norms are as stored, its fused experts
+    3-D as transformers holds them, its rope_freqs in config.json's
+    rope_parameters."""
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for f in (HF / arch).iterdir():
@@ -176,6 +193,7 @@ def write_f32_folder(gguf_path, arch, out):
     garch = _field_str(r, "general.architecture")
     n_head, n_head_kv = _field(r, f"{garch}.attention.head_count"), _field(r, f"{garch}.attention.head_count_kv")
     gemma = arch in ("gemma2", "gemma3")
+    g4 = garch == "gemma4"
     names = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
              "output.weight": "lm_head.weight"}
     per_layer = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
@@ -183,7 +201,7 @@ def write_f32_folder(gguf_path, arch, out):
                  "attn_k_norm": "self_attn.k_norm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
                  "ffn_down": "mlp.down_proj", "post_ffw_norm": "post_feedforward_layernorm",
                  "post_attention_norm": "post_attention_layernorm",
-                 "ffn_norm": "pre_feedforward_layernorm" if gemma else "post_attention_layernorm",
+                 "ffn_norm": "pre_feedforward_layernorm" if gemma or g4 else "post_attention_layernorm",
                  "attn_qkv": "self_attn.qkv_proj", "ffn_gate_inp": "mlp.gate"}
     experts = {"ffn_gate_exps": "mlp.experts.{}.gate_proj", "ffn_up_exps": "mlp.experts.{}.up_proj",
                "ffn_down_exps": "mlp.experts.{}.down_proj"}
@@ -210,8 +228,13 @@ def write_f32_folder(gguf_path, arch, out):
             _, i, kind, *_ = t.name.split(".")
             tensors[f"model.layers.{i}.{_QWEN35_LINEAR[kind]}"] = _qwen35_untile(kind, w, *lin)
             continue
-        if t.name.startswith("rope_factors_"):
-            continue  # config.json's long_factor / short_factor
+        if t.name.startswith("rope_factors_") or (g4 and t.name == "rope_freqs.weight"):
+            continue  # config.json's long_factor / short_factor; Gemma 4's proportional RoPE
+        part = t.name.split(".", 2)[2] if t.name.startswith("blk.") else t.name
+        if g4 and part in _GEMMA4:
+            layer = f"layers.{t.name.split('.')[1]}." if t.name.startswith("blk.") else ""
+            tensors[f"model.{layer}{_GEMMA4[part]}"] = w
+            continue
         if t.name.startswith("blk."):
             _, i, kind, suffix = t.name.split(".")
             if kind in experts:

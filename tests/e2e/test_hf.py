@@ -27,7 +27,8 @@ from hf_folder import HF, fuse_experts, read_safetensors, write_f32_folder
 from test_arch_parity import relative_error, run_eval
 
 TINY = FIXTURES / "tiny"
-ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gpt-oss", "qwen35")
+ARCHS = ("llama", "gemma3", "qwen2", "qwen3", "gpt-oss", "qwen35", "gemma4", "gemma4ple", "gemma4moe")
+GEMMA4 = ("gemma4", "gemma4ple", "gemma4moe")  # a GGUF of arch gemma4 each
 # folders of config + tokenizer files only
 F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral")
 # BF16/F16 folders against transformers in F32 on the same rounded weights.
@@ -36,7 +37,11 @@ F32_ARCHS = ARCHS + ("gemma2", "phi3", "qwen3moe", "mixtral")
 # error is that rounding's: measured (cpu and ref backends) 3.0e-4 to 1.0e-3
 # with BF16 (8 significant bits), 7.2e-5 with F16 (11 bits); gpt-oss 8.5e-4,
 # qwen35 2.5e-5 (BF16).
-LOW_TOLERANCE = {"llama": 3e-3, "gemma3": 3e-3, "qwen3": 3e-3, "qwen2": 3e-4, "gpt-oss": 3e-3, "qwen35": 3e-3}
+# Gemma 4's references are transformers' F32 model read from the folder
+# (its RoPE and scale buffers in F32): measured 1.3e-6 (gemma4), 4.2e-6
+# (gemma4ple), 3.3e-6 (gemma4moe) on the cpu backend.
+LOW_TOLERANCE = {"llama": 3e-3, "gemma3": 3e-3, "qwen3": 3e-3, "qwen2": 3e-4, "gpt-oss": 3e-3, "qwen35": 3e-3,
+                 "gemma4": 1e-4, "gemma4ple": 1e-4, "gemma4moe": 1e-4}
 
 
 # Qwen3.5's folder holds A_log, the GGUF -exp(A_log) as numpy rounded it:
@@ -75,7 +80,7 @@ def test_f32_folder_is_bit_identical_to_gguf(arch, tmp_path):
         assert a.shape == b.shape and np.array_equal(a, b), f"max diff {np.max(np.abs(a - b))}"
 
 
-@pytest.mark.parametrize("arch", ("gpt-oss", "qwen35"))
+@pytest.mark.parametrize("arch", ("gpt-oss", "qwen35") + GEMMA4)
 def test_folder_matches_transformers(arch, tmp_path):
     """The F32 gpt-oss and Qwen3.5 folders against transformers' logits of
     the same seeded models (tests/fixtures/tiny/<arch>.logits.npz, made by
@@ -251,16 +256,16 @@ def test_convert_writes_the_gguf_file(arch, tmp_path):
             assert np.allclose(x, y, rtol=2.5e-7, atol=0), t.name
             continue
         assert np.array_equal(x, y), t.name
-    garch = "llama" if arch == "mixtral" else arch
+    garch = {"mixtral": "llama", "gemma4ple": "gemma4", "gemma4moe": "gemma4"}.get(arch, arch)
     for key in [k for k in ref.fields if k.startswith(garch + ".")]:  # every hyper-parameter
         if key not in mine.fields and key.split(".", 1)[1] in DEFAULTED:
             continue  # the loader's default (the logits above and below are equal)
         a, b = mine.fields[key], ref.fields[key]
         assert [bytes(a.parts[i]) for i in a.data] == [bytes(b.parts[i]) for i in b.data], key
-    arch = garch
-    for key in ("general.architecture", f"{arch}.block_count", f"{arch}.embedding_length",
-                f"{arch}.attention.head_count", f"{arch}.attention.head_count_kv", f"{arch}.feed_forward_length",
-                f"{arch}.rope.freq_base", f"{arch}.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model",
+    g = garch
+    for key in ("general.architecture", f"{g}.block_count", f"{g}.embedding_length",
+                f"{g}.attention.head_count", f"{g}.attention.head_count_kv", f"{g}.feed_forward_length",
+                f"{g}.rope.freq_base", f"{g}.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model",
                 "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
         a, b = mine.fields[key], ref.fields[key]
         assert [bytes(a.parts[i]) for i in a.data] == [bytes(b.parts[i]) for i in b.data], key

@@ -12,7 +12,7 @@ from test_malformed import SANITIZER_MARKS, run_cli
 
 CORPUS_DIR = FIXTURES / "malformed-hf"
 CORPUS = sorted(p.name for p in CORPUS_DIR.iterdir() if p.is_dir() and not p.name.startswith("valid"))
-VALID = ("valid", "valid-gpt-oss", "valid-qwen35", "valid-qwen3moe")  # llama's, and the families' cases' bases
+VALID = ("valid", "valid-gpt-oss", "valid-qwen35", "valid-qwen3moe", "valid-gemma4")  # llama's, and the families' cases' bases
 
 # What the one line must mention (all of, case-insensitive): the file and the defect.
 HINTS = {
@@ -84,6 +84,24 @@ HINTS = {
     "moe-orientation-mixed": ["mlp.experts.down_proj", "x @ w", "gate_up_proj"],
     "moe-fused-and-per-expert": ["mlp.experts.gate_up_proj", "experts.0.up_proj.weight", "one by one"],
     "moe-past-the-layers": ["model.layers.1.mlp.experts.down_proj", "past the 1 layers"],
+    "g4-layer-types-length": ["config.json", "layer_types", "array of 4 entries"],
+    "g4-layer-types-unknown": ["config.json", "layer_types[1]"],
+    "g4-per-layer-config-key": ["config.json", "per_layer_config['1']", "intermediate_size"],
+    "g4-heads-differ-in-kind": ["config.json", "full attention layers", "not supported"],
+    "g4-shared-kv-no-source": ["config.json", "num_kv_shared_layers", "layer 1"],
+    "g4-rope-type-unsupported": ["config.json", "full_attention.rope_type 'yarn'", "not supported"],
+    "g4-vocab-per-layer-differs": ["config.json", "vocab_size_per_layer_input", "not supported"],
+    "g4-bidirectional": ["config.json", "use_bidirectional_attention", "not supported"],
+    "g4-multimodal-no-text-config": ["config.json", "gemma4forconditionalgeneration", "text_config"],
+    "g4-ple-width-mismatch": ["model.embed_tokens_per_layer.weight", "wrong shape", "hidden_size_per_layer_input 3"],
+    "g4-ple-without-config": ["model.embed_tokens_per_layer.weight", "hidden_size_per_layer_input is 0"],
+    "g4-ple-token-table-missing": ["per_layer_token_embd.weight", "missing"],
+    "g4-ple-projection-wrong-shape": ["model.per_layer_model_projection.weight", "wrong shape"],
+    "g4-ple-layer-gate-missing": ["blk.1.inp_gate.weight", "missing"],
+    "g4-experts-gate-up-wrong-shape": ["experts.gate_up_proj", "is not [2 experts][4][8]"],
+    "g4-experts-without-config": ["experts.down_proj", "enable_moe_block"],
+    "g4-expert-scale-missing": ["blk.0.ffn_down_exps.scale", "missing"],
+    "g4-k-proj-missing": ["blk.1.attn_k.weight", "missing"],
 }
 RUNS = [("release", "info"), ("asan", "info"), ("release", "run")]
 
