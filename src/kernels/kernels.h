@@ -84,6 +84,11 @@ typedef struct {
   void (*pack_x)(int64_t cols, const void *xq, void *xp);
   void (*run)(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y,
               int64_t ldy, const pa_prefetch *stream);
+  /* optional (NULL: run per group): one token (its record x, as pack_x
+   * made it) through ng consecutive groups of gbytes each from wg, group g's
+   * rows to y[rows * g ..]; the bits of run with nt = 1 group by group */
+  void (*run1)(int64_t cols, const uint8_t *wg, size_t gbytes, int64_t ng, const uint8_t *x,
+               float *y, const pa_prefetch *stream);
 } pa_ilv_kernel;
 
 typedef struct {

@@ -121,6 +121,6 @@ void pa_x16_pack_x_iq4_xs(int64_t cols, const void *xq, void *xp);
 #define PA_X16_X_mxfp4 pa_x16_x_size, pa_x16_pack_x_mxfp4
 #define PA_X16_X_iq4_xs pa_x16_x_size_xs, pa_x16_pack_x_iq4_xs
 #define PA_X16_KERNEL(isa, sfx, n_tok) \
-  const pa_ilv_kernel pa_x16_##isa##_##sfx = {16, (n_tok), PA_X16_X_##sfx, run_##sfx}
+  const pa_ilv_kernel pa_x16_##isa##_##sfx = {16, (n_tok), PA_X16_X_##sfx, run_##sfx, NULL}
 
 #endif

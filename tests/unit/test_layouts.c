@@ -9,7 +9,8 @@
  *     M = sum |x_i| (|w_i| + |w0_i|) (as test_gemm.c);
  * (c) the AVX2, AVX-512 VNNI and AMX kernels (where the CPU has
  *     them) give the reference kernel's bits, for every token count a
- *     call takes, tokens in order and reversed;
+ *     call takes, tokens in order and reversed; their one-token calls
+ *     over many groups (run1) the bits of one group at a time;
  * (d) pa_matmul on a repacked matrix under every kernel table, pools of 1,
  *     2 and 3 threads and batches of 1..13 tokens: every token's outputs
  *     are bitwise those of that token alone under the reference table
@@ -214,6 +215,39 @@ static void check_kernels(const mat *a) {
             }
         }
   }
+  /* run1 (one token through consecutive groups in one call, where a
+   * kernel has it): the bits of run with that token, group by group, for
+   * 1, 2, ... groups from the first (odd and even counts), and nothing
+   * written past them */
+  const int64_t n_groups = a->rows / G;
+  float *one = malloc(sizeof(float) * (size_t)(a->rows + 1));
+  for (int f = 0; f < 3; f++) {
+    if (!fast[f] || !fast[f]->run1) continue;
+    const uint8_t *x1 = fxp[f] + (size_t)(T - 1) * fxp_row[f];
+    float *each = malloc(sizeof(float) * (size_t)a->rows);
+    for (int64_t g = 0; g < n_groups; g++)
+      fast[f]->run(cols, (const uint8_t *)a->m.data + (size_t)g * gb, &x1, 1, each + G * g, G,
+                   NULL);
+    for (int64_t ng = 1; ng <= n_groups; ng++) {
+      one[G * ng] = 12345.0f;
+      fast[f]->run1(cols, a->m.data, gb, ng, x1, one, ng % 2 ? pa_prefetch_defaults() : NULL);
+      for (int64_t r = 0; r < G * ng; r++)
+        if (bits_of(one[r]) != bits_of(each[r])) {
+          printf("FAIL %s %s layout run1, %lld cols, %lld groups, row %lld: %.9g, run %.9g\n",
+                 pa_type_name(a->type), fast_name[f], (long long)cols, (long long)ng,
+                 (long long)r, one[r], each[r]);
+          failures++;
+          break;
+        }
+      if (one[G * ng] != 12345.0f) {
+        printf("FAIL %s %s layout run1 wrote past %lld groups\n", pa_type_name(a->type),
+               fast_name[f], (long long)ng);
+        failures++;
+      }
+    }
+    free(each);
+  }
+  free(one);
   free(xq);
   pa_free(xp);
   for (int f = 0; f < 3; f++) pa_free(fxp[f]);

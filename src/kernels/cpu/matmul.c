@@ -548,6 +548,12 @@ static void ilv_rows(const matmul_job *j, int m, int64_t r_begin, int64_t r_end,
     const size_t n = all < (size_t)j->ex->pf.start ? all : (size_t)j->ex->pf.start;
     for (size_t o = 0; o < n; o += 64) __builtin_prefetch(st + o, 0, 2);
   }
+  if (j->n_tokens == 1 && k->run1) { /* one pass: every group in one call */
+    const int64_t gb = r_begin / k->rows;
+    k->run1(w->cols, wd + (size_t)gb * gbytes, gbytes, r_end / k->rows - gb, j->xp,
+            j->y[m] + k->rows * gb, &j->ex->pf);
+    return;
+  }
   for (int64_t g0 = r_begin / k->rows; g0 < r_end / k->rows; g0 += pg) {
     const int64_t g1 = g0 + pg < r_end / k->rows ? g0 + pg : r_end / k->rows;
     /* the span to ask for during passes 2.. (a slice per group and pass) */

@@ -501,8 +501,8 @@ static void run_q5k(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, i
   run_ref(PA_TYPE_Q5_K, cols, wg, xp, nt, y, ldy);
 }
 
-const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
-const pa_ilv_kernel pa_x4_q5k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
-const pa_ilv_kernel pa_x4_q6k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q6k};
-const pa_ilv_kernel pa_x4_q3k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q3k};
-const pa_ilv_kernel pa_x4_q2k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q2k};
+const pa_ilv_kernel pa_x4_q4k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k, NULL};
+const pa_ilv_kernel pa_x4_q5k_ref = {4, PA_X4_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k, NULL};
+const pa_ilv_kernel pa_x4_q6k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q6k, NULL};
+const pa_ilv_kernel pa_x4_q3k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q3k, NULL};
+const pa_ilv_kernel pa_x4_q2k_ref = {4, PA_X4_TOKENS, pa_x4_x_size6, pa_x4_pack_x6, run_q2k, NULL};

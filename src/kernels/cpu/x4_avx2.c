@@ -461,10 +461,10 @@ PA_ILV_RUN4(AVX2, run_q6k, 2)
 PA_ILV_RUN4(AVX2, run_q3k, 3)
 PA_ILV_RUN4(AVX2, run_q2k, 4)
 
-const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q4k};
-const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q5k};
-const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k};
-const pa_ilv_kernel pa_x4_q3k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x3_avx2, run_q3k};
-const pa_ilv_kernel pa_x4_q2k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x2_avx2, run_q2k};
+const pa_ilv_kernel pa_x4_q4k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q4k, NULL};
+const pa_ilv_kernel pa_x4_q5k_avx2 = {4, PA_X4_TOKENS, x_size_avx2, pack_x_avx2, run_q5k, NULL};
+const pa_ilv_kernel pa_x4_q6k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x6_avx2, run_q6k, NULL};
+const pa_ilv_kernel pa_x4_q3k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x3_avx2, run_q3k, NULL};
+const pa_ilv_kernel pa_x4_q2k_avx2 = {4, PA_X4_TOKENS, x_size6_avx2, pack_x2_avx2, run_q2k, NULL};
 
 #endif /* __x86_64__ */

@@ -166,28 +166,33 @@ static void pack_x3_vnni(int64_t cols, const void *xq, void *xp) {
   pack_x_off(cols, xq, xp, 4, 32);
 }
 
+/* Q6_K's vectors of group j of a super-block record w (x4.h): three
+ * vectors give the values of vectors (2 j, 0), (2 j, 1), (2 j + 1, 0) in
+ * their low 6 bits and, two bits in each, those of (2 j + 1, 1): v[a] is
+ * vector (2 j + a / 2, a % 2). */
+BODY void unpack6(const uint8_t *w, int j, __m512i v[4]) {
+  const __m512i six = _mm512_set1_epi8(0x3F);
+  const uint8_t *g = w + 192 * j;
+  const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + 64),
+                a2 = _mm512_loadu_si512(g + 128);
+  v[0] = _mm512_and_si512(a0, six);
+  v[1] = _mm512_and_si512(a1, six);
+  v[2] = _mm512_and_si512(a2, six);
+  /* top bits down by 6, 4, 2 (16-bit shifts bring the next byte's bits
+   * in above them), merged under bit masks (c ? a : b is table 0xE4) */
+  __m512i m = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a0, 6), _mm512_srli_epi16(a1, 4),
+                                        _mm512_set1_epi8(0x03), 0xE4);
+  m = _mm512_ternarylogic_epi32(m, _mm512_srli_epi16(a2, 2), _mm512_set1_epi8(0x0F), 0xE4);
+  v[3] = _mm512_and_si512(m, six);
+}
+
 /* Q6_K's 16 vectors of a super-block and their dots into D[k][t]. */
 BODY void unpack_dot6(const uint8_t *w, const uint8_t *const *xp, int64_t b,
                       __m512i D[4][PA_X4_TOKENS], const int T) {
-  const __m512i six = _mm512_set1_epi8(0x3F);
-  /* group j (x4.h): three vectors give the values of vectors (2 j, 0),
-   * (2 j, 1), (2 j + 1, 0) in their low 6 bits and, two bits in each,
-   * those of (2 j + 1, 1) */
 #pragma GCC unroll 4
   for (int j = 0; j < 4; j++) {
-    const uint8_t *g = w + 192 * j;
-    const __m512i a0 = _mm512_loadu_si512(g), a1 = _mm512_loadu_si512(g + 64),
-                  a2 = _mm512_loadu_si512(g + 128);
     __m512i v[4];
-    v[0] = _mm512_and_si512(a0, six);
-    v[1] = _mm512_and_si512(a1, six);
-    v[2] = _mm512_and_si512(a2, six);
-    /* top bits down by 6, 4, 2 (16-bit shifts bring the next byte's bits
-     * in above them), merged under bit masks (c ? a : b is table 0xE4) */
-    __m512i m = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a0, 6), _mm512_srli_epi16(a1, 4),
-                                          _mm512_set1_epi8(0x03), 0xE4);
-    m = _mm512_ternarylogic_epi32(m, _mm512_srli_epi16(a2, 2), _mm512_set1_epi8(0x0F), 0xE4);
-    v[3] = _mm512_and_si512(m, six);
+    unpack6(w, j, v);
 #pragma GCC unroll 4
     for (int a = 0; a < 4; a++) {
       const int i = 2 * j + a / 2, hh = a % 2, k = 2 * hh + i / 4;
@@ -256,6 +261,31 @@ BODY void unpack_dot3(const uint8_t *w, const uint8_t *const *xp, int64_t b,
  * the fourth vector (3 bit moves and an or instead of 6 operations) gave
  * 55.3 GB/s against 53.4 for one token: not worth a second kernel for the
  * CPUs with GFNI. */
+/* A Q6_K / Q3_K super-block record's scales sc[k] (lanes as D[k]) and d
+ * of each lane's row. */
+BODY void scales6(const uint8_t *w, size_t sc_at, size_t d_at, __m512i idx_d, __m512i sc[4],
+                  __m512 *dr) {
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++)
+    sc[k] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + sc_at + 16 * k)));
+  const __m512 dm =
+      _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + d_at))));
+  *dr = _mm512_permutexvar_ps(idx_d, dm);
+}
+
+/* acc plus one token's super-block: its sums D0..D3 times the scales, times
+ * d and the token's scale (at xd). */
+BODY __m512 add6(const int q3, const __m512i sc[4], __m512 dr, __m512i D0, __m512i D1, __m512i D2,
+                 __m512i D3, const uint8_t *xd, __m512 acc) {
+  __m512i s23 = _mm512_add_epi32(_mm512_mullo_epi32(sc[2], D2), _mm512_mullo_epi32(sc[3], D3));
+  if (q3) s23 = _mm512_srai_epi32(s23, 3); /* 8x sums: exact */
+  const __m512i s = _mm512_add_epi32(
+      _mm512_add_epi32(_mm512_mullo_epi32(sc[0], D0), _mm512_mullo_epi32(sc[1], D1)), s23);
+  float dx;
+  memcpy(&dx, xd, 4);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dr, _mm512_set1_ps(dx)), acc);
+}
+
 BODY void run_body6(const int q3, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                     float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
   const int64_t nsb = cols / QK_K;
@@ -281,25 +311,12 @@ BODY void run_body6(const int q3, int64_t cols, const uint8_t *wg, const uint8_t
     else
       unpack_dot6(w, xp, b, D, T);
     __m512i sc[4];
+    __m512 dr;
+    scales6(w, sc_at, d_at, idx_d, sc, &dr);
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++)
-      sc[k] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + sc_at + 16 * k)));
-    const __m512 dm =
-        _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(w + d_at))));
-    const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) {
-      __m512i s23 =
-          _mm512_add_epi32(_mm512_mullo_epi32(sc[2], D[2][t]), _mm512_mullo_epi32(sc[3], D[3][t]));
-      if (q3) s23 = _mm512_srai_epi32(s23, 3); /* 8x sums: exact */
-      const __m512i s = _mm512_add_epi32(
-          _mm512_add_epi32(_mm512_mullo_epi32(sc[0], D[0][t]), _mm512_mullo_epi32(sc[1], D[1][t])),
-          s23);
-      float dx;
-      memcpy(&dx, xp[t] + (size_t)b * X6V_REC + X6V_XD, 4);
-      acc[t] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dr, _mm512_set1_ps(dx)), acc[t]);
-    }
+    for (int t = 0; t < T; t++)
+      acc[t] = add6(q3, sc, dr, D[0][t], D[1][t], D[2][t], D[3][t],
+                    xp[t] + (size_t)b * X6V_REC + X6V_XD, acc[t]);
   }
   store_rows(acc, y, ldy, T);
 }
@@ -418,10 +435,150 @@ PA_ILV_RUN4(VNNI, run_q6k, 2)
 PA_ILV_RUN4(VNNI, run_q3k, 3)
 PA_ILV_RUN4(VNNI, run_q2k, 4)
 
-const pa_ilv_kernel pa_x4_q4k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q4k};
-const pa_ilv_kernel pa_x4_q5k_vnni = {4, X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x, run_q5k};
-const pa_ilv_kernel pa_x4_q6k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x6_vnni, run_q6k};
-const pa_ilv_kernel pa_x4_q3k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x3_vnni, run_q3k};
-const pa_ilv_kernel pa_x4_q2k_vnni = {4, PA_X4_TOKENS, x_size2_vnni, pack_x2_vnni, run_q2k};
+/* One token through two groups at a time (kernels.h, run1), group g of
+ * the first half of the call's groups with group g of the second (two long
+ * streams; pairs of neighbouring groups, two streams of 4.7 KB each on 2048
+ * columns, halved what one core read from memory: 13-14 against 22 GB/s).
+ * Each activation pattern, broadcast once, serves both groups' dots; each
+ * group's arithmetic is run_body45's for one token, step for step (the
+ * integer sums in any order are the same integers). On AMD Zen 4 a 512-bit
+ * broadcast of 16 bytes costs a shuffle besides its load: one core, weights
+ * in L2, Q4_K 58 against 48 GB/s group by group, Q6_K 59-60 against 51-52;
+ * from memory 0.85-0.86 of a plain read against 0.82-0.84 (bench_kernels 1
+ * vsread 1 | 128 Q4_K, BENCH_ILV=1 BENCH_HUGE=1 BENCH_COLS=2048). With no
+ * broadcasts at all (an experiment with wrong sums) one core read Q4_K from
+ * memory at a plain read's rate. */
+BODY void run_pair45(const int q5, int64_t cols, const uint8_t *wa, const uint8_t *wb,
+                     const uint8_t *x0, float *y, int64_t ldy, const pa_prefetch *stream) {
+  const int64_t nsb = cols / QK_K;
+  const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
+  const int pf = pa_prefetch_distance(stream, stream ? stream->x4 : 0, 1);
+  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
+  const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
+  const __m512 sixteenth = _mm512_set1_ps(0.0625f);
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *x = x0 + (size_t)b * PA_X4_XREC;
+    const uint8_t *w[2] = {wa + (size_t)b * rec, wb + (size_t)b * rec};
+    __m512 s_lo[2], s_hi[2], mr[2];
+    __m512i mn[2], lo[2][2], hi[2][2];
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) {
+      prefetch_rec(w[g], rec, pf);
+      const __m512 dm = _mm512_castps256_ps512(
+          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w[g] + PA_X4_DM))));
+      const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
+      mr[g] = _mm512_permutexvar_ps(idx_m, dm);
+      s_lo[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                  _mm_loadu_si128((const __m128i *)(w[g] + PA_X4_SC)))),
+                              dr);
+      s_hi[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                  _mm_loadu_si128((const __m128i *)(w[g] + PA_X4_SC + 16)))),
+                              q5 ? dr : _mm512_mul_ps(dr, sixteenth));
+      mn[g] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w[g] + PA_X4_MN)));
+      lo[0][g] = hi[0][g] = lo[1][g] = hi[1][g] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      const __m512i xl = bcast16(x + 32 * i), xh = bcast16(x + 32 * i + 16);
+#pragma GCC unroll 2
+      for (int g = 0; g < 2; g++) {
+        const __m512i q = _mm512_loadu_si512(w[g] + PA_X4_QS + 64 * i);
+        __m512i ql = _mm512_and_si512(q, m_lo), qh;
+        if (q5) {
+          uint64_t kl, kh;
+          memcpy(&kl, w[g] + PA_X4_QH + 16 * i, 8);
+          memcpy(&kh, w[g] + PA_X4_QH + 16 * i + 8, 8);
+          qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m_lo);
+          ql = _mm512_mask_add_epi8(ql, kl, ql, _mm512_set1_epi8(16));
+          qh = _mm512_mask_add_epi8(qh, kh, qh, _mm512_set1_epi8(16));
+        } else {
+          qh = _mm512_and_si512(q, m_hi);
+        }
+        lo[i & 1][g] = _mm512_dpbusd_epi32(lo[i & 1][g], ql, xl);
+        hi[i & 1][g] = _mm512_dpbusd_epi32(hi[i & 1][g], qh, xh);
+      }
+    }
+    const __m512i xs = bcast16(x + PA_X4_XS);
+    float dx;
+    memcpy(&dx, x + PA_X4_XD, 4);
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) {
+      const __m512i mi = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[g], xs);
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[0][g], lo[1][g])), s_lo[g]);
+      v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(hi[0][g], hi[1][g])), s_hi[g], v);
+      v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), mr[g], v);
+      acc[g] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx), acc[g]);
+    }
+  }
+  store_rows(acc, y, ldy, 2);
+}
+
+/* name: run1 (kernels.h) by pairs (pair: a call on wa, wb, x, y, ldy,
+ * stream), an odd last group by one (the one-token entry) */
+#define PA_X4_RUN1(name, pair, one)                                                               \
+  static VNNI __attribute__((noinline)) void name(int64_t cols, const uint8_t *wg, size_t gbytes, \
+                                                  int64_t ng, const uint8_t *x, float *y,         \
+                                                  const pa_prefetch *stream) {                    \
+    const int64_t half = ng / 2, ldy = 4 * half;                                                  \
+    for (int64_t g = 0; g < half; g++, y += 4) {                                                  \
+      const uint8_t *wa = wg + (size_t)g * gbytes, *wb = wg + (size_t)(g + half) * gbytes;        \
+      pair;                                                                                       \
+    }                                                                                             \
+    if (ng % 2) one(cols, wg + (size_t)(ng - 1) * gbytes, &x, y + 4 * half, stream);              \
+  }
+/* Q6_K the same way: run_body6's steps for one token in each of groups
+ * wa and wb, the patterns broadcast once for both. */
+BODY void run_pair6(int64_t cols, const uint8_t *wa, const uint8_t *wb, const uint8_t *x0, float *y,
+                    int64_t ldy, const pa_prefetch *stream) {
+  const int64_t nsb = cols / QK_K;
+  const int pf = pa_prefetch_distance(stream, stream ? stream->x4 : 0, 1);
+  const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *x = x0 + (size_t)b * X6V_REC;
+    const uint8_t *w[2] = {wa + (size_t)b * PA_X4_REC6, wb + (size_t)b * PA_X4_REC6};
+    prefetch_rec(w[0], PA_X4_REC6, pf);
+    prefetch_rec(w[1], PA_X4_REC6, pf);
+    __m512i D[4][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) D[k][0] = D[k][1] = bcast16(x + X6V_NB + 16 * k);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+      __m512i v[2][4];
+      unpack6(w[0], j, v[0]);
+      unpack6(w[1], j, v[1]);
+#pragma GCC unroll 4
+      for (int a = 0; a < 4; a++) {
+        const int i = 2 * j + a / 2, hh = a % 2, k = 2 * hh + i / 4;
+        const __m512i xb = bcast16(x + 32 * i + 16 * hh);
+        D[k][0] = _mm512_dpbusd_epi32(D[k][0], v[0][a], xb);
+        D[k][1] = _mm512_dpbusd_epi32(D[k][1], v[1][a], xb);
+      }
+    }
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) {
+      __m512i sc[4];
+      __m512 dr;
+      scales6(w[g], PA_X4_SC6, PA_X4_D6, idx_d, sc, &dr);
+      acc[g] = add6(0, sc, dr, D[0][g], D[1][g], D[2][g], D[3][g], x + X6V_XD, acc[g]);
+    }
+  }
+  store_rows(acc, y, ldy, 2);
+}
+
+PA_X4_RUN1(run1_q4k, run_pair45(0, cols, wa, wb, x, y, ldy, stream), run_q4k_4_one)
+PA_X4_RUN1(run1_q5k, run_pair45(1, cols, wa, wb, x, y, ldy, stream), run_q5k_4_one)
+PA_X4_RUN1(run1_q6k, run_pair6(cols, wa, wb, x, y, ldy, stream), run_q6k_one)
+
+const pa_ilv_kernel pa_x4_q4k_vnni = {4,       X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x,
+                                      run_q4k, run1_q4k};
+const pa_ilv_kernel pa_x4_q5k_vnni = {4,       X4_VNNI_TOKENS, pa_x4_x_size, pa_x4_pack_x,
+                                      run_q5k, run1_q5k};
+const pa_ilv_kernel pa_x4_q6k_vnni = {4,       PA_X4_TOKENS, x_size6_vnni, pack_x6_vnni,
+                                      run_q6k, run1_q6k};
+const pa_ilv_kernel pa_x4_q3k_vnni = {4, PA_X4_TOKENS, x_size6_vnni, pack_x3_vnni, run_q3k, NULL};
+const pa_ilv_kernel pa_x4_q2k_vnni = {4, PA_X4_TOKENS, x_size2_vnni, pack_x2_vnni, run_q2k, NULL};
 
 #endif /* __x86_64__ */
