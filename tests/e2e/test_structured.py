@@ -187,6 +187,10 @@ REF_CYCLES = [
      '$ref cycle through "#/$defs/a" -> "#/$defs/b" matches no finite value (at #/properties/x)'),
     ({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"},
      '$ref cycle through "#/$defs/a" reaches itself before any input'),
+    # recursion that consumes input but is required at every level (a
+    # required property, minItems, allOf): still no finite instance
+    ({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]},
+     'recursion through #/properties/next -> "#" is required at every level'),
 ]
 
 
@@ -199,13 +203,14 @@ def test_ref_cycles(pasada_bin, smollm2, tmp_path, schema, message):
 
 def test_ref_cycles_server(pasada_bin, smollm2):
     """The server answers a response_format whose schema has a $ref cycle
-    with a 400 in the API's error shape naming the chain; a tree schema
+    (or a recursion required at every level) with a 400 in the API's error
+    shape naming the chain; a tree schema
     (recursion under items) still constrains the output."""
     import requests
     from test_server import Server, assert_error
     srv = Server(pasada_bin, smollm2)
     try:
-        for schema, message in REF_CYCLES[:2]:
+        for schema, message in REF_CYCLES[:2] + REF_CYCLES[-1:]:
             body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
                     "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
             r = requests.post(srv.url + "/v1/chat/completions", json=body, timeout=60)
