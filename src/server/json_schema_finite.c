@@ -264,11 +264,18 @@ bool js_check_finite(js_ctx *c) {
     snprintf(c->path, sizeof c->path, "%s", w.ref[i]);
     w.explain = true, w.start = i;
     fin(&w, w.node[i], 0);
-    char chain[320];
+    char chain[240], hop_text[200];
     size_t n = 0;
-    for (int k = w.cycle; k < w.n_hops && n < sizeof chain - 1; k++)
-      n += (size_t)snprintf(chain + n, sizeof chain - n, "%s%.100s -> \"%.80s\"",
-                            k > w.cycle ? ", " : "", w.hops[k].site, w.ref[w.hops[k].target]);
+    for (int k = w.cycle; k < w.n_hops; k++) {
+      int len = snprintf(hop_text, sizeof hop_text, "%s%.100s -> \"%.80s\"",
+                         k > w.cycle ? ", " : "", w.hops[k].site, w.ref[w.hops[k].target]);
+      if (n + (size_t)len + 6 >= sizeof chain) { /* a long loop: its start, then "..." */
+        snprintf(chain + n, sizeof chain - n, ", ...");
+        break;
+      }
+      memcpy(chain + n, hop_text, (size_t)len + 1);
+      n += (size_t)len;
+    }
     /* where the loop is entered: the target itself, or the $ref leading to it */
     snprintf(c->path, sizeof c->path, "%s",
              w.cycle == 0 ? w.ref[i] : w.hops[w.cycle - 1].site);
