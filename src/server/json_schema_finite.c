@@ -73,8 +73,9 @@ static int target_of(fin_walk *w, const cJSON *s, bool add) {
 
 /* Adds the $ref targets of s and of every schema inside it to the table. */
 static void collect(fin_walk *w, const cJSON *s, int depth) {
-  static const char *const subs[] = {"items", "prefixItems", "additionalItems",
-                                     "additionalProperties", "allOf", "anyOf", "oneOf", NULL};
+  static const char *const subs[] = {
+      "items", "prefixItems", "additionalItems", "additionalProperties",
+      "allOf", "anyOf",       "oneOf",           NULL};
   if (!cJSON_IsObject(s) || depth > 4 * JS_MAX_DEPTH || w->c->failed) return;
   target_of(w, s, true);
   for (const cJSON *k = s->child; k; k = k->next) {
@@ -144,8 +145,8 @@ static bool fin_object(fin_walk *w, const cJSON *s, int depth) {
   bool ok = true;
   for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; ok && r; r = r->next) {
     if (!cJSON_IsString(r)) continue;
-    const cJSON *p = cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, r->valuestring)
-                                           : NULL;
+    const cJSON *p =
+        cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, r->valuestring) : NULL;
     if (p)
       ok = part(w, p, "properties", r->valuestring, depth);
     else if (cJSON_IsObject(add))
@@ -277,8 +278,7 @@ bool js_check_finite(js_ctx *c) {
       n += (size_t)len;
     }
     /* where the loop is entered: the target itself, or the $ref leading to it */
-    snprintf(c->path, sizeof c->path, "%s",
-             w.cycle == 0 ? w.ref[i] : w.hops[w.cycle - 1].site);
+    snprintf(c->path, sizeof c->path, "%s", w.cycle == 0 ? w.ref[i] : w.hops[w.cycle - 1].site);
     ok = js_fail(c,
                  "recursion through %s is required at every level (a required property, "
                  "minItems or allOf) and matches no finite value",
