@@ -807,7 +807,7 @@ bool srv_json_schema_rules(const cJSON *schema, const char *prefix, srv_buf *out
     return srv_fail(e, 400, "invalid_request_error", NULL, "", "json_schema: %s",
                     schema ? "invalid UTF-8 or nesting too deep" : "no schema");
   srv_buf body = {0};
-  bool ok = js_check_ref_cycles(&c) && gen(&c, schema, &body);
+  bool ok = js_check_ref_cycles(&c) && js_check_finite(&c) && gen(&c, schema, &body);
   if (ok) {
     srv_buf_printf(out, "%s ::= %s\n", prefix, body.p ? body.p : "\"\"");
     emit_prims(&c);

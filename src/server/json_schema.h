@@ -7,7 +7,8 @@
  * older items-array / additionalItems), minItems, maxItems, anyOf, oneOf
  * (as anyOf: exclusivity is not enforced), allOf where the schemas merge,
  * $ref into the same document ($defs, definitions, any JSON pointer;
- * recursion allowed), string minLength / maxLength / pattern (a regex
+ * recursion allowed where it can end: a $ref cycle that consumes nothing,
+ * or one required at every level, is a 400 naming its path), string minLength / maxLength / pattern (a regex
  * subset) / format (date, time, date-time, uuid, email), integer minimum /
  * maximum / exclusive* (exact digit ranges), number bounds that are
  * integers. A schema with no type takes the type its keywords imply.

@@ -70,6 +70,9 @@ size_t js_push_path(js_ctx *c, const char *seg);
 void js_pop_path(js_ctx *c, size_t old);
 
 /* json_schema_ref.c */
+/* The schema a local "$ref" names (a JSON pointer after '#') in root;
+ * NULL with *why: 1 not local, 2 names nothing, 3 not a pointer. */
+const cJSON *js_pointer(const cJSON *root, const char *ref, int *why);
 /* The schema a local "$ref" names (a JSON pointer after '#'); NULL with the
  * error set. */
 const cJSON *js_resolve(js_ctx *c, const char *ref);
@@ -88,6 +91,13 @@ const cJSON *js_flatten(js_ctx *c, const cJSON *s);
 cJSON *js_merge(js_ctx *c, const cJSON *a, const cJSON *b);
 /* The type names of "type" t (a string or an array) appended to out. */
 cJSON *js_as_types(js_ctx *c, const cJSON *t, cJSON *out);
+
+/* json_schema_finite.c */
+/* Whether the schema and every schema a $ref of it names have a finite
+ * instance; false with the 400 naming the recursion that every instance
+ * must take (a required property, an array's minItems, allOf). Runs after
+ * js_check_ref_cycles. */
+bool js_check_finite(js_ctx *c);
 
 /* json_schema_text.c */
 /* A GBNF literal spelling s[0..n) (UTF-8) exactly. */

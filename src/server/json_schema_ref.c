@@ -11,9 +11,7 @@
 
 #include "server/json_schema_int.h"
 
-/* The schema a local "$ref" names (a JSON pointer after '#') in root;
- * NULL with *why: 1 not local, 2 names nothing, 3 not a pointer. */
-static const cJSON *pointer(const cJSON *root, const char *ref, int *why) {
+const cJSON *js_pointer(const cJSON *root, const char *ref, int *why) {
   if (ref[0] != '#') return *why = 1, NULL;
   const cJSON *node = root;
   const char *p = ref + 1;
@@ -49,7 +47,7 @@ static const cJSON *pointer(const cJSON *root, const char *ref, int *why) {
 
 const cJSON *js_resolve(js_ctx *c, const char *ref) {
   int why = 0;
-  const cJSON *node = pointer(c->root, ref, &why);
+  const cJSON *node = js_pointer(c->root, ref, &why);
   if (!node)
     js_fail(c,
             why == 1   ? "$ref '%.200s': only references into the same schema (#...) are supported"
@@ -122,7 +120,7 @@ static bool left_walk(js_cycles *w, const cJSON *s, bool branch, int depth) {
   if (depth > JS_MAX_DEPTH) return js_fail(w->c, "schemas nest deeper than %d", JS_MAX_DEPTH);
   const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
   int why = 0;
-  const cJSON *t = cJSON_IsString(ref) ? pointer(w->c->root, ref->valuestring, &why) : NULL;
+  const cJSON *t = cJSON_IsString(ref) ? js_pointer(w->c->root, ref->valuestring, &why) : NULL;
   if (t) {
     for (int i = 0; i < w->n_hops; i++)
       if (w->hops[i].node == t) return report_cycle(w, i, branch);
@@ -180,7 +178,7 @@ static bool scan(js_cycles *w, const cJSON *s, int depth) {
   }
   const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
   int why = 0;
-  const cJSON *t = ok && cJSON_IsString(ref) ? pointer(c->root, ref->valuestring, &why) : NULL;
+  const cJSON *t = ok && cJSON_IsString(ref) ? js_pointer(c->root, ref->valuestring, &why) : NULL;
   if (t && !in_set(w->seen, w->n_seen, t)) {
     char saved[sizeof c->path];
     memcpy(saved, c->path, sizeof saved);

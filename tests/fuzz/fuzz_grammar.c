@@ -80,12 +80,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int st = pasada_grammar_create(tok, src, gbnf ? strlen(gbnf) : len, NULL, &g);
   if (st) {
     /* a schema's grammar may still hit the automaton limits, or never
-     * complete though every recursion consumes input (a required property
-     * whose schema is the object's own, as {"properties": {"a": {"$ref":
-     * "#"}}, "required": ["a"]}: no finite instance, and the grammar's
-     * check is what says so), nothing else; a $ref chain that recurses
-     * before consuming anything is the converter's 400 (left recursion
-     * here would be a bug) */
+     * complete where the converter's finiteness check errs towards finite
+     * (required names that only an allOf or anyOf merge brings together
+     * with a recursive property): the grammar's check says so then;
+     * nothing else. A $ref chain that recurses before consuming anything,
+     * or a recursion required at every level ({"properties": {"a":
+     * {"$ref": "#"}}, "required": ["a"]}), is the converter's 400 (left
+     * recursion here would be a bug) */
     if (st != PASADA_ERR_ARG || !pasada_last_error()[0] ||
         (gbnf && !strstr(pasada_last_error(), "exceeds") && !strstr(pasada_last_error(), "too large") &&
          !strstr(pasada_last_error(), "can never complete"))) {
