@@ -28,7 +28,7 @@ typedef struct {
   uint32_t *stamp, cur_stamp;
   uint32_t *stack, *set;
   size_t n_calls, cap_calls;
-  uint64_t work; /* edges scanned, against PA_G_MAX_ANALYSIS */
+  uint64_t work; /* edges scanned, against PA_G_MAX_DETERMINIZE */
   int err;
 } dfa_builder;
 
@@ -226,7 +226,7 @@ static void expand(dfa_builder *d, uint32_t s) {
   for (uint32_t i = 0; i < n_mem; i++)
     member_edges += nfa->edge_off[mem[i] + 1] - nfa->edge_off[mem[i]];
   d->work += (uint64_t)member_edges * (g->n_cls + 1);
-  if (d->work > PA_G_MAX_ANALYSIS && !d->err)
+  if (d->work > PA_G_MAX_DETERMINIZE && !d->err)
     d->err = pa_error(PASADA_ERR_ARG,
                       "grammar: too costly to determinize (the automaton exceeds the limits)");
   for (uint32_t c = 0; c < g->n_cls && !d->err; c++) {

@@ -33,6 +33,7 @@
 #define PA_G_MAX_DFA (1u << 18)      /* automaton states after */
 #define PA_G_MAX_TABLE (1u << 22)    /* DFA states x byte classes */
 #define PA_G_MAX_ANALYSIS (1u << 28) /* syntax-tree nodes the analyses visit */
+#define PA_G_MAX_DETERMINIZE (1u << 24) /* member edges x byte classes determinization scans */
 #define PA_G_INLINE_MAX 256          /* automaton states of a rule inlined into callers */
 #define PA_G_INLINE_LEVELS 8         /* rules inlined within inlined rules */
 #define PA_G_MAX_HEADS 1024          /* heads in one parse state */

@@ -10,6 +10,7 @@ import json
 import pathlib
 import re
 import subprocess
+import time
 
 import jsonschema
 import pytest
@@ -166,6 +167,16 @@ def test_errors_name_the_problem(pasada_bin, smollm2, tmp_path):
     loop = write_schema(tmp_path, "loop", {"$ref": "#"})
     assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", loop),
                           'json_schema: $ref cycle through "#" matches no finite value')
+    # a pattern whose automaton blows up when made deterministic (found by
+    # fuzz_grammar): refused by the determinization budget, within a
+    # fraction of a second in this build (a sanitizer build is ~20x slower
+    # and fuzz_grammar gives each input 10 s)
+    costly = write_schema(tmp_path, "costly", {
+        "type": "string", "pattern": "^(foorz[ba|])+(-\\w+" + "." * 49 + "[ba|])+(-\\w+)?$"})
+    t0 = time.monotonic()
+    assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", costly),
+                          "too costly to determinize")
+    assert time.monotonic() - t0 < 2.5
     notjson = tmp_path / "x.json"
     notjson.write_text("{")
     assert_one_line_error(run(pasada_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", notjson),
