@@ -53,31 +53,40 @@ BODY void store_rows(const __m512 *acc, float *y, int64_t ldy, const int T) {
   }
 }
 
+/* A Q4_K / Q5_K super-block record's scales as floats (x4.h): s_lo, s_hi
+ * (Q4_K's 1/16 for its high nibbles folded in), each lane's row's dmin mr,
+ * and the mins widened for vpdpwssd. */
+BODY void scales45(const int q5, const uint8_t *w, __m512 *s_lo, __m512 *s_hi, __m512 *mr,
+                   __m512i *mn) {
+  const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
+  const __m512 dm =
+      _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
+  const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
+  *mr = _mm512_permutexvar_ps(idx_m, dm);
+  *s_lo = _mm512_mul_ps(
+      _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC)))), dr);
+  *s_hi = _mm512_mul_ps(
+      _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC + 16)))),
+      q5 ? dr : _mm512_mul_ps(dr, _mm512_set1_ps(0.0625f)));
+  *mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w + PA_X4_MN)));
+}
+
 BODY void run_body45(const int q5, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                      float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
   const int64_t nsb = cols / QK_K;
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
   const int pf = pa_prefetch_distance(stream, stream ? stream->x4 : 0, T);
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
-  const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
-  const __m512 sixteenth = _mm512_set1_ps(0.0625f);
   __m512 acc[X4_VNNI_TOKENS];
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *w = wg + (size_t)b * rec;
     prefetch_rec(w, rec, pf);
-    const __m512 dm =
-        _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + PA_X4_DM))));
-    const __m512 dr = _mm512_permutexvar_ps(idx_d, dm), mr = _mm512_permutexvar_ps(idx_m, dm);
-    const __m512 s_lo = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + PA_X4_SC)))),
-        dr);
-    const __m512 s_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                          _mm_loadu_si128((const __m128i *)(w + PA_X4_SC + 16)))),
-                                      q5 ? dr : _mm512_mul_ps(dr, sixteenth));
-    const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w + PA_X4_MN)));
+    __m512 s_lo, s_hi, mr;
+    __m512i mn;
+    scales45(q5, w, &s_lo, &s_hi, &mr, &mn);
     /* two chains per sum for few tokens (integer sums: exact in any order),
      * so the vpdpbusd latency does not bound the one-token kernel */
     const int NA = T <= 2 ? 2 : 1;
@@ -454,9 +463,6 @@ BODY void run_pair45(const int q5, int64_t cols, const uint8_t *wa, const uint8_
   const size_t rec = q5 ? PA_X4_REC5 : PA_X4_REC;
   const int pf = pa_prefetch_distance(stream, stream ? stream->x4 : 0, 1);
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
-  const __m512i idx_d = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(4));
-  const __m512 sixteenth = _mm512_set1_ps(0.0625f);
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *x = x0 + (size_t)b * PA_X4_XREC;
@@ -466,17 +472,7 @@ BODY void run_pair45(const int q5, int64_t cols, const uint8_t *wa, const uint8_
 #pragma GCC unroll 2
     for (int g = 0; g < 2; g++) {
       prefetch_rec(w[g], rec, pf);
-      const __m512 dm = _mm512_castps256_ps512(
-          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w[g] + PA_X4_DM))));
-      const __m512 dr = _mm512_permutexvar_ps(idx_d, dm);
-      mr[g] = _mm512_permutexvar_ps(idx_m, dm);
-      s_lo[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                  _mm_loadu_si128((const __m128i *)(w[g] + PA_X4_SC)))),
-                              dr);
-      s_hi[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                  _mm_loadu_si128((const __m128i *)(w[g] + PA_X4_SC + 16)))),
-                              q5 ? dr : _mm512_mul_ps(dr, sixteenth));
-      mn[g] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(w[g] + PA_X4_MN)));
+      scales45(q5, w[g], &s_lo[g], &s_hi[g], &mr[g], &mn[g]);
       lo[0][g] = hi[0][g] = lo[1][g] = hi[1][g] = _mm512_setzero_si512();
     }
 #pragma GCC unroll 8
