@@ -94,7 +94,7 @@ static blk_rc json_block(op_state *p, size_t at, size_t body, const json_spec *j
       rc = BLK_MORE;
       break;
     }
-    cJSON *v = cJSON_ParseWithLength(p->t + i, e - i);
+    cJSON *v = op_json_escapes_ok(p->t + i, e - i) ? cJSON_ParseWithLength(p->t + i, e - i) : NULL;
     bool ok = v != NULL;
     if (cJSON_IsArray(v)) {
       const cJSON *el;

@@ -122,6 +122,10 @@ size_t op_json_end(const char *t, size_t n, size_t i);
  * keep a value as the model wrote it (1500.0, integers past 2^53), which a
  * round trip through cJSON's doubles would not. */
 bool op_json_span(const char *t, size_t n, const char *key, size_t *vs, size_t *ve);
+/* Every escape in the JSON strings of t[0..n) is one of JSON's (cJSON reads
+ * \u with a non-hex digit as U+0000; strict parsers, the client's, refuse
+ * it, so the parser refuses it before cJSON sees it). */
+bool op_json_escapes_ok(const char *t, size_t n);
 /* JSON text t[0..n) without insignificant whitespace, NUL-terminated
  * (malloc'd); NULL when it is not a single valid JSON value or out of memory
  * (*oom tells). */

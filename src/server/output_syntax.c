@@ -93,8 +93,38 @@ bool op_json_span(const char *t, size_t n, const char *key, size_t *vs, size_t *
   }
 }
 
+static bool hex_digit(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* t[i] follows a backslash in a JSON string: one of JSON's escapes. */
+static bool escape_ok(const char *t, size_t n, size_t i) {
+  if (i >= n) return false;
+  if (t[i] != 'u') return strchr("\"\\/bfnrt", t[i]) && t[i];
+  if (i + 4 >= n) return false;
+  for (size_t k = 1; k <= 4; k++)
+    if (!hex_digit(t[i + k])) return false;
+  return true;
+}
+
+bool op_json_escapes_ok(const char *t, size_t n) {
+  bool in_str = false;
+  for (size_t i = 0; i < n; i++) {
+    if (!in_str) {
+      in_str = t[i] == '"';
+    } else if (t[i] == '\\') {
+      if (!escape_ok(t, n, i + 1)) return false;
+      i++;
+    } else if (t[i] == '"') {
+      in_str = false;
+    }
+  }
+  return true;
+}
+
 char *op_json_compact(const char *t, size_t n, bool *oom) {
   *oom = false;
+  if (!op_json_escapes_ok(t, n)) return NULL;
   const char *end = NULL;
   cJSON *v = cJSON_ParseWithLengthOpts(t, n, &end, false);
   if (!v) return NULL;
@@ -438,7 +468,7 @@ cJSON *op_param_value(const op_state *p, const char *fn, const char *key, const 
   for (size_t k = 0; k < n; k++)
     if (!s[k]) s[k] = ' ';
   cJSON *r = NULL;
-  if (is_str != 1) {
+  if (is_str != 1 && op_json_escapes_ok(v, n)) {
     const char *end = NULL;
     r = cJSON_ParseWithLengthOpts(v, n, &end, false);
     if (r) {

@@ -12,7 +12,8 @@ crash, sanitizer report, leak or timeout they find:
   seeded with valid and invalid ones for each endpoint;
 - fuzz_output (tests/fuzz/fuzz_output.c): the parser of generated text into
   content, reasoning and tool calls, seeded with the assistant turns the
-  corpus's chat templates render (tests/fixtures/output/cases.json).
+  corpus's chat templates render (tests/fixtures/output/cases.json) and
+  with the inputs it has found (tests/fixtures/output/fuzz);
 - fuzz_template (tests/fuzz/fuzz_template.c): the Jinja chat-template engine
   (a template, then optionally its JSON variables), seeded with the corpus of
   real chat templates (../shared/chat-templates) and a few of every construct.
@@ -140,6 +141,10 @@ def test_fuzz_output(tmp_path):
                 bytes([names.index(t["format"]), flags, 128 + k % 120]) + c["text"].encode())
             k += 1
     assert k > 400
+    # inputs that once broke the contract, in the fuzzer's own format: every
+    # seed runs first, so each is checked on every run
+    for p in sorted((FIXTURES / "output" / "fuzz").iterdir()):
+        shutil.copy(p, corpus / f"found-{p.name}")
     run_fuzzer("fuzz_output", corpus, tmp_path, 4096)
 
 
