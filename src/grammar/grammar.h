@@ -108,6 +108,9 @@ typedef struct pa_gvocab {
   uint8_t *lcp;           /* [rank] bytes shared with rank - 1 (at most 255) */
   uint32_t *skip;         /* [rank] the next rank whose lcp is below this one's (pa_gskip_build) */
   uint64_t (*byteset)[4]; /* [rank] the bytes the token holds, as bits */
+  uint8_t *plain_chars;   /* [rank] its code points (1-127), + 128 when some are multi-byte,
+                           * when it is whole well-formed UTF-8 with no ASCII byte below
+                           * 0x20, 0x7F, " or \; else 0 */
   int32_t *rank;          /* [id] rank, -1 for tokens outside the index */
   int32_t *eog;           /* end-of-generation tokens */
   int32_t n_eog;

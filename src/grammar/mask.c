@@ -164,6 +164,144 @@ static void classify(sort_out *o, uint32_t r, int32_t id, bool accepted, bool un
     add_unc(o, r, r + 1);
 }
 
+/* Whether transition x stays inside the rule: to a state that calls
+ * nothing (it may end the rule: a path through it goes on inside). */
+static inline bool inside(const pa_grammar *g, uint32_t x) {
+  return x != PA_G_NONE && (!(x & PA_G_SLOW) || !(g->flags[x & ~PA_G_SLOW] & PA_GS_CALLS));
+}
+
+/* A small set of states (plain ids), for the chains below. */
+enum { SET_CAP = 64 };
+typedef struct {
+  uint32_t n, v[SET_CAP];
+} state_set;
+
+/* Adds state x; false when the set is full. */
+static bool set_add(state_set *s, uint32_t x) {
+  for (uint32_t i = 0; i < s->n; i++)
+    if (s->v[i] == x) return true;
+  if (s->n == SET_CAP) return false;
+  s->v[s->n++] = x;
+  return true;
+}
+
+static bool set_same(const state_set *a, const state_set *b) {
+  if (a->n != b->n) return false;
+  for (uint32_t i = 0; i < a->n; i++) {
+    uint32_t k = 0;
+    while (k < b->n && b->v[k] != a->v[i]) k++;
+    if (k == b->n) return false;
+  }
+  return true;
+}
+
+/* Adds to *out where the bytes lo..hi take the states of *in, and their
+ * flags to *flags: false when one leaves the rule (or the set fills). Runs
+ * of bytes of one class are read once. */
+static bool move_add(const pa_grammar *g, const state_set *in, unsigned lo, unsigned hi,
+                     state_set *out, uint8_t *flags) {
+  for (uint32_t i = 0; i < in->n; i++)
+    for (unsigned b = lo; b <= hi; b++) {
+      if (b > lo && g->cls[b] == g->cls[b - 1]) continue;
+      const uint32_t x = g->trans[(size_t)in->v[i] * g->n_cls + g->cls[b]];
+      if (!inside(g, x) || !set_add(out, x & ~PA_G_SLOW)) return false;
+      *flags |= g->flags[x & ~PA_G_SLOW];
+    }
+  return true;
+}
+
+/* The same for the plain ASCII characters: printable, not " or \. */
+static bool move_ascii(const pa_grammar *g, const state_set *in, state_set *out, uint8_t *flags) {
+  return move_add(g, in, 0x20, 0x21, out, flags) && move_add(g, in, 0x23, 0x5B, out, flags) &&
+         move_add(g, in, 0x5D, 0x7E, out, flags);
+}
+
+/* The same for every well-formed multi-byte UTF-8 character, a byte at a
+ * time. */
+static bool move_utf8(const pa_grammar *g, const state_set *in, state_set *out, uint8_t *flags) {
+  /* lead bytes, the second byte's range, and the bytes after it */
+  static const struct {
+    uint8_t lead_lo, lead_hi, lo, hi, more;
+  } forms[] = {{0xC2, 0xDF, 0x80, 0xBF, 0}, {0xE0, 0xE0, 0xA0, 0xBF, 1},
+               {0xE1, 0xEC, 0x80, 0xBF, 1}, {0xED, 0xED, 0x80, 0x9F, 1},
+               {0xEE, 0xEF, 0x80, 0xBF, 1}, {0xF0, 0xF0, 0x90, 0xBF, 2},
+               {0xF1, 0xF3, 0x80, 0xBF, 2}, {0xF4, 0xF4, 0x80, 0x8F, 2}};
+  for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+    state_set a = {0}, b = {0};
+    if (!move_add(g, in, forms[f].lead_lo, forms[f].lead_hi, &a, flags) ||
+        !move_add(g, &a, forms[f].lo, forms[f].hi, &b, flags))
+      return false;
+    for (uint32_t k = 0; k < forms[f].more; k++) {
+      a = b;
+      b.n = 0;
+      if (!move_add(g, &a, 0x80, 0xBF, &b, flags)) return false;
+    }
+    for (uint32_t i = 0; i < b.n; i++)
+      if (!set_add(out, b.v[i])) return false;
+  }
+  return true;
+}
+
+/* Whether no plain character (ASCII; with utf8 the multi-byte ones too)
+ * moves any state of *s. */
+static bool none_moves(const pa_grammar *g, const state_set *s, bool utf8) {
+  for (uint32_t i = 0; i < s->n; i++)
+    for (unsigned b = 0x20; b < (utf8 ? 0xF5u : 0x7Fu); b++) {
+      if (b == '"' || b == '\\' || (b >= 0x7F && b < 0xC2)) continue;
+      if (g->trans[(size_t)s->v[i] * g->n_cls + g->cls[b]] != PA_G_NONE) return false;
+    }
+  return true;
+}
+
+/* What a token of plain characters (vocab->plain_chars: whole characters,
+ * the ASCII ones printable and not " or \) does from a state, whatever the
+ * characters are: with at most `ascii` of them (ASCII only) or `any`
+ * (multi-byte ones too) it stays inside the rule, accepted; with more than
+ * `dead_ascii` or `dead_any` it dies inside the rule, its paths never
+ * passing a state that calls or may end the rule, rejected. A string's
+ * characters, counted up to a bound or not, and the names an object's keys
+ * start with are such chains. */
+typedef struct {
+  uint32_t ascii, any, dead_ascii, dead_any;
+} plain_limits;
+
+static plain_limits plain_chains(const pa_grammar *g, uint32_t node, uint32_t max_len) {
+  enum { EXIT = PA_GS_CALLS | PA_GS_FINAL };
+  plain_limits lim = {0, 0, UINT32_MAX, UINT32_MAX};
+  state_set sa = {1, {node}}, s8 = sa, na, n8;
+  uint8_t fa = g->flags[node], f8 = fa; /* the flags of every state the chains reach */
+  uint32_t k = 0, k8 = 0;
+  bool utf8 = true;
+  for (; k < max_len; k++) {
+    uint8_t f = 0;
+    na.n = 0;
+    if (!move_ascii(g, &sa, &na, &f)) {
+      if (!(fa & EXIT) && none_moves(g, &sa, false)) lim.dead_ascii = k;
+      if (utf8 && !(f8 & EXIT) && none_moves(g, &s8, true)) lim.dead_any = k;
+      break;
+    }
+    fa |= f;
+    if (utf8) {
+      f = 0;
+      n8.n = 0;
+      utf8 = move_ascii(g, &s8, &n8, &f) && move_utf8(g, &s8, &n8, &f);
+      f8 |= f;
+      k8 += utf8;
+    }
+    const bool fixed = set_same(&sa, &na) && (!utf8 || set_same(&s8, &n8));
+    sa = na;
+    s8 = n8;
+    if (fixed) { /* the same states from here on: every length */
+      k = max_len;
+      if (utf8) k8 = max_len;
+      break;
+    }
+  }
+  lim.ascii = k;
+  lim.any = k8;
+  return lim;
+}
+
 /* Walks the whole vocabulary from the single head (node over an unknown
  * stack, the bottom standing for it) and sorts every token. */
 static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
@@ -172,31 +310,22 @@ static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
   const uint32_t n_sorted = (uint32_t)v->n_sorted;
   const pa_ghead h = {node, PA_G_NONE};
   level0(m, &h, 1);
-  /* the bytes that keep a plain state in itself (a string's characters):
-   * a token of those only is accepted without a walk */
+  /* the bytes that keep a state that calls nothing in itself (a string's
+   * characters): a token of those only is accepted without a walk */
   uint64_t loop[4] = {0};
-  if (g->flags[node] == PA_GS_BYTES)
+  if (!(g->flags[node] & PA_GS_CALLS))
     for (int b = 0; b < 256; b++)
-      if (g->trans[(size_t)node * g->n_cls + g->cls[b]] == node) /* a plain state: no PA_G_SLOW */
+      if ((g->trans[(size_t)node * g->n_cls + g->cls[b]] & ~PA_G_SLOW) == node)
         loop[b >> 6] |= 1ull << (b & 63);
   const bool loops = loop[0] | loop[1] | loop[2] | loop[3];
-  /* a chain of plain states that every printable ASCII byte but " and \
-   * moves along alike (a string's characters counted up to a bound): a
-   * token of those bytes no longer than the chain is accepted without a
-   * walk */
-  static const uint64_t plain[4] = {0xFFFFFFFB00000000ull, 0x7FFFFFFFEFFFFFFFull, 0, 0};
-  uint32_t chain = 0;
-  for (uint32_t q = node; chain < v->max_len; chain++) {
-    uint32_t t = PA_G_NONE;
-    bool same = true;
-    for (int b = 0x20; b < 0x7F && same; b++) {
-      if (!(plain[b >> 6] >> (b & 63) & 1)) continue;
-      const uint32_t x = g->trans[(size_t)q * g->n_cls + g->cls[b]];
-      same = x != PA_G_NONE && !(x & PA_G_SLOW) && (t == PA_G_NONE || x == t);
-      t = x;
-    }
-    if (!same) break;
-    q = t;
+  const plain_limits lim = plain_chains(g, node, v->max_len);
+  /* the verdict on a token of plain characters by vocab->plain_chars (bit
+   * 7: multi-byte ones among them; the rest: how many): 1 accepted, 2
+   * rejected, 0 to be walked */
+  uint8_t verdict[256] = {0};
+  for (uint32_t c = 1; c < 128; c++) {
+    verdict[c] = c <= lim.ascii ? 1 : c > lim.dead_ascii ? 2 : 0;
+    verdict[c | 128] = c <= lim.any ? 1 : c > lim.dead_any ? 2 : 0;
   }
   uint32_t valid = 0, dead_at = UINT32_MAX;
   bool dead_end = false, dead_unc_eq = false, dead_unc_deeper = false;
@@ -218,15 +347,28 @@ static bool sort_vocab(pa_gmatcher *m, uint32_t node, sort_out *o) {
     }
     dead_at = UINT32_MAX;
     if (valid > l) valid = l;
-    if (loops || chain) {
-      const uint64_t *bs = v->byteset[r];
-      if ((loops &&
-           !((bs[0] & ~loop[0]) | (bs[1] & ~loop[1]) | (bs[2] & ~loop[2]) | (bs[3] & ~loop[3]))) ||
-          (len <= chain && !((bs[0] & ~plain[0]) | (bs[1] & ~plain[1]) | bs[2] | bs[3]))) {
-        classify(o, r, id, true, false); /* levels past `valid` stay unknown */
-        r++;
-        continue;
+    if (verdict[v->plain_chars[r]]) {
+      /* a run of tokens judged by their characters alone, without a walk:
+       * the levels past `valid` stay unknown */
+      uint32_t q = r;
+      uint8_t vd;
+      while (q < n_sorted && (vd = verdict[v->plain_chars[q]])) {
+        if (valid > v->lcp[q]) valid = v->lcp[q];
+        if (vd == 1) o->acc[o->n_acc++] = v->sorted_id[q];
+        q++;
       }
+      r = q;
+      continue;
+    }
+    bool in = false;
+    if (loops) {
+      const uint64_t *bs = v->byteset[r];
+      in = !((bs[0] & ~loop[0]) | (bs[1] & ~loop[1]) | (bs[2] & ~loop[2]) | (bs[3] & ~loop[3]));
+    }
+    if (in) {
+      classify(o, r, id, true, false); /* levels past `valid` stay unknown */
+      r++;
+      continue;
     }
     const uint8_t *b = v->bytes + v->off[r];
     uint32_t d = valid;

@@ -63,6 +63,46 @@ static bool in_index(const pa_tokenizer *t, int32_t id) {
   return memchr(p, 0xFF, n) == NULL && memchr(p, PA_G_NEG_BYTE, n) == NULL;
 }
 
+/* When p[0..n) is a sequence of whole, well-formed UTF-8 characters
+ * (shortest forms, no surrogates, at most U+10FFFF), at most 127 of them,
+ * whose ASCII ones are printable and neither " nor \ (a JSON string's
+ * plain characters): how many, plus 128 when some take several bytes.
+ * Else 0. */
+static uint8_t plain_chars(const uint8_t *p, size_t n) {
+  size_t count = 0;
+  bool multi = false;
+  for (size_t i = 0; i < n; count++) {
+    const uint8_t c = p[i];
+    size_t k;
+    uint8_t lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') return 0;
+      i++;
+      continue;
+    }
+    multi = true;
+    if (c >= 0xC2 && c <= 0xDF) {
+      k = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      k = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      k = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return 0;
+    }
+    if (i + k >= n) return 0; /* cut off */
+    if (p[i + 1] < lo || p[i + 1] > hi) return 0;
+    for (size_t j = 2; j <= k; j++)
+      if (p[i + j] < 0x80 || p[i + j] > 0xBF) return 0;
+    i += k + 1;
+  }
+  return count <= 127 ? (uint8_t)(count | (multi ? 128 : 0)) : 0;
+}
+
 static pa_gvocab *build(const pa_tokenizer *t) {
   const int32_t n = t->n_vocab;
   pa_gvocab *v = calloc(1, sizeof *v);
@@ -95,10 +135,11 @@ static pa_gvocab *build(const pa_tokenizer *t) {
   v->lcp = malloc((size_t)m + 1);
   v->skip = malloc(((size_t)m + 1) * sizeof *v->skip);
   v->byteset = calloc((size_t)m + 1, sizeof *v->byteset);
+  v->plain_chars = malloc((size_t)m + 1);
   v->rank = malloc(((size_t)n + 1) * sizeof *v->rank);
   v->eog = malloc(((size_t)n + 1) * sizeof *v->eog);
-  if (!v->sorted_id || !v->off || !v->bytes || !v->lcp || !v->skip || !v->byteset || !v->rank ||
-      !v->eog)
+  if (!v->sorted_id || !v->off || !v->bytes || !v->lcp || !v->skip || !v->byteset ||
+      !v->plain_chars || !v->rank || !v->eog)
     goto fail;
   for (int32_t id = 0; id < n; id++) v->rank[id] = -1;
   size_t off = 0;
@@ -113,6 +154,7 @@ static pa_gvocab *build(const pa_tokenizer *t) {
     memcpy(v->bytes + off, p, len);
     for (size_t i = 0; i < len; i++)
       v->byteset[r][v->bytes[off + i] >> 6] |= 1ull << (v->bytes[off + i] & 63);
+    v->plain_chars[r] = plain_chars(v->bytes + off, len);
     uint32_t l = 0;
     if (r > 0) {
       const uint8_t *a = v->bytes + v->off[r - 1], *b = v->bytes + off;
@@ -157,6 +199,7 @@ void pa_gvocab_free(pa_gvocab *v) {
   free(v->lcp);
   free(v->skip);
   free(v->byteset);
+  free(v->plain_chars);
   free(v->rank);
   free(v->eog);
   free(v);

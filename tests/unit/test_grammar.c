@@ -359,8 +359,8 @@ static void test_against_pcre(const pasada_tokenizer *tok) {
     int compared = 0, complete = 0, prefix = 0, rejected = 0;
     /* the drawn rounds, then more until the floor below is met (a small
      * PASADA_TEST_SCALE can draw too few by chance) */
-    for (int r = 0; re && (r < rounds || ((compared <= 50 || complete <= 5 || rejected <= 5) &&
-                                          r < 20 * rounds));
+    for (int r = 0; re && (r < rounds ||
+                           ((compared <= 50 || complete <= 5 || rejected <= 5) && r < 20 * rounds));
          r++) {
       buf b = {0};
       put(&b, "");

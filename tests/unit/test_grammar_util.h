@@ -92,6 +92,8 @@ static inline pa_tokenizer *synthetic_vocab(int n_words) {
                                 "\\",
                                 "\xC3\xA9",
                                 "\xE6\x97\xA5",
+                                "\xF0\x9F\x98\x80",
+                                "\xED\xA0\x80", /* a surrogate: not UTF-8 */
                                 "x",
                                 "name",
                                 "\t",
