@@ -15,6 +15,12 @@
  *      (TOKENS (16) through N (60) distinct matrices in turn, as a model's
  *      layers, against N products on one cache-resident matrix: Q4_1 1536
  *      x 576 by default, SmolLM2's gate and up; with BENCH_ILV=1 as loaded)
+ *   build-kern/bench_kernels [threads] layers [LAYERS] [ROUNDS]
+ *      (one token through LAYERS (16) layers of the Llama-3.2-1B shape in
+ *      Q4_K_M's types, the four product jobs a layer runs, against plain
+ *      reads of the same matrices in the same jobs and one plain read of
+ *      as many bytes, alternated ROUNDS (9) times: medians; BENCH_ILV=1
+ *      BENCH_HUGE=1 as the loader gives them)
  *   build-kern/bench_kernels [threads] gemm [TOKENS] [types...] [cols...]
  *      (prefill-shaped: GOP/s of TOKENS tokens (512) at once through
  *      1024-row matrices of a few column counts (576 .. 14336, or those
@@ -426,8 +432,128 @@ static void vsread_mode(pa_pool *pool, double mb, const char *name, int rounds) 
   decode_case_free(&d);
 }
 
+/* ---- layers: one token through a decode step's sequence of jobs ---- */
+/* A read job over several buffers: each thread reads its share of each. */
+typedef struct {
+  const uint8_t *p[3];
+  size_t bytes[3];
+  int n;
+  uint64_t sink[64];
+} read_multi_job;
+
+static void read_multi_task(void *arg, int ith, int nth) {
+  read_multi_job *j = arg;
+  for (int k = 0; k < j->n; k++) {
+    const size_t per = j->bytes[k] / 256 / (size_t)nth * 256, lo = per * (size_t)ith;
+    j->sink[ith & 63] ^= pa_bench_read(j->p[k] + lo, ith == nth - 1 ? j->bytes[k] - lo : per);
+  }
+}
+
+/* n_layers layers of the Llama-3.2-1B shape in Q4_K_M's types (q, k, o,
+ * gate, up Q4_K; v, down Q6_K; as loaded with BENCH_ILV=1), one token
+ * through each layer's four jobs as the model runs them (q/k/v in one job,
+ * o, gate+up gated, down), against a plain read of the same matrices in
+ * the same jobs, and a plain read of one buffer of the same bytes,
+ * alternated `rounds` times: medians in GB/s and the ratios. */
+static void layers_mode(pa_pool *pool, int n_layers, int rounds) {
+  enum { Q, K, V, O, G, U, D, N_M };
+  static const struct {
+    const char *type;
+    int64_t rows, cols;
+  } shape[N_M] = {{"Q4_K", 2048, 2048}, {"Q4_K", 512, 2048},  {"Q6_K", 512, 2048},
+                  {"Q4_K", 2048, 2048}, {"Q4_K", 8192, 2048}, {"Q4_K", 8192, 2048},
+                  {"Q6_K", 2048, 8192}};
+  pa_matrix(*m)[N_M] = calloc((size_t)n_layers, sizeof *m);
+  uint8_t *(*w)[N_M] = calloc((size_t)n_layers, sizeof *w);
+  size_t total = 0, work_bytes = 0;
+  for (int l = 0; l < n_layers; l++)
+    for (int k = 0; k < N_M; k++) {
+      random_matrix(&m[l][k], &w[l][k], type_named(shape[k].type), shape[k].rows, shape[k].cols);
+      total += (pa_matrix_bytes(&m[l][k]) + 63) & ~(size_t)63;
+      const size_t ws = pa_matmul_work_size(&m[l][k], 1);
+      if (ws > work_bytes) work_bytes = ws;
+    }
+  /* one mapping, the matrices side by side in this order, as the loader
+   * places the ones it repacks */
+  uint8_t *arena = weights_alloc(total);
+  size_t at = 0;
+  for (int l = 0; l < n_layers; l++)
+    for (int k = 0; k < N_M; k++) {
+      const size_t b = pa_matrix_bytes(&m[l][k]);
+      memcpy(arena + at, w[l][k], b);
+      weights_free(w[l][k]);
+      w[l][k] = arena + at;
+      m[l][k].data = arena + at;
+      at += (b + 63) & ~(size_t)63;
+    }
+  float *x = random_floats(8192), *y = pa_alloc(sizeof(float) * 8192 * 4);
+  void *work = pa_alloc(work_bytes + 64);
+  uint8_t *flat = weights_alloc(total);
+  memset(flat, 1, total);
+  read_job one = {.p = flat, .bytes = total};
+  double *gm = calloc((size_t)rounds, sizeof *gm), *gr = calloc((size_t)rounds, sizeof *gr),
+         *gf = calloc((size_t)rounds, sizeof *gf), *rr = calloc((size_t)rounds, sizeof *rr),
+         *rf = calloc((size_t)rounds, sizeof *rf);
+  for (int r = -1; r < rounds; r++) { /* r = -1: warm-up */
+    double t0 = pa_time_s();
+    for (int l = 0; l < n_layers; l++) {
+      pa_matmul_out qkv[3] = {
+          {&m[l][Q], y, 2048}, {&m[l][K], y + 2048, 512}, {&m[l][V], y + 2560, 512}};
+      pa_matmul_multi(ex(), pool, qkv, 3, x, 2048, 1, work);
+      pa_matmul(ex(), pool, &m[l][O], x, 2048, y, 2048, 1, work);
+      pa_matmul_gated(ex(), pool, &m[l][G], &m[l][U], pa_silu_mul, x, 2048, y, y + 8192, 8192, 1,
+                      work);
+      pa_matmul(ex(), pool, &m[l][D], x, 8192, y, 2048, 1, work);
+    }
+    const double tm = pa_time_s() - t0;
+    t0 = pa_time_s();
+    for (int l = 0; l < n_layers; l++) {
+      read_multi_job jobs[4] = {{.p = {w[l][Q], w[l][K], w[l][V]},
+                                 .bytes = {pa_matrix_bytes(&m[l][Q]), pa_matrix_bytes(&m[l][K]),
+                                           pa_matrix_bytes(&m[l][V])},
+                                 .n = 3},
+                                {.p = {w[l][O]}, .bytes = {pa_matrix_bytes(&m[l][O])}, .n = 1},
+                                {.p = {w[l][G], w[l][U]},
+                                 .bytes = {pa_matrix_bytes(&m[l][G]), pa_matrix_bytes(&m[l][U])},
+                                 .n = 2},
+                                {.p = {w[l][D]}, .bytes = {pa_matrix_bytes(&m[l][D])}, .n = 1}};
+      for (int j = 0; j < 4; j++) pa_pool_run(pool, read_multi_task, &jobs[j]);
+    }
+    const double tr = pa_time_s() - t0;
+    t0 = pa_time_s();
+    pa_pool_run(pool, read_task, &one);
+    const double tf = pa_time_s() - t0;
+    if (r < 0) continue;
+    gm[r] = (double)total / tm / 1e9, gr[r] = (double)total / tr / 1e9,
+    gf[r] = (double)total / tf / 1e9;
+    rr[r] = gm[r] / gr[r], rf[r] = gm[r] / gf[r];
+  }
+  qsort(gm, (size_t)rounds, sizeof *gm, cmp_double);
+  qsort(gr, (size_t)rounds, sizeof *gr, cmp_double);
+  qsort(gf, (size_t)rounds, sizeof *gf, cmp_double);
+  qsort(rr, (size_t)rounds, sizeof *rr, cmp_double);
+  qsort(rf, (size_t)rounds, sizeof *rf, cmp_double);
+  printf(
+      "%d layers (%.1f MB), medians of %d rounds: matmul jobs %.2f GB/s, reads in the same jobs "
+      "%.2f, one read %.2f; matmul / same jobs %.3f, matmul / one read %.3f\n",
+      n_layers, (double)total / 1e6, rounds, gm[rounds / 2], gr[rounds / 2], gf[rounds / 2],
+      rr[rounds / 2], rf[rounds / 2]);
+  weights_free(arena);
+  weights_free(flat);
+  free(m), free(w), free(gm), free(gr), free(gf), free(rr), free(rf);
+  pa_free(x), pa_free(y), pa_free(work);
+}
+
 int main(int argc, char **argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 1;
+  if (argc > 2 && !strcmp(argv[2], "layers")) {
+    pa_pool *pool = pa_pool_create(threads > 0 ? threads : 1);
+    printf("cpu %s, %d thread(s), one token through a decode step's jobs\n", pa_cpu_describe(),
+           threads);
+    layers_mode(pool, argc > 3 ? atoi(argv[3]) : 16, argc > 4 ? atoi(argv[4]) : 9);
+    pa_pool_free(pool);
+    return 0;
+  }
   if (argc > 2 && !strcmp(argv[2], "vsread")) {
     pa_pool *pool = pa_pool_create(threads > 0 ? threads : 1);
     printf("cpu %s, %d thread(s), one token, matmul against a plain read of its bytes\n",
