@@ -20,7 +20,9 @@ PreTrainedTokenizerFast.save_pretrained:
     tests/fixtures/hf/qwen2/    F16, sharded (model-0000N-of-0000M.safetensors
                                 + model.safetensors.index.json)
     tests/fixtures/hf/<arch>.logits.npz   ids, logits: transformers in F32 on
-                                the folder's weights (rounded to BF16 / F16)
+                                the folder's weights (rounded to BF16 / F16),
+                                the model read back from the folder (its
+                                buffers computed in F32)
 
     tests/fixtures/hf/{gemma2,phi3,qwen3moe,mixtral}/  config and tokenizer
                                 files only (save_pretrained's), no weights
@@ -168,12 +170,10 @@ def main():
         if arch in CONFIG_ONLY:
             print(f"wrote {d} ({sorted(p.name for p in d.iterdir())})")
             continue
-        ref_model = low.to(torch.float32)
-        if arch.startswith("gemma4"):
-            # the folder read back in F32: its buffers (RoPE frequencies,
-            # embedding scales) computed in F32, not rounded to BF16 with
-            # the weights as low.to() rounds them
-            ref_model = type(model).from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+        # the folder read back in F32: its buffers (RoPE frequencies,
+        # embedding scales) computed in F32, not rounded to BF16 / F16 with
+        # the weights as low.to() rounds them
+        ref_model = type(model).from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
         fixture = np.load(tiny / f"{arch}.logits.npz")
         ids = fixture["ids1"]
         with torch.no_grad():
@@ -376,7 +376,7 @@ def spm_fixtures(mt, out):
     low.save_pretrained(d)
     tok = spm_tokenizer(vocab, merges, "legacy")
     save_spm_folder(tok, d)
-    ref = low.to(torch.float32)
+    ref = type(model).from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()  # F32 buffers
     prompt = "The quick brown fox"
     ids = tok.encode(prompt).ids
     with torch.no_grad():

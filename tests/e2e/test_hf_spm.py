@@ -74,14 +74,16 @@ def test_converted_vocabulary_is_sentencepiece(tmp_path):
 
 def test_llama_folder_runs_end_to_end(tmp_path):
     """The tiny llama with the legacy tokenizer: the prompt's ids, the last
-    logits (BF16 weights: within the low-precision tolerance of test_hf)
-    and the greedy text are transformers'."""
+    logits (BF16 weights: within test_hf's tolerance of transformers read
+    back in F32) and the greedy text are transformers'."""
     ref = json.loads((HF / "llama-spm.json").read_text())
     folder = HF / "llama-spm"
     ids = [int(t) for t in pasada("tokenize", "-m", folder, "-p", ref["prompt"]).stdout.split()]
     assert ids == ref["prompt_ids"]
     logits = run_eval("logits", folder, [np.array(ids)], tmp_path, ("--kv-type", "f32", "--backend", "cpu"))[0]
-    assert relative_error(logits[-1], np.array(ref["last_logits"], np.float32)) <= 3e-3
+    err = relative_error(logits[-1], np.array(ref["last_logits"], np.float32))
+    print(f"\n  llama-spm last logits: rel err {err:.2e}")
+    assert err <= 1e-4
     text = pasada("run", "-m", folder, "-p", ref["prompt"], "-n", str(len(ref["ids"])), "--temp", "0",
                   "--no-stats").stdout
     assert text == ref["text"]
