@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cmd_bench.h"
@@ -15,6 +16,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: pasada bench -m MODEL [options]\n"
+          "       pasada bench --ceilings [-t N] [--json]\n"
           "\n"
           "Measures prompt processing (pp: a seeded random prompt decoded in batches) and\n"
           "generation (tg: greedy, one token per decode step) in tokens per second over\n"
@@ -43,6 +45,8 @@ static void usage(FILE *f) {
           CLI_DEVICE_HELP
           CLI_GPU_LAYERS_HELP
           "      --no-ceilings       skip the bandwidth and peak probes\n"
+          "      --ceilings          measure only this machine's ceilings on -t threads,\n"
+          "                          no model (e.g. around another engine's run)\n"
           "\n"
           "constrained decoding (then pp, tg and the ceilings are not measured):\n"
           "      --grammar FILE      a GBNF grammar: per decode step, the batched forward\n"
@@ -83,8 +87,36 @@ enum {
   OPT_LOOKUP_NGRAM_B,
   OPT_DRAFT_B,
   OPT_DRAFT_MAX_B,
-  OPT_TEXT
+  OPT_TEXT,
+  OPT_CEILINGS
 };
+
+/* --ceilings: the machine's ceilings alone, as a table or one JSON object
+ * with the keys of the report's "ceilings". */
+static int ceilings_only(int32_t n_threads, bool json) {
+  if (n_threads <= 0) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    n_threads = n > 0 ? (int32_t)n : 1;
+  }
+  pa_bench_ceilings c;
+  if (pa_bench_measure_ceilings(n_threads, 0, &c) != PASADA_OK) {
+    fprintf(stderr, "pasada bench: %s\n", pasada_last_error());
+    return 1;
+  }
+  if (json) {
+    printf("{\"source\": \"cpu\", \"threads\": %d, \"read_gbs\": %.3f, \"read_buffer_bytes\": %llu, "
+           "\"read_buffer_huge_bytes\": %llu, \"fma_gflops\": %.3f, \"fma_isa\": \"%s\", "
+           "\"int8_gops\": %.3f, \"int8_isa\": \"%s\"}\n",
+           c.n_threads, c.read_gbs, (unsigned long long)c.read_bytes,
+           (unsigned long long)c.read_huge_bytes, c.fma_gflops, c.fma_isa, c.int8_gops, c.int8_isa);
+  } else {
+    printf("ceilings  %d thread%s: read %.1f GB/s (%.0f MiB buffer, %.0f MiB of it in 2 MB pages) | "
+           "fp32 FMA %.1f GFLOP/s (%s) | int8 dot %.1f GOP/s (%s)\n",
+           c.n_threads, c.n_threads > 1 ? "s" : "", c.read_gbs, (double)c.read_bytes / (1 << 20),
+           (double)c.read_huge_bytes / (1 << 20), c.fma_gflops, c.fma_isa, c.int8_gops, c.int8_isa);
+  }
+  return 0;
+}
 
 /* --grammar / --json-schema: the GBNF text (malloc'd) or NULL after an error message. */
 static char *grammar_text(const char *grammar, const char *schema) {
@@ -133,11 +165,12 @@ int cmd_bench(int argc, char **argv) {
                                        {"draft", required_argument, 0, OPT_DRAFT_B},
                                        {"draft-max", required_argument, 0, OPT_DRAFT_MAX_B},
                                        {"text", required_argument, 0, OPT_TEXT},
+                                       {"ceilings", no_argument, 0, OPT_CEILINGS},
                                        {0, 0, 0, 0}};
   const char *cmd = "bench";
   pa_bench_params p;
   pa_bench_default_params(&p);
-  bool json = false;
+  bool json = false, only_ceilings = false;
   const char *grammar = NULL, *schema = NULL;
   pa_bench_grammar_params gp = {.users = {1, 16}, .n_users = 2, .temp = 0.8f};
   pa_bench_spec_params sp = {.lookup_ngram = 3};
@@ -149,13 +182,16 @@ int cmd_bench(int argc, char **argv) {
                                    0,           &p.kv_type, &device,      &gpu_layers};
   optind = 0;
   int c;
+  int others = 0; /* options --ceilings does not take */
   while ((c = getopt_long(argc, argv, ":m:p:n:t:r:b:qh", opts, NULL)) != -1) {
+    others += c != 't' && c != 'q' && c != OPT_JSON && c != OPT_CEILINGS;
     switch (c) {
       case 'h': usage(stdout); return CLI_OK;
       case 'm': p.model_path = optarg; break;
       case 'q': p.progress = false; break;
       case OPT_NO_CEILINGS: p.skip_ceilings = true; break;
       case OPT_JSON: json = true; break;
+      case OPT_CEILINGS: only_ceilings = true; break;
       case OPT_GRAMMAR: grammar = optarg; break;
       case OPT_JSON_SCHEMA: schema = optarg; break;
       case OPT_SHARED: gp.shared = true; break;
@@ -194,6 +230,11 @@ int cmd_bench(int argc, char **argv) {
     }
   }
   if (optind < argc) return cli_usage_line(cmd, "unexpected argument '%s'", argv[optind]);
+  if (only_ceilings) {
+    if (others)
+      return cli_usage_line(cmd, "--ceilings measures the machine alone: give only -t, --json, -q");
+    return ceilings_only(p.n_threads, json);
+  }
   if (!p.model_path) return cli_usage_line(cmd, "no model given: use -m MODEL");
   if (!cli_backend_name(device, gpu_layers, backend, sizeof backend, &p.backend))
     return cli_usage_line(cmd, CLI_GPU_LAYERS_NEEDS_GPU);

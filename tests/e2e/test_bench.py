@@ -170,10 +170,30 @@ def test_kv_types(pasada_bin, smollm2):
     assert pools["q8"] * 128 == pools["f16"] * (64 + 4)
 
 
+def test_ceilings_alone(pasada_bin):
+    """--ceilings: the machine's ceilings without a model, as one JSON object
+    with the report's keys (an engine comparison takes them around another
+    engine's run), or one table line."""
+    res = run(pasada_bin, "--ceilings", "-t", 2, "--json", "-q")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) == 1
+    c = json.loads(lines[0])
+    assert c["source"] == "cpu" and c["threads"] == 2
+    for key in ("read_gbs", "read_buffer_bytes", "fma_gflops", "int8_gops"):
+        assert c[key] > 0, key
+    assert 0 <= c["read_buffer_huge_bytes"] <= c["read_buffer_bytes"]
+    assert c["fma_isa"] in ("avx512", "avx2", "scalar")
+    assert c["int8_isa"] in ("amx", "avx512_vnni", "avx_vnni", "avx2", "scalar")
+    res = run(pasada_bin, "--ceilings", "-t", 1)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("ceilings  1 thread: read ") and "GB/s" in res.stdout
+
+
 def test_help(pasada_bin):
     res = run(pasada_bin, "--help")
     assert res.returncode == 0
-    for opt in ("-m", "-p", "-n", "-t", "-r", "--json", "--price-per-hour"):
+    for opt in ("-m", "-p", "-n", "-t", "-r", "--json", "--price-per-hour", "--ceilings"):
         assert opt in res.stdout
 
 
@@ -197,6 +217,12 @@ def test_help(pasada_bin):
     ["-m", "x.gguf", "--json=yes"],        # a switch given a value
     ["-m", "x.gguf", "stray"],
     ["-m", "x.gguf", "--kv-type", "q4"],
+    ["--ceilings", "-m", "x.gguf"],        # the machine alone: no model,
+    ["--ceilings", "-p", "16"],            # nothing a model's run takes
+    ["--ceilings", "-r", "2"],
+    ["--ceilings", "--no-ceilings"],
+    ["--ceilings", "--device", "cpu"],
+    ["--ceilings", "-t", "0"],
 ])
 def test_bad_arguments_exit_2(pasada_bin, args):
     res = run(pasada_bin, *args)
