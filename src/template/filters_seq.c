@@ -275,7 +275,7 @@ bool tpl_f_select(tpl_rt *rt, int id, tpl_val v, const tpl_args *a, tpl_val *out
                          .kw_names = a->kw_names,
                          .kw = a->kw,
                          .n_kw = a->n_kw};
-  tpl_list *items;
+  tpl_list *items = NULL;
   bool ok = tpl_iterate(v, &items);
   for (size_t i = 0; ok && i < items->n; i++) {
     tpl_val x;

@@ -660,6 +660,7 @@ bool tpl_len(tpl_val v, int64_t *out) {
 }
 
 bool tpl_iterate(tpl_val v, tpl_list **out) {
+  *out = NULL; /* on failure too: callers release it when set */
   switch (v.kind) {
     case TPL_UNDEF:
       *out = tpl_list_new(0, TPL_L_LIST);

@@ -16,7 +16,8 @@ crash, sanitizer report, leak or timeout they find:
   with the inputs it has found (tests/fixtures/output/fuzz);
 - fuzz_template (tests/fuzz/fuzz_template.c): the Jinja chat-template engine
   (a template, then optionally its JSON variables), seeded with the corpus of
-  real chat templates (../shared/chat-templates) and a few of every construct.
+  real chat templates (../shared/chat-templates), a few of every construct
+  and the inputs it has found (tests/fixtures/templates/fuzz).
 - fuzz_grammar (tests/fuzz/fuzz_grammar.c): GBNF grammars and JSON schemas
   compiled for a vocabulary and followed byte by byte, seeded with a few
   grammars and the schema cases (tests/fixtures/schemas/cases.json).
@@ -168,6 +169,8 @@ def test_fuzz_template(tmp_path):
     for i, s in enumerate(snippets):
         (corpus / f"snippet{i}").write_bytes(s.encode())  # after a NUL: the variables
     assert len(list(corpus.iterdir())) >= len(snippets)
+    for p in sorted((FIXTURES / "templates" / "fuzz").iterdir()):  # inputs it has found
+        shutil.copy(p, corpus / f"found-{p.name}")
     run_fuzzer("fuzz_template", corpus, tmp_path, 20000)
 
 

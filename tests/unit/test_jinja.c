@@ -118,6 +118,32 @@ static void test_json(void) {
   expect("{{ (1, 'a') | tojson }}|{{ true | tojson }}|{{ none | tojson }}", "[1, \"a\"]|true|null");
   expect_error("{{ missing | tojson }}", PASADA_ERR_ARG, "not JSON serializable", 5);
   expect_error("{{ l | map('string') | tojson }}", PASADA_ERR_ARG, "generator", 5);
+  /* the filters over sequences on values that are not one: an error, no
+   * release of a list never made */
+  const char *filters[] = {"select",
+                           "reject",
+                           "selectattr('a')",
+                           "rejectattr('a', 'eq', 1)",
+                           "map('string')",
+                           "map(attribute='a')",
+                           "unique",
+                           "sort",
+                           "join",
+                           "sum",
+                           "min",
+                           "max",
+                           "first",
+                           "last",
+                           "list",
+                           "batch(2)",
+                           "slice(2)",
+                           "groupby('a')",
+                           "dictsort"};
+  for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++) {
+    char src[160];
+    snprintf(src, sizeof src, "{%% set ns = namespace(n=1) %%}{{ ns | %s | list }}", filters[i]);
+    expect_error(src, PASADA_ERR_ARG, "", 5);
+  }
   /* bad variables */
   int rc;
   pasada_template *t = NULL;
