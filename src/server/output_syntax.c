@@ -93,8 +93,11 @@ bool op_json_span(const char *t, size_t n, const char *key, size_t *vs, size_t *
   }
 }
 
-static bool hex_digit(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
 /* t[i] follows a backslash in a JSON string: one of JSON's escapes. */
@@ -103,7 +106,7 @@ static bool escape_ok(const char *t, size_t n, size_t i) {
   if (t[i] != 'u') return strchr("\"\\/bfnrt", t[i]) && t[i];
   if (i + 4 >= n) return false;
   for (size_t k = 1; k <= 4; k++)
-    if (!hex_digit(t[i + k])) return false;
+    if (hexval(t[i + k]) < 0) return false;
   return true;
 }
 
@@ -196,13 +199,6 @@ static void put_utf8(char *o, size_t *k, unsigned cp) {
     o[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3f));
     o[(*k)++] = (char)(0x80 | (cp & 0x3f));
   }
-}
-
-static int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 /* A Python string literal ('...' or "...", backslash escapes) at t[*i]. */
