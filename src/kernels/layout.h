@@ -8,9 +8,19 @@
 
 #include "kernels/kernels.h"
 
-/* The interleaved layout a matrix of this type and shape can take, or
- * PA_LAYOUT_ROWS. */
+/* Whether a matrix of this type and shape can take an interleaved layout. */
+bool pa_layout_fits(pa_layout layout, pa_type type, int64_t rows, int64_t cols);
+/* The interleaved layout a matrix of this type and shape takes where the
+ * kernels have it, or PA_LAYOUT_ROWS. Where a type can take two (Q4_K:
+ * groups of 16 rows, kernels/x16.h, and of 4, kernels/x4.h), the 16-row
+ * one comes first: its one-token kernel spends fewer vector operations per
+ * byte; the 4-row one takes the matrices whose rows are not a multiple
+ * of 16, and the tables with no fast 16-row kernel for the type. */
 pa_layout pa_layout_for(pa_type type, int64_t rows, int64_t cols);
+/* What the loader repacks a matrix into under kernel table k: the first
+ * layout in pa_layout_for's order that the matrix fits and k has a fast
+ * kernel for (pa_kernels_ilv_fast), or PA_LAYOUT_ROWS. */
+pa_layout pa_layout_pick(const pa_cpu_kernels *k, pa_type type, int64_t rows, int64_t cols);
 /* Rows per group of the layout (1 for PA_LAYOUT_ROWS). */
 int pa_layout_group_rows(pa_layout layout);
 /* Bytes of a rows x cols matrix of type in the layout (rows a multiple of

@@ -1,7 +1,7 @@
 /* x16.h: 32-element block weights (Q4_0, Q4_1, Q5_0, Q8_0, and the table-lookup
- * 4-bit types IQ4_NL, MXFP4, IQ4_XS) interleaved sixteen
- * rows at a time (PA_LAYOUT_B32_X16), and the canonical arithmetic every
- * kernel of the layout follows.
+ * 4-bit types IQ4_NL, MXFP4, IQ4_XS) and Q4_K, whose super-blocks are 8
+ * blocks of 32, interleaved sixteen rows at a time (PA_LAYOUT_B32_X16), and
+ * the canonical arithmetic every kernel of the layout follows.
  *
  * Why: in the file layout a block's 32 weights fill 8 lanes of a 256-bit
  * int8 dot (or 16 of 512), so every block's sum has to be reduced across
@@ -36,6 +36,22 @@
  *         as Q4_0's qs at 256 ib; sc[8][16] int8 at 2048, sc[ib][l] = the
  *         6-bit scale of row l, sub-block ib, minus 32; d[16] fp16 at
  *         2176.                              (2208 bytes for the file's 2176)
+ *   Q4_K  one record per super-block (PA_X16_REC_K bytes): qs[32][64] at
+ *         0, vector 8 p + i (p = 0..3, i = 0..7): byte 4 l + e = the
+ *         file's qs[32 p + 4 i + e] of row l (low nibble: sub-block 2 p,
+ *         column 64 p + 4 i + e; high nibble: sub-block 2 p + 1, column
+ *         64 p + 32 + 4 i + e); sc[8][16] at 2048, sc[j][l] = the 6-bit
+ *         scale of row l, sub-block j; mn[4][16][2] at 2176, mn[k][l][h] =
+ *         the 6-bit min of row l, sub-block 2 k + h (widened to int16
+ *         pairs, one vpdpwssd per 2 sub-blocks); d[16] fp16 at 2304, dmin[16]
+ *         fp16 at 2336.                      (2368 bytes for the file's 2304)
+ *         Against Q4_K's 4-row layout (x4.h), the 4-byte activation
+ *         operands are embedded broadcasts (x4's 16-byte patterns cost a
+ *         shuffle each on AMD Zen 4) and each sub-block's scale is one
+ *         vpmulld for 16 rows: on Zen 4, one core's one-token product ran
+ *         64-65 GB/s from L2 against x4's 46-51 (bench_kernels 1 0.5 Q4_K,
+ *         BENCH_ILV=1), and from memory 0.86-0.88 of a plain read against
+ *         0.78 (bench_kernels 1 vsread 256 Q4_K, BENCH_ILV=1 BENCH_HUGE=1).
  *
  * A token's activations: its row of the type's vec_dot_type (Q8_0 or Q8_1)
  * packed per block into PA_X16_XREC bytes: qs[32] (int8), then the float
@@ -45,7 +61,9 @@
  * (IQ4_NL) or 12 (MXFP4) times the block's sum (for kernels that read the
  * levels offset to unsigned, level + 128 or level + 12). IQ4_XS: its Q8_K
  * row per super-block in PA_X16_XREC_XS bytes: qs[256], the float d at
- * 256, then off[8] int32 at 260, 128 times each sub-block's sum.
+ * 256, then off[8] int32 at 260, 128 times each sub-block's sum. Q4_K:
+ * its Q8_K row per super-block in PA_X16_XREC_K bytes: qs[256], xs[8]
+ * int16 at 256 (each sub-block's sum of quants), the float d at 272.
  *
  * The canonical arithmetic (x16.c's reference is the specification; the
  * SIMD kernels repeat it bit for bit). Per token and row l, a float acc,
@@ -62,6 +80,11 @@
  *   IQ4_XS, per super-block: sum = sum over ib of sc[ib][l] * (sum over
  *         sub-block ib of level * quant) (int32, |sum| < 2^28);
  *         acc = fma((float)sum, dl * dx, acc), dx the Q8_K block's d
+ *   Q4_K, per super-block: sum = sum over j of sc[j][l] * (sum over
+ *         sub-block j of nibble * quant) (int32, |sum| < 2^25), mins =
+ *         sum over j of mn[j][l] * xs[j] (int32); acc = fma((float)sum,
+ *         dl * dx, acc); acc = fma(-(float)mins, ml * dx, acc), dl and ml
+ *         the row's d and dmin
  * and y[l] = acc. The integers are exact (|sum| < 2^21), so every path
  * that follows these float steps gives the same bits for any number of
  * tokens. */
@@ -79,6 +102,15 @@
 #define PA_X16_XREC_XS 292  /* IQ4_XS: activation bytes per super-block */
 #define PA_X16_XS_XD 256
 #define PA_X16_XS_XOFF 260
+#define PA_X16_REC_K 2368 /* Q4_K: bytes per group and super-block */
+#define PA_X16_K_QS 0
+#define PA_X16_K_SC 2048
+#define PA_X16_K_MN 2176
+#define PA_X16_K_D 2304
+#define PA_X16_K_DMIN 2336
+#define PA_X16_XREC_K 288 /* Q4_K: activation bytes per super-block */
+#define PA_X16_K_XS 256
+#define PA_X16_K_XD 272
 
 bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols);
 size_t pa_x16_rec(pa_type type); /* bytes per group and block; 0: not a layout type */
@@ -89,7 +121,7 @@ void pa_x16_get_row(const pa_matrix *w, int64_t r, float *out);
 /* The reference kernels (plain C, x16.c) and the AVX-512 VNNI ones
  * (x16_avx512.c). */
 extern const pa_ilv_kernel pa_x16_ref_q8_0, pa_x16_ref_q4_0, pa_x16_ref_q4_1, pa_x16_ref_q5_0;
-extern const pa_ilv_kernel pa_x16_ref_iq4_nl, pa_x16_ref_mxfp4, pa_x16_ref_iq4_xs;
+extern const pa_ilv_kernel pa_x16_ref_iq4_nl, pa_x16_ref_mxfp4, pa_x16_ref_iq4_xs, pa_x16_ref_q4_k;
 extern const pa_ilv_kernel pa_x16_vnni_q8_0, pa_x16_vnni_q4_0, pa_x16_vnni_q4_1, pa_x16_vnni_q5_0;
 /* The AVX2 ones (x16_avx2.c): 4 tokens a call, the same bits. */
 extern const pa_ilv_kernel pa_x16_avx2_q8_0, pa_x16_avx2_q4_0, pa_x16_avx2_q4_1, pa_x16_avx2_q5_0;
@@ -98,6 +130,9 @@ extern const pa_ilv_kernel pa_x16_avx2_q8_0, pa_x16_avx2_q4_0, pa_x16_avx2_q4_1,
  * tokens a call. The reference's bits. */
 extern const pa_ilv_kernel pa_x16_avx2_iq4_nl, pa_x16_avx2_mxfp4, pa_x16_avx2_iq4_xs;
 extern const pa_ilv_kernel pa_x16_vnni_iq4_nl, pa_x16_vnni_mxfp4, pa_x16_vnni_iq4_xs;
+/* Q4_K: AVX-512 VNNI (x16_k_avx512.c), 8 tokens a call, the reference's
+ * bits. Tables without it keep Q4_K in the 4-row layout (layout.h). */
+extern const pa_ilv_kernel pa_x16_vnni_q4_k;
 /* The AMX ones (x16_amx.c): batches on the tile unit, fewer than 10 tokens
  * through the VNNI kernels; the same bits. */
 extern const pa_ilv_kernel pa_x16_amx_q8_0, pa_x16_amx_q4_0, pa_x16_amx_q4_1, pa_x16_amx_q5_0;
@@ -109,6 +144,8 @@ void pa_x16_pack_x_q5_0(int64_t cols, const void *xq, void *xp);
 void pa_x16_pack_x_mxfp4(int64_t cols, const void *xq, void *xp);
 size_t pa_x16_x_size_xs(int64_t cols);
 void pa_x16_pack_x_iq4_xs(int64_t cols, const void *xq, void *xp);
+size_t pa_x16_x_size_k(int64_t cols);
+void pa_x16_pack_x_q4_k(int64_t cols, const void *xq, void *xp);
 /* The activation size and packer each type's x16 kernels read (IQ4_NL's
  * activations are Q8_0's), and PA_X16_KERNEL(isa, sfx, n_tok), which
  * defines pa_x16_<isa>_<sfx>: the kernel of type sfx whose entry run_<sfx>
@@ -120,6 +157,7 @@ void pa_x16_pack_x_iq4_xs(int64_t cols, const void *xq, void *xp);
 #define PA_X16_X_iq4_nl pa_x16_x_size, pa_x16_pack_x_q8_0
 #define PA_X16_X_mxfp4 pa_x16_x_size, pa_x16_pack_x_mxfp4
 #define PA_X16_X_iq4_xs pa_x16_x_size_xs, pa_x16_pack_x_iq4_xs
+#define PA_X16_X_q4_k pa_x16_x_size_k, pa_x16_pack_x_q4_k
 #define PA_X16_KERNEL(isa, sfx, n_tok) \
   const pa_ilv_kernel pa_x16_##isa##_##sfx = {16, (n_tok), PA_X16_X_##sfx, run_##sfx, NULL}
 

@@ -639,8 +639,7 @@ static void repack_task(void *arg, int ith, int nth) {
  * and kernel table k has a fast kernel for, or PA_LAYOUT_ROWS. */
 static pa_layout target_layout(const pa_matrix *w, const pa_cpu_kernels *k) {
   if (!w->data || w->layout != PA_LAYOUT_ROWS) return PA_LAYOUT_ROWS;
-  const pa_layout to = pa_layout_for(w->type, w->rows, w->cols);
-  return to != PA_LAYOUT_ROWS && pa_kernels_ilv_fast(k, to, w->type) ? to : PA_LAYOUT_ROWS;
+  return pa_layout_pick(k, w->type, w->rows, w->cols);
 }
 
 /* Bytes a matrix takes in the repacked mapping (64-byte aligned). */

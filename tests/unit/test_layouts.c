@@ -1,6 +1,6 @@
 /* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K,
  * Q5_K, Q6_K, Q3_K and Q2_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1,
- * Q5_0, Q8_0, IQ4_NL, MXFP4 and IQ4_XS in groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
+ * Q5_0, Q8_0, IQ4_NL, MXFP4, IQ4_XS and Q4_K in groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
  * type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
  *     equals the file layout's reference dequantization bit for bit;
@@ -64,9 +64,10 @@ typedef struct {
   pa_matrix m;   /* repacked */
 } mat;
 
-static void make(mat *a, pa_type type, int64_t rows, int64_t cols) {
+/* a matrix in the given layout (make: the one pa_layout_for gives) */
+static void make_in(mat *a, pa_layout layout, pa_type type, int64_t rows, int64_t cols) {
   a->type = type;
-  a->layout = pa_layout_for(type, rows, cols);
+  a->layout = layout;
   a->rows = rows;
   a->cols = cols;
   const size_t rb = pa_row_size(type, cols);
@@ -75,6 +76,10 @@ static void make(mat *a, pa_type type, int64_t rows, int64_t cols) {
   uint8_t *p = pa_alloc(pa_layout_bytes(a->layout, type, rows, cols));
   pa_layout_repack(a->layout, type, cols, a->file, p, rows / pa_layout_group_rows(a->layout));
   a->m = (pa_matrix){.type = type, .rows = rows, .cols = cols, .data = p, .layout = a->layout};
+}
+
+static void make(mat *a, pa_type type, int64_t rows, int64_t cols) {
+  make_in(a, pa_layout_for(type, rows, cols), type, rows, cols);
 }
 
 static void drop(mat *a) {
@@ -120,7 +125,9 @@ static void check_kernels(const mat *a) {
    * calls are VNNI's) where the CPU has them */
   const pa_ilv_kernel *fast[3] = {NULL, vnni, NULL};
   const char *fast_name[3] = {"avx2", "vnni", "amx"};
-  if (pa_kernels_avx2()) {
+  /* Q4_K in 16-row groups has no AVX2 kernel: that table keeps it in 4 */
+  const bool avx2_kernel = !(a->layout == PA_LAYOUT_B32_X16 && a->type == PA_TYPE_Q4_K);
+  if (pa_kernels_avx2() && avx2_kernel) {
     fast[0] = pa_kernels_ilv(pa_kernels_avx2(), a->layout, a->type);
     if (!fast[0] || fast[0] == ref) {
       printf("FAIL %s: no AVX2-table kernel\n", pa_type_name(a->type));
@@ -305,10 +312,10 @@ static void check_matmul(const mat *a, pa_pool **pools, const pa_cpu_kernels **t
 }
 
 /* (e): a repacked gate with a file-layout up, and a multi of both kinds */
-static void check_mixed(pa_pool *pool, pa_type type) {
+static void check_mixed(pa_pool *pool, pa_type type, pa_layout layout) {
   const int64_t rows = 48, cols = 512, n = 5;
   mat a;
-  make(&a, type, rows, cols);
+  make_in(&a, layout, type, rows, cols);
   const pa_matrix f = {.type = type, .rows = rows, .cols = cols, .data = a.file};
   float *x = malloc(sizeof(float) * (size_t)(n * cols));
   random_floats(x, n * cols);
@@ -353,11 +360,11 @@ static void check_mixed(pa_pool *pool, pa_type type) {
 /* (f) */
 #define GROUP_ITEMS 9
 static void check_group(pa_pool **pools, const pa_cpu_kernels **tables, int n_tables) {
-  /* x4 K-quants, 16-row types, file-layout rows (6 rows), one of 16 rows whose columns no
-   * layout takes; gated pairs of one type */
+  /* x4 K-quants, 16-row types (Q4_K among them, beside Q4_K in 4-row groups), file-layout
+   * rows (6 rows), one of 16 rows whose columns no layout takes; gated pairs of one type */
   const struct { pa_type type; int64_t rows, cols; } shapes[GROUP_ITEMS] = {
       {PA_TYPE_Q4_K, 36, 512}, {PA_TYPE_Q6_K, 20, 256}, {PA_TYPE_Q8_0, 48, 96},
-      {PA_TYPE_Q4_K, 6, 512},  {PA_TYPE_Q4_1, 32, 576}, {PA_TYPE_Q4_K, 36, 512},
+      {PA_TYPE_Q4_K, 6, 512},  {PA_TYPE_Q4_1, 32, 576}, {PA_TYPE_Q4_K, 32, 512},
       {PA_TYPE_MXFP4, 16, 64}, {PA_TYPE_Q6_K, 20, 256}, {PA_TYPE_Q4_K, 8, 512}};
   mat m[GROUP_ITEMS], up[GROUP_ITEMS];
   const bool gated[GROUP_ITEMS] = {true, false, true, false, false, false, true, false, false};
@@ -520,30 +527,45 @@ int main(void) {
       check_matmul(&a, pools, tables, n_tables);
       drop(&a);
     }
-    check_mixed(pools[1], b32[i]);
+    check_mixed(pools[1], b32[i], PA_LAYOUT_B32_X16);
   }
-  /* IQ4_XS, groups of 16 rows, a record per super-block: rows of 1 to 13 */
+  /* IQ4_XS and Q4_K, groups of 16 rows, a record per super-block: rows of 1 to 13 */
   const int64_t kx[] = {1, 2, 3, 13};
   const int64_t rx[] = {16, 48, 32, 16};
   if (pa_layout_for(PA_TYPE_IQ4_XS, 16, 256) != PA_LAYOUT_B32_X16 ||
-      pa_layout_for(PA_TYPE_IQ4_XS, 16, 288) != PA_LAYOUT_ROWS) {
-    printf("FAIL IQ4_XS's 16-row layout\n");
+      pa_layout_for(PA_TYPE_IQ4_XS, 16, 288) != PA_LAYOUT_ROWS ||
+      pa_layout_for(PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_B32_X16) {
+    printf("FAIL IQ4_XS's or Q4_K's 16-row layout\n");
     failures++;
   }
-  for (int s = 0; s < (int)(sizeof kx / sizeof kx[0]); s++) {
-    mat a;
-    make(&a, PA_TYPE_IQ4_XS, rx[s], QK_K * kx[s]);
-    check_rows(&a);
-    check_kernels(&a);
-    check_matmul(&a, pools, tables, n_tables);
-    drop(&a);
+  /* the loader's choice: Q4_K in 16-row groups where the table has that
+   * kernel, else in 4-row groups; none without a fast kernel */
+  if (pa_layout_pick(pa_kernels_reference(), PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_ROWS ||
+      (pa_kernels_avx2() &&
+       pa_layout_pick(pa_kernels_avx2(), PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_K_X4) ||
+      (pa_kernels_avx512_vnni() &&
+       (pa_layout_pick(pa_kernels_avx512_vnni(), PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_B32_X16 ||
+        pa_layout_pick(pa_kernels_avx512_vnni(), PA_TYPE_Q4_K, 20, 256) != PA_LAYOUT_K_X4))) {
+    printf("FAIL pa_layout_pick for Q4_K\n");
+    failures++;
   }
-  check_mixed(pools[1], PA_TYPE_IQ4_XS);
-  check_mixed(pools[1], PA_TYPE_Q4_K);
-  check_mixed(pools[1], PA_TYPE_Q5_K);
-  check_mixed(pools[1], PA_TYPE_Q6_K);
-  check_mixed(pools[1], PA_TYPE_Q3_K);
-  check_mixed(pools[1], PA_TYPE_Q2_K);
+  const pa_type kx_types[] = {PA_TYPE_IQ4_XS, PA_TYPE_Q4_K};
+  for (int i = 0; i < 2; i++)
+    for (int s = 0; s < (int)(sizeof kx / sizeof kx[0]); s++) {
+      mat a;
+      make(&a, kx_types[i], rx[s], QK_K * kx[s]);
+      check_rows(&a);
+      check_kernels(&a);
+      check_matmul(&a, pools, tables, n_tables);
+      drop(&a);
+    }
+  check_mixed(pools[1], PA_TYPE_IQ4_XS, PA_LAYOUT_B32_X16);
+  check_mixed(pools[1], PA_TYPE_Q4_K, PA_LAYOUT_B32_X16);
+  check_mixed(pools[1], PA_TYPE_Q4_K, PA_LAYOUT_K_X4);
+  check_mixed(pools[1], PA_TYPE_Q5_K, PA_LAYOUT_K_X4);
+  check_mixed(pools[1], PA_TYPE_Q6_K, PA_LAYOUT_K_X4);
+  check_mixed(pools[1], PA_TYPE_Q3_K, PA_LAYOUT_K_X4);
+  check_mixed(pools[1], PA_TYPE_Q2_K, PA_LAYOUT_K_X4);
   check_group(pools, tables, n_tables);
   for (int p = 1; p < 3; p++) pa_pool_free(pools[p]);
   if (failures) {

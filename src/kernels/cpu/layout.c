@@ -6,9 +6,25 @@
 #include "kernels/x16.h"
 #include "kernels/x4.h"
 
+bool pa_layout_fits(pa_layout layout, pa_type type, int64_t rows, int64_t cols) {
+  return layout == PA_LAYOUT_K_X4      ? pa_x4_fits(type, rows, cols)
+         : layout == PA_LAYOUT_B32_X16 ? pa_x16_fits(type, rows, cols)
+                                       : false;
+}
+
+/* The interleaved layouts, the preferred first (layout.h). */
+static const pa_layout preference[] = {PA_LAYOUT_B32_X16, PA_LAYOUT_K_X4};
+
 pa_layout pa_layout_for(pa_type type, int64_t rows, int64_t cols) {
-  if (pa_x4_fits(type, rows, cols)) return PA_LAYOUT_K_X4;
-  if (pa_x16_fits(type, rows, cols)) return PA_LAYOUT_B32_X16;
+  for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++)
+    if (pa_layout_fits(preference[i], type, rows, cols)) return preference[i];
+  return PA_LAYOUT_ROWS;
+}
+
+pa_layout pa_layout_pick(const pa_cpu_kernels *k, pa_type type, int64_t rows, int64_t cols) {
+  for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++)
+    if (pa_layout_fits(preference[i], type, rows, cols) && pa_kernels_ilv_fast(k, preference[i], type))
+      return preference[i];
   return PA_LAYOUT_ROWS;
 }
 
@@ -85,6 +101,7 @@ void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_IQ4_NL] = &pa_x16_vnni_iq4_nl;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_MXFP4] = &pa_x16_vnni_mxfp4;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_IQ4_XS] = &pa_x16_vnni_iq4_xs;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_K] = &pa_x16_vnni_q4_k;
 }
 
 void pa_kernels_fill_ilv_amx(pa_cpu_kernels *k) {

@@ -25,13 +25,17 @@ size_t pa_x16_rec(pa_type type) {
       return 272;
     case PA_TYPE_IQ4_XS:
       return PA_X16_REC_XS;
+    case PA_TYPE_Q4_K:
+      return PA_X16_REC_K;
     default:
       return 0;
   }
 }
 
-/* Elements per record: 32, IQ4_XS's 256. */
-static int64_t rec_cols(pa_type type) { return type == PA_TYPE_IQ4_XS ? QK_K : 32; }
+/* Elements per record: 32, IQ4_XS's and Q4_K's 256. */
+static int64_t rec_cols(pa_type type) {
+  return type == PA_TYPE_IQ4_XS || type == PA_TYPE_Q4_K ? QK_K : 32;
+}
 
 bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols) {
   return pa_x16_rec(type) && rows > 0 && rows % 16 == 0 && cols > 0 && cols % rec_cols(type) == 0;
@@ -76,6 +80,28 @@ static void repack_iq(pa_type type, int64_t cols, const uint8_t *in, uint8_t *ou
     }
 }
 
+/* Q4_K (x16.h): per super-block, each row's qs 4 bytes at a time, its
+ * unpacked scales and mins, d and dmin. */
+static void repack_q4k(int64_t cols, const uint8_t *in, uint8_t *out, int64_t n_groups) {
+  const int64_t nsb = cols / QK_K;
+  for (int64_t g = 0; g < n_groups; g++)
+    for (int64_t b = 0; b < nsb; b++) {
+      uint8_t *o = out + (size_t)(g * nsb + b) * PA_X16_REC_K;
+      for (int l = 0; l < 16; l++) {
+        const block_q4_K *q = (const block_q4_K *)in + (16 * g + l) * nsb + b;
+        for (int v = 0; v < 32; v++) memcpy(o + PA_X16_K_QS + 64 * v + 4 * l, q->qs + 4 * v, 4);
+        for (int j = 0; j < 8; j++) {
+          uint8_t sc, m;
+          pa_get_scale_min_k4(j, q->scales, &sc, &m);
+          o[PA_X16_K_SC + 16 * j + l] = sc;
+          o[PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2] = m;
+        }
+        memcpy(o + PA_X16_K_D + 2 * l, &q->d, 2);
+        memcpy(o + PA_X16_K_DMIN + 2 * l, &q->dmin, 2);
+      }
+    }
+}
+
 void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64_t n_groups) {
   const int64_t nb = cols / 32;
   const size_t rec = pa_x16_rec(type), in_size = pa_type_get(type)->type_size;
@@ -83,6 +109,10 @@ void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64
   uint8_t *out = dst;
   if (type == PA_TYPE_IQ4_NL || type == PA_TYPE_MXFP4 || type == PA_TYPE_IQ4_XS) {
     repack_iq(type, cols, in, out, n_groups);
+    return;
+  }
+  if (type == PA_TYPE_Q4_K) {
+    repack_q4k(cols, in, out, n_groups);
     return;
   }
   for (int64_t g = 0; g < n_groups; g++)
@@ -181,10 +211,37 @@ static void get_row_iq(const pa_matrix *w, int64_t row, float *out) {
   }
 }
 
+/* Q4_K's nibble of column c (0..255) of row l in a super-block record. */
+static int q4k_nibble(const uint8_t *o, int l, int c) {
+  const int p = c / 64, h = (c % 64) / 32, k = c % 32; /* k = 4 i + e */
+  const uint8_t q = o[PA_X16_K_QS + 64 * (8 * p + k / 4) + 4 * l + k % 4];
+  return h ? q >> 4 : q & 0x0F;
+}
+
+static void get_row_q4k(const pa_matrix *w, int64_t row, float *out) {
+  const int64_t nsb = w->cols / QK_K, g = row / 16;
+  const int l = (int)(row % 16);
+  const uint8_t *data = w->data;
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *o = data + (size_t)(g * nsb + b) * PA_X16_REC_K;
+    const float d = f16_at(o + PA_X16_K_D + 2 * l), dmin = f16_at(o + PA_X16_K_DMIN + 2 * l);
+    for (int j = 0; j < 8; j++) {
+      const float dl = d * (float)o[PA_X16_K_SC + 16 * j + l];
+      const float ml = dmin * (float)o[PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2];
+      for (int k = 0; k < 32; k++)
+        out[QK_K * b + 32 * j + k] = dl * (float)q4k_nibble(o, l, 32 * j + k) - ml;
+    }
+  }
+}
+
 /* The file's reference dequantizers' expressions (dequant.c), exactly. */
 void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
   if (w->type == PA_TYPE_IQ4_NL || w->type == PA_TYPE_MXFP4 || w->type == PA_TYPE_IQ4_XS) {
     get_row_iq(w, row, out);
+    return;
+  }
+  if (w->type == PA_TYPE_Q4_K) {
+    get_row_q4k(w, row, out);
     return;
   }
   const int64_t nb = w->cols / 32, g = row / 16;
@@ -269,6 +326,27 @@ void pa_x16_pack_x_iq4_xs(int64_t cols, const void *xq, void *xp) {
   }
 }
 
+size_t pa_x16_x_size_k(int64_t cols) {
+  return (size_t)(cols / QK_K) * PA_X16_XREC_K;
+}
+
+/* Q4_K: the Q8_K block's quants, each sub-block's sum of them (from
+ * bsums) as int16, and d */
+void pa_x16_pack_x_q4_k(int64_t cols, const void *xq, void *xp) {
+  const block_q8_K *x = xq;
+  uint8_t *out = xp;
+  for (int64_t b = 0; b < cols / QK_K; b++) {
+    uint8_t *o = out + (size_t)b * PA_X16_XREC_K;
+    memset(o + QK_K, 0, PA_X16_XREC_K - QK_K);
+    memcpy(o, x[b].qs, QK_K);
+    for (int j = 0; j < 8; j++) {
+      const int16_t s = (int16_t)(x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+      memcpy(o + PA_X16_K_XS + 2 * j, &s, 2);
+    }
+    memcpy(o + PA_X16_K_XD, &x[b].d, 4);
+  }
+}
+
 void pa_x16_pack_x_q4_1(int64_t cols, const void *xq, void *xp) {
   const block_q8_1 *x = xq;
   uint8_t *out = xp;
@@ -343,6 +421,35 @@ static void run_ref_iq(pa_type type, int64_t cols, const uint8_t *wg, const uint
     }
 }
 
+/* Q4_K's specification (x16.h), one token at a time. */
+static void run_ref_k(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
+                      int nt, float *y, int64_t ldy) {
+  (void)type;
+  const int64_t nsb = cols / QK_K;
+  for (int t = 0; t < nt; t++)
+    for (int l = 0; l < 16; l++) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *o = wg + (size_t)b * PA_X16_REC_K, *x = xp[t] + (size_t)b * PA_X16_XREC_K;
+        const int8_t *xq = (const int8_t *)x;
+        float dx;
+        memcpy(&dx, x + PA_X16_K_XD, 4);
+        int32_t sum = 0, mins = 0;
+        for (int j = 0; j < 8; j++) {
+          int32_t s = 0;
+          for (int k = 0; k < 32; k++) s += q4k_nibble(o, l, 32 * j + k) * (int32_t)xq[32 * j + k];
+          int16_t xs;
+          memcpy(&xs, x + PA_X16_K_XS + 2 * j, 2);
+          sum += o[PA_X16_K_SC + 16 * j + l] * s;
+          mins += o[PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2] * (int32_t)xs;
+        }
+        acc = fmaf((float)sum, f16_at(o + PA_X16_K_D + 2 * l) * dx, acc);
+        acc = fmaf(-(float)mins, f16_at(o + PA_X16_K_DMIN + 2 * l) * dx, acc);
+      }
+      y[t * ldy + l] = acc;
+    }
+}
+
 /* The reference kernel of each type: run_##sfx calls body (run_ref or
  * run_ref_iq) for type. */
 #define X16_REF(sfx, body, type)                                                                   \
@@ -355,6 +462,7 @@ static void run_ref_iq(pa_type type, int64_t cols, const uint8_t *wg, const uint
 X16_REF(iq4_nl, run_ref_iq, PA_TYPE_IQ4_NL)
 X16_REF(mxfp4, run_ref_iq, PA_TYPE_MXFP4)
 X16_REF(iq4_xs, run_ref_iq, PA_TYPE_IQ4_XS)
+X16_REF(q4_k, run_ref_k, PA_TYPE_Q4_K)
 X16_REF(q8_0, run_ref, PA_TYPE_Q8_0)
 X16_REF(q4_0, run_ref, PA_TYPE_Q4_0)
 X16_REF(q4_1, run_ref, PA_TYPE_Q4_1)
