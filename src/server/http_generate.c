@@ -198,26 +198,22 @@ static void stream_free(void *cls) {
 
 /* ---- generation ---- */
 
-/* Queues a request's n jobs. When the scheduler refuses one, cancels those
- * queued before it and answers 429 (the queue is full) or 503 (shutting
- * down) into *refused: false. */
+/* Queues a request's n jobs, all or none. When the scheduler refuses them,
+ * answers 429 (the queue has no room for n) or 503 (shutting down) into
+ * *refused: false. */
 static bool submit_all(srv_state *st, struct MHD_Connection *c, http_req *r, srv_job *const *jobs,
                        int n, enum MHD_Result *refused) {
-  for (int k = 0; k < n; k++) {
-    srv_submit_result sr = srv_sched_submit(st->sched, jobs[k]);
-    if (sr == SRV_SUBMIT_OK) continue;
-    for (int m = 0; m < k; m++) srv_sched_cancel(st->sched, jobs[m]);
-    if (sr == SRV_SUBMIT_QUEUE_FULL) {
-      srv_metrics_rejected(st->metrics, "queue_full");
-      *refused = http_fail(st, c, r, 429, "rate_limit_error", "queue_full",
-                           "the server is busy: the request queue is full, retry later");
-    } else {
-      *refused =
-          http_fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
-    }
-    return false;
+  const srv_submit_result sr = srv_sched_submit_all(st->sched, jobs, n);
+  if (sr == SRV_SUBMIT_OK) return true;
+  if (sr == SRV_SUBMIT_QUEUE_FULL) {
+    srv_metrics_rejected(st->metrics, "queue_full");
+    *refused = http_fail(st, c, r, 429, "rate_limit_error", "queue_full",
+                         "the server is busy: the request queue is full, retry later");
+  } else {
+    *refused =
+        http_fail(st, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
   }
-  return true;
+  return false;
 }
 
 /* Waits for job w to finish: its finish, and its error in *e. SRV_PENDING

@@ -165,14 +165,15 @@ void srv_sched_free(srv_sched *s) {
   free(s);
 }
 
-srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j) {
+srv_submit_result srv_sched_submit_all(srv_sched *s, srv_job *const *jobs, int n) {
   pthread_mutex_lock(&s->mu);
   srv_submit_result r = SRV_SUBMIT_OK;
   if (s->draining)
     r = SRV_SUBMIT_SHUTTING_DOWN;
-  else if (s->queue_len >= s->max_queue)
+  else if (s->queue_len >= s->max_queue || n > s->max_queue - s->queue_len)
     r = SRV_SUBMIT_QUEUE_FULL;
-  if (r == SRV_SUBMIT_OK) {
+  for (int k = 0; r == SRV_SUBMIT_OK && k < n; k++) {
+    srv_job *j = jobs[k];
     srv_job_retain(j);
     j->bell = &s->bell;
     j->t_submit = srv_now();
@@ -183,10 +184,14 @@ srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j) {
       s->queue_head = j;
     s->queue_tail = j;
     s->queue_len++;
-    pthread_cond_signal(&s->cv);
   }
+  if (r == SRV_SUBMIT_OK) pthread_cond_signal(&s->cv);
   pthread_mutex_unlock(&s->mu);
   return r;
+}
+
+srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j) {
+  return srv_sched_submit_all(s, &j, 1);
 }
 
 void srv_sched_cancel(srv_sched *s, srv_job *j) {

@@ -43,6 +43,10 @@ typedef enum {
 } srv_submit_result;
 /* Queues a validated job (the scheduler takes its own reference). */
 srv_submit_result srv_sched_submit(srv_sched *s, srv_job *j);
+/* Queues n jobs at once, all or none (a request's choices or inputs): no
+ * step of the scheduler sees some of them queued and not the others, and
+ * past --max-queue (n more than the queue has room for) none is queued. */
+srv_submit_result srv_sched_submit_all(srv_sched *s, srv_job *const *jobs, int n);
 /* Marks the job cancelled; the scheduler frees its sequence at the next step. */
 void srv_sched_cancel(srv_sched *s, srv_job *j);
 /* Stops admitting work: waiting jobs fail with 503, running ones go on for

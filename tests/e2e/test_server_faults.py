@@ -73,6 +73,14 @@ def test_queue_overflow_then_normal_service(pasada_bin, smollm2):
         r = client.completions.create(model="m", prompt="The capital of France is", max_tokens=2,
                                       temperature=0)
         assert r.choices[0].text.strip().startswith("Paris")
+        # a request's n choices take n places, queued all at once or not at
+        # all: 3 never fit a queue of 2, 2 do
+        with pytest.raises(openai.RateLimitError) as ei:
+            client.completions.create(model="m", prompt="Hi", max_tokens=2, n=3, temperature=0)
+        assert ei.value.status_code == 429 and ei.value.body["code"] == "queue_full"
+        r = client.completions.create(model="m", prompt="Hi", max_tokens=2, n=2, temperature=0)
+        assert len(r.choices) == 2
+        assert s.wait_idle()["pasada_requests_rejected_queue_full_total"] == len(rejected) + 1
     finally:
         assert s.stop() == 0, s.stderr
 
