@@ -1,6 +1,6 @@
 /* x16.h: 32-element block weights (Q4_0, Q4_1, Q5_0, Q8_0, and the table-lookup
- * 4-bit types IQ4_NL, MXFP4, IQ4_XS) and Q4_K, whose super-blocks are 8
- * blocks of 32, interleaved sixteen rows at a time (PA_LAYOUT_B32_X16), and
+ * 4-bit types IQ4_NL, MXFP4, IQ4_XS) and Q4_K and Q5_K, whose super-blocks
+ * are 8 blocks of 32, interleaved sixteen rows at a time (PA_LAYOUT_B32_X16), and
  * the canonical arithmetic every kernel of the layout follows.
  *
  * Why: in the file layout a block's 32 weights fill 8 lanes of a 256-bit
@@ -40,18 +40,28 @@
  *         0, vector 8 p + i (p = 0..3, i = 0..7): byte 4 l + e = the
  *         file's qs[32 p + 4 i + e] of row l (low nibble: sub-block 2 p,
  *         column 64 p + 4 i + e; high nibble: sub-block 2 p + 1, column
- *         64 p + 32 + 4 i + e); sc[8][16] at 2048, sc[j][l] = the 6-bit
- *         scale of row l, sub-block j; mn[4][16][2] at 2176, mn[k][l][h] =
- *         the 6-bit min of row l, sub-block 2 k + h (widened to int16
- *         pairs, one vpdpwssd per 2 sub-blocks); d[16] fp16 at 2304, dmin[16]
- *         fp16 at 2336.                      (2368 bytes for the file's 2304)
+ *         64 p + 32 + 4 i + e); then at 2048 sc[8][16], sc[j][l] = the
+ *         6-bit scale of row l, sub-block j; at 2176 mn[4][16][2],
+ *         mn[k][l][h] = the 6-bit min of row l, sub-block 2 k + h (widened
+ *         to int16 pairs, one vpdpwssd per 2 sub-blocks); d[16] fp16 at
+ *         2304, dmin[16] fp16 at 2336.       (2368 bytes for the file's 2304)
+ *   Q5_K  per pair p, at 640 p: its 8 vectors as Q4_K's (the low four
+ *         bits), then qh[8][2][8] at 640 p + 512: two 64-bit masks per
+ *         vector i, bit 4 l + e of mask h = the fifth bit of row l,
+ *         sub-block 2 p + h, element 4 i + e (a k-mask that adds 16 to the
+ *         unpacked bytes); then Q4_K's sc, mn, d, dmin from 2560. The masks
+ *         sit beside their vectors: read 512 bytes apart, as a second
+ *         stream, they held one AMD Zen 4 core to 0.37 of a plain read from
+ *         memory.                            (2880 bytes for the file's 2816)
  *         Against Q4_K's 4-row layout (x4.h), the 4-byte activation
  *         operands are embedded broadcasts (x4's 16-byte patterns cost a
  *         shuffle each on AMD Zen 4) and each sub-block's scale is one
  *         vpmulld for 16 rows: on Zen 4, one core's one-token product ran
  *         64-65 GB/s from L2 against x4's 46-51 (bench_kernels 1 0.5 Q4_K,
- *         BENCH_ILV=1), and from memory 0.86-0.88 of a plain read against
- *         0.78 (bench_kernels 1 vsread 256 Q4_K, BENCH_ILV=1 BENCH_HUGE=1).
+ *         BENCH_ILV=1), and from memory 0.86-0.91 of a plain read against
+ *         0.78-0.88 (bench_kernels 1 vsread 256 Q4_K, BENCH_ILV=1
+ *         BENCH_HUGE=1, builds alternated); Q5_K 51 against 42 GB/s from
+ *         L2, 0.79 against 0.70 of a read.
  *
  * A token's activations: its row of the type's vec_dot_type (Q8_0 or Q8_1)
  * packed per block into PA_X16_XREC bytes: qs[32] (int8), then the float
@@ -63,7 +73,8 @@
  * row per super-block in PA_X16_XREC_XS bytes: qs[256], the float d at
  * 256, then off[8] int32 at 260, 128 times each sub-block's sum. Q4_K:
  * its Q8_K row per super-block in PA_X16_XREC_K bytes: qs[256], xs[8]
- * int16 at 256 (each sub-block's sum of quants), the float d at 272.
+ * int16 at 256 (each sub-block's sum of quants), the float d at 272;
+ * Q5_K's the same.
  *
  * The canonical arithmetic (x16.c's reference is the specification; the
  * SIMD kernels repeat it bit for bit). Per token and row l, a float acc,
@@ -80,8 +91,9 @@
  *   IQ4_XS, per super-block: sum = sum over ib of sc[ib][l] * (sum over
  *         sub-block ib of level * quant) (int32, |sum| < 2^28);
  *         acc = fma((float)sum, dl * dx, acc), dx the Q8_K block's d
- *   Q4_K, per super-block: sum = sum over j of sc[j][l] * (sum over
- *         sub-block j of nibble * quant) (int32, |sum| < 2^25), mins =
+ *   Q4_K, Q5_K, per super-block: sum = sum over j of sc[j][l] * (sum
+ *         over sub-block j of value * quant) (int32, |sum| < 2^26; the
+ *         value: Q4_K's nibble, Q5_K's nibble plus 16 x its fifth bit), mins =
  *         sum over j of mn[j][l] * xs[j] (int32); acc = fma((float)sum,
  *         dl * dx, acc); acc = fma(-(float)mins, ml * dx, acc), dl and ml
  *         the row's d and dmin
@@ -103,11 +115,17 @@
 #define PA_X16_XS_XD 256
 #define PA_X16_XS_XOFF 260
 #define PA_X16_REC_K 2368 /* Q4_K: bytes per group and super-block */
-#define PA_X16_K_QS 0
-#define PA_X16_K_SC 2048
-#define PA_X16_K_MN 2176
-#define PA_X16_K_D 2304
-#define PA_X16_K_DMIN 2336
+#define PA_X16_REC_K5 2880 /* Q5_K */
+/* Q4_K's (q5 0) and Q5_K's (q5 1) record: weight vector v's bytes, Q5_K's
+ * masks of v, and where the scales, mins, d and dmin start (HDR + SC, MN,
+ * D, DMIN) */
+#define PA_X16_K_QSV(q5, v) ((q5) ? 640 * ((v) / 8) + 64 * ((v) % 8) : 64 * (v))
+#define PA_X16_K_QHV(v) (640 * ((v) / 8) + 512 + 16 * ((v) % 8))
+#define PA_X16_K_HDR(q5) ((q5) ? 2560 : 2048)
+#define PA_X16_K_SC 0
+#define PA_X16_K_MN 128
+#define PA_X16_K_D 256
+#define PA_X16_K_DMIN 288
 #define PA_X16_XREC_K 288 /* Q4_K: activation bytes per super-block */
 #define PA_X16_K_XS 256
 #define PA_X16_K_XD 272
@@ -121,7 +139,8 @@ void pa_x16_get_row(const pa_matrix *w, int64_t r, float *out);
 /* The reference kernels (plain C, x16.c) and the AVX-512 VNNI ones
  * (x16_avx512.c). */
 extern const pa_ilv_kernel pa_x16_ref_q8_0, pa_x16_ref_q4_0, pa_x16_ref_q4_1, pa_x16_ref_q5_0;
-extern const pa_ilv_kernel pa_x16_ref_iq4_nl, pa_x16_ref_mxfp4, pa_x16_ref_iq4_xs, pa_x16_ref_q4_k;
+extern const pa_ilv_kernel pa_x16_ref_iq4_nl, pa_x16_ref_mxfp4, pa_x16_ref_iq4_xs, pa_x16_ref_q4_k,
+    pa_x16_ref_q5_k;
 extern const pa_ilv_kernel pa_x16_vnni_q8_0, pa_x16_vnni_q4_0, pa_x16_vnni_q4_1, pa_x16_vnni_q5_0;
 /* The AVX2 ones (x16_avx2.c): 4 tokens a call, the same bits. */
 extern const pa_ilv_kernel pa_x16_avx2_q8_0, pa_x16_avx2_q4_0, pa_x16_avx2_q4_1, pa_x16_avx2_q5_0;
@@ -130,9 +149,10 @@ extern const pa_ilv_kernel pa_x16_avx2_q8_0, pa_x16_avx2_q4_0, pa_x16_avx2_q4_1,
  * tokens a call. The reference's bits. */
 extern const pa_ilv_kernel pa_x16_avx2_iq4_nl, pa_x16_avx2_mxfp4, pa_x16_avx2_iq4_xs;
 extern const pa_ilv_kernel pa_x16_vnni_iq4_nl, pa_x16_vnni_mxfp4, pa_x16_vnni_iq4_xs;
-/* Q4_K: AVX-512 VNNI (x16_k_avx512.c), 8 tokens a call, the reference's
- * bits. Tables without it keep Q4_K in the 4-row layout (layout.h). */
-extern const pa_ilv_kernel pa_x16_vnni_q4_k;
+/* Q4_K, Q5_K: AVX-512 VNNI (x16_k_avx512.c), 8 tokens a call, the
+ * reference's bits. Tables without them keep these types in the 4-row
+ * layout (layout.h). */
+extern const pa_ilv_kernel pa_x16_vnni_q4_k, pa_x16_vnni_q5_k;
 /* The AMX ones (x16_amx.c): batches on the tile unit, fewer than 10 tokens
  * through the VNNI kernels; the same bits. */
 extern const pa_ilv_kernel pa_x16_amx_q8_0, pa_x16_amx_q4_0, pa_x16_amx_q4_1, pa_x16_amx_q5_0;
@@ -158,6 +178,7 @@ void pa_x16_pack_x_q4_k(int64_t cols, const void *xq, void *xp);
 #define PA_X16_X_mxfp4 pa_x16_x_size, pa_x16_pack_x_mxfp4
 #define PA_X16_X_iq4_xs pa_x16_x_size_xs, pa_x16_pack_x_iq4_xs
 #define PA_X16_X_q4_k pa_x16_x_size_k, pa_x16_pack_x_q4_k
+#define PA_X16_X_q5_k pa_x16_x_size_k, pa_x16_pack_x_q4_k
 #define PA_X16_KERNEL(isa, sfx, n_tok) \
   const pa_ilv_kernel pa_x16_##isa##_##sfx = {16, (n_tok), PA_X16_X_##sfx, run_##sfx, NULL}
 

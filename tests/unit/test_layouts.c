@@ -1,6 +1,6 @@
 /* test_layouts.c: the interleaved weight layouts (kernels/layout.h: Q4_K,
  * Q5_K, Q6_K, Q3_K and Q2_K in groups of 4 rows, kernels/x4.h; Q4_0, Q4_1,
- * Q5_0, Q8_0, IQ4_NL, MXFP4, IQ4_XS and Q4_K in groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
+ * Q5_0, Q8_0, IQ4_NL, MXFP4, IQ4_XS, Q4_K and Q5_K in groups of 16, kernels/x16.h) on fresh random inputs, for each (layout,
  * type):
  * (a) repacking keeps every value: each row read back (pa_matrix_get_row)
  *     equals the file layout's reference dequantization bit for bit;
@@ -125,8 +125,10 @@ static void check_kernels(const mat *a) {
    * calls are VNNI's) where the CPU has them */
   const pa_ilv_kernel *fast[3] = {NULL, vnni, NULL};
   const char *fast_name[3] = {"avx2", "vnni", "amx"};
-  /* Q4_K in 16-row groups has no AVX2 kernel: that table keeps it in 4 */
-  const bool avx2_kernel = !(a->layout == PA_LAYOUT_B32_X16 && a->type == PA_TYPE_Q4_K);
+  /* Q4_K and Q5_K in 16-row groups have no AVX2 kernel: that table keeps
+   * them in 4 */
+  const bool avx2_kernel = !(a->layout == PA_LAYOUT_B32_X16 &&
+                             (a->type == PA_TYPE_Q4_K || a->type == PA_TYPE_Q5_K));
   if (pa_kernels_avx2() && avx2_kernel) {
     fast[0] = pa_kernels_ilv(pa_kernels_avx2(), a->layout, a->type);
     if (!fast[0] || fast[0] == ref) {
@@ -529,28 +531,32 @@ int main(void) {
     }
     check_mixed(pools[1], b32[i], PA_LAYOUT_B32_X16);
   }
-  /* IQ4_XS and Q4_K, groups of 16 rows, a record per super-block: rows of 1 to 13 */
+  /* IQ4_XS, Q4_K and Q5_K, groups of 16 rows, a record per super-block: rows of 1 to 13 */
   const int64_t kx[] = {1, 2, 3, 13};
   const int64_t rx[] = {16, 48, 32, 16};
   if (pa_layout_for(PA_TYPE_IQ4_XS, 16, 256) != PA_LAYOUT_B32_X16 ||
       pa_layout_for(PA_TYPE_IQ4_XS, 16, 288) != PA_LAYOUT_ROWS ||
-      pa_layout_for(PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_B32_X16) {
-    printf("FAIL IQ4_XS's or Q4_K's 16-row layout\n");
+      pa_layout_for(PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_B32_X16 ||
+      pa_layout_for(PA_TYPE_Q5_K, 32, 512) != PA_LAYOUT_B32_X16) {
+    printf("FAIL IQ4_XS's, Q4_K's or Q5_K's 16-row layout\n");
     failures++;
   }
-  /* the loader's choice: Q4_K in 16-row groups where the table has that
-   * kernel, else in 4-row groups; none without a fast kernel */
+  /* the loader's choice: Q4_K (Q5_K) in 16-row groups where the table has
+   * that kernel, else in 4-row groups; none without a fast kernel */
   if (pa_layout_pick(pa_kernels_reference(), PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_ROWS ||
       (pa_kernels_avx2() &&
        pa_layout_pick(pa_kernels_avx2(), PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_K_X4) ||
       (pa_kernels_avx512_vnni() &&
        (pa_layout_pick(pa_kernels_avx512_vnni(), PA_TYPE_Q4_K, 16, 256) != PA_LAYOUT_B32_X16 ||
-        pa_layout_pick(pa_kernels_avx512_vnni(), PA_TYPE_Q4_K, 20, 256) != PA_LAYOUT_K_X4))) {
-    printf("FAIL pa_layout_pick for Q4_K\n");
+        pa_layout_pick(pa_kernels_avx512_vnni(), PA_TYPE_Q4_K, 20, 256) != PA_LAYOUT_K_X4 ||
+        pa_layout_pick(pa_kernels_avx512_vnni(), PA_TYPE_Q5_K, 16, 256) != PA_LAYOUT_B32_X16)) ||
+      (pa_kernels_avx2() &&
+       pa_layout_pick(pa_kernels_avx2(), PA_TYPE_Q5_K, 16, 256) != PA_LAYOUT_K_X4)) {
+    printf("FAIL pa_layout_pick for Q4_K or Q5_K\n");
     failures++;
   }
-  const pa_type kx_types[] = {PA_TYPE_IQ4_XS, PA_TYPE_Q4_K};
-  for (int i = 0; i < 2; i++)
+  const pa_type kx_types[] = {PA_TYPE_IQ4_XS, PA_TYPE_Q4_K, PA_TYPE_Q5_K};
+  for (int i = 0; i < 3; i++)
     for (int s = 0; s < (int)(sizeof kx / sizeof kx[0]); s++) {
       mat a;
       make(&a, kx_types[i], rx[s], QK_K * kx[s]);
@@ -562,6 +568,7 @@ int main(void) {
   check_mixed(pools[1], PA_TYPE_IQ4_XS, PA_LAYOUT_B32_X16);
   check_mixed(pools[1], PA_TYPE_Q4_K, PA_LAYOUT_B32_X16);
   check_mixed(pools[1], PA_TYPE_Q4_K, PA_LAYOUT_K_X4);
+  check_mixed(pools[1], PA_TYPE_Q5_K, PA_LAYOUT_B32_X16);
   check_mixed(pools[1], PA_TYPE_Q5_K, PA_LAYOUT_K_X4);
   check_mixed(pools[1], PA_TYPE_Q6_K, PA_LAYOUT_K_X4);
   check_mixed(pools[1], PA_TYPE_Q3_K, PA_LAYOUT_K_X4);

@@ -102,6 +102,7 @@ void pa_kernels_fill_ilv_vnni(pa_cpu_kernels *k) {
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_MXFP4] = &pa_x16_vnni_mxfp4;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_IQ4_XS] = &pa_x16_vnni_iq4_xs;
   k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q4_K] = &pa_x16_vnni_q4_k;
+  k->ilv[PA_LAYOUT_B32_X16][PA_TYPE_Q5_K] = &pa_x16_vnni_q5_k;
 }
 
 void pa_kernels_fill_ilv_amx(pa_cpu_kernels *k) {

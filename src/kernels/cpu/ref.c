@@ -433,7 +433,8 @@ static const pa_cpu_kernels reference = {
                                    [PA_TYPE_IQ4_NL] = &pa_x16_ref_iq4_nl,
                                    [PA_TYPE_MXFP4] = &pa_x16_ref_mxfp4,
                                    [PA_TYPE_IQ4_XS] = &pa_x16_ref_iq4_xs,
-                                   [PA_TYPE_Q4_K] = &pa_x16_ref_q4_k},
+                                   [PA_TYPE_Q4_K] = &pa_x16_ref_q4_k,
+                                   [PA_TYPE_Q5_K] = &pa_x16_ref_q5_k},
         },
 };
 

@@ -27,14 +27,19 @@ size_t pa_x16_rec(pa_type type) {
       return PA_X16_REC_XS;
     case PA_TYPE_Q4_K:
       return PA_X16_REC_K;
+    case PA_TYPE_Q5_K:
+      return PA_X16_REC_K5;
     default:
       return 0;
   }
 }
 
-/* Elements per record: 32, IQ4_XS's and Q4_K's 256. */
+/* Whether the type is one of the layout's K-quants (Q4_K, Q5_K). */
+static bool is_k(pa_type type) { return type == PA_TYPE_Q4_K || type == PA_TYPE_Q5_K; }
+
+/* Elements per record: 32, IQ4_XS's and the K-quants' 256. */
 static int64_t rec_cols(pa_type type) {
-  return type == PA_TYPE_IQ4_XS || type == PA_TYPE_Q4_K ? QK_K : 32;
+  return type == PA_TYPE_IQ4_XS || is_k(type) ? QK_K : 32;
 }
 
 bool pa_x16_fits(pa_type type, int64_t rows, int64_t cols) {
@@ -80,24 +85,39 @@ static void repack_iq(pa_type type, int64_t cols, const uint8_t *in, uint8_t *ou
     }
 }
 
-/* Q4_K (x16.h): per super-block, each row's qs 4 bytes at a time, its
- * unpacked scales and mins, d and dmin. */
-static void repack_q4k(int64_t cols, const uint8_t *in, uint8_t *out, int64_t n_groups) {
+/* Q4_K, Q5_K (x16.h): per super-block, each row's qs 4 bytes at a time,
+ * its unpacked scales and mins, d and dmin; Q5_K's fifth bits as masks. */
+static void repack_k(pa_type type, int64_t cols, const uint8_t *in, uint8_t *out,
+                     int64_t n_groups) {
   const int64_t nsb = cols / QK_K;
+  const bool q5 = type == PA_TYPE_Q5_K;
+  const size_t rec = pa_x16_rec(type), in_size = pa_type_get(type)->type_size;
   for (int64_t g = 0; g < n_groups; g++)
     for (int64_t b = 0; b < nsb; b++) {
-      uint8_t *o = out + (size_t)(g * nsb + b) * PA_X16_REC_K;
+      uint8_t *o = out + (size_t)(g * nsb + b) * rec;
+      if (q5) memset(o, 0, rec); /* the masks are set bit by bit */
       for (int l = 0; l < 16; l++) {
-        const block_q4_K *q = (const block_q4_K *)in + (16 * g + l) * nsb + b;
-        for (int v = 0; v < 32; v++) memcpy(o + PA_X16_K_QS + 64 * v + 4 * l, q->qs + 4 * v, 4);
+        const uint8_t *blk = in + ((size_t)(16 * g + l) * (size_t)nsb + (size_t)b) * in_size;
+        /* Q4_K and Q5_K share d, dmin, scales and qs (quant.h) */
+        const block_q4_K *q4 = (const block_q4_K *)blk;
+        const block_q5_K *q5b = (const block_q5_K *)blk;
+        const uint8_t *qs = q5 ? q5b->qs : q4->qs, *scales = q5 ? q5b->scales : q4->scales;
+        for (int v = 0; v < 32; v++) memcpy(o + PA_X16_K_QSV(q5, v) + 4 * l, qs + 4 * v, 4);
         for (int j = 0; j < 8; j++) {
           uint8_t sc, m;
-          pa_get_scale_min_k4(j, q->scales, &sc, &m);
-          o[PA_X16_K_SC + 16 * j + l] = sc;
-          o[PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2] = m;
+          pa_get_scale_min_k4(j, scales, &sc, &m);
+          o[PA_X16_K_HDR(q5) + PA_X16_K_SC + 16 * j + l] = sc;
+          o[PA_X16_K_HDR(q5) + PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2] = m;
         }
-        memcpy(o + PA_X16_K_D + 2 * l, &q->d, 2);
-        memcpy(o + PA_X16_K_DMIN + 2 * l, &q->dmin, 2);
+        memcpy(o + PA_X16_K_HDR(q5) + PA_X16_K_D + 2 * l, q5 ? &q5b->d : &q4->d, 2);
+        memcpy(o + PA_X16_K_HDR(q5) + PA_X16_K_DMIN + 2 * l, q5 ? &q5b->dmin : &q4->dmin, 2);
+        if (q5) /* the fifth bit of sub-block j, element k: bit j of qh[k] */
+          for (int j = 0; j < 8; j++)
+            for (int k = 0; k < 32; k++)
+              if ((q5b->qh[k] >> j) & 1) {
+                const int v = 8 * (j / 2) + k / 4, bit = 4 * l + k % 4;
+                o[PA_X16_K_QHV(v) + 8 * (j % 2) + bit / 8] |= (uint8_t)(1u << (bit % 8));
+              }
       }
     }
 }
@@ -111,8 +131,8 @@ void pa_x16_repack(pa_type type, int64_t cols, const void *src, void *dst, int64
     repack_iq(type, cols, in, out, n_groups);
     return;
   }
-  if (type == PA_TYPE_Q4_K) {
-    repack_q4k(cols, in, out, n_groups);
+  if (is_k(type)) {
+    repack_k(type, cols, in, out, n_groups);
     return;
   }
   for (int64_t g = 0; g < n_groups; g++)
@@ -211,25 +231,31 @@ static void get_row_iq(const pa_matrix *w, int64_t row, float *out) {
   }
 }
 
-/* Q4_K's nibble of column c (0..255) of row l in a super-block record. */
-static int q4k_nibble(const uint8_t *o, int l, int c) {
+/* The value of column c (0..255) of row l in a Q4_K (q5 false) or Q5_K
+ * super-block record: the nibble, plus 16 x Q5_K's fifth bit. */
+static int k_value(const uint8_t *o, bool q5, int l, int c) {
   const int p = c / 64, h = (c % 64) / 32, k = c % 32; /* k = 4 i + e */
-  const uint8_t q = o[PA_X16_K_QS + 64 * (8 * p + k / 4) + 4 * l + k % 4];
-  return h ? q >> 4 : q & 0x0F;
+  const int v = 8 * p + k / 4, bit = 4 * l + k % 4;
+  const uint8_t q = o[PA_X16_K_QSV(q5, v) + bit];
+  const int nib = h ? q >> 4 : q & 0x0F;
+  if (!q5) return nib;
+  return nib | ((o[PA_X16_K_QHV(v) + 8 * h + bit / 8] >> (bit % 8)) & 1) << 4;
 }
 
-static void get_row_q4k(const pa_matrix *w, int64_t row, float *out) {
+static void get_row_k(const pa_matrix *w, int64_t row, float *out) {
   const int64_t nsb = w->cols / QK_K, g = row / 16;
   const int l = (int)(row % 16);
+  const bool q5 = w->type == PA_TYPE_Q5_K;
+  const size_t rec = pa_x16_rec(w->type);
   const uint8_t *data = w->data;
   for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *o = data + (size_t)(g * nsb + b) * PA_X16_REC_K;
-    const float d = f16_at(o + PA_X16_K_D + 2 * l), dmin = f16_at(o + PA_X16_K_DMIN + 2 * l);
+    const uint8_t *o = data + (size_t)(g * nsb + b) * rec;
+    const float d = f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_D + 2 * l), dmin = f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_DMIN + 2 * l);
     for (int j = 0; j < 8; j++) {
-      const float dl = d * (float)o[PA_X16_K_SC + 16 * j + l];
-      const float ml = dmin * (float)o[PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2];
+      const float dl = d * (float)o[PA_X16_K_HDR(q5) + PA_X16_K_SC + 16 * j + l];
+      const float ml = dmin * (float)o[PA_X16_K_HDR(q5) + PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2];
       for (int k = 0; k < 32; k++)
-        out[QK_K * b + 32 * j + k] = dl * (float)q4k_nibble(o, l, 32 * j + k) - ml;
+        out[QK_K * b + 32 * j + k] = dl * (float)k_value(o, q5, l, 32 * j + k) - ml;
     }
   }
 }
@@ -240,8 +266,8 @@ void pa_x16_get_row(const pa_matrix *w, int64_t row, float *out) {
     get_row_iq(w, row, out);
     return;
   }
-  if (w->type == PA_TYPE_Q4_K) {
-    get_row_q4k(w, row, out);
+  if (is_k(w->type)) {
+    get_row_k(w, row, out);
     return;
   }
   const int64_t nb = w->cols / 32, g = row / 16;
@@ -330,7 +356,7 @@ size_t pa_x16_x_size_k(int64_t cols) {
   return (size_t)(cols / QK_K) * PA_X16_XREC_K;
 }
 
-/* Q4_K: the Q8_K block's quants, each sub-block's sum of them (from
+/* Q4_K, Q5_K: the Q8_K block's quants, each sub-block's sum of them (from
  * bsums) as int16, and d */
 void pa_x16_pack_x_q4_k(int64_t cols, const void *xq, void *xp) {
   const block_q8_K *x = xq;
@@ -421,30 +447,31 @@ static void run_ref_iq(pa_type type, int64_t cols, const uint8_t *wg, const uint
     }
 }
 
-/* Q4_K's specification (x16.h), one token at a time. */
+/* Q4_K's and Q5_K's specification (x16.h), one token at a time. */
 static void run_ref_k(pa_type type, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                       int nt, float *y, int64_t ldy) {
-  (void)type;
   const int64_t nsb = cols / QK_K;
+  const bool q5 = type == PA_TYPE_Q5_K;
+  const size_t rec = pa_x16_rec(type);
   for (int t = 0; t < nt; t++)
     for (int l = 0; l < 16; l++) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nsb; b++) {
-        const uint8_t *o = wg + (size_t)b * PA_X16_REC_K, *x = xp[t] + (size_t)b * PA_X16_XREC_K;
+        const uint8_t *o = wg + (size_t)b * rec, *x = xp[t] + (size_t)b * PA_X16_XREC_K;
         const int8_t *xq = (const int8_t *)x;
         float dx;
         memcpy(&dx, x + PA_X16_K_XD, 4);
         int32_t sum = 0, mins = 0;
         for (int j = 0; j < 8; j++) {
           int32_t s = 0;
-          for (int k = 0; k < 32; k++) s += q4k_nibble(o, l, 32 * j + k) * (int32_t)xq[32 * j + k];
+          for (int k = 0; k < 32; k++) s += k_value(o, q5, l, 32 * j + k) * (int32_t)xq[32 * j + k];
           int16_t xs;
           memcpy(&xs, x + PA_X16_K_XS + 2 * j, 2);
-          sum += o[PA_X16_K_SC + 16 * j + l] * s;
-          mins += o[PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2] * (int32_t)xs;
+          sum += o[PA_X16_K_HDR(q5) + PA_X16_K_SC + 16 * j + l] * s;
+          mins += o[PA_X16_K_HDR(q5) + PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2] * (int32_t)xs;
         }
-        acc = fmaf((float)sum, f16_at(o + PA_X16_K_D + 2 * l) * dx, acc);
-        acc = fmaf(-(float)mins, f16_at(o + PA_X16_K_DMIN + 2 * l) * dx, acc);
+        acc = fmaf((float)sum, f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_D + 2 * l) * dx, acc);
+        acc = fmaf(-(float)mins, f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_DMIN + 2 * l) * dx, acc);
       }
       y[t * ldy + l] = acc;
     }
@@ -463,6 +490,7 @@ X16_REF(iq4_nl, run_ref_iq, PA_TYPE_IQ4_NL)
 X16_REF(mxfp4, run_ref_iq, PA_TYPE_MXFP4)
 X16_REF(iq4_xs, run_ref_iq, PA_TYPE_IQ4_XS)
 X16_REF(q4_k, run_ref_k, PA_TYPE_Q4_K)
+X16_REF(q5_k, run_ref_k, PA_TYPE_Q5_K)
 X16_REF(q8_0, run_ref, PA_TYPE_Q8_0)
 X16_REF(q4_0, run_ref, PA_TYPE_Q4_0)
 X16_REF(q4_1, run_ref, PA_TYPE_Q4_1)

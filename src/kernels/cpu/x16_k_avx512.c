@@ -1,5 +1,5 @@
-/* x16_k_avx512.c: the AVX-512 VNNI kernel of Q4_K in the 16-row layout
- * (kernels/x16.h), one to PA_X16_TOKENS tokens a call, with the
+/* x16_k_avx512.c: the AVX-512 VNNI kernels of Q4_K and Q5_K in the 16-row
+ * layout (kernels/x16.h), one to PA_X16_TOKENS tokens a call, with the
  * reference's bits (x16.c) for any number of tokens.
  *
  * Lane l of a 512-bit vector is row l of the group. Per super-block and
@@ -11,7 +11,9 @@
  * (exactly: every term is a multiple of 16), 4 vpdpwssd of the mins
  * against the sub-blocks' activation sums, and the layout's two fmas:
  * about 180 vector operations per 16 rows and super-block for one token,
- * where x4.h's kernel spends about 250 on the same rows. */
+ * where x4.h's kernel spends about 250 on the same rows. Q5_K: the high
+ * nibbles shifted down, the fifth bits added by k-mask (two 64-bit masks
+ * per weight vector), the scales as they are and no shift. */
 #if defined(__x86_64__) /* x86 SIMD; other targets have the plain C tables */
 #include <immintrin.h>
 #include <string.h>
@@ -30,16 +32,19 @@ BODY __m512i bcast4(const uint8_t *p) {
   return x16_bcast4(p);
 }
 
-/* Sub-block j's 16 scales as int32, 16 x for the low nibbles' (even j). */
-BODY __m512i scale_of(const uint8_t *o, int j) {
-  const __m512i s =
-      _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(o + PA_X16_K_SC + 16 * j)));
-  return j % 2 ? s : _mm512_slli_epi32(s, 4);
+/* Sub-block j's 16 scales as int32; Q4_K's 16 x for the low nibbles' (even
+ * j), to match its high nibbles kept in place. */
+BODY __m512i scale_of(const int q5, const uint8_t *o, int j) {
+  const __m512i s = _mm512_cvtepu8_epi32(
+      _mm_loadu_si128((const __m128i *)(o + PA_X16_K_HDR(q5) + PA_X16_K_SC + 16 * j)));
+  return j % 2 || q5 ? s : _mm512_slli_epi32(s, 4);
 }
 
+/* kind: 0 Q4_K, 1 Q5_K (compile-time) */
 BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_t *const *xp,
                    float *y, int64_t ldy, const int T, const pa_prefetch *stream) {
-  (void)kind;
+  const int q5 = kind == 1;
+  const size_t rec = q5 ? PA_X16_REC_K5 : PA_X16_REC_K;
   const int64_t nsb = cols / QK_K;
   const int pf = pa_prefetch_distance(stream, stream ? stream->avx512 : 0, T);
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8((char)0xF0);
@@ -47,10 +52,9 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; b++) {
-    const uint8_t *o = wg + (size_t)b * PA_X16_REC_K;
+    const uint8_t *o = wg + (size_t)b * rec;
     if (pf) /* weights from memory: ask for them ahead (kernels.h) */
-      for (size_t c = 0; c < PA_X16_REC_K; c += 64)
-        _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
+      for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
     const uint8_t *x[PA_X16_TOKENS];
     __m512i isum[PA_X16_TOKENS];
 #pragma GCC unroll 8
@@ -69,11 +73,23 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
       const int NC = T == 1 ? 2 : 1;
       __m512i sl[2][PA_X16_TOKENS], sh[2][PA_X16_TOKENS];
 #pragma GCC unroll 8
-      for (int t = 0; t < T; t++) sl[0][t] = sh[0][t] = sl[1][t] = sh[1][t] = _mm512_setzero_si512();
+      for (int t = 0; t < T; t++)
+        sl[0][t] = sh[0][t] = sl[1][t] = sh[1][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; i++) {
-        const __m512i q = _mm512_loadu_si512(o + PA_X16_K_QS + 64 * (8 * p + i));
-        const __m512i ql = _mm512_and_si512(q, m_lo), qh = _mm512_and_si512(q, m_hi);
+        const int v = 8 * p + i;
+        const __m512i q = _mm512_loadu_si512(o + PA_X16_K_QSV(q5, v));
+        __m512i ql = _mm512_and_si512(q, m_lo), qh;
+        if (q5) { /* fifth bits by k-mask; the high values shifted down (not 16x) */
+          uint64_t kl, kh;
+          memcpy(&kl, o + PA_X16_K_QHV(v), 8);
+          memcpy(&kh, o + PA_X16_K_QHV(v) + 8, 8);
+          qh = _mm512_and_si512(_mm512_srli_epi16(q, 4), m_lo);
+          ql = _mm512_mask_add_epi8(ql, kl, ql, _mm512_set1_epi8(16));
+          qh = _mm512_mask_add_epi8(qh, kh, qh, _mm512_set1_epi8(16));
+        } else {
+          qh = _mm512_and_si512(q, m_hi);
+        }
         const int c = NC == 2 ? i & 1 : 0;
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
@@ -85,7 +101,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         sl[0][0] = _mm512_add_epi32(sl[0][0], sl[1][0]);
         sh[0][0] = _mm512_add_epi32(sh[0][0], sh[1][0]);
       }
-      const __m512i cl = scale_of(o, 2 * p), ch = scale_of(o, 2 * p + 1);
+      const __m512i cl = scale_of(q5, o, 2 * p), ch = scale_of(q5, o, 2 * p + 1);
 #pragma GCC unroll 8
       for (int t = 0; t < T; t++)
         isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sl[0][t], cl),
@@ -94,9 +110,12 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     __m512i mn[4];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
-      mn[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(o + PA_X16_K_MN + 32 * k)));
-    const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + PA_X16_K_D)));
-    const __m512 ml = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + PA_X16_K_DMIN)));
+      mn[k] = _mm512_cvtepu8_epi16(
+          _mm256_loadu_si256((const __m256i *)(o + PA_X16_K_HDR(q5) + PA_X16_K_MN + 32 * k)));
+    const __m512 dl =
+        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + PA_X16_K_HDR(q5) + PA_X16_K_D)));
+    const __m512 ml = _mm512_cvtph_ps(
+        _mm256_loadu_si256((const __m256i *)(o + PA_X16_K_HDR(q5) + PA_X16_K_DMIN)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       __m512i mi = _mm512_setzero_si512();
@@ -106,7 +125,8 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
       float dx;
       memcpy(&dx, x[t] + PA_X16_K_XD, 4);
       const __m512 vdx = _mm512_set1_ps(dx);
-      const __m512i sum = _mm512_srai_epi32(isum[t], 4); /* the 16 x off, exactly */
+      /* Q4_K: the 16 x off, exactly */
+      const __m512i sum = q5 ? isum[t] : _mm512_srai_epi32(isum[t], 4);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dl, vdx), acc[t]);
       acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(ml, vdx), acc[t]);
     }
@@ -116,7 +136,9 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
 }
 
 PA_ILV_RUN8(VNNI, run_q4_k, 0)
+PA_ILV_RUN8(VNNI, run_q5_k, 1)
 
 PA_X16_KERNEL(vnni, q4_k, PA_X16_TOKENS);
+PA_X16_KERNEL(vnni, q5_k, PA_X16_TOKENS);
 
 #endif /* __x86_64__ */
