@@ -10,12 +10,13 @@
 
 /* Whether a matrix of this type and shape can take an interleaved layout. */
 bool pa_layout_fits(pa_layout layout, pa_type type, int64_t rows, int64_t cols);
-/* The interleaved layout a matrix of this type and shape takes where the
- * kernels have it, or PA_LAYOUT_ROWS. Where a type can take two (Q4_K,
- * Q5_K: groups of 16 rows, kernels/x16.h, and of 4, kernels/x4.h), the 16-row
- * one comes first: its one-token kernel spends fewer vector operations per
- * byte; the 4-row one takes the matrices whose rows are not a multiple
- * of 16, and the tables with no fast 16-row kernel for the type. */
+/* The first interleaved layout, in order of preference, that a matrix of
+ * this type and shape fits (whatever the kernel tables hold), or
+ * PA_LAYOUT_ROWS. Where a type can take two (Q4_K, Q5_K: groups of 16
+ * rows, kernels/x16.h, and of 4, kernels/x4.h), the 16-row one comes
+ * first: its one-token kernel spends fewer vector operations per byte; the
+ * 4-row one takes the matrices whose rows are not a multiple of 16, and
+ * (pa_layout_pick) the tables with no fast 16-row kernel for the type. */
 pa_layout pa_layout_for(pa_type type, int64_t rows, int64_t cols);
 /* What the loader repacks a matrix into under kernel table k: the first
  * layout in pa_layout_for's order that the matrix fits and k has a fast
