@@ -23,7 +23,8 @@ pa_layout pa_layout_for(pa_type type, int64_t rows, int64_t cols) {
 
 pa_layout pa_layout_pick(const pa_cpu_kernels *k, pa_type type, int64_t rows, int64_t cols) {
   for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++)
-    if (pa_layout_fits(preference[i], type, rows, cols) && pa_kernels_ilv_fast(k, preference[i], type))
+    if (pa_layout_fits(preference[i], type, rows, cols) &&
+        pa_kernels_ilv_fast(k, preference[i], type))
       return preference[i];
   return PA_LAYOUT_ROWS;
 }

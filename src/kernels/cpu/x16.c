@@ -250,10 +250,12 @@ static void get_row_k(const pa_matrix *w, int64_t row, float *out) {
   const uint8_t *data = w->data;
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *o = data + (size_t)(g * nsb + b) * rec;
-    const float d = f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_D + 2 * l), dmin = f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_DMIN + 2 * l);
+    const float d = f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_D + 2 * l),
+                dmin = f16_at(o + PA_X16_K_HDR(q5) + PA_X16_K_DMIN + 2 * l);
     for (int j = 0; j < 8; j++) {
       const float dl = d * (float)o[PA_X16_K_HDR(q5) + PA_X16_K_SC + 16 * j + l];
-      const float ml = dmin * (float)o[PA_X16_K_HDR(q5) + PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2];
+      const float ml =
+          dmin * (float)o[PA_X16_K_HDR(q5) + PA_X16_K_MN + 32 * (j / 2) + 2 * l + j % 2];
       for (int k = 0; k < 32; k++)
         out[QK_K * b + 32 * j + k] = dl * (float)k_value(o, q5, l, 32 * j + k) - ml;
     }
@@ -477,8 +479,8 @@ static void run_ref_k(pa_type type, int64_t cols, const uint8_t *wg, const uint8
     }
 }
 
-/* The reference kernel of each type: run_##sfx calls body (run_ref or
- * run_ref_iq) for type. */
+/* The reference kernel of each type: run_##sfx calls body (run_ref,
+ * run_ref_iq or run_ref_k) for type. */
 #define X16_REF(sfx, body, type)                                                                   \
   static void run_##sfx(int64_t cols, const uint8_t *wg, const uint8_t *const *xp, int nt, float *y, \
                         int64_t ldy, const pa_prefetch *stream) {                                 \
