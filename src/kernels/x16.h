@@ -45,23 +45,31 @@
  *         mn[k][l][h] = the 6-bit min of row l, sub-block 2 k + h (widened
  *         to int16 pairs, one vpdpwssd per 2 sub-blocks); d[16] fp16 at
  *         2304, dmin[16] fp16 at 2336.       (2368 bytes for the file's 2304)
- *   Q5_K  per pair p, at 640 p: its 8 vectors as Q4_K's (the low four
- *         bits), then qh[8][2][8] at 640 p + 512: two 64-bit masks per
+ *   Q5_K  per pair p, at 640 p: qh[8][2][8], two 64-bit masks per
  *         vector i, bit 4 l + e of mask h = the fifth bit of row l,
  *         sub-block 2 p + h, element 4 i + e (a k-mask that adds 16 to the
- *         unpacked bytes); then Q4_K's sc, mn, d, dmin from 2560. The masks
- *         sit beside their vectors: read 512 bytes apart, as a second
- *         stream, they held one AMD Zen 4 core to 0.37 of a plain read from
- *         memory.                            (2880 bytes for the file's 2816)
+ *         unpacked bytes), then at 640 p + 128 its 8 vectors as Q4_K's (the
+ *         low four bits); then Q4_K's sc, mn, d, dmin from 2560.
+ *                                            (2880 bytes for the file's 2816)
+ *         On AMD Zen 4 one core's read from memory depends on the order in
+ *         which a record's lines are first asked for: ascending, it keeps
+ *         up with a plain read. So the masks sit beside their vectors, and
+ *         ahead of them (512 bytes apart, as a second stream: 0.37 of a
+ *         plain read; after the vectors: 0.80-0.82; ahead: 1.00-1.01), and
+ *         the one-token kernel reads the header after the last vector
+ *         (each pair's scales read after the pair: Q4_K 0.90-0.91, Q5_K
+ *         0.76-0.78; at the end: 0.95-0.97; the header at the record's
+ *         start: 0.82-0.88, Q5_K 0.36; bench_kernels 1 vsread 256 Q4_K
+ *         Q5_K, BENCH_ILV=1 BENCH_HUGE=1, builds alternated).
  *         Against Q4_K's 4-row layout (x4.h), the 4-byte activation
  *         operands are embedded broadcasts (x4's 16-byte patterns cost a
  *         shuffle each on AMD Zen 4) and each sub-block's scale is one
  *         vpmulld for 16 rows: on Zen 4, one core's one-token product ran
- *         64-65 GB/s from L2 against x4's 46-51 (bench_kernels 1 0.5 Q4_K,
- *         BENCH_ILV=1), and from memory 0.86-0.91 of a plain read against
+ *         60-65 GB/s from L2 against x4's 46-51 (bench_kernels 1 0.5 Q4_K,
+ *         BENCH_ILV=1), and from memory 0.95-0.97 of a plain read against
  *         0.78-0.88 (bench_kernels 1 vsread 256 Q4_K, BENCH_ILV=1
- *         BENCH_HUGE=1, builds alternated); Q5_K 51 against 42 GB/s from
- *         L2, 0.79 against 0.70 of a read.
+ *         BENCH_HUGE=1, builds alternated); Q5_K 50-52 against 42 GB/s
+ *         from L2, 1.00-1.01 against 0.70 of a read.
  *
  * A token's activations: its row of the type's vec_dot_type (Q8_0 or Q8_1)
  * packed per block into PA_X16_XREC bytes: qs[32] (int8), then the float
@@ -119,8 +127,8 @@
 /* Q4_K's (q5 0) and Q5_K's (q5 1) record: weight vector v's bytes, Q5_K's
  * masks of v, and where the scales, mins, d and dmin start (HDR + SC, MN,
  * D, DMIN) */
-#define PA_X16_K_QSV(q5, v) ((q5) ? 640 * ((v) / 8) + 64 * ((v) % 8) : 64 * (v))
-#define PA_X16_K_QHV(v) (640 * ((v) / 8) + 512 + 16 * ((v) % 8))
+#define PA_X16_K_QSV(q5, v) ((q5) ? 640 * ((v) / 8) + 128 + 64 * ((v) % 8) : 64 * (v))
+#define PA_X16_K_QHV(v) (640 * ((v) / 8) + 16 * ((v) % 8))
 #define PA_X16_K_HDR(q5) ((q5) ? 2560 : 2048)
 #define PA_X16_K_SC 0
 #define PA_X16_K_MN 128

@@ -28,10 +28,6 @@ PA_NO_FP_CONTRACT
 #define VNNI X16_VNNI
 #define BODY X16_INLINE
 
-BODY __m512i bcast4(const uint8_t *p) {
-  return x16_bcast4(p);
-}
-
 /* Sub-block j's 16 scales as int32; Q4_K's 16 x for the low nibbles' (even
  * j), to match its high nibbles kept in place. */
 BODY __m512i scale_of(const int q5, const uint8_t *o, int j) {
@@ -56,7 +52,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
     if (pf) /* weights from memory: ask for them ahead (kernels.h) */
       for (size_t c = 0; c < rec; c += 64) _mm_prefetch((const char *)o + pf + c, _MM_HINT_T1);
     const uint8_t *x[PA_X16_TOKENS];
-    __m512i isum[PA_X16_TOKENS];
+    __m512i isum[PA_X16_TOKENS], ps[8]; /* ps: one token's 8 sub-block sums */
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       x[t] = xp[t] + (size_t)b * PA_X16_XREC_K;
@@ -93,13 +89,18 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         const int c = NC == 2 ? i & 1 : 0;
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-          sl[c][t] = _mm512_dpbusd_epi32(sl[c][t], ql, bcast4(x[t] + 64 * p + 4 * i));
-          sh[c][t] = _mm512_dpbusd_epi32(sh[c][t], qh, bcast4(x[t] + 64 * p + 32 + 4 * i));
+          sl[c][t] = _mm512_dpbusd_epi32(sl[c][t], ql, x16_bcast4(x[t] + 64 * p + 4 * i));
+          sh[c][t] = _mm512_dpbusd_epi32(sh[c][t], qh, x16_bcast4(x[t] + 64 * p + 32 + 4 * i));
         }
       }
       if (NC == 2) {
         sl[0][0] = _mm512_add_epi32(sl[0][0], sl[1][0]);
         sh[0][0] = _mm512_add_epi32(sh[0][0], sh[1][0]);
+      }
+      if (T == 1) { /* the pair's sums kept; their scales after the last pair */
+        ps[2 * p] = sl[0][0];
+        ps[2 * p + 1] = sh[0][0];
+        continue;
       }
       const __m512i cl = scale_of(q5, o, 2 * p), ch = scale_of(q5, o, 2 * p + 1);
 #pragma GCC unroll 8
@@ -107,6 +108,12 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sl[0][t], cl),
                                                              _mm512_mullo_epi32(sh[0][t], ch)));
     }
+    /* one token: the header read after the record's last weight vector,
+     * so that its lines are asked for in address order (kernels/x16.h) */
+    if (T == 1)
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; j++)
+        isum[0] = _mm512_add_epi32(isum[0], _mm512_mullo_epi32(ps[j], scale_of(q5, o, j)));
     __m512i mn[4];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
@@ -121,7 +128,7 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
       __m512i mi = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int k = 0; k < 4; k++)
-        mi = _mm512_dpwssd_epi32(mi, mn[k], bcast4(x[t] + PA_X16_K_XS + 4 * k));
+        mi = _mm512_dpwssd_epi32(mi, mn[k], x16_bcast4(x[t] + PA_X16_K_XS + 4 * k));
       float dx;
       memcpy(&dx, x[t] + PA_X16_K_XD, 4);
       const __m512 vdx = _mm512_set1_ps(dx);
