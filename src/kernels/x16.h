@@ -36,6 +36,11 @@
  *         as Q4_0's qs at 256 ib; sc[8][16] int8 at 2048, sc[ib][l] = the
  *         6-bit scale of row l, sub-block ib, minus 32; d[16] fp16 at
  *         2176.                              (2208 bytes for the file's 2176)
+ *         The one-token kernel reads sc after the last nibbles, as Q4_K's
+ *         reads its header (below): one AMD Zen 4 core from memory 0.94-0.96
+ *         of a plain read against 0.82-0.84 with each sub-block's scales
+ *         read beside it (bench_kernels 1 vsread 256 IQ4_XS, BENCH_ILV=1
+ *         BENCH_HUGE=1, builds alternated).
  *   Q4_K  one record per super-block (PA_X16_REC_K bytes): qs[32][64] at
  *         0, vector 8 p + i (p = 0..3, i = 0..7): byte 4 l + e = the
  *         file's qs[32 p + 4 i + e] of row l (low nibble: sub-block 2 p,

@@ -92,11 +92,17 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         acc[t] = x16_step(K_Q4_0, x16_dot32(w, x[t]), dl, dl, x[t], acc[t]);
       continue;
     }
-    __m512i isum[PA_X16_TOKENS];
+    __m512i isum[PA_X16_TOKENS], ds[8]; /* ds: one token's 8 sub-block sums */
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
     for (int ib = 0; ib < 8; ib++) {
       unpack(o + 256 * ib, lut, w);
+      if (T == 1) { /* the sub-block's sum kept; the scales after the last one */
+        int32_t off;
+        memcpy(&off, x[0] + PA_X16_XS_XOFF + 4 * ib, 4);
+        ds[ib] = _mm512_sub_epi32(x16_dot32(w, x[0] + 32 * ib), _mm512_set1_epi32(off));
+        continue;
+      }
       const __m512i sc = _mm512_cvtepi8_epi32(
           _mm_loadu_si128((const __m128i *)(const void *)(o + PA_X16_XS_SC + 16 * ib)));
 #pragma GCC unroll 8
@@ -107,6 +113,14 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(d, sc));
       }
     }
+    /* one token: the scales read after the record's last weight vector, so
+     * that its lines are asked for in address order (kernels/x16.h, Q5_K) */
+    if (T == 1)
+#pragma GCC unroll 8
+      for (int ib = 0; ib < 8; ib++)
+        isum[0] = _mm512_add_epi32(
+            isum[0], _mm512_mullo_epi32(ds[ib], _mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                                    (const __m128i *)(const void *)(o + PA_X16_XS_SC + 16 * ib)))));
     const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + PA_X16_XS_D)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
