@@ -246,7 +246,9 @@ void pa_matmul(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *w, const f
  * for m < n_outs (<= PA_MATMUL_MAX_OUTS), e.g. attention's q, k and v. When
  * the matrices share their columns, their activation type and (for 4+
  * tokens) their GEMM kernel, x is quantized once and one job covers every
- * row of every matrix; otherwise each product runs as its own job. Each
+ * row of every matrix; otherwise each product runs as its own job, all of
+ * them claimed from one pool job where their activations fit a scratch on
+ * the stack (a few tokens), else a pool job each. Each
  * output has exactly the bits pa_matmul gives it. work: at least the
  * largest pa_matmul_work_size of the matrices. */
 #define PA_MATMUL_MAX_OUTS 3

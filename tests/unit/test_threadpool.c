@@ -9,7 +9,8 @@
  *     and pa_matmul_gated the bits of two pa_matmul calls and the gate
  *     function over the whole rows, for every kernel table this CPU has,
  *     weight types sharing or not their activation type and GEMM kernel
- *     (so both the one-job and the fallback routes run), 1-9 tokens and
+ *     (so the one-job route and the fallback's job per matrix, in one pool
+ *     job or in one each, all run), 1-9 tokens and
  *     1-3 threads, on random weights and activations (never zeros).
  * (c) pa_matmul_multi_fused and pa_matmul_gated_fused (kernels.h,
  *     pa_matmul_fuse) give the bits of pa_rmsnorm, then the plain products,

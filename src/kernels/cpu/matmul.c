@@ -783,6 +783,84 @@ static void job_fuse(matmul_job *j, const pa_matmul_fuse *f, int m_base) {
   if (f->grain > ROW_GRAIN) j->grain = f->grain;
 }
 
+/* Jobs run as one pool job: their grains laid end to end and cut into
+ * guided tasks that stay inside one job (plan_spans). */
+typedef struct {
+  const matmul_job *j;
+  const int64_t *g0; /* job i's grains: [g0[i], g0[i + 1]) of the group's */
+  const int64_t *tg; /* task k's grains: [tg[k], tg[k + 1]) */
+  int n;             /* jobs */
+} group_view;
+
+static void group_task(void *arg, int task, int n_tasks) {
+  (void)n_tasks;
+  const group_view *g = arg;
+  int lo = 0, hi = g->n - 1; /* the job holding the task: the last whose grains start at or before it */
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (g->g0[mid] <= g->tg[task]) lo = mid; else hi = mid - 1;
+  }
+  const matmul_job *j = &g->j[lo];
+  const int64_t rows = j->w[0]->rows;
+  const int64_t r0 = (g->tg[task] - g->g0[lo]) * j->grain, r1 = (g->tg[task + 1] - g->g0[lo]) * j->grain;
+  const pf_span none = {NULL, 0};
+  job_rows(j, 0, r0, r1 < rows ? r1 : rows, none);
+}
+
+/* Whether job b can use job a's quantized activations. */
+static bool same_activations(const matmul_job *a, const matmul_job *b) {
+  return a->x == b->x && a->x_stride == b->x_stride && a->n_tokens == b->n_tokens && a->cols == b->cols &&
+         a->vt == b->vt && a->ilv == b->ilv && a->gemm == b->gemm && a->parts == b->parts &&
+         a->kcols == b->kcols && a->xp_row == b->xp_row && a->xq_row == b->xq_row &&
+         (a->xs != NULL) == (b->xs != NULL);
+}
+
+/* A multi product whose matrices cannot share one job (their layouts or
+ * types differ: Q4_K_M's attention q and k in 16-row groups, v in Q6_K's
+ * 4-row ones) as one pool job of a job per matrix, those that take the
+ * same activations sharing one quantization; false, having computed
+ * nothing, where the activations of the jobs after the first do not fit
+ * MULTI_SCRATCH bytes (many tokens, long rows): then a pool job each. One
+ * pool job in place of three saves two starts and ends of a product's
+ * streams (docs/architecture.md has the measurement). */
+#define MULTI_SCRATCH (32 * 1024)
+static bool multi_jobs(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out *outs, int n,
+                       const float *x, int64_t x_stride, int64_t n_tokens, void *work,
+                       const pa_matmul_fuse *f) {
+  matmul_job j[PA_MATMUL_MAX_OUTS];
+  bool shared[PA_MATMUL_MAX_OUTS];
+  int64_t g0[PA_MATMUL_MAX_OUTS + 1], tg[MAX_TASKS + 1];
+  _Alignas(64) uint8_t scratch[MULTI_SCRATCH];
+  const int nth = pa_pool_size(pool);
+  size_t used = 0;
+  g0[0] = 0;
+  for (int m = 0; m < n; m++) {
+    /* the first job's activations in work, the others' in scratch */
+    uint8_t *at = m == 0 ? work : scratch + used;
+    if (!pa_type_get(outs[m].w->type) || outs[m].w->rows <= 0 ||
+        !job_init(&j[m], ex, &outs[m], 1, x, x_stride, n_tokens, at))
+      return false;
+    job_fuse(&j[m], f, m);
+    j[m].n_threads = nth;
+    shared[m] = false;
+    for (int k = 0; k < m && !shared[m]; k++)
+      if (same_activations(&j[k], &j[m])) {
+        j[m].work = j[k].work, j[m].xs = j[k].xs, j[m].xp = j[k].xp;
+        shared[m] = true;
+      }
+    if (m > 0 && !shared[m]) {
+      used += (pa_matmul_work_size(outs[m].w, n_tokens) + 127) & ~(size_t)63;
+      if (used > sizeof scratch) return false;
+    }
+    g0[m + 1] = g0[m] + (outs[m].w->rows + j[m].grain - 1) / j[m].grain;
+  }
+  for (int m = 0; m < n; m++)
+    if (!shared[m] && j[m].vt != PA_TYPE_F32) quantize_task(&j[m], 0, 1);
+  const group_view g = {j, g0, tg, n};
+  pa_pool_run_tasks(pool, group_task, (void *)&g, plan_spans(g0, n, nth, tg, MAX_TASKS, n_tokens == 1));
+  return true;
+}
+
 void pa_matmul_multi_fused(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out *outs, int n_outs, const float *x,
                            int64_t x_stride, int64_t n_tokens, void *work,
                            const pa_matmul_fuse *f) {
@@ -793,6 +871,7 @@ void pa_matmul_multi_fused(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul
     job_run(pool, &j);
     return;
   }
+  if (multi_jobs(ex, pool, outs, n_outs, x, x_stride, n_tokens, work, f)) return;
   for (int m = 0; m < n_outs; m++) /* one job each */
     if (pa_type_get(outs[m].w->type) && outs[m].w->rows > 0 &&
         job_init(&j, ex, &outs[m], 1, x, x_stride, n_tokens, work)) {
@@ -848,38 +927,12 @@ void pa_matmul_gated(const pa_cpu_exec *ex, pa_pool *pool, const pa_matrix *gate
   pa_matmul_gated_fused(ex, pool, gate, up, fn, x, x_stride, h, h_up, h_stride, n_tokens, work, NULL);
 }
 
-/* pa_matmul_group: a job per item, their grains laid end to end and cut
- * into guided tasks that stay inside one item (plan_spans), all claimed
- * from one pool job. */
+/* pa_matmul_group's state (at the start of its work): a job per item. */
 typedef struct {
   matmul_job j[PA_MATMUL_GROUP_MAX];
-  int64_t g0[PA_MATMUL_GROUP_MAX + 1]; /* item i's grains: [g0[i], g0[i + 1]) of the group's */
+  int64_t g0[PA_MATMUL_GROUP_MAX + 1];
   int64_t tg[MAX_TASKS + 1];
-  int n; /* items */
 } matmul_group;
-
-static void group_task(void *arg, int task, int n_tasks) {
-  (void)n_tasks;
-  const matmul_group *g = arg;
-  int lo = 0, hi = g->n - 1; /* the item holding the task: the last whose grains start at or before it */
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (g->g0[mid] <= g->tg[task]) lo = mid; else hi = mid - 1;
-  }
-  const matmul_job *j = &g->j[lo];
-  const int64_t rows = j->w[0]->rows;
-  const int64_t r0 = (g->tg[task] - g->g0[lo]) * j->grain, r1 = (g->tg[task + 1] - g->g0[lo]) * j->grain;
-  const pf_span none = {NULL, 0};
-  job_rows(j, 0, r0, r1 < rows ? r1 : rows, none);
-}
-
-/* Whether job b can use job a's quantized activations. */
-static bool same_activations(const matmul_job *a, const matmul_job *b) {
-  return a->x == b->x && a->x_stride == b->x_stride && a->n_tokens == b->n_tokens && a->cols == b->cols &&
-         a->vt == b->vt && a->ilv == b->ilv && a->gemm == b->gemm && a->parts == b->parts &&
-         a->kcols == b->kcols && a->xp_row == b->xp_row && a->xq_row == b->xq_row &&
-         (a->xs != NULL) == (b->xs != NULL);
-}
 
 bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item *items, int n_items,
                      void *work, size_t work_bytes) {
@@ -921,8 +974,8 @@ bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item 
   for (int i = 0; i < n_items; i++)
     if (!shared[i] && g->j[i].vt != PA_TYPE_F32) quantize_task(&g->j[i], 0, 1);
   const int n_tasks = plan_spans(g->g0, n_items, nth, g->tg, MAX_TASKS, false);
-  g->n = n_items;
-  pa_pool_run_tasks(pool, group_task, g, n_tasks);
+  const group_view v = {g->j, g->g0, g->tg, n_items};
+  pa_pool_run_tasks(pool, group_task, (void *)&v, n_tasks);
   return true;
 }
 
