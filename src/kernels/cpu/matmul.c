@@ -856,8 +856,9 @@ static bool multi_jobs(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out
   }
   for (int m = 0; m < n; m++)
     if (!shared[m] && j[m].vt != PA_TYPE_F32) quantize_task(&j[m], 0, 1);
+  const int n_tasks = plan_spans(g0, n, nth, tg, MAX_TASKS, n_tokens == 1);
   const group_view g = {j, g0, tg, n};
-  pa_pool_run_tasks(pool, group_task, (void *)&g, plan_spans(g0, n, nth, tg, MAX_TASKS, n_tokens == 1));
+  pa_pool_run_tasks(pool, group_task, (void *)&g, n_tasks);
   return true;
 }
 

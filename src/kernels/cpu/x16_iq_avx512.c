@@ -117,10 +117,11 @@ BODY void run_body(const int kind, int64_t cols, const uint8_t *wg, const uint8_
      * that its lines are asked for in address order (kernels/x16.h, Q5_K) */
     if (T == 1)
 #pragma GCC unroll 8
-      for (int ib = 0; ib < 8; ib++)
-        isum[0] = _mm512_add_epi32(
-            isum[0], _mm512_mullo_epi32(ds[ib], _mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                                    (const __m128i *)(const void *)(o + PA_X16_XS_SC + 16 * ib)))));
+      for (int ib = 0; ib < 8; ib++) {
+        const __m512i sc = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128((const __m128i *)(const void *)(o + PA_X16_XS_SC + 16 * ib)));
+        isum[0] = _mm512_add_epi32(isum[0], _mm512_mullo_epi32(ds[ib], sc));
+      }
     const __m512 dl = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + PA_X16_XS_D)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
