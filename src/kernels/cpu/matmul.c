@@ -815,6 +815,33 @@ static bool same_activations(const matmul_job *a, const matmul_job *b) {
          (a->xs != NULL) == (b->xs != NULL);
 }
 
+/* Points job j[m] at the activations of the first earlier job that owns
+ * its own (!shared) and takes the same ones; whether it found one. */
+static bool share_activations(matmul_job *j, const bool *shared, int m) {
+  for (int k = 0; k < m; k++)
+    if (!shared[k] && same_activations(&j[k], &j[m])) {
+      j[m].work = j[k].work, j[m].xs = j[k].xs, j[m].xp = j[k].xp;
+      return true;
+    }
+  return false;
+}
+
+/* Runs jobs j[0..n) as one pool job (group_task): the activations of those
+ * that own theirs quantized by the calling thread, then the tasks
+ * plan_spans cuts from their rows (one_token: its first shares). g0: n + 1
+ * bounds, tg: MAX_TASKS + 1, the caller's. */
+static void run_jobs(pa_pool *pool, const matmul_job *j, const bool *shared, int n, int64_t *g0,
+                     int64_t *tg, bool one_token) {
+  g0[0] = 0;
+  for (int i = 0; i < n; i++) {
+    if (!shared[i] && j[i].vt != PA_TYPE_F32) quantize_task((void *)&j[i], 0, 1);
+    g0[i + 1] = g0[i] + (j[i].w[0]->rows + j[i].grain - 1) / j[i].grain;
+  }
+  const int n_tasks = plan_spans(g0, n, pa_pool_size(pool), tg, MAX_TASKS, one_token);
+  const group_view g = {j, g0, tg, n};
+  pa_pool_run_tasks(pool, group_task, (void *)&g, n_tasks);
+}
+
 /* A multi product whose matrices cannot share one job (their layouts or
  * types differ: Q4_K_M's attention q and k in 16-row groups, v in Q6_K's
  * 4-row ones) as one pool job of a job per matrix, those that take the
@@ -833,7 +860,6 @@ static bool multi_jobs(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out
   _Alignas(64) uint8_t scratch[MULTI_SCRATCH];
   const int nth = pa_pool_size(pool);
   size_t used = 0;
-  g0[0] = 0;
   for (int m = 0; m < n; m++) {
     /* the first job's activations in work, the others' in scratch */
     uint8_t *at = m == 0 ? work : scratch + used;
@@ -842,23 +868,13 @@ static bool multi_jobs(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_out
       return false;
     job_fuse(&j[m], f, m);
     j[m].n_threads = nth;
-    shared[m] = false;
-    for (int k = 0; k < m && !shared[m]; k++)
-      if (same_activations(&j[k], &j[m])) {
-        j[m].work = j[k].work, j[m].xs = j[k].xs, j[m].xp = j[k].xp;
-        shared[m] = true;
-      }
+    shared[m] = share_activations(j, shared, m);
     if (m > 0 && !shared[m]) {
       used += (pa_matmul_work_size(outs[m].w, n_tokens) + 127) & ~(size_t)63;
       if (used > sizeof scratch) return false;
     }
-    g0[m + 1] = g0[m] + (outs[m].w->rows + j[m].grain - 1) / j[m].grain;
   }
-  for (int m = 0; m < n; m++)
-    if (!shared[m] && j[m].vt != PA_TYPE_F32) quantize_task(&j[m], 0, 1);
-  const int n_tasks = plan_spans(g0, n, nth, tg, MAX_TASKS, n_tokens == 1);
-  const group_view g = {j, g0, tg, n};
-  pa_pool_run_tasks(pool, group_task, (void *)&g, n_tasks);
+  run_jobs(pool, j, shared, n, g0, tg, n_tokens == 1);
   return true;
 }
 
@@ -947,7 +963,6 @@ bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item 
   const int nth = pa_pool_size(pool);
   bool shared[PA_MATMUL_GROUP_MAX];
   size_t used = 0;
-  g->g0[0] = 0;
   for (int i = 0; i < n_items; i++) {
     const pa_matmul_item *it = &items[i];
     matmul_job *j = &g->j[i];
@@ -958,25 +973,15 @@ bool pa_matmul_group(const pa_cpu_exec *ex, pa_pool *pool, const pa_matmul_item 
       return false;
     j->gate = it->up ? it->gate : NULL;
     j->n_threads = nth;
-    shared[i] = false;
-    for (int k = 0; k < i && !shared[i]; k++)
-      if (!shared[k] && same_activations(&g->j[k], j)) {
-        j->work = g->j[k].work, j->xs = g->j[k].xs, j->xp = g->j[k].xp;
-        shared[i] = true;
-      }
+    shared[i] = share_activations(g->j, shared, i);
     if (!shared[i]) {
       size_t need = pa_matmul_work_size(it->w, it->n_tokens);
       if (it->up && pa_matmul_work_size(it->up, it->n_tokens) > need) need = pa_matmul_work_size(it->up, it->n_tokens);
       used = (base - (uintptr_t)work) + need;
       if (used > work_bytes) return false;
     }
-    g->g0[i + 1] = g->g0[i] + (it->w->rows + j->grain - 1) / j->grain;
   }
-  for (int i = 0; i < n_items; i++)
-    if (!shared[i] && g->j[i].vt != PA_TYPE_F32) quantize_task(&g->j[i], 0, 1);
-  const int n_tasks = plan_spans(g->g0, n_items, nth, g->tg, MAX_TASKS, false);
-  const group_view v = {g->j, g->g0, g->tg, n_items};
-  pa_pool_run_tasks(pool, group_task, (void *)&v, n_tasks);
+  run_jobs(pool, g->j, shared, n_items, g->g0, g->tg, false);
   return true;
 }
 
