@@ -175,7 +175,21 @@ typedef struct {
    * norm (the default params set it). */
   pasada_pooling pooling;
   bool embd_normalize;
+  /* A model with recurrent layers (pasada_model_is_recurrent): how far
+   * pasada_seq_truncate can take a sequence back, whatever the snapshots
+   * hold (speculative decoding's rejected drafts). A forward pass that
+   * gives a sequence two or more tokens, positions a..b, copies its
+   * recurrent state after each of the last n_rollback of them (from
+   * max(a, b + 1 - n_rollback) to b); truncating to one past any such
+   * position restores it, until the sequence's state is replaced (a
+   * truncation that drops it or restores a snapshot, prefix reuse) or a
+   * later pass of several tokens moves the kept range. One-token passes
+   * copy nothing and keep the range. Costs n_seq_max * n_rollback states
+   * of memory and a copy per token kept. 0 (the default): none; at most
+   * PASADA_ROLLBACK_MAX; ignored for other models. */
+  int32_t n_rollback;
 } pasada_context_params;
+#define PASADA_ROLLBACK_MAX 64
 
 PASADA_API pasada_context_params pasada_context_default_params(void);
 PASADA_API int pasada_context_create(pasada_model *model, const pasada_context_params *params,
@@ -215,10 +229,12 @@ PASADA_API void pasada_parallel_for(pasada_context *ctx, void (*fn)(void *arg, i
                                     void *arg, int32_t n);
 /* Drops sequence `seq` from position `p0` on (p0 = 0: the whole sequence,
  * whose KV blocks go back to the pool or to the prefix cache). A model with
- * recurrent layers (pasada_model_is_recurrent) keeps a snapshot of the
- * sequence's state at its full length, and truncates to 0 < p0 < length
- * only where a snapshot of exactly those p0 tokens exists; otherwise the
- * whole sequence is dropped: read pasada_seq_length after. */
+ * recurrent layers (pasada_model_is_recurrent) truncates to 0 < p0 <
+ * length only where pasada_context_params.n_rollback kept the state after
+ * position p0 - 1, or where a snapshot of exactly
+ * those p0 tokens exists (it keeps one of the sequence's state at its
+ * full length when it truncates otherwise); else the whole sequence is
+ * dropped: read pasada_seq_length after. */
 PASADA_API void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);
 PASADA_API int32_t pasada_seq_length(const pasada_context *ctx, int32_t seq);
 

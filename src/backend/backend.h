@@ -163,6 +163,10 @@ typedef struct {
   const int32_t *token, *pos, *seq;
   int32_t n_out;          /* tokens whose logits are computed */
   const int32_t *out_idx; /* their indices in the pass */
+  /* recurrent layers: per token the state slot that also receives its
+   * sequence's state after that token (a checkpoint a later truncation
+   * restores), or -1; NULL: none (see delta_net) */
+  const int32_t *ckpt;
 } pa_fwd_batch;
 
 typedef enum {
@@ -309,7 +313,10 @@ void pa_moe_route(const float *logit, int32_t n_expert, int32_t n_used, bool nor
  * qkv: conv_dim per token; z, out: v_heads * Vd; beta_in, alpha: v_heads.
  * conv_w: [conv_dim][ssm_conv]; a (= -exp(A_log)), dt_bias: v_heads;
  * norm: Vd. The state lives in the backend's context, one per recurrent
- * layer and sequence (and snapshot slot: state_copy). */
+ * layer and sequence (and snapshot slot: state_copy). When b->ckpt[t] >= 0
+ * the layer's state of t's sequence as it is after t (the conv's inputs
+ * and every head's S) is also copied to slot ckpt[t], a slot no token of
+ * the pass runs in. */
 typedef struct {
   int layer;
   pa_buf qkv, z, beta, alpha, out;
@@ -334,7 +341,8 @@ typedef struct {
    * has none), or NULL for a model without; see the attention op */
   const float *const *attn_sinks;
   /* recurrent state slots (hp->ssm_conv > 0): n_seq_max for the sequences,
-   * then n_snap snapshots a context keeps for prefix reuse */
+   * then n_snap more the context keeps states in (snapshots for prefix
+   * reuse, checkpoints for rolling drafts back: model/hybrid.c) */
   int32_t n_snap;
 } pa_bctx_params;
 

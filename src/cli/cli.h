@@ -333,6 +333,9 @@ int cli_generate(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_text *r
  * cli_session_open): loads the draft model (its vocabulary checked against
  * the model's). Prints the error and returns non-zero on failure. */
 int cli_spec_open(cli_session *s, const cli_gen_options *o);
+/* The context's n_rollback for o's speculation on model m (0: none, or a
+ * model without recurrent layers). */
+int32_t cli_spec_rollback(const pasada_model *m, const cli_gen_options *o);
 /* Frees what cli_spec_open made (cli_session_close calls it). */
 void cli_spec_close(cli_session *s);
 /* cli_generate with drafts verified in batches: the same tokens for the

@@ -272,6 +272,15 @@ static char *model_name(const char *path) {
   return s;
 }
 
+/* The rollback states a model with recurrent layers needs for the
+ * speculation cfg enables (a verification pass of the next token and up to
+ * --draft-max drafts rolls back to one past any of its positions but the
+ * last); 0 for other models or without --lookup / --draft. */
+static int32_t spec_rollback(const pasada_model *model, const srv_config *cfg) {
+  if (!pasada_model_is_recurrent(model) || cfg->embeddings || (!cfg->spec_lookup && !cfg->draft_path)) return 0;
+  return (cfg->draft_max > 0 ? cfg->draft_max : SRV_LOOKUP_DRAFT_MAX) + 1;
+}
+
 /* The server's context; with --embeddings it first raises cfg's prefill
  * chunk to hold a whole input. */
 static int create_context(pasada_model *model, srv_config *cfg, pasada_context **ctx) {
@@ -291,6 +300,7 @@ static int create_context(pasada_model *model, srv_config *cfg, pasada_context *
   cp.kv_block_size = cfg->kv_block_size;
   cp.kv_blocks = cfg->kv_blocks;
   cp.kv_type = cfg->kv_type;
+  cp.n_rollback = spec_rollback(model, cfg);
   if (cfg->embeddings) {
     cp.pooling = cfg->pooling ? (pasada_pooling)cfg->pooling : pasada_model_pooling(model);
     if (cp.pooling == PASADA_POOLING_NONE) cp.pooling = PASADA_POOLING_LAST;
@@ -406,6 +416,8 @@ int cmd_serve(int argc, char **argv) {
   mi->n_ctx = pasada_context_n_ctx(ctx);
   mi->n_vocab = pasada_model_n_vocab(model);
   mi->n_embd = pasada_model_n_embd(model);
+  const int32_t rollback = spec_rollback(model, &cfg);
+  mi->spec_limit = !pasada_model_is_recurrent(model) ? -1 : rollback > 0 ? rollback - 1 : 0;
   mi->embeddings = cfg.embeddings;
   mi->matryoshka = cfg.matryoshka;
   if (!srv_chat_setup(mi, cfg.chat_template, cfg.chat_template_file)) goto out;
@@ -430,6 +442,7 @@ int cmd_serve(int argc, char **argv) {
                                                         : PA_SPEC_OFF,
                          .draft_max = cfg.draft_max,
                          .spec_max_seqs = cfg.spec_max_seqs,
+                         .spec_limit = mi->spec_limit,
                          .draft = draft};
   if (srv_sched_create(model, ctx, cfg.parallel, &sp, st.metrics, &sched) != PASADA_OK ||
       srv_sched_start(sched) != PASADA_OK) {

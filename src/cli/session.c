@@ -33,6 +33,7 @@ int cli_session_open(cli_session *s, const cli_gen_options *o) {
   cp.n_threads = o->n_threads;
   cp.n_seq_max = 1;
   cp.kv_type = o->kv_type;
+  cp.n_rollback = cli_spec_rollback(s->model, o);
   if (pasada_context_create(s->model, &cp, &s->ctx) != PASADA_OK) {
     int rc = cli_fail("%s", pasada_last_error());
     cli_session_close(s);

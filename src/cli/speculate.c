@@ -18,17 +18,27 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The most tokens one step drafts (0: no speculation). */
+static int32_t draft_max_of(const cli_gen_options *o) {
+  return !o->draft_path && !o->lookup ? 0
+         : o->draft_max > 0           ? o->draft_max
+         : o->lookup                  ? LOOKUP_DRAFT_MAX
+                                      : MODEL_DRAFT_MAX;
+}
+
+int32_t cli_spec_rollback(const pasada_model *m, const cli_gen_options *o) {
+  /* a verification pass of the pending token and k drafts rolls back to
+   * one past any of its k + 1 positions but the last */
+  const int32_t k = draft_max_of(o);
+  return k > 0 && pasada_model_is_recurrent(m) ? k + 1 : 0;
+}
+
 int cli_spec_open(cli_session *s, const cli_gen_options *o) {
   if (o->draft_path && o->lookup)
     return cli_fail("--draft and --lookup both choose how to draft: use one of them");
   s->spec_mode = o->draft_path ? PA_SPEC_DRAFT : o->lookup ? PA_SPEC_LOOKUP : PA_SPEC_OFF;
   if (s->spec_mode == PA_SPEC_OFF) return CLI_OK;
-  if (pasada_model_is_recurrent(s->model))
-    return cli_fail("--draft / --lookup: %s has recurrent layers, whose state cannot roll rejected drafts back",
-                    pasada_model_arch(s->model));
-  s->draft_max = o->draft_max > 0                 ? o->draft_max
-                 : s->spec_mode == PA_SPEC_LOOKUP ? LOOKUP_DRAFT_MAX
-                                                  : MODEL_DRAFT_MAX;
+  s->draft_max = draft_max_of(o);
   s->spec_greedy = o->sampling.temp <= 0;
   s->lookup_ngram = o->lookup_ngram > 0 ? o->lookup_ngram : LOOKUP_NGRAM;
   s->spec_scratch = malloc((size_t)s->n_vocab * sizeof *s->spec_scratch);
@@ -171,6 +181,11 @@ int cli_generate_spec(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_te
       rc = cli_fail("out of memory");
     s->pos += n_out;
     pasada_seq_truncate(s->ctx, seq, s->pos);
+    if (pasada_seq_length(s->ctx, seq) != s->pos) { /* a recurrent model's rollback states fell short */
+      rc = cli_fail("rolling the rejected drafts back lost the sequence (%d of %d positions kept)",
+                    pasada_seq_length(s->ctx, seq), s->pos);
+      break;
+    }
     tok = emitted[n_out - 1];
     if (stop || rc) break;
   }

@@ -91,6 +91,8 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   if (p.n_seq_max <= 0 || p.n_seq_max > 1024)
     return pa_error(PASADA_ERR_ARG, "n_seq_max %d is out of range [1, 1024]", p.n_seq_max);
   if (p.n_batch <= 0) p.n_batch = 512;
+  if (p.n_rollback < 0 || p.n_rollback > PASADA_ROLLBACK_MAX)
+    return pa_error(PASADA_ERR_ARG, "n_rollback %d is out of range [0, %d]", p.n_rollback, PASADA_ROLLBACK_MAX);
   if (p.n_batch > 65536) p.n_batch = 65536;
   if (p.n_threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -185,16 +187,18 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   const float *freqs = m->rope_freqs ? m->rope_freqs
                        : m->rope_long ? (p.n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short)
                                       : NULL;
-  /* a model with recurrent layers: a state snapshot per sequence slot */
+  /* a model with recurrent layers: a state snapshot per sequence slot, and
+   * the rollback checkpoints asked for */
   const int32_t n_snap = hp->ssm_conv > 0 ? p.n_seq_max : 0;
-  if (n_snap && (rc = pa_hybrid_init(c, n_snap))) {
+  const int32_t n_ckpt = n_snap && !p.pooling ? p.n_rollback : 0;
+  if (n_snap && (rc = pa_hybrid_init(c, n_snap, n_ckpt))) {
     pa_free(mats);
     pasada_context_free(c);
     return rc;
   }
   const pa_bctx_params bp = {.hp = hp, .rope_freqs = freqs, .n_batch = c->n_batch,
                              .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv, .kv_type = kt,
-                             .mats = mats, .n_mats = model_matrices(m, mats), .n_snap = n_snap,
+                             .mats = mats, .n_mats = model_matrices(m, mats), .n_snap = n_snap + p.n_seq_max * n_ckpt,
                              .attn_sinks = (const float *const *)m->attn_sinks};
   rc = c->be->ops->context_init(c->be, &bp, &c->bc);
   pa_free(mats);
@@ -459,6 +463,10 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
                        .n_out = n_out_k, .out_idx = c->out_rows};
     c->logits = logits ? logits + (size_t)rows * (size_t)hp->n_vocab : NULL;
     c->fwd_first = i0;
+    if (c->n_ckpt > 0) {
+      pa_hybrid_pass(c, &fb);
+      fb.ckpt = c->ckpt_slot;
+    }
     forward(c, &fb);
     rows += n_out_k;
     i0 = i1;

@@ -165,6 +165,15 @@ struct pa_context {
   int32_t n_snap;
   int32_t *snap_len, *snap_tokens, *seq_tokens;
   uint64_t *snap_lru, snap_clock;
+  /* rollback checkpoints (pasada_context_params.n_rollback, hybrid.c):
+   * per sequence the states after the positions [ckpt_lo, ckpt_hi] (none
+   * when ckpt_hi < ckpt_lo), position p's in backend slot n_seq_max +
+   * n_snap + seq * n_ckpt + p % n_ckpt; ckpt_slot, ckpt_first and
+   * ckpt_last are a pass's slot per token (-1: none) and each sequence's
+   * first and last position in it (ckpt_lo holds all four arrays of
+   * n_seq_max) */
+  int32_t n_ckpt;
+  int32_t *ckpt_lo, *ckpt_hi, *ckpt_first, *ckpt_last, *ckpt_slot;
   /* an embedding context (pooling != PASADA_POOLING_NONE): the pass's final
    * hidden states ([n_batch][n_embd]) and each sequence's pool: the sum
    * (mean), the first row (cls) or the latest row (last), of pool_n tokens */
@@ -210,10 +219,13 @@ void pa_fwd_begin(struct pa_context *c, const pa_fwd_batch *b, float embed_scale
 void pa_fwd_end(struct pa_context *c, const pa_fwd_batch *b);
 void pa_fwd_attn_out_postnorm(struct pa_context *c, const pa_fwd_batch *b, int l);
 void pa_fwd_ffn(struct pa_context *c, const pa_fwd_batch *b, int l, pa_gate gate, bool post_norm);
-/* A hybrid model's state snapshots (hybrid.c): made with the context,
- * the truncation and prefix reuse that keep a sequence's recurrent state
- * consistent with its KV positions. */
-int pa_hybrid_init(struct pa_context *c, int32_t n_snap);
+/* A hybrid model's state snapshots and rollback checkpoints (hybrid.c):
+ * made with the context, the truncation and prefix reuse that keep a
+ * sequence's recurrent state consistent with its KV positions, and the
+ * checkpoint slots of a forward pass (b->ckpt: pa_hybrid_pass fills
+ * c->ckpt_slot for it and records what the pass will leave valid). */
+int pa_hybrid_init(struct pa_context *c, int32_t n_snap, int32_t n_ckpt);
+void pa_hybrid_pass(struct pa_context *c, const pa_fwd_batch *b);
 void pa_hybrid_free(struct pa_context *c);
 void pa_hybrid_truncate(struct pa_context *c, int32_t seq, int32_t p0);
 int32_t pa_hybrid_reuse_prefix(struct pa_context *c, int32_t seq, const int32_t *tokens, int32_t n);

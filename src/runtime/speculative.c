@@ -155,6 +155,11 @@ struct pa_spec_draft {
   pasada_sampler *greedy;   /* argmax proposals */
   pasada_sampler **sampler; /* per sequence: sampled proposals */
   int32_t n_seq, n_ctx, n_batch, n_vocab;
+  /* a draft with recurrent layers rolls back only into its multi-token
+   * passes (n_rollback 2): per sequence the length its last catch-up
+   * reached, which the next one starts one short of */
+  bool recurrent;
+  int32_t *caught;
   int32_t **held; /* per sequence: the tokens its cache holds */
   float **q;      /* per sequence: rows of n_vocab for sampled drafts (made on first use) */
   int32_t *q_rows;
@@ -194,6 +199,7 @@ void pa_spec_draft_free(pa_spec_draft *d) {
   free(d->held);
   free(d->q);
   free(d->q_rows);
+  free(d->caught);
   free(d->pos);
   free(d->seqs);
   free(d);
@@ -220,6 +226,8 @@ int pa_spec_draft_open(const char *path, const pasada_model *target,
   cp.n_seq_max = n_seq;
   cp.n_threads = n_threads;
   cp.n_batch = 512;
+  d->recurrent = pasada_model_is_recurrent(d->model);
+  cp.n_rollback = d->recurrent ? 2 : 0;
   if ((st = pasada_context_create(d->model, &cp, &d->ctx))) {
     pa_spec_draft_free(d);
     return pa_error(st, "draft model %s: %s", path, pasada_last_error());
@@ -238,9 +246,10 @@ int pa_spec_draft_open(const char *path, const pasada_model *target,
   d->held = calloc((size_t)n_seq, sizeof *d->held);
   d->q = calloc((size_t)n_seq, sizeof *d->q);
   d->q_rows = calloc((size_t)n_seq, sizeof *d->q_rows);
+  d->caught = calloc((size_t)n_seq, sizeof *d->caught);
   d->pos = malloc((size_t)d->n_batch * sizeof *d->pos);
   d->seqs = malloc((size_t)d->n_batch * sizeof *d->seqs);
-  st = d->sampler && d->held && d->q && d->q_rows && d->pos && d->seqs ? PASADA_OK
+  st = d->sampler && d->held && d->q && d->q_rows && d->caught && d->pos && d->seqs ? PASADA_OK
                                                                        : PASADA_ERR_NOMEM;
   if (!st) st = pasada_sampler_create(&gp, d->n_vocab, &d->greedy);
   for (int32_t i = 0; !st && i < n_seq; i++) {
@@ -258,6 +267,7 @@ int pa_spec_draft_open(const char *path, const pasada_model *target,
 
 void pa_spec_draft_reset(pa_spec_draft *d, int32_t seq) {
   pasada_seq_truncate(d->ctx, seq, 0);
+  d->caught[seq] = 0;
   pasada_sampler_reset(d->sampler[seq]);
 }
 
@@ -299,11 +309,18 @@ int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist
     d->q_rows[seq] = max;
   }
   if (q && !greedy) *q = d->q[seq];
-  /* keep what the cache holds of hist, short of its last token */
+  /* keep what the cache holds of hist, short of its last token; a
+   * recurrent draft keeps at most its last catch-up's length less one (its
+   * drafts were one-token passes, which keep no state to roll back to),
+   * so this catch-up is two or more tokens and keeps the state after its
+   * last but one for the next */
   int32_t len = pasada_seq_length(d->ctx, seq), c = 0;
   while (c < len && c < n - 1 && d->held[seq][c] == hist[c]) c++;
+  if (d->recurrent && c > d->caught[seq] - 1) c = d->caught[seq] > 0 ? d->caught[seq] - 1 : 0;
   if (c < len) pasada_seq_truncate(d->ctx, seq, c);
+  c = pasada_seq_length(d->ctx, seq); /* a recurrent draft may have lost more */
   if (feed(d, seq, hist + c, n - c)) return -1;
+  d->caught[seq] = n;
   for (int32_t i = 0; i < max; i++) {
     const float *logits = pasada_get_logits(d->ctx, -1);
     int32_t tok = -1;

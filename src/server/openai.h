@@ -20,6 +20,10 @@ typedef struct {
   int64_t created;  /* when the model was loaded */
   int32_t n_ctx, n_vocab;
   bool has_draft; /* a draft model was loaded (serve --draft): "speculative" mode "draft" */
+  /* a model with recurrent layers: the most tokens a step may draft (the
+   * rollback states its context made at start: 0 without --lookup or
+   * --draft); -1: any (no recurrent layers) */
+  int32_t spec_limit;
   bool embeddings;  /* an embedding server (serve --embeddings) */
   bool matryoshka;  /* `dimensions` below n_embd truncate and renormalise (serve --matryoshka) */
   int32_t n_embd;

@@ -90,7 +90,7 @@ struct srv_sched {
 
   /* speculative decoding, per slot (see the top of the file) */
   int spec_default;
-  bool recurrent; /* the model's recurrent state cannot roll rejected drafts back: no speculation */
+  int32_t spec_limit; /* srv_sched_params' */
   int32_t draft_max_default, spec_max_seqs;
   pa_spec_draft *draft;
   srv_spec_slot *sp; /* n_slots of them */
@@ -127,7 +127,7 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->b_want = malloc((size_t)s->cap_batch);
   s->sampled = malloc((size_t)n_seq_max * sizeof *s->sampled);
   s->spec_default = p->spec_mode;
-  s->recurrent = pasada_model_is_recurrent(model);
+  s->spec_limit = p->spec_limit;
   s->draft_max_default = p->draft_max;
   s->spec_max_seqs = p->spec_max_seqs > 0 ? p->spec_max_seqs : SRV_SPEC_MAX_SEQS;
   s->draft = p->draft;
@@ -306,7 +306,7 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
    * or a reasoning budget */
   int mode = j->req.spec_mode > 0 ? j->req.spec_mode - 1 : s->spec_default;
   if (j->req.logprobs || j->req.think_limit || j->req.kind == SRV_EMBEDDING ||
-      (mode == PA_SPEC_DRAFT && !s->draft) || s->recurrent)
+      (mode == PA_SPEC_DRAFT && !s->draft) || s->spec_limit == 0)
     mode = PA_SPEC_OFF;
   /* the reasoning block is open from the start when the prompt opened it
    * or the family has no open marker */
@@ -317,8 +317,9 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   s->sp[i].mode = (int8_t)mode;
   s->sp[i].max = j->req.spec_draft_max > 0  ? j->req.spec_draft_max
                  : s->draft_max_default > 0 ? s->draft_max_default
-                 : mode == PA_SPEC_LOOKUP   ? 8
-                                            : 4;
+                 : mode == PA_SPEC_LOOKUP   ? SRV_LOOKUP_DRAFT_MAX
+                                            : SRV_MODEL_DRAFT_MAX;
+  if (s->spec_limit > 0 && s->sp[i].max > s->spec_limit) s->sp[i].max = s->spec_limit;
   s->sp[i].pace = (pa_spec_pace){0};
   s->sp[i].n_hist = 0;
   if (mode != PA_SPEC_OFF && j->req.n_prompt < s->n_ctx) {

@@ -25,8 +25,14 @@ typedef struct {
   int32_t draft_max;
   struct pa_spec_draft *draft;
   int32_t spec_max_seqs;
+  /* a model with recurrent layers: the most tokens a step may draft (the
+   * context's n_rollback - 1; 0: no speculation); -1: any */
+  int32_t spec_limit;
 } srv_sched_params;
 #define SRV_SPEC_MAX_SEQS 1
+/* draft lengths when neither the request nor --draft-max says */
+#define SRV_LOOKUP_DRAFT_MAX 8
+#define SRV_MODEL_DRAFT_MAX 4
 
 /* The context must have been created with n_seq_max slots and a batch size
  * of at least n_seq_max + prefill_chunk; the scheduler uses it exclusively

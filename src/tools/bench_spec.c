@@ -92,6 +92,22 @@ static int decode(pasada_context *ctx, const int32_t *tokens, int32_t n, int32_t
   return pasada_decode(ctx, &bt);
 }
 
+/* Sequence 0 truncated to the prompt's first `keep` tokens, decoding again
+ * what a model with recurrent layers dropped beyond its rollback states. */
+static int back_to(bench_state *b, int32_t keep) {
+  pasada_seq_truncate(b->ctx, 0, keep);
+  for (int32_t done = pasada_seq_length(b->ctx, 0); done < keep;) {
+    const int32_t len = keep - done < 256 ? keep - done : 256;
+    int32_t pos[256], seq[256] = {0};
+    for (int32_t i = 0; i < len; i++) pos[i] = done + i;
+    pasada_batch bt = {.n_tokens = len, .token = b->prompt + done, .pos = pos, .seq_id = seq};
+    const int st = pasada_decode(b->ctx, &bt);
+    if (st) return st;
+    done += len;
+  }
+  return PASADA_OK;
+}
+
 /* One greedy generation of n_gen tokens after the prompt (cached up to its
  * last token), plain (mode OFF) or speculative; the tokens in b->out. */
 static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, double *secs,
@@ -102,8 +118,7 @@ static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, dou
   int st = pasada_sampler_create(&sp, b->n_vocab, &s);
   if (st) return st;
   const int32_t P = b->n_prompt;
-  pasada_seq_truncate(b->ctx, 0, P - 1);
-  if ((st = decode(b->ctx, b->prompt + P - 1, 1, P - 1, false))) goto out;
+  if ((st = back_to(b, P - 1)) || (st = decode(b->ctx, b->prompt + P - 1, 1, P - 1, false))) goto out;
   memcpy(b->hist, b->prompt, (size_t)P * sizeof *b->hist);
   const double t0 = now_s();
   int32_t n = 0, pos = P, tok;
@@ -136,6 +151,10 @@ static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, dou
     memcpy(b->hist + pos + 1, batch + 1, (size_t)(n_out - 1) * sizeof *b->hist);
     pos += n_out;
     pasada_seq_truncate(b->ctx, 0, pos);
+    if (pasada_seq_length(b->ctx, 0) != pos) {
+      st = pa_error(PASADA_ERR_UNSUPPORTED, "bench: rolling the rejected drafts back lost the sequence");
+      goto out;
+    }
     tok = emitted[n_out - 1];
   }
   *secs = now_s() - t0;
@@ -149,10 +168,10 @@ static int verify_cost(bench_state *b, int32_t n, double *ms) {
   double t[7];
   for (int r = 0; r < 7; r++) {
     const double t0 = now_s();
-    const int st = decode(b->ctx, b->prompt, n, b->n_prompt, true);
+    int st = decode(b->ctx, b->prompt, n, b->n_prompt, true);
     if (st) return st;
     t[r] = (now_s() - t0) * 1e3;
-    pasada_seq_truncate(b->ctx, 0, b->n_prompt);
+    if ((st = back_to(b, b->n_prompt))) return st;
   }
   *ms = rate_of(t, 7).median;
   return PASADA_OK;
@@ -169,9 +188,6 @@ int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r) {
   pasada_model_params mp = pasada_model_default_params();
   mp.backend = p->backend;
   if (!st) st = pasada_model_load(p->model_path, &mp, &b.model);
-  if (!st && pasada_model_is_recurrent(b.model))
-    st = pa_error(PASADA_ERR_UNSUPPORTED, "bench: %s has recurrent layers, whose state cannot roll rejected "
-                  "drafts back", pasada_model_arch(b.model));
   if (!st && p->text_path) {
     FILE *f = fopen(p->text_path, "rb");
     if (!f) st = pa_error(PASADA_ERR_IO, "bench: cannot open %s", p->text_path);
@@ -188,6 +204,7 @@ int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r) {
   if (!st) {
     pasada_context_params cp = pasada_context_default_params();
     cp.n_ctx = n_ctx, cp.n_seq_max = 1, cp.n_threads = p->n_threads, cp.kv_type = p->kv_type;
+    cp.n_rollback = p->draft_max + 1; /* a recurrent model's verification passes roll back */
     st = pasada_context_create(b.model, &cp, &b.ctx);
   }
   if (!st && p->mode == PA_SPEC_DRAFT) {
@@ -205,14 +222,7 @@ int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r) {
       st = pa_error(PASADA_ERR_NOMEM, "bench: out of memory");
   }
   /* the prompt once, then the pass costs and the interleaved runs */
-  for (int32_t done = 0; !st && done < b.n_prompt;) {
-    const int32_t len = b.n_prompt - done < 256 ? b.n_prompt - done : 256;
-    int32_t pos[256], seq[256] = {0};
-    for (int32_t i = 0; i < len; i++) pos[i] = done + i;
-    pasada_batch bt = {.n_tokens = len, .token = b.prompt + done, .pos = pos, .seq_id = seq};
-    st = pasada_decode(b.ctx, &bt);
-    done += len;
-  }
+  if (!st) st = back_to(&b, b.n_prompt);
   r->n_prompt = b.n_prompt;
   for (int i = 0; !st && i < PA_BENCH_SPEC_COSTS && COST_TOKENS[i] <= b.n_prompt; i++) {
     r->cost_tokens[i] = COST_TOKENS[i];

@@ -195,3 +195,115 @@ def test_bench_lookup(pasada_bin, smollm2):
     assert s["plain_tok_s"]["median"] > 0 and s["spec_tok_s"]["median"] > 0
     assert 0 < s["acceptance"] <= 1
     assert [c["tokens"] for c in s["verify_cost"]][:2] == [1, 2]
+
+
+# ---- a model with recurrent layers (Qwen3.5's linear attention) ----
+# Its state rolls back through the context's rollback states
+# (pasada_context_params.n_rollback): the tiny fixture, greedy, plain against
+# prompt lookup, itself as the draft (a recurrent draft, all accepted) and
+# its first two layers as the draft (often rejected), in `run`, `bench` and
+# the server at 1 and 4 users.
+QWEN35 = Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "qwen35.gguf"
+RECURRENT_PROMPTS = ["the cat sat on the mat the cat sat on the mat the cat",
+                     "one two three one two three one two", "abc abd abe abf abg", "hello"]
+
+
+@pytest.fixture(scope="module")
+def qwen35_short(tmp_path_factory):
+    out = tmp_path_factory.mktemp("draft") / "qwen35-keep2.gguf"
+    subprocess.run([sys.executable, str(TOOLS / "gguf_layers.py"), str(QWEN35), str(out), "keep", "2"],
+                   check=True, capture_output=True, timeout=300)
+    return out
+
+
+def run_plain(pasada_bin, model, prompt, *extra):
+    res = subprocess.run([str(pasada_bin), "run", "-m", str(model), "-p", prompt, "-n", "96", "-t", "2",
+                          "--temp", "0", *map(str, extra)],
+                         capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr.decode(errors="replace")
+    return res.stdout, res.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("mode", ["lookup", "draft-self", "draft-short"])
+def test_run_recurrent_greedy_identical(pasada_bin, qwen35_short, mode):
+    extra = {"lookup": ["--lookup", "--draft-max", "6"], "draft-self": ["--draft", QWEN35],
+             "draft-short": ["--draft", qwen35_short, "--draft-max", "3"]}[mode]
+    drafted = accepted = 0
+    for p in RECURRENT_PROMPTS:
+        want, _ = run_plain(pasada_bin, QWEN35, p)
+        got, err = run_plain(pasada_bin, QWEN35, p, *extra)
+        assert got == want, f"{mode}: output differs for prompt {p!r}"
+        stats = err.strip().splitlines()[-1].split("drafted ")[1]
+        drafted += int(stats.split(",")[0])
+        accepted += int(stats.split("accepted ")[1].split(" ")[0])
+    assert drafted > 0
+    if mode == "draft-self":
+        assert accepted == drafted, (accepted, drafted)
+    else:
+        assert 0 < accepted < drafted, (accepted, drafted)  # partial acceptance: rollbacks ran
+
+
+def test_server_recurrent_greedy_identical(pasada_bin):
+    s = Server(pasada_bin, QWEN35, "--parallel", 4, "--ctx", 256, "--lookup", "--draft-max", 5,
+               "--spec-max-seqs", 4)
+    try:
+        def complete(prompt, spec):
+            r = requests.post(s.url + "/v1/completions", json={
+                "prompt": prompt, "max_tokens": 80, "temperature": 0, "speculative": spec}, timeout=600)
+            assert r.status_code == 200, r.text
+            return r.json()["choices"][0]["text"]
+        want = [complete(p, {"mode": "off"}) for p in RECURRENT_PROMPTS]
+        for users in (1, 4):
+            for spec in ({"mode": "lookup"}, {"mode": "lookup", "draft_max": 2}):
+                work = RECURRENT_PROMPTS * (2 if users > 1 else 1)
+                with ThreadPoolExecutor(users) as pool:
+                    got = list(pool.map(lambda p: complete(p, spec), work))
+                for i, g in enumerate(got):
+                    assert g == want[i % len(want)], f"{spec} at {users} users: prompt {i % len(want)} differs"
+        # more drafts than the rollback states the server made: a 400 naming the limit
+        r = requests.post(s.url + "/v1/completions", json={
+            "prompt": "hi", "max_tokens": 4, "speculative": {"mode": "lookup", "draft_max": 6}}, timeout=60)
+        assert r.status_code == 400 and "at most 5" in r.json()["error"]["message"], r.text
+        assert r.json()["error"]["param"] == "speculative"
+        s.wait_idle()
+    finally:
+        assert s.stop() == 0, s.stderr
+
+
+def test_server_recurrent_needs_speculation_at_start(pasada_bin):
+    s = Server(pasada_bin, QWEN35, "--parallel", 2, "--ctx", 256)
+    try:
+        r = requests.post(s.url + "/v1/completions", json={
+            "prompt": "hi", "max_tokens": 4, "speculative": {"mode": "lookup"}}, timeout=60)
+        assert r.status_code == 400 and "--lookup or --draft" in r.json()["error"]["message"], r.text
+        r = requests.post(s.url + "/v1/completions", json={
+            "prompt": "hi", "max_tokens": 4, "speculative": {"mode": "off"}}, timeout=60)
+        assert r.status_code == 200, r.text
+    finally:
+        assert s.stop() == 0, s.stderr
+
+
+def test_bench_recurrent_lookup(pasada_bin):
+    res = subprocess.run([str(pasada_bin), "bench", "-m", str(QWEN35), "--lookup", "-n", "48", "-r", "1",
+                          "-t", "2", "--json"], capture_output=True, text=True, timeout=600,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(res.stdout)["speculative"]
+    assert s["identical"] is True and s["drafted"] > 0, s
+
+
+@pytest.mark.parametrize("where", ["vulkan", "split"])
+def test_run_recurrent_lookup_gpu(pasada_bin, vulkan_device, where):
+    """The rollback states on the Vulkan backend (whole, or its first two
+    layers with the rest on the CPU): prompt lookup's greedy text is the
+    plain greedy text there."""
+    dev = ["--device", vulkan_device] + (["--gpu-layers", "2"] if where == "split" else [])
+    accepted = drafted = 0
+    for p in RECURRENT_PROMPTS[:2]:
+        want, _ = run_plain(pasada_bin, QWEN35, p, *dev)
+        got, err = run_plain(pasada_bin, QWEN35, p, *dev, "--lookup", "--draft-max", "6")
+        assert got == want, f"{where}: output differs for prompt {p!r}"
+        stats = err.strip().splitlines()[-1].split("drafted ")[1]
+        drafted += int(stats.split(",")[0])
+        accepted += int(stats.split("accepted ")[1].split(" ")[0])
+    assert 0 < accepted < drafted, (accepted, drafted)

@@ -658,13 +658,19 @@ static void run_ops(const char *backend, side *x, side *r, pa_type type, int n, 
  * in two passes (the second continues the states the first left), then a
  * state copied to another sequence's slot and a snapshot slot and run on
  * from both, then a sequence started again from position 0 (its slot's
- * old state dropped). The conv's taps, A, the dt bias and the norm are the
- * layer's weights (a GPU backend reads them from the device). */
+ * old state dropped); then checkpoints: a pass of 5 tokens of sequence 1
+ * and 2 of sequence 2 copies the states after four of them to checkpoint
+ * slots, and each is run on from (copied back to sequence 0's slot) with
+ * the inputs that followed it: the same outputs as the pass gave. The
+ * conv's taps, A, the dt bias and the norm are the layer's weights (a GPU
+ * backend reads them from the device). */
 typedef struct {
   int kh, vh, kd, vd, conv;
 } ssm_shape;
 static const ssm_shape SSM_SHAPES[] = {{3, 6, 20, 12, 4}, {2, 4, 136, 130, 3}};
 enum { SSM_SEQ = 3, SSM_MAX_CD = 2 * 2 * 136 + 4 * 130, SSM_MAX_VZ = 4 * 130, SSM_MAX_VH = 6 };
+/* checkpoint slots past the snapshot (slots SSM_SEQ + 1 ...) */
+enum { SSM_CKPT = 4 };
 
 static int ssm_side_open(side *s, const char *backend, uint64_t seed, const ssm_shape *sh) {
   memset(s, 0, sizeof *s);
@@ -693,7 +699,7 @@ static int ssm_side_open(side *s, const char *backend, uint64_t seed, const ssm_
   if ((rc = pa_kv_init(&s->kv, 1, NKV, HD, HD, SSM_SEQ, N_CTX, 16, 0))) return rc;
   const pa_matrix *mats[1] = {&s->tm.m.output};
   const pa_bctx_params bp = {.hp = hp, .n_batch = N_BATCH, .n_seq_max = SSM_SEQ, .pool = s->pool, .kv = &s->kv,
-                             .kv_type = PA_KV_F32, .mats = mats, .n_mats = 1, .n_snap = 1};
+                             .kv_type = PA_KV_F32, .mats = mats, .n_mats = 1, .n_snap = 1 + SSM_CKPT};
   return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
 }
 
@@ -757,6 +763,45 @@ static double check_delta_shape(const char *backend, const ssm_shape *sh) {
              "value\n", backend, sh->kd, pass, n, e);
     if (pass == 2 && (rel_err(got_a, got_a + VZ, VZ) > 0 || rel_err(got_b, got_b + VZ, VZ) > 0) && failures++ < 20)
       printf("FAIL %s state_copy: a sequence run on from a copied state differs from its source\n", backend);
+  }
+  /* checkpoints: five tokens of sequence 1 (checkpoints after its 1st,
+   * 2nd and 4th) and two of sequence 2 (after its 1st), interleaved */
+  {
+    enum { N = 7 };
+    static const int32_t cs[N] = {1, 2, 1, 1, 2, 1, 1};
+    const int32_t ck[N] = {SSM_SEQ + 1, SSM_SEQ + 4, SSM_SEQ + 2, -1, -1, SSM_SEQ + 3, -1};
+    for (int t = 0; t < N; t++) seq[t] = cs[t], pos[t] = len[cs[t]]++, tok[t] = 0;
+    random_fill(qkv, N * CD, 1.0f), random_fill(z, N * VZ, 1.5f);
+    random_fill(be, N * VH, 2.0f), random_fill(al, N * VH, 2.0f);
+    const pa_fwd_batch b = {.n = N, .token = tok, .pos = pos, .seq = seq, .ckpt = ck};
+    upload2(&x, &r, PA_BUF_Q, qkv, N * CD), upload2(&x, &r, PA_BUF_K, z, N * VZ);
+    upload2(&x, &r, PA_BUF_V, be, N * VH), upload2(&x, &r, PA_BUF_H1, al, N * VH);
+    x.ops->delta_net(x.bc, &b, &d);
+    r.ops->delta_net(r.bc, &b, &d);
+    static float full[N * SSM_MAX_VZ];
+    x.ops->download(x.bc, PA_BUF_ATT, 0, full, N * VZ);
+    /* from each checkpoint, the next token of its sequence again, run as
+     * sequence 0 (its slot takes the checkpoint) */
+    for (int t = 0; t < N; t++) {
+      int nx = -1; /* the next token of t's sequence in the pass */
+      for (int u = t + 1; u < N && nx < 0; u++)
+        if (cs[u] == cs[t]) nx = u;
+      if (ck[t] < 0 || nx < 0) continue;
+      x.ops->state_copy(x.bc, 0, ck[t]);
+      const int32_t s0 = 0, p0 = pos[nx], t0 = 0;
+      const pa_fwd_batch b1 = {.n = 1, .token = &t0, .pos = &p0, .seq = &s0};
+      static float q1[SSM_MAX_CD];
+      memcpy(q1, qkv + nx * CD, sizeof(float) * (size_t)CD);
+      x.ops->upload(x.bc, PA_BUF_Q, 0, q1, CD), x.ops->upload(x.bc, PA_BUF_K, 0, z + nx * VZ, VZ);
+      x.ops->upload(x.bc, PA_BUF_V, 0, be + nx * VH, VH), x.ops->upload(x.bc, PA_BUF_H1, 0, al + nx * VH, VH);
+      x.ops->delta_net(x.bc, &b1, &d);
+      x.ops->download(x.bc, PA_BUF_ATT, 0, got_a, VZ);
+      x.ops->synchronize(x.bc);
+      const double e = rel_err(got_a, full + nx * VZ, VZ);
+      if (!(e <= 1e-6) && failures++ < 20)
+        printf("FAIL %s delta_net checkpoint after token %d: run on from it, token %d differs by %.3g\n",
+               backend, t, nx, e);
+    }
   }
   /* x *= sigmoid(g) */
   random_fill(qkv, 19 * 40, 3.0f), random_fill(z, 19 * 40, 3.0f);

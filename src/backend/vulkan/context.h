@@ -81,7 +81,7 @@ struct pa_bctx {
   float *ple_row; /* one row of the per-layer token table, on the host (per_layer_embed) */
   /* the step buffer (host-visible) */
   pa_vk_buf step;
-  uint64_t s_tok, s_pos, s_seq, s_out, s_slot, s_cos, s_sin, s_cos_swa, s_sin_swa, s_tables;
+  uint64_t s_tok, s_pos, s_seq, s_ckpt, s_out, s_slot, s_cos, s_sin, s_cos_swa, s_sin_swa, s_tables;
   uint64_t s_staging, staging_bytes, staging_used, s_logits;
   uint64_t s_att_pos; /* bidirectional attention's last position per token */
   int32_t max_blocks;

@@ -4,8 +4,8 @@
  * [slot][recurrent layer][pa_ssm_state_floats], the host backends'
  * layout); delta_net is two dispatches, the conv in place over the pass's
  * qkv rows (shaders/delta_conv.comp) and the recurrence with the gated
- * norm (shaders/delta_net.comp), which read the tokens' sequences and
- * positions from the step buffer, so a decode step records the same
+ * norm (shaders/delta_net.comp), which read the tokens' sequences,
+ * positions and checkpoint slots from the step buffer, so a decode step records the same
  * commands every time; state_copy is one copy in the graph. */
 #include <string.h>
 
@@ -44,21 +44,23 @@ void pa_vkc_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d)
   uint8_t *s = c->step.map;
   memcpy(s + c->s_pos, b->pos, (size_t)n * sizeof(int32_t));
   memcpy(s + c->s_seq, b->seq, (size_t)n * sizeof(int32_t));
+  int32_t *ck = (int32_t *)(void *)(s + c->s_ckpt);
+  for (uint32_t t = 0; t < n; t++) ck[t] = b->ckpt ? b->ckpt[t] : -1;
   const uint64_t state = c->ssm.addr + (uint64_t)c->ssm_index[d->layer] * (uint64_t)pa_ssm_state_floats(hp) * 4;
   const uint64_t qkv = buf_addr(c, d->qkv);
   struct {
-    uint64_t qkv, w, state, seq, pos;
+    uint64_t qkv, w, state, seq, pos, ckpt;
     uint32_t n_tok, cd, taps, slot_stride;
   } pc = {qkv, pa_vkc_weight(c->vb, d->conv_w), state, step_addr(c, c->s_seq), step_addr(c, c->s_pos),
-          n, cd, (uint32_t)hp->ssm_conv, slot_stride(c)};
+          step_addr(c, c->s_ckpt), n, cd, (uint32_t)hp->ssm_conv, slot_stride(c)};
   pa_vkc_dispatch(c, "delta_conv", &pc, sizeof pc, (cd + 63) / 64, 1, 1);
   struct {
-    uint64_t qkv, z, beta, alpha, out, state, seq, pos, a, dt, norm;
+    uint64_t qkv, z, beta, alpha, out, state, seq, pos, ckpt, a, dt, norm;
     uint32_t n_tok, kh, vh, kd, vd, slot_stride;
     float eps;
   } pr = {qkv, buf_addr(c, d->z), buf_addr(c, d->beta), buf_addr(c, d->alpha), buf_addr(c, d->out),
           state + (uint64_t)(hp->ssm_conv - 1) * cd * 4, step_addr(c, c->s_seq), step_addr(c, c->s_pos),
-          pa_vkc_weight(c->vb, d->a), pa_vkc_weight(c->vb, d->dt_bias), pa_vkc_weight(c->vb, d->norm), n,
+          step_addr(c, c->s_ckpt), pa_vkc_weight(c->vb, d->a), pa_vkc_weight(c->vb, d->dt_bias), pa_vkc_weight(c->vb, d->norm), n,
           (uint32_t)hp->ssm_k_heads, (uint32_t)hp->ssm_v_heads, (uint32_t)hp->ssm_k_dim, (uint32_t)hp->ssm_v_dim,
           slot_stride(c), hp->norm_eps};
   _Static_assert(sizeof pr <= PA_VK_PUSH, "delta_net's push constants");

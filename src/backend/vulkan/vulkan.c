@@ -805,6 +805,7 @@ static int context_init(const pa_backend *be, const pa_bctx_params *p, pa_bctx *
   const uint64_t half = (uint64_t)pa_rope_dim_max(hp) / 2;
   at = 0;
   c->s_tok = take(&at, B * 4), c->s_pos = take(&at, B * 4), c->s_seq = take(&at, B * 4);
+  c->s_ckpt = take(&at, B * 4);
   c->s_out = take(&at, B * 4), c->s_slot = take(&at, B * 4), c->s_att_pos = take(&at, B * 4);
   c->s_cos = take(&at, B * half * 4), c->s_sin = take(&at, B * half * 4);
   c->s_cos_swa = take(&at, B * half * 4), c->s_sin_swa = take(&at, B * half * 4);

@@ -10,7 +10,8 @@
  * (S decayed, the delta rule, the read: backend.h's steps in two passes
  * over the column); out = rmsnorm(o) * norm * silu(z). state: the layer's
  * matrices in slot 0 (past the conv's inputs), slots slot_stride floats
- * apart; a token at position 0 starts from zeros. kd <= KMAX. */
+ * apart; a token at position 0 starts from zeros; when ckpt[t] >= 0 the
+ * state after t is also written to that slot. kd <= KMAX. */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -18,7 +19,7 @@
 #define KMAX 256
 layout(local_size_x = WG) in;
 layout(push_constant) uniform P {
-  uint64_t qkv, z, beta, alpha, out_, state, seq, pos, a, dt, norm;
+  uint64_t qkv, z, beta, alpha, out_, state, seq, pos, ckpt, a, dt, norm;
   uint n_tok, kh, vh, kd, vd, slot_stride;
   float eps;
 } p;
@@ -28,7 +29,7 @@ void main() {
   const uint kd = p.kd, vd = p.vd, khh = h % p.kh, cd = 2 * p.kh * kd + p.vh * vd, wz = p.vh * vd;
   F32s X = F32s(p.qkv), Z = F32s(p.z), B = F32s(p.beta), A = F32s(p.alpha), O = F32s(p.out_);
   F32s N = F32s(p.norm);
-  I32s SQ = I32s(p.seq), PS = I32s(p.pos);
+  I32s SQ = I32s(p.seq), PS = I32s(p.pos), CK = I32s(p.ckpt);
   F32s St = F32s(p.state + (uint64_t(s) * uint64_t(p.slot_stride) + uint64_t(h) * kd * vd) * 4ul);
   const float ah = F32s(p.a).v[h], dth = F32s(p.dt).v[h];
   for (uint t = 0; t < p.n_tok; t++) {
@@ -48,6 +49,8 @@ void main() {
     const float g = ah * (av > 20.0 ? av : log(1.0 + exp(av)));
     const float decay = exp(g), beta = 1.0 / (1.0 + exp(-B.v[t * p.vh + h]));
     const bool fresh = PS.v[t] == 0;
+    const int ckpt = CK.v[t];
+    F32s Ck = F32s(p.state + (uint64_t(ckpt < 0 ? 0 : ckpt) * uint64_t(p.slot_stride) + uint64_t(h) * kd * vd) * 4ul);
     float ss = 0.0;
     for (uint y = lid; y < vd; y += WG) {
       float u = 0.0;
@@ -59,6 +62,7 @@ void main() {
       for (uint x = 0; x < kd; x++) {
         const float sn = decay * St.v[x * vd + y] + (ks[x] * ik) * d;
         St.v[x * vd + y] = sn;
+        if (ckpt >= 0) Ck.v[x * vd + y] = sn;
         o += sn * (qs[x] * iq);
       }
       O.v[t * wz + h * vd + y] = o;
