@@ -104,8 +104,9 @@ int64_t pa_buf_width(const pa_hparams *hp, pa_buf buf) {
     case PA_BUF_V: return lin ? max64(VV, hp->ssm_v_heads) : VV;
     case PA_BUF_ATT: /* also gemma4's experts' output (n_embd), beside the dense FFN's in XB */
       return max64(lin ? max64(O, VZ) : O, hp->arch == PA_ARCH_GEMMA4 && hp->n_expert > 0 ? E : 0);
-    case PA_BUF_H1: /* also a layer's per-layer gate (n_embd_per_layer) */
-      return max64(lin ? max64(max64(F, E), max64(Q, hp->ssm_v_heads)) : max64(F, E), hp->n_embd_per_layer);
+    case PA_BUF_H1: /* also a layer's per-layer gate (n_embd_per_layer); qwen35's attention gate (Q) */
+      return max64(max64(max64(F, E), hp->arch == PA_ARCH_QWEN35 ? Q : 0),
+                   max64(lin ? hp->ssm_v_heads : 0, hp->n_embd_per_layer));
     case PA_BUF_H2: return F;
     case PA_BUF_PLE: return (int64_t)hp->n_layer * hp->n_embd_per_layer;
     default: return 0;

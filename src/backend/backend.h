@@ -108,6 +108,10 @@ typedef struct {
    * PLE (n_layer * n_embd_per_layer per token), computed once from the
    * embedding and read by every layer */
   int32_t n_embd_per_layer;
+  /* multi-token prediction (qwen35: {arch}.nextn_predict_layers): layers
+   * after the n_layer (model->layers[n_layer ...]) that a speculative
+   * drafter runs, not the forward pass (0: none) */
+  int32_t n_mtp;
 } pa_hparams;
 
 /* The attention shape of layer l: its KV heads (n_head query heads in

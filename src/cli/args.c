@@ -348,8 +348,10 @@ const char CLI_GEN_HELP[] =
     "                            back to shorter ones down to 1)\n"
     "  --draft FILE              draft tokens with a smaller GGUF model of the same\n"
     "                            vocabulary\n"
+    "  --mtp                     draft tokens with the model's own multi-token-\n"
+    "                            prediction layer (Qwen3.5 checkpoints ship one)\n"
     "  --draft-max N             tokens drafted per step, 1 to 32 (default 8 with\n"
-    "                            --lookup, 4 with --draft)\n"
+    "                            --lookup, 4 with --draft, 3 with --mtp)\n"
     "output:\n"
     "  --no-stats                do not print the statistics line(s) on stderr\n"
     "  --verbose                 print the model, context and sampler settings on stderr\n"
@@ -456,6 +458,9 @@ int cli_gen_option(const char *cmd, int opt, const char *arg, cli_gen_options *o
       return 1;
     case OPT_LOOKUP:
       o->lookup = true;
+      return 1;
+    case OPT_MTP:
+      o->mtp = true;
       return 1;
     case OPT_LOOKUP_NGRAM:
       if (!cli_parse_i32(arg, 1, 64, &o->lookup_ngram))

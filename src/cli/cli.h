@@ -118,11 +118,12 @@ typedef struct {
    * by cli_gen_backend; backend_name holds it when it is composed. */
   const char *backend;
   char backend_name[CLI_BACKEND_NAME_MAX];
-  /* speculative decoding: --draft MODEL, or --lookup (prompt lookup over
-   * the text so far with n-grams of --lookup-ngram tokens down to 1), each
-   * drafting up to --draft-max tokens a step (0: the mode's default) */
+  /* speculative decoding: --draft MODEL, --lookup (prompt lookup over
+   * the text so far with n-grams of --lookup-ngram tokens down to 1) or
+   * --mtp (the model's multi-token-prediction layer), each drafting up to
+   * --draft-max tokens a step (0: the mode's default) */
   const char *draft_path;
-  bool lookup;
+  bool lookup, mtp;
   int32_t draft_max, lookup_ngram;
 } cli_gen_options;
 
@@ -151,6 +152,7 @@ enum {
   OPT_DRAFT,
   OPT_DRAFT_MAX,
   OPT_LOOKUP,
+  OPT_MTP,
   OPT_LOOKUP_NGRAM,
   OPT_QUANTIZE,
 };
@@ -235,6 +237,7 @@ bool cli_backend_name(const char *device, int32_t gpu_layers, char *buf, size_t 
   {"draft", required_argument, 0, OPT_DRAFT},                         \
   {"draft-max", required_argument, 0, OPT_DRAFT_MAX},                 \
   {"lookup", no_argument, 0, OPT_LOOKUP},                             \
+  {"mtp", no_argument, 0, OPT_MTP},                                   \
   {"lookup-ngram", required_argument, 0, OPT_LOOKUP_NGRAM},           \
   {"help", no_argument, 0, 'h'}
 /* clang-format on */
@@ -267,6 +270,7 @@ typedef struct {
    * text), and the counts for the statistics line */
   int spec_mode;
   struct pa_spec_draft *draft;
+  struct pa_spec_mtp *mtp;
   int32_t draft_max, lookup_ngram;
   bool spec_greedy; /* temp <= 0: drafts are the draft model's argmax */
   cli_tokens hist;

@@ -65,8 +65,9 @@ static void usage(FILE *f) {
           "      --lookup            drafts by prompt lookup\n"
           "      --lookup-ngram N    the longest n-gram it matches (default 3)\n"
           "      --draft FILE        drafts by a draft model of the same vocabulary\n"
+          "      --mtp               drafts by the model's multi-token-prediction layer\n"
           "      --draft-max N       tokens drafted per step, 1 to 32 (default 8 with\n"
-          "                          --lookup, 4 with --draft)\n"
+          "                          --lookup, 4 with --draft, 3 with --mtp)\n"
           "      --text FILE         the prompt's text, in the model's chat template\n"
           "                          (default: a code-editing request)\n"
           "      --json              print one JSON object on stdout instead of the table\n"
@@ -84,6 +85,7 @@ enum {
   OPT_TEMP_B,
   OPT_SHARED,
   OPT_LOOKUP_B,
+  OPT_MTP_B,
   OPT_LOOKUP_NGRAM_B,
   OPT_DRAFT_B,
   OPT_DRAFT_MAX_B,
@@ -161,6 +163,7 @@ int cmd_bench(int argc, char **argv) {
                                        {"temp", required_argument, 0, OPT_TEMP_B},
                                        {"shared-grammar", no_argument, 0, OPT_SHARED},
                                        {"lookup", no_argument, 0, OPT_LOOKUP_B},
+                                       {"mtp", no_argument, 0, OPT_MTP_B},
                                        {"lookup-ngram", required_argument, 0, OPT_LOOKUP_NGRAM_B},
                                        {"draft", required_argument, 0, OPT_DRAFT_B},
                                        {"draft-max", required_argument, 0, OPT_DRAFT_MAX_B},
@@ -174,6 +177,7 @@ int cmd_bench(int argc, char **argv) {
   const char *grammar = NULL, *schema = NULL;
   pa_bench_grammar_params gp = {.users = {1, 16}, .n_users = 2, .temp = 0.8f};
   pa_bench_spec_params sp = {.lookup_ngram = 3};
+  bool lookup = false, mtp = false;
   opterr = 0;
   const char *device = NULL;
   int32_t gpu_layers = 0;
@@ -195,7 +199,8 @@ int cmd_bench(int argc, char **argv) {
       case OPT_GRAMMAR: grammar = optarg; break;
       case OPT_JSON_SCHEMA: schema = optarg; break;
       case OPT_SHARED: gp.shared = true; break;
-      case OPT_LOOKUP_B: sp.mode = PA_SPEC_LOOKUP; break;
+      case OPT_LOOKUP_B: lookup = true; break;
+      case OPT_MTP_B: mtp = true; break;
       case OPT_DRAFT_B: sp.draft_path = optarg; break;
       case OPT_TEXT: sp.text_path = optarg; break;
       case OPT_LOOKUP_NGRAM_B:
@@ -239,16 +244,16 @@ int cmd_bench(int argc, char **argv) {
   if (!cli_backend_name(device, gpu_layers, backend, sizeof backend, &p.backend))
     return cli_usage_line(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
   if (grammar && schema) return cli_usage_line(cmd, "--grammar and --json-schema: give one of them");
-  if (sp.draft_path && sp.mode == PA_SPEC_LOOKUP)
-    return cli_usage_line(cmd, "--draft and --lookup both choose how to draft: give one of them");
-  if (sp.draft_path) sp.mode = PA_SPEC_DRAFT;
+  if ((sp.draft_path != NULL) + lookup + mtp > 1)
+    return cli_usage_line(cmd, "--draft, --lookup and --mtp each choose how to draft: give one of them");
+  sp.mode = sp.draft_path ? PA_SPEC_DRAFT : lookup ? PA_SPEC_LOOKUP : mtp ? PA_SPEC_MTP : PA_SPEC_OFF;
   if (sp.mode != PA_SPEC_OFF && (grammar || schema))
     return cli_usage_line(cmd, "speculative decoding and --grammar are separate benchmarks: give one");
   if (sp.mode != PA_SPEC_OFF) {
     sp.model_path = p.model_path, sp.backend = p.backend, sp.kv_type = p.kv_type;
     sp.n_gen = p.n_gen > 0 ? p.n_gen : 128, sp.n_threads = p.n_threads, sp.repeats = p.repeats;
     sp.progress = p.progress;
-    if (!sp.draft_max) sp.draft_max = sp.mode == PA_SPEC_LOOKUP ? 8 : 4;
+    if (!sp.draft_max) sp.draft_max = sp.mode == PA_SPEC_LOOKUP ? 8 : sp.mode == PA_SPEC_MTP ? 3 : 4;
     pa_bench_spec_result sr;
     if (pa_bench_spec_run(&sp, &sr) != PASADA_OK) {
       fprintf(stderr, "pasada bench: %s\n", pasada_last_error());

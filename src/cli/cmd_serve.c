@@ -60,8 +60,11 @@ static void usage(FILE *f) {
           "                          do not choose (\"speculative\": {\"mode\": ...})\n"
           "  --draft FILE            a draft model of the same vocabulary: requests may ask\n"
           "                          for \"mode\": \"draft\", and it is their default\n"
+          "  --mtp                   the model's multi-token-prediction layer (Qwen3.5\n"
+          "                          checkpoints ship one): requests may ask for \"mode\":\n"
+          "                          \"mtp\", and it is their default unless --draft\n"
           "  --draft-max N           tokens drafted per step, 1 to 32 (default 8 for lookup,\n"
-          "                          4 for a draft model)\n"
+          "                          4 for a draft model, 3 for mtp)\n"
           "  --spec-max-seqs N       draft only while at most N sequences run (default 1:\n"
           "                          larger batches are compute-bound and drafts cost more)\n"
           "  --drain-delay S         on SIGTERM, answer GET /ready with 503 at once but keep\n"
@@ -111,8 +114,9 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       c->verbose = true;
       continue;
     }
-    if (!strcmp(a, "--lookup")) {
-      c->spec_lookup = true;
+    if (!strcmp(a, "--lookup") || !strcmp(a, "--mtp")) {
+      if (a[2] == 'l') c->spec_lookup = true;
+      else c->spec_mtp = true;
       continue;
     }
     if (!strcmp(a, "--embeddings") || !strcmp(a, "--matryoshka")) {
@@ -275,9 +279,10 @@ static char *model_name(const char *path) {
 /* The rollback states a model with recurrent layers needs for the
  * speculation cfg enables (a verification pass of the next token and up to
  * --draft-max drafts rolls back to one past any of its positions but the
- * last); 0 for other models or without --lookup / --draft. */
+ * last); 0 for other models or without --lookup / --draft / --mtp. */
 static int32_t spec_rollback(const pasada_model *model, const srv_config *cfg) {
-  if (!pasada_model_is_recurrent(model) || cfg->embeddings || (!cfg->spec_lookup && !cfg->draft_path)) return 0;
+  if (!pasada_model_is_recurrent(model) || cfg->embeddings || (!cfg->spec_lookup && !cfg->draft_path && !cfg->spec_mtp))
+    return 0;
   return (cfg->draft_max > 0 ? cfg->draft_max : SRV_LOOKUP_DRAFT_MAX) + 1;
 }
 
@@ -395,6 +400,7 @@ int cmd_serve(int argc, char **argv) {
   pasada_context *ctx = NULL;
   srv_sched *sched = NULL;
   pa_spec_draft *draft = NULL;
+  pa_spec_mtp *mtp = NULL;
   srv_kv_events *events = NULL;
   char topic[320] = "";
   char *name = cfg.model_alias ? strdup(cfg.model_alias) : model_name(cfg.model_path);
@@ -435,15 +441,26 @@ int cmd_serve(int argc, char **argv) {
     }
     mi->has_draft = true;
   }
+  if (cfg.spec_mtp) { /* before anything is decoded: the context keeps the hidden states from now on */
+    pasada_sampler_params dsp = pasada_sampler_default_params();
+    dsp.temp = 1.0f, dsp.top_k = 0, dsp.top_p = 1.0f, dsp.min_p = 0.0f;
+    if (pa_spec_mtp_open(ctx, cfg.parallel, mi->n_ctx, cfg.n_threads, &dsp, &mtp) != PASADA_OK) {
+      fprintf(stderr, "pasada serve: --mtp: %s\n", pasada_last_error());
+      goto out;
+    }
+    mi->has_mtp = true;
+  }
   srv_sched_params sp = {.prefill_chunk = cfg.prefill_chunk,
                          .max_queue = cfg.max_queue,
                          .spec_mode = draft             ? PA_SPEC_DRAFT
+                                      : mtp             ? PA_SPEC_MTP
                                       : cfg.spec_lookup ? PA_SPEC_LOOKUP
                                                         : PA_SPEC_OFF,
                          .draft_max = cfg.draft_max,
                          .spec_max_seqs = cfg.spec_max_seqs,
                          .spec_limit = mi->spec_limit,
-                         .draft = draft};
+                         .draft = draft,
+                         .mtp = mtp};
   if (srv_sched_create(model, ctx, cfg.parallel, &sp, st.metrics, &sched) != PASADA_OK ||
       srv_sched_start(sched) != PASADA_OK) {
     fprintf(stderr, "pasada serve: cannot start the scheduler\n");
@@ -491,6 +508,7 @@ out:
   srv_http_stop(http);
   srv_sched_free(sched);
   pa_spec_draft_free(draft);
+  pa_spec_mtp_free(mtp);
   if (events) {
     pasada_kv_set_event_callback(ctx, NULL, NULL);
     srv_kv_events_stop(events);

@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "runtime/speculative.h"
 
-enum { LOOKUP_DRAFT_MAX = 8, MODEL_DRAFT_MAX = 4, LOOKUP_NGRAM = 3 };
+enum { LOOKUP_DRAFT_MAX = 8, MODEL_DRAFT_MAX = 4, MTP_DRAFT_MAX = 3, LOOKUP_NGRAM = 3 };
 
 static double now_s(void) {
   struct timespec ts;
@@ -20,10 +20,11 @@ static double now_s(void) {
 
 /* The most tokens one step drafts (0: no speculation). */
 static int32_t draft_max_of(const cli_gen_options *o) {
-  return !o->draft_path && !o->lookup ? 0
-         : o->draft_max > 0           ? o->draft_max
-         : o->lookup                  ? LOOKUP_DRAFT_MAX
-                                      : MODEL_DRAFT_MAX;
+  return !o->draft_path && !o->lookup && !o->mtp ? 0
+         : o->draft_max > 0                      ? o->draft_max
+         : o->lookup                             ? LOOKUP_DRAFT_MAX
+         : o->mtp                                ? MTP_DRAFT_MAX
+                                                 : MODEL_DRAFT_MAX;
 }
 
 int32_t cli_spec_rollback(const pasada_model *m, const cli_gen_options *o) {
@@ -34,9 +35,9 @@ int32_t cli_spec_rollback(const pasada_model *m, const cli_gen_options *o) {
 }
 
 int cli_spec_open(cli_session *s, const cli_gen_options *o) {
-  if (o->draft_path && o->lookup)
-    return cli_fail("--draft and --lookup both choose how to draft: use one of them");
-  s->spec_mode = o->draft_path ? PA_SPEC_DRAFT : o->lookup ? PA_SPEC_LOOKUP : PA_SPEC_OFF;
+  if ((o->draft_path != NULL) + o->lookup + o->mtp > 1)
+    return cli_fail("--draft, --lookup and --mtp each choose how to draft: use one of them");
+  s->spec_mode = o->draft_path ? PA_SPEC_DRAFT : o->lookup ? PA_SPEC_LOOKUP : o->mtp ? PA_SPEC_MTP : PA_SPEC_OFF;
   if (s->spec_mode == PA_SPEC_OFF) return CLI_OK;
   s->draft_max = draft_max_of(o);
   s->spec_greedy = o->sampling.temp <= 0;
@@ -54,12 +55,20 @@ int cli_spec_open(cli_session *s, const cli_gen_options *o) {
       return cli_fail("%s", pasada_last_error());
     s->load_s += now_s() - t0;
   }
+  if (s->spec_mode == PA_SPEC_MTP) {
+    pasada_sampler_params sp = o->sampling;
+    if (sp.seed == PASADA_SEED_RANDOM) sp.seed = pasada_sampler_seed(s->sampler);
+    if (pa_spec_mtp_open(s->ctx, 1, s->n_ctx, o->n_threads, &sp, &s->mtp) != PASADA_OK)
+      return cli_fail("--mtp: %s", pasada_last_error());
+  }
   return CLI_OK;
 }
 
 void cli_spec_close(cli_session *s) {
   pa_spec_draft_free(s->draft);
   s->draft = NULL;
+  pa_spec_mtp_free(s->mtp);
+  s->mtp = NULL;
   free(s->spec_scratch);
   s->spec_scratch = NULL;
   cli_tokens_free(&s->hist);
@@ -143,10 +152,14 @@ int cli_generate_spec(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_te
     } else if (k > 0) {
       /* greedy: the draft's argmax, a point mass; else a draw from its
        * distribution, whose rows verification weighs against the target's */
-      n_draft = pa_spec_draft_propose(s->draft, 0, s->hist.v, (int32_t)s->hist.n, k, s->spec_greedy,
-                                      token + 1, &q);
+      n_draft = s->spec_mode == PA_SPEC_MTP
+                    ? pa_spec_mtp_propose(s->mtp, 0, s->hist.v, (int32_t)s->hist.n, k, s->spec_greedy,
+                                          token + 1, &q)
+                    : pa_spec_draft_propose(s->draft, 0, s->hist.v, (int32_t)s->hist.n, k,
+                                            s->spec_greedy, token + 1, &q);
       if (n_draft < 0) {
-        rc = cli_fail("draft model: %s", pasada_last_error());
+        rc = cli_fail("%s: %s", s->spec_mode == PA_SPEC_MTP ? "multi-token prediction" : "draft model",
+                      pasada_last_error());
         break;
       }
       if (s->spec_greedy) q = NULL;

@@ -115,8 +115,7 @@ static const char *const text_of[] = {"Qwen3_5ForConditionalGeneration",    "qwe
 
 const char *hf_text_model_name(const char *name, char *buf, size_t cap) {
   static const char lm[] = "model.language_model.";
-  static const char *const dropped[] = {"model.visual.",       "mtp.",
-                                        "model.vision_tower.", "model.audio_tower.",
+  static const char *const dropped[] = {"model.visual.",       "model.vision_tower.", "model.audio_tower.",
                                         "model.embed_vision.", "model.embed_audio."};
   if (!strncmp(name, lm, sizeof lm - 1)) {
     snprintf(buf, cap, "model.%s", name + sizeof lm - 1);
@@ -758,6 +757,9 @@ static int stack_experts(hf_ctx *c, gguf_writer *w) {
 static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
   char name[GGUF_MAX_NAME_LEN + 64];
   int rc = PASADA_OK;
+  /* Qwen3.5's multi-token-prediction layer: one block more, after the others */
+  if (c->qwen35 && (rc = hf_qwen35_mtp_scan(c))) return rc;
+  c->n_layer += c->n_mtp;
   if (c->n_expert &&
       (!(c->experts = calloc((size_t)c->n_layer * 3 * c->n_expert, sizeof *c->experts)) ||
        !(c->fused = calloc((size_t)c->n_layer * 2, sizeof *c->fused)) ||
@@ -771,6 +773,13 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
       const char *hname = c->text_config ? hf_text_model_name(t0->name, text_name, sizeof text_name)
                                          : t0->name;
       if (!hname) continue; /* not the text model's */
+      char mtp_name[GGUF_MAX_NAME_LEN + 64];
+      if (c->n_mtp && !strncmp(hname, "mtp.", 4)) { /* its layer as block n_layer, or one of its own */
+        bool done = false;
+        if ((rc = hf_qwen35_mtp_tensor(c, w, s, t0, hname, mtp_name, sizeof mtp_name, &done))) return rc;
+        if (done) continue;
+        hname = mtp_name;
+      }
       st_tensor named = *t0;
       named.name = (char *)hname;
       const st_tensor *t = hname == t0->name ? t0 : &named; /* the shard's own where it can be */
@@ -827,6 +836,13 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
     }
   }
   if (!rc && c->n_expert) rc = stack_experts(c, w);
+  if (!rc && c->n_mtp) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.block_count", c->arch);
+    rc = gguf_writer_set_u32(w, key, c->n_layer);
+    snprintf(key, sizeof key, "%s.nextn_predict_layers", c->arch);
+    if (!rc) rc = gguf_writer_set_u32(w, key, c->n_mtp);
+  }
   if (!rc && c->oss) rc = hf_gptoss_mxfp4(c, w);
   return rc; /* no tensors: a vocabulary-only folder (the model loader names what is missing) */
 }

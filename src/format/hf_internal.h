@@ -63,6 +63,7 @@ typedef struct {
   const st_tensor **fused;   /* [layer][gate_up_proj, down_proj] (transformers' 3-D experts) */
   uint32_t *fused_shard;     /* the shard each of `fused` is in */
   uint32_t n_head, n_head_kv, n_layer;
+  uint32_t n_mtp; /* Qwen3.5's multi-token-prediction layers (mtp.*): 0 or 1, the last of n_layer */
   bool tied;
   st_file **shards;
   uint32_t n_shards;
@@ -143,6 +144,15 @@ int hf_gptoss_mxfp4(hf_ctx *c, gguf_writer *w);
  * tensors (value heads in llama.cpp's tiled order, A as -exp(A_log)). */
 int hf_qwen35_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t head_dim);
 int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, bool *done);
+/* Qwen3.5's multi-token prediction (mtp.fc, mtp.pre_fc_norm_embedding,
+ * mtp.pre_fc_norm_hidden, mtp.norm and the layer mtp.layers.0.*):
+ * hf_qwen35_mtp_scan sets c->n_mtp (1 when the folder has mtp. tensors);
+ * hf_qwen35_mtp_tensor adds one of its own tensors under llama.cpp's nextn
+ * names (*done) or writes the layer's tensor's name as block n_layer - 1's
+ * HF name into renamed (c->n_layer already counts it). */
+int hf_qwen35_mtp_scan(hf_ctx *c);
+int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, const char *name,
+                         char *renamed, size_t cap, bool *done);
 /* hf_gemma4.c: Gemma 4 (Gemma4ForCausalLM, the text model of
  * Gemma4ForConditionalGeneration): the per-kind heads and RoPE, the layer
  * pattern, KV sharing, per-layer inputs and experts as llama.cpp's keys

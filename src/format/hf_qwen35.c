@@ -8,7 +8,9 @@
  * (per head: q rows, then the output gate's) is kept as it is. Qwen3.5-MoE
  * (Qwen3_5MoeForCausalLM, arch qwen35moe): the same, with the router and
  * per-expert tensors of hf.c's mixtures and the shared expert's products
- * and gate as ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp. */
+ * and gate as ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp. The
+ * multi-token-prediction layer (mtp.*) becomes one block more in
+ * llama.cpp's nextn form (hf_qwen35_mtp_scan, hf_qwen35_mtp_tensor). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -221,4 +223,61 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
   }
   return add_tiled(c, w, t, name, t->type, t->data, t->ne[0], parts[k].kind == 1 ? t->ne[1] : rows,
                    per_head, parts[k].kind == 1);
+}
+
+/* The tensor's name as the text model's (text_config folders keep mtp. at the top). */
+static const char *text_name(const hf_ctx *c, const char *name, char *buf, size_t cap) {
+  return c->text_config ? hf_text_model_name(name, buf, cap) : name;
+}
+
+int hf_qwen35_mtp_scan(hf_ctx *c) {
+  bool any = false, layer0 = false;
+  for (uint32_t s = 0; s < c->n_shards; s++)
+    for (uint64_t i = 0; i < c->shards[s]->n_tensors; i++) {
+      char buf[GGUF_MAX_NAME_LEN + 64];
+      const char *n = text_name(c, c->shards[s]->tensors[i].name, buf, sizeof buf);
+      unsigned l;
+      if (!n || strncmp(n, "mtp.", 4)) continue;
+      any = true;
+      if (sscanf(n, "mtp.layers.%u.", &l) == 1) {
+        if (l > 0)
+          return pa_error(PASADA_ERR_UNSUPPORTED,
+                          "%s: tensor '%.100s': pasada runs one multi-token-prediction layer (mtp.layers.0)",
+                          c->dir, n);
+        layer0 = true;
+      }
+    }
+  if (any && !layer0)
+    return pa_error(PASADA_ERR_FORMAT, "%s: mtp. tensors without their layer (mtp.layers.0.*)", c->dir);
+  c->n_mtp = any ? 1 : 0;
+  return PASADA_OK;
+}
+
+int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, const char *name,
+                         char *renamed, size_t cap, bool *done) {
+  static const struct {
+    const char *hf, *gguf;
+  } own[] = {{"mtp.fc.weight", "nextn.eh_proj.weight"},
+             {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+             {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+             {"mtp.norm.weight", "nextn.shared_head_norm.weight"}};
+  const uint32_t block = c->n_layer - 1;
+  *done = false;
+  if (!strncmp(name, "mtp.layers.0.", 13)) {
+    snprintf(renamed, cap, "model.layers.%u.%s", block, name + 13);
+    return PASADA_OK;
+  }
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (!strcmp(name, own[i].hf)) {
+      if (t->type >= ST_TYPE_I64)
+        return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)",
+                        c->dir, name, st_type_name(t->type));
+      char gguf[96];
+      snprintf(gguf, sizeof gguf, "blk.%u.%s", block, own[i].gguf);
+      *done = true;
+      return hf_add_tensor(c, w, (int32_t)shard, t, gguf);
+    }
+  return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a qwen35 model's multi-token "
+                  "prediction (mtp.fc, mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm, "
+                  "mtp.layers.0.*)", c->dir, name);
 }

@@ -33,6 +33,12 @@ void pasada_context_free(pasada_context *c) {
   pa_free(c->pool_n);
   free(c->row_of);
   pa_hybrid_free(c);
+  pa_free(c->hp_own);
+  for (int32_t s = 0; c->h_rows && s < c->n_seq_max; s++) free(c->h_rows[s]); /* realloc's */
+  pa_free(c->h_rows);
+  pa_free(c->h_pass);
+  pa_free(c->h_pos0);
+  pa_free(c->all_idx);
   pa_free(c);
 }
 
@@ -50,13 +56,15 @@ void pasada_context_free(pasada_context *c) {
 
 /* Every matrix the forward pass multiplies by (the backend sizes its
  * scratch for them; of the experts, the first of each kind stands for all,
- * as they share their shape and type); mats holds 20 per layer + 3. */
+ * as they share their shape and type); mats holds 20 per layer (the
+ * multi-token-prediction ones too) + 5. */
 static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) {
   int32_t n = 0;
   mats[n++] = &m->output;
   mats[n++] = &m->tok_embd;
   if (m->ple_model_proj.data) mats[n++] = &m->ple_model_proj;
-  for (int l = 0; l < m->hp.n_layer; l++) {
+  if (m->mtp_eh.data) mats[n++] = &m->mtp_eh, mats[n++] = &m->mtp_eh_h;
+  for (int l = 0; l < m->hp.n_layer + m->hp.n_mtp; l++) {
     const pa_layer *L = &m->layers[l];
     const pa_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                              &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
@@ -74,12 +82,19 @@ static int32_t model_matrices(const struct pa_model *m, const pa_matrix **mats) 
 /* The backends that run on the host and read every weight layout. */
 static bool host_backend(const char *name) { return !strncmp(name, "cpu", 3) || !strcmp(name, "ref"); }
 
-int pasada_context_create(pasada_model *m, const pasada_context_params *params, pasada_context **out) {
+/* A context of model m; with mtp one that runs its multi-token-prediction
+ * layer (pa_context_create_mtp). */
+static int create(pasada_model *m, const pasada_context_params *params, bool mtp, pasada_context **out) {
   *out = NULL;
   if (!m) return pa_error(PASADA_ERR_ARG, "no model");
   if (m->vocab_only) return pa_error(PASADA_ERR_ARG, "the model was loaded vocabulary-only");
   pasada_context_params p = params ? *params : pasada_context_default_params();
   const pa_hparams *hp = &m->hp;
+  if (mtp && (m->hp.n_mtp == 0 || m->be->ops->layer))
+    return pa_error(PASADA_ERR_UNSUPPORTED, m->hp.n_mtp == 0 ? "%s has no multi-token-prediction layer"
+                    : "multi-token prediction does not run on backend %s (a model split by layers)",
+                    m->hp.n_mtp == 0 ? m->arch_name : m->be->name);
+  if (mtp) p.pooling = PASADA_POOLING_NONE, p.n_rollback = 0;
   if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
   if (p.n_ctx > (1 << 22)) return pa_error(PASADA_ERR_ARG, "context size %d is too large", p.n_ctx);
   if (hp->arch == PA_ARCH_BERT) {
@@ -117,6 +132,20 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   if (hp->bidirectional) c->n_batch = p.n_batch;
   c->n_threads = p.n_threads;
   int rc = PASADA_OK;
+  /* an MTP context: one attention layer of the model's shape, no recurrent state */
+  if (mtp) {
+    c->mtp = true;
+    if (!(c->hp_own = pa_alloc(sizeof *c->hp_own)) ||
+        !(c->hidden = pa_alloc((size_t)p.n_batch * (size_t)hp->n_embd * sizeof(float)))) {
+      pasada_context_free(c);
+      return pa_error(PASADA_ERR_NOMEM, "out of memory");
+    }
+    *c->hp_own = m->hp;
+    c->hp_own->n_layer = 1, c->hp_own->n_mtp = 0, c->hp_own->ssm_conv = 0, c->hp_own->n_kv_shared = 0;
+    memset(c->hp_own->recurrent, 0, sizeof c->hp_own->recurrent);
+    memset(c->hp_own->swa_layer, 0, sizeof c->hp_own->swa_layer);
+    hp = c->hp_own;
+  }
   /* another backend than the model's: one that reads the weights as the
    * model's prepared them (the host backends read every layout) */
   if (p.backend && *p.backend && strcmp(p.backend, m->be->name) != 0) {
@@ -176,7 +205,7 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
     pasada_context_free(c);
     return rc; /* message set by pa_kv_init */
   }
-  const pa_matrix **mats = pa_alloc(((size_t)hp->n_layer * 20 + 3) * sizeof *mats);
+  const pa_matrix **mats = pa_alloc(((size_t)(m->hp.n_layer + m->hp.n_mtp) * 20 + 5) * sizeof *mats);
   if (!mats) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory");
@@ -210,6 +239,86 @@ int pasada_context_create(pasada_model *m, const pasada_context_params *params, 
   return PASADA_OK;
 }
 
+int pasada_context_create(pasada_model *m, const pasada_context_params *params, pasada_context **out) {
+  return create(m, params, false, out);
+}
+
+int pa_context_create_mtp(struct pa_model *m, const pasada_context_params *params, struct pa_context **out) {
+  return create(m, params, true, out);
+}
+
+void pa_context_set_mtp_input(struct pa_context *c, const float *rows) { c->mtp_in = rows; }
+
+const float *pa_context_mtp_hidden(const struct pa_context *c, int32_t i) {
+  if (!c->mtp) return NULL;
+  if (i < 0) i += c->row_of_n;
+  if (i < 0 || i >= c->row_of_n || c->row_of[i] < 0) return NULL;
+  return c->hidden + (size_t)c->row_of[i] * (size_t)c->model->hp.n_embd;
+}
+
+int pa_context_keep_hidden(struct pa_context *c) {
+  if (c->keep_hidden) return PASADA_OK;
+  if (c->pooling || c->mtp) return pa_error(PASADA_ERR_ARG, "an embedding or MTP context keeps no hidden states");
+  const size_t S = (size_t)c->n_seq_max;
+  c->h_rows = pa_calloc(S, sizeof *c->h_rows);
+  c->h_pos0 = pa_calloc(3 * S, sizeof(int32_t));
+  c->h_pass = pa_alloc((size_t)c->n_batch * (size_t)c->model->hp.n_embd * sizeof(float));
+  c->all_idx = pa_alloc((size_t)c->n_batch * sizeof(int32_t));
+  if (!c->h_rows || !c->h_pos0 || !c->h_pass || !c->all_idx)
+    return pa_error(PASADA_ERR_NOMEM, "out of memory for the hidden states");
+  c->h_n = c->h_pos0 + S, c->h_cap = c->h_n + S;
+  for (int32_t i = 0; i < c->n_batch; i++) c->all_idx[i] = i;
+  c->keep_hidden = true;
+  return PASADA_OK;
+}
+
+const float *pa_context_hidden_rows(const struct pa_context *c, int32_t seq, int32_t *pos0, int32_t *n) {
+  *pos0 = 0, *n = 0;
+  if (!c->keep_hidden || seq < 0 || seq >= c->n_seq_max) return NULL;
+  *pos0 = c->h_pos0[seq], *n = c->h_n[seq];
+  return c->h_rows[seq];
+}
+
+void pa_context_hidden_drop(struct pa_context *c, int32_t seq, int32_t upto) {
+  if (!c->keep_hidden || seq < 0 || seq >= c->n_seq_max) return;
+  const int32_t k = upto - c->h_pos0[seq];
+  if (k <= 0) return;
+  const size_t E = (size_t)c->model->hp.n_embd;
+  if (k >= c->h_n[seq]) {
+    c->h_n[seq] = 0;
+  } else {
+    memmove(c->h_rows[seq], c->h_rows[seq] + (size_t)k * E, (size_t)(c->h_n[seq] - k) * E * sizeof(float));
+    c->h_n[seq] -= k;
+  }
+  c->h_pos0[seq] = upto;
+}
+
+/* The pass's final hidden states (after output_norm), each appended to its
+ * sequence's rows at its position (out of memory: the sequence's rows are
+ * dropped, and a drafter finds none to draft from). */
+static void keep_pass_hidden(pasada_context *c, const pa_fwd_batch *fb) {
+  const size_t E = (size_t)c->model->hp.n_embd;
+  pa_fwd_batch all = *fb;
+  all.n_out = fb->n, all.out_idx = c->all_idx;
+  c->be->ops->hidden(c->bc, &all, c->model->output_norm, c->h_pass);
+  for (int32_t t = 0; t < fb->n; t++) {
+    const int32_t s = fb->seq[t], p = fb->pos[t];
+    if (c->h_n[s] == 0 || p < c->h_pos0[s] || p > c->h_pos0[s] + c->h_n[s]) c->h_pos0[s] = p, c->h_n[s] = 0;
+    c->h_n[s] = p - c->h_pos0[s];
+    if (c->h_n[s] + 1 > c->h_cap[s]) {
+      const int32_t cap = c->h_cap[s] ? 2 * c->h_cap[s] : 64;
+      float *r = realloc(c->h_rows[s], (size_t)cap * E * sizeof(float));
+      if (!r) {
+        c->h_n[s] = 0;
+        continue;
+      }
+      c->h_rows[s] = r, c->h_cap[s] = cap;
+    }
+    memcpy(c->h_rows[s] + (size_t)c->h_n[s] * E, c->h_pass + (size_t)t * E, E * sizeof(float));
+    c->h_n[s]++;
+  }
+}
+
 const char *pasada_context_backend(const pasada_context *c) { return c ? c->be->name : NULL; }
 
 int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user) {
@@ -233,6 +342,8 @@ int32_t pasada_context_n_ctx(const pasada_context *c) { return c->n_ctx; }
 
 void pasada_seq_truncate(pasada_context *c, int32_t seq, int32_t p0) {
   if (seq < 0 || seq >= c->n_seq_max || p0 < 0) return;
+  if (c->keep_hidden && c->h_n[seq] > p0 - c->h_pos0[seq])
+    c->h_n[seq] = p0 > c->h_pos0[seq] ? p0 - c->h_pos0[seq] : 0;
   if (c->n_snap) {
     pa_hybrid_truncate(c, seq, p0);
     return;
@@ -320,6 +431,8 @@ static void forward(pasada_context *c, const pa_fwd_batch *fb) {
     pa_forward_gemma4(c, fb);
   else if (c->model->hp.arch == PA_ARCH_BERT)
     pa_forward_bert(c, fb);
+  else if (c->mtp)
+    pa_forward_qwen35_mtp(c, fb);
   else if (c->model->hp.arch == PA_ARCH_QWEN35)
     pa_forward_qwen35(c, fb);
   else
@@ -435,6 +548,7 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
                         "(it already has %d positions)",
                         c->model->arch_name, b->seq_id[i], c->kv.len[b->seq_id[i]]);
   if (c->pooling) return decode_embeddings(c, b);
+  if (c->mtp && !c->mtp_in) return pa_error(PASADA_ERR_ARG, "an MTP context's batch needs its hidden states");
   for (int32_t i = 0; i < b->n_tokens; i++) {
     bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
     c->row_of[i] = want ? n_out++ : -1;
@@ -462,16 +576,19 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
     pa_fwd_batch fb = {.n = i1 - i0, .token = b->token + i0, .pos = b->pos + i0, .seq = b->seq_id + i0,
                        .n_out = n_out_k, .out_idx = c->out_rows};
     c->logits = logits ? logits + (size_t)rows * (size_t)hp->n_vocab : NULL;
+    if (c->mtp) c->hidden_out = c->hidden + (size_t)rows * (size_t)hp->n_embd;
     c->fwd_first = i0;
     if (c->n_ckpt > 0) {
       pa_hybrid_pass(c, &fb);
       fb.ckpt = c->ckpt_slot;
     }
     forward(c, &fb);
+    if (c->keep_hidden) keep_pass_hidden(c, &fb);
     rows += n_out_k;
     i0 = i1;
   }
   c->logits = logits;
+  c->mtp_in = NULL;
   c->fwd_first = 0;
   pa_kv_commit(&c->kv, b->n_tokens, b->token, b->seq_id, b->pos);
   return PASADA_OK;

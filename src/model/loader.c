@@ -144,6 +144,14 @@ int pa_model_load_hparams(struct pa_model *m) {
       (rc = ld_key_u32(m, "embedding_length", true, &n_embd)) ||
       (rc = ld_key_u32(m, "attention.head_count", true, &n_head)))
     return rc;
+  /* qwen35: the last nextn_predict_layers of the blocks are multi-token
+   * prediction layers (llama.cpp's convention for nextn layers) */
+  uint32_t n_mtp = 0;
+  if (hp->arch == PA_ARCH_QWEN35 && (rc = ld_key_u32(m, "nextn_predict_layers", false, &n_mtp))) return rc;
+  if (n_mtp > 1 || n_mtp >= n_layer)
+    return pa_error(n_mtp > 1 ? PASADA_ERR_UNSUPPORTED : PASADA_ERR_FORMAT,
+                    "nextn_predict_layers %u of %u blocks: pasada runs one multi-token-prediction layer after "
+                    "at least one other", n_mtp, n_layer);
   /* counts that may be per layer (gemma4): the FFN widths, the KV heads */
   static uint32_t ff[PA_MAX_LAYERS], kvh[PA_MAX_LAYERS];
   kvh[0] = n_head;
@@ -204,7 +212,8 @@ int pa_model_load_hparams(struct pa_model *m) {
     return pa_error(PASADA_ERR_FORMAT, "rope.dimension_count %u must be even and at most the head size %u",
                     rope_dim, head_dim);
 
-  hp->n_layer = (int32_t)n_layer;
+  hp->n_layer = (int32_t)(n_layer - n_mtp);
+  hp->n_mtp = (int32_t)n_mtp;
   hp->n_embd = (int32_t)n_embd;
   hp->n_head = (int32_t)n_head;
   hp->n_head_kv = (int32_t)n_head_kv;
@@ -562,7 +571,8 @@ int pa_model_load_weights(struct pa_model *m) {
  * a row at a time, so it keeps the file's layout. */
 static int repack_candidates(struct pa_model *m, pa_matrix **out) {
   int n = 0;
-  for (int i = 0; i < m->hp.n_layer; i++) {
+  if (m->mtp_eh.data) out[n++] = &m->mtp_eh, out[n++] = &m->mtp_eh_h;
+  for (int i = 0; i < m->hp.n_layer + m->hp.n_mtp; i++) {
     pa_layer *L = &m->layers[i];
     pa_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router,
                          &L->shexp_gate, &L->wq_gate, &L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha, &L->ssm_out,
@@ -649,7 +659,8 @@ static size_t slot_bytes(const pa_matrix *w, pa_layout to) {
 
 int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   if (pa_env_no_repack()) return PASADA_OK;
-  pa_matrix **mats = pa_calloc((size_t)m->hp.n_layer * (17 + 3 * (size_t)m->hp.n_expert) + 2, sizeof *mats);
+  pa_matrix **mats =
+      pa_calloc((size_t)(m->hp.n_layer + m->hp.n_mtp) * (17 + 3 * (size_t)m->hp.n_expert) + 4, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
   /* When any matrix is repacked, the others are copied beside it as they

@@ -405,6 +405,78 @@ static int split_q_gate(pa_layer *L, const pa_matrix *qg, int32_t n_head, int32_
   return PASADA_OK;
 }
 
+/* A matrix's columns [0, k) and [k, cols) as two matrices, copied apart
+ * into one allocation (*mem): k a whole number of the type's blocks. */
+static int split_columns(const pa_matrix *w, int64_t k, const char *name, void **mem, pa_matrix *a, pa_matrix *b) {
+  const pa_type_traits *t = pa_type_get(w->type);
+  if (k % t->block_size || (w->cols - k) % t->block_size)
+    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s': its halves of %lld columns are not whole blocks of %s",
+                    name, (long long)k, pa_type_name(w->type));
+  const size_t row = pa_row_size(w->type, w->cols), ra = pa_row_size(w->type, k), rb = row - ra;
+  uint8_t *p = pa_alloc(row * (size_t)w->rows);
+  if (!p) return pa_error(PASADA_ERR_NOMEM, "out of memory splitting '%s'", name);
+  for (int64_t r = 0; r < w->rows; r++) {
+    memcpy(p + (size_t)r * ra, (const uint8_t *)w->data + (size_t)r * row, ra);
+    memcpy(p + ra * (size_t)w->rows + (size_t)r * rb, (const uint8_t *)w->data + (size_t)r * row + ra, rb);
+  }
+  *mem = p;
+  *a = *b = *w;
+  a->cols = k, a->data = p;
+  b->cols = w->cols - k, b->data = p + ra * (size_t)w->rows;
+  return PASADA_OK;
+}
+
+/* Layer i of a Qwen3.5 file: recurrent, or an attention layer. */
+static int ld_qwen35_layer(struct pa_model *m, int i, bool recurrent) {
+  const pa_hparams *hp = &m->hp;
+  const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim;
+  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
+  const int64_t O = (int64_t)hp->n_head * hp->head_dim_v, CD = pa_ssm_conv_dim(hp);
+  const int64_t NV = hp->ssm_v_heads, VZ = NV * hp->ssm_v_dim;
+  int rc;
+  pa_layer *L = &m->layers[i];
+  char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
+  const bool moe = hp->n_expert > 0;
+  if ((rc = ld_get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
+      (rc = ld_get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->ffn_norm)) ||
+      (rc = ld_get_matrix(m, NAME(moe ? "ffn_gate_shexp.weight" : "ffn_gate.weight"), E, F, true, &L->w_gate)) ||
+      (rc = ld_get_matrix(m, NAME(moe ? "ffn_up_shexp.weight" : "ffn_up.weight"), E, F, true, &L->w_up)) ||
+      (rc = ld_get_matrix(m, NAME(moe ? "ffn_down_shexp.weight" : "ffn_down.weight"), F, E, true, &L->w_down)))
+    return rc;
+  if (moe && ((rc = ld_get_experts(m, i)) ||
+              (rc = ld_get_matrix(m, NAME("ffn_gate_inp_shexp.weight"), E, 1, true, &L->shexp_gate))))
+    return rc;
+  if (recurrent) {
+    if ((rc = ld_get_matrix(m, NAME("attn_qkv.weight"), E, CD, true, &L->ssm_qkv)) ||
+        (rc = ld_get_matrix(m, NAME("attn_gate.weight"), E, VZ, true, &L->ssm_z)) ||
+        (rc = ld_get_matrix(m, NAME("ssm_beta.weight"), E, NV, true, &L->ssm_beta)) ||
+        (rc = ld_get_matrix(m, NAME("ssm_alpha.weight"), E, NV, true, &L->ssm_alpha)) ||
+        (rc = ld_get_matrix(m, NAME("ssm_out.weight"), VZ, E, true, &L->ssm_out)) ||
+        (rc = ld_get_table(m, NAME("ssm_conv1d.weight"), hp->ssm_conv, CD, &L->ssm_conv)) ||
+        (rc = ld_get_vector(m, NAME("ssm_a"), NV, true, &L->ssm_a)) ||
+        (rc = ld_get_vector(m, NAME("ssm_dt.bias"), NV, true, &L->ssm_dt)) ||
+        (rc = ld_get_vector(m, NAME("ssm_norm.weight"), hp->ssm_v_dim, true, &L->ssm_norm)))
+      return rc;
+    for (int64_t h = 0; h < NV; h++)
+      if (!(L->ssm_a[h] <= 0 && L->ssm_a[h] > -1e30f) || !isfinite(L->ssm_dt[h]))
+        return pa_error(PASADA_ERR_FORMAT, "tensor 'blk.%d.ssm_a' / 'ssm_dt.bias': head %lld has A %g (must "
+                        "be -exp(A_log) <= 0) and dt bias %g", i, (long long)h, L->ssm_a[h], L->ssm_dt[h]);
+    return PASADA_OK;
+  }
+  pa_matrix qg = {0};
+  if ((rc = ld_get_matrix(m, NAME("attn_q.weight"), E, 2 * Q, true, &qg)) ||
+      (rc = split_q_gate(L, &qg, hp->n_head, hp->head_dim, n)) ||
+      (rc = ld_get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
+      (rc = ld_get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv)) ||
+      (rc = ld_get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
+      (rc = ld_get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
+      (rc = ld_get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm)))
+    return rc;
+#undef NAME
+  return PASADA_OK;
+}
+
 /* Qwen3.5's layers (llama.cpp's names): every layer has attn_norm,
  * post_attention_norm (the FFN's input norm) and a dense FFN, or in
  * qwen35moe a mixture of experts (ld_get_experts) and a shared expert
@@ -412,60 +484,31 @@ static int split_q_gate(pa_layer *L, const pa_matrix *qg, int32_t n_head, int32_
  * ffn_gate_inp_shexp (one row of n_embd); a recurrent
  * layer attn_qkv (mixed q, k, v), attn_gate (z), ssm_beta, ssm_alpha,
  * ssm_conv1d, ssm_a, ssm_dt.bias, ssm_norm and ssm_out; an attention layer
- * attn_q (q and gate), attn_k, attn_v, their head norms and attn_output. */
+ * attn_q (q and gate), attn_k, attn_v, their head norms and attn_output.
+ * A multi-token-prediction layer (hp.n_mtp, block n_layer) is an attention
+ * layer with nextn.eh_proj (n_embd x 2 n_embd), nextn.enorm, nextn.hnorm
+ * and nextn.shared_head_norm. */
 int ld_qwen35(struct pa_model *m) {
   const pa_hparams *hp = &m->hp;
-  const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim;
-  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
-  const int64_t O = (int64_t)hp->n_head * hp->head_dim_v, CD = pa_ssm_conv_dim(hp);
-  const int64_t NV = hp->ssm_v_heads, VZ = NV * hp->ssm_v_dim;
+  const int64_t E = hp->n_embd;
   int rc;
   if (hp->head_dim_v != hp->head_dim)
     return pa_error(PASADA_ERR_FORMAT, "qwen35: key_length %d and value_length %d differ", hp->head_dim,
                     hp->head_dim_v);
-  m->layers = pa_calloc((size_t)hp->n_layer, sizeof(pa_layer));
+  m->layers = pa_calloc((size_t)(hp->n_layer + hp->n_mtp), sizeof(pa_layer));
   if (!m->layers) return pa_error(PASADA_ERR_NOMEM, "out of memory for layers");
-  for (int i = 0; i < hp->n_layer; i++) {
-    pa_layer *L = &m->layers[i];
-    char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", i, s), n)
-    const bool moe = hp->n_expert > 0;
-    if ((rc = ld_get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
-        (rc = ld_get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->ffn_norm)) ||
-        (rc = ld_get_matrix(m, NAME(moe ? "ffn_gate_shexp.weight" : "ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-        (rc = ld_get_matrix(m, NAME(moe ? "ffn_up_shexp.weight" : "ffn_up.weight"), E, F, true, &L->w_up)) ||
-        (rc = ld_get_matrix(m, NAME(moe ? "ffn_down_shexp.weight" : "ffn_down.weight"), F, E, true, &L->w_down)))
-      return rc;
-    if (moe && ((rc = ld_get_experts(m, i)) ||
-                (rc = ld_get_matrix(m, NAME("ffn_gate_inp_shexp.weight"), E, 1, true, &L->shexp_gate))))
-      return rc;
-    if (hp->recurrent[i]) {
-      if ((rc = ld_get_matrix(m, NAME("attn_qkv.weight"), E, CD, true, &L->ssm_qkv)) ||
-          (rc = ld_get_matrix(m, NAME("attn_gate.weight"), E, VZ, true, &L->ssm_z)) ||
-          (rc = ld_get_matrix(m, NAME("ssm_beta.weight"), E, NV, true, &L->ssm_beta)) ||
-          (rc = ld_get_matrix(m, NAME("ssm_alpha.weight"), E, NV, true, &L->ssm_alpha)) ||
-          (rc = ld_get_matrix(m, NAME("ssm_out.weight"), VZ, E, true, &L->ssm_out)) ||
-          (rc = ld_get_table(m, NAME("ssm_conv1d.weight"), hp->ssm_conv, CD, &L->ssm_conv)) ||
-          (rc = ld_get_vector(m, NAME("ssm_a"), NV, true, &L->ssm_a)) ||
-          (rc = ld_get_vector(m, NAME("ssm_dt.bias"), NV, true, &L->ssm_dt)) ||
-          (rc = ld_get_vector(m, NAME("ssm_norm.weight"), hp->ssm_v_dim, true, &L->ssm_norm)))
-        return rc;
-      for (int64_t h = 0; h < NV; h++)
-        if (!(L->ssm_a[h] <= 0 && L->ssm_a[h] > -1e30f) || !isfinite(L->ssm_dt[h]))
-          return pa_error(PASADA_ERR_FORMAT, "tensor 'blk.%d.ssm_a' / 'ssm_dt.bias': head %lld has A %g (must "
-                          "be -exp(A_log) <= 0) and dt bias %g", i, (long long)h, L->ssm_a[h], L->ssm_dt[h]);
-    } else {
-      pa_matrix qg = {0};
-      if ((rc = ld_get_matrix(m, NAME("attn_q.weight"), E, 2 * Q, true, &qg)) ||
-          (rc = split_q_gate(L, &qg, hp->n_head, hp->head_dim, n)) ||
-          (rc = ld_get_matrix(m, NAME("attn_k.weight"), E, K, true, &L->wk)) ||
-          (rc = ld_get_matrix(m, NAME("attn_v.weight"), E, VV, true, &L->wv)) ||
-          (rc = ld_get_matrix(m, NAME("attn_output.weight"), O, E, true, &L->wo)) ||
-          (rc = ld_get_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm)) ||
-          (rc = ld_get_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm)))
-        return rc;
-    }
+  for (int i = 0; i < hp->n_layer + hp->n_mtp; i++)
+    if ((rc = ld_qwen35_layer(m, i, i < hp->n_layer && hp->recurrent[i]))) return rc;
+  if (hp->n_mtp == 0) return PASADA_OK;
+  char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.nextn.%s", hp->n_layer, s), n)
+  pa_matrix eh = {0};
+  if ((rc = ld_get_matrix(m, NAME("eh_proj.weight"), 2 * E, E, true, &eh)) ||
+      (rc = split_columns(&eh, E, n, &m->mtp_split, &m->mtp_eh, &m->mtp_eh_h)) ||
+      (rc = ld_get_vector(m, NAME("enorm.weight"), E, true, &m->mtp_enorm)) ||
+      (rc = ld_get_vector(m, NAME("hnorm.weight"), E, true, &m->mtp_hnorm)) ||
+      (rc = ld_get_vector(m, NAME("shared_head_norm.weight"), E, true, &m->mtp_norm)))
+    return rc;
 #undef NAME
-  }
   return PASADA_OK;
 }

@@ -20,7 +20,7 @@ pasada_model_params pasada_model_default_params(void) {
 void pasada_model_free(pasada_model *m) {
   if (!m) return;
   if (m->layers) {
-    for (int i = 0; i < m->hp.n_layer; i++) {
+    for (int i = 0; i < m->hp.n_layer + m->hp.n_mtp; i++) {
       pa_layer *L = &m->layers[i];
       float *v[] = {L->attn_norm, L->ffn_norm, L->q_norm, L->k_norm, L->post_attn_norm,
                     L->post_ffn_norm, L->bq, L->bk, L->bv, L->bo, L->b_up, L->b_down,
@@ -39,6 +39,10 @@ void pasada_model_free(pasada_model *m) {
   pa_unmap_huge(m->repacked, m->repacked_bytes);
   pa_backend_free(m->be);
   pa_free(m->output_norm);
+  pa_free(m->mtp_enorm);
+  pa_free(m->mtp_split);
+  pa_free(m->mtp_hnorm);
+  pa_free(m->mtp_norm);
   pa_free(m->embd_norm);
   pa_free(m->embd_norm_b);
   pa_free(m->rope_freqs);
@@ -176,6 +180,8 @@ int pasada_model_print_info(const pasada_model *m, FILE *f) {
   if (!m->vocab_only) {
     const pa_hparams *h = &m->hp;
     fprintf(f, "layers:          %d\n", h->n_layer);
+    if (h->n_mtp)
+      fprintf(f, "multi-token:     %d prediction layer (speculative decoding: --mtp)\n", h->n_mtp);
     fprintf(f, "embedding:       %d\n", h->n_embd);
     fprintf(f, "feed-forward:    %d\n", h->n_ff);
     if (h->n_expert)

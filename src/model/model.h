@@ -103,7 +103,15 @@ struct pa_model {
   float *ones;     /* gemma4: ones of the widest head (the weight of V's norm) */
   int32_t ff_layer[PA_MAX_LAYERS]; /* gemma4: each layer's FFN width (its KV-sharing layers may be twice as wide) */
   int32_t kv_heads_layer[PA_MAX_LAYERS]; /* each layer's attention.head_count_kv (gemma4: one per kind) */
-  pa_layer *layers;
+  pa_layer *layers; /* hp.n_layer, then the hp.n_mtp multi-token-prediction layers */
+  /* multi-token prediction (hp.n_mtp > 0; llama.cpp's nextn names):
+   * eh_proj (2 n_embd -> n_embd over [rmsnorm(embedding) * enorm,
+   * rmsnorm(hidden) * hnorm]) copied apart into its columns of the
+   * embedding's half (mtp_eh) and the hidden state's (mtp_eh_h), one
+   * allocation (mtp_split); the norm before the shared output */
+  pa_matrix mtp_eh, mtp_eh_h;
+  void *mtp_split;
+  float *mtp_enorm, *mtp_hnorm, *mtp_norm;
   const float **attn_sinks; /* per layer its attn_sinks, or NULL (no layer has sinks) */
   int32_t pooling;       /* pasada_pooling the file declares ({arch}.pooling_type) */
   pa_backend *be;        /* the backend that runs the model; it prepared the weights */
@@ -182,6 +190,23 @@ struct pa_context {
   float *hidden;
   double *embd_pool;
   int32_t *pool_n;
+  /* a multi-token-prediction context (pa_context_create_mtp): it runs the
+   * model's MTP layer (hp_own: its shape, one attention layer; its KV
+   * cache is that layer's) over the rows of hidden states mtp_in
+   * ([batch][n_embd], set before each pasada_decode), and each pass writes
+   * its output rows' hidden states (after the MTP norm) at hidden_out,
+   * within hidden (n_batch_max rows) as the logits within logits */
+  bool mtp;
+  pa_hparams *hp_own;
+  const float *mtp_in;
+  float *hidden_out;
+  /* a context whose hidden states a drafter reads (pa_context_keep_hidden):
+   * per sequence the final hidden states (after output_norm) of positions
+   * [h_pos0, h_pos0 + h_n), h_cap rows allocated; h_pass and all_idx a
+   * pass's rows and the identity index */
+  bool keep_hidden;
+  float **h_rows, *h_pass;
+  int32_t *h_pos0, *h_n, *h_cap, *all_idx;
 };
 
 /* pasada_model_load with backend be (adopted, freed with the model, also
@@ -229,6 +254,29 @@ void pa_hybrid_pass(struct pa_context *c, const pa_fwd_batch *b);
 void pa_hybrid_free(struct pa_context *c);
 void pa_hybrid_truncate(struct pa_context *c, int32_t seq, int32_t p0);
 int32_t pa_hybrid_reuse_prefix(struct pa_context *c, int32_t seq, const int32_t *tokens, int32_t n);
+/* Multi-token prediction (speculative decoding's drafts from a model's MTP
+ * layer, runtime/speculative.c):
+ * pa_context_create_mtp makes a context of model m that runs its MTP
+ * layer (hp.n_mtp > 0; PASADA_ERR_UNSUPPORTED otherwise, or on a backend
+ * split by layers). Each pasada_decode on it needs the rows of hidden
+ * states the batch's tokens pair with (pa_context_set_mtp_input: n_tokens
+ * rows of n_embd, valid during the call); its logits are the MTP's, and
+ * pa_context_mtp_hidden gives the MTP's own output hidden state of a
+ * logits row (what a next draft step pairs with).
+ * pa_context_keep_hidden makes a context keep the final hidden states of
+ * the positions it decodes, per sequence, until a drafter drops them
+ * (pa_context_hidden_drop); pa_context_hidden_rows gives them: rows of
+ * positions [*pos0, *pos0 + *n), contiguous. A truncation drops the rows
+ * past its position; a batch that does not continue a sequence's rows
+ * (positions skipped by prefix reuse) starts them anew. */
+int pa_context_create_mtp(struct pa_model *m, const pasada_context_params *params, struct pa_context **out);
+void pa_context_set_mtp_input(struct pa_context *c, const float *rows);
+const float *pa_context_mtp_hidden(const struct pa_context *c, int32_t i);
+int pa_context_keep_hidden(struct pa_context *c);
+const float *pa_context_hidden_rows(const struct pa_context *c, int32_t seq, int32_t *pos0, int32_t *n);
+void pa_context_hidden_drop(struct pa_context *c, int32_t seq, int32_t upto);
+/* The forward pass of a multi-token-prediction context (qwen35.c). */
+void pa_forward_qwen35_mtp(struct pa_context *ctx, const pa_fwd_batch *b);
 /* Sets the context's layer hook (NULL: none) and the host buffer it reads. */
 int pa_context_set_layer_hook(struct pa_context *c, pa_layer_hook hook, void *user);
 /* After layer l: the residual stream to the context's layer hook, if any. */

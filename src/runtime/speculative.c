@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "model/model.h"
 #include "runtime/sampler.h"
 
 bool pa_spec_mode_from_name(const char *name, pa_spec_mode *out) {
-  static const char *names[] = {"off", "lookup", "draft"};
-  for (int i = 0; i < 3; i++)
+  static const char *names[] = {"off", "lookup", "draft", "mtp"};
+  for (int i = 0; i < 4; i++)
     if (name && strcmp(name, names[i]) == 0) {
       *out = (pa_spec_mode)i;
       return true;
@@ -21,7 +22,7 @@ bool pa_spec_mode_from_name(const char *name, pa_spec_mode *out) {
 }
 
 const char *pa_spec_mode_name(pa_spec_mode mode) {
-  return mode == PA_SPEC_LOOKUP ? "lookup" : mode == PA_SPEC_DRAFT ? "draft" : "off";
+  return mode == PA_SPEC_LOOKUP ? "lookup" : mode == PA_SPEC_DRAFT ? "draft" : mode == PA_SPEC_MTP ? "mtp" : "off";
 }
 
 /* ---- prompt lookup ---- */
@@ -147,25 +148,107 @@ int pa_spec_verify(pasada_context *ctx, int32_t row0, pasada_sampler *s,
   return PASADA_OK;
 }
 
+/* ---- proposals (draft model, multi-token prediction) ----
+ * The samplers a proposer draws with: greedy (argmax), or per sequence the
+ * request's temperature and truncation (no penalties, bias or grammar: its
+ * distribution is only a proposal), whose rows verification weighs. */
+typedef struct {
+  pasada_sampler *greedy;
+  pasada_sampler **sampler; /* per sequence */
+  float **q;                /* per sequence: rows of n_vocab for sampled drafts (made on first use) */
+  int32_t *q_rows;
+  int32_t n_seq, n_vocab, n_ctx, n_batch;
+  /* per sequence the tokens the drafter's cache holds (n_ctx), and a
+   * batch's positions and sequences (n_batch) */
+  int32_t **held;
+  int32_t *pos, *seqs;
+} proposer;
+
+static void proposer_free(proposer *p) {
+  pasada_sampler_free(p->greedy);
+  for (int32_t i = 0; p->sampler && i < p->n_seq; i++) pasada_sampler_free(p->sampler[i]);
+  for (int32_t i = 0; p->q && i < p->n_seq; i++) free(p->q[i]);
+  for (int32_t i = 0; p->held && i < p->n_seq; i++) free(p->held[i]);
+  free(p->sampler);
+  free(p->q);
+  free(p->q_rows);
+  free(p->held);
+  free(p->pos);
+  free(p->seqs);
+}
+
+/* For the drafter's context ctx (n_seq sequences); the samplers seeded
+ * from sampling->seed (+1 per sequence). */
+static int proposer_init(proposer *p, const pasada_context *ctx, int32_t n_seq, int32_t n_batch, int32_t n_vocab,
+                         const pasada_sampler_params *sampling) {
+  p->n_seq = n_seq, p->n_vocab = n_vocab, p->n_ctx = pasada_context_n_ctx(ctx), p->n_batch = n_batch;
+  p->held = calloc((size_t)n_seq, sizeof *p->held);
+  p->pos = malloc((size_t)n_batch * sizeof *p->pos);
+  p->seqs = malloc((size_t)n_batch * sizeof *p->seqs);
+  for (int32_t i = 0; p->held && i < n_seq; i++)
+    if (!(p->held[i] = malloc((size_t)p->n_ctx * sizeof(int32_t)))) return PASADA_ERR_NOMEM;
+  if (!p->held || !p->pos || !p->seqs) return PASADA_ERR_NOMEM;
+  pasada_sampler_params gp = pasada_sampler_default_params(), sp = *sampling;
+  gp.temp = 0;
+  gp.repeat_last_n = 0;
+  sp.repeat_penalty = 1.0f;
+  sp.repeat_last_n = 0;
+  sp.presence_penalty = sp.frequency_penalty = 0;
+  p->sampler = calloc((size_t)n_seq, sizeof *p->sampler);
+  p->q = calloc((size_t)n_seq, sizeof *p->q);
+  p->q_rows = calloc((size_t)n_seq, sizeof *p->q_rows);
+  int st = p->sampler && p->q && p->q_rows ? PASADA_OK : PASADA_ERR_NOMEM;
+  if (!st) st = pasada_sampler_create(&gp, n_vocab, &p->greedy);
+  for (int32_t i = 0; !st && i < n_seq; i++) {
+    if (sampling->seed != PASADA_SEED_RANDOM) sp.seed = sampling->seed + 1 + (uint64_t)i;
+    st = pasada_sampler_create(&sp, n_vocab, &p->sampler[i]);
+  }
+  return st;
+}
+
+/* Room for `max` sampled rows of sequence seq (greedy: none); *q their
+ * start, or NULL. false: out of memory (pasada_last_error says). */
+static bool proposer_rows(proposer *p, int32_t seq, int32_t max, bool greedy, const float **q) {
+  if (q) *q = NULL;
+  if (greedy) return true;
+  if (p->q_rows[seq] < max) {
+    float *rows = realloc(p->q[seq], (size_t)max * (size_t)p->n_vocab * sizeof *rows);
+    if (!rows) {
+      pa_error(PASADA_ERR_NOMEM, "speculative: out of memory for %d rows", max);
+      return false;
+    }
+    p->q[seq] = rows;
+    p->q_rows[seq] = max;
+  }
+  if (q) *q = p->q[seq];
+  return true;
+}
+
+/* Proposal i of sequence seq from logits: 1 with *tok, 0 when no token
+ * has probability, -1 on a sampler error. */
+static int proposer_draw(proposer *p, int32_t seq, int32_t i, const float *logits, bool greedy, int32_t *tok) {
+  if (greedy) return pasada_sampler_sample(p->greedy, logits, p->n_vocab, tok) ? -1 : 1;
+  float *row = p->q[seq] + (size_t)i * (size_t)p->n_vocab;
+  if (pa_sampler_distribution(p->sampler[seq], logits, p->n_vocab, row)) return -1;
+  double total = 0;
+  for (int32_t v = 0; v < p->n_vocab; v++) total += row[v];
+  if (!(total > 0)) return 0;
+  *tok = draw_weights(row, p->n_vocab, total, pa_sampler_uniform(p->sampler[seq]));
+  return 1;
+}
+
 /* ---- draft model ---- */
 
 struct pa_spec_draft {
   pasada_model *model;
   pasada_context *ctx;
-  pasada_sampler *greedy;   /* argmax proposals */
-  pasada_sampler **sampler; /* per sequence: sampled proposals */
-  int32_t n_seq, n_ctx, n_batch, n_vocab;
+  proposer pr;
   /* a draft with recurrent layers rolls back only into its multi-token
    * passes (n_rollback 2): per sequence the length its last catch-up
    * reached, which the next one starts one short of */
   bool recurrent;
   int32_t *caught;
-  int32_t **held; /* per sequence: the tokens its cache holds */
-  float **q;      /* per sequence: rows of n_vocab for sampled drafts (made on first use) */
-  int32_t *q_rows;
-  int32_t *pos, *seqs;
 };
-
 int pa_spec_vocab_check(const pasada_model *target, const pasada_model *draft) {
   const int32_t nt = pasada_model_n_vocab(target), nd = pasada_model_n_vocab(draft);
   if (nt != nd)
@@ -191,17 +274,8 @@ void pa_spec_draft_free(pa_spec_draft *d) {
   if (!d) return;
   pasada_context_free(d->ctx);
   pasada_model_free(d->model);
-  pasada_sampler_free(d->greedy);
-  for (int32_t i = 0; d->sampler && i < d->n_seq; i++) pasada_sampler_free(d->sampler[i]);
-  for (int32_t i = 0; d->held && i < d->n_seq; i++) free(d->held[i]);
-  for (int32_t i = 0; d->q && i < d->n_seq; i++) free(d->q[i]);
-  free(d->sampler);
-  free(d->held);
-  free(d->q);
-  free(d->q_rows);
+  proposer_free(&d->pr);
   free(d->caught);
-  free(d->pos);
-  free(d->seqs);
   free(d);
 }
 
@@ -232,31 +306,8 @@ int pa_spec_draft_open(const char *path, const pasada_model *target,
     pa_spec_draft_free(d);
     return pa_error(st, "draft model %s: %s", path, pasada_last_error());
   }
-  d->n_seq = n_seq;
-  d->n_ctx = pasada_context_n_ctx(d->ctx);
-  d->n_batch = cp.n_batch;
-  d->n_vocab = pasada_model_n_vocab(d->model);
-  pasada_sampler_params gp = pasada_sampler_default_params(), sp = *sampling;
-  gp.temp = 0;
-  gp.repeat_last_n = 0;
-  sp.repeat_penalty = 1.0f;
-  sp.repeat_last_n = 0;
-  sp.presence_penalty = sp.frequency_penalty = 0;
-  d->sampler = calloc((size_t)n_seq, sizeof *d->sampler);
-  d->held = calloc((size_t)n_seq, sizeof *d->held);
-  d->q = calloc((size_t)n_seq, sizeof *d->q);
-  d->q_rows = calloc((size_t)n_seq, sizeof *d->q_rows);
-  d->caught = calloc((size_t)n_seq, sizeof *d->caught);
-  d->pos = malloc((size_t)d->n_batch * sizeof *d->pos);
-  d->seqs = malloc((size_t)d->n_batch * sizeof *d->seqs);
-  st = d->sampler && d->held && d->q && d->q_rows && d->caught && d->pos && d->seqs ? PASADA_OK
-                                                                       : PASADA_ERR_NOMEM;
-  if (!st) st = pasada_sampler_create(&gp, d->n_vocab, &d->greedy);
-  for (int32_t i = 0; !st && i < n_seq; i++) {
-    if (sampling->seed != PASADA_SEED_RANDOM) sp.seed = sampling->seed + 1 + (uint64_t)i;
-    st = pasada_sampler_create(&sp, d->n_vocab, &d->sampler[i]);
-    if (!st && !(d->held[i] = malloc((size_t)d->n_ctx * sizeof(int32_t)))) st = PASADA_ERR_NOMEM;
-  }
+  st = (d->caught = calloc((size_t)n_seq, sizeof *d->caught)) ? PASADA_OK : PASADA_ERR_NOMEM;
+  if (!st) st = proposer_init(&d->pr, d->ctx, n_seq, cp.n_batch, pasada_model_n_vocab(d->model), sampling);
   if (st) {
     pa_spec_draft_free(d);
     return st == PASADA_ERR_NOMEM ? pa_error(st, "draft model: out of memory") : st;
@@ -268,7 +319,7 @@ int pa_spec_draft_open(const char *path, const pasada_model *target,
 void pa_spec_draft_reset(pa_spec_draft *d, int32_t seq) {
   pasada_seq_truncate(d->ctx, seq, 0);
   d->caught[seq] = 0;
-  pasada_sampler_reset(d->sampler[seq]);
+  pasada_sampler_reset(d->pr.sampler[seq]);
 }
 
 const pasada_model *pa_spec_draft_model(const pa_spec_draft *d) {
@@ -280,13 +331,13 @@ const pasada_model *pa_spec_draft_model(const pa_spec_draft *d) {
 static int feed(pa_spec_draft *d, int32_t seq, const int32_t *tokens, int32_t n) {
   int32_t p0 = pasada_seq_length(d->ctx, seq);
   for (int32_t done = 0; done < n;) {
-    const int32_t len = n - done < d->n_batch ? n - done : d->n_batch;
+    const int32_t len = n - done < d->pr.n_batch ? n - done : d->pr.n_batch;
     for (int32_t i = 0; i < len; i++) {
-      d->pos[i] = p0 + done + i;
-      d->seqs[i] = seq;
-      d->held[seq][p0 + done + i] = tokens[done + i];
+      d->pr.pos[i] = p0 + done + i;
+      d->pr.seqs[i] = seq;
+      d->pr.held[seq][p0 + done + i] = tokens[done + i];
     }
-    pasada_batch b = {.n_tokens = len, .token = tokens + done, .pos = d->pos, .seq_id = d->seqs};
+    pasada_batch b = {.n_tokens = len, .token = tokens + done, .pos = d->pr.pos, .seq_id = d->pr.seqs};
     const int st = pasada_decode(d->ctx, &b);
     if (st) return st;
     done += len;
@@ -298,45 +349,146 @@ int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist
                               int32_t max, bool greedy, int32_t *out, const float **q) {
   if (q) *q = NULL;
   if (max > PA_SPEC_DRAFT_MAX) max = PA_SPEC_DRAFT_MAX;
-  if (n <= 0 || max <= 0 || n + max > d->n_ctx) return 0;
-  if (!greedy && d->q_rows[seq] < max) { /* rows for this many sampled drafts */
-    float *rows = realloc(d->q[seq], (size_t)max * (size_t)d->n_vocab * sizeof *rows);
-    if (!rows) {
-      pa_error(PASADA_ERR_NOMEM, "draft model: out of memory for %d rows", max);
-      return -1;
-    }
-    d->q[seq] = rows;
-    d->q_rows[seq] = max;
-  }
-  if (q && !greedy) *q = d->q[seq];
+  if (n <= 0 || max <= 0 || n + max > d->pr.n_ctx) return 0;
+  if (!proposer_rows(&d->pr, seq, max, greedy, q)) return -1;
   /* keep what the cache holds of hist, short of its last token; a
    * recurrent draft keeps at most its last catch-up's length less one (its
    * drafts were one-token passes, which keep no state to roll back to),
    * so this catch-up is two or more tokens and keeps the state after its
    * last but one for the next */
   int32_t len = pasada_seq_length(d->ctx, seq), c = 0;
-  while (c < len && c < n - 1 && d->held[seq][c] == hist[c]) c++;
+  while (c < len && c < n - 1 && d->pr.held[seq][c] == hist[c]) c++;
   if (d->recurrent && c > d->caught[seq] - 1) c = d->caught[seq] > 0 ? d->caught[seq] - 1 : 0;
   if (c < len) pasada_seq_truncate(d->ctx, seq, c);
   c = pasada_seq_length(d->ctx, seq); /* a recurrent draft may have lost more */
   if (feed(d, seq, hist + c, n - c)) return -1;
   d->caught[seq] = n;
   for (int32_t i = 0; i < max; i++) {
-    const float *logits = pasada_get_logits(d->ctx, -1);
     int32_t tok = -1;
-    if (greedy) {
-      if (pasada_sampler_sample(d->greedy, logits, d->n_vocab, &tok)) return -1;
-    } else {
-      float *row = d->q[seq] + (size_t)i * (size_t)d->n_vocab;
-      if (pa_sampler_distribution(d->sampler[seq], logits, d->n_vocab, row)) return -1;
-      double total = 0;
-      for (int32_t v = 0; v < d->n_vocab; v++) total += row[v];
-      if (!(total > 0)) return i;
-      tok = draw_weights(row, d->n_vocab, total, pa_sampler_uniform(d->sampler[seq]));
-    }
+    const int got = proposer_draw(&d->pr, seq, i, pasada_get_logits(d->ctx, -1), greedy, &tok);
+    if (got <= 0) return got < 0 ? -1 : i;
     out[i] = tok;
     if (i + 1 == max) return max;
     if (feed(d, seq, &tok, 1)) return -1;
+  }
+  return max;
+}
+
+/* ---- multi-token prediction ---- */
+
+struct pa_spec_mtp {
+  pasada_context *target, *ctx; /* ctx: the MTP layer's (pa_context_create_mtp) */
+  proposer pr;
+  int32_t n_embd;
+  /* per sequence: the target position of its entry 0 (base), how many
+   * entries the target's hidden states made (real; drafts' entries
+   * follow), the token each pairs with (held[j]: the one at position base
+   * + j + 1) and the one at base */
+  int32_t *base, *real, *first;
+  float *g; /* the last draft step's output hidden state */
+};
+
+void pa_spec_mtp_free(pa_spec_mtp *d) {
+  if (!d) return;
+  pasada_context_free(d->ctx);
+  proposer_free(&d->pr);
+  free(d->base);
+  free(d->g);
+  free(d);
+}
+
+int pa_spec_mtp_open(pasada_context *target, int32_t n_seq, int32_t n_ctx, int32_t n_threads,
+                     const pasada_sampler_params *sampling, pa_spec_mtp **out) {
+  *out = NULL;
+  pa_spec_mtp *d = calloc(1, sizeof *d);
+  if (!d) return pa_error(PASADA_ERR_NOMEM, "multi-token prediction: out of memory");
+  pasada_context_params cp = pasada_context_default_params();
+  cp.n_ctx = n_ctx;
+  cp.n_seq_max = n_seq;
+  cp.n_threads = n_threads;
+  cp.n_batch = 512;
+  int st = pa_context_create_mtp(target->model, &cp, &d->ctx);
+  if (!st) st = pa_context_keep_hidden(target);
+  if (st) {
+    pa_spec_mtp_free(d);
+    return st;
+  }
+  d->target = target;
+  d->n_embd = target->model->hp.n_embd;
+  d->base = calloc(3 * (size_t)n_seq, sizeof *d->base);
+  d->g = malloc((size_t)d->n_embd * sizeof *d->g);
+  st = d->base && d->g ? PASADA_OK : PASADA_ERR_NOMEM;
+  if (!st) {
+    d->real = d->base + n_seq, d->first = d->real + n_seq;
+    st = proposer_init(&d->pr, d->ctx, n_seq, cp.n_batch, pasada_model_n_vocab(target->model), sampling);
+  }
+  if (st) {
+    pa_spec_mtp_free(d);
+    return st == PASADA_ERR_NOMEM ? pa_error(st, "multi-token prediction: out of memory") : st;
+  }
+  *out = d;
+  return PASADA_OK;
+}
+
+void pa_spec_mtp_reset(pa_spec_mtp *d, int32_t seq) {
+  pasada_seq_truncate(d->ctx, seq, 0);
+  d->real[seq] = d->base[seq] = 0;
+  pasada_sampler_reset(d->pr.sampler[seq]);
+}
+
+/* Decodes n entries of sequence seq from its length on: tokens tok[i]
+ * paired with hidden rows h (n_embd each); logits of the last only. */
+static int mtp_feed(pa_spec_mtp *d, int32_t seq, const int32_t *tok, const float *h, int32_t n) {
+  const int32_t p0 = pasada_seq_length(d->ctx, seq);
+  for (int32_t done = 0; done < n;) {
+    const int32_t len = n - done < d->pr.n_batch ? n - done : d->pr.n_batch;
+    for (int32_t i = 0; i < len; i++) d->pr.pos[i] = p0 + done + i, d->pr.seqs[i] = seq;
+    pa_context_set_mtp_input(d->ctx, h + (size_t)done * (size_t)d->n_embd);
+    pasada_batch b = {.n_tokens = len, .token = tok + done, .pos = d->pr.pos, .seq_id = d->pr.seqs};
+    const int st = pasada_decode(d->ctx, &b);
+    if (st) return st;
+    done += len;
+  }
+  return PASADA_OK;
+}
+
+int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, int32_t n, int32_t max,
+                            bool greedy, int32_t *out, const float **q) {
+  if (q) *q = NULL;
+  if (max > PA_SPEC_DRAFT_MAX) max = PA_SPEC_DRAFT_MAX;
+  if (n < 2 || max <= 0 || n + max > d->pr.n_ctx) return 0;
+  if (!proposer_rows(&d->pr, seq, max, greedy, q)) return -1;
+  /* the target holds positions [0, n - 1); hist[n - 1] is its next token.
+   * Entry j (position base + j) pairs the target's hidden state there
+   * with the token after it: entries up to position n - 2 are due. */
+  int32_t pos0 = 0, nh = 0;
+  const float *rows = pa_context_hidden_rows(d->target, seq, &pos0, &nh);
+  int32_t base = d->base[seq], keep = d->real[seq];
+  if (base > n - 2 || (keep > 0 && hist[base] != d->first[seq])) keep = 0;
+  for (int32_t j = 0; j < keep; j++)
+    if (base + j + 1 > n - 1 || d->pr.held[seq][j] != hist[base + j + 1]) keep = j;
+  if (keep > n - 2 - base) keep = n - 2 - base; /* the last due entry is made again */
+  if (keep <= 0 || base + keep < pos0) { /* nothing of it left, or no rows for what follows: from the rows on */
+    base = pos0, keep = 0;
+  }
+  const int32_t e = base + keep; /* the first entry to make */
+  if (e > n - 2 || pos0 + nh < n - 1 || !rows) return 0; /* the target kept no hidden states of these */
+  pasada_seq_truncate(d->ctx, seq, keep);
+  if (pasada_seq_length(d->ctx, seq) != keep) return 0;
+  d->base[seq] = base, d->first[seq] = hist[base];
+  memcpy(d->pr.held[seq] + keep, hist + e + 1, (size_t)(n - 1 - e) * sizeof(int32_t));
+  if (mtp_feed(d, seq, hist + e + 1, rows + (size_t)(e - pos0) * (size_t)d->n_embd, n - 1 - e)) return -1;
+  d->real[seq] = n - 1 - base;
+  pa_context_hidden_drop(d->target, seq, n - 1); /* what the next proposal needs comes from later passes */
+  for (int32_t i = 0; i < max; i++) {
+    int32_t tok = -1;
+    const int got = proposer_draw(&d->pr, seq, i, pasada_get_logits(d->ctx, -1), greedy, &tok);
+    if (got <= 0) return got < 0 ? -1 : i;
+    out[i] = tok;
+    if (i + 1 == max) return max;
+    /* the next entry: the MTP's own output stands for the target's hidden state */
+    memcpy(d->g, pa_context_mtp_hidden(d->ctx, -1), (size_t)d->n_embd * sizeof *d->g);
+    if (mtp_feed(d, seq, &tok, d->g, 1)) return -1;
   }
   return max;
 }

@@ -21,8 +21,8 @@
 /* Most draft tokens one verification takes (pa_spec_draft's buffers). */
 #define PA_SPEC_DRAFT_MAX 32
 
-typedef enum { PA_SPEC_OFF = 0, PA_SPEC_LOOKUP = 1, PA_SPEC_DRAFT = 2 } pa_spec_mode;
-/* "off", "lookup", "draft" -> the mode; false for anything else. */
+typedef enum { PA_SPEC_OFF = 0, PA_SPEC_LOOKUP = 1, PA_SPEC_DRAFT = 2, PA_SPEC_MTP = 3 } pa_spec_mode;
+/* "off", "lookup", "draft", "mtp" -> the mode; false for anything else. */
 bool pa_spec_mode_from_name(const char *name, pa_spec_mode *out);
 const char *pa_spec_mode_name(pa_spec_mode mode);
 
@@ -121,5 +121,35 @@ int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist
                               int32_t max, bool greedy, int32_t *out, const float **q);
 /* The draft model (for statistics and its vocabulary). */
 const pasada_model *pa_spec_draft_model(const pa_spec_draft *d);
+
+/* ---- multi-token prediction ----
+ * Drafts from the target model's own multi-token-prediction layer
+ * (Qwen3.5's mtp.*, llama.cpp's nextn layers): entry j of a sequence pairs
+ * the target's final hidden state at position j with the token at j + 1
+ * (fc over their two norms, the layer, its norm, the shared output); the
+ * last one's logits propose the token after the target's next, and each
+ * further draft pairs the MTP's own output hidden state with the token it
+ * just proposed. Its entries live in an MTP context of their own (model.h,
+ * pa_context_create_mtp), at positions counted from the sequence's first
+ * hidden state the target kept (a prefix the target reused from its cache
+ * has none: drafting starts after it). */
+typedef struct pa_spec_mtp pa_spec_mtp;
+/* A drafter for n_seq sequences of n_ctx positions on n_threads threads
+ * over target context `target`, which from now on keeps the hidden states
+ * of what it decodes (pa_context_keep_hidden); samplers as
+ * pa_spec_draft_open's. PASADA_ERR_UNSUPPORTED when the model has no
+ * multi-token-prediction layer or runs split across backends. */
+int pa_spec_mtp_open(pasada_context *target, int32_t n_seq, int32_t n_ctx, int32_t n_threads,
+                     const pasada_sampler_params *sampling, pa_spec_mtp **out);
+void pa_spec_mtp_free(pa_spec_mtp *d);
+/* Resets sequence seq (its entries and its sampler's generator). */
+void pa_spec_mtp_reset(pa_spec_mtp *d, int32_t seq);
+/* pa_spec_draft_propose's contract for the target's sequence seq, whose
+ * cache holds hist[0..n - 1) (hist[n - 1] is its next token, not yet
+ * decoded): makes the entries due from the hidden states the target kept
+ * (dropping them), then proposes. 0 when the target kept none of the
+ * states due (nothing decoded since the drafter opened). */
+int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, int32_t n, int32_t max,
+                            bool greedy, int32_t *out, const float **q);
 
 #endif

@@ -33,6 +33,7 @@ struct srv_metrics {
   uint64_t steps, step_tokens;
   double step_seconds;
   uint64_t rejected_queue_full;
+  uint64_t spec_steps[4], spec_drafted[4], spec_accepted[4]; /* by pa_spec_mode */
   histogram ttft, itl, e2e;
   int queue_depth, running;
   pasada_kv_stats kv;
@@ -121,6 +122,15 @@ void srv_metrics_gauges(srv_metrics *m, int queue_depth, int running, const pasa
   m->queue_depth = queue_depth;
   m->running = running;
   if (kv) m->kv = *kv;
+  pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_spec(srv_metrics *m, int mode, int32_t drafted, int32_t accepted) {
+  if (mode < 1 || mode > 3) return;
+  pthread_mutex_lock(&m->mu);
+  m->spec_steps[mode]++;
+  m->spec_drafted[mode] += (uint64_t)drafted;
+  m->spec_accepted[mode] += (uint64_t)accepted;
   pthread_mutex_unlock(&m->mu);
 }
 
@@ -213,6 +223,20 @@ char *srv_metrics_render(srv_metrics *m) {
                    (unsigned long long)m->finished[i]);
   counter(&b, "pasada_requests_rejected_queue_full_total",
           "Requests answered 429 because the waiting queue was full.", m->rejected_queue_full);
+  static const char *modes[4] = {"off", "lookup", "draft", "mtp"};
+  const struct {
+    const char *name, *help;
+    const uint64_t *v;
+  } spec[] = {{"pasada_spec_steps_total", "Speculative verifications of a sequence's drafts, by drafter.",
+               m->spec_steps},
+              {"pasada_spec_draft_tokens_total", "Drafted tokens the verifications judged, by drafter.",
+               m->spec_drafted},
+              {"pasada_spec_accepted_tokens_total", "Drafted tokens accepted, by drafter.", m->spec_accepted}};
+  for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
+    header(&b, spec[k].name, "counter", spec[k].help);
+    for (int i = 1; i < 4; i++)
+      srv_buf_printf(&b, "%s{mode=\"%s\"} %llu\n", spec[k].name, modes[i], (unsigned long long)spec[k].v[i]);
+  }
   counter(&b, "pasada_prompt_tokens_total", "Prompt tokens of finished requests.",
           m->prompt_tokens);
   counter(&b, "pasada_generation_tokens_total", "Tokens generated (sampled).", m->generated_tokens);

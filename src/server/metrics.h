@@ -23,6 +23,9 @@ void srv_metrics_step(srv_metrics *m, int32_t n_tokens, double seconds);
 /* The scheduler's view after a step. */
 void srv_metrics_gauges(srv_metrics *m, int queue_depth, int running, const pasada_kv_stats *kv);
 void srv_metrics_rejected(srv_metrics *m, const char *reason); /* "queue_full", ... */
+/* One verification of a sequence's drafts: its pa_spec_mode (lookup,
+ * draft, mtp), the drafts judged and how many were accepted. */
+void srv_metrics_spec(srv_metrics *m, int mode, int32_t drafted, int32_t accepted);
 /* The last gauges the scheduler reported (readiness reads the queue);
  * kv may be NULL. */
 void srv_metrics_load(srv_metrics *m, int *queue_depth, int *running, pasada_kv_stats *kv);

@@ -20,6 +20,7 @@ typedef struct {
   int64_t created;  /* when the model was loaded */
   int32_t n_ctx, n_vocab;
   bool has_draft; /* a draft model was loaded (serve --draft): "speculative" mode "draft" */
+  bool has_mtp;   /* serve --mtp: "speculative" mode "mtp" */
   /* a model with recurrent layers: the most tokens a step may draft (the
    * rollback states its context made at start: 0 without --lookup or
    * --draft); -1: any (no recurrent layers) */

@@ -252,10 +252,13 @@ bool srv_request_sampler(const srv_model_info *mi, const srv_request *r, pasada_
   if (r->spec_mode == 1 + PA_SPEC_DRAFT && !mi->has_draft)
     return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
                     "'speculative.mode' \"draft\" needs a server started with --draft MODEL");
+  if (r->spec_mode == 1 + PA_SPEC_MTP && !mi->has_mtp)
+    return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
+                    "'speculative.mode' \"mtp\" needs a server started with --mtp");
   if (mi->spec_limit == 0 && r->spec_mode > 1 + PA_SPEC_OFF)
     return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
                     "speculative decoding on a model with recurrent layers needs a server started with "
-                    "--lookup or --draft (the states that roll drafts back are made at start)");
+                    "--lookup, --draft or --mtp (the states that roll drafts back are made at start)");
   if (mi->spec_limit > 0 && r->spec_draft_max > mi->spec_limit)
     return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
                     "'speculative.draft_max' is at most %d on this model with recurrent layers (the "
@@ -294,7 +297,7 @@ bool srv_request_speculative(const cJSON *spec, const char *param, srv_request *
     if (m->string && !strcmp(m->string, "mode")) {
       pa_spec_mode mode;
       if (!cJSON_IsString(m) || !pa_spec_mode_from_name(m->valuestring, &mode))
-        return BAD(e, param, "'%s.mode' must be \"lookup\", \"draft\" or \"off\"", param);
+        return BAD(e, param, "'%s.mode' must be \"lookup\", \"draft\", \"mtp\" or \"off\"", param);
       r->spec_mode = 1 + (int)mode;
     } else if (m->string && !strcmp(m->string, "draft_max")) {
       const double d = m->valuedouble;

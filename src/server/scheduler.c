@@ -93,6 +93,7 @@ struct srv_sched {
   int32_t spec_limit; /* srv_sched_params' */
   int32_t draft_max_default, spec_max_seqs;
   pa_spec_draft *draft;
+  pa_spec_mtp *mtp;
   srv_spec_slot *sp; /* n_slots of them */
 };
 
@@ -131,6 +132,7 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->draft_max_default = p->draft_max;
   s->spec_max_seqs = p->spec_max_seqs > 0 ? p->spec_max_seqs : SRV_SPEC_MAX_SEQS;
   s->draft = p->draft;
+  s->mtp = p->mtp;
   const size_t ns = (size_t)n_seq_max;
   bool spec_ok = (s->sp = calloc(ns, sizeof *s->sp)) != NULL;
   for (int32_t i = 0; spec_ok && i < n_seq_max; i++)
@@ -306,7 +308,7 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
    * or a reasoning budget */
   int mode = j->req.spec_mode > 0 ? j->req.spec_mode - 1 : s->spec_default;
   if (j->req.logprobs || j->req.think_limit || j->req.kind == SRV_EMBEDDING ||
-      (mode == PA_SPEC_DRAFT && !s->draft) || s->spec_limit == 0)
+      (mode == PA_SPEC_DRAFT && !s->draft) || (mode == PA_SPEC_MTP && !s->mtp) || s->spec_limit == 0)
     mode = PA_SPEC_OFF;
   /* the reasoning block is open from the start when the prompt opened it
    * or the family has no open marker */
@@ -318,6 +320,7 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   s->sp[i].max = j->req.spec_draft_max > 0  ? j->req.spec_draft_max
                  : s->draft_max_default > 0 ? s->draft_max_default
                  : mode == PA_SPEC_LOOKUP   ? SRV_LOOKUP_DRAFT_MAX
+                 : mode == PA_SPEC_MTP      ? SRV_MTP_DRAFT_MAX
                                             : SRV_MODEL_DRAFT_MAX;
   if (s->spec_limit > 0 && s->sp[i].max > s->spec_limit) s->sp[i].max = s->spec_limit;
   s->sp[i].pace = (pa_spec_pace){0};
@@ -556,6 +559,11 @@ static void add_draft(srv_sched *s, int i, int32_t *n, int32_t *budget) {
     m = pa_spec_draft_propose(s->draft, i, s->sp[i].hist, s->sp[i].n_hist, k, greedy,
                               s->sp[i].draft, &s->sp[i].q);
     if (m < 0) m = 0; /* the draft model failed: decode without a draft */
+  } else if (s->sp[i].mode == PA_SPEC_MTP) {
+    const bool greedy = j->req.sampling.temp <= 0;
+    m = pa_spec_mtp_propose(s->mtp, i, s->sp[i].hist, s->sp[i].n_hist, k, greedy, s->sp[i].draft,
+                            &s->sp[i].q);
+    if (m < 0) m = 0;
   }
   for (int32_t t = 0; t < m; t++) {
     s->b_token[*n] = s->sp[i].draft[t];
@@ -576,6 +584,7 @@ static void on_verified(srv_sched *s, int i, const srv_sampled *d) {
   const int32_t n_out = s->sp[i].n_out, n_draft = s->sp[i].n;
   j->n_fed += n_out - (1 + n_draft);
   pa_spec_pace_update(&s->sp[i].pace, n_draft, s->sp[i].n_acc, s->sp[i].max);
+  if (n_draft > 0) srv_metrics_spec(s->metrics, s->sp[i].mode, n_out < n_draft ? n_out : n_draft, s->sp[i].n_acc);
   if (d->token < 0) {
     on_sampled(s, i, d);
     return;

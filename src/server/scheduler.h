@@ -24,6 +24,7 @@ typedef struct {
   int spec_mode;
   int32_t draft_max;
   struct pa_spec_draft *draft;
+  struct pa_spec_mtp *mtp; /* the model's multi-token-prediction drafter (NULL: none) */
   int32_t spec_max_seqs;
   /* a model with recurrent layers: the most tokens a step may draft (the
    * context's n_rollback - 1; 0: no speculation); -1: any */
@@ -33,6 +34,7 @@ typedef struct {
 /* draft lengths when neither the request nor --draft-max says */
 #define SRV_LOOKUP_DRAFT_MAX 8
 #define SRV_MODEL_DRAFT_MAX 4
+#define SRV_MTP_DRAFT_MAX 3
 
 /* The context must have been created with n_seq_max slots and a batch size
  * of at least n_seq_max + prefill_chunk; the scheduler uses it exclusively

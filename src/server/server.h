@@ -46,8 +46,8 @@ typedef struct {
   const char *kv_events; /* ZeroMQ endpoint of the KV-event publisher; NULL: none */
   const char *kv_events_topic; /* its topic (NULL: kv@HOSTNAME@MODEL) */
   const char *kv_events_replay; /* ROUTER endpoint replaying kept batches; NULL: none */
-  /* speculative decoding's defaults: --lookup, --draft FILE, --draft-max N */
-  bool spec_lookup;
+  /* speculative decoding's defaults: --lookup, --draft FILE, --mtp, --draft-max N */
+  bool spec_lookup, spec_mtp;
   const char *draft_path;
   int32_t draft_max;
   int32_t spec_max_seqs; /* --spec-max-seqs (0: SRV_SPEC_MAX_SEQS) */

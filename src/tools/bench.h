@@ -195,7 +195,7 @@ void pa_bench_read_rss(uint64_t *rss, uint64_t *hwm);
 typedef struct {
   const char *model_path, *draft_path; /* draft_path: mode PA_SPEC_DRAFT */
   const char *text_path;               /* the prompt's text (NULL: a built-in code edit) */
-  int mode;                            /* pa_spec_mode: lookup or draft */
+  int mode;                            /* pa_spec_mode: lookup, draft or mtp */
   int32_t draft_max, lookup_ngram, n_gen, n_threads, repeats;
   pasada_kv_type kv_type;
   const char *backend;

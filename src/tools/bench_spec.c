@@ -1,4 +1,4 @@
-/* bench_spec.c: `pasada bench --lookup | --draft FILE`: speculative
+/* bench_spec.c: `pasada bench --lookup | --draft FILE | --mtp`: speculative
  * decoding against plain greedy decoding on one prompt (a code-editing one
  * by default, --text FILE otherwise, in the model's chat template when it
  * has one): generation tokens/s of each over interleaved repeats, the
@@ -49,6 +49,7 @@ typedef struct {
   pasada_model *model;
   pasada_context *ctx;
   pa_spec_draft *draft;
+  pa_spec_mtp *mtp;
   int32_t n_vocab, n_prompt;
   int32_t *prompt, *hist, *out;
   float *scratch;
@@ -118,7 +119,11 @@ static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, dou
   int st = pasada_sampler_create(&sp, b->n_vocab, &s);
   if (st) return st;
   const int32_t P = b->n_prompt;
-  if ((st = back_to(b, P - 1)) || (st = decode(b->ctx, b->prompt + P - 1, 1, P - 1, false))) goto out;
+  /* the MTP drafts from the prompt's hidden states: every one of them again */
+  if (b->mtp) pa_spec_mtp_reset(b->mtp, 0);
+  if ((st = back_to(b, b->mtp ? 0 : P - 1)) || (st = back_to(b, P - 1)) ||
+      (st = decode(b->ctx, b->prompt + P - 1, 1, P - 1, false)))
+    goto out;
   memcpy(b->hist, b->prompt, (size_t)P * sizeof *b->hist);
   const double t0 = now_s();
   int32_t n = 0, pos = P, tok;
@@ -134,8 +139,12 @@ static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, dou
     int32_t m = 0;
     if (k > 0 && mode == PA_SPEC_LOOKUP)
       m = pa_spec_lookup(b->hist, pos + 1, p->lookup_ngram, 1, k, batch + 1);
-    else if (k > 0 && (m = pa_spec_draft_propose(b->draft, 0, b->hist, pos + 1, k, true, batch + 1,
-                                                 NULL)) < 0) {
+    else if (k > 0 && mode == PA_SPEC_MTP && (m = pa_spec_mtp_propose(b->mtp, 0, b->hist, pos + 1, k, true,
+                                                                      batch + 1, NULL)) < 0) {
+      st = PASADA_ERR_ARG;
+      goto out;
+    } else if (k > 0 && mode == PA_SPEC_DRAFT &&
+               (m = pa_spec_draft_propose(b->draft, 0, b->hist, pos + 1, k, true, batch + 1, NULL)) < 0) {
       st = PASADA_ERR_ARG;
       goto out;
     }
@@ -212,6 +221,11 @@ int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r) {
     sp.seed = 1;
     st = pa_spec_draft_open(p->draft_path, b.model, &mp, 1, n_ctx, p->n_threads, &sp, &b.draft);
   }
+  if (!st && p->mode == PA_SPEC_MTP) {
+    pasada_sampler_params sp = pasada_sampler_default_params();
+    sp.seed = 1;
+    st = pa_spec_mtp_open(b.ctx, 1, n_ctx, p->n_threads, &sp, &b.mtp);
+  }
   if (!st) {
     b.n_vocab = pasada_model_n_vocab(b.model);
     b.hist = malloc((size_t)n_ctx * sizeof *b.hist);
@@ -247,6 +261,7 @@ int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r) {
     r->spec = rate_of(spec, p->repeats);
   }
   pa_spec_draft_free(b.draft);
+  pa_spec_mtp_free(b.mtp);
   pasada_context_free(b.ctx);
   pasada_model_free(b.model);
   free(b.prompt), free(b.hist), free(b.out), free(b.scratch), free(first), free(text);

@@ -115,6 +115,13 @@ def write_safetensors(path, tensors):
     pathlib.Path(path).write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+def add_safetensors(folder, tensors):
+    """The folder's model.safetensors (F32) with `tensors` added (Qwen3.5's
+    mtp.* from tests/fixtures/tiny/qwen35.mtp.safetensors, say)."""
+    path = pathlib.Path(folder) / "model.safetensors"
+    write_safetensors(path, {**read_safetensors(path), **tensors})
+
+
 # Qwen3.5's linear layers: GGUF kind -> transformers' name
 _QWEN35_LINEAR = {"attn_qkv": "linear_attn.in_proj_qkv.weight", "attn_gate": "linear_attn.in_proj_z.weight",
                   "ssm_beta": "linear_attn.in_proj_b.weight", "ssm_alpha": "linear_attn.in_proj_a.weight",

@@ -97,7 +97,7 @@ OPTION_VALUES = {
 }
 # Options that are valid only beside another: what test_help_tells_the_truth adds.
 OPTION_NEEDS = {"--gpu-layers": ["--device", "vulkan"]}
-FLAGS = {"--chat", "--no-stats", "--verbose", "--raw", "--vocab-only", "--lookup"}
+FLAGS = {"--chat", "--no-stats", "--verbose", "--raw", "--vocab-only", "--lookup", "--mtp"}
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -145,7 +145,7 @@ SERVE_VALUES = {
     "--kv-events-topic": "t", "--kv-events-replay": "tcp://127.0.0.1:2", "--draft": "draft.gguf", "--draft-max": "4", "--spec-max-seqs": "2",
     "--pooling": "mean", "--quantize": "q8_0",
 }
-SERVE_FLAGS = ("-v", "--verbose", "--lookup", "--embeddings", "--matryoshka")
+SERVE_FLAGS = ("-v", "--verbose", "--lookup", "--mtp", "--embeddings", "--matryoshka")
 SERVE_NEEDS = {"--gpu-layers": ["--device", "vulkan"], "--kv-events-topic": ["--kv-events", "tcp://127.0.0.1:1"],
                "--kv-events-replay": ["--kv-events", "tcp://127.0.0.1:1"]}
 

@@ -130,7 +130,9 @@ def test_qwen35_multimodal_folder_reads_its_text_model(tmp_path):
     the text model's keys under text_config, its tensors under
     model.language_model., the vision tower under model.visual., lm_head at
     the top; multi-token prediction under mtp.) runs its text model: the
-    logits of the plain Qwen3_5ForCausalLM folder, bit for bit."""
+    logits of the plain Qwen3_5ForCausalLM folder, bit for bit, with its
+    multi-token-prediction layer loaded (tests/e2e/test_mtp.py tests it);
+    mtp. tensors without their layer are a one-line error."""
     from hf_folder import write_safetensors
     plain = write_f32_folder(TINY / "qwen35.gguf", "qwen35", tmp_path / "plain")
     mm = write_f32_folder(TINY / "qwen35.gguf", "qwen35", tmp_path / "mm")
@@ -142,13 +144,21 @@ def test_qwen35_multimodal_folder_reads_its_text_model(tmp_path):
     t = {n.replace("model.", "model.language_model.", 1) if n.startswith("model.") else n: v
          for n, v in read_safetensors(mm / "model.safetensors").items()}
     t["model.visual.patch_embed.proj.weight"] = np.ones((32, 3, 2, 2, 2), np.float32)[..., 0]
-    t["mtp.fc.weight"] = np.ones((64, 128), np.float32)
+    t.update(read_safetensors(TINY / "qwen35.mtp.safetensors"))
     write_safetensors(mm / "model.safetensors", t)
     data = np.load(TINY / "qwen35.logits.npz")
     args = ("--kv-type", "f32", "--backend", "cpu")
     a = run_eval("logits", plain, [data["ids1"]], tmp_path / "a", args)[0]
     b = run_eval("logits", mm, [data["ids1"]], tmp_path / "b", args)[0]
     assert np.array_equal(a, b)
+    info = pasada("info", "-m", mm, check=False)
+    assert "multi-token:     1 prediction layer" in info.stdout + info.stderr
+    lone = mm.parent / "lone"
+    shutil.copytree(mm, lone)
+    write_safetensors(lone / "model.safetensors",
+                      {k: v for k, v in t.items() if not k.startswith("mtp.layers.")})
+    res = pasada("info", "-m", lone, check=False)
+    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "mtp.layers.0" in res.stderr, res.stderr
     del cfg["text_config"]
     (mm / "config.json").write_text(json.dumps(cfg))
     res = pasada("info", "-m", mm, check=False)

@@ -266,6 +266,10 @@ def test_server_recurrent_greedy_identical(pasada_bin):
         assert r.status_code == 400 and "at most 5" in r.json()["error"]["message"], r.text
         assert r.json()["error"]["param"] == "speculative"
         s.wait_idle()
+        metrics = requests.get(s.url + "/metrics", timeout=60).text
+        accepted = [ln for ln in metrics.splitlines()
+                    if ln.startswith('pasada_spec_accepted_tokens_total{mode="lookup"}')]
+        assert accepted and int(accepted[0].split()[-1]) > 0, metrics  # drafts were kept and rolled back
     finally:
         assert s.stop() == 0, s.stderr
 
@@ -275,7 +279,7 @@ def test_server_recurrent_needs_speculation_at_start(pasada_bin):
     try:
         r = requests.post(s.url + "/v1/completions", json={
             "prompt": "hi", "max_tokens": 4, "speculative": {"mode": "lookup"}}, timeout=60)
-        assert r.status_code == 400 and "--lookup or --draft" in r.json()["error"]["message"], r.text
+        assert r.status_code == 400 and "--lookup, --draft or --mtp" in r.json()["error"]["message"], r.text
         r = requests.post(s.url + "/v1/completions", json={
             "prompt": "hi", "max_tokens": 4, "speculative": {"mode": "off"}}, timeout=60)
         assert r.status_code == 200, r.text

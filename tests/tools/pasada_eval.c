@@ -7,6 +7,7 @@
  *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  *   pasada_eval logits-reuse MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
  *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
+ *   pasada_eval mtp          MODEL IDS_FILE OUT_DIR [...]   (also mtp-steps)
  * (--quantize TYPE: a Hugging Face folder's matrices quantized to TYPE at load)
  *
  * IDS_FILE holds one prompt per line as space-separated token ids (blank lines
@@ -23,8 +24,13 @@
  * argmax tokens (lowest id on ties); it stops only at N. --backend NAME runs
  * the model on that backend (cpu, cpu:TABLE, ref); --reference is --backend
  * ref (weights dequantized to F32, activations not quantized). --kv-type sets
- * the KV cache's values (default: the backend's, F16 on cpu, F32 on ref). Errors print
- * pasada_last_error() and exit 1. */
+ * the KV cache's values (default: the backend's, F16 on cpu, F32 on ref).
+ * "mtp" (a model with a multi-token-prediction layer) decodes each prompt
+ * in one batch keeping the final hidden states, then runs the MTP layer
+ * over entries 0..n-2 (entry j: the hidden state at j with token j + 1)
+ * in one batch, "mtp-steps" one entry per decode call, then one entry more
+ * as a second draft step makes it (the last entry's own output hidden
+ * state with its argmax token), and writes their logits: n x n_vocab. Errors print pasada_last_error() and exit 1. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +38,7 @@
 #include <string.h>
 
 #include "format/hf.h" /* --quantize: a Hugging Face folder quantized at load */
+#include "model/model.h" /* mtp: the multi-token-prediction context */
 #include "pasada.h"
 
 typedef struct {
@@ -163,15 +170,20 @@ static int32_t argmax(const float *l, int32_t n) {
   return best;
 }
 
+/* OUT_DIR/prompt<k>.f32, created (its name into path). */
+static FILE *open_out(const char *out_dir, int k, char *path, size_t cap) {
+  if (snprintf(path, cap, "%s/prompt%d.f32", out_dir, k) >= (int)cap) fail("output path too long: %s", out_dir);
+  FILE *f = fopen(path, "wb");
+  if (!f) fail("cannot create %s", path);
+  return f;
+}
+
 static void run_logits(pasada_context *ctx, const prompt_list *prompts, const char *out_dir,
                        int32_t n_vocab, bool steps, bool reuse) {
   for (int k = 0; k < prompts->n; k++) {
     const prompt *p = &prompts->items[k];
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/prompt%d.f32", out_dir, k) >= (int)sizeof path)
-      fail("output path too long: %s", out_dir);
-    FILE *f = fopen(path, "wb");
-    if (!f) fail("cannot create %s", path);
+    FILE *f = open_out(out_dir, k, path, sizeof path);
     pasada_seq_truncate(ctx, 0, 0);
     if (steps) {
       for (int32_t i = 0; i < p->n; i++) {
@@ -198,6 +210,44 @@ static void run_logits(pasada_context *ctx, const prompt_list *prompts, const ch
   }
 }
 
+static void run_mtp(pasada_context *ctx, const prompt_list *prompts, const char *out_dir, int32_t n_vocab,
+                    bool steps) {
+  pasada_context_params cp = pasada_context_default_params();
+  cp.n_ctx = pasada_context_n_ctx(ctx);
+  cp.n_batch = cp.n_ctx;
+  pasada_context *mtp;
+  if (pa_context_create_mtp(ctx->model, &cp, &mtp) != PASADA_OK || pa_context_keep_hidden(ctx) != PASADA_OK)
+    die("mtp context");
+  const int32_t E = pasada_model_n_embd(ctx->model);
+  for (int k = 0; k < prompts->n; k++) {
+    const prompt *p = &prompts->items[k];
+    char path[4096];
+    FILE *f = open_out(out_dir, k, path, sizeof path);
+    pasada_seq_truncate(ctx, 0, 0);
+    pasada_seq_truncate(mtp, 0, 0);
+    decode(ctx, p->ids, p->n, 0, false);
+    int32_t pos0, nh;
+    const float *h = pa_context_hidden_rows(ctx, 0, &pos0, &nh);
+    if (pos0 != 0 || nh != p->n) fail("the context kept rows [%d, %d) of %d", pos0, pos0 + nh, p->n);
+    for (int32_t j = 0; j < p->n - 1; j += steps ? 1 : p->n - 1) {
+      const int32_t m = steps ? 1 : p->n - 1;
+      pa_context_set_mtp_input(mtp, h + (size_t)j * (size_t)E);
+      decode(mtp, p->ids + 1 + j, m, j, true);
+      for (int32_t i = 0; i < m; i++) write_row(f, logits_of(mtp, i), n_vocab, path);
+    }
+    /* a second draft step: the last entry's own hidden state with its argmax */
+    const int32_t next = argmax(logits_of(mtp, -1), n_vocab);
+    float *g = xrealloc(NULL, (size_t)E * sizeof *g);
+    memcpy(g, pa_context_mtp_hidden(mtp, -1), (size_t)E * sizeof *g);
+    pa_context_set_mtp_input(mtp, g);
+    decode(mtp, &next, 1, p->n - 1, true);
+    write_row(f, logits_of(mtp, 0), n_vocab, path);
+    free(g);
+    if (fclose(f) != 0) fail("cannot write %s", path);
+  }
+  pasada_context_free(mtp);
+}
+
 static void run_greedy(pasada_context *ctx, const prompt_list *prompts, int32_t n_gen,
                        int32_t n_vocab) {
   for (int k = 0; k < prompts->n; k++) {
@@ -221,7 +271,9 @@ int main(int argc, char **argv) {
   const char *mode = argv[1], *model_path = argv[2], *ids_path = argv[3], *target = argv[4];
   bool greedy = strcmp(mode, "greedy") == 0;
   bool steps = strcmp(mode, "logits-steps") == 0, reuse = strcmp(mode, "logits-reuse") == 0;
-  if (!greedy && !steps && !reuse && strcmp(mode, "logits") != 0) usage();
+  const bool mtp = strncmp(mode, "mtp", 3) == 0, mtp_steps = strcmp(mode, "mtp-steps") == 0;
+  if (!greedy && !steps && !reuse && !mtp_steps && strcmp(mode, "mtp") != 0 && strcmp(mode, "logits") != 0)
+    usage();
   int32_t n_threads = 0;
   const char *backend = NULL;
   pasada_kv_type kv_type = PASADA_KV_DEFAULT;
@@ -272,6 +324,8 @@ int main(int argc, char **argv) {
 
   if (greedy) {
     run_greedy(ctx, &prompts, n_gen, n_vocab);
+  } else if (mtp) {
+    run_mtp(ctx, &prompts, target, n_vocab, mtp_steps);
   } else {
     run_logits(ctx, &prompts, target, n_vocab, steps, reuse);
   }

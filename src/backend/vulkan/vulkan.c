@@ -95,7 +95,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = hp->n_layer * 56 + 16;
+  const int cap = (n_layers > hp->n_layer ? n_layers : hp->n_layer) * 56 + 20;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -111,6 +111,15 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   if (!rc && embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, pa_vkc_matrix_bytes(&m->tok_embd));
   if (!rc && output && m->output.data) rc = collect(t, &n, cap, m->output.data, pa_vkc_matrix_bytes(&m->output));
   if (!rc && output) rc = collect(t, &n, cap, m->output_norm, E);
+  /* multi-token prediction (its layer is among n_layers when it is run) */
+  if (!rc && output && n_layers > hp->n_layer && m->mtp_eh.data) {
+    rc = check_type(&m->mtp_eh);
+    if (!rc) rc = collect(t, &n, cap, m->mtp_eh.data, pa_vkc_matrix_bytes(&m->mtp_eh));
+    if (!rc) rc = collect(t, &n, cap, m->mtp_eh_h.data, pa_vkc_matrix_bytes(&m->mtp_eh_h));
+    if (!rc) rc = collect(t, &n, cap, m->mtp_enorm, E);
+    if (!rc) rc = collect(t, &n, cap, m->mtp_hnorm, E);
+    if (!rc) rc = collect(t, &n, cap, m->mtp_norm, E);
+  }
   /* bert: learned positions and token types (F32), the embeddings' LayerNorm */
   if (!rc && embed && m->pos_embd.data) rc = collect(t, &n, cap, m->pos_embd.data, pa_vkc_matrix_bytes(&m->pos_embd));
   if (!rc && embed && m->type_embd.data) rc = collect(t, &n, cap, m->type_embd.data, pa_vkc_matrix_bytes(&m->type_embd));
@@ -217,7 +226,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
 }
 
 static int prepare_weights(const pa_backend *be, struct pa_model *m) {
-  return prepare(be, m, m->hp.n_layer, true, true);
+  return prepare(be, m, m->hp.n_layer + m->hp.n_mtp, true, true);
 }
 
 int pa_vulkan_prepare_layers(const pa_backend *be, struct pa_model *m, int32_t n_layers, bool output) {
