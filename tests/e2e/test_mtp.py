@@ -20,9 +20,12 @@ scripts/make-mtp-fixtures.py).
 
 The MTP layer's weights are random, so its greedy drafts are rarely the
 target's: greedy runs exercise rejections and their rollback (Qwen3.5's
-recurrent state included), sampled runs acceptances."""
+recurrent state included), sampled runs acceptances. CI runs 4 prompts of
+80 tokens and 4 users; PASADA_SPEC_FULL=1 runs 20 prompts of 256 tokens
+(a 640-position context past the tiny model's 128 trained ones) and 8
+users."""
 import json
-import shutil
+import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,8 +40,14 @@ from test_server import Server
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TINY = FIXTURES / "tiny"
 BUILD = Path(__file__).resolve().parents[2] / "build"
+FULL = os.environ.get("PASADA_SPEC_FULL") == "1"
+N_TOKENS, USERS, CTX = (256, 8, 640) if FULL else (80, 4, 256)
 PROMPTS = ["the cat sat on the mat the cat sat on the mat", "one two three four five six",
            "hello", "a b a b a b a b"]
+if FULL:
+    PROMPTS += [f"{w} " * (i % 5 + 1) + f"item {i}: {w}, then {w[::-1]}" for i, w in enumerate(
+        ["river", "solar", "stack", "query", "paris", "rainbow", "spider", "haiku", "cook", "print",
+         "return", "select", "class", "value", "order", "number"])]
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +111,9 @@ def test_mtp_gguf_keeps_the_layer(pasada_bin, mtp_model, tmp_path):
 
 
 def run(pasada_bin, model, prompt, *extra):
-    res = subprocess.run([str(pasada_bin), "run", "-m", str(model), "-p", prompt, "-n", "80", "-t", "2",
-                          *map(str, extra)], capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+    res = subprocess.run([str(pasada_bin), "run", "-m", str(model), "-p", prompt, "-n", str(N_TOKENS), "-t", "2",
+                          "--ctx", str(CTX), *map(str, extra)], capture_output=True, timeout=600,
+                         stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr.decode(errors="replace")
     return res.stdout, res.stderr.decode(errors="replace")
 
@@ -150,15 +160,15 @@ def test_mtp_refused_with_one_line(pasada_bin, mtp_model, request):
 
 
 def test_server_mtp_greedy_identical(pasada_bin, mtp_model):
-    s = Server(pasada_bin, mtp_model, "--parallel", 4, "--ctx", 256, "--mtp", "--spec-max-seqs", 4)
+    s = Server(pasada_bin, mtp_model, "--parallel", USERS, "--ctx", CTX, "--mtp", "--spec-max-seqs", USERS)
     try:
         def complete(prompt, spec):
             r = requests.post(s.url + "/v1/completions", json={
-                "prompt": prompt, "max_tokens": 64, "temperature": 0, "speculative": spec}, timeout=600)
+                "prompt": prompt, "max_tokens": N_TOKENS, "temperature": 0, "speculative": spec}, timeout=600)
             assert r.status_code == 200, r.text
             return r.json()["choices"][0]["text"]
         want = [complete(p, {"mode": "off"}) for p in PROMPTS]
-        for users in (1, 4):
+        for users in (1, USERS):
             for spec in ({"mode": "mtp"}, None, {"mode": "mtp", "draft_max": 1}, {"mode": "lookup"}):
                 work = PROMPTS * (2 if users > 1 else 1)
                 with ThreadPoolExecutor(users) as pool:

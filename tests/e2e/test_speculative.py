@@ -202,10 +202,15 @@ def test_bench_lookup(pasada_bin, smollm2):
 # (pasada_context_params.n_rollback): the tiny fixture, greedy, plain against
 # prompt lookup, itself as the draft (a recurrent draft, all accepted) and
 # its first two layers as the draft (often rejected), in `run`, `bench` and
-# the server at 1 and 4 users.
+# the server at 1 and 4 users (8 with PASADA_SPEC_FULL=1).
 QWEN35 = Path(__file__).resolve().parent.parent / "fixtures" / "tiny" / "qwen35.gguf"
 RECURRENT_PROMPTS = ["the cat sat on the mat the cat sat on the mat the cat",
                      "one two three one two three one two", "abc abd abe abf abg", "hello"]
+if FULL:  # 20 prompts of 256 tokens (a 640-position context past the fixture's 128 trained ones), 8 users
+    RECURRENT_PROMPTS += [f"{w} " * (i % 5 + 1) + f"item {i}: {w}, then {w[::-1]}" for i, w in enumerate(
+        ["river", "solar", "stack", "query", "paris", "rainbow", "spider", "haiku", "cook", "print",
+         "return", "select", "class", "value", "order", "number"])]
+RECURRENT_TOKENS, RECURRENT_USERS, RECURRENT_CTX = (256, 8, 640) if FULL else (96, 4, 256)
 
 
 @pytest.fixture(scope="module")
@@ -217,8 +222,8 @@ def qwen35_short(tmp_path_factory):
 
 
 def run_plain(pasada_bin, model, prompt, *extra):
-    res = subprocess.run([str(pasada_bin), "run", "-m", str(model), "-p", prompt, "-n", "96", "-t", "2",
-                          "--temp", "0", *map(str, extra)],
+    res = subprocess.run([str(pasada_bin), "run", "-m", str(model), "-p", prompt, "-n", str(RECURRENT_TOKENS),
+                          "-t", "2", "--ctx", str(RECURRENT_CTX), "--temp", "0", *map(str, extra)],
                          capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr.decode(errors="replace")
     return res.stdout, res.stderr.decode(errors="replace")
@@ -244,16 +249,17 @@ def test_run_recurrent_greedy_identical(pasada_bin, qwen35_short, mode):
 
 
 def test_server_recurrent_greedy_identical(pasada_bin):
-    s = Server(pasada_bin, QWEN35, "--parallel", 4, "--ctx", 256, "--lookup", "--draft-max", 5,
-               "--spec-max-seqs", 4)
+    s = Server(pasada_bin, QWEN35, "--parallel", RECURRENT_USERS, "--ctx", RECURRENT_CTX, "--lookup",
+               "--draft-max", 5, "--spec-max-seqs", RECURRENT_USERS)
     try:
         def complete(prompt, spec):
             r = requests.post(s.url + "/v1/completions", json={
-                "prompt": prompt, "max_tokens": 80, "temperature": 0, "speculative": spec}, timeout=600)
+                "prompt": prompt, "max_tokens": RECURRENT_TOKENS - 16, "temperature": 0, "speculative": spec},
+                timeout=600)
             assert r.status_code == 200, r.text
             return r.json()["choices"][0]["text"]
         want = [complete(p, {"mode": "off"}) for p in RECURRENT_PROMPTS]
-        for users in (1, 4):
+        for users in (1, RECURRENT_USERS):
             for spec in ({"mode": "lookup"}, {"mode": "lookup", "draft_max": 2}):
                 work = RECURRENT_PROMPTS * (2 if users > 1 else 1)
                 with ThreadPoolExecutor(users) as pool:
