@@ -609,13 +609,14 @@ def test_gpt_oss_mxfp4(pasada_bin, backend, tmp_path, request):
 
 
 @pytest.mark.parametrize("backend", ["cpu", "vulkan"])
-@pytest.mark.parametrize("arch", ["gemma3", "gemma4", "gemma4ple", "gemma4moe"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_prefix_reuse_parity(arch, backend, tmp_path, request):
     """Through the prefix cache: each prompt decoded, its sequence emptied,
     its first half's cached K and V attached again and the rest decoded
-    (pasada_eval logits-reuse) gives transformers' logits at the F32 bound;
-    on gemma4 the KV-sharing layers then read the reused cache of the layers
-    they share."""
+    (pasada_eval logits-reuse) gives transformers' logits at the F32 bound,
+    every family (the recurrent qwen35 reuses only what its state snapshots
+    cover: tests/e2e/test_qwen35.py); on gemma4 the KV-sharing layers then
+    read the reused cache of the layers they share."""
     if backend == "vulkan":
         backend = request.getfixturevalue("vulkan_device")
     fixture = load_fixture(arch)

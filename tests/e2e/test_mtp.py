@@ -203,3 +203,16 @@ def test_bench_mtp(pasada_bin, mtp_model):
     assert res.returncode == 0, res.stderr
     s = json.loads(res.stdout)["speculative"]
     assert s["mode"] == "mtp" and s["identical"] is True and s["drafted"] > 0, s
+
+
+def test_chat_mtp_identical(pasada_bin, mtp_model):
+    """`pasada chat --mtp`: three turns, the text of plain chat."""
+    turns = "hello there\nand again the cat\nthird turn\n"
+    out = []
+    for extra in ([], ["--mtp"]):
+        res = subprocess.run([str(pasada_bin), "chat", "-m", str(mtp_model), "-n", "40", "--temp", "0", "-t", "2",
+                              "--chat-template", "chatml", *extra], input=turns.encode(), capture_output=True,
+                             timeout=600)
+        assert res.returncode == 0, res.stderr.decode(errors="replace")
+        out.append(res.stdout)
+    assert out[0] == out[1] and out[0].count(b"\n") >= 3

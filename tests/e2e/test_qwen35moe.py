@@ -5,12 +5,15 @@ Gated DeltaNet layers and one gated attention layer, each FFN a mixture of
 8 experts of which 2 per token plus a gated shared expert) against
 transformers' logits with an F32 cache, batched and token by token, on the
 host backends, the Vulkan test device and split across it and the CPU, and
-from the folder; the server's continuous batching against lone requests;
-defective files refused with one line."""
+from the folder; the server's continuous batching against lone requests,
+its prefix reuse and prompt lookup's drafts; defective files refused with
+one line."""
 import concurrent.futures as cf
 import subprocess
 
+import numpy as np
 import pytest
+import requests
 
 from conftest import FIXTURES
 from test_arch_parity import TOLERANCE, load_fixture, relative_error, run_eval
@@ -61,6 +64,42 @@ def test_qwen35moe_server_batching_equals_lone_requests(pasada_bin, backend, req
     finally:
         srv.kill()
     assert together == alone
+
+
+def test_qwen35moe_prefix_reuse_and_speculation(pasada_bin):
+    """A prompt that continues an earlier request's sequence reuses exactly
+    that sequence (its state snapshot and KV positions) and gives the text
+    computed from scratch; prompt lookup's drafts, verified through the
+    mixture and rolled back through the recurrent state, give the text
+    without drafts."""
+    (a, _), (b, _), (c, _) = load_fixture("qwen35moe")
+    ext = np.concatenate([b, c[:9]])
+    fresh = Server(pasada_bin, MODEL, "--parallel", "2")
+    try:
+        scratch = _complete(fresh.url, ext, 6)
+        assert scratch["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    finally:
+        fresh.kill()
+    srv = Server(pasada_bin, MODEL, "--parallel", "2", "--lookup", "--draft-max", "4")
+    try:
+        _complete(srv.url, b, 1)  # a sequence of exactly b
+        cont = _complete(srv.url, ext, 6)
+        assert cont["usage"]["prompt_tokens_details"]["cached_tokens"] == len(b)
+        assert cont["choices"][0]["text"] == scratch["choices"][0]["text"]
+        rep = np.concatenate([a, a[1:], a[1:]])  # a prompt prompt lookup can draft from
+        texts = []
+        for spec in ({"mode": "off"}, {"mode": "lookup"}):
+            r = requests.post(srv.url + "/v1/completions", json={
+                "prompt": [int(t) for t in rep], "max_tokens": 40, "temperature": 0, "speculative": spec},
+                timeout=120)
+            assert r.status_code == 200, r.text
+            texts.append(r.json()["choices"][0]["text"])
+        assert texts[0] == texts[1]
+        metrics = requests.get(srv.url + "/metrics", timeout=60).text
+        drafted = [ln for ln in metrics.splitlines() if ln.startswith('pasada_spec_draft_tokens_total{mode="lookup"}')]
+        assert drafted and int(drafted[0].split()[-1]) > 0, metrics
+    finally:
+        srv.kill()
 
 
 def _defects():
