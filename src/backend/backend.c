@@ -104,7 +104,7 @@ int64_t pa_buf_width(const pa_hparams *hp, pa_buf buf) {
     case PA_BUF_V: return lin ? max64(VV, hp->ssm_v_heads) : VV;
     case PA_BUF_ATT: /* also gemma4's experts' output (n_embd), beside the dense FFN's in XB */
       return max64(lin ? max64(O, VZ) : O, hp->arch == PA_ARCH_GEMMA4 && hp->n_expert > 0 ? E : 0);
-    case PA_BUF_H1: /* also a layer's per-layer gate (n_embd_per_layer); qwen35's attention gate (Q) */
+    case PA_BUF_H1: /* also the per-layer gate (n_embd_per_layer), qwen35's attention gate (Q) */
       return max64(max64(max64(F, E), hp->arch == PA_ARCH_QWEN35 ? Q : 0),
                    max64(lin ? hp->ssm_v_heads : 0, hp->n_embd_per_layer));
     case PA_BUF_H2: return F;

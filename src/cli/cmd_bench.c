@@ -245,15 +245,19 @@ int cmd_bench(int argc, char **argv) {
     return cli_usage_line(cmd, CLI_GPU_LAYERS_NEEDS_GPU);
   if (grammar && schema) return cli_usage_line(cmd, "--grammar and --json-schema: give one of them");
   if ((sp.draft_path != NULL) + lookup + mtp > 1)
-    return cli_usage_line(cmd, "--draft, --lookup and --mtp each choose how to draft: give one of them");
-  sp.mode = sp.draft_path ? PA_SPEC_DRAFT : lookup ? PA_SPEC_LOOKUP : mtp ? PA_SPEC_MTP : PA_SPEC_OFF;
+    return cli_usage_line(cmd, "--draft, --lookup and --mtp each choose how to draft: give one");
+  sp.mode = sp.draft_path ? PA_SPEC_DRAFT
+            : lookup      ? PA_SPEC_LOOKUP
+            : mtp         ? PA_SPEC_MTP
+                          : PA_SPEC_OFF;
   if (sp.mode != PA_SPEC_OFF && (grammar || schema))
     return cli_usage_line(cmd, "speculative decoding and --grammar are separate benchmarks: give one");
   if (sp.mode != PA_SPEC_OFF) {
     sp.model_path = p.model_path, sp.backend = p.backend, sp.kv_type = p.kv_type;
     sp.n_gen = p.n_gen > 0 ? p.n_gen : 128, sp.n_threads = p.n_threads, sp.repeats = p.repeats;
     sp.progress = p.progress;
-    if (!sp.draft_max) sp.draft_max = sp.mode == PA_SPEC_LOOKUP ? 8 : sp.mode == PA_SPEC_MTP ? 3 : 4;
+    if (!sp.draft_max)
+      sp.draft_max = sp.mode == PA_SPEC_LOOKUP ? 8 : sp.mode == PA_SPEC_MTP ? 3 : 4;
     pa_bench_spec_result sr;
     if (pa_bench_spec_run(&sp, &sr) != PASADA_OK) {
       fprintf(stderr, "pasada bench: %s\n", pasada_last_error());

@@ -115,8 +115,7 @@ static bool parse_args(int argc, char **argv, srv_config *c, const char **device
       continue;
     }
     if (!strcmp(a, "--lookup") || !strcmp(a, "--mtp")) {
-      if (a[2] == 'l') c->spec_lookup = true;
-      else c->spec_mtp = true;
+      *(a[2] == 'l' ? &c->spec_lookup : &c->spec_mtp) = true;
       continue;
     }
     if (!strcmp(a, "--embeddings") || !strcmp(a, "--matryoshka")) {
@@ -281,7 +280,8 @@ static char *model_name(const char *path) {
  * --draft-max drafts rolls back to one past any of its positions but the
  * last); 0 for other models or without --lookup / --draft / --mtp. */
 static int32_t spec_rollback(const pasada_model *model, const srv_config *cfg) {
-  if (!pasada_model_is_recurrent(model) || cfg->embeddings || (!cfg->spec_lookup && !cfg->draft_path && !cfg->spec_mtp))
+  if (!pasada_model_is_recurrent(model) || cfg->embeddings ||
+      (!cfg->spec_lookup && !cfg->draft_path && !cfg->spec_mtp))
     return 0;
   return (cfg->draft_max > 0 ? cfg->draft_max : SRV_LOOKUP_DRAFT_MAX) + 1;
 }
@@ -441,7 +441,8 @@ int cmd_serve(int argc, char **argv) {
     }
     mi->has_draft = true;
   }
-  if (cfg.spec_mtp) { /* before anything is decoded: the context keeps the hidden states from now on */
+  /* before anything is decoded: the context keeps the hidden states from now on */
+  if (cfg.spec_mtp) {
     pasada_sampler_params dsp = pasada_sampler_default_params();
     dsp.temp = 1.0f, dsp.top_k = 0, dsp.top_p = 1.0f, dsp.min_p = 0.0f;
     if (pa_spec_mtp_open(ctx, cfg.parallel, mi->n_ctx, cfg.n_threads, &dsp, &mtp) != PASADA_OK) {

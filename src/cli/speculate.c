@@ -37,7 +37,10 @@ int32_t cli_spec_rollback(const pasada_model *m, const cli_gen_options *o) {
 int cli_spec_open(cli_session *s, const cli_gen_options *o) {
   if ((o->draft_path != NULL) + o->lookup + o->mtp > 1)
     return cli_fail("--draft, --lookup and --mtp each choose how to draft: use one of them");
-  s->spec_mode = o->draft_path ? PA_SPEC_DRAFT : o->lookup ? PA_SPEC_LOOKUP : o->mtp ? PA_SPEC_MTP : PA_SPEC_OFF;
+  s->spec_mode = o->draft_path ? PA_SPEC_DRAFT
+                 : o->lookup   ? PA_SPEC_LOOKUP
+                 : o->mtp      ? PA_SPEC_MTP
+                               : PA_SPEC_OFF;
   if (s->spec_mode == PA_SPEC_OFF) return CLI_OK;
   s->draft_max = draft_max_of(o);
   s->spec_greedy = o->sampling.temp <= 0;
@@ -153,12 +156,13 @@ int cli_generate_spec(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_te
       /* greedy: the draft's argmax, a point mass; else a draw from its
        * distribution, whose rows verification weighs against the target's */
       n_draft = s->spec_mode == PA_SPEC_MTP
-                    ? pa_spec_mtp_propose(s->mtp, 0, s->hist.v, (int32_t)s->hist.n, k, s->spec_greedy,
-                                          token + 1, &q)
+                    ? pa_spec_mtp_propose(s->mtp, 0, s->hist.v, (int32_t)s->hist.n, k,
+                                          s->spec_greedy, token + 1, &q)
                     : pa_spec_draft_propose(s->draft, 0, s->hist.v, (int32_t)s->hist.n, k,
                                             s->spec_greedy, token + 1, &q);
       if (n_draft < 0) {
-        rc = cli_fail("%s: %s", s->spec_mode == PA_SPEC_MTP ? "multi-token prediction" : "draft model",
+        rc = cli_fail("%s: %s",
+                      s->spec_mode == PA_SPEC_MTP ? "multi-token prediction" : "draft model",
                       pasada_last_error());
         break;
       }
@@ -194,7 +198,8 @@ int cli_generate_spec(cli_session *s, int32_t n_predict, cli_tokens *fed, cli_te
       rc = cli_fail("out of memory");
     s->pos += n_out;
     pasada_seq_truncate(s->ctx, seq, s->pos);
-    if (pasada_seq_length(s->ctx, seq) != s->pos) { /* a recurrent model's rollback states fell short */
+    /* a recurrent model's rollback states fell short */
+    if (pasada_seq_length(s->ctx, seq) != s->pos) {
       rc = cli_fail("rolling the rejected drafts back lost the sequence (%d of %d positions kept)",
                     pasada_seq_length(s->ctx, seq), s->pos);
       break;

@@ -115,8 +115,9 @@ static const char *const text_of[] = {"Qwen3_5ForConditionalGeneration",    "qwe
 
 const char *hf_text_model_name(const char *name, char *buf, size_t cap) {
   static const char lm[] = "model.language_model.";
-  static const char *const dropped[] = {"model.visual.",       "model.vision_tower.", "model.audio_tower.",
-                                        "model.embed_vision.", "model.embed_audio."};
+  static const char *const dropped[] = {"model.visual.", "model.vision_tower.",
+                                        "model.audio_tower.", "model.embed_vision.",
+                                        "model.embed_audio."};
   if (!strncmp(name, lm, sizeof lm - 1)) {
     snprintf(buf, cap, "model.%s", name + sizeof lm - 1);
     return buf;
@@ -774,9 +775,11 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
                                          : t0->name;
       if (!hname) continue; /* not the text model's */
       char mtp_name[GGUF_MAX_NAME_LEN + 64];
-      if (c->n_mtp && !strncmp(hname, "mtp.", 4)) { /* its layer as block n_layer, or one of its own */
+      /* the MTP layer's tensors as block n_layer's, or its own ones */
+      if (c->n_mtp && !strncmp(hname, "mtp.", 4)) {
         bool done = false;
-        if ((rc = hf_qwen35_mtp_tensor(c, w, s, t0, hname, mtp_name, sizeof mtp_name, &done))) return rc;
+        if ((rc = hf_qwen35_mtp_tensor(c, w, s, t0, hname, mtp_name, sizeof mtp_name, &done)))
+          return rc;
         if (done) continue;
         hname = mtp_name;
       }

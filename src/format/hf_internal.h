@@ -151,8 +151,8 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
  * names (*done) or writes the layer's tensor's name as block n_layer - 1's
  * HF name into renamed (c->n_layer already counts it). */
 int hf_qwen35_mtp_scan(hf_ctx *c);
-int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, const char *name,
-                         char *renamed, size_t cap, bool *done);
+int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t,
+                         const char *name, char *renamed, size_t cap, bool *done);
 /* hf_gemma4.c: Gemma 4 (Gemma4ForCausalLM, the text model of
  * Gemma4ForConditionalGeneration): the per-kind heads and RoPE, the layer
  * pattern, KV sharing, per-layer inputs and experts as llama.cpp's keys

@@ -241,20 +241,22 @@ int hf_qwen35_mtp_scan(hf_ctx *c) {
       any = true;
       if (sscanf(n, "mtp.layers.%u.", &l) == 1) {
         if (l > 0)
-          return pa_error(PASADA_ERR_UNSUPPORTED,
-                          "%s: tensor '%.100s': pasada runs one multi-token-prediction layer (mtp.layers.0)",
-                          c->dir, n);
+          return pa_error(
+              PASADA_ERR_UNSUPPORTED,
+              "%s: tensor '%.100s': pasada runs one multi-token-prediction layer (mtp.layers.0)",
+              c->dir, n);
         layer0 = true;
       }
     }
   if (any && !layer0)
-    return pa_error(PASADA_ERR_FORMAT, "%s: mtp. tensors without their layer (mtp.layers.0.*)", c->dir);
+    return pa_error(PASADA_ERR_FORMAT, "%s: mtp. tensors without their layer (mtp.layers.0.*)",
+                    c->dir);
   c->n_mtp = any ? 1 : 0;
   return PASADA_OK;
 }
 
-int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, const char *name,
-                         char *renamed, size_t cap, bool *done) {
+int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t,
+                         const char *name, char *renamed, size_t cap, bool *done) {
   static const struct {
     const char *hf, *gguf;
   } own[] = {{"mtp.fc.weight", "nextn.eh_proj.weight"},
@@ -270,14 +272,18 @@ int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_ten
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
     if (!strcmp(name, own[i].hf)) {
       if (t->type >= ST_TYPE_I64)
-        return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)",
-                        c->dir, name, st_type_name(t->type));
+        return pa_error(PASADA_ERR_UNSUPPORTED,
+                        "%s: tensor '%.100s' has dtype %s (supported: F32, F16, BF16)", c->dir,
+                        name, st_type_name(t->type));
       char gguf[96];
       snprintf(gguf, sizeof gguf, "blk.%u.%s", block, own[i].gguf);
       *done = true;
       return hf_add_tensor(c, w, (int32_t)shard, t, gguf);
     }
-  return pa_error(PASADA_ERR_UNSUPPORTED, "%s: tensor '%.100s' has no place in a qwen35 model's multi-token "
-                  "prediction (mtp.fc, mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm, "
-                  "mtp.layers.0.*)", c->dir, name);
+  return pa_error(
+      PASADA_ERR_UNSUPPORTED,
+      "%s: tensor '%.100s' has no place in a qwen35 model's multi-token "
+      "prediction (mtp.fc, mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm, "
+      "mtp.layers.0.*)",
+      c->dir, name);
 }

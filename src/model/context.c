@@ -84,16 +84,20 @@ static bool host_backend(const char *name) { return !strncmp(name, "cpu", 3) || 
 
 /* A context of model m; with mtp one that runs its multi-token-prediction
  * layer (pa_context_create_mtp). */
-static int create(pasada_model *m, const pasada_context_params *params, bool mtp, pasada_context **out) {
+static int create(pasada_model *m, const pasada_context_params *params, bool mtp,
+                  pasada_context **out) {
   *out = NULL;
   if (!m) return pa_error(PASADA_ERR_ARG, "no model");
   if (m->vocab_only) return pa_error(PASADA_ERR_ARG, "the model was loaded vocabulary-only");
   pasada_context_params p = params ? *params : pasada_context_default_params();
   const pa_hparams *hp = &m->hp;
   if (mtp && (m->hp.n_mtp == 0 || m->be->ops->layer))
-    return pa_error(PASADA_ERR_UNSUPPORTED, m->hp.n_mtp == 0 ? "%s has no multi-token-prediction layer"
-                    : "multi-token prediction does not run on backend %s (a model split by layers)",
-                    m->hp.n_mtp == 0 ? m->arch_name : m->be->name);
+    return pa_error(
+        PASADA_ERR_UNSUPPORTED,
+        m->hp.n_mtp == 0
+            ? "%s has no multi-token-prediction layer"
+            : "multi-token prediction does not run on backend %s (a model split by layers)",
+        m->hp.n_mtp == 0 ? m->arch_name : m->be->name);
   if (mtp) p.pooling = PASADA_POOLING_NONE, p.n_rollback = 0;
   if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
   if (p.n_ctx > (1 << 22)) return pa_error(PASADA_ERR_ARG, "context size %d is too large", p.n_ctx);
@@ -107,7 +111,8 @@ static int create(pasada_model *m, const pasada_context_params *params, bool mtp
     return pa_error(PASADA_ERR_ARG, "n_seq_max %d is out of range [1, 1024]", p.n_seq_max);
   if (p.n_batch <= 0) p.n_batch = 512;
   if (p.n_rollback < 0 || p.n_rollback > PASADA_ROLLBACK_MAX)
-    return pa_error(PASADA_ERR_ARG, "n_rollback %d is out of range [0, %d]", p.n_rollback, PASADA_ROLLBACK_MAX);
+    return pa_error(PASADA_ERR_ARG, "n_rollback %d is out of range [0, %d]", p.n_rollback,
+                    PASADA_ROLLBACK_MAX);
   if (p.n_batch > 65536) p.n_batch = 65536;
   if (p.n_threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -141,7 +146,8 @@ static int create(pasada_model *m, const pasada_context_params *params, bool mtp
       return pa_error(PASADA_ERR_NOMEM, "out of memory");
     }
     *c->hp_own = m->hp;
-    c->hp_own->n_layer = 1, c->hp_own->n_mtp = 0, c->hp_own->ssm_conv = 0, c->hp_own->n_kv_shared = 0;
+    c->hp_own->n_layer = 1, c->hp_own->n_mtp = 0, c->hp_own->ssm_conv = 0,
+    c->hp_own->n_kv_shared = 0;
     memset(c->hp_own->recurrent, 0, sizeof c->hp_own->recurrent);
     memset(c->hp_own->swa_layer, 0, sizeof c->hp_own->swa_layer);
     hp = c->hp_own;
@@ -205,7 +211,8 @@ static int create(pasada_model *m, const pasada_context_params *params, bool mtp
     pasada_context_free(c);
     return rc; /* message set by pa_kv_init */
   }
-  const pa_matrix **mats = pa_alloc(((size_t)(m->hp.n_layer + m->hp.n_mtp) * 20 + 5) * sizeof *mats);
+  const pa_matrix **mats =
+      pa_alloc(((size_t)(m->hp.n_layer + m->hp.n_mtp) * 20 + 5) * sizeof *mats);
   if (!mats) {
     pasada_context_free(c);
     return pa_error(PASADA_ERR_NOMEM, "out of memory");
@@ -225,9 +232,16 @@ static int create(pasada_model *m, const pasada_context_params *params, bool mtp
     pasada_context_free(c);
     return rc;
   }
-  const pa_bctx_params bp = {.hp = hp, .rope_freqs = freqs, .n_batch = c->n_batch,
-                             .n_seq_max = p.n_seq_max, .pool = c->pool, .kv = &c->kv, .kv_type = kt,
-                             .mats = mats, .n_mats = model_matrices(m, mats), .n_snap = n_snap + p.n_seq_max * n_ckpt,
+  const pa_bctx_params bp = {.hp = hp,
+                             .rope_freqs = freqs,
+                             .n_batch = c->n_batch,
+                             .n_seq_max = p.n_seq_max,
+                             .pool = c->pool,
+                             .kv = &c->kv,
+                             .kv_type = kt,
+                             .mats = mats,
+                             .n_mats = model_matrices(m, mats),
+                             .n_snap = n_snap + p.n_seq_max * n_ckpt,
                              .attn_sinks = (const float *const *)m->attn_sinks};
   rc = c->be->ops->context_init(c->be, &bp, &c->bc);
   pa_free(mats);
@@ -239,15 +253,19 @@ static int create(pasada_model *m, const pasada_context_params *params, bool mtp
   return PASADA_OK;
 }
 
-int pasada_context_create(pasada_model *m, const pasada_context_params *params, pasada_context **out) {
+int pasada_context_create(pasada_model *m, const pasada_context_params *params,
+                          pasada_context **out) {
   return create(m, params, false, out);
 }
 
-int pa_context_create_mtp(struct pa_model *m, const pasada_context_params *params, struct pa_context **out) {
+int pa_context_create_mtp(struct pa_model *m, const pasada_context_params *params,
+                          struct pa_context **out) {
   return create(m, params, true, out);
 }
 
-void pa_context_set_mtp_input(struct pa_context *c, const float *rows) { c->mtp_in = rows; }
+void pa_context_set_mtp_input(struct pa_context *c, const float *rows) {
+  c->mtp_in = rows;
+}
 
 const float *pa_context_mtp_hidden(const struct pa_context *c, int32_t i) {
   if (!c->mtp) return NULL;
@@ -258,7 +276,8 @@ const float *pa_context_mtp_hidden(const struct pa_context *c, int32_t i) {
 
 int pa_context_keep_hidden(struct pa_context *c) {
   if (c->keep_hidden) return PASADA_OK;
-  if (c->pooling || c->mtp) return pa_error(PASADA_ERR_ARG, "an embedding or MTP context keeps no hidden states");
+  if (c->pooling || c->mtp)
+    return pa_error(PASADA_ERR_ARG, "an embedding or MTP context keeps no hidden states");
   const size_t S = (size_t)c->n_seq_max;
   c->h_rows = pa_calloc(S, sizeof *c->h_rows);
   c->h_pos0 = pa_calloc(3 * S, sizeof(int32_t));
@@ -272,7 +291,8 @@ int pa_context_keep_hidden(struct pa_context *c) {
   return PASADA_OK;
 }
 
-const float *pa_context_hidden_rows(const struct pa_context *c, int32_t seq, int32_t *pos0, int32_t *n) {
+const float *pa_context_hidden_rows(const struct pa_context *c, int32_t seq, int32_t *pos0,
+                                    int32_t *n) {
   *pos0 = 0, *n = 0;
   if (!c->keep_hidden || seq < 0 || seq >= c->n_seq_max) return NULL;
   *pos0 = c->h_pos0[seq], *n = c->h_n[seq];
@@ -287,7 +307,8 @@ void pa_context_hidden_drop(struct pa_context *c, int32_t seq, int32_t upto) {
   if (k >= c->h_n[seq]) {
     c->h_n[seq] = 0;
   } else {
-    memmove(c->h_rows[seq], c->h_rows[seq] + (size_t)k * E, (size_t)(c->h_n[seq] - k) * E * sizeof(float));
+    memmove(c->h_rows[seq], c->h_rows[seq] + (size_t)k * E,
+            (size_t)(c->h_n[seq] - k) * E * sizeof(float));
     c->h_n[seq] -= k;
   }
   c->h_pos0[seq] = upto;
@@ -303,7 +324,8 @@ static void keep_pass_hidden(pasada_context *c, const pa_fwd_batch *fb) {
   c->be->ops->hidden(c->bc, &all, c->model->output_norm, c->h_pass);
   for (int32_t t = 0; t < fb->n; t++) {
     const int32_t s = fb->seq[t], p = fb->pos[t];
-    if (c->h_n[s] == 0 || p < c->h_pos0[s] || p > c->h_pos0[s] + c->h_n[s]) c->h_pos0[s] = p, c->h_n[s] = 0;
+    if (c->h_n[s] == 0 || p < c->h_pos0[s] || p > c->h_pos0[s] + c->h_n[s])
+      c->h_pos0[s] = p, c->h_n[s] = 0;
     c->h_n[s] = p - c->h_pos0[s];
     if (c->h_n[s] + 1 > c->h_cap[s]) {
       const int32_t cap = c->h_cap[s] ? 2 * c->h_cap[s] : 64;
@@ -548,7 +570,8 @@ int pasada_decode(pasada_context *c, const pasada_batch *b) {
                         "(it already has %d positions)",
                         c->model->arch_name, b->seq_id[i], c->kv.len[b->seq_id[i]]);
   if (c->pooling) return decode_embeddings(c, b);
-  if (c->mtp && !c->mtp_in) return pa_error(PASADA_ERR_ARG, "an MTP context's batch needs its hidden states");
+  if (c->mtp && !c->mtp_in)
+    return pa_error(PASADA_ERR_ARG, "an MTP context's batch needs its hidden states");
   for (int32_t i = 0; i < b->n_tokens; i++) {
     bool want = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
     c->row_of[i] = want ? n_out++ : -1;

@@ -38,7 +38,8 @@ int pa_hybrid_init(struct pa_context *c, int32_t n_snap, int32_t n_ckpt) {
   if (n_ckpt > 0) {
     c->ckpt_lo = pa_calloc(4 * (size_t)c->n_seq_max, sizeof(int32_t));
     c->ckpt_slot = pa_calloc((size_t)c->n_batch, sizeof(int32_t));
-    if (!c->ckpt_lo || !c->ckpt_slot) return pa_error(PASADA_ERR_NOMEM, "out of memory for rollback checkpoints");
+    if (!c->ckpt_lo || !c->ckpt_slot)
+      return pa_error(PASADA_ERR_NOMEM, "out of memory for rollback checkpoints");
     c->ckpt_hi = c->ckpt_lo + c->n_seq_max, c->ckpt_first = c->ckpt_hi + c->n_seq_max;
     c->ckpt_last = c->ckpt_first + c->n_seq_max;
     for (int32_t s = 0; s < c->n_seq_max; s++) c->ckpt_hi[s] = -1;
@@ -68,7 +69,8 @@ void pa_hybrid_pass(struct pa_context *c, const pa_fwd_batch *b) {
     if (p < lo) continue;
     c->ckpt_slot[t] = c->n_seq_max + c->n_snap + s * K + p % K;
     if (p == lo) { /* the kept range: this pass's, joined to the one before when that ends here */
-      const bool joined = lo == first[s] && c->ckpt_hi[s] == lo - 1 && c->ckpt_lo[s] <= c->ckpt_hi[s];
+      const bool joined =
+          lo == first[s] && c->ckpt_hi[s] == lo - 1 && c->ckpt_lo[s] <= c->ckpt_hi[s];
       const int32_t ring = last[s] + 1 - K; /* older positions share a slot with this pass's */
       c->ckpt_lo[s] = joined ? (c->ckpt_lo[s] > ring ? c->ckpt_lo[s] : ring) : lo;
       c->ckpt_hi[s] = last[s];
@@ -79,7 +81,8 @@ void pa_hybrid_pass(struct pa_context *c, const pa_fwd_batch *b) {
 /* The sequence's state restored from its checkpoint after position p0 - 1
  * when it has one; false otherwise. */
 static bool rollback(struct pa_context *c, int32_t seq, int32_t p0) {
-  if (c->n_ckpt <= 0 || p0 <= 0 || p0 - 1 < c->ckpt_lo[seq] || p0 - 1 > c->ckpt_hi[seq]) return false;
+  if (c->n_ckpt <= 0 || p0 <= 0 || p0 - 1 < c->ckpt_lo[seq] || p0 - 1 > c->ckpt_hi[seq])
+    return false;
   const int32_t K = c->n_ckpt;
   c->be->ops->state_copy(c->bc, seq, c->n_seq_max + c->n_snap + seq * K + (p0 - 1) % K);
   pa_kv_truncate(&c->kv, seq, p0);

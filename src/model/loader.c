@@ -147,11 +147,14 @@ int pa_model_load_hparams(struct pa_model *m) {
   /* qwen35: the last nextn_predict_layers of the blocks are multi-token
    * prediction layers (llama.cpp's convention for nextn layers) */
   uint32_t n_mtp = 0;
-  if (hp->arch == PA_ARCH_QWEN35 && (rc = ld_key_u32(m, "nextn_predict_layers", false, &n_mtp))) return rc;
+  if (hp->arch == PA_ARCH_QWEN35 && (rc = ld_key_u32(m, "nextn_predict_layers", false, &n_mtp)))
+    return rc;
   if (n_mtp > 1 || n_mtp >= n_layer)
-    return pa_error(n_mtp > 1 ? PASADA_ERR_UNSUPPORTED : PASADA_ERR_FORMAT,
-                    "nextn_predict_layers %u of %u blocks: pasada runs one multi-token-prediction layer after "
-                    "at least one other", n_mtp, n_layer);
+    return pa_error(
+        n_mtp > 1 ? PASADA_ERR_UNSUPPORTED : PASADA_ERR_FORMAT,
+        "nextn_predict_layers %u of %u blocks: pasada runs one multi-token-prediction layer after "
+        "at least one other",
+        n_mtp, n_layer);
   /* counts that may be per layer (gemma4): the FFN widths, the KV heads */
   static uint32_t ff[PA_MAX_LAYERS], kvh[PA_MAX_LAYERS];
   kvh[0] = n_head;
@@ -659,8 +662,8 @@ static size_t slot_bytes(const pa_matrix *w, pa_layout to) {
 
 int pa_model_repack(struct pa_model *m, const pa_cpu_kernels *k) {
   if (pa_env_no_repack()) return PASADA_OK;
-  pa_matrix **mats =
-      pa_calloc((size_t)(m->hp.n_layer + m->hp.n_mtp) * (17 + 3 * (size_t)m->hp.n_expert) + 4, sizeof *mats);
+  pa_matrix **mats = pa_calloc(
+      (size_t)(m->hp.n_layer + m->hp.n_mtp) * (17 + 3 * (size_t)m->hp.n_expert) + 4, sizeof *mats);
   if (!mats) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   const int n = repack_candidates(m, mats);
   /* When any matrix is repacked, the others are copied beside it as they

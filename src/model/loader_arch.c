@@ -407,17 +407,20 @@ static int split_q_gate(pa_layer *L, const pa_matrix *qg, int32_t n_head, int32_
 
 /* A matrix's columns [0, k) and [k, cols) as two matrices, copied apart
  * into one allocation (*mem): k a whole number of the type's blocks. */
-static int split_columns(const pa_matrix *w, int64_t k, const char *name, void **mem, pa_matrix *a, pa_matrix *b) {
+static int split_columns(const pa_matrix *w, int64_t k, const char *name, void **mem, pa_matrix *a,
+                         pa_matrix *b) {
   const pa_type_traits *t = pa_type_get(w->type);
   if (k % t->block_size || (w->cols - k) % t->block_size)
-    return pa_error(PASADA_ERR_UNSUPPORTED, "tensor '%s': its halves of %lld columns are not whole blocks of %s",
-                    name, (long long)k, pa_type_name(w->type));
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "tensor '%s': its halves of %lld columns are not whole blocks of %s", name,
+                    (long long)k, pa_type_name(w->type));
   const size_t row = pa_row_size(w->type, w->cols), ra = pa_row_size(w->type, k), rb = row - ra;
   uint8_t *p = pa_alloc(row * (size_t)w->rows);
   if (!p) return pa_error(PASADA_ERR_NOMEM, "out of memory splitting '%s'", name);
   for (int64_t r = 0; r < w->rows; r++) {
     memcpy(p + (size_t)r * ra, (const uint8_t *)w->data + (size_t)r * row, ra);
-    memcpy(p + ra * (size_t)w->rows + (size_t)r * rb, (const uint8_t *)w->data + (size_t)r * row + ra, rb);
+    memcpy(p + ra * (size_t)w->rows + (size_t)r * rb,
+           (const uint8_t *)w->data + (size_t)r * row + ra, rb);
   }
   *mem = p;
   *a = *b = *w;
@@ -430,7 +433,8 @@ static int split_columns(const pa_matrix *w, int64_t k, const char *name, void *
 static int ld_qwen35_layer(struct pa_model *m, int i, bool recurrent) {
   const pa_hparams *hp = &m->hp;
   const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim;
-  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim, VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
+  const int64_t K = (int64_t)hp->n_head_kv * hp->head_dim,
+                VV = (int64_t)hp->n_head_kv * hp->head_dim_v;
   const int64_t O = (int64_t)hp->n_head * hp->head_dim_v, CD = pa_ssm_conv_dim(hp);
   const int64_t NV = hp->ssm_v_heads, VZ = NV * hp->ssm_v_dim;
   int rc;
@@ -440,12 +444,16 @@ static int ld_qwen35_layer(struct pa_model *m, int i, bool recurrent) {
   const bool moe = hp->n_expert > 0;
   if ((rc = ld_get_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm)) ||
       (rc = ld_get_vector(m, NAME("post_attention_norm.weight"), E, true, &L->ffn_norm)) ||
-      (rc = ld_get_matrix(m, NAME(moe ? "ffn_gate_shexp.weight" : "ffn_gate.weight"), E, F, true, &L->w_gate)) ||
-      (rc = ld_get_matrix(m, NAME(moe ? "ffn_up_shexp.weight" : "ffn_up.weight"), E, F, true, &L->w_up)) ||
-      (rc = ld_get_matrix(m, NAME(moe ? "ffn_down_shexp.weight" : "ffn_down.weight"), F, E, true, &L->w_down)))
+      (rc = ld_get_matrix(m, NAME(moe ? "ffn_gate_shexp.weight" : "ffn_gate.weight"), E, F, true,
+                          &L->w_gate)) ||
+      (rc = ld_get_matrix(m, NAME(moe ? "ffn_up_shexp.weight" : "ffn_up.weight"), E, F, true,
+                          &L->w_up)) ||
+      (rc = ld_get_matrix(m, NAME(moe ? "ffn_down_shexp.weight" : "ffn_down.weight"), F, E, true,
+                          &L->w_down)))
     return rc;
-  if (moe && ((rc = ld_get_experts(m, i)) ||
-              (rc = ld_get_matrix(m, NAME("ffn_gate_inp_shexp.weight"), E, 1, true, &L->shexp_gate))))
+  if (moe &&
+      ((rc = ld_get_experts(m, i)) ||
+       (rc = ld_get_matrix(m, NAME("ffn_gate_inp_shexp.weight"), E, 1, true, &L->shexp_gate))))
     return rc;
   if (recurrent) {
     if ((rc = ld_get_matrix(m, NAME("attn_qkv.weight"), E, CD, true, &L->ssm_qkv)) ||
@@ -460,8 +468,10 @@ static int ld_qwen35_layer(struct pa_model *m, int i, bool recurrent) {
       return rc;
     for (int64_t h = 0; h < NV; h++)
       if (!(L->ssm_a[h] <= 0 && L->ssm_a[h] > -1e30f) || !isfinite(L->ssm_dt[h]))
-        return pa_error(PASADA_ERR_FORMAT, "tensor 'blk.%d.ssm_a' / 'ssm_dt.bias': head %lld has A %g (must "
-                        "be -exp(A_log) <= 0) and dt bias %g", i, (long long)h, L->ssm_a[h], L->ssm_dt[h]);
+        return pa_error(PASADA_ERR_FORMAT,
+                        "tensor 'blk.%d.ssm_a' / 'ssm_dt.bias': head %lld has A %g (must "
+                        "be -exp(A_log) <= 0) and dt bias %g",
+                        i, (long long)h, L->ssm_a[h], L->ssm_dt[h]);
     return PASADA_OK;
   }
   pa_matrix qg = {0};

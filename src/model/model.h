@@ -269,11 +269,13 @@ int32_t pa_hybrid_reuse_prefix(struct pa_context *c, int32_t seq, const int32_t 
  * positions [*pos0, *pos0 + *n), contiguous. A truncation drops the rows
  * past its position; a batch that does not continue a sequence's rows
  * (positions skipped by prefix reuse) starts them anew. */
-int pa_context_create_mtp(struct pa_model *m, const pasada_context_params *params, struct pa_context **out);
+int pa_context_create_mtp(struct pa_model *m, const pasada_context_params *params,
+                          struct pa_context **out);
 void pa_context_set_mtp_input(struct pa_context *c, const float *rows);
 const float *pa_context_mtp_hidden(const struct pa_context *c, int32_t i);
 int pa_context_keep_hidden(struct pa_context *c);
-const float *pa_context_hidden_rows(const struct pa_context *c, int32_t seq, int32_t *pos0, int32_t *n);
+const float *pa_context_hidden_rows(const struct pa_context *c, int32_t seq, int32_t *pos0,
+                                    int32_t *n);
 void pa_context_hidden_drop(struct pa_context *c, int32_t seq, int32_t upto);
 /* The forward pass of a multi-token-prediction context (qwen35.c). */
 void pa_forward_qwen35_mtp(struct pa_context *ctx, const pa_fwd_batch *b);

@@ -91,7 +91,8 @@ void pa_forward_qwen35_mtp(struct pa_context *c, const pa_fwd_batch *b) {
   pa_matmul_desc fe = pa_mm(&m->mtp_eh, PA_BUF_X, PA_BUF_H1);
   fe.in_norm = m->mtp_enorm;
   OP(PA_OP_EMBED, -1, n, matmul(bc, b, &fe));
-  OP(PA_OP_EMBED, -1, n, upload(bc, PA_BUF_XB, 0, c->mtp_in + (size_t)c->fwd_first * (size_t)E, (int64_t)n * E));
+  OP(PA_OP_EMBED, -1, n,
+     upload(bc, PA_BUF_XB, 0, c->mtp_in + (size_t)c->fwd_first * (size_t)E, (int64_t)n * E));
   pa_matmul_desc fh = pa_mm(&m->mtp_eh_h, PA_BUF_XB, PA_BUF_X);
   fh.in_norm = m->mtp_hnorm;
   OP(PA_OP_EMBED, -1, n, matmul(bc, b, &fh));

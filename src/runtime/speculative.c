@@ -22,7 +22,10 @@ bool pa_spec_mode_from_name(const char *name, pa_spec_mode *out) {
 }
 
 const char *pa_spec_mode_name(pa_spec_mode mode) {
-  return mode == PA_SPEC_LOOKUP ? "lookup" : mode == PA_SPEC_DRAFT ? "draft" : mode == PA_SPEC_MTP ? "mtp" : "off";
+  return mode == PA_SPEC_LOOKUP  ? "lookup"
+         : mode == PA_SPEC_DRAFT ? "draft"
+         : mode == PA_SPEC_MTP   ? "mtp"
+                                 : "off";
 }
 
 /* ---- prompt lookup ---- */
@@ -155,7 +158,7 @@ int pa_spec_verify(pasada_context *ctx, int32_t row0, pasada_sampler *s,
 typedef struct {
   pasada_sampler *greedy;
   pasada_sampler **sampler; /* per sequence */
-  float **q;                /* per sequence: rows of n_vocab for sampled drafts (made on first use) */
+  float **q; /* per sequence: rows of n_vocab for sampled drafts (made on first use) */
   int32_t *q_rows;
   int32_t n_seq, n_vocab, n_ctx, n_batch;
   /* per sequence the tokens the drafter's cache holds (n_ctx), and a
@@ -179,9 +182,10 @@ static void proposer_free(proposer *p) {
 
 /* For the drafter's context ctx (n_seq sequences); the samplers seeded
  * from sampling->seed (+1 per sequence). */
-static int proposer_init(proposer *p, const pasada_context *ctx, int32_t n_seq, int32_t n_batch, int32_t n_vocab,
-                         const pasada_sampler_params *sampling) {
-  p->n_seq = n_seq, p->n_vocab = n_vocab, p->n_ctx = pasada_context_n_ctx(ctx), p->n_batch = n_batch;
+static int proposer_init(proposer *p, const pasada_context *ctx, int32_t n_seq, int32_t n_batch,
+                         int32_t n_vocab, const pasada_sampler_params *sampling) {
+  p->n_seq = n_seq, p->n_vocab = n_vocab, p->n_ctx = pasada_context_n_ctx(ctx),
+  p->n_batch = n_batch;
   p->held = calloc((size_t)n_seq, sizeof *p->held);
   p->pos = malloc((size_t)n_batch * sizeof *p->pos);
   p->seqs = malloc((size_t)n_batch * sizeof *p->seqs);
@@ -226,7 +230,8 @@ static bool proposer_rows(proposer *p, int32_t seq, int32_t max, bool greedy, co
 
 /* Proposal i of sequence seq from logits: 1 with *tok, 0 when no token
  * has probability, -1 on a sampler error. */
-static int proposer_draw(proposer *p, int32_t seq, int32_t i, const float *logits, bool greedy, int32_t *tok) {
+static int proposer_draw(proposer *p, int32_t seq, int32_t i, const float *logits, bool greedy,
+                         int32_t *tok) {
   if (greedy) return pasada_sampler_sample(p->greedy, logits, p->n_vocab, tok) ? -1 : 1;
   float *row = p->q[seq] + (size_t)i * (size_t)p->n_vocab;
   if (pa_sampler_distribution(p->sampler[seq], logits, p->n_vocab, row)) return -1;
@@ -307,7 +312,8 @@ int pa_spec_draft_open(const char *path, const pasada_model *target,
     return pa_error(st, "draft model %s: %s", path, pasada_last_error());
   }
   st = (d->caught = calloc((size_t)n_seq, sizeof *d->caught)) ? PASADA_OK : PASADA_ERR_NOMEM;
-  if (!st) st = proposer_init(&d->pr, d->ctx, n_seq, cp.n_batch, pasada_model_n_vocab(d->model), sampling);
+  if (!st)
+    st = proposer_init(&d->pr, d->ctx, n_seq, cp.n_batch, pasada_model_n_vocab(d->model), sampling);
   if (st) {
     pa_spec_draft_free(d);
     return st == PASADA_ERR_NOMEM ? pa_error(st, "draft model: out of memory") : st;
@@ -337,7 +343,8 @@ static int feed(pa_spec_draft *d, int32_t seq, const int32_t *tokens, int32_t n)
       d->pr.seqs[i] = seq;
       d->pr.held[seq][p0 + done + i] = tokens[done + i];
     }
-    pasada_batch b = {.n_tokens = len, .token = tokens + done, .pos = d->pr.pos, .seq_id = d->pr.seqs};
+    pasada_batch b = {
+        .n_tokens = len, .token = tokens + done, .pos = d->pr.pos, .seq_id = d->pr.seqs};
     const int st = pasada_decode(d->ctx, &b);
     if (st) return st;
     done += len;
@@ -420,7 +427,8 @@ int pa_spec_mtp_open(pasada_context *target, int32_t n_seq, int32_t n_ctx, int32
   st = d->base && d->g ? PASADA_OK : PASADA_ERR_NOMEM;
   if (!st) {
     d->real = d->base + n_seq, d->first = d->real + n_seq;
-    st = proposer_init(&d->pr, d->ctx, n_seq, cp.n_batch, pasada_model_n_vocab(target->model), sampling);
+    st = proposer_init(&d->pr, d->ctx, n_seq, cp.n_batch, pasada_model_n_vocab(target->model),
+                       sampling);
   }
   if (st) {
     pa_spec_mtp_free(d);
@@ -452,8 +460,8 @@ static int mtp_feed(pa_spec_mtp *d, int32_t seq, const int32_t *tok, const float
   return PASADA_OK;
 }
 
-int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, int32_t n, int32_t max,
-                            bool greedy, int32_t *out, const float **q) {
+int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, int32_t n,
+                            int32_t max, bool greedy, int32_t *out, const float **q) {
   if (q) *q = NULL;
   if (max > PA_SPEC_DRAFT_MAX) max = PA_SPEC_DRAFT_MAX;
   if (n < 2 || max <= 0 || n + max > d->pr.n_ctx) return 0;
@@ -468,18 +476,22 @@ int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, in
   for (int32_t j = 0; j < keep; j++)
     if (base + j + 1 > n - 1 || d->pr.held[seq][j] != hist[base + j + 1]) keep = j;
   if (keep > n - 2 - base) keep = n - 2 - base; /* the last due entry is made again */
-  if (keep <= 0 || base + keep < pos0) { /* nothing of it left, or no rows for what follows: from the rows on */
+  if (keep <= 0 ||
+      base + keep < pos0) { /* nothing of it left, or no rows for what follows: from the rows on */
     base = pos0, keep = 0;
   }
   const int32_t e = base + keep; /* the first entry to make */
-  if (e > n - 2 || pos0 + nh < n - 1 || !rows) return 0; /* the target kept no hidden states of these */
+  if (e > n - 2 || pos0 + nh < n - 1 || !rows)
+    return 0; /* the target kept no hidden states of these */
   pasada_seq_truncate(d->ctx, seq, keep);
   if (pasada_seq_length(d->ctx, seq) != keep) return 0;
   d->base[seq] = base, d->first[seq] = hist[base];
   memcpy(d->pr.held[seq] + keep, hist + e + 1, (size_t)(n - 1 - e) * sizeof(int32_t));
-  if (mtp_feed(d, seq, hist + e + 1, rows + (size_t)(e - pos0) * (size_t)d->n_embd, n - 1 - e)) return -1;
+  if (mtp_feed(d, seq, hist + e + 1, rows + (size_t)(e - pos0) * (size_t)d->n_embd, n - 1 - e))
+    return -1;
   d->real[seq] = n - 1 - base;
-  pa_context_hidden_drop(d->target, seq, n - 1); /* what the next proposal needs comes from later passes */
+  pa_context_hidden_drop(d->target, seq,
+                         n - 1); /* what the next proposal needs comes from later passes */
   for (int32_t i = 0; i < max; i++) {
     int32_t tok = -1;
     const int got = proposer_draw(&d->pr, seq, i, pasada_get_logits(d->ctx, -1), greedy, &tok);

@@ -21,7 +21,12 @@
 /* Most draft tokens one verification takes (pa_spec_draft's buffers). */
 #define PA_SPEC_DRAFT_MAX 32
 
-typedef enum { PA_SPEC_OFF = 0, PA_SPEC_LOOKUP = 1, PA_SPEC_DRAFT = 2, PA_SPEC_MTP = 3 } pa_spec_mode;
+typedef enum {
+  PA_SPEC_OFF = 0,
+  PA_SPEC_LOOKUP = 1,
+  PA_SPEC_DRAFT = 2,
+  PA_SPEC_MTP = 3
+} pa_spec_mode;
 /* "off", "lookup", "draft", "mtp" -> the mode; false for anything else. */
 bool pa_spec_mode_from_name(const char *name, pa_spec_mode *out);
 const char *pa_spec_mode_name(pa_spec_mode mode);
@@ -149,7 +154,7 @@ void pa_spec_mtp_reset(pa_spec_mtp *d, int32_t seq);
  * decoded): makes the entries due from the hidden states the target kept
  * (dropping them), then proposes. 0 when the target kept none of the
  * states due (nothing decoded since the drafter opened). */
-int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, int32_t n, int32_t max,
-                            bool greedy, int32_t *out, const float **q);
+int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, int32_t n,
+                            int32_t max, bool greedy, int32_t *out, const float **q);
 
 #endif

@@ -227,15 +227,17 @@ char *srv_metrics_render(srv_metrics *m) {
   const struct {
     const char *name, *help;
     const uint64_t *v;
-  } spec[] = {{"pasada_spec_steps_total", "Speculative verifications of a sequence's drafts, by drafter.",
-               m->spec_steps},
-              {"pasada_spec_draft_tokens_total", "Drafted tokens the verifications judged, by drafter.",
-               m->spec_drafted},
-              {"pasada_spec_accepted_tokens_total", "Drafted tokens accepted, by drafter.", m->spec_accepted}};
+  } spec[] = {{"pasada_spec_steps_total",
+               "Speculative verifications of a sequence's drafts, by drafter.", m->spec_steps},
+              {"pasada_spec_draft_tokens_total",
+               "Drafted tokens the verifications judged, by drafter.", m->spec_drafted},
+              {"pasada_spec_accepted_tokens_total", "Drafted tokens accepted, by drafter.",
+               m->spec_accepted}};
   for (size_t k = 0; k < sizeof spec / sizeof spec[0]; k++) {
     header(&b, spec[k].name, "counter", spec[k].help);
     for (int i = 1; i < 4; i++)
-      srv_buf_printf(&b, "%s{mode=\"%s\"} %llu\n", spec[k].name, modes[i], (unsigned long long)spec[k].v[i]);
+      srv_buf_printf(&b, "%s{mode=\"%s\"} %llu\n", spec[k].name, modes[i],
+                     (unsigned long long)spec[k].v[i]);
   }
   counter(&b, "pasada_prompt_tokens_total", "Prompt tokens of finished requests.",
           m->prompt_tokens);

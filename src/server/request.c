@@ -256,13 +256,16 @@ bool srv_request_sampler(const srv_model_info *mi, const srv_request *r, pasada_
     return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
                     "'speculative.mode' \"mtp\" needs a server started with --mtp");
   if (mi->spec_limit == 0 && r->spec_mode > 1 + PA_SPEC_OFF)
-    return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
-                    "speculative decoding on a model with recurrent layers needs a server started with "
-                    "--lookup, --draft or --mtp (the states that roll drafts back are made at start)");
+    return srv_fail(
+        e, 400, "invalid_request_error", NULL, "speculative",
+        "speculative decoding on a model with recurrent layers needs a server started with "
+        "--lookup, --draft or --mtp (the states that roll drafts back are made at start)");
   if (mi->spec_limit > 0 && r->spec_draft_max > mi->spec_limit)
-    return srv_fail(e, 400, "invalid_request_error", NULL, "speculative",
-                    "'speculative.draft_max' is at most %d on this model with recurrent layers (the "
-                    "server's --draft-max)", mi->spec_limit);
+    return srv_fail(
+        e, 400, "invalid_request_error", NULL, "speculative",
+        "'speculative.draft_max' is at most %d on this model with recurrent layers (the "
+        "server's --draft-max)",
+        mi->spec_limit);
   if (r->grammar && !(*grammar = grammar_get(mi->tok, r->grammar, e))) return false;
   if (pasada_sampler_create(&r->sampling, mi->n_vocab, out) != PASADA_OK) {
     srv_fail(e, 400, "invalid_request_error", NULL, NULL, "%s", pasada_last_error());

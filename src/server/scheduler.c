@@ -308,7 +308,8 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
    * or a reasoning budget */
   int mode = j->req.spec_mode > 0 ? j->req.spec_mode - 1 : s->spec_default;
   if (j->req.logprobs || j->req.think_limit || j->req.kind == SRV_EMBEDDING ||
-      (mode == PA_SPEC_DRAFT && !s->draft) || (mode == PA_SPEC_MTP && !s->mtp) || s->spec_limit == 0)
+      (mode == PA_SPEC_DRAFT && !s->draft) || (mode == PA_SPEC_MTP && !s->mtp) ||
+      s->spec_limit == 0)
     mode = PA_SPEC_OFF;
   /* the reasoning block is open from the start when the prompt opened it
    * or the family has no open marker */
@@ -584,7 +585,8 @@ static void on_verified(srv_sched *s, int i, const srv_sampled *d) {
   const int32_t n_out = s->sp[i].n_out, n_draft = s->sp[i].n;
   j->n_fed += n_out - (1 + n_draft);
   pa_spec_pace_update(&s->sp[i].pace, n_draft, s->sp[i].n_acc, s->sp[i].max);
-  if (n_draft > 0) srv_metrics_spec(s->metrics, s->sp[i].mode, n_out < n_draft ? n_out : n_draft, s->sp[i].n_acc);
+  if (n_draft > 0)
+    srv_metrics_spec(s->metrics, s->sp[i].mode, n_out < n_draft ? n_out : n_draft, s->sp[i].n_acc);
   if (d->token < 0) {
     on_sampled(s, i, d);
     return;

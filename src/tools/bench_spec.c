@@ -139,12 +139,13 @@ static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, dou
     int32_t m = 0;
     if (k > 0 && mode == PA_SPEC_LOOKUP)
       m = pa_spec_lookup(b->hist, pos + 1, p->lookup_ngram, 1, k, batch + 1);
-    else if (k > 0 && mode == PA_SPEC_MTP && (m = pa_spec_mtp_propose(b->mtp, 0, b->hist, pos + 1, k, true,
-                                                                      batch + 1, NULL)) < 0) {
+    else if (k > 0 && mode == PA_SPEC_MTP &&
+             (m = pa_spec_mtp_propose(b->mtp, 0, b->hist, pos + 1, k, true, batch + 1, NULL)) < 0) {
       st = PASADA_ERR_ARG;
       goto out;
     } else if (k > 0 && mode == PA_SPEC_DRAFT &&
-               (m = pa_spec_draft_propose(b->draft, 0, b->hist, pos + 1, k, true, batch + 1, NULL)) < 0) {
+               (m = pa_spec_draft_propose(b->draft, 0, b->hist, pos + 1, k, true, batch + 1,
+                                          NULL)) < 0) {
       st = PASADA_ERR_ARG;
       goto out;
     }
@@ -161,7 +162,8 @@ static int generate(bench_state *b, const pa_bench_spec_params *p, int mode, dou
     pos += n_out;
     pasada_seq_truncate(b->ctx, 0, pos);
     if (pasada_seq_length(b->ctx, 0) != pos) {
-      st = pa_error(PASADA_ERR_UNSUPPORTED, "bench: rolling the rejected drafts back lost the sequence");
+      st = pa_error(PASADA_ERR_UNSUPPORTED,
+                    "bench: rolling the rejected drafts back lost the sequence");
       goto out;
     }
     tok = emitted[n_out - 1];

@@ -3,11 +3,12 @@
  * the logits at every position (batched prefill or one token per step), or
  * greedy continuations. Uses only include/pasada.h.
  *
- *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
- *   pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
- *   pasada_eval logits-reuse MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
- *   pasada_eval greedy       MODEL IDS_FILE N       [-t THREADS] [--reference | --backend NAME] [--kv-type f16|f32]
- *   pasada_eval mtp          MODEL IDS_FILE OUT_DIR [...]   (also mtp-steps)
+ *   pasada_eval logits       MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference | --backend NAME]
+ * [--kv-type f16|f32] pasada_eval logits-steps MODEL IDS_FILE OUT_DIR [-t THREADS] [--reference |
+ * --backend NAME] [--kv-type f16|f32] pasada_eval logits-reuse MODEL IDS_FILE OUT_DIR [-t THREADS]
+ * [--reference | --backend NAME] [--kv-type f16|f32] pasada_eval greedy       MODEL IDS_FILE N [-t
+ * THREADS] [--reference | --backend NAME] [--kv-type f16|f32] pasada_eval mtp          MODEL
+ * IDS_FILE OUT_DIR [...]   (also mtp-steps)
  * (--quantize TYPE: a Hugging Face folder's matrices quantized to TYPE at load)
  *
  * IDS_FILE holds one prompt per line as space-separated token ids (blank lines
@@ -30,7 +31,8 @@
  * over entries 0..n-2 (entry j: the hidden state at j with token j + 1)
  * in one batch, "mtp-steps" one entry per decode call, then one entry more
  * as a second draft step makes it (the last entry's own output hidden
- * state with its argmax token), and writes their logits: n x n_vocab. Errors print pasada_last_error() and exit 1. */
+ * state with its argmax token), and writes their logits: n x n_vocab. Errors print
+ * pasada_last_error() and exit 1. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -172,7 +174,8 @@ static int32_t argmax(const float *l, int32_t n) {
 
 /* OUT_DIR/prompt<k>.f32, created (its name into path). */
 static FILE *open_out(const char *out_dir, int k, char *path, size_t cap) {
-  if (snprintf(path, cap, "%s/prompt%d.f32", out_dir, k) >= (int)cap) fail("output path too long: %s", out_dir);
+  if (snprintf(path, cap, "%s/prompt%d.f32", out_dir, k) >= (int)cap)
+    fail("output path too long: %s", out_dir);
   FILE *f = fopen(path, "wb");
   if (!f) fail("cannot create %s", path);
   return f;
@@ -210,13 +213,14 @@ static void run_logits(pasada_context *ctx, const prompt_list *prompts, const ch
   }
 }
 
-static void run_mtp(pasada_context *ctx, const prompt_list *prompts, const char *out_dir, int32_t n_vocab,
-                    bool steps) {
+static void run_mtp(pasada_context *ctx, const prompt_list *prompts, const char *out_dir,
+                    int32_t n_vocab, bool steps) {
   pasada_context_params cp = pasada_context_default_params();
   cp.n_ctx = pasada_context_n_ctx(ctx);
   cp.n_batch = cp.n_ctx;
   pasada_context *mtp;
-  if (pa_context_create_mtp(ctx->model, &cp, &mtp) != PASADA_OK || pa_context_keep_hidden(ctx) != PASADA_OK)
+  if (pa_context_create_mtp(ctx->model, &cp, &mtp) != PASADA_OK ||
+      pa_context_keep_hidden(ctx) != PASADA_OK)
     die("mtp context");
   const int32_t E = pasada_model_n_embd(ctx->model);
   for (int k = 0; k < prompts->n; k++) {
@@ -228,7 +232,8 @@ static void run_mtp(pasada_context *ctx, const prompt_list *prompts, const char 
     decode(ctx, p->ids, p->n, 0, false);
     int32_t pos0, nh;
     const float *h = pa_context_hidden_rows(ctx, 0, &pos0, &nh);
-    if (pos0 != 0 || nh != p->n) fail("the context kept rows [%d, %d) of %d", pos0, pos0 + nh, p->n);
+    if (pos0 != 0 || nh != p->n)
+      fail("the context kept rows [%d, %d) of %d", pos0, pos0 + nh, p->n);
     for (int32_t j = 0; j < p->n - 1; j += steps ? 1 : p->n - 1) {
       const int32_t m = steps ? 1 : p->n - 1;
       pa_context_set_mtp_input(mtp, h + (size_t)j * (size_t)E);
@@ -272,7 +277,8 @@ int main(int argc, char **argv) {
   bool greedy = strcmp(mode, "greedy") == 0;
   bool steps = strcmp(mode, "logits-steps") == 0, reuse = strcmp(mode, "logits-reuse") == 0;
   const bool mtp = strncmp(mode, "mtp", 3) == 0, mtp_steps = strcmp(mode, "mtp-steps") == 0;
-  if (!greedy && !steps && !reuse && !mtp_steps && strcmp(mode, "mtp") != 0 && strcmp(mode, "logits") != 0)
+  if (!greedy && !steps && !reuse && !mtp_steps && strcmp(mode, "mtp") != 0 &&
+      strcmp(mode, "logits") != 0)
     usage();
   int32_t n_threads = 0;
   const char *backend = NULL;

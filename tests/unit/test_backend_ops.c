@@ -698,8 +698,15 @@ static int ssm_side_open(side *s, const char *backend, uint64_t seed, const ssm_
   s->pool = pa_pool_create(2);
   if ((rc = pa_kv_init(&s->kv, 1, NKV, HD, HD, SSM_SEQ, N_CTX, 16, 0))) return rc;
   const pa_matrix *mats[1] = {&s->tm.m.output};
-  const pa_bctx_params bp = {.hp = hp, .n_batch = N_BATCH, .n_seq_max = SSM_SEQ, .pool = s->pool, .kv = &s->kv,
-                             .kv_type = PA_KV_F32, .mats = mats, .n_mats = 1, .n_snap = 1 + SSM_CKPT};
+  const pa_bctx_params bp = {.hp = hp,
+                             .n_batch = N_BATCH,
+                             .n_seq_max = SSM_SEQ,
+                             .pool = s->pool,
+                             .kv = &s->kv,
+                             .kv_type = PA_KV_F32,
+                             .mats = mats,
+                             .n_mats = 1,
+                             .n_snap = 1 + SSM_CKPT};
   return s->ops->context_init(s->tm.m.be, &bp, &s->bc);
 }
 
@@ -793,14 +800,17 @@ static double check_delta_shape(const char *backend, const ssm_shape *sh) {
       static float q1[SSM_MAX_CD];
       memcpy(q1, qkv + nx * CD, sizeof(float) * (size_t)CD);
       x.ops->upload(x.bc, PA_BUF_Q, 0, q1, CD), x.ops->upload(x.bc, PA_BUF_K, 0, z + nx * VZ, VZ);
-      x.ops->upload(x.bc, PA_BUF_V, 0, be + nx * VH, VH), x.ops->upload(x.bc, PA_BUF_H1, 0, al + nx * VH, VH);
+      x.ops->upload(x.bc, PA_BUF_V, 0, be + nx * VH, VH),
+          x.ops->upload(x.bc, PA_BUF_H1, 0, al + nx * VH, VH);
       x.ops->delta_net(x.bc, &b1, &d);
       x.ops->download(x.bc, PA_BUF_ATT, 0, got_a, VZ);
       x.ops->synchronize(x.bc);
       const double e = rel_err(got_a, full + nx * VZ, VZ);
       if (!(e <= 1e-6) && failures++ < 20)
-        printf("FAIL %s delta_net checkpoint after token %d: run on from it, token %d differs by %.3g\n",
-               backend, t, nx, e);
+        printf(
+            "FAIL %s delta_net checkpoint after token %d: run on from it, token %d differs by "
+            "%.3g\n",
+            backend, t, nx, e);
     }
   }
   /* x *= sigmoid(g) */

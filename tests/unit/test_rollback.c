@@ -39,7 +39,8 @@ static void feed(pasada_context *c, int32_t seq, const int32_t *tok, int32_t n, 
   int32_t pos[CTX], sq[CTX];
   int8_t want[CTX];
   for (int32_t i = 0; i < n; i++) pos[i] = p0 + i, sq[i] = seq, want[i] = 1;
-  const pasada_batch b = {.n_tokens = n, .token = tok, .pos = pos, .seq_id = sq, .want_logits = want};
+  const pasada_batch b = {
+      .n_tokens = n, .token = tok, .pos = pos, .seq_id = sq, .want_logits = want};
   CHECK(pasada_decode(c, &b) == PASADA_OK, "%s", pasada_last_error());
 }
 
@@ -60,8 +61,8 @@ static double max_diff(const float *a, const float *b, int32_t n) {
 
 /* Sequence seq of c (prompt, then draft: NP + ND positions) truncated to
  * keep and continued with token x, against the reference. */
-static void continue_check(pasada_model *m, pasada_context *c, int32_t seq, const int32_t *text, int32_t keep,
-                           int32_t x, const char *what) {
+static void continue_check(pasada_model *m, pasada_context *c, int32_t seq, const int32_t *text,
+                           int32_t keep, int32_t x, const char *what) {
   const int32_t nv = pasada_model_n_vocab(m);
   float *want = malloc((size_t)nv * sizeof(float));
   int32_t ref[CTX];
@@ -72,7 +73,8 @@ static void continue_check(pasada_model *m, pasada_context *c, int32_t seq, cons
   const float *got = pasada_get_logits(c, -1);
   const double d = got ? max_diff(got, want, nv) : INFINITY;
   if (getenv("ROLLBACK_SHOW")) printf("%s %g\n", what, d);
-  CHECK(d <= 1e-4, "%s: logits after rolling back to %d and decoding %d differ by %g", what, keep, x, d);
+  CHECK(d <= 1e-4, "%s: logits after rolling back to %d and decoding %d differ by %g", what, keep,
+        x, d);
   free(want);
 }
 
@@ -97,7 +99,8 @@ int main(void) {
     int8_t want[2 * ND];
     for (int i = 0; i < 2 * ND; i++)
       sq[i] = i % 2, tok[i] = text[i % 2][NP + i / 2], pos[i] = NP + i / 2, want[i] = 1;
-    const pasada_batch b = {.n_tokens = 2 * ND, .token = tok, .pos = pos, .seq_id = sq, .want_logits = want};
+    const pasada_batch b = {
+        .n_tokens = 2 * ND, .token = tok, .pos = pos, .seq_id = sq, .want_logits = want};
     CHECK(pasada_decode(c, &b) == PASADA_OK, "%s", pasada_last_error());
     /* seq 0 keeps 2 drafts, seq 1 keeps 4 */
     pasada_seq_truncate(c, 0, NP + 2);
@@ -108,8 +111,8 @@ int main(void) {
     continue_check(m, c, 1, text[1], NP + 4, 4, "seq 1");
     /* after a one-token pass the kept states are still there */
     pasada_seq_truncate(c, 0, NP + 2);
-    CHECK(pasada_seq_length(c, 0) == NP + 2, "K=%d: seq 0 back to %d after a one-token pass: %d", K, NP + 2,
-          pasada_seq_length(c, 0));
+    CHECK(pasada_seq_length(c, 0) == NP + 2, "K=%d: seq 0 back to %d after a one-token pass: %d", K,
+          NP + 2, pasada_seq_length(c, 0));
     continue_check(m, c, 0, text[0], NP + 2, 6, "seq 0 again");
     /* every draft rejected: the state after the prompt's last token, kept
      * when K covers the whole draft (8), else the sequence is dropped */
@@ -118,7 +121,8 @@ int main(void) {
       CHECK(pasada_seq_length(c, 1) == NP + 1, "K=%d: seq 1 kept %d", K, pasada_seq_length(c, 1));
       continue_check(m, c, 1, text[1], NP + 1, 7, "seq 1, drafts rejected");
     } else {
-      CHECK(pasada_seq_length(c, 1) == 0, "K=%d: seq 1 truncated past its kept states has %d positions", K,
+      CHECK(pasada_seq_length(c, 1) == 0,
+            "K=%d: seq 1 truncated past its kept states has %d positions", K,
             pasada_seq_length(c, 1));
     }
     pasada_context_free(c);
@@ -128,13 +132,15 @@ int main(void) {
   if (c) {
     feed(c, 0, text[0], NP + ND, 0);
     pasada_seq_truncate(c, 0, NP + 2);
-    CHECK(pasada_seq_length(c, 0) == 0, "without n_rollback: %d positions kept", pasada_seq_length(c, 0));
+    CHECK(pasada_seq_length(c, 0) == 0, "without n_rollback: %d positions kept",
+          pasada_seq_length(c, 0));
     pasada_context_free(c);
   }
   /* bounds */
   pasada_context_params p = pasada_context_default_params();
   p.n_rollback = PASADA_ROLLBACK_MAX + 1;
-  CHECK(pasada_context_create(m, &p, &c) == PASADA_ERR_ARG, "n_rollback past the maximum is refused");
+  CHECK(pasada_context_create(m, &p, &c) == PASADA_ERR_ARG,
+        "n_rollback past the maximum is refused");
   p.n_rollback = -1;
   CHECK(pasada_context_create(m, &p, &c) == PASADA_ERR_ARG, "a negative n_rollback is refused");
   pasada_model_free(m);

@@ -58,7 +58,8 @@ static void delta_task(void *arg, int i, int n_tasks) {
     for (int x = 0; x < Kd; x++)
       for (int y = 0; y < Vd; y++) S[x * Vd + y] += (float)(k[x] * kv[y]);
     if (j->b->ckpt && j->b->ckpt[t] >= 0)
-      memcpy(pa_cpu_ssm_state(c, j->b->ckpt[t], d->layer) + (int64_t)(hp->ssm_conv - 1) * cd + (int64_t)h * Kd * Vd,
+      memcpy(pa_cpu_ssm_state(c, j->b->ckpt[t], d->layer) + (int64_t)(hp->ssm_conv - 1) * cd +
+                 (int64_t)h * Kd * Vd,
              S, (size_t)Kd * Vd * sizeof(float));
     float *o = c->buf[d->out] + t * wo + (int64_t)h * Vd;
     for (int y = 0; y < Vd; y++) kv[y] = 0;
@@ -101,7 +102,8 @@ void pa_cpu_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d)
       row[ch] = silu((float)acc);
     }
     if (b->ckpt && b->ckpt[t] >= 0)
-      memcpy(pa_cpu_ssm_state(c, b->ckpt[t], d->layer), st, (size_t)(taps - 1) * (size_t)cd * sizeof(float));
+      memcpy(pa_cpu_ssm_state(c, b->ckpt[t], d->layer), st,
+             (size_t)(taps - 1) * (size_t)cd * sizeof(float));
     /* q and k of every key head L2-normalised; q scaled by 1 / sqrt(Kd) */
     const float qs = 1.0f / sqrtf((float)Kd);
     for (int hh = 0; hh < 2 * hp->ssm_k_heads; hh++) l2norm(row + (int64_t)hh * Kd, Kd);

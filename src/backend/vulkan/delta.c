@@ -51,18 +51,40 @@ void pa_vkc_delta_net(pa_bctx *c, const pa_fwd_batch *b, const pa_delta_desc *d)
   struct {
     uint64_t qkv, w, state, seq, pos, ckpt;
     uint32_t n_tok, cd, taps, slot_stride;
-  } pc = {qkv, pa_vkc_weight(c->vb, d->conv_w), state, step_addr(c, c->s_seq), step_addr(c, c->s_pos),
-          step_addr(c, c->s_ckpt), n, cd, (uint32_t)hp->ssm_conv, slot_stride(c)};
+  } pc = {qkv,
+          pa_vkc_weight(c->vb, d->conv_w),
+          state,
+          step_addr(c, c->s_seq),
+          step_addr(c, c->s_pos),
+          step_addr(c, c->s_ckpt),
+          n,
+          cd,
+          (uint32_t)hp->ssm_conv,
+          slot_stride(c)};
   pa_vkc_dispatch(c, "delta_conv", &pc, sizeof pc, (cd + 63) / 64, 1, 1);
   struct {
     uint64_t qkv, z, beta, alpha, out, state, seq, pos, ckpt, a, dt, norm;
     uint32_t n_tok, kh, vh, kd, vd, slot_stride;
     float eps;
-  } pr = {qkv, buf_addr(c, d->z), buf_addr(c, d->beta), buf_addr(c, d->alpha), buf_addr(c, d->out),
-          state + (uint64_t)(hp->ssm_conv - 1) * cd * 4, step_addr(c, c->s_seq), step_addr(c, c->s_pos),
-          step_addr(c, c->s_ckpt), pa_vkc_weight(c->vb, d->a), pa_vkc_weight(c->vb, d->dt_bias), pa_vkc_weight(c->vb, d->norm), n,
-          (uint32_t)hp->ssm_k_heads, (uint32_t)hp->ssm_v_heads, (uint32_t)hp->ssm_k_dim, (uint32_t)hp->ssm_v_dim,
-          slot_stride(c), hp->norm_eps};
+  } pr = {qkv,
+          buf_addr(c, d->z),
+          buf_addr(c, d->beta),
+          buf_addr(c, d->alpha),
+          buf_addr(c, d->out),
+          state + (uint64_t)(hp->ssm_conv - 1) * cd * 4,
+          step_addr(c, c->s_seq),
+          step_addr(c, c->s_pos),
+          step_addr(c, c->s_ckpt),
+          pa_vkc_weight(c->vb, d->a),
+          pa_vkc_weight(c->vb, d->dt_bias),
+          pa_vkc_weight(c->vb, d->norm),
+          n,
+          (uint32_t)hp->ssm_k_heads,
+          (uint32_t)hp->ssm_v_heads,
+          (uint32_t)hp->ssm_k_dim,
+          (uint32_t)hp->ssm_v_dim,
+          slot_stride(c),
+          hp->norm_eps};
   _Static_assert(sizeof pr <= PA_VK_PUSH, "delta_net's push constants");
   pa_vkc_dispatch(c, "delta_net", &pr, sizeof pr, (uint32_t)hp->ssm_v_heads, (uint32_t)c->n_seq_max, 1);
 }

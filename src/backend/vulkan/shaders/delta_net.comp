@@ -50,7 +50,8 @@ void main() {
     const float decay = exp(g), beta = 1.0 / (1.0 + exp(-B.v[t * p.vh + h]));
     const bool fresh = PS.v[t] == 0;
     const int ckpt = CK.v[t];
-    F32s Ck = F32s(p.state + (uint64_t(ckpt < 0 ? 0 : ckpt) * uint64_t(p.slot_stride) + uint64_t(h) * kd * vd) * 4ul);
+    const uint64_t ck_slot = uint64_t(ckpt < 0 ? 0 : ckpt);
+    F32s Ck = F32s(p.state + (ck_slot * uint64_t(p.slot_stride) + uint64_t(h) * kd * vd) * 4ul);
     float ss = 0.0;
     for (uint y = lid; y < vd; y += WG) {
       float u = 0.0;
