@@ -125,6 +125,11 @@ def _defects():
         "q without its gate": (dict(tensor_fn=lambda n, a: a[:128] if n == "blk.3.attn_q.weight" else None),
                                "attn_q"),
         "state rows": (dict(tensor_fn=lambda n, a: a[:-1] if n == "blk.0.attn_qkv.weight" else None), "attn_qkv"),
+        # multi-token prediction: the last block named an MTP layer without its nextn tensors,
+        # two such layers, or all the blocks
+        "mtp layer without nextn": (dict(set_kv={"qwen35.nextn_predict_layers": (U32, 1)}), "nextn.eh_proj"),
+        "two mtp layers": (dict(set_kv={"qwen35.nextn_predict_layers": (U32, 2)}), "nextn_predict_layers"),
+        "only mtp layers": (dict(set_kv={"qwen35.nextn_predict_layers": (U32, 4)}), "nextn_predict_layers"),
     }
 
 
