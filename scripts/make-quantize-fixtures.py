@@ -46,7 +46,8 @@ import llama_cpp.llama_cpp as llama_low
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("PASADA_BUILD_DIR", ROOT / "build"))
 SOURCE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M", "Q3_K", "Q2_K"]
+TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M", "Q3_K", "Q2_K", "IQ4_XS",
+         "IQ4_NL", "MXFP4"]
 N_THREADS = 2
 MASS, K_MIN, K_MAX = 0.99, 64, 4096
 PROMPTS = [

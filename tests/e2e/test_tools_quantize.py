@@ -44,9 +44,10 @@ TOP1_MIN = 0.85
 NEAR_TIE = 1.0
 # llama.cpp's top tokens kept per position hold at least this much of its
 # probability on average (the rest is one bucket of the partition KL):
-# 0.99 of it but for Q2_K, whose flatter distributions reach 0.989 within
-# the fixture's 4096 tokens a position.
-MASS_MIN = 0.985
+# 0.99 of it but for Q2_K and MXFP4, whose flatter distributions reach
+# 0.989 and 0.985 (one position 0.81) within the fixture's 4096 tokens a
+# position.
+MASS_MIN = 0.98
 
 
 def load_fixture():
