@@ -414,6 +414,9 @@ int pa_spec_mtp_open(pasada_context *target, int32_t n_seq, int32_t n_ctx, int32
   cp.n_seq_max = n_seq;
   cp.n_threads = n_threads;
   cp.n_batch = 512;
+  pasada_kv_stats kv;
+  pasada_kv_get_stats(target, &kv);
+  cp.kv_type = kv.type; /* the MTP layer's cache as the target's */
   int st = pa_context_create_mtp(target->model, &cp, &d->ctx);
   if (!st) st = pa_context_keep_hidden(target);
   if (st) {

@@ -141,8 +141,8 @@ const pasada_model *pa_spec_draft_model(const pa_spec_draft *d);
 typedef struct pa_spec_mtp pa_spec_mtp;
 /* A drafter for n_seq sequences of n_ctx positions on n_threads threads
  * over target context `target`, which from now on keeps the hidden states
- * of what it decodes (pa_context_keep_hidden); samplers as
- * pa_spec_draft_open's. PASADA_ERR_UNSUPPORTED when the model has no
+ * of what it decodes (pa_context_keep_hidden); the MTP layer's KV cache of
+ * the target's type; samplers as pa_spec_draft_open's. PASADA_ERR_UNSUPPORTED when the model has no
  * multi-token-prediction layer or runs split across backends. */
 int pa_spec_mtp_open(pasada_context *target, int32_t n_seq, int32_t n_ctx, int32_t n_threads,
                      const pasada_sampler_params *sampling, pa_spec_mtp **out);

@@ -6,9 +6,10 @@ scripts/make-mtp-fixtures.py).
 - The MTP layer's logits against transformers' (the layer assembled from
   its Qwen3_5DecoderLayer and Qwen3_5RMSNorm, tests/fixtures/tiny/
   qwen35.mtp.npz): every entry of three prompts and a chained second draft
-  step, in one batch and one entry per call, on ref (double sums, 1e-4),
-  cpu and vulkan (their products round activations: 3e-4 with an F32 cache,
-  the F16 cache's 3e-3), argmax equal.
+  step, in one batch and one entry per call, on ref, cpu and vulkan within
+  1e-4 of the largest logit with an F32 cache (measured 2e-6 to 1.3e-5),
+  3e-3 with the F16 cache (1.3e-4), argmax equal. The MTP layer's cache
+  takes the target's type.
 - `pasada convert` keeps the layer under llama.cpp's nextn names
   (block_count 5, nextn_predict_layers 1), and the GGUF file gives the
   folder's MTP logits bit for bit.
@@ -73,8 +74,8 @@ def reference():
 
 
 @pytest.mark.parametrize("mode", ["mtp", "mtp-steps"])
-@pytest.mark.parametrize("backend,kv,tol", [("ref", "f32", 1e-4), ("cpu", "f32", 3e-4), ("cpu", "f16", 3e-3),
-                                            ("vulkan", "f32", 3e-4)])
+@pytest.mark.parametrize("backend,kv,tol", [("ref", "f32", 1e-4), ("cpu", "f32", 1e-4), ("cpu", "f16", 3e-3),
+                                            ("vulkan", "f32", 1e-4)])
 def test_mtp_logits_match_transformers(mtp_model, mode, backend, kv, tol, tmp_path, request):
     if backend == "vulkan":
         backend = request.getfixturevalue("vulkan_device")

@@ -218,6 +218,9 @@ static void run_mtp(pasada_context *ctx, const prompt_list *prompts, const char 
   pasada_context_params cp = pasada_context_default_params();
   cp.n_ctx = pasada_context_n_ctx(ctx);
   cp.n_batch = cp.n_ctx;
+  pasada_kv_stats kv;
+  pasada_kv_get_stats(ctx, &kv);
+  cp.kv_type = kv.type; /* the target's cache type (--kv-type) */
   pasada_context *mtp;
   if (pa_context_create_mtp(ctx->model, &cp, &mtp) != PASADA_OK ||
       pa_context_keep_hidden(ctx) != PASADA_OK)
