@@ -447,6 +447,12 @@ void pa_spec_mtp_reset(pa_spec_mtp *d, int32_t seq) {
   pasada_sampler_reset(d->pr.sampler[seq]);
 }
 
+void pa_spec_mtp_forget(pa_spec_mtp *d, int32_t seq) {
+  int32_t pos0 = 0, n = 0;
+  pa_context_hidden_rows(d->target, seq, &pos0, &n);
+  if (n > 0) pa_context_hidden_drop(d->target, seq, pos0 + n);
+}
+
 /* Decodes n entries of sequence seq from its length on: tokens tok[i]
  * paired with hidden rows h (n_embd each); logits of the last only. */
 static int mtp_feed(pa_spec_mtp *d, int32_t seq, const int32_t *tok, const float *h, int32_t n) {

@@ -149,6 +149,9 @@ int pa_spec_mtp_open(pasada_context *target, int32_t n_seq, int32_t n_ctx, int32
 void pa_spec_mtp_free(pa_spec_mtp *d);
 /* Resets sequence seq (its entries and its sampler's generator). */
 void pa_spec_mtp_reset(pa_spec_mtp *d, int32_t seq);
+/* Drops the hidden states the target kept for sequence seq: one that does
+ * not draft with the MTP layer (a server's other requests) needs none. */
+void pa_spec_mtp_forget(pa_spec_mtp *d, int32_t seq);
 /* pa_spec_draft_propose's contract for the target's sequence seq, whose
  * cache holds hist[0..n - 1) (hist[n - 1] is its next token, not yet
  * decoded): makes the entries due from the hidden states the target kept

@@ -691,6 +691,10 @@ static void run_step(srv_sched *s) {
   }
   srv_metrics_step(s->metrics, n, srv_now() - t0);
   for (int32_t t = 0; t < n; t++) s->slot[s->b_seq[t]]->n_fed++;
+  /* the hidden states the context kept for the MTP drafter: none needed by
+   * sequences that draft otherwise */
+  for (int i = 0; s->mtp && i < s->n_slots; i++)
+    if (s->slot[i] && s->sp[i].mode != PA_SPEC_MTP) pa_spec_mtp_forget(s->mtp, i);
   /* an embedding job is done once its whole input is in: its sequence's pool */
   for (int i = 0; i < s->n_slots; i++) {
     srv_job *j = s->slot[i];
