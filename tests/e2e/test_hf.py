@@ -520,3 +520,51 @@ def test_unsupported_or_broken_family_folder_is_one_line(case, tmp_path):
     res = pasada("info", "-m", folder, check=False)
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 1 and len(lines) == 1 and hint in lines[0], res.stderr
+
+
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+def test_half_folder_loads_without_a_copy(dtype, tmp_path):
+    """An F16 / BF16 folder's matrices are read from the mapped safetensors
+    file as stored (not copied into the in-memory GGUF image first): the
+    process's peak memory (VmHWM, `pasada bench --json`) stays under 1.5x
+    the weights, where a copy before the CPU's repacking would reach 2x.
+    A llama of hidden 1024 and 8 layers (~180 MB of weights)."""
+    E, F, L, H, KV, D = 1024, 2816, 8, 16, 4, 64
+    folder = tmp_path / "half"
+    folder.mkdir()
+    for f in (HF / "llama").iterdir():
+        if not f.name.startswith("model"):
+            shutil.copy(f, folder / f.name)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(hidden_size=E, intermediate_size=F, num_hidden_layers=L, num_attention_heads=H,
+               num_key_value_heads=KV, head_dim=D, dtype="float16" if dtype == "F16" else "bfloat16")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    V = cfg["vocab_size"]
+    rng = np.random.default_rng(7)
+    shapes = {"model.embed_tokens.weight": (V, E), "model.norm.weight": (E,), "lm_head.weight": (V, E)}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (E,), p + "post_attention_layernorm.weight": (E,),
+                       p + "self_attn.q_proj.weight": (H * D, E), p + "self_attn.k_proj.weight": (KV * D, E),
+                       p + "self_attn.v_proj.weight": (KV * D, E), p + "self_attn.o_proj.weight": (E, H * D),
+                       p + "mlp.gate_proj.weight": (F, E), p + "mlp.up_proj.weight": (F, E),
+                       p + "mlp.down_proj.weight": (E, F)})
+    header, blobs, offset = {}, [], 0
+    for name in sorted(shapes):
+        a = (rng.standard_normal(shapes[name], dtype=np.float32) * 0.02
+             + (1.0 if name.endswith("norm.weight") else 0.0)).astype(np.float32)
+        raw = a.astype(np.float16).tobytes() if dtype == "F16" else (a.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(shapes[name]), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(folder / "model.safetensors", "wb") as out:
+        out.write(len(h).to_bytes(8, "little") + h)
+        for b in blobs:
+            out.write(b)
+    weights = offset
+    res = pasada("bench", "-m", folder, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "--no-ceilings", "--json")
+    m = json.loads(res.stdout)["memory"]
+    print(f"\n  {dtype}: weights {weights / 2**20:.0f} MiB, peak {m['hwm_bytes'] / 2**20:.0f} MiB", end="")
+    assert m["hwm_bytes"] < 1.5 * weights, (m["hwm_bytes"], weights)
