@@ -17,21 +17,17 @@
 #include "base/base.h"
 #include "format/hf_internal.h"
 #include "format/safetensors.h"
+#include "tokenizer/pretok_regex.h"
 
 enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
-/* The split regexes of tokenizer.json that name llama.cpp pre-tokenizers. */
+/* The split regexes of tokenizer.json that name llama.cpp pre-tokenizers
+ * (tokenizer/pretok_regex.h: the strings the releases publish). */
 static const struct {
   const char *regex, *pre;
 } split_regexes[] = {
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-     "\\s+(?!\\S)|\\s+",
-     "qwen2"},
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-     "\\s+(?!\\S)|\\s+",
-     "llama-bpe"},
+    {RE_QWEN2, "qwen2"}, {RE_LLAMA3, "llama-bpe"}, {RE_QWEN35, "qwen35"},
+    {RE_TEKKEN, "tekken"}, {RE_GPT4O, "gpt-4o"},
 };
 
 static bool is_type(const pj_value *j, const char *type) {
@@ -440,7 +436,7 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
   if (!rc && !spm && !(pre = recognise_pre(hf_member(tok, "pre_tokenizer"))))
     rc = pa_error(PASADA_ERR_UNSUPPORTED,
                   "%s: the pre_tokenizer is not one pasada recognises (ByteLevel; Digits + "
-                  "ByteLevel; the Qwen2 or Llama 3 split + ByteLevel)",
+                  "ByteLevel; the split of Qwen2, Llama 3, Qwen3.5, Tekken or GPT-4o + ByteLevel)",
                   path);
   float *scores = NULL;
   if (!rc) rc = build_vocab(&v, tok, n_vocab);

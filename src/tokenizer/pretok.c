@@ -13,18 +13,11 @@
 #include <threads.h>
 
 #include "base/base.h"
+#include "tokenizer/pretok_regex.h"
 #include "tokenizer/tokenizer_internal.h"
 
 /* GPT-2 (also the word splitter of Hugging Face's ByteLevel pre-tokenizer). */
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-/* Llama 3 (tiktoken cl100k): digits in groups of up to three. */
-#define RE_LLAMA3                                                                                  \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                         \
-  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* Qwen 2: as Llama 3 with single digits. */
-#define RE_QWEN2                                                                                   \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"                              \
-  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Every digit alone (Hugging Face's Digits(individual_digits=true)). */
 #define RE_DIGIT "\\p{N}"
 /* Llama 3's with runs of spaces cut at powers of two (Jais 2). */
@@ -87,23 +80,6 @@
 #define RE_DEEPSEEK3_WORDS                                                                         \
   "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"   \
   "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* Qwen 3.5: as Qwen 2 with combining marks inside words. */
-#define RE_QWEN35                                                                                  \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"                      \
-  "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* Tekken (Mistral NeMo): words split at case changes, single digits. */
-#define RE_TEKKEN                                                                                  \
-  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"          \
-  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"          \
-  "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* GPT-4o (tiktoken o200k; also Llama 4): Tekken's words with contractions,
- * digits in threes. */
-#define RE_GPT4O                                                                                   \
-  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"          \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                                  \
-  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"          \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                                  \
-  "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 static const struct {
   const char *names; /* space-separated names of tokenizer.ggml.pre */
