@@ -1,9 +1,12 @@
-"""`pasada run` and `pasada serve` on the tiny Gemma 2, Phi-3, gpt-oss and Gemma 4 fixtures
-(gemma4, gemma4ple with per-layer inputs, gemma4moe with experts; tests/fixtures/tiny, made by scripts/make-tiny-models.py; their logits are
-held to transformers' by test_arch_parity.py).
+"""`pasada run` and `pasada serve` on the tiny Gemma 2, Phi-3, gpt-oss, Gemma 4
+(gemma4, gemma4ple with per-layer inputs, gemma4moe with experts), Qwen3-MoE and
+Mixtral fixtures (tests/fixtures/tiny, made by scripts/make-tiny-models.py; their
+logits are held to transformers' by test_arch_parity.py).
 
 - `pasada run` loads each and generates on the CPU and on the Vulkan test
   device (lavapipe where there is no GPU), whole and split across the two.
+- The mixtures of experts (qwen3moe, mixtral) in the server: batched
+  requests equal lone ones, and a prompt extending a cached one reuses it.
 - `pasada serve` renders a chat with the template the GGUF file carries: the
   phi3 fixture holds Phi-3-mini's Jinja template, and a chat request must be
   the completion of exactly that template's text (same prompt tokens, same
@@ -34,7 +37,8 @@ def run(pasada_bin, arch, *args):
     return res.stdout, int(m.group(1)), int(m.group(2))
 
 
-@pytest.mark.parametrize("arch", ["gemma2", "phi3", "gpt-oss", "gemma4", "gemma4ple", "gemma4moe"])
+@pytest.mark.parametrize("arch", ["gemma2", "phi3", "gpt-oss", "gemma4", "gemma4ple", "gemma4moe", "qwen3moe",
+                                  "mixtral"])
 @pytest.mark.parametrize("device", ["cpu", "vulkan", "split"])
 def test_run(pasada_bin, arch, device, request):
     """Greedy generation runs to its 8 tokens (the tiny vocabulary's end token
@@ -123,6 +127,45 @@ def test_gpt_oss_prefix_reuse(pasada_bin, device, request):
     assert a["usage"]["prompt_tokens"] > 8 and cached >= a["usage"]["prompt_tokens"] - 1, (a["usage"], b["usage"])
     assert c["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) == 0, c["usage"]
     assert b["choices"][0]["text"] == c["choices"][0]["text"]
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "mixtral"])
+def test_moe_server_batching_and_prefix_reuse(pasada_bin, arch):
+    """The mixtures of experts in the server: three requests at once (one
+    batch, tokens routed to different experts) give each the greedy text a
+    lone request gives, and a prompt that extends an earlier one reuses its
+    cached positions and gives the text a fresh server gives it."""
+    import concurrent.futures as cf
+    prompts = ["the cat sat on the mat", "one two three four five six seven", "a b c d e f g h i j"]
+    longer = prompts[0] + " and then the dog ran far away from the barn"
+
+    def complete(srv, prompt):
+        r = requests.post(srv.url + "/v1/completions", timeout=60,
+                          json={"prompt": prompt, "max_tokens": 8, "temperature": 0})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    fresh = Server(pasada_bin, TINY / f"{arch}.gguf", "--parallel", "4")
+    try:
+        alone = [complete(fresh, p)["choices"][0]["text"] for p in prompts]
+    finally:
+        fresh.kill()
+    fresh = Server(pasada_bin, TINY / f"{arch}.gguf", "--parallel", "4")
+    try:
+        scratch = complete(fresh, longer)
+    finally:
+        fresh.kill()
+    srv = Server(pasada_bin, TINY / f"{arch}.gguf", "--parallel", "4")
+    try:
+        with cf.ThreadPoolExecutor(3) as ex:
+            together = [f.result()["choices"][0]["text"] for f in [ex.submit(complete, srv, p) for p in prompts]]
+        assert together == alone
+        ext = complete(srv, longer)
+    finally:
+        srv.kill()
+    cached = ext["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    assert cached > 0, ext["usage"]
+    assert ext["choices"][0]["text"] == scratch["choices"][0]["text"]
 
 
 # ---- defective variants of the fixtures: one line naming the defect ----
