@@ -242,6 +242,29 @@ static int proposer_draw(proposer *p, int32_t seq, int32_t i, const float *logit
   return 1;
 }
 
+/* Decodes tokens[0..n) into the drafter's context ctx, sequence seq, from
+ * its length on, in batches, noting them in held; only the last token's
+ * logits. h: for an MTP context, the hidden-state rows the tokens pair
+ * with (n_embd floats each), else NULL. */
+static int proposer_feed(proposer *p, pasada_context *ctx, int32_t seq, const int32_t *tokens,
+                         int32_t n, const float *h, int64_t n_embd) {
+  const int32_t p0 = pasada_seq_length(ctx, seq);
+  for (int32_t done = 0; done < n;) {
+    const int32_t len = n - done < p->n_batch ? n - done : p->n_batch;
+    for (int32_t i = 0; i < len; i++) {
+      p->pos[i] = p0 + done + i;
+      p->seqs[i] = seq;
+      p->held[seq][p0 + done + i] = tokens[done + i];
+    }
+    if (h) pa_context_set_mtp_input(ctx, h + (size_t)done * (size_t)n_embd);
+    pasada_batch b = {.n_tokens = len, .token = tokens + done, .pos = p->pos, .seq_id = p->seqs};
+    const int st = pasada_decode(ctx, &b);
+    if (st) return st;
+    done += len;
+  }
+  return PASADA_OK;
+}
+
 /* ---- draft model ---- */
 
 struct pa_spec_draft {
@@ -332,26 +355,6 @@ const pasada_model *pa_spec_draft_model(const pa_spec_draft *d) {
   return d->model;
 }
 
-/* Decodes tokens[0..n) into sequence seq from its length on, in batches;
- * only the last token's logits. */
-static int feed(pa_spec_draft *d, int32_t seq, const int32_t *tokens, int32_t n) {
-  int32_t p0 = pasada_seq_length(d->ctx, seq);
-  for (int32_t done = 0; done < n;) {
-    const int32_t len = n - done < d->pr.n_batch ? n - done : d->pr.n_batch;
-    for (int32_t i = 0; i < len; i++) {
-      d->pr.pos[i] = p0 + done + i;
-      d->pr.seqs[i] = seq;
-      d->pr.held[seq][p0 + done + i] = tokens[done + i];
-    }
-    pasada_batch b = {
-        .n_tokens = len, .token = tokens + done, .pos = d->pr.pos, .seq_id = d->pr.seqs};
-    const int st = pasada_decode(d->ctx, &b);
-    if (st) return st;
-    done += len;
-  }
-  return PASADA_OK;
-}
-
 int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist, int32_t n,
                               int32_t max, bool greedy, int32_t *out, const float **q) {
   if (q) *q = NULL;
@@ -368,7 +371,7 @@ int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist
   if (d->recurrent && c > d->caught[seq] - 1) c = d->caught[seq] > 0 ? d->caught[seq] - 1 : 0;
   if (c < len) pasada_seq_truncate(d->ctx, seq, c);
   c = pasada_seq_length(d->ctx, seq); /* a recurrent draft may have lost more */
-  if (feed(d, seq, hist + c, n - c)) return -1;
+  if (proposer_feed(&d->pr, d->ctx, seq, hist + c, n - c, NULL, 0)) return -1;
   d->caught[seq] = n;
   for (int32_t i = 0; i < max; i++) {
     int32_t tok = -1;
@@ -376,7 +379,7 @@ int32_t pa_spec_draft_propose(pa_spec_draft *d, int32_t seq, const int32_t *hist
     if (got <= 0) return got < 0 ? -1 : i;
     out[i] = tok;
     if (i + 1 == max) return max;
-    if (feed(d, seq, &tok, 1)) return -1;
+    if (proposer_feed(&d->pr, d->ctx, seq, &tok, 1, NULL, 0)) return -1;
   }
   return max;
 }
@@ -453,22 +456,6 @@ void pa_spec_mtp_forget(pa_spec_mtp *d, int32_t seq) {
   if (n > 0) pa_context_hidden_drop(d->target, seq, pos0 + n);
 }
 
-/* Decodes n entries of sequence seq from its length on: tokens tok[i]
- * paired with hidden rows h (n_embd each); logits of the last only. */
-static int mtp_feed(pa_spec_mtp *d, int32_t seq, const int32_t *tok, const float *h, int32_t n) {
-  const int32_t p0 = pasada_seq_length(d->ctx, seq);
-  for (int32_t done = 0; done < n;) {
-    const int32_t len = n - done < d->pr.n_batch ? n - done : d->pr.n_batch;
-    for (int32_t i = 0; i < len; i++) d->pr.pos[i] = p0 + done + i, d->pr.seqs[i] = seq;
-    pa_context_set_mtp_input(d->ctx, h + (size_t)done * (size_t)d->n_embd);
-    pasada_batch b = {.n_tokens = len, .token = tok + done, .pos = d->pr.pos, .seq_id = d->pr.seqs};
-    const int st = pasada_decode(d->ctx, &b);
-    if (st) return st;
-    done += len;
-  }
-  return PASADA_OK;
-}
-
 int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, int32_t n,
                             int32_t max, bool greedy, int32_t *out, const float **q) {
   if (q) *q = NULL;
@@ -485,22 +472,20 @@ int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, in
   for (int32_t j = 0; j < keep; j++)
     if (base + j + 1 > n - 1 || d->pr.held[seq][j] != hist[base + j + 1]) keep = j;
   if (keep > n - 2 - base) keep = n - 2 - base; /* the last due entry is made again */
-  if (keep <= 0 ||
-      base + keep < pos0) { /* nothing of it left, or no rows for what follows: from the rows on */
-    base = pos0, keep = 0;
-  }
+  /* nothing of it left, or no rows for what follows: start from the rows */
+  if (keep <= 0 || base + keep < pos0) base = pos0, keep = 0;
   const int32_t e = base + keep; /* the first entry to make */
-  if (e > n - 2 || pos0 + nh < n - 1 || !rows)
-    return 0; /* the target kept no hidden states of these */
+  /* the target kept no hidden states of these */
+  if (e > n - 2 || pos0 + nh < n - 1 || !rows) return 0;
   pasada_seq_truncate(d->ctx, seq, keep);
   if (pasada_seq_length(d->ctx, seq) != keep) return 0;
   d->base[seq] = base, d->first[seq] = hist[base];
-  memcpy(d->pr.held[seq] + keep, hist + e + 1, (size_t)(n - 1 - e) * sizeof(int32_t));
-  if (mtp_feed(d, seq, hist + e + 1, rows + (size_t)(e - pos0) * (size_t)d->n_embd, n - 1 - e))
+  if (proposer_feed(&d->pr, d->ctx, seq, hist + e + 1, n - 1 - e,
+                    rows + (size_t)(e - pos0) * (size_t)d->n_embd, d->n_embd))
     return -1;
   d->real[seq] = n - 1 - base;
-  pa_context_hidden_drop(d->target, seq,
-                         n - 1); /* what the next proposal needs comes from later passes */
+  /* what the next proposal needs comes from later passes */
+  pa_context_hidden_drop(d->target, seq, n - 1);
   for (int32_t i = 0; i < max; i++) {
     int32_t tok = -1;
     const int got = proposer_draw(&d->pr, seq, i, pasada_get_logits(d->ctx, -1), greedy, &tok);
@@ -509,7 +494,7 @@ int32_t pa_spec_mtp_propose(pa_spec_mtp *d, int32_t seq, const int32_t *hist, in
     if (i + 1 == max) return max;
     /* the next entry: the MTP's own output stands for the target's hidden state */
     memcpy(d->g, pa_context_mtp_hidden(d->ctx, -1), (size_t)d->n_embd * sizeof *d->g);
-    if (mtp_feed(d, seq, &tok, d->g, 1)) return -1;
+    if (proposer_feed(&d->pr, d->ctx, seq, &tok, 1, d->g, d->n_embd)) return -1;
   }
   return max;
 }
