@@ -256,8 +256,7 @@ int cmd_bench(int argc, char **argv) {
     sp.model_path = p.model_path, sp.backend = p.backend, sp.kv_type = p.kv_type;
     sp.n_gen = p.n_gen > 0 ? p.n_gen : 128, sp.n_threads = p.n_threads, sp.repeats = p.repeats;
     sp.progress = p.progress;
-    if (!sp.draft_max)
-      sp.draft_max = sp.mode == PA_SPEC_LOOKUP ? 8 : sp.mode == PA_SPEC_MTP ? 3 : 4;
+    if (!sp.draft_max) sp.draft_max = pa_spec_default_draft_max((pa_spec_mode)sp.mode);
     pa_bench_spec_result sr;
     if (pa_bench_spec_run(&sp, &sr) != PASADA_OK) {
       fprintf(stderr, "pasada bench: %s\n", pasada_last_error());

@@ -276,14 +276,15 @@ static char *model_name(const char *path) {
 }
 
 /* The rollback states a model with recurrent layers needs for the
- * speculation cfg enables (a verification pass of the next token and up to
- * --draft-max drafts rolls back to one past any of its positions but the
- * last); 0 for other models or without --lookup / --draft / --mtp. */
+ * speculation cfg enables (pa_spec_rollback_states of --draft-max); 0 for
+ * other models or without --lookup / --draft / --mtp. */
 static int32_t spec_rollback(const pasada_model *model, const srv_config *cfg) {
   if (!pasada_model_is_recurrent(model) || cfg->embeddings ||
       (!cfg->spec_lookup && !cfg->draft_path && !cfg->spec_mtp))
     return 0;
-  return (cfg->draft_max > 0 ? cfg->draft_max : SRV_LOOKUP_DRAFT_MAX) + 1;
+  /* any mode a request may ask for: up to the largest default length */
+  return pa_spec_rollback_states(cfg->draft_max > 0 ? cfg->draft_max
+                                                    : pa_spec_default_draft_max(PA_SPEC_LOOKUP));
 }
 
 /* The server's context; with --embeddings it first raises cfg's prefill

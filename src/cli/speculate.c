@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "runtime/speculative.h"
 
-enum { LOOKUP_DRAFT_MAX = 8, MODEL_DRAFT_MAX = 4, MTP_DRAFT_MAX = 3, LOOKUP_NGRAM = 3 };
+enum { LOOKUP_NGRAM = 3 };
 
 static double now_s(void) {
   struct timespec ts;
@@ -18,29 +18,31 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The speculation o asks for (one mode; cli_spec_open refuses more). */
+static pa_spec_mode mode_of(const cli_gen_options *o) {
+  return o->draft_path ? PA_SPEC_DRAFT
+         : o->lookup   ? PA_SPEC_LOOKUP
+         : o->mtp      ? PA_SPEC_MTP
+                       : PA_SPEC_OFF;
+}
+
 /* The most tokens one step drafts (0: no speculation). */
 static int32_t draft_max_of(const cli_gen_options *o) {
-  return !o->draft_path && !o->lookup && !o->mtp ? 0
-         : o->draft_max > 0                      ? o->draft_max
-         : o->lookup                             ? LOOKUP_DRAFT_MAX
-         : o->mtp                                ? MTP_DRAFT_MAX
-                                                 : MODEL_DRAFT_MAX;
+  const pa_spec_mode mode = mode_of(o);
+  return mode == PA_SPEC_OFF  ? 0
+         : o->draft_max > 0 ? o->draft_max
+                            : pa_spec_default_draft_max(mode);
 }
 
 int32_t cli_spec_rollback(const pasada_model *m, const cli_gen_options *o) {
-  /* a verification pass of the pending token and k drafts rolls back to
-   * one past any of its k + 1 positions but the last */
   const int32_t k = draft_max_of(o);
-  return k > 0 && pasada_model_is_recurrent(m) ? k + 1 : 0;
+  return k > 0 && pasada_model_is_recurrent(m) ? pa_spec_rollback_states(k) : 0;
 }
 
 int cli_spec_open(cli_session *s, const cli_gen_options *o) {
   if ((o->draft_path != NULL) + o->lookup + o->mtp > 1)
     return cli_fail("--draft, --lookup and --mtp each choose how to draft: use one of them");
-  s->spec_mode = o->draft_path ? PA_SPEC_DRAFT
-                 : o->lookup   ? PA_SPEC_LOOKUP
-                 : o->mtp      ? PA_SPEC_MTP
-                               : PA_SPEC_OFF;
+  s->spec_mode = mode_of(o);
   if (s->spec_mode == PA_SPEC_OFF) return CLI_OK;
   s->draft_max = draft_max_of(o);
   s->spec_greedy = o->sampling.temp <= 0;

@@ -28,6 +28,10 @@ const char *pa_spec_mode_name(pa_spec_mode mode) {
                                  : "off";
 }
 
+int32_t pa_spec_default_draft_max(pa_spec_mode mode) {
+  return mode == PA_SPEC_LOOKUP ? 8 : mode == PA_SPEC_MTP ? 3 : 4;
+}
+
 /* ---- prompt lookup ---- */
 
 int32_t pa_spec_lookup(const int32_t *hist, int32_t n, int32_t ngram_max, int32_t ngram_min,

@@ -30,6 +30,14 @@ typedef enum {
 /* "off", "lookup", "draft", "mtp" -> the mode; false for anything else. */
 bool pa_spec_mode_from_name(const char *name, pa_spec_mode *out);
 const char *pa_spec_mode_name(pa_spec_mode mode);
+/* The draft length of a mode when neither the user nor the request says:
+ * lookup 8, draft model 4, mtp 3 (the largest: lookup's). */
+int32_t pa_spec_default_draft_max(pa_spec_mode mode);
+/* The rollback states (pasada_context_params.n_rollback) a model with
+ * recurrent layers needs to verify up to draft_max drafts: the pass of the
+ * pending token and the drafts rolls back to one past any of its
+ * positions but the last. */
+static inline int32_t pa_spec_rollback_states(int32_t draft_max) { return draft_max + 1; }
 
 /* Prompt lookup: finds the latest earlier place in hist[0..n) where its
  * last g tokens occur (g from ngram_max down to ngram_min, the longest that

@@ -320,9 +320,7 @@ static bool admit(srv_sched *s, int i, srv_job *j) {
   s->sp[i].mode = (int8_t)mode;
   s->sp[i].max = j->req.spec_draft_max > 0  ? j->req.spec_draft_max
                  : s->draft_max_default > 0 ? s->draft_max_default
-                 : mode == PA_SPEC_LOOKUP   ? SRV_LOOKUP_DRAFT_MAX
-                 : mode == PA_SPEC_MTP      ? SRV_MTP_DRAFT_MAX
-                                            : SRV_MODEL_DRAFT_MAX;
+                                            : pa_spec_default_draft_max((pa_spec_mode)mode);
   if (s->spec_limit > 0 && s->sp[i].max > s->spec_limit) s->sp[i].max = s->spec_limit;
   s->sp[i].pace = (pa_spec_pace){0};
   s->sp[i].n_hist = 0;

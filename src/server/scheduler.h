@@ -15,8 +15,8 @@ typedef struct {
   int32_t prefill_chunk; /* most prompt tokens per step (all prefilling sequences together) */
   int max_queue;         /* waiting jobs before submissions are refused */
   /* Speculative decoding: the mode of requests that do not choose
-   * (pa_spec_mode), their draft length (0: 8 for lookup, 4 for a draft
-   * model), the draft model (NULL: none; its context has a sequence per
+   * (pa_spec_mode), their draft length (0: the mode's,
+   * pa_spec_default_draft_max), the draft model (NULL: none; its context has a sequence per
    * slot), and the most running sequences a step still drafts for (0:
    * SRV_SPEC_MAX_SEQS; past it the batch is compute-bound and drafts cost
    * more than they save). Draft tokens come out of the step's
@@ -31,10 +31,6 @@ typedef struct {
   int32_t spec_limit;
 } srv_sched_params;
 #define SRV_SPEC_MAX_SEQS 1
-/* draft lengths when neither the request nor --draft-max says */
-#define SRV_LOOKUP_DRAFT_MAX 8
-#define SRV_MODEL_DRAFT_MAX 4
-#define SRV_MTP_DRAFT_MAX 3
 
 /* The context must have been created with n_seq_max slots and a batch size
  * of at least n_seq_max + prefill_chunk; the scheduler uses it exclusively

@@ -215,7 +215,7 @@ int pa_bench_spec_run(const pa_bench_spec_params *p, pa_bench_spec_result *r) {
   if (!st) {
     pasada_context_params cp = pasada_context_default_params();
     cp.n_ctx = n_ctx, cp.n_seq_max = 1, cp.n_threads = p->n_threads, cp.kv_type = p->kv_type;
-    cp.n_rollback = p->draft_max + 1; /* a recurrent model's verification passes roll back */
+    cp.n_rollback = pa_spec_rollback_states(p->draft_max); /* a recurrent model's verifications */
     st = pasada_context_create(b.model, &cp, &b.ctx);
   }
   if (!st && p->mode == PA_SPEC_DRAFT) {
