@@ -86,8 +86,7 @@ void pa_forward_qwen35_mtp(struct pa_context *c, const pa_fwd_batch *b) {
   pa_bctx *bc = c->bc;
   const int32_t n = b->n, l = hp->n_layer;
   const int64_t E = hp->n_embd;
-  OP(PA_OP_EMBED, -1, n, embed(bc, b, &m->tok_embd, 1.0f));
-  OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b));
+  pa_fwd_begin(c, b, 1.0f);
   pa_matmul_desc fe = pa_mm(&m->mtp_eh, PA_BUF_X, PA_BUF_H1);
   fe.in_norm = m->mtp_enorm;
   OP(PA_OP_EMBED, -1, n, matmul(bc, b, &fe));
@@ -113,8 +112,7 @@ void pa_forward_qwen35(struct pa_context *c, const pa_fwd_batch *b) {
   pa_bctx *bc = c->bc;
   const int32_t n = b->n;
 
-  OP(PA_OP_EMBED, -1, n, embed(bc, b, &m->tok_embd, 1.0f));
-  OP(PA_OP_ROPE_TABLE, -1, n, begin(bc, b));
+  pa_fwd_begin(c, b, 1.0f);
   for (int l = 0; l < hp->n_layer; l++) {
     const pa_layer *L = &m->layers[l];
     if (be->layer) be->layer(bc, l);
@@ -142,9 +140,5 @@ void pa_forward_qwen35(struct pa_context *c, const pa_fwd_batch *b) {
       pa_fwd_ffn(c, b, l, PA_GATE_SILU, false);
     pa_layer_done(c, l, n);
   }
-  if (be->layer) be->layer(bc, hp->n_layer);
-  if (c->pooling)
-    OP(PA_OP_OUTPUT, -1, b->n_out, hidden(bc, b, m->output_norm, c->hidden));
-  else
-    OP(PA_OP_OUTPUT, -1, b->n_out, logits(bc, b, m->output_norm, &m->output, c->logits));
+  pa_fwd_end(c, b);
 }
