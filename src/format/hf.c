@@ -113,8 +113,9 @@ static const char *const text_of[] = {"Qwen3_5ForConditionalGeneration",    "qwe
                                       "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe",
                                       "Gemma4ForConditionalGeneration",     "gemma4"};
 
-const char *hf_text_model_name(const char *name, char *buf, size_t cap) {
+const char *hf_text_model_name(const hf_ctx *c, const char *name, char *buf, size_t cap) {
   static const char lm[] = "model.language_model.";
+  if (!c->text_config) return name;
   static const char *const dropped[] = {"model.visual.", "model.vision_tower.",
                                         "model.audio_tower.", "model.embed_vision.",
                                         "model.embed_audio."};
@@ -771,8 +772,7 @@ static int tensors_to_gguf(hf_ctx *c, gguf_writer *w) {
     for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
       const st_tensor *t0 = &f->tensors[i];
       char text_name[GGUF_MAX_NAME_LEN + 64];
-      const char *hname = c->text_config ? hf_text_model_name(t0->name, text_name, sizeof text_name)
-                                         : t0->name;
+      const char *hname = hf_text_model_name(c, t0->name, text_name, sizeof text_name);
       if (!hname) continue; /* not the text model's */
       char mtp_name[GGUF_MAX_NAME_LEN + 64];
       /* the MTP layer's tensors as block n_layer's, or its own ones */

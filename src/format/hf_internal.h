@@ -161,10 +161,10 @@ int hf_qwen35_mtp_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_ten
 int hf_gemma4_config(hf_ctx *c, gguf_writer *w, uint64_t n_layer, uint64_t n_ff, uint64_t vocab);
 int hf_gemma4_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor *t, bool *done);
 
-/* The text model's tensor name of a multimodal folder's (model.language_model.X
- * as model.X) into buf; NULL: a tensor the text model drops (Qwen3.5's
- * vision tower and multi-token prediction; Gemma 4's vision and audio
- * towers and their embedders). Other names are returned as they are. */
-const char *hf_text_model_name(const char *name, char *buf, size_t cap);
+/* A tensor's name as the text model's: in a multimodal folder
+ * (c->text_config) model.language_model.X as model.X, into buf, and NULL
+ * for a tensor the text model drops (Qwen3.5's vision tower; Gemma 4's
+ * vision and audio towers and their embedders); other names as they are. */
+const char *hf_text_model_name(const hf_ctx *c, const char *name, char *buf, size_t cap);
 
 #endif

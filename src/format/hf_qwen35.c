@@ -225,17 +225,12 @@ int hf_qwen35_tensor(hf_ctx *c, gguf_writer *w, uint32_t shard, const st_tensor 
                    per_head, parts[k].kind == 1);
 }
 
-/* The tensor's name as the text model's (text_config folders keep mtp. at the top). */
-static const char *text_name(const hf_ctx *c, const char *name, char *buf, size_t cap) {
-  return c->text_config ? hf_text_model_name(name, buf, cap) : name;
-}
-
 int hf_qwen35_mtp_scan(hf_ctx *c) {
   bool any = false, layer0 = false;
   for (uint32_t s = 0; s < c->n_shards; s++)
     for (uint64_t i = 0; i < c->shards[s]->n_tensors; i++) {
       char buf[GGUF_MAX_NAME_LEN + 64];
-      const char *n = text_name(c, c->shards[s]->tensors[i].name, buf, sizeof buf);
+      const char *n = hf_text_model_name(c, c->shards[s]->tensors[i].name, buf, sizeof buf);
       unsigned l;
       if (!n || strncmp(n, "mtp.", 4)) continue;
       any = true;
