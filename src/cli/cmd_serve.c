@@ -432,9 +432,10 @@ int cmd_serve(int argc, char **argv) {
   if (cfg.kv_events && !start_kv_events(&cfg, ctx, mi->name, st.medium, topic, sizeof topic, &events))
     goto out;
   st.kv_events_topic = events ? topic : NULL;
+  /* the drafters' proposals: temperature 1, no truncation (docs/server.md) */
+  pasada_sampler_params dsp = pasada_sampler_default_params();
+  dsp.temp = 1.0f, dsp.top_k = 0, dsp.top_p = 1.0f, dsp.min_p = 0.0f;
   if (cfg.draft_path) {
-    pasada_sampler_params dsp = pasada_sampler_default_params();
-    dsp.temp = 1.0f, dsp.top_k = 0, dsp.top_p = 1.0f, dsp.min_p = 0.0f;
     if (pa_spec_draft_open(cfg.draft_path, model, &mp, cfg.parallel, mi->n_ctx, cfg.n_threads, &dsp,
                            &draft) != PASADA_OK) {
       fprintf(stderr, "pasada serve: %s\n", pasada_last_error());
@@ -444,8 +445,6 @@ int cmd_serve(int argc, char **argv) {
   }
   /* before anything is decoded: the context keeps the hidden states from now on */
   if (cfg.spec_mtp) {
-    pasada_sampler_params dsp = pasada_sampler_default_params();
-    dsp.temp = 1.0f, dsp.top_k = 0, dsp.top_p = 1.0f, dsp.min_p = 0.0f;
     if (pa_spec_mtp_open(ctx, cfg.parallel, mi->n_ctx, cfg.n_threads, &dsp, &mtp) != PASADA_OK) {
       fprintf(stderr, "pasada serve: --mtp: %s\n", pasada_last_error());
       goto out;

@@ -49,20 +49,19 @@ int cli_spec_open(cli_session *s, const cli_gen_options *o) {
   s->lookup_ngram = o->lookup_ngram > 0 ? o->lookup_ngram : LOOKUP_NGRAM;
   s->spec_scratch = malloc((size_t)s->n_vocab * sizeof *s->spec_scratch);
   if (!s->spec_scratch) return cli_fail("out of memory");
+  /* the drafters' samplers: the session's settings and seed */
+  pasada_sampler_params sp = o->sampling;
+  if (sp.seed == PASADA_SEED_RANDOM) sp.seed = pasada_sampler_seed(s->sampler);
   if (s->spec_mode == PA_SPEC_DRAFT) {
     double t0 = now_s();
     pasada_model_params mp = pasada_model_default_params();
     mp.backend = o->backend;
-    pasada_sampler_params sp = o->sampling;
-    if (sp.seed == PASADA_SEED_RANDOM) sp.seed = pasada_sampler_seed(s->sampler);
     if (pa_spec_draft_open(o->draft_path, s->model, &mp, 1, s->n_ctx, o->n_threads, &sp,
                            &s->draft) != PASADA_OK)
       return cli_fail("%s", pasada_last_error());
     s->load_s += now_s() - t0;
   }
   if (s->spec_mode == PA_SPEC_MTP) {
-    pasada_sampler_params sp = o->sampling;
-    if (sp.seed == PASADA_SEED_RANDOM) sp.seed = pasada_sampler_seed(s->sampler);
     if (pa_spec_mtp_open(s->ctx, 1, s->n_ctx, o->n_threads, &sp, &s->mtp) != PASADA_OK)
       return cli_fail("--mtp: %s", pasada_last_error());
   }
