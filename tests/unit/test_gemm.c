@@ -148,16 +148,18 @@ static void check(pa_type type, int64_t rows, int64_t cols, pa_pool **pools, con
   pa_free(wdata);
 }
 
-static const pa_type weight_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0, PA_TYPE_Q5_1,
-                                       PA_TYPE_Q8_0, PA_TYPE_Q4_K, PA_TYPE_Q5_K, PA_TYPE_Q6_K,
-                                       PA_TYPE_Q2_K, PA_TYPE_Q3_K, PA_TYPE_F16,  PA_TYPE_BF16,
-                                       PA_TYPE_F32,  PA_TYPE_IQ4_NL, PA_TYPE_IQ4_XS, PA_TYPE_MXFP4};
+static const pa_type weight_types[] = {
+    PA_TYPE_Q4_0,  PA_TYPE_Q4_1,    PA_TYPE_Q5_0,   PA_TYPE_Q5_1,  PA_TYPE_Q8_0,    PA_TYPE_Q4_K,
+    PA_TYPE_Q5_K,  PA_TYPE_Q6_K,    PA_TYPE_Q2_K,   PA_TYPE_Q3_K,  PA_TYPE_F16,     PA_TYPE_BF16,
+    PA_TYPE_F32,   PA_TYPE_IQ4_NL,  PA_TYPE_IQ4_XS, PA_TYPE_MXFP4, PA_TYPE_IQ2_XXS, PA_TYPE_IQ2_XS,
+    PA_TYPE_IQ2_S, PA_TYPE_IQ3_XXS, PA_TYPE_IQ3_S,  PA_TYPE_IQ1_S, PA_TYPE_IQ1_M};
 #define N_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
 
 /* The types each AVX-512 table must have a GEMM kernel for. */
-static const pa_type avx512_gemm_types[] = {PA_TYPE_Q4_0, PA_TYPE_Q4_1, PA_TYPE_Q5_0,
-                                            PA_TYPE_Q5_1, PA_TYPE_Q8_0, PA_TYPE_Q4_K,
-                                            PA_TYPE_Q5_K, PA_TYPE_Q6_K};
+static const pa_type avx512_gemm_types[] = {
+    PA_TYPE_Q4_0,  PA_TYPE_Q4_1,    PA_TYPE_Q5_0,  PA_TYPE_Q5_1,    PA_TYPE_Q8_0,
+    PA_TYPE_Q4_K,  PA_TYPE_Q5_K,    PA_TYPE_Q6_K,  PA_TYPE_IQ2_XXS, PA_TYPE_IQ2_XS,
+    PA_TYPE_IQ2_S, PA_TYPE_IQ3_XXS, PA_TYPE_IQ3_S, PA_TYPE_IQ1_S,   PA_TYPE_IQ1_M};
 
 int main(void) {
   test_seed("test_gemm");

@@ -53,6 +53,7 @@ static void tables_init(void) {
   table_avx2.name = "avx2";
   pa_kernels_fill_avx2(&table_avx2);
   pa_kernels_fill_iq_avx2(&table_avx2);
+  pa_kernels_fill_iq_grid_avx2(&table_avx2);
   pa_kernels_fill_ilv_avx2(&table_avx2);
   pa_kernels_fill_ilv_avx2_k16(&table_avx2);
 
@@ -80,6 +81,16 @@ static void tables_init(void) {
   pa_kernels_fill_avx2_gemm(gemm_avx2);
   pa_kernels_fill_avx512_gemm(gemm_avx512, 0);
   pa_kernels_fill_avx512_gemm(gemm_avx512_vnni, 1);
+  /* Where an AVX-512 table keeps the AVX2 one-token kernel of a type (and
+   * has no dot_xs for it), the AVX2 GEMM kernel gives that kernel's bits,
+   * so the table takes it too (the grid I-quants). */
+  for (int t = 0; t < PA_TYPE_COUNT; t++) {
+    if (!gemm_avx512[t] && !xs_avx512[t] && table_avx512.vec_dot[t] == table_avx2.vec_dot[t])
+      gemm_avx512[t] = gemm_avx2[t];
+    if (!gemm_avx512_vnni[t] && !xs_avx512_vnni[t] &&
+        table_avx512_vnni.vec_dot[t] == table_avx2.vec_dot[t])
+      gemm_avx512_vnni[t] = gemm_avx2[t];
+  }
 #endif
 }
 

@@ -400,6 +400,40 @@ static AVX2 void pack_w_q6_K(int64_t cols, const void *w, void *wp) {
   }
 }
 
+/* The grid I-quants (IQ2_XXS ... IQ1_M) in the Q6_K record: values v + 64
+ * (|v| <= 62, so the unsigned bytes stay below 128 and pmaddubsw's pairs
+ * below 2^15), the scale factors (2s + 1) per 16 as Q6_K's scales, and
+ * dw (iq_grid_avx2.c's decoders, its dot kernels' float steps). */
+BODY void pack_grid(const pa_type type, int64_t cols, const void *w, void *wp) {
+  const size_t bs = pa_type_get(type)->type_size;
+  _Alignas(32) int8_t v[QK_K];
+  _Alignas(32) int16_t sc[16];
+  for (int64_t i = 0; i < cols / QK_K; i++) {
+    uint8_t *rec = (uint8_t *)wp + i * KW_REC;
+    const float dw = pa_iq_grid_unpack_avx2(type, (const uint8_t *)w + (size_t)i * bs, v, sc);
+    for (int k = 0; k < QK_K / 32; k++) {
+      store256(rec + 32 * k, _mm256_add_epi8(load256(v + 32 * k), _mm256_set1_epi8(64)));
+      store256(rec + KW_S + 32 * k,
+               _mm256_setr_m128i(_mm_set1_epi16(sc[2 * k]), _mm_set1_epi16(sc[2 * k + 1])));
+    }
+    memcpy(rec + KW_M, sc, sizeof sc);
+    memcpy(rec + KW_D, &dw, 4);
+    memset(rec + KW_D + 4, 0, KW_REC - KW_D - 4);
+  }
+}
+
+#define PACK_GRID(name, type)                                             \
+  static AVX2 void pack_w_##name(int64_t cols, const void *w, void *wp) { \
+    pack_grid(type, cols, w, wp);                                         \
+  }
+PACK_GRID(iq2_xxs, PA_TYPE_IQ2_XXS)
+PACK_GRID(iq2_xs, PA_TYPE_IQ2_XS)
+PACK_GRID(iq2_s, PA_TYPE_IQ2_S)
+PACK_GRID(iq3_xxs, PA_TYPE_IQ3_XXS)
+PACK_GRID(iq3_s, PA_TYPE_IQ3_S)
+PACK_GRID(iq1_s, PA_TYPE_IQ1_S)
+PACK_GRID(iq1_m, PA_TYPE_IQ1_M)
+
 /* The 4 tokens' totals of row r's vectors v[0..3] (8 or 4 int32 lanes). */
 BODY __m128i hsum4x8(const __m256i *v) {
   const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
@@ -409,7 +443,8 @@ BODY __m128i hsum4x4(const __m128i *v) {
   return _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
 }
 
-/* kind: 4 (Q4_K/Q5_K) or 6 (Q6_K), in the canonical K-quant order
+/* kind: 4 (Q4_K/Q5_K), 6 (Q6_K) or 7 (the grid I-quants: Q6_K's record
+ * with values offset by 64 rather than 32), in the canonical K-quant order
  * (gemm_avx512.c's header): the exact isum (and imin) of the 8 (row, token)
  * pairs in lane 4 r + t, then the float steps on 8 lanes at once. */
 BODY void tile_k_loop(const int kind, int64_t cols, const uint8_t *const *wp,
@@ -442,13 +477,13 @@ BODY void tile_k_loop(const int kind, int64_t cols, const uint8_t *const *wp,
     __m128i tot[GEMM_KR], mins[GEMM_KR];
 #pragma GCC unroll 8
     for (int r = 0; r < GEMM_KR; r++) {
-      if (kind == 6) { /* values are q - 32: 32 sum_g sc_g bsums_g comes off */
+      if (kind >= 6) { /* values are q - 32 (q - 64): 32 (64) sum_g sc_g bsums_g comes off */
 #pragma GCC unroll 8
         for (int t = 0; t < GEMM_KT; t++)
           isum[r][t] = _mm256_sub_epi32(
-              isum[r][t], _mm256_slli_epi32(_mm256_madd_epi16(load256(xr[t] + XK_BSUMS),
-                                                              load256(wr[r] + KW_M)),
-                                            5));
+              isum[r][t],
+              _mm256_slli_epi32(_mm256_madd_epi16(load256(xr[t] + XK_BSUMS), load256(wr[r] + KW_M)),
+                                kind == 6 ? 5 : 6));
       } else {
         __m128i ms[GEMM_KT];
 #pragma GCC unroll 8
@@ -466,7 +501,7 @@ BODY void tile_k_loop(const int kind, int64_t cols, const uint8_t *const *wp,
                                        _mm_set1_ps(*(const float *)(wr[1] + KW_D)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_setr_m128i(tot[0], tot[1])),
                           _mm256_mul_ps(dw, dx), acc);
-    if (kind != 6) {
+    if (kind < 6) {
       const __m256 dmin = _mm256_setr_m128(_mm_set1_ps(*(const float *)(wr[0] + KW_DMIN)),
                                            _mm_set1_ps(*(const float *)(wr[1] + KW_DMIN)));
       accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_setr_m128i(mins[0], mins[1])),
@@ -479,7 +514,7 @@ BODY void tile_k_loop(const int kind, int64_t cols, const uint8_t *const *wp,
 
 BODY void tile_k_end(const int kind, __m256 acc, __m256 accm, float *out, int64_t ldy) {
   float res[8];
-  _mm256_storeu_ps(res, kind == 6 ? acc : _mm256_sub_ps(acc, accm));
+  _mm256_storeu_ps(res, kind >= 6 ? acc : _mm256_sub_ps(acc, accm));
 #pragma GCC unroll 8
   for (int r = 0; r < GEMM_KR; r++)
 #pragma GCC unroll 8
@@ -520,6 +555,13 @@ BODY void tile_k(const int kind, int64_t cols, const uint8_t *const *wp, const u
 GEMMK(q4_K, 4, pack_w_q4_K)
 GEMMK(q5_K, 4, pack_w_q5_K)
 GEMMK(q6_K, 6, pack_w_q6_K)
+GEMMK(iq2_xxs, 7, pack_w_iq2_xxs)
+GEMMK(iq2_xs, 7, pack_w_iq2_xs)
+GEMMK(iq2_s, 7, pack_w_iq2_s)
+GEMMK(iq3_xxs, 7, pack_w_iq3_xxs)
+GEMMK(iq3_s, 7, pack_w_iq3_s)
+GEMMK(iq1_s, 7, pack_w_iq1_s)
+GEMMK(iq1_m, 7, pack_w_iq1_m)
 
 void pa_kernels_fill_avx2_gemm(const pa_gemm_kernel **t) {
   t[PA_TYPE_Q4_0] = &gemm_q4_0;
@@ -530,10 +572,19 @@ void pa_kernels_fill_avx2_gemm(const pa_gemm_kernel **t) {
   t[PA_TYPE_Q4_K] = &gemm_q4_K;
   t[PA_TYPE_Q5_K] = &gemm_q5_K;
   t[PA_TYPE_Q6_K] = &gemm_q6_K;
+  t[PA_TYPE_IQ2_XXS] = &gemm_iq2_xxs;
+  t[PA_TYPE_IQ2_XS] = &gemm_iq2_xs;
+  t[PA_TYPE_IQ2_S] = &gemm_iq2_s;
+  t[PA_TYPE_IQ3_XXS] = &gemm_iq3_xxs;
+  t[PA_TYPE_IQ3_S] = &gemm_iq3_s;
+  t[PA_TYPE_IQ1_S] = &gemm_iq1_s;
+  t[PA_TYPE_IQ1_M] = &gemm_iq1_m;
 }
 
 const pa_gemm_parts *pa_gemm_parts_avx2(const pa_gemm_kernel *g) {
-  const pa_gemm_parts *all[] = {&parts_q4_K, &parts_q5_K, &parts_q6_K};
+  const pa_gemm_parts *all[] = {&parts_q4_K,   &parts_q5_K,  &parts_q6_K,    &parts_iq2_xxs,
+                                &parts_iq2_xs, &parts_iq2_s, &parts_iq3_xxs, &parts_iq3_s,
+                                &parts_iq1_s,  &parts_iq1_m};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i]->gemm == g) return all[i];
   return NULL;

@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "kernels/x16.h"
 #include "kernels/x4.h"
+#include "quant/iq_grids.h"
 
 /* The quantizers must round exactly like the SIMD versions (x * id, then
  * round to nearest even): a fused multiply-add here would change ties. */
@@ -294,32 +295,180 @@ static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
   *out = (float)sum;
 }
 
-/* ---- grid I-quants (IQ2_XXS ... IQ1_M): the plain path, through the
- * reference dequantizer: each super-block as floats, dotted in double with
- * the Q8_K activations as floats (d * q) ---- */
+/* ---- grid I-quants (IQ2_XXS ... IQ1_M) against Q8_K: every value is an
+ * odd multiple of its super-block's d over a power of two (IQ2: d (2s + 1)
+ * g / 8; IQ3_XXS: d (2s + 1) g / 4; IQ3_S: d (2s + 1) g; IQ1: d (2s + 1)
+ * (8g +- 1) / 8), so one exact int32 per super-block, sum of scale times
+ * group sum, meets one float multiply (the SIMD kernels in iq_grid_avx2.c
+ * compute the same integers). ---- */
 
-static void dot_grid_iq(pa_type type, int64_t n, float *out, const void *w, const void *x) {
-  const pa_type_traits *t = pa_type_get(type);
-  const uint8_t *a = w;
+static inline int grid_at(uint64_t row, int i) {
+  return (int)((row >> (8 * i)) & 0xFF);
+}
+
+static inline uint32_t u32_at(const void *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static inline uint16_t u16_at(const void *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+
+/* sum over i < n of grid value i times y[i], negated where bit i of signs is set */
+static int grid_sum(uint64_t row, int n, unsigned signs, const int8_t *y) {
+  int s = 0;
+  for (int i = 0; i < n; i++) s += ((signs >> i) & 1 ? -1 : 1) * grid_at(row, i) * y[i];
+  return s;
+}
+
+static void dot_iq2_xxs(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq2_xxs *a = w;
   const block_q8_K *b = x;
   double sum = 0.0;
   for (int64_t i = 0; i < n / QK_K; i++) {
-    float wf[QK_K];
-    t->to_float(a + (size_t)i * t->type_size, wf, QK_K);
-    for (int l = 0; l < QK_K; l++) sum += (double)wf[l] * (b[i].d * (float)b[i].qs[l]);
+    int isum = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+      const uint32_t idx = u32_at(a[i].qs + 4 * ib), aux = u32_at(a[i].qs + 4 * ib + 2);
+      int s = 0;
+      for (int k = 0; k < 4; k++)
+        s += grid_sum(pa_iq2xxs_grid[(idx >> (8 * k)) & 0xFF], 8,
+                      pa_ksigns_iq2xs[(aux >> (7 * k)) & 127], b[i].qs + 32 * ib + 8 * k);
+      isum += (2 * (int)(aux >> 28) + 1) * s;
+    }
+    sum += (double)(f16_at(&a[i].d) * b[i].d) * isum * 0.125;
   }
   *out = (float)sum;
 }
 
-#define DOT_GRID(name, type) \
-  static void name(int64_t n, float *out, const void *w, const void *x) { dot_grid_iq(type, n, out, w, x); }
-DOT_GRID(dot_iq2_xxs, PA_TYPE_IQ2_XXS)
-DOT_GRID(dot_iq2_xs, PA_TYPE_IQ2_XS)
-DOT_GRID(dot_iq2_s, PA_TYPE_IQ2_S)
-DOT_GRID(dot_iq3_xxs, PA_TYPE_IQ3_XXS)
-DOT_GRID(dot_iq3_s, PA_TYPE_IQ3_S)
-DOT_GRID(dot_iq1_s, PA_TYPE_IQ1_S)
-DOT_GRID(dot_iq1_m, PA_TYPE_IQ1_M)
+/* IQ2_XS and IQ2_S: a 4-bit scale per 16 values, nibble (g / 2) % 2 of
+ * scales[g / 4] for the group of 8 g */
+static inline int scale16(const uint8_t *scales, int g) {
+  return (scales[g / 4] >> (4 * ((g / 2) % 2))) & 0xF;
+}
+
+static void dot_iq2_xs(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq2_xs *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    int isum = 0;
+    for (int g = 0; g < QK_K / 8; g++) {
+      const uint16_t q = u16_at(&a[i].qs[g]);
+      isum += (2 * scale16(a[i].scales, g) + 1) *
+              grid_sum(pa_iq2xs_grid[q & 511], 8, pa_ksigns_iq2xs[q >> 9], b[i].qs + 8 * g);
+    }
+    sum += (double)(f16_at(&a[i].d) * b[i].d) * isum * 0.125;
+  }
+  *out = (float)sum;
+}
+
+static void dot_iq2_s(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq2_s *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    int isum = 0;
+    for (int g = 0; g < QK_K / 8; g++) {
+      const int r = a[i].qs[g] | ((a[i].qh[g / 4] >> (2 * (g % 4))) & 3) << 8;
+      isum += (2 * scale16(a[i].scales, g) + 1) *
+              grid_sum(pa_iq2s_grid[r], 8, a[i].signs[g], b[i].qs + 8 * g);
+    }
+    sum += (double)(f16_at(&a[i].d) * b[i].d) * isum * 0.125;
+  }
+  *out = (float)sum;
+}
+
+static void dot_iq3_xxs(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq3_xxs *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    int isum = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+      const uint32_t aux = u32_at(a[i].qs + QK_K / 4 + 4 * ib);
+      int s = 0;
+      for (int h = 0; h < 8; h++) {
+        const unsigned signs = pa_ksigns_iq2xs[(aux >> (7 * (h / 2))) & 127] >> (4 * (h % 2));
+        s += grid_sum(pa_iq3xxs_grid[a[i].qs[8 * ib + h]], 4, signs, b[i].qs + 32 * ib + 4 * h);
+      }
+      isum += (2 * (int)(aux >> 28) + 1) * s;
+    }
+    sum += (double)(f16_at(&a[i].d) * b[i].d) * isum * 0.25;
+  }
+  *out = (float)sum;
+}
+
+static void dot_iq3_s(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq3_s *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    int isum = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+      int s = 0;
+      for (int h = 0; h < 8; h++) {
+        const int g = 8 * ib + h; /* group of 4 */
+        const int r = a[i].qs[g] | ((a[i].qh[ib] >> h) & 1) << 8;
+        s += grid_sum(pa_iq3s_grid[r], 4, a[i].signs[g / 2] >> (4 * (g % 2)), b[i].qs + 4 * g);
+      }
+      isum += (2 * ((a[i].scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1) * s;
+    }
+    sum += (double)(f16_at(&a[i].d) * b[i].d) * isum;
+  }
+  *out = (float)sum;
+}
+
+/* IQ1: sum over 8 values of (8 g + delta) y, g the signed grid value in
+ * {-1, 0, 1}, delta +-1 */
+static int iq1_sum(int r, int delta, const int8_t *y) {
+  int s = 0;
+  for (int i = 0; i < 8; i++) s += (8 * (int8_t)grid_at(pa_iq1s_grid[r], i) + delta) * y[i];
+  return s;
+}
+
+static void dot_iq1_s(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq1_s *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    int isum = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+      const uint16_t qh = u16_at(&a[i].qh[ib]);
+      const int delta = qh & 0x8000 ? -1 : 1;
+      int s = 0;
+      for (int k = 0; k < 4; k++)
+        s += iq1_sum(a[i].qs[4 * ib + k] | ((qh >> (3 * k)) & 7) << 8, delta,
+                     b[i].qs + 32 * ib + 8 * k);
+      isum += (2 * ((qh >> 12) & 7) + 1) * s;
+    }
+    sum += (double)(f16_at(&a[i].d) * b[i].d) * isum * 0.125;
+  }
+  *out = (float)sum;
+}
+
+static void dot_iq1_m(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq1_m *a = w;
+  const block_q8_K *b = x;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    uint16_t sc[4];
+    for (int k = 0; k < 4; k++) sc[k] = u16_at(a[i].scales + 2 * k);
+    const pa_f16 dh =
+        (pa_f16)((sc[0] >> 12) | (sc[1] >> 12) << 4 | (sc[2] >> 12) << 8 | (sc[3] >> 12) << 12);
+    int isum = 0;
+    for (int g = 0; g < QK_K / 8; g++) {
+      const int nib = (a[i].qh[g / 2] >> (4 * (g % 2))) & 0xF;
+      isum += (2 * ((sc[g / 8] >> (3 * ((g / 2) % 4))) & 7) + 1) *
+              iq1_sum(a[i].qs[g] | (nib & 7) << 8, nib & 8 ? -1 : 1, b[i].qs + 8 * g);
+    }
+    sum += (double)(pa_f16_to_f32(dh) * b[i].d) * isum * 0.125;
+  }
+  *out = (float)sum;
+}
 
 /* ---- activation quantizers: symmetric, d = max|x| / 127, q = round(x / d)
  * computed as x * (1/d) and rounded to nearest even, so |q| <= 127 (never
