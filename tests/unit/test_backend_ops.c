@@ -856,7 +856,6 @@ static void check_backend(const char *backend) {
   /* PASADA_TEST_SCALE below 1: fewer caches per weight type, taken in turn,
    * so every cache type still meets several weight types */
   const int n_kvts = test_reps(3, 1);
-  const bool gpu = !strncmp(backend, "vulkan", 6);
   const int moe_third = (int)(rng() % 3);
   for (int ti = 0; ti < N_TYPES; ti++)
     for (int j = 0; j < n_kvts; j++) {
@@ -867,24 +866,10 @@ static void check_backend(const char *backend) {
       /* experts once per weight type; with PASADA_TEST_SCALE below 1 (qemu),
        * on every third type, which third drawn per run */
       const bool experts = j == 0 && (test_scale() >= 1 || (ti + moe_third) % 3 == 0);
-      /* The grid I-quants: every CPU table holds the reference's plain
-       * kernel for them, so "cpu" alone runs them (and ref); the GPU must
-       * refuse them at load with one line naming the type. */
-      if (is_grid_iq(TYPES[ti]) && !strncmp(backend, "cpu:", 4)) break;
-      /* one KV cache type each (their plain kernel is slow; the rotation
-       * (ti + j) % 3 still pairs them with every cache type) */
+      /* The grid I-quants: one KV cache type each (the reference's
+       * kernel for them is slow; the rotation (ti + j) % 3 still pairs
+       * them with every cache type) */
       if (is_grid_iq(TYPES[ti]) && j > 0) break;
-      if (is_grid_iq(TYPES[ti]) && gpu) {
-        const int rc = side_open(&x, backend, TYPES[ti], seed, neox, extras, kvts[k], experts);
-        if (rc != PASADA_ERR_UNSUPPORTED || !strstr(pasada_last_error(), pa_type_name(TYPES[ti]))) {
-          printf("FAIL %s %s: not refused at load (status %d: %s)\n", backend, pa_type_name(TYPES[ti]), rc,
-                 rc ? pasada_last_error() : "accepted");
-          failures++;
-        }
-        x.bc = NULL;
-        side_close(&x);
-        break;
-      }
       int rc = side_open(&x, backend, TYPES[ti], seed, neox, extras, kvts[k], experts);
       if (!rc) rc = side_open(&r, "ref", TYPES[ti], seed, neox, extras, kvts[k], experts);
       if (rc) {

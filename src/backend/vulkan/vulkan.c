@@ -32,6 +32,7 @@
 #include "base/base.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "quant/iq_grids.h"
 #include "quant/quant.h"
 
 /* ---- the device and the weights ---- */
@@ -71,8 +72,36 @@ static int collect(wtensor *t, int *n, int cap, const void *p, uint64_t bytes) {
 
 static const char *type_suffix(pa_type t);
 
+/* The tables the grid I-quants' shaders read (iq_grids.h), uploaded with
+ * every model's weights; grid_addrs gives a type's grid and sign table. */
+static const struct {
+  const void *p;
+  uint64_t bytes;
+} grid_tables[] = {
+    {pa_iq2xxs_grid, sizeof pa_iq2xxs_grid}, {pa_iq2xs_grid, sizeof pa_iq2xs_grid},
+    {pa_iq2s_grid, sizeof pa_iq2s_grid},     {pa_iq3xxs_grid, sizeof pa_iq3xxs_grid},
+    {pa_iq3s_grid, sizeof pa_iq3s_grid},     {pa_iq1s_grid, sizeof pa_iq1s_grid},
+    {pa_ksigns_iq2xs, sizeof pa_ksigns_iq2xs},
+};
+enum { N_GRID_TABLES = (int)(sizeof grid_tables / sizeof grid_tables[0]) };
+
+/* The device addresses of weight type t's grid and sign tables (0 for
+ * the types without). */
+static void grid_addrs(const vk_backend *vb, pa_type t, uint64_t *grid, uint64_t *ksigns) {
+  const void *g = t == PA_TYPE_IQ2_XXS ? (const void *)pa_iq2xxs_grid
+                  : t == PA_TYPE_IQ2_XS ? (const void *)pa_iq2xs_grid
+                  : t == PA_TYPE_IQ2_S ? (const void *)pa_iq2s_grid
+                  : t == PA_TYPE_IQ3_XXS ? (const void *)pa_iq3xxs_grid
+                  : t == PA_TYPE_IQ3_S ? (const void *)pa_iq3s_grid
+                  : t == PA_TYPE_IQ1_S || t == PA_TYPE_IQ1_M ? (const void *)pa_iq1s_grid
+                                                             : NULL;
+  const bool k = t == PA_TYPE_IQ2_XXS || t == PA_TYPE_IQ2_XS || t == PA_TYPE_IQ3_XXS;
+  *grid = g ? pa_vkc_weight(vb, g) : 0;
+  *ksigns = k ? pa_vkc_weight(vb, pa_ksigns_iq2xs) : 0;
+}
+
 /* PASADA_OK when the shaders read matrix m's type (dequant.glsl), else a
- * one-line error naming the tensor type (the grid I-quants: CPU only). */
+ * one-line error naming the tensor type. */
 static int check_type(const pa_matrix *m) {
   if (!m->data || type_suffix(m->type)) return PASADA_OK;
   return pa_error(PASADA_ERR_UNSUPPORTED, "vulkan: tensor type %s is not supported on this backend (use the CPU)",
@@ -95,7 +124,7 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
   vk_backend *vb = be->impl;
   pa_vk_dev *d = vb->d;
   const pa_hparams *hp = &m->hp;
-  const int cap = (n_layers > hp->n_layer ? n_layers : hp->n_layer) * 56 + 20;
+  const int cap = (n_layers > hp->n_layer ? n_layers : hp->n_layer) * 56 + 20 + N_GRID_TABLES;
   wtensor *t = pa_calloc((size_t)cap, sizeof *t);
   if (!t) return pa_error(PASADA_ERR_NOMEM, "out of memory");
   int n = 0, rc = PASADA_OK;
@@ -108,6 +137,9 @@ static int prepare(const pa_backend *be, struct pa_model *m, int32_t n_layers, b
     layer_matrices(L, lm);
     for (int i = 0; i < N_LAYER_MATS && !rc; i++) rc = check_type(lm[i]);
   }
+  /* the grid I-quants' tables (34 KB), read by their shaders (dequant.glsl) */
+  for (int i = 0; i < N_GRID_TABLES && !rc; i++)
+    rc = collect(t, &n, cap, grid_tables[i].p, grid_tables[i].bytes);
   if (!rc && embed && m->tok_embd.data) rc = collect(t, &n, cap, m->tok_embd.data, pa_vkc_matrix_bytes(&m->tok_embd));
   if (!rc && output && m->output.data) rc = collect(t, &n, cap, m->output.data, pa_vkc_matrix_bytes(&m->output));
   if (!rc && output) rc = collect(t, &n, cap, m->output_norm, E);
@@ -446,6 +478,13 @@ static const char *type_suffix(pa_type t) {
     case PA_TYPE_IQ4_NL: return "iq4_nl";
     case PA_TYPE_IQ4_XS: return "iq4_xs";
     case PA_TYPE_MXFP4: return "mxfp4";
+    case PA_TYPE_IQ2_XXS: return "iq2_xxs";
+    case PA_TYPE_IQ2_XS: return "iq2_xs";
+    case PA_TYPE_IQ2_S: return "iq2_s";
+    case PA_TYPE_IQ3_XXS: return "iq3_xxs";
+    case PA_TYPE_IQ3_S: return "iq3_s";
+    case PA_TYPE_IQ1_S: return "iq1_s";
+    case PA_TYPE_IQ1_M: return "iq1_m";
     default: return NULL;
   }
 }
@@ -455,11 +494,12 @@ static void op_embed(pa_bctx *c, const pa_fwd_batch *b, const pa_matrix *table, 
   int32_t *tok = (int32_t *)(void *)((uint8_t *)c->step.map + c->s_tok);
   for (int32_t t = 0; t < b->n; t++) tok[t] = b->token[t];
   struct {
-    uint64_t w, tok, out, row_bytes;
+    uint64_t w, tok, out, row_bytes, grid, ksigns;
     uint32_t n_tok, cols;
     float scale;
   } p = {pa_vkc_weight(c->vb, table->data), step_addr(c, c->s_tok), buf_addr(c, PA_BUF_X),
-         pa_row_size(table->type, table->cols), (uint32_t)b->n, (uint32_t)table->cols, scale};
+         pa_row_size(table->type, table->cols), 0, 0, (uint32_t)b->n, (uint32_t)table->cols, scale};
+  grid_addrs(c->vb, table->type, &p.grid, &p.ksigns);
   char name[32];
   snprintf(name, sizeof name, "embed_%s", type_suffix(table->type));
   pa_vkc_dispatch(c, name, &p, sizeof p, (uint32_t)((table->cols / 8 + 63) / 64), (uint32_t)b->n, 1);
@@ -565,10 +605,11 @@ static void op_gelu_mul(pa_bctx *c, pa_buf x, pa_buf y, int64_t n, int64_t y_str
 void pa_vkc_product_at(pa_bctx *c, const pa_matrix *w, uint64_t wa, uint64_t x, uint32_t ldx, uint64_t y,
                        uint32_t ldy, uint32_t n_tok) {
   struct {
-    uint64_t w, x, y, row_bytes;
+    uint64_t w, x, y, row_bytes, grid, ksigns;
     uint32_t rows, cols, n_tok, ldx, ldy;
-  } p = {wa, x, y, pa_row_size(w->type, w->cols), (uint32_t)w->rows,
+  } p = {wa, x, y, pa_row_size(w->type, w->cols), 0, 0, (uint32_t)w->rows,
          (uint32_t)w->cols, n_tok, ldx, ldy};
+  grid_addrs(c->vb, w->type, &p.grid, &p.ksigns);
   char name[32];
   const uint32_t rows = (uint32_t)w->rows;
   if (n_tok <= MATVEC_MAX_TOKENS) { /* 8 rows per workgroup, 8 tokens per block */

@@ -1,12 +1,13 @@
 /* dequant.glsl: the weight types on the GPU. For the one type the build
  * defines (TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q4_0 ... TYPE_Q6_K, TYPE_IQ4_NL,
- * TYPE_IQ4_XS, TYPE_MXFP4) it gives
+ * TYPE_IQ4_XS, TYPE_MXFP4, TYPE_IQ2_XXS ... TYPE_IQ1_M) it gives
  *   QK           elements per block (8 for the float types, so that every
  *                type is read in groups of 8 that lie inside one block),
  *   BLOCK_BYTES  bytes per block, and
  *   dq8(row, g, v)  elements [8g, 8g + 8) of the row whose first byte is at
  *                device address `row`, as float32.
- * Included after common.glsl. Rows are the GGUF bytes: consecutive blocks,
+ * Included after common.glsl and the push constants (which hold grid and
+ * ksigns, read by the grid I-quants). Rows are the GGUF bytes: consecutive blocks,
  * starting on a block boundary, so every block but MXFP4's starts at an even
  * address and every field below that holds two bytes read together sits at
  * an even offset (16-bit loads). The results are bit-exact with src/quant/dequant.c:
@@ -296,6 +297,134 @@ void dq8(uint64_t row, uint g, out float v[8]) {
     v[i] = r;
   }
 }
+
+/* The grid I-quants (src/quant/dequant_iq.c): 256-element super-blocks of
+ * even size whose groups of 8 (two of 4 for IQ3) values are grid rows
+ * with sign bits and small scales; group g of a row is
+ * group G = g % 32 of super-block g / 32. The scale products left to right
+ * in float32, then one multiply per value (IQ1: one add, then the multiply),
+ * as the CPU's dequantizer. */
+#elif defined(TYPE_IQ2_XXS) || defined(TYPE_IQ2_XS) || defined(TYPE_IQ2_S) || \
+    defined(TYPE_IQ3_XXS) || defined(TYPE_IQ3_S) || defined(TYPE_IQ1_S) || defined(TYPE_IQ1_M)
+#define QK 256
+/* The tables (src/quant/iq_grids.h) are in device memory at the addresses
+ * p.grid and p.ksigns of the includer's push constants (vulkan.c). Row r
+ * of an 8-byte grid, of a 4-byte one, and the sign bits of code k: */
+uint64_t grid8(uint r) {
+  U32s g = U32s(p.grid);
+  return uint64_t(g.v[2 * r]) | uint64_t(g.v[2 * r + 1]) << 32;
+}
+uint grid4(uint r) { return U32s(p.grid).v[r]; }
+uint ksigns(uint k) { return ld_u8(p.ksigns + k); }
+/* value i of a grid row (8 or 4 values, one per byte) */
+uint grid_b(uint64_t row, uint i) { return uint(row >> (8u * i)) & 0xFFu; }
+uint ld_u32(uint64_t a) { return ld_u16(a) | ld_u16(a + 2) << 16; } /* a even */
+/* 8 values db * grid row r, negated where bit i of signs is set */
+void put8(float db, uint64_t row, uint signs, out float v[8]) {
+  for (uint i = 0; i < 8; i++) {
+    precise float r = db * float(grid_b(row, i));
+    v[i] = (signs >> i & 1u) != 0u ? -r : r;
+  }
+}
+#if defined(TYPE_IQ2_XXS)
+#define BLOCK_BYTES 66 /* d, qs: per 32 values 4 index bytes, then 4 x 7 sign bits and a scale */
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint G = g % 32, ib = G / 4, k = G % 4;
+  const uint64_t blk = row + uint64_t(g / 32) * BLOCK_BYTES;
+  const float d = half_bits(ld_u16(blk));
+  const uint aux0 = ld_u32(blk + 2 + 8 * ib), aux1 = ld_u32(blk + 6 + 8 * ib);
+  precise float db = d * (0.5 + float(aux1 >> 28));
+  db = db * 0.25;
+  put8(db, grid8((aux0 >> (8 * k)) & 0xFFu), ksigns((aux1 >> (7 * k)) & 127u), v);
+}
+#elif defined(TYPE_IQ2_XS) || defined(TYPE_IQ2_S)
+#if defined(TYPE_IQ2_XS)
+#define BLOCK_BYTES 74 /* d, qs[32] (16-bit: 9 index bits, 7 sign bits), scales[8] */
+#define SCALES 66
+#else
+#define BLOCK_BYTES 82 /* d, qs[32], signs[32], qh[8], scales[8] */
+#define SCALES 74
+#endif
+/* a 4-bit scale per 16 values: nibble (G / 2) % 2 of scales[G / 4] */
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint G = g % 32;
+  const uint64_t blk = row + uint64_t(g / 32) * BLOCK_BYTES;
+  const float d = half_bits(ld_u16(blk));
+  const uint s = (ld_u8(blk + SCALES + G / 4) >> (4 * ((G / 2) % 2))) & 0xFu;
+  precise float db = d * (0.5 + float(s));
+  db = db * 0.25;
+#if defined(TYPE_IQ2_XS)
+  const uint q = ld_u16(blk + 2 + 2 * G);
+  put8(db, grid8(q & 511u), ksigns(q >> 9), v);
+#else
+  const uint r = ld_u8(blk + 2 + G) | ((ld_u8(blk + 66 + G / 4) >> (2 * (G % 4))) & 3u) << 8;
+  put8(db, grid8(r), ld_u8(blk + 34 + G), v);
+#endif
+}
+#elif defined(TYPE_IQ3_XXS) || defined(TYPE_IQ3_S)
+#if defined(TYPE_IQ3_XXS)
+#define BLOCK_BYTES 98 /* d, 64 index bytes, per 32 values 4 x 7 sign bits and a scale */
+#else
+#define BLOCK_BYTES 110 /* d, qs[64], qh[8], signs[32], scales[4] */
+#endif
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint G = g % 32, ib = G / 4;
+  const uint64_t blk = row + uint64_t(g / 32) * BLOCK_BYTES;
+  const float d = half_bits(ld_u16(blk));
+#if defined(TYPE_IQ3_XXS)
+  const uint aux = ld_u32(blk + 66 + 4 * ib);
+  precise float db = d * (0.5 + float(aux >> 28));
+  db = db * 0.5;
+  const uint signs = ksigns((aux >> (7 * (G % 4))) & 127u);
+  const uint r0 = ld_u8(blk + 2 + 2 * G), r1 = ld_u8(blk + 3 + 2 * G);
+  const uint64_t row8 = uint64_t(grid4(r0)) | uint64_t(grid4(r1)) << 32;
+#else
+  const uint s = (ld_u8(blk + 106 + ib / 2) >> (4 * (ib % 2))) & 0xFu;
+  precise float db = d * float(1u + 2u * s);
+  const uint qh = ld_u8(blk + 66 + ib), h = 2 * (G % 4);
+  const uint r0 = ld_u8(blk + 2 + 2 * G) | ((qh >> h) & 1u) << 8;
+  const uint r1 = ld_u8(blk + 3 + 2 * G) | ((qh >> (h + 1)) & 1u) << 8;
+  const uint signs = ld_u8(blk + 74 + G);
+  const uint64_t row8 = uint64_t(grid4(r0)) | uint64_t(grid4(r1)) << 32;
+#endif
+  put8(db, row8, signs, v);
+}
+#else
+/* IQ1: values dl * (grid + delta), grid in {-1, 0, 1} (signed bytes),
+ * delta +-1/8 */
+void put8_iq1(float dl, uint64_t row, float delta, out float v[8]) {
+  for (uint i = 0; i < 8; i++) {
+    precise float t = float(int(grid_b(row, i) << 24) >> 24) + delta;
+    precise float r = dl * t;
+    v[i] = r;
+  }
+}
+#if defined(TYPE_IQ1_S)
+#define BLOCK_BYTES 50 /* d, qs[32], qh[8] (16-bit: 4 x 3 index bits, a scale, delta sign) */
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint G = g % 32, ib = G / 4, k = G % 4;
+  const uint64_t blk = row + uint64_t(g / 32) * BLOCK_BYTES;
+  const float d = half_bits(ld_u16(blk));
+  const uint qh = ld_u16(blk + 34 + 2 * ib);
+  precise float dl = d * float(2u * ((qh >> 12) & 7u) + 1u);
+  const uint r = ld_u8(blk + 2 + G) | ((qh >> (3 * k)) & 7u) << 8;
+  put8_iq1(dl, grid8(r), (qh & 0x8000u) != 0u ? -0.125 : 0.125, v);
+}
+#else
+#define BLOCK_BYTES 56 /* qs[32], qh[16], scales[8] (4 x 16 bits; d in their top nibbles) */
+void dq8(uint64_t row, uint g, out float v[8]) {
+  const uint G = g % 32;
+  const uint64_t blk = row + uint64_t(g / 32) * BLOCK_BYTES;
+  U16s sc = U16s(blk + 48);
+  const uint s0 = uint(sc.v[0]), s1 = uint(sc.v[1]), s2 = uint(sc.v[2]), s3 = uint(sc.v[3]);
+  const float d = half_bits((s0 >> 12) | (s1 >> 12) << 4 | (s2 >> 12) << 8 | (s3 >> 12) << 12);
+  const uint s = (uint(sc.v[G / 8]) >> (3 * ((G / 2) % 4))) & 7u;
+  precise float dl = d * float(2u * s + 1u);
+  const uint nib = (ld_u8(blk + 32 + G / 2) >> (4 * (G % 2))) & 0xFu;
+  put8_iq1(dl, grid8(ld_u8(blk + G) | (nib & 7u) << 8), (nib & 8u) != 0u ? -0.125 : 0.125, v);
+}
+#endif
+#endif
 
 #else
 #error "dequant.glsl: define one weight type (TYPE_F32, TYPE_F16, ..., TYPE_Q6_K)"

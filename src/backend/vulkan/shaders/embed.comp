@@ -2,13 +2,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#include "dequant.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
-  uint64_t w, tok, out_, row_bytes;
+  uint64_t w, tok, out_, row_bytes, grid, ksigns; /* grid, ksigns: dequant.glsl */
   uint n_tok, cols;
   float scale;
 } p;
+#include "dequant.glsl"
 void main() {
   const uint g = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
   if (g * 8 >= p.cols) return;

@@ -9,14 +9,14 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
-#include "dequant.glsl"
 #define TB 8
 #define RPW 8
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
-  uint64_t w, x, y, row_bytes;
+  uint64_t w, x, y, row_bytes, grid, ksigns; /* grid, ksigns: dequant.glsl */
   uint rows, cols, n_tok, ldx, ldy;
 } p;
+#include "dequant.glsl"
 void main() {
   const uint wg = gl_WorkGroupID.z * 65535 + gl_WorkGroupID.x;
   const uint t0 = gl_WorkGroupID.y * TB;

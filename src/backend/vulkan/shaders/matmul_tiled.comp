@@ -8,7 +8,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#include "dequant.glsl"
 #define BM 64
 #define BN 32
 #define BK 32
@@ -17,9 +16,10 @@
 #define WG 128 /* (BM / TM) * (BN / TN) */
 layout(local_size_x = WG) in;
 layout(push_constant) uniform P {
-  uint64_t w, x, y, row_bytes;
+  uint64_t w, x, y, row_bytes, grid, ksigns; /* grid, ksigns: dequant.glsl */
   uint rows, cols, n_tok, ldx, ldy;
 } p;
+#include "dequant.glsl"
 shared float Ws[BK][BM + 1];
 shared float Xs[BK][BN + 1];
 void main() {
