@@ -814,9 +814,180 @@ GEMMK(q5_K_vnni, 5, 1, k4_size, xk4_size)
 GEMMK(q6_K, 6, 0, k6_size, xk6_size)
 GEMMK(q6_K_vnni, 6, 1, k6_size, xk6_size)
 
+/* ================= grid I-quants against Q8_K (VNNI) ================= */
+
+/* IQ2_XXS ... IQ1_M, whose one-token kernel is the AVX2 one
+ * (iq_grid_avx2.c): the same exact int32 per super-block, then its fma.
+ * A super-block's values are permuted so that dword l of every 64-byte
+ * chunk c belongs to group of 16 l (values 16l + 4c .. + 3), in the
+ * weights and the activations alike: a lane sums its group over the four
+ * chunks (vpdpbusd of q + 128 against v: 16 products of at most 255 * 62),
+ * then one vpmulld by the groups' factors. Packed rows, 576 bytes per
+ * super-block: the 256 signed values (pa_iq_grid_unpack_avx2, |v| <= 62),
+ * permuted; at 256 the 16 factors (int32); at 320 corr = 128 sum_g sc_g
+ * sum v_g (int32), which takes the activations' 128 off; at 324 dw.
+ * Packed activations, 320 bytes: q + 128 as unsigned bytes (permuted),
+ * d at 256. */
+#define GW_REC 384
+#define GW_S 256
+#define GW_CORR 320
+#define GW_D 324
+#define GX_REC 320
+#define GX_D 256
+static size_t gw_size(int64_t cols) { return (size_t)(cols / QK_K) * GW_REC; }
+static size_t gx_size(int64_t cols) { return (size_t)(cols / QK_K) * GX_REC; }
+
+/* The permuted order: byte 64c + 4l + j holds value 16l + 4c + j. */
+BODY void permute_groups(const uint8_t *in, uint8_t *out) {
+  for (int c = 0; c < 4; c++)
+    for (int l = 0; l < 16; l++) memcpy(out + 64 * c + 4 * l, in + 16 * l + 4 * c, 4);
+}
+
+BODY void pack_grid(const pa_type type, int64_t cols, const void *w, void *wp) {
+  const size_t bs = pa_type_get(type)->type_size;
+  _Alignas(64) int8_t v[QK_K];
+  _Alignas(64) int16_t sc[16];
+  for (int64_t i = 0; i < cols / QK_K; i++) {
+    uint8_t *rec = (uint8_t *)wp + i * GW_REC;
+    const float dw = pa_iq_grid_unpack_avx2(type, (const uint8_t *)w + (size_t)i * bs, v, sc);
+    permute_groups((const uint8_t *)v, rec);
+    int32_t corr = 0;
+    for (int g = 0; g < 16; g++) {
+      int sum = 0;
+      for (int k = 0; k < 16; k++) sum += v[16 * g + k];
+      corr += 128 * sc[g] * sum;
+    }
+    _mm512_storeu_si512(rec + GW_S, _mm512_cvtepi16_epi32(_mm256_load_si256((const __m256i *)sc)));
+    memcpy(rec + GW_CORR, &corr, 4);
+    memcpy(rec + GW_D, &dw, 4);
+    memset(rec + GW_D + 4, 0, GW_REC - GW_D - 4);
+  }
+}
+
+BODY void pack_xg(int64_t cols, const void *xq, void *xp) {
+  const block_q8_K *b = xq;
+  _Alignas(64) uint8_t u[QK_K];
+  for (int64_t i = 0; i < cols / QK_K; i++) {
+    uint8_t *rec = (uint8_t *)xp + i * GX_REC;
+    for (int c = 0; c < 4; c++)
+      _mm512_store_si512(u + 64 * c, _mm512_xor_si512(load512(b[i].qs + 64 * c),
+                                                      _mm512_set1_epi8((char)0x80)));
+    permute_groups(u, rec);
+    memcpy(rec + GX_D, &b[i].d, 4);
+    memset(rec + GX_D + 4, 0, GX_REC - GX_D - 4);
+  }
+}
+
+/* v[4r + t] -> lane 4r + t of one vector: each vector's 16 lanes summed. */
+BODY __m512i reduce16(const __m512i *v) {
+  __m512i u[8], w[4];
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; m++) /* 128-bit lanes: (a, b, a, b) of v[2m], v[2m + 1] */
+    u[m] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * m], v[2 * m + 1]),
+                            _mm512_unpackhi_epi32(v[2 * m], v[2 * m + 1]));
+#pragma GCC unroll 4
+  for (int n = 0; n < 4; n++) /* 128-bit lanes: v[4n .. 4n + 3] */
+    w[n] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * n], u[2 * n + 1]),
+                            _mm512_unpackhi_epi64(u[2 * n], u[2 * n + 1]));
+  const __m512i p = _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], 0x44),
+                                     _mm512_shuffle_i32x4(w[0], w[1], 0xEE));
+  const __m512i q = _mm512_add_epi32(_mm512_shuffle_i32x4(w[2], w[3], 0x44),
+                                     _mm512_shuffle_i32x4(w[2], w[3], 0xEE));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(p, q, 0x88), _mm512_shuffle_i32x4(p, q, 0xDD));
+}
+
+/* Four floats at byte offset off of the four records, in lanes 4r + t as
+ * (r: the record's, per = 0) or (t: the record's, per = 1). */
+BODY __m512 four(const uint8_t *const *rec, size_t off, const int per_token) {
+  const __m128 f = _mm_setr_ps(*(const float *)(rec[0] + off), *(const float *)(rec[1] + off),
+                               *(const float *)(rec[2] + off), *(const float *)(rec[3] + off));
+  if (per_token) return _mm512_broadcast_f32x4(f);
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm512_castps128_ps512(f));
+}
+
+BODY void tile_grid_loop(int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp,
+                         __m512 *acc_io) {
+  __m512 acc = *acc_io;
+  for (int64_t i = 0; i < cols / QK_K; i++) {
+    const uint8_t *wr[GEMM_KR], *xr[GEMM_KT];
+#pragma GCC unroll 4
+    for (int r = 0; r < GEMM_KR; r++) wr[r] = wp[r] + i * GW_REC;
+#pragma GCC unroll 4
+    for (int t = 0; t < GEMM_KT; t++) xr[t] = xp[t] + i * GX_REC;
+    __m512i a[GEMM_KR * GEMM_KT];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+      __m512i wq[GEMM_KR];
+#pragma GCC unroll 4
+      for (int r = 0; r < GEMM_KR; r++) wq[r] = load512(wr[r] + 64 * c);
+#pragma GCC unroll 4
+      for (int t = 0; t < GEMM_KT; t++) {
+        const __m512i x = load512(xr[t] + 64 * c);
+#pragma GCC unroll 4
+        for (int r = 0; r < GEMM_KR; r++)
+          a[4 * r + t] = dpbusd512(c == 0 ? _mm512_setzero_si512() : a[4 * r + t], x, wq[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < GEMM_KR; r++) {
+      const __m512i sw = load512(wr[r] + GW_S);
+#pragma GCC unroll 4
+      for (int t = 0; t < GEMM_KT; t++) a[4 * r + t] = _mm512_mullo_epi32(a[4 * r + t], sw);
+    }
+    const __m512i corr = _mm512_castps_si512(four(wr, GW_CORR, 0));
+    const __m512i isum = _mm512_sub_epi32(reduce16(a), corr);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                          _mm512_mul_ps(four(wr, GW_D, 0), four(xr, GX_D, 1)), acc);
+  }
+  *acc_io = acc;
+}
+
+BODY void tile_grid(int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp, float *out,
+                    int64_t ldy) {
+  __m512 acc = _mm512_setzero_ps();
+  tile_grid_loop(cols, wp, xp, &acc);
+  tile_k_end(6, acc, acc, out, ldy);
+}
+
+#define GEMMG(name, type)                                                                       \
+  static AVX512 void pack_w_##name(int64_t cols, const void *w, void *wp) {                     \
+    pack_grid(type, cols, w, wp);                                                               \
+  }                                                                                             \
+  static AVX512 void pack_x_##name(int64_t cols, const void *xq, void *xp) {                    \
+    pack_xg(cols, xq, xp);                                                                      \
+  }                                                                                             \
+  static AVX512 void tile_##name(int64_t cols, const uint8_t *const *wp,                        \
+                                 const uint8_t *const *xp, float *out, int64_t ldy) {           \
+    tile_grid(cols, wp, xp, out, ldy);                                                          \
+  }                                                                                             \
+  static AVX512 void tile_part_##name(int64_t cols, const uint8_t *const *wp,                   \
+                                      const uint8_t *const *xp, float *acc) {                   \
+    __m512 a = _mm512_load_ps(acc);                                                             \
+    tile_grid_loop(cols, wp, xp, &a);                                                           \
+    _mm512_store_ps(acc, a);                                                                    \
+  }                                                                                             \
+  static AVX512 void tile_end_##name(const float *acc, float *out, int64_t ldy) {               \
+    tile_k_end(6, _mm512_load_ps(acc), _mm512_load_ps(acc), out, ldy);                          \
+  }                                                                                             \
+  static const pa_gemm_kernel gemm_##name = {GEMM_KR, GEMM_KT,       gw_size,    pack_w_##name, \
+                                             gx_size, pack_x_##name, tile_##name};              \
+  static const pa_gemm_parts parts_##name = {&gemm_##name, QK_K, 16, tile_part_##name,          \
+                                             tile_end_##name};
+
+GEMMG(iq2_xxs, PA_TYPE_IQ2_XXS)
+GEMMG(iq2_xs, PA_TYPE_IQ2_XS)
+GEMMG(iq2_s, PA_TYPE_IQ2_S)
+GEMMG(iq3_xxs, PA_TYPE_IQ3_XXS)
+GEMMG(iq3_s, PA_TYPE_IQ3_S)
+GEMMG(iq1_s, PA_TYPE_IQ1_S)
+GEMMG(iq1_m, PA_TYPE_IQ1_M)
+
 const pa_gemm_parts *pa_gemm_parts_avx512(const pa_gemm_kernel *g) {
-  const pa_gemm_parts *all[] = {&parts_q4_K, &parts_q4_K_vnni, &parts_q5_K,
-                                &parts_q5_K_vnni, &parts_q6_K, &parts_q6_K_vnni};
+  const pa_gemm_parts *all[] = {&parts_q4_K,    &parts_q4_K_vnni, &parts_q5_K,   &parts_q5_K_vnni,
+                                &parts_q6_K,    &parts_q6_K_vnni, &parts_iq2_xxs, &parts_iq2_xs,
+                                &parts_iq2_s,   &parts_iq3_xxs,   &parts_iq3_s,  &parts_iq1_s,
+                                &parts_iq1_m};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i]->gemm == g) return all[i];
   return NULL;
@@ -859,6 +1030,15 @@ void pa_kernels_fill_avx512_gemm(const pa_gemm_kernel **t, int vnni) {
   t[PA_TYPE_Q4_K] = vnni ? &gemm_q4_K_vnni : &gemm_q4_K;
   t[PA_TYPE_Q5_K] = vnni ? &gemm_q5_K_vnni : &gemm_q5_K;
   t[PA_TYPE_Q6_K] = vnni ? &gemm_q6_K_vnni : &gemm_q6_K;
+  if (vnni) { /* without VNNI the table takes gemm_avx2.c's (dispatch.c) */
+    t[PA_TYPE_IQ2_XXS] = &gemm_iq2_xxs;
+    t[PA_TYPE_IQ2_XS] = &gemm_iq2_xs;
+    t[PA_TYPE_IQ2_S] = &gemm_iq2_s;
+    t[PA_TYPE_IQ3_XXS] = &gemm_iq3_xxs;
+    t[PA_TYPE_IQ3_S] = &gemm_iq3_s;
+    t[PA_TYPE_IQ1_S] = &gemm_iq1_s;
+    t[PA_TYPE_IQ1_M] = &gemm_iq1_m;
+  }
 }
 
 #endif /* __x86_64__ */
