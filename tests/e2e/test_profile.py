@@ -31,20 +31,31 @@ def smol(pasada_bin, smollm2, tmp_path_factory):
             "svg": svg}
 
 
-@pytest.fixture(scope="module")
-def gemma(pasada_bin, gemma3):
-    res = run(pasada_bin, "-m", gemma3, "-p", 32, "-n", 8, "-t", 2, "--json", "--no-ceilings", "-q")
+def profile_gemma(pasada_bin, gemma3):
+    res = run(pasada_bin, "-m", gemma3, "-p", 32, "-n", 16, "-t", 2, "--json", "--no-ceilings", "-q")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
 
+@pytest.fixture(scope="module")
+def gemma(pasada_bin, gemma3):
+    return profile_gemma(pasada_bin, gemma3)
+
+
+def _uncovered(r):
+    """The phases whose op times miss the wall time by more than 5%."""
+    return [f"{name}: ops {ph['ops_s']:.4f} s vs wall {ph['wall_s']:.4f} s"
+            for name, ph in r["phases"].items() if name in ("prefill", "decode")
+            and abs(ph["wall_s"] - ph["ops_s"]) > 0.05 * ph["wall_s"]]
+
+
 def _check_sums(r):
     """Op times add up to the wall time within 5%, per phase, and the views agree."""
+    assert not _uncovered(r), _uncovered(r)
     for name in ("prefill", "decode"):
         ph = r["phases"][name]
         wall, ops = ph["wall_s"], ph["ops_s"]
         assert wall > 0 and ops > 0
-        assert abs(wall - ops) <= 0.05 * wall, f"{name}: ops {ops:.4f} s vs wall {wall:.4f} s"
         assert ph["coverage"] == pytest.approx(ops / wall)
         assert ph["overhead_s"] == pytest.approx(wall - ops, abs=1e-9)
         # every (op, layer) row, and every by-name row but the overhead, sum to ops_s
@@ -62,8 +73,16 @@ def test_op_times_add_up_smollm2(smol):
     _check_sums(smol["report"])
 
 
-def test_op_times_add_up_gemma3(gemma):
-    _check_sums(gemma)
+def test_op_times_add_up_gemma3(gemma, pasada_bin, gemma3):
+    # Gemma 3's steps are short (16 tokens of a 270M model: ~0.2 s of decode),
+    # so one preemption of the process between ops on a busy machine can take
+    # more than 5% of a phase: such a run is repeated, at most twice.
+    r = gemma
+    for _ in range(2):
+        if not _uncovered(r):
+            break
+        r = profile_gemma(pasada_bin, gemma3)
+    _check_sums(r)
 
 
 def test_json_structure(smol, smollm2):
