@@ -131,8 +131,8 @@ void pa_kernels_fill_iq_grid_avx2(pa_cpu_kernels *k);
 /* Super-block blk of a grid I-quant as 256 signed values v (|v| <= 62),
  * 16 scale factors sc (one per 16 values) and the returned dw, so that
  * its dot with a Q8_K block x is dw * x.d * sum_g sc[g] sum_{i in g} v[i]
- * x.qs[i] (the integer sum exact). For gemm_avx2.c's unpacking; only
- * where the AVX2 table is. */
+ * x.qs[i] (the integer sum exact). For the GEMM kernels' unpacking
+ * (gemm_avx2.c, gemm_avx512.c); only where the AVX2 table is. */
 float pa_iq_grid_unpack_avx2(pa_type type, const void *blk, int8_t *v, int16_t *sc);
 /* The AVX-512 activation quantizers (quant_avx512.c: Q8_0, Q8_1, Q8_K). */
 void pa_kernels_fill_avx512_quant(pa_cpu_kernels *k);

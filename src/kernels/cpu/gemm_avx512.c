@@ -32,7 +32,7 @@
  *
  * K-quants (Q4_K, Q5_K, Q6_K against Q8_K) have one canonical order,
  * shared by both paths of every SIMD table (avx512.c, avx2.c, gemm_avx2.c
- * point here). Per super-block i, in order, from acc = accm = 0:
+ * point here; the grid I-quants of iq_grid_avx2.c take it too, as Q6_K). Per super-block i, in order, from acc = accm = 0:
  *   isum = sum_j sc_j dot_j          exact int32 (Q6_K: sum_g sc_g
  *                                    (dot_g - 32 bsum_g), the -32 exact too)
  *   imin = sum_j m_j (bsums[2j] + bsums[2j+1])   exact int32 (Q4_K, Q5_K)

@@ -1,9 +1,10 @@
 /* iq_grid_avx2.c: AVX2 dot products of the grid I-quants IQ2_XXS, IQ2_XS,
  * IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M against Q8_K. Their reference
  * twins are in ref.c and compute the same integers: per super-block one
- * exact int32, the sum over scale groups of (2s + 1) times the group's sum
- * of value times activation, then one float multiply by d * d_x and the
- * type's power of two.
+ * exact int32 isum, the sum over scale groups of (2s + 1) times the group's
+ * sum of value times activation, then sum = fma(isum, dw * d_x, sum) with
+ * dw = d times the type's power of two (the K-quants' float step, which
+ * the GEMM kernels of gemm_avx2.c and gemm_avx512.c repeat bit for bit).
  *
  * 32 values at a time: their grid rows (8 or 4 bytes each, looked up by
  * scalar index) assembled into one vector; the signs as +-1 bytes applied
@@ -12,7 +13,7 @@
  * 127 < 32768, nothing saturates. IQ1 values 8g +- 1 (g in {-1, 0, 1}) are
  * signed, so |v| meets y carrying v's sign. pmaddwd by the int16 scales
  * gives int32 lanes. Built for baseline x86-64; reached only through the
- * AVX2 table (which the AVX-512 tables start from). */
+ * AVX2 table (which the AVX-512 tables start from) and the GEMM unpackers. */
 #if defined(__x86_64__)
 #include "kernels/kernels.h"
 

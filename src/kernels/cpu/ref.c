@@ -299,8 +299,8 @@ static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
  * odd multiple of its super-block's d over a power of two (IQ2: d (2s + 1)
  * g / 8; IQ3_XXS: d (2s + 1) g / 4; IQ3_S: d (2s + 1) g; IQ1: d (2s + 1)
  * (8g +- 1) / 8), so one exact int32 per super-block, sum of scale times
- * group sum, meets one float multiply (the SIMD kernels in iq_grid_avx2.c
- * compute the same integers). ---- */
+ * group sum, meets one float scale d * d_x times that power of two (the
+ * SIMD kernels in iq_grid_avx2.c compute the same integers). ---- */
 
 static inline int grid_at(uint64_t row, int i) {
   return (int)((row >> (8 * i)) & 0xFF);
