@@ -19,18 +19,6 @@ static inline uint8_t grid4(const uint32_t *grid, int r, int i) {
   return (uint8_t)(grid[r] >> (8 * i));
 }
 
-static inline uint32_t load_u32(const void *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-
-static inline uint16_t load_u16(const void *p) {
-  uint16_t v;
-  memcpy(&v, p, 2);
-  return v;
-}
-
 /* 8 values db * grid * sign, sign bit i of `signs` negating value i. */
 static inline void put8(float *y, float db, const uint64_t *grid, int r, unsigned signs) {
   for (int i = 0; i < 8; i++) {
@@ -47,7 +35,7 @@ void pa_dequantize_iq2_xxs(const void *src, float *dst, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; b++) {
     const float d = pa_load_f16(&x[b].d);
     for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
-      const uint32_t aux0 = load_u32(x[b].qs + 4 * ib), aux1 = load_u32(x[b].qs + 4 * ib + 2);
+      const uint32_t aux0 = pa_load_u32(x[b].qs + 4 * ib), aux1 = pa_load_u32(x[b].qs + 4 * ib + 2);
       const float db = d * (0.5f + (float)(aux1 >> 28)) * 0.25f;
       for (int k = 0; k < 4; k++)
         put8(dst + 8 * k, db, pa_iq2xxs_grid, (aux0 >> (8 * k)) & 0xFF,
@@ -65,7 +53,7 @@ void pa_dequantize_iq2_xs(const void *src, float *dst, int64_t n) {
     for (int g = 0; g < QK_K / 8; g++, dst += 8) {
       const int s = (x[b].scales[g / 4] >> (4 * ((g / 2) % 2))) & 0xF;
       const float db = d * (0.5f + (float)s) * 0.25f;
-      const uint16_t q = load_u16(&x[b].qs[g]);
+      const uint16_t q = pa_load_u16(&x[b].qs[g]);
       put8(dst, db, pa_iq2xs_grid, q & 511, pa_ksigns_iq2xs[q >> 9]);
     }
   }
@@ -93,7 +81,7 @@ void pa_dequantize_iq3_xxs(const void *src, float *dst, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; b++) {
     const float d = pa_load_f16(&x[b].d);
     for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
-      const uint32_t aux = load_u32(x[b].qs + QK_K / 4 + 4 * ib);
+      const uint32_t aux = pa_load_u32(x[b].qs + QK_K / 4 + 4 * ib);
       const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
       for (int k = 0; k < 4; k++) {
         const unsigned signs = pa_ksigns_iq2xs[(aux >> (7 * k)) & 127];
@@ -143,7 +131,7 @@ void pa_dequantize_iq1_s(const void *src, float *dst, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; b++) {
     const float d = pa_load_f16(&x[b].d);
     for (int ib = 0; ib < QK_K / 32; ib++) {
-      const uint16_t qh = load_u16(&x[b].qh[ib]);
+      const uint16_t qh = pa_load_u16(&x[b].qh[ib]);
       const float dl = d * (float)(2 * ((qh >> 12) & 7) + 1);
       const float delta = qh & 0x8000 ? -0.125f : 0.125f;
       for (int k = 0; k < 4; k++, dst += 8)
@@ -159,7 +147,7 @@ void pa_dequantize_iq1_m(const void *src, float *dst, int64_t n) {
   const block_iq1_m *x = src;
   for (int64_t b = 0; b < n / QK_K; b++) {
     uint16_t sc[4];
-    for (int i = 0; i < 4; i++) sc[i] = load_u16(x[b].scales + 2 * i);
+    for (int i = 0; i < 4; i++) sc[i] = pa_load_u16(x[b].scales + 2 * i);
     const pa_f16 dh =
         (pa_f16)((sc[0] >> 12) | (sc[1] >> 12) << 4 | (sc[2] >> 12) << 8 | (sc[3] >> 12) << 12);
     const float d = pa_f16_to_f32(dh);

@@ -219,6 +219,18 @@ static inline float pa_load_f16(const pa_f16 *p) {
   memcpy(&h, p, sizeof h);
   return pa_f16_to_f32(h);
 }
+/* Little-endian 16- and 32-bit fields at any alignment (the grid I-quants'
+ * index and sign words). */
+static inline uint16_t pa_load_u16(const void *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+static inline uint32_t pa_load_u32(const void *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
 static inline void pa_store_f16(pa_f16 *p, float f) {
   pa_f16 h = pa_f32_to_f16(f);
   memcpy(p, &h, sizeof h);

@@ -622,6 +622,16 @@ BODY __m512i reduce_pairs(const __m512i *p) {
                           _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
+/* Four floats at byte offset off of the four records, in lanes 4r + t as
+ * (r: the record's, per = 0) or (t: the record's, per = 1). */
+BODY __m512 four(const uint8_t *const *rec, size_t off, const int per_token) {
+  const __m128 f = _mm_setr_ps(*(const float *)(rec[0] + off), *(const float *)(rec[1] + off),
+                               *(const float *)(rec[2] + off), *(const float *)(rec[3] + off));
+  if (per_token) return _mm512_broadcast_f32x4(f);
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm512_castps128_ps512(f));
+}
+
 /* kind 4 (Q4_K), 5 (Q5_K), 6 (Q6_K): the canonical order of the header,
  * over the super-blocks of `cols` columns from wp and xp on, continuing
  * the chains acc and accm (lane 4 r + t: row r, token t). */
@@ -710,16 +720,9 @@ BODY void tile_k_loop(const int kind, const int vnni, int64_t cols, const uint8_
     }
     const __m512i isum = reduce_pairs(p);
     /* scales in lane 4 r + t: d_w of row r, d_x of token t */
-    const __m512 dx = _mm512_broadcast_f32x4(
-        _mm_setr_ps(*(const float *)(xr[0] + xd), *(const float *)(xr[1] + xd),
-                    *(const float *)(xr[2] + xd), *(const float *)(xr[3] + xd)));
+    const __m512 dx = four(xr, xd, 1);
     if (kind == 6) {
-      const __m512 dw = _mm512_permutexvar_ps(
-          _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-          _mm512_castps128_ps512(_mm_setr_ps(
-              *(const float *)(wr[0] + K6_D), *(const float *)(wr[1] + K6_D),
-              *(const float *)(wr[2] + K6_D), *(const float *)(wr[3] + K6_D))));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(four(wr, K6_D, 0), dx), acc);
     } else {
       /* (d, dmin) of the 4 rows, then the min sums: 128-bit lane r holds
        * row r's mins against each token's 8 sums of 32, reduced to lane t */
@@ -894,16 +897,6 @@ BODY __m512i reduce16(const __m512i *v) {
   const __m512i q = _mm512_add_epi32(_mm512_shuffle_i32x4(w[2], w[3], 0x44),
                                      _mm512_shuffle_i32x4(w[2], w[3], 0xEE));
   return _mm512_add_epi32(_mm512_shuffle_i32x4(p, q, 0x88), _mm512_shuffle_i32x4(p, q, 0xDD));
-}
-
-/* Four floats at byte offset off of the four records, in lanes 4r + t as
- * (r: the record's, per = 0) or (t: the record's, per = 1). */
-BODY __m512 four(const uint8_t *const *rec, size_t off, const int per_token) {
-  const __m128 f = _mm_setr_ps(*(const float *)(rec[0] + off), *(const float *)(rec[1] + off),
-                               *(const float *)(rec[2] + off), *(const float *)(rec[3] + off));
-  if (per_token) return _mm512_broadcast_f32x4(f);
-  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-                               _mm512_castps128_ps512(f));
 }
 
 BODY void tile_grid_loop(int64_t cols, const uint8_t *const *wp, const uint8_t *const *xp,

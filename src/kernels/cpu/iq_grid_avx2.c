@@ -27,18 +27,6 @@ PA_NO_FP_CONTRACT
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
-static inline AVX2 uint32_t ld32(const void *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-
-static inline AVX2 uint16_t ld16(const void *p) {
-  uint16_t v;
-  memcpy(&v, p, 2);
-  return v;
-}
-
 /* pa_ksigns_iq2xs[k] as 8 +-1 bytes (-1 where the bit is set), filled
  * once by pa_kernels_fill_iq_grid_avx2 (under the tables' pthread_once). */
 static uint64_t ksigns_pm1[128];
@@ -101,7 +89,7 @@ static inline AVX2 float dw_iq2_xxs(const block_iq2_xxs *a) {
   return f16_at(&a->d) * 0.125f;
 }
 static inline AVX2 dec32 dec_iq2_xxs(const block_iq2_xxs *a, int ib) {
-  const uint32_t idx = ld32(a->qs + 4 * ib), aux = ld32(a->qs + 4 * ib + 2);
+  const uint32_t idx = pa_load_u32(a->qs + 4 * ib), aux = pa_load_u32(a->qs + 4 * ib + 2);
   const int s = 2 * (int)(aux >> 28) + 1;
   return (dec32){
       grid8x4(pa_iq2xxs_grid, idx & 0xFF, (idx >> 8) & 0xFF, (idx >> 16) & 0xFF, idx >> 24),
@@ -128,14 +116,14 @@ static inline AVX2 dec32 dec_iq2_s(const block_iq2_s *a, int ib) {
   const int qh = a->qh[ib], sc = a->scales[ib];
   return (dec32){grid8x4(pa_iq2s_grid, qs[0] | (qh & 3) << 8, qs[1] | (qh & 12) << 6,
                          qs[2] | (qh & 48) << 4, qs[3] | (qh & 192) << 2),
-                 signs32(ld32(a->signs + 4 * ib)), 2 * (sc & 0xF) + 1, 2 * (sc >> 4) + 1};
+                 signs32(pa_load_u32(a->signs + 4 * ib)), 2 * (sc & 0xF) + 1, 2 * (sc >> 4) + 1};
 }
 
 static inline AVX2 float dw_iq3_xxs(const block_iq3_xxs *a) {
   return f16_at(&a->d) * 0.25f;
 }
 static inline AVX2 dec32 dec_iq3_xxs(const block_iq3_xxs *a, int ib) {
-  const uint32_t aux = ld32(a->qs + QK_K / 4 + 4 * ib);
+  const uint32_t aux = pa_load_u32(a->qs + QK_K / 4 + 4 * ib);
   const int s = 2 * (int)(aux >> 28) + 1;
   return (dec32){grid4x8(pa_iq3xxs_grid, a->qs + 8 * ib, 0), ksigns_aux(aux), s, s};
 }
@@ -145,8 +133,8 @@ static inline AVX2 float dw_iq3_s(const block_iq3_s *a) {
 }
 static inline AVX2 dec32 dec_iq3_s(const block_iq3_s *a, int ib) {
   const int s = 2 * ((a->scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1;
-  return (dec32){grid4x8(pa_iq3s_grid, a->qs + 8 * ib, a->qh[ib]), signs32(ld32(a->signs + 4 * ib)),
-                 s, s};
+  return (dec32){grid4x8(pa_iq3s_grid, a->qs + 8 * ib, a->qh[ib]),
+                 signs32(pa_load_u32(a->signs + 4 * ib)), s, s};
 }
 
 /* IQ1: values 8 g + delta for the signed grid bytes g (-1, 0, 1) and the
@@ -161,7 +149,7 @@ static inline AVX2 float dw_iq1_s(const block_iq1_s *a) {
 }
 static inline AVX2 dec32 dec_iq1_s(const block_iq1_s *a, int ib) {
   const uint8_t *qs = a->qs + 4 * ib;
-  const int qh = ld16(&a->qh[ib]);
+  const int qh = pa_load_u16(&a->qh[ib]);
   const __m256i g = grid8x4(pa_iq1s_grid, qs[0] | (qh & 7) << 8, qs[1] | (qh & 0x38) << 5,
                             qs[2] | (qh & 0x1C0) << 2, qs[3] | (qh & 0xE00) >> 1);
   const int s = 2 * ((qh >> 12) & 7) + 1;
@@ -191,7 +179,7 @@ static inline AVX2 dec32 dec_iq1_m(const block_iq1_m *a, int ib) {
   const int h0 = a->qh[2 * ib], h1 = a->qh[2 * ib + 1];
   const __m256i g = grid8x4(pa_iq1s_grid, qs[0] | (h0 & 7) << 8, qs[1] | (h0 & 0x70) << 4,
                             qs[2] | (h1 & 7) << 8, qs[3] | (h1 & 0x70) << 4);
-  const int s = ld16(a->scales + 2 * (ib / 2)) >> (6 * (ib % 2));
+  const int s = pa_load_u16(a->scales + 2 * (ib / 2)) >> (6 * (ib % 2));
   return iq1_dec(g, iq1m_delta(h0 | h1 << 8), 2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1);
 }
 

@@ -306,18 +306,6 @@ static inline int grid_at(uint64_t row, int i) {
   return (int)((row >> (8 * i)) & 0xFF);
 }
 
-static inline uint32_t u32_at(const void *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-
-static inline uint16_t u16_at(const void *p) {
-  uint16_t v;
-  memcpy(&v, p, 2);
-  return v;
-}
-
 /* sum over i < n of grid value i times y[i], negated where bit i of signs is set */
 static int grid_sum(uint64_t row, int n, unsigned signs, const int8_t *y) {
   int s = 0;
@@ -332,7 +320,7 @@ static void dot_iq2_xxs(int64_t n, float *out, const void *w, const void *x) {
   for (int64_t i = 0; i < n / QK_K; i++) {
     int isum = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
-      const uint32_t idx = u32_at(a[i].qs + 4 * ib), aux = u32_at(a[i].qs + 4 * ib + 2);
+      const uint32_t idx = pa_load_u32(a[i].qs + 4 * ib), aux = pa_load_u32(a[i].qs + 4 * ib + 2);
       int s = 0;
       for (int k = 0; k < 4; k++)
         s += grid_sum(pa_iq2xxs_grid[(idx >> (8 * k)) & 0xFF], 8,
@@ -357,7 +345,7 @@ static void dot_iq2_xs(int64_t n, float *out, const void *w, const void *x) {
   for (int64_t i = 0; i < n / QK_K; i++) {
     int isum = 0;
     for (int g = 0; g < QK_K / 8; g++) {
-      const uint16_t q = u16_at(&a[i].qs[g]);
+      const uint16_t q = pa_load_u16(&a[i].qs[g]);
       isum += (2 * scale16(a[i].scales, g) + 1) *
               grid_sum(pa_iq2xs_grid[q & 511], 8, pa_ksigns_iq2xs[q >> 9], b[i].qs + 8 * g);
     }
@@ -389,7 +377,7 @@ static void dot_iq3_xxs(int64_t n, float *out, const void *w, const void *x) {
   for (int64_t i = 0; i < n / QK_K; i++) {
     int isum = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
-      const uint32_t aux = u32_at(a[i].qs + QK_K / 4 + 4 * ib);
+      const uint32_t aux = pa_load_u32(a[i].qs + QK_K / 4 + 4 * ib);
       int s = 0;
       for (int h = 0; h < 8; h++) {
         const unsigned signs = pa_ksigns_iq2xs[(aux >> (7 * (h / 2))) & 127] >> (4 * (h % 2));
@@ -437,7 +425,7 @@ static void dot_iq1_s(int64_t n, float *out, const void *w, const void *x) {
   for (int64_t i = 0; i < n / QK_K; i++) {
     int isum = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
-      const uint16_t qh = u16_at(&a[i].qh[ib]);
+      const uint16_t qh = pa_load_u16(&a[i].qh[ib]);
       const int delta = qh & 0x8000 ? -1 : 1;
       int s = 0;
       for (int k = 0; k < 4; k++)
@@ -456,7 +444,7 @@ static void dot_iq1_m(int64_t n, float *out, const void *w, const void *x) {
   double sum = 0.0;
   for (int64_t i = 0; i < n / QK_K; i++) {
     uint16_t sc[4];
-    for (int k = 0; k < 4; k++) sc[k] = u16_at(a[i].scales + 2 * k);
+    for (int k = 0; k < 4; k++) sc[k] = pa_load_u16(a[i].scales + 2 * k);
     const pa_f16 dh =
         (pa_f16)((sc[0] >> 12) | (sc[1] >> 12) << 4 | (sc[2] >> 12) << 8 | (sc[3] >> 12) << 12);
     int isum = 0;
