@@ -231,11 +231,22 @@ PASADA_API void pasada_parallel_for(pasada_context *ctx, void (*fn)(void *arg, i
  * whose KV blocks go back to the pool or to the prefix cache). A model with
  * recurrent layers (pasada_model_is_recurrent) truncates to 0 < p0 <
  * length only where pasada_context_params.n_rollback kept the state after
- * position p0 - 1, or where a snapshot of exactly
- * those p0 tokens exists (it keeps one of the sequence's state at its
- * full length when it truncates otherwise); else the whole sequence is
- * dropped: read pasada_seq_length after. */
+ * position p0 - 1, or where a snapshot of exactly those p0 tokens exists;
+ * otherwise it keeps the longest prefix of those p0 tokens that a snapshot
+ * covers, or drops the whole sequence when none does: read
+ * pasada_seq_length after. Either way it first keeps a snapshot of the
+ * sequence's state at its full length. */
 PASADA_API void pasada_seq_truncate(pasada_context *ctx, int32_t seq, int32_t p0);
+/* A model with recurrent layers: keeps sequence `seq`'s state at its
+ * current length as a snapshot (with the tokens it covers), so that a
+ * later truncation inside the sequence can go back to it and a prompt that
+ * extends those tokens reuses them (pasada_seq_reuse_prefix). The context
+ * keeps two snapshots per sequence slot, least recently used first to go.
+ * Take one where a conversation's prompt ends: the next turn re-renders the
+ * answer, whose tokens may differ from those generated. Costs one copy of
+ * the state. PASADA_OK, and nothing done, for other models;
+ * PASADA_ERR_ARG for a sequence out of range. */
+PASADA_API int pasada_seq_snapshot(pasada_context *ctx, int32_t seq);
 PASADA_API int32_t pasada_seq_length(const pasada_context *ctx, int32_t seq);
 
 /* ---- paged KV cache and prefix reuse ----

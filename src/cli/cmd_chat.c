@@ -218,6 +218,12 @@ int cmd_chat(int argc, char **argv) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     if ((rc = cli_prefill(&s, toks.v + common, n_new))) break;
+    /* a recurrent model's state where the prompt ends: the next turn's
+     * rendering of this answer may differ from the tokens generated */
+    if ((rc = pasada_seq_snapshot(s.ctx, 0))) {
+      rc = cli_fail("%s", pasada_last_error());
+      break;
+    }
     clock_gettime(CLOCK_MONOTONIC, &b);
     double prefill_s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
     if (!cli_tokens_push(&cached, toks.v + common, (size_t)n_new)) {

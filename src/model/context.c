@@ -223,9 +223,10 @@ static int create(pasada_model *m, const pasada_context_params *params, bool mtp
   const float *freqs = m->rope_freqs ? m->rope_freqs
                        : m->rope_long ? (p.n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short)
                                       : NULL;
-  /* a model with recurrent layers: a state snapshot per sequence slot, and
-   * the rollback checkpoints asked for */
-  const int32_t n_snap = hp->ssm_conv > 0 ? p.n_seq_max : 0;
+  /* a model with recurrent layers: two state snapshots per sequence slot
+   * (the end of its prompt and of the whole sequence, hybrid.c), and the
+   * rollback checkpoints asked for */
+  const int32_t n_snap = hp->ssm_conv > 0 ? 2 * p.n_seq_max : 0;
   const int32_t n_ckpt = n_snap && !p.pooling ? p.n_rollback : 0;
   if (n_snap && (rc = pa_hybrid_init(c, n_snap, n_ckpt))) {
     pa_free(mats);
@@ -371,6 +372,13 @@ void pasada_seq_truncate(pasada_context *c, int32_t seq, int32_t p0) {
     return;
   }
   pa_kv_truncate(&c->kv, seq, p0);
+}
+
+int pasada_seq_snapshot(pasada_context *c, int32_t seq) {
+  if (!c || seq < 0 || seq >= c->n_seq_max)
+    return pa_error(PASADA_ERR_ARG, "pasada_seq_snapshot: no sequence %d", seq);
+  if (c->n_snap) pa_hybrid_snapshot(c, seq);
+  return PASADA_OK;
 }
 
 int32_t pasada_seq_length(const pasada_context *c, int32_t seq) {

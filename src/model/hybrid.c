@@ -1,15 +1,20 @@
 /* hybrid.c: what a context keeps for a model with recurrent layers
  * (qwen35): their state is one value per sequence, the state after the
  * sequence's last position, so it cannot be rebuilt from KV blocks the way
- * attention's prefix is. A context keeps snapshots of it: when a sequence
- * is truncated (ends, or is cut short), its state at its full length is
- * copied into a snapshot slot (backend state_copy) with the tokens it
- * covers. Prefix reuse for such a model reuses exactly the prefix a
- * snapshot covers (the longest one the prompt extends, short of the
- * prompt's last token), and only when the KV cache still holds every
- * position of it; truncation to a position inside a sequence keeps it only
- * where a snapshot of that very prefix exists, else drops the whole
- * sequence (the caller reads pasada_seq_length).
+ * attention's prefix is. A context keeps snapshots of it, each with the
+ * tokens it covers: when a sequence is truncated (ends, or is cut short),
+ * its state at its full length is copied into a snapshot slot (backend
+ * state_copy), and a caller takes one at the sequence's current length with
+ * pasada_seq_snapshot (the CLI chat and the server at the end of every
+ * prompt, so that the next turn of a conversation, whose rendering of the
+ * previous answer may differ from the tokens generated, resumes after the
+ * previous prompt). Prefix reuse for such a model reuses exactly the
+ * prefix a snapshot covers (the longest one the prompt extends, short of
+ * the prompt's last token), and only when the KV cache still holds every
+ * position of it; truncation to a position inside a sequence keeps the
+ * longest snapshotted prefix of what it would keep (that very prefix
+ * where a snapshot of it exists), else drops the whole sequence (the
+ * caller reads pasada_seq_length).
  *
  * Rollback checkpoints (n_ckpt > 0, pasada_context_params.n_rollback):
  * a forward pass that gives a sequence two or more tokens, at positions
@@ -110,6 +115,17 @@ static int32_t find_exact(const struct pa_context *c, const int32_t *tokens, int
   return -1;
 }
 
+/* The longest snapshot whose tokens are tokens[0, L) for some 0 < L <= max, or -1. */
+static int32_t find_prefix(const struct pa_context *c, const int32_t *tokens, int32_t max) {
+  int32_t best = -1;
+  for (int32_t i = 0; i < c->n_snap; i++) {
+    const int32_t L = c->snap_len[i];
+    if (L <= 0 || L > max || (best >= 0 && L <= c->snap_len[best])) continue;
+    if (!memcmp(c->snap_tokens + (size_t)i * (size_t)c->n_ctx, tokens, (size_t)L * sizeof(int32_t))) best = i;
+  }
+  return best;
+}
+
 /* Snapshots sequence seq's state at its full length (nothing when empty). */
 static void save(struct pa_context *c, int32_t seq) {
   const int32_t len = c->kv.len[seq];
@@ -127,33 +143,31 @@ static void save(struct pa_context *c, int32_t seq) {
   c->snap_lru[slot] = ++c->snap_clock;
 }
 
+void pa_hybrid_snapshot(struct pa_context *c, int32_t seq) {
+  save(c, seq); /* the state and the rollback checkpoints stay as they are */
+}
+
 void pa_hybrid_truncate(struct pa_context *c, int32_t seq, int32_t p0) {
   const int32_t len = c->kv.len[seq];
   if (p0 >= len) return;
   if (rollback(c, seq, p0)) return; /* a draft rolled back: no snapshot of it */
-  save(c, seq);
-  if (p0 > 0) seq_tokens(&c->kv, seq, p0, c->seq_tokens);
-  pa_kv_truncate(&c->kv, seq, p0);
+  int32_t slot = -1;
   if (p0 > 0) {
-    const int32_t slot = find_exact(c, c->seq_tokens, p0);
-    if (slot < 0) {
-      pa_kv_truncate(&c->kv, seq, 0);
-    } else {
-      c->be->ops->state_copy(c->bc, seq, c->n_seq_max + slot);
-      c->snap_lru[slot] = ++c->snap_clock;
-    }
+    seq_tokens(&c->kv, seq, p0, c->seq_tokens);
+    slot = find_prefix(c, c->seq_tokens, p0);
+    /* the most recently used now, so the snapshot save() takes (n_snap >=
+     * 2) never evicts it */
+    if (slot >= 0) c->snap_lru[slot] = ++c->snap_clock;
   }
+  save(c, seq);
+  pa_kv_truncate(&c->kv, seq, slot >= 0 ? c->snap_len[slot] : 0);
+  if (slot >= 0) c->be->ops->state_copy(c->bc, seq, c->n_seq_max + slot);
   no_checkpoints(c, seq);
 }
 
 int32_t pa_hybrid_reuse_prefix(struct pa_context *c, int32_t seq, const int32_t *tokens, int32_t n) {
   if (c->kv.len[seq] != 0) return c->kv.len[seq];
-  int32_t best = -1;
-  for (int32_t i = 0; i < c->n_snap; i++) {
-    const int32_t L = c->snap_len[i];
-    if (L <= 0 || L >= n || (best >= 0 && L <= c->snap_len[best])) continue;
-    if (!memcmp(c->snap_tokens + (size_t)i * (size_t)c->n_ctx, tokens, (size_t)L * sizeof(int32_t))) best = i;
-  }
+  const int32_t best = find_prefix(c, tokens, n - 1);
   if (best < 0) return 0;
   const int32_t L = c->snap_len[best];
   /* the KV cache's positions of exactly that prefix (it leaves one token

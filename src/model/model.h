@@ -168,7 +168,7 @@ struct pa_context {
   int32_t *row_of;
   int32_t row_of_n;
   /* a model with recurrent layers (hybrid.c): n_snap snapshots of a
-   * sequence's state (backend slots n_seq_max + i), each of snap_len[i]
+   * sequence's state (two per sequence slot: backend slots n_seq_max + i), each of snap_len[i]
    * tokens (snap_tokens: n_ctx per snapshot), least recently used first to go */
   int32_t n_snap;
   int32_t *snap_len, *snap_tokens, *seq_tokens;
@@ -252,6 +252,7 @@ void pa_fwd_ffn(struct pa_context *c, const pa_fwd_batch *b, int l, pa_gate gate
 int pa_hybrid_init(struct pa_context *c, int32_t n_snap, int32_t n_ckpt);
 void pa_hybrid_pass(struct pa_context *c, const pa_fwd_batch *b);
 void pa_hybrid_free(struct pa_context *c);
+void pa_hybrid_snapshot(struct pa_context *c, int32_t seq);
 void pa_hybrid_truncate(struct pa_context *c, int32_t seq, int32_t p0);
 int32_t pa_hybrid_reuse_prefix(struct pa_context *c, int32_t seq, const int32_t *tokens, int32_t n);
 /* Multi-token prediction (speculative decoding's drafts from a model's MTP

@@ -689,6 +689,14 @@ static void run_step(srv_sched *s) {
   }
   srv_metrics_step(s->metrics, n, srv_now() - t0);
   for (int32_t t = 0; t < n; t++) s->slot[s->b_seq[t]]->n_fed++;
+  /* a recurrent model's state where a prompt ends, for the next turn of its
+   * conversation, whose rendering of the answer may differ from the tokens
+   * generated (no-op for other models) */
+  for (int32_t t = 0; t < n; t++) {
+    const srv_job *j = s->slot[s->b_seq[t]];
+    if (j->next_token < 0 && j->req.kind != SRV_EMBEDDING && s->b_pos[t] == j->req.n_prompt - 1)
+      pasada_seq_snapshot(s->ctx, s->b_seq[t]);
+  }
   /* the hidden states the context kept for the MTP drafter: none needed by
    * sequences that draft otherwise */
   for (int i = 0; s->mtp && i < s->n_slots; i++)

@@ -78,16 +78,27 @@ def test_qwen35_server_batching_and_prefix_reuse(pasada_bin, backend, request):
     own recurrent state) give each the greedy text a lone request gives; a
     prompt that continues an earlier request's sequence reuses exactly that
     sequence (its state snapshot and KV positions) and gives the same text
-    as from scratch; a prompt that only shares a part of it reuses nothing
-    (on the GPU: the state snapshots are copies in device memory)."""
+    as from scratch; one that continues an earlier prompt but not its
+    answer reuses that prompt (the snapshot taken where it ended); a prompt
+    that only shares a part of one reuses nothing (on the GPU: the state
+    snapshots are copies in device memory)."""
     dev = ("--device", _device(backend, request))
     (a, _), (b, _), (c, _) = load_fixture("qwen35")
     fresh = Server(pasada_bin, MODEL, "--parallel", "4", *dev)
     try:
-        alone = {k: _complete(fresh.url, p, 6)["choices"][0]["text"] for k, p in (("a", a), ("b", b), ("c", c))}
+        # from scratch first: each request leaves snapshots that later ones
+        # extending its prompt reuse
         ext = np.concatenate([b, c[:9]])
         scratch = _complete(fresh.url, ext, 6)
         assert scratch["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        nxt = np.concatenate([a, c[3:8]])
+        scratch_nxt = _complete(fresh.url, nxt, 4)
+        assert scratch_nxt["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        alone = {}
+        for k, p in (("a", a), ("b", b), ("c", c)):
+            r = _complete(fresh.url, p, 6)
+            assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+            alone[k] = r["choices"][0]["text"]
     finally:
         fresh.kill()
     srv = Server(pasada_bin, MODEL, "--parallel", "4", *dev)
@@ -104,12 +115,37 @@ def test_qwen35_server_batching_and_prefix_reuse(pasada_bin, backend, request):
         cont = _complete(srv.url, ext, 6)
         assert cont["usage"]["prompt_tokens_details"]["cached_tokens"] == len(b)
         assert cont["choices"][0]["text"] == scratch["choices"][0]["text"]
+        # a prompt that continues a's prompt but not its answer (a chat's next
+        # turn, whose template renders the answer otherwise): the snapshot
+        # the server took where a's prompt ended
+        r = _complete(srv.url, nxt, 4)
+        assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == len(a)
+        assert r["choices"][0]["text"] == scratch_nxt["choices"][0]["text"]
         # sharing b's first 10 tokens only: no snapshot of that prefix
         part = np.concatenate([b[:10], a[1:]])
         r = _complete(srv.url, part, 2)
         assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     finally:
         srv.kill()
+
+
+def test_qwen35_chat_resumes_where_each_prompt_ended(pasada_bin):
+    """`pasada chat` on a recurrent model: the tiny model's answers are
+    bytes that the next turn's rendering tokenizes otherwise, so each turn
+    reuses at least the previous turn's whole prompt (the state snapshot
+    taken where it ended; before such snapshots, nothing), never more than
+    it decoded."""
+    import re
+    res = subprocess.run([str(pasada_bin), "chat", "-m", str(MODEL), "--chat-template", "chatml", "-c", "1024",
+                          "-n", "8", "--temp", "0"], input="hello there\nsecond turn\nthird\nfourth one\n",
+                         capture_output=True, text=True, errors="replace", timeout=120)
+    assert res.returncode == 0, res.stderr
+    turns = [tuple(int(g) for g in m) for m in
+             re.findall(r"turn \d+ \| prefilled (\d+) tokens \(reused (\d+) cached\)", res.stderr)]
+    assert len(turns) == 4, res.stderr
+    assert turns[0][1] == 0
+    for (pre0, reused0), (pre1, reused1) in zip(turns, turns[1:]):
+        assert pre0 + reused0 <= reused1 <= pre0 + reused0 + 8, turns
 
 
 def _defects():

@@ -5,7 +5,9 @@
  * token, whose logits must equal those of a context that decoded the kept
  * tokens and that token one after another. Also: a truncation past the
  * kept states drops the sequence (as without n_rollback), a one-token pass
- * keeps the range, and the parameter's bounds. */
+ * keeps the range, and the parameter's bounds. And the state snapshots a
+ * caller takes (pasada_seq_snapshot) where a prompt ends: truncation inside
+ * the positions after one and prefix reuse go back to it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +136,39 @@ int main(void) {
     pasada_seq_truncate(c, 0, NP + 2);
     CHECK(pasada_seq_length(c, 0) == 0, "without n_rollback: %d positions kept",
           pasada_seq_length(c, 0));
+    pasada_context_free(c);
+  }
+  /* snapshots taken where a prompt ends (pasada_seq_snapshot): a
+   * truncation inside the positions after one goes back to the longest
+   * (and keeps it while it saves the full sequence: a newer snapshot is
+   * what goes), and a prompt extending one's tokens reuses them */
+  c = make(m, 1, 0);
+  if (c) {
+    feed(c, 0, text[0], NP, 0);
+    CHECK(pasada_seq_snapshot(c, 0) == PASADA_OK, "%s", pasada_last_error());
+    feed(c, 0, text[0] + NP, 2, NP);
+    CHECK(pasada_seq_snapshot(c, 0) == PASADA_OK, "%s", pasada_last_error());
+    feed(c, 0, text[0] + NP + 2, ND - 2, NP + 2);
+    pasada_seq_truncate(c, 0, NP + 1);
+    CHECK(pasada_seq_length(c, 0) == NP, "truncated to %d after a snapshot of %d: %d kept", NP + 1,
+          NP, pasada_seq_length(c, 0));
+    continue_check(m, c, 0, text[0], NP, 8, "from the prompt's snapshot");
+    pasada_seq_truncate(c, 0, 0);
+    CHECK(pasada_seq_snapshot(c, 1) == PASADA_ERR_ARG, "a snapshot of sequence 1 of 1 is refused");
+    pasada_context_free(c);
+  }
+  c = make(m, 2, 0);
+  if (c) {
+    feed(c, 1, text[1], NP, 0);
+    CHECK(pasada_seq_snapshot(c, 1) == PASADA_OK, "%s", pasada_last_error());
+    feed(c, 1, text[1] + NP, ND, NP);
+    pasada_seq_truncate(c, 1, 0);
+    int32_t prompt[NP + 2];
+    memcpy(prompt, text[1], NP * sizeof(int32_t));
+    prompt[NP] = 9, prompt[NP + 1] = 10;
+    const int32_t got = pasada_seq_reuse_prefix(c, 0, prompt, NP + 2);
+    CHECK(got == NP, "a prompt extending the snapshot of %d tokens reused %d", NP, got);
+    if (got == NP) continue_check(m, c, 0, prompt, NP, 9, "reusing the prompt's snapshot");
     pasada_context_free(c);
   }
   /* bounds */
