@@ -1,4 +1,4 @@
-"""Runs the libFuzzer targets for about 14 seconds each (PASADA_FUZZ_SECONDS) and fails on any
+"""Runs the libFuzzer targets for about 10 seconds each (PASADA_FUZZ_SECONDS) and fails on any
 crash, sanitizer report, leak or timeout they find:
 - fuzz_gguf (tests/fuzz/fuzz_gguf.c): the GGUF reader, seeded with the
   malformed corpus and the valid tiny model;
@@ -35,7 +35,7 @@ from conftest import CHAT_TEMPLATES
 from conftest import FIXTURES, ROOT
 
 FUZZ_BUILD = pathlib.Path(os.environ.get("PASADA_FUZZ_BUILD_DIR", ROOT / "build-fuzz")).expanduser()
-SECONDS = int(os.environ.get("PASADA_FUZZ_SECONDS", "14"))
+SECONDS = int(os.environ.get("PASADA_FUZZ_SECONDS", "10"))
 
 
 def run_fuzzer(name, corpus, tmp_path, max_len):

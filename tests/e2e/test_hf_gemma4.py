@@ -22,7 +22,10 @@ from conftest import BUILD, FIXTURES
 from hf_folder import read_safetensors, write_f32_folder, write_safetensors
 from test_arch_parity import run_eval
 from test_hf import pasada
+from test_tokenizer import TOKEN_KEYS, gguf_token_texts
 from test_vocab_corpus import VOCABS, cases
+
+VOCAB_KEYS = TOKEN_KEYS + ("tokenizer.ggml.merges",)
 
 TINY = FIXTURES / "tiny"
 ARGS = ("--kv-type", "f32", "--backend", "cpu")
@@ -102,14 +105,12 @@ def _gemma4_tokenizer_json(vocab_gguf):
     split, the control and user-defined tokens as special added tokens.
     (scripts/make-hf-fixtures.py is not needed: checked once against
     `tokenizers`, which gives the corpus' reference ids on it.)"""
-    r = gguf.GGUFReader(str(vocab_gguf))
-    f = r.fields
-    toks = [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode() for i in f["tokenizer.ggml.tokens"].data]
-    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data]
+    kv = gguf_token_texts(vocab_gguf, VOCAB_KEYS)
+    toks = [t.decode() for t in kv["tokenizer.ggml.tokens"]]
+    types = list(kv["tokenizer.ggml.token_type"])
     vocab = {t: i for i, t in enumerate(toks)}
     merges = []
-    for i in f["tokenizer.ggml.merges"].data:
-        m = bytes(f["tokenizer.ggml.merges"].parts[i]).decode()
+    for m in (b.decode() for b in kv["tokenizer.ggml.merges"]):
         k = next(k for k, ch in enumerate(m) if ch == " " and m[:k] in vocab and m[k + 1:] in vocab)
         merges.append([m[:k], m[k + 1:]])
     added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
@@ -159,11 +160,11 @@ def test_gemma4_tokenizer_json(tmp_path):
     wrong = [(t, want, ids) for (t, want), ids in zip(todo, got) if ids != want]
     assert len(got) == len(todo) and not wrong, f"{len(wrong)} of {len(todo)} differ, first: {wrong[:1]}"
     pasada("convert", d, tmp_path / "vocab.gguf")
-    f = gguf.GGUFReader(str(tmp_path / "vocab.gguf")).fields
-    assert bytes(f["tokenizer.ggml.model"].parts[-1]).decode() == "gemma4"
-    assert [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode() for i in f["tokenizer.ggml.tokens"].data] == toks
-    assert [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data] == types
-    assert len(f["tokenizer.ggml.merges"].data) == len(tok["model"]["merges"])
+    f = gguf_token_texts(tmp_path / "vocab.gguf", VOCAB_KEYS)
+    assert f["tokenizer.ggml.model"] == b"gemma4"
+    assert [t.decode() for t in f["tokenizer.ggml.tokens"]] == toks
+    assert list(f["tokenizer.ggml.token_type"]) == types
+    assert len(f["tokenizer.ggml.merges"]) == len(tok["model"]["merges"])
 
 
 def test_projections_transformers_does_not_read_are_dropped(tmp_path):

@@ -163,9 +163,13 @@ def test_chat_templates(build_dir, model):
 GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
 
-def gguf_token_texts(path):
-    """tokenizer.ggml.tokens and token_type, read without the gguf package (which takes
-    half a minute on a 262k vocabulary)."""
+TOKEN_KEYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.model")
+
+
+def gguf_token_texts(path, keys=TOKEN_KEYS):
+    """The metadata values of `keys` (by default tokenizer.ggml.tokens, token_type and
+    model; strings as bytes), read without the gguf package (which takes half a minute
+    on a 262k vocabulary)."""
     data = pathlib.Path(path).read_bytes()
     pos = 8  # magic, version
 
@@ -202,7 +206,7 @@ def gguf_token_texts(path):
     for _ in range(n_kv):
         key = string().decode()
         v = value(take("I"))
-        if key in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.model"):
+        if key in keys:
             out[key] = v
     return out
 

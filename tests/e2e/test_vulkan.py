@@ -38,7 +38,7 @@ MODELS = ("smollm2", "gemma3")
 # tokens; every path (prefill, decode, batching, the near-tie analysis) is
 # still taken.
 GREEDY_TOKENS, GREEDY_PROMPTS = 32, 5
-GREEDY_TOKENS_CPU_DEVICE, GREEDY_PROMPTS_CPU_DEVICE = 16, 2
+GREEDY_TOKENS_CPU_DEVICE, GREEDY_PROMPTS_CPU_DEVICE = 10, 2
 SERVER_WORK = (8, 16)  # prompts sent at once, tokens each
 SERVER_WORK_CPU_DEVICE = (4, 8)
 
