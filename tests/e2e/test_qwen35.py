@@ -131,10 +131,9 @@ def test_qwen35_server_batching_and_prefix_reuse(pasada_bin, backend, request):
 
 def test_qwen35_chat_resumes_where_each_prompt_ended(pasada_bin):
     """`pasada chat` on a recurrent model: the tiny model's answers are
-    bytes that the next turn's rendering tokenizes otherwise, so each turn
-    reuses at least the previous turn's whole prompt (the state snapshot
-    taken where it ended; before such snapshots, nothing), never more than
-    it decoded."""
+    random bytes, which the next turn's rendering may tokenize otherwise;
+    each turn reuses at least the previous turn's whole prompt (the state
+    snapshot taken where it ended), never more than it decoded."""
     import re
     res = subprocess.run([str(pasada_bin), "chat", "-m", str(MODEL), "--chat-template", "chatml", "-c", "1024",
                           "-n", "8", "--temp", "0"], input="hello there\nsecond turn\nthird\nfourth one\n",
