@@ -516,7 +516,9 @@ def sglang_router(pasada_bin, model, policy, ctx):
     router = subprocess.Popen(
         [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
          str(port), "--policy", policy, "--health-check-endpoint", "/ready",
-         "--worker-urls", *[r.url for r in replicas]],
+         # the router polls each worker's /get_load at this interval too
+         # (30 s by default)
+         "--worker-startup-check-interval", "2", "--worker-urls", *[r.url for r in replicas]],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
         env=dict(os.environ, NO_COLOR="1"))
     url = f"http://127.0.0.1:{port}"
@@ -597,7 +599,7 @@ def test_power_of_two_behind_sglang_router(pasada_bin, smollm2):
         busy, idle = replicas
         # two staggered loops of long completions sent to one replica
         # directly (the router never sees them): it is loaded whenever the
-        # router polls (its interval is its own, tens of seconds here)
+        # router polls
         stop = threading.Event()
 
         def keep_busy(delay):
