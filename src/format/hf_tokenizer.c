@@ -21,15 +21,6 @@
 
 enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
-/* The split regexes of tokenizer.json that name llama.cpp pre-tokenizers
- * (tokenizer/pretok_regex.h: the strings the releases publish). */
-static const struct {
-  const char *regex, *pre;
-} split_regexes[] = {
-    {RE_QWEN2, "qwen2"}, {RE_LLAMA3, "llama-bpe"}, {RE_QWEN35, "qwen35"},
-    {RE_TEKKEN, "tekken"}, {RE_GPT4O, "gpt-4o"},
-};
-
 static bool is_type(const pj_value *j, const char *type) {
   const pj_value *t = hf_member(j, "type");
   return pj_is_str(t) && !strcmp(t->valuestring, type);
@@ -44,26 +35,36 @@ static bool byte_level(const pj_value *j, bool *regex) {
   return true;
 }
 
-/* The llama.cpp pre-tokenizer name of tokenizer.json's pre_tokenizer, or NULL. */
-static const char *recognise_pre(const pj_value *pt) {
+/* The llama.cpp pre-tokenizer name of tokenizer.json's pre_tokenizer into
+ * name[cap], or false: ByteLevel alone (GPT-2's words), or a Sequence of
+ * Splits (a regex, Isolated, not inverted) and Digits (each digit alone)
+ * ending in ByteLevel (with its own regex last, or none), whose regexes in
+ * order are those of one of pretok.c's pre-tokenizers. ignore_merges:
+ * model.ignore_merges, which picks between names of the same regexes. */
+static bool recognise_pre(const pj_value *pt, bool ignore_merges, char *name, size_t cap) {
   bool rx = false;
-  if (byte_level(pt, &rx)) return rx ? "gpt-2" : NULL;
-  if (!is_type(pt, "Sequence")) return NULL;
+  if (byte_level(pt, &rx)) return rx && snprintf(name, cap, "gpt-2") > 0;
+  if (!is_type(pt, "Sequence")) return false;
   const pj_value *seq = hf_member(pt, "pretokenizers");
-  if (!pj_is_arr(seq) || pj_size(seq) != 2) return NULL;
-  const pj_value *a = pj_at(seq, 0), *b = pj_at(seq, 1);
-  if (!byte_level(b, &rx)) return NULL;
-  if (is_type(a, "Digits") && pj_is_true(hf_member(a, "individual_digits")) && rx) return "smollm";
-  if (is_type(a, "Split") && !rx) {
-    const pj_value *re = hf_member(hf_member(a, "pattern"), "Regex"),
+  const size_t n = pj_is_arr(seq) ? pj_size(seq) : 0;
+  const char *re[8];
+  int k = 0;
+  if (n < 2 || n > sizeof re / sizeof re[0] || !byte_level(pj_at(seq, n - 1), &rx)) return false;
+  for (size_t i = 0; i + 1 < n; i++) {
+    const pj_value *a = pj_at(seq, i);
+    if (is_type(a, "Digits") && pj_is_true(hf_member(a, "individual_digits"))) {
+      re[k++] = RE_DIGIT;
+      continue;
+    }
+    const pj_value *r = hf_member(hf_member(a, "pattern"), "Regex"),
                    *beh = hf_member(a, "behavior");
-    if (!pj_is_str(re) || !pj_is_str(beh) || strcmp(beh->valuestring, "Isolated") != 0 ||
-        pj_is_true(hf_member(a, "invert")))
-      return NULL;
-    for (size_t i = 0; i < sizeof split_regexes / sizeof split_regexes[0]; i++)
-      if (!strcmp(re->valuestring, split_regexes[i].regex)) return split_regexes[i].pre;
+    if (!is_type(a, "Split") || !pj_is_str(r) || !pj_is_str(beh) ||
+        strcmp(beh->valuestring, "Isolated") != 0 || pj_is_true(hf_member(a, "invert")))
+      return false;
+    re[k++] = r->valuestring;
   }
-  return NULL;
+  if (rx) re[k++] = RE_GPT2;
+  return pa_pretok_name_of(re, k, ignore_merges, name, cap);
 }
 
 /* ---- SentencePiece-style BPE ---- */
@@ -432,12 +433,15 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
                   "\"\\u2581\"; Replace alone; Metaspace without split, prepend_scheme first or "
                   "never)",
                   path);
-  const char *pre = spm ? "default" : NULL;
-  if (!rc && !spm && !(pre = recognise_pre(hf_member(tok, "pre_tokenizer"))))
-    rc = pa_error(PASADA_ERR_UNSUPPORTED,
-                  "%s: the pre_tokenizer is not one pasada recognises (ByteLevel; Digits + "
-                  "ByteLevel; the split of Qwen2, Llama 3, Qwen3.5, Tekken or GPT-4o + ByteLevel)",
-                  path);
+  char pre[32] = "default";
+  if (!rc && !spm &&
+      !recognise_pre(hf_member(tok, "pre_tokenizer"), pj_is_true(hf_member(model, "ignore_merges")),
+                     pre, sizeof pre))
+    rc = pa_error(
+        PASADA_ERR_UNSUPPORTED,
+        "%s: the pre_tokenizer is not one pasada recognises (ByteLevel alone, or Splits and "
+        "Digits then ByteLevel whose regexes are those of a known pre-tokenizer: %s)",
+        path, pa_pretok_supported());
   float *scores = NULL;
   if (!rc) rc = build_vocab(&v, tok, n_vocab);
   if (!rc && spm && !(scores = malloc(v.n * sizeof *scores)))

@@ -5,9 +5,12 @@
  * the pieces the previous one produced; matches and the gaps between them
  * both become pieces, as Hugging Face's Split with "isolated" behaviour).
  * The regexes are the ones the original tokenizers publish; PCRE2 runs them
- * with Unicode properties (UTF + UCP), JIT-compiled when available. */
+ * with Unicode properties (UTF + UCP), JIT-compiled when available. A
+ * Hugging Face folder's tokenizer.json names its row by the same regexes
+ * (pa_pretok_name_of, pretok_regex.h). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
@@ -16,10 +19,31 @@
 #include "tokenizer/pretok_regex.h"
 #include "tokenizer/tokenizer_internal.h"
 
-/* GPT-2 (also the word splitter of Hugging Face's ByteLevel pre-tokenizer). */
-#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-/* Every digit alone (Hugging Face's Digits(individual_digits=true)). */
-#define RE_DIGIT "\\p{N}"
+/* Llama 3 (tiktoken cl100k): digits in groups of up to three. */
+#define RE_LLAMA3                                                          \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}" \
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen 2: as Llama 3 with single digits. */
+#define RE_QWEN2                                                      \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}" \
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen 3.5: as Qwen 2 with combining marks inside words. */
+#define RE_QWEN35                                                             \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}" \
+  "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Tekken (Mistral NeMo): words split at case changes, single digits. */
+#define RE_TEKKEN                                                                              \
+  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"  \
+  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" \
+  "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* GPT-4o (tiktoken o200k; also Llama 4): Tekken's words with contractions,
+ * digits in threes. */
+#define RE_GPT4O                                                                               \
+  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"  \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                              \
+  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                              \
+  "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Llama 3's with runs of spaces cut at powers of two (Jais 2). */
 #define RE_JAIS2                                                                                   \
   "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                         \
@@ -128,6 +152,48 @@ struct pa_pretok {
   pcre2_code *code[PA_PRETOK_MAX_REGEX];
   int n_code;
 };
+
+/* a \r, \n or \t, escaped or not: the same to PCRE2 and to Oniguruma */
+static int regex_char(const char **p) {
+  const char *s = *p;
+  if (s[0] == '\\' && (s[1] == 'r' || s[1] == 'n' || s[1] == 't')) {
+    *p += 2;
+    return s[1] == 'r' ? '\r' : s[1] == 'n' ? '\n' : '\t';
+  }
+  if (s[0] == '\\' && s[1]) { /* any other escape: both characters, as they are */
+    *p += 2;
+    return 0x100 | (unsigned char)s[1];
+  }
+  *p += 1;
+  return (unsigned char)s[0];
+}
+
+static bool same_regex(const char *a, const char *b) {
+  while (*a && *b)
+    if (regex_char(&a) != regex_char(&b)) return false;
+  return !*a && !*b;
+}
+
+bool pa_pretok_name_of(const char *const *re, int n, bool ignore_merges, char *name, size_t cap) {
+  const size_t rows = sizeof pretok_table / sizeof pretok_table[0];
+  size_t found = rows;
+  for (size_t i = 0; i < rows; i++) {
+    int k = 0;
+    while (k < n && k < PA_PRETOK_MAX_REGEX && pretok_table[i].regex[k] &&
+           same_regex(re[k], pretok_table[i].regex[k]))
+      k++;
+    if (k != n || (k < PA_PRETOK_MAX_REGEX && pretok_table[i].regex[k])) continue;
+    if (found == rows) found = i;
+    if (pretok_table[i].ignore_merges == ignore_merges) {
+      found = i;
+      break;
+    }
+  }
+  if (found == rows) return false;
+  const char *all = pretok_table[found].names, *sp = strchr(all, ' ');
+  snprintf(name, cap, "%.*s", (int)(sp ? (size_t)(sp - all) : strlen(all)), all);
+  return true;
+}
 
 static char supported[600];
 static once_flag supported_once = ONCE_FLAG_INIT;

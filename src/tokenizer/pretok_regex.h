@@ -1,34 +1,26 @@
-/* pretok_regex.h: the split regexes that tokenizer.json files publish and
- * that name llama.cpp pre-tokenizers: pretok.c runs them, and
- * format/hf_tokenizer.c recognises a Hugging Face folder's pre-tokenizer by
- * its Split regex being one of them, character for character. */
+/* pretok_regex.h: what the reader of tokenizer.json (format/hf_tokenizer.c)
+ * shares with the pre-tokenizers (pretok.c): the regexes a Hugging Face
+ * pre_tokenizer spells without a Split (ByteLevel's own, Digits'), and the
+ * lookup of a llama.cpp pre-tokenizer name by the regexes it runs. */
 #ifndef PASADA_PRETOK_REGEX_H
 #define PASADA_PRETOK_REGEX_H
 
-/* Llama 3 (tiktoken cl100k): digits in groups of up to three. */
-#define RE_LLAMA3                                                                                  \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                         \
-  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* Qwen 2: as Llama 3 with single digits. */
-#define RE_QWEN2                                                                                   \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"                              \
-  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* Qwen 3.5: as Qwen 2 with combining marks inside words. */
-#define RE_QWEN35                                                                                  \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"                      \
-  "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* Tekken (Mistral NeMo): words split at case changes, single digits. */
-#define RE_TEKKEN                                                                                  \
-  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"          \
-  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"          \
-  "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-/* GPT-4o (tiktoken o200k; also Llama 4): Tekken's words with contractions,
- * digits in threes. */
-#define RE_GPT4O                                                                                   \
-  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"          \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                                  \
-  "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"          \
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                                  \
-  "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#include <stdbool.h>
+#include <stddef.h>
+
+/* GPT-2 (also the word splitter of Hugging Face's ByteLevel pre-tokenizer). */
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+/* Every digit alone (Hugging Face's Digits(individual_digits=true)). */
+#define RE_DIGIT "\\p{N}"
+
+/* The first name of the pre-tokenizer (pretok.c's table) that runs exactly
+ * the n regexes re[], in order, each split again by the next, into
+ * name[cap]: preferably one whose BPE ignores merges as ignore_merges says
+ * (tokenizer.json's model.ignore_merges), else one that does not. Regexes
+ * compare character for character, except that \r, \n and \t match the
+ * escapes that spell them. false when none does. */
+bool pa_pretok_name_of(const char *const *re, int n, bool ignore_merges, char *name, size_t cap);
+/* "gpt2, llama-bpe, ... (and N more names of these families)", for errors */
+const char *pa_pretok_supported(void);
 
 #endif

@@ -140,7 +140,6 @@ void pa_pretok_free(pa_pretok *p);
 typedef int (*pa_pretok_emit)(void *ctx, const char *s, size_t len);
 int pa_pretok_split(const pa_pretok *p, const char *text, size_t len, pa_pretok_emit emit,
                     void *ctx);
-const char *pa_pretok_supported(void); /* "default, gpt2, ..." for error messages */
 
 /* bpe.c */
 int pa_bpe_build_merges(pa_tokenizer *t, const void *merges_value /* gguf_value */);

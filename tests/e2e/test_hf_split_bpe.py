@@ -1,12 +1,15 @@
-"""Byte-level BPE folders whose tokenizer.json splits with a released
-tokenizer's regex (Qwen3.5's, Mistral NeMo's tekken, tiktoken o200k's
-gpt-4o: Sequence of Split(regex, Isolated) and ByteLevel without its own
-regex) read as that llama.cpp pre-tokenizer (src/format/hf_tokenizer.c,
-the regexes of src/tokenizer/pretok_regex.h), and encode tricky strings to
+"""Byte-level BPE folders whose tokenizer.json splits as a released
+tokenizer does (a Sequence of Split(regex, Isolated) and Digits(individual)
+ending in ByteLevel without its own regex: Qwen3.5's, Mistral NeMo's
+tekken, tiktoken o200k's gpt-4o, DeepSeek V3's three Splits with line
+breaks written as characters, DeepSeek Coder's four Splits and Digits,
+Llama 3's with ignore_merges (llama-bpe) and without (dbrx)) read as that
+llama.cpp pre-tokenizer (src/format/hf_tokenizer.c: the regexes, in order,
+of a row of src/tokenizer/pretok.c's table), and encode tricky strings to
 the `tokenizers` library's ids. Fixtures: tests/fixtures/hf/split-bpe/
 (scripts/make-split-bpe-fixtures.py: one 700-token vocabulary trained per
-regex, and the library's ids); the model is the tiny llama's F32 folder with
-embedding and output rows for the 700 tokens."""
+pre-tokenizer, and the library's ids); the model is the tiny llama's F32
+folder with embedding and output rows for the 700 tokens."""
 import json
 import shutil
 
@@ -58,3 +61,23 @@ def test_another_split_regex_is_refused_with_one_line(tmp_path):
     (folder / "tokenizer.json").write_text(json.dumps(tj))
     res = pasada("tokenize", "-m", folder, "-p", "hi", check=False)
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "pre_tokenizer" in res.stderr, res.stderr
+
+
+def test_line_breaks_match_as_escapes_or_characters(tmp_path):
+    """A regex's \\r, \\n and \\t match the characters in the table's
+    regexes either way; an escaped backslash before an r is not a line
+    break, and another regex is refused."""
+    folder = folder_of("deepseek-v3", tmp_path)
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    words = tj["pre_tokenizer"]["pretokenizers"][2]["pattern"]
+    assert "\r\n" in words["Regex"]
+    for regex, ok in ((words["Regex"].replace("\r\n", r"\r\n"), True),
+                      (words["Regex"].replace("\r\n", r"\\r\n"), False),
+                      (words["Regex"].replace("\r\n", "\n\r"), False)):
+        words["Regex"] = regex
+        (folder / "tokenizer.json").write_text(json.dumps(tj))
+        res = pasada("info", "-m", folder, check=False)
+        if ok:
+            assert res.returncode == 0 and "pre-tokenizer deepseek-v3" in res.stdout + res.stderr, res.stderr
+        else:
+            assert res.returncode == 1 and "pre_tokenizer" in res.stderr, res.stderr
