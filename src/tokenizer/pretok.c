@@ -3,7 +3,8 @@
  * tokenizer.ggml.pre names how the text is cut into words before the merges
  * run. Each name maps to one or more regexes applied in sequence (each splits
  * the pieces the previous one produced; matches and the gaps between them
- * both become pieces, as Hugging Face's Split with "isolated" behaviour).
+ * both become pieces, as Hugging Face's Split with "isolated" behaviour; a
+ * match of zero width cuts the text where it matches).
  * The regexes are the ones the original tokenizers publish; PCRE2 runs them
  * with Unicode properties (UTF + UCP), JIT-compiled when available. A
  * Hugging Face folder's tokenizer.json names its row by the same regexes
@@ -105,6 +106,34 @@
   "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"   \
   "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* Kimi K2 (its tokenization_kimi.py): GPT-4o's words without Han
+ * characters in them (the original's class intersections [X&&[^\p{Han}]],
+ * written as a lookahead before the class), and Han runs of their own. */
+#define KIMI_UP "(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])"
+#define KIMI_LO "(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])"
+#define RE_KIMI_K2                                         \
+  "[\\p{Han}]+|[^\\r\\n\\p{L}\\p{N}]?" KIMI_UP "*" KIMI_LO \
+  "+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                         \
+  "|[^\\r\\n\\p{L}\\p{N}]?" KIMI_UP "+" KIMI_LO            \
+  "*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                         \
+  "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* AFMoE (Arcee): a run of digits cut into threes from its end (the first
+ * group 1 to 3 long), then CJK, Thai, Lao, Khmer, Myanmar and Hangul runs,
+ * then DeepSeek V3's words. */
+#define RE_AFMOE_DIGITS "\\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N}))"
+/* clang-format off */
+#define RE_AFMOE_ASIAN "[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+"
+/* clang-format on */
+/* SuperBPE (its words span spaces): numbers alone, each cut into threes
+ * from its end by a split of zero width. */
+#define RE_SUPERBPE_CUT "(?=(\\d{3})+(?!\\d))"
+/* Chameleon: its sentinel and image tokens, tabs, newlines and runs of two
+ * or four spaces, digits, punctuation, then GPT-2's words. */
+#define RE_CHAMELEON_TOKENS "<sentinel:[0-9]+>"
+#define RE_CHAMELEON_IMAGE "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z"
+#define RE_CHAMELEON_SPACE "([\\t\\n]|    |  )"
+#define RE_CHAMELEON_PUNCT "[\\p{P}!-/:-@\\[-`{-~]"
+
 static const struct {
   const char *names; /* space-separated names of tokenizer.ggml.pre */
   const char *regex[PA_PRETOK_MAX_REGEX];
@@ -117,13 +146,18 @@ static const struct {
      true},
     {"dbrx smaug-bpe chatglm-bpe", {RE_LLAMA3}, false},
     {"jais-2", {RE_JAIS2}, false},
-    {"qwen2 deepseek-r1-qwen kormo f2llmv2 stablelm2 megrez hunyuan solar-open grok-2", {RE_QWEN2}, false},
+    {"qwen2 deepseek-r1-qwen kormo f2llmv2 stablelm2 megrez hunyuan solar-open grok-2",
+     {RE_QWEN2},
+     false},
     {"ufakzeka", {RE_UFAKZEKA}, false},
     {"seed-coder", {RE_SEED_CODER}, false},
     {"bailingmoe bailingmoe2 llada-moe", {RE_BAILINGMOE}, false},
     {"minicpm5", {RE_DIGITS3, RE_MINICPM5_WORDS}, true},
-    {"smollm starcoder refact codeshell command-r exaone minerva-7b mellum2", {RE_DIGIT, RE_GPT2}, false},
-    {"gpt-2 phi-2 mpt olmo jais roberta-bpe gigachat jina-es jina-de jina-v1-en jina-v2-es jina-v2-de "
+    {"smollm starcoder refact codeshell command-r exaone minerva-7b mellum2",
+     {RE_DIGIT, RE_GPT2},
+     false},
+    {"gpt-2 phi-2 mpt olmo jais roberta-bpe gigachat jina-es jina-de jina-v1-en jina-v2-es "
+     "jina-v2-de "
      "jina-v2-code a.x-4.0 mellum modern-bert trillion granite-docling exaone4",
      {RE_GPT2},
      false},
@@ -135,9 +169,12 @@ static const struct {
       RE_DEEPSEEK_CJK, RE_NUMBERS},
      false},
     {"deepseek-coder",
-     {RE_DEEPSEEK_NEWLINE, RE_DEEPSEEK_CODER_LETTERS, RE_DEEPSEEK_CODER_PUNCT, RE_DEEPSEEK_CJK, RE_DIGIT},
+     {RE_DEEPSEEK_NEWLINE, RE_DEEPSEEK_CODER_LETTERS, RE_DEEPSEEK_CODER_PUNCT, RE_DEEPSEEK_CJK,
+      RE_DIGIT},
      false},
-    {"deepseek-v3 hunyuan-dense joyai-llm hy_v4", {RE_DIGITS3, RE_DEEPSEEK3_CJK, RE_DEEPSEEK3_WORDS}, false},
+    {"deepseek-v3 hunyuan-dense joyai-llm hy_v4",
+     {RE_DIGITS3, RE_DEEPSEEK3_CJK, RE_DEEPSEEK3_WORDS},
+     false},
     {"qwen35", {RE_QWEN35}, false},
     {"laguna", {RE_LINES, RE_QWEN2}, false},
     {"exaone-moe", {RE_EXAONE_MOE}, false},
@@ -146,6 +183,14 @@ static const struct {
     {"tekken", {RE_TEKKEN}, true},
     {"gpt-4o llama4 kanana2 talkie minimax-m2", {RE_GPT4O}, false},
     {"tiny_aya cohere2moe", {RE_TINY_AYA_DIGITS, RE_GPT4O}, false},
+    {"granite-embed-multi-97m", {RE_GPT4O}, true},
+    {"kimi-k2", {RE_KIMI_K2}, false},
+    {"afmoe", {RE_AFMOE_DIGITS, RE_AFMOE_ASIAN, RE_DEEPSEEK3_WORDS}, false},
+    {"superbpe", {RE_NUMBERS, RE_SUPERBPE_CUT}, false},
+    {"chameleon",
+     {RE_CHAMELEON_TOKENS, RE_CHAMELEON_IMAGE, RE_CHAMELEON_SPACE, RE_DIGIT, RE_CHAMELEON_PUNCT,
+      RE_GPT2_WORDS},
+     false},
 };
 
 struct pa_pretok {
@@ -291,11 +336,15 @@ static int split(split_state *st, int level, const char *s, size_t len) {
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
     size_t ms = ov[0], me = ov[1];
-    if (me <= ms) { /* an empty match (none of our patterns has one): step over a character */
+    int e;
+    if (me <= ms) { /* an empty match cuts the text there (superbpe's); then a character on */
+      if (ms > gap && ms < len) {
+        if ((e = split(st, level + 1, s + gap, ms - gap))) return e;
+        gap = ms;
+      }
       pos = ms + (size_t)pa_utf8_lead_len((unsigned char)s[ms < len ? ms : len - 1]);
       continue;
     }
-    int e;
     if (ms > gap && (e = split(st, level + 1, s + gap, ms - gap))) return e;
     if ((e = split(st, level + 1, s + ms, me - ms))) return e;
     pos = gap = me;

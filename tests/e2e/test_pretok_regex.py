@@ -17,6 +17,7 @@ import json
 import os
 import pathlib
 import subprocess
+import unicodedata
 
 import pytest
 
@@ -44,6 +45,37 @@ GPT4O = (rf"[^\r\n\p{{L}}\p{{N}}]?{UPPER}*{LOWER}+{CONTRACTIONS}?"
 DEEPSEEK_LLM_LETTERS = None  # read from pretok.c below: a 200-range class of letters
 DEEPSEEK3_WORDS = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
                    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+KIMI_UP = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+KIMI_LO = r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+# tokenization_kimi.py's pattern: class intersections (&&), the regex
+# package's version 1 syntax
+KIMI_K2 = (r"(?V1)[\p{Han}]+|[^\r\n\p{L}\p{N}]?" + KIMI_UP + "*" + KIMI_LO + "+" + CONTRACTIONS + "?"
+           r"|[^\r\n\p{L}\p{N}]?" + KIMI_UP + "+" + KIMI_LO + "*" + CONTRACTIONS + "?"
+           r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def afmoe_digits(piece):
+    """AFMoE's digit rule, as its tokenizer describes it: each run of
+    numeric characters (Unicode N) cut into threes from its end, the first
+    group taking what is left (1 or 2) when the length is no multiple of 3;
+    the text between runs stays whole."""
+    out, i = [], 0
+    while i < len(piece):
+        j = i
+        numeric = unicodedata.category(piece[i]).startswith("N")
+        while j < len(piece) and unicodedata.category(piece[j]).startswith("N") == numeric:
+            j += 1
+        if not numeric:
+            out.append(piece[i:j])
+        else:
+            k = i + (j - i) % 3
+            if k > i:
+                out.append(piece[i:k])
+            out += [piece[a:a + 3] for a in range(k, j, 3)]
+        i = j
+    return out
+
 
 PRETOKENIZERS = {
     "gpt2": [GPT2],
@@ -81,6 +113,12 @@ PRETOKENIZERS = {
               rf"[^\r\n\p{{L}}\p{{N}}]?{UPPER}*{LOWER}+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
               rf"|[^\r\n\p{{L}}\p{{N}}]?{UPPER}+{LOWER}*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
               r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    "granite-embed-multi-97m": [GPT4O],
+    "kimi-k2": [KIMI_K2],
+    "afmoe": [afmoe_digits, r"[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+", DEEPSEEK3_WORDS],
+    "superbpe": [r"\p{N}+", r"(?=(\d{3})+(?!\d))"],
+    "chameleon": [r"<sentinel:[0-9]+>", r"(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", r"([\t\n]|    |  )", r"\p{N}",
+                  r"[\p{P}!-/:-@\[-`{-~]", GPT2_WORDS],
 }
 # Other tokenizer.ggml.pre names of the same families (llama.cpp's mapping):
 # each must split exactly as the family's name above.
@@ -108,6 +146,9 @@ OWN_TEXTS = [
     "a/b/c\n//comment\n$x+=y<=z^w~v|u`t",
     "emoji 🦙🦙 and 👍🏽 mixed!!! ... ？！",
     "don't stop\u00a0believing\u2003em space",
+    "1 22 333 4444 55555 666666 x7777777y ab12cd ²³⁴5 ١٢٣٤",
+    "Kimi中文Mixed 漢字かなカナ한글 ไทย ລາວ ខ្មែរ မြန်မာ",
+    "<sentinel:12> IMGIMGABCZ IMGIMGJZ a  b    c\td",
     "",
 ]
 
@@ -115,12 +156,18 @@ OWN_TEXTS = [
 def split_like_pasada(patterns, text):
     pieces = [text]
     for pattern in patterns:
+        if callable(pattern):
+            pieces = [p for piece in pieces for p in pattern(piece)]
+            continue
         compiled = regex.compile(pattern)
         out = []
         for piece in pieces:
             gap = 0
             for m in compiled.finditer(piece):
-                if m.end() == m.start():
+                if m.end() == m.start():  # a match of zero width: a cut
+                    if gap < m.start() < len(piece):
+                        out.append(piece[gap:m.start()])
+                        gap = m.start()
                     continue
                 if m.start() > gap:
                     out.append(piece[gap:m.start()])
