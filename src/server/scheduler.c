@@ -59,6 +59,7 @@ struct srv_sched {
   srv_metrics *metrics;
   int32_t n_vocab, n_ctx, n_slots, prefill_chunk, max_queue, n_embd;
   int32_t pool_blocks;
+  bool recurrent; /* the model has recurrent layers (pasada_model_is_recurrent) */
 
   pthread_t thread;
   bool started;
@@ -108,6 +109,7 @@ int srv_sched_create(const pasada_model *model, pasada_context *ctx, int32_t n_s
   s->n_vocab = pasada_model_n_vocab(model);
   s->n_ctx = pasada_context_n_ctx(ctx);
   s->n_embd = pasada_model_n_embd(model);
+  s->recurrent = pasada_model_is_recurrent(model);
   s->n_slots = n_seq_max;
   s->prefill_chunk = p->prefill_chunk > 0 ? p->prefill_chunk : 256;
   s->max_queue = p->max_queue;
@@ -599,6 +601,15 @@ static void on_verified(srv_sched *s, int i, const srv_sampled *d) {
 
 /* ---- one step ---- */
 
+/* Whether other choices of j's request wait for j's prompt (make_choices:
+ * the first choice of each prompt, when n > 1) on a recurrent model. They
+ * can start only from a state snapshot that leaves them a token to decode
+ * (pasada_seq_reuse_prefix), so j's prompt goes in two passes, the last
+ * token alone, and j's state before that token is kept for them. */
+static bool leads_recurrent_choices(const srv_sched *s, const srv_job *j) {
+  return s->recurrent && j->req.kind != SRV_EMBEDDING && j->req.n > 1 && !j->wait_prefill;
+}
+
 /* The running job admitted last: the one to give up when the cache is full. */
 static int newest_slot(const srv_sched *s) {
   int best = -1;
@@ -646,6 +657,7 @@ static void run_step(srv_sched *s) {
      * of it in one pass; serve makes the chunk hold the longest) */
     if (j->req.kind == SRV_EMBEDDING && k > budget) break;
     if (k > budget) k = budget;
+    if (k > 1 && j->n_fed + k == j->req.n_prompt && leads_recurrent_choices(s, j)) k--;
     for (int32_t t = 0; t < k; t++) {
       int32_t p = j->n_fed + t;
       s->b_token[n] = j->req.prompt[p];
@@ -691,10 +703,13 @@ static void run_step(srv_sched *s) {
   for (int32_t t = 0; t < n; t++) s->slot[s->b_seq[t]]->n_fed++;
   /* a recurrent model's state where a prompt ends, for the next turn of its
    * conversation, whose rendering of the answer may differ from the tokens
-   * generated (no-op for other models) */
+   * generated, and a token before, for the request's other choices
+   * (leads_recurrent_choices) (no-op for other models) */
   for (int32_t t = 0; t < n; t++) {
     const srv_job *j = s->slot[s->b_seq[t]];
-    if (j->next_token < 0 && j->req.kind != SRV_EMBEDDING && s->b_pos[t] == j->req.n_prompt - 1)
+    if (j->next_token < 0 && j->req.kind != SRV_EMBEDDING &&
+        (s->b_pos[t] == j->req.n_prompt - 1 ||
+         (s->b_pos[t] == j->req.n_prompt - 2 && leads_recurrent_choices(s, j))))
       pasada_seq_snapshot(s->ctx, s->b_seq[t]);
   }
   /* the hidden states the context kept for the MTP drafter: none needed by

@@ -130,6 +130,34 @@ def test_qwen35_server_batching_and_prefix_reuse(pasada_bin, backend, request):
         srv.kill()
 
 
+def test_qwen35_choices_start_from_the_first_ones_prompt(pasada_bin):
+    """n choices of one prompt on a recurrent model: the first keeps its
+    state one token before the prompt's end, and every other choice starts
+    there and decodes only the last prompt token (prefix-cache hits of
+    n_prompt - 1 each); greedy, all give the text the prompt gives alone."""
+    (a, _), _, _ = load_fixture("qwen35")
+    srv = Server(pasada_bin, MODEL, "--parallel", "4")
+    try:
+        alone = _complete(srv.url, a, 5)
+        before = srv.wait_idle()["pasada_prefix_cache_hit_tokens_total"]
+        # a second prompt of the same request too: each prompt's choices
+        # start from their own prompt
+        b = np.concatenate([a[:4], a[:3]])
+        r = requests.post(srv.url + "/v1/completions", timeout=60,
+                          json={"prompt": [[int(t) for t in a], [int(t) for t in b]], "n": 3,
+                                "max_tokens": 5, "temperature": 0})
+        assert r.status_code == 200, r.text
+        texts = [c["text"] for c in sorted(r.json()["choices"], key=lambda c: c["index"])]
+        assert texts[:3] == [alone["choices"][0]["text"]] * 3
+        assert len(set(texts[3:])) == 1
+        hits = srv.wait_idle()["pasada_prefix_cache_hit_tokens_total"] - before
+        # the first choices reuse nothing (the lone request's snapshot of
+        # the whole of a leaves no token to decode); the others n_prompt - 1
+        assert hits == 2 * (len(a) - 1) + 2 * (len(b) - 1), hits
+    finally:
+        srv.kill()
+
+
 def test_qwen35_chat_resumes_where_each_prompt_ended(pasada_bin):
     """`pasada chat` on a recurrent model: the tiny model's answers are
     random bytes, which the next turn's rendering may tokenize otherwise;
