@@ -140,7 +140,8 @@ static const struct {
   bool ignore_merges;
 } pretok_table[] = {
     {"default gpt2", {RE_GPT2}, false},
-    {"gemma4", {"[^\\n]+|[\\n]+"}, false}, /* lines and runs of newlines: no word splitting */
+    /* lines and runs of newlines: no word splitting */
+    {"gemma4 granite-embed-multi-311m", {"[^\\n]+|[\\n]+"}, false},
     {"llama-bpe llama3 llama-v3 falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano glm4 glm5",
      {RE_LLAMA3},
      true},

@@ -320,7 +320,14 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
   }
   snprintf(t->model_name, sizeof t->model_name, "%s", model);
   if ((rc = gguf_get_string(f, "tokenizer.ggml.pre", false, &pre))) goto fail;
-  snprintf(t->pre_name, sizeof t->pre_name, "%s", t->spm_bpe ? "gemma4" : pre ? pre : "default");
+  /* Granite Embedding 311M's byte-level-named vocabulary is Gemma 4's
+   * SentencePiece-style BPE (llama.cpp runs both alike) */
+  if (t->kind == PA_TOK_BPE && pre && strcmp(pre, "granite-embed-multi-311m") == 0)
+    t->spm_bpe = true;
+  snprintf(t->pre_name, sizeof t->pre_name, "%s",
+           strcmp(model, "gemma4") == 0 ? "gemma4"
+           : pre                        ? pre
+                                        : "default");
 
   const gguf_value *tokens;
   if ((rc = get_array(f, "tokenizer.ggml.tokens", true, 's', &tokens))) goto fail;

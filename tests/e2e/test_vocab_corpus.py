@@ -12,6 +12,7 @@ fails when PASADA_REQUIRE_VOCABS=1 (scripts/test sets it) and skips otherwise.""
 import json
 import os
 import pathlib
+import struct
 import subprocess
 
 import pytest
@@ -88,3 +89,78 @@ def test_vocab_corpus(kind):
         checked.append(name)
     missing = [n for n in SUPPORTED if n not in checked]
     assert not missing, f"no reference cases checked for {missing} (in {VOCABS})"
+
+
+def with_strings(src, dst, strings):
+    """Writes a copy of the vocabulary-only GGUF `src` (no tensors) to `dst`
+    with the string values of the keys in `strings` replaced (a key the file
+    lacks is added), read and written without the gguf package (which takes
+    half a minute on a 262k vocabulary)."""
+    data = src.read_bytes()
+    pos = 8
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, data, pos)[0]
+        pos += struct.calcsize("<" + fmt)
+        return v
+
+    def skip(t):
+        nonlocal pos
+        if t == 8:
+            n = take("Q")
+            pos += n
+        elif t == 9:
+            et, n = take("I"), take("Q")
+            if et in SCALAR_SIZE:
+                pos += SCALAR_SIZE[et] * n
+            else:
+                for _ in range(n):
+                    skip(et)
+        else:
+            pos += SCALAR_SIZE[t]
+
+    def kv(key, s):
+        k, v = key.encode(), s.encode()
+        return struct.pack("<Q", len(k)) + k + struct.pack("<IQ", 8, len(v)) + v
+
+    assert take("Q") == 0, f"{src.name} has tensors"
+    n_kv = take("Q")
+    body, todo = [], dict(strings)
+    for _ in range(n_kv):
+        start = pos
+        n = take("Q")
+        key = data[pos:pos + n].decode()
+        pos += n
+        skip(take("I"))
+        body.append(kv(key, todo.pop(key)) if key in todo else data[start:pos])
+    body += [kv(k, s) for k, s in todo.items()]
+    dst.write_bytes(data[:8] + struct.pack("<QQ", 0, len(body)) + b"".join(body))
+
+
+SCALAR_SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def test_granite_embedding_311m_is_gemma4s_tokenizer(tmp_path):
+    """llama.cpp runs tokenizer.ggml.pre granite-embed-multi-311m (Granite
+    Embedding 311M multilingual, a byte-level-named vocabulary) as Gemma 4's
+    SentencePiece-style BPE: the Gemma 4 vocabulary named so encodes every
+    reference case of Gemma 4 to its ids."""
+    vocab = VOCABS / "ggml-vocab-gemma-4.gguf"
+    if not vocab.exists():
+        corpus()  # fails or skips as the corpus test does
+        pytest.skip(f"{vocab} is missing")
+    renamed = tmp_path / "granite.gguf"
+    with_strings(vocab, renamed, {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "granite-embed-multi-311m"})
+    info = subprocess.run([str(tool("release")), str(renamed), "info"], capture_output=True, text=True, timeout=120)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout).get("pre") == "granite-embed-multi-311m"
+    todo = cases(vocab)
+    assert todo
+    reqs = "".join("encs " + json.dumps(t) + "\n" for t, _ in todo).encode()
+    res = subprocess.run([str(tool("release")), str(renamed), "serve"], input=reqs, capture_output=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr.decode(errors="replace")[-2000:]
+    got = [json.loads(line) for line in res.stdout.decode("utf-8").split("\n")[:-1]]
+    wrong = [(t, want, ids) for (t, want), ids in zip(todo, got) if ids != want]
+    assert len(got) == len(todo) and not wrong, wrong[:1]
