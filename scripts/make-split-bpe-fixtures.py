@@ -49,7 +49,8 @@ PRETOKENIZERS = {
     "gpt-4o": ([rf"[^\r\n\p{{L}}\p{{N}}]?{WORDS_UP}*{WORDS_LO}+{CONTR}?|[^\r\n\p{{L}}\p{{N}}]?{WORDS_UP}+{WORDS_LO}*"
                 rf"{CONTR}?|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"], False),
     "deepseek-v3": ([r"\p{N}{1,3}", "[一-龥\u3040-ゟ゠-ヿ]+",
-                     "[!\"" + r"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^" + "\r\n" + r"\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+                     "[!\"" + r"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"
+                     r"|[^" + "\r\n" + r"\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
                      r"| ?[\p{P}\p{S}]+[" + "\r\n" + r"]*|\s*[" + "\r\n" + r"]+|\s+(?!\S)|\s+"], False),
     "deepseek-coder": (["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[一-龥\u0800-一가-\ud7ff]+", DIGITS], False),
     "llama-bpe": ([LLAMA3], True),

@@ -950,7 +950,8 @@ int main(int argc, char **argv) {
   } else if (argc > 1) {
     for (int i = 1; i < argc; i++) check_backend(argv[i]);
   } else {
-    const char *all[] = {"cpu", "cpu:scalar", "cpu:avx2", "cpu:avx512", "cpu:avx512_vnni", "cpu:amx"};
+    const char *all[] = {"cpu",        "cpu:scalar",      "cpu:avx2",
+                         "cpu:avx512", "cpu:avx512_vnni", "cpu:amx"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
       if (!strncmp(all[i], "cpu:", 4) && !pa_kernels_by_name(all[i] + 4)) {
         printf("  %-16s skipped: this CPU lacks its instructions\n", all[i]);
