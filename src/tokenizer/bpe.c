@@ -10,6 +10,7 @@
 
 #include "base/base.h"
 #include "format/gguf.h"
+#include "tokenizer/lower_table.h"
 #include "tokenizer/tokenizer_internal.h"
 
 /* ---- the GPT-2 byte <-> code point map ----
@@ -159,7 +160,8 @@ static bool cand_less(const void *pa, const void *pb) {
 static int try_pair(bpe_state *st, int32_t left) {
   if (left < 0) return PASADA_OK;
   int32_t right = st->sym[left].next;
-  if (right < 0 || st->sym[left].id < 0 || st->sym[right].id < 0) return PASADA_OK; /* spm_bpe: no token */
+  if (right < 0 || st->sym[left].id < 0 || st->sym[right].id < 0)
+    return PASADA_OK; /* raw_bpe: no token */
   int32_t rank, result;
   if (!merge_find(&st->t->merges, st->sym[left].id, st->sym[right].id, &rank, &result))
     return PASADA_OK;
@@ -189,15 +191,16 @@ static size_t utf8_len(uint8_t c) {
   return c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
 }
 
-/* spm_bpe (gemma4): the word's UTF-8 characters are the symbols; one that
- * is no token (id -2 - its byte offset) merges with nothing and comes out
- * as its bytes' <0xNN> tokens (a byte without one is dropped, as llama.cpp
- * does); a word of newlines only that is a token is that token. */
-static int spm_bpe_word(bpe_state *st, const char *s, size_t len) {
+/* raw_bpe: the word's UTF-8 characters are the symbols; one that is no
+ * token (id -2 - its byte offset) merges with nothing and comes out as its
+ * bytes' <0xNN> tokens (a byte without one is dropped, as llama.cpp does);
+ * with Gemma 4's rules a word of newlines only that is a token is that
+ * token. */
+static int raw_bpe_word(bpe_state *st, const char *s, size_t len) {
   const pa_tokenizer *t = st->t;
   size_t nl = 0;
-  while (nl < len && s[nl] == '\n') nl++;
-  if (nl == len) {
+  while (t->gemma4_rules && nl < len && s[nl] == '\n') nl++;
+  if (t->gemma4_rules && nl == len) {
     int32_t id = pa_table_find(t, s, len);
     if (id >= 0) return pa_ids_push(st->out, id);
   }
@@ -229,9 +232,46 @@ static int spm_bpe_word(bpe_state *st, const char *s, size_t len) {
   return rc;
 }
 
+/* White_Space, as Rust's char::is_whitespace and the regex crate's \s see
+ * it (what Hugging Face's Whitespace pre-tokenizer drops). */
+static bool is_white_space(uint32_t c) {
+  return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+/* Writes the lowercase of code point c to out (at most 12 bytes), returns
+ * the bytes written. */
+static size_t lower_utf8(uint32_t c, char *out) {
+  for (size_t i = 0; i < sizeof LOWER_MULTI / sizeof LOWER_MULTI[0]; i++) {
+    if (LOWER_MULTI[i].cp != c) continue;
+    size_t n = 0;
+    for (int k = 0; k < 3 && LOWER_MULTI[i].lower[k]; k++)
+      n += pa_utf8_encode(LOWER_MULTI[i].lower[k], out + n);
+    return n;
+  }
+  size_t lo = 0, hi = sizeof LOWER_RUNS / sizeof LOWER_RUNS[0]; /* the last run starting <= c */
+  while (hi - lo > 1) {
+    size_t mid = (lo + hi) / 2;
+    if (LOWER_RUNS[mid].first <= c)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  if (c >= LOWER_RUNS[lo].first && c <= LOWER_RUNS[lo].last &&
+      (c - LOWER_RUNS[lo].first) % LOWER_RUNS[lo].step == 0)
+    c = (uint32_t)((int32_t)c + LOWER_RUNS[lo].delta);
+  return pa_utf8_encode(c, out);
+}
+
 static int bpe_word(void *ctx, const char *s, size_t len) {
   bpe_state *st = ctx;
   const pa_tokenizer *t = st->t;
+  if (t->drop_whitespace) { /* the pre-tokenizer's gaps are runs of whitespace */
+    uint32_t c;
+    if (pa_utf8_decode((const unsigned char *)s, len, &c) > 0 && is_white_space(c))
+      return PASADA_OK;
+  }
   if (t->ignore_merges) {
     int32_t id = whole_word(st, s, len);
     if (id >= 0) return pa_ids_push(st->out, id);
@@ -243,7 +283,7 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
     st->sym_cap = len;
   }
   int32_t n = 0;
-  if (t->spm_bpe) return spm_bpe_word(st, s, len);
+  if (t->raw_bpe) return raw_bpe_word(st, s, len);
   for (size_t i = 0; i < len; i++) {
     int32_t id = t->byte_token[(uint8_t)s[i]];
     /* A vocabulary without this byte (SmolLM2 lacks 0x1D): the byte is
@@ -288,7 +328,26 @@ static int merge_all(bpe_state *st, int32_t n) {
 
 int pa_bpe_encode(const pa_tokenizer *t, const char *text, size_t len, pa_ids *out) {
   bpe_state st = {.t = t, .out = out, .heap = {.size = sizeof(candidate), .before = cand_less}};
+  char *lower = NULL;
+  if (t->lowercase) { /* a lowercase takes at most 1.5 times the bytes (U+0130, U+023A: 2 -> 3) */
+    if (len > (SIZE_MAX - 1) / 3 || !(lower = malloc(len * 3 + 1)))
+      return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for %zu bytes", len);
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+      uint32_t c;
+      int cl = pa_utf8_decode((const unsigned char *)text + i, len - i, &c);
+      if (cl <= 0) { /* an invalid byte stays as it is */
+        lower[n++] = text[i++];
+        continue;
+      }
+      n += lower_utf8(c, lower + n);
+      i += (size_t)cl;
+    }
+    text = lower;
+    len = n;
+  }
   int rc = pa_pretok_split(t->pretok, text, len, bpe_word, &st);
+  free(lower);
   free(st.sym);
   pa_heap_free(&st.heap);
   free(st.spelled);

@@ -42,14 +42,15 @@ static size_t decode_token(const pa_tokenizer *t, int32_t id, char *out) {
     return n;
   }
   size_t o = 0;
-  if (t->kind == PA_TOK_SPM || t->kind == PA_TOK_WPM || t->spm_bpe) { /* "\u2581" -> ' ' */
+  if (t->kind == PA_TOK_SPM || t->kind == PA_TOK_WPM || t->raw_bpe) {
     int b = ty == PA_TOKEN_BYTE ? byte_token_value(s, n) : -1;
     if (b >= 0) {
       out[0] = (char)b;
       return 1;
     }
+    const bool spaces = t->kind != PA_TOK_BPE || t->escape_spaces; /* "\u2581" -> ' ' */
     for (uint32_t i = 0; i < n;) {
-      if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
+      if (spaces && i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
         out[o++] = ' ';
         i += 3;
       } else {

@@ -127,6 +127,9 @@
 /* SuperBPE (its words span spaces): numbers alone, each cut into threes
  * from its end by a split of zero width. */
 #define RE_SUPERBPE_CUT "(?=(\\d{3})+(?!\\d))"
+/* Rust's \\w (the regex crate's, Unicode's UTS #18 word characters) */
+#define RE_WORD_CHARS "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
+#define RE_WORD "[" RE_WORD_CHARS "]"
 /* Chameleon: its sentinel and image tokens, tabs, newlines and runs of two
  * or four spaces, digits, punctuation, then GPT-2's words. */
 #define RE_CHAMELEON_TOKENS "<sentinel:[0-9]+>"
@@ -141,7 +144,10 @@ static const struct {
 } pretok_table[] = {
     {"default gpt2", {RE_GPT2}, false},
     /* lines and runs of newlines: no word splitting */
-    {"gemma4 granite-embed-multi-311m", {"[^\\n]+|[\\n]+"}, false},
+    {"gemma4 granite-embed-multi-311m sarvam-moe", {"[^\\n]+|[\\n]+"}, false},
+    /* Hugging Face's Whitespace: words and runs of other non-space
+     * characters; the gaps, whitespace, are dropped (bpe.c) */
+    {"whitespace", {RE_WORD "+|[^" RE_WORD_CHARS "\\p{White_Space}]+"}, false},
     {"llama-bpe llama3 llama-v3 falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano glm4 glm5",
      {RE_LLAMA3},
      true},
@@ -276,6 +282,43 @@ static bool name_in(const char *names, const char *name) {
   return false;
 }
 
+/* Oniguruma's word characters (Hugging Face's Split regexes run on it):
+ * PCRE2's \w leaves out marks and connector punctuation but "_" */
+#define ONIG_WORD "[\\p{L}\\p{M}\\p{N}\\p{Pc}]"
+#define ONIG_B "(?:(?<=" ONIG_WORD ")(?!" ONIG_WORD ")|(?<!" ONIG_WORD ")(?=" ONIG_WORD "))"
+
+/* re with each \b outside a character class spelled as Oniguruma's word
+ * boundary (malloc'd; NULL when out of memory). */
+static char *onig_boundaries(const char *re) {
+  size_t n = 0, len = strlen(re);
+  for (size_t i = 0; i + 1 < len; i++)
+    if (re[i] == '\\') n += re[++i] == 'b';
+  char *out = malloc(len + n * strlen(ONIG_B) + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < len; i++) {
+    if (re[i] == '\\' && i + 1 < len) {
+      if (re[i + 1] == 'b' && !in_class) {
+        memcpy(out + o, ONIG_B, strlen(ONIG_B));
+        o += strlen(ONIG_B);
+      } else {
+        out[o++] = re[i];
+        out[o++] = re[i + 1];
+      }
+      i++;
+      continue;
+    }
+    if (re[i] == '[')
+      in_class = true;
+    else if (re[i] == ']')
+      in_class = false;
+    out[o++] = re[i];
+  }
+  out[o] = '\0';
+  return out;
+}
+
 int pa_pretok_create(const char *pre_name, pa_pretok **out, bool *ignore_merges) {
   *out = NULL;
   size_t row = sizeof pretok_table / sizeof pretok_table[0];
@@ -290,8 +333,14 @@ int pa_pretok_create(const char *pre_name, pa_pretok **out, bool *ignore_merges)
   for (int k = 0; k < PA_PRETOK_MAX_REGEX && pretok_table[row].regex[k]; k++) {
     int err;
     PCRE2_SIZE at;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pretok_table[row].regex[k], PCRE2_ZERO_TERMINATED,
-                                     PCRE2_UTF | PCRE2_UCP, &err, &at, NULL);
+    char *re = onig_boundaries(pretok_table[row].regex[k]);
+    if (!re) {
+      pa_pretok_free(p);
+      return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                     &err, &at, NULL);
+    free(re);
     if (!code) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);

@@ -72,7 +72,7 @@ int pa_special_build(pa_tokenizer *t) {
     /* SentencePiece matches on text whose spaces are "▁" already
      * (tokenize.c), so a piece spelled with spaces is stored that way. */
     char *spelled = NULL;
-    if ((t->kind == PA_TOK_SPM || t->spm_bpe) && memchr(s, ' ', n)) {
+    if ((t->kind == PA_TOK_SPM || t->escape_spaces) && memchr(s, ' ', n)) {
       if (!(spelled = malloc(n * 3))) return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
       size_t k = 0;
       for (size_t i = 0; i < n; i++) {

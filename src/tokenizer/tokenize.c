@@ -83,7 +83,7 @@ int pa_tokenize(const pa_tokenizer *t, const char *text, size_t len, bool add_sp
   /* SentencePiece matches its user-defined pieces after spaces became "▁"
    * (so "▁▁" in the text is the "  " piece too): normalize first. */
   char *norm = NULL;
-  if ((t->kind == PA_TOK_SPM || t->spm_bpe) && len > 0) {
+  if ((t->kind == PA_TOK_SPM || t->escape_spaces) && len > 0) {
     if (len > (SIZE_MAX - 1) / 3 || !(norm = malloc(len * 3 + 1)))
       return pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory for %zu bytes", len);
     size_t n = 0;

@@ -90,12 +90,23 @@ struct pa_tokenizer {
   pa_merge_table merges;
   int32_t byte_token[256]; /* token of each single byte (-1 when missing) */
   bool ignore_merges;      /* a pre-token that is itself a token is kept whole */
-  /* SentencePiece-style BPE (tokenizer.ggml.model "gemma4"): spaces become
-   * "\u2581" before merging, symbols are the text's UTF-8 characters (no
-   * byte-level map), a run of newlines that is a token stays whole, a
-   * character that is no token becomes its <0xNN> tokens; decoding turns
-   * "\u2581" back into spaces */
-  bool spm_bpe;
+  /* BPE over the text's UTF-8 characters instead of the byte-level map (the
+   * SentencePiece-style BPE of Gemma 4 and Sarvam, and the "whitespace"
+   * model): a character that is no token becomes its <0xNN> tokens */
+  bool raw_bpe;
+  /* spaces become "\u2581" before merging and turn back into spaces when
+   * decoding (Gemma 4, Sarvam) */
+  bool escape_spaces;
+  /* Gemma 4's own rules: BOS always first; a run of newlines that is a
+   * token stays whole */
+  bool gemma4_rules;
+  /* tokenizer.ggml.model "whitespace" (Jina's v2 zh): whitespace separates
+   * pre-tokens and is dropped, as Hugging Face's Whitespace pre-tokenizer
+   * does */
+  bool drop_whitespace;
+  /* lowercase each character first (tokenizer.ggml.normalizer.lowercase;
+   * the "whitespace" model only) */
+  bool lowercase;
   pa_pretok *pretok;
 
   /* SPM */

@@ -231,7 +231,11 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
   if ((rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix))) return rc;
-  if (t->spm_bpe) t->add_bos = true; /* as llama.cpp: Gemma 4 always begins with BOS */
+  if (t->gemma4_rules) t->add_bos = true; /* as llama.cpp: Gemma 4 always begins with BOS */
+  /* the "whitespace" model lowercases only when the file says so */
+  if (t->drop_whitespace &&
+      (rc = get_flag(f, "tokenizer.ggml.normalizer.lowercase", &t->lowercase)))
+    return rc;
   if ((rc = get_flag(f, "pasada.tokenizer.space_prefix_first", &t->space_prefix_first))) return rc;
   if (t->kind == PA_TOK_WPM) {
     /* llama.cpp's files spell the separator's key "seperator"; BERT adds
@@ -311,23 +315,34 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
     t->kind = PA_TOK_WPM;
   } else if (strcmp(model, "gemma4") == 0) {
     t->kind = PA_TOK_BPE;
-    t->spm_bpe = true;
+  } else if (strcmp(model, "whitespace") == 0) {
+    t->kind = PA_TOK_BPE;
   } else {
-    rc = pa_error(PASADA_ERR_UNSUPPORTED,
-                  "%s: tokenizer.ggml.model '%.40s' is not supported (supported: gpt2, llama, bert, gemma4)",
-                  fname(f), model);
+    rc =
+        pa_error(PASADA_ERR_UNSUPPORTED,
+                 "%s: tokenizer.ggml.model '%.40s' is not supported (supported: gpt2, llama, bert, "
+                 "gemma4, whitespace)",
+                 fname(f), model);
     goto fail;
   }
   snprintf(t->model_name, sizeof t->model_name, "%s", model);
   if ((rc = gguf_get_string(f, "tokenizer.ggml.pre", false, &pre))) goto fail;
-  /* Granite Embedding 311M's byte-level-named vocabulary is Gemma 4's
-   * SentencePiece-style BPE (llama.cpp runs both alike) */
-  if (t->kind == PA_TOK_BPE && pre && strcmp(pre, "granite-embed-multi-311m") == 0)
-    t->spm_bpe = true;
   snprintf(t->pre_name, sizeof t->pre_name, "%s",
-           strcmp(model, "gemma4") == 0 ? "gemma4"
-           : pre                        ? pre
-                                        : "default");
+           strcmp(model, "gemma4") == 0       ? "gemma4"
+           : strcmp(model, "whitespace") == 0 ? "whitespace"
+           : pre                              ? pre
+                                              : "default");
+  /* SentencePiece-style BPE (spaces as "\u2581", UTF-8 characters, <0xNN>
+   * fallback): Gemma 4's, and Granite Embedding 311M's byte-level-named
+   * vocabulary with its rules (llama.cpp runs both alike); Sarvam's without
+   * them. The "whitespace" model: UTF-8 characters, whitespace dropped. */
+  if (t->kind == PA_TOK_BPE) {
+    const char *pn = t->pre_name;
+    t->gemma4_rules = strcmp(pn, "gemma4") == 0 || strcmp(pn, "granite-embed-multi-311m") == 0;
+    t->escape_spaces = t->gemma4_rules || strcmp(pn, "sarvam-moe") == 0;
+    t->drop_whitespace = strcmp(pn, "whitespace") == 0;
+    t->raw_bpe = t->escape_spaces || t->drop_whitespace;
+  }
 
   const gguf_value *tokens;
   if ((rc = get_array(f, "tokenizer.ggml.tokens", true, 's', &tokens))) goto fail;
@@ -347,7 +362,7 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
       pa_error_prefix("%s", fname(f));
       goto fail;
     }
-    if (t->spm_bpe) build_byte_fallback(t);
+    if (t->raw_bpe) build_byte_fallback(t);
   } else {
     build_byte_fallback(t);
   }

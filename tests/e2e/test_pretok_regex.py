@@ -102,7 +102,12 @@ PRETOKENIZERS = {
                  r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
     "bloom": [r" ?[^(\s|.,!?…。，、।۔،)]+"],
     "viking": [r" ?[^(\s|.,!?…。，、।۔،)]+", r"\p{N}"],
-    "tiny_aya": [r"\d{1,3}(?=(?:\d{3})*\b)", GPT4O],
+    # tokenizer.json's \b is Oniguruma's (Hugging Face's Split engine): word
+    # characters are letters, marks, numbers and connector punctuation, not
+    # the regex package's (or PCRE2's) \w; after a digit, \b is "no word
+    # character next" (checked against the tokenizers library: "1²3" has no
+    # boundary after the 1)
+    "tiny_aya": [r"\d{1,3}(?=(?:\d{3})*(?![\p{L}\p{M}\p{N}\p{Pc}]))", GPT4O],
     "laguna": [r"[^\n]+|[\n]+", QWEN2],
     "exaone-moe": [CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}"
                    r"| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+"],
@@ -117,6 +122,10 @@ PRETOKENIZERS = {
     "kimi-k2": [KIMI_K2],
     "afmoe": [afmoe_digits, r"[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+", DEEPSEEK3_WORDS],
     "superbpe": [r"\p{N}+", r"(?=(\d{3})+(?!\d))"],
+    "gemma4": [r"[^\n]+|[\n]+"],
+    # Hugging Face's Whitespace pre-tokenizer (the "whitespace" model drops
+    # the gaps, whitespace, after this split)
+    "whitespace": [r"\w+|[^\w\s]+"],
     "chameleon": [r"<sentinel:[0-9]+>", r"(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", r"([\t\n]|    |  )", r"\p{N}",
                   r"[\p{P}!-/:-@\[-`{-~]", GPT2_WORDS],
 }
@@ -135,6 +144,7 @@ ALIASES = {
     "gpt-4o": ["llama4", "kanana2", "talkie", "minimax-m2"],
     "tiny_aya": ["cohere2moe"],
     "bailingmoe": ["bailingmoe2", "llada-moe"],
+    "gemma4": ["granite-embed-multi-311m", "sarvam-moe"],
 }
 OWN_TEXTS = [
     "HelloWorld camelCaseXMLParser iPhone McDonald's WORLDWide",
@@ -149,6 +159,8 @@ OWN_TEXTS = [
     "1 22 333 4444 55555 666666 x7777777y ab12cd ²³⁴5 ١٢٣٤",
     "Kimi中文Mixed 漢字かなカナ한글 ไทย ລາວ ខ្មែរ မြန်မာ",
     "<sentinel:12> IMGIMGABCZ IMGIMGJZ a  b    c\td",
+    "snake_case a\u203fb x\u200dy z\u200cw 1²3½ Ⅻ ↀx Ⓐⓑ a.b,c;d!? a\u00a0b\u3000c\u0085d\u200be\u2028f",
+    "1\u0301 2\u203f 3² 12\u0903 x1\u200d2 1234_ 5678\u0301 1_000",
     "",
 ]
 
