@@ -10,7 +10,9 @@ GGUF file in the form llama.cpp's convert_hf_to_gguf.py writes for BERT:
   (a word-initial token gains U+2581, a "##" continuation loses its "##",
   control tokens stay as they are), token types (3 for the special tokens),
   bos = [CLS], seperator = [SEP], unknown, padding, mask ids, add_bos and
-  add_sep true, token_type_count;
+  add_sep true, token_type_count, normalizer.lowercase and
+  normalizer.strip_accents (BertNormalizer's, strip_accents null resolved
+  to lowercase);
   tensors token_embd, position_embd, token_types, token_embd_norm.{weight,bias},
   blk.N.{attn_q, attn_k, attn_v, attn_output, attn_output_norm, ffn_up,
   ffn_down, layer_output_norm}.{weight,bias}, all F32 (the pooler is dropped).
@@ -127,6 +129,11 @@ def main():
         w.add_mask_token_id(ids["[MASK]"])
     w.add_add_bos_token(True)
     w.add_add_sep_token(True)
+    norm = tok.get("normalizer") or {}
+    lowercase = norm.get("lowercase", True)
+    strip = norm.get("strip_accents")
+    w.add_bool("tokenizer.ggml.normalizer.lowercase", lowercase)
+    w.add_bool("tokenizer.ggml.normalizer.strip_accents", lowercase if strip is None else strip)
 
     for name, arr in read_safetensors(src / "model.safetensors").items():
         g = tensor_name(name)

@@ -117,42 +117,62 @@ static const char *special_text(const pj_value *tc, const char *key, const char 
   return pj_is_str(t) ? t->valuestring : def;
 }
 
-static int check_wordpiece(const char *path, const pj_value *tok) {
+/* BertNormalizer's case and accent flags: lowercase (true when absent),
+ * strip_accents (null or absent: as lowercase); stripping accents without
+ * lowercasing is refused, as the tokenizer refuses it. */
+static int norm_flags(const char *where, const pj_value *lc, const pj_value *acc, bool *lowercase,
+                      bool *strip_accents) {
+  if ((lc && !pj_is_bool(lc)) || (acc && !pj_is_null(acc) && !pj_is_bool(acc)))
+    return pa_error(PASADA_ERR_FORMAT, "%s: the lowercase and strip_accents flags are not booleans",
+                    where);
+  *lowercase = !lc || pj_is_true(lc);
+  *strip_accents = acc && pj_is_bool(acc) ? pj_is_true(acc) : *lowercase;
+  if (*strip_accents && !*lowercase)
+    return pa_error(PASADA_ERR_UNSUPPORTED,
+                    "%s: stripping accents without lowercasing is not supported", where);
+  return PASADA_OK;
+}
+
+static int check_wordpiece(const char *path, const pj_value *tok, bool *lowercase,
+                           bool *strip_accents) {
   const pj_value *model = hf_member(tok, "model"), *norm = hf_member(tok, "normalizer"),
                  *pre = hf_member(tok, "pre_tokenizer");
   const pj_value *prefix = hf_member(model, "continuing_subword_prefix"),
                  *maxc = hf_member(model, "max_input_chars_per_word");
-  const pj_value *acc = hf_member(norm, "strip_accents");
+  const pj_value *clean = hf_member(norm, "clean_text"),
+                 *cjk = hf_member(norm, "handle_chinese_chars");
   if (!str_is(hf_member(model, "type"), "WordPiece") || (prefix && !str_is(prefix, "##")) ||
       (maxc && !(pj_is_num(maxc) && maxc->valuedouble == 100)))
     return pa_error(PASADA_ERR_UNSUPPORTED,
                     "%s: a bert folder needs a WordPiece model with '##' continuations and words "
                     "of at most 100 characters",
                     path);
-  if (!str_is(hf_member(norm, "type"), "BertNormalizer") ||
-      !pj_is_true(hf_member(norm, "lowercase")) || (acc && !pj_is_true(acc)) ||
-      !str_is(hf_member(pre, "type"), "BertPreTokenizer"))
+  if (!str_is(hf_member(norm, "type"), "BertNormalizer") || (clean && !pj_is_true(clean)) ||
+      (cjk && !pj_is_true(cjk)) || !str_is(hf_member(pre, "type"), "BertPreTokenizer"))
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s: only the uncased BERT pipeline is supported (BertNormalizer lowercasing "
-                    "and stripping accents, BertPreTokenizer)",
+                    "%s: only BERT's pipeline is supported (BertNormalizer cleaning the text and "
+                    "spacing CJK characters, BertPreTokenizer)",
                     path);
-  return PASADA_OK;
+  return norm_flags(path, hf_member(norm, "lowercase"), hf_member(norm, "strip_accents"), lowercase,
+                    strip_accents);
 }
 
 /* vocab.txt (one token a line, the line number its id) as `raw`: the
- * text is split in place; the uncased pipeline checked against
+ * text is split in place; the normalizer's flags from
  * tokenizer_config.json's do_lower_case and strip_accents. */
 static int read_vocab_txt(const char *dir, const pj_value *tc, char **text, const char ***raw,
-                          uint32_t *n) {
+                          uint32_t *n, bool *lowercase, bool *strip_accents) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/vocab.txt", dir);
-  const pj_value *lc = hf_member(tc, "do_lower_case"), *acc = hf_member(tc, "strip_accents");
-  if ((lc && !pj_is_true(lc)) || (acc && !pj_is_true(acc)))
+  snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+  const pj_value *cjk = hf_member(tc, "tokenize_chinese_chars");
+  if (cjk && !pj_is_true(cjk))
     return pa_error(PASADA_ERR_UNSUPPORTED,
-                    "%s/tokenizer_config.json: only the uncased BERT pipeline is supported "
-                    "(do_lower_case, accents stripped)",
-                    dir);
-  int rc = st_read_text(path, text);
+                    "%s: only BERT's pipeline is supported (tokenize_chinese_chars)", path);
+  int rc = norm_flags(path, hf_member(tc, "do_lower_case"), hf_member(tc, "strip_accents"),
+                      lowercase, strip_accents);
+  if (rc) return rc;
+  snprintf(path, sizeof path, "%s/vocab.txt", dir);
+  rc = st_read_text(path, text);
   if (rc) return rc;
   uint32_t lines = 0;
   for (const char *p = *text; *p; p++) lines += *p == '\n';
@@ -176,8 +196,8 @@ static int read_vocab_txt(const char *dir, const pj_value *tc, char **text, cons
 /* tokenizer.json's model.vocab as `raw` (by id, NULL: a gap) and its
  * special added tokens marked in `type`. */
 static int read_tokenizer_json(const char *path, const pj_value *tok, const char ***raw,
-                               uint32_t *n) {
-  int rc = check_wordpiece(path, tok);
+                               uint32_t *n, bool *lowercase, bool *strip_accents) {
+  int rc = check_wordpiece(path, tok, lowercase, strip_accents);
   if (rc) return rc;
   const pj_value *vj = hf_member(hf_member(tok, "model"), "vocab");
   if (!pj_is_obj(vj)) return pa_error(PASADA_ERR_FORMAT, "%s: model.vocab is not an object", path);
@@ -213,9 +233,10 @@ int hf_bert_tokenizer(const char *dir, gguf_writer *w) {
   if (!rc) rc = hf_read_json(dir, "tokenizer_config.json", true, &tc);
   const char **raw = NULL;
   uint32_t n = 0;
+  bool lowercase = true, strip_accents = true;
   if (!rc)
-    rc = tok ? read_tokenizer_json(path, tok, &raw, &n)
-             : read_vocab_txt(dir, tc, &vocab_txt, &raw, &n);
+    rc = tok ? read_tokenizer_json(path, tok, &raw, &n, &lowercase, &strip_accents)
+             : read_vocab_txt(dir, tc, &vocab_txt, &raw, &n, &lowercase, &strip_accents);
   char **text = rc ? NULL : calloc(n, sizeof *text);
   int32_t *type = rc ? NULL : calloc(n, sizeof *type);
   if (!rc && (!text || !type)) rc = pa_error(PASADA_ERR_NOMEM, "out of memory");
@@ -274,6 +295,8 @@ int hf_bert_tokenizer(const char *dir, gguf_writer *w) {
   }
   if (!rc) rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
   if (!rc) rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_sep_token", true);
+  if (!rc) rc = gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", lowercase);
+  if (!rc) rc = gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.strip_accents", strip_accents);
   for (uint32_t i = 0; text && i < n; i++) free(text[i]);
   free(text), free(type), free(raw), free(vocab_txt);
   pj_free(tok), pj_free(tc);

@@ -31,7 +31,7 @@ int hf_tokenizer_to_gguf(const char *dir, const pj_value *config, uint32_t n_voc
 int hf_bert_config(const char *dir, const char *cfg_path, const pj_value *cfg, gguf_writer *w,
                    uint32_t *n_layer);
 /* tokenizer.json's WordPiece vocabulary, or vocab.txt's when there is no
- * tokenizer.json (uncased BERT pipeline only), as the tokenizer.ggml.* keys
+ * tokenizer.json (BERT's pipeline, cased or uncased), as the tokenizer.ggml.* keys
  * of llama.cpp's "bert" tokenizer. */
 int hf_bert_tokenizer(const char *dir, gguf_writer *w);
 /* llama.cpp's name of a BERT tensor into out; 0 mapped, 1 dropped

@@ -10,7 +10,6 @@
 
 #include "base/base.h"
 #include "format/gguf.h"
-#include "tokenizer/lower_table.h"
 #include "tokenizer/tokenizer_internal.h"
 
 /* ---- the GPT-2 byte <-> code point map ----
@@ -232,44 +231,12 @@ static int raw_bpe_word(bpe_state *st, const char *s, size_t len) {
   return rc;
 }
 
-/* White_Space, as Rust's char::is_whitespace and the regex crate's \s see
- * it (what Hugging Face's Whitespace pre-tokenizer drops). */
-static bool is_white_space(uint32_t c) {
-  return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
-
-/* Writes the lowercase of code point c to out (at most 12 bytes), returns
- * the bytes written. */
-static size_t lower_utf8(uint32_t c, char *out) {
-  for (size_t i = 0; i < sizeof LOWER_MULTI / sizeof LOWER_MULTI[0]; i++) {
-    if (LOWER_MULTI[i].cp != c) continue;
-    size_t n = 0;
-    for (int k = 0; k < 3 && LOWER_MULTI[i].lower[k]; k++)
-      n += pa_utf8_encode(LOWER_MULTI[i].lower[k], out + n);
-    return n;
-  }
-  size_t lo = 0, hi = sizeof LOWER_RUNS / sizeof LOWER_RUNS[0]; /* the last run starting <= c */
-  while (hi - lo > 1) {
-    size_t mid = (lo + hi) / 2;
-    if (LOWER_RUNS[mid].first <= c)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  if (c >= LOWER_RUNS[lo].first && c <= LOWER_RUNS[lo].last &&
-      (c - LOWER_RUNS[lo].first) % LOWER_RUNS[lo].step == 0)
-    c = (uint32_t)((int32_t)c + LOWER_RUNS[lo].delta);
-  return pa_utf8_encode(c, out);
-}
-
 static int bpe_word(void *ctx, const char *s, size_t len) {
   bpe_state *st = ctx;
   const pa_tokenizer *t = st->t;
   if (t->drop_whitespace) { /* the pre-tokenizer's gaps are runs of whitespace */
     uint32_t c;
-    if (pa_utf8_decode((const unsigned char *)s, len, &c) > 0 && is_white_space(c))
+    if (pa_utf8_decode((const unsigned char *)s, len, &c) > 0 && pa_is_white_space(c))
       return PASADA_OK;
   }
   if (t->ignore_merges) {
@@ -340,7 +307,8 @@ int pa_bpe_encode(const pa_tokenizer *t, const char *text, size_t len, pa_ids *o
         lower[n++] = text[i++];
         continue;
       }
-      n += lower_utf8(c, lower + n);
+      uint32_t low[3];
+      for (int k = 0, m = pa_lowercase(c, low); k < m; k++) n += pa_utf8_encode(low[k], lower + n);
       i += (size_t)cl;
     }
     text = lower;

@@ -104,9 +104,12 @@ struct pa_tokenizer {
    * pre-tokens and is dropped, as Hugging Face's Whitespace pre-tokenizer
    * does */
   bool drop_whitespace;
-  /* lowercase each character first (tokenizer.ggml.normalizer.lowercase;
-   * the "whitespace" model only) */
+  /* lowercase each character first (tokenizer.ggml.normalizer.lowercase:
+   * the "whitespace" model, false by default; WordPiece, true by default) */
   bool lowercase;
+  /* WordPiece: strip accents (NFD, marks dropped) before lowercasing
+   * (tokenizer.ggml.normalizer.strip_accents; default: lowercase) */
+  bool strip_accents;
   pa_pretok *pretok;
 
   /* SPM */
@@ -183,6 +186,11 @@ static inline int pa_utf8_lead_len(unsigned char c) {
 size_t pa_utf8_encode(uint32_t cp, char *out); /* 1..4 bytes */
 /* Decodes one character at s[0..n); returns its length (0 when invalid). */
 int pa_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* unicode.c: White_Space (Rust's char::is_whitespace, which Hugging Face
+ * uses); the lowercase of c (Rust's char::to_lowercase: 1 to 3 code points
+ * to out, their count returned). */
+bool pa_is_white_space(uint32_t c);
+int pa_lowercase(uint32_t c, uint32_t out[3]);
 
 /* ---- a binary heap of fixed-size items (heap.c): merge candidates, the
  * one before() says goes first on top ---- */

@@ -246,6 +246,17 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
     if (t->bos < 0 && (rc = get_special(f, "tokenizer.ggml.cls_token_id", t->n_vocab, &t->bos))) return rc;
     t->add_bos = t->add_sep = true;
     t->add_space_prefix = true;
+    /* BertNormalizer's flags, as llama.cpp reads them: lowercase by default,
+     * accents stripped when lowercasing unless the file says otherwise */
+    t->lowercase = true;
+    if ((rc = get_flag(f, "tokenizer.ggml.normalizer.lowercase", &t->lowercase))) return rc;
+    t->strip_accents = t->lowercase;
+    if ((rc = get_flag(f, "tokenizer.ggml.normalizer.strip_accents", &t->strip_accents))) return rc;
+    if (t->strip_accents && !t->lowercase)
+      return pa_error(PASADA_ERR_UNSUPPORTED,
+                      "%s: a bert (WordPiece) vocabulary that strips accents without lowercasing "
+                      "is not supported (tokenizer.ggml.normalizer.strip_accents)",
+                      fname(f));
     if ((rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
     if ((rc = get_flag(f, "tokenizer.ggml.add_sep_token", &t->add_sep))) return rc;
     if (t->unk < 0)

@@ -2,7 +2,9 @@
  * Face's BertNormalizer + BertPreTokenizer + WordPiece do it:
  *   normalize: drop NUL, U+FFFD and control characters (but \t \n \r), turn
  *     whitespace into ' ', put spaces around CJK ideographs, strip accents
- *     (NFD, non-spacing marks dropped) and lowercase each character;
+ *     (NFD, non-spacing marks dropped) and lowercase each character (as
+ *     tokenizer.ggml.normalizer.lowercase and .strip_accents say: both by
+ *     default, lowercasing alone, or neither for a cased model);
  *   pre-tokenize: split at whitespace (dropped) and around each punctuation
  *     character (general category P*, and the ASCII symbols);
  *   each word: greedy longest match first from its start, the pieces after
@@ -34,13 +36,6 @@ static bool in_ranges(const uint32_t (*r)[2], size_t n, uint32_t cp) {
   return false;
 }
 #define IN(table, cp) in_ranges(table, sizeof table / sizeof table[0], cp)
-
-/* The White_Space property (Rust's char::is_whitespace, which Hugging Face uses). */
-static bool is_space(uint32_t c) {
-  return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
 
 static bool is_control(uint32_t c) {
   return c != '\t' && c != '\n' && c != '\r' && IN(WPM_CONTROL, c);
@@ -89,8 +84,16 @@ static bool cps_push(cps *c, uint32_t cp) {
 }
 
 /* Appends code point c after the normalizer's accent stripping and
- * lowercasing. */
-static bool push_folded(cps *out, uint32_t c) {
+ * lowercasing (each as the vocabulary says: both, lowercasing alone, or
+ * neither). */
+static bool push_folded(const pa_tokenizer *t, cps *out, uint32_t c) {
+  if (!t->strip_accents) {
+    uint32_t low[3] = {c};
+    const int m = t->lowercase ? pa_lowercase(c, low) : 1;
+    for (int k = 0; k < m; k++)
+      if (!cps_push(out, low[k])) return false;
+    return true;
+  }
   if (c >= 0xAC00 && c <= 0xD7A3) { /* a Hangul syllable: its jamo (NFD) */
     const uint32_t s = c - 0xAC00, l = 0x1100 + s / 588, v = 0x1161 + (s % 588) / 28, t = s % 28;
     return cps_push(out, l) && cps_push(out, v) && (t == 0 || cps_push(out, 0x11A7 + t));
@@ -149,25 +152,25 @@ int pa_wpm_encode(const pa_tokenizer *t, const char *text, size_t len, pa_ids *o
     }
     i += (size_t)k;
     if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-    if (is_space(c))
+    if (pa_is_white_space(c))
       ok = cps_push(&norm, ' ');
     else if (is_cjk(c))
-      ok = cps_push(&norm, ' ') && push_folded(&norm, c) && cps_push(&norm, ' ');
+      ok = cps_push(&norm, ' ') && push_folded(t, &norm, c) && cps_push(&norm, ' ');
     else
-      ok = push_folded(&norm, c);
+      ok = push_folded(t, &norm, c);
   }
   int rc = ok ? PASADA_OK : pa_error(PASADA_ERR_NOMEM, "tokenizer: out of memory");
   /* words: runs of neither whitespace nor punctuation; each punctuation
    * character a word of its own */
   for (size_t i = 0; !rc && i < norm.n;) {
     const uint32_t c = norm.v[i];
-    if (is_space(c)) {
+    if (pa_is_white_space(c)) {
       i++;
       continue;
     }
     size_t j = i + 1;
     if (!is_punct(c))
-      while (j < norm.n && !is_space(norm.v[j]) && !is_punct(norm.v[j])) j++;
+      while (j < norm.n && !pa_is_white_space(norm.v[j]) && !is_punct(norm.v[j])) j++;
     rc = encode_word(t, norm.v + i, j - i, out);
     i = j;
   }

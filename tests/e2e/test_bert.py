@@ -124,7 +124,7 @@ def test_folder_served_with_embeddings(pasada_bin, minilm_gguf):
         assert s.stop() == 0, s.stderr
 
 
-@pytest.mark.parametrize("case", ["cased", "max-pooling", "relative-positions"])
+@pytest.mark.parametrize("case", ["strip-accents-only", "max-pooling", "relative-positions"])
 def test_unsupported_folder_is_one_line(pasada_bin, tmp_path, case):
     """A copy of the folder (weights linked) with one unsupported setting."""
     d = tmp_path / case
@@ -133,11 +133,11 @@ def test_unsupported_folder_is_one_line(pasada_bin, tmp_path, case):
         shutil.copy(MINILM / name, d / name)
     shutil.copytree(MINILM / "1_Pooling", d / "1_Pooling")
     (d / "model.safetensors").symlink_to(MINILM / "model.safetensors")
-    if case == "cased":
+    if case == "strip-accents-only":
         tok = json.loads((d / "tokenizer.json").read_text())
-        tok["normalizer"]["lowercase"] = False
+        tok["normalizer"].update(lowercase=False, strip_accents=True)
         (d / "tokenizer.json").write_text(json.dumps(tok))
-        hint = "uncased"
+        hint = "stripping accents without lowercasing"
     elif case == "max-pooling":
         pool = json.loads((d / "1_Pooling" / "config.json").read_text())
         pool.update(pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
@@ -177,8 +177,9 @@ def test_folder_converts_to_the_bert_to_gguf_file(pasada_bin, minilm_gguf, tmp_p
 
 def test_folder_with_vocab_txt_only(build_dir, pasada_bin, minilm_gguf, tmp_path):
     """Without tokenizer.json the vocabulary comes from vocab.txt (specials
-    named by tokenizer_config.json): the same ids and embeddings; a
-    do_lower_case false config is refused in one line."""
+    named by tokenizer_config.json): the same ids and embeddings; with
+    do_lower_case false the text keeps its case (accents too), and
+    stripping accents without lowercasing is refused in one line."""
     d = tmp_path / "minilm-vocab"
     d.mkdir()
     for name in ("config.json", "tokenizer_config.json", "modules.json", "vocab.txt"):
@@ -194,6 +195,12 @@ def test_folder_with_vocab_txt_only(build_dir, pasada_bin, minilm_gguf, tmp_path
     tc = json.loads((d / "tokenizer_config.json").read_text())
     tc["do_lower_case"] = False
     (d / "tokenizer_config.json").write_text(json.dumps(tc))
+    tool = build_dir / "tok_tool"
+    lower, upper, accent, plain = tok_serve(tool, d, ["encs " + json.dumps(t) for t in ("hello", "HELLO", "café", "cafe")])
+    unk = tok_serve(tool, minilm_gguf, ["encs \"[UNK]\""])[0]
+    assert upper != lower and unk[0] in upper and accent != plain
+    tc["strip_accents"] = True
+    (d / "tokenizer_config.json").write_text(json.dumps(tc))
     p = subprocess.run([str(pasada_bin), "embed", "-m", str(d), "-p", "hi"], capture_output=True, text=True,
                        timeout=60)
-    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "uncased" in p.stderr, p.stderr
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "stripping accents" in p.stderr, p.stderr

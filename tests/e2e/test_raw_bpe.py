@@ -130,7 +130,8 @@ def test_whitespace_model_lowercases_only_when_the_file_says_so(tmp_path):
         path = write_gguf(tmp_path / f"ws-{model}-{lowercase}.gguf", doc, model, pre, lowercase=lowercase)
         check_cases("release", path, doc, decode=False)
     path = write_gguf(tmp_path / "ws-lower.gguf", doc, "whitespace", "whitespace", lowercase=True)
-    upper, lower = "\u0130stanbul \u03a3\u039f\u03a6\u0399\u0391 \u023a", "i\u0307stanbul \u03c3\u03bf\u03c6\u03b9\u03b1 \u2c65"
+    upper = "\u0130stanbul \u03a3\u039f\u03a6\u0399\u0391 \u023a"
+    lower = "i\u0307stanbul \u03c3\u03bf\u03c6\u03b9\u03b1 \u2c65"
     _, got = serve("release", path, ["encs " + json.dumps(upper), "encs " + json.dumps(lower)])
     assert got[0] != [] and got[0] == got[1], got
 
