@@ -227,7 +227,7 @@ NO_ROWS(iq1_m)
  * (the canonical K-quant float steps, which gemm_avx2.c's tile repeats).
  * unpack: super-block i as its 256 signed values, 16 scale factors and dw
  * (kernels.h, pa_iq_grid_unpack_avx2). */
-#define GRID_TYPE(name)                                                                          \
+#define GRID_DOT(name)                                                                           \
   static AVX2 void dot_##name(int64_t n, float *out, const void *w, const void *x) {             \
     const block_##name *a = w;                                                                   \
     const block_q8_K *b = x;                                                                     \
@@ -244,19 +244,23 @@ NO_ROWS(iq1_m)
                          _mm_set_ss(dw_##name(&a[i]) * b[i].d), sum);                            \
     }                                                                                            \
     *out = _mm_cvtss_f32(sum);                                                                   \
-  }                                                                                              \
-  static AVX2 float unpack_##name(const void *blk, int8_t *v, int16_t *sc) {                     \
-    const block_##name *a = blk;                                                                 \
-    uint16_t rows[64];                                                                           \
-    rows_##name(a, rows);                                                                        \
-    for (int ib = 0; ib < QK_K / 32; ib++) {                                                     \
-      const dec32 d = dec_##name(a, rows, ib);                                                   \
-      _mm256_storeu_si256((__m256i *)(v + 32 * ib), _mm256_sign_epi8(d.mag, d.sgn));             \
-      sc[2 * ib] = (int16_t)d.s0;                                                                \
-      sc[2 * ib + 1] = (int16_t)d.s1;                                                            \
-    }                                                                                            \
-    return dw_##name(a);                                                                         \
   }
+#define GRID_UNPACK(name)                                                            \
+  static AVX2 float unpack_##name(const void *blk, int8_t *v, int16_t *sc) {         \
+    const block_##name *a = blk;                                                     \
+    uint16_t rows[64];                                                               \
+    rows_##name(a, rows);                                                            \
+    for (int ib = 0; ib < QK_K / 32; ib++) {                                         \
+      const dec32 d = dec_##name(a, rows, ib);                                       \
+      _mm256_storeu_si256((__m256i *)(v + 32 * ib), _mm256_sign_epi8(d.mag, d.sgn)); \
+      sc[2 * ib] = (int16_t)d.s0;                                                    \
+      sc[2 * ib + 1] = (int16_t)d.s1;                                                \
+    }                                                                                \
+    return dw_##name(a);                                                             \
+  }
+#define GRID_TYPE(name) \
+  GRID_DOT(name)        \
+  GRID_UNPACK(name)
 
 GRID_TYPE(iq2_xxs)
 GRID_TYPE(iq2_xs)
@@ -264,7 +268,39 @@ GRID_TYPE(iq2_s)
 GRID_TYPE(iq3_xxs)
 GRID_TYPE(iq3_s)
 GRID_TYPE(iq1_s)
-GRID_TYPE(iq1_m)
+GRID_UNPACK(iq1_m)
+
+/* IQ1_M's dot with its 16 scale factors (2s + 1) made once per super-block
+ * in one vector, the way ggml lays them out: the four scale words
+ * broadcast and shifted right by 0, 6 (low lane) and 3, 9 (high lane), so
+ * that a lane's 16-bit element t holds group 2 ib's factor in the low lane
+ * and group 2 ib + 1's in the high one for t = ib / 2 + 4 (ib % 2); one
+ * byte shuffle per 32 values then spreads them, instead of building the
+ * pair from scalars. */
+static AVX2 void dot_iq1_m(int64_t n, float *out, const void *w, const void *x) {
+  const block_iq1_m *a = w;
+  const block_q8_K *b = x;
+  const __m256i shift = _mm256_set_epi64x(9, 3, 6, 0);
+  __m128 sum = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / QK_K; i++) {
+    uint64_t words;
+    memcpy(&words, a[i].scales, 8);
+    const __m256i sw = _mm256_srlv_epi64(_mm256_set1_epi64x((long long)words), shift);
+    const __m256i sc = _mm256_add_epi16(
+        _mm256_slli_epi16(_mm256_and_si256(sw, _mm256_set1_epi16(7)), 1), _mm256_set1_epi16(1));
+    __m256i acc = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < QK_K / 32; ib++) {
+      const int t = ib / 2 + 4 * (ib % 2);
+      const __m256i s =
+          _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(2 * t | (2 * t + 1) << 8)));
+      const dec32 d = dec_iq1_m(&a[i], NULL, ib);
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs(d.mag, d.sgn, b[i].qs + 32 * ib), s));
+    }
+    sum =
+        _mm_fmadd_ss(_mm_set_ss((float)hsum_epi32(acc)), _mm_set_ss(dw_iq1_m(&a[i]) * b[i].d), sum);
+  }
+  *out = _mm_cvtss_f32(sum);
+}
 
 float pa_iq_grid_unpack_avx2(pa_type type, const void *blk, int8_t *v, int16_t *sc) {
   switch (type) {
