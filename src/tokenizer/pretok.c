@@ -127,7 +127,7 @@
 /* SuperBPE (its words span spaces): numbers alone, each cut into threes
  * from its end by a split of zero width. */
 #define RE_SUPERBPE_CUT "(?=(\\d{3})+(?!\\d))"
-/* Rust's \\w (the regex crate's, Unicode's UTS #18 word characters) */
+/* Rust's \w (the regex crate's: Unicode's UTS #18 word characters) */
 #define RE_WORD_CHARS "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
 #define RE_WORD "[" RE_WORD_CHARS "]"
 /* Chameleon: its sentinel and image tokens, tabs, newlines and runs of two
