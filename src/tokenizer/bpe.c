@@ -250,7 +250,7 @@ static int bpe_word(void *ctx, const char *s, size_t len) {
     st->sym_cap = len;
   }
   int32_t n = 0;
-  if (t->raw_bpe) return raw_bpe_word(st, s, len);
+  if (pa_raw_bpe(t)) return raw_bpe_word(st, s, len);
   for (size_t i = 0; i < len; i++) {
     int32_t id = t->byte_token[(uint8_t)s[i]];
     /* A vocabulary without this byte (SmolLM2 lacks 0x1D): the byte is

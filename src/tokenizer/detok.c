@@ -42,7 +42,7 @@ static size_t decode_token(const pa_tokenizer *t, int32_t id, char *out) {
     return n;
   }
   size_t o = 0;
-  if (t->kind == PA_TOK_SPM || t->kind == PA_TOK_WPM || t->raw_bpe) {
+  if (t->kind == PA_TOK_SPM || t->kind == PA_TOK_WPM || pa_raw_bpe(t)) {
     int b = ty == PA_TOKEN_BYTE ? byte_token_value(s, n) : -1;
     if (b >= 0) {
       out[0] = (char)b;

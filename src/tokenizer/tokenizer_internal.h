@@ -90,10 +90,6 @@ struct pa_tokenizer {
   pa_merge_table merges;
   int32_t byte_token[256]; /* token of each single byte (-1 when missing) */
   bool ignore_merges;      /* a pre-token that is itself a token is kept whole */
-  /* BPE over the text's UTF-8 characters instead of the byte-level map (the
-   * SentencePiece-style BPE of Gemma 4 and Sarvam, and the "whitespace"
-   * model): a character that is no token becomes its <0xNN> tokens */
-  bool raw_bpe;
   /* spaces become "\u2581" before merging and turn back into spaces when
    * decoding (Gemma 4, Sarvam) */
   bool escape_spaces;
@@ -119,6 +115,13 @@ struct pa_tokenizer {
    * made on first use; the one field written after load (atomically). */
   struct pa_gvocab *_Atomic grammar_vocab;
 };
+
+/* BPE over the text's UTF-8 characters instead of the byte-level map (the
+ * SentencePiece-style BPE of Gemma 4 and Sarvam, and the "whitespace"
+ * model): a character that is no token becomes its <0xNN> tokens */
+static inline bool pa_raw_bpe(const pa_tokenizer *t) {
+  return t->escape_spaces || t->drop_whitespace; /* set for BPE vocabularies only */
+}
 
 static inline size_t pa_text_len(const pa_tokenizer *t, int32_t id) {
   return t->text_off[id + 1] - t->text_off[id] - 1;

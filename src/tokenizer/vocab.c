@@ -232,8 +232,11 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
   if ((rc = get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
   if ((rc = get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix))) return rc;
   if (t->gemma4_rules) t->add_bos = true; /* as llama.cpp: Gemma 4 always begins with BOS */
-  /* the "whitespace" model lowercases only when the file says so */
-  if (t->drop_whitespace &&
+  /* tokenizer.ggml.normalizer.lowercase, as llama.cpp reads it: WordPiece
+   * lowercases unless the file says otherwise, the "whitespace" model only
+   * when it says so */
+  t->lowercase = t->kind == PA_TOK_WPM;
+  if ((t->kind == PA_TOK_WPM || t->drop_whitespace) &&
       (rc = get_flag(f, "tokenizer.ggml.normalizer.lowercase", &t->lowercase)))
     return rc;
   if ((rc = get_flag(f, "pasada.tokenizer.space_prefix_first", &t->space_prefix_first))) return rc;
@@ -246,10 +249,8 @@ static int load_specials(pa_tokenizer *t, const gguf_file *f) {
     if (t->bos < 0 && (rc = get_special(f, "tokenizer.ggml.cls_token_id", t->n_vocab, &t->bos))) return rc;
     t->add_bos = t->add_sep = true;
     t->add_space_prefix = true;
-    /* BertNormalizer's flags, as llama.cpp reads them: lowercase by default,
-     * accents stripped when lowercasing unless the file says otherwise */
-    t->lowercase = true;
-    if ((rc = get_flag(f, "tokenizer.ggml.normalizer.lowercase", &t->lowercase))) return rc;
+    /* BertNormalizer's accents, as llama.cpp reads them: stripped when
+     * lowercasing unless the file says otherwise */
     t->strip_accents = t->lowercase;
     if ((rc = get_flag(f, "tokenizer.ggml.normalizer.strip_accents", &t->strip_accents))) return rc;
     if (t->strip_accents && !t->lowercase)
@@ -352,7 +353,6 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
     t->gemma4_rules = strcmp(pn, "gemma4") == 0 || strcmp(pn, "granite-embed-multi-311m") == 0;
     t->escape_spaces = t->gemma4_rules || strcmp(pn, "sarvam-moe") == 0;
     t->drop_whitespace = strcmp(pn, "whitespace") == 0;
-    t->raw_bpe = t->escape_spaces || t->drop_whitespace;
   }
 
   const gguf_value *tokens;
@@ -373,7 +373,7 @@ int pa_tokenizer_load(const gguf_file *f, pa_tokenizer **out) {
       pa_error_prefix("%s", fname(f));
       goto fail;
     }
-    if (t->raw_bpe) build_byte_fallback(t);
+    if (pa_raw_bpe(t)) build_byte_fallback(t);
   } else {
     build_byte_fallback(t);
   }

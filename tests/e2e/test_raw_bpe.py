@@ -14,29 +14,34 @@ import subprocess
 import pytest
 
 from conftest import ASAN_BUILD, BUILD, FIXTURES
+from test_tokenizer import SAN_MARKS
+from test_tokenizer import serve as tok_serve
 
 RAW = FIXTURES / "tokenizer" / "raw-bpe"
-SAN_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 
 def fixture(name):
     return json.loads((RAW / f"{name}.json").read_text(encoding="utf-8"))
 
 
-def write_gguf(path, doc, model, pre, add_bos=False, lowercase=None):
+def vocab_gguf(path, arch, model, pre, tokens, types, merges=None, keys=None):
+    """A vocabulary-only GGUF: tokenizer.ggml.model, .pre (None: left out),
+    .tokens, .token_type, .merges (when given), and `keys` (full key ->
+    value: an int as uint32, a bool as bool, None left out)."""
     import gguf
-    w = gguf.GGUFWriter(str(path), arch="llama")
+    w = gguf.GGUFWriter(str(path), arch=arch)
     w.add_tokenizer_model(model)
     if pre is not None:
         w.add_tokenizer_pre(pre)
-    w.add_token_list(doc["tokens"])
-    w.add_token_types(doc["types"])
-    w.add_token_merges(doc["merges"])
-    w.add_bos_token_id(doc["bos"])
-    w.add_eos_token_id(doc["eos"])
-    w.add_add_bos_token(add_bos)
-    if lowercase is not None:
-        w.add_bool("tokenizer.ggml.normalizer.lowercase", lowercase)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    if merges is not None:
+        w.add_token_merges(merges)
+    for key, value in (keys or {}).items():
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif value is not None:
+            w.add_uint32(key, value)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -44,23 +49,18 @@ def write_gguf(path, doc, model, pre, add_bos=False, lowercase=None):
     return path
 
 
-def tool(kind):
-    path = (BUILD if kind == "release" else ASAN_BUILD) / "tok_tool"
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run scripts/test (it builds what tests need)")
-    return path
+def write_gguf(path, doc, model, pre, add_bos=False, lowercase=None):
+    return vocab_gguf(path, "llama", model, pre, doc["tokens"], doc["types"], doc["merges"],
+                      {"tokenizer.ggml.bos_token_id": doc["bos"], "tokenizer.ggml.eos_token_id": doc["eos"],
+                       "tokenizer.ggml.add_bos_token": add_bos, "tokenizer.ggml.normalizer.lowercase": lowercase})
 
 
 def serve(kind, gguf_path, requests):
-    exe = tool(kind)
+    """tok_tool's `info` of the file and its answers to the requests."""
+    exe = (BUILD if kind == "release" else ASAN_BUILD) / "tok_tool"
+    answers = tok_serve(exe, gguf_path, requests, timeout=120)
     info = subprocess.run([str(exe), str(gguf_path), "info"], capture_output=True, text=True, timeout=60)
     assert info.returncode == 0 and not any(m in info.stderr for m in SAN_MARKS), info.stderr[-3000:]
-    res = subprocess.run([str(exe), str(gguf_path), "serve"], input="".join(r + "\n" for r in requests).encode(),
-                         capture_output=True, timeout=120)
-    err = res.stderr.decode(errors="replace")
-    assert res.returncode == 0 and not any(m in err for m in SAN_MARKS), err[-3000:]
-    answers = [json.loads(line) for line in res.stdout.decode("utf-8").split("\n")[:-1]]
-    assert len(answers) == len(requests), res.stdout[-2000:]
     return json.loads(info.stdout), answers
 
 

@@ -11,45 +11,29 @@ import subprocess
 
 import pytest
 
-from conftest import ASAN_BUILD, BUILD, FIXTURES
+from conftest import BUILD, FIXTURES
+from test_raw_bpe import serve, vocab_gguf
 
 WP = FIXTURES / "tokenizer" / "wordpiece"
-SAN_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 
 def write_gguf(path, doc, lowercase, strip_accents):
-    import gguf
     special = set(doc["special"].values())
     spelled = [t if i in special else t[2:] if t.startswith("##") else "\u2581" + t
                for i, t in enumerate(doc["tokens"])]
-    w = gguf.GGUFWriter(str(path), arch="bert")
-    w.add_tokenizer_model("bert")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(spelled)
-    w.add_token_types([3 if i in special else 1 for i in range(len(spelled))])
-    w.add_bos_token_id(doc["special"]["[CLS]"])
-    w.add_sep_token_id(doc["special"]["[SEP]"])
-    w.add_unk_token_id(doc["special"]["[UNK]"])
-    w.add_pad_token_id(doc["special"]["[PAD]"])
-    if lowercase is not None:
-        w.add_bool("tokenizer.ggml.normalizer.lowercase", lowercase)
-    if strip_accents is not None:
-        w.add_bool("tokenizer.ggml.normalizer.strip_accents", strip_accents)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    ids = doc["special"]
+    keys = {"tokenizer.ggml.bos_token_id": ids["[CLS]"],
+            "tokenizer.ggml.seperator_token_id": ids["[SEP]"],
+            "tokenizer.ggml.unknown_token_id": ids["[UNK]"],
+            "tokenizer.ggml.padding_token_id": ids["[PAD]"],
+            "tokenizer.ggml.normalizer.lowercase": lowercase,
+            "tokenizer.ggml.normalizer.strip_accents": strip_accents}
+    types = [3 if i in special else 1 for i in range(len(spelled))]
+    return vocab_gguf(path, "bert", "bert", "default", spelled, types, keys=keys)
 
 
 def encode_all(kind, path, texts):
-    exe = (BUILD if kind == "release" else ASAN_BUILD) / "tok_tool"
-    if not exe.exists():
-        pytest.fail(f"{exe} is missing: run scripts/test (it builds what tests need)")
-    res = subprocess.run([str(exe), str(path), "serve"], input="".join("encs " + json.dumps(t) + "\n" for t in texts),
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0 and not any(m in res.stderr for m in SAN_MARKS), res.stderr[-3000:]
-    return [json.loads(line) for line in res.stdout.splitlines()]
+    return serve(kind, path, ["encs " + json.dumps(t) for t in texts])[1]
 
 
 @pytest.mark.parametrize("kind", ["release", "asan"])
